@@ -1,0 +1,116 @@
+# hotcold — build, test, install.
+#
+# Conventions (so each tool's folder can grow without touching this file):
+#   common/*.c                          -> libhc_common.a  (GGUF I/O, types, CLI helpers)
+#   runtime/*.c  except hc-run.c        -> libhc_runtime.a (model, kernels, tokenizer, ...)
+#   D/*.c except D/hc-*.c, for each tool folder D -> libhc_D.a
+#   D/hc-NAME.c                         -> bin/hc-NAME (linked with every library)
+#   tests/test_*.c                      -> build/tests/test_* ; tests/test_*.sh run as-is
+#   D/module.mk                         -> optional extra rules of a folder
+#
+# make                build everything          make test      build and run the suite
+# make SANITIZE=1     ASan+UBSan build (in build/asan, programs in build/asan/bin)
+# make install PREFIX=/usr/local DESTDIR=
+# make demo / make bench / make fuzz / make model
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+
+ifeq ($(SANITIZE),1)
+  O     ?= build/asan
+  BIN   ?= $(O)/bin
+  OPT   := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+  LDSAN := -fsanitize=address,undefined
+else
+  O     ?= build
+  BIN   ?= bin
+  OPT   := -O2 -g
+  LDSAN :=
+endif
+
+PKG_CONFIG ?= pkg-config
+PKGS    := zlib openblas OpenCL libcjson
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -lz -lopenblas -lOpenCL -lcjson)
+
+# -ffp-contract=off: no fused multiply-add anywhere by default, so quantizers
+# round exactly as ggml's x86-64 build (see ../shared/reference/gguf-ggml.md §2.5).
+CFLAGS  ?=
+CFLAGS  += -std=c11 -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 $(OPT) \
+           -Wall -Wextra -Werror -ffp-contract=off -pthread \
+           -Icommon -Iruntime -Igguf-tools -Iquantizer -Iprofiler -Isolver $(PKG_CFLAGS)
+LDLIBS  += $(PKG_LIBS) -lglpk -lm -lpthread
+
+TOOL_DIRS := gguf-tools quantizer profiler solver
+LIB_NAMES := $(TOOL_DIRS) runtime common
+
+lib_srcs = $(filter-out $(1)/hc-%.c,$(wildcard $(1)/*.c))
+obj      = $(patsubst %.c,$(O)/obj/%.o,$(1))
+LIBS     := $(foreach d,$(LIB_NAMES),$(O)/lib/libhc_$(d).a)
+
+MAIN_SRCS := $(wildcard $(foreach d,$(TOOL_DIRS) runtime,$(d)/hc-*.c))
+PROGRAMS  := $(patsubst %.c,$(BIN)/%,$(notdir $(MAIN_SRCS)))
+TEST_SRCS := $(wildcard tests/test_*.c)
+TESTS     := $(patsubst tests/%.c,$(O)/tests/%,$(TEST_SRCS))
+TEST_SUPPORT := $(call obj,$(filter-out tests/test_%.c,$(wildcard tests/*.c)))
+
+LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group $(LDSAN) $(LDLIBS)
+
+.PHONY: all test check-deps deps install uninstall clean demo bench fuzz
+all: $(PROGRAMS) $(TESTS)
+
+$(O)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+define lib_rule
+$(O)/lib/libhc_$(1).a: $(call obj,$(call lib_srcs,$(1)))
+	@mkdir -p $$(dir $$@)
+	rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach d,$(LIB_NAMES),$(eval $(call lib_rule,$(d))))
+
+# A program links its own folder's library, the runtime (which the profiler and
+# GPTQ drive) and common; hc-gguf and hc-solve need only their folder and common.
+prog_libs = $(foreach d,$(if $(filter hc-gguf hc-solve,$(2)),,runtime) $(filter-out runtime,$(1)) common,$(O)/lib/libhc_$(d).a)
+define prog_rule
+$(BIN)/$(notdir $(basename $(1))): $(call obj,$(1)) $(call prog_libs,$(patsubst %/,%,$(dir $(1))),$(notdir $(basename $(1))))
+	@mkdir -p $$(dir $$@)
+	$(CC) $(CFLAGS) $$< -o $$@ -Wl,--start-group $$(filter %.a,$$^) -Wl,--end-group $(LDSAN) $(LDLIBS)
+endef
+$(foreach m,$(MAIN_SRCS),$(eval $(call prog_rule,$(m))))
+
+$(O)/tests/%: $(O)/obj/tests/%.o $(TEST_SUPPORT) $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(TEST_SUPPORT) -o $@ $(LINK_LIBS)
+
+-include $(wildcard */module.mk)
+
+# Dependencies: installs missing Debian packages when run as root, else says what to run.
+deps:
+	@sh scripts/install-deps.sh --if-missing
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@HC_BIN=$(abspath $(BIN)) HC_TESTS=$(abspath $(O)/tests) sh tests/run.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@HC_BIN=$(abspath $(BIN)) sh scripts/demo.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@HC_BIN=$(abspath $(BIN)) sh scripts/bench.sh
+
+install: $(PROGRAMS)
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 755 $(PROGRAMS) $(DESTDIR)$(BINDIR)/
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGRAMS)))
+
+clean:
+	rm -rf build bin
+
+-include $(shell find $(O)/obj -name '*.d' 2>/dev/null)
