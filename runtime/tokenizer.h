@@ -1,0 +1,35 @@
+/* SentencePiece-style (tokenizer.ggml.model = "llama") tokenizer from a GGUF vocab,
+ * as llama.cpp's SPM tokenizer: score-based bigram merges, byte fallback <0xXX>,
+ * the leading space (add_space_prefix), BOS/EOS, control/special tokens. */
+#ifndef HC_TOKENIZER_H
+#define HC_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gguf.h"
+
+typedef struct hc_tokenizer hc_tokenizer;
+
+/* NULL + one-line message if the vocab KVs are missing or inconsistent. */
+hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen);
+void hc_tokenizer_free(hc_tokenizer *t);
+
+int hc_tokenizer_n_vocab(const hc_tokenizer *t);
+int hc_tokenizer_bos(const hc_tokenizer *t);
+int hc_tokenizer_eos(const hc_tokenizer *t);
+/* tokenizer.ggml.add_bos_token (default 1): whether prompts should start with BOS. */
+int hc_tokenizer_add_bos(const hc_tokenizer *t);
+
+/* Tokenize UTF-8 text of len bytes. add_bos: prepend BOS. parse_special: match
+ * control-token texts like "<s>" in the input (llama.cpp's parse_special).
+ * Writes up to max tokens; returns the number of tokens the text needs
+ * (may exceed max: call again with a bigger buffer), or -1 on error. */
+int hc_tokenize(const hc_tokenizer *t, const char *text, size_t len, int add_bos,
+                int parse_special, int32_t *out, int max);
+
+/* The text of token id as it should be printed (▁ → space, <0xXX> → that byte,
+ * control tokens → ""). prev is the previous token (llama2.c strips the leading
+ * space after BOS) or -1. Returns bytes written into buf (not NUL-terminated if len == cap). */
+int hc_token_to_piece(const hc_tokenizer *t, int prev, int id, char *buf, int cap);
+
+#endif
