@@ -51,7 +51,7 @@ int ggml_type_from_name(const char *name);
 /* Bytes of a row of n elements (n must be a multiple of the block size). */
 size_t ggml_row_size(uint32_t type, int64_t n);
 
-/* fp16: round to nearest even, overflow to inf, NaN kept (ggml_compute_fp32_to_fp16). */
+/* fp16: round to nearest even, overflow to inf, NaN -> 0x7E00 with its sign (ggml_compute_fp32_to_fp16). */
 uint16_t fp32_to_fp16(float f);
 float fp16_to_fp32(uint16_t h);
 /* bf16: round to nearest even, NaN quieted (ggml_compute_fp32_to_bf16). */

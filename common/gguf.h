@@ -96,6 +96,9 @@ typedef struct gguf_writer gguf_writer;
 
 gguf_writer *gguf_writer_new(gguf_variant variant);
 void gguf_writer_free(gguf_writer *w);    /* also aborts an unfinished output */
+/* The first declaration error (bad key, name, shape, type), "" if none. Any
+ * such error makes gguf_writer_write / _begin fail with this message. */
+const char *gguf_writer_error(const gguf_writer *w);
 
 /* Setting a key that exists replaces its value in place. */
 void gguf_set_u8(gguf_writer *w, const char *key, uint8_t v);

@@ -1,0 +1,200 @@
+/* Command-line helpers: errors, sizes, time, progress bar, whole-file reads, FNV. */
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *hc_prog = "hc";
+
+static void vmsg(const char *fmt, va_list ap)
+{
+    char line[4096];
+    vsnprintf(line, sizeof line, fmt, ap);
+    fprintf(stderr, "%s: %s\n", hc_prog, line);   /* one write per line */
+}
+
+void hc_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(fmt, ap);
+    va_end(ap);
+    exit(1);
+}
+
+void hc_warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(fmt, ap);
+    va_end(ap);
+}
+
+int hc_parse_size(const char *s, uint64_t *out)
+{
+    static const struct { const char *sfx; uint64_t mult; } units[] = {
+        { "", 1 }, { "B", 1 },
+        { "K", 1ull << 10 }, { "KiB", 1ull << 10 }, { "KB", 1000ull },
+        { "M", 1ull << 20 }, { "MiB", 1ull << 20 }, { "MB", 1000000ull },
+        { "G", 1ull << 30 }, { "GiB", 1ull << 30 }, { "GB", 1000000000ull },
+        { "T", 1ull << 40 }, { "TiB", 1ull << 40 }, { "TB", 1000000000000ull },
+    };
+    uint64_t ip = 0, fp = 0, fscale = 1;
+    const char *p = s;
+    if (!isdigit((unsigned char)*p)) return -1;
+    for (; isdigit((unsigned char)*p); p++)
+        if (__builtin_mul_overflow(ip, 10, &ip) || __builtin_add_overflow(ip, (uint64_t)(*p - '0'), &ip))
+            return -1;
+    if (*p == '.') {
+        p++;
+        if (!isdigit((unsigned char)*p)) return -1;
+        for (int nd = 0; isdigit((unsigned char)*p); p++, nd++) {
+            if (nd >= 9) return -1;   /* more precision than any size needs */
+            fp = fp * 10 + (uint64_t)(*p - '0');
+            fscale *= 10;
+        }
+    }
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcasecmp(p, units[i].sfx) != 0) continue;
+        uint64_t m = units[i].mult, v, frac;
+        if (__builtin_mul_overflow(ip, m, &v)) return -1;
+        /* fractional part rounded to the nearest byte; fp < 10^9, m <= 2^40: no overflow in 128 bits */
+        frac = (uint64_t)(((unsigned __int128)fp * m + fscale / 2) / fscale);
+        if (__builtin_add_overflow(v, frac, &v)) return -1;
+        *out = v;
+        return 0;
+    }
+    return -1;
+}
+
+const char *hc_format_size(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+    if (bytes < 1024) {
+        snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+        return buf;
+    }
+    double v = (double)bytes;
+    int i = 0;
+    while (v >= 1024 && i < 6) { v /= 1024; i++; }
+    snprintf(buf, len, "%.1f %s", v, u[i]);
+    return buf;
+}
+
+double hc_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void hc_progress_start(hc_progress *p, const char *label, uint64_t total, const char *unit)
+{
+    p->label = label;
+    p->total = total;
+    p->done = 0;
+    p->unit = unit;
+    p->t0 = hc_now();
+    p->last_draw = 0;
+    p->active = isatty(STDERR_FILENO);
+}
+
+static void draw(hc_progress *p, double now)
+{
+    char line[256];
+    int n = 0;
+    double el = now - p->t0;
+    double rate = el > 0 ? (double)p->done / el : 0;
+    n += snprintf(line + n, sizeof line - (size_t)n, "\r%s", p->label ? p->label : "");
+    if (p->total) {
+        double frac = (double)p->done / (double)p->total;
+        n += snprintf(line + n, sizeof line - (size_t)n, " %3.0f%%", 100 * (frac > 1 ? 1 : frac));
+    }
+    n += snprintf(line + n, sizeof line - (size_t)n, " %llu", (unsigned long long)p->done);
+    if (p->total) n += snprintf(line + n, sizeof line - (size_t)n, "/%llu", (unsigned long long)p->total);
+    if (p->unit) n += snprintf(line + n, sizeof line - (size_t)n, " %s, %.1f %s/s", p->unit, rate, p->unit);
+    if (p->total && rate > 0 && p->done < p->total) {
+        long eta = (long)((double)(p->total - p->done) / rate + 0.5);
+        snprintf(line + n, sizeof line - (size_t)n, ", ETA %ld:%02ld", eta / 60, eta % 60);
+    }
+    fprintf(stderr, "%s\033[K", line);   /* clear what a longer earlier line left */
+    fflush(stderr);
+    p->last_draw = now;
+}
+
+void hc_progress_update(hc_progress *p, uint64_t done)
+{
+    p->done = done;
+    if (!p->active) return;
+    double now = hc_now();
+    if (now - p->last_draw < 0.1) return;   /* ~10 redraws a second at most */
+    draw(p, now);
+}
+
+void hc_progress_end(hc_progress *p)
+{
+    if (!p->active) return;
+    draw(p, hc_now());
+    fputc('\n', stderr);
+    p->active = 0;
+}
+
+char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+        close(fd);
+        return NULL;
+    }
+    size_t size = (size_t)st.st_size, got = 0;
+    char *buf = malloc(size + 1);
+    if (!buf) {
+        snprintf(err, errlen, "%s: out of memory for %zu bytes", path, size);
+        close(fd);
+        return NULL;
+    }
+    while (got < size) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            snprintf(err, errlen, "%s: %s", path, r < 0 ? strerror(errno) : "file shrank while reading");
+            free(buf);
+            close(fd);
+            return NULL;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[size] = 0;
+    if (len) *len = size;
+    return buf;
+}
+
+uint64_t hc_fnv1a64(const void *data, size_t len, uint64_t h)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}

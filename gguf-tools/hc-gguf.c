@@ -1,0 +1,323 @@
+/* hc-gguf: inspect (dump) and validate (check) GGUF and PowerInfer PWRI files. */
+#include "cli.h"
+#include "gguf.h"
+
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TEXT_ARRAY_HEAD 8   /* array elements shown in text mode without --full */
+
+static const char *variant_name(gguf_variant v) { return v == GGUF_VARIANT_PWRI ? "PWRI" : "GGUF"; }
+
+static uint64_t tensor_bytes(const gguf_file *f)
+{
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) n += f->tensors[i].nbytes;
+    return n;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+        "usage: hc-gguf dump [--json] [--full] FILE\n"
+        "       hc-gguf check FILE\n"
+        "\n"
+        "  dump    print the header, every key/value and every tensor (name, type,\n"
+        "          shape, offset, bytes); arrays show their first %d elements\n"
+        "  check   validate the whole file (header, metadata, tensor infos, packed\n"
+        "          aligned offsets, data inside the file); exit 0 with a one-line\n"
+        "          summary, or print the first problem and exit 1\n"
+        "\n"
+        "  -j, --json   dump as JSON (always complete, every array element)\n"
+        "  -f, --full   text dump: print every array element\n"
+        "  -h, --help   this help\n"
+        "\n"
+        "Reads GGUF v2/v3 and PowerInfer's \"PWRI\" variant (reported as such).\n",
+        TEXT_ARRAY_HEAD);
+}
+
+/* Shortest %g form that reads back as the same value. */
+static void fmt_real(char *buf, size_t len, double v, int is_f32)
+{
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        double back = strtod(buf, NULL);
+        if (is_f32 ? (float)back == (float)v : back == v) return;
+    }
+}
+
+/* ------------------------------------------------------------------ text */
+
+static void print_escaped(const char *s, uint64_t n)
+{
+    putchar('"');
+    for (uint64_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c == '\n') fputs("\\n", stdout);
+        else if (c == '\t') fputs("\\t", stdout);
+        else if (c == '\r') fputs("\\r", stdout);
+        else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static void print_elem(const gguf_kv *kv, uint64_t i)
+{
+    uint32_t t = kv->type == GGUF_TYPE_ARRAY ? kv->arr_type : kv->type;
+    char buf[64];
+    int64_t i64;
+    uint64_t u64;
+    switch (t) {
+    case GGUF_TYPE_STRING:
+        print_escaped(kv->strs[i].ptr, kv->strs[i].len);
+        break;
+    case GGUF_TYPE_BOOL:
+        fputs(gguf_kv_num(kv, i) != 0 ? "true" : "false", stdout);
+        break;
+    case GGUF_TYPE_FLOAT32: case GGUF_TYPE_FLOAT64:
+        fmt_real(buf, sizeof buf, gguf_kv_num(kv, i), t == GGUF_TYPE_FLOAT32);
+        fputs(buf, stdout);
+        break;
+    case GGUF_TYPE_UINT64:   /* 64-bit values are not exact in a double */
+        memcpy(&u64, kv->data + 8 * i, 8);
+        printf("%" PRIu64, u64);
+        break;
+    case GGUF_TYPE_INT64:
+        memcpy(&i64, kv->data + 8 * i, 8);
+        printf("%" PRId64, i64);
+        break;
+    default:
+        printf("%.0f", gguf_kv_num(kv, i));
+    }
+}
+
+static void dump_text(const gguf_file *f, int full)
+{
+    printf("file:        %s\n", f->path);
+    printf("format:      %s%s, version %u\n", variant_name(f->variant),
+           f->variant == GGUF_VARIANT_PWRI ? " (PowerInfer sparse model)" : "", f->version);
+    printf("size:        %zu bytes\n", f->size);
+    printf("alignment:   %u\n", f->alignment);
+    printf("kv count:    %" PRIu64 "\n", f->n_kv);
+    printf("tensors:     %" PRIu64 " (%" PRIu64 " bytes of data)\n", f->n_tensors, tensor_bytes(f));
+    printf("data offset: %" PRIu64 "\n", f->data_offset);
+
+    printf("\nkey/value pairs:\n");
+    for (uint64_t i = 0; i < f->n_kv; i++) {
+        const gguf_kv *kv = &f->kv[i];
+        char type[48];
+        if (kv->type == GGUF_TYPE_ARRAY)
+            snprintf(type, sizeof type, "%s[%" PRIu64 "]", gguf_vtype_name(kv->arr_type), kv->n);
+        else
+            snprintf(type, sizeof type, "%s", gguf_vtype_name(kv->type));
+        printf("  %4" PRIu64 "  %-40s %-14s = ", i, kv->key, type);
+        if (kv->type != GGUF_TYPE_ARRAY) {
+            print_elem(kv, 0);
+        } else {
+            uint64_t shown = full || kv->n <= TEXT_ARRAY_HEAD ? kv->n : TEXT_ARRAY_HEAD;
+            putchar('[');
+            for (uint64_t k = 0; k < shown; k++) {
+                if (k) fputs(", ", stdout);
+                print_elem(kv, k);
+            }
+            if (shown < kv->n) printf(", ... %" PRIu64 " more", kv->n - shown);
+            putchar(']');
+        }
+        putchar('\n');
+    }
+
+    printf("\ntensors:\n");
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        char shape[128];
+        int n = snprintf(shape, sizeof shape, "[");
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%" PRId64, d ? ", " : "", t->ne[d]);
+        snprintf(shape + n, sizeof shape - (size_t)n, "]");
+        printf("  %4" PRIu64 "  %-32s %-6s %-22s offset %-12" PRIu64 " %" PRIu64 " bytes\n",
+               i, t->name, ggml_type_name(t->type), shape, t->offset, t->nbytes);
+    }
+}
+
+/* ------------------------------------------------------------------ json */
+
+static void *xcheck(void *p)
+{
+    if (!p) hc_die("out of memory");
+    return p;
+}
+
+static cJSON *json_u64(uint64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRIu64, v);
+    return xcheck(cJSON_CreateRaw(buf));   /* exact digits: a double would round above 2^53 */
+}
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0. */
+static size_t utf8_len(const unsigned char *s, uint64_t n)
+{
+    size_t len = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : s[0] >= 0xe0 && s[0] < 0xf0 ? 3
+               : s[0] >= 0xf0 && s[0] < 0xf5 ? 4 : 0;
+    if (!len || len > n) return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((s[k] & 0xc0) != 0x80) return 0;
+    if (len == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) return 0;
+    if (len == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))) return 0;
+    return len;
+}
+
+/* A JSON string; invalid UTF-8 bytes become U+FFFD and NUL bytes are dropped,
+ * so the output always parses. */
+static cJSON *json_str(const char *s, uint64_t n)
+{
+    char *buf = xcheck(malloc(3 * n + 1));
+    size_t o = 0;
+    for (uint64_t i = 0; i < n;) {
+        const unsigned char *p = (const unsigned char *)s + i;
+        size_t len = utf8_len(p, n - i);
+        if (len) {
+            if (p[0]) { memcpy(buf + o, p, len); o += len; }
+            i += len;
+        } else {
+            memcpy(buf + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    buf[o] = 0;
+    cJSON *j = xcheck(cJSON_CreateString(buf));
+    free(buf);
+    return j;
+}
+
+static cJSON *json_elem(const gguf_kv *kv, uint64_t i)
+{
+    uint32_t t = kv->type == GGUF_TYPE_ARRAY ? kv->arr_type : kv->type;
+    double v;
+    int64_t i64;
+    uint64_t u64;
+    char buf[64];
+    switch (t) {
+    case GGUF_TYPE_STRING:
+        return json_str(kv->strs[i].ptr, kv->strs[i].len);
+    case GGUF_TYPE_BOOL:
+        return xcheck(cJSON_CreateBool(gguf_kv_num(kv, i) != 0));
+    case GGUF_TYPE_UINT64:
+        memcpy(&u64, kv->data + 8 * i, 8);
+        return json_u64(u64);
+    case GGUF_TYPE_INT64:
+        memcpy(&i64, kv->data + 8 * i, 8);
+        snprintf(buf, sizeof buf, "%" PRId64, i64);
+        return xcheck(cJSON_CreateRaw(buf));
+    case GGUF_TYPE_FLOAT32: case GGUF_TYPE_FLOAT64:
+        v = gguf_kv_num(kv, i);
+        if (!isfinite(v)) return xcheck(cJSON_CreateNull());   /* JSON has no NaN/inf */
+        fmt_real(buf, sizeof buf, v, t == GGUF_TYPE_FLOAT32);
+        return xcheck(cJSON_CreateRaw(buf));
+    default:
+        return xcheck(cJSON_CreateNumber(gguf_kv_num(kv, i)));   /* <= 32 bits: exact */
+    }
+}
+
+static void dump_json(const gguf_file *f)
+{
+    cJSON *root = xcheck(cJSON_CreateObject());
+    cJSON_AddItemToObject(root, "file", xcheck(cJSON_CreateString(f->path)));
+    cJSON_AddItemToObject(root, "variant", xcheck(cJSON_CreateString(variant_name(f->variant))));
+    cJSON_AddItemToObject(root, "version", json_u64(f->version));
+    cJSON_AddItemToObject(root, "size", json_u64(f->size));
+    cJSON_AddItemToObject(root, "alignment", json_u64(f->alignment));
+    cJSON_AddItemToObject(root, "n_kv", json_u64(f->n_kv));
+    cJSON_AddItemToObject(root, "n_tensors", json_u64(f->n_tensors));
+    cJSON_AddItemToObject(root, "data_offset", json_u64(f->data_offset));
+
+    cJSON *kvs = xcheck(cJSON_AddArrayToObject(root, "kv"));
+    for (uint64_t i = 0; i < f->n_kv; i++) {
+        const gguf_kv *kv = &f->kv[i];
+        cJSON *o = xcheck(cJSON_CreateObject());
+        cJSON_AddItemToObject(o, "key", json_str(kv->key, strlen(kv->key)));
+        cJSON_AddItemToObject(o, "type", xcheck(cJSON_CreateString(gguf_vtype_name(kv->type))));
+        if (kv->type == GGUF_TYPE_ARRAY) {
+            cJSON *arr = xcheck(cJSON_CreateArray());
+            cJSON_AddItemToObject(o, "elem_type", xcheck(cJSON_CreateString(gguf_vtype_name(kv->arr_type))));
+            cJSON_AddItemToObject(o, "n", json_u64(kv->n));
+            for (uint64_t k = 0; k < kv->n; k++) cJSON_AddItemToArray(arr, json_elem(kv, k));
+            cJSON_AddItemToObject(o, "value", arr);
+        } else {
+            cJSON_AddItemToObject(o, "value", json_elem(kv, 0));
+        }
+        cJSON_AddItemToArray(kvs, o);
+    }
+
+    cJSON *ts = xcheck(cJSON_AddArrayToObject(root, "tensors"));
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        cJSON *o = xcheck(cJSON_CreateObject());
+        cJSON *shape = xcheck(cJSON_CreateArray());
+        for (uint32_t d = 0; d < t->n_dims; d++) cJSON_AddItemToArray(shape, json_u64((uint64_t)t->ne[d]));
+        cJSON_AddItemToObject(o, "name", json_str(t->name, strlen(t->name)));
+        cJSON_AddItemToObject(o, "type", xcheck(cJSON_CreateString(ggml_type_name(t->type))));
+        cJSON_AddItemToObject(o, "shape", shape);
+        cJSON_AddItemToObject(o, "offset", json_u64(t->offset));
+        cJSON_AddItemToObject(o, "bytes", json_u64(t->nbytes));
+        cJSON_AddItemToArray(ts, o);
+    }
+
+    char *s = xcheck(cJSON_Print(root));
+    fputs(s, stdout);
+    putchar('\n');
+    free(s);
+    cJSON_Delete(root);
+}
+
+/* ------------------------------------------------------------------ main */
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "json", no_argument, NULL, 'j' },
+        { "full", no_argument, NULL, 'f' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    int json = 0, full = 0, c;
+    hc_prog = "hc-gguf";
+    while ((c = getopt_long(argc, argv, "jfh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = 1; break;
+        case 'f': full = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 1;
+        }
+    }
+    if (argc - optind != 2) {
+        usage(stderr);
+        return 1;
+    }
+    const char *cmd = argv[optind], *path = argv[optind + 1];
+    int dump = strcmp(cmd, "dump") == 0;
+    if (!dump && strcmp(cmd, "check") != 0) hc_die("unknown command '%s' (dump or check)", cmd);
+    if (!dump && (json || full)) hc_die("--json and --full apply to dump only");
+
+    char err[1024];
+    gguf_file *f = gguf_open(path, err, sizeof err);
+    if (!f) hc_die("%s", err);
+    if (!dump) {
+        printf("%s: ok: %s v%u, %" PRIu64 " KVs, %" PRIu64 " tensors, %" PRIu64 " bytes of tensor data, %zu bytes\n",
+               path, variant_name(f->variant), f->version, f->n_kv, f->n_tensors, tensor_bytes(f), f->size);
+    } else if (json) {
+        dump_json(f);
+    } else {
+        dump_text(f, full);
+    }
+    gguf_close(f);
+    if (fflush(stdout) != 0 || ferror(stdout)) hc_die("error writing to standard output");
+    return 0;
+}

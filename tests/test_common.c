@@ -1,0 +1,316 @@
+/* common/: fp16/bf16 conversion, hc_parse_size, hc_format_size, atomic_file, hc_read_file. */
+#include "harness.h"
+#include "atomic_file.h"
+#include "cli.h"
+#include "ggml_types.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifdef __x86_64__
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
+static float f_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t u_of(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+static void test_fp16_known_values(void)
+{
+    static const struct { uint32_t in; uint16_t out; } cases[] = {
+        { 0x3f800000, 0x3c00 },   /* 1 */
+        { 0xc0000000, 0xc000 },   /* -2 */
+        { 0x00000000, 0x0000 },   /* +0 */
+        { 0x80000000, 0x8000 },   /* -0 keeps its sign */
+        { 0x477fe000, 0x7bff },   /* 65504, largest half */
+        { 0x477fefff, 0x7bff },   /* just below the 65520 tie */
+        { 0x477ff000, 0x7c00 },   /* 65520: tie, rounds to even = inf */
+        { 0x7f7fffff, 0x7c00 },   /* FLT_MAX overflows to inf */
+        { 0x7f800000, 0x7c00 },   /* inf */
+        { 0xff800000, 0xfc00 },   /* -inf */
+        { 0x7fc00000, 0x7e00 },   /* NaN */
+        { 0x7f800001, 0x7e00 },   /* signalling NaN: canonical quiet NaN */
+        { 0xffc00001, 0xfe00 },   /* -NaN keeps its sign */
+        { 0x3f801000, 0x3c00 },   /* 1 + 2^-11: tie between 0x3c00 and 0x3c01, to even */
+        { 0x3f803000, 0x3c02 },   /* 1 + 3*2^-11: tie between 0x3c01 and 0x3c02, to even */
+        { 0x3f801001, 0x3c01 },   /* just above the tie */
+        { 0x38800000, 0x0400 },   /* 2^-14, smallest normal */
+        { 0x387fc000, 0x03ff },   /* 1023 * 2^-24, largest subnormal */
+        { 0x387fe000, 0x0400 },   /* 1023.5 * 2^-24: tie, rounds up to even 0x400 */
+        { 0x33800000, 0x0001 },   /* 2^-24, smallest subnormal */
+        { 0x33000000, 0x0000 },   /* 2^-25: tie between 0 and 1, to even = 0 */
+        { 0xb3000000, 0x8000 },   /* -2^-25 -> -0 */
+        { 0x33000001, 0x0001 },   /* just above 2^-25 */
+        { 0x33c00000, 0x0002 },   /* 1.5 * 2^-24: tie between 1 and 2, to even = 2 */
+        { 0x34200000, 0x0002 },   /* 2.5 * 2^-24: tie between 2 and 3, to even = 2 */
+        { 0x00000001, 0x0000 },   /* fp32 subnormal */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint16_t h = fp32_to_fp16(f_of(cases[i].in));
+        CHECKF(h == cases[i].out, "fp32 0x%08x -> 0x%04x, want 0x%04x", cases[i].in, h, cases[i].out);
+    }
+}
+
+static void test_fp16_to_fp32_values(void)
+{
+    CHECK(fp16_to_fp32(0x3c00) == 1.0f);
+    CHECK(fp16_to_fp32(0x7bff) == 65504.0f);
+    CHECK(fp16_to_fp32(0x0001) == 0x1p-24f);
+    CHECK(fp16_to_fp32(0x03ff) == 1023 * 0x1p-24f);
+    CHECK(u_of(fp16_to_fp32(0x8000)) == 0x80000000);
+    CHECK(u_of(fp16_to_fp32(0x7c00)) == 0x7f800000);
+    CHECK(u_of(fp16_to_fp32(0xfc00)) == 0xff800000);
+    CHECK(isnan(fp16_to_fp32(0x7e00)));
+    CHECK(u_of(fp16_to_fp32(0x7c01)) == 0x7fc02000);   /* signalling NaN comes back quiet */
+    /* every finite half survives the round trip exactly */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00) continue;
+        uint16_t back = fp32_to_fp16(fp16_to_fp32((uint16_t)h));
+        CHECKF(back == h, "half 0x%04x -> %g -> 0x%04x", h, fp16_to_fp32((uint16_t)h), back);
+    }
+}
+
+#ifdef __x86_64__
+/* The F16C instructions (what ggml uses on x86) as an independent reference:
+ * round to nearest even, subnormals kept. They differ only in NaN payloads. */
+__attribute__((target("f16c"))) static uint16_t hw_to_fp16(float f) { return (uint16_t)_cvtss_sh(f, 0); }
+__attribute__((target("f16c"))) static float hw_to_fp32(uint16_t h) { return _cvtsh_ss(h); }
+#endif
+
+static void test_fp16_matches_hardware(void)
+{
+#ifdef __x86_64__
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C)) SKIP("no F16C on this CPU");
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        uint32_t a = u_of(fp16_to_fp32((uint16_t)h)), b = u_of(hw_to_fp32((uint16_t)h));
+        CHECKF(a == b, "half 0x%04x: 0x%08x, F16C 0x%08x", h, a, b);
+    }
+    /* a prime stride through all 2^32 patterns covers every exponent and rounding case */
+    for (uint64_t u = 0; u < (1ull << 32); u += 251) {
+        float f = f_of((uint32_t)u);
+        if (isnan(f)) continue;
+        uint16_t a = fp32_to_fp16(f), b = hw_to_fp16(f);
+        CHECKF(a == b, "fp32 0x%08x: 0x%04x, F16C 0x%04x", (uint32_t)u, a, b);
+    }
+#else
+    SKIP("not x86-64");
+#endif
+}
+
+static void test_bf16(void)
+{
+    static const struct { uint32_t in; uint16_t out; } cases[] = {
+        { 0x3f800000, 0x3f80 },   /* 1 */
+        { 0x3f808000, 0x3f80 },   /* tie, lower neighbour even */
+        { 0x3f818000, 0x3f82 },   /* tie, lower neighbour odd: up */
+        { 0x3f808001, 0x3f81 },   /* above the tie */
+        { 0x3f807fff, 0x3f80 },   /* below the tie */
+        { 0x80000000, 0x8000 },   /* -0 */
+        { 0x7f800000, 0x7f80 },   /* inf */
+        { 0xff800000, 0xff80 },   /* -inf */
+        { 0x7f7fffff, 0x7f80 },   /* FLT_MAX rounds to inf */
+        { 0x7fc00000, 0x7fc0 },   /* quiet NaN */
+        { 0x7f800001, 0x7fc0 },   /* signalling NaN is quieted */
+        { 0xff800001, 0xffc0 },   /* -NaN keeps its sign */
+        { 0x7fa12345, 0x7fe1 },   /* payload's top bits kept, quiet bit set */
+        { 0x00000001, 0x0000 },   /* subnormals round like any other value */
+        { 0x00018000, 0x0002 },   /* subnormal tie, odd: up */
+        { 0x00008000, 0x0000 },   /* subnormal tie, even: down */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint16_t h = fp32_to_bf16(f_of(cases[i].in));
+        CHECKF(h == cases[i].out, "fp32 0x%08x -> bf16 0x%04x, want 0x%04x", cases[i].in, h, cases[i].out);
+    }
+    CHECK(u_of(bf16_to_fp32(0x3f80)) == 0x3f800000);
+    CHECK(u_of(bf16_to_fp32(0x8001)) == 0x80010000);
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7f80) == 0x7f80 && (h & 0x7f)) continue;   /* NaNs get quieted */
+        CHECKF(fp32_to_bf16(bf16_to_fp32((uint16_t)h)) == h, "bf16 0x%04x round trip", h);
+    }
+}
+
+static void test_type_table(void)
+{
+    CHECK(strcmp(ggml_type_name(GGML_TYPE_Q4_0), "Q4_0") == 0);
+    CHECK(ggml_blck_size(GGML_TYPE_Q4_0) == 32 && ggml_type_size(GGML_TYPE_Q4_0) == sizeof(block_q4_0));
+    CHECK(ggml_type_size(GGML_TYPE_Q4_1) == sizeof(block_q4_1));
+    CHECK(ggml_type_size(GGML_TYPE_Q8_0) == sizeof(block_q8_0));
+    CHECK(ggml_type_size(GGML_TYPE_Q8_0) == 34 && ggml_type_size(GGML_TYPE_Q6_K) == 210);
+    CHECK(ggml_blck_size(GGML_TYPE_Q4_K) == 256 && ggml_type_size(GGML_TYPE_Q4_K) == 144);
+    CHECK(ggml_type_size(GGML_TYPE_BF16) == 2 && ggml_type_size(GGML_TYPE_I64) == 8);
+    CHECK(ggml_type_size(GGML_TYPE_F64) == 8 && ggml_type_size(GGML_TYPE_I32) == 4);
+    /* removed or unknown codes */
+    CHECK(ggml_type_name(4) == NULL && ggml_blck_size(4) == 0 && ggml_type_size(5) == 0);
+    CHECK(ggml_type_name(GGML_TYPE_COUNT) == NULL && ggml_blck_size(1000) == 0);
+    CHECK(ggml_type_from_name("q8_0") == GGML_TYPE_Q8_0);
+    CHECK(ggml_type_from_name("BF16") == GGML_TYPE_BF16);
+    CHECK(ggml_type_from_name("Q4_2") == -1 && ggml_type_from_name("") == -1);
+    CHECK(ggml_row_size(GGML_TYPE_Q4_0, 4096) == 128 * 18);
+    CHECK(ggml_row_size(GGML_TYPE_F16, 7) == 14);
+    /* every named type names itself back */
+    for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++) {
+        const char *n = ggml_type_name(t);
+        if (!n) continue;
+        CHECKF(ggml_type_from_name(n) == (int)t, "%s", n);
+        CHECKF(ggml_blck_size(t) && ggml_type_size(t), "%s has no size", n);
+    }
+}
+
+static void test_parse_size(void)
+{
+    static const struct { const char *s; uint64_t v; } good[] = {
+        { "0", 0 }, { "123", 123 }, { "123B", 123 }, { "4K", 4096 }, { "4KiB", 4096 }, { "4KB", 4000 },
+        { "512M", 512ull << 20 }, { "512MB", 512000000ull }, { "4G", 4ull << 30 }, { "4GiB", 4ull << 30 },
+        { "4gib", 4ull << 30 }, { "4GB", 4000000000ull }, { "2T", 2ull << 40 }, { "1TB", 1000000000000ull },
+        { "1.5GiB", 1610612736ull }, { "1.5G", 1610612736ull }, { "0.5K", 512 }, { "1.5GB", 1500000000ull },
+        { "0.1K", 102 }, { "18446744073709551615", UINT64_MAX }, { "16777215T", 16777215ull << 40 },
+    };
+    static const char *bad[] = {
+        "", "G", "-1", "+4", " 4", "4 G", "4X", "4GiBs", "1.", ".5G", "1.5.2", "4Gi B",
+        "18446744073709551616", "16777216T", "17179869184G", "1.0000000001G", "0x10",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint64_t v = 7;
+        CHECKF(hc_parse_size(good[i].s, &v) == 0, "'%s' rejected", good[i].s);
+        CHECKF(v == good[i].v, "'%s' -> %llu, want %llu", good[i].s, (unsigned long long)v,
+               (unsigned long long)good[i].v);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t v = 7;
+        CHECKF(hc_parse_size(bad[i], &v) != 0, "'%s' accepted", bad[i]);
+        CHECKF(v == 7, "'%s' wrote a value on failure", bad[i]);
+    }
+}
+
+static void test_format_size_and_fnv(void)
+{
+    char buf[32];
+    CHECK(strcmp(hc_format_size(1000, buf, sizeof buf), "1000 B") == 0);
+    CHECK(strcmp(hc_format_size(1536, buf, sizeof buf), "1.5 KiB") == 0);
+    CHECK(strcmp(hc_format_size(3ull << 30, buf, sizeof buf), "3.0 GiB") == 0);
+    /* published FNV-1a 64 test vectors */
+    CHECK(hc_fnv1a64("", 0, HC_FNV_INIT) == 0xcbf29ce484222325ULL);
+    CHECK(hc_fnv1a64("a", 1, HC_FNV_INIT) == 0xaf63dc4c8601ec8cULL);
+    CHECK(hc_fnv1a64("foobar", 6, HC_FNV_INIT) == 0x85944171f73967e8ULL);
+    CHECK(hc_fnv1a64("bar", 3, hc_fnv1a64("foo", 3, HC_FNV_INIT)) == 0x85944171f73967e8ULL);
+}
+
+/* Entries in dir other than . and .. */
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    if (!d) return -1;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+static void test_atomic_commit_and_abort(void)
+{
+    char err[512], dir[512];
+    atomic_file af;
+    snprintf(dir, sizeof dir, "%s", th_tmp("af"));
+    CHECK(mkdir(dir, 0755) == 0);
+    const char *path = th_tmp("af/out.txt");
+
+    CHECK(af_open(&af, path, err, sizeof err) == 0);
+    fputs("hello", af.fp);
+    CHECK(access(path, F_OK) != 0);            /* nothing under the final name yet */
+    CHECK(count_entries(dir) == 1);            /* just the temporary */
+    CHECK(af_commit(&af, err, sizeof err) == 0);
+    size_t len;
+    unsigned char *got = th_read(path, &len);
+    CHECK(got && len == 5 && memcmp(got, "hello", 5) == 0);
+    free(got);
+    CHECK(count_entries(dir) == 1);            /* temporary renamed, none left */
+
+    /* abort leaves the old file untouched and no temporary */
+    CHECK(af_open(&af, path, err, sizeof err) == 0);
+    fputs("partial", af.fp);
+    af_abort(&af);
+    got = th_read(path, &len);
+    CHECK(got && len == 5 && memcmp(got, "hello", 5) == 0);
+    free(got);
+    CHECK(count_entries(dir) == 1);
+    af_abort(&af);                             /* twice is harmless */
+
+    /* commit failure (the final name is a directory): temporary removed, message names the path */
+    const char *sub = th_tmp("af/sub");
+    CHECK(mkdir(sub, 0755) == 0);
+    CHECK(af_open(&af, sub, err, sizeof err) == 0);
+    fputs("x", af.fp);
+    CHECK(af_commit(&af, err, sizeof err) == -1);
+    CHECKF(strstr(err, sub) && !strchr(err, '\n'), "%s", err);
+    CHECK(count_entries(dir) == 2);            /* out.txt and sub */
+    af_abort(&af);
+}
+
+static void test_atomic_unwritable_dirs(void)
+{
+    char err[512];
+    atomic_file af;
+    const char *missing = th_tmp("no/such/dir/out.gguf");
+    CHECK(af_open(&af, missing, err, sizeof err) == -1);
+    CHECKF(strncmp(err, missing, strlen(missing)) == 0 && strstr(err, "No such file"), "%s", err);
+    CHECK(af.fp == NULL && af.tmp == NULL);
+    /* /proc refuses new files even for root */
+    CHECK(af_open(&af, "/proc/hc-test.out", err, sizeof err) == -1);
+    CHECKF(strstr(err, "/proc/hc-test.out: cannot create"), "%s", err);
+    if (geteuid() != 0) {   /* root ignores directory permissions */
+        const char *ro = th_tmp("ro");
+        CHECK(mkdir(ro, 0555) == 0);
+        CHECK(af_open(&af, th_tmp("ro/out"), err, sizeof err) == -1);
+        CHECKF(strstr(err, "Permission denied"), "%s", err);
+    }
+}
+
+static void test_read_file(void)
+{
+    char err[512];
+    size_t len = 0;
+    const char *p = th_tmp("rf.txt");
+    CHECK(th_write(p, "abc\0def", 7) == 0);
+    char *s = hc_read_file(p, &len, err, sizeof err);
+    CHECK(s && len == 7 && memcmp(s, "abc\0def", 7) == 0 && s[7] == 0);
+    free(s);
+    CHECK(hc_read_file(th_tmp("missing"), &len, err, sizeof err) == NULL);
+    CHECKF(strstr(err, "missing: No such file"), "%s", err);
+    CHECK(hc_read_file(th_tmpdir(), &len, err, sizeof err) == NULL);
+    CHECKF(strstr(err, "is a directory"), "%s", err);
+}
+
+static void test_progress_inactive_off_tty(void)
+{
+    hc_progress p;
+    if (isatty(2)) SKIP("stderr is a terminal");
+    hc_progress_start(&p, "x", 10, "tok");
+    CHECK(!p.active);
+    hc_progress_update(&p, 5);
+    CHECK(p.done == 5);
+    hc_progress_end(&p);
+}
+
+int main(void)
+{
+    RUN(test_fp16_known_values);
+    RUN(test_fp16_to_fp32_values);
+    RUN(test_fp16_matches_hardware);
+    RUN(test_bf16);
+    RUN(test_type_table);
+    RUN(test_parse_size);
+    RUN(test_format_size_and_fnv);
+    RUN(test_atomic_commit_and_abort);
+    RUN(test_atomic_unwritable_dirs);
+    RUN(test_read_file);
+    RUN(test_progress_inactive_off_tty);
+    return th_done();
+}
