@@ -1,0 +1,164 @@
+/* hc-quantize IN OUT TYPE: F32/F16/BF16 models to Q8_0/Q4_0 (bit-identical
+ * to ggml), F16, BF16 or F32, with llama-quantize's tensor rules; TYPE GPTQ
+ * hands over to the GPTQ code (gptq.h) when it is built. */
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include "cli.h"
+#include "quantize.h"
+#if __has_include("gptq.h")
+#include "gptq.h"
+#define HAVE_GPTQ 1
+#endif
+
+static void usage(FILE *fp)
+{
+    fprintf(fp,
+        "usage: hc-quantize [options] IN.gguf OUT.gguf TYPE\n"
+        "\n"
+        "Quantize a GGUF model as llama-quantize does: Q8_0 and Q4_0 are bit-identical\n"
+        "to ggml's reference quantizers. TYPE (case-insensitive): Q8_0, Q4_0, F16, BF16,\n"
+        "F32, or GPTQ. Only 2-D+ '*weight' tensors other than norms are converted;\n"
+        "rows that are not a multiple of 32 stay 16-bit.\n"
+        "\n"
+        "  -t, --threads N               threads (default: all CPUs); output is the same for any N\n"
+        "      --allow-requantize        allow converting tensors that are already quantized\n"
+        "      --pure                    no mixture rules: every eligible tensor becomes TYPE\n"
+        "      --output-tensor-type T    type of output.weight\n"
+        "      --token-embedding-type T  type of token_embd.weight\n"
+        "  -q, --quiet                   print nothing but errors\n"
+        "  -h, --help                    this help\n"
+        "\n"
+        "GPTQ options (TYPE GPTQ):\n"
+        "      --calib FILE              calibration text\n"
+        "      --group-size N            columns per quantization group (default 32)\n"
+        "      --act-order               quantize columns in order of decreasing Hessian diagonal\n"
+        "      --sym | --asym            symmetric (default) or asymmetric grid\n"
+        "      --damp F                  damping, fraction of the mean Hessian diagonal (default 0.01)\n"
+        "      --calib-tokens N          calibration tokens (default 4096)\n"
+        "      --ctx N                   tokens per calibration sequence (default 256)\n"
+        "      --export q4_0|q4_1        ggml type written (default q4_0)\n");
+}
+
+/* A type the plain quantizer writes, by name; -1 otherwise. */
+static int target_type(const char *name)
+{
+    int t = ggml_type_from_name(name);
+    return hc_ftype_of((uint32_t)t) >= 0 && t != GGML_TYPE_Q4_1 ? t : -1;
+}
+
+static long parse_long(const char *opt, const char *s, long min, long max)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < min || v > max)
+        hc_die("%s: '%s' is not an integer in %ld..%ld", opt, s, min, max);
+    return v;
+}
+
+enum {
+    OPT_ALLOW_REQ = 256, OPT_PURE, OPT_OUT_TYPE, OPT_EMB_TYPE,
+    OPT_CALIB, OPT_GROUP, OPT_ACT_ORDER, OPT_SYM, OPT_ASYM, OPT_DAMP, OPT_CALIB_TOKENS, OPT_CTX, OPT_EXPORT,
+};
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "threads", required_argument, NULL, 't' },
+        { "allow-requantize", no_argument, NULL, OPT_ALLOW_REQ },
+        { "pure", no_argument, NULL, OPT_PURE },
+        { "output-tensor-type", required_argument, NULL, OPT_OUT_TYPE },
+        { "token-embedding-type", required_argument, NULL, OPT_EMB_TYPE },
+        { "quiet", no_argument, NULL, 'q' },
+        { "help", no_argument, NULL, 'h' },
+        { "calib", required_argument, NULL, OPT_CALIB },
+        { "group-size", required_argument, NULL, OPT_GROUP },
+        { "act-order", no_argument, NULL, OPT_ACT_ORDER },
+        { "sym", no_argument, NULL, OPT_SYM },
+        { "asym", no_argument, NULL, OPT_ASYM },
+        { "damp", required_argument, NULL, OPT_DAMP },
+        { "calib-tokens", required_argument, NULL, OPT_CALIB_TOKENS },
+        { "ctx", required_argument, NULL, OPT_CTX },
+        { "export", required_argument, NULL, OPT_EXPORT },
+        { NULL, 0, NULL, 0 },
+    };
+    hc_prog = "hc-quantize";
+    hc_quant_opts o = { .output_type = HC_TYPE_DEFAULT, .token_embd_type = HC_TYPE_DEFAULT };
+    hc_gptq_opts g = { .group_size = 32, .sym = 1, .damp = 0.01f, .calib_tokens = 4096, .ctx = 256,
+                       .export_type = GGML_TYPE_Q4_0 };
+    const char *gptq_opt = NULL;   /* a GPTQ option seen, for the error when TYPE is not GPTQ */
+    long nthreads = sysconf(_SC_NPROCESSORS_ONLN);
+    int c;
+    while ((c = getopt_long(argc, argv, "t:qh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 't': nthreads = parse_long("-t", optarg, 1, 256); break;
+        case 'q': o.quiet = 1; break;
+        case 'h': usage(stdout); return 0;
+        case OPT_ALLOW_REQ: o.allow_requantize = 1; break;
+        case OPT_PURE: o.pure = 1; break;
+        case OPT_OUT_TYPE:
+        case OPT_EMB_TYPE: {
+            int t = target_type(optarg);
+            if (t < 0)
+                hc_die("%s: unknown tensor type (expected Q8_0, Q4_0, F16, BF16 or F32)", optarg);
+            *(c == OPT_OUT_TYPE ? &o.output_type : &o.token_embd_type) = (uint32_t)t;
+            break;
+        }
+        case OPT_CALIB: g.calib = optarg; gptq_opt = "--calib"; break;
+        case OPT_GROUP: g.group_size = (int)parse_long("--group-size", optarg, 1, INT_MAX); gptq_opt = "--group-size"; break;
+        case OPT_ACT_ORDER: g.act_order = 1; gptq_opt = "--act-order"; break;
+        case OPT_SYM: g.sym = 1; gptq_opt = "--sym"; break;
+        case OPT_ASYM: g.sym = 0; gptq_opt = "--asym"; break;
+        case OPT_DAMP: {
+            char *end;
+            g.damp = strtof(optarg, &end);
+            if (!*optarg || *end || !(g.damp >= 0.0f && g.damp < 1.0f))
+                hc_die("--damp: '%s' is not a number in [0, 1)", optarg);
+            gptq_opt = "--damp";
+            break;
+        }
+        case OPT_CALIB_TOKENS: g.calib_tokens = (int)parse_long("--calib-tokens", optarg, 1, INT_MAX); gptq_opt = "--calib-tokens"; break;
+        case OPT_CTX: g.ctx = (int)parse_long("--ctx", optarg, 1, INT_MAX); gptq_opt = "--ctx"; break;
+        case OPT_EXPORT:
+            if (strcasecmp(optarg, "q4_0") != 0 && strcasecmp(optarg, "q4_1") != 0)
+                hc_die("--export: '%s' is not q4_0 or q4_1", optarg);
+            g.export_type = (uint32_t)ggml_type_from_name(optarg);
+            gptq_opt = "--export";
+            break;
+        default: usage(stderr); return 1;
+        }
+    }
+    if (argc - optind != 3) {
+        usage(stderr);
+        return 1;
+    }
+    o.in = argv[optind];
+    o.out = argv[optind + 1];
+    o.nthreads = nthreads > 0 ? (int)nthreads : 1;
+    const char *type = argv[optind + 2];
+    char err[1024];
+
+    if (strcasecmp(type, "GPTQ") == 0) {
+#ifdef HAVE_GPTQ
+        o.type = g.export_type;
+        if (hc_gptq_quantize(&o, &g, err, sizeof err) != 0)
+            hc_die("%s", err);
+        return 0;
+#else
+        hc_die("GPTQ: not built into this hc-quantize");
+#endif
+    }
+    int t = target_type(type);
+    if (t < 0)
+        hc_die("%s: unknown type (expected Q8_0, Q4_0, F16, BF16, F32 or GPTQ)", type);
+    if (gptq_opt)
+        hc_die("%s: only applies to TYPE GPTQ", gptq_opt);
+    o.type = (uint32_t)t;
+    if (hc_quantize_model(&o, NULL, err, sizeof err) != 0)
+        hc_die("%s", err);
+    return 0;
+}
