@@ -1,0 +1,138 @@
+/* hc-convert internals: each input reader (llama2.c, Hugging Face, synth)
+ * validates its input completely, then describes the output as a vocabulary,
+ * hyper-parameters and a list of tensors; convert_out.c streams that into a
+ * GGUF. Nothing is written before the input has been validated. */
+#ifndef HC_CONVERT_H
+#define HC_CONVERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gguf.h"
+
+/* llama_token_type values (the same numbers as SentencePiece's piece types). */
+enum { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER_DEFINED = 4,
+       TOK_UNUSED = 5, TOK_BYTE = 6 };
+
+/* A vocabulary in llama.cpp's SentencePiece form (spaces already U+2581). */
+typedef struct {
+    uint32_t n;
+    char **tokens;           /* NUL-terminated copies */
+    float *scores;
+    int32_t *types;
+} cv_vocab;
+
+void cv_vocab_init(cv_vocab *v, uint32_t n);            /* n empty NORMAL tokens */
+/* Set token id (text of len bytes is copied; every ' ' becomes U+2581). */
+void cv_vocab_set(cv_vocab *v, uint32_t id, const char *text, size_t len, float score, int32_t type);
+void cv_vocab_free(cv_vocab *v);
+/* 1 if text is exactly a byte token "<0xHH>". */
+int cv_is_byte_token(const char *text, size_t len);
+
+/* LLaMA hyper-parameters and special token ids as written into the GGUF. */
+typedef struct {
+    uint32_t n_vocab, n_embd, n_ff, n_layer, n_head, n_head_kv, n_ctx;
+    float eps;
+    const char *name;        /* general.name */
+    uint32_t unk_id, bos_id, eos_id, pad_id;    /* pad: UINT32_MAX when none */
+} cv_hparams;
+
+/* The KVs every converter writes, in the order llama.cpp's llama2.c converter
+ * writes them: vocab arrays, tokenizer model, architecture, name, special ids,
+ * llama.* hyper-parameters. Callers append their own keys after these. */
+void cv_set_llama_kvs(gguf_writer *w, const cv_hparams *hp, const cv_vocab *v);
+/* 0 when the shape is one this toolchain and llama.cpp accept, else -1 + message. */
+int cv_check_hparams(const cv_hparams *hp, char *err, size_t errlen);
+
+/* One output tensor, produced row by row as F32 (ne[0] floats per row) and then
+ * stored as `type`. Source: either `gen`, or `src` (row-major F32/F16/BF16 data,
+ * e.g. a mapped file) read straight, with the Q/K row permutation, or transposed. */
+typedef struct cv_tensor cv_tensor;
+typedef void (*cv_gen_fn)(const cv_tensor *t, int64_t row0, int64_t nrows, float *out);
+
+typedef enum {
+    CV_COPY = 0,       /* output row r = source row r */
+    CV_PERMUTE,        /* HF rotate-half -> GGUF adjacent pairs, over `heads` heads */
+    CV_TRANSPOSE,      /* output row r = source column r (source has ne[1] columns) */
+} cv_layout;
+
+struct cv_tensor {
+    char name[GGUF_MAX_NAME + 1];
+    uint32_t type;           /* GGML_TYPE_F32, F16 or BF16 */
+    uint32_t n_dims;
+    int64_t ne[2];
+    const void *src;
+    uint32_t src_type;
+    cv_layout layout;
+    uint32_t heads;          /* CV_PERMUTE only */
+    cv_gen_fn gen;
+    const void *gen_ctx;
+    int64_t gen_id;          /* free for the generator (e.g. layer index) */
+};
+
+/* A growing list of output tensors. */
+typedef struct {
+    cv_tensor *t;
+    size_t n, cap;
+} cv_tensors;
+
+/* Append a tensor; name is printf-formatted. Returns it for further fields. */
+cv_tensor *cv_add(cv_tensors *ts, uint32_t type, uint32_t n_dims, int64_t ne0, int64_t ne1,
+                  const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+void cv_tensors_free(cv_tensors *ts);
+
+/* Declare every tensor, then stream their bytes into path (atomically, with a
+ * progress bar on a terminal). 0, or -1 + message (no output file then). */
+int cv_write(gguf_writer *w, const cv_tensors *ts, const char *path, char *err, size_t errlen);
+
+/* Read-only whole-file mapping. */
+typedef struct {
+    const uint8_t *data;
+    size_t size;
+} cv_map;
+int cv_map_open(cv_map *m, const char *path, char *err, size_t errlen);
+void cv_map_close(cv_map *m);
+
+/* ------------------------------------------------------------ safetensors
+ * A set of mapped .safetensors files (one model, possibly sharded). Headers are
+ * parsed with cJSON and validated: known dtype, shape, offsets inside the data
+ * section, bytes = dtype size x elements, no two tensors overlapping. */
+typedef struct {
+    char *name;
+    char dtype[12];          /* "F32", "BF16", "I64", ... */
+    uint32_t type;           /* GGML_TYPE_F32/F16/BF16, or UINT32_MAX for other dtypes */
+    uint32_t n_dims;
+    int64_t shape[8];        /* safetensors (PyTorch) order: shape[n_dims-1] is contiguous */
+    const void *data;
+    uint64_t nbytes;
+    size_t file;             /* index into st_set.paths */
+    int used;                /* set by the converter that consumes it */
+} st_tensor;
+
+typedef struct {
+    cv_map *maps;
+    char **paths;
+    size_t n_files;
+    st_tensor *t;
+    size_t n;
+    const char *where;       /* named in "missing tensor" messages (the directory) */
+} st_set;
+
+/* Map one file and add its tensors (a name already in the set is an error). */
+int st_add_file(st_set *s, const char *path, char *err, size_t errlen);
+/* Index of a tensor by name, or -1. */
+long st_find(const st_set *s, const char *name);
+void st_free(st_set *s);
+
+/* ------------------------------------------------------------ tokenizers
+ * The vocabulary of a Hugging Face directory: tokenizer.model (SentencePiece
+ * protobuf) when present, else tokenizer.json (SentencePiece-style BPE with
+ * byte_fallback, or Unigram). Padded to n_vocab with UNUSED "[PADi]" tokens. */
+int cv_hf_vocab(const char *dir, uint32_t n_vocab, cv_vocab *v, uint32_t *unk_id,
+                char *err, size_t errlen);
+
+/* The three subcommands: argc/argv start at the subcommand name. Exit status. */
+int convert_llama2c_main(int argc, char **argv);
+int convert_hf_main(int argc, char **argv);
+int convert_synth_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,275 @@
+/* What every converter shares: the vocabulary and LLaMA KVs, the tensor list,
+ * and the streaming writer that turns source rows into GGUF tensor data. */
+#include "convert.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "ggml_types.h"
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q) hc_die("out of memory");
+    return q;
+}
+
+/* ------------------------------------------------------------------ vocab */
+
+void cv_vocab_init(cv_vocab *v, uint32_t n)
+{
+    v->n = n;
+    v->tokens = xrealloc(NULL, n * sizeof *v->tokens);
+    v->scores = xrealloc(NULL, n * sizeof *v->scores);
+    v->types = xrealloc(NULL, n * sizeof *v->types);
+    for (uint32_t i = 0; i < n; i++) {
+        v->tokens[i] = NULL;
+        v->scores[i] = 0.0f;
+        v->types[i] = TOK_NORMAL;
+    }
+}
+
+void cv_vocab_set(cv_vocab *v, uint32_t id, const char *text, size_t len, float score, int32_t type)
+{
+    size_t spaces = 0;
+    for (size_t i = 0; i < len; i++) spaces += text[i] == ' ';
+    char *s = xrealloc(NULL, len + 2 * spaces + 1), *o = s;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') { memcpy(o, "\xe2\x96\x81", 3); o += 3; }
+        else *o++ = text[i];
+    }
+    *o = 0;
+    free(v->tokens[id]);
+    v->tokens[id] = s;
+    v->scores[id] = score;
+    v->types[id] = type;
+}
+
+void cv_vocab_free(cv_vocab *v)
+{
+    for (uint32_t i = 0; i < v->n; i++) free(v->tokens[i]);
+    free(v->tokens);
+    free(v->scores);
+    free(v->types);
+    memset(v, 0, sizeof *v);
+}
+
+int cv_is_byte_token(const char *t, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEFabcdef";
+    return len == 6 && !memcmp(t, "<0x", 3) && t[5] == '>' &&
+           t[3] && strchr(hex, t[3]) && t[4] && strchr(hex, t[4]);
+}
+
+/* ------------------------------------------------------------- llama KVs */
+
+void cv_set_llama_kvs(gguf_writer *w, const cv_hparams *hp, const cv_vocab *v)
+{
+    gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, v->n);
+    gguf_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, v->scores, v->n);
+    gguf_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v->types, v->n);
+    gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    gguf_set_str(w, "general.architecture", "llama");
+    gguf_set_str(w, "general.name", hp->name);
+    gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", hp->unk_id);
+    gguf_set_u32(w, "tokenizer.ggml.bos_token_id", hp->bos_id);
+    gguf_set_u32(w, "tokenizer.ggml.eos_token_id", hp->eos_id);
+    gguf_set_u32(w, "tokenizer.ggml.seperator_token_id", UINT32_MAX);  /* llama.cpp's spelling */
+    gguf_set_u32(w, "tokenizer.ggml.padding_token_id", hp->pad_id);
+    gguf_set_u32(w, "llama.context_length", hp->n_ctx);
+    gguf_set_u32(w, "llama.embedding_length", hp->n_embd);
+    gguf_set_u32(w, "llama.feed_forward_length", hp->n_ff);
+    gguf_set_u32(w, "llama.attention.head_count", hp->n_head);
+    gguf_set_u32(w, "llama.attention.head_count_kv", hp->n_head_kv);
+    gguf_set_u32(w, "llama.block_count", hp->n_layer);
+    gguf_set_u32(w, "llama.rope.dimension_count", hp->n_embd / hp->n_head);
+    gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", hp->eps);
+}
+
+int cv_check_hparams(const cv_hparams *hp, char *err, size_t errlen)
+{
+    const char *why = NULL;
+    if (!hp->n_embd || !hp->n_ff || !hp->n_layer || !hp->n_head || !hp->n_head_kv || !hp->n_vocab)
+        why = "a dimension is zero";
+    else if (hp->n_embd % hp->n_head)
+        why = "embedding length is not a multiple of the head count";
+    else if ((hp->n_embd / hp->n_head) % 2)
+        why = "head dimension is odd (RoPE rotates pairs)";
+    else if (hp->n_head % hp->n_head_kv)
+        why = "head count is not a multiple of the KV head count";
+    else if (hp->n_vocab < 3 || hp->unk_id >= hp->n_vocab || hp->bos_id >= hp->n_vocab ||
+             hp->eos_id >= hp->n_vocab)
+        why = "special token id outside the vocabulary";
+    else if (!(hp->eps > 0.0f))
+        why = "rms_norm_eps is not positive";
+    if (!why) return 0;
+    snprintf(err, errlen, "%s (dim %u, n_ff %u, layers %u, heads %u/%u, vocab %u)", why,
+             hp->n_embd, hp->n_ff, hp->n_layer, hp->n_head, hp->n_head_kv, hp->n_vocab);
+    return -1;
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+cv_tensor *cv_add(cv_tensors *ts, uint32_t type, uint32_t n_dims, int64_t ne0, int64_t ne1,
+                  const char *fmt, ...)
+{
+    if (ts->n == ts->cap) {
+        ts->cap = ts->cap ? 2 * ts->cap : 64;
+        ts->t = xrealloc(ts->t, ts->cap * sizeof *ts->t);
+    }
+    cv_tensor *t = &ts->t[ts->n++];
+    memset(t, 0, sizeof *t);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    t->type = type;
+    t->n_dims = n_dims;
+    t->ne[0] = ne0;
+    t->ne[1] = n_dims > 1 ? ne1 : 1;
+    return t;
+}
+
+void cv_tensors_free(cv_tensors *ts)
+{
+    free(ts->t);
+    memset(ts, 0, sizeof *ts);
+}
+
+/* n elements of an F32/F16/BF16 source as F32, and F32 into the output type. */
+static void cv_to_f32(uint32_t type, const void *src, float *dst, size_t n)
+{
+    const uint16_t *h = src;
+    switch (type) {
+    case GGML_TYPE_F32: memcpy(dst, src, n * sizeof *dst); break;   /* bit-exact copy */
+    case GGML_TYPE_F16: for (size_t i = 0; i < n; i++) dst[i] = fp16_to_fp32(h[i]); break;
+    case GGML_TYPE_BF16: for (size_t i = 0; i < n; i++) dst[i] = bf16_to_fp32(h[i]); break;
+    default: hc_die("internal: source type %u", type);
+    }
+}
+
+static void cv_from_f32(uint32_t type, const float *src, void *dst, size_t n)
+{
+    uint16_t *h = dst;
+    switch (type) {
+    case GGML_TYPE_F32: memcpy(dst, src, n * sizeof *src); break;
+    case GGML_TYPE_F16: for (size_t i = 0; i < n; i++) h[i] = fp32_to_fp16(src[i]); break;
+    case GGML_TYPE_BF16: for (size_t i = 0; i < n; i++) h[i] = fp32_to_bf16(src[i]); break;
+    default: hc_die("internal: output type %u", type);
+    }
+}
+
+/* Output rows [r0, r0+nr) of t as F32 into out (nr * ne[0] floats). */
+static void fetch_rows(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
+{
+    const int64_t n = t->ne[0];
+    const size_t es = ggml_type_size(t->src_type);
+    const uint8_t *src = t->src;
+    if (t->gen) {
+        t->gen(t, r0, nr, out);
+    } else if (t->layout == CV_TRANSPOSE) {
+        /* source: n rows of ne[1] elements; walk each source row once per chunk */
+        float *tmp = xrealloc(NULL, (size_t)nr * sizeof *tmp);
+        for (int64_t c = 0; c < n; c++) {
+            cv_to_f32(t->src_type, src + ((size_t)c * (size_t)t->ne[1] + (size_t)r0) * es, tmp, (size_t)nr);
+            for (int64_t r = 0; r < nr; r++) out[r * n + c] = tmp[r];
+        }
+        free(tmp);
+    } else {
+        for (int64_t r = r0; r < r0 + nr; r++) {
+            int64_t s = r;
+            if (t->layout == CV_PERMUTE) {
+                /* HF rows of a head are [first halves of the pairs | second halves];
+                 * GGUF wants each pair adjacent: row 2i+j of a head = HF row j*half+i. */
+                int64_t hd = t->ne[1] / t->heads, half = hd / 2, h = r / hd, k = r % hd;
+                s = h * hd + (k % 2) * half + k / 2;
+            }
+            cv_to_f32(t->src_type, src + (size_t)s * (size_t)n * es, out + (r - r0) * n, (size_t)n);
+        }
+    }
+}
+
+int cv_write(gguf_writer *w, const cv_tensors *ts, const char *path, char *err, size_t errlen)
+{
+    uint64_t total = 0;
+    int64_t max_row = 1;
+    for (size_t i = 0; i < ts->n; i++) {
+        const cv_tensor *t = &ts->t[i];
+        if (gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, NULL) < 0) {
+            snprintf(err, errlen, "%s: cannot declare tensor %s", path, t->name);
+            return -1;
+        }
+        total += (uint64_t)ggml_row_size(t->type, t->ne[0]) * (uint64_t)t->ne[1];
+        if (t->ne[0] > max_row) max_row = t->ne[0];
+    }
+    if (gguf_writer_begin(w, path, err, errlen)) return -1;
+
+    /* rows per chunk: about 1 Mi floats, at least 64 rows so transposes read runs */
+    const int64_t chunk_elems = (int64_t)1 << 20;
+    size_t buf_elems = (size_t)(64 * max_row > chunk_elems ? 64 * max_row : chunk_elems);
+    float *f = xrealloc(NULL, buf_elems * sizeof *f);
+    uint8_t *o = xrealloc(NULL, buf_elems * sizeof *f);
+    hc_progress p;
+    hc_progress_start(&p, "converting", total, NULL);
+    uint64_t done = 0;
+    int rc = 0;
+    for (size_t i = 0; i < ts->n && !rc; i++) {
+        const cv_tensor *t = &ts->t[i];
+        int64_t nr = chunk_elems / t->ne[0] < 64 ? 64 : chunk_elems / t->ne[0];
+        size_t row_bytes = ggml_row_size(t->type, t->ne[0]);
+        for (int64_t r = 0; r < t->ne[1] && !rc; r += nr) {
+            int64_t k = t->ne[1] - r < nr ? t->ne[1] - r : nr;
+            fetch_rows(t, r, k, f);
+            cv_from_f32(t->type, f, o, (size_t)(k * t->ne[0]));
+            rc = gguf_writer_write_data(w, o, (size_t)k * row_bytes, err, errlen);
+            done += (uint64_t)k * row_bytes;
+            hc_progress_update(&p, done);
+        }
+    }
+    hc_progress_end(&p);
+    free(f);
+    free(o);
+    return rc ? -1 : gguf_writer_finish(w, err, errlen);
+}
+
+/* ------------------------------------------------------------------ mmap */
+
+int cv_map_open(cv_map *m, const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY);
+    m->data = NULL;
+    m->size = 0;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: %s", path, fd < 0 ? strerror(errno) : "not a regular file");
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    m->size = (size_t)st.st_size;
+    if (m->size) {
+        void *p = mmap(NULL, m->size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            close(fd);
+            snprintf(err, errlen, "%s: cannot map", path);
+            return -1;
+        }
+        m->data = p;
+    }
+    close(fd);
+    return 0;
+}
+
+void cv_map_close(cv_map *m)
+{
+    if (m->data) munmap((void *)m->data, m->size);
+    m->data = NULL;
+    m->size = 0;
+}

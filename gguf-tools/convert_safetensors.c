@@ -1,0 +1,163 @@
+/* safetensors reader: 8-byte little-endian header length, a JSON header
+ * {"name": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {}},
+ * then the data section. Files are mapped; tensor data is never copied. */
+#include "convert.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "ggml_types.h"
+
+#define ST_MAX_HEADER (100u << 20)     /* the limit of the reference implementation */
+
+static const struct { const char *name; uint32_t size, type; } st_dtypes[] = {
+    {"F32", 4, GGML_TYPE_F32}, {"F16", 2, GGML_TYPE_F16}, {"BF16", 2, GGML_TYPE_BF16},
+    {"F64", 8, UINT32_MAX}, {"I64", 8, UINT32_MAX}, {"U64", 8, UINT32_MAX},
+    {"I32", 4, UINT32_MAX}, {"U32", 4, UINT32_MAX}, {"I16", 2, UINT32_MAX},
+    {"U16", 2, UINT32_MAX}, {"I8", 1, UINT32_MAX}, {"U8", 1, UINT32_MAX},
+    {"BOOL", 1, UINT32_MAX}, {"F8_E4M3", 1, UINT32_MAX}, {"F8_E5M2", 1, UINT32_MAX},
+};
+
+/* A JSON number that is an exact non-negative integer below 2^53. */
+static int json_u53(const cJSON *j, uint64_t *out)
+{
+    if (!cJSON_IsNumber(j)) return -1;
+    double d = j->valuedouble;
+    if (!(d >= 0 && d <= 9007199254740992.0) || d != (double)(uint64_t)d) return -1;
+    *out = (uint64_t)d;
+    return 0;
+}
+
+static int cmp_by_offset(const void *a, const void *b)
+{
+    const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+    uintptr_t p = (uintptr_t)x->data, q = (uintptr_t)y->data;
+    return p < q ? -1 : p > q;
+}
+
+/* Parse one tensor entry into t; NULL on success, else what is wrong. */
+static const char *parse_entry(const cJSON *e, const uint8_t *data, uint64_t data_size, st_tensor *t)
+{
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsObject(e) || !cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off))
+        return "needs dtype, shape and data_offsets";
+    uint32_t esize = 0;
+    for (size_t i = 0; i < sizeof st_dtypes / sizeof *st_dtypes; i++)
+        if (!strcmp(dt->valuestring, st_dtypes[i].name)) {
+            esize = st_dtypes[i].size;
+            t->type = st_dtypes[i].type;
+            snprintf(t->dtype, sizeof t->dtype, "%s", st_dtypes[i].name);
+        }
+    if (!esize) return "unknown dtype";
+    int nd = cJSON_GetArraySize(sh);
+    if (nd > 8) return "more than 8 dimensions";
+    t->n_dims = (uint32_t)nd;
+    uint64_t numel = 1;
+    for (int i = 0; i < nd; i++) {
+        uint64_t d;
+        if (json_u53(cJSON_GetArrayItem(sh, i), &d)) return "shape is not a list of non-negative integers";
+        if (__builtin_mul_overflow(numel, d, &numel)) return "shape overflows";
+        t->shape[i] = (int64_t)d;
+    }
+    uint64_t b, end, nbytes;
+    if (cJSON_GetArraySize(off) != 2 || json_u53(cJSON_GetArrayItem(off, 0), &b) ||
+        json_u53(cJSON_GetArrayItem(off, 1), &end) || b > end)
+        return "data_offsets is not [begin, end]";
+    if (end > data_size) return "data_offsets run past the end of the file";
+    if (__builtin_mul_overflow(numel, (uint64_t)esize, &nbytes) || nbytes != end - b)
+        return "byte size does not match dtype x shape";
+    t->data = data + b;
+    t->nbytes = nbytes;
+    return NULL;
+}
+
+int st_add_file(st_set *s, const char *path, char *err, size_t errlen)
+{
+    cv_map m;
+    if (cv_map_open(&m, path, err, errlen)) return -1;
+    uint64_t hlen = 0;
+    if (m.size >= 8) memcpy(&hlen, m.data, 8);
+    if (m.size < 8 || hlen > ST_MAX_HEADER || hlen > m.size - 8) {
+        snprintf(err, errlen, "%s: not a safetensors file (header length %llu, file %zu bytes)",
+                 path, (unsigned long long)hlen, m.size);
+        cv_map_close(&m);
+        return -1;
+    }
+    cJSON *root = cJSON_ParseWithLength((const char *)m.data + 8, (size_t)hlen);
+    if (!cJSON_IsObject(root)) {
+        snprintf(err, errlen, "%s: safetensors header is not a JSON object", path);
+        cJSON_Delete(root);
+        cv_map_close(&m);
+        return -1;
+    }
+    const uint8_t *data = m.data + 8 + hlen;
+    const uint64_t data_size = m.size - 8 - hlen;
+    const size_t first = s->n, file = s->n_files;
+    int n = cJSON_GetArraySize(root);
+    s->t = realloc(s->t, (s->n + (size_t)n + 1) * sizeof *s->t);
+    s->maps = realloc(s->maps, (s->n_files + 1) * sizeof *s->maps);
+    s->paths = realloc(s->paths, (s->n_files + 1) * sizeof *s->paths);
+    if (!s->t || !s->maps || !s->paths) hc_die("out of memory");
+    s->maps[file] = m;
+    s->paths[file] = strdup(path);
+    s->n_files++;
+
+    int rc = 0;
+    for (const cJSON *e = root->child; e && !rc; e = e->next) {
+        if (!strcmp(e->string, "__metadata__")) continue;
+        st_tensor *t = &s->t[s->n];
+        memset(t, 0, sizeof *t);
+        const char *why = parse_entry(e, data, data_size, t);
+        if (!why && st_find(s, e->string) >= 0) why = "appears twice";
+        if (why) {
+            snprintf(err, errlen, "%s: tensor '%s': %s", path, e->string, why);
+            rc = -1;
+        } else {
+            t->name = strdup(e->string);
+            t->file = file;
+            s->n++;
+        }
+    }
+    cJSON_Delete(root);
+    if (rc) return -1;
+
+    /* no two tensors of this file may share bytes */
+    size_t k = s->n - first;
+    const st_tensor **by = malloc((k + 1) * sizeof *by);
+    if (!by) hc_die("out of memory");
+    for (size_t i = 0; i < k; i++) by[i] = &s->t[first + i];
+    qsort(by, k, sizeof *by, cmp_by_offset);
+    for (size_t i = 1; i < k && !rc; i++)
+        if ((const uint8_t *)by[i - 1]->data + by[i - 1]->nbytes > (const uint8_t *)by[i]->data) {
+            snprintf(err, errlen, "%s: tensors '%s' and '%s' overlap", path, by[i - 1]->name, by[i]->name);
+            rc = -1;
+        }
+    free(by);
+    return rc;
+}
+
+long st_find(const st_set *s, const char *name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (!strcmp(s->t[i].name, name)) return (long)i;
+    return -1;
+}
+
+void st_free(st_set *s)
+{
+    for (size_t i = 0; i < s->n; i++) free(s->t[i].name);
+    for (size_t i = 0; i < s->n_files; i++) {
+        cv_map_close(&s->maps[i]);
+        free(s->paths[i]);
+    }
+    free(s->t);
+    free(s->maps);
+    free(s->paths);
+    memset(s, 0, sizeof *s);
+}

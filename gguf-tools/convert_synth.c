@@ -1,0 +1,362 @@
+/* hc-convert synth: a random but well-formed llama GGUF of any shape, generated
+ * row by row from a seed (splitmix64, one stream per row, so any row can be
+ * made anywhere and huge shapes stream in constant memory).
+ *
+ * Planted hot set (--hot-fraction F --hot-skew S). A ReLU neuron j fires when
+ * its gate pre-activation g_j = w_j . h > 0, h = RMSNorm(x) of the residual
+ * stream. Every token embedding gets the same component A*u along a fixed unit
+ * direction u (A = sqrt(dim), as large as the per-token noise), so after
+ * RMSNorm h . u ~ m = sqrt(dim/2) on every token, while the rest of h varies
+ * from token to token. All matrices that read h (q, k, v, up, gate, output)
+ * have rows orthogonal to u, so nothing else sees that direction; gate row j
+ * then gets b_j u on top. With rows of per-element variance 1/dim,
+ * g_j ~ N(b_j m, 1/2) over tokens, so P(fire) = Phi(b_j m sqrt 2), and
+ * b_j = Phi^-1(p_j) / sqrt(dim) gives neuron j the firing rate p_j. Neurons
+ * get random ranks k = 1..n_ff per layer and p(k) = P_MAX (1 + (k-1)/H)^-S
+ * with H = round(F n_ff): the H top neurons fire on most tokens, the rest ever
+ * more rarely (a Zipf-Mandelbrot law). Attention output and down projections
+ * are kept small (gain 0.2) so later layers' residual streams keep the
+ * direction. The order (hottest first) is stored per layer in KVs. */
+#include "convert.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ggml_types.h"
+
+#define P_MAX 0.9            /* firing rate of the hottest neuron */
+#define WRITE_GAIN 0.2f      /* scale of attn_output / ffn_down: small residual updates */
+
+typedef struct {
+    uint64_t seed;
+    int64_t dim, n_ff;
+    float *u;                /* bias direction (unit), or NULL: nothing planted */
+    float **gate_shift;      /* [layer][neuron] b_j * sqrt(dim) = Phi^-1(p_j) */
+} synth;
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Uniform on (-sqrt3, sqrt3): mean 0, variance 1. */
+static float unit_noise(uint64_t *s)
+{
+    return ((float)(splitmix64(s) >> 40) + 0.5f) * (2.0f / 16777216.0f) * 1.7320508f - 1.7320508f;
+}
+
+/* The stream of row r of tensor t. */
+static uint64_t row_state(const synth *sy, const cv_tensor *t, int64_t r)
+{
+    uint64_t s = sy->seed ^ hc_fnv1a64(t->name, strlen(t->name), HC_FNV_INIT);
+    s = splitmix64(&s) ^ (uint64_t)r * 0xd1342543de82ef95ULL;
+    splitmix64(&s);
+    return s;
+}
+
+static void noise_row(const synth *sy, const cv_tensor *t, int64_t r, float gain, float *out)
+{
+    uint64_t s = row_state(sy, t, r);
+    const float scale = gain / sqrtf((float)t->ne[0]);
+    for (int64_t i = 0; i < t->ne[0]; i++) out[i] = scale * unit_noise(&s);
+}
+
+/* Remove the component along u (rows that read the residual stream). */
+static void orthogonalize(const synth *sy, float *row)
+{
+    if (!sy->u) return;
+    double d = 0;
+    for (int64_t i = 0; i < sy->dim; i++) d += (double)row[i] * sy->u[i];
+    for (int64_t i = 0; i < sy->dim; i++) row[i] -= (float)d * sy->u[i];
+}
+
+static void gen_ones(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
+{
+    (void)r0;
+    for (int64_t i = 0; i < nr * t->ne[0]; i++) out[i] = 1.0f;
+}
+
+static void gen_embd(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
+{
+    const synth *sy = t->gen_ctx;
+    const float a = sqrtf((float)sy->dim);
+    for (int64_t r = 0; r < nr; r++) {
+        float *o = out + r * t->ne[0];
+        noise_row(sy, t, r0 + r, sqrtf((float)t->ne[0]), o);     /* unit-variance elements */
+        if (sy->u)
+            for (int64_t i = 0; i < t->ne[0]; i++) o[i] += a * sy->u[i];
+    }
+}
+
+static void gen_read(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
+{
+    for (int64_t r = 0; r < nr; r++) {
+        noise_row(t->gen_ctx, t, r0 + r, 1.0f, out + r * t->ne[0]);
+        orthogonalize(t->gen_ctx, out + r * t->ne[0]);
+    }
+}
+
+static void gen_write(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
+{
+    for (int64_t r = 0; r < nr; r++) noise_row(t->gen_ctx, t, r0 + r, WRITE_GAIN, out + r * t->ne[0]);
+}
+
+static void gen_gate(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
+{
+    const synth *sy = t->gen_ctx;
+    gen_read(t, r0, nr, out);
+    if (!sy->u) return;
+    const float inv = 1.0f / sqrtf((float)sy->dim);
+    for (int64_t r = 0; r < nr; r++) {
+        const float b = sy->gate_shift[t->gen_id][r0 + r] * inv;
+        for (int64_t i = 0; i < sy->dim; i++) out[r * t->ne[0] + i] += b * sy->u[i];
+    }
+}
+
+/* Phi^-1(p) by bisection on Phi(x) = erfc(-x/sqrt2)/2. */
+static double probit(double p)
+{
+    double lo = -10, hi = 10;
+    for (int i = 0; i < 100; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (0.5 * erfc(-mid / sqrt(2.0)) < p) lo = mid;
+        else hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+/* Vocabulary: <unk> <s> </s>, the 256 byte tokens, printable ASCII, then
+ * "▁"+letters and letters (English letter frequency order, shortest first)
+ * with scores falling by one per piece, so SPM merges short common pieces first. */
+static void synth_vocab(cv_vocab *v, uint32_t n)
+{
+    static const char alpha[] = "etaoinshrdlcumwfgypbvkjxqz";
+    char buf[64];
+    uint32_t id = 0;
+    cv_vocab_init(v, n);
+    cv_vocab_set(v, id++, "<unk>", 5, 0.0f, TOK_UNKNOWN);
+    cv_vocab_set(v, id++, "<s>", 3, 0.0f, TOK_CONTROL);
+    cv_vocab_set(v, id++, "</s>", 4, 0.0f, TOK_CONTROL);
+    for (int b = 0; b < 256; b++, id++) {
+        snprintf(buf, sizeof buf, "<0x%02X>", b);
+        cv_vocab_set(v, id, buf, 6, 0.0f, TOK_BYTE);
+    }
+    for (char c = ' '; c <= '~' && id < n; c++, id++) cv_vocab_set(v, id, &c, 1, 0.0f, TOK_NORMAL);
+    float score = 0.0f;
+    for (int len = 1; id < n; len++) {
+        uint64_t count = 1;
+        for (int i = 0; i < len; i++) count *= 26;
+        for (int space = 1; space >= (len > 1 ? 0 : 1) && id < n; space--)
+            for (uint64_t k = 0; k < count && id < n; k++) {
+                uint64_t x = k;
+                buf[0] = ' ';
+                for (int i = len; i > 0; i--, x /= 26) buf[space + i - 1] = alpha[x % 26];
+                cv_vocab_set(v, id++, buf, (size_t)(len + space), score, TOK_NORMAL);
+                score -= 1.0f;
+            }
+    }
+}
+
+static const char usage[] =
+    "usage: hc-convert synth -o OUT.gguf [options]\n"
+    "\n"
+    "Write a random, well-formed llama GGUF (deterministic from --seed).\n"
+    "\n"
+    "  -o, --output FILE     output GGUF (written atomically)\n"
+    "      --dim N           embedding length (default 64)\n"
+    "      --n-ff N          FFN neurons per layer (default 256)\n"
+    "      --layers N        blocks (default 2)\n"
+    "      --heads N         attention heads (default 4)\n"
+    "      --kv-heads N      KV heads (default: --heads)\n"
+    "      --vocab N         vocabulary size, >= 259 (default 512)\n"
+    "      --ctx N           context length (default 256)\n"
+    "      --act relu|silu   FFN activation (default relu)\n"
+    "      --type f32|f16    weight type of 2-D tensors (default f32)\n"
+    "      --seed N          random seed (default 1)\n"
+    "      --hot-fraction F  plant a hot set: the top F of each layer's neurons fire on\n"
+    "                        most tokens (0 < F <= 1; default: nothing planted)\n"
+    "      --hot-skew S      firing rate of the neuron of rank k: 0.9 (1 + (k-1)/H)^-S,\n"
+    "                        H = F n_ff (default 1)\n"
+    "  -h, --help            this help\n";
+
+static long parse_count(const char *opt, const char *s, long min)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || end == s || v < min || v > (1L << 30)) hc_die("--%s: '%s' is not an integer >= %ld", opt, s, min);
+    return v;
+}
+
+int convert_synth_main(int argc, char **argv)
+{
+    enum { O_DIM = 256, O_FF, O_LAYERS, O_HEADS, O_KV, O_VOCAB, O_CTX, O_ACT, O_TYPE, O_SEED, O_HOT, O_SKEW };
+    static const struct option opts[] = {
+        {"output", required_argument, 0, 'o'}, {"dim", required_argument, 0, O_DIM},
+        {"n-ff", required_argument, 0, O_FF}, {"layers", required_argument, 0, O_LAYERS},
+        {"heads", required_argument, 0, O_HEADS}, {"kv-heads", required_argument, 0, O_KV},
+        {"vocab", required_argument, 0, O_VOCAB}, {"ctx", required_argument, 0, O_CTX},
+        {"act", required_argument, 0, O_ACT}, {"type", required_argument, 0, O_TYPE},
+        {"seed", required_argument, 0, O_SEED}, {"hot-fraction", required_argument, 0, O_HOT},
+        {"hot-skew", required_argument, 0, O_SKEW}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    const char *out = NULL;
+    long dim = 64, n_ff = 256, layers = 2, heads = 4, kv = 0, vocab = 512, ctx = 256;
+    int relu = 1;
+    uint32_t wtype = GGML_TYPE_F32;
+    uint64_t seed = 1;
+    double hot = 0, skew = 1;
+    int have_skew = 0, c;
+    char *end;
+    optind = 1;
+    opterr = 0;          /* our own one-line message below */
+    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case O_DIM: dim = parse_count("dim", optarg, 2); break;
+        case O_FF: n_ff = parse_count("n-ff", optarg, 1); break;
+        case O_LAYERS: layers = parse_count("layers", optarg, 1); break;
+        case O_HEADS: heads = parse_count("heads", optarg, 1); break;
+        case O_KV: kv = parse_count("kv-heads", optarg, 1); break;
+        case O_VOCAB: vocab = parse_count("vocab", optarg, 259); break;
+        case O_CTX: ctx = parse_count("ctx", optarg, 1); break;
+        case O_ACT:
+            if (strcmp(optarg, "relu") && strcmp(optarg, "silu")) hc_die("--act: '%s' is not relu or silu", optarg);
+            relu = !strcmp(optarg, "relu");
+            break;
+        case O_TYPE:
+            if (!strcmp(optarg, "f32")) wtype = GGML_TYPE_F32;
+            else if (!strcmp(optarg, "f16")) wtype = GGML_TYPE_F16;
+            else hc_die("--type: '%s' is not f32 or f16", optarg);
+            break;
+        case O_SEED:
+            seed = strtoull(optarg, &end, 0);
+            if (*end || end == optarg) hc_die("--seed: '%s' is not an integer", optarg);
+            break;
+        case O_HOT:
+            hot = strtod(optarg, &end);
+            if (*end || !(hot > 0 && hot <= 1)) hc_die("--hot-fraction: '%s' is not in (0, 1]", optarg);
+            break;
+        case O_SKEW:
+            skew = strtod(optarg, &end);
+            have_skew = 1;
+            if (*end || !(skew > 0 && skew <= 16)) hc_die("--hot-skew: '%s' is not in (0, 16]", optarg);
+            break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: hc_die("synth: bad option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    if (argc != optind || !out) hc_die("synth: needs -o OUT.gguf and no other arguments (see --help)");
+    if (have_skew && !hot) hc_die("--hot-skew needs --hot-fraction");
+
+    cv_hparams hp = {
+        .n_vocab = (uint32_t)vocab, .n_embd = (uint32_t)dim, .n_ff = (uint32_t)n_ff,
+        .n_layer = (uint32_t)layers, .n_head = (uint32_t)heads, .n_head_kv = (uint32_t)(kv ? kv : heads),
+        .n_ctx = (uint32_t)ctx, .eps = 1e-5f, .name = "synth",
+        .unk_id = 0, .bos_id = 1, .eos_id = 2, .pad_id = UINT32_MAX,
+    };
+    char err[512];
+    if (cv_check_hparams(&hp, err, sizeof err)) hc_die("%s", err);
+
+    synth sy = {.seed = seed, .dim = dim, .n_ff = n_ff};
+    int32_t **order = NULL;
+    uint32_t n_hot = 0;
+    if (hot > 0) {
+        uint64_t s = seed ^ 0x5eed0fb1a5d1u;
+        n_hot = (uint32_t)lround(hot * (double)n_ff);
+        if (!n_hot) n_hot = 1;
+        sy.u = malloc((size_t)dim * sizeof *sy.u);
+        double *shift_of_rank = malloc((size_t)n_ff * sizeof *shift_of_rank);
+        sy.gate_shift = malloc((size_t)layers * sizeof *sy.gate_shift);
+        order = malloc((size_t)layers * sizeof *order);
+        if (!sy.u || !shift_of_rank || !sy.gate_shift || !order) hc_die("out of memory");
+        double norm = 0;
+        for (long i = 0; i < dim; i++) {
+            sy.u[i] = unit_noise(&s);
+            norm += (double)sy.u[i] * sy.u[i];
+        }
+        for (long i = 0; i < dim; i++) sy.u[i] = (float)(sy.u[i] / sqrt(norm));
+        for (long k = 0; k < n_ff; k++)
+            shift_of_rank[k] = probit(P_MAX * pow(1.0 + (double)k / n_hot, -skew));
+        for (long l = 0; l < layers; l++) {
+            order[l] = malloc((size_t)n_ff * sizeof **order);
+            sy.gate_shift[l] = malloc((size_t)n_ff * sizeof **sy.gate_shift);
+            if (!order[l] || !sy.gate_shift[l]) hc_die("out of memory");
+            for (long j = 0; j < n_ff; j++) order[l][j] = (int32_t)j;
+            for (long j = n_ff - 1; j > 0; j--) {           /* Fisher-Yates */
+                long r = (long)(splitmix64(&s) % (uint64_t)(j + 1));
+                int32_t t = order[l][j];
+                order[l][j] = order[l][r];
+                order[l][r] = t;
+            }
+            for (long k = 0; k < n_ff; k++) sy.gate_shift[l][order[l][k]] = (float)shift_of_rank[k];
+        }
+        free(shift_of_rank);
+    }
+
+    cv_vocab v;
+    synth_vocab(&v, (uint32_t)vocab);
+    const int64_t E = dim, F = n_ff, hd = dim / heads, KV = hd * hp.n_head_kv;
+    cv_tensors ts = {0};
+#define GEN(fn, nd, ne0, ne1, layer, ...)                                                 \
+    do {                                                                                  \
+        cv_tensor *t_ = cv_add(&ts, (nd) > 1 ? wtype : GGML_TYPE_F32, nd, ne0, ne1, __VA_ARGS__); \
+        t_->gen = fn;                                                                     \
+        t_->gen_ctx = &sy;                                                                \
+        t_->gen_id = layer;                                                               \
+    } while (0)
+    GEN(gen_embd, 2, E, vocab, 0, "token_embd.weight");
+    GEN(gen_ones, 1, E, 1, 0, "output_norm.weight");
+    GEN(gen_read, 2, E, vocab, 0, "output.weight");
+    for (long l = 0; l < layers; l++) {
+        GEN(gen_read, 2, E, E, l, "blk.%ld.attn_q.weight", l);
+        GEN(gen_read, 2, E, KV, l, "blk.%ld.attn_k.weight", l);
+        GEN(gen_read, 2, E, KV, l, "blk.%ld.attn_v.weight", l);
+        GEN(gen_write, 2, E, E, l, "blk.%ld.attn_output.weight", l);
+        GEN(gen_ones, 1, E, 1, l, "blk.%ld.attn_norm.weight", l);
+        GEN(gen_gate, 2, E, F, l, "blk.%ld.ffn_gate.weight", l);
+        GEN(gen_write, 2, F, E, l, "blk.%ld.ffn_down.weight", l);
+        GEN(gen_read, 2, E, F, l, "blk.%ld.ffn_up.weight", l);
+        GEN(gen_ones, 1, E, 1, l, "blk.%ld.ffn_norm.weight", l);
+    }
+#undef GEN
+
+    gguf_writer *w = gguf_writer_new(GGUF_VARIANT_GGUF);
+    cv_set_llama_kvs(w, &hp, &v);
+    gguf_set_f32(w, "llama.rope.freq_base", 10000.0f);
+    gguf_set_u32(w, "general.file_type", wtype == GGML_TYPE_F32 ? 0 : 1);
+    gguf_set_str(w, "hotcold.ffn_activation", relu ? "relu" : "silu");
+    gguf_set_u64(w, "hotcold.synth.seed", seed);
+    if (hot > 0) {
+        gguf_set_f32(w, "hotcold.synth.hot_fraction", (float)hot);
+        gguf_set_f32(w, "hotcold.synth.hot_skew", (float)skew);
+        gguf_set_u32(w, "hotcold.synth.hot_count", n_hot);
+        gguf_set_f32(w, "hotcold.synth.p_max", (float)P_MAX);
+        for (long l = 0; l < layers; l++) {
+            char key[64];
+            snprintf(key, sizeof key, "hotcold.synth.order.%ld", l);
+            gguf_set_arr(w, key, GGUF_TYPE_INT32, order[l], (uint64_t)n_ff);
+        }
+    }
+    int rc = cv_write(w, &ts, out, err, sizeof err);
+    gguf_writer_free(w);
+    cv_tensors_free(&ts);
+    cv_vocab_free(&v);
+    if (hot > 0) {
+        for (long l = 0; l < layers; l++) {
+            free(order[l]);
+            free(sy.gate_shift[l]);
+        }
+        free(order);
+        free(sy.gate_shift);
+        free(sy.u);
+    }
+    if (rc) hc_die("%s", err);
+    return 0;
+}
