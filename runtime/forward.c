@@ -1,0 +1,316 @@
+/* The forward pass: context, embedding, attention layers, output.
+ * Numerics follow llama2.c run.c (RMSNorm, RoPE, softmax written the same
+ * way) so greedy decoding matches it token for token. */
+#include "forward.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Chunks of a product start at multiples of this many rows, so a kernel
+ * that handles rows in groups always sees the same groups. */
+#define ROW_UNIT 16
+
+static void *xalloc(size_t n)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 1)) return NULL;
+    return p;
+}
+
+void *hc_ctx_acts(hc_ctx *ctx, int second, size_t stride)
+{
+    if (stride > ctx->act_stride) {
+        free(ctx->acts);
+        free(ctx->acts2);
+        ctx->act_stride = (stride + 63) & ~(size_t)63;
+        ctx->acts = xalloc(ctx->act_stride * (size_t)ctx->n_batch);
+        ctx->acts2 = xalloc(ctx->act_stride * (size_t)ctx->n_batch);
+        if (!ctx->acts || !ctx->acts2) {
+            fprintf(stderr, "hc-run: out of memory for activations\n");
+            abort();
+        }
+    }
+    return second ? ctx->acts2 : ctx->acts;
+}
+
+static size_t max_act_bytes(const hc_model *m)
+{
+    size_t b = hc_weight_act_bytes(&m->output);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const hc_layer *ly = &m->layers[il];
+        const hc_weight *ws[] = { &ly->attn_q, &ly->attn_k, &ly->attn_v, &ly->attn_output,
+                                  &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down };
+        for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
+            if (ws[i]->kind != HC_WEIGHT_NONE && hc_weight_act_bytes(ws[i]) > b) b = hc_weight_act_bytes(ws[i]);
+    }
+    return b;
+}
+
+hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t errlen)
+{
+    const hc_hparams *hp = &m->hp;
+    int n_ctx = p && p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 2048 ? hp->n_ctx_train : 2048);
+    if (n_ctx > hp->n_ctx_train) {
+        snprintf(err, errlen, "%s: context %d exceeds the model's context_length %d", m->path, n_ctx, hp->n_ctx_train);
+        return NULL;
+    }
+    int n_batch = p && p->n_batch > 0 ? p->n_batch : 512;
+    if (n_batch > n_ctx) n_batch = n_ctx;
+    int nt = p && p->n_threads > 0 ? p->n_threads : 1;
+
+    hc_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) goto oom;
+    ctx->model = m;
+    ctx->n_ctx = n_ctx;
+    ctx->n_batch = n_batch;
+    size_t E = (size_t)hp->n_embd, Qd = (size_t)hp->n_head * (size_t)hp->head_dim;
+    size_t KV = (size_t)hp->n_head_kv * (size_t)hp->head_dim, nb = (size_t)n_batch;
+    size_t kv_bytes = sizeof(float) * (size_t)hp->n_layer * (size_t)n_ctx * KV;
+    ctx->pool = hc_pool_new(nt);
+    ctx->k_cache = xalloc(kv_bytes);
+    ctx->v_cache = xalloc(kv_bytes);
+    ctx->x = xalloc(sizeof(float) * nb * E);
+    ctx->xn = xalloc(sizeof(float) * nb * E);
+    ctx->tmp = xalloc(sizeof(float) * nb * E);
+    ctx->part = xalloc(sizeof(float) * nb * E);
+    ctx->q = xalloc(sizeof(float) * nb * Qd);
+    ctx->att = xalloc(sizeof(float) * nb * Qd);
+    ctx->gate = xalloc(sizeof(float) * nb * (size_t)hp->n_ff);
+    ctx->up = xalloc(sizeof(float) * nb * (size_t)hp->n_ff);
+    ctx->scores = xalloc(sizeof(float) * (size_t)nt * (size_t)n_ctx);
+    ctx->rope_freq = xalloc(sizeof(float) * (size_t)hp->head_dim / 2);
+    if (!ctx->pool || !ctx->k_cache || !ctx->v_cache || !ctx->x || !ctx->xn || !ctx->tmp || !ctx->part ||
+        !ctx->q || !ctx->att || !ctx->gate || !ctx->up || !ctx->scores || !ctx->rope_freq)
+        goto oom;
+    hc_ctx_acts(ctx, 0, max_act_bytes(m));
+    /* run.c: freq = 1 / base^(i / head_size) for even i */
+    for (int i = 0; i < hp->head_dim; i += 2)
+        ctx->rope_freq[i / 2] = 1.0f / powf(hp->rope_base, (float)i / (float)hp->head_dim);
+    return ctx;
+oom:
+    snprintf(err, errlen, "%s: out of memory for a context of %d tokens", m->path, n_ctx);
+    hc_ctx_free(ctx);
+    return NULL;
+}
+
+void hc_ctx_free(hc_ctx *ctx)
+{
+    if (!ctx) return;
+    if (ctx->pool) hc_pool_free(ctx->pool);
+    void *bufs[] = { ctx->k_cache, ctx->v_cache, ctx->x, ctx->xn, ctx->tmp, ctx->part, ctx->q, ctx->att,
+                     ctx->gate, ctx->up, ctx->scores, ctx->rope_freq, ctx->acts, ctx->acts2 };
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
+    free(ctx);
+}
+
+/* ------------------------------------------------------------ products */
+
+void hc_prepare(hc_ctx *ctx, const hc_weight *w, const float *x, int B, void *acts)
+{
+    for (int b = 0; b < B; b++)
+        hc_weight_act_prepare(w, x + (size_t)b * (size_t)w->n, (char *)acts + (size_t)b * ctx->act_stride);
+}
+
+typedef struct {
+    const hc_weight *w;
+    const void *acts;
+    size_t act_stride, y_stride;
+    int B, n_chunks;
+    float *y;
+} matvec_task;
+
+static void matvec_run(void *arg, int chunk, int ith)
+{
+    const matvec_task *t = arg;
+    int lo, hi;
+    (void)ith;
+    hc_split(t->w->rows, ROW_UNIT, chunk, t->n_chunks, &lo, &hi);
+    if (lo < hi) hc_weight_matvec(t->w, lo, hi, t->acts, t->act_stride, t->B, t->y + lo, t->y_stride);
+}
+
+void hc_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride)
+{
+    size_t work = (size_t)w->rows * (size_t)w->n * (size_t)B;
+    int nc = hc_pool_chunks(ctx->pool, (w->rows + ROW_UNIT - 1) / ROW_UNIT, work);
+    matvec_task t = { w, acts, ctx->act_stride, y_stride, B, nc, y };
+    hc_pool_run(ctx->pool, matvec_run, &t, nc);
+}
+
+void hc_ctx_matvec(hc_ctx *ctx, const hc_weight *w, const float *x, int B, float *y)
+{
+    void *acts = hc_ctx_acts(ctx, 0, hc_weight_act_bytes(w));
+    hc_prepare(ctx, w, x, B, acts);
+    hc_matvec_prepared(ctx, w, acts, B, y, (size_t)w->rows);
+}
+
+/* ------------------------------------------------------------ pieces */
+
+void hc_rmsnorm(float *o, const float *x, const float *w, int n, float eps)
+{
+    float ss = 0.0f;
+    for (int j = 0; j < n; j++) ss += x[j] * x[j];
+    ss /= n;
+    ss += eps;
+    ss = 1.0f / sqrtf(ss);
+    for (int j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
+}
+
+void hc_hook_call(hc_ctx *ctx, int layer, int point, const float *x, int B, int n, int pos0)
+{
+    if (ctx->hook) ctx->hook(ctx->hook_user, layer, point, x, B, n, pos0);
+}
+
+void hc_embed(hc_ctx *ctx, const int32_t *tokens, int B, float *x)
+{
+    int E = ctx->model->hp.n_embd;
+    for (int b = 0; b < B; b++) hc_weight_row(&ctx->model->token_embd, tokens[b], x + (size_t)b * E);
+}
+
+/* Rotate adjacent pairs of n floats (whole heads) at position pos. */
+static void rope(const hc_ctx *ctx, float *v, int n, int pos)
+{
+    int hd = ctx->model->hp.head_dim;
+    for (int i = 0; i < hd; i += 2) {
+        float val = (float)pos * ctx->rope_freq[i / 2];
+        float fcr = cosf(val), fci = sinf(val);
+        for (int j = i; j < n; j += hd) {
+            float v0 = v[j], v1 = v[j + 1];
+            v[j] = v0 * fcr - v1 * fci;
+            v[j + 1] = v0 * fci + v1 * fcr;
+        }
+    }
+}
+
+typedef struct {
+    hc_ctx *ctx;
+    int layer, B, pos0, n_chunks;
+} attn_task;
+
+/* One (token, head) pair per work item: scores over 0..pos, softmax, mix of V. */
+static void attn_run(void *arg, int chunk, int ith)
+{
+    const attn_task *t = arg;
+    hc_ctx *ctx = t->ctx;
+    const hc_hparams *hp = &ctx->model->hp;
+    int hd = hp->head_dim, kv_dim = hp->n_head_kv * hd, q_dim = hp->n_head * hd;
+    int group = hp->n_head / hp->n_head_kv;
+    size_t layer_off = (size_t)t->layer * (size_t)ctx->n_ctx * (size_t)kv_dim;
+    const float *kc = ctx->k_cache + layer_off, *vc = ctx->v_cache + layer_off;
+    float *att = ctx->scores + (size_t)ith * (size_t)ctx->n_ctx;
+    float scale = sqrtf((float)hd);
+    int lo, hi;
+    hc_split(t->B * hp->n_head, 1, chunk, t->n_chunks, &lo, &hi);
+    for (int item = lo; item < hi; item++) {
+        int b = item / hp->n_head, h = item % hp->n_head, pos = t->pos0 + b;
+        const float *q = ctx->q + (size_t)b * q_dim + (size_t)h * hd;
+        size_t koff = (size_t)(h / group) * hd;
+        for (int p = 0; p <= pos; p++) {
+            const float *k = kc + (size_t)p * kv_dim + koff;
+            float score = 0.0f;
+            for (int i = 0; i < hd; i++) score += q[i] * k[i];
+            att[p] = score / scale;
+        }
+        float max = att[0], sum = 0.0f;
+        for (int p = 1; p <= pos; p++) if (att[p] > max) max = att[p];
+        for (int p = 0; p <= pos; p++) { att[p] = expf(att[p] - max); sum += att[p]; }
+        for (int p = 0; p <= pos; p++) att[p] /= sum;
+        float *out = ctx->att + (size_t)b * q_dim + (size_t)h * hd;
+        memset(out, 0, sizeof(float) * (size_t)hd);
+        for (int p = 0; p <= pos; p++) {
+            const float *v = vc + (size_t)p * kv_dim + koff;
+            for (int i = 0; i < hd; i++) out[i] += att[p] * v[i];
+        }
+    }
+}
+
+void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0)
+{
+    const hc_hparams *hp = &ctx->model->hp;
+    const hc_layer *ly = &ctx->model->layers[layer];
+    int E = hp->n_embd, kv_dim = hp->n_head_kv * hp->head_dim, q_dim = hp->n_head * hp->head_dim;
+    size_t cache_row = ((size_t)layer * (size_t)ctx->n_ctx + (size_t)pos0) * (size_t)kv_dim;
+    float *kc = ctx->k_cache + cache_row, *vc = ctx->v_cache + cache_row;
+
+    for (int b = 0; b < B; b++)
+        hc_rmsnorm(ctx->xn + (size_t)b * E, x + (size_t)b * E, ly->attn_norm, E, hp->rms_eps);
+    hc_hook_call(ctx, layer, HC_HOOK_ATTN_IN, ctx->xn, B, E, pos0);
+
+    /* q, k, v share one prepared input when their types agree; k and v go
+     * straight into the cache rows of positions pos0.. */
+    size_t need = hc_weight_act_bytes(&ly->attn_q);
+    if (hc_weight_act_bytes(&ly->attn_k) > need) need = hc_weight_act_bytes(&ly->attn_k);
+    if (hc_weight_act_bytes(&ly->attn_v) > need) need = hc_weight_act_bytes(&ly->attn_v);
+    void *aq = hc_ctx_acts(ctx, 0, need), *ak = aq, *av = aq;
+    hc_prepare(ctx, &ly->attn_q, ctx->xn, B, aq);
+    hc_matvec_prepared(ctx, &ly->attn_q, aq, B, ctx->q, (size_t)q_dim);
+    if (!hc_weight_same_act(&ly->attn_q, &ly->attn_k)) {
+        ak = hc_ctx_acts(ctx, 1, need);
+        hc_prepare(ctx, &ly->attn_k, ctx->xn, B, ak);
+    }
+    hc_matvec_prepared(ctx, &ly->attn_k, ak, B, kc, (size_t)kv_dim);
+    if (!hc_weight_same_act(&ly->attn_q, &ly->attn_v)) {
+        av = ak;
+        if (!hc_weight_same_act(&ly->attn_k, &ly->attn_v)) {
+            av = hc_ctx_acts(ctx, 1, need);
+            hc_prepare(ctx, &ly->attn_v, ctx->xn, B, av);
+        }
+    }
+    hc_matvec_prepared(ctx, &ly->attn_v, av, B, vc, (size_t)kv_dim);
+    for (int b = 0; b < B; b++) {
+        rope(ctx, ctx->q + (size_t)b * q_dim, q_dim, pos0 + b);
+        rope(ctx, kc + (size_t)b * kv_dim, kv_dim, pos0 + b);
+    }
+
+    size_t work = 2 * (size_t)B * (size_t)q_dim * (size_t)(pos0 + B);
+    attn_task at = { ctx, layer, B, pos0, hc_pool_chunks(ctx->pool, B * hp->n_head, work) };
+    hc_pool_run(ctx->pool, attn_run, &at, at.n_chunks);
+    hc_hook_call(ctx, layer, HC_HOOK_ATTN_OUT, ctx->att, B, q_dim, pos0);
+
+    hc_ctx_matvec(ctx, &ly->attn_output, ctx->att, B, ctx->tmp);
+    for (size_t i = 0; i < (size_t)B * E; i++) x[i] += ctx->tmp[i];
+
+    hc_hook_call(ctx, layer, HC_HOOK_FFN_INP, x, B, E, pos0);
+    for (int b = 0; b < B; b++)
+        hc_rmsnorm(ctx->xn + (size_t)b * E, x + (size_t)b * E, ly->ffn_norm, E, hp->rms_eps);
+    hc_hook_call(ctx, layer, HC_HOOK_FFN_IN, ctx->xn, B, E, pos0);
+    ctx->cur_pos0 = pos0;
+    if (ctx->ffn) ctx->ffn(ctx->ffn_user, ctx, layer, x, ctx->xn, B, ctx->tmp);
+    else hc_ffn_dense(ctx, layer, ctx->xn, B, ctx->tmp);
+    for (size_t i = 0; i < (size_t)B * E; i++) x[i] += ctx->tmp[i];
+}
+
+void hc_output(hc_ctx *ctx, const float *x, int B, float *logits)
+{
+    const hc_model *m = ctx->model;
+    int E = m->hp.n_embd;
+    for (int b = 0; b < B; b++)
+        hc_rmsnorm(ctx->xn + (size_t)b * E, x + (size_t)b * E, m->output_norm, E, m->hp.rms_eps);
+    hc_ctx_matvec(ctx, &m->output, ctx->xn, B, logits);
+}
+
+int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *logits, int which)
+{
+    const hc_hparams *hp = &ctx->model->hp;
+    if (n_tokens < 0 || pos0 < 0 || pos0 > ctx->n_ctx - n_tokens) {
+        snprintf(ctx->err, sizeof ctx->err, "positions %d..%d do not fit the context of %d tokens",
+                 pos0, pos0 + n_tokens - 1, ctx->n_ctx);
+        return -1;
+    }
+    for (int i = 0; i < n_tokens; i++)
+        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab) {
+            snprintf(ctx->err, sizeof ctx->err, "token id %d is outside the vocabulary of %d", tokens[i], hp->n_vocab);
+            return -1;
+        }
+    for (int s = 0; s < n_tokens; s += ctx->n_batch) {
+        int B = n_tokens - s < ctx->n_batch ? n_tokens - s : ctx->n_batch;
+        hc_embed(ctx, tokens + s, B, ctx->x);
+        for (int il = 0; il < hp->n_layer; il++) hc_layer_forward(ctx, il, ctx->x, B, pos0 + s);
+        if (which == HC_LOGITS_ALL)
+            hc_output(ctx, ctx->x, B, logits + (size_t)s * (size_t)hp->n_vocab);
+        else if (which == HC_LOGITS_LAST && s + B == n_tokens)
+            hc_output(ctx, ctx->x + (size_t)(B - 1) * hp->n_embd, 1, logits);
+    }
+    return 0;
+}

@@ -1,0 +1,23 @@
+/* Building blocks of the forward pass shared by forward*.c and by runtime/
+ * code that extends it (a replacement FFN): prepared activations and
+ * threaded products. Not needed by programs, which use model.h. */
+#ifndef HC_FORWARD_H
+#define HC_FORWARD_H
+
+#include "model.h"
+
+/* Activation buffer 0 or 1 ([n_batch] vectors of ctx->act_stride bytes),
+ * grown (contents lost) when a weight needs more than stride bytes. */
+void *hc_ctx_acts(hc_ctx *ctx, int second, size_t stride);
+/* Prepare B rows x[B][w->n] for w into acts (stride ctx->act_stride). */
+void hc_prepare(hc_ctx *ctx, const hc_weight *w, const float *x, int B, void *acts);
+/* y[b*y_stride + r] = row r of w · activation b, threads split over rows. */
+void hc_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride);
+/* o = w * x / sqrt(mean(x²) + eps), written as run.c does. */
+void hc_rmsnorm(float *o, const float *x, const float *w, int n, float eps);
+/* Call ctx->hook if set. */
+void hc_hook_call(hc_ctx *ctx, int layer, int point, const float *x, int B, int n, int pos0);
+/* h = act(gate) * up over n values (SiLU written as run.c). */
+void hc_ffn_act(int act, float *gate, const float *up, int n);
+
+#endif

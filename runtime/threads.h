@@ -1,0 +1,30 @@
+/* A persistent thread pool: the caller plus n-1 pthreads share the chunks of
+ * one task at a time, handed out dynamically (a descheduled thread on a busy
+ * machine delays nobody but its own chunk). A chunk covers fixed items that
+ * do not depend on which thread runs it, so every output element is computed
+ * by exactly one thread in the same order whatever the thread count. */
+#ifndef HC_THREADS_H
+#define HC_THREADS_H
+
+#include <stddef.h>
+
+typedef struct hc_pool hc_pool;
+/* Run chunk `chunk` of a task; ith (< pool size) names the thread, for per-thread scratch. */
+typedef void (*hc_task_fn)(void *arg, int chunk, int ith);
+
+/* n_threads >= 1 (1: no pthreads, tasks run on the caller). NULL on failure. */
+hc_pool *hc_pool_new(int n_threads);
+void hc_pool_free(hc_pool *p);
+int hc_pool_size(const hc_pool *p);
+/* Run fn(arg, c, ith) for every c in [0, n_chunks) (n_chunks < 2^20); returns
+ * when all are done. n_chunks == 1 runs on the caller without waking anyone.
+ * Not reentrant. */
+void hc_pool_run(hc_pool *p, hc_task_fn fn, void *arg, int n_chunks);
+/* How many chunks to cut `work` (multiply-adds) over n_units split units
+ * into: 1 when too small to be worth waking threads, else about 4 per thread. */
+int hc_pool_chunks(const hc_pool *p, int n_units, size_t work);
+
+/* Range [*lo, *hi) of part i of nparts over [0, n), boundaries at multiples of unit. */
+void hc_split(int n, int unit, int i, int nparts, int *lo, int *hi);
+
+#endif

@@ -1,0 +1,45 @@
+/* A weight matrix as the forward pass sees it: `rows` output rows of `n`
+ * inputs. Every matrix product of the runtime goes through the three
+ * functions below, which dispatch on `kind`, so a caller may replace a
+ * weight (GPTQ swaps in quantized blocks, the hybrid path gathers rows)
+ * without touching the forward pass. A new storage kind adds one enum value
+ * and one case in each function of weight.c. */
+#ifndef HC_WEIGHT_H
+#define HC_WEIGHT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum hc_weight_kind {
+    HC_WEIGHT_NONE = 0,   /* absent (optional tensor not in the file) */
+    HC_WEIGHT_GGML = 1,   /* rows of ggml type `type`, ggml layout (runtime/kernels.h) */
+};
+
+typedef struct {
+    int kind;             /* enum hc_weight_kind */
+    uint32_t type;        /* enum ggml_type when kind == HC_WEIGHT_GGML */
+    const void *data;     /* rows × ggml_row_size(type, n) bytes (mapping or caller memory) */
+    int n;                /* row length = input dimension (ggml ne[0]) */
+    int rows;             /* output dimension (ggml ne[1]) */
+    void *ext;            /* kind-specific data for other kinds (e.g. GPTQ) */
+} hc_weight;
+
+/* Bytes of one prepared activation vector (n floats) for this weight. */
+size_t hc_weight_act_bytes(const hc_weight *w);
+/* Prepare x (w->n floats) for products with w. */
+void hc_weight_act_prepare(const hc_weight *w, const float *x, void *act);
+/* 1 if two weights take the same prepared activation (so q/k/v, gate/up share it). */
+int hc_weight_same_act(const hc_weight *a, const hc_weight *b);
+/* y[b*y_stride + r - row0] = row r · activation b, for r in [row0, row1), b < B;
+ * activation b at (char *)acts + b*act_stride. Each row's value does not depend
+ * on row0/row1, so any split of rows among threads gives identical results. */
+void hc_weight_matvec(const hc_weight *w, int row0, int row1, const void *acts,
+                      size_t act_stride, int B, float *y, size_t y_stride);
+/* Gathered rows, one activation: y[i] = row idx[i] · act, i < k. */
+void hc_weight_matvec_rows(const hc_weight *w, const int32_t *idx, int k, const void *act, float *y);
+/* Row r widened to f32 (w->n floats). */
+void hc_weight_row(const hc_weight *w, int r, float *out);
+/* Bytes of weight data read by one full matvec (for bandwidth figures). */
+size_t hc_weight_bytes(const hc_weight *w);
+
+#endif

@@ -1,0 +1,577 @@
+/* The runtime: greedy decoding of stories260K against llama2.c, thread
+ * determinism, batched vs token-by-token evaluation, the FFN seam (partial =
+ * dense, down_t = down), hooks, sampler, perplexity and load errors. Small
+ * synthetic models are written with the GGUF writer. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "forward.h"
+#include "ggml_types.h"
+#include "gguf.h"
+#include "model.h"
+#include "quants.h"
+#include "sampler.h"
+
+/* ------------------------------------------------------------ synthetic models */
+
+enum { E = 128, NH = 4, NKV = 2, FF = 320, NL = 2, V = 300, CTX = 64 };
+
+typedef struct {
+    uint32_t type;         /* type of the layer matrices */
+    int relu;              /* hotcold.ffn_activation = relu */
+    int down_t;            /* PWRI: ffn_down_t instead of ffn_down, plus fc1/fc2 */
+    int tied;              /* no output.weight */
+    const char *omit;      /* tensor left out */
+    const char *reshape;   /* tensor written with one row fewer */
+    const char *arch;      /* general.architecture (default llama) */
+} synth;
+
+static uint64_t rng = 1;
+static float frand(void)   /* uniform in [-1, 1) */
+{
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rng >> 40) / 8388608.0) - 1.0f;
+}
+
+static void *blobs[256];
+static int n_blobs;
+
+/* rows×n values (transposed storage when transpose: rows and n swapped). */
+static void add_matrix(gguf_writer *w, const synth *s, const char *name, int n, int rows, float scale,
+                       uint32_t type, int transpose)
+{
+    float *f = malloc(sizeof(float) * (size_t)n * rows);
+    for (size_t i = 0; i < (size_t)n * rows; i++) f[i] = frand() * scale;
+    if (transpose) {
+        float *t = malloc(sizeof(float) * (size_t)n * rows);
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < n; c++) t[(size_t)c * rows + r] = f[(size_t)r * n + c];
+        free(f);
+        f = t;
+        int tmp = n; n = rows; rows = tmp;
+    }
+    if (s->reshape && strcmp(name, s->reshape) == 0) rows--;
+    if (s->omit && strcmp(name, s->omit) == 0) { free(f); return; }
+    void *data = f;
+    if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_F16) {
+        data = malloc(ggml_row_size(type, n) * (size_t)rows);
+        for (int r = 0; r < rows; r++) {
+            char *dst = (char *)data + ggml_row_size(type, n) * (size_t)r;
+            const float *src = f + (size_t)r * n;
+            if (type == GGML_TYPE_Q8_0) quantize_row_q8_0_ref(src, (block_q8_0 *)dst, n);
+            else if (type == GGML_TYPE_Q4_0) quantize_row_q4_0_ref(src, (block_q4_0 *)dst, n);
+            else for (int c = 0; c < n; c++) ((uint16_t *)dst)[c] = fp32_to_fp16(src[c]);
+        }
+        free(f);
+    } else if (type == GGML_TYPE_Q4_1) {   /* unsupported by the runtime: any bytes do */
+        data = calloc((size_t)rows, ggml_row_size(type, n));
+        free(f);
+    }
+    int64_t ne[2] = { n, rows };
+    blobs[n_blobs++] = data;
+    gguf_add_tensor(w, name, type, rows == 1 && !transpose ? 1 : 2, ne, data);
+}
+
+static const char *write_model(const char *file, const synth *s)
+{
+    const char *path = th_tmp(file);
+    gguf_writer *w = gguf_writer_new(s->down_t ? GGUF_VARIANT_PWRI : GGUF_VARIANT_GGUF);
+    gguf_set_str(w, "general.architecture", s->arch ? s->arch : "llama");
+    gguf_set_u32(w, "llama.context_length", CTX);
+    gguf_set_u32(w, "llama.embedding_length", E);
+    gguf_set_u32(w, "llama.block_count", NL);
+    gguf_set_u32(w, "llama.feed_forward_length", FF);
+    gguf_set_u32(w, "llama.attention.head_count", NH);
+    gguf_set_u32(w, "llama.attention.head_count_kv", NKV);
+    gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    if (s->relu) gguf_set_str(w, "hotcold.ffn_activation", "relu");
+    rng = 12345;
+    uint32_t t = s->type;
+    int KVD = E / NH * NKV;
+    add_matrix(w, s, "token_embd.weight", E, V, 1.0f, GGML_TYPE_F32, 0);
+    add_matrix(w, s, "output_norm.weight", E, 1, 1.0f, GGML_TYPE_F32, 0);
+    if (!s->tied) add_matrix(w, s, "output.weight", E, V, 0.2f, t, 0);
+    for (int l = 0; l < NL; l++) {
+        char nm[64];
+#define M(suffix, n, rows, scale, type, tr) \
+        (snprintf(nm, sizeof nm, "blk.%d." suffix, l), add_matrix(w, s, nm, n, rows, scale, type, tr))
+        M("attn_norm.weight", E, 1, 1.0f, GGML_TYPE_F32, 0);
+        M("attn_q.weight", E, E, 0.15f, t, 0);
+        M("attn_k.weight", E, KVD, 0.15f, t, 0);
+        M("attn_v.weight", E, KVD, 0.15f, t, 0);
+        M("attn_output.weight", E, E, 0.1f, t, 0);
+        M("ffn_norm.weight", E, 1, 1.0f, GGML_TYPE_F32, 0);
+        M("ffn_gate.weight", E, FF, 0.15f, t, 0);
+        M("ffn_up.weight", E, FF, 0.15f, t, 0);
+        if (s->down_t) {
+            M("ffn_down_t.weight", FF, E, 0.1f, t, 1);
+            uint64_t saved = rng;   /* predictors leave the main stream as the dense model's */
+            M("fc1.weight", E, 32, 0.1f, t, 0);
+            M("fc2.weight", 32, FF, 0.1f, t, 0);
+            rng = saved;
+        } else {
+            M("ffn_down.weight", FF, E, 0.1f, t, 0);
+        }
+#undef M
+    }
+    char err[256];
+    int rc = gguf_writer_write(w, path, err, sizeof err);
+    gguf_writer_free(w);
+    while (n_blobs) free(blobs[--n_blobs]);
+    if (rc) { fprintf(stderr, "write_model: %s\n", err); return NULL; }
+    return path;
+}
+
+static hc_model *load(const char *path)
+{
+    char err[256];
+    hc_model *m = hc_model_load(path, err, sizeof err);
+    if (!m) fprintf(stderr, "load: %s\n", err);
+    return m;
+}
+
+static hc_ctx *new_ctx(const hc_model *m, int threads, int n_batch)
+{
+    char err[256];
+    hc_ctx_params p = { .n_ctx = CTX, .n_batch = n_batch, .n_threads = threads };
+    return hc_ctx_new(m, &p, err, sizeof err);
+}
+
+static const int32_t toks[24] = { 1, 17, 250, 3, 99, 42, 42, 7, 123, 299, 0, 5,
+                                  64, 65, 66, 200, 201, 13, 8, 77, 150, 151, 2, 9 };
+
+/* Logits of all positions of toks[0..n), evaluated in batches of n_batch
+ * (n_batch 1: token by token). */
+static float *run_all(const hc_model *m, int threads, int n_batch, int n)
+{
+    hc_ctx *ctx = new_ctx(m, threads, n_batch);
+    float *lg = malloc(sizeof(float) * V * (size_t)n);
+    if (!ctx || !lg) { hc_ctx_free(ctx); free(lg); return NULL; }
+    int ok = 1;
+    if (n_batch == 1) {
+        for (int i = 0; i < n && ok; i++) ok = hc_eval(ctx, toks + i, 1, i, lg + (size_t)i * V, HC_LOGITS_LAST) == 0;
+    } else {
+        ok = hc_eval(ctx, toks, n, 0, lg, HC_LOGITS_ALL) == 0;
+    }
+    hc_ctx_free(ctx);
+    if (!ok) { free(lg); return NULL; }
+    return lg;
+}
+
+static double max_rel_diff(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > num) num = d;
+        if (fabs(b[i]) > den) den = fabs(b[i]);
+    }
+    return num / (den > 0 ? den : 1);
+}
+
+/* Copies of the last command's stdout / stderr (the harness reuses one buffer). */
+static char out_buf[4096], err_buf[4096];
+static void grab(void)
+{
+    snprintf(out_buf, sizeof out_buf, "%s", th_last_out());
+    snprintf(err_buf, sizeof err_buf, "%s", th_last_err());
+}
+
+/* ------------------------------------------------------------ cases */
+
+static void test_greedy200(void)
+{
+    const char *model = th_fixture("stories260K.gguf"), *want = th_fixture("stories260K-greedy200.txt");
+    if (!model) SKIP("no fixtures");
+    size_t wl, gl;
+    unsigned char *w = th_read(want, &wl);
+    CHECK(w != NULL);
+    for (int t = 1; t <= 2; t++) {
+        const char *out = th_tmp("greedy.txt");
+        int rc = th_sh("'%s' -m '%s' -p '' -n 200 --temp 0 -t %d > '%s'", th_bin("hc-run"), model, t, out);
+        unsigned char *g = th_read(out, &gl);
+        int same = g && gl == wl && memcmp(g, w, wl) == 0;
+        free(g);
+        if (rc != 0 || !same) { free(w); CHECKF(0, "-t %d: rc %d, output differs from run.c (%zu vs %zu bytes)", t, rc, gl, wl); }
+    }
+    free(w);
+}
+
+static void test_logits_threads_cli(void)
+{
+    const char *model = th_fixture("stories260K.gguf");
+    if (!model) SKIP("no fixtures");
+    const char *a = th_tmp("l1.txt"), *b = th_tmp("l2.txt");
+    CHECK(th_sh("'%s' -m '%s' -p 'Once upon a time' --logits -t 1 > '%s'", th_bin("hc-run"), model, a) == 0);
+    CHECK(th_sh("'%s' -m '%s' -p 'Once upon a time' --logits -t 2 > '%s'", th_bin("hc-run"), model, b) == 0);
+    size_t la, lb;
+    unsigned char *x = th_read(a, &la), *y = th_read(b, &lb);
+    int lines = 0;
+    for (size_t i = 0; x && i < la; i++) lines += x[i] == '\n';
+    int same = x && y && la == lb && memcmp(x, y, la) == 0;
+    free(x);
+    free(y);
+    CHECK(same);
+    CHECKF(lines == 512, "%d logits", lines);
+}
+
+/* Bit-identical logits for 1 and 2 threads, on shapes that engage the
+ * parallel paths (split tails, several weight types). */
+static void test_threads_bit_identical(void)
+{
+    uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        synth s = { .type = types[i], .relu = i % 2 };
+        hc_model *m = load(write_model("thr.gguf", &s));
+        CHECK(m != NULL);
+        float *a = run_all(m, 1, 24, 24), *b = run_all(m, 2, 24, 24), *c = run_all(m, 2, 1, 24);
+        float *d = run_all(m, 1, 1, 24);
+        int ok = a && b && c && d && memcmp(a, b, sizeof(float) * V * 24) == 0 &&
+                 memcmp(c, d, sizeof(float) * V * 24) == 0;
+        free(a); free(b); free(c); free(d);
+        hc_model_free(m);
+        CHECKF(ok, "type %s", ggml_type_name(types[i]));
+    }
+}
+
+static void test_batch_equals_sequential(void)
+{
+    uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_Q8_0 };
+    for (size_t i = 0; i < 2; i++) {
+        synth s = { .type = types[i] };
+        hc_model *m = load(write_model("batch.gguf", &s));
+        CHECK(m != NULL);
+        float *seq = run_all(m, 2, 1, 24), *all = run_all(m, 2, 24, 24), *chunks = run_all(m, 2, 7, 24);
+        CHECK(seq && all && chunks);
+        double d1 = max_rel_diff(all, seq, (size_t)V * 24), d2 = max_rel_diff(chunks, seq, (size_t)V * 24);
+        free(seq); free(all); free(chunks);
+        hc_model_free(m);
+        CHECKF(d1 < 1e-5 && d2 < 1e-5, "%s: batched vs sequential rel diff %g, chunked %g",
+               ggml_type_name(types[i]), d1, d2);
+    }
+}
+
+/* A PWRI model (ffn_down_t, predictors) computes the same function as the
+ * model whose ffn_down it stores transposed (same random stream). */
+static void test_down_t_equals_down(void)
+{
+    synth a = { .type = GGML_TYPE_F32, .relu = 1 }, b = a;
+    b.down_t = 1;
+    hc_model *ma = load(write_model("dense.gguf", &a));
+    CHECK(ma != NULL);
+    float *la = run_all(ma, 2, 24, 24);
+    hc_model_free(ma);
+    hc_model *mb = load(write_model("sparse.gguf", &b));
+    CHECK(mb != NULL && la != NULL);
+    const hc_layer *ly = &mb->layers[1];
+    int shapes = ly->ffn_down_t.kind == HC_WEIGHT_GGML && ly->ffn_down.kind == HC_WEIGHT_NONE &&
+                 ly->ffn_down_t.rows == FF && ly->ffn_down_t.n == E &&
+                 ly->fc1.rows == 32 && ly->fc1.n == E && ly->fc2.rows == FF && ly->fc2.n == 32;
+    float *lb = run_all(mb, 2, 24, 24), *lc = run_all(mb, 1, 1, 24);
+    hc_model_free(mb);
+    double d = lb ? max_rel_diff(lb, la, (size_t)V * 24) : 1, d1 = lc ? max_rel_diff(lc, la, (size_t)V * 24) : 1;
+    free(la); free(lb); free(lc);
+    CHECK(shapes);
+    CHECKF(d < 1e-5 && d1 < 1e-5, "down_t vs down logits: %g (batched), %g (token by token)", d, d1);
+}
+
+/* Hot/cold split: partial FFNs over a partition of the neurons add up to the
+ * dense FFN, for ffn_down (scatter path) and ffn_down_t (row AXPY path).
+ * Exact up to rounding in F32; with Q8_0 weights the activations of the down
+ * product are quantized per 32-block, and a partial vector (zeros elsewhere)
+ * gets other block scales than the full one: agreement to ~1%. */
+static void test_ffn_partial(void)
+{
+    for (int cfg = 0; cfg < 4; cfg++) {
+        int dt = cfg & 1, q = cfg >> 1;
+        double tol = q ? 2e-2 : 1e-5;
+        synth s = { .type = q ? GGML_TYPE_Q8_0 : GGML_TYPE_F32, .relu = dt, .down_t = dt };
+        hc_model *m = load(write_model("part.gguf", &s));
+        CHECK(m != NULL);
+        hc_ctx *ctx = new_ctx(m, 2, 8);
+        CHECK(ctx != NULL);
+        int B = 3;
+        float *x = malloc(sizeof(float) * B * E), *dense = malloc(sizeof(float) * B * E);
+        float *sum = calloc((size_t)B * E, sizeof(float)), *h = malloc(sizeof(float) * B * FF);
+        int32_t hot[FF], cold[FF];
+        int nh = 0, nc = 0;
+        for (int i = 0; i < B * E; i++) x[i] = frand();
+        for (int j = FF - 1; j >= 0; j--) {     /* any order: descending */
+            if ((j * 7) % 5 < 2) hot[nh++] = j;
+            else cold[nc++] = j;
+        }
+        hc_ffn_dense(ctx, 1, x, B, dense);
+        hc_ffn_partial(ctx, 1, x, B, hot, nh, sum, h);
+        hc_ffn_partial(ctx, 1, x, B, cold, nc, sum, NULL);
+        double d = max_rel_diff(sum, dense, (size_t)B * E);
+        int zeros = 0;
+        for (int i = 0; i < B * nh; i++) zeros += h[i] == 0.0f;
+        free(x); free(dense); free(sum); free(h);
+        hc_ctx_free(ctx);
+        hc_model_free(m);
+        CHECKF(d < tol, "%s down_t=%d: partial sum vs dense %g", ggml_type_name(s.type), dt, d);
+        if (dt) CHECKF(zeros > 0 && zeros < B * nh, "ReLU zeros %d of %d", zeros, B * nh);
+    }
+}
+
+typedef struct {
+    int calls[NL][HC_HOOK_COUNT];
+    int bad;
+    float ffn_act0[FF];      /* FFN activation of layer 0, last token */
+} hook_log;
+
+static void hook(void *user, int layer, int point, const float *x, int B, int n, int pos0)
+{
+    hook_log *L = user;
+    int want_n[HC_HOOK_COUNT] = { E, E, E, E, FF };
+    if (layer < 0 || layer >= NL || point < 0 || point >= HC_HOOK_COUNT || n != want_n[point] || B < 1 || pos0 < 0) {
+        L->bad = 1;
+        return;
+    }
+    L->calls[layer][point] += B;
+    if (layer == 0 && point == HC_HOOK_FFN_ACT) memcpy(L->ffn_act0, x + (size_t)(B - 1) * n, sizeof L->ffn_act0);
+}
+
+/* Every hook point fires once per token and layer, with the documented row
+ * length; the FFN_ACT rows are what an FFN override sees through partial. */
+static void test_hooks(void)
+{
+    synth s = { .type = GGML_TYPE_F32, .relu = 1 };
+    hc_model *m = load(write_model("hooks.gguf", &s));
+    CHECK(m != NULL);
+    hc_ctx *ctx = new_ctx(m, 2, 5);
+    CHECK(ctx != NULL);
+    hook_log L = { 0 };
+    ctx->hook = hook;
+    ctx->hook_user = &L;
+    float lg[V];
+    CHECK(hc_eval(ctx, toks, 12, 0, lg, HC_LOGITS_LAST) == 0);
+    int ok = !L.bad;
+    for (int l = 0; l < NL; l++)
+        for (int p = 0; p < HC_HOOK_COUNT; p++) ok &= L.calls[l][p] == 12;
+    int zeros = 0;
+    for (int j = 0; j < FF; j++) zeros += L.ffn_act0[j] == 0.0f;
+    hc_ctx_free(ctx);
+    hc_model_free(m);
+    CHECK(ok);
+    CHECKF(zeros > FF / 10 && zeros < FF, "ReLU FFN activation has %d zeros of %d", zeros, FF);
+}
+
+typedef struct {
+    int calls;
+} ffn_user;
+
+/* An FFN override computing all neurons through hc_ffn_partial reproduces
+ * the dense model's logits (the seam the hybrid path plugs into). */
+static void split_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp, const float *x_norm, int B, float *out)
+{
+    (void)ffn_inp;
+    ((ffn_user *)user)->calls++;
+    int32_t idx[FF];
+    for (int j = 0; j < FF; j++) idx[j] = j;
+    memset(out, 0, sizeof(float) * (size_t)B * E);
+    hc_ffn_partial(ctx, layer, x_norm, B, idx, FF / 3, out, NULL);
+    hc_ffn_partial(ctx, layer, x_norm, B, idx + FF / 3, FF - FF / 3, out, NULL);
+}
+
+static void test_ffn_override(void)
+{
+    synth s = { .type = GGML_TYPE_F32 };
+    hc_model *m = load(write_model("override.gguf", &s));
+    CHECK(m != NULL);
+    float *dense = run_all(m, 2, 24, 24);
+    hc_ctx *ctx = new_ctx(m, 2, 24);
+    ffn_user u = { 0 };
+    ctx->ffn = split_ffn;
+    ctx->ffn_user = &u;
+    float *lg = malloc(sizeof(float) * V * 24);
+    CHECK(dense && lg && hc_eval(ctx, toks, 24, 0, lg, HC_LOGITS_ALL) == 0);
+    double d = max_rel_diff(lg, dense, (size_t)V * 24);
+    free(lg); free(dense);
+    hc_ctx_free(ctx);
+    hc_model_free(m);
+    CHECKF(u.calls == NL, "override called %d times", u.calls);
+    CHECKF(d < 1e-5, "override vs dense %g", d);
+}
+
+static void test_tied_and_eval_errors(void)
+{
+    synth s = { .type = GGML_TYPE_F32, .tied = 1 };
+    hc_model *m = load(write_model("tied.gguf", &s));
+    CHECK(m != NULL);
+    CHECK(m->output.data == m->token_embd.data);
+    CHECK(m->hp.rope_base == 10000.0f && m->hp.n_head_kv == NKV && m->hp.act == HC_ACT_SILU);
+    hc_ctx *ctx = new_ctx(m, 1, 8);
+    float lg[V];
+    int32_t bad = V;
+    int r1 = hc_eval(ctx, &bad, 1, 0, lg, HC_LOGITS_LAST);
+    int r2 = hc_eval(ctx, toks, 2, CTX - 1, lg, HC_LOGITS_LAST);
+    int r3 = hc_eval(ctx, toks, 1, CTX - 1, lg, HC_LOGITS_LAST);
+    hc_ctx_free(ctx);
+    char err[256];
+    hc_ctx_params p = { .n_ctx = CTX + 1 };
+    hc_ctx *too_big = hc_ctx_new(m, &p, err, sizeof err);
+    hc_model_free(m);
+    CHECK(r1 == -1 && r2 == -1 && r3 == 0);
+    CHECK(too_big == NULL && strstr(err, "context_length"));
+}
+
+static void test_sampler(void)
+{
+    float lg[6] = { 0.5f, 2.0f, -1.0f, 2.0f, 1.9f, 0.0f };
+    CHECK(hc_argmax(lg, 6) == 1);
+    hc_sampler_params g = { .temp = 0 }, k1 = { .temp = 1.0f, .top_k = 1, .seed = 7 };
+    hc_sampler_params p0 = { .temp = 1.0f, .top_p = 0.01f, .seed = 7 }, any = { .temp = 1.0f, .top_p = 1.0f };
+    hc_sampler *s = hc_sampler_new(&g, 6), *a = hc_sampler_new(&k1, 6), *b = hc_sampler_new(&p0, 6);
+    CHECK(hc_sample(s, lg) == 1 && hc_sample(a, lg) == 1 && hc_sample(b, lg) == 1);
+    hc_sampler_free(s); hc_sampler_free(a); hc_sampler_free(b);
+    /* same seed, same draws; every token reachable at temperature 1 */
+    int seen[6] = { 0 }, same = 1;
+    any.seed = 3;
+    hc_sampler *x = hc_sampler_new(&any, 6), *y = hc_sampler_new(&any, 6);
+    for (int i = 0; i < 2000; i++) {
+        int t = hc_sample(x, lg);
+        same &= t == hc_sample(y, lg);
+        seen[t]++;
+    }
+    hc_sampler_free(x); hc_sampler_free(y);
+    CHECK(same);
+    for (int i = 0; i < 6; i++) CHECKF(seen[i] > 0, "token %d never drawn", i);
+    CHECK(seen[1] > seen[0] && seen[0] > seen[2]);
+}
+
+static void test_split(void)
+{
+    for (int n = 0; n < 100; n += 7)
+        for (int nth = 1; nth <= 5; nth++) {
+            int next = 0;
+            for (int i = 0; i < nth; i++) {
+                int lo, hi;
+                hc_split(n, 16, i, nth, &lo, &hi);
+                CHECK(lo == next && hi >= lo && (lo % 16 == 0 || lo == n));
+                next = hi;
+            }
+            CHECK(next == n);
+        }
+}
+
+typedef struct {
+    int hits[1000];
+    int bad_ith;
+} pool_log;
+
+static void pool_chunk(void *arg, int chunk, int ith)
+{
+    pool_log *L = arg;
+    __atomic_fetch_add(&L->hits[chunk], 1, __ATOMIC_RELAXED);
+    if (ith < 0 || ith >= 3) L->bad_ith = 1;
+}
+
+/* Every chunk runs exactly once per task, over many back-to-back tasks. */
+static void test_pool(void)
+{
+    hc_pool *p = hc_pool_new(3);
+    CHECK(p != NULL && hc_pool_size(p) == 3);
+    static pool_log L;
+    memset(&L, 0, sizeof L);
+    int ok = 1;
+    for (int task = 0; task < 2000; task++) {
+        int n = 1 + task % 1000;
+        hc_pool_run(p, pool_chunk, &L, n);
+        for (int c = 0; c < n; c++) { ok &= L.hits[c] == 1; L.hits[c] = 0; }
+    }
+    int small = hc_pool_chunks(p, 100, 100), big = hc_pool_chunks(p, 1000, 1u << 30), few = hc_pool_chunks(p, 5, 1u << 30);
+    hc_pool_free(p);
+    CHECK(ok && !L.bad_ith);
+    CHECKF(small == 1 && big == 12 && few == 5, "chunks %d %d %d", small, big, few);
+}
+
+static void test_perplexity(void)
+{
+    const char *model = th_fixture("stories260K.gguf"), *calib = th_fixture("tinystories-calib.txt");
+    if (!model) SKIP("no fixtures");
+    const char *txt = th_tmp("calib-prefix.txt");
+    CHECK(th_sh("head -c 6000 '%s' > '%s'", calib, txt) == 0);
+    CHECK(th_sh("'%s' -m '%s' --perplexity '%s' -c 128 -t 2", th_bin("hc-run"), model, txt) == 0);
+    grab();
+    const char *out = out_buf;
+    double ppl = 0;
+    CHECKF(sscanf(out, "perplexity: %lf\n", &ppl) == 1 && strchr(out, '\n') == out + strlen(out) - 1,
+           "stdout: %s", out);
+    CHECKF(isfinite(ppl) && ppl > 1.0 && ppl < 50.0, "perplexity %g", ppl);
+    /* too short a file for one window */
+    const char *small = th_tmp("small.txt");
+    CHECK(th_write(small, "Once upon a time.", 17) == 0);
+    CHECK(th_sh("'%s' -m '%s' --perplexity '%s' -c 64", th_bin("hc-run"), model, small) == 1);
+    grab();
+    CHECKF(strstr(err_buf, "need at least 64"), "%s", err_buf);
+}
+
+/* hc-run refuses each broken file with one line "hc-run: PATH: ...", exit 1, no stdout. */
+static void expect_error(const char *path, const char *pattern)
+{
+    int rc = th_sh("'%s' -m '%s' -p hello -n 4", th_bin("hc-run"), path);
+    grab();
+    const char *err = err_buf;
+    size_t len = strlen(err);
+    char prefix[600];
+    snprintf(prefix, sizeof prefix, "hc-run: %s: ", path);
+    int lines = 0;
+    for (size_t i = 0; i < len; i++) lines += err[i] == '\n';
+    CHECKF(rc == 1 && lines == 1 && strncmp(err, prefix, strlen(prefix)) == 0 && strstr(err, pattern) &&
+           out_buf[0] == 0, "rc %d, stderr: %s", rc, err);
+}
+
+static void test_load_errors(void)
+{
+    synth miss = { .type = GGML_TYPE_F32, .omit = "blk.1.ffn_up.weight" };
+    synth shape = { .type = GGML_TYPE_F32, .reshape = "blk.0.attn_k.weight" };
+    synth type = { .type = GGML_TYPE_Q4_1 };
+    synth arch = { .type = GGML_TYPE_F32, .arch = "gpt2" };
+    synth nodown = { .type = GGML_TYPE_F32, .omit = "blk.0.ffn_down.weight" };
+    expect_error(write_model("miss.gguf", &miss), "missing tensor blk.1.ffn_up.weight");
+    if (th_failed_case) return;
+    expect_error(write_model("shape.gguf", &shape), "tensor blk.0.attn_k.weight has shape [128, 63], expected [128, 64]");
+    if (th_failed_case) return;
+    expect_error(write_model("type.gguf", &type), "has type Q4_1, which hc-run does not support");
+    if (th_failed_case) return;
+    expect_error(write_model("arch.gguf", &arch), "unsupported architecture 'gpt2'");
+    if (th_failed_case) return;
+    expect_error(write_model("nodown.gguf", &nodown), "missing tensor blk.0.ffn_down.weight");
+    if (th_failed_case) return;
+    const char *txt = th_tmp("not.gguf");
+    CHECK(th_write(txt, "hello, this is not a model\n", 27) == 0);
+    int rc = th_sh("'%s' -m '%s' -p hi", th_bin("hc-run"), txt);
+    grab();
+    CHECKF(rc == 1 && strncmp(err_buf, "hc-run: ", 8) == 0 && strstr(err_buf, txt) && out_buf[0] == 0,
+           "rc %d: %s", rc, err_buf);
+    rc = th_sh("'%s' -m '%s'", th_bin("hc-run"), th_tmp("absent.gguf"));
+    grab();
+    CHECKF(rc == 1 && strchr(err_buf, '\n') == err_buf + strlen(err_buf) - 1, "rc %d: %s", rc, err_buf);
+    rc = th_sh("'%s' -m x.gguf -n lots", th_bin("hc-run"));
+    grab();
+    CHECKF(rc == 1 && strstr(err_buf, "bad value for -n"), "rc %d: %s", rc, err_buf);
+    CHECK(th_sh("'%s' --help", th_bin("hc-run")) == 0 && strstr(th_last_out(), "--perplexity"));
+}
+
+int main(void)
+{
+    RUN(test_greedy200);
+    RUN(test_logits_threads_cli);
+    RUN(test_threads_bit_identical);
+    RUN(test_batch_equals_sequential);
+    RUN(test_down_t_equals_down);
+    RUN(test_ffn_partial);
+    RUN(test_hooks);
+    RUN(test_ffn_override);
+    RUN(test_tied_and_eval_errors);
+    RUN(test_sampler);
+    RUN(test_split);
+    RUN(test_pool);
+    RUN(test_perplexity);
+    RUN(test_load_errors);
+    return th_done();
+}
