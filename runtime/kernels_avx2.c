@@ -1,0 +1,220 @@
+/* AVX2 + FMA + F16C kernels (8 floats / 32 int8 per register), selected at run
+ * time by kernels.c. Quantized dots use ggml's sign trick: |w| (unsigned) times
+ * x·sign(w) with maddubs, pairs summed to int32 with madd, one FMA per block. */
+#if defined(__x86_64__)
+#include "kernels_impl.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "ggml_types.h"
+
+#define T __attribute__((target("avx2,fma,f16c")))
+#define TI static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+TI float hsum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+/* ---- F32 / F16 / BF16: one body, specialised by the constant k when inlined ---- */
+
+TI __m256 load8(int k, const void *p, int i)
+{
+    if (k == HC_K_F32) return _mm256_loadu_ps((const float *)p + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
+    if (k == HC_K_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* The last n % 8 elements go through zero-padded copies, so every element
+ * takes the same vector path. */
+TI const void *pad_tail(int k, const void *row, int i, int m, float buf[8])
+{
+    size_t es = k == HC_K_F32 ? 4 : 2;
+    memset(buf, 0, 8 * sizeof(float));
+    memcpy(buf, (const char *)row + (size_t)i * es, (size_t)m * es);
+    return buf;
+}
+
+TI float dot_float(int k, const void *row, const float *x, int n)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(load8(k, row, i + 8), _mm256_loadu_ps(x + i + 8), a1);
+        a2 = _mm256_fmadd_ps(load8(k, row, i + 16), _mm256_loadu_ps(x + i + 16), a2);
+        a3 = _mm256_fmadd_ps(load8(k, row, i + 24), _mm256_loadu_ps(x + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), a0);
+    if (i < n) {
+        float wb[8], xb[8] = {0};
+        memcpy(xb, x + i, (size_t)(n - i) * sizeof(float));
+        a0 = _mm256_fmadd_ps(load8(k, pad_tail(k, row, i, n - i, wb), 0), _mm256_loadu_ps(xb), a0);
+    }
+    return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
+TI void axpy_float(int k, const void *row, int n, float a, float *y)
+{
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, load8(k, row, i), _mm256_loadu_ps(y + i)));
+    if (i < n) {
+        float wb[8], yb[8] = {0};
+        memcpy(yb, y + i, (size_t)(n - i) * sizeof(float));
+        _mm256_storeu_ps(yb, _mm256_fmadd_ps(va, load8(k, pad_tail(k, row, i, n - i, wb), 0), _mm256_loadu_ps(yb)));
+        memcpy(y + i, yb, (size_t)(n - i) * sizeof(float));
+    }
+}
+
+T static void dot_f32(const void *const *w, int nr, const void *x, int n, float *y)
+{ for (int i = 0; i < nr; i++) y[i] = dot_float(HC_K_F32, w[i], x, n); }
+T static void dot_f16(const void *const *w, int nr, const void *x, int n, float *y)
+{ for (int i = 0; i < nr; i++) y[i] = dot_float(HC_K_F16, w[i], x, n); }
+T static void dot_bf16(const void *const *w, int nr, const void *x, int n, float *y)
+{ for (int i = 0; i < nr; i++) y[i] = dot_float(HC_K_BF16, w[i], x, n); }
+T static void axpy_f32(const void *w, int n, float a, float *y) { axpy_float(HC_K_F32, w, n, a, y); }
+T static void axpy_f16(const void *w, int n, float a, float *y) { axpy_float(HC_K_F16, w, n, a, y); }
+T static void axpy_bf16(const void *w, int n, float a, float *y) { axpy_float(HC_K_BF16, w, n, a, y); }
+
+/* ---- Q8_0 / Q4_0 against Q8_0 activations, up to HC_DOT_ROWS rows per
+ * pass over the activation ---- */
+
+/* 32 signed bytes of w times 32 of x, as 8 int32 partial sums converted to float.
+ * Exact: |w| <= 128 and |x| <= 127 keep maddubs' int16 pairs from saturating. */
+TI __m256 mul_sum_i8(__m256i w, __m256i x)
+{
+    __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+
+/* 16 bytes of nibbles -> 32 values 0..15 in element order (low nibbles first). */
+TI __m256i nibbles(const uint8_t *qs)
+{
+    __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(15));
+}
+
+/* acc[r] += dot of block b of rows[r] with x. k and R are constants after
+ * inlining; each row's arithmetic is the same for every R. */
+TI void q_block(int k, int R, const void *const *rows, const block_q8_0 *x, int b, __m256 *acc)
+{
+    __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
+    float dx = _cvtsh_ss(x[b].d);
+    if (k == HC_K_Q4_0) {
+        /* Σ(q-8)·x = maddubs(q, x) - maddubs(8, x): int16 pairs within ±2·15·127 */
+        __m256i x8 = _mm256_maddubs_epi16(_mm256_set1_epi8(8), xv);
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const block_q4_0 *w = (const block_q4_0 *)rows[r] + b;
+            __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles(w->qs), xv), x8);
+            __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(w->d) * dx), p, acc[r]);
+        }
+    } else {
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const block_q8_0 *w = (const block_q8_0 *)rows[r] + b;
+            __m256 p = mul_sum_i8(_mm256_loadu_si256((const __m256i *)w->qs), xv);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(w->d) * dx), p, acc[r]);
+        }
+    }
+}
+
+TI void dot_q_rows(int k, int R, const void *const *rows, const void *act, int n, float *y)
+{
+    __m256 acc[HC_DOT_ROWS];
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int b = 0; b < n / QK8_0; b++) q_block(k, R, rows, act, b, acc);
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) y[r] = hsum(acc[r]);
+}
+
+T static void dot_q8_0(const void *const *rows, int nr, const void *act, int n, float *y)
+{
+    if (nr == HC_DOT_ROWS) dot_q_rows(HC_K_Q8_0, HC_DOT_ROWS, rows, act, n, y);
+    else for (int i = 0; i < nr; i++) dot_q_rows(HC_K_Q8_0, 1, rows + i, act, n, y + i);
+}
+
+T static void dot_q4_0(const void *const *rows, int nr, const void *act, int n, float *y)
+{
+    if (nr == HC_DOT_ROWS) dot_q_rows(HC_K_Q4_0, HC_DOT_ROWS, rows, act, n, y);
+    else for (int i = 0; i < nr; i++) dot_q_rows(HC_K_Q4_0, 1, rows + i, act, n, y + i);
+}
+
+/* y += a * (q * d): q*d is exact in float (8-bit q, 11-bit d), then one FMA. */
+TI void axpy_q32(__m256i q, float d, float a, float *y)
+{
+    __m256 vd = _mm256_set1_ps(d), va = _mm256_set1_ps(a);
+    for (int j = 0; j < 4; j++) {
+        __m128i q8 = j & 2 ? _mm256_extracti128_si256(q, 1) : _mm256_castsi256_si128(q);
+        __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(j & 1 ? _mm_srli_si128(q8, 8) : q8));
+        _mm256_storeu_ps(y + 8 * j, _mm256_fmadd_ps(va, _mm256_mul_ps(v, vd), _mm256_loadu_ps(y + 8 * j)));
+    }
+}
+
+T static void axpy_q8_0(const void *row, int n, float a, float *y)
+{
+    const block_q8_0 *w = row;
+    for (int b = 0; b < n / QK8_0; b++)
+        axpy_q32(_mm256_loadu_si256((const __m256i *)w[b].qs), _cvtsh_ss(w[b].d), a, y + b * QK8_0);
+}
+
+T static void axpy_q4_0(const void *row, int n, float a, float *y)
+{
+    const block_q4_0 *w = row;
+    for (int b = 0; b < n / QK4_0; b++)
+        axpy_q32(_mm256_sub_epi8(nibbles(w[b].qs), _mm256_set1_epi8(8)), _cvtsh_ss(w[b].d), a, y + b * QK4_0);
+}
+
+/* roundf (half away from zero) of values |v| < 2^23: truncate, then step away
+ * from zero when the dropped fraction is >= 0.5 (v - trunc(v) is exact). */
+TI __m256i roundf_epi32(__m256 v)
+{
+    __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(v, t));
+    __m256 step = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(sign, v));
+    t = _mm256_add_ps(t, _mm256_and_ps(step, _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ)));
+    return _mm256_cvtps_epi32(t);
+}
+
+/* quantize_row_q8_0_ref, vectorised, with the same arithmetic for finite x. */
+T static void quantize_q8(const float *x, int n, void *blocks)
+{
+    block_q8_0 *y = blocks;
+    __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int b = 0; b < n / QK8_0; b++, x += QK8_0) {
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(x + 8 * j);
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[j]));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        float d = amax / 127, id = d ? 1.0f / d : 0.0f;
+        y[b].d = (uint16_t)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int j = 0; j < 4; j++) q[j] = roundf_epi32(_mm256_mul_ps(v[j], vid));
+        /* packs interleave 128-bit lanes; the permute puts the bytes back in order */
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)y[b].qs, p);
+    }
+}
+
+const struct hc_isa hc_isa_avx2 = {
+    .name = "avx2",
+    .dot = { dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0 },
+    .axpy = { axpy_f32, axpy_f16, axpy_bf16, axpy_q8_0, axpy_q4_0 },
+    .quantize_q8 = quantize_q8,
+};
+#endif

@@ -1,0 +1,227 @@
+/* AVX-512 (F/BW/VL/DQ + VNNI) kernels: 16 floats per register, two quantized
+ * blocks per register, masked loads for the tails. Selected at run time by
+ * kernels.c; CPUs with AVX-512 but no VNNI (Skylake-SP) run the AVX2 kernels. */
+#if defined(__x86_64__)
+#include "kernels_impl.h"
+
+#include <immintrin.h>
+
+#include "ggml_types.h"
+
+#define TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
+#define T __attribute__((target(TARGET)))
+#define TI static inline __attribute__((always_inline, target(TARGET)))
+
+/* ---- F32 / F16 / BF16: one body, specialised by the constant k when inlined ---- */
+
+/* Elements [i, i+16) masked by m (lanes outside m read nothing and are zero). */
+TI __m512 load16(int k, const void *p, int i, __mmask16 m)
+{
+    if (k == HC_K_F32) return _mm512_maskz_loadu_ps(m, (const float *)p + i);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i);
+    if (k == HC_K_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+TI __mmask16 tail_mask(int m) { return (__mmask16)((1u << m) - 1); }
+
+TI float dot_float(int k, const void *row, const float *x, int n)
+{
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const __mmask16 all = 0xffff;
+    int i = 0;
+    for (; i + 64 <= n; i += 64) {
+        a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
+        a1 = _mm512_fmadd_ps(load16(k, row, i + 16, all), _mm512_loadu_ps(x + i + 16), a1);
+        a2 = _mm512_fmadd_ps(load16(k, row, i + 32, all), _mm512_loadu_ps(x + i + 32), a2);
+        a3 = _mm512_fmadd_ps(load16(k, row, i + 48, all), _mm512_loadu_ps(x + i + 48), a3);
+    }
+    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        a0 = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), a0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+TI void axpy_float(int k, const void *row, int n, float a, float *y)
+{
+    __m512 va = _mm512_set1_ps(a);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? 0xffff : tail_mask(n - i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, load16(k, row, i, m), _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+T static void dot_f32(const void *const *w, int nr, const void *x, int n, float *y)
+{ for (int i = 0; i < nr; i++) y[i] = dot_float(HC_K_F32, w[i], x, n); }
+T static void dot_f16(const void *const *w, int nr, const void *x, int n, float *y)
+{ for (int i = 0; i < nr; i++) y[i] = dot_float(HC_K_F16, w[i], x, n); }
+T static void dot_bf16(const void *const *w, int nr, const void *x, int n, float *y)
+{ for (int i = 0; i < nr; i++) y[i] = dot_float(HC_K_BF16, w[i], x, n); }
+T static void axpy_f32(const void *w, int n, float a, float *y) { axpy_float(HC_K_F32, w, n, a, y); }
+T static void axpy_f16(const void *w, int n, float a, float *y) { axpy_float(HC_K_F16, w, n, a, y); }
+T static void axpy_bf16(const void *w, int n, float a, float *y) { axpy_float(HC_K_BF16, w, n, a, y); }
+
+/* ---- Q8_0 / Q4_0 against Q8_0 activations: two blocks per register, up to
+ * HC_DOT_ROWS rows per pass over the activation ---- */
+
+/* 64 signed bytes of w times 64 of x -> 16 int32 partial sums as floats:
+ * |w| (unsigned, so -128 too) times x with w's sign, summed by vpdpbusd. */
+TI __m512 mul_sum_i8(__m512i w, __m512i x)
+{
+    __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+    return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), sx));
+}
+
+TI __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+TI __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+
+/* Both halves of a zmm set to the same 128-bit pattern lo, hi. */
+TI __m512i lanes2(__m128i lo, __m128i hi) { return _mm512_broadcast_i64x4(_mm256_set_m128i(hi, lo)); }
+
+#define W2(a, b) ((a) | (b) << 16)   /* two word indices per int32: gcc lacks _mm512_setr_epi16 */
+
+/* The first bytes of blocks b, b+1 of a row, as words: all of both blocks (36
+ * bytes) for Q4_0, at least both scales (words 0 and 17) for Q8_0. two: 0 only
+ * block b is there, 1 both, 2 both and 64 bytes of the row left, so a plain
+ * load (masked loads that miss the cache are slow and train no prefetcher). */
+TI __m512i load_pair(const void *p, int two, __mmask32 one)
+{
+    return two == 2 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(two ? 0x3ffff : one, p);
+}
+
+/* The fp16 scales at words 0 and w1 of v, as floats in lanes 0-7 and 8-15. */
+TI __m512 scales(__m512i v, int w1)
+{
+    __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, W2(w1, w1), W2(w1, w1), W2(w1, w1), W2(w1, w1), 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, v)));
+}
+
+/* Q4_0 nibble bytes of the pair in v (words 1-8 and 10-17), each block's 16
+ * bytes twice, masked to [lo0 hi0 lo1 hi1]: the activation's own order, with
+ * the high nibbles left in place, i.e. 16 times their value (q_pair takes the
+ * 16 back out of the activation scale, exactly: a power of two). */
+TI __m512i q4_nibbles(__m512i v)
+{
+    const __m512i qs = _mm512_setr_epi32(W2(1, 2), W2(3, 4), W2(5, 6), W2(7, 8), W2(1, 2), W2(3, 4), W2(5, 6), W2(7, 8),
+                                         W2(10, 11), W2(12, 13), W2(14, 15), W2(16, 17),
+                                         W2(10, 11), W2(12, 13), W2(14, 15), W2(16, 17));
+    return _mm512_and_si512(_mm512_permutexvar_epi16(qs, v), lanes2(_mm_set1_epi8(0x0f), _mm_set1_epi8((char)0xf0)));
+}
+#undef W2
+
+/* acc[r] += dot of blocks b and, if two (see load_pair), b+1 of rows[r] with
+ * x. k, R and two are constants after inlining; each row's arithmetic is the
+ * same for every R. Int32 sums: lanes 0-7 block b, 8-15 block b+1. */
+TI void q_pair(int k, int R, const void *const *rows, const block_q8_0 *x, int b, int two, __m512 *acc)
+{
+    __m512i xv = join(load32(x[b].qs), two ? load32(x[b + 1].qs) : _mm256_setzero_si256());
+    __m512 dx = scales(load_pair(x + b, two, 1), 17);
+    if (k == HC_K_Q4_0) {
+        /* Σ(q-8)·x = dpbusd(q, x) - 8·Σx (128·Σx on the 16x lanes), the
+         * correction computed once for all rows */
+        __m512i c = lanes2(_mm_set1_epi8(8), _mm_set1_epi8((char)128));
+        __m512i corr = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), c, xv));
+        dx = _mm512_mul_ps(dx, _mm512_broadcast_f32x8(_mm256_setr_ps(1, 1, 1, 1, 0.0625f, 0.0625f, 0.0625f, 0.0625f)));
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m512i v = load_pair((const block_q4_0 *)rows[r] + b, two, 0x1ff);
+            __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, q4_nibbles(v), xv));
+            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(scales(v, 9), dx), p, acc[r]);
+        }
+    } else {
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const block_q8_0 *w = (const block_q8_0 *)rows[r] + b;
+            __m512 p = mul_sum_i8(join(load32(w[0].qs), two ? load32(w[1].qs) : _mm256_setzero_si256()), xv);
+            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(scales(load_pair(w, two, 1), 17), dx), p, acc[r]);
+        }
+    }
+}
+
+TI void dot_q_rows(int k, int R, const void *const *rows, const void *act, int n, float *y)
+{
+    __m512 acc[HC_DOT_ROWS];
+    int nb = n / QK8_0, b = 0;
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (; b + 4 <= nb; b += 2) q_pair(k, R, rows, act, b, 2, acc);
+    for (; b + 2 <= nb; b += 2) q_pair(k, R, rows, act, b, 1, acc);
+    if (b < nb) q_pair(k, R, rows, act, b, 0, acc);
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+T static void dot_q8_0(const void *const *rows, int nr, const void *act, int n, float *y)
+{
+    if (nr == HC_DOT_ROWS) dot_q_rows(HC_K_Q8_0, HC_DOT_ROWS, rows, act, n, y);
+    else for (int i = 0; i < nr; i++) dot_q_rows(HC_K_Q8_0, 1, rows + i, act, n, y + i);
+}
+
+T static void dot_q4_0(const void *const *rows, int nr, const void *act, int n, float *y)
+{
+    if (nr == HC_DOT_ROWS) dot_q_rows(HC_K_Q4_0, HC_DOT_ROWS, rows, act, n, y);
+    else for (int i = 0; i < nr; i++) dot_q_rows(HC_K_Q4_0, 1, rows + i, act, n, y + i);
+}
+
+/* y[0..32) += a * (q * d): q*d is exact in float, then one FMA. */
+TI void axpy_q32(__m256i q, float d, float a, float *y)
+{
+    __m512 vd = _mm512_set1_ps(d), va = _mm512_set1_ps(a);
+    __m512 v0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
+    __m512 v1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
+    _mm512_storeu_ps(y, _mm512_fmadd_ps(va, _mm512_mul_ps(v0, vd), _mm512_loadu_ps(y)));
+    _mm512_storeu_ps(y + 16, _mm512_fmadd_ps(va, _mm512_mul_ps(v1, vd), _mm512_loadu_ps(y + 16)));
+}
+
+T static void axpy_q8_0(const void *row, int n, float a, float *y)
+{
+    const block_q8_0 *w = row;
+    for (int b = 0; b < n / QK8_0; b++) axpy_q32(load32(w[b].qs), _cvtsh_ss(w[b].d), a, y + b * QK8_0);
+}
+
+T static void axpy_q4_0(const void *row, int n, float a, float *y)
+{
+    const block_q4_0 *w = row;
+    for (int b = 0; b < n / QK4_0; b++) {
+        __m128i t = _mm_loadu_si128((const __m128i *)w[b].qs);
+        __m256i q = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+        q = _mm256_sub_epi8(_mm256_and_si256(q, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
+        axpy_q32(q, _cvtsh_ss(w[b].d), a, y + b * QK4_0);
+    }
+}
+
+/* roundf (half away from zero) for |v| < 2^23: truncate, then step away from
+ * zero where the dropped fraction (exact) is >= 0.5. */
+TI __m512i roundf_epi32(__m512 v)
+{
+    __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, t)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    __m512 step = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_and_ps(_mm512_set1_ps(-0.0f), v));
+    return _mm512_cvtps_epi32(_mm512_mask_add_ps(t, up, t, step));
+}
+
+/* quantize_row_q8_0_ref, vectorised, with the same arithmetic for finite x. */
+T static void quantize_q8(const float *x, int n, void *blocks)
+{
+    block_q8_0 *y = blocks;
+    for (int b = 0; b < n / QK8_0; b++, x += QK8_0) {
+        __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        float d = amax / 127, id = d ? 1.0f / d : 0.0f;
+        y[b].d = (uint16_t)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        __m512 vid = _mm512_set1_ps(id);
+        _mm_storeu_si128((__m128i *)y[b].qs, _mm512_cvtsepi32_epi8(roundf_epi32(_mm512_mul_ps(v0, vid))));
+        _mm_storeu_si128((__m128i *)(y[b].qs + 16), _mm512_cvtsepi32_epi8(roundf_epi32(_mm512_mul_ps(v1, vid))));
+    }
+}
+
+const struct hc_isa hc_isa_avx512 = {
+    .name = "avx512",
+    .dot = { dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0 },
+    .axpy = { axpy_f32, axpy_f16, axpy_bf16, axpy_q8_0, axpy_q4_0 },
+    .quantize_q8 = quantize_q8,
+};
+#endif

@@ -1,0 +1,36 @@
+/* Internal to the kernels: one table of functions per instruction set.
+ * kernels.c owns the public API and the row/batch loops; each kernels_ISA.c
+ * provides the per-row dot products, axpy and the Q8_0 activation quantizer. */
+#ifndef HC_KERNELS_IMPL_H
+#define HC_KERNELS_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Weight types the kernels handle, as dense table indices. */
+enum { HC_K_F32, HC_K_F16, HC_K_BF16, HC_K_Q8_0, HC_K_Q4_0, HC_K_COUNT };
+
+/* y[i] = dot(rows[i], act) for i < nr, 1 <= nr <= HC_DOT_ROWS, rows of n elements.
+ * Several rows per call share the activation work; y[i] is bit-identical
+ * whatever nr is, so results never depend on how callers split the rows. */
+#define HC_DOT_ROWS 4
+typedef void (*hc_dot_fn)(const void *const *rows, int nr, const void *act, int n, float *y);
+/* y[0..n) += a * row. */
+typedef void (*hc_axpy_fn)(const void *row, int n, float a, float *y);
+/* x (n floats, n % 32 == 0) -> n/32 block_q8_0, bit-identical to quantize_row_q8_0_ref. */
+typedef void (*hc_q8_fn)(const float *x, int n, void *blocks);
+
+struct hc_isa {
+    const char *name;
+    hc_dot_fn dot[HC_K_COUNT];
+    hc_axpy_fn axpy[HC_K_COUNT];
+    hc_q8_fn quantize_q8;
+};
+
+extern const struct hc_isa hc_isa_scalar;
+#if defined(__x86_64__)
+extern const struct hc_isa hc_isa_avx2;
+extern const struct hc_isa hc_isa_avx512;
+#endif
+
+#endif

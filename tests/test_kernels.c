@@ -1,0 +1,422 @@
+/* Matrix-vector kernels: every type on every instruction set this CPU runs,
+ * against the scalar reference; exact bytes of the Q8_0 activation quantizer;
+ * hand-checkable blocks of gguf-ggml.md §2.6; bit-identical results whatever
+ * the row split or batch size. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ggml_types.h"
+#include "kernels.h"
+#include "quants.h"
+
+static const char *const isas[] = { "avx512", "avx2", "scalar" };
+static const uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+#define NISA (int)(sizeof isas / sizeof isas[0])
+#define NTYPE (int)(sizeof types / sizeof types[0])
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+static float frand(void) { return (float)rnd() / 4294967296.0f * 2 - 1; }   /* [-1, 1) */
+
+static int is_quant(uint32_t t) { return t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0; }
+
+/* rows x n weights of type t from random floats (scaled per row); Q8_0 rows get
+ * a few -128 bytes, which files may hold though ggml's quantizer never writes them. */
+static void *make_weights(uint32_t t, int rows, int n)
+{
+    size_t rb = ggml_row_size(t, n);
+    char *w = malloc(rb * (size_t)rows);
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int r = 0; r < rows; r++) {
+        float s = ldexpf(1, (int)(rnd() % 9) - 4);
+        for (int i = 0; i < n; i++) x[i] = frand() * s;
+        void *row = w + rb * (size_t)r;
+        uint16_t *h = row;
+        switch (t) {
+        case GGML_TYPE_F32: memcpy(row, x, (size_t)n * sizeof *x); break;
+        case GGML_TYPE_F16: for (int i = 0; i < n; i++) h[i] = fp32_to_fp16(x[i]); break;
+        case GGML_TYPE_BF16: for (int i = 0; i < n; i++) h[i] = fp32_to_bf16(x[i]); break;
+        case GGML_TYPE_Q4_0: quantize_row_q4_0_ref(x, row, n); break;
+        case GGML_TYPE_Q8_0:
+            quantize_row_q8_0_ref(x, row, n);
+            for (int k = 0; k < n / 64; k++) ((block_q8_0 *)row)[rnd() % (unsigned)(n / 32)].qs[rnd() % 32] = -128;
+            break;
+        }
+    }
+    free(x);
+    return w;
+}
+
+/* B prepared activations of n elements, act_stride bytes apart. */
+static void *make_acts(uint32_t t, int n, int B, size_t *stride)
+{
+    *stride = hc_act_bytes(t, n) + 16;   /* a gap, so strides are really honoured */
+    char *a = calloc((size_t)B, *stride);
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int b = 0; b < B; b++) {
+        float s = ldexpf(1, (int)(rnd() % 9) - 4);
+        for (int i = 0; i < n; i++) x[i] = frand() * s;
+        hc_act_prepare(t, x, n, a + (size_t)b * *stride);
+    }
+    free(x);
+    return a;
+}
+
+/* Σ|w_i x_i| over the values the kernels really multiply: the scale of the
+ * rounding error any summation order can make. */
+static double abs_dot(uint32_t t, const void *row, const void *act, int n)
+{
+    float *w = malloc((size_t)n * sizeof *w), *x = malloc((size_t)n * sizeof *x);
+    hc_row_to_f32(t, row, n, w);
+    if (is_quant(t)) dequantize_row_q8_0(act, x, n);
+    else memcpy(x, act, (size_t)n * sizeof *x);
+    double s = 0;
+    for (int i = 0; i < n; i++) s += fabs((double)w[i] * x[i]);
+    free(w);
+    free(x);
+    return s;
+}
+
+static int random_n(uint32_t t)
+{
+    static const int quant_n[] = { 32, 64, 96, 160, 224, 1024, 4096 };
+    static const int float_n[] = { 1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100, 257, 1000, 4099 };
+    if (is_quant(t)) return quant_n[rnd() % (sizeof quant_n / sizeof quant_n[0])];
+    return float_n[rnd() % (sizeof float_n / sizeof float_n[0])];
+}
+
+/* fn(isa) with each ISA the CPU runs selected in turn; fn reports its own
+ * failure with th_fail and returns 0. */
+static void each_isa(int (*fn)(const char *isa))
+{
+    int ran = 0;
+    for (int i = 0; i < NISA; i++) {
+        if (hc_kernel_force(isas[i])) continue;
+        ran++;
+        int ok = !strcmp(hc_kernel_isa(), isas[i]) && fn(isas[i]);
+        hc_kernel_force(NULL);
+        if (!ok) {
+            if (!th_failed_case) th_fail(__FILE__, __LINE__, "forcing %s did not select it", isas[i]);
+            return;
+        }
+    }
+    if (!ran) th_fail(__FILE__, __LINE__, "no instruction set ran");
+}
+
+static void test_dispatch(void)
+{
+    CHECK(hc_kernel_force("avx9000") != 0);
+    CHECK(hc_kernel_force("scalar") == 0 && !strcmp(hc_kernel_isa(), "scalar"));
+    CHECK(hc_kernel_force(NULL) == 0);
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        CHECK(hc_kernel_force("avx2") == 0 && !strcmp(hc_kernel_isa(), "avx2"));
+    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni"))
+        CHECK(hc_kernel_force("avx512") == 0 && !strcmp(hc_kernel_isa(), "avx512"));
+    hc_kernel_force(NULL);
+    for (int i = 0; i < NTYPE; i++) CHECK(hc_kernel_supports(types[i]));
+    CHECK(!hc_kernel_supports(GGML_TYPE_Q2_K) && !hc_kernel_supports(GGML_TYPE_I32));
+    CHECK(hc_act_bytes(GGML_TYPE_F16, 7) == 28);
+    CHECK(hc_act_bytes(GGML_TYPE_Q4_0, 64) == 68 && hc_act_bytes(GGML_TYPE_Q8_0, 4096) == 128 * 34);
+}
+
+/* gguf-ggml.md §2.6, inputs A, C, E, Z and their Q8_0 bytes from ggml. */
+static void input_A(float *x) { for (int j = 0; j < 32; j++) x[j] = (float)(j - 16); }
+static void input_C(float *x)
+{
+    static const float c[9] = { 127, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 126.5f, -127 };
+    memset(x, 0, 32 * sizeof *x);
+    memcpy(x, c, sizeof c);
+}
+static void input_E(float *x) { for (int j = 0; j < 32; j++) x[j] = 0.1f * (float)j; }
+static void input_Z(float *x) { memset(x, 0, 32 * sizeof *x); }
+
+static const uint8_t q8_A[34] = { 0x08, 0x30, 0x81, 0x89, 0x91, 0x99, 0xa1, 0xa9, 0xb1, 0xb9, 0xc0, 0xc8, 0xd0, 0xd8,
+                                  0xe0, 0xe8, 0xf0, 0xf8, 0x00, 0x08, 0x10, 0x18, 0x20, 0x28, 0x30, 0x38, 0x40, 0x47,
+                                  0x4f, 0x57, 0x5f, 0x67, 0x6f, 0x77 };
+static const uint8_t q8_C[34] = { 0x00, 0x3c, 0x7f, 0x01, 0x02, 0x03, 0xff, 0xfe, 0xfd, 0x7f, 0x81 };
+static const uint8_t q8_E[34] = { 0x40, 0x26, 0x00, 0x04, 0x08, 0x0c, 0x10, 0x14, 0x19, 0x1d, 0x21, 0x25, 0x29, 0x2d,
+                                  0x31, 0x35, 0x39, 0x3d, 0x42, 0x46, 0x4a, 0x4e, 0x52, 0x56, 0x5a, 0x5e, 0x62, 0x66,
+                                  0x6b, 0x6f, 0x73, 0x77, 0x7b, 0x7f };
+static const uint8_t q8_Z[34] = { 0 };
+
+static int act_bytes_match_ggml(const char *isa)
+{
+    void (*const in[4])(float *) = { input_A, input_C, input_E, input_Z };
+    const uint8_t *want[4] = { q8_A, q8_C, q8_E, q8_Z };
+    for (int i = 0; i < 4; i++) {
+        float x[64];
+        uint8_t got[68];
+        in[i](x);
+        in[(i + 1) % 4](x + 32);
+        hc_act_prepare(GGML_TYPE_Q4_0, x, 64, got);
+        if (memcmp(got, want[i], 34) || memcmp(got + 34, want[(i + 1) % 4], 34)) {
+            th_fail(__FILE__, __LINE__, "%s: Q8_0 activation of input %d differs from ggml's bytes", isa, i);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void test_act_quant_ggml_bytes(void) { each_isa(act_bytes_match_ggml); }
+
+/* Random vectors, including exact .5 ties (amax 127 makes id = 1), against the ref bytes. */
+static int act_bytes_match_ref(const char *isa)
+{
+    enum { N = 4096 };
+    static float x[N];
+    static block_q8_0 want[N / 32], got[N / 32];
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < N; i++)
+            x[i] = round & 1 ? (float)((int)(rnd() % 254) - 127) + 0.5f * (float)(rnd() & 1) : frand() * 3;
+        for (int b = 0; round & 1 && b < N / 32; b++) x[b * 32 + rnd() % 32] = rnd() & 1 ? 127 : -127;
+        quantize_row_q8_0_ref(x, want, N);
+        hc_act_prepare(GGML_TYPE_Q8_0, x, N, got);
+        if (memcmp(got, want, sizeof want)) {
+            th_fail(__FILE__, __LINE__, "%s: Q8_0 activation differs from quantize_row_q8_0_ref (round %d)", isa, round);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void test_act_quant_matches_ref(void) { each_isa(act_bytes_match_ref); }
+
+static void test_dequant_hand_blocks(void)
+{
+    static const uint8_t q4_A[18] = { 0x00, 0x40, 0x80, 0x91, 0x91, 0xa2, 0xa2, 0xb3, 0xb3, 0xc4, 0xc4, 0xd5, 0xd5, 0xe6,
+                                      0xe6, 0xf7, 0xf7, 0xf8 };
+    static const uint8_t q4_C[18] = { 0xf0, 0xcb, 0x80, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x80, 0x8f, 0x88, 0x88,
+                                      0x88, 0x88, 0x88, 0x88, 0x88 };
+    static const float want_A[32] = { -16, -14, -14, -12, -12, -10, -10, -8, -8, -6, -6, -4, -4, -2, -2, 0,
+                                      0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14, 14 };
+    float y[32];
+    hc_row_to_f32(GGML_TYPE_Q4_0, q4_A, 32, y);
+    for (int j = 0; j < 32; j++) CHECKF(y[j] == want_A[j], "A[%d] = %g", j, y[j]);
+    hc_row_to_f32(GGML_TYPE_Q4_0, q4_C, 32, y);   /* d = -15.875 */
+    CHECK(y[0] == 127 && y[7] == 127 && y[8] == -111.125f && y[1] == 0 && y[16] == 0);
+    /* Q8_0 A: d = fp16 0x3008 = 1.0078125 / 8 */
+    hc_row_to_f32(GGML_TYPE_Q8_0, q8_A, 32, y);
+    CHECK(y[0] == -127 * 0.1259765625f && y[16] == 0 && y[31] == 119 * 0.1259765625f);
+    hc_row_to_f32(GGML_TYPE_Q8_0, q8_C, 32, y);   /* d = 1.0 */
+    CHECK(y[0] == 127 && y[1] == 1 && y[4] == -1 && y[8] == -127 && y[9] == 0);
+    /* Q4_1: d = 0.5 (0x3800), m = -1 (0xbc00): y = q/2 - 1 */
+    block_q4_1 b41 = { 0x3800, 0xbc00, { 0 } };
+    for (int j = 0; j < 16; j++) b41.qs[j] = (uint8_t)(j | (15 - j) << 4);
+    hc_row_to_f32(GGML_TYPE_Q4_1, &b41, 32, y);
+    for (int j = 0; j < 16; j++) CHECK(y[j] == j * 0.5f - 1 && y[j + 16] == (15 - j) * 0.5f - 1);
+    uint16_t h[3] = { 0x3c00, 0xc000, 0x3f80 };   /* f16 1, f16 -2, bf16 1 */
+    hc_row_to_f32(GGML_TYPE_F16, h, 2, y);
+    CHECK(y[0] == 1 && y[1] == -2);
+    hc_row_to_f32(GGML_TYPE_BF16, h + 2, 1, y);
+    CHECK(y[0] == 1);
+}
+
+/* The hand blocks as weights: the dot with x = 1..32 is Σ dequant(w)·x_q on every ISA. */
+static int hand_block_dots(const char *isa)
+{
+    static const uint8_t q4_E[18] = { 0x33, 0xb6, 0x48, 0x48, 0x37, 0x37, 0x37, 0x37, 0x26, 0x26, 0x26, 0x26,
+                                      0x15, 0x15, 0x15, 0x15, 0x04, 0x04 };
+    const void *rows[2] = { q8_A, q4_E };
+    const uint32_t t[2] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    float x[32], w[32], xq[32];
+    block_q8_0 act;
+    for (int j = 0; j < 32; j++) x[j] = (float)(j + 1);
+    for (int i = 0; i < 2; i++) {
+        hc_act_prepare(t[i], x, 32, &act);
+        dequantize_row_q8_0(&act, xq, 32);
+        hc_row_to_f32(t[i], rows[i], 32, w);
+        double want = 0;
+        for (int j = 0; j < 32; j++) want += (double)w[j] * xq[j];
+        float y;
+        hc_matvec(t[i], rows[i], 32, 0, 1, &act, 0, 1, &y, 0);
+        if (fabs(y - want) > 1e-5 * fabs(want)) {
+            th_fail(__FILE__, __LINE__, "%s: %s hand block dot %g, want %g", isa, ggml_type_name(t[i]), y, want);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void test_hand_block_dots(void) { each_isa(hand_block_dots); }
+
+/* One random case of matvec vs the reference, plus bit-identical results for
+ * a different row split and for B = 1 calls. */
+static int matvec_case(const char *isa, uint32_t t)
+{
+    int n = random_n(t), rows = 1 + (int)(rnd() % 24), B = 1 + (int)(rnd() % 5);
+    int row0 = (int)(rnd() % (unsigned)rows), row1 = row0 + 1 + (int)(rnd() % (unsigned)(rows - row0));
+    size_t as, rb = ggml_row_size(t, n), ys = (size_t)rows + 3;
+    char *w = make_weights(t, rows, n);
+    char *a = make_acts(t, n, B, &as);
+    float *y = calloc((size_t)B * ys, sizeof *y), *yr = calloc((size_t)B * ys, sizeof *y);
+    float *ys1 = calloc((size_t)B * ys, sizeof *y);
+    int ok = 1;
+    hc_matvec(t, w, n, row0, row1, a, as, B, y, ys);
+    hc_matvec_ref(t, w, n, row0, row1, a, as, B, yr, ys);
+    int mid = row0 + (int)(rnd() % (unsigned)(row1 - row0 + 1));
+    for (int b = 0; b < B; b++) {   /* the same rows, split at mid, one vector at a time */
+        hc_matvec(t, w, n, row0, mid, a + (size_t)b * as, 0, 1, ys1 + (size_t)b * ys, 0);
+        hc_matvec(t, w, n, mid, row1, a + (size_t)b * as, 0, 1, ys1 + (size_t)b * ys + (mid - row0), 0);
+    }
+    /* float sums of up to 4096 terms in different orders (the ref sums blocks in order) */
+    double tol = is_quant(t) ? 2e-5 : 1e-5;
+    for (int b = 0; ok && b < B; b++)
+        for (int r = row0; ok && r < row1; r++) {
+            size_t i = (size_t)b * ys + (size_t)(r - row0);
+            double bound = tol * abs_dot(t, w + rb * (size_t)r, a + (size_t)b * as, n) + 1e-30;
+            if (fabs((double)y[i] - yr[i]) > bound) {
+                th_fail(__FILE__, __LINE__, "%s %s n=%d B=%d row %d: %.9g, ref %.9g (bound %.3g)", isa,
+                        ggml_type_name(t), n, B, r, y[i], yr[i], bound);
+                ok = 0;
+            } else if (memcmp(&y[i], &ys1[i], sizeof *y)) {
+                th_fail(__FILE__, __LINE__, "%s %s n=%d: batch/split changes row %d: %.9g vs %.9g", isa,
+                        ggml_type_name(t), n, r, y[i], ys1[i]);
+                ok = 0;
+            }
+        }
+    for (int b = 0; ok && b < B; b++)   /* nothing written past row1 - row0 */
+        for (size_t i = (size_t)(row1 - row0); i < ys; i++)
+            if (y[(size_t)b * ys + i] != 0) { th_fail(__FILE__, __LINE__, "%s: wrote past the rows", isa); ok = 0; }
+    free(w), free(a), free(y), free(yr), free(ys1);
+    return ok;
+}
+
+static int matvec_all_types(const char *isa)
+{
+    for (int ti = 0; ti < NTYPE; ti++)
+        for (int c = 0; c < 40; c++)
+            if (!matvec_case(isa, types[ti])) return 0;
+    return 1;
+}
+
+static void test_matvec_vs_ref(void) { each_isa(matvec_all_types); }
+
+/* A tall matrix: the batched path tiles rows (more than 256 KiB of weights). */
+static int matvec_tiled(const char *isa)
+{
+    const uint32_t t = GGML_TYPE_F16;
+    int n = 1000, rows = 300, B = 3;
+    size_t as;
+    char *w = make_weights(t, rows, n);
+    char *a = make_acts(t, n, B, &as);
+    float *y = malloc((size_t)B * rows * sizeof *y), *y1 = malloc((size_t)rows * sizeof *y);
+    int ok = 1;
+    hc_matvec(t, w, n, 0, rows, a, as, B, y, (size_t)rows);
+    for (int b = 0; ok && b < B; b++) {
+        hc_matvec(t, w, n, 0, rows, a + (size_t)b * as, 0, 1, y1, 0);
+        if (memcmp(y1, y + (size_t)b * rows, (size_t)rows * sizeof *y)) {
+            th_fail(__FILE__, __LINE__, "%s: tiled batch differs from B = 1", isa);
+            ok = 0;
+        }
+    }
+    free(w), free(a), free(y), free(y1);
+    return ok;
+}
+
+static void test_matvec_tiled(void) { each_isa(matvec_tiled); }
+
+/* Gathered rows equal the same rows of a dense matvec, bit for bit. */
+static int rows_case(const char *isa)
+{
+    for (int ti = 0; ti < NTYPE; ti++) {
+        uint32_t t = types[ti];
+        int n = random_n(t), rows = 2 + (int)(rnd() % 40), k = (int)(rnd() % 60);
+        size_t as;
+        char *w = make_weights(t, rows, n);
+        char *a = make_acts(t, n, 1, &as);
+        int32_t *idx = malloc(((size_t)k + 1) * sizeof *idx);
+        float *y = malloc(((size_t)k + 1) * sizeof *y), *dense = malloc((size_t)rows * sizeof *y);
+        for (int i = 0; i < k; i++) idx[i] = (int32_t)(rnd() % (unsigned)rows);
+        hc_matvec_rows(t, w, n, idx, k, a, y);
+        hc_matvec(t, w, n, 0, rows, a, 0, 1, dense, 0);
+        int ok = 1;
+        for (int i = 0; i < k; i++)
+            if (memcmp(&y[i], &dense[idx[i]], sizeof *y)) ok = 0;
+        free(w), free(a), free(idx), free(y), free(dense);
+        if (!ok) {
+            th_fail(__FILE__, __LINE__, "%s %s: gathered rows differ from dense rows", isa, ggml_type_name(t));
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int matvec_rows_all(const char *isa)
+{
+    for (int c = 0; c < 10; c++)
+        if (!rows_case(isa)) return 0;
+    return 1;
+}
+
+static void test_matvec_rows(void) { each_isa(matvec_rows_all); }
+
+static int axpy_all(const char *isa)
+{
+    for (int ti = 0; ti < NTYPE; ti++)
+        for (int c = 0; c < 30; c++) {
+            uint32_t t = types[ti];
+            int n = random_n(t);
+            char *w = make_weights(t, 1, n);
+            float *y = malloc(((size_t)n + 1) * sizeof *y), *yr = malloc(((size_t)n + 1) * sizeof *y);
+            float *wf = malloc((size_t)n * sizeof *wf), a = frand() * 4;
+            for (int i = 0; i <= n; i++) y[i] = yr[i] = frand();
+            hc_axpy_row(t, w, n, a, y);
+            hc_axpy_row_ref(t, w, n, a, yr);
+            hc_row_to_f32(t, w, n, wf);
+            int ok = y[n] == yr[n];   /* the element past the row is untouched */
+            for (int i = 0; ok && i < n; i++) {
+                /* FMA vs multiply-then-add: a few roundings apart */
+                double bound = 2.5e-7 * (fabs(yr[i]) + fabs((double)a * wf[i]));
+                if (fabs((double)y[i] - yr[i]) > bound) ok = 0;
+            }
+            free(w), free(y), free(yr), free(wf);
+            if (!ok) {
+                th_fail(__FILE__, __LINE__, "%s %s n=%d: axpy differs from the reference", isa, ggml_type_name(t), n);
+                return 0;
+            }
+        }
+    return 1;
+}
+
+static void test_axpy(void) { each_isa(axpy_all); }
+
+/* axpy against its definition in doubles, on the reference itself. */
+static void test_axpy_ref_definition(void)
+{
+    for (int ti = 0; ti < NTYPE; ti++) {
+        uint32_t t = types[ti];
+        int n = 96;
+        char *w = make_weights(t, 1, n);
+        float y[96], y0[96], wf[96], a = 0.75f;
+        for (int i = 0; i < n; i++) y[i] = y0[i] = frand();
+        hc_axpy_row_ref(t, w, n, a, y);
+        hc_row_to_f32(t, w, n, wf);
+        for (int i = 0; i < n; i++)
+            CHECKF(fabs(y[i] - (y0[i] + (double)a * wf[i])) <= 1.2e-7 * (fabs(y0[i]) + fabs(a * wf[i])),
+                   "%s [%d]", ggml_type_name(t), i);
+        free(w);
+    }
+}
+
+int main(void)
+{
+    RUN(test_dispatch);
+    RUN(test_act_quant_ggml_bytes);
+    RUN(test_act_quant_matches_ref);
+    RUN(test_dequant_hand_blocks);
+    RUN(test_hand_block_dots);
+    RUN(test_matvec_vs_ref);
+    RUN(test_matvec_tiled);
+    RUN(test_matvec_rows);
+    RUN(test_axpy);
+    RUN(test_axpy_ref_definition);
+    return th_done();
+}
