@@ -1,0 +1,460 @@
+/* hc-solve end to end on tiny llama GGUFs written here: the ILP against a
+ * brute-force optimum computed independently, ILP >= greedy, the .gpuidx bytes
+ * as PowerInfer reads them, errors, determinism, report, SVG and sweep. */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gguf.h"
+#include "harness.h"
+#include "stats.h"
+
+#define NL 3          /* layers */
+#define NFF 80        /* neurons per layer */
+#define NE 32         /* n_embd */
+#define NKV 16        /* rows of attn_k / attn_v (GQA) */
+#define NV 64         /* vocab */
+#define BATCH 16
+#define CTX 8
+
+static char err[512];
+
+/* Neuron bytes the test expects: gate F16 + up F16 + down row of that layer's
+ * type (layer 0 ffn_down_t F32, layer 1 ffn_down_t Q8_0, layer 2 an
+ * untransposed ffn_down F16). */
+static const uint64_t neuron_bytes[NL] = { 64 + 64 + 128, 64 + 64 + 34, 64 + 64 + 64 };
+
+/* Dense part: q, o [NE,NE] F32, k, v [NE,NKV] F32, attn_norm, ffn_norm per
+ * layer; output_norm + output head; F16 KV cache for CTX positions. */
+static uint64_t fixed_bytes(void)
+{
+    uint64_t layer = 2 * NE * NE * 4 + 2 * NE * NKV * 4 + NE * 4 + NE * 4 + (uint64_t)CTX * 2 * NKV * 2;
+    return NL * layer + NE * 4 + (uint64_t)NE * NV * 4;
+}
+
+static uint64_t ffn_total(void)
+{
+    uint64_t t = 0;
+    for (int l = 0; l < NL; l++)
+        t += NFF * neuron_bytes[l];
+    return t;
+}
+
+static void add(gguf_writer *w, const char *name, uint32_t type, int64_t ne0, int64_t ne1, const void *data)
+{
+    int64_t ne[2] = { ne0, ne1 };
+    gguf_add_tensor(w, name, type, ne1 > 1 ? 2 : 1, ne, data);
+}
+
+static int write_model(const char *path, uint8_t poke)
+{
+    static uint8_t data[NFF * NE * 4 + NV * NE * 4];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)(i * 7 + 1);
+    data[5] = poke;
+    /* Q8_0 blocks need a finite fp16 scale: 0x3c00 = 1.0 at the start of every block. */
+    static uint8_t q8[NFF * NE / 32 * 34];
+    for (size_t i = 0; i < sizeof q8; i++)
+        q8[i] = i % 34 == 1 ? 0x3c : i % 34 == 0 ? 0 : (uint8_t)i;
+    gguf_writer *w = gguf_writer_new(GGUF_VARIANT_GGUF);
+    gguf_set_str(w, "general.architecture", "llama");
+    gguf_set_u32(w, "llama.block_count", NL);
+    gguf_set_u32(w, "llama.feed_forward_length", NFF);
+    gguf_set_u32(w, "llama.embedding_length", NE);
+    gguf_set_u32(w, "llama.attention.head_count", 4);
+    gguf_set_u32(w, "llama.attention.head_count_kv", 2);
+    add(w, "token_embd.weight", GGML_TYPE_F32, NE, NV, data);
+    for (int l = 0; l < NL; l++) {
+        char n[64];
+#define T(s, type, a, b, d) (snprintf(n, sizeof n, "blk.%d." s, l), add(w, n, type, a, b, d))
+        T("attn_norm.weight", GGML_TYPE_F32, NE, 1, data);
+        T("attn_q.weight", GGML_TYPE_F32, NE, NE, data);
+        T("attn_k.weight", GGML_TYPE_F32, NE, NKV, data);
+        T("attn_v.weight", GGML_TYPE_F32, NE, NKV, data);
+        T("attn_output.weight", GGML_TYPE_F32, NE, NE, data);
+        T("ffn_norm.weight", GGML_TYPE_F32, NE, 1, data);
+        T("ffn_gate.weight", GGML_TYPE_F16, NE, NFF, data);
+        T("ffn_up.weight", GGML_TYPE_F16, NE, NFF, data);
+        if (l == 0)
+            T("ffn_down_t.weight", GGML_TYPE_F32, NE, NFF, data);
+        else if (l == 1)
+            T("ffn_down_t.weight", GGML_TYPE_Q8_0, NE, NFF, q8);
+        else
+            T("ffn_down.weight", GGML_TYPE_F16, NFF, NE, data);
+#undef T
+    }
+    add(w, "output_norm.weight", GGML_TYPE_F32, NE, 1, data);
+    add(w, "output.weight", GGML_TYPE_F32, NE, NV, data);
+    int rc = gguf_writer_write(w, path, err, sizeof err);
+    gguf_writer_free(w);
+    return rc;
+}
+
+static uint64_t lcg = 12345;
+static uint32_t rnd(void)
+{
+    lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (uint32_t)(lcg >> 33);
+}
+
+/* Stats for the model at model_path with counts from a skewed random draw. */
+static hc_stats *write_stats(const char *path, const char *model_path, uint64_t seed)
+{
+    hc_stats *s = hc_stats_new(NL, NFF);
+    strcpy(s->arch, "llama");
+    strcpy(s->activation, "relu");
+    strcpy(s->corpus, "test");
+    s->n_embd = NE;
+    s->n_tokens = 1000;
+    gguf_file *m = gguf_open(model_path, err, sizeof err);
+    if (!m) {
+        hc_stats_free(s);
+        return NULL;
+    }
+    s->ffn_hash = hc_ffn_hash(m);
+    gguf_close(m);
+    lcg = seed;
+    for (int i = 0; i < NL * NFF; i++) {
+        uint32_t a = rnd() % 1001, b = rnd() % 1001;
+        s->count[i] = (int64_t)(a * b / 1000);   /* skewed towards cold */
+        s->sum[i] = (double)s->count[i];
+    }
+    if (hc_stats_write(s, path, err, sizeof err)) {
+        hc_stats_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* PowerInfer's ILP by enumeration: any subset of each layer's batches (batches
+ * of BATCH neurons by descending count), a layer holds 0 or >= min neurons,
+ * bytes within the capacity. */
+static int64_t brute_force(const hc_stats *s, uint64_t capacity, uint32_t min)
+{
+    enum { NB = (NFF + BATCH - 1) / BATCH };
+    int64_t val[NL][NB];
+    uint32_t cnt[NL][NB];
+    for (int l = 0; l < NL; l++) {
+        int64_t sorted[NFF];
+        memcpy(sorted, s->count + l * NFF, sizeof sorted);
+        qsort(sorted, NFF, sizeof *sorted, cmp_desc);
+        for (int b = 0; b < NB; b++) {
+            val[l][b] = 0;
+            cnt[l][b] = 0;
+            for (int i = b * BATCH; i < (b + 1) * BATCH && i < NFF; i++, cnt[l][b]++)
+                val[l][b] += sorted[i];
+        }
+    }
+    int64_t best = -1;
+    for (uint64_t mask = 0; mask < (1ull << (NB * NL)); mask++) {
+        uint64_t bytes = 0;
+        int64_t v = 0;
+        int ok = 1;
+        for (int l = 0; l < NL && ok; l++) {
+            uint32_t n = 0;
+            for (int b = 0; b < NB; b++)
+                if (mask >> (l * NB + b) & 1) {
+                    n += cnt[l][b];
+                    v += val[l][b];
+                }
+            ok = n == 0 || n >= min;
+            bytes += n * neuron_bytes[l];
+        }
+        if (ok && bytes <= capacity && v > best)
+            best = v;
+    }
+    return best;
+}
+
+typedef struct {
+    int64_t objective;
+    uint64_t bytes;
+} placement;
+
+/* Read a .gpuidx through the reader and check its structure; the objective
+ * and bytes are recomputed from gpu_idx and the stats, not taken from KVs. */
+static int read_placement(const char *path, const hc_stats *s, placement *pl)
+{
+    gguf_file *f = gguf_open(path, err, sizeof err);
+    if (!f)
+        return fprintf(stderr, "%s\n", err), 0;
+    int ok = f->variant == GGUF_VARIANT_PWRI && f->n_tensors == 2 * NL;
+    char *arch = NULL;
+    uint32_t nl = 0;
+    uint64_t cap = 0;
+    ok = ok && gguf_get_str(f, "general.architecture", &arch) == 0 && !strcmp(arch, "generic.gpu_index");
+    ok = ok && gguf_get_u32(f, "generic.gpu_index.block_count", &nl) == 0 && nl == NL;
+    ok = ok && gguf_get_u64(f, "split.vram_capacity", &cap) == 0;
+    free(arch);
+    pl->objective = 0;
+    pl->bytes = 0;
+    for (int l = 0; l < NL && ok; l++) {
+        const gguf_tensor *idx = &f->tensors[2 * l], *bucket = &f->tensors[2 * l + 1];
+        char want[64];
+        snprintf(want, sizeof want, "blk.%d.gpu_idx", l);
+        ok = !strcmp(idx->name, want) && idx->type == GGML_TYPE_I32 && idx->n_dims == 1 && idx->ne[0] == NFF;
+        snprintf(want, sizeof want, "blk.%d.gpu_bucket", l);
+        ok = ok && !strcmp(bucket->name, want) && bucket->type == GGML_TYPE_I32 && bucket->n_dims == 1;
+        if (!ok)
+            break;
+        const int32_t *gi = idx->data, *gb = bucket->data;
+        int64_t k = 0;
+        for (int j = 0; j < NFF && ok; j++) {
+            ok = gi[j] == 0 || gi[j] == 1;
+            if (gi[j] == 1) {
+                ok = ok && k < bucket->ne[0] && gb[k] == j;   /* bucket = the ones, ascending */
+                k++;
+                pl->objective += s->count[l * NFF + j];
+            }
+        }
+        ok = ok && k == bucket->ne[0];
+        pl->bytes += (uint64_t)k * neuron_bytes[l];
+    }
+    ok = ok && cap == pl->bytes;
+    gguf_close(f);
+    return ok;
+}
+
+static const char *model_path, *stats_path;
+static hc_stats *stats;
+
+static int setup(void)
+{
+    if (stats)
+        return 1;
+    model_path = strdup(th_tmp("m.gguf"));
+    stats_path = strdup(th_tmp("m.stats"));
+    if (write_model(model_path, 0))
+        return 0;
+    stats = write_stats(stats_path, model_path, 7);
+    return stats != NULL;
+}
+
+static int solve(const char *out, uint64_t budget, const char *extra)
+{
+    return th_sh("%s -m %s -s %s --vram-budget %" PRIu64 " --batch %d --ctx %d -o %s %s", th_bin("hc-solve"),
+                 model_path, stats_path, budget, BATCH, CTX, out, extra);
+}
+
+static void test_ilp_equals_brute_force(void)
+{
+    CHECKF(setup(), "%s", err);
+    static const double share[] = { 0.12, 0.3, 0.47, 0.71, 0.9 };
+    static const uint32_t mins[] = { 0, 20, 40 };
+    int greedy_lost = 0;
+    for (size_t i = 0; i < sizeof share / sizeof share[0]; i++)
+        for (size_t m = 0; m < sizeof mins / sizeof mins[0]; m++) {
+            uint64_t cap = (uint64_t)(share[i] * (double)ffn_total()) + 37 * i;
+            char extra[64];
+            snprintf(extra, sizeof extra, "--gap 0 --min-layer-neurons %u", mins[m]);
+            const char *ilp = th_tmp("ilp.gpuidx"), *gr = th_tmp("greedy.gpuidx");
+            CHECKF(solve(ilp, fixed_bytes() + cap, extra) == 0, "%s", th_last_err());
+            char gextra[96];
+            snprintf(gextra, sizeof gextra, "%s --greedy", extra);
+            CHECKF(solve(gr, fixed_bytes() + cap, gextra) == 0, "%s", th_last_err());
+            placement a, b;
+            CHECK(read_placement(ilp, stats, &a));
+            CHECK(read_placement(gr, stats, &b));
+            int64_t best = brute_force(stats, cap, mins[m]);
+            CHECKF(a.objective == best, "share %.2f min %u: ilp %" PRId64 " != brute force %" PRId64, share[i],
+                   mins[m], a.objective, best);
+            CHECK(a.bytes <= cap && b.bytes <= cap);
+            CHECKF(a.objective >= b.objective, "ilp %" PRId64 " < greedy %" PRId64, a.objective, b.objective);
+            greedy_lost += b.objective < best;
+        }
+    /* The instances include ones where greedy is not optimal, so the comparison means something. */
+    CHECK(greedy_lost > 0);
+}
+
+/* The bytes PowerInfer reads: "PWRI", version 3, I32 as code 18, tensors in order. */
+static void test_gpuidx_raw_bytes(void)
+{
+    CHECKF(setup(), "%s", err);
+    const char *out = th_tmp("raw.gpuidx");
+    CHECKF(solve(out, fixed_bytes() + ffn_total() / 2, "") == 0, "%s", th_last_err());
+    size_t len;
+    unsigned char *b = th_read(out, &len);
+    CHECK(b && len > 24);
+    CHECK(!memcmp(b, "PWRI", 4));
+    uint32_t version;
+    uint64_t n_tensors;
+    memcpy(&version, b + 4, 4);
+    memcpy(&n_tensors, b + 8, 8);
+    CHECK(version == 3 && n_tensors == 2 * NL);
+    size_t last = 0;
+    for (int l = 0; l < NL; l++)
+        for (int k = 0; k < 2; k++) {
+            char name[64];
+            int n = snprintf(name, sizeof name, "blk.%d.%s", l, k ? "gpu_bucket" : "gpu_idx");
+            unsigned char key[72];
+            uint64_t n64 = (uint64_t)n;
+            memcpy(key, &n64, 8);
+            memcpy(key + 8, name, (size_t)n);
+            unsigned char *at = memmem(b, len, key, 8 + (size_t)n);
+            CHECKF(at, "%s not found", name);
+            CHECKF((size_t)(at - b) > last, "%s out of order", name);
+            last = (size_t)(at - b);
+            uint32_t n_dims, type;
+            memcpy(&n_dims, at + 8 + n, 4);
+            memcpy(&type, at + 8 + n + 4 + 8, 4);
+            CHECKF(n_dims == 1 && type == 18, "%s: n_dims %u type %u", name, n_dims, type);
+        }
+    free(b);
+}
+
+static void test_budget_too_small(void)
+{
+    CHECKF(setup(), "%s", err);
+    const char *out = th_tmp("small.gpuidx");
+    unlink(out);
+    CHECK(solve(out, fixed_bytes() - 1, "") == 1);
+    const char *e = th_last_err();
+    /* One line: "hc-solve: MODEL: ... too small ..." */
+    CHECKF(!strncmp(e, "hc-solve: ", 10) && strstr(e, model_path) && strstr(e, "too small") &&
+           strchr(e, '\n') == e + strlen(e) - 1, "%s", e);
+    CHECK(access(out, F_OK) != 0);
+    /* Exactly the dense part is enough: nothing placed, still a valid index. */
+    CHECKF(solve(out, fixed_bytes(), "") == 0, "%s", th_last_err());
+    placement p;
+    CHECK(read_placement(out, stats, &p) && p.objective == 0 && p.bytes == 0);
+}
+
+static void test_stats_for_another_model(void)
+{
+    CHECKF(setup(), "%s", err);
+    const char *other = th_tmp("other.gguf"), *out = th_tmp("other.gpuidx");
+    CHECK(write_model(other, 99) == 0);  /* same shapes, one weight byte differs */
+    unlink(out);
+    CHECK(th_sh("%s -m %s -s %s --vram-budget 1M -o %s", th_bin("hc-solve"), other, stats_path, out) == 1);
+    CHECKF(strstr(th_last_err(), "FFN weights hash"), "%s", th_last_err());
+    CHECK(access(out, F_OK) != 0);
+}
+
+static void test_deterministic(void)
+{
+    CHECKF(setup(), "%s", err);
+    const char *a = th_tmp("a.gpuidx"), *b = th_tmp("b.gpuidx");
+    uint64_t budget = fixed_bytes() + ffn_total() * 2 / 5;
+    CHECK(solve(a, budget, "--min-layer-neurons 20") == 0);
+    CHECK(solve(b, budget, "--min-layer-neurons 20") == 0);
+    size_t la, lb;
+    unsigned char *x = th_read(a, &la), *y = th_read(b, &lb);
+    CHECK(x && y && la == lb && !memcmp(x, y, la));
+    free(x);
+    free(y);
+}
+
+static double num(const cJSON *o, const char *path)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *save = NULL, *k = strtok_r(buf, ".", &save); k && o; k = strtok_r(NULL, ".", &save))
+        o = cJSON_GetObjectItemCaseSensitive(o, k);
+    return o && cJSON_IsNumber(o) ? o->valuedouble : -1;
+}
+
+static void test_report_and_svg(void)
+{
+    CHECKF(setup(), "%s", err);
+    const char *out = th_tmp("r.gpuidx"), *rep = th_tmp("r.json"), *svg = th_tmp("r.svg");
+    uint64_t budget = fixed_bytes() + ffn_total() / 3;
+    char extra[256];
+    snprintf(extra, sizeof extra, "--report %s --svg %s", rep, svg);
+    CHECKF(solve(out, budget, extra) == 0, "%s", th_last_err());
+    placement p;
+    CHECK(read_placement(out, stats, &p));
+    size_t len;
+    char *text = (char *)th_read(rep, &len);
+    CHECK(text);
+    cJSON *j = cJSON_ParseWithLength(text, len);
+    free(text);
+    CHECK(j);
+    CHECK(num(j, "totals.gpu_activations") == (double)p.objective);
+    CHECK(num(j, "totals.gpu_bytes") == (double)p.bytes);
+    CHECK(num(j, "budget.dense_total") == (double)fixed_bytes());
+    CHECK(num(j, "budget.ffn_capacity") == (double)(budget - fixed_bytes()));
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(j, "layers");
+    CHECK(cJSON_GetArraySize(layers) == NL);
+    double covered = 0;
+    for (int l = 0; l < NL; l++) {
+        const cJSON *e = cJSON_GetArrayItem(layers, l);
+        CHECK(num(e, "neuron_bytes") == (double)neuron_bytes[l]);
+        covered += num(e, "gpu_activations");
+    }
+    CHECK(covered == (double)p.objective);
+    cJSON_Delete(j);
+    char *s = (char *)th_read(svg, &len);
+    CHECK(s && len > 100 && !strncmp(s, "<svg", 4) && strstr(s, "layer 2:") && strstr(s, "</svg>"));
+    free(s);
+}
+
+static void test_sweep_json(void)
+{
+    CHECKF(setup(), "%s", err);
+    uint64_t f = fixed_bytes(), t = ffn_total();
+    CHECKF(th_sh("%s -m %s -s %s --batch %d --ctx %d --min-layer-neurons 0 --json --sweep %" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64,
+                 th_bin("hc-solve"), model_path, stats_path, BATCH, CTX, f / 2, f + t / 5, f + t / 2, f + t) == 0,
+           "%s", th_last_err());
+    cJSON *j = cJSON_Parse(th_last_out());
+    CHECK(j && cJSON_GetArraySize(j) == 4);
+    CHECK(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(j, 0), "error"));
+    double prev = -1;
+    for (int i = 1; i < 4; i++) {
+        double c = num(cJSON_GetArrayItem(j, i), "totals.coverage");
+        CHECK(c >= prev);
+        prev = c;
+    }
+    CHECK(prev == 1.0);   /* the whole FFN fits */
+    cJSON_Delete(j);
+}
+
+static void test_time_limit_is_loud(void)
+{
+    CHECKF(setup(), "%s", err);
+    const char *out = th_tmp("tl.gpuidx");
+    CHECKF(solve(out, fixed_bytes() + ffn_total() / 2, "--time-limit 0 --min-layer-neurons 0") == 0, "%s", th_last_err());
+    CHECKF(strstr(th_last_err(), "WARNING: the time limit"), "%s", th_last_err());
+    gguf_file *f = gguf_open(out, err, sizeof err);
+    CHECK(f);
+    int hit = 0;
+    CHECK(gguf_get_bool(f, "hotcold.solve.time_limit_hit", &hit) == 0 && hit == 1);
+    gguf_close(f);
+}
+
+static void test_defaults(void)
+{
+    CHECKF(setup(), "%s", err);
+    char def[600];
+    snprintf(def, sizeof def, "%s.generated.gpuidx", model_path);
+    unlink(def);
+    CHECKF(th_sh("%s -m %s -s %s --vram-budget 1M", th_bin("hc-solve"), model_path, stats_path) == 0, "%s",
+           th_last_err());
+    CHECK(access(def, F_OK) == 0);
+    /* n_ff = 80: batches of 4 so that each layer has at least 16, and it says so. */
+    CHECKF(strstr(th_last_err(), "batches of 4 neurons"), "%s", th_last_err());
+    CHECK(th_sh("%s --help", th_bin("hc-solve")) == 0 && strstr(th_last_out(), "--vram-budget"));
+    CHECK(th_sh("%s -m %s", th_bin("hc-solve"), model_path) == 1);
+}
+
+int main(void)
+{
+    RUN(test_ilp_equals_brute_force);
+    RUN(test_gpuidx_raw_bytes);
+    RUN(test_budget_too_small);
+    RUN(test_stats_for_another_model);
+    RUN(test_deterministic);
+    RUN(test_report_and_svg);
+    RUN(test_sweep_json);
+    RUN(test_time_limit_is_loud);
+    RUN(test_defaults);
+    hc_stats_free(stats);
+    return th_done();
+}
