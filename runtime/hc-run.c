@@ -6,9 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
+#include "gpuidx.h"
+#include "hybrid.h"
 #include "kernels.h"
 #include "model.h"
 #include "sampler.h"
+#include "sparse.h"
 #include "tokenizer.h"
 
 static const char usage[] =
@@ -28,13 +31,31 @@ static const char usage[] =
     "                          window starts with BOS and its second half is scored (as\n"
     "                          llama.cpp); ends with the line 'perplexity: X'\n"
     "      --logits            print the logits of the last prompt position, one per line\n"
-    "  -v, --verbose           print model and kernel details to stderr\n"
+    "      --sparse            sparse FFN on the CPU: up and down rows only for active\n"
+    "                          neurons (exact for ReLU); on by default with predictors,\n"
+    "                          a GPU index or --sparse-threshold\n"
+    "      --sparse-threshold T predictor models: compute neurons whose predictor output\n"
+    "                          is >= T (default powerinfer.sparse_threshold); others:\n"
+    "                          skip neurons with |act(gate)| < T (approximate for SiLU)\n"
+    "      --dense             the dense FFN whatever the model or index\n"
+    "      --gpu-index FILE    PowerInfer .gpuidx: its hot neurons run on the OpenCL\n"
+    "                          device, the others on the CPU (default: MODEL.generated.gpuidx\n"
+    "                          when it exists)\n"
+    "      --disable-gpu-index do not look for MODEL.generated.gpuidx\n"
+    "      --vram-budget SIZE  device memory for the hot neurons (K/M/G = 1024-based;\n"
+    "                          default: the device's); a larger split runs on the CPU\n"
+    "  -v, --verbose           print model and kernel details to stderr (with the sparse\n"
+    "                          FFN: per-layer skipped fraction and predictor recall)\n"
     "  -h, --help              this help\n"
     "Text goes to stdout; timings to stderr.\n";
 
 typedef struct {
-    const char *model, *prompt, *ppl_file;
+    const char *model, *prompt, *ppl_file, *gpu_index;
     int n_predict, threads, n_ctx, n_batch, logits, verbose;
+    int sparse, dense, no_gpu_index, have_threshold, have_budget;
+    float threshold;
+    uint64_t vram_budget;
+    hc_sparse *ffn;      /* the sparse/hybrid FFN, or NULL for dense */
     hc_sampler_params sp;
 } options;
 
@@ -63,6 +84,9 @@ static void parse_args(int argc, char **argv, options *o)
         { "temp", required_argument, 0, 'T' }, { "top-k", required_argument, 0, 'K' },
         { "top-p", required_argument, 0, 'P' }, { "seed", required_argument, 0, 'S' },
         { "perplexity", required_argument, 0, 'X' }, { "logits", no_argument, 0, 'L' },
+        { "sparse", no_argument, 0, 'R' }, { "dense", no_argument, 0, 'D' },
+        { "sparse-threshold", required_argument, 0, 'H' }, { "gpu-index", required_argument, 0, 'G' },
+        { "disable-gpu-index", no_argument, 0, 'N' }, { "vram-budget", required_argument, 0, 'B' },
         { "verbose", no_argument, 0, 'v' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -88,6 +112,16 @@ static void parse_args(int argc, char **argv, options *o)
         }
         case 'X': o->ppl_file = optarg; break;
         case 'L': o->logits = 1; break;
+        case 'R': o->sparse = 1; break;
+        case 'D': o->dense = 1; break;
+        case 'H': o->threshold = (float)parse_num("--sparse-threshold", optarg, -1e30, 1e30); o->have_threshold = 1; break;
+        case 'G': o->gpu_index = optarg; break;
+        case 'N': o->no_gpu_index = 1; break;
+        case 'B':
+            if (hc_parse_size(optarg, &o->vram_budget) || !o->vram_budget)
+                hc_die("bad value for --vram-budget: '%s' (bytes, or K/M/G/T)", optarg);
+            o->have_budget = 1;
+            break;
         case 'v': o->verbose = 1; break;
         case 'h': fputs(usage, stdout); exit(0);
         default: fputs(usage, stderr); exit(1);
@@ -96,6 +130,19 @@ static void parse_args(int argc, char **argv, options *o)
     if (optind < argc) hc_die("unexpected argument '%s' (see --help)", argv[optind]);
     if (!o->model) hc_die("no model given (-m MODEL.gguf; see --help)");
     if (o->ppl_file && o->logits) hc_die("--perplexity and --logits do not go together");
+    if (o->dense && (o->sparse || o->have_threshold || o->gpu_index))
+        hc_die("--dense does not go with --sparse, --sparse-threshold or --gpu-index");
+}
+
+/* --verbose with the dense FFN times it, to compare with the sparse FFN's report. */
+static double dense_ffn_s;
+static void timed_dense_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp, const float *x_norm, int B, float *out)
+{
+    double t0 = hc_now();
+    (void)user;
+    (void)ffn_inp;
+    hc_ffn_dense(ctx, layer, x_norm, B, out);
+    dense_ffn_s += hc_now() - t0;
 }
 
 static hc_ctx *new_ctx(const hc_model *m, const options *o, int n_ctx)
@@ -104,6 +151,8 @@ static hc_ctx *new_ctx(const hc_model *m, const options *o, int n_ctx)
     hc_ctx_params cp = { .n_ctx = n_ctx, .n_batch = o->n_batch, .n_threads = o->threads };
     hc_ctx *ctx = hc_ctx_new(m, &cp, err, sizeof err);
     if (!ctx) hc_die("%s", err);
+    if (o->ffn) hc_sparse_attach(o->ffn, ctx);
+    else if (o->verbose) ctx->ffn = timed_dense_ffn;
     return ctx;
 }
 
@@ -229,6 +278,53 @@ static void generate(const hc_model *m, const hc_tokenizer *tok, const options *
     hc_ctx_free(ctx);
 }
 
+/* The sparse FFN when asked for or implied (predictors, a threshold, a GPU
+ * index), and the device part of the index. Returns the device or NULL. */
+static hc_cl *setup_sparse(const hc_model *m, options *o)
+{
+    char err[512], auto_idx[4096];
+    const char *idx = o->gpu_index;
+    snprintf(auto_idx, sizeof auto_idx, "%s.generated.gpuidx", o->model);
+    if (!idx && !o->dense && !o->no_gpu_index && access(auto_idx, R_OK) == 0) idx = auto_idx;
+    int predictors = 1;
+    for (int l = 0; l < m->hp.n_layer; l++) predictors &= m->layers[l].fc1.kind != HC_WEIGHT_NONE;
+    if (o->dense || !(o->sparse || o->have_threshold || predictors || idx)) return NULL;
+    hc_sparse_params sp = { .threshold = o->have_threshold ? o->threshold : predictors ? m->hp.sparse_threshold : 0.0f,
+                            .use_predictor = 1, .check = o->verbose };
+    double t0 = hc_now();
+    o->ffn = hc_sparse_new(m, &sp, err, sizeof err);
+    if (!o->ffn) hc_die("%s", err);
+    fprintf(stderr, "sparse: %s, threshold %g%s (%.2f ms to prepare the down rows)\n",
+            predictors ? "neurons chosen by the predictor" : m->hp.act == HC_ACT_RELU ? "ReLU skips inactive neurons"
+                                                                                      : "SiLU: skips |silu(gate)| < threshold",
+            sp.threshold, predictors ? " on fc2 · relu(fc1 · x)" : "", (hc_now() - t0) * 1e3);
+    if (!idx) return NULL;
+    hc_gpuidx *g = hc_gpuidx_load(idx, m->hp.n_layer, m->hp.n_ff, err, sizeof err);
+    if (!g) hc_die("%s", err);
+    char sz[2][32];
+    if (o->have_budget && o->vram_budget < g->vram_capacity) {
+        /* PowerInfer treats such an index as stale */
+        hc_warn("%s: made for %s of device memory (split.vram_capacity), more than --vram-budget %s; running on the "
+                "CPU only", idx, hc_format_size(g->vram_capacity, sz[0], sizeof sz[0]),
+                hc_format_size(o->vram_budget, sz[1], sizeof sz[1]));
+        hc_gpuidx_free(g);
+        return NULL;
+    }
+    hc_cl *cl = hc_hybrid_setup(o->ffn, m, g, o->have_budget ? o->vram_budget : 0, err, sizeof err);
+    if (!cl) {
+        hc_warn("%s: %s; running on the CPU only", idx, err);
+    } else {
+        long hot = 0;
+        for (int l = 0; l < m->hp.n_layer; l++) hot += g->n_gpu[l];
+        fprintf(stderr, "opencl: platform '%s', device '%s'%s\n", hc_cl_platform(cl), hc_cl_device(cl),
+                hc_cl_is_gpu(cl) ? "" : " (a CPU device: the 'device' share runs on this machine's cores)");
+        fprintf(stderr, "hybrid: %s: %ld of %ld neurons on the device (%s)\n", idx, hot,
+                (long)m->hp.n_layer * m->hp.n_ff, hc_format_size(hc_hybrid_bytes(m, o->ffn, g), sz[0], sizeof sz[0]));
+    }
+    hc_gpuidx_free(g);
+    return cl;
+}
+
 int main(int argc, char **argv)
 {
     hc_prog = "hc-run";
@@ -255,8 +351,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "weights read per token: %llu bytes (%s); kernels: %s; threads: %d\n",
                 (unsigned long long)tb, hc_format_size(tb, sz, sizeof sz), hc_kernel_isa(), o.threads);
     }
+    hc_cl *cl = setup_sparse(m, &o);
     if (o.ppl_file) perplexity(m, tok, &o);
     else generate(m, tok, &o);
+    if (o.ffn) hc_sparse_report(o.ffn, stderr, o.verbose);
+    else if (o.verbose) fprintf(stderr, "dense: FFN time %.2f ms\n", dense_ffn_s * 1e3);
+    hc_sparse_free(o.ffn);
+    hc_cl_free(cl);
     hc_tokenizer_free(tok);
     hc_model_free(m);
     return 0;

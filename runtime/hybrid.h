@@ -1,0 +1,27 @@
+/* Hybrid setup: put the hot neurons of a .gpuidx on an OpenCL device.
+ *
+ * As PowerInfer's loader (powerinfer.md §3.3): the rows gpu_bucket of
+ * ffn_gate, ffn_up and the down rows (ffn_down_t) of each layer are gathered
+ * into compact device buffers in their stored type. Attention and the other
+ * dense tensors stay on the CPU, so the whole budget goes to FFN neurons.
+ * Anything that prevents it (no OpenCL platform or device, a type without
+ * device kernels, a split larger than the budget or the device, a failed
+ * allocation) leaves the model on the CPU with the reason in msg. */
+#ifndef HC_HYBRID_H
+#define HC_HYBRID_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gpuidx.h"
+#include "opencl.h"
+#include "sparse.h"
+
+/* Device bytes the split of g needs for model m with s's down rows. */
+uint64_t hc_hybrid_bytes(const hc_model *m, const hc_sparse *s, const hc_gpuidx *g);
+/* Open a device and hand it g's hot neurons. budget: device bytes for the
+ * split, 0 = the device's global memory. Returns the device (the caller frees
+ * it after s), or NULL with a one-line reason in msg: then s is unchanged and
+ * every neuron runs on the CPU. */
+hc_cl *hc_hybrid_setup(hc_sparse *s, const hc_model *m, const hc_gpuidx *g, uint64_t budget, char *msg, size_t msglen);
+
+#endif

@@ -1,0 +1,315 @@
+/* OpenCL device, buffers and kernel launches of the hybrid FFN (see opencl.h).
+ * Every OpenCL call is checked; a failure becomes one line in err. */
+#include "opencl.h"
+
+#include <CL/cl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "forward.h"
+#include "ggml_types.h"
+#include "kernels.h"
+#include "opencl_kernels.h"
+
+enum { N_TYPES = 4, WG_MAX = 64 };
+static const uint32_t cl_types[N_TYPES] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+static const char *const cl_type_names[N_TYPES] = { "f32", "f16", "q8_0", "q4_0" };
+
+struct hc_cl {
+    cl_context ctx;
+    cl_command_queue q;
+    cl_program prog;
+    cl_kernel gate_up[N_TYPES], down[N_TYPES];
+    char platform[128], device[160];
+    int is_gpu;
+    size_t wg;
+    cl_ulong mem_size, max_alloc;
+    /* scratch shared by all layers (one token-layer in flight at a time) */
+    cl_mem x, mask, h, y;
+    size_t x_cap, mask_cap, h_cap, y_cap;
+    void *host_x, *host_mask;   /* staging: the caller may reuse its inputs at once */
+};
+
+struct hc_cl_layer {
+    hc_cl *cl;
+    int ti_gu, ti_down, k, n;
+    cl_mem gate, up, down;
+    cl_event first, last;
+};
+
+static int type_index(uint32_t type)
+{
+    for (int i = 0; i < N_TYPES; i++)
+        if (cl_types[i] == type) return i;
+    return -1;
+}
+
+int hc_cl_supports(uint32_t type) { return type_index(type) >= 0; }
+
+static const char *cl_error_name(cl_int e)
+{
+    switch (e) {
+    case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
+    case CL_DEVICE_NOT_AVAILABLE: return "CL_DEVICE_NOT_AVAILABLE";
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+    case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
+    case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
+    case CL_BUILD_PROGRAM_FAILURE: return "CL_BUILD_PROGRAM_FAILURE";
+    case CL_INVALID_VALUE: return "CL_INVALID_VALUE";
+    case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
+    case CL_INVALID_WORK_GROUP_SIZE: return "CL_INVALID_WORK_GROUP_SIZE";
+    case CL_INVALID_KERNEL_ARGS: return "CL_INVALID_KERNEL_ARGS";
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR (no OpenCL platform installed)";
+    default: return "OpenCL error";
+    }
+}
+
+/* Check one call: on failure say which and return -1. */
+#define CHECK_CL(call, what) do { \
+        cl_int rc_ = (call); \
+        if (rc_ != CL_SUCCESS) { snprintf(err, errlen, "OpenCL: %s failed: %d %s", what, rc_, cl_error_name(rc_)); goto bad; } \
+    } while (0)
+
+static cl_mem new_buffer(hc_cl *cl, cl_mem_flags flags, size_t bytes, const void *host, char *err, size_t errlen)
+{
+    cl_int rc;
+    cl_mem m = clCreateBuffer(cl->ctx, flags | (host ? CL_MEM_COPY_HOST_PTR : 0), bytes ? bytes : 1, (void *)host, &rc);
+    if (rc != CL_SUCCESS) {
+        snprintf(err, errlen, "OpenCL: a device buffer of %zu bytes: %d %s", bytes, rc, cl_error_name(rc));
+        return NULL;
+    }
+    return m;
+}
+
+/* First GPU of any platform, else the first device of the first platform that has one. */
+static int pick_device(cl_platform_id *plat, cl_device_id *dev, char *err, size_t errlen)
+{
+    cl_uint np = 0;
+    cl_platform_id ps[16];
+    CHECK_CL(clGetPlatformIDs(16, ps, &np), "clGetPlatformIDs");
+    if (np > 16) np = 16;
+    for (int want_gpu = 1; want_gpu >= 0; want_gpu--)
+        for (cl_uint i = 0; i < np; i++) {
+            cl_uint nd = 0;
+            if (clGetDeviceIDs(ps[i], want_gpu ? CL_DEVICE_TYPE_GPU : CL_DEVICE_TYPE_ALL, 1, dev, &nd) == CL_SUCCESS && nd) {
+                *plat = ps[i];
+                return 0;
+            }
+        }
+    snprintf(err, errlen, "OpenCL: %u platform(s) but no device", np);
+    return -1;
+bad:
+    return -1;
+}
+
+hc_cl *hc_cl_open(char *err, size_t errlen)
+{
+    hc_cl *cl = calloc(1, sizeof *cl);
+    cl_platform_id plat;
+    cl_device_id dev;
+    cl_int rc;
+    if (!cl) { snprintf(err, errlen, "OpenCL: out of memory"); return NULL; }
+    if (pick_device(&plat, &dev, err, errlen)) goto bad;
+    cl_device_type type;
+    size_t wg_max;
+    CHECK_CL(clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof cl->platform - 1, cl->platform, NULL), "platform name");
+    CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof cl->device - 1, cl->device, NULL), "device name");
+    CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL), "device type");
+    CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof cl->mem_size, &cl->mem_size, NULL), "memory size");
+    CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof cl->max_alloc, &cl->max_alloc, NULL), "max alloc");
+    CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg_max, &wg_max, NULL), "work group size");
+    cl->is_gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
+    for (cl->wg = WG_MAX; cl->wg > wg_max; cl->wg /= 2) {}
+
+    cl->ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &rc);
+    CHECK_CL(rc, "clCreateContext");
+    cl->q = clCreateCommandQueue(cl->ctx, dev, CL_QUEUE_PROFILING_ENABLE, &rc);
+    CHECK_CL(rc, "clCreateCommandQueue");
+    const char *src = hc_cl_source;
+    cl->prog = clCreateProgramWithSource(cl->ctx, 1, &src, NULL, &rc);
+    CHECK_CL(rc, "clCreateProgramWithSource");
+    char opts[64];
+    snprintf(opts, sizeof opts, "-DWG=%zu", cl->wg);
+    rc = clBuildProgram(cl->prog, 1, &dev, opts, NULL, NULL);
+    if (rc != CL_SUCCESS) {
+        char log[512] = "";
+        clGetProgramBuildInfo(cl->prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+        for (char *p = log; *p; p++) if (*p == '\n') *p = ' ';
+        snprintf(err, errlen, "OpenCL: building the kernels failed: %d %s: %.300s", rc, cl_error_name(rc), log);
+        goto bad;
+    }
+    for (int i = 0; i < N_TYPES; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "gate_up_%s", cl_type_names[i]);
+        cl->gate_up[i] = clCreateKernel(cl->prog, name, &rc);
+        CHECK_CL(rc, "clCreateKernel");
+        snprintf(name, sizeof name, "down_%s", cl_type_names[i]);
+        cl->down[i] = clCreateKernel(cl->prog, name, &rc);
+        CHECK_CL(rc, "clCreateKernel");
+        size_t kwg;
+        CHECK_CL(clGetKernelWorkGroupInfo(cl->gate_up[i], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL),
+                 "kernel work group size");
+        if (kwg < cl->wg) {
+            snprintf(err, errlen, "OpenCL: the device runs work groups of %zu, the kernels need %zu", kwg, cl->wg);
+            goto bad;
+        }
+    }
+    return cl;
+bad:
+    hc_cl_free(cl);
+    return NULL;
+}
+
+void hc_cl_free(hc_cl *cl)
+{
+    if (!cl) return;
+    cl_mem ms[] = { cl->x, cl->mask, cl->h, cl->y };
+    for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) if (ms[i]) clReleaseMemObject(ms[i]);
+    for (int i = 0; i < N_TYPES; i++) {
+        if (cl->gate_up[i]) clReleaseKernel(cl->gate_up[i]);
+        if (cl->down[i]) clReleaseKernel(cl->down[i]);
+    }
+    if (cl->prog) clReleaseProgram(cl->prog);
+    if (cl->q) clReleaseCommandQueue(cl->q);
+    if (cl->ctx) clReleaseContext(cl->ctx);
+    free(cl->host_x);
+    free(cl->host_mask);
+    free(cl);
+}
+
+const char *hc_cl_platform(const hc_cl *cl) { return cl->platform; }
+const char *hc_cl_device(const hc_cl *cl) { return cl->device; }
+int hc_cl_is_gpu(const hc_cl *cl) { return cl->is_gpu; }
+uint64_t hc_cl_mem_size(const hc_cl *cl) { return cl->mem_size; }
+uint64_t hc_cl_max_alloc(const hc_cl *cl) { return cl->max_alloc; }
+
+uint64_t hc_cl_layer_bytes(uint32_t gu_type, uint32_t down_type, int k, int n_embd)
+{
+    return (uint64_t)k * (2 * ggml_row_size(gu_type, n_embd) + ggml_row_size(down_type, n_embd));
+}
+
+/* Grow a scratch buffer (device and host staging) to `need` bytes. */
+static int grow(hc_cl *cl, cl_mem *m, size_t *cap, size_t need, void **host, char *err, size_t errlen)
+{
+    if (need <= *cap) return 0;
+    if (*m) clReleaseMemObject(*m);
+    *m = new_buffer(cl, CL_MEM_READ_WRITE, need, NULL, err, errlen);
+    *cap = *m ? need : 0;
+    if (!*m) return -1;
+    if (host) {
+        free(*host);
+        if (!(*host = malloc(need))) { snprintf(err, errlen, "OpenCL: out of host memory"); return -1; }
+    }
+    return 0;
+}
+
+hc_cl_layer *hc_cl_layer_new(hc_cl *cl, uint32_t gu_type, const void *gate, const void *up,
+                             uint32_t down_type, const void *down, int k, int n_embd, char *err, size_t errlen)
+{
+    hc_cl_layer *L = calloc(1, sizeof *L);
+    if (!L) { snprintf(err, errlen, "OpenCL: out of memory"); return NULL; }
+    *L = (hc_cl_layer){ .cl = cl, .ti_gu = type_index(gu_type), .ti_down = type_index(down_type), .k = k, .n = n_embd };
+    if (L->ti_gu < 0 || L->ti_down < 0 || k < 1) {
+        snprintf(err, errlen, "OpenCL: no kernel for %s/%s rows", ggml_type_name(gu_type), ggml_type_name(down_type));
+        goto bad;
+    }
+    size_t gu_bytes = (size_t)k * ggml_row_size(gu_type, n_embd), dn_bytes = (size_t)k * ggml_row_size(down_type, n_embd);
+    cl_mem_flags ro = CL_MEM_READ_ONLY;
+    if (!(L->gate = new_buffer(cl, ro, gu_bytes, gate, err, errlen)) ||
+        !(L->up = new_buffer(cl, ro, gu_bytes, up, err, errlen)) ||
+        !(L->down = new_buffer(cl, ro, dn_bytes, down, err, errlen)))
+        goto bad;
+    if (grow(cl, &cl->x, &cl->x_cap, hc_act_bytes(gu_type, n_embd), &cl->host_x, err, errlen) ||
+        grow(cl, &cl->mask, &cl->mask_cap, (size_t)k, &cl->host_mask, err, errlen) ||
+        grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k, NULL, err, errlen) ||
+        grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n_embd, NULL, err, errlen))
+        goto bad;
+    return L;
+bad:
+    hc_cl_layer_free(L);
+    return NULL;
+}
+
+void hc_cl_layer_free(hc_cl_layer *L)
+{
+    if (!L) return;
+    if (L->gate) clReleaseMemObject(L->gate);
+    if (L->up) clReleaseMemObject(L->up);
+    if (L->down) clReleaseMemObject(L->down);
+    free(L);
+}
+
+int hc_cl_layer_start(hc_cl_layer *L, const void *x, const uint8_t *mask, int act, float t_act,
+                      char *err, size_t errlen)
+{
+    hc_cl *cl = L->cl;
+    cl_int n = L->n, k = L->k, a = act;
+    cl_kernel gu = cl->gate_up[L->ti_gu], dn = cl->down[L->ti_down];
+    size_t xb = hc_act_bytes(cl_types[L->ti_gu], L->n);
+    memcpy(cl->host_x, x, xb);
+    memcpy(cl->host_mask, mask, (size_t)k);
+    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->x, CL_FALSE, 0, xb, cl->host_x, 0, NULL, &L->first), "write x");
+    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->mask, CL_FALSE, 0, (size_t)k, cl->host_mask, 0, NULL, NULL), "write mask");
+    CHECK_CL(clSetKernelArg(gu, 0, sizeof(cl_mem), &L->gate), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 1, sizeof(cl_mem), &L->up), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 2, sizeof(cl_mem), &cl->x), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 3, sizeof(cl_mem), &cl->mask), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 4, sizeof n, &n), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 5, sizeof a, &a), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 6, sizeof t_act, &t_act), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 7, sizeof(cl_mem), &cl->h), "gate_up arg");
+    size_t g1 = (size_t)k * cl->wg;
+    CHECK_CL(clEnqueueNDRangeKernel(cl->q, gu, 1, NULL, &g1, &cl->wg, 0, NULL, NULL), "gate_up kernel");
+    CHECK_CL(clSetKernelArg(dn, 0, sizeof(cl_mem), &L->down), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 1, sizeof(cl_mem), &cl->h), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 2, sizeof k, &k), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 3, sizeof n, &n), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 4, sizeof(cl_mem), &cl->y), "down arg");
+    size_t g2 = ((size_t)n + cl->wg - 1) / cl->wg * cl->wg;
+    CHECK_CL(clEnqueueNDRangeKernel(cl->q, dn, 1, NULL, &g2, &cl->wg, 0, NULL, NULL), "down kernel");
+    CHECK_CL(clFlush(cl->q), "clFlush");
+    return 0;
+bad:
+    if (L->first) clReleaseEvent(L->first);
+    L->first = NULL;
+    return -1;
+}
+
+int hc_cl_layer_finish(hc_cl_layer *L, float *y, float *h, double *dev_s, char *err, size_t errlen)
+{
+    hc_cl *cl = L->cl;
+    cl_ulong t0, t1;
+    CHECK_CL(clEnqueueReadBuffer(cl->q, cl->h, CL_FALSE, 0, sizeof(float) * (size_t)L->k, h, 0, NULL, NULL), "read h");
+    CHECK_CL(clEnqueueReadBuffer(cl->q, cl->y, CL_TRUE, 0, sizeof(float) * (size_t)L->n, y, 0, NULL, &L->last), "read y");
+    CHECK_CL(clGetEventProfilingInfo(L->first, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL), "profiling");
+    CHECK_CL(clGetEventProfilingInfo(L->last, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL), "profiling");
+    if (t1 > t0) *dev_s += (double)(t1 - t0) * 1e-9;
+    clReleaseEvent(L->first);
+    clReleaseEvent(L->last);
+    L->first = L->last = NULL;
+    return 0;
+bad:
+    if (L->first) clReleaseEvent(L->first);
+    if (L->last) clReleaseEvent(L->last);
+    L->first = L->last = NULL;
+    return -1;
+}
+
+void hc_cl_layer_ref(uint32_t gu_type, const void *gate, const void *up, uint32_t down_type, const void *down,
+                     int k, int n_embd, const void *x, const uint8_t *mask, int act, float t_act, float *y, float *h)
+{
+    size_t gb = ggml_row_size(gu_type, n_embd), db = ggml_row_size(down_type, n_embd);
+    memset(y, 0, sizeof(float) * (size_t)n_embd);
+    for (int r = 0; r < k; r++) {
+        h[r] = 0.0f;
+        if (!mask[r]) continue;
+        float g, u;
+        hc_matvec_ref(gu_type, (const char *)gate + (size_t)r * gb, n_embd, 0, 1, x, 0, 1, &g, 1);
+        float a = g;
+        hc_ffn_act(act, &a, &(float){ 1.0f }, 1);
+        if (!hc_keep_act(a, t_act)) continue;
+        hc_matvec_ref(gu_type, (const char *)up + (size_t)r * gb, n_embd, 0, 1, x, 0, 1, &u, 1);
+        h[r] = a * u;
+        hc_axpy_row_ref(down_type, (const char *)down + (size_t)r * db, n_embd, h[r], y);
+    }
+}

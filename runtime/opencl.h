@@ -1,0 +1,60 @@
+/* The device half of the hybrid FFN, through OpenCL 1.2.
+ *
+ * A layer's hot neurons (PowerInfer's gpu_bucket) live on the device as three
+ * compact matrices of k rows in their stored type: gate and up rows (n_embd
+ * inputs; F32, F16, Q8_0 or Q4_0) and down rows (ffn_down_t: n_embd outputs per
+ * neuron). Per token the device computes, for hot row r with mask[r] set,
+ *   g = gate_r · x,  a = act(g),  h_r = keep(a) ? a * (up_r · x) : 0
+ * and y = Σ_r h_r · down_r (rows in order, so the sum is deterministic).
+ * keep(a) = a != 0 && |a| >= t_act: ReLU zeros cost no up or down row.
+ * x is the activation prepared for the gate type as the CPU kernels prepare it
+ * (hc_act_prepare: f32, or Q8_0 blocks for Q8_0/Q4_0 weights).
+ *
+ * hc_cl_layer_ref is the scalar C reference of the two kernels (built from
+ * the kernels.h references); the tests hold the device against it. */
+#ifndef HC_OPENCL_H
+#define HC_OPENCL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hc_cl hc_cl;
+typedef struct hc_cl_layer hc_cl_layer;
+
+/* The first GPU of any platform, else the first device of any type (PoCL's
+ * CPU device), with the kernels built. NULL + one line in err when there is no
+ * platform or device or a call fails. */
+hc_cl *hc_cl_open(char *err, size_t errlen);
+void hc_cl_free(hc_cl *cl);
+const char *hc_cl_platform(const hc_cl *cl);
+const char *hc_cl_device(const hc_cl *cl);
+int hc_cl_is_gpu(const hc_cl *cl);
+uint64_t hc_cl_mem_size(const hc_cl *cl);      /* CL_DEVICE_GLOBAL_MEM_SIZE */
+uint64_t hc_cl_max_alloc(const hc_cl *cl);     /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+/* 1 if the kernels handle rows of this type. */
+int hc_cl_supports(uint32_t type);
+
+/* Device bytes of a layer of k hot rows. */
+uint64_t hc_cl_layer_bytes(uint32_t gu_type, uint32_t down_type, int k, int n_embd);
+/* Upload k gathered rows each of gate, up (gu_type) and down (down_type). */
+hc_cl_layer *hc_cl_layer_new(hc_cl *cl, uint32_t gu_type, const void *gate, const void *up,
+                             uint32_t down_type, const void *down, int k, int n_embd, char *err, size_t errlen);
+void hc_cl_layer_free(hc_cl_layer *L);
+/* Queue one token: x (hc_act_bytes(gu_type, n_embd) bytes), mask[k]; returns
+ * at once (the device works while the caller computes the cold neurons). */
+int hc_cl_layer_start(hc_cl_layer *L, const void *x, const uint8_t *mask, int act, float t_act,
+                      char *err, size_t errlen);
+/* Wait for the token: y[n_embd] = Σ h_r down_r, h[k]; *dev_s += device seconds. */
+int hc_cl_layer_finish(hc_cl_layer *L, float *y, float *h, double *dev_s, char *err, size_t errlen);
+
+/* Scalar reference of start + finish. */
+void hc_cl_layer_ref(uint32_t gu_type, const void *gate, const void *up, uint32_t down_type, const void *down,
+                     int k, int n_embd, const void *x, const uint8_t *mask, int act, float t_act, float *y, float *h);
+
+/* The keep rule above, shared by the CPU and the reference. */
+static inline int hc_keep_act(float a, float t_act)
+{
+    return a != 0.0f && (a >= t_act || -a >= t_act);
+}
+
+#endif

@@ -1,0 +1,73 @@
+/* The sparse FFN: a ctx->ffn that computes only the neurons that matter,
+ * optionally with a layer's hot neurons on an OpenCL device (hybrid).
+ *
+ * Which neurons are computed, per token:
+ *  - predictor (the model has fc1/fc2 in every layer and use_predictor):
+ *    p = fc2 · relu(fc1 · ffn_inp) on the residual stream before the FFN norm,
+ *    as PowerInfer feeds LLaMA; neuron j is a candidate iff p_j >= threshold
+ *    (PowerInfer skips p < threshold). Candidates then follow the rule below
+ *    with t_act = 0 (a ReLU zero still skips its up and down rows: exact).
+ *  - otherwise every neuron is a candidate and t_act = threshold.
+ * For a candidate the gate row is computed, a = act(gate·x); the up row and
+ * the down row (ffn_down_t, sparse_down.c) only when a != 0 and |a| >= t_act.
+ * ReLU with threshold 0 is exact; SiLU with threshold T > 0 is an
+ * approximation that saves the up and down rows of neurons with
+ * |silu(gate)| < T (the gate must be computed for every neuron to know).
+ *
+ * With a device part (hc_sparse_set_hot), the device computes the layer's hot
+ * neurons while the pool threads compute the cold ones; out = cold + hot.
+ * B > 1 rows (prompts, perplexity) are computed one token at a time, so every
+ * token gets its own neuron set. Results do not depend on the thread count. */
+#ifndef HC_SPARSE_H
+#define HC_SPARSE_H
+
+#include <stdio.h>
+#include "model.h"
+#include "opencl.h"
+
+typedef struct {
+    float threshold;     /* predictor threshold, or activation threshold t_act (see above) */
+    int use_predictor;   /* use fc1/fc2 when every layer has them */
+    int check;           /* per-layer recall against the true active set (costs a dense gate + up) */
+} hc_sparse_params;
+
+typedef struct hc_sparse hc_sparse;
+
+/* Down rows of every layer are made here (may take a while for a large
+ * model without ffn_down_t). NULL + one line in err. */
+hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err, size_t errlen);
+void hc_sparse_free(hc_sparse *s);
+/* 1 if neurons are chosen by the predictor. */
+int hc_sparse_uses_predictor(const hc_sparse *s);
+/* Layer's down rows: one row of n_embd per neuron, rows = n_ff. */
+const hc_weight *hc_sparse_down(const hc_sparse *s, int layer);
+/* Make the device compute neurons bucket[0..k) (ascending) of a layer; the
+ * sparse FFN owns dev from now on. The CPU computes the others; k = 0 (dev
+ * NULL) puts the layer back on the CPU. 0 or -1 (out of memory). */
+int hc_sparse_set_hot(hc_sparse *s, int layer, const int32_t *bucket, int k, hc_cl_layer *dev);
+/* Route ctx's FFN through s (ctx->ffn / ffn_user). */
+void hc_sparse_attach(hc_sparse *s, hc_ctx *ctx);
+
+typedef struct {
+    uint64_t tokens;          /* token-layer evaluations */
+    uint64_t computed;        /* neurons whose up and down rows were used */
+    uint64_t predicted;       /* candidates chosen by the predictor (predictor mode) */
+    uint64_t served_cpu, served_dev;  /* non-zero activations computed by each side */
+    uint64_t truth, hit;      /* check: truly active neurons, and those computed */
+} hc_sparse_stats;
+
+/* Totals over all layers (layer < 0) or one layer. */
+hc_sparse_stats hc_sparse_get_stats(const hc_sparse *s, int layer);
+/* Seconds: CPU FFN (predictor and cold neurons), device (profiled), and host waiting for the device. */
+void hc_sparse_times(const hc_sparse *s, double *cpu, double *dev, double *wait);
+/* A one-line device failure (the hot neurons then run on the CPU), or NULL. */
+const char *hc_sparse_device_error(const hc_sparse *s);
+/* Summary lines on f: skipped fraction (and predicted fraction, recall with
+ * check), FFN wall time, CPU time, device time and share; per_layer adds a
+ * line per layer. */
+void hc_sparse_report(const hc_sparse *s, FILE *f, int per_layer);
+/* Down rows for one layer (sparse_down.c): ffn_down_t, or a transpose of
+ * ffn_down in *owned (free it). 0 or -1 with err. */
+int hc_sparse_down_rows(const hc_model *m, int layer, hc_weight *out, void **owned, char *err, size_t errlen);
+
+#endif

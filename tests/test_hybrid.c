@@ -1,0 +1,554 @@
+/* Sparse and hybrid FFN: the OpenCL kernels against their scalar reference,
+ * the .gpuidx validator, sparse CPU = dense (ReLU), hybrid = dense for
+ * all-CPU, all-device and mixed splits in F32/F16/Q8_0/Q4_0, the predictor
+ * path, SiLU thresholds, and hc-run's flags. Models come from hc-convert
+ * synth (ReLU, planted hot set) and hc-quantize. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ggml_types.h"
+#include "gguf.h"
+#include "gpuidx.h"
+#include "hybrid.h"
+#include "kernels.h"
+#include "model.h"
+#include "opencl.h"
+#include "quants.h"
+#include "sampler.h"
+#include "sparse.h"
+
+enum { DIM = 64, FF = 256, NL = 2, CTX = 64, NPROMPT = 10, NGEN = 12 };
+
+static const uint32_t types[4] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+
+static uint64_t rng = 7;
+static float frand(void)   /* uniform in [-1, 1) */
+{
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rng >> 40) / 8388608.0) - 1.0f;
+}
+
+static const char *pwri_model(const char *src, const char *name, float pred);
+
+/* A synth model of the given activation and type (cached per test binary);
+ * down_t: rewritten as a PWRI file with ffn_down_t before quantizing. */
+static const char *model_path(const char *act, uint32_t type, int down_t)
+{
+    static char paths[16][512];
+    int slot = (act[0] == 's') * 8 + down_t * 4;
+    for (int i = 0; i < 4; i++) if (types[i] == type) slot += i;
+    if (paths[slot][0]) return paths[slot];
+    char base[64], out[64];
+    snprintf(base, sizeof base, "%s-f32.gguf", act);
+    snprintf(out, sizeof out, "%s-%s%s.gguf", act, ggml_type_name(type), down_t ? "-t" : "");
+    char b[512];
+    strcpy(b, th_tmp(base));
+    if (th_sh("%s synth -o %s --dim %d --n-ff %d --layers %d --heads 4 --vocab 300 --ctx %d --act %s "
+              "--hot-fraction 0.2 --hot-skew 1 --seed 3 2>/dev/null || test -f %s",
+              th_bin("hc-convert"), b, DIM, FF, NL, CTX, act, b))
+        return NULL;
+    if (down_t) {
+        char tname[64];
+        snprintf(tname, sizeof tname, "%s-F32-t.gguf", act);
+        const char *t = pwri_model(b, tname, -1.0f);
+        if (!t) return NULL;
+        strcpy(b, t);
+    }
+    if (type == GGML_TYPE_F32) return strcpy(paths[slot], b);
+    const char *o = th_tmp(out);
+    if (th_sh("%s -q --pure %s %s %s", th_bin("hc-quantize"), b, o, ggml_type_name(type))) return NULL;
+    return strcpy(paths[slot], o);
+}
+
+static hc_model *load(const char *path)
+{
+    char err[256];
+    hc_model *m = hc_model_load(path, err, sizeof err);
+    if (!m) fprintf(stderr, "load: %s\n", err);
+    return m;
+}
+
+static const int32_t prompt[NPROMPT] = { 1, 72, 101, 108, 108, 111, 44, 32, 119, 111 };
+
+/* Logits of every prompt position (batched), then NGEN greedy tokens. */
+typedef struct {
+    float logits[NPROMPT * 512];
+    int32_t gen[NGEN];
+} run_out;
+
+static int run(const hc_model *m, hc_sparse *s, int threads, run_out *o)
+{
+    char err[256];
+    hc_ctx_params p = { .n_ctx = CTX, .n_threads = threads };
+    hc_ctx *ctx = hc_ctx_new(m, &p, err, sizeof err);
+    if (!ctx) return -1;
+    if (s) hc_sparse_attach(s, ctx);
+    int V = m->hp.n_vocab, rc = hc_eval(ctx, prompt, NPROMPT, 0, o->logits, HC_LOGITS_ALL);
+    float last[512];
+    memcpy(last, o->logits + (size_t)(NPROMPT - 1) * V, sizeof(float) * (size_t)V);
+    for (int i = 0; i < NGEN && !rc; i++) {
+        o->gen[i] = hc_argmax(last, V);
+        rc = hc_eval(ctx, &o->gen[i], 1, NPROMPT + i, last, HC_LOGITS_LAST);
+    }
+    hc_ctx_free(ctx);
+    return rc;
+}
+
+/* Largest |a - b| over the largest |b|. */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0, mx = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        if (fabs(a[i] - b[i]) > d) d = fabs(a[i] - b[i]);
+        if (fabs(b[i]) > mx) mx = fabs(b[i]);
+    }
+    return d / mx;
+}
+
+/* Sparse vs dense: with ffn_down_t (or F32/F16 ffn_down, transposed exactly)
+ * both add the same rows and differ only in summation order. A Q8_0/Q4_0
+ * ffn_down is re-quantized to Q8_0 rows, and the dense product quantizes h to
+ * Q8_0 where the sparse AXPY takes it in f32: about 1% of a logit apart,
+ * enough to flip a near tie, so greedy tokens are compared where the sums are
+ * the same up to rounding order only. */
+static int exact_down(uint32_t type, int down_t) { return down_t || type == GGML_TYPE_F32 || type == GGML_TYPE_F16; }
+static double tol_of(uint32_t type, int down_t) { return exact_down(type, down_t) ? 1e-4 : 2e-2; }
+
+static hc_cl *open_cl(void)
+{
+    char err[256];
+    hc_cl *cl = hc_cl_open(err, sizeof err);
+    if (!cl) fprintf(stderr, "opencl: %s\n", err);
+    return cl;
+}
+
+/* ------------------------------------------------------------ kernels */
+
+static void make_rows(uint32_t type, int k, int n, float scale, void *dst)
+{
+    float *f = malloc(sizeof(float) * (size_t)n);
+    size_t rb = ggml_row_size(type, n);
+    for (int r = 0; r < k; r++) {
+        char *d = (char *)dst + (size_t)r * rb;
+        for (int i = 0; i < n; i++) f[i] = frand() * scale;
+        if (type == GGML_TYPE_F32) memcpy(d, f, rb);
+        else if (type == GGML_TYPE_F16) for (int i = 0; i < n; i++) ((uint16_t *)d)[i] = fp32_to_fp16(f[i]);
+        else if (type == GGML_TYPE_Q8_0) quantize_row_q8_0_ref(f, (block_q8_0 *)d, n);
+        else quantize_row_q4_0_ref(f, (block_q4_0 *)d, n);
+    }
+    free(f);
+}
+
+/* Device gate/up/down of every type, both activations, a threshold and a
+ * mask, against hc_cl_layer_ref. */
+static void test_kernels_vs_ref(void)
+{
+    hc_cl *cl = open_cl();
+    CHECK(cl);
+    enum { K = 45, N = 96 };
+    char err[256];
+    int checked = 0;
+    for (int ti = 0; ti < 4; ti++)
+        for (int di = 0; di < 4; di++) {
+            uint32_t gt = types[ti], dt = types[di];
+            size_t gb = ggml_row_size(gt, N) * K, db = ggml_row_size(dt, N) * K;
+            char *gate = malloc(gb), *up = malloc(gb), *down = malloc(db);
+            make_rows(gt, K, N, 0.3f, gate);
+            make_rows(gt, K, N, 0.3f, up);
+            make_rows(dt, K, N, 0.3f, down);
+            float x[N], y[N], yr[N], h[K], hr[K];
+            uint8_t mask[K];
+            for (int i = 0; i < N; i++) x[i] = frand();
+            for (int r = 0; r < K; r++) mask[r] = r % 7 != 3;
+            char xp[N * 4];
+            hc_act_prepare(gt, x, N, xp);
+            hc_cl_layer *L = hc_cl_layer_new(cl, gt, gate, up, dt, down, K, N, err, sizeof err);
+            CHECKF(L, "%s", err);
+            for (int act = 0; act < 2; act++) {
+                float t_act = act ? 0.0f : 0.05f;
+                double dev_s = 0;
+                CHECKF(!hc_cl_layer_start(L, xp, mask, act, t_act, err, sizeof err), "%s", err);
+                CHECKF(!hc_cl_layer_finish(L, y, h, &dev_s, err, sizeof err), "%s", err);
+                hc_cl_layer_ref(gt, gate, up, dt, down, K, N, xp, mask, act, t_act, yr, hr);
+                int zeros = 0, zr = 0;
+                for (int r = 0; r < K; r++) { zeros += h[r] == 0.0f; zr += hr[r] == 0.0f; }
+                /* 6 masked rows; ReLU zeros about half of the rest, SiLU only |a| < 0.05 */
+                CHECKF(zeros == zr && zeros >= 6 + (act ? 10 : 0) && zeros < K, "%s/%s act %d: %d zero h, reference %d",
+                       ggml_type_name(gt), ggml_type_name(dt), act, zeros, zr);
+                double dh = rel_diff(h, hr, K), dy = rel_diff(y, yr, N);
+                CHECKF(dh < 1e-5 && dy < 1e-5, "%s/%s act %d: h %g, y %g", ggml_type_name(gt), ggml_type_name(dt),
+                       act, dh, dy);
+                checked++;
+            }
+            hc_cl_layer_free(L);
+            free(gate);
+            free(up);
+            free(down);
+        }
+    CHECK(checked == 32);
+    hc_cl_free(cl);
+}
+
+/* ------------------------------------------------------------ .gpuidx */
+
+/* A .gpuidx for nl layers of n_ff neurons; layer l puts neuron j on the
+ * device iff on(l, j). corrupt: 0 none, 1 bucket not ascending, 2 bucket out
+ * of range, 3 bucket too short, 4 a gpu_idx of 2, 5 no split.vram_capacity,
+ * 6 a tensor of F32. */
+static const char *write_gpuidx(const char *name, int nl, int n_ff, int (*on)(int, int), int corrupt)
+{
+    static char paths[24][512];   /* th_tmp's buffers rotate; the tests keep many paths */
+    static int n_paths;
+    char *path = strcpy(paths[n_paths++ % 24], th_tmp(name));
+    gguf_writer *w = gguf_writer_new(GGUF_VARIANT_PWRI);
+    gguf_set_str(w, "general.architecture", "generic.gpu_index");
+    gguf_set_u32(w, "generic.gpu_index.block_count", (uint32_t)nl);
+    if (corrupt != 5) gguf_set_u64(w, "split.vram_capacity", 1u << 20);
+    int32_t *idx = calloc((size_t)nl * n_ff, sizeof *idx), *bucket = calloc((size_t)nl * n_ff + 1, sizeof *bucket);
+    for (int l = 0; l < nl; l++) {
+        int32_t *gi = idx + (size_t)l * n_ff, *gb = bucket + (size_t)l * n_ff;
+        int64_t k = 0, ne = n_ff;
+        for (int j = 0; j < n_ff; j++) if ((gi[j] = on(l, j))) gb[k++] = j;
+        if (l == nl - 1 && k >= 2) {
+            if (corrupt == 1) { int32_t t = gb[0]; gb[0] = gb[1]; gb[1] = t; }
+            if (corrupt == 2) gb[k - 1] = n_ff;
+            if (corrupt == 3) k--;
+            if (corrupt == 4) gi[gb[0]] = 2;
+        }
+        char nm[64];
+        snprintf(nm, sizeof nm, "blk.%d.gpu_idx", l);
+        gguf_add_tensor(w, nm, corrupt == 6 ? GGML_TYPE_F32 : GGML_TYPE_I32, 1, &ne, gi);
+        snprintf(nm, sizeof nm, "blk.%d.gpu_bucket", l);
+        gguf_add_tensor(w, nm, GGML_TYPE_I32, 1, &k, gb);
+    }
+    char err[256];
+    int rc = gguf_writer_write(w, path, err, sizeof err);
+    gguf_writer_free(w);
+    free(idx);
+    free(bucket);
+    return rc ? NULL : path;
+}
+
+static int on_none(int l, int j) { (void)l; (void)j; return 0; }
+static int on_all(int l, int j) { (void)l; (void)j; return 1; }
+/* layer 0 all but a few on the device, layer 1 every third and the first 40 */
+static int on_mixed(int l, int j) { return l == 0 ? j % 50 != 7 : j % 3 == 0 || j < 40; }
+
+static void test_gpuidx_validation(void)
+{
+    char err[512];
+    const char *ok = write_gpuidx("ok.gpuidx", NL, FF, on_mixed, 0);
+    hc_gpuidx *g = hc_gpuidx_load(ok, NL, FF, err, sizeof err);
+    CHECKF(g, "%s", err);
+    int k1 = 0;
+    for (int j = 0; j < FF; j++) k1 += on_mixed(1, j);
+    CHECK(g->n_gpu[1] == k1 && g->bucket[1][0] == 0 && g->bucket[1][k1 - 1] == 255 && g->vram_capacity == 1u << 20);
+    hc_gpuidx_free(g);
+    struct { const char *path; int nl, nff; const char *want; } bad[] = {
+        { ok, NL + 1, FF, "index for 2 layers, the model has 3" },
+        { write_gpuidx("l3.gpuidx", 3, FF, on_mixed, 0), NL, FF, "index for 3 layers, the model has 2" },
+        { ok, NL, FF + 32, "expected n_ff = 288" },
+        { write_gpuidx("c1.gpuidx", NL, FF, on_mixed, 1), NL, FF, "is not ascending" },
+        { write_gpuidx("c2.gpuidx", NL, FF, on_mixed, 2), NL, FF, "is out of range" },
+        { write_gpuidx("c3.gpuidx", NL, FF, on_mixed, 3), NL, FF, "but blk.1.gpu_idx marks" },
+        { write_gpuidx("c4.gpuidx", NL, FF, on_mixed, 4), NL, FF, "expected 0 or 1" },
+        { write_gpuidx("c5.gpuidx", NL, FF, on_mixed, 5), NL, FF, "split.vram_capacity" },
+        { write_gpuidx("c6.gpuidx", NL, FF, on_mixed, 6), NL, FF, "expected I32" },
+    };
+    th_write(th_tmp("junk.gpuidx"), "PWRI\3\0\0\0garbage", 15);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECKF(bad[i].path, "case %zu: cannot write", i);
+        g = hc_gpuidx_load(bad[i].path, bad[i].nl, bad[i].nff, err, sizeof err);
+        CHECKF(!g && strstr(err, bad[i].want) && strncmp(err, bad[i].path, strlen(bad[i].path)) == 0,
+               "case %zu: %s (want '%s')", i, g ? "accepted" : err, bad[i].want);
+    }
+    g = hc_gpuidx_load(th_tmp("junk.gpuidx"), NL, FF, err, sizeof err);
+    CHECK(!g && strstr(err, "junk.gpuidx"));
+}
+
+/* ------------------------------------------------------------ sparse = dense */
+
+static hc_sparse *new_sparse(const hc_model *m, float threshold, int pred, int check)
+{
+    char err[256];
+    hc_sparse_params p = { .threshold = threshold, .use_predictor = pred, .check = check };
+    hc_sparse *s = hc_sparse_new(m, &p, err, sizeof err);
+    if (!s) fprintf(stderr, "sparse: %s\n", err);
+    return s;
+}
+
+static void test_sparse_cpu_equals_dense(void)
+{
+    for (int v = 0; v < 8; v++) {
+        int ti = v % 4, dt = v / 4;
+        const char *path = model_path("relu", types[ti], dt);
+        CHECKF(path, "no %s model (hc-convert / hc-quantize in HC_BIN?)", ggml_type_name(types[ti]));
+        hc_model *m = load(path);
+        CHECK(m);
+        static run_out dense, sp, sp2;
+        hc_sparse *s = new_sparse(m, 0.0f, 0, 1);
+        CHECK(s);
+        CHECK(run(m, NULL, 2, &dense) == 0 && run(m, s, 2, &sp) == 0);
+        size_t n = (size_t)NPROMPT * m->hp.n_vocab;
+        double d = rel_diff(sp.logits, dense.logits, n);
+        CHECKF(d < tol_of(types[ti], dt), "%s down_t=%d: sparse vs dense %g", ggml_type_name(types[ti]), dt, d);
+        CHECKF(!exact_down(types[ti], dt) || memcmp(sp.gen, dense.gen, sizeof sp.gen) == 0, "%s down_t=%d: greedy tokens differ",
+               ggml_type_name(types[ti]), dt);
+        hc_sparse_stats st = hc_sparse_get_stats(s, -1);
+        double skipped = 1.0 - (double)st.computed / ((double)st.tokens * FF);
+        CHECKF(st.tokens == (uint64_t)NL * (NPROMPT + NGEN) && skipped > 0.3 && skipped < 0.99 && st.hit == st.truth,
+               "%s: tokens %llu skipped %.3f hit %llu of %llu", ggml_type_name(types[ti]),
+               (unsigned long long)st.tokens, skipped, (unsigned long long)st.hit, (unsigned long long)st.truth);
+        CHECK(run(m, s, 1, &sp2) == 0);
+        CHECKF(memcmp(sp.logits, sp2.logits, sizeof(float) * n) == 0, "%s: -t 1 and -t 2 differ", ggml_type_name(types[ti]));
+        hc_sparse_free(s);
+        hc_model_free(m);
+    }
+}
+
+/* ------------------------------------------------------------ hybrid = dense */
+
+static void test_hybrid_equals_dense(void)
+{
+    int (*const splits[3])(int, int) = { on_none, on_all, on_mixed };
+    const char *names[3] = { "all-CPU", "all-device", "mixed" };
+    for (int v = 0; v < 8; v++) {
+        int ti = v % 4, dt = v / 4;
+        const char *path = model_path("relu", types[ti], dt);
+        CHECK(path);
+        hc_model *m = load(path);
+        CHECK(m);
+        static run_out dense, hy;
+        CHECK(run(m, NULL, 2, &dense) == 0);
+        for (int si = 0; si < 3; si++) {
+            char err[512], gname[32];
+            snprintf(gname, sizeof gname, "s%d.gpuidx", si);
+            hc_gpuidx *g = hc_gpuidx_load(write_gpuidx(gname, NL, FF, splits[si], 0), NL, FF, err, sizeof err);
+            CHECKF(g, "%s", err);
+            hc_sparse *s = new_sparse(m, 0.0f, 0, 0);
+            CHECK(s);
+            hc_cl *cl = hc_hybrid_setup(s, m, g, 0, err, sizeof err);
+            CHECKF(cl, "%s: %s", names[si], err);
+            CHECK(run(m, s, 2, &hy) == 0);
+            double d = rel_diff(hy.logits, dense.logits, (size_t)NPROMPT * m->hp.n_vocab);
+            hc_sparse_stats st = hc_sparse_get_stats(s, -1);
+            CHECKF(d < tol_of(types[ti], dt) && (!exact_down(types[ti], dt) || memcmp(hy.gen, dense.gen, sizeof hy.gen) == 0),
+                   "%s down_t=%d %s: logits %g, greedy %s", ggml_type_name(types[ti]), dt, names[si], d,
+                   memcmp(hy.gen, dense.gen, sizeof hy.gen) ? "differs" : "same");
+            CHECKF((si == 0) == (st.served_dev == 0) && (si == 1) == (st.served_cpu == 0) && !hc_sparse_device_error(s),
+                   "%s %s: device %llu, cpu %llu", ggml_type_name(types[ti]), names[si],
+                   (unsigned long long)st.served_dev, (unsigned long long)st.served_cpu);
+            hc_sparse_free(s);
+            hc_cl_free(cl);
+            hc_gpuidx_free(g);
+        }
+        hc_model_free(m);
+    }
+}
+
+/* A budget below the split's size leaves everything on the CPU. */
+static void test_budget_fallback(void)
+{
+    const char *path = model_path("relu", GGML_TYPE_F16, 0);
+    CHECK(path);
+    hc_model *m = load(path);
+    char err[512];
+    hc_gpuidx *g = hc_gpuidx_load(write_gpuidx("b.gpuidx", NL, FF, on_all, 0), NL, FF, err, sizeof err);
+    hc_sparse *s = new_sparse(m, 0.0f, 0, 0);
+    CHECK(m && g && s);
+    uint64_t need = hc_hybrid_bytes(m, s, g);
+    CHECK(need == (uint64_t)NL * FF * 3 * DIM * 2);
+    hc_cl *cl = hc_hybrid_setup(s, m, g, need - 1, err, sizeof err);
+    CHECKF(!cl && strstr(err, "more than the --vram-budget"), "%s", cl ? "accepted" : err);
+    static run_out dense, sp;
+    CHECK(run(m, NULL, 1, &dense) == 0 && run(m, s, 1, &sp) == 0);
+    CHECK(hc_sparse_get_stats(s, -1).served_dev == 0 && memcmp(sp.gen, dense.gen, sizeof sp.gen) == 0);
+    cl = hc_hybrid_setup(s, m, g, need, err, sizeof err);
+    CHECKF(cl, "%s", err);
+    hc_sparse_free(s);
+    hc_cl_free(cl);
+    hc_gpuidx_free(g);
+    hc_model_free(m);
+}
+
+/* ------------------------------------------------------------ predictor */
+
+/* An F32 model as a PWRI file with ffn_down_t and, when pred >= 0, a
+ * predictor whose fc2 rows are pred * random (0: p = 0 for every neuron). */
+static const char *pwri_model(const char *src, const char *name, float fc2_scale)
+{
+    char err[256];
+    gguf_file *f = src ? gguf_open(src, err, sizeof err) : NULL;
+    if (!f) return NULL;
+    gguf_writer *w = gguf_writer_new(GGUF_VARIANT_PWRI);
+    for (uint64_t i = 0; i < f->n_kv; i++) gguf_set_kv(w, &f->kv[i]);
+    enum { R = 16 };
+    float *down_t = malloc(sizeof(float) * NL * FF * DIM), *fc1 = malloc(sizeof(float) * R * DIM),
+          *fc2 = malloc(sizeof(float) * FF * R);
+    for (int i = 0; i < R * DIM; i++) fc1[i] = frand();
+    for (int i = 0; i < FF * R; i++) fc2[i] = fc2_scale * frand();
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        int l;
+        char rest[64];
+        if (sscanf(t->name, "blk.%d.%63s", &l, rest) == 2 && strcmp(rest, "ffn_down.weight") == 0) {
+            float *d = down_t + (size_t)l * FF * DIM;
+            for (int e = 0; e < DIM; e++)
+                for (int j = 0; j < FF; j++) d[(size_t)j * DIM + e] = ((const float *)t->data)[(size_t)e * FF + j];
+            char nm[64];
+            int64_t ne[2] = { DIM, FF }, n1[2] = { DIM, R }, n2[2] = { R, FF };
+            snprintf(nm, sizeof nm, "blk.%d.ffn_down_t.weight", l);
+            gguf_add_tensor(w, nm, GGML_TYPE_F32, 2, ne, d);
+            if (fc2_scale < 0) continue;
+            snprintf(nm, sizeof nm, "blk.%d.fc1.weight", l);
+            gguf_add_tensor(w, nm, GGML_TYPE_F32, 2, n1, fc1);
+            snprintf(nm, sizeof nm, "blk.%d.fc2.weight", l);
+            gguf_add_tensor(w, nm, GGML_TYPE_F32, 2, n2, fc2);
+        } else {
+            gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data);
+        }
+    }
+    const char *path = th_tmp(name);
+    int rc = gguf_writer_write(w, path, err, sizeof err);
+    gguf_writer_free(w);
+    gguf_close(f);
+    free(down_t);
+    free(fc1);
+    free(fc2);
+    return rc ? NULL : path;
+}
+
+static void test_predictor(void)
+{
+    hc_model *dm = load(model_path("relu", GGML_TYPE_F32, 0));
+    hc_model *zm = load(pwri_model(model_path("relu", GGML_TYPE_F32, 0), "pz.gguf", 0.0f)), *rm = load(pwri_model(model_path("relu", GGML_TYPE_F32, 0), "pr.gguf", 1.0f));
+    CHECK(dm && zm && rm && zm->layers[0].ffn_down_t.kind == HC_WEIGHT_GGML);
+    static run_out dense, o;
+    CHECK(run(dm, NULL, 2, &dense) == 0);
+    size_t n = (size_t)NPROMPT * dm->hp.n_vocab;
+    /* p = 0 >= 0: every neuron a candidate, the ReLU skip keeps it exact */
+    hc_sparse *s = new_sparse(zm, 0.0f, 1, 1);
+    CHECK(s && hc_sparse_uses_predictor(s));
+    CHECK(run(zm, s, 2, &o) == 0);
+    hc_sparse_stats st = hc_sparse_get_stats(s, -1);
+    CHECKF(rel_diff(o.logits, dense.logits, n) < 1e-4 && memcmp(o.gen, dense.gen, sizeof o.gen) == 0 &&
+           st.predicted == st.tokens * FF && st.hit == st.truth, "all-active predictor differs from dense");
+    hc_sparse_free(s);
+    /* p = 0 < 1e-3: nothing computed; the FFN adds nothing */
+    s = new_sparse(zm, 1e-3f, 1, 1);
+    CHECK(run(zm, s, 2, &o) == 0);
+    st = hc_sparse_get_stats(s, -1);
+    CHECK(st.computed == 0 && st.predicted == 0 && st.hit == 0 && st.truth > 0);
+    CHECK(rel_diff(o.logits, dense.logits, n) > 1e-3);
+    hc_sparse_free(s);
+    /* a random predictor: some neurons chosen, recall strictly between 0 and 1;
+     * the same run split with a device gives the same logits */
+    static run_out cpu;
+    s = new_sparse(rm, 0.0f, 1, 1);
+    CHECK(run(rm, s, 2, &cpu) == 0);
+    st = hc_sparse_get_stats(s, -1);
+    double recall = (double)st.hit / (double)st.truth;
+    CHECKF(st.predicted > 0 && st.predicted < st.tokens * FF && recall > 0.05 && recall < 0.95 &&
+           st.computed <= st.predicted, "predicted %llu, recall %.3f", (unsigned long long)st.predicted, recall);
+    hc_sparse_free(s);
+    char err[512];
+    hc_gpuidx *g = hc_gpuidx_load(write_gpuidx("pm.gpuidx", NL, FF, on_mixed, 0), NL, FF, err, sizeof err);
+    s = new_sparse(rm, 0.0f, 1, 1);
+    hc_cl *cl = g && s ? hc_hybrid_setup(s, rm, g, 0, err, sizeof err) : NULL;
+    CHECKF(cl, "%s", err);
+    CHECK(run(rm, s, 2, &o) == 0);
+    hc_sparse_stats sh = hc_sparse_get_stats(s, -1);
+    CHECKF(rel_diff(o.logits, cpu.logits, n) < 1e-4 && sh.hit == st.hit && sh.computed == st.computed && sh.served_dev > 0,
+           "hybrid predictor: %g, hit %llu vs %llu", rel_diff(o.logits, cpu.logits, n),
+           (unsigned long long)sh.hit, (unsigned long long)st.hit);
+    hc_sparse_free(s);
+    hc_cl_free(cl);
+    hc_gpuidx_free(g);
+    hc_model_free(dm);
+    hc_model_free(zm);
+    hc_model_free(rm);
+}
+
+/* ------------------------------------------------------------ SiLU threshold */
+
+static void test_silu_threshold(void)
+{
+    const char *path = model_path("silu", GGML_TYPE_F32, 0);
+    CHECK(path);
+    hc_model *m = load(path);
+    CHECK(m && m->hp.act == HC_ACT_SILU);
+    static run_out dense, o;
+    CHECK(run(m, NULL, 2, &dense) == 0);
+    size_t n = (size_t)NPROMPT * m->hp.n_vocab;
+    hc_sparse *s = new_sparse(m, 0.0f, 0, 0);
+    CHECK(run(m, s, 2, &o) == 0);
+    hc_sparse_stats st = hc_sparse_get_stats(s, -1);
+    CHECKF(st.computed == st.tokens * FF && rel_diff(o.logits, dense.logits, n) < 1e-4, "threshold 0 is not dense");
+    hc_sparse_free(s);
+    double prev_skip = 0, prev_d = 0;
+    const float ts[2] = { 0.02f, 0.2f };
+    for (int i = 0; i < 2; i++) {
+        s = new_sparse(m, ts[i], 0, 1);
+        CHECK(run(m, s, 2, &o) == 0);
+        st = hc_sparse_get_stats(s, -1);
+        double skip = 1.0 - (double)st.computed / ((double)st.tokens * FF), d = rel_diff(o.logits, dense.logits, n);
+        CHECKF(skip > prev_skip && d > prev_d && d < 0.5 && st.hit < st.truth,
+               "T %g: skipped %.3f, logits %g", ts[i], skip, d);
+        prev_skip = skip;
+        prev_d = d;
+        hc_sparse_free(s);
+    }
+    hc_model_free(m);
+}
+
+/* ------------------------------------------------------------ hc-run */
+
+static void test_cli(void)
+{
+    const char *path = model_path("relu", GGML_TYPE_Q4_0, 1);
+    CHECK(path);
+    const char *gi = write_gpuidx("cli.gpuidx", NL, FF, on_mixed, 0);
+    const char *run = th_bin("hc-run");
+    CHECK(th_sh("%s -m %s -p hello -n 8 --temp 0 -t 2 --dense > %s", run, path, th_tmp("dense.txt")) == 0);
+    CHECKF(th_sh("%s -m %s -p hello -n 8 --temp 0 -t 2 --gpu-index %s --verbose > %s", run, path, gi,
+                 th_tmp("hy.txt")) == 0, "%s", th_last_err());
+    const char *e = th_last_err();
+    CHECKF(strstr(e, "opencl: platform") && strstr(e, "device served") && strstr(e, "layer  1: skipped"), "%s", e);
+    CHECK(th_sh("cmp %s %s", th_tmp("dense.txt"), th_tmp("hy.txt")) == 0);
+    /* the model's default index, as PowerInfer looks for it */
+    CHECK(th_sh("cp %s %s.generated.gpuidx && %s -m %s -p hi -n 2 --temp 0", gi, path, run, path) == 0);
+    CHECKF(strstr(th_last_err(), "generated.gpuidx") && strstr(th_last_err(), "device served"), "%s", th_last_err());
+    CHECK(th_sh("rm %s.generated.gpuidx", path) == 0);
+    /* no OpenCL platform: CPU only, same text */
+    CHECKF(th_sh("OCL_ICD_VENDORS=%s OCL_ICD_FILENAMES= %s -m %s -p hello -n 8 --temp 0 --gpu-index %s > %s",
+                 th_tmpdir(), run, path, gi, th_tmp("cpu.txt")) == 0, "%s", th_last_err());
+    CHECKF(strstr(th_last_err(), "running on the CPU only"), "%s", th_last_err());
+    CHECK(th_sh("cmp %s %s", th_tmp("dense.txt"), th_tmp("cpu.txt")) == 0);
+    /* budget too small: CPU only, said so */
+    CHECK(th_sh("%s -m %s -p hi -n 2 --gpu-index %s --vram-budget 1K", run, path, gi) == 0);
+    CHECKF(strstr(th_last_err(), "--vram-budget 1.0 KiB; running on the CPU only"), "%s", th_last_err());
+    /* an index for another model, a corrupt one: refused, one line, exit 1 */
+    const char *other = write_gpuidx("other.gpuidx", 3, FF, on_mixed, 0);
+    CHECK(th_sh("%s -m %s -p hi -n 2 --gpu-index %s", run, path, other) == 1);
+    const char *line = strstr(th_last_err(), "hc-run: ");
+    CHECKF(line && strstr(line, "other.gpuidx: index for 3 layers, the model has 2\n") &&
+           strchr(line, '\n') == line + strlen(line) - 1, "%s", th_last_err());
+    const char *c = write_gpuidx("c.gpuidx", NL, FF, on_mixed, 1);
+    CHECK(th_sh("%s -m %s -p hi -n 2 --gpu-index %s", run, path, c) == 1 && strstr(th_last_err(), "not ascending"));
+}
+
+int main(void)
+{
+    RUN(test_kernels_vs_ref);
+    RUN(test_gpuidx_validation);
+    RUN(test_sparse_cpu_equals_dense);
+    RUN(test_hybrid_equals_dense);
+    RUN(test_budget_fallback);
+    RUN(test_predictor);
+    RUN(test_silu_threshold);
+    RUN(test_cli);
+    return th_done();
+}
