@@ -113,4 +113,7 @@ uninstall:
 clean:
 	rm -rf build bin
 
+# make model / gpuidx-check / gpuidx-update (the pipeline as Make targets)
+include scripts/model.mk
+
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)
