@@ -18,6 +18,10 @@ static void vmsg(const char *fmt, va_list ap)
 {
     char line[4096];
     vsnprintf(line, sizeof line, fmt, ap);
+    /* names quoted from a file may hold any byte: keep the message one line
+     * and free of terminal escapes */
+    for (char *c = line; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     fprintf(stderr, "%s: %s\n", hc_prog, line);   /* one write per line */
 }
 

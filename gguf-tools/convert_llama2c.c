@@ -106,16 +106,18 @@ static void l2c_vocab(const char *path, uint32_t n, cv_vocab *v)
     uint8_t *buf = (uint8_t *)hc_read_file(path, &len, err, sizeof err);
     if (!buf) hc_die("%s", err);
     size_t at = 4;
-    if (len < at) hc_die("%s: too small for a llama2.c tokenizer", path);
+    /* free buf before dying: the exit must not report it as leaked under ASan */
+#define BAD(...) do { free(buf); hc_die(__VA_ARGS__); } while (0)
+    if (len < at) BAD("%s: too small for a llama2.c tokenizer", path);
     cv_vocab_init(v, n);
     for (uint32_t id = 0; id < n; id++) {
         float score;
-        if (len - at < 8) hc_die("%s: ends at token %u but the checkpoint has %u tokens", path, id, n);
+        if (len - at < 8) BAD("%s: ends at token %u but the checkpoint has %u tokens", path, id, n);
         memcpy(&score, buf + at, 4);
         int32_t tl = rd_i32(buf + at + 4);
         at += 8;
         if (tl < 0 || (size_t)tl > len - at)
-            hc_die("%s: token %u: length %d runs past the end of the file", path, id, tl);
+            BAD("%s: token %u: length %d runs past the end of the file", path, id, tl);
         const char *text = (const char *)buf + at;
         at += (size_t)tl;
         /* the mapping llama.cpp's llama2.c converter applies (load_vocab) */
@@ -127,7 +129,8 @@ static void l2c_vocab(const char *path, uint32_t n, cv_vocab *v)
                           cv_is_byte_token(text, (size_t)tl) ? TOK_BYTE : TOK_NORMAL);
     }
     if (at != len)
-        hc_die("%s: %zu bytes left after %u tokens: not the tokenizer of this checkpoint", path, len - at, n);
+        BAD("%s: %zu bytes left after %u tokens: not the tokenizer of this checkpoint", path, len - at, n);
+#undef BAD
     free(buf);
 }
 

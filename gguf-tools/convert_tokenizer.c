@@ -71,7 +71,7 @@ static int load_spm_model(const char *path, uint32_t n_vocab, cv_vocab *v, char 
 {
     cv_map m;
     if (cv_map_open(&m, path, err, errlen)) return -1;
-    pb b = {m.data, m.data + m.size}, sub, f;
+    pb b = {m.data, m.size ? m.data + m.size : m.data}, sub, f;   /* no NULL + 0 for an empty file */
     uint32_t field, wire, id = 0;
     uint64_t val;
     int r, bad = 0;

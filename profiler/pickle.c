@@ -89,6 +89,8 @@ static int push_int(vm *m, int64_t x)
 static int make_tuple(vm *m, int from)
 {
     int k = m->sp - from;
+    /* An opcode that popped below the innermost mark leaves it above the top. */
+    if (k < 0) return fail(m, "TUPLE: the stack was popped below its MARK");
     if (k > MAX_TUPLE) return fail(m, "tuple of %d items is too long", k);
     int idx = new_value(m, V_TUPLE);
     if (idx < 0) return -1;

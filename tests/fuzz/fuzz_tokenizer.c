@@ -1,9 +1,4 @@
-/* libFuzzer harness for runtime/tokenizer.c.
- *
- *   clang -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -Icommon -Iruntime \
- *       tests/fuzz/fuzz_tokenizer.c runtime/tokenizer.c common/gguf.c common/cli.c \
- *       common/ggml_types.c common/atomic_file.c -lm -o build/fuzz_tokenizer
- *   build/fuzz_tokenizer -max_total_time=60
+/* The tokenizer (runtime/tokenizer.c) on arbitrary bytes; `make fuzz` runs it.
  *
  * Input: byte 0 holds flags (bit 0 add_bos, bit 1 parse_special, bit 2 the
  * built-in vocab with a piece that crosses word starts), the rest is the text.
@@ -16,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "gguf.h"
 #include "tokenizer.h"
 
@@ -80,18 +76,17 @@ static hc_tokenizer *build_vocab(int cross_word)
     return t;
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
+static void init(void)
 {
-    (void)argc; (void)argv;
     const char *p = getenv("HC_FUZZ_VOCAB");
     builtin = !(p && *p);
     vocab[0] = builtin ? build_vocab(0) : open_vocab(p);
     vocab[1] = builtin ? build_vocab(1) : vocab[0];
-    return 0;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+FUZZ_TARGET(fuzz_tokenizer)
 {
+    if (!vocab[0]) init();
     if (size < 1) return 0;
     int bos = data[0] & 1, special = (data[0] >> 1) & 1;
     const hc_tokenizer *t = vocab[(data[0] >> 2) & 1];

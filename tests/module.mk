@@ -1,0 +1,48 @@
+# tests/: the fuzz targets (tests/fuzz/fuzz_NAME.c), the regression test that
+# replays tests/regress/NAME/* through them, and `make fuzz`.
+#
+#   make fuzz [FUZZ_SECONDS=10] [FUZZ_TARGETS="gguf zip"]
+#       builds every target with clang -fsanitize=fuzzer,address,undefined into
+#       build/fuzz/, seeds build/fuzz/corpus/NAME (tests/fuzz/seeds.py and the
+#       fixtures) and runs each for FUZZ_SECONDS; one summary line per target.
+#   make valgrind      tests/test_valgrind.sh on the programs of $(BIN) (~45 s;
+#                      `make test` skips it)
+#   make faults        tests/test_faults.sh (also part of `make test`)
+
+FUZZ_SRCS    := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_ALL     := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRCS))
+FUZZ_TARGETS ?= $(FUZZ_ALL)
+FUZZ_SECONDS ?= 10
+FUZZ_O       := build/fuzz
+FUZZ_OPT     := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+                -fno-sanitize-recover=all -DHC_LIBFUZZER
+
+# The parsers' objects a target may reach (not the kernels, solver or GPTQ).
+FUZZ_DEPS := $(call obj,$(wildcard common/*.c) tests/fuzz/util.c runtime/gpuidx.c runtime/tokenizer.c \
+               $(addprefix gguf-tools/convert_,out.c safetensors.c tokenizer.c) \
+               $(addprefix profiler/,zipread.c pickle.c ptfile.c))
+
+# Built only inside `make fuzz` (O=build/fuzz, clang, FUZZ_OPT).
+$(O)/fuzz/fuzz_%: $(O)/obj/tests/fuzz/fuzz_%.o $(FUZZ_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $^ -o $@ -Wl,--wrap=hc_die $(LDLIBS)
+
+# test_regress links the targets themselves; hc_die is caught as in the fuzzers.
+$(O)/tests/test_regress: $(O)/obj/tests/test_regress.o $(call obj,$(FUZZ_SRCS) tests/fuzz/util.c) $(TEST_SUPPORT) $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(filter %.o,$^) -o $@ -Wl,--wrap=hc_die $(LINK_LIBS)
+
+fuzz:
+	@command -v clang >/dev/null || { echo "fuzz: needs clang (libFuzzer)"; exit 1; }
+	@$(MAKE) --no-print-directory O=$(FUZZ_O) BIN=$(FUZZ_O)/bin CC=clang OPT="$(FUZZ_OPT)" LDSAN= \
+	    $(patsubst %,$(FUZZ_O)/fuzz/fuzz_%,$(FUZZ_TARGETS))
+	@FUZZ_O=$(FUZZ_O) sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+.PHONY: valgrind faults
+valgrind:
+	@$(MAKE) --no-print-directory $(PROGRAMS)
+	@HC_VALGRIND=1 HC_BIN=$(abspath $(BIN)) sh tests/test_valgrind.sh
+
+faults:
+	@$(MAKE) --no-print-directory $(PROGRAMS)
+	@HC_BIN=$(abspath $(BIN)) sh tests/test_faults.sh

@@ -1,0 +1,201 @@
+#!/bin/sh
+# Faults: a full disk (RLIMIT_FSIZE, and a tiny tmpfs where mount is allowed),
+# SIGKILL while writing, unreadable and truncated inputs, and huge declared
+# sizes under a small address-space limit. Every writer must leave nothing
+# under the final name (or the previous file there untouched), no temporary
+# file after an error, and its inputs byte-identical. HC_FAULTS_SHOW=1 prints
+# each tool's message (docs/readme/90-hardening.md quotes them).
+. tests/lib.sh
+C="$HC_BIN/hc-convert" G="$HC_BIN/hc-gguf" Q="$HC_BIN/hc-quantize" R="$HC_BIN/hc-run"
+P="$HC_BIN/hc-profile" S="$HC_BIN/hc-solve"
+
+# refused NAME PATTERN COMMAND...: exit 1; stderr ends with one line
+# "hc-NAME: ..." holding PATTERN (progress notes may come before it)
+refused() {
+    name=$1; pat=$2; shift 2
+    "$@" >"$T/out" 2>"$T/err"
+    rc=$?
+    last=$(tail -n 1 "$T/err")
+    [ -n "${HC_FAULTS_SHOW:-}" ] && echo "# $name: $last"
+    if [ $rc -ne 1 ]; then fail "$name" "exit $rc (want 1): $(head -c 300 "$T/err")"
+    elif ! printf '%s\n' "$last" | grep -q '^hc-[a-z]*: '; then fail "$name" "last line is not 'hc-...: ': $last"
+    elif ! printf '%s\n' "$last" | grep -q -- "$pat"; then fail "$name" "no '$pat' in: $last"
+    else ok "$name"; fi
+}
+# no_output NAME DIR FILE: neither FILE nor a temporary file is in DIR
+no_output() {
+    if [ -e "$2/$3" ]; then fail "$1" "$2/$3 exists"
+    elif ls -A "$2" | grep -q '\.tmp'; then fail "$1" "temporary file left: $(ls -A "$2" | grep '\.tmp')"
+    else ok "$1"; fi
+}
+sums() { for f in "$@"; do cksum <"$f"; done; }
+
+# ---------------------------------------------------------------- inputs
+M="$T/m.gguf"
+"$C" synth -o "$M" --dim 32 --n-ff 64 --layers 2 --heads 4 --vocab 300 --ctx 64 || { fail setup "synth"; finish; }
+printf 'the cat sat on the mat. the dog ran.\n%.0s' 1 2 3 4 5 6 7 8 >"$T/corpus.txt"
+"$P" -m "$M" -f "$T/corpus.txt" -o "$T/s.gguf" -c 16 -t 1 >/dev/null 2>&1 || { fail setup "profile"; finish; }
+"$S" -m "$M" -s "$T/s.gguf" --vram-budget 1M --greedy -o "$T/m.gpuidx" >/dev/null 2>&1 || { fail setup "solve"; finish; }
+"$C" synth -o "$T/big.gguf" --dim 256 --n-ff 1024 --layers 8 --vocab 2048 >/dev/null 2>&1 || { fail setup "synth big"; finish; }
+INPUTS="$M $T/big.gguf $T/corpus.txt $T/s.gguf $T/m.gpuidx"
+have_fixtures && INPUTS="$INPUTS $HC_FIXTURES/stories260K.bin $HC_FIXTURES/tok512.bin"
+before=$(sums $INPUTS)
+
+# ---------------------------------------------------------------- full disk
+# RLIMIT_FSIZE with SIGXFSZ ignored: write() fails with EFBIG part-way.
+mkdir -p "$T/full"
+fsz() { (trap '' XFSZ; ulimit -f "$1"; shift; exec "$@"); }
+refused full_synth "File too large" fsz 20 "$C" synth -o "$T/full/a.gguf" --dim 64 --n-ff 256 --layers 2
+no_output full_synth_clean "$T/full" a.gguf
+refused full_quantize "File too large" fsz 8 "$Q" -q "$M" "$T/full/q.gguf" q8_0
+no_output full_quantize_clean "$T/full" q.gguf
+refused full_profile "File too large" fsz 1 "$P" -m "$M" -f "$T/corpus.txt" -o "$T/full/s.gguf" -c 16 -t 1
+no_output full_profile_clean "$T/full" s.gguf
+refused full_merge "File too large" fsz 1 "$P" merge "$T/s.gguf" "$T/s.gguf" -o "$T/full/s2.gguf"
+no_output full_merge_clean "$T/full" s2.gguf
+refused full_solve "File too large" fsz 1 "$S" -m "$M" -s "$T/s.gguf" --vram-budget 1M --greedy -o "$T/full/m.gpuidx"
+no_output full_solve_clean "$T/full" m.gpuidx
+if have_fixtures; then
+    refused full_llama2c "File too large" fsz 100 "$C" llama2c "$HC_FIXTURES/stories260K.bin" "$HC_FIXTURES/tok512.bin" -o "$T/full/l.gguf"
+    no_output full_llama2c_clean "$T/full" l.gguf
+fi
+# A previous file under the final name survives a failed write.
+cp "$M" "$T/full/keep.gguf"
+refused full_keeps_old "File too large" fsz 8 "$Q" -q "$M" "$T/full/keep.gguf" q8_0
+if cmp -s "$M" "$T/full/keep.gguf"; then ok full_keeps_old_file; else fail full_keeps_old_file "changed"; fi
+
+# A real ENOSPC: a 64 KiB tmpfs (needs mount permission).
+mkdir -p "$T/mnt"
+if mount -t tmpfs -o size=64k hcfaults "$T/mnt" 2>/dev/null; then
+    refused enospc_synth "No space left" "$C" synth -o "$T/mnt/a.gguf"
+    no_output enospc_synth_clean "$T/mnt" a.gguf
+    refused enospc_quantize "No space left" "$Q" -q "$M" "$T/mnt/q.gguf" f16
+    no_output enospc_quantize_clean "$T/mnt" q.gguf
+    umount "$T/mnt"
+else
+    skip enospc "cannot mount a tmpfs here"
+fi
+
+# ---------------------------------------------------------------- SIGKILL mid-write
+# Start a big write, kill -9 once its temporary file has data: nothing under
+# the final name (or the old file there intact); the input unchanged.
+killed() {
+    name=$1 dir=$2 out=$3; shift 3
+    "$@" >/dev/null 2>&1 &
+    pid=$!
+    i=0
+    while [ $i -lt 600 ]; do
+        tmp=$(ls -A "$dir" | grep '\.tmp' | head -1)
+        [ -n "$tmp" ] && [ "$(wc -c <"$dir/$tmp" 2>/dev/null || echo 0)" -gt 100000 ] && break
+        sleep 0.05; i=$((i + 1))
+    done
+    kill -9 $pid 2>/dev/null
+    wait $pid 2>/dev/null
+    if [ -z "$tmp" ]; then skip "$name" "no temporary file seen before the end"
+    elif [ -e "$dir/$out" ] && ! cmp -s "$dir/$out" "$T/old.gguf"; then fail "$name" "$dir/$out was replaced"
+    else ok "$name"; fi
+    rm -f "$dir"/.*.tmp*
+}
+mkdir -p "$T/kill"
+killed kill_synth "$T/kill" big.gguf "$C" synth -o "$T/kill/big.gguf" --dim 512 --n-ff 2048 --layers 8 --vocab 4096
+cp "$M" "$T/old.gguf"; cp "$M" "$T/kill/q.gguf"
+killed kill_quantize_keeps_old "$T/kill" q.gguf "$Q" -q -t 1 "$T/big.gguf" "$T/kill/q.gguf" f16
+
+# ---------------------------------------------------------------- unreadable inputs
+# (root ignores chmod 000: a directory and a FIFO stand in for unreadable files)
+mkdir -p "$T/dir.gguf"
+refused dir_gguf "$T/dir.gguf" "$G" check "$T/dir.gguf"
+refused dir_quantize "$T/dir.gguf" "$Q" "$T/dir.gguf" "$T/x.gguf" q8_0
+refused dir_run "$T/dir.gguf" "$R" -m "$T/dir.gguf" -n 1
+refused dir_profile "$T/dir.gguf" "$P" -m "$T/dir.gguf" -f "$T/corpus.txt" -o "$T/x.gguf"
+refused dir_solve_stats "$T/dir.gguf" "$S" -m "$M" -s "$T/dir.gguf" --vram-budget 1M -o "$T/x.gpuidx"
+refused dir_llama2c "$T/dir.gguf" "$C" llama2c "$T/dir.gguf" "$T/dir.gguf" -o "$T/x.gguf"
+refused dir_corpus "$T/dir.gguf" "$P" -m "$M" -f "$T/dir.gguf" -o "$T/x.gguf"
+mkfifo "$T/fifo.gguf"
+(printf 'GGUF junk' >"$T/fifo.gguf" &)
+refused fifo_gguf "$T/fifo.gguf" timeout 20 "$G" check "$T/fifo.gguf"
+if [ "$(id -u)" -ne 0 ]; then
+    cp "$M" "$T/locked.gguf"; chmod 000 "$T/locked.gguf"
+    refused unreadable_gguf "Permission denied" "$G" check "$T/locked.gguf"
+else
+    skip unreadable_chmod "root reads chmod 000 files"
+fi
+refused missing_run "No such file" "$R" -m "$T/none.gguf" -n 1
+no_output no_stray_outputs "$T" x.gguf
+
+# ---------------------------------------------------------------- truncated inputs
+head -c 5000 "$M" >"$T/short.gguf"
+head -c 1000 "$T/s.gguf" >"$T/short-stats.gguf"
+head -c 300 "$T/m.gpuidx" >"$T/short.gpuidx"
+refused short_gguf "past end of file" "$G" check "$T/short.gguf"
+refused short_dump "offset" "$G" dump "$T/short.gguf"
+refused short_quantize "past end of file" "$Q" "$T/short.gguf" "$T/x.gguf" q8_0
+refused short_run "past end of file" "$R" -m "$T/short.gguf" -n 1
+refused short_profile "past end of file" "$P" -m "$T/short.gguf" -f "$T/corpus.txt" -o "$T/x.gguf"
+refused short_solve_model "past end of file" "$S" -m "$T/short.gguf" -s "$T/s.gguf" --vram-budget 1M -o "$T/x.gpuidx"
+refused short_solve_stats "past end of file" "$S" -m "$M" -s "$T/short-stats.gguf" --vram-budget 1M -o "$T/x.gpuidx"
+refused short_merge "past end of file" "$P" merge "$T/s.gguf" "$T/short-stats.gguf" -o "$T/x.gguf"
+refused short_show "past end of file" "$P" show "$T/short-stats.gguf"
+refused short_gpuidx "cannot fit" "$R" -m "$M" -n 1 --gpu-index "$T/short.gpuidx"
+: >"$T/empty"
+refused empty_gguf "offset 0" "$G" check "$T/empty"
+if have_fixtures; then
+    head -c 100000 "$HC_FIXTURES/stories260K.bin" >"$T/short.bin"
+    head -c 3000 "$HC_FIXTURES/tok512.bin" >"$T/short-tok.bin"
+    refused short_llama2c "header describes" "$C" llama2c "$T/short.bin" "$HC_FIXTURES/tok512.bin" -o "$T/x.gguf"
+    refused short_tokenizer "ends at token" "$C" llama2c "$HC_FIXTURES/stories260K.bin" "$T/short-tok.bin" -o "$T/x.gguf"
+fi
+no_output no_stray_outputs_short "$T" x.gguf
+
+# ---------------------------------------------------------------- huge declared sizes
+# Tiny files declaring 2^40 elements: refused from the header, before any
+# allocation, also under a 1 GiB address-space limit (not with ASan, which
+# reserves terabytes of shadow memory).
+le64() { v=$1; i=0; while [ $i -lt 8 ]; do printf "\\$(printf %03o $((v & 255)))"; v=$((v >> 8)); i=$((i + 1)); done; }
+le32() { v=$1; i=0; while [ $i -lt 4 ]; do printf "\\$(printf %03o $((v & 255)))"; v=$((v >> 8)); i=$((i + 1)); done; }
+gstr() { le64 ${#1}; printf %s "$1"; }
+# one F32 tensor of [2^20, 2^20] elements, no data
+{ printf GGUF; le32 3; le64 1; le64 0; gstr w; le32 2; le64 1048576; le64 1048576; le32 0; le64 0; } >"$T/huge-tensor.gguf"
+# an array KV of 2^40 u8
+{ printf GGUF; le32 3; le64 0; le64 1; gstr k; le32 9; le32 0; le64 1099511627776; } >"$T/huge-array.gguf"
+# 2^40 KVs and 2^40 tensors
+{ printf GGUF; le32 3; le64 1099511627776; le64 1099511627776; } >"$T/huge-count.gguf"
+# llama2.c: dim 2^20, hidden 2^22, 4096 layers
+{ le32 1048576; le32 4194304; le32 4096; le32 1; le32 1; le32 32000; le32 256; } >"$T/huge.bin"
+# tokenizer.bin whose first token claims 2^31-1 bytes
+{ le32 10; le32 0; le32 2147483647; } >"$T/huge-tok.bin"
+# safetensors: header length 2^40; and a [2^20, 2^20] F32 tensor in 8 bytes
+mkdir -p "$T/hf1" "$T/hf2"
+{ le64 1099511627776; printf '{}'; } >"$T/hf1/model.safetensors"
+h='{"w":{"dtype":"F32","shape":[1048576,1048576],"data_offsets":[0,8]}}'
+{ le64 ${#h}; printf %s "$h"; le64 0; } >"$T/hf2/model.safetensors"
+for d in hf1 hf2; do
+    printf '{"architectures":["LlamaForCausalLM"],"hidden_size":64,"intermediate_size":128,"num_hidden_layers":1,"num_attention_heads":4,"vocab_size":300}' >"$T/$d/config.json"
+    printf '{"model":{"type":"BPE","byte_fallback":true,"vocab":{"<unk>":0,"<s>":1,"</s>":2},"merges":[]}}' >"$T/$d/tokenizer.json"
+done
+asan=0
+grep -q __asan_init "$G" 2>/dev/null && asan=1
+vmem() { if [ $asan = 1 ]; then "$@"; else (ulimit -v 1048576; exec "$@"); fi; }
+[ $asan = 1 ] && skip huge_ulimit "ASan build: no address-space limit"
+refused huge_tensor "runs past end of file" vmem "$G" check "$T/huge-tensor.gguf"
+refused huge_tensor_run "runs past end of file" vmem "$R" -m "$T/huge-tensor.gguf" -n 1
+refused huge_array "exceeds 2^30" vmem "$G" check "$T/huge-array.gguf"
+refused huge_count "huge-count.gguf: offset" vmem "$G" dump "$T/huge-count.gguf"
+refused huge_count_quantize "huge-count.gguf: offset" vmem "$Q" "$T/huge-count.gguf" "$T/x.gguf" q8_0
+refused huge_llama2c "huge.bin" vmem "$C" llama2c "$T/huge.bin" "$T/huge-tok.bin" -o "$T/x.gguf"
+if have_fixtures; then
+    refused huge_tokenizer "runs past the end of the file" vmem "$C" llama2c "$HC_FIXTURES/stories260K.bin" "$T/huge-tok.bin" -o "$T/x.gguf"
+fi
+refused huge_st_header "not a safetensors file" vmem "$C" hf "$T/hf1" -o "$T/x.gguf"
+refused huge_st_shape "byte size does not match" vmem "$C" hf "$T/hf2" -o "$T/x.gguf"
+no_output no_stray_outputs_huge "$T" x.gguf
+
+# ---------------------------------------------------------------- control bytes in names
+# A key named "a<LF>b" twice: the message quotes it, on one line.
+{ printf GGUF; le32 3; le64 0; le64 2; gstr "$(printf 'a\nb')"; le32 4; le32 1; gstr "$(printf 'a\nb')"; le32 4; le32 2; } >"$T/ctl.gguf"
+refused control_bytes_one_line "duplicate key 'a?b'" "$G" check "$T/ctl.gguf"
+
+# ---------------------------------------------------------------- inputs untouched
+after=$(sums $INPUTS)
+if [ "$before" = "$after" ]; then ok inputs_unchanged; else fail inputs_unchanged "a checksum changed"; fi
+finish
