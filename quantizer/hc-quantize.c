@@ -35,13 +35,16 @@ static void usage(FILE *fp)
         "\n"
         "GPTQ options (TYPE GPTQ):\n"
         "      --calib FILE              calibration text\n"
-        "      --group-size N            columns per quantization group (default 32)\n"
+        "      --group-size N            columns per quantization group (default 128; 32 with --export)\n"
         "      --act-order               quantize columns in order of decreasing Hessian diagonal\n"
+        "                                (static groups: g_idx stays k / group size)\n"
         "      --sym | --asym            symmetric (default) or asymmetric grid\n"
         "      --damp F                  damping, fraction of the mean Hessian diagonal (default 0.01)\n"
         "      --calib-tokens N          calibration tokens (default 4096)\n"
         "      --ctx N                   tokens per calibration sequence (default 256)\n"
-        "      --export q4_0|q4_1        ggml type written (default q4_0)\n");
+        "      --export q4_0|q4_1        write ggml Q4_0 (sym) / Q4_1 (asym) blocks instead of the\n"
+        "                                native layout (<name>.qweight/.scales/.qzeros[/.g_idx])\n"
+        "      --rtn                     round to nearest on the same grid, no error feedback (baseline)\n");
 }
 
 /* A type the plain quantizer writes, by name; -1 otherwise. */
@@ -62,7 +65,7 @@ static long parse_long(const char *opt, const char *s, long min, long max)
 
 enum {
     OPT_ALLOW_REQ = 256, OPT_PURE, OPT_OUT_TYPE, OPT_EMB_TYPE,
-    OPT_CALIB, OPT_GROUP, OPT_ACT_ORDER, OPT_SYM, OPT_ASYM, OPT_DAMP, OPT_CALIB_TOKENS, OPT_CTX, OPT_EXPORT,
+    OPT_CALIB, OPT_GROUP, OPT_ACT_ORDER, OPT_SYM, OPT_ASYM, OPT_DAMP, OPT_CALIB_TOKENS, OPT_CTX, OPT_EXPORT, OPT_RTN,
 };
 
 int main(int argc, char **argv)
@@ -84,12 +87,13 @@ int main(int argc, char **argv)
         { "calib-tokens", required_argument, NULL, OPT_CALIB_TOKENS },
         { "ctx", required_argument, NULL, OPT_CTX },
         { "export", required_argument, NULL, OPT_EXPORT },
+        { "rtn", no_argument, NULL, OPT_RTN },
         { NULL, 0, NULL, 0 },
     };
     hc_prog = "hc-quantize";
     hc_quant_opts o = { .output_type = HC_TYPE_DEFAULT, .token_embd_type = HC_TYPE_DEFAULT };
-    hc_gptq_opts g = { .group_size = 32, .sym = 1, .damp = 0.01f, .calib_tokens = 4096, .ctx = 256,
-                       .export_type = GGML_TYPE_Q4_0 };
+    hc_gptq_opts g = { .sym = -1, .damp = 0.01f, .calib_tokens = 4096, .ctx = 256,
+                       .export_type = HC_TYPE_DEFAULT };
     const char *gptq_opt = NULL;   /* a GPTQ option seen, for the error when TYPE is not GPTQ */
     long nthreads = sysconf(_SC_NPROCESSORS_ONLN);
     int c;
@@ -129,6 +133,7 @@ int main(int argc, char **argv)
             g.export_type = (uint32_t)ggml_type_from_name(optarg);
             gptq_opt = "--export";
             break;
+        case OPT_RTN: g.rtn = 1; gptq_opt = "--rtn"; break;
         default: usage(stderr); return 1;
         }
     }
@@ -144,7 +149,6 @@ int main(int argc, char **argv)
 
     if (strcasecmp(type, "GPTQ") == 0) {
 #ifdef HAVE_GPTQ
-        o.type = g.export_type;
         if (hc_gptq_quantize(&o, &g, err, sizeof err) != 0)
             hc_die("%s", err);
         return 0;

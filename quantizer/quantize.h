@@ -26,13 +26,14 @@ typedef struct {
  * hc_quantize_model with its hook). */
 typedef struct {
     const char *calib;        /* --calib FILE: calibration text */
-    int group_size;           /* --group-size, default 32 (one ggml block) */
+    int group_size;           /* --group-size; 0: 128 native, 32 with --export */
     int act_order;            /* --act-order */
-    int sym;                  /* --sym (1, default) or --asym (0) */
+    int sym;                  /* --sym (1) or --asym (0); -1: unset (sym, or what --export implies) */
     float damp;               /* --damp, fraction of the mean Hessian diagonal, default 0.01 */
     int calib_tokens;         /* --calib-tokens, default 4096 */
     int ctx;                  /* --ctx, tokens per calibration sequence, default 256 */
-    uint32_t export_type;     /* --export q4_0 (default) | q4_1 */
+    uint32_t export_type;     /* --export q4_0 | q4_1; HC_TYPE_DEFAULT: the native GPTQ layout */
+    int rtn;                  /* --rtn: round to nearest on the same grid (the baseline) */
 } hc_gptq_opts;
 
 /* ------------------------------------------------------------ planning */
@@ -82,6 +83,8 @@ struct hc_tensor_hook {
     void *ctx;
     int (*quantize)(void *ctx, const gguf_tensor *t, uint32_t type, void *dst,
                     char *err, size_t errlen);
+    /* Optional: add KVs after general.file_type (GPTQ's provenance). */
+    void (*add_kvs)(void *ctx, gguf_writer *w);
 };
 
 /* Read o->in, write o->out atomically. hook may be NULL. Returns 0, or -1

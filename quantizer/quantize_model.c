@@ -91,8 +91,8 @@ static int convert_tensor(run *r, const hc_quant_item *it)
 }
 
 /* The writer with every KV and tensor declared, in output order. */
-static gguf_writer *declare(const gguf_file *f, const hc_quant_opts *o, const hc_quant_item *items,
-                            char *err, size_t errlen)
+static gguf_writer *declare(const gguf_file *f, const hc_quant_opts *o, const hc_tensor_hook *hook,
+                            const hc_quant_item *items, char *err, size_t errlen)
 {
     gguf_writer *w = gguf_writer_new(f->variant);   /* a PWRI input stays PWRI */
     for (uint64_t i = 0; i < f->n_kv; i++)
@@ -102,6 +102,8 @@ static gguf_writer *declare(const gguf_file *f, const hc_quant_opts *o, const hc
     gguf_remove_key(w, "general.file_type");
     gguf_set_u32(w, "general.quantization_version", 2);
     gguf_set_u32(w, "general.file_type", (uint32_t)hc_ftype_of(o->type));
+    if (hook && hook->add_kvs)
+        hook->add_kvs(hook->ctx, w);
     for (uint64_t i = 0; i < f->n_tensors; i++)
         gguf_add_tensor(w, items[i].t->name, items[i].type, items[i].t->n_dims, items[i].t->ne, NULL);
     if (gguf_writer_error(w)[0]) {
@@ -120,7 +122,7 @@ int hc_quantize_model(const hc_quant_opts *o, const hc_tensor_hook *hook, char *
     /* one sequential pass over the input */
     posix_madvise((void *)f->base, f->size, POSIX_MADV_SEQUENTIAL);
     hc_quant_item *items = hc_quant_plan(f, o, hook, err, errlen);
-    gguf_writer *w = items ? declare(f, o, items, err, errlen) : NULL;
+    gguf_writer *w = items ? declare(f, o, hook, items, err, errlen) : NULL;
     run r = { o, hook, w, NULL, 0, err, errlen };
     int rc = w ? gguf_writer_begin(w, o->out, err, errlen) : -1;
     if (rc == 0 && !o->quiet)

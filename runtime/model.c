@@ -6,8 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "ggml_types.h"
 #include "kernels.h"
+#include "kernels_gptq.h"
 
 typedef struct {
     hc_model *m;
@@ -114,13 +117,38 @@ static const char *shape_str(const gguf_tensor *t, char *buf, size_t len)
     return buf;
 }
 
+/* The GPTQ companions of name as weight w (kernels_gptq.h): 1 if there are none. */
+static int load_gptq(loader *L, const char *name, int n, int rows, hc_weight *w)
+{
+    hc_gptq *g = malloc(sizeof *g);
+    hc_gptq **list = g ? realloc(L->m->gptq, sizeof *list * (size_t)(L->m->n_gptq + 1)) : NULL;
+    if (!list) {
+        free(g);
+        return fail(L, "out of memory");
+    }
+    L->m->gptq = list;
+    char msg[256];
+    int rc = hc_gptq_from_gguf(L->m->file, name, n, rows, g, msg, sizeof msg);
+    if (rc != 0) {
+        free(g);
+        return rc > 0 ? 1 : fail(L, "%s", msg);
+    }
+    list[L->m->n_gptq++] = g;
+    *w = (hc_weight){ .kind = HC_WEIGHT_GPTQ, .type = GGML_TYPE_I32, .n = n, .rows = g->rows, .ext = g };
+    return 0;
+}
+
 /* A 2-D matrix {n, rows}; rows < 0 accepts any row count (the predictor's r).
  * Absent: error when required, else w->kind stays NONE. */
 static int load_weight(loader *L, const char *name, int n, int rows, int required, hc_weight *w)
 {
     const gguf_tensor *t = gguf_get_tensor(L->m->file, name);
     memset(w, 0, sizeof *w);
-    if (!t) return required ? fail(L, "missing tensor %s", name) : 0;
+    if (!t) {
+        int rc = load_gptq(L, name, n, rows, w);
+        if (rc <= 0) return rc;
+        return required ? fail(L, "missing tensor %s", name) : 0;
+    }
     char got[96];
     if (t->ne[0] != n || (rows >= 0 && t->ne[1] != rows) || t->ne[1] < 1 || t->ne[1] > INT32_MAX ||
         t->ne[2] != 1 || t->ne[3] != 1) {
@@ -178,6 +206,20 @@ static int load_layer(loader *L, int il)
     return 0;
 }
 
+/* Fault the tensor data into the page tables now, as llama.cpp's
+ * MAP_POPULATE does: the first token then streams weights instead of taking
+ * a page fault every 4 KiB. Advice only: failure changes nothing. */
+static void map_weights(const gguf_file *f)
+{
+    if (!f->owns_map || f->data_offset >= f->size) return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), off = (size_t)f->data_offset & ~(page - 1);
+    void *p = (void *)(f->base + off);
+    madvise(p, f->size - off, MADV_WILLNEED);
+#ifdef MADV_POPULATE_READ
+    madvise(p, f->size - off, MADV_POPULATE_READ);
+#endif
+}
+
 hc_model *hc_model_load(const char *path, char *err, size_t errlen)
 {
     hc_model *m = calloc(1, sizeof *m);
@@ -209,6 +251,7 @@ hc_model *hc_model_load(const char *path, char *err, size_t errlen)
     if (m->output.kind == HC_WEIGHT_NONE) m->output = m->token_embd;   /* tied embeddings */
     for (int il = 0; il < hp->n_layer; il++)
         if (load_layer(&L, il)) goto bad;
+    map_weights(m->file);
     return m;
 bad:
     hc_model_free(m);
@@ -219,6 +262,11 @@ void hc_model_free(hc_model *m)
 {
     if (!m) return;
     gguf_close(m->file);
+    for (int i = 0; i < m->n_gptq; i++) {
+        hc_gptq_free(m->gptq[i]);
+        free(m->gptq[i]);
+    }
+    free(m->gptq);
     free(m->layers);
     free(m->norms);
     free(m->path);

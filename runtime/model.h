@@ -55,6 +55,8 @@ typedef struct {
     const float *output_norm;         /* [n_embd] */
     hc_layer *layers;                 /* [n_layer] */
     float *norms;                     /* storage of every norm vector */
+    struct hc_gptq **gptq;            /* INT4-GPTQ weights loaded (owned), n_gptq of them */
+    int n_gptq;
 } hc_model;
 
 /* NULL + one line "PATH: what is wrong" in err for any file it cannot run. */

@@ -13,6 +13,7 @@
 enum hc_weight_kind {
     HC_WEIGHT_NONE = 0,   /* absent (optional tensor not in the file) */
     HC_WEIGHT_GGML = 1,   /* rows of ggml type `type`, ggml layout (runtime/kernels.h) */
+    HC_WEIGHT_GPTQ = 2,   /* INT4-GPTQ, ext = struct hc_gptq (runtime/kernels_gptq.h) */
 };
 
 typedef struct {

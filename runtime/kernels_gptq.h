@@ -1,0 +1,66 @@
+/* INT4-GPTQ weights in the runtime (kind HC_WEIGHT_GPTQ of weight.h).
+ *
+ * The file layout (HF/AutoGPTQ qweight/scales/qzeros/g_idx, see
+ * docs/readme/45-gptq.md) is repacked once at load into rows: each output
+ * row holds its codes in input order, 32 codes per 16 bytes in ggml's Q4
+ * nibble order (byte j: code j low, code j+16 high), the row padded with
+ * zero codes to a multiple of 32; and per group {scale, -scale*zero} as f32.
+ * A non-trivial g_idx is handled by sorting the inputs by group at load
+ * (stable counting sort) and gathering x in that order when the activation
+ * is prepared, so groups are always contiguous.
+ *
+ * Product: y_r = Σ_g s_g·(Σ_{k∈g} q_k x_k) + (−s_g z_g)·X_g, where the group
+ * sums X_g = Σ_{k∈g} x_k are computed once per activation vector (the
+ * zero point costs one multiply-add per group, not per weight). */
+#ifndef HC_KERNELS_GPTQ_H
+#define HC_KERNELS_GPTQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gguf.h"
+
+typedef struct hc_gptq {
+    int n, rows;              /* inputs, outputs */
+    int gs, n_groups;         /* group size, ceil(n / gs) */
+    int kp;                   /* n rounded up to 32 */
+    uint8_t *codes;           /* rows × kp/2 bytes */
+    float *sm;                /* rows × n_groups × {scale, -scale*zero} */
+    int32_t *perm;            /* NULL, or [n]: position i holds input perm[i] */
+} hc_gptq;
+
+/* Repack from the file layout: qweight [ceil(n/8)][rows] I32, scales [G][rows]
+ * F16, qzeros [G][ceil(rows/8)] I32 (true zero points), g_idx [n] I32 or NULL
+ * (then k / gs). 0, or -1 with a message (bad g_idx, out of memory). */
+int hc_gptq_load(hc_gptq *g, int n, int rows, int gs, const int32_t *qweight, const uint16_t *scales,
+                 const int32_t *qzeros, const int32_t *g_idx, char *err, size_t errlen);
+void hc_gptq_free(hc_gptq *g);
+
+/* The GPTQ companions <name>.qweight/.scales/.qzeros[/.g_idx] of a weight of
+ * n inputs and `rows` outputs (rows < 0: any) in a GGUF file written by
+ * hc-quantize GPTQ (KVs hotcold.gptq.bits = 4, .group_size, .zero_format
+ * "v2"), checked and repacked (gptq_load.c). 1 when the file has no
+ * <name>.qweight; 0 when loaded; -1 with "what is wrong" in err. */
+int hc_gptq_from_gguf(const gguf_file *f, const char *name, int n, int rows, hc_gptq *g,
+                      char *err, size_t errlen);
+
+/* Prepared activation: kp floats of x (gathered by perm, zero-padded), then
+ * the n_groups group sums. */
+size_t hc_gptq_act_bytes(const hc_gptq *g);
+void hc_gptq_act_prepare(const hc_gptq *g, const float *x, void *act);
+/* 1 if a prepared activation of a serves b. */
+int hc_gptq_same_act(const hc_gptq *a, const hc_gptq *b);
+
+/* y[b*y_stride + r - row0] = row r · activation b (as hc_weight_matvec).
+ * Follows hc_kernel_isa() (so hc_kernel_force picks the path): AVX-512 or
+ * AVX2+FMA when gs % 32 == 0, else scalar; _ref is the scalar reference. */
+void hc_gptq_matvec(const hc_gptq *g, int row0, int row1, const void *acts, size_t act_stride,
+                    int B, float *y, size_t y_stride);
+void hc_gptq_matvec_ref(const hc_gptq *g, int row0, int row1, const void *acts, size_t act_stride,
+                        int B, float *y, size_t y_stride);
+
+/* Row r dequantized (scale·(q − zero)), in input order. */
+void hc_gptq_row(const hc_gptq *g, int r, float *out);
+/* Bytes the product reads (codes and group parameters). */
+size_t hc_gptq_bytes(const hc_gptq *g);
+
+#endif

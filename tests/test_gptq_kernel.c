@@ -1,0 +1,189 @@
+/* The runtime's INT4-GPTQ weights: repacking from the HF layout, the scalar
+ * reference against a product computed straight from qweight/scales/qzeros
+ * (g_idx included), every SIMD path against the reference, dequantized
+ * rows, and bad g_idx refused. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ggml_types.h"
+#include "harness.h"
+#include "kernels.h"
+#include "kernels_gptq.h"
+
+static uint64_t rng = 7;
+static uint32_t urand(void)
+{
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (uint32_t)(rng >> 32);
+}
+static float frand(void) { return (float)(urand() >> 8) / 16777216.0f * 2.0f - 1.0f; }
+
+typedef struct {
+    int n, rows, gs, G;
+    int32_t *qw, *qz, *gi;
+    uint16_t *sc;
+} file_weight;
+
+/* Random file-layout weight; g_idx NULL, or groups of exactly gs inputs in shuffled order. */
+static void make_weight(file_weight *f, int n, int rows, int gs, int shuffled)
+{
+    f->n = n;
+    f->rows = rows;
+    f->gs = gs;
+    f->G = (n + gs - 1) / gs;
+    const int kw = (n + 7) / 8, zw = (rows + 7) / 8;
+    f->qw = calloc((size_t)kw * rows, sizeof *f->qw);
+    f->qz = calloc((size_t)f->G * zw, sizeof *f->qz);
+    f->sc = malloc(sizeof *f->sc * (size_t)f->G * rows);
+    for (int k = 0; k < n; k++)
+        for (int r = 0; r < rows; r++) f->qw[(k / 8) * rows + r] |= (int32_t)((urand() & 15u) << (4 * (k % 8)));
+    for (int g = 0; g < f->G; g++)
+        for (int r = 0; r < rows; r++) {
+            f->qz[g * zw + r / 8] |= (int32_t)((urand() & 15u) << (4 * (r % 8)));
+            f->sc[g * rows + r] = fp32_to_fp16(0.01f + 0.05f * (frand() + 1.0f));
+        }
+    f->gi = NULL;
+    if (shuffled) {
+        f->gi = malloc(sizeof *f->gi * (size_t)n);
+        for (int k = 0; k < n; k++) f->gi[k] = k / gs;
+        for (int k = n - 1; k > 0; k--) {   /* Fisher-Yates: same group sizes, any order */
+            int j = (int)(urand() % (uint32_t)(k + 1)), t = f->gi[k];
+            f->gi[k] = f->gi[j];
+            f->gi[j] = t;
+        }
+    }
+}
+
+static void free_weight(file_weight *f)
+{
+    free(f->qw);
+    free(f->qz);
+    free(f->sc);
+    free(f->gi);
+}
+
+/* W[r][k] straight from the file layout: scale[g][r] * (q[k][r] - zero[g][r]), g = g_idx[k]. */
+static double file_value(const file_weight *f, int r, int k)
+{
+    const int g = f->gi ? f->gi[k] : k / f->gs, zw = (f->rows + 7) / 8;
+    const int q = (int)(((uint32_t)f->qw[(k / 8) * f->rows + r] >> (4 * (k % 8))) & 15u);
+    const int z = (int)(((uint32_t)f->qz[g * zw + r / 8] >> (4 * (r % 8))) & 15u);
+    return (double)fp16_to_fp32(f->sc[g * f->rows + r]) * (q - z);
+}
+
+static void check_shape(int n, int rows, int gs, int shuffled)
+{
+    enum { B = 3 };
+    file_weight f;
+    make_weight(&f, n, rows, gs, shuffled);
+    hc_gptq g;
+    char err[256];
+    if (hc_gptq_load(&g, n, rows, gs, f.qw, f.sc, f.qz, f.gi, err, sizeof err) != 0) {
+        th_fail(__FILE__, __LINE__, "load: %s", err);
+        free_weight(&f);
+        return;
+    }
+    const size_t ab = hc_gptq_act_bytes(&g);
+    float *x = malloc(sizeof(float) * (size_t)n * B), *row = malloc(sizeof(float) * (size_t)n);
+    char *acts = malloc(ab * B);
+    float *y_ref = malloc(sizeof(float) * (size_t)rows * B), *y = malloc(sizeof(float) * (size_t)rows * B);
+    for (int i = 0; i < n * B; i++) x[i] = frand();
+    for (int b = 0; b < B; b++) hc_gptq_act_prepare(&g, x + (size_t)b * n, acts + (size_t)b * ab);
+    hc_gptq_matvec_ref(&g, 0, rows, acts, ab, B, y_ref, (size_t)rows);
+    int bad = 0;
+    for (int r = 0; r < rows && !bad; r++) {
+        hc_gptq_row(&g, r, row);
+        for (int b = 0; b < B && !bad; b++) {
+            double want = 0, mag = 0;
+            for (int k = 0; k < n; k++) {
+                const double w = file_value(&f, r, k);
+                want += w * x[(size_t)b * n + k];
+                mag += fabs(w * x[(size_t)b * n + k]);
+                if (b == 0 && row[k] != (float)w) bad = 1;
+            }
+            if (fabs(y_ref[(size_t)b * rows + r] - want) > 1e-5 * mag + 1e-6) bad = 2;
+        }
+    }
+    const char *isas[] = { "avx512", "avx2", "scalar" };
+    for (size_t i = 0; i < sizeof isas / sizeof *isas && !bad; i++) {
+        if (hc_kernel_force(isas[i]) != 0) continue;   /* not on this CPU */
+        hc_gptq_matvec(&g, 0, rows, acts, ab, B, y, (size_t)rows);
+        for (int j = 0; j < rows * B; j++)
+            if (fabsf(y[j] - y_ref[j]) > 1e-5f * (1.0f + fabsf(y_ref[j]))) bad = 3;
+        /* any row split gives the same values */
+        hc_gptq_matvec(&g, rows / 2, rows, acts, ab, B, y, (size_t)rows);
+        for (int b = 0; b < B; b++)
+            for (int r = rows / 2; r < rows; r++)
+                if (fabsf(y[(size_t)b * rows + r - rows / 2] - y_ref[(size_t)b * rows + r]) >
+                    1e-5f * (1.0f + fabsf(y_ref[(size_t)b * rows + r])))
+                    bad = 4;
+    }
+    hc_kernel_force(NULL);
+    if (bad)
+        th_fail(__FILE__, __LINE__, "n=%d rows=%d gs=%d shuffled=%d: %s", n, rows, gs, shuffled,
+                bad == 1 ? "row dequant" : bad == 2 ? "reference vs file layout" : bad == 3 ? "SIMD vs reference"
+                                                                                     : "row split");
+    free(x);
+    free(row);
+    free(acts);
+    free(y_ref);
+    free(y);
+    hc_gptq_free(&g);
+    free_weight(&f);
+}
+
+static void test_plain_groups(void)
+{
+    check_shape(256, 37, 128, 0);
+    check_shape(172, 64, 32, 0);    /* stories260K's ffn_down: partial last group, padded words */
+    check_shape(64, 13, 128, 0);    /* one group shorter than gs */
+    check_shape(96, 9, 24, 0);      /* gs not a multiple of 32: scalar path */
+}
+
+static void test_act_order_g_idx(void)
+{
+    check_shape(256, 21, 64, 1);
+    check_shape(200, 16, 32, 1);
+}
+
+static void test_same_act(void)
+{
+    file_weight f1, f2;
+    make_weight(&f1, 128, 8, 32, 0);
+    make_weight(&f2, 128, 16, 32, 1);
+    hc_gptq a, b, c;
+    char err[256];
+    CHECK(hc_gptq_load(&a, 128, 8, 32, f1.qw, f1.sc, f1.qz, NULL, err, sizeof err) == 0);
+    CHECK(hc_gptq_load(&b, 128, 8, 64, f1.qw, f1.sc, f1.qz, NULL, err, sizeof err) == 0);
+    CHECK(hc_gptq_load(&c, 128, 16, 32, f2.qw, f2.sc, f2.qz, f2.gi, err, sizeof err) == 0);
+    CHECK(hc_gptq_same_act(&a, &a) && !hc_gptq_same_act(&a, &b) && !hc_gptq_same_act(&a, &c));
+    hc_gptq_free(&a);
+    hc_gptq_free(&b);
+    hc_gptq_free(&c);
+    free_weight(&f1);
+    free_weight(&f2);
+}
+
+static void test_bad_g_idx(void)
+{
+    file_weight f;
+    make_weight(&f, 64, 8, 32, 1);
+    hc_gptq g;
+    char err[256];
+    f.gi[3] = f.gi[3] == 0 ? 1 : 0;   /* one group gets 33 inputs */
+    CHECK(hc_gptq_load(&g, 64, 8, 32, f.qw, f.sc, f.qz, f.gi, err, sizeof err) == -1);
+    CHECK(strstr(err, "g_idx gives group") != NULL);
+    f.gi[0] = 2;
+    CHECK(hc_gptq_load(&g, 64, 8, 32, f.qw, f.sc, f.qz, f.gi, err, sizeof err) == -1);
+    CHECK(strstr(err, "is not a group") != NULL);
+    free_weight(&f);
+}
+
+int main(void)
+{
+    RUN(test_plain_groups);
+    RUN(test_act_order_g_idx);
+    RUN(test_same_act);
+    RUN(test_bad_g_idx);
+    return th_done();
+}
