@@ -110,15 +110,20 @@ void hc_act_prepare(uint32_t type, const float *x, int n, void *act)
     else memcpy(act, x, (size_t)n * sizeof(float));
 }
 
-/* y[i] = dot(row r0 + i, act) for r0 <= r < r1, `group` rows per call. */
-static void dot_range(hc_dot_fn dot, const char *W, size_t rb, int r0, int r1, int group,
-                      const void *act, int n, float *y)
+/* y[i] = dot(row i, act) for i < nr, row i = idx ? idx[i] : r0 + i, `group`
+ * rows per call: the instruction set's own row loop where it has one. */
+static void dot_range(const struct hc_isa *is, int k, const char *W, size_t rb, const int32_t *idx,
+                      int r0, int nr, int group, const void *act, int n, float *y)
 {
+    if (is->dots[k]) {
+        is->dots[k](W, rb, idx, r0, nr, group, act, n, y);
+        return;
+    }
     const void *rows[HC_DOT_ROWS];
-    for (int r = r0; r < r1; r += group) {
-        int nr = r1 - r < group ? r1 - r : group;
-        for (int i = 0; i < nr; i++) rows[i] = W + (size_t)(r + i) * rb;
-        dot(rows, nr, act, n, y + (r - r0));
+    for (int i0 = 0; i0 < nr; i0 += group) {
+        int g = nr - i0 < group ? nr - i0 : group;
+        for (int i = 0; i < g; i++) rows[i] = W + (size_t)(idx ? idx[i0 + i] : r0 + i0 + i) * rb;
+        is->dot[k](rows, g, act, n, y + i0);
     }
 }
 
@@ -129,14 +134,14 @@ static void dot_range(hc_dot_fn dot, const char *W, size_t rb, int r0, int r1, i
 static void matvec(const struct hc_isa *is, uint32_t type, const void *W, int n, int row0, int row1,
                    const void *acts, size_t act_stride, int B, float *y, size_t y_stride)
 {
-    hc_dot_fn dot = is->dot[checked_kidx(type, n)];
+    int k = checked_kidx(type, n);
     size_t rb = ggml_row_size(type, n);
     int tile = row1 - row0, group = B > 1 ? HC_DOT_ROWS : 1;
     if (B > 1 && (size_t)tile * rb > TILE_BYTES) tile = rb >= TILE_BYTES ? 1 : (int)(TILE_BYTES / rb);
     for (int t0 = row0; t0 < row1; t0 += tile) {
         int t1 = row1 - t0 < tile ? row1 : t0 + tile;
         for (int b = 0; b < B; b++)
-            dot_range(dot, W, rb, t0, t1, group, (const char *)acts + (size_t)b * act_stride, n,
+            dot_range(is, k, W, rb, NULL, t0, t1 - t0, group, (const char *)acts + (size_t)b * act_stride, n,
                       y + (size_t)b * y_stride + (t0 - row0));
     }
 }
@@ -156,12 +161,8 @@ void hc_matvec_ref(uint32_t type, const void *W, int n, int row0, int row1,
 void hc_matvec_rows(uint32_t type, const void *W, int n, const int32_t *idx, int k,
                     const void *act, float *y)
 {
-    hc_dot_fn dot = isa()->dot[checked_kidx(type, n)];
-    size_t rb = ggml_row_size(type, n);
-    for (int i = 0; i < k; i++) {   /* one row at a time, as the B = 1 matvec */
-        const void *row = (const char *)W + (size_t)idx[i] * rb;
-        dot(&row, 1, act, n, y + i);
-    }
+    /* one row at a time, as the B = 1 matvec */
+    dot_range(isa(), checked_kidx(type, n), W, ggml_row_size(type, n), idx, 0, k, 1, act, n, y);
 }
 
 void hc_axpy_row(uint32_t type, const void *row, int n, float a, float *y)

@@ -20,11 +20,20 @@ typedef void (*hc_axpy_fn)(const void *row, int n, float a, float *y);
 /* x (n floats, n % 32 == 0) -> n/32 block_q8_0, bit-identical to quantize_row_q8_0_ref. */
 typedef void (*hc_q8_fn)(const float *x, int n, void *blocks);
 
+/* Optional, per type: y[i] = dot(row i, act) for i < nr, row i at
+ * W + (idx ? idx[i] : r0 + i) * rb, `group` (1 or HC_DOT_ROWS) rows per pass
+ * over act. Lets an instruction set rearrange the activation once for many
+ * rows; it must give each row the bits its dot gives. NULL: kernels.c loops
+ * over dot. */
+typedef void (*hc_dots_fn)(const char *W, size_t rb, const int32_t *idx, int r0, int nr, int group,
+                           const void *act, int n, float *y);
+
 struct hc_isa {
     const char *name;
     hc_dot_fn dot[HC_K_COUNT];
     hc_axpy_fn axpy[HC_K_COUNT];
     hc_q8_fn quantize_q8;
+    hc_dots_fn dots[HC_K_COUNT];
 };
 
 extern const struct hc_isa hc_isa_scalar;

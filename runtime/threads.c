@@ -9,6 +9,8 @@
  * so an idle runtime does not burn a shared machine's cores. */
 #include "threads.h"
 
+#include "cli.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -134,7 +136,11 @@ int hc_pool_size(const hc_pool *p) { return p->n; }
 
 void hc_pool_run(hc_pool *p, hc_task_fn fn, void *arg, int n_chunks)
 {
-    if (p->n == 1 || n_chunks <= 1) {
+    /* a count the task word cannot hold would run some chunks or none, and
+     * the caller would wait for the rest forever: refuse it out loud */
+    if (n_chunks < 1 || n_chunks > 0xFFFFF || !fn)
+        hc_die("hc_pool_run: %d chunks (must be 1..%d; see hc_pool_chunks)", n_chunks, 0xFFFFF);
+    if (p->n == 1 || n_chunks == 1) {
         for (int c = 0; c < n_chunks; c++) fn(arg, c, 0);
         return;
     }

@@ -16,8 +16,10 @@ typedef void (*hc_task_fn)(void *arg, int chunk, int ith);
 hc_pool *hc_pool_new(int n_threads);
 void hc_pool_free(hc_pool *p);
 int hc_pool_size(const hc_pool *p);
-/* Run fn(arg, c, ith) for every c in [0, n_chunks) (n_chunks < 2^20); returns
- * when all are done. n_chunks == 1 runs on the caller without waking anyone.
+/* Run fn(arg, c, ith) for every c in [0, n_chunks); returns when all are
+ * done. n_chunks must be 1..2^20-1 (hc_pool_chunks gives one): anything else
+ * is a caller bug and exits with a message (hc_die) rather than running
+ * nothing. n_chunks == 1 runs on the caller without waking anyone.
  * Not reentrant. */
 void hc_pool_run(hc_pool *p, hc_task_fn fn, void *arg, int n_chunks);
 /* How many chunks to cut `work` (multiply-adds) over n_units split units

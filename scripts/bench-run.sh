@@ -2,8 +2,15 @@
 # hc-run speed: generation and prompt tokens/s on stories260K and on a
 # synthetic model with LLaMA-7B layer shapes (dim 4096, n_ff 11008) in F32,
 # Q8_0 and Q4_0, with the achieved weight bandwidth (weight bytes read per
-# token × tokens/s) beside the machine's measured read bandwidth.
-#   HC_BIN=bin THREADS=2 LAYERS=2 GEN=32 sh scripts/bench-run.sh
+# token × tokens/s) beside the machine's read bandwidth measured just before
+# and after each model (the higher of the two: a shared machine's bandwidth
+# changes by the minute), and their ratio. stories260K's weights sit in cache,
+# so its ratio can pass 100%.
+#   HC_BIN=bin THREADS="1 2" LAYERS=2 GEN=32 REPS=3 sh scripts/bench-run.sh
+# Generation is the best of REPS runs (the least disturbed by other load);
+# the load average is printed at the start and the end. With LLAMA_BENCH=path
+# to llama.cpp's llama-bench, its generation speed on the same files and
+# thread count is printed beside ours. Takes about a minute (2 layers).
 # Writes its models to a temporary directory (F32: ~0.8 GB per layer).
 set -eu
 HC_BIN=${HC_BIN:-$(pwd)/bin}
@@ -11,27 +18,47 @@ HC_FIXTURES=${HC_FIXTURES:-../shared/fixtures}
 THREADS=${THREADS:-$(nproc)}
 LAYERS=${LAYERS:-2}
 GEN=${GEN:-32}
+REPS=${REPS:-3}
+LLAMA_BENCH=${LLAMA_BENCH:-}
 T=$(mktemp -d "${TMPDIR:-/tmp}/hcbench.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 
 ${CC:-cc} -O2 -pthread scripts/bench_membw.c -o "$T/bench_membw"
-MEMBW=$("$T/bench_membw" 1024 "$THREADS" | awk '/^best/ {print $2}')
-echo "memory read bandwidth: $MEMBW GB/s (scripts/bench_membw.c, $THREADS threads)"
-echo "threads: $THREADS"
-printf '%-26s %12s %12s %14s %10s\n' model "prompt tok/s" "gen tok/s" "weights GB/s" "% of mem"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
+printf '%-22s %3s %10s %10s %9s %9s %6s %10s\n' model thr "prompt t/s" "gen t/s" "wts GB/s" "mem GB/s" "ratio" "llama t/s"
 
-# bench NAME MODEL PROMPT: one generation run and one prompt (--logits) run
+# membw T: best read GB/s with T threads (512 MiB, best of 3 passes)
+membw() { "$T/bench_membw" 512 "$1" | awk -v t="$1" '$1 == t {print $2}'; }
+
+# bench NAME MODEL PROMPT: for each thread count, REPS generation runs and one prompt (--logits) run
 bench() {
-    "$HC_BIN/hc-run" -m "$2" -p "" -n "$GEN" --temp 0 -t "$THREADS" -v >/dev/null 2>"$T/gen.err"
-    "$HC_BIN/hc-run" -m "$2" -p "$3" --logits -t "$THREADS" >/dev/null 2>"$T/pp.err"
-    awk -v name="$1" -v membw="$MEMBW" '
-        FNR == 1 { f++ }
-        f == 1 && /weights read per token:/ { bytes = $5 }
-        f == 1 && /^generation:/ { gen = $(NF - 1); sub(/^\(/, "", gen) }
-        f == 2 && /^prompt:/ { pp = $(NF - 1); sub(/^\(/, "", pp) }
-        END { bw = bytes * gen / 1e9
-              printf "%-26s %12.1f %12.1f %14.2f %9.0f%%\n", name, pp, gen, bw, 100 * bw / membw }' \
-        "$T/gen.err" "$T/pp.err"
+    for t in $THREADS; do
+        mem=$(membw "$t")
+        : >"$T/gen.err"
+        i=0
+        while [ "$i" -lt "$REPS" ]; do
+            "$HC_BIN/hc-run" -m "$2" -p "" -n "$GEN" --temp 0 -t "$t" -v >/dev/null 2>>"$T/gen.err"
+            i=$((i + 1))
+        done
+        "$HC_BIN/hc-run" -m "$2" -p "$3" --logits -t "$t" >/dev/null 2>"$T/pp.err"
+        mem2=$(membw "$t")   # the higher of before and after: the conservative ratio
+        mem=$(echo "$mem $mem2" | awk '{ print ($1 > $2) ? $1 : $2 }')
+        llama=-
+        if [ -n "$LLAMA_BENCH" ]; then
+            llama=$("$LLAMA_BENCH" -m "$2" -p 0 -n "$GEN" -t "$t" -r "$REPS" -o csv 2>/dev/null |
+                awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i ~ /avg_ts/) c = i; next }
+                         c { v = $c; gsub(/"/, "", v); printf "%.1f", v }')
+            [ -n "$llama" ] || llama=fail
+        fi
+        awk -v name="$1" -v t="$t" -v mem="$mem" -v llama="$llama" '
+            FNR == 1 { f++ }
+            f == 1 && /weights read per token:/ { bytes = $5 }
+            f == 1 && /^generation:/ { g = $(NF - 1); sub(/^\(/, "", g); if (g + 0 > gen) gen = g + 0 }
+            f == 2 && /^prompt:/ { pp = $(NF - 1); sub(/^\(/, "", pp) }
+            END { bw = bytes * gen / 1e9
+                  printf "%-22s %3d %10.1f %10.1f %9.2f %9.1f %5.0f%% %10s\n", name, t, pp, gen, bw, mem, 100 * bw / mem, llama }' \
+            "$T/gen.err" "$T/pp.err"
+    done
 }
 
 if [ -f "$HC_FIXTURES/stories260K.gguf" ]; then
@@ -49,3 +76,4 @@ for q in Q8_0 Q4_0; do
     bench "7B-shape x$LAYERS $q" "$T/big-$q.gguf" "$PROMPT"
     rm -f "$T/big-$q.gguf"
 done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); kernels: $(sed -n 's/.*kernels: \([a-z0-9]*\).*/\1/p' "$T/gen.err" | head -1)"

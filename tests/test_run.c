@@ -4,6 +4,9 @@
  * synthetic models are written with the GGUF writer. */
 #include "harness.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -487,6 +490,22 @@ static void test_pool(void)
     hc_pool_free(p);
     CHECK(ok && !L.bad_ith);
     CHECKF(small == 1 && big == 12 && few == 5, "chunks %d %d %d", small, big, few);
+    /* a chunk count the pool cannot run (0, negative, too many) exits with a
+     * message instead of silently running nothing */
+    int bad[] = { 0, -3, 1 << 20 };
+    for (int i = 0; i < 3; i++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {   /* a fresh image: exit handlers of this one (the temp dir) must not run */
+            char arg[16];
+            snprintf(arg, sizeof arg, "%d", bad[i]);
+            if (freopen("/dev/null", "w", stderr)) execl("/proc/self/exe", "test_run", "--pool-chunks", arg, (char *)NULL);
+            _exit(3);
+        }
+        int st = 0;
+        CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 1, "hc_pool_run(%d chunks) did not fail loudly", bad[i]);
+    }
 }
 
 static void test_perplexity(void)
@@ -557,8 +576,14 @@ static void test_load_errors(void)
     CHECK(th_sh("'%s' --help", th_bin("hc-run")) == 0 && strstr(th_last_out(), "--perplexity"));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "--pool-chunks")) {   /* test_pool's child */
+        static pool_log L;
+        hc_pool *q = hc_pool_new(2);
+        if (q) hc_pool_run(q, pool_chunk, &L, atoi(argv[2]));
+        return 0;
+    }
     RUN(test_greedy200);
     RUN(test_logits_threads_cli);
     RUN(test_threads_bit_identical);
