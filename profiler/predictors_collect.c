@@ -1,0 +1,227 @@
+/* Training data for the predictors: the corpus through the runtime, keeping
+ * per layer the FFN input (HC_HOOK_FFN_INP: the residual stream before
+ * ffn_norm, PowerInfer's predictor input for LLaMA) and the true active set
+ * (HC_HOOK_FFN_ACT: |h| > T, h = act(gate)·up).
+ *
+ * Windows as hc-profile's: BOS + CTX-1 corpus tokens, one batch from position
+ * 0, the BOS row not kept. Held-out windows are evenly spread over the corpus
+ * (window w is held out when floor((w+1)·H/W) > floor(w·H/W), H of W windows)
+ * and alternate between the calibration set (threshold choice) and the test
+ * set (the report). Memory: each set keeps a uniform reservoir sample
+ * (Algorithm R, seeded) of its tokens, the same tokens for every layer, sized
+ * from --mem. */
+#include "predictors.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "profile.h"
+
+int32_t *hc_pred_tokenize(const hc_tokenizer *tok, const char *path, int64_t *n, char *err, size_t errlen)
+{
+    size_t len;
+    char *text = hc_read_file(path, &len, err, errlen);
+    if (!text) return NULL;
+    if (len > INT32_MAX / 2) {
+        snprintf(err, errlen, "%s: corpus larger than 1 GiB; use a part of it", path);
+        free(text);
+        return NULL;
+    }
+    int cap = (int)len + 16;
+    int32_t *t = malloc((size_t)cap * sizeof *t);
+    int k = t ? hc_tokenize(tok, text, len, 0, 0, t, cap) : -1;
+    if (k > cap) {
+        int32_t *t2 = realloc(t, (size_t)k * sizeof *t);
+        k = t2 ? hc_tokenize(tok, text, len, 0, 0, (t = t2), k) : -1;
+    }
+    free(text);
+    if (k <= 0) {
+        snprintf(err, errlen, "%s: %s", path, k == 0 ? "empty corpus (no tokens)" : "cannot tokenize");
+        free(t);
+        return NULL;
+    }
+    *n = k;
+    return t;
+}
+
+void hc_pred_sets_free(hc_pred_set *sets, int n_layer)
+{
+    if (!sets) return;
+    for (int l = 0; l < n_layer; l++) {
+        free(sets[l].x);
+        free(sets[l].y);
+    }
+    free(sets);
+}
+
+typedef struct {
+    hc_pred_set *set;          /* [n_layer] of the current window's stream */
+    const int64_t *slot;       /* [ctx]: reservoir slot of position p, or -1 */
+    float thr;
+} keeper;
+
+static void hook(void *user, int layer, int point, const float *x, int B, int n, int pos0)
+{
+    const keeper *k = user;
+    if (point != HC_HOOK_FFN_INP && point != HC_HOOK_FFN_ACT) return;
+    hc_pred_set *s = &k->set[layer];
+    size_t yb = hc_pred_ybytes(s->n_ff);
+    for (int b = 0; b < B; b++) {
+        int64_t sl = k->slot[pos0 + b];
+        if (sl < 0) continue;
+        const float *row = x + (size_t)b * n;
+        if (point == HC_HOOK_FFN_INP) {
+            memcpy(s->x + (size_t)sl * n, row, sizeof(float) * (size_t)n);
+            continue;
+        }
+        uint8_t *y = s->y + (size_t)sl * yb;
+        memset(y, 0, yb);
+        for (int j = 0; j < n; j++)
+            if (fabsf(row[j]) > k->thr) y[j >> 3] |= (uint8_t)(1u << (j & 7));
+    }
+}
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static int64_t window_len(int64_t w, int64_t per, int64_t n_used)
+{
+    return (w + 1) * per < n_used ? per : n_used - w * per;
+}
+
+/* Set of window w: train, or calibration / test alternately among held-out ones. */
+static int window_set(int64_t w, int64_t n_win, int64_t n_hold)
+{
+    int64_t a = w * n_hold / n_win, b = (w + 1) * n_hold / n_win;
+    if (b == a) return HC_PRED_TRAIN;
+    return a % 2 ? HC_PRED_TEST : HC_PRED_CALIB;
+}
+
+int hc_pred_collect(const hc_pred_opts *o, const hc_model *m, hc_pred_set *sets[HC_PRED_NSETS],
+                    hc_pred_report *rep, char *err, size_t errlen)
+{
+    const hc_hparams *hp = &m->hp;
+    const int L = hp->n_layer, E = hp->n_embd, F = hp->n_ff;
+    int rc = -1;
+    hc_ctx *ctx = NULL;
+    int32_t *toks = NULL, *win = NULL;
+    int64_t *slot = NULL;
+    hc_tokenizer *tok = NULL;
+    memset(sets, 0, sizeof(hc_pred_set *) * HC_PRED_NSETS);
+
+    int ctx_len = o->ctx ? o->ctx : hp->n_ctx_train < 512 ? hp->n_ctx_train : 512;
+    if (ctx_len < 2 || ctx_len > hp->n_ctx_train) {
+        snprintf(err, errlen, "%s: context %d must be in [2, %d] (the model's context length)", o->model, ctx_len,
+                 hp->n_ctx_train);
+        return -1;
+    }
+    if (!(tok = hc_tokenizer_load(m->file, err, errlen))) return -1;
+    int bos = hc_tokenizer_bos(tok);
+    if (bos < 0) { snprintf(err, errlen, "%s: the vocabulary has no BOS token", o->model); goto done; }
+    int64_t n_all;
+    if (!(toks = hc_pred_tokenize(tok, o->corpus, &n_all, err, errlen))) goto done;
+    int64_t n_used = o->max_tokens && o->max_tokens < n_all ? o->max_tokens : n_all;
+    int64_t per = ctx_len - 1, n_win = (n_used + per - 1) / per;
+    int64_t n_hold = (int64_t)llround(o->holdout * (double)n_win);
+    if (n_hold < 2) n_hold = 2;
+    if (n_win - n_hold < 1) {
+        snprintf(err, errlen, "%s: %" PRId64 " windows of %d tokens are too few to hold out %" PRId64
+                 " (use more text or a smaller -c)", o->corpus, n_win, ctx_len, n_hold);
+        goto done;
+    }
+
+    /* tokens per set, and reservoir capacities from the memory budget: every
+     * kept token costs L rows of x and y; the calibration of one layer also
+     * holds up to n_ff logits per calibration token */
+    int64_t total[HC_PRED_NSETS] = { 0 }, cap[HC_PRED_NSETS];
+    for (int64_t w = 0; w < n_win; w++) total[window_set(w, n_win, n_hold)] += window_len(w, per, n_used);
+    double row = (double)L * (4.0 * E + (double)hc_pred_ybytes(F)), h = o->holdout;
+    double C = (double)o->mem / (row + h / 2 * 4.0 * F);
+    double share[HC_PRED_NSETS] = { 1 - h, h / 2, h / 2 };
+    for (int k = 0; k < HC_PRED_NSETS; k++) {
+        cap[k] = (int64_t)(C * share[k]);
+        if (cap[k] > total[k]) cap[k] = total[k];
+        if (cap[k] < 1) {
+            snprintf(err, errlen, "%s: --mem %" PRIu64 " bytes keeps no %s token; raise it", o->model, o->mem,
+                     k == HC_PRED_TRAIN ? "training" : "held-out");
+            goto done;
+        }
+        if (!(sets[k] = calloc((size_t)L, sizeof *sets[k]))) goto oom;
+        for (int l = 0; l < L; l++) {
+            hc_pred_set *s = &sets[k][l];
+            *s = (hc_pred_set){ .n = cap[k], .n_embd = E, .n_ff = F };
+            s->x = malloc(sizeof(float) * (size_t)cap[k] * E);
+            s->y = malloc(hc_pred_ybytes(F) * (size_t)cap[k]);
+            if (!s->x || !s->y) goto oom;
+        }
+    }
+
+    hc_ctx_params cp = { .n_ctx = ctx_len, .n_batch = ctx_len, .n_threads = o->n_threads };
+    if (!(ctx = hc_ctx_new(m, &cp, err, errlen))) goto done;
+    if (!(win = malloc(sizeof *win * (size_t)ctx_len)) || !(slot = malloc(sizeof *slot * (size_t)ctx_len))) goto oom;
+    keeper kp = { .slot = slot, .thr = rep->act_threshold };
+    ctx->hook = hook;
+    ctx->hook_user = &kp;
+    int64_t seen[HC_PRED_NSETS] = { 0 };
+    uint64_t rng = o->seed ^ 0x5eed5eed5eed5eedULL;
+    hc_progress bar;
+    hc_progress_start(&bar, "collect", (uint64_t)n_used, "tok");
+    double t0 = hc_now();
+    win[0] = bos;
+    slot[0] = -1;
+    for (int64_t w = 0; w < n_win; w++) {
+        int64_t k = window_len(w, per, n_used);
+        int st = window_set(w, n_win, n_hold);
+        int any = 0;
+        for (int64_t p = 1; p <= k; p++) {       /* Algorithm R */
+            int64_t i = seen[st]++, sl = i;
+            if (i >= cap[st]) {
+                sl = (int64_t)(splitmix64(&rng) % (uint64_t)(i + 1));
+                if (sl >= cap[st]) sl = -1;
+            }
+            slot[p] = sl;
+            any |= sl >= 0;
+        }
+        if (any) {
+            memcpy(win + 1, toks + w * per, sizeof *win * (size_t)k);
+            kp.set = sets[st];
+            if (hc_eval(ctx, win, (int)k + 1, 0, NULL, HC_LOGITS_NONE) != 0) {
+                hc_progress_end(&bar);
+                snprintf(err, errlen, "%s: window %" PRId64 ": %s", o->corpus, w, ctx->err);
+                goto done;
+            }
+        }
+        rep->n_tokens += k;
+        hc_progress_update(&bar, (uint64_t)rep->n_tokens);
+    }
+    hc_progress_end(&bar);
+    rep->collect_s = hc_now() - t0;
+    rep->n_train = cap[HC_PRED_TRAIN];
+    rep->n_calib = cap[HC_PRED_CALIB];
+    rep->n_test = cap[HC_PRED_TEST];
+    rep->seen_train = seen[HC_PRED_TRAIN];
+    rep->seen_calib = seen[HC_PRED_CALIB];
+    rep->seen_test = seen[HC_PRED_TEST];
+    rc = 0;
+    goto done;
+oom:
+    snprintf(err, errlen, "%s: out of memory for the samples (lower --mem)", o->model);
+done:
+    if (rc != 0)
+        for (int k = 0; k < HC_PRED_NSETS; k++) { hc_pred_sets_free(sets[k], L); sets[k] = NULL; }
+    hc_ctx_free(ctx);
+    free(slot);
+    free(win);
+    free(toks);
+    hc_tokenizer_free(tok);
+    return rc;
+}

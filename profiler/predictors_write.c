@@ -1,0 +1,222 @@
+/* The sparse model file (PowerInfer's PWRI variant) and the report plot.
+ *
+ * Output = every KV of the input, powerinfer.sparse_threshold and the
+ * hotcold.predictor.* report keys; every tensor of the input in its order,
+ * with blk.N.ffn_down.weight {n_ff, n_embd} replaced by blk.N.ffn_down_t.weight
+ * {n_embd, n_ff} (its transpose, same type: F32/F16/BF16 exactly, Q8_0/Q4_0
+ * dequantized and quantized again along the new rows) and any old fc1/fc2
+ * dropped; then blk.N.fc1.weight {n_embd, r} and blk.N.fc2.weight {r, n_ff}. */
+#include "predictors.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "atomic_file.h"
+#include "ggml_types.h"
+#include "quants.h"
+
+enum { T_COPY, T_DOWN_T, T_FC1, T_FC2 };
+typedef struct {
+    int kind, layer;
+    const gguf_tensor *src;
+} out_tensor;
+
+/* n f32 values into type (F32, F16, BF16, Q8_0, Q4_0; n a multiple of the block). */
+static void encode(uint32_t type, const float *x, int64_t n, void *out)
+{
+    switch (type) {
+    case GGML_TYPE_F32: memcpy(out, x, sizeof(float) * (size_t)n); break;
+    case GGML_TYPE_F16: for (int64_t i = 0; i < n; i++) ((uint16_t *)out)[i] = fp32_to_fp16(x[i]); break;
+    case GGML_TYPE_BF16: for (int64_t i = 0; i < n; i++) ((uint16_t *)out)[i] = fp32_to_bf16(x[i]); break;
+    case GGML_TYPE_Q8_0: quantize_row_q8_0(x, out, n); break;
+    case GGML_TYPE_Q4_0: quantize_row_q4_0(x, out, n); break;
+    }
+}
+
+/* ffn_down_t of a layer: row j = column j of ffn_down, encoded in its type. */
+static int down_t(const hc_weight *down, void *out)
+{
+    int E = down->rows, F = down->n;
+    size_t rb = ggml_row_size(down->type, E);
+    float *d = malloc(sizeof(float) * (size_t)E * F), *col = malloc(sizeof(float) * (size_t)E);
+    if (!d || !col) { free(d); free(col); return -1; }
+    for (int i = 0; i < E; i++) hc_weight_row(down, i, d + (size_t)i * F);
+    for (int j = 0; j < F; j++) {
+        for (int i = 0; i < E; i++) col[i] = d[(size_t)i * F + j];
+        encode(down->type, col, E, (char *)out + (size_t)j * rb);
+    }
+    free(d);
+    free(col);
+    return 0;
+}
+
+static int is_layer_tensor(const char *name, const char *suffix, int *layer)
+{
+    int n = 0;
+    if (sscanf(name, "blk.%d.%n", layer, &n) != 1 || n == 0) return 0;
+    return strcmp(name + n, suffix) == 0;
+}
+
+int hc_pred_write(const hc_model *m, const hc_pred_net *nets, const hc_pred_opts *o, const hc_pred_report *rep,
+                  char *err, size_t errlen)
+{
+    const gguf_file *f = m->file;
+    const int L = m->hp.n_layer, E = m->hp.n_embd, F = m->hp.n_ff;
+    gguf_writer *w = gguf_writer_new(GGUF_VARIANT_PWRI);
+    out_tensor *ot = malloc(sizeof *ot * (size_t)(f->n_tensors + 2 * (uint64_t)L));
+    void *buf = NULL;
+    float *vals = malloc(sizeof(float) * 4 * (size_t)L);
+    int rc = -1, n_ot = 0;
+    if (!w || !ot || !vals) goto oom;
+
+    for (uint64_t i = 0; i < f->n_kv; i++) gguf_set_kv(w, &f->kv[i]);
+    gguf_set_f32(w, "powerinfer.sparse_threshold", rep->global_threshold);
+    gguf_set_f32(w, "hotcold.predictor.recall_target", o->recall);
+    gguf_set_f32(w, "hotcold.predictor.active_threshold", rep->act_threshold);
+    gguf_set_u64(w, "hotcold.predictor.seed", o->seed);
+    for (int l = 0; l < L; l++) {
+        vals[l] = (float)rep->layers[l].recall;
+        vals[L + l] = (float)rep->layers[l].precision;
+        vals[2 * L + l] = (float)rep->layers[l].pred_sparsity;
+        vals[3 * L + l] = (float)rep->layers[l].true_sparsity;
+    }
+    gguf_set_arr(w, "hotcold.predictor.recall", GGUF_TYPE_FLOAT32, vals, (uint64_t)L);
+    gguf_set_arr(w, "hotcold.predictor.precision", GGUF_TYPE_FLOAT32, vals + L, (uint64_t)L);
+    gguf_set_arr(w, "hotcold.predictor.predicted_sparsity", GGUF_TYPE_FLOAT32, vals + 2 * L, (uint64_t)L);
+    gguf_set_arr(w, "hotcold.predictor.true_sparsity", GGUF_TYPE_FLOAT32, vals + 3 * L, (uint64_t)L);
+
+    size_t max_bytes = 0;
+    char nm[GGUF_MAX_NAME + 1];
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        int l;
+        if (is_layer_tensor(t->name, "fc1.weight", &l) || is_layer_tensor(t->name, "fc2.weight", &l)) continue;
+        if (is_layer_tensor(t->name, "ffn_down.weight", &l) && l >= 0 && l < L) {
+            int64_t ne[2] = { E, F };
+            snprintf(nm, sizeof nm, "blk.%d.ffn_down_t.weight", l);
+            gguf_add_tensor(w, nm, t->type, 2, ne, NULL);
+            ot[n_ot++] = (out_tensor){ T_DOWN_T, l, t };
+            if (t->nbytes > max_bytes) max_bytes = t->nbytes;
+        } else {
+            gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, NULL);
+            ot[n_ot++] = (out_tensor){ T_COPY, -1, t };
+        }
+    }
+    size_t es = o->pred_type == GGML_TYPE_F16 ? 2 : 4;
+    for (int l = 0; l < L; l++) {
+        int64_t ne1[2] = { E, nets[l].r }, ne2[2] = { nets[l].r, F };
+        snprintf(nm, sizeof nm, "blk.%d.fc1.weight", l);
+        gguf_add_tensor(w, nm, o->pred_type, 2, ne1, NULL);
+        ot[n_ot++] = (out_tensor){ T_FC1, l, NULL };
+        snprintf(nm, sizeof nm, "blk.%d.fc2.weight", l);
+        gguf_add_tensor(w, nm, o->pred_type, 2, ne2, NULL);
+        ot[n_ot++] = (out_tensor){ T_FC2, l, NULL };
+        size_t b = es * (size_t)nets[l].r * (size_t)(E > F ? E : F);
+        if (b > max_bytes) max_bytes = b;
+    }
+    if (!(buf = malloc(max_bytes ? max_bytes : 1))) goto oom;
+    if (gguf_writer_begin(w, o->output, err, errlen) != 0) goto done;
+    for (int i = 0; i < n_ot; i++) {
+        const out_tensor *t = &ot[i];
+        const void *data = buf;
+        size_t n = 0;
+        if (t->kind == T_COPY) {
+            data = t->src->data;
+            n = t->src->nbytes;
+        } else if (t->kind == T_DOWN_T) {
+            if (down_t(&m->layers[t->layer].ffn_down, buf) != 0) goto oom;
+            n = t->src->nbytes;
+        } else {
+            const hc_pred_net *net = &nets[t->layer];
+            int64_t k = (int64_t)net->r * (t->kind == T_FC1 ? E : F);
+            encode(o->pred_type, t->kind == T_FC1 ? net->w1 : net->w2, k, buf);
+            n = es * (size_t)k;
+        }
+        if (gguf_writer_write_data(w, data, n, err, errlen) != 0) goto done;
+    }
+    if (gguf_writer_finish(w, err, errlen) != 0) goto done;
+    rc = 0;
+    goto done;
+oom:
+    snprintf(err, errlen, "%s: out of memory", o->output);
+done:
+    gguf_writer_free(w);
+    free(buf);
+    free(ot);
+    free(vals);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ SVG */
+
+#define SVG_W 720
+#define PLOT_X0 60
+#define PLOT_X1 560
+#define PANEL_H 200
+
+static double px(int l, int L) { return PLOT_X0 + (L > 1 ? (double)l / (L - 1) : 0.5) * (PLOT_X1 - PLOT_X0); }
+
+/* A panel at y0 with 0..ymax on its axis. */
+static void axes(FILE *fp, double y0, double ymax, const char *label, int L)
+{
+    fprintf(fp, "<rect x='%d' y='%.1f' width='%d' height='%d' fill='none' stroke='#888'/>\n", PLOT_X0, y0,
+            PLOT_X1 - PLOT_X0, PANEL_H);
+    for (int k = 0; k <= 4; k++) {
+        double y = y0 + PANEL_H - k * PANEL_H / 4.0;
+        fprintf(fp, "<text x='%d' y='%.1f' text-anchor='end' font-size='10'>%.3g</text>\n", PLOT_X0 - 4, y + 3,
+                ymax * k / 4);
+    }
+    for (int l = 0; l < L; l += L > 16 ? L / 8 : 1)
+        fprintf(fp, "<text x='%.1f' y='%.1f' text-anchor='middle' font-size='10'>%d</text>\n", px(l, L),
+                y0 + PANEL_H + 12, l);
+    fprintf(fp, "<text x='%d' y='%.1f' font-size='11'>%s</text>\n", PLOT_X0, y0 - 6, label);
+}
+
+int hc_pred_svg(const hc_pred_report *rep, const char *title, const char *path, char *err, size_t errlen)
+{
+    static const char *names[4] = { "recall", "precision", "predicted sparsity", "true sparsity" };
+    static const char *colors[4] = { "#d62728", "#1f77b4", "#2ca02c", "#555555" };
+    const int L = rep->n_layer;
+    atomic_file af;
+    if (af_open(&af, path, err, errlen) != 0) return -1;
+    FILE *fp = af.fp;
+    double top = 40, bot = top + PANEL_H + 50;
+    fprintf(fp, "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%.0f' font-family='sans-serif'>\n",
+            SVG_W, bot + PANEL_H + 40);
+    fprintf(fp, "<text x='10' y='18' font-size='12'>");
+    for (const char *c = title; *c; c++) {   /* escape for XML */
+        if (*c == '<') fputs("&lt;", fp);
+        else if (*c == '>') fputs("&gt;", fp);
+        else if (*c == '&') fputs("&amp;", fp);
+        else fputc(*c, fp);
+    }
+    fprintf(fp, "</text>\n");
+    axes(fp, top, 1.0, "per layer, held-out test tokens (x: layer)", L);
+    for (int s = 0; s < 4; s++) {
+        fprintf(fp, "<polyline fill='none' stroke='%s' stroke-width='2' points='", colors[s]);
+        for (int l = 0; l < L; l++) {
+            const hc_pred_layer *y = &rep->layers[l];
+            double v = s == 0 ? y->recall : s == 1 ? y->precision : s == 2 ? y->pred_sparsity : y->true_sparsity;
+            fprintf(fp, "%.1f,%.1f ", px(l, L), top + PANEL_H * (1 - v));
+        }
+        fprintf(fp, "'/>\n<text x='%d' y='%.1f' font-size='11' fill='%s'>%s</text>\n", PLOT_X1 + 10,
+                top + 14 + 16 * s, colors[s], names[s]);
+    }
+    /* predictor size relative to the FFN (3 n_embd n_ff weights) */
+    double ffn = 3.0 * rep->n_embd * rep->n_ff, ymax = 0;
+    for (int l = 0; l < L; l++)
+        if (rep->layers[l].params / ffn > ymax) ymax = rep->layers[l].params / ffn;
+    ymax = ymax > 0 ? ymax * 1.1 : 1;
+    axes(fp, bot, ymax, "predictor parameters / FFN parameters", L);
+    double bw = (PLOT_X1 - PLOT_X0) / (L + 1.0) * 0.6;
+    for (int l = 0; l < L; l++) {
+        double h = PANEL_H * (rep->layers[l].params / ffn) / ymax;
+        fprintf(fp, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='#9467bd'><title>layer %d: r=%d, "
+                "%llu params, %llu bytes</title></rect>\n", px(l, L) - bw / 2, bot + PANEL_H - h, bw, h, l,
+                rep->layers[l].rank, (unsigned long long)rep->layers[l].params,
+                (unsigned long long)rep->layers[l].bytes);
+    }
+    fprintf(fp, "</svg>\n");
+    return af_commit(&af, err, errlen);
+}
