@@ -341,6 +341,19 @@ uint64_t hc_ffn_hash(const gguf_file *model)
             if (t) {
                 h = hash_tensor(t, h);
                 found = 1;
+                continue;
+            }
+            /* INT4-GPTQ (hc-quantize GPTQ): the weight is stored as companion
+             * tensors <name>.qweight/.scales/.qzeros[/.g_idx]; hash those, in
+             * this order. A model without them hashes as before. */
+            static const char *const gptq[] = { "qweight", "scales", "qzeros", "g_idx" };
+            for (size_t c = 0; c < sizeof gptq / sizeof gptq[0]; c++) {
+                char cname[GGUF_MAX_NAME + 16];
+                snprintf(cname, sizeof cname, "%s.%s", name, gptq[c]);
+                if ((t = gguf_get_tensor(model, cname))) {
+                    h = hash_tensor(t, h);
+                    found = 1;
+                }
             }
         }
         if (!found)

@@ -36,7 +36,9 @@ hc_stats *hc_stats_read(const char *path, char *err, size_t errlen);
 int hc_stats_check_model(const hc_stats *s, const gguf_file *model, const char *model_path,
                          char *err, size_t errlen);
 /* Identity of a model's FFN: FNV-1a over the names, types, shapes and (sampled)
- * bytes of every blk.N.ffn_{gate,up,down,down_t}.weight tensor. */
+ * bytes of every blk.N.ffn_{gate,up,down,down_t}.weight tensor; a weight stored
+ * as INT4-GPTQ companions (`<name>.qweight`, `.scales`, `.qzeros`, `.g_idx`,
+ * hc-quantize GPTQ) contributes those tensors instead, by the same rule. */
 uint64_t hc_ffn_hash(const gguf_file *model);
 
 #endif

@@ -12,10 +12,25 @@ const char *const solve_fixed_names[FIX_COUNT] = { "attention", "predictors", "n
 /* ggml's KV cache is F16 by default (PowerInfer's llama.cpp too). */
 #define KV_ELT_BYTES 2
 
+/* INT4-GPTQ weights (hc-quantize GPTQ, docs/readme/45-gptq.md): `<name>` is
+ * replaced by these companion tensors. */
+static const char *const gptq_parts[] = { "qweight", "scales", "qzeros", "g_idx" };
+
+/* An FFN neuron weight, or one of its GPTQ companions. */
 static int is_ffn_weight(const char *suffix)
 {
-    return !strcmp(suffix, "ffn_gate.weight") || !strcmp(suffix, "ffn_up.weight") ||
-           !strcmp(suffix, "ffn_down.weight") || !strcmp(suffix, "ffn_down_t.weight");
+    static const char *const ffn[] = { "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", "ffn_down_t.weight" };
+    for (size_t i = 0; i < sizeof ffn / sizeof ffn[0]; i++) {
+        size_t n = strlen(ffn[i]);
+        if (strncmp(suffix, ffn[i], n))
+            continue;
+        if (!suffix[n])
+            return 1;
+        for (size_t c = 0; c < sizeof gptq_parts / sizeof gptq_parts[0]; c++)
+            if (suffix[n] == '.' && !strcmp(suffix + n + 1, gptq_parts[c]))
+                return 1;
+    }
+    return 0;
 }
 
 /* Which dense part a tensor belongs to; -1 for FFN neurons and the token
@@ -48,6 +63,40 @@ static const gguf_tensor *layer_tensor(const gguf_file *m, uint32_t l, const cha
     return gguf_get_tensor(m, name);
 }
 
+/* A block weight as stored: the ggml tensor blk.l.what, or its GPTQ companions. */
+typedef struct {
+    const gguf_tensor *t;          /* ggml tensor, or NULL */
+    const gguf_tensor *qweight;    /* GPTQ: I32 [N outputs, ceil(K inputs / 8)], or NULL */
+    uint64_t gptq_bytes;           /* GPTQ: bytes of every companion (g_idx included) */
+} stored_weight;
+
+/* 1 found, 0 absent, -1 with a message (GPTQ companions incomplete or mistyped). */
+static int layer_weight(const gguf_file *m, uint32_t l, const char *what, stored_weight *w, char *err, size_t errlen)
+{
+    static const uint32_t types[] = { GGML_TYPE_I32, GGML_TYPE_F16, GGML_TYPE_I32, GGML_TYPE_I32 };
+    memset(w, 0, sizeof *w);
+    if ((w->t = layer_tensor(m, l, what)))
+        return 1;
+    for (size_t c = 0; c < sizeof gptq_parts / sizeof gptq_parts[0]; c++) {
+        char name[GGUF_MAX_NAME + 16];
+        snprintf(name, sizeof name, "blk.%" PRIu32 ".%s.%s", l, what, gptq_parts[c]);
+        const gguf_tensor *t = gguf_get_tensor(m, name);
+        if (c == 0 && !t)
+            return 0;
+        if (!t && c == 3)
+            break;                     /* g_idx is optional */
+        if (!t || t->type != types[c]) {
+            snprintf(err, errlen, "%s: GPTQ weight blk.%" PRIu32 ".%s: %s %s", m->path, l, what, name,
+                     !t ? "is missing" : "has the wrong type");
+            return -1;
+        }
+        if (c == 0)
+            w->qweight = t;
+        w->gptq_bytes += t->nbytes;
+    }
+    return 1;
+}
+
 static int get_dim(const gguf_file *m, const char *arch, const char *what, uint32_t *out, char *err, size_t errlen)
 {
     char key[128];
@@ -73,40 +122,68 @@ static int check_shape(const gguf_file *m, uint32_t l, const char *what, const g
     return 0;
 }
 
+/* A stored weight must be the 2-D [ne0 = inputs, ne1 = outputs] ggml tensor,
+ * or GPTQ companions whose qweight is [outputs, ceil(inputs / 8)]. */
+static int check_weight(const gguf_file *m, uint32_t l, const char *what, const stored_weight *w, int64_t ne0,
+                        int64_t ne1, char *err, size_t errlen)
+{
+    if (w->t)
+        return check_shape(m, l, what, w->t, ne0, ne1, err, errlen);
+    const gguf_tensor *q = w->qweight;
+    if (q->n_dims != 2 || q->ne[0] != ne1 || q->ne[1] != (ne0 + 7) / 8) {
+        snprintf(err, errlen, "%s: blk.%" PRIu32 ".%s.qweight has shape [%" PRId64 ", %" PRId64 "], expected [%"
+                 PRId64 ", %" PRId64 "] (GPTQ of a [%" PRId64 ", %" PRId64 "] weight)", m->path, l, what, q->ne[0],
+                 q->n_dims > 1 ? q->ne[1] : 1, ne1, (ne0 + 7) / 8, ne0, ne1);
+        return -1;
+    }
+    return 0;
+}
+
 /* Bytes of one neuron of layer l: a gate row, an up row and a down_t row, each
  * n_embd elements of that tensor's type (an untransposed ffn_down is gathered
- * per neuron into the same n_embd elements of its type). */
+ * per neuron into the same n_embd elements of its type). A GPTQ weight is
+ * charged its companions' bytes (qweight, scales, qzeros and g_idx) spread
+ * evenly over the n_ff neurons, the layer's sum rounded up to a whole byte:
+ * a neuron's codes, scales and zero points, and g_idx amortized. */
 static int neuron_bytes(const gguf_file *m, uint32_t l, uint32_t n_embd, uint32_t n_ff, uint64_t *out,
                         char *err, size_t errlen)
 {
-    const gguf_tensor *up = layer_tensor(m, l, "ffn_up.weight");
-    const gguf_tensor *gate = layer_tensor(m, l, "ffn_gate.weight");
-    const gguf_tensor *down_t = layer_tensor(m, l, "ffn_down_t.weight");
-    const gguf_tensor *down = down_t ? NULL : layer_tensor(m, l, "ffn_down.weight");
-    if (!up || (!down_t && !down)) {
+    stored_weight up, gate, down_t, down;
+    int has_up, has_gate, has_down_t, has_down = 0;
+    if ((has_up = layer_weight(m, l, "ffn_up.weight", &up, err, errlen)) < 0 ||
+        (has_gate = layer_weight(m, l, "ffn_gate.weight", &gate, err, errlen)) < 0 ||
+        (has_down_t = layer_weight(m, l, "ffn_down_t.weight", &down_t, err, errlen)) < 0 ||
+        (!has_down_t && (has_down = layer_weight(m, l, "ffn_down.weight", &down, err, errlen)) < 0))
+        return -1;
+    if (!has_up || (!has_down_t && !has_down)) {
         snprintf(err, errlen, "%s: blk.%" PRIu32 ".%s is missing", m->path, l,
-                 !up ? "ffn_up.weight" : "ffn_down.weight (or ffn_down_t.weight)");
+                 !has_up ? "ffn_up.weight" : "ffn_down.weight (or ffn_down_t.weight)");
         return -1;
     }
-    if (check_shape(m, l, "ffn_up.weight", up, n_embd, n_ff, err, errlen) ||
-        (gate && check_shape(m, l, "ffn_gate.weight", gate, n_embd, n_ff, err, errlen)) ||
-        (down_t && check_shape(m, l, "ffn_down_t.weight", down_t, n_embd, n_ff, err, errlen)) ||
-        (down && check_shape(m, l, "ffn_down.weight", down, n_ff, n_embd, err, errlen)))
+    if (check_weight(m, l, "ffn_up.weight", &up, n_embd, n_ff, err, errlen) ||
+        (has_gate && check_weight(m, l, "ffn_gate.weight", &gate, n_embd, n_ff, err, errlen)) ||
+        (has_down_t && check_weight(m, l, "ffn_down_t.weight", &down_t, n_embd, n_ff, err, errlen)) ||
+        (has_down && check_weight(m, l, "ffn_down.weight", &down, n_ff, n_embd, err, errlen)))
         return -1;
-    const gguf_tensor *rows[3] = { gate, up, down_t ? down_t : down };
-    uint64_t sum = 0;
+    const stored_weight *rows[3] = { has_gate ? &gate : NULL, &up, has_down_t ? &down_t : &down };
+    uint64_t sum = 0, gptq = 0;
     for (int i = 0; i < 3; i++) {
         if (!rows[i])
             continue;
-        uint32_t blck = ggml_blck_size(rows[i]->type);
+        const gguf_tensor *t = rows[i]->t;
+        if (!t) {
+            gptq += rows[i]->gptq_bytes;
+            continue;
+        }
+        uint32_t blck = ggml_blck_size(t->type);
         if (n_embd % blck) {
             snprintf(err, errlen, "%s: blk.%" PRIu32 ": a neuron's row of %" PRIu32 " %s elements is not whole "
-                     "blocks of %" PRIu32, m->path, l, n_embd, ggml_type_name(rows[i]->type), blck);
+                     "blocks of %" PRIu32, m->path, l, n_embd, ggml_type_name(t->type), blck);
             return -1;
         }
-        sum += ggml_row_size(rows[i]->type, n_embd);
+        sum += ggml_row_size(t->type, n_embd);
     }
-    *out = sum;
+    *out = sum + (gptq + n_ff - 1) / n_ff;
     return 0;
 }
 
@@ -130,8 +207,13 @@ int solve_budget_read(solve_budget *b, const gguf_file *m, uint32_t ctx, char *e
         if (neuron_bytes(m, l, b->n_embd, b->n_ff, &b->neuron_bytes[l], err, errlen))
             goto fail;
         /* K and V of every position: the rows of attn_k and attn_v (GQA-aware). */
-        const gguf_tensor *k = layer_tensor(m, l, "attn_k.weight"), *v = layer_tensor(m, l, "attn_v.weight");
-        uint64_t kv_rows = (uint64_t)(k ? k->ne[1] : 0) + (uint64_t)(v ? v->ne[1] : 0);
+        stored_weight k, v;
+        int has_k = layer_weight(m, l, "attn_k.weight", &k, err, errlen);
+        int has_v = has_k < 0 ? -1 : layer_weight(m, l, "attn_v.weight", &v, err, errlen);
+        if (has_k < 0 || has_v < 0)
+            goto fail;
+        uint64_t kv_rows = (uint64_t)(has_k ? k.t ? k.t->ne[1] : k.qweight->ne[0] : 0) +
+                           (uint64_t)(has_v ? v.t ? v.t->ne[1] : v.qweight->ne[0] : 0);
         b->fixed[FIX_KV] += (uint64_t)ctx * kv_rows * KV_ELT_BYTES;
     }
     for (uint64_t i = 0; i < m->n_tensors; i++) {

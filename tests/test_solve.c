@@ -444,6 +444,146 @@ static void test_defaults(void)
     CHECK(th_sh("%s -m %s", th_bin("hc-solve"), model_path) == 1);
 }
 
+/* ------------------------------------------------------------ INT4-GPTQ */
+
+#define GS 16         /* GPTQ group size of the model below */
+
+static uint64_t gptq_dense;   /* what write_gptq_model put in the dense part */
+
+/* Bytes of the GPTQ companions of a [K inputs, N outputs] weight
+ * (docs/readme/45-gptq.md): qweight I32 [N, ceil(K/8)], scales F16 [N, G],
+ * qzeros I32 [ceil(N/8), G], g_idx I32 [K]. */
+static uint64_t gptq_bytes(int64_t K, int64_t N, int g_idx)
+{
+    int64_t G = (K + GS - 1) / GS;
+    return (uint64_t)(4 * N * ((K + 7) / 8) + 2 * N * G + 4 * ((N + 7) / 8) * G + (g_idx ? 4 * K : 0));
+}
+
+static void add_gptq(gguf_writer *w, int l, const char *what, int64_t K, int64_t N, int g_idx, const void *data)
+{
+    char n[96];
+    int64_t G = (K + GS - 1) / GS;
+#define C(sfx, type, a, b) (snprintf(n, sizeof n, "blk.%d.%s.weight." sfx, l, what), add(w, n, type, a, b, data))
+    C("qweight", GGML_TYPE_I32, N, (K + 7) / 8);
+    C("scales", GGML_TYPE_F16, N, G);
+    C("qzeros", GGML_TYPE_I32, (N + 7) / 8, G);
+    if (g_idx)
+        C("g_idx", GGML_TYPE_I32, K, 1);
+#undef C
+}
+
+/* The model of write_model as hc-quantize GPTQ would store it: every block
+ * linear as companions (g_idx in layer 1 only), except layer 2's gate and up,
+ * which stay F16 (a mixed layer). */
+static int write_gptq_model(const char *path)
+{
+    static uint8_t data[NFF * NE * 4 + NV * NE * 4];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)(i * 5 + 3);
+    gguf_writer *w = gguf_writer_new(GGUF_VARIANT_GGUF);
+    gguf_set_str(w, "general.architecture", "llama");
+    gguf_set_u32(w, "llama.block_count", NL);
+    gguf_set_u32(w, "llama.feed_forward_length", NFF);
+    gguf_set_u32(w, "llama.embedding_length", NE);
+    add(w, "token_embd.weight", GGML_TYPE_F32, NE, NV, data);
+    gptq_dense = 0;
+    for (int l = 0; l < NL; l++) {
+        char n[64];
+        int gi = l == 1;
+        snprintf(n, sizeof n, "blk.%d.attn_norm.weight", l);
+        add(w, n, GGML_TYPE_F32, NE, 1, data);
+        snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l);
+        add(w, n, GGML_TYPE_F32, NE, 1, data);
+        add_gptq(w, l, "attn_q", NE, NE, gi, data);
+        add_gptq(w, l, "attn_k", NE, NKV, gi, data);
+        add_gptq(w, l, "attn_v", NE, NKV, gi, data);
+        add_gptq(w, l, "attn_output", NE, NE, gi, data);
+        gptq_dense += 2 * NE * 4 + 2 * gptq_bytes(NE, NE, gi) + 2 * gptq_bytes(NE, NKV, gi) +
+                      (uint64_t)CTX * 2 * NKV * 2;
+        if (l < 2) {
+            add_gptq(w, l, "ffn_gate", NE, NFF, gi, data);
+            add_gptq(w, l, "ffn_up", NE, NFF, gi, data);
+        } else {
+            snprintf(n, sizeof n, "blk.%d.ffn_gate.weight", l);
+            add(w, n, GGML_TYPE_F16, NE, NFF, data);
+            snprintf(n, sizeof n, "blk.%d.ffn_up.weight", l);
+            add(w, n, GGML_TYPE_F16, NE, NFF, data);
+        }
+        add_gptq(w, l, "ffn_down", NFF, NE, gi, data);
+    }
+    add(w, "output_norm.weight", GGML_TYPE_F32, NE, 1, data);
+    add(w, "output.weight", GGML_TYPE_F32, NE, NV, data);
+    gptq_dense += NE * 4 + (uint64_t)NE * NV * 4;
+    int rc = gguf_writer_write(w, path, err, sizeof err);
+    gguf_writer_free(w);
+    return rc;
+}
+
+/* A GPTQ model is priced from its companions: a neuron is 1/n_ff of its
+ * layer's gate + up + down companion bytes (rounded up), the attention
+ * companions and the KV cache (rows of attn_k/v from qweight) are dense. */
+static void test_gptq_model(void)
+{
+    const char *m = th_tmp("gptq.gguf"), *st = th_tmp("gptq.stats"), *out = th_tmp("gptq.gpuidx");
+    const char *rep = th_tmp("gptq.json");
+    CHECKF(write_gptq_model(m) == 0, "%s", err);
+    hc_stats *s = write_stats(st, m, 11);
+    CHECKF(s, "%s", err);
+    uint64_t nb[NL], ffn = 0;
+    for (int l = 0; l < NL; l++) {
+        uint64_t g = gptq_bytes(NFF, NE, l == 1) + (l < 2 ? 2 * gptq_bytes(NE, NFF, l == 1) : 0);
+        nb[l] = (g + NFF - 1) / NFF + (l < 2 ? 0 : 2 * NE * 2);
+        ffn += NFF * nb[l];
+    }
+    CHECK(nb[1] * NFF != gptq_bytes(NFF, NE, 1) + 2 * gptq_bytes(NE, NFF, 1));   /* rounding is exercised */
+    uint64_t budget = gptq_dense + ffn / 2;
+    int rc = th_sh("%s -m %s -s %s --vram-budget %" PRIu64 " --batch %d --ctx %d --min-layer-neurons 0 -o %s "
+                   "--report %s", th_bin("hc-solve"), m, st, budget, BATCH, CTX, out, rep);
+    CHECKF(rc == 0, "%s", th_last_err());
+    size_t len;
+    char *text = (char *)th_read(rep, &len);
+    cJSON *j = text ? cJSON_ParseWithLength(text, len) : NULL;
+    free(text);
+    CHECK(j);
+    CHECKF(num(j, "budget.dense_total") == (double)gptq_dense, "dense %g, expected %" PRIu64,
+           num(j, "budget.dense_total"), gptq_dense);
+    CHECK(num(j, "budget.kv_cache") == (double)NL * CTX * 2 * NKV * 2);
+    CHECK(num(j, "budget.ffn_capacity") == (double)(budget - gptq_dense));
+    CHECK(num(j, "totals.gpu_bytes") <= (double)(budget - gptq_dense) && num(j, "totals.gpu_neurons") > 0);
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(j, "layers");
+    CHECK(cJSON_GetArraySize(layers) == NL);
+    for (int l = 0; l < NL; l++)
+        CHECKF(num(cJSON_GetArrayItem(layers, l), "neuron_bytes") == (double)nb[l], "layer %d: %g, expected %"
+               PRIu64, l, num(cJSON_GetArrayItem(layers, l), "neuron_bytes"), nb[l]);
+    char h[17];
+    snprintf(h, sizeof h, "%016" PRIx64, s->ffn_hash);
+    const cJSON *mh = cJSON_GetObjectItemCaseSensitive(j, "model_ffn_hash");
+    CHECK(cJSON_IsString(mh) && !strcmp(mh->valuestring, h) && strcmp(h, "cbf29ce484222325"));
+    cJSON_Delete(j);
+    hc_stats_free(s);
+    /* incomplete companions are an error naming the tensor */
+    gguf_file *f = gguf_open(m, err, sizeof err);
+    CHECK(f);
+    gguf_writer *w = gguf_writer_new(GGUF_VARIANT_GGUF);
+    for (uint64_t i = 0; i < f->n_kv; i++) gguf_set_kv(w, &f->kv[i]);
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        if (strcmp(t->name, "blk.1.ffn_up.weight.qzeros"))
+            gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data);
+    }
+    const char *bad = th_tmp("gptq-bad.gguf");
+    CHECK(gguf_writer_write(w, bad, err, sizeof err) == 0);
+    gguf_writer_free(w);
+    gguf_close(f);
+    const char *st2 = th_tmp("gptq-bad.stats");
+    hc_stats *s2 = write_stats(st2, bad, 11);   /* made on that model: the hash check passes */
+    CHECKF(s2, "%s", err);
+    hc_stats_free(s2);
+    CHECK(th_sh("%s -m %s -s %s --vram-budget 1M --min-layer-neurons 0 -o %s", th_bin("hc-solve"), bad, st2,
+                out) == 1);
+    CHECKF(strstr(th_last_err(), "blk.1.ffn_up.weight.qzeros is missing"), "%s", th_last_err());
+}
+
 int main(void)
 {
     RUN(test_ilp_equals_brute_force);
@@ -455,6 +595,7 @@ int main(void)
     RUN(test_sweep_json);
     RUN(test_time_limit_is_loud);
     RUN(test_defaults);
+    RUN(test_gptq_model);
     hc_stats_free(stats);
     return th_done();
 }

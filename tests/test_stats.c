@@ -3,11 +3,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "gguf.h"
 #include "harness.h"
 #include "stats.h"
 
 static char err[512];
+
+/* hc_ffn_hash of tiny_model("...", 32, 0, 0, 0), as computed before GPTQ
+ * companions were hashed. */
+#define PINNED_TINY_HASH 0xd0a8940d68e58fa8ull
 
 static hc_stats *sample_stats(void)
 {
@@ -176,7 +181,69 @@ static void test_ffn_hash(void)
     CHECK(hc_ffn_hash(a) != hc_ffn_hash(d));  /* shape changed */
     CHECK(hc_ffn_hash(e) != hc_ffn_hash(g));  /* sampling still sees the last bytes of a large tensor */
     CHECK(hc_ffn_hash(a) != 0);
+    /* Models without GPTQ companions hash as they always did: committed
+     * statistics and indexes (models/, make gpuidx-check) depend on it. */
+    CHECKF(hc_ffn_hash(a) == PINNED_TINY_HASH, "%016llx", (unsigned long long)hc_ffn_hash(a));
     gguf_close(a); gguf_close(b); gguf_close(c); gguf_close(d); gguf_close(e); gguf_close(g);
+}
+
+/* The FFN of tiny_model stored as INT4-GPTQ companions (hc-quantize GPTQ's
+ * layout; the bytes need not be a real quantization): `poke` changes one byte
+ * of companion `which` (0 qweight, 1 scales, 2 qzeros, 3 g_idx, 4 a non-FFN
+ * attn_q companion) of blk.1.ffn_up.weight (attn_q: blk.1.attn_q.weight). */
+static gguf_file *tiny_gptq(const char *name, int which, uint8_t poke)
+{
+    enum { E = 64, F = 32, G = 2 };   /* n_embd, n_ff, groups of 32 inputs */
+    static const char *const parts[] = { "ffn_gate", "ffn_up", "ffn_down" };
+    static const char *const comp[] = { "qweight", "scales", "qzeros", "g_idx" };
+    static uint8_t buf[2][4][4][F * (E / 8) * 4];   /* the writer keeps pointers until written */
+    gguf_writer *w = gguf_writer_new(GGUF_VARIANT_GGUF);
+    gguf_set_str(w, "general.architecture", "llama");
+    gguf_set_u32(w, "llama.block_count", 2);
+    gguf_set_u32(w, "llama.feed_forward_length", F);
+    for (int l = 0; l < 2; l++)
+        for (int k = 0; k < 4; k++) {
+            const char *part = k < 3 ? parts[k] : "attn_q";
+            /* gate/up: K = E inputs, N = F outputs; down and attn_q: K = F, N = E */
+            int64_t K = k < 2 ? E : F, N = k < 2 ? F : E;
+            int64_t ne[4][2] = { { N, K / 8 }, { N, G }, { N / 8, G }, { K, 1 } };
+            uint32_t types[4] = { GGML_TYPE_I32, GGML_TYPE_F16, GGML_TYPE_I32, GGML_TYPE_I32 };
+            for (int c = 0; c < 4; c++) {
+                char tn[96];
+                uint8_t *d = buf[l][k][c];
+                for (size_t i = 0; i < sizeof buf[l][k][c]; i++)
+                    d[i] = (uint8_t)(i * 13 + c + 7 * k);
+                if (l == 1 && ((which == 4 && k == 3) || (which < 4 && k == 1 && which == c)))
+                    d[3] ^= poke;
+                snprintf(tn, sizeof tn, "blk.%d.%s.weight.%s", l, part, comp[c]);
+                gguf_add_tensor(w, tn, types[c], c == 3 ? 1 : 2, ne[c], d);
+            }
+        }
+    const char *p = th_tmp(name);
+    gguf_writer_write(w, p, err, sizeof err);
+    gguf_writer_free(w);
+    return gguf_open(p, err, sizeof err);
+}
+
+static void test_ffn_hash_gptq(void)
+{
+    gguf_file *a = tiny_gptq("ga.gguf", 0, 0), *a2 = tiny_gptq("ga2.gguf", 0, 0);
+    gguf_file *p[5];
+    for (int c = 0; c < 5; c++) {
+        char n[32];
+        snprintf(n, sizeof n, "gp%d.gguf", c);
+        p[c] = tiny_gptq(n, c, 0x10);
+        CHECK(p[c]);
+    }
+    CHECK(a && a2);
+    uint64_t h = hc_ffn_hash(a);
+    CHECKF(h != HC_FNV_INIT && h != 1, "%016llx: nothing hashed", (unsigned long long)h);
+    CHECK(hc_ffn_hash(a2) == h);
+    for (int c = 0; c < 4; c++)   /* each FFN companion is part of the identity */
+        CHECKF(hc_ffn_hash(p[c]) != h, "companion %d", c);
+    CHECK(hc_ffn_hash(p[4]) == h);   /* attention is not */
+    gguf_close(a); gguf_close(a2);
+    for (int c = 0; c < 5; c++) gguf_close(p[c]);
 }
 
 static void test_check_model(void)
@@ -207,6 +274,7 @@ int main(void)
     RUN(test_corrupt_rejected);
     RUN(test_not_gguf);
     RUN(test_ffn_hash);
+    RUN(test_ffn_hash_gptq);
     RUN(test_check_model);
     return th_done();
 }
