@@ -1,16 +1,21 @@
-/* Command-line helpers: errors, sizes, time, progress bar, whole-file reads, FNV. */
+/* Command-line helpers: errors, option values, sizes, time, progress bar,
+ * whole-file reads and maps, JSON output, FNV, splitmix64. */
 #include "cli.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 const char *hc_prog = "hc";
 
@@ -77,6 +82,59 @@ int hc_parse_size(const char *s, uint64_t *out)
         return 0;
     }
     return -1;
+}
+
+long long hc_opt_int(const char *opt, const char *s, long long lo, long long hi)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi)
+        hc_die("bad value for %s: '%s' (expected %lld..%lld)", opt, s, lo, hi);
+    return v;
+}
+
+double hc_opt_num(const char *opt, const char *s, double lo, double hi)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (!*s || *end || !(v >= lo && v <= hi)) {
+        if (hi == DBL_MAX) hc_die("bad value for %s: '%s' (expected a number >= %g)", opt, s, lo);
+        hc_die("bad value for %s: '%s' (expected %g..%g)", opt, s, lo, hi);
+    }
+    return v;
+}
+
+int hc_default_threads(int max)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > max ? max : (int)n;
+}
+
+void hc_bad_option(int c, const char *cmd, char *const argv[], const struct option *longs)
+{
+    /* getopt_long has stepped past a long option: it is argv[optind - 1], and
+     * optopt is 0 when its name is unknown, else its val (a value it does not
+     * take, or lacks). A short option is optopt, the failing character of its
+     * cluster; argv[optind - 1] may then be an earlier argument, so a "--"
+     * argument is taken as the culprit only when its option has that val. */
+    const char *arg = argv[optind - 1];
+    const char *what = c == ':' ? "needs a value" : NULL;   /* NULL: unknown */
+    char name[64];
+    int is_long = arg[0] == '-' && arg[1] == '-' && arg[2] && !optopt;
+    if (optopt && arg[0] == '-' && arg[1] == '-' && arg[2]) {
+        size_t n = strcspn(arg + 2, "=");
+        for (const struct option *o = longs; o && o->name; o++)
+            if (!o->flag && o->val == optopt && strncmp(o->name, arg + 2, n) == 0) is_long = 1;
+        if (is_long && c != ':') what = "takes no value";
+    }
+    if (is_long || !optopt) snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, "="), arg);
+    else snprintf(name, sizeof name, "-%c", optopt);
+    char msg[128];
+    if (what) snprintf(msg, sizeof msg, "option '%s' %s", name, what);
+    else snprintf(msg, sizeof msg, "unknown option '%s'", name);
+    if (cmd) hc_die("%s: %s (see %s %s --help)", cmd, msg, hc_prog, cmd);
+    hc_die("%s (see --help)", msg);
 }
 
 const char *hc_format_size(uint64_t bytes, char *buf, size_t len)
@@ -191,6 +249,53 @@ char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen)
     buf[size] = 0;
     if (len) *len = size;
     return buf;
+}
+
+int hc_map_open(hc_map *m, const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    *m = (hc_map){ NULL, 0 };
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    int bad = fstat(fd, &st) != 0 ? errno : S_ISREG(st.st_mode) ? 0 : -1;
+    if (bad) {
+        snprintf(err, errlen, "%s: %s", path, bad > 0 ? strerror(bad) : "not a regular file");
+        close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    if (size == 0) {   /* mmap cannot map an empty file */
+        close(fd);
+        return 0;
+    }
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    void *p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+        snprintf(err, errlen, "%s: mmap: %s", path, strerror(e));
+        return -1;
+    }
+    *m = (hc_map){ p, size };
+    return 0;
+}
+
+void hc_map_close(hc_map *m)
+{
+    if (m->data) munmap((void *)m->data, m->size);
+    *m = (hc_map){ NULL, 0 };
+}
+
+void hc_json_print(cJSON *root)
+{
+    char *s = cJSON_Print(root);
+    if (!s) hc_die("out of memory");
+    puts(s);
+    free(s);
+    cJSON_Delete(root);
 }
 
 uint64_t hc_fnv1a64(const void *data, size_t len, uint64_t h)

@@ -1,7 +1,9 @@
-/* Command-line helpers shared by every program: errors, sizes, progress, time. */
+/* Helpers shared by every program: errors, option values and bad options,
+ * sizes, time, progress, whole-file reads and maps, JSON output, hashes, PRNG. */
 #ifndef HC_CLI_H
 #define HC_CLI_H
 
+#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -18,6 +20,20 @@ void hc_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int hc_parse_size(const char *s, uint64_t *out);
 /* Format a byte count as "12.3 MiB" into buf. */
 const char *hc_format_size(uint64_t bytes, char *buf, size_t len);
+
+/* Option values: a decimal integer in [lo, hi], a number in [lo, hi] (hi =
+ * DBL_MAX: any finite number >= lo); anything else exits through hc_die with
+ * "bad value for OPT: 'S' (expected ...)". */
+long long hc_opt_int(const char *opt, const char *s, long long lo, long long hi);
+double hc_opt_num(const char *opt, const char *s, double lo, double hi);
+/* Default -t: the online CPUs, clamped to [1, max]. */
+int hc_default_threads(int max);
+/* The default case of a getopt_long loop whose optstring starts with ':'
+ * (c = what it returned): one line "prog: [cmd: ]unknown option 'X' (see
+ * --help)" (or "option 'X' needs a value" / "takes no value"), exit(1).
+ * cmd names a subcommand, or NULL; longs is the table given to getopt_long. */
+void hc_bad_option(int c, const char *cmd, char *const argv[], const struct option *longs)
+    __attribute__((noreturn));
 
 /* Monotonic seconds. */
 double hc_now(void);
@@ -37,6 +53,30 @@ void hc_progress_end(hc_progress *p);
 
 /* Read a whole (small) file into a NUL-terminated malloc'd buffer. NULL + err on failure. */
 char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen);
+
+/* A whole regular file mapped read-only (data NULL when the file is empty). */
+typedef struct {
+    const uint8_t *data;
+    size_t size;
+} hc_map;
+/* 0, or -1 with "path: why" in err (m then holds no mapping). */
+int hc_map_open(hc_map *m, const char *path, char *err, size_t errlen);
+void hc_map_close(hc_map *m);
+
+/* Print a cJSON tree to stdout (cJSON_Print's layout, then a newline) and
+ * delete it; out of memory exits through hc_die. */
+struct cJSON;
+void hc_json_print(struct cJSON *root);
+
+/* splitmix64 (Steele, Lea, Flood 2014): the next value of the stream whose
+ * state is *s. Seeded streams that every machine repeats bit for bit. */
+static inline uint64_t hc_splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
 
 /* 64-bit FNV-1a, chainable through h (start with HC_FNV_INIT). */
 #define HC_FNV_INIT 0xcbf29ce484222325ULL

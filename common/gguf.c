@@ -3,17 +3,15 @@
  * "PWRI" variant: ../shared/reference/powerinfer.md §2.1, §3.2. */
 #include "gguf.h"
 #include "atomic_file.h"
+#include "cli.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "GGUF values are little-endian; this code reads them in host order"
@@ -360,32 +358,10 @@ gguf_file *gguf_open_mem(const void *buf, size_t size, const char *name, char *e
 
 gguf_file *gguf_open(const char *path, char *err, size_t errlen)
 {
-    struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    int bad = fstat(fd, &st) != 0 ? errno : S_ISREG(st.st_mode) ? 0 : -1;
-    if (bad) {
-        snprintf(err, errlen, "%s: %s", path, bad > 0 ? strerror(bad) : "not a regular file");
-        close(fd);
-        return NULL;
-    }
-    size_t size = (size_t)st.st_size;
-    if (size == 0) {   /* mmap cannot map an empty file; the parser words the error */
-        close(fd);
-        return open_buf("", 0, path, 0, err, errlen);
-    }
-    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-    int e = errno;
-    close(fd);
-    if (map == MAP_FAILED) {
-        snprintf(err, errlen, "%s: mmap: %s", path, strerror(e));
-        return NULL;
-    }
-    return open_buf(map, size, path, 1, err, errlen);
+    hc_map m;
+    if (hc_map_open(&m, path, err, errlen)) return NULL;
+    if (!m.data) return open_buf("", 0, path, 0, err, errlen);   /* empty: the parser words the error */
+    return open_buf(m.data, m.size, path, 1, err, errlen);
 }
 
 void gguf_close(gguf_file *f)

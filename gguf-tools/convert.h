@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "cli.h"
 #include "gguf.h"
 
 /* llama_token_type values (the same numbers as SentencePiece's piece types). */
@@ -84,14 +85,6 @@ void cv_tensors_free(cv_tensors *ts);
  * progress bar on a terminal). 0, or -1 + message (no output file then). */
 int cv_write(gguf_writer *w, const cv_tensors *ts, const char *path, char *err, size_t errlen);
 
-/* Read-only whole-file mapping. */
-typedef struct {
-    const uint8_t *data;
-    size_t size;
-} cv_map;
-int cv_map_open(cv_map *m, const char *path, char *err, size_t errlen);
-void cv_map_close(cv_map *m);
-
 /* ------------------------------------------------------------ safetensors
  * A set of mapped .safetensors files (one model, possibly sharded). Headers are
  * parsed with cJSON and validated: known dtype, shape, offsets inside the data
@@ -109,7 +102,7 @@ typedef struct {
 } st_tensor;
 
 typedef struct {
-    cv_map *maps;
+    hc_map *maps;
     char **paths;
     size_t n_files;
     st_tensor *t;

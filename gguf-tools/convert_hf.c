@@ -235,8 +235,7 @@ int convert_hf_main(int argc, char **argv)
     uint32_t wtype = GGML_TYPE_F16;
     int c;
     optind = 1;
-    opterr = 0;          /* our own one-line message below */
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
         case 'p': pred_dir = optarg; break;
@@ -244,10 +243,10 @@ int convert_hf_main(int argc, char **argv)
             if (!strcmp(optarg, "f32")) wtype = GGML_TYPE_F32;
             else if (!strcmp(optarg, "f16")) wtype = GGML_TYPE_F16;
             else if (!strcmp(optarg, "bf16")) wtype = GGML_TYPE_BF16;
-            else hc_die("--outtype: '%s' is not f32, f16 or bf16", optarg);
+            else hc_die("bad value for --outtype: '%s' (expected f32, f16 or bf16)", optarg);
             break;
         case 'h': fputs(usage, stdout); return 0;
-        default: hc_die("hf: bad option '%s' (see --help)", argv[optind - 1]);
+        default: hc_bad_option(c, "hf", argv, opts);
         }
     }
     if (argc - optind != 1 || !out) hc_die("hf: needs DIR -o OUT.gguf (see --help)");

@@ -33,7 +33,7 @@ static int32_t rd_i32(const uint8_t *p)
 
 /* Parse the header, check the file holds exactly the arrays it announces, and
  * locate them. Dies with a one-line message on any problem. */
-static void l2c_layout(const char *path, const cv_map *m, l2c_config *c, int *shared, l2c_weights *w)
+static void l2c_layout(const char *path, const hc_map *m, l2c_config *c, int *shared, l2c_weights *w)
 {
     size_t off;
     int v1 = m->size >= 8 && (uint32_t)rd_i32(m->data) == L2C_V1_MAGIC;
@@ -155,25 +155,20 @@ int convert_llama2c_main(int argc, char **argv)
     long ctx = 0;
     int c;
     optind = 1;
-    opterr = 0;          /* our own one-line message below */
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-        char *end;
+    while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
-        case 'c':
-            ctx = strtol(optarg, &end, 10);
-            if (*end || ctx <= 0 || ctx > INT32_MAX) hc_die("--ctx: not a positive integer: %s", optarg);
-            break;
+        case 'c': ctx = (long)hc_opt_int("--ctx", optarg, 1, INT32_MAX); break;
         case 'h': fputs(usage, stdout); return 0;
-        default: hc_die("llama2c: bad option '%s' (see --help)", argv[optind - 1]);
+        default: hc_bad_option(c, "llama2c", argv, opts);
         }
     }
     if (argc - optind != 2 || !out) hc_die("llama2c: needs CHECKPOINT.bin TOKENIZER.bin -o OUT.gguf (see --help)");
     const char *ckpt = argv[optind], *tok = argv[optind + 1];
 
     char err[512];
-    cv_map m;
-    if (cv_map_open(&m, ckpt, err, sizeof err)) hc_die("%s", err);
+    hc_map m;
+    if (hc_map_open(&m, ckpt, err, sizeof err)) hc_die("%s", err);
     l2c_config cfg;
     l2c_weights wt;
     int shared;
@@ -217,7 +212,7 @@ int convert_llama2c_main(int argc, char **argv)
     gguf_writer_free(w);
     cv_tensors_free(&ts);
     cv_vocab_free(&v);
-    cv_map_close(&m);
+    hc_map_close(&m);
     if (rc) hc_die("%s", err);
     return 0;
 }

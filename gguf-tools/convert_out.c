@@ -3,14 +3,10 @@
 #include "convert.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "ggml_types.h"
@@ -238,38 +234,4 @@ int cv_write(gguf_writer *w, const cv_tensors *ts, const char *path, char *err, 
     free(f);
     free(o);
     return rc ? -1 : gguf_writer_finish(w, err, errlen);
-}
-
-/* ------------------------------------------------------------------ mmap */
-
-int cv_map_open(cv_map *m, const char *path, char *err, size_t errlen)
-{
-    struct stat st;
-    int fd = open(path, O_RDONLY);
-    m->data = NULL;
-    m->size = 0;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "%s: %s", path, fd < 0 ? strerror(errno) : "not a regular file");
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    m->size = (size_t)st.st_size;
-    if (m->size) {
-        void *p = mmap(NULL, m->size, PROT_READ, MAP_SHARED, fd, 0);
-        if (p == MAP_FAILED) {
-            close(fd);
-            snprintf(err, errlen, "%s: cannot map", path);
-            return -1;
-        }
-        m->data = p;
-    }
-    close(fd);
-    return 0;
-}
-
-void cv_map_close(cv_map *m)
-{
-    if (m->data) munmap((void *)m->data, m->size);
-    m->data = NULL;
-    m->size = 0;
 }

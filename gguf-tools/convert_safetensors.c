@@ -79,21 +79,21 @@ static const char *parse_entry(const cJSON *e, const uint8_t *data, uint64_t dat
 
 int st_add_file(st_set *s, const char *path, char *err, size_t errlen)
 {
-    cv_map m;
-    if (cv_map_open(&m, path, err, errlen)) return -1;
+    hc_map m;
+    if (hc_map_open(&m, path, err, errlen)) return -1;
     uint64_t hlen = 0;
     if (m.size >= 8) memcpy(&hlen, m.data, 8);
     if (m.size < 8 || hlen > ST_MAX_HEADER || hlen > m.size - 8) {
         snprintf(err, errlen, "%s: not a safetensors file (header length %llu, file %zu bytes)",
                  path, (unsigned long long)hlen, m.size);
-        cv_map_close(&m);
+        hc_map_close(&m);
         return -1;
     }
     cJSON *root = cJSON_ParseWithLength((const char *)m.data + 8, (size_t)hlen);
     if (!cJSON_IsObject(root)) {
         snprintf(err, errlen, "%s: safetensors header is not a JSON object", path);
         cJSON_Delete(root);
-        cv_map_close(&m);
+        hc_map_close(&m);
         return -1;
     }
     const uint8_t *data = m.data + 8 + hlen;
@@ -153,7 +153,7 @@ void st_free(st_set *s)
 {
     for (size_t i = 0; i < s->n; i++) free(s->t[i].name);
     for (size_t i = 0; i < s->n_files; i++) {
-        cv_map_close(&s->maps[i]);
+        hc_map_close(&s->maps[i]);
         free(s->paths[i]);
     }
     free(s->t);

@@ -30,6 +30,7 @@
 
 #define P_MAX 0.9            /* firing rate of the hottest neuron */
 #define WRITE_GAIN 0.2f      /* scale of attn_output / ffn_down: small residual updates */
+#define MAX_COUNT (1L << 30) /* largest --dim, --n-ff, ... */
 
 typedef struct {
     uint64_t seed;
@@ -38,26 +39,18 @@ typedef struct {
     float **gate_shift;      /* [layer][neuron] b_j * sqrt(dim) = Phi^-1(p_j) */
 } synth;
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* Uniform on (-sqrt3, sqrt3): mean 0, variance 1. */
 static float unit_noise(uint64_t *s)
 {
-    return ((float)(splitmix64(s) >> 40) + 0.5f) * (2.0f / 16777216.0f) * 1.7320508f - 1.7320508f;
+    return ((float)(hc_splitmix64(s) >> 40) + 0.5f) * (2.0f / 16777216.0f) * 1.7320508f - 1.7320508f;
 }
 
 /* The stream of row r of tensor t. */
 static uint64_t row_state(const synth *sy, const cv_tensor *t, int64_t r)
 {
     uint64_t s = sy->seed ^ hc_fnv1a64(t->name, strlen(t->name), HC_FNV_INIT);
-    s = splitmix64(&s) ^ (uint64_t)r * 0xd1342543de82ef95ULL;
-    splitmix64(&s);
+    s = hc_splitmix64(&s) ^ (uint64_t)r * 0xd1342543de82ef95ULL;
+    hc_splitmix64(&s);
     return s;
 }
 
@@ -186,14 +179,6 @@ static const char usage[] =
     "                        H = F n_ff (default 1)\n"
     "  -h, --help            this help\n";
 
-static long parse_count(const char *opt, const char *s, long min)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || end == s || v < min || v > (1L << 30)) hc_die("--%s: '%s' is not an integer >= %ld", opt, s, min);
-    return v;
-}
-
 int convert_synth_main(int argc, char **argv)
 {
     enum { O_DIM = 256, O_FF, O_LAYERS, O_HEADS, O_KV, O_VOCAB, O_CTX, O_ACT, O_TYPE, O_SEED, O_HOT, O_SKEW };
@@ -215,41 +200,40 @@ int convert_synth_main(int argc, char **argv)
     int have_skew = 0, c;
     char *end;
     optind = 1;
-    opterr = 0;          /* our own one-line message below */
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
-        case O_DIM: dim = parse_count("dim", optarg, 2); break;
-        case O_FF: n_ff = parse_count("n-ff", optarg, 1); break;
-        case O_LAYERS: layers = parse_count("layers", optarg, 1); break;
-        case O_HEADS: heads = parse_count("heads", optarg, 1); break;
-        case O_KV: kv = parse_count("kv-heads", optarg, 1); break;
-        case O_VOCAB: vocab = parse_count("vocab", optarg, 259); break;
-        case O_CTX: ctx = parse_count("ctx", optarg, 1); break;
+        case O_DIM: dim = (long)hc_opt_int("--dim", optarg, 2, MAX_COUNT); break;
+        case O_FF: n_ff = (long)hc_opt_int("--n-ff", optarg, 1, MAX_COUNT); break;
+        case O_LAYERS: layers = (long)hc_opt_int("--layers", optarg, 1, MAX_COUNT); break;
+        case O_HEADS: heads = (long)hc_opt_int("--heads", optarg, 1, MAX_COUNT); break;
+        case O_KV: kv = (long)hc_opt_int("--kv-heads", optarg, 1, MAX_COUNT); break;
+        case O_VOCAB: vocab = (long)hc_opt_int("--vocab", optarg, 259, MAX_COUNT); break;
+        case O_CTX: ctx = (long)hc_opt_int("--ctx", optarg, 1, MAX_COUNT); break;
         case O_ACT:
-            if (strcmp(optarg, "relu") && strcmp(optarg, "silu")) hc_die("--act: '%s' is not relu or silu", optarg);
+            if (strcmp(optarg, "relu") && strcmp(optarg, "silu")) hc_die("bad value for --act: '%s' (expected relu or silu)", optarg);
             relu = !strcmp(optarg, "relu");
             break;
         case O_TYPE:
             if (!strcmp(optarg, "f32")) wtype = GGML_TYPE_F32;
             else if (!strcmp(optarg, "f16")) wtype = GGML_TYPE_F16;
-            else hc_die("--type: '%s' is not f32 or f16", optarg);
+            else hc_die("bad value for --type: '%s' (expected f32 or f16)", optarg);
             break;
         case O_SEED:
             seed = strtoull(optarg, &end, 0);
-            if (*end || end == optarg) hc_die("--seed: '%s' is not an integer", optarg);
+            if (*end || end == optarg) hc_die("bad value for --seed: '%s' (expected an integer)", optarg);
             break;
         case O_HOT:
             hot = strtod(optarg, &end);
-            if (*end || !(hot > 0 && hot <= 1)) hc_die("--hot-fraction: '%s' is not in (0, 1]", optarg);
+            if (*end || !(hot > 0 && hot <= 1)) hc_die("bad value for --hot-fraction: '%s' (expected a number in (0, 1])", optarg);
             break;
         case O_SKEW:
             skew = strtod(optarg, &end);
             have_skew = 1;
-            if (*end || !(skew > 0 && skew <= 16)) hc_die("--hot-skew: '%s' is not in (0, 16]", optarg);
+            if (*end || !(skew > 0 && skew <= 16)) hc_die("bad value for --hot-skew: '%s' (expected a number in (0, 16])", optarg);
             break;
         case 'h': fputs(usage, stdout); return 0;
-        default: hc_die("synth: bad option '%s' (see --help)", argv[optind - 1]);
+        default: hc_bad_option(c, "synth", argv, opts);
         }
     }
     if (argc != optind || !out) hc_die("synth: needs -o OUT.gguf and no other arguments (see --help)");
@@ -290,7 +274,7 @@ int convert_synth_main(int argc, char **argv)
             if (!order[l] || !sy.gate_shift[l]) hc_die("out of memory");
             for (long j = 0; j < n_ff; j++) order[l][j] = (int32_t)j;
             for (long j = n_ff - 1; j > 0; j--) {           /* Fisher-Yates */
-                long r = (long)(splitmix64(&s) % (uint64_t)(j + 1));
+                long r = (long)(hc_splitmix64(&s) % (uint64_t)(j + 1));
                 int32_t t = order[l][j];
                 order[l][j] = order[l][r];
                 order[l][r] = t;

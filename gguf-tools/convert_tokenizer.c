@@ -69,8 +69,8 @@ static int pb_next(pb *b, uint32_t *field, uint32_t *wire, uint64_t *v, pb *sub)
 
 static int load_spm_model(const char *path, uint32_t n_vocab, cv_vocab *v, char *err, size_t errlen)
 {
-    cv_map m;
-    if (cv_map_open(&m, path, err, errlen)) return -1;
+    hc_map m;
+    if (hc_map_open(&m, path, err, errlen)) return -1;
     pb b = {m.data, m.size ? m.data + m.size : m.data}, sub, f;   /* no NULL + 0 for an empty file */
     uint32_t field, wire, id = 0;
     uint64_t val;
@@ -79,7 +79,7 @@ static int load_spm_model(const char *path, uint32_t n_vocab, cv_vocab *v, char 
         if (field != 1 || wire != 2) continue;
         if (id >= n_vocab) {
             snprintf(err, errlen, "%s: more pieces than config.json's vocab_size %u", path, n_vocab);
-            cv_map_close(&m);
+            hc_map_close(&m);
             return -1;
         }
         const uint8_t *text = NULL;
@@ -96,7 +96,7 @@ static int load_spm_model(const char *path, uint32_t n_vocab, cv_vocab *v, char 
         if (rr < 0 || !text || type < TOK_NORMAL || type > TOK_BYTE) bad = 1;
         else cv_vocab_set(v, id++, (const char *)text, len, score, (int32_t)type);
     }
-    cv_map_close(&m);
+    hc_map_close(&m);
     if (bad || r < 0 || id == 0) {
         snprintf(err, errlen, "%s: not a SentencePiece model (bad piece %u)", path, id);
         return -1;

@@ -270,11 +270,7 @@ static void dump_json(const gguf_file *f)
         cJSON_AddItemToArray(ts, o);
     }
 
-    char *s = xcheck(cJSON_Print(root));
-    fputs(s, stdout);
-    putchar('\n');
-    free(s);
-    cJSON_Delete(root);
+    hc_json_print(root);
 }
 
 /* ------------------------------------------------------------------ main */
@@ -289,12 +285,12 @@ int main(int argc, char **argv)
     };
     int json = 0, full = 0, c;
     hc_prog = "hc-gguf";
-    while ((c = getopt_long(argc, argv, "jfh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":jfh", opts, NULL)) != -1) {
         switch (c) {
         case 'j': json = 1; break;
         case 'f': full = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 1;
+        default: hc_bad_option(c, NULL, argv, opts);
         }
     }
     if (argc - optind != 2) {

@@ -40,17 +40,9 @@ static const char usage[] =
     "      --json       print the summary as JSON\n"
     "  -h, --help           this help\n";
 
-static long long parse_int(const char *opt, const char *s, long long lo, long long hi)
-{
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) hc_die("bad value for %s: '%s' (expected %lld..%lld)", opt, s, lo, hi);
-    return v;
-}
-
 static void need_output(const char *out)
 {
-    if (!out) hc_die("no output file (-o); see --help");
+    if (!out) hc_die("no output file (-o; see --help)");
 }
 
 static void write_stats(const hc_stats *s, const char *path)
@@ -65,10 +57,10 @@ static int cmd_merge(int argc, char **argv)
                                            { 0, 0, 0, 0 } };
     const char *out = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "o:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
         if (c == 'o') out = optarg;
         else if (c == 'h') { fputs(usage, stdout); return 0; }
-        else hc_die("see --help");
+        else hc_bad_option(c, "merge", argv, longs);
     }
     need_output(out);
     int n = argc - optind;
@@ -96,13 +88,13 @@ static int cmd_import(int argc, char **argv)
     const char *out = NULL, *model = NULL;
     uint64_t n_tokens = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "o:m:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:m:h", longs, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
         case 'm': model = optarg; break;
-        case 'N': n_tokens = (uint64_t)parse_int("--tokens", optarg, 1, INT64_MAX); break;
+        case 'N': n_tokens = (uint64_t)hc_opt_int("--tokens", optarg, 1, INT64_MAX); break;
         case 'h': fputs(usage, stdout); return 0;
-        default: hc_die("see --help");
+        default: hc_bad_option(c, "import-powerinfer", argv, longs);
         }
     }
     need_output(out);
@@ -154,11 +146,7 @@ static void show_json(const char *path, const hc_stats *s, const hc_layer_summar
         cJSON_AddItemToArray(layers, e);
     }
     cJSON_AddItemToObject(o, "layers", layers);
-    char *txt = cJSON_Print(o);
-    if (!txt) hc_die("out of memory");
-    puts(txt);
-    free(txt);
-    cJSON_Delete(o);
+    hc_json_print(o);
 }
 
 static int cmd_show(int argc, char **argv)
@@ -167,12 +155,12 @@ static int cmd_show(int argc, char **argv)
                                            { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
     const char *svg = NULL;
     int json = 0, c;
-    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
         switch (c) {
         case 'S': svg = optarg; break;
         case 'J': json = 1; break;
         case 'h': fputs(usage, stdout); return 0;
-        default: hc_die("see --help");
+        default: hc_bad_option(c, "show", argv, longs);
         }
     }
     if (argc - optind != 1) hc_die("show: expected one statistics file");
@@ -214,18 +202,17 @@ static int cmd_profile(int argc, char **argv)
         { "threshold", required_argument, 0, 'T' }, { "shard", required_argument, 0, 'S' },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    hc_profile_opts o = { .n_threads = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu, .shard_n = 1 };
+    hc_profile_opts o = { .n_threads = hc_default_threads(64), .shard_n = 1 };
     const char *out = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "m:f:o:c:t:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:f:o:c:t:h", longs, NULL)) != -1) {
         switch (c) {
         case 'm': o.model = optarg; break;
         case 'f': o.corpus = optarg; break;
         case 'o': out = optarg; break;
-        case 'c': o.ctx = (int)parse_int("-c", optarg, 2, 1 << 20); break;
-        case 'N': o.max_tokens = parse_int("--tokens", optarg, 1, INT64_MAX); break;
-        case 't': o.n_threads = (int)parse_int("-t", optarg, 1, 256); break;
+        case 'c': o.ctx = (int)hc_opt_int("-c", optarg, 2, 1 << 20); break;
+        case 'N': o.max_tokens = hc_opt_int("--tokens", optarg, 1, INT64_MAX); break;
+        case 't': o.n_threads = (int)hc_opt_int("-t", optarg, 1, 256); break;
         case 'T': {
             char *end;
             o.threshold = strtof(optarg, &end);
@@ -242,11 +229,11 @@ static int cmd_profile(int argc, char **argv)
             break;
         }
         case 'h': fputs(usage, stdout); return 0;
-        default: hc_die("see --help");
+        default: hc_bad_option(c, NULL, argv, longs);
         }
     }
-    if (optind != argc) hc_die("unexpected argument '%s'; see --help", argv[optind]);
-    if (!o.model || !o.corpus) hc_die("need -m MODEL and -f CORPUS; see --help");
+    if (optind != argc) hc_die("unexpected argument '%s' (see --help)", argv[optind]);
+    if (!o.model || !o.corpus) hc_die("need -m MODEL and -f CORPUS (see --help)");
     need_output(out);
     char err[512];
     double t0 = hc_now(), dt = 0;

@@ -110,9 +110,6 @@ int hc_pred_evaluate(const hc_pred_net *net, const hc_pred_set *s, float t, hc_p
 /* Active (token, neuron) pairs of s. */
 uint64_t hc_pred_count_active(const hc_pred_set *s);
 
-/* The whole corpus as tokens (no BOS); NULL + message on failure. */
-int32_t *hc_pred_tokenize(const hc_tokenizer *tok, const char *path, int64_t *n, char *err, size_t errlen);
-
 enum { HC_PRED_TRAIN, HC_PRED_CALIB, HC_PRED_TEST, HC_PRED_NSETS };
 /* Run the corpus windows through m and keep, per layer, reservoir samples of
  * (FFN input, active set) in sets[k][layer] for the training, calibration

@@ -21,33 +21,6 @@
 #include "cli.h"
 #include "profile.h"
 
-int32_t *hc_pred_tokenize(const hc_tokenizer *tok, const char *path, int64_t *n, char *err, size_t errlen)
-{
-    size_t len;
-    char *text = hc_read_file(path, &len, err, errlen);
-    if (!text) return NULL;
-    if (len > INT32_MAX / 2) {
-        snprintf(err, errlen, "%s: corpus larger than 1 GiB; use a part of it", path);
-        free(text);
-        return NULL;
-    }
-    int cap = (int)len + 16;
-    int32_t *t = malloc((size_t)cap * sizeof *t);
-    int k = t ? hc_tokenize(tok, text, len, 0, 0, t, cap) : -1;
-    if (k > cap) {
-        int32_t *t2 = realloc(t, (size_t)k * sizeof *t);
-        k = t2 ? hc_tokenize(tok, text, len, 0, 0, (t = t2), k) : -1;
-    }
-    free(text);
-    if (k <= 0) {
-        snprintf(err, errlen, "%s: %s", path, k == 0 ? "empty corpus (no tokens)" : "cannot tokenize");
-        free(t);
-        return NULL;
-    }
-    *n = k;
-    return t;
-}
-
 void hc_pred_sets_free(hc_pred_set *sets, int n_layer)
 {
     if (!sets) return;
@@ -85,14 +58,6 @@ static void hook(void *user, int layer, int point, const float *x, int B, int n,
     }
 }
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 static int64_t window_len(int64_t w, int64_t per, int64_t n_used)
 {
     return (w + 1) * per < n_used ? per : n_used - w * per;
@@ -128,7 +93,7 @@ int hc_pred_collect(const hc_pred_opts *o, const hc_model *m, hc_pred_set *sets[
     int bos = hc_tokenizer_bos(tok);
     if (bos < 0) { snprintf(err, errlen, "%s: the vocabulary has no BOS token", o->model); goto done; }
     int64_t n_all;
-    if (!(toks = hc_pred_tokenize(tok, o->corpus, &n_all, err, errlen))) goto done;
+    if (!(toks = hc_tokenize_file(tok, o->corpus, &n_all, err, errlen))) goto done;
     int64_t n_used = o->max_tokens && o->max_tokens < n_all ? o->max_tokens : n_all;
     int64_t per = ctx_len - 1, n_win = (n_used + per - 1) / per;
     int64_t n_hold = (int64_t)llround(o->holdout * (double)n_win);
@@ -185,7 +150,7 @@ int hc_pred_collect(const hc_pred_opts *o, const hc_model *m, hc_pred_set *sets[
         for (int64_t p = 1; p <= k; p++) {       /* Algorithm R */
             int64_t i = seen[st]++, sl = i;
             if (i >= cap[st]) {
-                sl = (int64_t)(splitmix64(&rng) % (uint64_t)(i + 1));
+                sl = (int64_t)(hc_splitmix64(&rng) % (uint64_t)(i + 1));
                 if (sl >= cap[st]) sl = -1;
             }
             slot[p] = sl;

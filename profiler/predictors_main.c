@@ -44,14 +44,6 @@ static const char usage[] =
     "      --svg FILE         plot recall, precision, sparsity and predictor size per layer\n"
     "  -h, --help             this help\n";
 
-static long long parse_int(const char *opt, const char *s, long long lo, long long hi)
-{
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) hc_die("bad value for %s: '%s' (expected %lld..%lld)", opt, s, lo, hi);
-    return v;
-}
-
 /* A float in (lo, hi] (lo_incl: [lo, hi]). */
 static float parse_float(const char *opt, const char *s, float lo, float hi, int lo_incl)
 {
@@ -95,20 +87,19 @@ int hc_profile_predictors_main(int argc, char **argv)
         { "tokens", required_argument, 0, O_TOK }, { "seed", required_argument, 0, O_SEED },
         { "svg", required_argument, 0, O_SVG }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    hc_pred_opts o = { .n_threads = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu, .seed = 1 };
+    hc_pred_opts o = { .n_threads = hc_default_threads(64), .seed = 1 };
     int type_set = 0, c;
-    while ((c = getopt_long(argc, argv, "m:f:o:c:t:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:f:o:c:t:h", longs, NULL)) != -1) {
         switch (c) {
         case 'm': o.model = optarg; break;
         case 'f': o.corpus = optarg; break;
         case 'o': o.output = optarg; break;
-        case 'c': o.ctx = (int)parse_int("-c", optarg, 2, 1 << 20); break;
-        case 't': o.n_threads = (int)parse_int("-t", optarg, 1, 256); break;
-        case O_RANK: o.rank = (int)parse_int("--rank", optarg, 1, 1 << 16); break;
+        case 'c': o.ctx = (int)hc_opt_int("-c", optarg, 2, 1 << 20); break;
+        case 't': o.n_threads = (int)hc_opt_int("-t", optarg, 1, 256); break;
+        case O_RANK: o.rank = (int)hc_opt_int("--rank", optarg, 1, 1 << 16); break;
         case O_AUTO: o.rank_auto = 1; break;
-        case O_EPOCHS: o.epochs = (int)parse_int("--epochs", optarg, 1, 100000); break;
-        case O_BATCH: o.batch = (int)parse_int("--batch", optarg, 1, 1 << 16); break;
+        case O_EPOCHS: o.epochs = (int)hc_opt_int("--epochs", optarg, 1, 100000); break;
+        case O_BATCH: o.batch = (int)hc_opt_int("--batch", optarg, 1, 1 << 16); break;
         case O_LR: o.lr = parse_float("--lr", optarg, 0, 1, 0); break;
         case O_PW: o.pos_weight = parse_float("--pos-weight", optarg, 0, 1e6f, 0); break;
         case O_RECALL: o.recall = parse_float("--recall", optarg, 0, 1, 0); break;
@@ -123,11 +114,11 @@ int hc_profile_predictors_main(int argc, char **argv)
         case O_MEM:
             if (hc_parse_size(optarg, &o.mem) != 0 || !o.mem) hc_die("bad value for --mem: '%s' (expected a size like 4G)", optarg);
             break;
-        case O_TOK: o.max_tokens = parse_int("--tokens", optarg, 1, INT64_MAX); break;
-        case O_SEED: o.seed = (uint64_t)parse_int("--seed", optarg, 0, INT64_MAX); break;
+        case O_TOK: o.max_tokens = hc_opt_int("--tokens", optarg, 1, INT64_MAX); break;
+        case O_SEED: o.seed = (uint64_t)hc_opt_int("--seed", optarg, 0, INT64_MAX); break;
         case O_SVG: o.svg = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
-        default: hc_die("see --help");
+        default: hc_bad_option(c, "predictors", argv, longs);
         }
     }
     if (optind != argc) hc_die("unexpected argument '%s'; see --help", argv[optind]);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "ggml_types.h"
 
 #define ADAM_B1 0.9f
@@ -29,18 +30,10 @@
 #define ADAM_EPS 1e-8f
 #define EVAL_ROWS 256          /* rows per forward chunk in calibration / evaluation */
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* Uniform on [-a, a). */
 static float uniform(uint64_t *s, float a)
 {
-    return ((float)(splitmix64(s) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * a;
+    return ((float)(hc_splitmix64(s) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * a;
 }
 
 static int bit(const uint8_t *row, int j) { return row[j >> 3] >> (j & 7) & 1; }
@@ -134,7 +127,7 @@ int hc_pred_train(const hc_pred_set *s, const hc_pred_train_opts *o, hc_pred_net
     double epoch_loss = 0;
     for (int ep = 0; ep < o->epochs; ep++) {
         for (int64_t i = s->n - 1; i > 0; i--) {      /* Fisher-Yates */
-            int64_t j = (int64_t)((splitmix64(&rng) >> 11) % (uint64_t)(i + 1));
+            int64_t j = (int64_t)((hc_splitmix64(&rng) >> 11) % (uint64_t)(i + 1));
             int64_t tmp = perm[i]; perm[i] = perm[j]; perm[j] = tmp;
         }
         epoch_loss = 0;

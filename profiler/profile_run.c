@@ -68,30 +68,6 @@ static void hook(void *user, int layer, int point, const float *x, int B, int n,
     hc_pool_run(c->ctx->pool, count_task, c, c->n_chunks);
 }
 
-/* The whole corpus as tokens (no BOS). */
-static int32_t *tokenize(const hc_tokenizer *tok, const char *path, int64_t *n, char *err, size_t errlen)
-{
-    size_t len;
-    char *text = hc_read_file(path, &len, err, errlen);
-    if (!text) return NULL;
-    if (len > INT32_MAX / 2) { snprintf(err, errlen, "%s: corpus larger than 1 GiB; split it", path); free(text); return NULL; }
-    int cap = (int)len + 16;
-    int32_t *t = malloc((size_t)cap * sizeof *t);
-    int k = t ? hc_tokenize(tok, text, len, 0, 0, t, cap) : -1;
-    if (k > cap) {
-        int32_t *t2 = realloc(t, (size_t)k * sizeof *t);
-        k = t2 ? hc_tokenize(tok, text, len, 0, 0, (t = t2), k) : -1;
-    }
-    free(text);
-    if (k <= 0) {
-        snprintf(err, errlen, "%s: %s", path, k == 0 ? "empty corpus (no tokens)" : "cannot tokenize");
-        free(t);
-        return NULL;
-    }
-    *n = k;
-    return t;
-}
-
 /* Corpus tokens in window w (the last one may be short). */
 static int64_t window_len(int64_t w, int64_t per, int64_t n_used)
 {
@@ -137,7 +113,7 @@ hc_stats *hc_profile_run(const hc_profile_opts *o, double *eval_s, char *err, si
     int bos = hc_tokenizer_bos(tok);
     if (bos < 0) { snprintf(err, errlen, "%s: the vocabulary has no BOS token", o->model); goto done; }
     int64_t n_all;
-    if (!(toks = tokenize(tok, o->corpus, &n_all, err, errlen))) goto done;
+    if (!(toks = hc_tokenize_file(tok, o->corpus, &n_all, err, errlen))) goto done;
     int64_t n_used = o->max_tokens && o->max_tokens < n_all ? o->max_tokens : n_all;
 
     if (!(s = hc_stats_new((uint32_t)hp->n_layer, (uint32_t)hp->n_ff)) ||

@@ -1,15 +1,12 @@
 #include "zipread.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
+
+#include "cli.h"
 
 #define SIG_LOCAL   0x04034b50u
 #define SIG_CENTRAL 0x02014b50u
@@ -29,7 +26,7 @@ struct hc_zip {
     hc_zip_entry *e;
     size_t n;
     size_t *sorted;     /* entry indices sorted by name, for lookup */
-    void *map;          /* mapping to unmap (hc_zip_open), else NULL */
+    hc_map map;         /* mapping to unmap (hc_zip_open), else empty */
 };
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
@@ -235,23 +232,14 @@ bad:
 
 hc_zip *hc_zip_open(const char *path, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        if (fd >= 0) close(fd);
-        return fail(err, errlen, path, "cannot open: %s", strerror(errno));
-    }
-    if (!S_ISREG(st.st_mode)) { close(fd); return fail(err, errlen, path, "not a regular file"); }
-    size_t size = (size_t)st.st_size;
-    void *map = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-    close(fd);
-    if (size && map == MAP_FAILED) return fail(err, errlen, path, "cannot map: %s", strerror(errno));
-    hc_zip *z = hc_zip_open_mem(map, size, path, err, errlen);
+    hc_map m;
+    if (hc_map_open(&m, path, err, errlen)) return NULL;
+    hc_zip *z = hc_zip_open_mem(m.data, m.size, path, err, errlen);
     if (!z) {
-        if (map) munmap(map, size);
+        hc_map_close(&m);
         return NULL;
     }
-    z->map = map;
+    z->map = m;
     return z;
 }
 
@@ -261,7 +249,7 @@ void hc_zip_close(hc_zip *z)
     for (size_t i = 0; i < z->n; i++) free(z->e[i].name);
     free(z->e);
     free(z->sorted);
-    if (z->map) munmap(z->map, z->size);
+    hc_map_close(&z->map);
     free(z->name);
     free(z);
 }

@@ -1,19 +1,15 @@
 /* hc-quantize IN OUT TYPE: F32/F16/BF16 models to Q8_0/Q4_0 (bit-identical
  * to ggml), F16, BF16 or F32, with llama-quantize's tensor rules; TYPE GPTQ
- * hands over to the GPTQ code (gptq.h) when it is built. */
+ * hands over to the GPTQ code (gptq.h). */
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 #include "cli.h"
-#include "quantize.h"
-#if __has_include("gptq.h")
 #include "gptq.h"
-#define HAVE_GPTQ 1
-#endif
+#include "quantize.h"
 
 static void usage(FILE *fp)
 {
@@ -54,15 +50,6 @@ static int target_type(const char *name)
     return hc_ftype_of((uint32_t)t) >= 0 && t != GGML_TYPE_Q4_1 ? t : -1;
 }
 
-static long parse_long(const char *opt, const char *s, long min, long max)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < min || v > max)
-        hc_die("%s: '%s' is not an integer in %ld..%ld", opt, s, min, max);
-    return v;
-}
-
 enum {
     OPT_ALLOW_REQ = 256, OPT_PURE, OPT_OUT_TYPE, OPT_EMB_TYPE,
     OPT_CALIB, OPT_GROUP, OPT_ACT_ORDER, OPT_SYM, OPT_ASYM, OPT_DAMP, OPT_CALIB_TOKENS, OPT_CTX, OPT_EXPORT, OPT_RTN,
@@ -95,11 +82,11 @@ int main(int argc, char **argv)
     hc_gptq_opts g = { .sym = -1, .damp = 0.01f, .calib_tokens = 4096, .ctx = 256,
                        .export_type = HC_TYPE_DEFAULT };
     const char *gptq_opt = NULL;   /* a GPTQ option seen, for the error when TYPE is not GPTQ */
-    long nthreads = sysconf(_SC_NPROCESSORS_ONLN);
     int c;
-    while ((c = getopt_long(argc, argv, "t:qh", longopts, NULL)) != -1) {
+    o.nthreads = hc_default_threads(INT_MAX);
+    while ((c = getopt_long(argc, argv, ":t:qh", longopts, NULL)) != -1) {
         switch (c) {
-        case 't': nthreads = parse_long("-t", optarg, 1, 256); break;
+        case 't': o.nthreads = (int)hc_opt_int("-t", optarg, 1, 256); break;
         case 'q': o.quiet = 1; break;
         case 'h': usage(stdout); return 0;
         case OPT_ALLOW_REQ: o.allow_requantize = 1; break;
@@ -113,7 +100,7 @@ int main(int argc, char **argv)
             break;
         }
         case OPT_CALIB: g.calib = optarg; gptq_opt = "--calib"; break;
-        case OPT_GROUP: g.group_size = (int)parse_long("--group-size", optarg, 1, INT_MAX); gptq_opt = "--group-size"; break;
+        case OPT_GROUP: g.group_size = (int)hc_opt_int("--group-size", optarg, 1, INT_MAX); gptq_opt = "--group-size"; break;
         case OPT_ACT_ORDER: g.act_order = 1; gptq_opt = "--act-order"; break;
         case OPT_SYM: g.sym = 1; gptq_opt = "--sym"; break;
         case OPT_ASYM: g.sym = 0; gptq_opt = "--asym"; break;
@@ -121,20 +108,20 @@ int main(int argc, char **argv)
             char *end;
             g.damp = strtof(optarg, &end);
             if (!*optarg || *end || !(g.damp >= 0.0f && g.damp < 1.0f))
-                hc_die("--damp: '%s' is not a number in [0, 1)", optarg);
+                hc_die("bad value for --damp: '%s' (expected a number in [0, 1))", optarg);
             gptq_opt = "--damp";
             break;
         }
-        case OPT_CALIB_TOKENS: g.calib_tokens = (int)parse_long("--calib-tokens", optarg, 1, INT_MAX); gptq_opt = "--calib-tokens"; break;
-        case OPT_CTX: g.ctx = (int)parse_long("--ctx", optarg, 1, INT_MAX); gptq_opt = "--ctx"; break;
+        case OPT_CALIB_TOKENS: g.calib_tokens = (int)hc_opt_int("--calib-tokens", optarg, 1, INT_MAX); gptq_opt = "--calib-tokens"; break;
+        case OPT_CTX: g.ctx = (int)hc_opt_int("--ctx", optarg, 1, INT_MAX); gptq_opt = "--ctx"; break;
         case OPT_EXPORT:
             if (strcasecmp(optarg, "q4_0") != 0 && strcasecmp(optarg, "q4_1") != 0)
-                hc_die("--export: '%s' is not q4_0 or q4_1", optarg);
+                hc_die("bad value for --export: '%s' (expected q4_0 or q4_1)", optarg);
             g.export_type = (uint32_t)ggml_type_from_name(optarg);
             gptq_opt = "--export";
             break;
         case OPT_RTN: g.rtn = 1; gptq_opt = "--rtn"; break;
-        default: usage(stderr); return 1;
+        default: hc_bad_option(c, NULL, argv, longopts);
         }
     }
     if (argc - optind != 3) {
@@ -143,18 +130,13 @@ int main(int argc, char **argv)
     }
     o.in = argv[optind];
     o.out = argv[optind + 1];
-    o.nthreads = nthreads > 0 ? (int)nthreads : 1;
     const char *type = argv[optind + 2];
     char err[1024];
 
     if (strcasecmp(type, "GPTQ") == 0) {
-#ifdef HAVE_GPTQ
         if (hc_gptq_quantize(&o, &g, err, sizeof err) != 0)
             hc_die("%s", err);
         return 0;
-#else
-        hc_die("GPTQ: not built into this hc-quantize");
-#endif
     }
     int t = target_type(type);
     if (t < 0)

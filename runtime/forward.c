@@ -2,6 +2,7 @@
  * Numerics follow llama2.c run.c (RMSNorm, RoPE, softmax written the same
  * way) so greedy decoding matches it token for token. */
 #include "forward.h"
+#include "cli.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,7 +29,7 @@ void *hc_ctx_acts(hc_ctx *ctx, int second, size_t stride)
         ctx->acts = xalloc(ctx->act_stride * (size_t)ctx->n_batch);
         ctx->acts2 = xalloc(ctx->act_stride * (size_t)ctx->n_batch);
         if (!ctx->acts || !ctx->acts2) {
-            fprintf(stderr, "hc-run: out of memory for activations\n");
+            hc_warn("out of memory for activations");
             abort();
         }
     }

@@ -7,6 +7,7 @@
 #include "ggml_types.h"
 #include "kernels.h"
 
+#define ROW_UNIT 16      /* listed rows per chunk unit */
 #define COL_UNIT 32      /* a quant block: column ranges start on block boundaries */
 
 void hc_ffn_act(int act, float *gate, const float *up, int n)
@@ -23,20 +24,20 @@ void hc_ffn_act(int act, float *gate, const float *up, int n)
 }
 
 typedef struct {
-    const hc_weight *w;      /* ffn_down_t: one row of n_embd per neuron */
+    const hc_weight *w;      /* one row of n_embd per neuron */
+    const int32_t *idx;      /* NULL: neurons 0..k-1 */
     const float *h;          /* [B][h_stride], value i belongs to neuron idx[i] (or i) */
     size_t h_stride;
-    const int32_t *idx;      /* NULL: neurons 0..k-1 */
     int k, B, n_chunks;
     float *out;              /* [B][n_embd] += */
-} down_t_task;
+} down_rows_task;
 
 /* A chunk is a column range of the output, to which the neurons are added in
  * list order, so the sums are the same for any thread count. Zero
  * activations (ReLU) skip their row. */
-static void down_t_run(void *arg, int chunk, int ith)
+static void down_rows_run(void *arg, int chunk, int ith)
 {
-    const down_t_task *t = arg;
+    const down_rows_task *t = arg;
     int E = t->w->n, lo, hi;
     (void)ith;
     hc_split(E, COL_UNIT, chunk, t->n_chunks, &lo, &hi);
@@ -53,13 +54,45 @@ static void down_t_run(void *arg, int chunk, int ith)
     }
 }
 
-static void down_t_accum(hc_ctx *ctx, const hc_weight *w, const float *h, size_t h_stride,
-                         const int32_t *idx, int k, int B, float *out)
+void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, const float *h, size_t h_stride,
+                       int k, int B, float *out)
 {
+    if (k <= 0) return;
     size_t work = (size_t)k * (size_t)w->n * (size_t)B;
     int nc = hc_pool_chunks(ctx->pool, (w->n + COL_UNIT - 1) / COL_UNIT, work);
-    down_t_task t = { w, h, h_stride, idx, k, B, nc, out };
-    hc_pool_run(ctx->pool, down_t_run, &t, nc);
+    down_rows_task t = { w, idx, h, h_stride, k, B, nc, out };
+    hc_pool_run(ctx->pool, down_rows_run, &t, nc);
+}
+
+typedef struct {
+    const hc_weight *w;
+    const int32_t *idx;
+    const void *acts;
+    size_t act_stride, y_stride;
+    int k, B, n_chunks;
+    float *y;
+} rows_task;
+
+static void rows_run(void *arg, int chunk, int ith)
+{
+    const rows_task *t = arg;
+    int lo, hi;
+    (void)ith;
+    hc_split(t->k, ROW_UNIT, chunk, t->n_chunks, &lo, &hi);
+    if (lo >= hi) return;
+    for (int b = 0; b < t->B; b++)
+        hc_weight_matvec_rows(t->w, t->idx + lo, hi - lo, (const char *)t->acts + (size_t)b * t->act_stride,
+                              t->y + (size_t)b * t->y_stride + lo);
+}
+
+void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int k, const void *acts, int B,
+                        float *y, size_t y_stride)
+{
+    if (k <= 0) return;
+    size_t work = (size_t)k * (size_t)w->n * (size_t)B;
+    int nc = hc_pool_chunks(ctx->pool, (k + ROW_UNIT - 1) / ROW_UNIT, work);
+    rows_task t = { w, idx, acts, ctx->act_stride, y_stride, k, B, nc, y };
+    hc_pool_run(ctx->pool, rows_run, &t, nc);
 }
 
 /* gate and up of B rows into ctx->gate / ctx->up ([B][n_ff]), through f. */
@@ -96,38 +129,19 @@ void hc_ffn_dense(hc_ctx *ctx, int layer, const float *x_norm, int B, float *out
         hc_ctx_matvec(ctx, &ly->ffn_down, ctx->gate, B, out);
     } else {
         memset(out, 0, sizeof(float) * (size_t)B * E);
-        down_t_accum(ctx, &ly->ffn_down_t, ctx->gate, (size_t)F, NULL, F, B, out);
+        hc_ctx_down_accum(ctx, &ly->ffn_down_t, NULL, ctx->gate, (size_t)F, F, B, out);
     }
 }
 
 typedef struct {
-    const hc_weight *w;
-    const void *acts;
-    size_t act_stride;
     const int32_t *idx;
-    int k, B, F, n_chunks;
-    float *y;
-} rows_task;
-
-static void rows_run(void *arg, int chunk, int ith)
-{
-    const rows_task *t = arg;
-    int lo, hi;
-    (void)ith;
-    hc_split(t->k, 16, chunk, t->n_chunks, &lo, &hi);
-    if (lo >= hi) return;
-    for (int b = 0; b < t->B; b++)
-        hc_weight_matvec_rows(t->w, t->idx + lo, hi - lo, (const char *)t->acts + (size_t)b * t->act_stride,
-                              t->y + (size_t)b * t->F + lo);
-}
+    int k, F;
+} row_list;
 
 static void listed_rows(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, void *arg)
 {
-    const rows_task *sel = arg;
-    size_t work = (size_t)sel->k * (size_t)w->n * (size_t)B;
-    int nc = hc_pool_chunks(ctx->pool, (sel->k + 15) / 16, work);
-    rows_task t = { w, acts, ctx->act_stride, sel->idx, sel->k, B, sel->F, nc, y };
-    hc_pool_run(ctx->pool, rows_run, &t, nc);
+    const row_list *sel = arg;
+    hc_ctx_matvec_rows(ctx, w, sel->idx, sel->k, acts, B, y, (size_t)sel->F);
 }
 
 void hc_ffn_partial(hc_ctx *ctx, int layer, const float *x_norm, int B,
@@ -137,7 +151,7 @@ void hc_ffn_partial(hc_ctx *ctx, int layer, const float *x_norm, int B,
     const hc_layer *ly = &ctx->model->layers[layer];
     int F = hp->n_ff, E = hp->n_embd;
     if (k <= 0) return;
-    rows_task sel = { .idx = idx, .k = k, .F = F };
+    row_list sel = { idx, k, F };
     gate_up(ctx, ly, x_norm, B, listed_rows, &sel);
     for (int b = 0; b < B; b++) {
         float *g = ctx->gate + (size_t)b * F;
@@ -145,7 +159,7 @@ void hc_ffn_partial(hc_ctx *ctx, int layer, const float *x_norm, int B,
         if (h) memcpy(h + (size_t)b * k, g, sizeof(float) * (size_t)k);
     }
     if (ly->ffn_down_t.kind != HC_WEIGHT_NONE) {
-        down_t_accum(ctx, &ly->ffn_down_t, ctx->gate, (size_t)F, idx, k, B, out_accum);
+        hc_ctx_down_accum(ctx, &ly->ffn_down_t, idx, ctx->gate, (size_t)F, k, B, out_accum);
         return;
     }
     /* Column access into ffn_down: scatter h over a zeroed n_ff vector and

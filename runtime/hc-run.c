@@ -59,22 +59,6 @@ typedef struct {
     hc_sampler_params sp;
 } options;
 
-static long parse_int(const char *opt, const char *s, long lo, long hi)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) hc_die("bad value for %s: '%s' (expected %ld..%ld)", opt, s, lo, hi);
-    return v;
-}
-
-static double parse_num(const char *opt, const char *s, double lo, double hi)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (!*s || *end || !(v >= lo && v <= hi)) hc_die("bad value for %s: '%s' (expected %g..%g)", opt, s, lo, hi);
-    return v;
-}
-
 static void parse_args(int argc, char **argv, options *o)
 {
     static const struct option longs[] = {
@@ -89,21 +73,20 @@ static void parse_args(int argc, char **argv, options *o)
         { "disable-gpu-index", no_argument, 0, 'N' }, { "vram-budget", required_argument, 0, 'B' },
         { "verbose", no_argument, 0, 'v' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    *o = (options){ .prompt = "", .n_predict = 128, .threads = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu,
+    *o = (options){ .prompt = "", .n_predict = 128, .threads = hc_default_threads(64),
                     .sp = { .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 42 } };
     int c;
-    while ((c = getopt_long(argc, argv, "m:p:n:t:c:b:vh", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:n:t:c:b:vh", longs, NULL)) != -1) {
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'p': o->prompt = optarg; break;
-        case 'n': o->n_predict = (int)parse_int("-n", optarg, 0, 1 << 24); break;
-        case 't': o->threads = (int)parse_int("-t", optarg, 1, 256); break;
-        case 'c': o->n_ctx = (int)parse_int("-c", optarg, 1, 1 << 24); break;
-        case 'b': o->n_batch = (int)parse_int("-b", optarg, 1, 1 << 20); break;
-        case 'T': o->sp.temp = (float)parse_num("--temp", optarg, 0, 1e6); break;
-        case 'K': o->sp.top_k = (int)parse_int("--top-k", optarg, 0, 1 << 30); break;
-        case 'P': o->sp.top_p = (float)parse_num("--top-p", optarg, 0, 1); break;
+        case 'n': o->n_predict = (int)hc_opt_int("-n", optarg, 0, 1 << 24); break;
+        case 't': o->threads = (int)hc_opt_int("-t", optarg, 1, 256); break;
+        case 'c': o->n_ctx = (int)hc_opt_int("-c", optarg, 1, 1 << 24); break;
+        case 'b': o->n_batch = (int)hc_opt_int("-b", optarg, 1, 1 << 20); break;
+        case 'T': o->sp.temp = (float)hc_opt_num("--temp", optarg, 0, 1e6); break;
+        case 'K': o->sp.top_k = (int)hc_opt_int("--top-k", optarg, 0, 1 << 30); break;
+        case 'P': o->sp.top_p = (float)hc_opt_num("--top-p", optarg, 0, 1); break;
         case 'S': {
             char *end;
             o->sp.seed = strtoull(optarg, &end, 10);
@@ -114,7 +97,7 @@ static void parse_args(int argc, char **argv, options *o)
         case 'L': o->logits = 1; break;
         case 'R': o->sparse = 1; break;
         case 'D': o->dense = 1; break;
-        case 'H': o->threshold = (float)parse_num("--sparse-threshold", optarg, -1e30, 1e30); o->have_threshold = 1; break;
+        case 'H': o->threshold = (float)hc_opt_num("--sparse-threshold", optarg, -1e30, 1e30); o->have_threshold = 1; break;
         case 'G': o->gpu_index = optarg; break;
         case 'N': o->no_gpu_index = 1; break;
         case 'B':
@@ -124,7 +107,7 @@ static void parse_args(int argc, char **argv, options *o)
             break;
         case 'v': o->verbose = 1; break;
         case 'h': fputs(usage, stdout); exit(0);
-        default: fputs(usage, stderr); exit(1);
+        default: hc_bad_option(c, NULL, argv, longs);
         }
     }
     if (optind < argc) hc_die("unexpected argument '%s' (see --help)", argv[optind]);
@@ -289,6 +272,11 @@ static hc_cl *setup_sparse(const hc_model *m, options *o)
     int predictors = 1;
     for (int l = 0; l < m->hp.n_layer; l++) predictors &= m->layers[l].fc1.kind != HC_WEIGHT_NONE;
     if (o->dense || !(o->sparse || o->have_threshold || predictors || idx)) return NULL;
+    if (hc_sparse_check(m, err, sizeof err)) {
+        /* e.g. INT4-GPTQ: no sparse kernels; the dense FFN computes the same model */
+        hc_warn("%s; running the dense FFN%s", err, idx ? " (GPU index not used)" : "");
+        return NULL;
+    }
     hc_sparse_params sp = { .threshold = o->have_threshold ? o->threshold : predictors ? m->hp.sparse_threshold : 0.0f,
                             .use_predictor = 1, .check = o->verbose };
     double t0 = hc_now();

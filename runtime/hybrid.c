@@ -56,6 +56,11 @@ hc_cl *hc_hybrid_setup(hc_sparse *s, const hc_model *m, const hc_gpuidx *g, uint
     for (int l = 0; l < m->hp.n_layer; l++) {
         const hc_layer *ly = &m->layers[l];
         const hc_weight *dn = hc_sparse_down(s, l);
+        if (ly->ffn_gate.kind == HC_WEIGHT_GPTQ || ly->ffn_up.kind == HC_WEIGHT_GPTQ) {
+            snprintf(msg, msglen, "layer %d: ffn_gate/ffn_up are INT4-GPTQ: the device kernels take ggml rows "
+                     "(F32, F16, Q8_0 or Q4_0; no GPTQ device kernels)", l);
+            return NULL;
+        }
         if (ly->ffn_gate.kind != HC_WEIGHT_GGML || ly->ffn_up.kind != HC_WEIGHT_GGML ||
             ly->ffn_gate.type != ly->ffn_up.type || !hc_cl_supports(ly->ffn_gate.type) || !hc_cl_supports(dn->type)) {
             snprintf(msg, msglen, "layer %d: ffn_gate/ffn_up %s/%s, down rows %s: the device kernels take F32, F16, "

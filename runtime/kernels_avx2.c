@@ -72,15 +72,7 @@ TI void axpy_float(int k, const void *row, int n, float a, float *y)
     }
 }
 
-T static void dot_f32(const void *const *w, int nr, const void *x, int n, float *y)
-{ for (int i = 0; i < nr; i++) y[i] = dot_float(HC_K_F32, w[i], x, n); }
-T static void dot_f16(const void *const *w, int nr, const void *x, int n, float *y)
-{ for (int i = 0; i < nr; i++) y[i] = dot_float(HC_K_F16, w[i], x, n); }
-T static void dot_bf16(const void *const *w, int nr, const void *x, int n, float *y)
-{ for (int i = 0; i < nr; i++) y[i] = dot_float(HC_K_BF16, w[i], x, n); }
-T static void axpy_f32(const void *w, int n, float a, float *y) { axpy_float(HC_K_F32, w, n, a, y); }
-T static void axpy_f16(const void *w, int n, float a, float *y) { axpy_float(HC_K_F16, w, n, a, y); }
-T static void axpy_bf16(const void *w, int n, float a, float *y) { axpy_float(HC_K_BF16, w, n, a, y); }
+HC_FLOAT_KERNELS
 
 /* ---- Q8_0 / Q4_0 against Q8_0 activations, up to HC_DOT_ROWS rows per
  * pass over the activation ---- */

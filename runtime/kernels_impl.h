@@ -36,6 +36,20 @@ struct hc_isa {
     hc_dots_fn dots[HC_K_COUNT];
 };
 
+/* The F32, F16 and BF16 dot and axpy entries of a SIMD table, from the file's
+ * dot_float(kind, row, act, n) and axpy_float(kind, row, n, a, y); T is the
+ * file's target attribute. */
+#define HC_FLOAT_KERNELS                                                                        \
+    T static void dot_f32(const void *const *w, int nr, const void *x, int n, float *y)         \
+    { for (int i = 0; i < nr; i++) y[i] = dot_float(HC_K_F32, w[i], x, n); }                    \
+    T static void dot_f16(const void *const *w, int nr, const void *x, int n, float *y)         \
+    { for (int i = 0; i < nr; i++) y[i] = dot_float(HC_K_F16, w[i], x, n); }                    \
+    T static void dot_bf16(const void *const *w, int nr, const void *x, int n, float *y)        \
+    { for (int i = 0; i < nr; i++) y[i] = dot_float(HC_K_BF16, w[i], x, n); }                   \
+    T static void axpy_f32(const void *w, int n, float a, float *y) { axpy_float(HC_K_F32, w, n, a, y); }   \
+    T static void axpy_f16(const void *w, int n, float a, float *y) { axpy_float(HC_K_F16, w, n, a, y); }   \
+    T static void axpy_bf16(const void *w, int n, float a, float *y) { axpy_float(HC_K_BF16, w, n, a, y); }
+
 extern const struct hc_isa hc_isa_scalar;
 #if defined(__x86_64__)
 extern const struct hc_isa hc_isa_avx2;

@@ -23,7 +23,7 @@ struct hc_cl {
     char platform[128], device[160];
     int is_gpu;
     size_t wg;
-    cl_ulong mem_size, max_alloc;
+    cl_ulong mem_size;
     /* scratch shared by all layers (one token-layer in flight at a time) */
     cl_mem x, mask, h, y;
     size_t x_cap, mask_cap, h_cap, y_cap;
@@ -116,7 +116,6 @@ hc_cl *hc_cl_open(char *err, size_t errlen)
     CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof cl->device - 1, cl->device, NULL), "device name");
     CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL), "device type");
     CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof cl->mem_size, &cl->mem_size, NULL), "memory size");
-    CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof cl->max_alloc, &cl->max_alloc, NULL), "max alloc");
     CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg_max, &wg_max, NULL), "work group size");
     cl->is_gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
     for (cl->wg = WG_MAX; cl->wg > wg_max; cl->wg /= 2) {}
@@ -181,7 +180,6 @@ const char *hc_cl_platform(const hc_cl *cl) { return cl->platform; }
 const char *hc_cl_device(const hc_cl *cl) { return cl->device; }
 int hc_cl_is_gpu(const hc_cl *cl) { return cl->is_gpu; }
 uint64_t hc_cl_mem_size(const hc_cl *cl) { return cl->mem_size; }
-uint64_t hc_cl_max_alloc(const hc_cl *cl) { return cl->max_alloc; }
 
 uint64_t hc_cl_layer_bytes(uint32_t gu_type, uint32_t down_type, int k, int n_embd)
 {

@@ -30,7 +30,6 @@ const char *hc_cl_platform(const hc_cl *cl);
 const char *hc_cl_device(const hc_cl *cl);
 int hc_cl_is_gpu(const hc_cl *cl);
 uint64_t hc_cl_mem_size(const hc_cl *cl);      /* CL_DEVICE_GLOBAL_MEM_SIZE */
-uint64_t hc_cl_max_alloc(const hc_cl *cl);     /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
 /* 1 if the kernels handle rows of this type. */
 int hc_cl_supports(uint32_t type);
 

@@ -6,11 +6,8 @@
 #include <string.h>
 #include "cli.h"
 #include "forward.h"
-#include "ggml_types.h"
 #include "kernels.h"
 
-#define ROW_UNIT 16     /* gathered rows per chunk unit */
-#define COL_UNIT 32     /* output columns per chunk unit: a quant block */
 /* "Truly active" for the recall check, as hc-profile counts: |h| > 0 for
  * ReLU, |h| > 0.01 for SiLU (whose h is almost never exactly 0). */
 #define SILU_ACTIVE 0.01f
@@ -44,66 +41,6 @@ struct hc_sparse {
     char dev_err[300];
 };
 
-/* ------------------------------------------------------------ threaded pieces */
-
-typedef struct {
-    const hc_weight *w;
-    const int32_t *idx;
-    int k, n_chunks;
-    const void *act;
-    float *y;
-} rows_task;
-
-static void rows_run(void *arg, int chunk, int ith)
-{
-    const rows_task *t = arg;
-    int lo, hi;
-    (void)ith;
-    hc_split(t->k, ROW_UNIT, chunk, t->n_chunks, &lo, &hi);
-    if (lo < hi) hc_weight_matvec_rows(t->w, t->idx + lo, hi - lo, t->act, t->y + lo);
-}
-
-/* y[i] = row idx[i] of w · act, i < k. */
-static void gather_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int k, const void *act, float *y)
-{
-    if (k <= 0) return;
-    int nc = hc_pool_chunks(ctx->pool, (k + ROW_UNIT - 1) / ROW_UNIT, (size_t)k * (size_t)w->n);
-    rows_task t = { w, idx, k, nc, act, y };
-    hc_pool_run(ctx->pool, rows_run, &t, nc);
-}
-
-typedef struct {
-    const hc_weight *w;
-    const int32_t *idx;
-    const float *h;
-    int k, n_chunks;
-    float *y;
-} axpy_task;
-
-/* A chunk owns a column range and adds the rows in list order: the same sums
- * for any thread count. */
-static void axpy_run(void *arg, int chunk, int ith)
-{
-    const axpy_task *t = arg;
-    int lo, hi;
-    (void)ith;
-    hc_split(t->w->n, COL_UNIT, chunk, t->n_chunks, &lo, &hi);
-    if (lo >= hi) return;
-    size_t rb = ggml_row_size(t->w->type, t->w->n), off = ggml_row_size(t->w->type, lo);
-    for (int i = 0; i < t->k; i++)
-        if (t->h[i] != 0.0f)
-            hc_axpy_row(t->w->type, (const char *)t->w->data + (size_t)t->idx[i] * rb + off, hi - lo, t->h[i], t->y + lo);
-}
-
-/* y[n_embd] += Σ_i h[i] · row idx[i] of the down rows. */
-static void down_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, const float *h, int k, float *y)
-{
-    if (k <= 0) return;
-    int nc = hc_pool_chunks(ctx->pool, (w->n + COL_UNIT - 1) / COL_UNIT, (size_t)k * (size_t)w->n);
-    axpy_task t = { w, idx, h, k, nc, y };
-    hc_pool_run(ctx->pool, axpy_run, &t, nc);
-}
-
 /* ------------------------------------------------------------ one token */
 
 typedef struct {
@@ -122,7 +59,7 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
     int k = 0;
     for (int i = 0; i < n; i++)
         if (!tk->pred || tk->pred[idx[i]] >= s->p.threshold) s->list[k++] = idx[i];
-    gather_rows(ctx, &ly->ffn_gate, s->list, k, tk->act_g, s->g);
+    hc_ctx_matvec_rows(ctx, &ly->ffn_gate, s->list, k, tk->act_g, 1, s->g, 0);
     hc_ffn_act(s->m->hp.act, s->g, s->ones, k);
     int kept = 0;
     for (int i = 0; i < k; i++)
@@ -130,7 +67,7 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
             s->list[kept] = s->list[i];
             s->g[kept++] = s->g[i];
         }
-    gather_rows(ctx, &ly->ffn_up, s->list, kept, tk->act_u, s->u);
+    hc_ctx_matvec_rows(ctx, &ly->ffn_up, s->list, kept, tk->act_u, 1, s->u, 0);
     for (int i = 0; i < kept; i++) {
         float h = s->g[i] * s->u[i];
         s->g[i] = h;
@@ -139,7 +76,7 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
         if (s->p.check) s->comp[s->list[i]] = 1;
     }
     L->st.computed += (uint64_t)kept;
-    down_rows(ctx, &L->down, s->list, s->g, kept, tk->out);
+    hc_ctx_down_accum(ctx, &L->down, s->list, s->g, 0, kept, 1, tk->out);
 }
 
 /* Device done or failed: add its share, or compute the hot neurons here. */
@@ -263,6 +200,7 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
 hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err, size_t errlen)
 {
     const hc_hparams *hp = &m->hp;
+    if (hc_sparse_check(m, err, errlen)) return NULL;
     hc_sparse *s = calloc(1, sizeof *s);
     if (!s) goto oom;
     s->m = m;
@@ -381,13 +319,6 @@ hc_sparse_stats hc_sparse_get_stats(const hc_sparse *s, int layer)
         t.hit += a->hit;
     }
     return t;
-}
-
-void hc_sparse_times(const hc_sparse *s, double *cpu, double *dev, double *wait)
-{
-    *cpu = s->t_cpu;
-    *dev = s->t_dev;
-    *wait = s->t_wait;
 }
 
 const char *hc_sparse_device_error(const hc_sparse *s) { return s->dev_err[0] ? s->dev_err : NULL; }

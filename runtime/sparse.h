@@ -33,8 +33,14 @@ typedef struct {
 
 typedef struct hc_sparse hc_sparse;
 
+/* 0 if the sparse FFN can run model m, else -1 with one line in err naming
+ * the first weight it cannot take: the down projection (ffn_down_t, else
+ * ffn_down) must be ggml rows; INT4-GPTQ is refused (there are no GPTQ
+ * sparse kernels), so a caller can fall back to the dense FFN. */
+int hc_sparse_check(const hc_model *m, char *err, size_t errlen);
 /* Down rows of every layer are made here (may take a while for a large
- * model without ffn_down_t). NULL + one line in err. */
+ * model without ffn_down_t). NULL + one line in err (hc_sparse_check's
+ * refusal included). */
 hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err, size_t errlen);
 void hc_sparse_free(hc_sparse *s);
 /* 1 if neurons are chosen by the predictor. */
@@ -58,8 +64,6 @@ typedef struct {
 
 /* Totals over all layers (layer < 0) or one layer. */
 hc_sparse_stats hc_sparse_get_stats(const hc_sparse *s, int layer);
-/* Seconds: CPU FFN (predictor and cold neurons), device (profiled), and host waiting for the device. */
-void hc_sparse_times(const hc_sparse *s, double *cpu, double *dev, double *wait);
 /* A one-line device failure (the hot neurons then run on the CPU), or NULL. */
 const char *hc_sparse_device_error(const hc_sparse *s);
 /* Summary lines on f: skipped fraction (and predicted fraction, recall with

@@ -17,21 +17,39 @@
 #include "ggml_types.h"
 #include "quants.h"
 
+/* The down projection of a layer must be ggml rows (checked for all layers
+ * before anything is made). */
+static int check_down(const hc_model *m, int layer, char *err, size_t errlen)
+{
+    const hc_layer *ly = &m->layers[layer];
+    int t = ly->ffn_down_t.kind != HC_WEIGHT_NONE;
+    const hc_weight *w = t ? &ly->ffn_down_t : &ly->ffn_down;
+    if (w->kind == HC_WEIGHT_GGML) return 0;
+    snprintf(err, errlen, "%s: blk.%d.%s.weight is %s; the sparse FFN needs ggml rows for the down projection%s",
+             m->path, layer, t ? "ffn_down_t" : "ffn_down",
+             w->kind == HC_WEIGHT_GPTQ ? "INT4-GPTQ" : "not stored as ggml rows",
+             w->kind == HC_WEIGHT_GPTQ ? " (no GPTQ sparse kernels)" : "");
+    return -1;
+}
+
+int hc_sparse_check(const hc_model *m, char *err, size_t errlen)
+{
+    for (int l = 0; l < m->hp.n_layer; l++)
+        if (check_down(m, l, err, errlen)) return -1;
+    return 0;
+}
+
 int hc_sparse_down_rows(const hc_model *m, int layer, hc_weight *out, void **owned, char *err, size_t errlen)
 {
     const hc_layer *ly = &m->layers[layer];
     int E = m->hp.n_embd, F = m->hp.n_ff;
     *owned = NULL;
+    if (check_down(m, layer, err, errlen)) return -1;
     if (ly->ffn_down_t.kind != HC_WEIGHT_NONE) {
         *out = ly->ffn_down_t;
         return 0;
     }
     const hc_weight *w = &ly->ffn_down;
-    if (w->kind != HC_WEIGHT_GGML) {
-        snprintf(err, errlen, "%s: blk.%d.ffn_down.weight is not stored as ggml rows; the sparse FFN needs them",
-                 m->path, layer);
-        return -1;
-    }
     uint32_t type = w->type;
     int quant = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0;
     if (quant) type = E % QK8_0 ? GGML_TYPE_F32 : GGML_TYPE_Q8_0;

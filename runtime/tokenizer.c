@@ -542,3 +542,30 @@ int hc_token_to_piece(const hc_tokenizer *t, int prev, int id, char *buf, int ca
     if (w < cap) buf[w] = 0;
     return w;
 }
+
+int32_t *hc_tokenize_file(const hc_tokenizer *tok, const char *path, int64_t *n, char *err, size_t errlen)
+{
+    size_t len;
+    char *text = hc_read_file(path, &len, err, errlen);
+    if (!text) return NULL;
+    if (len > INT32_MAX / 2) {
+        snprintf(err, errlen, "%s: corpus larger than 1 GiB; split it", path);
+        free(text);
+        return NULL;
+    }
+    int cap = (int)len + 16;
+    int32_t *t = malloc((size_t)cap * sizeof *t);
+    int k = t ? hc_tokenize(tok, text, len, 0, 0, t, cap) : -1;
+    if (k > cap) {
+        int32_t *t2 = realloc(t, (size_t)k * sizeof *t);
+        k = t2 ? hc_tokenize(tok, text, len, 0, 0, (t = t2), k) : -1;
+    }
+    free(text);
+    if (k <= 0) {
+        snprintf(err, errlen, "%s: %s", path, k == 0 ? "empty corpus (no tokens)" : "cannot tokenize");
+        free(t);
+        return NULL;
+    }
+    *n = k;
+    return t;
+}

@@ -27,6 +27,11 @@ int hc_tokenizer_add_bos(const hc_tokenizer *t);
 int hc_tokenize(const hc_tokenizer *t, const char *text, size_t len, int add_bos,
                 int parse_special, int32_t *out, int max);
 
+/* The whole text file at path as tokens, no BOS (a corpus: hc-profile and its
+ * predictors). *n = the count (> 0). NULL + one line in err: unreadable, over
+ * 1 GiB, empty or not tokenizable. */
+int32_t *hc_tokenize_file(const hc_tokenizer *tok, const char *path, int64_t *n, char *err, size_t errlen);
+
 /* The text of token id as it should be printed (▁ → space, <0xXX> → that byte,
  * control tokens → ""). prev is the previous token (llama2.c strips the leading
  * space after BOS) or -1. Returns bytes written into buf (not NUL-terminated if len == cap). */

@@ -1,6 +1,7 @@
 /* hc-solve: which FFN neurons live on the GPU, as PowerInfer's placement ILP
  * solved with GLPK, written as the .gpuidx file PowerInfer's loader reads. */
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -48,7 +49,7 @@ static void usage(FILE *f)
 "                            minimum = fewest hottest neurons whose saved CPU time\n"
 "                            per token pays for one synchronisation\n"
 "  -v, --verbose             GLPK's own output\n"
-"  -h, --help\n", MIN_BATCHES, DEFAULT_CTX);
+"  -h, --help                this help\n", MIN_BATCHES, DEFAULT_CTX);
 }
 
 typedef struct {
@@ -59,29 +60,11 @@ typedef struct {
     solve_ilp_opts ilp;
 } options;
 
-static long parse_int(const char *opt, const char *s, long lo, long hi)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end || v < lo || v > hi)
-        hc_die("%s: '%s' is not an integer in [%ld, %ld]", opt, s, lo, hi);
-    return v;
-}
-
-static double parse_num(const char *opt, const char *s, double lo)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (*s == '\0' || *end || !(v >= lo) || !isfinite(v))
-        hc_die("%s: '%s' is not a number >= %g", opt, s, lo);
-    return v;
-}
-
 static uint64_t parse_bytes(const char *opt, const char *s)
 {
     uint64_t v;
     if (hc_parse_size(s, &v))
-        hc_die("%s: '%s' is not a size (bytes, or with K/M/G/T or KiB/MiB/GiB)", opt, s);
+        hc_die("bad value for %s: '%s' (expected a size: bytes, or with K/M/G/T or KiB/MiB/GiB)", opt, s);
     return v;
 }
 
@@ -107,16 +90,16 @@ static void parse_args(int argc, char **argv, options *o)
     /* A gap stop, unlike a time-limit stop, gives the same file on every machine. */
     o->ilp = (solve_ilp_opts){ 60, 1e-5, 0 };
     int c;
-    while ((c = getopt_long(argc, argv, "m:s:b:o:vh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:s:b:o:vh", longopts, NULL)) != -1) {
         switch (c) {
         case 'm': o->model = optarg; break;
         case 's': o->stats = optarg; break;
         case 'b': o->budget = parse_bytes("--vram-budget", optarg); o->have_budget = 1; break;
         case 'o': o->out = optarg; break;
-        case O_BATCH: o->batch = (int)parse_int("--batch", optarg, 1, 1 << 24); break;
-        case O_TIME: o->ilp.time_limit = parse_num("--time-limit", optarg, 0); break;
-        case O_GAP: o->ilp.gap = parse_num("--gap", optarg, 0); break;
-        case O_CTX: o->ctx = (int)parse_int("--ctx", optarg, 0, 1 << 24); break;
+        case O_BATCH: o->batch = (int)hc_opt_int("--batch", optarg, 1, 1 << 24); break;
+        case O_TIME: o->ilp.time_limit = hc_opt_num("--time-limit", optarg, 0, DBL_MAX); break;
+        case O_GAP: o->ilp.gap = hc_opt_num("--gap", optarg, 0, DBL_MAX); break;
+        case O_CTX: o->ctx = (int)hc_opt_int("--ctx", optarg, 0, 1 << 24); break;
         case O_GREEDY: o->greedy = 1; break;
         case O_SWEEP: o->sweep = optarg; break;
         case O_JSON: o->json = 1; break;
@@ -124,14 +107,14 @@ static void parse_args(int argc, char **argv, options *o)
         case O_SVG: o->svg = optarg; break;
         case O_MIN:
             o->cost.fixed = 1;
-            o->cost.min_neurons = (uint32_t)parse_int("--min-layer-neurons", optarg, 0, UINT32_MAX);
+            o->cost.min_neurons = (uint32_t)hc_opt_int("--min-layer-neurons", optarg, 0, UINT32_MAX);
             break;
         case O_CPU: o->cost.cpu_bw = (double)parse_bytes("--cpu-bw", optarg); o->have_cost = 1; break;
         case O_GPU: o->cost.gpu_bw = (double)parse_bytes("--gpu-bw", optarg); o->have_cost = 1; break;
-        case O_SYNC: o->cost.sync_s = parse_num("--sync-us", optarg, 0) * 1e-6; o->have_cost = 1; break;
+        case O_SYNC: o->cost.sync_s = hc_opt_num("--sync-us", optarg, 0, DBL_MAX) * 1e-6; o->have_cost = 1; break;
         case 'v': o->ilp.verbose = 1; break;
         case 'h': usage(stdout); exit(0);
-        default: usage(stderr); exit(1);
+        default: hc_bad_option(c, NULL, argv, longopts);
         }
     }
     if (optind < argc)
@@ -160,8 +143,8 @@ static uint32_t choose_batch(const options *o, uint32_t n_ff)
     while (b > 1 && n_ff / b < MIN_BATCHES)
         b /= 2;
     if (b != DEFAULT_BATCH)
-        fprintf(stderr, "hc-solve: note: n_ff = %" PRIu32 ": batches of %" PRIu32 " neurons instead of %d "
-                "(at least %d per layer; --batch to choose)\n", n_ff, b, DEFAULT_BATCH, MIN_BATCHES);
+        hc_warn("note: n_ff = %" PRIu32 ": batches of %" PRIu32 " neurons instead of %d "
+                "(at least %d per layer; --batch to choose)", n_ff, b, DEFAULT_BATCH, MIN_BATCHES);
     return b;
 }
 
@@ -179,12 +162,12 @@ static void say_layers_off(const options *o, const solve_problem *p)
     if (!off)
         return;
     if (o->cost.fixed)
-        fprintf(stderr, "hc-solve: note: --min-layer-neurons %" PRIu32 " is more than n_ff = %" PRIu32
-                ": no layer can go to the GPU\n", o->cost.min_neurons, p->n_ff);
+        hc_warn("note: --min-layer-neurons %" PRIu32 " is more than n_ff = %" PRIu32
+                ": no layer can go to the GPU", o->cost.min_neurons, p->n_ff);
     else
-        fprintf(stderr, "hc-solve: note: in %" PRIu32 " of %" PRIu32 " layers no share of neurons saves the CPU "
+        hc_warn("note: in %" PRIu32 " of %" PRIu32 " layers no share of neurons saves the CPU "
                 "enough time to pay for a synchronisation (--sync-us %g with --cpu-bw/--gpu-bw): they stay on "
-                "the CPU; --min-layer-neurons N sets the minimum instead\n", off, p->n_layer, o->cost.sync_s * 1e6);
+                "the CPU; --min-layer-neurons N sets the minimum instead", off, p->n_layer, o->cost.sync_s * 1e6);
 }
 
 /* Greedy always (baseline and incumbent), then the ILP unless --greedy. */
@@ -212,11 +195,11 @@ static void solve(const options *o, solve_result *r)
 static void say_time_limit(const options *o, const solve_result *r)
 {
     if (r->info.time_limit_hit)
-        fprintf(stderr, "hc-solve: WARNING: the time limit (%g s) stopped GLPK before it proved the placement "
-                "optimal: %s, gap %.4f%% to the bound; recorded as hotcold.solve.time_limit_hit\n",
+        hc_warn("WARNING: the time limit (%g s) stopped GLPK before it proved the placement "
+                "optimal: %s, gap %.4f%% to the bound; recorded as hotcold.solve.time_limit_hit",
                 o->ilp.time_limit, solve_status_names[r->info.status], 100 * r->info.gap);
     else if (r->info.status == SOLVE_FALLBACK)
-        fprintf(stderr, "hc-solve: WARNING: GLPK found nothing better than the greedy placement; writing that\n");
+        hc_warn("WARNING: GLPK found nothing better than the greedy placement; writing that");
 }
 
 static double pct(int64_t a, int64_t b)
@@ -289,12 +272,7 @@ static void run_sweep(const options *o, solve_result *r, const char *model_path)
                100 * r->info.gap, r->info.seconds, solve_status_names[r->info.status]);
     }
     free(list);
-    if (rows) {
-        char *s = cJSON_Print(rows);
-        puts(s);
-        free(s);
-        cJSON_Delete(rows);
-    }
+    if (rows) hc_json_print(rows);
 }
 
 static void write_text(const char *path, const char *text)

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cli.h"
 #include "harness.h"
 #include "quants.h"
 
@@ -131,13 +132,7 @@ static void test_x86_conversion(void)
 /* ------------------------------------------------- SIMD == reference */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return hc_splitmix64(&rng_state); }
 static float unif(void) { return (float)(rnd() >> 40) / 16777216.0f * 2.0f - 1.0f; }
 static float bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 

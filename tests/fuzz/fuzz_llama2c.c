@@ -9,8 +9,8 @@
 static void layout(const char *path)
 {
     char err[512];
-    cv_map m;
-    if (cv_map_open(&m, path, err, sizeof err) != 0) {
+    hc_map m;
+    if (hc_map_open(&m, path, err, sizeof err) != 0) {
         fuzz_refused(err, path);
         return;
     }
@@ -29,7 +29,7 @@ static void layout(const char *path)
         for (size_t i = 0; i < sizeof a / sizeof *a; i++)
             FUZZ_ASSERT((const uint8_t *)a[i].p >= m.data && (const uint8_t *)(a[i].p + a[i].n) <= m.data + m.size);
     }
-    cv_map_close(&m);
+    hc_map_close(&m);
 }
 
 FUZZ_TARGET(fuzz_llama2c)

@@ -11,7 +11,7 @@ FUZZ_TARGET(fuzz_safetensors)
     if (st_add_file(&s, path, err, sizeof err) != 0) {
         fuzz_refused(err, path);
     } else {
-        const cv_map *m = &s.maps[0];
+        const hc_map *m = &s.maps[0];
         for (size_t i = 0; i < s.n; i++) {
             const uint8_t *p = s.t[i].data;
             FUZZ_ASSERT(p >= m->data + 8 && p <= m->data + m->size && s.t[i].nbytes <= (size_t)(m->data + m->size - p));
