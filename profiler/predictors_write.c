@@ -155,7 +155,8 @@ done:
 #define PLOT_X1 560
 #define PANEL_H 200
 
-static double px(int l, int L) { return PLOT_X0 + (L > 1 ? (double)l / (L - 1) : 0.5) * (PLOT_X1 - PLOT_X0); }
+/* Layer l at the centre of its slot, so bars and line ends stay inside the panel. */
+static double px(int l, int L) { return PLOT_X0 + (l + 0.5) / L * (PLOT_X1 - PLOT_X0); }
 
 /* A panel at y0 with 0..ymax on its axis. */
 static void axes(FILE *fp, double y0, double ymax, const char *label, int L)
@@ -209,7 +210,7 @@ int hc_pred_svg(const hc_pred_report *rep, const char *title, const char *path, 
         if (rep->layers[l].params / ffn > ymax) ymax = rep->layers[l].params / ffn;
     ymax = ymax > 0 ? ymax * 1.1 : 1;
     axes(fp, bot, ymax, "predictor parameters / FFN parameters", L);
-    double bw = (PLOT_X1 - PLOT_X0) / (L + 1.0) * 0.6;
+    double bw = (PLOT_X1 - PLOT_X0) / (double)L * 0.6;
     for (int l = 0; l < L; l++) {
         double h = PANEL_H * (rep->layers[l].params / ffn) / ymax;
         fprintf(fp, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='#9467bd'><title>layer %d: r=%d, "

@@ -17,7 +17,7 @@ KOBJ=$(for f in runtime/kernels*.c; do echo "$O/obj/${f%.c}.o"; done)
 make --no-print-directory -s O="$O" BIN="$O/bin" -j2 $KOBJ "$O/lib/libhc_common.a"
 "$CC" -O2 -pthread scripts/bench_membw.c -o "$O/bench_membw"
 "$CC" -O2 -std=c11 -D_GNU_SOURCE -pthread -Icommon -Iruntime scripts/bench_kernels.c \
-    $KOBJ "$O/lib/libhc_common.a" -lm -o "$O/bench_kernels"
+    $KOBJ "$O/lib/libhc_common.a" -lcjson -lm -o "$O/bench_kernels"
 
 echo "== memory read bandwidth (GB/s by threads)"
 "$O/bench_membw" 512 "$T" | tee "$O/membw.txt"

@@ -12,7 +12,7 @@ HC_BUILD=${HC_BUILD:-build}
 T=$(mktemp -d "${TMPDIR:-/tmp}/hcbench.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 
-cc -std=c11 -D_GNU_SOURCE -O2 -Icommon scripts/solve-bench-gen.c "$HC_BUILD/lib/libhc_common.a" -lm -o "$T/gen"
+cc -std=c11 -D_GNU_SOURCE -O2 -Icommon scripts/solve-bench-gen.c "$HC_BUILD/lib/libhc_common.a" -lcjson -lm -o "$T/gen"
 
 # A number from hc-solve's JSON (cJSON prints one "key": value per line).
 field() { grep -m1 "\"$1\":" "$2" | sed 's/.*:[[:space:]]*//; s/,$//; s/"//g'; }
