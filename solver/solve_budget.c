@@ -140,8 +140,9 @@ static int check_weight(const gguf_file *m, uint32_t l, const char *what, const 
 }
 
 /* Bytes of one neuron of layer l: a gate row, an up row and a down_t row, each
- * n_embd elements of that tensor's type (an untransposed ffn_down is gathered
- * per neuron into the same n_embd elements of its type). A GPTQ weight is
+ * n_embd elements of the type the runtime stores it in (an untransposed
+ * ffn_down is gathered per neuron into n_embd elements of its type, or of Q8_0
+ * for Q8_0/Q4_0, whose blocks run along n_ff). A GPTQ weight is
  * charged its companions' bytes (qweight, scales, qzeros and g_idx) spread
  * evenly over the n_ff neurons, the layer's sum rounded up to a whole byte:
  * a neuron's codes, scales and zero points, and g_idx amortized. */
@@ -175,13 +176,18 @@ static int neuron_bytes(const gguf_file *m, uint32_t l, uint32_t n_embd, uint32_
             gptq += rows[i]->gptq_bytes;
             continue;
         }
-        uint32_t blck = ggml_blck_size(t->type);
+        uint32_t type = t->type;
+        /* hc-run turns an untransposed Q8_0/Q4_0 ffn_down into per-neuron Q8_0
+         * rows (F32 when n_embd is not whole blocks): runtime/sparse_down.c. */
+        if (rows[i] == &down && (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0))
+            type = n_embd % QK8_0 ? GGML_TYPE_F32 : GGML_TYPE_Q8_0;
+        uint32_t blck = ggml_blck_size(type);
         if (n_embd % blck) {
             snprintf(err, errlen, "%s: blk.%" PRIu32 ": a neuron's row of %" PRIu32 " %s elements is not whole "
-                     "blocks of %" PRIu32, m->path, l, n_embd, ggml_type_name(t->type), blck);
+                     "blocks of %" PRIu32, m->path, l, n_embd, ggml_type_name(type), blck);
             return -1;
         }
-        sum += ggml_row_size(t->type, n_embd);
+        sum += ggml_row_size(type, n_embd);
     }
     *out = sum + (gptq + n_ff - 1) / n_ff;
     return 0;
