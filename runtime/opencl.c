@@ -32,7 +32,7 @@ struct hc_cl {
 
 struct hc_cl_layer {
     hc_cl *cl;
-    int ti_gu, ti_down, k, n;
+    int ti_gu, ti_down, k, n, B;   /* B: rows of the batch in flight */
     cl_mem gate, up, down;
     cl_event first, last;
 };
@@ -145,9 +145,12 @@ hc_cl *hc_cl_open(char *err, size_t errlen)
         snprintf(name, sizeof name, "down_%s", cl_type_names[i]);
         cl->down[i] = clCreateKernel(cl->prog, name, &rc);
         CHECK_CL(rc, "clCreateKernel");
-        size_t kwg;
+        size_t kwg, kwg2;
         CHECK_CL(clGetKernelWorkGroupInfo(cl->gate_up[i], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL),
                  "kernel work group size");
+        CHECK_CL(clGetKernelWorkGroupInfo(cl->down[i], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg2, &kwg2, NULL),
+                 "kernel work group size");
+        if (kwg2 < kwg) kwg = kwg2;
         if (kwg < cl->wg) {
             snprintf(err, errlen, "OpenCL: the device runs work groups of %zu, the kernels need %zu", kwg, cl->wg);
             goto bad;
@@ -237,17 +240,25 @@ void hc_cl_layer_free(hc_cl_layer *L)
     free(L);
 }
 
-int hc_cl_layer_start(hc_cl_layer *L, const void *x, const uint8_t *mask, int act, float t_act,
+int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, const uint8_t *mask, int act, float t_act,
                       char *err, size_t errlen)
 {
     hc_cl *cl = L->cl;
     cl_int n = L->n, k = L->k, a = act;
     cl_kernel gu = cl->gate_up[L->ti_gu], dn = cl->down[L->ti_down];
     size_t xb = hc_act_bytes(cl_types[L->ti_gu], L->n);
-    memcpy(cl->host_x, x, xb);
-    memcpy(cl->host_mask, mask, (size_t)k);
-    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->x, CL_FALSE, 0, xb, cl->host_x, 0, NULL, &L->first), "write x");
-    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->mask, CL_FALSE, 0, (size_t)k, cl->host_mask, 0, NULL, NULL), "write mask");
+    cl_int xbi = (cl_int)xb;
+    if (grow(cl, &cl->x, &cl->x_cap, xb * (size_t)B, &cl->host_x, err, errlen) ||
+        grow(cl, &cl->mask, &cl->mask_cap, (size_t)k * (size_t)B, &cl->host_mask, err, errlen) ||
+        grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k * (size_t)B, NULL, err, errlen) ||
+        grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n * (size_t)B, NULL, err, errlen))
+        return -1;
+    L->B = B;
+    for (int b = 0; b < B; b++) memcpy((char *)cl->host_x + (size_t)b * xb, (const char *)x + (size_t)b * x_stride, xb);
+    memcpy(cl->host_mask, mask, (size_t)k * (size_t)B);
+    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->x, CL_FALSE, 0, xb * (size_t)B, cl->host_x, 0, NULL, &L->first), "write x");
+    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->mask, CL_FALSE, 0, (size_t)k * (size_t)B, cl->host_mask, 0, NULL, NULL),
+             "write mask");
     CHECK_CL(clSetKernelArg(gu, 0, sizeof(cl_mem), &L->gate), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 1, sizeof(cl_mem), &L->up), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 2, sizeof(cl_mem), &cl->x), "gate_up arg");
@@ -256,15 +267,19 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, const uint8_t *mask, int ac
     CHECK_CL(clSetKernelArg(gu, 5, sizeof a, &a), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 6, sizeof t_act, &t_act), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 7, sizeof(cl_mem), &cl->h), "gate_up arg");
-    size_t g1 = (size_t)k * cl->wg;
-    CHECK_CL(clEnqueueNDRangeKernel(cl->q, gu, 1, NULL, &g1, &cl->wg, 0, NULL, NULL), "gate_up kernel");
+    CHECK_CL(clSetKernelArg(gu, 8, sizeof k, &k), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 9, sizeof xbi, &xbi), "gate_up arg");
+    size_t g1[2] = { (size_t)k * cl->wg, (size_t)B }, l1[2] = { cl->wg, 1 };
+    CHECK_CL(clEnqueueNDRangeKernel(cl->q, gu, 2, NULL, g1, l1, 0, NULL, NULL), "gate_up kernel");
     CHECK_CL(clSetKernelArg(dn, 0, sizeof(cl_mem), &L->down), "down arg");
     CHECK_CL(clSetKernelArg(dn, 1, sizeof(cl_mem), &cl->h), "down arg");
     CHECK_CL(clSetKernelArg(dn, 2, sizeof k, &k), "down arg");
     CHECK_CL(clSetKernelArg(dn, 3, sizeof n, &n), "down arg");
     CHECK_CL(clSetKernelArg(dn, 4, sizeof(cl_mem), &cl->y), "down arg");
-    size_t g2 = ((size_t)n + cl->wg - 1) / cl->wg * cl->wg;
-    CHECK_CL(clEnqueueNDRangeKernel(cl->q, dn, 1, NULL, &g2, &cl->wg, 0, NULL, NULL), "down kernel");
+    /* a group covers 4 * min(wg, 8) columns (opencl_kernels.c: DCOLS) */
+    size_t dcols = 4 * (cl->wg < 8 ? cl->wg : 8);
+    size_t g2[2] = { ((size_t)n + dcols - 1) / dcols * cl->wg, (size_t)B }, l2[2] = { cl->wg, 1 };
+    CHECK_CL(clEnqueueNDRangeKernel(cl->q, dn, 2, NULL, g2, l2, 0, NULL, NULL), "down kernel");
     CHECK_CL(clFlush(cl->q), "clFlush");
     return 0;
 bad:
@@ -277,8 +292,9 @@ int hc_cl_layer_finish(hc_cl_layer *L, float *y, float *h, double *dev_s, char *
 {
     hc_cl *cl = L->cl;
     cl_ulong t0, t1;
-    CHECK_CL(clEnqueueReadBuffer(cl->q, cl->h, CL_FALSE, 0, sizeof(float) * (size_t)L->k, h, 0, NULL, NULL), "read h");
-    CHECK_CL(clEnqueueReadBuffer(cl->q, cl->y, CL_TRUE, 0, sizeof(float) * (size_t)L->n, y, 0, NULL, &L->last), "read y");
+    size_t B = (size_t)L->B;
+    CHECK_CL(clEnqueueReadBuffer(cl->q, cl->h, CL_FALSE, 0, sizeof(float) * (size_t)L->k * B, h, 0, NULL, NULL), "read h");
+    CHECK_CL(clEnqueueReadBuffer(cl->q, cl->y, CL_TRUE, 0, sizeof(float) * (size_t)L->n * B, y, 0, NULL, &L->last), "read y");
     CHECK_CL(clGetEventProfilingInfo(L->first, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL), "profiling");
     CHECK_CL(clGetEventProfilingInfo(L->last, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL), "profiling");
     if (t1 > t0) *dev_s += (double)(t1 - t0) * 1e-9;

@@ -5,7 +5,8 @@
  * inputs; F32, F16, Q8_0 or Q4_0) and down rows (ffn_down_t: n_embd outputs per
  * neuron). Per token the device computes, for hot row r with mask[r] set,
  *   g = gate_r · x,  a = act(g),  h_r = keep(a) ? a * (up_r · x) : 0
- * and y = Σ_r h_r · down_r (rows in order, so the sum is deterministic).
+ * and y = Σ_r h_r · down_r, for B tokens at once (prompts). Every sum runs
+ * in a fixed order (no atomics), so the device's results are deterministic.
  * keep(a) = a != 0 && |a| >= t_act: ReLU zeros cost no up or down row.
  * x is the activation prepared for the gate type as the CPU kernels prepare it
  * (hc_act_prepare: f32, or Q8_0 blocks for Q8_0/Q4_0 weights).
@@ -39,11 +40,14 @@ uint64_t hc_cl_layer_bytes(uint32_t gu_type, uint32_t down_type, int k, int n_em
 hc_cl_layer *hc_cl_layer_new(hc_cl *cl, uint32_t gu_type, const void *gate, const void *up,
                              uint32_t down_type, const void *down, int k, int n_embd, char *err, size_t errlen);
 void hc_cl_layer_free(hc_cl_layer *L);
-/* Queue one token: x (hc_act_bytes(gu_type, n_embd) bytes), mask[k]; returns
- * at once (the device works while the caller computes the cold neurons). */
-int hc_cl_layer_start(hc_cl_layer *L, const void *x, const uint8_t *mask, int act, float t_act,
-                      char *err, size_t errlen);
-/* Wait for the token: y[n_embd] = Σ h_r down_r, h[k]; *dev_s += device seconds. */
+/* Queue B tokens: token b's x (hc_act_bytes(gu_type, n_embd) bytes) at
+ * x + b * x_stride, its mask at mask[b * k .. b * k + k); copies both and
+ * returns at once (the device works while the caller computes the cold
+ * neurons). */
+int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, const uint8_t *mask, int act,
+                      float t_act, char *err, size_t errlen);
+/* Wait for the B tokens: y[B][n_embd], y_b = Σ h_br down_r; h[B][k];
+ * *dev_s += device seconds. */
 int hc_cl_layer_finish(hc_cl_layer *L, float *y, float *h, double *dev_s, char *err, size_t errlen);
 
 /* Scalar reference of start + finish. */

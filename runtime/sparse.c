@@ -31,74 +31,126 @@ struct hc_sparse {
     layer_state *L;
     int E, F, r_max, k_max;
     /* scratch */
-    int32_t *all, *list;     /* [F] identity; neurons being computed */
-    float *g, *u, *ones;     /* [F] */
-    uint8_t *mask, *comp;    /* [k_max]; [F] computed map (check) */
-    float *ydev, *hdev;      /* [E], [k_max] */
+    int32_t *cand, *uni;     /* [F]: candidates; neurons some row keeps */
+    float *ones;             /* [F] */
+    uint8_t *mask;           /* [B][k_max] device candidates */
+    float *ydev, *hdev;      /* [B][E], [B][k_max] */
     float *pred, *hidden, *hfull, *truth;   /* [B][F], [B][r], [B][F], [B][F] */
-    int cap_b;               /* rows the [B] buffers hold */
+    int cap_b;               /* rows the [B] buffers hold (0: regrow) */
     double t_ffn, t_cpu, t_dev, t_wait;
     char dev_err[300];
 };
 
-/* ------------------------------------------------------------ one token */
+/* ------------------------------------------------------------ B rows */
 
 typedef struct {
-    const float *pred;       /* [F] predictor output or NULL */
-    const void *act_g, *act_u;
-    float *out;              /* [E] += */
-    float *hfull;            /* [F] h of every neuron (hook) or NULL */
-} token;
+    int B;
+    const float *pred;       /* [B][F] predictor output or NULL */
+    const void *act_g, *act_u;   /* B prepared rows, ctx->act_stride apart */
+    float *out;              /* [B][E] += */
+    float *hfull;            /* [B][F] h of every neuron (hook) or NULL */
+} rows_in;
 
-/* The CPU's share: candidates among idx[0..n) (NULL: all neurons). */
-static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, int n, const token *tk)
+static int is_candidate(const hc_sparse *s, const float *pred, int b, int j)
+{
+    return !pred || pred[(size_t)b * s->F + j] >= s->p.threshold;
+}
+
+/* The CPU's share of B rows: candidates among idx[0..n) (NULL: all neurons).
+ * The gate rows of the neurons that are a candidate of any row are computed
+ * for all B rows at once (the batched kernel reads each weight row once), a
+ * row's non-candidates and act(gate) values that fail the keep rule are set
+ * to 0, and the up and down rows are read only for the union of the neurons
+ * some row keeps, again for all rows at once; a row's h is 0 wherever it does
+ * not keep the neuron, and the down step skips zero h. Every value and every
+ * sum is the one computing the row alone would give (same rows, same order:
+ * the union is ascending like each row's own list), so B rows at once give
+ * the bits of B single tokens, and B = 1 is the generation path. ctx->gate and
+ * ctx->up ([n_batch][F], unused by a replacement FFN) hold gate/h and up. */
+static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, int n, const rows_in *in)
 {
     const hc_layer *ly = &s->m->layers[layer];
     layer_state *L = &s->L[layer];
-    if (!idx) idx = s->all;
+    int F = s->F, B = in->B;
+    size_t sF = (size_t)F;
+    float *G = ctx->gate, *U = ctx->up;
     int k = 0;
-    for (int i = 0; i < n; i++)
-        if (!tk->pred || tk->pred[idx[i]] >= s->p.threshold) s->list[k++] = idx[i];
-    hc_ctx_matvec_rows(ctx, &ly->ffn_gate, s->list, k, tk->act_g, 1, s->g, 0);
-    hc_ffn_act(s->m->hp.act, s->g, s->ones, k);
-    int kept = 0;
-    for (int i = 0; i < k; i++)
-        if (hc_keep_act(s->g[i], s->t_act)) {
-            s->list[kept] = s->list[i];
-            s->g[kept++] = s->g[i];
+    const int32_t *cand = s->cand;
+    if (!idx && !in->pred && B > 1) {
+        /* every neuron of a batch: the contiguous batched kernel (B = 1 takes
+         * the gathered kernel over all rows below: measured faster, same bits) */
+        k = F;
+        cand = NULL;
+        hc_matvec_prepared(ctx, &ly->ffn_gate, in->act_g, B, G, sF);
+    } else {
+        for (int i = 0; i < n; i++) {
+            int j = idx ? idx[i] : i, any = !in->pred;
+            for (int b = 0; b < B && !any; b++) any = is_candidate(s, in->pred, b, j);
+            if (any) s->cand[k++] = j;
         }
-    hc_ctx_matvec_rows(ctx, &ly->ffn_up, s->list, kept, tk->act_u, 1, s->u, 0);
-    for (int i = 0; i < kept; i++) {
-        float h = s->g[i] * s->u[i];
-        s->g[i] = h;
-        L->st.served_cpu += h != 0.0f;
-        if (tk->hfull) tk->hfull[s->list[i]] = h;
-        if (s->p.check) s->comp[s->list[i]] = 1;
+        hc_ctx_matvec_rows(ctx, &ly->ffn_gate, s->cand, k, in->act_g, B, G, sF);
     }
-    L->st.computed += (uint64_t)kept;
-    hc_ctx_down_accum(ctx, &L->down, s->list, s->g, 0, kept, 1, tk->out);
+    for (int b = 0; b < B; b++) hc_ffn_act(s->m->hp.act, G + (size_t)b * sF, s->ones, k);
+    /* keep rule per row; union; compact every row to the union (nu <= i) */
+    int nu = 0;
+    uint64_t kept = 0, hit = 0;
+    for (int i = 0; i < k; i++) {
+        int j = cand ? cand[i] : i, any = 0;
+        for (int b = 0; b < B; b++) {
+            float *a = G + (size_t)b * sF + i;
+            int keep = hc_keep_act(*a, s->t_act) && is_candidate(s, in->pred, b, j);
+            if (!keep) *a = 0.0f;
+            any |= keep;
+            kept += (uint64_t)keep;
+            if (s->p.check && keep) hit += s->truth[(size_t)b * sF + j] != 0.0f;
+        }
+        if (!any) continue;
+        for (int b = 0; b < B; b++) G[(size_t)b * sF + nu] = G[(size_t)b * sF + i];
+        s->uni[nu++] = j;
+    }
+    L->st.computed += kept;
+    L->st.hit += hit;
+    hc_ctx_matvec_rows(ctx, &ly->ffn_up, s->uni, nu, in->act_u, B, U, sF);
+    uint64_t served = 0;
+    for (int b = 0; b < B; b++) {
+        float *g = G + (size_t)b * sF;
+        const float *u = U + (size_t)b * sF;
+        for (int i = 0; i < nu; i++) {
+            /* kept <=> a != 0: a kept neuron's h as computed alone; others stay 0 (not -0) */
+            float h = g[i] != 0.0f ? g[i] * u[i] : 0.0f;
+            g[i] = h;
+            served += h != 0.0f;
+        }
+        if (in->hfull)
+            for (int i = 0; i < nu; i++) in->hfull[(size_t)b * sF + s->uni[i]] = g[i];
+    }
+    L->st.served_cpu += served;
+    hc_ctx_down_accum(ctx, &L->down, s->uni, G, sF, nu, B, in->out);
 }
 
 /* Device done or failed: add its share, or compute the hot neurons here. */
-static void finish_device(hc_sparse *s, hc_ctx *ctx, int layer, const token *tk)
+static void finish_device(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in)
 {
     layer_state *L = &s->L[layer];
     double t0 = hc_now();
     if (hc_cl_layer_finish(L->dev, s->ydev, s->hdev, &s->t_dev, s->dev_err, sizeof s->dev_err)) {
         hc_warn("%s; the CPU computes every neuron from now on", s->dev_err);
-        cpu_part(s, ctx, layer, L->hot, L->n_hot, tk);
+        cpu_part(s, ctx, layer, L->hot, L->n_hot, in);
         return;
     }
     s->t_wait += hc_now() - t0;
-    for (int e = 0; e < s->E; e++) tk->out[e] += s->ydev[e];
-    for (int r = 0; r < L->n_hot; r++) {
-        float h = s->hdev[r];
-        if (h == 0.0f) continue;
-        L->st.served_dev++;
-        L->st.computed++;
-        if (tk->hfull) tk->hfull[L->hot[r]] = h;
-        if (s->p.check) s->comp[L->hot[r]] = 1;
-    }
+    int E = s->E, k = L->n_hot;
+    for (size_t i = 0; i < (size_t)in->B * (size_t)E; i++) in->out[i] += s->ydev[i];
+    for (int b = 0; b < in->B; b++)
+        for (int r = 0; r < k; r++) {
+            float h = s->hdev[(size_t)b * k + r];
+            if (h == 0.0f) continue;
+            size_t j = (size_t)b * s->F + (size_t)L->hot[r];
+            L->st.served_dev++;
+            L->st.computed++;
+            if (in->hfull) in->hfull[j] = h;
+            if (s->p.check) L->st.hit += s->truth[j] != 0.0f;
+        }
 }
 
 /* ------------------------------------------------------------ the FFN */
@@ -106,17 +158,18 @@ static void finish_device(hc_sparse *s, hc_ctx *ctx, int layer, const token *tk)
 static int grow_rows(hc_sparse *s, int B)
 {
     if (B <= s->cap_b) return 0;
-    size_t bf = sizeof(float) * (size_t)B * (size_t)s->F;
-    float *bufs[4];
-    bufs[0] = realloc(s->pred, bf);
-    if (bufs[0]) s->pred = bufs[0];
-    bufs[1] = realloc(s->hidden, sizeof(float) * (size_t)B * (size_t)(s->r_max ? s->r_max : 1));
-    if (bufs[1]) s->hidden = bufs[1];
-    bufs[2] = realloc(s->hfull, bf);
-    if (bufs[2]) s->hfull = bufs[2];
-    bufs[3] = realloc(s->truth, bf);
-    if (bufs[3]) s->truth = bufs[3];
-    if (!bufs[0] || !bufs[1] || !bufs[2] || !bufs[3]) return -1;
+    size_t bf = sizeof(float) * (size_t)B * (size_t)s->F, kb = (size_t)B * (size_t)(s->k_max ? s->k_max : 1);
+    void **bufs[7] = { (void **)&s->pred, (void **)&s->hidden, (void **)&s->hfull, (void **)&s->truth,
+                       (void **)&s->ydev, (void **)&s->mask, (void **)&s->hdev };
+    size_t sizes[7] = { bf, sizeof(float) * (size_t)B * (size_t)(s->r_max ? s->r_max : 1), bf, bf,
+                        sizeof(float) * (size_t)B * (size_t)s->E, kb, sizeof(float) * kb };
+    int ok = 1;
+    for (int i = 0; i < 7; i++) {
+        void *p = realloc(*bufs[i], sizes[i]);
+        if (p) *bufs[i] = p;
+        else ok = 0;
+    }
+    if (!ok) return -1;
     s->cap_b = B;
     return 0;
 }
@@ -133,6 +186,9 @@ static void true_active(hc_sparse *s, hc_ctx *ctx, int layer, const float *x_nor
     for (size_t i = 0; i < n; i++) s->truth[i] = fabsf(s->truth[i]) > cut;
 }
 
+/* All B rows (a prompt batch, or one generated token) in one pass: the device
+ * is given its rows first and only waited for at the end, after the CPU has
+ * computed the cold neurons of every row. */
 static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp, const float *x_norm, int B, float *out)
 {
     hc_sparse *s = user;
@@ -153,44 +209,37 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
     }
     size_t need = hc_weight_act_bytes(&ly->ffn_gate);
     if (hc_weight_act_bytes(&ly->ffn_up) > need) need = hc_weight_act_bytes(&ly->ffn_up);
-    void *ag = hc_ctx_acts(ctx, 0, need), *au = hc_ctx_acts(ctx, 1, need);
-    int same = hc_weight_same_act(&ly->ffn_gate, &ly->ffn_up);
+    void *ag = hc_ctx_acts(ctx, 0, need), *au = ag;
+    hc_prepare(ctx, &ly->ffn_gate, x_norm, B, ag);
+    if (!hc_weight_same_act(&ly->ffn_gate, &ly->ffn_up)) {
+        au = hc_ctx_acts(ctx, 1, need);
+        hc_prepare(ctx, &ly->ffn_up, x_norm, B, au);
+    }
     if (ctx->hook) memset(s->hfull, 0, sizeof(float) * (size_t)B * F);
-    s->t_cpu += hc_now() - t0;
+    memset(out, 0, sizeof(float) * (size_t)B * E);
+    rows_in in = { B, s->predictor ? s->pred : NULL, ag, au, out, ctx->hook ? s->hfull : NULL };
 
-    for (int b = 0; b < B; b++) {
-        t0 = hc_now();
-        const float *xb = x_norm + (size_t)b * E;
-        token tk = { s->predictor ? s->pred + (size_t)b * F : NULL, ag, same ? ag : au, out + (size_t)b * E,
-                     ctx->hook ? s->hfull + (size_t)b * F : NULL };
-        hc_weight_act_prepare(&ly->ffn_gate, xb, ag);
-        if (!same) hc_weight_act_prepare(&ly->ffn_up, xb, au);
-        memset(tk.out, 0, sizeof(float) * (size_t)E);
-        if (s->p.check) memset(s->comp, 0, (size_t)F);
-        int on_dev = L->dev && !s->dev_err[0];
-        if (on_dev) {
-            for (int r = 0; r < L->n_hot; r++) s->mask[r] = !tk.pred || tk.pred[L->hot[r]] >= s->p.threshold;
-            if (hc_cl_layer_start(L->dev, ag, s->mask, s->m->hp.act, s->t_act, s->dev_err, sizeof s->dev_err)) {
-                hc_warn("%s; the CPU computes every neuron from now on", s->dev_err);
-                on_dev = 0;
-            }
-        }
-        if (on_dev || !L->dev) cpu_part(s, ctx, layer, L->cold, L->cold ? L->n_cold : F, &tk);
-        else cpu_part(s, ctx, layer, NULL, F, &tk);
-        s->t_cpu += hc_now() - t0;
-        if (on_dev) finish_device(s, ctx, layer, &tk);
-
-        L->st.tokens++;
-        if (tk.pred)
-            for (int j = 0; j < F; j++) L->st.predicted += tk.pred[j] >= s->p.threshold;
-        if (s->p.check) {
-            const float *tr = s->truth + (size_t)b * F;
-            for (int j = 0; j < F; j++) {
-                L->st.truth += tr[j] != 0.0f;
-                L->st.hit += tr[j] != 0.0f && s->comp[j];
-            }
+    int on_dev = L->dev && !s->dev_err[0];
+    if (on_dev) {
+        int k = L->n_hot;
+        for (int b = 0; b < B; b++)
+            for (int r = 0; r < k; r++) s->mask[(size_t)b * k + r] = (uint8_t)is_candidate(s, in.pred, b, L->hot[r]);
+        if (hc_cl_layer_start(L->dev, ag, ctx->act_stride, B, s->mask, s->m->hp.act, s->t_act, s->dev_err,
+                              sizeof s->dev_err)) {
+            hc_warn("%s; the CPU computes every neuron from now on", s->dev_err);
+            on_dev = 0;
         }
     }
+    if (on_dev || !L->dev) cpu_part(s, ctx, layer, L->cold, L->cold ? L->n_cold : F, &in);
+    else cpu_part(s, ctx, layer, NULL, F, &in);
+    s->t_cpu += hc_now() - t0;
+    if (on_dev) finish_device(s, ctx, layer, &in);
+
+    L->st.tokens += (uint64_t)B;
+    if (in.pred)
+        for (size_t i = 0; i < (size_t)B * F; i++) L->st.predicted += in.pred[i] >= s->p.threshold;
+    if (s->p.check)
+        for (size_t i = 0; i < (size_t)B * F; i++) L->st.truth += s->truth[i] != 0.0f;
     if (ctx->hook) hc_hook_call(ctx, layer, HC_HOOK_FFN_ACT, s->hfull, B, F, ctx->cur_pos0);
     s->t_ffn += hc_now() - t_start;
 }
@@ -214,18 +263,11 @@ hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err
     }
     s->t_act = s->predictor ? 0.0f : p->threshold;
     s->L = calloc((size_t)hp->n_layer, sizeof *s->L);
-    s->all = malloc(sizeof(int32_t) * (size_t)s->F);
-    s->list = malloc(sizeof(int32_t) * (size_t)s->F);
-    s->g = malloc(sizeof(float) * (size_t)s->F);
-    s->u = malloc(sizeof(float) * (size_t)s->F);
+    s->cand = malloc(sizeof(int32_t) * (size_t)s->F);
+    s->uni = malloc(sizeof(int32_t) * (size_t)s->F);
     s->ones = malloc(sizeof(float) * (size_t)s->F);
-    s->comp = malloc((size_t)s->F);
-    s->ydev = malloc(sizeof(float) * (size_t)s->E);
-    if (!s->L || !s->all || !s->list || !s->g || !s->u || !s->ones || !s->comp || !s->ydev) goto oom;
-    for (int j = 0; j < s->F; j++) {
-        s->all[j] = j;
-        s->ones[j] = 1.0f;
-    }
+    if (!s->L || !s->cand || !s->uni || !s->ones) goto oom;
+    for (int j = 0; j < s->F; j++) s->ones[j] = 1.0f;
     for (int l = 0; l < hp->n_layer; l++)
         if (hc_sparse_down_rows(m, l, &s->L[l].down, &s->L[l].down_owned, err, errlen)) {
             hc_sparse_free(s);
@@ -247,8 +289,8 @@ void hc_sparse_free(hc_sparse *s)
         free(s->L[l].hot);
         hc_cl_layer_free(s->L[l].dev);
     }
-    void *bufs[] = { s->L, s->all, s->list, s->g, s->u, s->ones, s->mask, s->comp, s->ydev, s->hdev,
-                     s->pred, s->hidden, s->hfull, s->truth };
+    void *bufs[] = { s->L, s->cand, s->uni, s->ones, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->hfull,
+                     s->truth };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(s);
 }
@@ -268,13 +310,9 @@ int hc_sparse_set_hot(hc_sparse *s, int layer, const int32_t *bucket, int k, hc_
         L->dev = dev;
         return 0;
     }
-    if (k > s->k_max) {
-        uint8_t *mask = realloc(s->mask, (size_t)k);
-        if (mask) s->mask = mask;
-        float *h = realloc(s->hdev, sizeof(float) * (size_t)k);
-        if (h) s->hdev = h;
-        if (!mask || !h) return -1;
+    if (k > s->k_max) {   /* the [B][k_max] buffers are regrown on the next step */
         s->k_max = k;
+        s->cap_b = 0;
     }
     int32_t *hot = malloc(sizeof(int32_t) * (size_t)k), *cold = malloc(sizeof(int32_t) * (size_t)(s->F - k + 1));
     if (!hot || !cold) {

@@ -16,8 +16,13 @@
  *
  * With a device part (hc_sparse_set_hot), the device computes the layer's hot
  * neurons while the pool threads compute the cold ones; out = cold + hot.
- * B > 1 rows (prompts, perplexity) are computed one token at a time, so every
- * token gets its own neuron set. Results do not depend on the thread count. */
+ * B > 1 rows (prompts, perplexity) are computed together: the gate for all
+ * rows with the batched kernel, then up and down only for the union of the
+ * neurons the rows keep, each row's h being 0 where it does not keep a neuron;
+ * every token still gets its own neuron set, and its results are bit for bit
+ * those of computing it alone. With a device, the B rows are queued on it
+ * before the CPU computes the cold neurons, and waited for at the end.
+ * Results do not depend on the thread count. */
 #ifndef HC_SPARSE_H
 #define HC_SPARSE_H
 

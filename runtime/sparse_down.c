@@ -80,16 +80,22 @@ int hc_sparse_down_rows(const hc_model *m, int layer, hc_weight *out, void **own
         free(row);
         free(col);
     } else {
-        /* F32: 4-byte elements; F16, BF16: 2-byte elements (bit copies). */
-        for (int e = 0; e < E; e++) {
-            if (type == GGML_TYPE_F32) {
-                const uint32_t *src = (const uint32_t *)w->data + (size_t)e * F;
-                for (int j = 0; j < F; j++) ((uint32_t *)dst)[(size_t)j * E + e] = src[j];
-            } else {
-                const uint16_t *src = (const uint16_t *)w->data + (size_t)e * F;
-                for (int j = 0; j < F; j++) ((uint16_t *)dst)[(size_t)j * E + e] = src[j];
+        /* F32: 4-byte elements; F16, BF16: 2-byte elements (bit copies), in
+         * 64 x 64 blocks so that both sides stay in cache. */
+        enum { TB = 64 };
+        for (int e0 = 0; e0 < E; e0 += TB)
+            for (int j0 = 0; j0 < F; j0 += TB) {
+                int e1 = e0 + TB < E ? e0 + TB : E, j1 = j0 + TB < F ? j0 + TB : F;
+                for (int e = e0; e < e1; e++) {
+                    if (type == GGML_TYPE_F32) {
+                        const uint32_t *src = (const uint32_t *)w->data + (size_t)e * F;
+                        for (int j = j0; j < j1; j++) ((uint32_t *)dst)[(size_t)j * E + e] = src[j];
+                    } else {
+                        const uint16_t *src = (const uint16_t *)w->data + (size_t)e * F;
+                        for (int j = j0; j < j1; j++) ((uint16_t *)dst)[(size_t)j * E + e] = src[j];
+                    }
+                }
             }
-        }
     }
     *out = (hc_weight){ .kind = HC_WEIGHT_GGML, .type = type, .data = dst, .n = E, .rows = F };
     *owned = dst;

@@ -143,12 +143,13 @@ static void make_rows(uint32_t type, int k, int n, float scale, void *dst)
 }
 
 /* Device gate/up/down of every type, both activations, a threshold and a
- * mask, against hc_cl_layer_ref. */
+ * mask, for a batch of NB tokens (each its own x and mask), against
+ * hc_cl_layer_ref token by token; a second run gives the same bits. */
 static void test_kernels_vs_ref(void)
 {
     hc_cl *cl = open_cl();
     CHECK(cl);
-    enum { K = 45, N = 96 };
+    enum { K = 45, N = 96, NB = 3 };
     char err[256];
     int checked = 0;
     for (int ti = 0; ti < 4; ti++)
@@ -159,28 +160,38 @@ static void test_kernels_vs_ref(void)
             make_rows(gt, K, N, 0.3f, gate);
             make_rows(gt, K, N, 0.3f, up);
             make_rows(dt, K, N, 0.3f, down);
-            float x[N], y[N], yr[N], h[K], hr[K];
-            uint8_t mask[K];
-            for (int i = 0; i < N; i++) x[i] = frand();
-            for (int r = 0; r < K; r++) mask[r] = r % 7 != 3;
-            char xp[N * 4];
-            hc_act_prepare(gt, x, N, xp);
+            float x[N], y[NB][N], y2[NB][N], yr[N], h[NB][K], h2[NB][K], hr[K];
+            uint8_t mask[NB][K];
+            enum { XS = N * 4 + 8 };   /* a stride larger than the prepared vector */
+            char xp[NB][XS];
+            for (int b = 0; b < NB; b++) {
+                for (int i = 0; i < N; i++) x[i] = frand();
+                for (int r = 0; r < K; r++) mask[b][r] = (r + b) % 7 != 3;
+                hc_act_prepare(gt, x, N, xp[b]);
+            }
             hc_cl_layer *L = hc_cl_layer_new(cl, gt, gate, up, dt, down, K, N, err, sizeof err);
             CHECKF(L, "%s", err);
             for (int act = 0; act < 2; act++) {
                 float t_act = act ? 0.0f : 0.05f;
                 double dev_s = 0;
-                CHECKF(!hc_cl_layer_start(L, xp, mask, act, t_act, err, sizeof err), "%s", err);
-                CHECKF(!hc_cl_layer_finish(L, y, h, &dev_s, err, sizeof err), "%s", err);
-                hc_cl_layer_ref(gt, gate, up, dt, down, K, N, xp, mask, act, t_act, yr, hr);
-                int zeros = 0, zr = 0;
-                for (int r = 0; r < K; r++) { zeros += h[r] == 0.0f; zr += hr[r] == 0.0f; }
-                /* 6 masked rows; ReLU zeros about half of the rest, SiLU only |a| < 0.05 */
-                CHECKF(zeros == zr && zeros >= 6 + (act ? 10 : 0) && zeros < K, "%s/%s act %d: %d zero h, reference %d",
-                       ggml_type_name(gt), ggml_type_name(dt), act, zeros, zr);
-                double dh = rel_diff(h, hr, K), dy = rel_diff(y, yr, N);
-                CHECKF(dh < 1e-5 && dy < 1e-5, "%s/%s act %d: h %g, y %g", ggml_type_name(gt), ggml_type_name(dt),
-                       act, dh, dy);
+                CHECKF(!hc_cl_layer_start(L, xp, XS, NB, &mask[0][0], act, t_act, err, sizeof err), "%s", err);
+                CHECKF(!hc_cl_layer_finish(L, &y[0][0], &h[0][0], &dev_s, err, sizeof err), "%s", err);
+                CHECKF(!hc_cl_layer_start(L, xp, XS, NB, &mask[0][0], act, t_act, err, sizeof err), "%s", err);
+                CHECKF(!hc_cl_layer_finish(L, &y2[0][0], &h2[0][0], &dev_s, err, sizeof err), "%s", err);
+                CHECKF(memcmp(y, y2, sizeof y) == 0 && memcmp(h, h2, sizeof h) == 0, "%s/%s act %d: runs differ",
+                       ggml_type_name(gt), ggml_type_name(dt), act);
+                for (int b = 0; b < NB; b++) {
+                    hc_cl_layer_ref(gt, gate, up, dt, down, K, N, xp[b], mask[b], act, t_act, yr, hr);
+                    int zeros = 0, zr = 0;
+                    for (int r = 0; r < K; r++) { zeros += h[b][r] == 0.0f; zr += hr[r] == 0.0f; }
+                    /* 6 masked rows; ReLU zeros about half of the rest, SiLU only |a| < 0.05 */
+                    CHECKF(zeros == zr && zeros >= 6 + (act ? 10 : 0) && zeros < K,
+                           "%s/%s act %d row %d: %d zero h, reference %d", ggml_type_name(gt), ggml_type_name(dt),
+                           act, b, zeros, zr);
+                    double dh = rel_diff(h[b], hr, K), dy = rel_diff(y[b], yr, N);
+                    CHECKF(dh < 1e-5 && dy < 1e-5, "%s/%s act %d row %d: h %g, y %g", ggml_type_name(gt),
+                           ggml_type_name(dt), act, b, dh, dy);
+                }
                 checked++;
             }
             hc_cl_layer_free(L);
@@ -374,6 +385,96 @@ static void test_budget_fallback(void)
     hc_model_free(m);
 }
 
+/* ------------------------------------------------------------ batched rows */
+
+/* The FFN of NBR rows at once (the prompt path) gives the bits of the rows
+ * one at a time (the generation path), the same counts and the same
+ * HC_HOOK_FFN_ACT rows, at -t 1 and -t 2: ReLU on the CPU (F16 ffn_down,
+ * Q4_0 ffn_down_t), ReLU split with a device, a predictor with and without a
+ * device, and a SiLU threshold. */
+enum { NBR = 13 };
+static float hook_rows[NBR][FF];
+static int hook_calls;
+static void ffn_hook(void *user, int layer, int point, const float *x, int B, int n, int pos0)
+{
+    (void)user; (void)pos0;
+    if (point != HC_HOOK_FFN_ACT || layer != 1 || n != FF) return;
+    int b0 = *(int *)user;
+    memcpy(hook_rows[b0], x, sizeof(float) * (size_t)B * FF);
+    hook_calls++;
+}
+
+static void batch_case(hc_model *m, float threshold, int pred, const char *gpuidx, int threads, const char *what)
+{
+    char err[512];
+    hc_gpuidx *g = gpuidx ? hc_gpuidx_load(gpuidx, NL, FF, err, sizeof err) : NULL;
+    hc_sparse *s1 = new_sparse(m, threshold, pred, 1), *sb = new_sparse(m, threshold, pred, 1);
+    hc_cl *c1 = g ? hc_hybrid_setup(s1, m, g, 0, err, sizeof err) : NULL;
+    hc_cl *cb = g ? hc_hybrid_setup(sb, m, g, 0, err, sizeof err) : NULL;
+    hc_ctx_params p = { .n_ctx = CTX, .n_threads = threads };
+    hc_ctx *ctx = hc_ctx_new(m, &p, err, sizeof err);
+    int ok = s1 && sb && ctx && (!g || (c1 && cb));
+    CHECKF(ok, "%s: setup: %s", what, err);
+    int E = m->hp.n_embd;
+    static float inp[NBR * DIM], xn[NBR * DIM], one[NBR * DIM], all[NBR * DIM], hooked[NBR][FF];
+    for (int i = 0; i < NBR * E; i++) {
+        inp[i] = frand();
+        xn[i] = frand() * 2.0f;
+    }
+    int b0 = 0;
+    ctx->hook = ffn_hook;
+    ctx->hook_user = &b0;
+    for (int layer = 0; layer < NL; layer++) {
+        hc_sparse_attach(s1, ctx);
+        for (b0 = 0; b0 < NBR; b0++)
+            ctx->ffn(s1, ctx, layer, inp + (size_t)b0 * E, xn + (size_t)b0 * E, 1, one + (size_t)b0 * E);
+        memcpy(hooked, hook_rows, sizeof hooked);
+        hc_sparse_attach(sb, ctx);
+        b0 = 0;
+        ctx->ffn(sb, ctx, layer, inp, xn, NBR, all);
+        CHECKF(memcmp(one, all, sizeof(float) * NBR * (size_t)E) == 0, "%s -t %d layer %d: rows at once differ from one at a time",
+               what, threads, layer);
+        if (layer == 1)
+            CHECKF(memcmp(hooked, hook_rows, sizeof hooked) == 0, "%s: hooked h differs", what);
+    }
+    hc_sparse_stats a = hc_sparse_get_stats(s1, -1), b = hc_sparse_get_stats(sb, -1);
+    CHECKF(a.tokens == b.tokens && a.computed == b.computed && a.predicted == b.predicted && a.served_cpu == b.served_cpu &&
+           a.served_dev == b.served_dev && a.truth == b.truth && a.hit == b.hit && a.computed > 0 &&
+           a.computed < a.tokens * FF && (!g || a.served_dev > 0) && hook_calls == NBR + 1,
+           "%s: counts differ or trivial (computed %llu / %llu, device %llu / %llu)", what,
+           (unsigned long long)a.computed, (unsigned long long)b.computed, (unsigned long long)a.served_dev,
+           (unsigned long long)b.served_dev);
+    hook_calls = 0;
+    hc_ctx_free(ctx);
+    hc_sparse_free(s1);
+    hc_sparse_free(sb);
+    hc_cl_free(c1);
+    hc_cl_free(cb);
+    hc_gpuidx_free(g);
+}
+
+static void test_batch_equals_rows(void)
+{
+    const char *mixed = write_gpuidx("bm.gpuidx", NL, FF, on_mixed, 0);
+    hc_model *f16 = load(model_path("relu", GGML_TYPE_F16, 0)), *q4t = load(model_path("relu", GGML_TYPE_Q4_0, 1));
+    hc_model *rm = load(pwri_model(model_path("relu", GGML_TYPE_F32, 0), "pr.gguf", 1.0f));
+    hc_model *silu = load(model_path("silu", GGML_TYPE_F32, 0));
+    CHECK(f16 && q4t && rm && silu && mixed);
+    for (int t = 1; t <= 2; t++) {
+        hook_calls = 0;
+        batch_case(f16, 0.0f, 0, NULL, t, "relu f16");
+        batch_case(q4t, 0.0f, 0, NULL, t, "relu q4_0 down_t");
+        batch_case(q4t, 0.0f, 0, mixed, t, "relu q4_0 hybrid");
+        batch_case(rm, 0.0f, 1, NULL, t, "predictor");
+        batch_case(rm, 0.0f, 1, mixed, t, "predictor hybrid");
+        batch_case(silu, 0.05f, 0, NULL, t, "silu 0.05");
+    }
+    hc_model_free(f16);
+    hc_model_free(q4t);
+    hc_model_free(rm);
+    hc_model_free(silu);
+}
+
 /* ------------------------------------------------------------ predictor */
 
 /* An F32 model as a PWRI file with ffn_down_t and, when pred >= 0, a
@@ -547,6 +648,7 @@ int main(void)
     RUN(test_sparse_cpu_equals_dense);
     RUN(test_hybrid_equals_dense);
     RUN(test_budget_fallback);
+    RUN(test_batch_equals_rows);
     RUN(test_predictor);
     RUN(test_silu_threshold);
     RUN(test_cli);
