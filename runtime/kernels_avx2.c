@@ -1,16 +1,21 @@
 /* AVX2 + FMA + F16C kernels (8 floats / 32 int8 per register), selected at run
- * time by kernels.c. Quantized dots use ggml's sign trick: |w| (unsigned) times
- * x·sign(w) with maddubs, pairs summed to int32 with madd, one FMA per block. */
+ * time by kernels.c. Q8_0 dots use ggml's sign trick: |w| (unsigned) times
+ * x·sign(w) with maddubs, pairs summed to int32 with madd, one FMA per block;
+ * Q4_0 sums 8 blocks to one int32 each, then one FMA for the 8 (dots_q4_0). */
 #if defined(__x86_64__)
 #include "kernels_impl.h"
 
 #include <immintrin.h>
 #include <string.h>
 
+#include "cli.h"
 #include "ggml_types.h"
 
 #define T __attribute__((target("avx2,fma,f16c")))
 #define TI static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+/* Software prefetch distance in the Q4_0 row being read (as the AVX-512 kernels). */
+#define PF_Q 4096
 
 TI float hsum(__m256 v)
 {
@@ -92,52 +97,156 @@ TI __m256i nibbles(const uint8_t *qs)
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(15));
 }
 
-/* acc[r] += dot of block b of rows[r] with x. k and R are constants after
+/* acc[r] += dot of Q8_0 block b of rows[r] with x. R is a constant after
  * inlining; each row's arithmetic is the same for every R. */
-TI void q_block(int k, int R, const void *const *rows, const block_q8_0 *x, int b, __m256 *acc)
+TI void q_block(int R, const void *const *rows, const block_q8_0 *x, int b, __m256 *acc)
 {
     __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
     float dx = _cvtsh_ss(x[b].d);
-    if (k == HC_K_Q4_0) {
-        /* Σ(q-8)·x = maddubs(q, x) - maddubs(8, x): int16 pairs within ±2·15·127 */
-        __m256i x8 = _mm256_maddubs_epi16(_mm256_set1_epi8(8), xv);
-        #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const block_q4_0 *w = (const block_q4_0 *)rows[r] + b;
-            __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles(w->qs), xv), x8);
-            __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(w->d) * dx), p, acc[r]);
-        }
-    } else {
-        #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const block_q8_0 *w = (const block_q8_0 *)rows[r] + b;
-            __m256 p = mul_sum_i8(_mm256_loadu_si256((const __m256i *)w->qs), xv);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(w->d) * dx), p, acc[r]);
-        }
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        const block_q8_0 *w = (const block_q8_0 *)rows[r] + b;
+        __m256 p = mul_sum_i8(_mm256_loadu_si256((const __m256i *)w->qs), xv);
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(w->d) * dx), p, acc[r]);
     }
 }
 
-TI void dot_q_rows(int k, int R, const void *const *rows, const void *act, int n, float *y)
+TI void dot_q_rows(int R, const void *const *rows, const void *act, int n, float *y)
 {
     __m256 acc[HC_DOT_ROWS];
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (int b = 0; b < n / QK8_0; b++) q_block(k, R, rows, act, b, acc);
+    for (int b = 0; b < n / QK8_0; b++) q_block(R, rows, act, b, acc);
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++) y[r] = hsum(acc[r]);
 }
 
 T static void dot_q8_0(const void *const *rows, int nr, const void *act, int n, float *y)
 {
-    if (nr == HC_DOT_ROWS) dot_q_rows(HC_K_Q8_0, HC_DOT_ROWS, rows, act, n, y);
-    else for (int i = 0; i < nr; i++) dot_q_rows(HC_K_Q8_0, 1, rows + i, act, n, y + i);
+    if (nr == HC_DOT_ROWS) dot_q_rows(HC_DOT_ROWS, rows, act, n, y);
+    else for (int i = 0; i < nr; i++) dot_q_rows(1, rows + i, act, n, y + i);
 }
 
+/* ---- Q4_0: 8 blocks per step, summed in integers to one int32 per block,
+ * so one convert and one FMA cover 8 blocks ---- */
+
+/* The Q8_0 activation rearranged for 8 blocks of a row (a chunk, 144 bytes of
+ * Q4_0), as 4 pairs of blocks: lo[p] and hi[p] are the activation bytes that
+ * meet the low and high nibbles of blocks 2p, 2p+1 (one block per 128-bit
+ * lane). After the reduction (q4_chunk) lane 4m+p holds block 2p+m: corr is
+ * that block's -8·Σx and d its activation scale, in the same order. */
+typedef struct {
+    __m256i lo[4], hi[4];
+    __m256i corr;
+    __m256 d;
+} xq4;
+
+#define Q4_CHUNK 8
+#define XQ4_STACK 128   /* rows of up to 32768 elements arrange on the stack */
+
+T static void arrange_q4(const block_q8_0 *x, int nb, xq4 *xc)
+{
+    for (int c = 0; c < (nb + Q4_CHUNK - 1) / Q4_CHUNK; c++) {
+        int8_t lo[4][32] = {{0}}, hi[4][32] = {{0}};
+        int32_t corr[8] = {0};
+        float d[8] = {0};
+        for (int p = 0; p < 4; p++)
+            for (int m = 0; m < 2; m++) {
+                int b = c * Q4_CHUNK + 2 * p + m, s = 0;
+                if (b >= nb) continue;
+                memcpy(lo[p] + 16 * m, x[b].qs, 16);
+                memcpy(hi[p] + 16 * m, x[b].qs + 16, 16);
+                for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
+                corr[4 * m + p] = -8 * s;
+                d[4 * m + p] = _cvtsh_ss(x[b].d);
+            }
+        for (int p = 0; p < 4; p++) {
+            xc[c].lo[p] = _mm256_loadu_si256((const __m256i *)lo[p]);
+            xc[c].hi[p] = _mm256_loadu_si256((const __m256i *)hi[p]);
+        }
+        xc[c].corr = _mm256_loadu_si256((const __m256i *)corr);
+        xc[c].d = _mm256_loadu_ps(d);
+    }
+}
+
+/* acc[r] += the dot of the 8 blocks at w[r] (whole blocks, 144 bytes) with chunk xc. */
+TI void q4_chunk(int R, const block_q4_0 *const *w, const xq4 *xc, __m256 *acc)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        __m256i P[4];
+        #pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            __m256i v = _mm256_loadu2_m128i((const __m128i *)w[r][2 * p + 1].qs, (const __m128i *)w[r][2 * p].qs);
+            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            /* int16 pairs within ±2·15·128 each, ±4·15·128 summed */
+            __m256i d16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xc->lo[p]), _mm256_maddubs_epi16(hi, xc->hi[p]));
+            P[p] = _mm256_madd_epi16(d16, ones);
+        }
+        /* |P| <= 8·15·128: the int16 packs are exact; two levels of pairwise
+         * sums leave lane 4m+p = block 2p+m */
+        __m256i A = _mm256_madd_epi16(_mm256_packs_epi32(P[0], P[1]), ones);
+        __m256i B = _mm256_madd_epi16(_mm256_packs_epi32(P[2], P[3]), ones);
+        __m256i C = _mm256_add_epi32(_mm256_madd_epi16(_mm256_packs_epi32(A, B), ones), xc->corr);
+        /* block 2p+m's scale to lane 4m+p (word inserts beat a gather here) */
+        const block_q4_0 *q = w[r];
+        __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)q[0].d, (short)q[2].d, (short)q[4].d, (short)q[6].d,
+                                                   (short)q[1].d, (short)q[3].d, (short)q[5].d, (short)q[7].d));
+        acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xc->d), _mm256_cvtepi32_ps(C), acc[r]);
+    }
+}
+
+TI void dot_q4_rows(int R, const char *const *rows, const xq4 *xc, int nb, float *y)
+{
+    __m256 acc[HC_DOT_ROWS];
+    const block_q4_0 *w[HC_DOT_ROWS];
+    int c = 0;
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (; (c + 1) * Q4_CHUNK <= nb; c++) {
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            w[r] = (const block_q4_0 *)rows[r] + c * Q4_CHUNK;
+            for (int i = 0; i < 3; i++) _mm_prefetch((const char *)w[r] + PF_Q + 64 * i, _MM_HINT_T0);
+        }
+        q4_chunk(R, w, xc + c, acc);
+    }
+    if (c * Q4_CHUNK < nb) {   /* the last blocks, zero-padded to a chunk */
+        block_q4_0 pad[HC_DOT_ROWS][Q4_CHUNK];
+        memset(pad, 0, sizeof pad);
+        for (int r = 0; r < R; r++) {
+            memcpy(pad[r], (const block_q4_0 *)rows[r] + c * Q4_CHUNK, (size_t)(nb - c * Q4_CHUNK) * sizeof(block_q4_0));
+            w[r] = pad[r];
+        }
+        q4_chunk(R, w, xc + c, acc);
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) y[r] = hsum(acc[r]);
+}
+
+T static void dots_q4_0(const char *W, size_t rb, const int32_t *idx, int r0, int nr, int group,
+                        const void *act, int n, float *y)
+{
+    int nb = n / QK4_0, nc = (nb + Q4_CHUNK - 1) / Q4_CHUNK;
+    xq4 stack[XQ4_STACK], *xc = stack;
+    if (nc > XQ4_STACK && !(xc = _mm_malloc(sizeof *xc * (size_t)nc, 32)))
+        hc_die("kernels: out of memory");
+    arrange_q4(act, nb, xc);
+    for (int i0 = 0; i0 < nr; i0 += group) {
+        const char *rows[HC_DOT_ROWS];
+        int g = nr - i0 < group ? nr - i0 : group;
+        for (int i = 0; i < g; i++) rows[i] = W + (size_t)(idx ? idx[i0 + i] : r0 + i0 + i) * rb;
+        if (g == HC_DOT_ROWS) dot_q4_rows(HC_DOT_ROWS, rows, xc, nb, y + i0);
+        else for (int i = 0; i < g; i++) dot_q4_rows(1, rows + i, xc, nb, y + i0 + i);
+    }
+    if (xc != stack) _mm_free(xc);
+}
+
+/* The dot entry: the same arithmetic, through the row loop. */
 T static void dot_q4_0(const void *const *rows, int nr, const void *act, int n, float *y)
 {
-    if (nr == HC_DOT_ROWS) dot_q_rows(HC_K_Q4_0, HC_DOT_ROWS, rows, act, n, y);
-    else for (int i = 0; i < nr; i++) dot_q_rows(HC_K_Q4_0, 1, rows + i, act, n, y + i);
+    for (int i = 0; i < nr; i++) dots_q4_0(rows[i], 0, NULL, 0, 1, 1, act, n, y + i);
 }
 
 /* y += a * (q * d): q*d is exact in float (8-bit q, 11-bit d), then one FMA. */
@@ -208,5 +317,6 @@ const struct hc_isa hc_isa_avx2 = {
     .dot = { dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0 },
     .axpy = { axpy_f32, axpy_f16, axpy_bf16, axpy_q8_0, axpy_q4_0 },
     .quantize_q8 = quantize_q8,
+    .dots = { [HC_K_Q4_0] = dots_q4_0 },
 };
 #endif

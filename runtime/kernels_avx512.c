@@ -1,10 +1,12 @@
-/* AVX-512 (F/BW/VL/DQ + VNNI) kernels: 16 floats per register, two quantized
- * blocks per register, masked loads for the tails. Selected at run time by
+/* AVX-512 (F/BW/VL/DQ + VNNI) kernels: 16 floats per register, two Q8_0
+ * blocks per register, Q4_0 16 blocks per step reduced to one int32 per block,
+ * masked loads for the tails. Selected at run time by
  * kernels.c; CPUs with AVX-512 but no VNNI (Skylake-SP) run the AVX2 kernels. */
 #if defined(__x86_64__)
 #include "kernels_impl.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "cli.h"
 #include "ggml_types.h"
@@ -64,7 +66,7 @@ TI void axpy_float(int k, const void *row, int n, float a, float *y)
 
 HC_FLOAT_KERNELS
 
-/* ---- Q8_0 / Q4_0 against Q8_0 activations: two blocks per register, up to
+/* ---- Q8_0 against Q8_0 activations: two blocks per register, up to
  * HC_DOT_ROWS rows per pass over the activation ---- */
 
 /* 64 signed bytes of w times 64 of x -> 16 int32 partial sums as floats:
@@ -79,18 +81,15 @@ TI __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p)
 
 TI __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
-/* Both halves of a zmm set to the same 128-bit pattern lo, hi. */
-TI __m512i lanes2(__m128i lo, __m128i hi) { return _mm512_broadcast_i64x4(_mm256_set_m128i(hi, lo)); }
-
 #define W2(a, b) ((a) | (b) << 16)   /* two word indices per int32: gcc lacks _mm512_setr_epi16 */
 
-/* The first bytes of blocks b, b+1 of a row, as words: all of both blocks (36
- * bytes) for Q4_0, at least both scales (words 0 and 17) for Q8_0. two: 0 only
+/* The first bytes of Q8_0 blocks b, b+1 of a row, as words: at least both
+ * scales (words 0 and 17). two: 0 only
  * block b is there, 1 both, 2 both and 64 bytes of the row left, so a plain
  * load (masked loads that miss the cache are slow and train no prefetcher). */
-TI __m512i load_pair(const void *p, int two, __mmask32 one)
+TI __m512i load_pair(const void *p, int two)
 {
-    return two == 2 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(two ? 0x3ffff : one, p);
+    return two == 2 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(two ? 0x3ffff : 1, p);
 }
 
 /* The fp16 scales at words 0 and w1 of v, as floats in lanes 0-7 and 8-15. */
@@ -102,123 +101,226 @@ TI __m512 scales(__m512i v, int w1)
 
 #undef W2
 
-/* The Q8_0 activation, rearranged once per row loop so the inner loop only
- * loads it: per pair of blocks the 64 quant bytes, the scales as 16 floats
- * (8 lanes per block; Q4_0: x 1/16 on the lanes that meet high nibbles, see
- * q_pair) and, for Q4_0, the -8·Σx (-128·Σx) correction per dpbusd lane. */
+/* The Q8_0 activation of a Q8_0 matvec, rearranged once per row loop so the
+ * inner loop only loads it: per pair of blocks the 64 quant bytes and the
+ * scales as 16 floats (8 lanes per block). */
 typedef struct {
     __m512i q;
     __m512 d;
-    __m512i corr;
 } xpair;
 
 #define XPAIRS_STACK 256   /* rows of up to 16384 elements arrange on the stack */
 
-TI void arrange(int k, const block_q8_0 *x, int nb, xpair *xp)
+TI void arrange(const block_q8_0 *x, int nb, xpair *xp)
 {
     for (int b = 0; b < nb; b += 2) {
         int two = b + 1 < nb;
         xpair *o = xp + b / 2;
         o->q = join(load32(x[b].qs), two ? load32(x[b + 1].qs) : _mm256_setzero_si256());
         o->d = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(x[b].d)), _mm256_set1_ps(two ? _cvtsh_ss(x[b + 1].d) : 0), 1);
-        o->corr = _mm512_setzero_si512();
-        if (k == HC_K_Q4_0) {
-            /* Σ(q-8)·x = dpbusd(q, x) - 8·Σx: the correction is the dpbusd's starting value */
-            __m512i c = lanes2(_mm_set1_epi8(8), _mm_set1_epi8((char)128));
-            o->corr = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), c, o->q));
-            o->d = _mm512_mul_ps(o->d, _mm512_broadcast_f32x8(_mm256_setr_ps(1, 1, 1, 1, 0.0625f, 0.0625f, 0.0625f, 0.0625f)));
-        }
     }
 }
 
 /* acc[r] += dot of blocks b and, if two (see load_pair), b+1 of rows[r] with
- * the arranged pair xp. k, R and two are constants after inlining; each row's
+ * the arranged pair xp. R and two are constants after inlining; each row's
  * arithmetic is the same for every R. Int32 sums: lanes 0-7 block b, 8-15 b+1. */
-TI void q_pair(int k, int R, const char *const *rows, const xpair *xp, int b, int two, __m512 *acc)
+TI void q_pair(int R, const char *const *rows, const xpair *xp, int b, int two, __m512 *acc)
 {
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
-        __m512 p, dw;
-        if (k == HC_K_Q4_0) {
-            const block_q4_0 *w = (const block_q4_0 *)rows[r] + b;
-            _mm_prefetch((const char *)w + PF_Q, _MM_HINT_T0);
-            __m512i v = load_pair(w, two, 0x1ff);
-            __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)w[0].qs));
-            __m256i q1 = two ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)w[1].qs)) : _mm256_setzero_si256();
-            /* each block's 16 nibble bytes twice, masked to [lo0 hi0 lo1 hi1]: the
-             * activation's order, with the high nibbles left in place, i.e. 16
-             * times their value (the 1/16 is in the arranged scale, exactly) */
-            __m512i nib = _mm512_and_si512(join(q0, q1), lanes2(_mm_set1_epi8(0x0f), _mm_set1_epi8((char)0xf0)));
-            p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(xp->corr, nib, xp->q));
-            dw = scales(v, 9);
-        } else {
-            const block_q8_0 *w = (const block_q8_0 *)rows[r] + b;
-            _mm_prefetch((const char *)w + PF_Q, _MM_HINT_T0);
-            p = mul_sum_i8(join(load32(w[0].qs), two ? load32(w[1].qs) : _mm256_setzero_si256()), xp->q);
-            dw = scales(load_pair(w, two, 1), 17);
-        }
+        const block_q8_0 *w = (const block_q8_0 *)rows[r] + b;
+        _mm_prefetch((const char *)w + PF_Q, _MM_HINT_T0);
+        __m512 p = mul_sum_i8(join(load32(w[0].qs), two ? load32(w[1].qs) : _mm256_setzero_si256()), xp->q);
+        __m512 dw = scales(load_pair(w, two), 17);
         acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xp->d), p, acc[r]);
     }
 }
 
 /* Two accumulators per row (even and odd pairs) keep the FMA latency off the
  * critical path. */
-TI void dot_q_rows(int k, int R, const char *const *rows, const xpair *xp, int nb, float *y)
+TI void dot_q_rows(int R, const char *const *rows, const xpair *xp, int nb, float *y)
 {
     __m512 acc[2 * HC_DOT_ROWS];
     int b = 0;
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++) acc[r] = acc[HC_DOT_ROWS + r] = _mm512_setzero_ps();
     for (; b + 6 <= nb; b += 4) {
-        q_pair(k, R, rows, xp + b / 2, b, 2, acc);
-        q_pair(k, R, rows, xp + b / 2 + 1, b + 2, 2, acc + HC_DOT_ROWS);
+        q_pair(R, rows, xp + b / 2, b, 2, acc);
+        q_pair(R, rows, xp + b / 2 + 1, b + 2, 2, acc + HC_DOT_ROWS);
     }
-    if (b + 4 <= nb) { q_pair(k, R, rows, xp + b / 2, b, 2, acc); b += 2; }
-    if (b + 2 <= nb) { q_pair(k, R, rows, xp + b / 2, b, 1, acc + (b / 2 % 2) * HC_DOT_ROWS); b += 2; }
-    if (b < nb) q_pair(k, R, rows, xp + b / 2, b, 0, acc + (b / 2 % 2) * HC_DOT_ROWS);
+    if (b + 4 <= nb) { q_pair(R, rows, xp + b / 2, b, 2, acc); b += 2; }
+    if (b + 2 <= nb) { q_pair(R, rows, xp + b / 2, b, 1, acc + (b / 2 % 2) * HC_DOT_ROWS); b += 2; }
+    if (b < nb) q_pair(R, rows, xp + b / 2, b, 0, acc + (b / 2 % 2) * HC_DOT_ROWS);
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++) y[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r], acc[HC_DOT_ROWS + r]));
 }
 
 /* The row loop of hc_dots_fn: arrange the activation once, then `group` rows per pass. */
-TI void dots_q(int k, const char *W, size_t rb, const int32_t *idx, int r0, int nr, int group,
+TI void dots_q(const char *W, size_t rb, const int32_t *idx, int r0, int nr, int group,
                const void *act, int n, float *y)
 {
     int nb = n / QK8_0;
     xpair stack[XPAIRS_STACK], *xp = stack;
     if ((nb + 1) / 2 > XPAIRS_STACK && !(xp = _mm_malloc(sizeof *xp * (size_t)((nb + 1) / 2), 64)))
         hc_die("kernels: out of memory");
-    arrange(k, act, nb, xp);
+    arrange(act, nb, xp);
     for (int i0 = 0; i0 < nr; i0 += group) {
         const char *rows[HC_DOT_ROWS];
         int g = nr - i0 < group ? nr - i0 : group;
         for (int i = 0; i < g; i++) rows[i] = W + (size_t)(idx ? idx[i0 + i] : r0 + i0 + i) * rb;
-        if (g == HC_DOT_ROWS) dot_q_rows(k, HC_DOT_ROWS, rows, xp, nb, y + i0);
-        else for (int i = 0; i < g; i++) dot_q_rows(k, 1, rows + i, xp, nb, y + i0 + i);
+        if (g == HC_DOT_ROWS) dot_q_rows(HC_DOT_ROWS, rows, xp, nb, y + i0);
+        else for (int i = 0; i < g; i++) dot_q_rows(1, rows + i, xp, nb, y + i0 + i);
     }
     if (xp != stack) _mm_free(xp);
 }
 
 T static void dots_q8_0(const char *W, size_t rb, const int32_t *idx, int r0, int nr, int group,
                         const void *act, int n, float *y)
-{ dots_q(HC_K_Q8_0, W, rb, idx, r0, nr, group, act, n, y); }
+{ dots_q(W, rb, idx, r0, nr, group, act, n, y); }
+
+/* ---- Q4_0 against Q8_0 activations: 16 blocks per step, summed in integers
+ * to one int32 per block, so one convert and one FMA cover 16 blocks ---- */
+
+/* The Q8_0 activation rearranged for 16 blocks of a row (a "chunk", 288 bytes
+ * of Q4_0): the chunk is 4 groups of 4 blocks; group g's 64 weight nibble
+ * bytes are gathered as [qs(4g) qs(4g+1) qs(4g+2) qs(4g+3)], so lo[g] and hi[g]
+ * hold the activation bytes that meet their low and high nibbles. After the
+ * integer reduction (q4_chunk) lane 4m+g holds block 4g+m: corr is that
+ * block's -8·Σx and d its activation scale, in the same order. */
+typedef struct {
+    __m512i lo[4], hi[4];
+    __m512i corr;
+    __m512 d;
+} xq4;
+
+#define Q4_CHUNK 16                       /* blocks per chunk */
+#define Q4_CHUNK_BYTES (Q4_CHUNK * 18)    /* sizeof(block_q4_0) == 18 */
+#define XQ4_STACK 64                      /* rows of up to 32768 elements arrange on the stack */
+
+T static void arrange_q4(const block_q8_0 *x, int nb, xq4 *xc)
+{
+    for (int c = 0; c < (nb + Q4_CHUNK - 1) / Q4_CHUNK; c++) {
+        int8_t lo[4][64] = {{0}}, hi[4][64] = {{0}};
+        int32_t corr[16] = {0};
+        float d[16] = {0};
+        for (int g = 0; g < 4; g++)
+            for (int m = 0; m < 4; m++) {
+                int b = c * Q4_CHUNK + 4 * g + m, s = 0;
+                if (b >= nb) continue;
+                memcpy(lo[g] + 16 * m, x[b].qs, 16);
+                memcpy(hi[g] + 16 * m, x[b].qs + 16, 16);
+                for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
+                corr[4 * m + g] = -8 * s;
+                d[4 * m + g] = _cvtsh_ss(x[b].d);
+            }
+        for (int g = 0; g < 4; g++) {
+            xc[c].lo[g] = _mm512_loadu_si512(lo[g]);
+            xc[c].hi[g] = _mm512_loadu_si512(hi[g]);
+        }
+        xc[c].corr = _mm512_loadu_si512(corr);
+        xc[c].d = _mm512_loadu_ps(d);
+    }
+}
+
+#define W2(a, b) ((a) | (b) << 16)
+
+/* Bytes [64i, 64i + 64) of a chunk at p, i < 5 (a full chunk reads 32 bytes
+ * past its end); tail: only the rem bytes the row has left from p, with
+ * masked loads. */
+TI __m512i chunk_line(const char *p, int i, int tail, long rem)
+{
+    if (!tail) return _mm512_loadu_si512(p + 64 * i);
+    long a = rem - 64 * i;
+    return _mm512_maskz_loadu_epi8(a >= 64 ? ~0ULL : a <= 0 ? 0 : (1ULL << a) - 1, p + 64 * i);
+}
+
+/* acc[r] += the dot of the 16 blocks at byte off of rows[r] with chunk xc.
+ * tail: rem bytes of the row are left from off (see chunk_line). */
+TI void q4_chunk(int R, const char *const *rows, const xq4 *xc, size_t off, int tail, long rem, __m512 *acc)
+{
+    /* group g (bytes [72g, 72g + 72), word 4g of line g): its nibble bytes are
+     * words 4g + 9m + 1 .. 4g + 9m + 8 of lines g, g + 1 */
+    const __m512i qidx = _mm512_setr_epi32(W2(1, 2), W2(3, 4), W2(5, 6), W2(7, 8), W2(10, 11), W2(12, 13),
+                                           W2(14, 15), W2(16, 17), W2(19, 20), W2(21, 22), W2(23, 24),
+                                           W2(25, 26), W2(28, 29), W2(30, 31), W2(32, 33), W2(34, 35));
+    /* block j's scale is word 9j of the chunk; block 4g+m goes to word 4m+g:
+     * blocks 0-7 from lines 0, 1, blocks 8-14 from lines 2, 3, block 15 from line 4 */
+    const __m512i s01 = _mm512_setr_epi32(W2(0, 36), W2(0, 36), W2(9, 45), W2(0, 36), W2(18, 54), W2(0, 36),
+                                          W2(27, 63), W2(0, 36), 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i s23 = _mm512_setr_epi32(0, W2(8, 44), 0, W2(17, 53), 0, W2(26, 62), 0, W2(35, 7),
+                                          0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi16(1);
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        const char *p = rows[r] + off;
+        __m512i Z[5], D[4];
+        if (!tail)
+            for (int i = 0; i < 5; i++) _mm_prefetch(p + PF_Q + 64 * i, _MM_HINT_T0);
+        #pragma GCC unroll 5
+        for (int i = 0; i < 5; i++) Z[i] = chunk_line(p, i, tail, rem);
+        #pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            __m512i v = _mm512_permutex2var_epi16(Z[g], _mm512_add_epi16(qidx, _mm512_set1_epi16((short)(4 * g))), Z[g + 1]);
+            __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            D[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xc->lo[g]), hi, xc->hi[g]);
+        }
+        /* |D| <= 8·15·128, so the int16 packs are exact; two levels of pairwise
+         * sums leave lane 4m+g = block 4g+m, plus its -8·Σx */
+        __m512i A = _mm512_madd_epi16(_mm512_packs_epi32(D[0], D[1]), ones);
+        __m512i B = _mm512_madd_epi16(_mm512_packs_epi32(D[2], D[3]), ones);
+        __m512i C = _mm512_dpwssd_epi32(xc->corr, _mm512_packs_epi32(A, B), ones);
+        __m512i s23v = _mm512_mask_permutexvar_epi16(_mm512_permutex2var_epi16(Z[2], s23, Z[3]), 0x8000, s23, Z[4]);
+        __m512i s = _mm512_mask_blend_epi16(0xcccc, _mm512_permutex2var_epi16(Z[0], s01, Z[1]), s23v);
+        __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(s));
+        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xc->d), _mm512_cvtepi32_ps(C), acc[r]);
+    }
+}
+
+#undef W2
+
+TI void dot_q4_rows(int R, const char *const *rows, const xq4 *xc, int nb, float *y)
+{
+    __m512 acc[HC_DOT_ROWS];
+    long rb = (long)nb * 18;
+    int c = 0, nc = (nb + Q4_CHUNK - 1) / Q4_CHUNK;
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (; (long)(c + 1) * Q4_CHUNK_BYTES + 32 <= rb; c++)
+        q4_chunk(R, rows, xc + c, (size_t)c * Q4_CHUNK_BYTES, 0, 0, acc);
+    for (; c < nc; c++)
+        q4_chunk(R, rows, xc + c, (size_t)c * Q4_CHUNK_BYTES, 1, rb - (long)c * Q4_CHUNK_BYTES, acc);
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) y[r] = _mm512_reduce_add_ps(acc[r]);
+}
 
 T static void dots_q4_0(const char *W, size_t rb, const int32_t *idx, int r0, int nr, int group,
                         const void *act, int n, float *y)
-{ dots_q(HC_K_Q4_0, W, rb, idx, r0, nr, group, act, n, y); }
-
-/* The dot entries: the same arithmetic, through the row loop (rows are explicit pointers). */
-TI void dot_q(int k, const void *const *rows, int nr, const void *act, int n, float *y)
 {
-    for (int i = 0; i < nr; i++)
-        dots_q(k, rows[i], 0, NULL, 0, 1, 1, act, n, y + i);
+    int nb = n / QK4_0, nc = (nb + Q4_CHUNK - 1) / Q4_CHUNK;
+    xq4 stack[XQ4_STACK], *xc = stack;
+    if (nc > XQ4_STACK && !(xc = _mm_malloc(sizeof *xc * (size_t)nc, 64)))
+        hc_die("kernels: out of memory");
+    arrange_q4(act, nb, xc);
+    for (int i0 = 0; i0 < nr; i0 += group) {
+        const char *rows[HC_DOT_ROWS];
+        int g = nr - i0 < group ? nr - i0 : group;
+        for (int i = 0; i < g; i++) rows[i] = W + (size_t)(idx ? idx[i0 + i] : r0 + i0 + i) * rb;
+        if (g == HC_DOT_ROWS) dot_q4_rows(HC_DOT_ROWS, rows, xc, nb, y + i0);
+        else for (int i = 0; i < g; i++) dot_q4_rows(1, rows + i, xc, nb, y + i0 + i);
+    }
+    if (xc != stack) _mm_free(xc);
 }
 
+/* The dot entries: the same arithmetic, through the row loops (rows are explicit pointers). */
 T static void dot_q8_0(const void *const *rows, int nr, const void *act, int n, float *y)
-{ dot_q(HC_K_Q8_0, rows, nr, act, n, y); }
+{
+    for (int i = 0; i < nr; i++) dots_q(rows[i], 0, NULL, 0, 1, 1, act, n, y + i);
+}
 
 T static void dot_q4_0(const void *const *rows, int nr, const void *act, int n, float *y)
-{ dot_q(HC_K_Q4_0, rows, nr, act, n, y); }
+{
+    for (int i = 0; i < nr; i++) dots_q4_0(rows[i], 0, NULL, 0, 1, 1, act, n, y + i);
+}
 
 /* y[0..32) += a * (q * d): q*d is exact in float, then one FMA. */
 TI void axpy_q32(__m256i q, float d, float a, float *y)
