@@ -323,6 +323,57 @@ static int matvec_tiled(const char *isa)
 
 static void test_matvec_tiled(void) { each_isa(matvec_tiled); }
 
+/* F32/F16/BF16 batches go through register-tiled kernels (R rows x T vectors,
+ * the k loop in blocks): each (row, vector) must equal the B = 1 dot bit for
+ * bit, for n off the vector width and across blocks, row counts and B off the
+ * tile, row splits, and weight panels of more than 256 KiB. */
+static int tiled_float_case(const char *isa, uint32_t t, int n, int rows, int B)
+{
+    int row0 = (int)(rnd() % (unsigned)rows), row1 = row0 + 1 + (int)(rnd() % (unsigned)(rows - row0));
+    int mid = row0 + (int)(rnd() % (unsigned)(row1 - row0 + 1));
+    size_t as, ys = (size_t)rows + 5;
+    char *w = make_weights(t, rows, n);
+    char *a = make_acts(t, n, B, &as);
+    float *y = calloc((size_t)B * ys, sizeof *y), *ysp = calloc((size_t)B * ys, sizeof *y);
+    float *y1 = calloc((size_t)rows, sizeof *y);
+    hc_matvec(t, w, n, row0, row1, a, as, B, y, ys);
+    hc_matvec(t, w, n, row0, mid, a, as, B, ysp, ys);   /* the same batch, rows split at mid */
+    hc_matvec(t, w, n, mid, row1, a, as, B, ysp + (mid - row0), ys);
+    int ok = 1;
+    for (int b = 0; ok && b < B; b++) {
+        hc_matvec(t, w, n, row0, row1, a + (size_t)b * as, 0, 1, y1, 0);
+        for (int r = 0; ok && r < row1 - row0; r++) {
+            const float *yb = y + (size_t)b * ys, *sb = ysp + (size_t)b * ys;
+            if (memcmp(&yb[r], &y1[r], sizeof *y) || memcmp(&sb[r], &y1[r], sizeof *y)) {
+                th_fail(__FILE__, __LINE__, "%s %s n=%d rows %d..%d B=%d: vector %d row %d: %.9g / split %.9g, B = 1 %.9g",
+                        isa, ggml_type_name(t), n, row0, row1, B, b, row0 + r, yb[r], sb[r], y1[r]);
+                ok = 0;
+            }
+        }
+        for (size_t i = (size_t)(row1 - row0); ok && i < ys; i++)
+            if (y[(size_t)b * ys + i] != 0) { th_fail(__FILE__, __LINE__, "%s: wrote past the rows", isa); ok = 0; }
+    }
+    free(w), free(a), free(y), free(ysp), free(y1);
+    return ok;
+}
+
+static int tiled_float_all(const char *isa)
+{
+    static const uint32_t ft[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
+    static const int ns[] = { 1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100, 127, 129, 1023, 1024, 1025, 1088, 2100, 4099 };
+    for (int ti = 0; ti < 3; ti++) {
+        for (int c = 0; c < 60; c++) {
+            int n = ns[rnd() % (sizeof ns / sizeof ns[0])], rows = 1 + (int)(rnd() % 14), B = 2 + (int)(rnd() % 11);
+            if (!tiled_float_case(isa, ft[ti], n, rows, B)) return 0;
+        }
+        if (!tiled_float_case(isa, ft[ti], 4099, 45, 7)) return 0;   /* 720 KiB of F32: several panels */
+        if (!tiled_float_case(isa, ft[ti], 33, 70, 9)) return 0;
+    }
+    return 1;
+}
+
+static void test_matvec_tiled_float(void) { each_isa(tiled_float_all); }
+
 /* Gathered rows equal the same rows of a dense matvec, bit for bit. */
 static int rows_case(const char *isa)
 {
@@ -415,6 +466,7 @@ int main(void)
     RUN(test_hand_block_dots);
     RUN(test_matvec_vs_ref);
     RUN(test_matvec_tiled);
+    RUN(test_matvec_tiled_float);
     RUN(test_matvec_rows);
     RUN(test_axpy);
     RUN(test_axpy_ref_definition);
