@@ -4,7 +4,7 @@
 #   scripts/install-deps.sh --if-missing install only when something is missing;
 #                                        without root, print the command instead
 set -eu
-PKGS="build-essential pkg-config clang libglpk-dev zlib1g-dev libopenblas-dev
+PKGS="build-essential pkg-config clang libclang-rt-dev libglpk-dev zlib1g-dev libopenblas-dev
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libcjson-dev valgrind"
 
 missing=""
