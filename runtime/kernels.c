@@ -137,7 +137,7 @@ static void matvec(const struct hc_isa *is, uint32_t type, const void *W, int n,
 {
     int k = checked_kidx(type, n);
     size_t rb = ggml_row_size(type, n);
-    hc_gemm_fn gemm = B > 1 ? hc_tile_gemm(is, k) : NULL;   /* register-tiled F32/F16/BF16 (kernels_tile.h) */
+    hc_gemm_fn gemm = B > 1 ? hc_tile_gemm(is, k) : NULL;   /* register-tiled (kernels_tile.h) */
     if (gemm) { gemm(W, rb, row0, row1 - row0, acts, act_stride, B, y, y_stride, n); return; }
     int tile = row1 - row0, group = B > 1 ? HC_DOT_ROWS : 1;
     if (B > 1 && (size_t)tile * rb > TILE_BYTES) tile = rb >= TILE_BYTES ? 1 : (int)(TILE_BYTES / rb);

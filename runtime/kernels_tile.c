@@ -3,7 +3,7 @@
 
 hc_gemm_fn hc_tile_gemm(const struct hc_isa *is, int k)
 {
-    if (k < 0 || k > HC_K_BF16) return NULL;
+    if (k < 0 || k >= HC_K_COUNT) return NULL;
 #if defined(__x86_64__)
     if (is == &hc_isa_avx512) return hc_tile_avx512[k];
     if (is == &hc_isa_avx2) return hc_tile_avx2[k];

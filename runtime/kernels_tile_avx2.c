@@ -1,4 +1,5 @@
-/* AVX2 register-tiled batched matvec for F32/F16/BF16 weights (kernels_tile.h).
+/* AVX2 register-tiled batched matvec for F32/F16/BF16 and Q8_0/Q4_0 weights
+ * (kernels_tile.h).
  *
  * dot_float in kernels_avx2.c sums a row in four 8-lane accumulators: a_j gets
  * elements [32c + 8j, 32c + 8j + 8) for c = 0, 1, ... in order, then a_0 the
@@ -12,6 +13,9 @@
 
 #include <immintrin.h>
 #include <string.h>
+
+#include "cli.h"
+#include "ggml_types.h"
 
 #define T __attribute__((target("avx2,fma,f16c")))
 #define TI static inline __attribute__((always_inline, target("avx2,fma,f16c")))
@@ -157,5 +161,201 @@ T static void gemm_bf16(const char *W, size_t rb, int r0, int nr, const char *ac
                         size_t ys, int n)
 { gemm(HC_K_BF16, W, rb, r0, nr, acts, as, B, y, ys, n); }
 
-const hc_gemm_fn hc_tile_avx2[HC_K_BF16 + 1] = { gemm_f32, gemm_f16, gemm_bf16 };
+
+/* ---- Q8_0 / Q4_0 weights x Q8_0 activations ----
+ *
+ * kernels_avx2.c's dot_q8_0 and dots_q4_0, tiled: every (row, vector) pair
+ * gets the same integer block sums, converts, scale products and FMAs into
+ * the same accumulator in the same order, and the same hsum; each weight
+ * block (Q8_0: |w|; Q4_0: the nibbles and scales of 8 blocks) is loaded and
+ * unpacked once per row for all the tile's vectors. arrange_q4 and the chunk
+ * arithmetic are copies of kernels_avx2.c's: keep them in step. */
+
+#define RQ 4              /* the most rows and vectors a quantized tile holds */
+#define TQN 8
+#ifndef R8
+#define R8 2              /* Q8_0 tile: rows x vectors */
+#endif
+#ifndef T8
+#define T8 4
+#endif
+#ifndef R4
+#define R4 1              /* Q4_0 tile: rows x vectors */
+#endif
+#ifndef T4
+#define T4 4
+#endif
+_Static_assert(R8 <= RQ && R4 <= RQ && T8 <= TQN && T4 <= TQN, "quantized tile too large");
+
+/* Q8_0: the activation blocks themselves (copied, so the loops share one shape). */
+TI void q8_arrange(const block_q8_0 *x, int nb, block_q8_0 *o) { memcpy(o, x, sizeof *o * (size_t)nb); }
+
+/* dot_q_rows / mul_sum_i8 for R rows x Tn vectors: one accumulator, blocks in order. */
+TI void q8_tile(int R, int Tn, const char *const *w, const block_q8_0 *const *x, int nb, float *const *y)
+{
+    __m256 acc[RQ][TQN];
+    const __m256i ones = _mm256_set1_epi16(1);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) {
+            const block_q8_0 *wb = (const block_q8_0 *)w[r] + b;
+            __m256i wv = _mm256_loadu_si256((const __m256i *)wb->qs), aw = _mm256_sign_epi8(wv, wv);
+            float dw = _cvtsh_ss(wb->d);
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < Tn; t++) {
+                __m256i xv = _mm256_loadu_si256((const __m256i *)x[t][b].qs);
+                __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv));
+                __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * _cvtsh_ss(x[t][b].d)), p, acc[r][t]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < Tn; t++) y[t][r] = hsum(acc[r][t]);
+}
+
+typedef struct {
+    __m256i lo[4], hi[4];
+    __m256i corr;
+    __m256 d;
+} xq4;
+
+#define Q4_CHUNK 8
+
+T static void q4_arrange(const block_q8_0 *x, int nb, xq4 *xc)
+{
+    for (int c = 0; c < (nb + Q4_CHUNK - 1) / Q4_CHUNK; c++) {
+        int8_t lo[4][32] = {{0}}, hi[4][32] = {{0}};
+        int32_t corr[8] = {0};
+        float d[8] = {0};
+        for (int p = 0; p < 4; p++)
+            for (int m = 0; m < 2; m++) {
+                int b = c * Q4_CHUNK + 2 * p + m, s = 0;
+                if (b >= nb) continue;
+                memcpy(lo[p] + 16 * m, x[b].qs, 16);
+                memcpy(hi[p] + 16 * m, x[b].qs + 16, 16);
+                for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
+                corr[4 * m + p] = -8 * s;
+                d[4 * m + p] = _cvtsh_ss(x[b].d);
+            }
+        for (int p = 0; p < 4; p++) {
+            xc[c].lo[p] = _mm256_loadu_si256((const __m256i *)lo[p]);
+            xc[c].hi[p] = _mm256_loadu_si256((const __m256i *)hi[p]);
+        }
+        xc[c].corr = _mm256_loadu_si256((const __m256i *)corr);
+        xc[c].d = _mm256_loadu_ps(d);
+    }
+}
+
+/* kernels_avx2.c's q4_chunk for R rows (8 whole blocks at wq[r]) x Tn vectors. */
+TI void q4_chunk_tile(int R, int Tn, const block_q4_0 *const *wq, const xq4 *const *xc, int c, __m256 acc[RQ][TQN])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++) {
+        __m256i lo[4], hi[4];
+        _Pragma("GCC unroll 4")
+        for (int p = 0; p < 4; p++) {
+            __m256i v = _mm256_loadu2_m128i((const __m128i *)wq[r][2 * p + 1].qs, (const __m128i *)wq[r][2 * p].qs);
+            lo[p] = _mm256_and_si256(v, m4);
+            hi[p] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        }
+        const block_q4_0 *q = wq[r];
+        __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)q[0].d, (short)q[2].d, (short)q[4].d, (short)q[6].d,
+                                                   (short)q[1].d, (short)q[3].d, (short)q[5].d, (short)q[7].d));
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < Tn; t++) {
+            const xq4 *x = xc[t] + c;
+            __m256i P[4];
+            _Pragma("GCC unroll 4")
+            for (int p = 0; p < 4; p++) {
+                __m256i d16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[p], x->lo[p]), _mm256_maddubs_epi16(hi[p], x->hi[p]));
+                P[p] = _mm256_madd_epi16(d16, ones);
+            }
+            __m256i A = _mm256_madd_epi16(_mm256_packs_epi32(P[0], P[1]), ones);
+            __m256i B = _mm256_madd_epi16(_mm256_packs_epi32(P[2], P[3]), ones);
+            __m256i C = _mm256_add_epi32(_mm256_madd_epi16(_mm256_packs_epi32(A, B), ones), x->corr);
+            acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, x->d), _mm256_cvtepi32_ps(C), acc[r][t]);
+        }
+    }
+}
+
+/* dot_q4_rows: whole chunks in order, then the last blocks zero-padded to a chunk. */
+TI void q4_tile(int R, int Tn, const char *const *w, const xq4 *const *xc, int nb, float *const *y)
+{
+    __m256 acc[RQ][TQN];
+    const block_q4_0 *wq[RQ];
+    int c = 0;
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_setzero_ps();
+    for (; (c + 1) * Q4_CHUNK <= nb; c++) {
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) wq[r] = (const block_q4_0 *)w[r] + c * Q4_CHUNK;
+        q4_chunk_tile(R, Tn, wq, xc, c, acc);
+    }
+    if (c * Q4_CHUNK < nb) {
+        block_q4_0 pad[RQ][Q4_CHUNK];
+        memset(pad, 0, sizeof pad);
+        for (int r = 0; r < R; r++) {
+            memcpy(pad[r], (const block_q4_0 *)w[r] + c * Q4_CHUNK, (size_t)(nb - c * Q4_CHUNK) * sizeof(block_q4_0));
+            wq[r] = pad[r];
+        }
+        q4_chunk_tile(R, Tn, wq, xc, c, acc);
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < Tn; t++) y[t][r] = hsum(acc[r][t]);
+}
+
+#define QTILE(F, RT, TT, R_, T_) case (R_) * 16 + (T_): if ((R_) <= RT && (T_) <= TT) F((R_) <= RT ? (R_) : 1, (T_) <= TT ? (T_) : 1, w, xs, nb, yp); break
+#define QTILES(F, RT, TT, R_) QTILE(F, RT, TT, R_, 1); QTILE(F, RT, TT, R_, 2); QTILE(F, RT, TT, R_, 3); QTILE(F, RT, TT, R_, 4); \
+    QTILE(F, RT, TT, R_, 5); QTILE(F, RT, TT, R_, 6); QTILE(F, RT, TT, R_, 7); QTILE(F, RT, TT, R_, 8)
+
+/* The row panels / vector tiles / row tiles of gemm, over activations
+ * arranged once per call (per vector `per` bytes). */
+#define QGEMM(NAME, XT, ARR, F, PER, RT, TT)                                                                   \
+T static void NAME(const char *W, size_t rb, int r0, int nr, const char *acts, size_t as, int B, float *y, \
+                    size_t ys, int n)                                                                    \
+{                                                                                                        \
+    int nb = n / QK8_0, per = (PER);                                                                     \
+    XT *xa = _mm_malloc(sizeof *xa * (size_t)per * (size_t)B, 32);                                       \
+    if (!xa) hc_die("kernels: out of memory");                                                           \
+    for (int b = 0; b < B; b++) ARR((const block_q8_0 *)(acts + (size_t)b * as), nb, xa + (size_t)b * per); \
+    int panel = nr;                                                                                      \
+    if ((size_t)nr * rb > PANEL) panel = rb * RT >= PANEL ? RT : (int)(PANEL / rb) / RT * RT;            \
+    for (int p0 = 0; p0 < nr; p0 += panel) {                                                             \
+        int p1 = nr - p0 < panel ? nr : p0 + panel;                                                      \
+        for (int b0 = 0; b0 < B; b0 += TT) {                                                             \
+            int tn = B - b0 < TT ? B - b0 : TT;                                                          \
+            const XT *xs[TQN];                                                                           \
+            for (int t = 0; t < tn; t++) xs[t] = xa + (size_t)(b0 + t) * per;                            \
+            for (int i0 = p0; i0 < p1; i0 += RT) {                                                       \
+                int rn = p1 - i0 < RT ? p1 - i0 : RT;                                                    \
+                const char *w[RQ];                                                                       \
+                float *yp[TQN];                                                                          \
+                for (int r = 0; r < rn; r++) w[r] = W + (size_t)(r0 + i0 + r) * rb;                      \
+                for (int t = 0; t < tn; t++) yp[t] = y + (size_t)(b0 + t) * ys + i0;                     \
+                switch (rn * 16 + tn) {                                                                  \
+                QTILES(F, RT, TT, 1); QTILES(F, RT, TT, 2); QTILES(F, RT, TT, 3); QTILES(F, RT, TT, 4);  \
+                QTILES(F, RT, TT, 5); QTILES(F, RT, TT, 6); QTILES(F, RT, TT, 7); QTILES(F, RT, TT, 8);  \
+                }                                                                                        \
+            }                                                                                            \
+        }                                                                                                \
+    }                                                                                                    \
+    _mm_free(xa);                                                                                        \
+}
+
+QGEMM(gemm_q8_0, block_q8_0, q8_arrange, q8_tile, nb, R8, T8)
+QGEMM(gemm_q4_0, xq4, q4_arrange, q4_tile, (nb + Q4_CHUNK - 1) / Q4_CHUNK, R4, T4)
+
+const hc_gemm_fn hc_tile_avx2[HC_K_COUNT] = { gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0 };
 #endif

@@ -1,4 +1,5 @@
-/* AVX-512 register-tiled batched matvec for F32/F16/BF16 weights (kernels_tile.h).
+/* AVX-512 register-tiled batched matvec for F32/F16/BF16 and Q8_0/Q4_0 weights
+ * (kernels_tile.h).
  *
  * dot_float in kernels_avx512.c sums a row in four 16-lane accumulators:
  * a_j gets elements [64c + 16j, 64c + 16j + 16) for c = 0, 1, ... in order,
@@ -13,6 +14,10 @@
 #include "kernels_tile.h"
 
 #include <immintrin.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ggml_types.h"
 
 #define TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"
 #define T __attribute__((target(TARGET)))
@@ -131,5 +136,272 @@ T static void gemm_bf16(const char *W, size_t rb, int r0, int nr, const char *ac
                         size_t ys, int n)
 { gemm(HC_K_BF16, W, rb, r0, nr, acts, as, B, y, ys, n); }
 
-const hc_gemm_fn hc_tile_avx512[HC_K_BF16 + 1] = { gemm_f32, gemm_f16, gemm_bf16 };
+
+/* ---- Q8_0 / Q4_0 weights x Q8_0 activations (VNNI) ----
+ *
+ * kernels_avx512.c's dots_q8_0 and dots_q4_0, tiled: the activations are
+ * arranged exactly as there (once per call for all B vectors), and every
+ * (row, vector) pair goes through the same integer sums, the same converts,
+ * scale products and FMAs into the same accumulators in the same order, and
+ * the same final reduction. Each weight chunk is loaded and unpacked once per
+ * row for the tile's vectors; each arranged activation chunk serves its rows. The
+ * helpers below are copies of kernels_avx512.c's: keep them in step. */
+
+#define TQTARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
+#define TQ __attribute__((target(TQTARGET)))
+#define TQI static inline __attribute__((always_inline, target(TQTARGET)))
+
+#define RQ 4              /* the most rows and vectors a quantized tile holds */
+#define TQN 8
+#ifndef R8
+#define R8 4              /* Q8_0 tile: rows x vectors */
+#endif
+#ifndef T8
+#define T8 4
+#endif
+#ifndef R4
+#define R4 2              /* Q4_0 tile: rows x vectors */
+#endif
+#ifndef T4
+#define T4 4
+#endif
+_Static_assert(R8 <= RQ && R4 <= RQ && T8 <= TQN && T4 <= TQN, "quantized tile too large");
+#define KBP 16            /* Q8_0: block pairs per step of the k loop (even) */
+
+#define W2(a, b) ((a) | (b) << 16)
+
+TQI __m256i q_load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+TQI __m512i q_join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+
+/* as kernels_avx512.c's load_pair: a full pair reads its first 64 of 68 bytes */
+TQI __m512i q_load_pair(const void *p, int two)
+{
+    return two ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(1, p);
+}
+
+TQI __m512 q_scales(__m512i v, int w1)
+{
+    __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, W2(w1, w1), W2(w1, w1), W2(w1, w1), W2(w1, w1), 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, v)));
+}
+
+typedef struct {
+    __m512i q;
+    __m512 d;
+} xpair;
+
+TQI void q8_arrange(const block_q8_0 *x, int nb, xpair *xp)
+{
+    for (int b = 0; b < nb; b += 2) {
+        int two = b + 1 < nb;
+        xpair *o = xp + b / 2;
+        o->q = q_join(q_load32(x[b].qs), two ? q_load32(x[b + 1].qs) : _mm256_setzero_si256());
+        o->d = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(x[b].d)), _mm256_set1_ps(two ? _cvtsh_ss(x[b + 1].d) : 0), 1);
+    }
+}
+
+/* acc[r][t] += pairs p = p0, p0 + 2, ... < p1 of row r with vector t (two: see
+ * q_load_pair; 0 for the last, half pair). mul_sum_i8 of kernels_avx512.c with
+ * |w| and w's sign shared by the vectors. */
+TQI void q8_run(int R, int Tn, const char *const *w, const xpair *const *xp, int p0, int p1, int two,
+                __m512 acc[RQ][TQN])
+{
+    __m512 a[RQ][TQN];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) a[r][t] = acc[r][t];
+    for (int p = p0; p < p1; p += 2) {
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) {
+            const block_q8_0 *wb = (const block_q8_0 *)w[r] + 2 * p;
+            __m512i wv = q_join(q_load32(wb[0].qs), two ? q_load32(wb[1].qs) : _mm256_setzero_si256());
+            __mmask64 neg = _mm512_movepi8_mask(wv);
+            __m512i aw = _mm512_abs_epi8(wv);
+            __m512 dw = q_scales(q_load_pair(wb, two), 17);
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < Tn; t++) {
+                __m512i xq = xp[t][p].q;
+                __m512i sx = _mm512_mask_sub_epi8(xq, neg, _mm512_setzero_si512(), xq);
+                __m512 s = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx));
+                a[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xp[t][p].d), s, a[r][t]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) acc[r][t] = a[r][t];
+}
+
+/* dot_q_rows: pair p goes to accumulator p % 2; y = reduce(acc0 + acc1). */
+TQI void q8_tile(int R, int Tn, const char *const *w, const xpair *const *xp, int nb, float *const *y)
+{
+    __m512 acc[2][RQ][TQN];
+    _Pragma("GCC unroll 2")
+    for (int j = 0; j < 2; j++)
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < Tn; t++) acc[j][r][t] = _mm512_setzero_ps();
+    int np = nb / 2;
+    for (int pb = 0; pb < np; pb += KBP) {
+        int pe = np - pb < KBP ? np : pb + KBP;
+        q8_run(R, Tn, w, xp, pb, pe, 1, acc[0]);
+        q8_run(R, Tn, w, xp, pb + 1, pe, 1, acc[1]);
+    }
+    if (nb % 2) q8_run(R, Tn, w, xp, np, np + 1, 0, acc[np % 2]);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) y[t][r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r][t], acc[1][r][t]));
+}
+
+/* Q4_0: the arranged chunk of 16 blocks, as kernels_avx512.c's xq4. */
+typedef struct {
+    __m512i lo[4], hi[4];
+    __m512i corr;
+    __m512 d;
+} xq4;
+
+#define Q4_CHUNK 16
+#define Q4_CHUNK_BYTES (Q4_CHUNK * 18)
+
+TQ static void q4_arrange(const block_q8_0 *x, int nb, xq4 *xc)
+{
+    for (int c = 0; c < (nb + Q4_CHUNK - 1) / Q4_CHUNK; c++) {
+        int8_t lo[4][64] = {{0}}, hi[4][64] = {{0}};
+        int32_t corr[16] = {0};
+        float d[16] = {0};
+        for (int g = 0; g < 4; g++)
+            for (int m = 0; m < 4; m++) {
+                int b = c * Q4_CHUNK + 4 * g + m, s = 0;
+                if (b >= nb) continue;
+                memcpy(lo[g] + 16 * m, x[b].qs, 16);
+                memcpy(hi[g] + 16 * m, x[b].qs + 16, 16);
+                for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
+                corr[4 * m + g] = -8 * s;
+                d[4 * m + g] = _cvtsh_ss(x[b].d);
+            }
+        for (int g = 0; g < 4; g++) {
+            xc[c].lo[g] = _mm512_loadu_si512(lo[g]);
+            xc[c].hi[g] = _mm512_loadu_si512(hi[g]);
+        }
+        xc[c].corr = _mm512_loadu_si512(corr);
+        xc[c].d = _mm512_loadu_ps(d);
+    }
+}
+
+TQI __m512i q4_line(const char *p, int i, int tail, long rem)
+{
+    if (!tail) return _mm512_loadu_si512(p + 64 * i);
+    long a = rem - 64 * i;
+    return _mm512_maskz_loadu_epi8(a >= 64 ? ~0ULL : a <= 0 ? 0 : (1ULL << a) - 1, p + 64 * i);
+}
+
+/* kernels_avx512.c's q4_chunk for R rows x Tn vectors (chunk c of each vector). */
+TQI void q4_chunk_tile(int R, int Tn, const char *const *w, const xq4 *const *xc, int c, int tail, long rem,
+                       __m512 acc[RQ][TQN])
+{
+    const __m512i qidx = _mm512_setr_epi32(W2(1, 2), W2(3, 4), W2(5, 6), W2(7, 8), W2(10, 11), W2(12, 13),
+                                           W2(14, 15), W2(16, 17), W2(19, 20), W2(21, 22), W2(23, 24),
+                                           W2(25, 26), W2(28, 29), W2(30, 31), W2(32, 33), W2(34, 35));
+    const __m512i s01 = _mm512_setr_epi32(W2(0, 36), W2(0, 36), W2(9, 45), W2(0, 36), W2(18, 54), W2(0, 36),
+                                          W2(27, 63), W2(0, 36), 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i s23 = _mm512_setr_epi32(0, W2(8, 44), 0, W2(17, 53), 0, W2(26, 62), 0, W2(35, 7),
+                                          0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi16(1);
+    size_t off = (size_t)c * Q4_CHUNK_BYTES;
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++) {
+        const char *p = w[r] + off;
+        __m512i Z[5], lo[4], hi[4];
+        _Pragma("GCC unroll 5")
+        for (int i = 0; i < 5; i++) Z[i] = q4_line(p, i, tail, rem);
+        _Pragma("GCC unroll 4")
+        for (int g = 0; g < 4; g++) {
+            __m512i v = _mm512_permutex2var_epi16(Z[g], _mm512_add_epi16(qidx, _mm512_set1_epi16((short)(4 * g))), Z[g + 1]);
+            lo[g] = _mm512_and_si512(v, m4);
+            hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+        __m512i s23v = _mm512_mask_permutexvar_epi16(_mm512_permutex2var_epi16(Z[2], s23, Z[3]), 0x8000, s23, Z[4]);
+        __m512i s = _mm512_mask_blend_epi16(0xcccc, _mm512_permutex2var_epi16(Z[0], s01, Z[1]), s23v);
+        __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(s));
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) {
+            const xq4 *x = xc[t] + c;
+            __m512i D[4];
+            _Pragma("GCC unroll 4")
+            for (int g = 0; g < 4; g++)
+                D[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[g], x->lo[g]), hi[g], x->hi[g]);
+            __m512i A = _mm512_madd_epi16(_mm512_packs_epi32(D[0], D[1]), ones);
+            __m512i B = _mm512_madd_epi16(_mm512_packs_epi32(D[2], D[3]), ones);
+            __m512i C = _mm512_dpwssd_epi32(x->corr, _mm512_packs_epi32(A, B), ones);
+            acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, x->d), _mm512_cvtepi32_ps(C), acc[r][t]);
+        }
+    }
+}
+
+/* dot_q4_rows: one accumulator, chunks in order, the last ones masked. */
+TQI void q4_tile(int R, int Tn, const char *const *w, const xq4 *const *xc, int nb, float *const *y)
+{
+    __m512 acc[RQ][TQN];
+    long rb = (long)nb * 18;
+    int c = 0, nc = (nb + Q4_CHUNK - 1) / Q4_CHUNK;
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_setzero_ps();
+    for (; (long)(c + 1) * Q4_CHUNK_BYTES + 32 <= rb; c++) q4_chunk_tile(R, Tn, w, xc, c, 0, 0, acc);
+    for (; c < nc; c++) q4_chunk_tile(R, Tn, w, xc, c, 1, rb - (long)c * Q4_CHUNK_BYTES, acc);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) y[t][r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+#undef W2
+
+#define QTILE(F, RT, TT, R_, T_) case (R_) * 16 + (T_): if ((R_) <= RT && (T_) <= TT) F((R_) <= RT ? (R_) : 1, (T_) <= TT ? (T_) : 1, w, xs, nb, yp); break
+#define QTILES(F, RT, TT, R_) QTILE(F, RT, TT, R_, 1); QTILE(F, RT, TT, R_, 2); QTILE(F, RT, TT, R_, 3); QTILE(F, RT, TT, R_, 4); \
+    QTILE(F, RT, TT, R_, 5); QTILE(F, RT, TT, R_, 6); QTILE(F, RT, TT, R_, 7); QTILE(F, RT, TT, R_, 8)
+
+/* The row panels / vector tiles / row tiles of gemm, over activations
+ * arranged once per call (per vector `per` bytes). */
+#define QGEMM(NAME, XT, ARR, F, PER, RT, TT)                                                                   \
+TQ static void NAME(const char *W, size_t rb, int r0, int nr, const char *acts, size_t as, int B, float *y, \
+                    size_t ys, int n)                                                                    \
+{                                                                                                        \
+    int nb = n / QK8_0, per = (PER);                                                                     \
+    XT *xa = _mm_malloc(sizeof *xa * (size_t)per * (size_t)B, 64);                                       \
+    if (!xa) hc_die("kernels: out of memory");                                                           \
+    for (int b = 0; b < B; b++) ARR((const block_q8_0 *)(acts + (size_t)b * as), nb, xa + (size_t)b * per); \
+    int panel = nr;                                                                                      \
+    if ((size_t)nr * rb > PANEL) panel = rb * RT >= PANEL ? RT : (int)(PANEL / rb) / RT * RT;            \
+    for (int p0 = 0; p0 < nr; p0 += panel) {                                                             \
+        int p1 = nr - p0 < panel ? nr : p0 + panel;                                                      \
+        for (int b0 = 0; b0 < B; b0 += TT) {                                                             \
+            int tn = B - b0 < TT ? B - b0 : TT;                                                          \
+            const XT *xs[TQN];                                                                           \
+            for (int t = 0; t < tn; t++) xs[t] = xa + (size_t)(b0 + t) * per;                            \
+            for (int i0 = p0; i0 < p1; i0 += RT) {                                                       \
+                int rn = p1 - i0 < RT ? p1 - i0 : RT;                                                    \
+                const char *w[RQ];                                                                       \
+                float *yp[TQN];                                                                          \
+                for (int r = 0; r < rn; r++) w[r] = W + (size_t)(r0 + i0 + r) * rb;                      \
+                for (int t = 0; t < tn; t++) yp[t] = y + (size_t)(b0 + t) * ys + i0;                     \
+                switch (rn * 16 + tn) {                                                                  \
+                QTILES(F, RT, TT, 1); QTILES(F, RT, TT, 2); QTILES(F, RT, TT, 3); QTILES(F, RT, TT, 4);  \
+                QTILES(F, RT, TT, 5); QTILES(F, RT, TT, 6); QTILES(F, RT, TT, 7); QTILES(F, RT, TT, 8);  \
+                }                                                                                        \
+            }                                                                                            \
+        }                                                                                                \
+    }                                                                                                    \
+    _mm_free(xa);                                                                                        \
+}
+
+QGEMM(gemm_q8_0, xpair, q8_arrange, q8_tile, (nb + 1) / 2, R8, T8)
+QGEMM(gemm_q4_0, xq4, q4_arrange, q4_tile, (nb + Q4_CHUNK - 1) / Q4_CHUNK, R4, T4)
+
+const hc_gemm_fn hc_tile_avx512[HC_K_COUNT] = { gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0 };
 #endif

@@ -374,6 +374,31 @@ static int tiled_float_all(const char *isa)
 
 static void test_matvec_tiled_float(void) { each_isa(tiled_float_all); }
 
+/* Q8_0/Q4_0 batches go through register-tiled integer kernels too: each
+ * (row, vector) must equal the B = 1 dot bit for bit, for 1..40 blocks (odd
+ * counts end on a half pair in Q8_0; 17 and 25 blocks end Q4_0 rows in a
+ * partial chunk), rows and B off the tile, row splits, and several panels. */
+static int tiled_quant_all(const char *isa)
+{
+    static const uint32_t qt[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    for (int ti = 0; ti < 2; ti++) {
+        for (int nb = 1; nb <= 40; nb++) {
+            int rows = 1 + (int)(rnd() % 14), B = 2 + (int)(rnd() % 11);
+            if (!tiled_float_case(isa, qt[ti], 32 * nb, rows, B)) return 0;
+        }
+        for (int c = 0; c < 20; c++) {
+            static const int nbs[] = { 17, 25, 33, 48, 49, 64, 65, 127, 344 };
+            int nb = nbs[rnd() % (sizeof nbs / sizeof nbs[0])], rows = 1 + (int)(rnd() % 19), B = 2 + (int)(rnd() % 15);
+            if (!tiled_float_case(isa, qt[ti], 32 * nb, rows, B)) return 0;
+        }
+        if (!tiled_float_case(isa, qt[ti], 32 * 344, 61, 7)) return 0;   /* 368 KiB of Q8_0: several panels */
+        if (!tiled_float_case(isa, qt[ti], 32 * 25, 70, 9)) return 0;
+    }
+    return 1;
+}
+
+static void test_matvec_tiled_quant(void) { each_isa(tiled_quant_all); }
+
 /* Gathered rows equal the same rows of a dense matvec, bit for bit. */
 static int rows_case(const char *isa)
 {
@@ -467,6 +492,7 @@ int main(void)
     RUN(test_matvec_vs_ref);
     RUN(test_matvec_tiled);
     RUN(test_matvec_tiled_float);
+    RUN(test_matvec_tiled_quant);
     RUN(test_matvec_rows);
     RUN(test_axpy);
     RUN(test_axpy_ref_definition);
