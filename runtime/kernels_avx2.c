@@ -3,46 +3,14 @@
  * x·sign(w) with maddubs, pairs summed to int32 with madd, one FMA per block;
  * Q4_0 sums 8 blocks to one int32 each, then one FMA for the 8 (dots_q4_0). */
 #if defined(__x86_64__)
-#include "kernels_impl.h"
-
-#include <immintrin.h>
-#include <string.h>
+#include "kernels_avx2.h"
 
 #include "cli.h"
-#include "ggml_types.h"
-
-#define T __attribute__((target("avx2,fma,f16c")))
-#define TI static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
 /* Software prefetch distance in the Q4_0 row being read (as the AVX-512 kernels). */
 #define PF_Q 4096
 
-TI float hsum(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
-
 /* ---- F32 / F16 / BF16: one body, specialised by the constant k when inlined ---- */
-
-TI __m256 load8(int k, const void *p, int i)
-{
-    if (k == HC_K_F32) return _mm256_loadu_ps((const float *)p + i);
-    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
-    if (k == HC_K_F16) return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-/* The last n % 8 elements go through zero-padded copies, so every element
- * takes the same vector path. */
-TI const void *pad_tail(int k, const void *row, int i, int m, float buf[8])
-{
-    size_t es = k == HC_K_F32 ? 4 : 2;
-    memset(buf, 0, 8 * sizeof(float));
-    memcpy(buf, (const char *)row + (size_t)i * es, (size_t)m * es);
-    return buf;
-}
 
 TI float dot_float(int k, const void *row, const float *x, int n)
 {
@@ -130,45 +98,6 @@ T static void dot_q8_0(const void *const *rows, int nr, const void *act, int n, 
 /* ---- Q4_0: 8 blocks per step, summed in integers to one int32 per block,
  * so one convert and one FMA cover 8 blocks ---- */
 
-/* The Q8_0 activation rearranged for 8 blocks of a row (a chunk, 144 bytes of
- * Q4_0), as 4 pairs of blocks: lo[p] and hi[p] are the activation bytes that
- * meet the low and high nibbles of blocks 2p, 2p+1 (one block per 128-bit
- * lane). After the reduction (q4_chunk) lane 4m+p holds block 2p+m: corr is
- * that block's -8·Σx and d its activation scale, in the same order. */
-typedef struct {
-    __m256i lo[4], hi[4];
-    __m256i corr;
-    __m256 d;
-} xq4;
-
-#define Q4_CHUNK 8
-#define XQ4_STACK 128   /* rows of up to 32768 elements arrange on the stack */
-
-T static void arrange_q4(const block_q8_0 *x, int nb, xq4 *xc)
-{
-    for (int c = 0; c < (nb + Q4_CHUNK - 1) / Q4_CHUNK; c++) {
-        int8_t lo[4][32] = {{0}}, hi[4][32] = {{0}};
-        int32_t corr[8] = {0};
-        float d[8] = {0};
-        for (int p = 0; p < 4; p++)
-            for (int m = 0; m < 2; m++) {
-                int b = c * Q4_CHUNK + 2 * p + m, s = 0;
-                if (b >= nb) continue;
-                memcpy(lo[p] + 16 * m, x[b].qs, 16);
-                memcpy(hi[p] + 16 * m, x[b].qs + 16, 16);
-                for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
-                corr[4 * m + p] = -8 * s;
-                d[4 * m + p] = _cvtsh_ss(x[b].d);
-            }
-        for (int p = 0; p < 4; p++) {
-            xc[c].lo[p] = _mm256_loadu_si256((const __m256i *)lo[p]);
-            xc[c].hi[p] = _mm256_loadu_si256((const __m256i *)hi[p]);
-        }
-        xc[c].corr = _mm256_loadu_si256((const __m256i *)corr);
-        xc[c].d = _mm256_loadu_ps(d);
-    }
-}
-
 /* acc[r] += the dot of the 8 blocks at w[r] (whole blocks, 144 bytes) with chunk xc. */
 TI void q4_chunk(int R, const block_q4_0 *const *w, const xq4 *xc, __m256 *acc)
 {
@@ -225,23 +154,10 @@ TI void dot_q4_rows(int R, const char *const *rows, const xq4 *xc, int nb, float
     for (int r = 0; r < R; r++) y[r] = hsum(acc[r]);
 }
 
-T static void dots_q4_0(const char *W, size_t rb, const int32_t *idx, int r0, int nr, int group,
-                        const void *act, int n, float *y)
-{
-    int nb = n / QK4_0, nc = (nb + Q4_CHUNK - 1) / Q4_CHUNK;
-    xq4 stack[XQ4_STACK], *xc = stack;
-    if (nc > XQ4_STACK && !(xc = _mm_malloc(sizeof *xc * (size_t)nc, 32)))
-        hc_die("kernels: out of memory");
-    arrange_q4(act, nb, xc);
-    for (int i0 = 0; i0 < nr; i0 += group) {
-        const char *rows[HC_DOT_ROWS];
-        int g = nr - i0 < group ? nr - i0 : group;
-        for (int i = 0; i < g; i++) rows[i] = W + (size_t)(idx ? idx[i0 + i] : r0 + i0 + i) * rb;
-        if (g == HC_DOT_ROWS) dot_q4_rows(HC_DOT_ROWS, rows, xc, nb, y + i0);
-        else for (int i = 0; i < g; i++) dot_q4_rows(1, rows + i, xc, nb, y + i0 + i);
-    }
-    if (xc != stack) _mm_free(xc);
-}
+#define XQ4_STACK 128   /* rows of up to 32768 elements arrange on the stack */
+
+#define Q4_CHUNKS(nb) (((nb) + Q4_CHUNK - 1) / Q4_CHUNK)
+HC_DOTS_ROWS(dots_q4_0, xq4, arrange_q4, Q4_CHUNKS, XQ4_STACK, 32, dot_q4_rows)
 
 /* The dot entry: the same arithmetic, through the row loop. */
 T static void dot_q4_0(const void *const *rows, int nr, const void *act, int n, float *y)

@@ -3,17 +3,12 @@
  * masked loads for the tails. Selected at run time by
  * kernels.c; CPUs with AVX-512 but no VNNI (Skylake-SP) run the AVX2 kernels. */
 #if defined(__x86_64__)
-#include "kernels_impl.h"
-
-#include <immintrin.h>
-#include <string.h>
+#include "kernels_avx512.h"
 
 #include "cli.h"
-#include "ggml_types.h"
 
-#define TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
-#define T __attribute__((target(TARGET)))
-#define TI static inline __attribute__((always_inline, target(TARGET)))
+#define T __attribute__((target(HC_AVX512_VNNI)))
+#define TI static inline __attribute__((always_inline, target(HC_AVX512_VNNI)))
 
 /* Software prefetch distance (bytes ahead in the row being read). The B = 1
  * loops read one ascending stream per thread; without it the hardware
@@ -22,15 +17,6 @@
 #define PF_Q 4096
 
 /* ---- F32 / F16 / BF16: one body, specialised by the constant k when inlined ---- */
-
-/* Elements [i, i+16) masked by m (lanes outside m read nothing and are zero). */
-TI __m512 load16(int k, const void *p, int i, __mmask16 m)
-{
-    if (k == HC_K_F32) return _mm512_maskz_loadu_ps(m, (const float *)p + i);
-    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i);
-    if (k == HC_K_F16) return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
 
 TI __mmask16 tail_mask(int m) { return (__mmask16)((1u << m) - 1); }
 
@@ -77,49 +63,7 @@ TI __m512 mul_sum_i8(__m512i w, __m512i x)
     return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), sx));
 }
 
-TI __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
-
-TI __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-
-#define W2(a, b) ((a) | (b) << 16)   /* two word indices per int32: gcc lacks _mm512_setr_epi16 */
-
-/* The first bytes of Q8_0 blocks b, b+1 of a row, as words: at least both
- * scales (words 0 and 17). two: 0 only
- * block b is there, 1 both, 2 both and 64 bytes of the row left, so a plain
- * load (masked loads that miss the cache are slow and train no prefetcher). */
-TI __m512i load_pair(const void *p, int two)
-{
-    return two == 2 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(two ? 0x3ffff : 1, p);
-}
-
-/* The fp16 scales at words 0 and w1 of v, as floats in lanes 0-7 and 8-15. */
-TI __m512 scales(__m512i v, int w1)
-{
-    __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, W2(w1, w1), W2(w1, w1), W2(w1, w1), W2(w1, w1), 0, 0, 0, 0, 0, 0, 0, 0);
-    return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, v)));
-}
-
-#undef W2
-
-/* The Q8_0 activation of a Q8_0 matvec, rearranged once per row loop so the
- * inner loop only loads it: per pair of blocks the 64 quant bytes and the
- * scales as 16 floats (8 lanes per block). */
-typedef struct {
-    __m512i q;
-    __m512 d;
-} xpair;
-
 #define XPAIRS_STACK 256   /* rows of up to 16384 elements arrange on the stack */
-
-TI void arrange(const block_q8_0 *x, int nb, xpair *xp)
-{
-    for (int b = 0; b < nb; b += 2) {
-        int two = b + 1 < nb;
-        xpair *o = xp + b / 2;
-        o->q = join(load32(x[b].qs), two ? load32(x[b + 1].qs) : _mm256_setzero_si256());
-        o->d = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(x[b].d)), _mm256_set1_ps(two ? _cvtsh_ss(x[b + 1].d) : 0), 1);
-    }
-}
 
 /* acc[r] += dot of blocks b and, if two (see load_pair), b+1 of rows[r] with
  * the arranged pair xp. R and two are constants after inlining; each row's
@@ -155,84 +99,13 @@ TI void dot_q_rows(int R, const char *const *rows, const xpair *xp, int nb, floa
     for (int r = 0; r < R; r++) y[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r], acc[HC_DOT_ROWS + r]));
 }
 
-/* The row loop of hc_dots_fn: arrange the activation once, then `group` rows per pass. */
-TI void dots_q(const char *W, size_t rb, const int32_t *idx, int r0, int nr, int group,
-               const void *act, int n, float *y)
-{
-    int nb = n / QK8_0;
-    xpair stack[XPAIRS_STACK], *xp = stack;
-    if ((nb + 1) / 2 > XPAIRS_STACK && !(xp = _mm_malloc(sizeof *xp * (size_t)((nb + 1) / 2), 64)))
-        hc_die("kernels: out of memory");
-    arrange(act, nb, xp);
-    for (int i0 = 0; i0 < nr; i0 += group) {
-        const char *rows[HC_DOT_ROWS];
-        int g = nr - i0 < group ? nr - i0 : group;
-        for (int i = 0; i < g; i++) rows[i] = W + (size_t)(idx ? idx[i0 + i] : r0 + i0 + i) * rb;
-        if (g == HC_DOT_ROWS) dot_q_rows(HC_DOT_ROWS, rows, xp, nb, y + i0);
-        else for (int i = 0; i < g; i++) dot_q_rows(1, rows + i, xp, nb, y + i0 + i);
-    }
-    if (xp != stack) _mm_free(xp);
-}
-
-T static void dots_q8_0(const char *W, size_t rb, const int32_t *idx, int r0, int nr, int group,
-                        const void *act, int n, float *y)
-{ dots_q(W, rb, idx, r0, nr, group, act, n, y); }
+#define Q8_PAIRS(nb) (((nb) + 1) / 2)
+HC_DOTS_ROWS(dots_q8_0, xpair, arrange, Q8_PAIRS, XPAIRS_STACK, 64, dot_q_rows)
 
 /* ---- Q4_0 against Q8_0 activations: 16 blocks per step, summed in integers
  * to one int32 per block, so one convert and one FMA cover 16 blocks ---- */
 
-/* The Q8_0 activation rearranged for 16 blocks of a row (a "chunk", 288 bytes
- * of Q4_0): the chunk is 4 groups of 4 blocks; group g's 64 weight nibble
- * bytes are gathered as [qs(4g) qs(4g+1) qs(4g+2) qs(4g+3)], so lo[g] and hi[g]
- * hold the activation bytes that meet their low and high nibbles. After the
- * integer reduction (q4_chunk) lane 4m+g holds block 4g+m: corr is that
- * block's -8·Σx and d its activation scale, in the same order. */
-typedef struct {
-    __m512i lo[4], hi[4];
-    __m512i corr;
-    __m512 d;
-} xq4;
-
-#define Q4_CHUNK 16                       /* blocks per chunk */
-#define Q4_CHUNK_BYTES (Q4_CHUNK * 18)    /* sizeof(block_q4_0) == 18 */
-#define XQ4_STACK 64                      /* rows of up to 32768 elements arrange on the stack */
-
-T static void arrange_q4(const block_q8_0 *x, int nb, xq4 *xc)
-{
-    for (int c = 0; c < (nb + Q4_CHUNK - 1) / Q4_CHUNK; c++) {
-        int8_t lo[4][64] = {{0}}, hi[4][64] = {{0}};
-        int32_t corr[16] = {0};
-        float d[16] = {0};
-        for (int g = 0; g < 4; g++)
-            for (int m = 0; m < 4; m++) {
-                int b = c * Q4_CHUNK + 4 * g + m, s = 0;
-                if (b >= nb) continue;
-                memcpy(lo[g] + 16 * m, x[b].qs, 16);
-                memcpy(hi[g] + 16 * m, x[b].qs + 16, 16);
-                for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
-                corr[4 * m + g] = -8 * s;
-                d[4 * m + g] = _cvtsh_ss(x[b].d);
-            }
-        for (int g = 0; g < 4; g++) {
-            xc[c].lo[g] = _mm512_loadu_si512(lo[g]);
-            xc[c].hi[g] = _mm512_loadu_si512(hi[g]);
-        }
-        xc[c].corr = _mm512_loadu_si512(corr);
-        xc[c].d = _mm512_loadu_ps(d);
-    }
-}
-
 #define W2(a, b) ((a) | (b) << 16)
-
-/* Bytes [64i, 64i + 64) of a chunk at p, i < 5 (a full chunk reads 32 bytes
- * past its end); tail: only the rem bytes the row has left from p, with
- * masked loads. */
-TI __m512i chunk_line(const char *p, int i, int tail, long rem)
-{
-    if (!tail) return _mm512_loadu_si512(p + 64 * i);
-    long a = rem - 64 * i;
-    return _mm512_maskz_loadu_epi8(a >= 64 ? ~0ULL : a <= 0 ? 0 : (1ULL << a) - 1, p + 64 * i);
-}
 
 /* acc[r] += the dot of the 16 blocks at byte off of rows[r] with chunk xc.
  * tail: rem bytes of the row are left from off (see chunk_line). */
@@ -293,28 +166,15 @@ TI void dot_q4_rows(int R, const char *const *rows, const xq4 *xc, int nb, float
     for (int r = 0; r < R; r++) y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-T static void dots_q4_0(const char *W, size_t rb, const int32_t *idx, int r0, int nr, int group,
-                        const void *act, int n, float *y)
-{
-    int nb = n / QK4_0, nc = (nb + Q4_CHUNK - 1) / Q4_CHUNK;
-    xq4 stack[XQ4_STACK], *xc = stack;
-    if (nc > XQ4_STACK && !(xc = _mm_malloc(sizeof *xc * (size_t)nc, 64)))
-        hc_die("kernels: out of memory");
-    arrange_q4(act, nb, xc);
-    for (int i0 = 0; i0 < nr; i0 += group) {
-        const char *rows[HC_DOT_ROWS];
-        int g = nr - i0 < group ? nr - i0 : group;
-        for (int i = 0; i < g; i++) rows[i] = W + (size_t)(idx ? idx[i0 + i] : r0 + i0 + i) * rb;
-        if (g == HC_DOT_ROWS) dot_q4_rows(HC_DOT_ROWS, rows, xc, nb, y + i0);
-        else for (int i = 0; i < g; i++) dot_q4_rows(1, rows + i, xc, nb, y + i0 + i);
-    }
-    if (xc != stack) _mm_free(xc);
-}
+#define XQ4_STACK 64       /* rows of up to 32768 elements arrange on the stack */
+
+#define Q4_CHUNKS(nb) (((nb) + Q4_CHUNK - 1) / Q4_CHUNK)
+HC_DOTS_ROWS(dots_q4_0, xq4, arrange_q4, Q4_CHUNKS, XQ4_STACK, 64, dot_q4_rows)
 
 /* The dot entries: the same arithmetic, through the row loops (rows are explicit pointers). */
 T static void dot_q8_0(const void *const *rows, int nr, const void *act, int n, float *y)
 {
-    for (int i = 0; i < nr; i++) dots_q(rows[i], 0, NULL, 0, 1, 1, act, n, y + i);
+    for (int i = 0; i < nr; i++) dots_q8_0(rows[i], 0, NULL, 0, 1, 1, act, n, y + i);
 }
 
 T static void dot_q4_0(const void *const *rows, int nr, const void *act, int n, float *y)

@@ -50,6 +50,28 @@ struct hc_isa {
     T static void axpy_f16(const void *w, int n, float a, float *y) { axpy_float(HC_K_F16, w, n, a, y); }   \
     T static void axpy_bf16(const void *w, int n, float a, float *y) { axpy_float(HC_K_BF16, w, n, a, y); }
 
+/* An hc_dots_fn NAME: act arranged once into PER(nb) values of XT by ARR (on
+ * the stack up to STACK, else ALIGN-aligned on the heap), then `group` rows per
+ * pass through ROWS(R, rows, xa, nb, y). T is the file's target attribute. */
+#define HC_DOTS_ROWS(NAME, XT, ARR, PER, STACK, ALIGN, ROWS)                                    \
+    T static void NAME(const char *W, size_t rb, const int32_t *idx, int r0, int nr, int group, \
+                       const void *act, int n, float *y)                                        \
+    {                                                                                           \
+        int nb = n / 32, np = PER(nb);                                                          \
+        XT stack[STACK], *xa = stack;                                                           \
+        if (np > (STACK) && !(xa = _mm_malloc(sizeof *xa * (size_t)np, ALIGN)))                 \
+            hc_die("kernels: out of memory");                                                   \
+        ARR(act, nb, xa);                                                                       \
+        for (int i0 = 0; i0 < nr; i0 += group) {                                                \
+            const char *rows[HC_DOT_ROWS];                                                      \
+            int g = nr - i0 < group ? nr - i0 : group;                                          \
+            for (int i = 0; i < g; i++) rows[i] = W + (size_t)(idx ? idx[i0 + i] : r0 + i0 + i) * rb; \
+            if (g == HC_DOT_ROWS) ROWS(HC_DOT_ROWS, rows, xa, nb, y + i0);                      \
+            else for (int i = 0; i < g; i++) ROWS(1, rows + i, xa, nb, y + i0 + i);             \
+        }                                                                                       \
+        if (xa != stack) _mm_free(xa);                                                          \
+    }
+
 extern const struct hc_isa hc_isa_scalar;
 #if defined(__x86_64__)
 extern const struct hc_isa hc_isa_avx2;

@@ -9,16 +9,10 @@
  * partial sums in registers, so every (row, vector) pair sees dot_float's FMAs
  * in dot_float's order. */
 #if defined(__x86_64__)
+#include "kernels_avx2.h"
 #include "kernels_tile.h"
 
-#include <immintrin.h>
-#include <string.h>
-
 #include "cli.h"
-#include "ggml_types.h"
-
-#define T __attribute__((target("avx2,fma,f16c")))
-#define TI static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
 #ifndef RM
 #define RM 3              /* rows per tile */
@@ -30,30 +24,6 @@
 #define KB 512            /* elements per block of the k loop (a multiple of 32) */
 #endif
 #define PANEL (256 * 1024) /* bytes of weight rows kept in L2 while every vector passes */
-
-/* As kernels_avx2.c's hsum, load8 and pad_tail. */
-TI float hsum(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
-
-TI __m256 load8(int k, const void *p, int i)
-{
-    if (k == HC_K_F32) return _mm256_loadu_ps((const float *)p + i);
-    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
-    if (k == HC_K_F16) return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-TI const void *pad_tail(int k, const void *row, int i, int m, float buf[8])
-{
-    size_t es = k == HC_K_F32 ? 4 : 2;
-    memset(buf, 0, 8 * sizeof(float));
-    memcpy(buf, (const char *)row + (size_t)i * es, (size_t)m * es);
-    return buf;
-}
 
 /* acc[r][t] += w_r[i..i+8) * x_t[i..i+8) for i = i0, i0 + step, ... < i1. */
 TI void run(int k, int R, int Tn, const void *const *w, const float *const *x, int i0, int i1, int step,
@@ -123,43 +93,7 @@ TI void tile(int k, int R, int Tn, const void *const *w, const float *const *x, 
                                          _mm256_add_ps(acc[2][r][t], acc[3][r][t])));
 }
 
-#define TILE(R_, T_) case (R_) * 16 + (T_): if ((R_) <= RM && (T_) <= TM) tile(k, (R_) <= RM ? (R_) : 1, (T_) <= TM ? (T_) : 1, w, x, n, yp); break
-#define TILES(R_) TILE(R_, 1); TILE(R_, 2); TILE(R_, 3); TILE(R_, 4); TILE(R_, 5); TILE(R_, 6); TILE(R_, 7); TILE(R_, 8)
-
-TI void gemm(int k, const char *W, size_t rb, int r0, int nr, const char *acts, size_t as, int B, float *y,
-             size_t ys, int n)
-{
-    int panel = nr;
-    if ((size_t)nr * rb > PANEL) panel = rb * RM >= PANEL ? RM : (int)(PANEL / rb) / RM * RM;
-    for (int p0 = 0; p0 < nr; p0 += panel) {
-        int p1 = nr - p0 < panel ? nr : p0 + panel;
-        for (int b0 = 0; b0 < B; b0 += TM) {
-            int tn = B - b0 < TM ? B - b0 : TM;
-            const float *x[TM];
-            for (int t = 0; t < tn; t++) x[t] = (const float *)(acts + (size_t)(b0 + t) * as);
-            for (int i0 = p0; i0 < p1; i0 += RM) {
-                int rn = p1 - i0 < RM ? p1 - i0 : RM;
-                const void *w[RM];
-                float *yp[TM];
-                for (int r = 0; r < rn; r++) w[r] = W + (size_t)(r0 + i0 + r) * rb;
-                for (int t = 0; t < tn; t++) yp[t] = y + (size_t)(b0 + t) * ys + i0;
-                switch (rn * 16 + tn) {
-                TILES(1); TILES(2); TILES(3); TILES(4); TILES(5); TILES(6); TILES(7); TILES(8);
-                }
-            }
-        }
-    }
-}
-
-T static void gemm_f32(const char *W, size_t rb, int r0, int nr, const char *acts, size_t as, int B, float *y,
-                       size_t ys, int n)
-{ gemm(HC_K_F32, W, rb, r0, nr, acts, as, B, y, ys, n); }
-T static void gemm_f16(const char *W, size_t rb, int r0, int nr, const char *acts, size_t as, int B, float *y,
-                       size_t ys, int n)
-{ gemm(HC_K_F16, W, rb, r0, nr, acts, as, B, y, ys, n); }
-T static void gemm_bf16(const char *W, size_t rb, int r0, int nr, const char *acts, size_t as, int B, float *y,
-                        size_t ys, int n)
-{ gemm(HC_K_BF16, W, rb, r0, nr, acts, as, B, y, ys, n); }
+#include "kernels_tile_driver.h"
 
 
 /* ---- Q8_0 / Q4_0 weights x Q8_0 activations ----
@@ -168,8 +102,10 @@ T static void gemm_bf16(const char *W, size_t rb, int r0, int nr, const char *ac
  * gets the same integer block sums, converts, scale products and FMAs into
  * the same accumulator in the same order, and the same hsum; each weight
  * block (Q8_0: |w|; Q4_0: the nibbles and scales of 8 blocks) is loaded and
- * unpacked once per row for all the tile's vectors. arrange_q4 and the chunk
- * arithmetic are copies of kernels_avx2.c's: keep them in step. */
+ * unpacked once per row for all the tile's vectors. arrange_q4 and the
+ * helpers come from kernels_avx2.h. */
+
+#define TQ T
 
 #define RQ 4              /* the most rows and vectors a quantized tile holds */
 #define TQN 8
@@ -218,39 +154,6 @@ TI void q8_tile(int R, int Tn, const char *const *w, const block_q8_0 *const *x,
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 8")
         for (int t = 0; t < Tn; t++) y[t][r] = hsum(acc[r][t]);
-}
-
-typedef struct {
-    __m256i lo[4], hi[4];
-    __m256i corr;
-    __m256 d;
-} xq4;
-
-#define Q4_CHUNK 8
-
-T static void q4_arrange(const block_q8_0 *x, int nb, xq4 *xc)
-{
-    for (int c = 0; c < (nb + Q4_CHUNK - 1) / Q4_CHUNK; c++) {
-        int8_t lo[4][32] = {{0}}, hi[4][32] = {{0}};
-        int32_t corr[8] = {0};
-        float d[8] = {0};
-        for (int p = 0; p < 4; p++)
-            for (int m = 0; m < 2; m++) {
-                int b = c * Q4_CHUNK + 2 * p + m, s = 0;
-                if (b >= nb) continue;
-                memcpy(lo[p] + 16 * m, x[b].qs, 16);
-                memcpy(hi[p] + 16 * m, x[b].qs + 16, 16);
-                for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
-                corr[4 * m + p] = -8 * s;
-                d[4 * m + p] = _cvtsh_ss(x[b].d);
-            }
-        for (int p = 0; p < 4; p++) {
-            xc[c].lo[p] = _mm256_loadu_si256((const __m256i *)lo[p]);
-            xc[c].hi[p] = _mm256_loadu_si256((const __m256i *)hi[p]);
-        }
-        xc[c].corr = _mm256_loadu_si256((const __m256i *)corr);
-        xc[c].d = _mm256_loadu_ps(d);
-    }
 }
 
 /* kernels_avx2.c's q4_chunk for R rows (8 whole blocks at wq[r]) x Tn vectors. */
@@ -316,46 +219,8 @@ TI void q4_tile(int R, int Tn, const char *const *w, const xq4 *const *xc, int n
         for (int t = 0; t < Tn; t++) y[t][r] = hsum(acc[r][t]);
 }
 
-#define QTILE(F, RT, TT, R_, T_) case (R_) * 16 + (T_): if ((R_) <= RT && (T_) <= TT) F((R_) <= RT ? (R_) : 1, (T_) <= TT ? (T_) : 1, w, xs, nb, yp); break
-#define QTILES(F, RT, TT, R_) QTILE(F, RT, TT, R_, 1); QTILE(F, RT, TT, R_, 2); QTILE(F, RT, TT, R_, 3); QTILE(F, RT, TT, R_, 4); \
-    QTILE(F, RT, TT, R_, 5); QTILE(F, RT, TT, R_, 6); QTILE(F, RT, TT, R_, 7); QTILE(F, RT, TT, R_, 8)
-
-/* The row panels / vector tiles / row tiles of gemm, over activations
- * arranged once per call (per vector `per` bytes). */
-#define QGEMM(NAME, XT, ARR, F, PER, RT, TT)                                                                   \
-T static void NAME(const char *W, size_t rb, int r0, int nr, const char *acts, size_t as, int B, float *y, \
-                    size_t ys, int n)                                                                    \
-{                                                                                                        \
-    int nb = n / QK8_0, per = (PER);                                                                     \
-    XT *xa = _mm_malloc(sizeof *xa * (size_t)per * (size_t)B, 32);                                       \
-    if (!xa) hc_die("kernels: out of memory");                                                           \
-    for (int b = 0; b < B; b++) ARR((const block_q8_0 *)(acts + (size_t)b * as), nb, xa + (size_t)b * per); \
-    int panel = nr;                                                                                      \
-    if ((size_t)nr * rb > PANEL) panel = rb * RT >= PANEL ? RT : (int)(PANEL / rb) / RT * RT;            \
-    for (int p0 = 0; p0 < nr; p0 += panel) {                                                             \
-        int p1 = nr - p0 < panel ? nr : p0 + panel;                                                      \
-        for (int b0 = 0; b0 < B; b0 += TT) {                                                             \
-            int tn = B - b0 < TT ? B - b0 : TT;                                                          \
-            const XT *xs[TQN];                                                                           \
-            for (int t = 0; t < tn; t++) xs[t] = xa + (size_t)(b0 + t) * per;                            \
-            for (int i0 = p0; i0 < p1; i0 += RT) {                                                       \
-                int rn = p1 - i0 < RT ? p1 - i0 : RT;                                                    \
-                const char *w[RQ];                                                                       \
-                float *yp[TQN];                                                                          \
-                for (int r = 0; r < rn; r++) w[r] = W + (size_t)(r0 + i0 + r) * rb;                      \
-                for (int t = 0; t < tn; t++) yp[t] = y + (size_t)(b0 + t) * ys + i0;                     \
-                switch (rn * 16 + tn) {                                                                  \
-                QTILES(F, RT, TT, 1); QTILES(F, RT, TT, 2); QTILES(F, RT, TT, 3); QTILES(F, RT, TT, 4);  \
-                QTILES(F, RT, TT, 5); QTILES(F, RT, TT, 6); QTILES(F, RT, TT, 7); QTILES(F, RT, TT, 8);  \
-                }                                                                                        \
-            }                                                                                            \
-        }                                                                                                \
-    }                                                                                                    \
-    _mm_free(xa);                                                                                        \
-}
-
 QGEMM(gemm_q8_0, block_q8_0, q8_arrange, q8_tile, nb, R8, T8)
-QGEMM(gemm_q4_0, xq4, q4_arrange, q4_tile, (nb + Q4_CHUNK - 1) / Q4_CHUNK, R4, T4)
+QGEMM(gemm_q4_0, xq4, arrange_q4, q4_tile, (nb + Q4_CHUNK - 1) / Q4_CHUNK, R4, T4)
 
 const hc_gemm_fn hc_tile_avx2[HC_K_COUNT] = { gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0 };
 #endif

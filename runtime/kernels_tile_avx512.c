@@ -11,17 +11,13 @@
  * them in memory between groups and blocks: every pair sees dot_float's FMAs in
  * dot_float's order, only interleaved with the other pairs. */
 #if defined(__x86_64__)
+#include "kernels_avx512.h"
 #include "kernels_tile.h"
 
-#include <immintrin.h>
-#include <string.h>
-
 #include "cli.h"
-#include "ggml_types.h"
 
-#define TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"
-#define T __attribute__((target(TARGET)))
-#define TI static inline __attribute__((always_inline, target(TARGET)))
+#define T __attribute__((target(HC_AVX512)))
+#define TI static inline __attribute__((always_inline, target(HC_AVX512)))
 
 #ifndef RM
 #define RM 4              /* rows per tile */
@@ -34,17 +30,8 @@
 #endif
 #define PANEL (256 * 1024) /* bytes of weight rows kept in L2 while every vector passes */
 
-/* Elements [i, i+16) masked by m, as kernels_avx512.c's load16. */
-TI __m512 load16(int k, const void *p, int i, __mmask16 m)
-{
-    if (k == HC_K_F32) return _mm512_maskz_loadu_ps(m, (const float *)p + i);
-    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i);
-    if (k == HC_K_F16) return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
 /* acc[r][t] += w_r[i..i+16) * x_t[i..i+16) for i = i0, i0 + step, ... < i1 (masked by m). */
-TI void run(int k, int R, int Tn, const char *const *w, const float *const *x, int i0, int i1, int step,
+TI void run(int k, int R, int Tn, const void *const *w, const float *const *x, int i0, int i1, int step,
             __mmask16 m, __m512 acc[RM][TM])
 {
     __m512 a[RM][TM];
@@ -70,7 +57,7 @@ TI void run(int k, int R, int Tn, const char *const *w, const float *const *x, i
 }
 
 /* y[t][r] = dot_float(k, w[r], x[t], n) for r < R, t < Tn. */
-TI void tile(int k, int R, int Tn, const char *const *w, const float *const *x, int n, float *const *y)
+TI void tile(int k, int R, int Tn, const void *const *w, const float *const *x, int n, float *const *y)
 {
     __m512 acc[4][RM][TM];
     _Pragma("GCC unroll 4")
@@ -98,43 +85,7 @@ TI void tile(int k, int R, int Tn, const char *const *w, const float *const *x, 
                                                          _mm512_add_ps(acc[2][r][t], acc[3][r][t])));
 }
 
-#define TILE(R_, T_) case (R_) * 16 + (T_): if ((R_) <= RM && (T_) <= TM) tile(k, (R_) <= RM ? (R_) : 1, (T_) <= TM ? (T_) : 1, w, x, n, yp); break
-#define TILES(R_) TILE(R_, 1); TILE(R_, 2); TILE(R_, 3); TILE(R_, 4); TILE(R_, 5); TILE(R_, 6); TILE(R_, 7); TILE(R_, 8)
-
-TI void gemm(int k, const char *W, size_t rb, int r0, int nr, const char *acts, size_t as, int B, float *y,
-             size_t ys, int n)
-{
-    int panel = nr;
-    if ((size_t)nr * rb > PANEL) panel = rb * RM >= PANEL ? RM : (int)(PANEL / rb) / RM * RM;
-    for (int p0 = 0; p0 < nr; p0 += panel) {
-        int p1 = nr - p0 < panel ? nr : p0 + panel;
-        for (int b0 = 0; b0 < B; b0 += TM) {
-            int tn = B - b0 < TM ? B - b0 : TM;
-            const float *x[TM];
-            for (int t = 0; t < tn; t++) x[t] = (const float *)(acts + (size_t)(b0 + t) * as);
-            for (int i0 = p0; i0 < p1; i0 += RM) {
-                int rn = p1 - i0 < RM ? p1 - i0 : RM;
-                const char *w[RM];
-                float *yp[TM];
-                for (int r = 0; r < rn; r++) w[r] = W + (size_t)(r0 + i0 + r) * rb;
-                for (int t = 0; t < tn; t++) yp[t] = y + (size_t)(b0 + t) * ys + i0;
-                switch (rn * 16 + tn) {
-                TILES(1); TILES(2); TILES(3); TILES(4); TILES(5); TILES(6); TILES(7); TILES(8);
-                }
-            }
-        }
-    }
-}
-
-T static void gemm_f32(const char *W, size_t rb, int r0, int nr, const char *acts, size_t as, int B, float *y,
-                       size_t ys, int n)
-{ gemm(HC_K_F32, W, rb, r0, nr, acts, as, B, y, ys, n); }
-T static void gemm_f16(const char *W, size_t rb, int r0, int nr, const char *acts, size_t as, int B, float *y,
-                       size_t ys, int n)
-{ gemm(HC_K_F16, W, rb, r0, nr, acts, as, B, y, ys, n); }
-T static void gemm_bf16(const char *W, size_t rb, int r0, int nr, const char *acts, size_t as, int B, float *y,
-                        size_t ys, int n)
-{ gemm(HC_K_BF16, W, rb, r0, nr, acts, as, B, y, ys, n); }
+#include "kernels_tile_driver.h"
 
 
 /* ---- Q8_0 / Q4_0 weights x Q8_0 activations (VNNI) ----
@@ -145,11 +96,9 @@ T static void gemm_bf16(const char *W, size_t rb, int r0, int nr, const char *ac
  * scale products and FMAs into the same accumulators in the same order, and
  * the same final reduction. Each weight chunk is loaded and unpacked once per
  * row for the tile's vectors; each arranged activation chunk serves its rows. The
- * helpers below are copies of kernels_avx512.c's: keep them in step. */
+ * shared helpers come from kernels_avx512.h. */
 
-#define TQTARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
-#define TQ __attribute__((target(TQTARGET)))
-#define TQI static inline __attribute__((always_inline, target(TQTARGET)))
+#define TQ __attribute__((target(HC_AVX512_VNNI)))
 
 #define RQ 4              /* the most rows and vectors a quantized tile holds */
 #define TQN 8
@@ -170,38 +119,8 @@ _Static_assert(R8 <= RQ && R4 <= RQ && T8 <= TQN && T4 <= TQN, "quantized tile t
 
 #define W2(a, b) ((a) | (b) << 16)
 
-TQI __m256i q_load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
-TQI __m512i q_join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-
-/* as kernels_avx512.c's load_pair: a full pair reads its first 64 of 68 bytes */
-TQI __m512i q_load_pair(const void *p, int two)
-{
-    return two ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(1, p);
-}
-
-TQI __m512 q_scales(__m512i v, int w1)
-{
-    __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, W2(w1, w1), W2(w1, w1), W2(w1, w1), W2(w1, w1), 0, 0, 0, 0, 0, 0, 0, 0);
-    return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, v)));
-}
-
-typedef struct {
-    __m512i q;
-    __m512 d;
-} xpair;
-
-TQI void q8_arrange(const block_q8_0 *x, int nb, xpair *xp)
-{
-    for (int b = 0; b < nb; b += 2) {
-        int two = b + 1 < nb;
-        xpair *o = xp + b / 2;
-        o->q = q_join(q_load32(x[b].qs), two ? q_load32(x[b + 1].qs) : _mm256_setzero_si256());
-        o->d = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(x[b].d)), _mm256_set1_ps(two ? _cvtsh_ss(x[b + 1].d) : 0), 1);
-    }
-}
-
-/* acc[r][t] += pairs p = p0, p0 + 2, ... < p1 of row r with vector t (two: see
- * q_load_pair; 0 for the last, half pair). mul_sum_i8 of kernels_avx512.c with
+/* acc[r][t] += pairs p = p0, p0 + 2, ... < p1 of row r with vector t (two: 1
+ * a full pair, 0 the last, half pair). mul_sum_i8 of kernels_avx512.c with
  * |w| and w's sign shared by the vectors. */
 TQI void q8_run(int R, int Tn, const char *const *w, const xpair *const *xp, int p0, int p1, int two,
                 __m512 acc[RQ][TQN])
@@ -215,10 +134,10 @@ TQI void q8_run(int R, int Tn, const char *const *w, const xpair *const *xp, int
         _Pragma("GCC unroll 4")
         for (int r = 0; r < R; r++) {
             const block_q8_0 *wb = (const block_q8_0 *)w[r] + 2 * p;
-            __m512i wv = q_join(q_load32(wb[0].qs), two ? q_load32(wb[1].qs) : _mm256_setzero_si256());
+            __m512i wv = join(load32(wb[0].qs), two ? load32(wb[1].qs) : _mm256_setzero_si256());
             __mmask64 neg = _mm512_movepi8_mask(wv);
             __m512i aw = _mm512_abs_epi8(wv);
-            __m512 dw = q_scales(q_load_pair(wb, two), 17);
+            __m512 dw = scales(load_pair(wb, 2 * two), 17);
             _Pragma("GCC unroll 4")
             for (int t = 0; t < Tn; t++) {
                 __m512i xq = xp[t][p].q;
@@ -257,48 +176,6 @@ TQI void q8_tile(int R, int Tn, const char *const *w, const xpair *const *xp, in
         for (int t = 0; t < Tn; t++) y[t][r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r][t], acc[1][r][t]));
 }
 
-/* Q4_0: the arranged chunk of 16 blocks, as kernels_avx512.c's xq4. */
-typedef struct {
-    __m512i lo[4], hi[4];
-    __m512i corr;
-    __m512 d;
-} xq4;
-
-#define Q4_CHUNK 16
-#define Q4_CHUNK_BYTES (Q4_CHUNK * 18)
-
-TQ static void q4_arrange(const block_q8_0 *x, int nb, xq4 *xc)
-{
-    for (int c = 0; c < (nb + Q4_CHUNK - 1) / Q4_CHUNK; c++) {
-        int8_t lo[4][64] = {{0}}, hi[4][64] = {{0}};
-        int32_t corr[16] = {0};
-        float d[16] = {0};
-        for (int g = 0; g < 4; g++)
-            for (int m = 0; m < 4; m++) {
-                int b = c * Q4_CHUNK + 4 * g + m, s = 0;
-                if (b >= nb) continue;
-                memcpy(lo[g] + 16 * m, x[b].qs, 16);
-                memcpy(hi[g] + 16 * m, x[b].qs + 16, 16);
-                for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
-                corr[4 * m + g] = -8 * s;
-                d[4 * m + g] = _cvtsh_ss(x[b].d);
-            }
-        for (int g = 0; g < 4; g++) {
-            xc[c].lo[g] = _mm512_loadu_si512(lo[g]);
-            xc[c].hi[g] = _mm512_loadu_si512(hi[g]);
-        }
-        xc[c].corr = _mm512_loadu_si512(corr);
-        xc[c].d = _mm512_loadu_ps(d);
-    }
-}
-
-TQI __m512i q4_line(const char *p, int i, int tail, long rem)
-{
-    if (!tail) return _mm512_loadu_si512(p + 64 * i);
-    long a = rem - 64 * i;
-    return _mm512_maskz_loadu_epi8(a >= 64 ? ~0ULL : a <= 0 ? 0 : (1ULL << a) - 1, p + 64 * i);
-}
-
 /* kernels_avx512.c's q4_chunk for R rows x Tn vectors (chunk c of each vector). */
 TQI void q4_chunk_tile(int R, int Tn, const char *const *w, const xq4 *const *xc, int c, int tail, long rem,
                        __m512 acc[RQ][TQN])
@@ -317,7 +194,7 @@ TQI void q4_chunk_tile(int R, int Tn, const char *const *w, const xq4 *const *xc
         const char *p = w[r] + off;
         __m512i Z[5], lo[4], hi[4];
         _Pragma("GCC unroll 5")
-        for (int i = 0; i < 5; i++) Z[i] = q4_line(p, i, tail, rem);
+        for (int i = 0; i < 5; i++) Z[i] = chunk_line(p, i, tail, rem);
         _Pragma("GCC unroll 4")
         for (int g = 0; g < 4; g++) {
             __m512i v = _mm512_permutex2var_epi16(Z[g], _mm512_add_epi16(qidx, _mm512_set1_epi16((short)(4 * g))), Z[g + 1]);
@@ -362,46 +239,8 @@ TQI void q4_tile(int R, int Tn, const char *const *w, const xq4 *const *xc, int 
 
 #undef W2
 
-#define QTILE(F, RT, TT, R_, T_) case (R_) * 16 + (T_): if ((R_) <= RT && (T_) <= TT) F((R_) <= RT ? (R_) : 1, (T_) <= TT ? (T_) : 1, w, xs, nb, yp); break
-#define QTILES(F, RT, TT, R_) QTILE(F, RT, TT, R_, 1); QTILE(F, RT, TT, R_, 2); QTILE(F, RT, TT, R_, 3); QTILE(F, RT, TT, R_, 4); \
-    QTILE(F, RT, TT, R_, 5); QTILE(F, RT, TT, R_, 6); QTILE(F, RT, TT, R_, 7); QTILE(F, RT, TT, R_, 8)
-
-/* The row panels / vector tiles / row tiles of gemm, over activations
- * arranged once per call (per vector `per` bytes). */
-#define QGEMM(NAME, XT, ARR, F, PER, RT, TT)                                                                   \
-TQ static void NAME(const char *W, size_t rb, int r0, int nr, const char *acts, size_t as, int B, float *y, \
-                    size_t ys, int n)                                                                    \
-{                                                                                                        \
-    int nb = n / QK8_0, per = (PER);                                                                     \
-    XT *xa = _mm_malloc(sizeof *xa * (size_t)per * (size_t)B, 64);                                       \
-    if (!xa) hc_die("kernels: out of memory");                                                           \
-    for (int b = 0; b < B; b++) ARR((const block_q8_0 *)(acts + (size_t)b * as), nb, xa + (size_t)b * per); \
-    int panel = nr;                                                                                      \
-    if ((size_t)nr * rb > PANEL) panel = rb * RT >= PANEL ? RT : (int)(PANEL / rb) / RT * RT;            \
-    for (int p0 = 0; p0 < nr; p0 += panel) {                                                             \
-        int p1 = nr - p0 < panel ? nr : p0 + panel;                                                      \
-        for (int b0 = 0; b0 < B; b0 += TT) {                                                             \
-            int tn = B - b0 < TT ? B - b0 : TT;                                                          \
-            const XT *xs[TQN];                                                                           \
-            for (int t = 0; t < tn; t++) xs[t] = xa + (size_t)(b0 + t) * per;                            \
-            for (int i0 = p0; i0 < p1; i0 += RT) {                                                       \
-                int rn = p1 - i0 < RT ? p1 - i0 : RT;                                                    \
-                const char *w[RQ];                                                                       \
-                float *yp[TQN];                                                                          \
-                for (int r = 0; r < rn; r++) w[r] = W + (size_t)(r0 + i0 + r) * rb;                      \
-                for (int t = 0; t < tn; t++) yp[t] = y + (size_t)(b0 + t) * ys + i0;                     \
-                switch (rn * 16 + tn) {                                                                  \
-                QTILES(F, RT, TT, 1); QTILES(F, RT, TT, 2); QTILES(F, RT, TT, 3); QTILES(F, RT, TT, 4);  \
-                QTILES(F, RT, TT, 5); QTILES(F, RT, TT, 6); QTILES(F, RT, TT, 7); QTILES(F, RT, TT, 8);  \
-                }                                                                                        \
-            }                                                                                            \
-        }                                                                                                \
-    }                                                                                                    \
-    _mm_free(xa);                                                                                        \
-}
-
-QGEMM(gemm_q8_0, xpair, q8_arrange, q8_tile, (nb + 1) / 2, R8, T8)
-QGEMM(gemm_q4_0, xq4, q4_arrange, q4_tile, (nb + Q4_CHUNK - 1) / Q4_CHUNK, R4, T4)
+QGEMM(gemm_q8_0, xpair, arrange, q8_tile, (nb + 1) / 2, R8, T8)
+QGEMM(gemm_q4_0, xq4, arrange_q4, q4_tile, (nb + Q4_CHUNK - 1) / Q4_CHUNK, R4, T4)
 
 const hc_gemm_fn hc_tile_avx512[HC_K_COUNT] = { gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0 };
 #endif
