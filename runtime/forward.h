@@ -11,6 +11,9 @@
 void *hc_ctx_acts(hc_ctx *ctx, int second, size_t stride);
 /* Prepare B rows x[B][w->n] for w into acts (stride ctx->act_stride). */
 void hc_prepare(hc_ctx *ctx, const hc_weight *w, const float *x, int B, void *acts);
+/* The prepared x_norm rows for ffn_gate (*ag) and ffn_up (*au; the same buffer
+ * when both weights take the same activation form). */
+void hc_prepare_gate_up(hc_ctx *ctx, const hc_layer *ly, const float *x_norm, int B, void **ag, void **au);
 /* y[b*y_stride + r] = row r of w · activation b, threads split over rows. */
 void hc_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride);
 /* y[b*y_stride + i] = row idx[i] of w · activation b (B prepared activations,

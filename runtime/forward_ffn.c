@@ -208,18 +208,24 @@ void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int
     free(t.scratch);
 }
 
+void hc_prepare_gate_up(hc_ctx *ctx, const hc_layer *ly, const float *x_norm, int B, void **ag, void **au)
+{
+    size_t need = hc_weight_act_bytes(&ly->ffn_gate);
+    if (hc_weight_act_bytes(&ly->ffn_up) > need) need = hc_weight_act_bytes(&ly->ffn_up);
+    *ag = *au = hc_ctx_acts(ctx, 0, need);
+    hc_prepare(ctx, &ly->ffn_gate, x_norm, B, *ag);
+    if (!hc_weight_same_act(&ly->ffn_gate, &ly->ffn_up)) {
+        *au = hc_ctx_acts(ctx, 1, need);
+        hc_prepare(ctx, &ly->ffn_up, x_norm, B, *au);
+    }
+}
+
 /* gate and up of B rows into ctx->gate / ctx->up ([B][n_ff]), through f. */
 static void gate_up(hc_ctx *ctx, const hc_layer *ly, const float *x_norm, int B,
                     void (*f)(hc_ctx *, const hc_weight *, const void *, int, float *, void *), void *arg)
 {
-    size_t need = hc_weight_act_bytes(&ly->ffn_gate);
-    if (hc_weight_act_bytes(&ly->ffn_up) > need) need = hc_weight_act_bytes(&ly->ffn_up);
-    void *ag = hc_ctx_acts(ctx, 0, need), *au = ag;
-    hc_prepare(ctx, &ly->ffn_gate, x_norm, B, ag);
-    if (!hc_weight_same_act(&ly->ffn_gate, &ly->ffn_up)) {
-        au = hc_ctx_acts(ctx, 1, need);
-        hc_prepare(ctx, &ly->ffn_up, x_norm, B, au);
-    }
+    void *ag, *au;
+    hc_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
     f(ctx, &ly->ffn_gate, ag, B, ctx->gate, arg);
     f(ctx, &ly->ffn_up, au, B, ctx->up, arg);
 }

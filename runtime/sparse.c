@@ -207,14 +207,8 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
         for (size_t i = 0; i < (size_t)B * (size_t)ly->fc1.rows; i++) if (s->hidden[i] < 0.0f) s->hidden[i] = 0.0f;
         hc_ctx_matvec(ctx, &ly->fc2, s->hidden, B, s->pred);
     }
-    size_t need = hc_weight_act_bytes(&ly->ffn_gate);
-    if (hc_weight_act_bytes(&ly->ffn_up) > need) need = hc_weight_act_bytes(&ly->ffn_up);
-    void *ag = hc_ctx_acts(ctx, 0, need), *au = ag;
-    hc_prepare(ctx, &ly->ffn_gate, x_norm, B, ag);
-    if (!hc_weight_same_act(&ly->ffn_gate, &ly->ffn_up)) {
-        au = hc_ctx_acts(ctx, 1, need);
-        hc_prepare(ctx, &ly->ffn_up, x_norm, B, au);
-    }
+    void *ag, *au;
+    hc_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
     if (ctx->hook) memset(s->hfull, 0, sizeof(float) * (size_t)B * F);
     memset(out, 0, sizeof(float) * (size_t)B * E);
     rows_in in = { B, s->predictor ? s->pred : NULL, ag, au, out, ctx->hook ? s->hfull : NULL };
