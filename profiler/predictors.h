@@ -1,7 +1,7 @@
 /* hc-profile predictors: train PowerInfer's per-layer activation predictors
  * (fc2 · relu(fc1 · x), no bias) from a corpus and write the model in
  * PowerInfer's sparse GGUF variant (PWRI). Method, threshold convention and
- * memory policy: docs/readme/55-predictors.md.
+ * memory policy: README.md, "hc-profile predictors".
  *
  * A neuron is predicted active iff fc2·relu(fc1·x) >= powerinfer.sparse_threshold
  * (the raw fc2 output, no sigmoid; PowerInfer skips when < threshold). Every
