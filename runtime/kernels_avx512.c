@@ -105,51 +105,23 @@ HC_DOTS_ROWS(dots_q8_0, xpair, arrange, Q8_PAIRS, XPAIRS_STACK, 64, dot_q_rows)
 /* ---- Q4_0 against Q8_0 activations: 16 blocks per step, summed in integers
  * to one int32 per block, so one convert and one FMA cover 16 blocks ---- */
 
-#define W2(a, b) ((a) | (b) << 16)
-
 /* acc[r] += the dot of the 16 blocks at byte off of rows[r] with chunk xc.
  * tail: rem bytes of the row are left from off (see chunk_line). */
 TI void q4_chunk(int R, const char *const *rows, const xq4 *xc, size_t off, int tail, long rem, __m512 *acc)
 {
-    /* group g (bytes [72g, 72g + 72), word 4g of line g): its nibble bytes are
-     * words 4g + 9m + 1 .. 4g + 9m + 8 of lines g, g + 1 */
-    const __m512i qidx = _mm512_setr_epi32(W2(1, 2), W2(3, 4), W2(5, 6), W2(7, 8), W2(10, 11), W2(12, 13),
-                                           W2(14, 15), W2(16, 17), W2(19, 20), W2(21, 22), W2(23, 24),
-                                           W2(25, 26), W2(28, 29), W2(30, 31), W2(32, 33), W2(34, 35));
-    /* block j's scale is word 9j of the chunk; block 4g+m goes to word 4m+g:
-     * blocks 0-7 from lines 0, 1, blocks 8-14 from lines 2, 3, block 15 from line 4 */
-    const __m512i s01 = _mm512_setr_epi32(W2(0, 36), W2(0, 36), W2(9, 45), W2(0, 36), W2(18, 54), W2(0, 36),
-                                          W2(27, 63), W2(0, 36), 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i s23 = _mm512_setr_epi32(0, W2(8, 44), 0, W2(17, 53), 0, W2(26, 62), 0, W2(35, 7),
-                                          0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i m4 = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi16(1);
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
         const char *p = rows[r] + off;
-        __m512i Z[5], D[4];
+        __m512i Z[5], lo[4], hi[4];
+        __m512 dw;
         if (!tail)
             for (int i = 0; i < 5; i++) _mm_prefetch(p + PF_Q + 64 * i, _MM_HINT_T0);
         #pragma GCC unroll 5
         for (int i = 0; i < 5; i++) Z[i] = chunk_line(p, i, tail, rem);
-        #pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
-            __m512i v = _mm512_permutex2var_epi16(Z[g], _mm512_add_epi16(qidx, _mm512_set1_epi16((short)(4 * g))), Z[g + 1]);
-            __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-            D[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xc->lo[g]), hi, xc->hi[g]);
-        }
-        /* |D| <= 8·15·128, so the int16 packs are exact; two levels of pairwise
-         * sums leave lane 4m+g = block 4g+m, plus its -8·Σx */
-        __m512i A = _mm512_madd_epi16(_mm512_packs_epi32(D[0], D[1]), ones);
-        __m512i B = _mm512_madd_epi16(_mm512_packs_epi32(D[2], D[3]), ones);
-        __m512i C = _mm512_dpwssd_epi32(xc->corr, _mm512_packs_epi32(A, B), ones);
-        __m512i s23v = _mm512_mask_permutexvar_epi16(_mm512_permutex2var_epi16(Z[2], s23, Z[3]), 0x8000, s23, Z[4]);
-        __m512i s = _mm512_mask_blend_epi16(0xcccc, _mm512_permutex2var_epi16(Z[0], s01, Z[1]), s23v);
-        __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(s));
-        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xc->d), _mm512_cvtepi32_ps(C), acc[r]);
+        q4_unpack(Z, lo, hi, &dw);
+        acc[r] = q4_fma(lo, hi, dw, xc, acc[r]);
     }
 }
-
-#undef W2
 
 TI void dot_q4_rows(int R, const char *const *rows, const xq4 *xc, int nb, float *y)
 {

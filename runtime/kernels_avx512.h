@@ -49,8 +49,6 @@ TQI __m512 scales(__m512i v, int w1)
     return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, v)));
 }
 
-#undef W2
-
 /* The Q8_0 activation of a Q8_0 matvec, rearranged once per row loop so the
  * inner loop only loads it: per pair of blocks the 64 quant bytes and the
  * scales as 16 floats (8 lanes per block). */
@@ -120,5 +118,52 @@ TQI __m512i chunk_line(const char *p, int i, int tail, long rem)
     long a = rem - 64 * i;
     return _mm512_maskz_loadu_epi8(a >= 64 ? ~0ULL : a <= 0 ? 0 : (1ULL << a) - 1, p + 64 * i);
 }
+
+/* One row's 16-block chunk (its 5 lines Z): the weight nibbles of group g in
+ * lo[g] / hi[g], gathered to meet xq4's lo[g] / hi[g], and the 16 block scales
+ * as floats in xq4's lane order (lane 4m+g = block 4g+m). */
+TQI void q4_unpack(const __m512i Z[5], __m512i lo[4], __m512i hi[4], __m512 *dw)
+{
+    /* group g (bytes [72g, 72g + 72), word 4g of line g): its nibble bytes are
+     * words 4g + 9m + 1 .. 4g + 9m + 8 of lines g, g + 1 */
+    const __m512i qidx = _mm512_setr_epi32(W2(1, 2), W2(3, 4), W2(5, 6), W2(7, 8), W2(10, 11), W2(12, 13),
+                                           W2(14, 15), W2(16, 17), W2(19, 20), W2(21, 22), W2(23, 24),
+                                           W2(25, 26), W2(28, 29), W2(30, 31), W2(32, 33), W2(34, 35));
+    /* block j's scale is word 9j of the chunk; block 4g+m goes to word 4m+g:
+     * blocks 0-7 from lines 0, 1, blocks 8-14 from lines 2, 3, block 15 from line 4 */
+    const __m512i s01 = _mm512_setr_epi32(W2(0, 36), W2(0, 36), W2(9, 45), W2(0, 36), W2(18, 54), W2(0, 36),
+                                          W2(27, 63), W2(0, 36), 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i s23 = _mm512_setr_epi32(0, W2(8, 44), 0, W2(17, 53), 0, W2(26, 62), 0, W2(35, 7),
+                                          0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    #pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        __m512i v = _mm512_permutex2var_epi16(Z[g], _mm512_add_epi16(qidx, _mm512_set1_epi16((short)(4 * g))), Z[g + 1]);
+        lo[g] = _mm512_and_si512(v, m4);
+        hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    __m512i s23v = _mm512_mask_permutexvar_epi16(_mm512_permutex2var_epi16(Z[2], s23, Z[3]), 0x8000, s23, Z[4]);
+    __m512i s = _mm512_mask_blend_epi16(0xcccc, _mm512_permutex2var_epi16(Z[0], s01, Z[1]), s23v);
+    *dw = _mm512_cvtph_ps(_mm512_castsi512_si256(s));
+}
+
+/* acc + the dot of an unpacked chunk with activation chunk x: the 16 block
+ * sums in integers, then one convert and one FMA. */
+TQI __m512 q4_fma(const __m512i lo[4], const __m512i hi[4], __m512 dw, const xq4 *x, __m512 acc)
+{
+    const __m512i ones = _mm512_set1_epi16(1);
+    __m512i D[4];
+    #pragma GCC unroll 4
+    for (int g = 0; g < 4; g++)
+        D[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[g], x->lo[g]), hi[g], x->hi[g]);
+    /* |D| <= 8·15·128, so the int16 packs are exact; two levels of pairwise
+     * sums leave lane 4m+g = block 4g+m, plus its -8·Σx */
+    __m512i A = _mm512_madd_epi16(_mm512_packs_epi32(D[0], D[1]), ones);
+    __m512i B = _mm512_madd_epi16(_mm512_packs_epi32(D[2], D[3]), ones);
+    __m512i C = _mm512_dpwssd_epi32(x->corr, _mm512_packs_epi32(A, B), ones);
+    return _mm512_fmadd_ps(_mm512_mul_ps(dw, x->d), _mm512_cvtepi32_ps(C), acc);
+}
+
+#undef W2
 
 #endif

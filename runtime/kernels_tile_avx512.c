@@ -117,8 +117,6 @@ TI void tile(int k, int R, int Tn, const void *const *w, const float *const *x, 
 _Static_assert(R8 <= RQ && R4 <= RQ && T8 <= TQN && T4 <= TQN, "quantized tile too large");
 #define KBP 16            /* Q8_0: block pairs per step of the k loop (even) */
 
-#define W2(a, b) ((a) | (b) << 16)
-
 /* acc[r][t] += pairs p = p0, p0 + 2, ... < p1 of row r with vector t (two: 1
  * a full pair, 0 the last, half pair). mul_sum_i8 of kernels_avx512.c with
  * |w| and w's sign shared by the vectors. */
@@ -180,42 +178,17 @@ TQI void q8_tile(int R, int Tn, const char *const *w, const xpair *const *xp, in
 TQI void q4_chunk_tile(int R, int Tn, const char *const *w, const xq4 *const *xc, int c, int tail, long rem,
                        __m512 acc[RQ][TQN])
 {
-    const __m512i qidx = _mm512_setr_epi32(W2(1, 2), W2(3, 4), W2(5, 6), W2(7, 8), W2(10, 11), W2(12, 13),
-                                           W2(14, 15), W2(16, 17), W2(19, 20), W2(21, 22), W2(23, 24),
-                                           W2(25, 26), W2(28, 29), W2(30, 31), W2(32, 33), W2(34, 35));
-    const __m512i s01 = _mm512_setr_epi32(W2(0, 36), W2(0, 36), W2(9, 45), W2(0, 36), W2(18, 54), W2(0, 36),
-                                          W2(27, 63), W2(0, 36), 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i s23 = _mm512_setr_epi32(0, W2(8, 44), 0, W2(17, 53), 0, W2(26, 62), 0, W2(35, 7),
-                                          0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i m4 = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi16(1);
     size_t off = (size_t)c * Q4_CHUNK_BYTES;
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++) {
         const char *p = w[r] + off;
         __m512i Z[5], lo[4], hi[4];
+        __m512 dw;
         _Pragma("GCC unroll 5")
         for (int i = 0; i < 5; i++) Z[i] = chunk_line(p, i, tail, rem);
+        q4_unpack(Z, lo, hi, &dw);
         _Pragma("GCC unroll 4")
-        for (int g = 0; g < 4; g++) {
-            __m512i v = _mm512_permutex2var_epi16(Z[g], _mm512_add_epi16(qidx, _mm512_set1_epi16((short)(4 * g))), Z[g + 1]);
-            lo[g] = _mm512_and_si512(v, m4);
-            hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        }
-        __m512i s23v = _mm512_mask_permutexvar_epi16(_mm512_permutex2var_epi16(Z[2], s23, Z[3]), 0x8000, s23, Z[4]);
-        __m512i s = _mm512_mask_blend_epi16(0xcccc, _mm512_permutex2var_epi16(Z[0], s01, Z[1]), s23v);
-        __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(s));
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) {
-            const xq4 *x = xc[t] + c;
-            __m512i D[4];
-            _Pragma("GCC unroll 4")
-            for (int g = 0; g < 4; g++)
-                D[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[g], x->lo[g]), hi[g], x->hi[g]);
-            __m512i A = _mm512_madd_epi16(_mm512_packs_epi32(D[0], D[1]), ones);
-            __m512i B = _mm512_madd_epi16(_mm512_packs_epi32(D[2], D[3]), ones);
-            __m512i C = _mm512_dpwssd_epi32(x->corr, _mm512_packs_epi32(A, B), ones);
-            acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, x->d), _mm512_cvtepi32_ps(C), acc[r][t]);
-        }
+        for (int t = 0; t < Tn; t++) acc[r][t] = q4_fma(lo, hi, dw, xc[t] + c, acc[r][t]);
     }
 }
 
@@ -237,7 +210,6 @@ TQI void q4_tile(int R, int Tn, const char *const *w, const xq4 *const *xc, int 
         for (int t = 0; t < Tn; t++) y[t][r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-#undef W2
 
 QGEMM(gemm_q8_0, xpair, arrange, q8_tile, (nb + 1) / 2, R8, T8)
 QGEMM(gemm_q4_0, xq4, arrange_q4, q4_tile, (nb + Q4_CHUNK - 1) / Q4_CHUNK, R4, T4)
