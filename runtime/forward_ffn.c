@@ -3,13 +3,7 @@
 #include "forward.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
-#include "ggml_types.h"
-#include "kernels.h"
-
-#define ROW_UNIT 16      /* listed rows per chunk unit */
-#define COL_UNIT 32      /* a quant block: column ranges start on block boundaries */
 
 void hc_ffn_act(int act, float *gate, const float *up, int n)
 {
@@ -24,208 +18,12 @@ void hc_ffn_act(int act, float *gate, const float *up, int n)
     }
 }
 
-typedef struct {
-    const hc_weight *w;      /* one row of n_embd per neuron */
-    const int32_t *idx;      /* NULL: neurons 0..k-1 */
-    const float *h;          /* [B][h_stride], value i belongs to neuron idx[i] (or i) */
-    size_t h_stride;
-    int k, B, n_chunks, unit;
-    const int32_t *nz_i;     /* B > 1: row b's non-zero list positions, nz_i[nz_at[b] ..] */
-    const float *nz_h;       /* and their h */
-    const size_t *nz_at;     /* [B + 1] */
-    float *out;              /* [B][n_embd] += */
-} down_rows_task;
-
-/* A chunk is a column range of the output, to which the neurons are added in
- * list order, so the sums are the same for any thread count. Zero
- * activations (ReLU) skip their row. B > 1 (prompts) takes each row's
- * non-zero h from a list made once, and walks the range in slabs of
- * DOWN_SLAB columns and the neurons in tiles of DOWN_TILE, every row b for
- * one tile before the next: a tile's row slices are read from memory once for
- * all B, and a row's slab of the output stays in L1 while the tile is added to
- * it. Each output still gets its neurons in list order, so B > 1 gives the
- * same bits as B = 1 row by row. */
-#define DOWN_SLAB 512
-#define DOWN_TILE 64
-static void down_rows_run(void *arg, int chunk, int ith)
-{
-    const down_rows_task *t = arg;
-    int E = t->w->n, lo, hi;
-    (void)ith;
-    hc_split(E, t->unit, chunk, t->n_chunks, &lo, &hi);
-    if (lo >= hi) return;
-    size_t row_bytes = ggml_row_size(t->w->type, E);
-    const char *data = t->w->data;
-    if (t->B == 1) {
-        size_t off = ggml_row_size(t->w->type, lo);
-        for (int i = 0; i < t->k; i++) {
-            if (t->h[i] == 0.0f) continue;
-            size_t r = (size_t)(t->idx ? t->idx[i] : i);
-            hc_axpy_row(t->w->type, data + r * row_bytes + off, hi - lo, t->h[i], t->out + lo);
-        }
-        return;
-    }
-    for (int c0 = lo; c0 < hi; c0 += DOWN_SLAB) {
-        int c1 = c0 + DOWN_SLAB < hi ? c0 + DOWN_SLAB : hi;
-        size_t off = ggml_row_size(t->w->type, c0);
-        for (int i0 = 0; i0 < t->k; i0 += DOWN_TILE) {
-            int i1 = i0 + DOWN_TILE;
-            for (int b = 0; b < t->B; b++) {
-                float *y = t->out + (size_t)b * E + c0;
-                /* row b's entries of this tile: binary search for the first >= i0 */
-                size_t p, end = t->nz_at[b + 1], lo_p = t->nz_at[b], hi_p = end;
-                while (lo_p < hi_p) {
-                    size_t mid = lo_p + (hi_p - lo_p) / 2;
-                    if (t->nz_i[mid] < i0) lo_p = mid + 1;
-                    else hi_p = mid;
-                }
-                for (p = lo_p; p < end && t->nz_i[p] < i1; p++) {
-                    int i = t->nz_i[p];
-                    size_t r = (size_t)(t->idx ? t->idx[i] : i);
-                    hc_axpy_row(t->w->type, data + r * row_bytes + off, c1 - c0, t->nz_h[p], y);
-                }
-            }
-        }
-    }
-}
-
-void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, const float *h, size_t h_stride,
-                       int k, int B, float *out)
-{
-    if (k <= 0) return;
-    size_t work = (size_t)k * (size_t)w->n * (size_t)B;
-    int unit = COL_UNIT;
-    int32_t *nz_i = NULL;
-    float *nz_h = NULL;
-    size_t *nz_at = NULL;
-    if (B > 1) {
-        nz_i = malloc(sizeof(int32_t) * (size_t)B * (size_t)k);
-        nz_h = malloc(sizeof(float) * (size_t)B * (size_t)k);
-        nz_at = malloc(sizeof(size_t) * ((size_t)B + 1));
-        if (!nz_i || !nz_h || !nz_at) {   /* out of memory: one row at a time (same sums) */
-            free(nz_i);
-            free(nz_h);
-            free(nz_at);
-            for (int b = 0; b < B; b++)
-                hc_ctx_down_accum(ctx, w, idx, h + (size_t)b * h_stride, 0, k, 1, out + (size_t)b * w->n);
-            return;
-        }
-        size_t n = 0;
-        for (int b = 0; b < B; b++) {
-            const float *hb = h + (size_t)b * h_stride;
-            nz_at[b] = n;
-            for (int i = 0; i < k; i++) {   /* branch-free: ReLU zeros are unpredictable */
-                nz_i[n] = i;
-                nz_h[n] = hb[i];
-                n += hb[i] != 0.0f;
-            }
-        }
-        nz_at[B] = n;
-        work = n * (size_t)w->n;
-        unit = DOWN_SLAB;
-    }
-    int nc = hc_pool_chunks(ctx->pool, (w->n + unit - 1) / unit, work);
-    down_rows_task t = { w, idx, h, h_stride, k, B, nc, unit, nz_i, nz_h, nz_at, out };
-    hc_pool_run(ctx->pool, down_rows_run, &t, nc);
-    free(nz_i);
-    free(nz_h);
-    free(nz_at);
-}
-
-typedef struct {
-    const hc_weight *w;
-    const int32_t *idx;
-    const void *acts;
-    size_t act_stride, y_stride;
-    int k, B, n_chunks, tile;
-    char *scratch;           /* [pool size][tile rows] for B > 1 */
-    float *y;
-} rows_task;
-
-/* B = 1: the gathered kernel. B > 1: the listed rows in tiles of t->tile; a
- * tile whose rows are consecutive is read in place, any other is copied into
- * this thread's scratch; then the batched kernel reads each row once for all
- * B activations (gathering B times would read every row B times). A row's
- * value does not depend on where it is read from or on B (kernels.h). */
-static void rows_run(void *arg, int chunk, int ith)
-{
-    const rows_task *t = arg;
-    int lo, hi;
-    hc_split(t->k, ROW_UNIT, chunk, t->n_chunks, &lo, &hi);
-    if (lo >= hi) return;
-    if (t->B == 1 || t->w->kind != HC_WEIGHT_GGML) {
-        for (int b = 0; b < t->B; b++)
-            hc_weight_matvec_rows(t->w, t->idx + lo, hi - lo, (const char *)t->acts + (size_t)b * t->act_stride,
-                                  t->y + (size_t)b * t->y_stride + lo);
-        return;
-    }
-    size_t rb = ggml_row_size(t->w->type, t->w->n);
-    char *buf = t->scratch + (size_t)ith * (size_t)t->tile * rb;
-    for (int i0 = lo; i0 < hi; i0 += t->tile) {
-        int n = hi - i0 < t->tile ? hi - i0 : t->tile;
-        const int32_t *ix = t->idx + i0;
-        int run = 1;
-        while (run < n && ix[run] == ix[0] + run) run++;
-        const void *rows;
-        if (run == n) {
-            rows = (const char *)t->w->data + (size_t)ix[0] * rb;
-        } else {
-            for (int i = 0; i < n; i++) memcpy(buf + (size_t)i * rb, (const char *)t->w->data + (size_t)ix[i] * rb, rb);
-            rows = buf;
-        }
-        hc_matvec(t->w->type, rows, t->w->n, 0, n, t->acts, t->act_stride, t->B, t->y + i0, t->y_stride);
-    }
-}
-
-/* Rows per gathered tile: about 128 KiB, a multiple of ROW_UNIT. */
-#define GATHER_BYTES (128 * 1024)
-
-void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int k, const void *acts, int B,
-                        float *y, size_t y_stride)
-{
-    if (k <= 0) return;
-    size_t work = (size_t)k * (size_t)w->n * (size_t)B;
-    int nc = hc_pool_chunks(ctx->pool, (k + ROW_UNIT - 1) / ROW_UNIT, work);
-    rows_task t = { w, idx, acts, ctx->act_stride, y_stride, k, B, nc, 0, NULL, y };
-    if (B > 1 && w->kind == HC_WEIGHT_GGML) {
-        size_t rb = ggml_row_size(w->type, w->n);
-        t.tile = (int)(GATHER_BYTES / rb) / ROW_UNIT * ROW_UNIT;
-        if (t.tile < ROW_UNIT) t.tile = ROW_UNIT;
-        t.scratch = malloc((size_t)hc_pool_size(ctx->pool) * (size_t)t.tile * rb);
-        if (!t.scratch) t.tile = 0;   /* out of memory: gather per activation (same values) */
-    }
-    if (B > 1 && w->kind == HC_WEIGHT_GGML && !t.scratch) {
-        rows_task one = t;
-        one.B = 1;
-        for (int b = 0; b < B; b++) {
-            one.acts = (const char *)acts + (size_t)b * ctx->act_stride;
-            one.y = y + (size_t)b * y_stride;
-            hc_pool_run(ctx->pool, rows_run, &one, nc);
-        }
-        return;
-    }
-    hc_pool_run(ctx->pool, rows_run, &t, nc);
-    free(t.scratch);
-}
-
-void hc_prepare_gate_up(hc_ctx *ctx, const hc_layer *ly, const float *x_norm, int B, void **ag, void **au)
-{
-    size_t need = hc_weight_act_bytes(&ly->ffn_gate);
-    if (hc_weight_act_bytes(&ly->ffn_up) > need) need = hc_weight_act_bytes(&ly->ffn_up);
-    *ag = *au = hc_ctx_acts(ctx, 0, need);
-    hc_prepare(ctx, &ly->ffn_gate, x_norm, B, *ag);
-    if (!hc_weight_same_act(&ly->ffn_gate, &ly->ffn_up)) {
-        *au = hc_ctx_acts(ctx, 1, need);
-        hc_prepare(ctx, &ly->ffn_up, x_norm, B, *au);
-    }
-}
-
 /* gate and up of B rows into ctx->gate / ctx->up ([B][n_ff]), through f. */
 static void gate_up(hc_ctx *ctx, const hc_layer *ly, const float *x_norm, int B,
                     void (*f)(hc_ctx *, const hc_weight *, const void *, int, float *, void *), void *arg)
 {
     void *ag, *au;
-    hc_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
+    hc_ctx_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
     f(ctx, &ly->ffn_gate, ag, B, ctx->gate, arg);
     f(ctx, &ly->ffn_up, au, B, ctx->up, arg);
 }
@@ -233,7 +31,7 @@ static void gate_up(hc_ctx *ctx, const hc_layer *ly, const float *x_norm, int B,
 static void all_rows(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, void *arg)
 {
     (void)arg;
-    hc_matvec_prepared(ctx, w, acts, B, y, (size_t)w->rows);
+    hc_ctx_matvec_prepared(ctx, w, acts, B, y, (size_t)w->rows);
 }
 
 void hc_ffn_dense(hc_ctx *ctx, int layer, const float *x_norm, int B, float *out)

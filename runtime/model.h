@@ -127,9 +127,6 @@ void hc_embed(hc_ctx *ctx, const int32_t *tokens, int B, float *x);        /* x[
 void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0);  /* in place */
 void hc_output(hc_ctx *ctx, const float *x, int B, float *logits);         /* norm + classifier */
 
-/* y[B][w->rows] = w · x[B][w->n], threads split over rows. */
-void hc_ctx_matvec(hc_ctx *ctx, const hc_weight *w, const float *x, int B, float *y);
-
 /* The dense FFN of a layer (the default when ctx->ffn is NULL): out = FFN(x_norm). */
 void hc_ffn_dense(hc_ctx *ctx, int layer, const float *x_norm, int B, float *out);
 /* FFN restricted to neurons idx[0..k) (any order, no duplicates):
