@@ -32,8 +32,9 @@ void *hc_ctx_acts(hc_ctx *ctx, int second, size_t stride)
 
 void hc_ctx_prepare(hc_ctx *ctx, const hc_weight *w, const float *x, int B, void *acts)
 {
+    int isa = hc_isa();
     for (int b = 0; b < B; b++)
-        hc_weight_act_prepare(w, x + (size_t)b * (size_t)w->n, (char *)acts + (size_t)b * ctx->act_stride);
+        hc_weight_prepare(w, isa, x + (size_t)b * (size_t)w->n, (char *)acts + (size_t)b * ctx->act_stride);
 }
 
 typedef struct {
@@ -50,7 +51,7 @@ static void matvec_run(void *arg, int chunk, int ith)
     int lo, hi;
     (void)ith;
     hc_split(t->w->rows, ROW_UNIT, chunk, t->n_chunks, &lo, &hi);
-    if (lo < hi) hc_weight_matvec(t->w, lo, hi, t->acts, t->act_stride, t->B, t->y + lo, t->y_stride);
+    if (lo < hi) hc_weight_matvec(t->w, hc_isa(), lo, hi, t->acts, t->act_stride, t->B, t->y + lo, t->y_stride);
 }
 
 void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride)
@@ -98,20 +99,15 @@ static void down_rows_run(void *arg, int chunk, int ith)
     (void)ith;
     hc_split(E, t->unit, chunk, t->n_chunks, &lo, &hi);
     if (lo >= hi) return;
-    size_t row_bytes = ggml_row_size(t->w->type, E);
-    const char *data = t->w->data;
+    /* the traits entry's kernel, straight to the instruction set's row AXPY */
+    const hc_kernel *kern = hc_traits(t->w)->isa[hc_isa()];
     if (t->B == 1) {
-        size_t off = ggml_row_size(t->w->type, lo);
-        for (int i = 0; i < t->k; i++) {
-            if (t->h[i] == 0.0f) continue;
-            size_t r = (size_t)(t->idx ? t->idx[i] : i);
-            hc_axpy_row(t->w->type, data + r * row_bytes + off, hi - lo, t->h[i], t->out + lo);
-        }
+        for (int i = 0; i < t->k; i++)
+            if (t->h[i] != 0.0f) kern->axpy(t->w, t->idx ? t->idx[i] : i, lo, hi, t->h[i], t->out + lo);
         return;
     }
     for (int c0 = lo; c0 < hi; c0 += DOWN_SLAB) {
         int c1 = c0 + DOWN_SLAB < hi ? c0 + DOWN_SLAB : hi;
-        size_t off = ggml_row_size(t->w->type, c0);
         for (int i0 = 0; i0 < t->k; i0 += DOWN_TILE) {
             int i1 = i0 + DOWN_TILE;
             for (int b = 0; b < t->B; b++) {
@@ -125,8 +121,7 @@ static void down_rows_run(void *arg, int chunk, int ith)
                 }
                 for (p = lo_p; p < end && t->nz_i[p] < i1; p++) {
                     int i = t->nz_i[p];
-                    size_t r = (size_t)(t->idx ? t->idx[i] : i);
-                    hc_axpy_row(t->w->type, data + r * row_bytes + off, c1 - c0, t->nz_h[p], y);
+                    kern->axpy(t->w, t->idx ? t->idx[i] : i, c0, c1, t->nz_h[p], y);
                 }
             }
         }
@@ -197,9 +192,10 @@ static void rows_run(void *arg, int chunk, int ith)
     int lo, hi;
     hc_split(t->k, ROW_UNIT, chunk, t->n_chunks, &lo, &hi);
     if (lo >= hi) return;
+    int isa = hc_isa();
     if (t->B == 1 || t->w->kind != HC_WEIGHT_GGML) {
         for (int b = 0; b < t->B; b++)
-            hc_weight_matvec_rows(t->w, t->idx + lo, hi - lo, (const char *)t->acts + (size_t)b * t->act_stride,
+            hc_weight_matvec_rows(t->w, isa, t->idx + lo, hi - lo, (const char *)t->acts + (size_t)b * t->act_stride,
                                   t->y + (size_t)b * t->y_stride + lo);
         return;
     }
@@ -217,7 +213,10 @@ static void rows_run(void *arg, int chunk, int ith)
             for (int i = 0; i < n; i++) memcpy(buf + (size_t)i * rb, (const char *)t->w->data + (size_t)ix[i] * rb, rb);
             rows = buf;
         }
-        hc_matvec(t->w->type, rows, t->w->n, 0, n, t->acts, t->act_stride, t->B, t->y + i0, t->y_stride);
+        hc_weight tile = *t->w;
+        tile.data = rows;
+        tile.rows = n;
+        hc_weight_matvec(&tile, isa, 0, n, t->acts, t->act_stride, t->B, t->y + i0, t->y_stride);
     }
 }
 
