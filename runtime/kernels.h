@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ggml_types.h"
 #include "weight.h"
 
 /* Instruction sets, as indices of hc_type_traits.isa. */
@@ -74,6 +75,13 @@ extern const hc_kernel hc_ref_float, hc_ref_q8_0, hc_ref_q4_0, hc_ref_gptq;
 extern const hc_kernel hc_avx2_float, hc_avx2_q8_0, hc_avx2_q4_0, hc_avx2_gptq;
 extern const hc_kernel hc_avx512_float, hc_avx512_q8_0, hc_avx512_q4_0, hc_avx512_gptq;
 #endif
+
+/* Row r of a F32, F16 or BF16 weight, from column c. */
+static inline const char *hc_float_row(const hc_weight *w, int r, int c)
+{
+    size_t es = w->type == GGML_TYPE_F32 ? 4 : 2;
+    return (const char *)w->data + ((size_t)r * (size_t)w->n + (size_t)c) * es;
+}
 
 /* Shared by every instruction set: the prepared activation of the float
  * kernels (x itself), and GPTQ's activation and row AXPY (kernels_ref.c). */

@@ -69,6 +69,13 @@ TI float dot_float(int k, const void *row, const float *x, int n)
     return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }
 
+T static float dot_f(const hc_weight *w, int r, const void *x)
+{
+    const char *row = hc_float_row(w, r, 0);
+    if (w->type == GGML_TYPE_F32) return dot_float(GGML_TYPE_F32, row, x, w->n);
+    return w->type == GGML_TYPE_F16 ? dot_float(GGML_TYPE_F16, row, x, w->n) : dot_float(GGML_TYPE_BF16, row, x, w->n);
+}
+
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
 {
     __m256 va = _mm256_set1_ps(a);
@@ -81,6 +88,14 @@ TI void axpy_float(int k, const void *row, int n, float a, float *y)
         _mm256_storeu_ps(yb, _mm256_fmadd_ps(va, load8(k, pad_tail(k, row, i, n - i, wb), 0), _mm256_loadu_ps(yb)));
         memcpy(y + i, yb, (size_t)(n - i) * sizeof(float));
     }
+}
+
+T static void axpy_f(const hc_weight *w, int r, int c0, int c1, float a, float *y)
+{
+    const char *row = hc_float_row(w, r, c0);
+    if (w->type == GGML_TYPE_F32) axpy_float(GGML_TYPE_F32, row, c1 - c0, a, y);
+    else if (w->type == GGML_TYPE_F16) axpy_float(GGML_TYPE_F16, row, c1 - c0, a, y);
+    else axpy_float(GGML_TYPE_BF16, row, c1 - c0, a, y);
 }
 
 /* The float tile. dot_float sums a row in four 8-lane accumulators: a_j gets
@@ -162,38 +177,13 @@ TI void tile(int k, int R, int Tn, const void *const *w, const float *const *x, 
                                               _mm256_add_ps(acc[2][r][t], acc[3][r][t])));
 }
 
-/* Row r of a F32, F16 or BF16 weight, from column c. */
-TI const char *frow(const hc_weight *w, int r, int c)
-{
-    size_t es = w->type == GGML_TYPE_F32 ? 4 : 2;
-    return (const char *)w->data + ((size_t)r * (size_t)w->n + (size_t)c) * es;
-}
-
-T static float dot_f(const hc_weight *w, int r, const void *x)
-{
-    switch (w->type) {
-    case GGML_TYPE_F32: return dot_float(GGML_TYPE_F32, frow(w, r, 0), x, w->n);
-    case GGML_TYPE_F16: return dot_float(GGML_TYPE_F16, frow(w, r, 0), x, w->n);
-    default:            return dot_float(GGML_TYPE_BF16, frow(w, r, 0), x, w->n);
-    }
-}
-
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
-    const float *const *xf = (const float *const *)x;
-    for (int i = 0; i < RM; i++) rows[i] = frow(w, r[i], 0);
-    if (w->type == GGML_TYPE_F32) tile(GGML_TYPE_F32, RM, TM, rows, xf, w->n, y);
-    else if (w->type == GGML_TYPE_F16) tile(GGML_TYPE_F16, RM, TM, rows, xf, w->n, y);
-    else tile(GGML_TYPE_BF16, RM, TM, rows, xf, w->n, y);
-}
-
-T static void axpy_f(const hc_weight *w, int r, int c0, int c1, float a, float *y)
-{
-    const char *row = frow(w, r, c0);
-    if (w->type == GGML_TYPE_F32) axpy_float(GGML_TYPE_F32, row, c1 - c0, a, y);
-    else if (w->type == GGML_TYPE_F16) axpy_float(GGML_TYPE_F16, row, c1 - c0, a, y);
-    else axpy_float(GGML_TYPE_BF16, row, c1 - c0, a, y);
+    for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
+    if (w->type == GGML_TYPE_F32) tile(GGML_TYPE_F32, RM, TM, rows, (const float *const *)x, w->n, y);
+    else if (w->type == GGML_TYPE_F16) tile(GGML_TYPE_F16, RM, TM, rows, (const float *const *)x, w->n, y);
+    else tile(GGML_TYPE_BF16, RM, TM, rows, (const float *const *)x, w->n, y);
 }
 
 const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
@@ -241,6 +231,13 @@ T static float dot_q8(const hc_weight *w, int r, const void *act)
     return hsum(acc);
 }
 
+T static void axpy_q8(const hc_weight *w, int r, int c0, int c1, float a, float *y)
+{
+    const block_q8_0 *wb = QROW(block_q8_0, w, r);
+    for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0)
+        axpy_q32(_mm256_loadu_si256((const __m256i *)wb[b].qs), _cvtsh_ss(wb[b].d), a, y);
+}
+
 #define RQ 4              /* the most rows and vectors a quantized tile holds */
 #define TQN 8
 #define R8 2              /* Q8_0 tile: rows x vectors */
@@ -250,8 +247,12 @@ T static float dot_q8(const hc_weight *w, int r, const void *act)
 
 /* The Q8_0 tile: dot_q8 for R rows x Tn vectors, |w| and w's sign shared by
  * the vectors: one accumulator, blocks in order. */
-TI void q8_tile(int R, int Tn, const block_q8_0 *const *w, const block_q8_0 *const *x, int nb, float *y)
+T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
+    enum { R = R8, Tn = T8 };
+    const block_q8_0 *w[R], *const *x = (const block_q8_0 *const *)xv;
+    const int nb = wt->n / QK8_0;
+    for (int r = 0; r < R; r++) w[r] = QROW(block_q8_0, wt, rows[r]);
     __m256 acc[RQ][TQN];
     const __m256i ones = _mm256_set1_epi16(1);
     _Pragma("GCC unroll 4")
@@ -277,20 +278,6 @@ TI void q8_tile(int R, int Tn, const block_q8_0 *const *w, const block_q8_0 *con
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 8")
         for (int t = 0; t < Tn; t++) y[t * R + r] = hsum(acc[r][t]);
-}
-
-T static void tile_q8(const hc_weight *w, const int *r, const void *const *x, float *y)
-{
-    const block_q8_0 *rows[R8];
-    for (int i = 0; i < R8; i++) rows[i] = QROW(block_q8_0, w, r[i]);
-    q8_tile(R8, T8, rows, (const block_q8_0 *const *)x, w->n / QK8_0, y);
-}
-
-T static void axpy_q8(const hc_weight *w, int r, int c0, int c1, float a, float *y)
-{
-    const block_q8_0 *wb = QROW(block_q8_0, w, r);
-    for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0)
-        axpy_q32(_mm256_loadu_si256((const __m256i *)wb[b].qs), _cvtsh_ss(wb[b].d), a, y);
 }
 
 /* roundf (half away from zero) of values |v| < 2^23: truncate, then step away
@@ -425,6 +412,13 @@ T static float dot_q4(const hc_weight *w, int r, const void *xa)
     return hsum(acc);
 }
 
+T static void axpy_q4(const hc_weight *w, int r, int c0, int c1, float a, float *y)
+{
+    const block_q4_0 *wb = QROW(block_q4_0, w, r);
+    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0)
+        axpy_q32(_mm256_sub_epi8(nibbles(wb[b].qs), _mm256_set1_epi8(8)), _cvtsh_ss(wb[b].d), a, y);
+}
+
 /* q4_chunk for R rows (8 whole blocks at wq[r]) x Tn vectors. */
 TI void q4_chunk_tile(int R, int Tn, const block_q4_0 *const *wq, const xq4 *const *xc, int c, __m256 acc[RQ][TQN])
 {
@@ -460,8 +454,13 @@ TI void q4_chunk_tile(int R, int Tn, const block_q4_0 *const *wq, const xq4 *con
 
 /* The Q4_0 tile, as dot_q4: whole chunks in order, then the last blocks
  * zero-padded to a chunk. */
-TI void q4_tile(int R, int Tn, const block_q4_0 *const *w, const xq4 *const *xc, int nb, float *y)
+T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
+    enum { R = R4, Tn = T4 };
+    const block_q4_0 *w[R];
+    const xq4 *const *xc = (const xq4 *const *)xv;
+    const int nb = wt->n / QK8_0;
+    for (int r = 0; r < R; r++) w[r] = QROW(block_q4_0, wt, rows[r]);
     __m256 acc[RQ][TQN];
     const block_q4_0 *wq[RQ];
     int c = 0;
@@ -487,20 +486,6 @@ TI void q4_tile(int R, int Tn, const block_q4_0 *const *w, const xq4 *const *xc,
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 8")
         for (int t = 0; t < Tn; t++) y[t * R + r] = hsum(acc[r][t]);
-}
-
-T static void tile_q4(const hc_weight *w, const int *r, const void *const *x, float *y)
-{
-    const block_q4_0 *rows[R4];
-    for (int i = 0; i < R4; i++) rows[i] = QROW(block_q4_0, w, r[i]);
-    q4_tile(R4, T4, rows, (const xq4 *const *)x, w->n / QK8_0, y);
-}
-
-T static void axpy_q4(const hc_weight *w, int r, int c0, int c1, float a, float *y)
-{
-    const block_q4_0 *wb = QROW(block_q4_0, w, r);
-    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0)
-        axpy_q32(_mm256_sub_epi8(nibbles(wb[b].qs), _mm256_set1_epi8(8)), _cvtsh_ss(wb[b].d), a, y);
 }
 
 const hc_kernel hc_avx2_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q4, .arrange = arrange_q4,

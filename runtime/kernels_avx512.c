@@ -60,6 +60,13 @@ TI float dot_float(int k, const void *row, const float *x, int n)
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
+T static float dot_f(const hc_weight *w, int r, const void *x)
+{
+    const char *row = hc_float_row(w, r, 0);
+    if (w->type == GGML_TYPE_F32) return dot_float(GGML_TYPE_F32, row, x, w->n);
+    return w->type == GGML_TYPE_F16 ? dot_float(GGML_TYPE_F16, row, x, w->n) : dot_float(GGML_TYPE_BF16, row, x, w->n);
+}
+
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
 {
     __m512 va = _mm512_set1_ps(a);
@@ -67,6 +74,14 @@ TI void axpy_float(int k, const void *row, int n, float a, float *y)
         __mmask16 m = n - i >= 16 ? 0xffff : tail_mask(n - i);
         _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, load16(k, row, i, m), _mm512_maskz_loadu_ps(m, y + i)));
     }
+}
+
+T static void axpy_f(const hc_weight *w, int r, int c0, int c1, float a, float *y)
+{
+    const char *row = hc_float_row(w, r, c0);
+    if (w->type == GGML_TYPE_F32) axpy_float(GGML_TYPE_F32, row, c1 - c0, a, y);
+    else if (w->type == GGML_TYPE_F16) axpy_float(GGML_TYPE_F16, row, c1 - c0, a, y);
+    else axpy_float(GGML_TYPE_BF16, row, c1 - c0, a, y);
 }
 
 /* The float tile. dot_float sums a row in four 16-lane accumulators:
@@ -137,38 +152,13 @@ TI void tile(int k, int R, int Tn, const void *const *w, const float *const *x, 
                                                               _mm512_add_ps(acc[2][r][t], acc[3][r][t])));
 }
 
-/* Row r of a F32, F16 or BF16 weight, from column c. */
-TI const char *frow(const hc_weight *w, int r, int c)
-{
-    size_t es = w->type == GGML_TYPE_F32 ? 4 : 2;
-    return (const char *)w->data + ((size_t)r * (size_t)w->n + (size_t)c) * es;
-}
-
-T static float dot_f(const hc_weight *w, int r, const void *x)
-{
-    switch (w->type) {
-    case GGML_TYPE_F32: return dot_float(GGML_TYPE_F32, frow(w, r, 0), x, w->n);
-    case GGML_TYPE_F16: return dot_float(GGML_TYPE_F16, frow(w, r, 0), x, w->n);
-    default:            return dot_float(GGML_TYPE_BF16, frow(w, r, 0), x, w->n);
-    }
-}
-
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
-    const float *const *xf = (const float *const *)x;
-    for (int i = 0; i < RM; i++) rows[i] = frow(w, r[i], 0);
-    if (w->type == GGML_TYPE_F32) tile(GGML_TYPE_F32, RM, TM, rows, xf, w->n, y);
-    else if (w->type == GGML_TYPE_F16) tile(GGML_TYPE_F16, RM, TM, rows, xf, w->n, y);
-    else tile(GGML_TYPE_BF16, RM, TM, rows, xf, w->n, y);
-}
-
-T static void axpy_f(const hc_weight *w, int r, int c0, int c1, float a, float *y)
-{
-    const char *row = frow(w, r, c0);
-    if (w->type == GGML_TYPE_F32) axpy_float(GGML_TYPE_F32, row, c1 - c0, a, y);
-    else if (w->type == GGML_TYPE_F16) axpy_float(GGML_TYPE_F16, row, c1 - c0, a, y);
-    else axpy_float(GGML_TYPE_BF16, row, c1 - c0, a, y);
+    for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
+    if (w->type == GGML_TYPE_F32) tile(GGML_TYPE_F32, RM, TM, rows, (const float *const *)x, w->n, y);
+    else if (w->type == GGML_TYPE_F16) tile(GGML_TYPE_F16, RM, TM, rows, (const float *const *)x, w->n, y);
+    else tile(GGML_TYPE_BF16, RM, TM, rows, (const float *const *)x, w->n, y);
 }
 
 const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
@@ -304,8 +294,13 @@ TI void q8_run(int R, int Tn, const block_q8_0 *const *w, const xpair *const *xp
 }
 
 /* The Q8_0 tile, as dot_q8: pair p goes to accumulator p % 2; y = reduce(acc0 + acc1). */
-TI void q8_tile(int R, int Tn, const block_q8_0 *const *w, const xpair *const *xp, int nb, float *y)
+T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
+    enum { R = R8, Tn = T8 };
+    const block_q8_0 *w[R];
+    const xpair *const *xp = (const xpair *const *)xv;
+    const int nb = wt->n / QK8_0;
+    for (int r = 0; r < R; r++) w[r] = QROW(block_q8_0, wt, rows[r]);
     __m512 acc[2][RQ][TQN];
     _Pragma("GCC unroll 2")
     for (int j = 0; j < 2; j++)
@@ -324,13 +319,6 @@ TI void q8_tile(int R, int Tn, const block_q8_0 *const *w, const xpair *const *x
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
         for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r][t], acc[1][r][t]));
-}
-
-T static void tile_q8(const hc_weight *w, const int *r, const void *const *x, float *y)
-{
-    const block_q8_0 *rows[R8];
-    for (int i = 0; i < R8; i++) rows[i] = QROW(block_q8_0, w, r[i]);
-    q8_tile(R8, T8, rows, (const xpair *const *)x, w->n / QK8_0, y);
 }
 
 /* y[0..32) += a * (q * d): q*d is exact in float, then one FMA. */
@@ -527,8 +515,13 @@ TI void q4_chunk_tile(int R, int Tn, const char *const *w, const xq4 *const *xc,
 }
 
 /* The Q4_0 tile, as dot_q4: one accumulator, chunks in order, the last ones masked. */
-TI void q4_tile(int R, int Tn, const char *const *w, const xq4 *const *xc, int nb, float *y)
+T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
+    enum { R = R4, Tn = T4 };
+    const char *w[R];
+    const xq4 *const *xc = (const xq4 *const *)xv;
+    const int nb = wt->n / QK8_0;
+    for (int r = 0; r < R; r++) w[r] = (const char *)QROW(block_q4_0, wt, rows[r]);
     __m512 acc[RQ][TQN];
     long rb = (long)nb * 18;
     int c = 0, nc = (nb + Q4_CHUNK - 1) / Q4_CHUNK;
@@ -542,13 +535,6 @@ TI void q4_tile(int R, int Tn, const char *const *w, const xq4 *const *xc, int n
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
         for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(acc[r][t]);
-}
-
-T static void tile_q4(const hc_weight *w, const int *r, const void *const *x, float *y)
-{
-    const char *rows[R4];
-    for (int i = 0; i < R4; i++) rows[i] = (const char *)QROW(block_q4_0, w, r[i]);
-    q4_tile(R4, T4, rows, (const xq4 *const *)x, w->n / QK8_0, y);
 }
 
 T static void axpy_q4(const hc_weight *w, int r, int c0, int c1, float a, float *y)
