@@ -47,7 +47,6 @@ typedef struct hc_kernel {
 /* One weight type: what does not depend on the instruction set, and its
  * kernel on each (NULL where the build has none). */
 typedef struct hc_type_traits {
-    const char *name;
     size_t (*act_bytes)(const hc_weight *w);
     size_t (*row_bytes)(const hc_weight *w);
     void (*row_f32)(const hc_weight *w, int r, float *out);

@@ -45,7 +45,7 @@ typedef struct {
     float *y;
 } matvec_task;
 
-static void matvec_run(void *arg, int chunk, int ith)
+static void matvec_chunk(void *arg, int chunk, int ith)
 {
     const matvec_task *t = arg;
     int lo, hi;
@@ -59,7 +59,7 @@ void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, i
     size_t work = (size_t)w->rows * (size_t)w->n * (size_t)B;
     int nc = hc_pool_chunks(ctx->pool, (w->rows + ROW_UNIT - 1) / ROW_UNIT, work);
     matvec_task t = { w, acts, ctx->act_stride, y_stride, B, nc, y };
-    hc_pool_run(ctx->pool, matvec_run, &t, nc);
+    hc_pool_run(ctx->pool, matvec_chunk, &t, nc);
 }
 
 void hc_ctx_matvec(hc_ctx *ctx, const hc_weight *w, const float *x, int B, float *y)
@@ -92,7 +92,7 @@ typedef struct {
  * same bits as B = 1 row by row. */
 #define DOWN_SLAB 512
 #define DOWN_TILE 64
-static void down_rows_run(void *arg, int chunk, int ith)
+static void down_chunk(void *arg, int chunk, int ith)
 {
     const down_rows_task *t = arg;
     int E = t->w->n, lo, hi;
@@ -165,7 +165,7 @@ void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, cons
     }
     int nc = hc_pool_chunks(ctx->pool, (w->n + unit - 1) / unit, work);
     down_rows_task t = { w, idx, h, h_stride, k, B, nc, unit, nz_i, nz_h, nz_at, out };
-    hc_pool_run(ctx->pool, down_rows_run, &t, nc);
+    hc_pool_run(ctx->pool, down_chunk, &t, nc);
     free(nz_i);
     free(nz_h);
     free(nz_at);
@@ -186,7 +186,7 @@ typedef struct {
  * this thread's scratch; then the batched kernel reads each row once for all
  * B activations (gathering B times would read every row B times). A row's
  * value does not depend on where it is read from or on B (kernels.h). */
-static void rows_run(void *arg, int chunk, int ith)
+static void rows_chunk(void *arg, int chunk, int ith)
 {
     const rows_task *t = arg;
     int lo, hi;
@@ -243,11 +243,11 @@ void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int
         for (int b = 0; b < B; b++) {
             one.acts = (const char *)acts + (size_t)b * ctx->act_stride;
             one.y = y + (size_t)b * y_stride;
-            hc_pool_run(ctx->pool, rows_run, &one, nc);
+            hc_pool_run(ctx->pool, rows_chunk, &one, nc);
         }
         return;
     }
-    hc_pool_run(ctx->pool, rows_run, &t, nc);
+    hc_pool_run(ctx->pool, rows_chunk, &t, nc);
     free(t.scratch);
 }
 

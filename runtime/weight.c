@@ -49,12 +49,12 @@ static void row_gptq(const hc_weight *w, int r, float *out) { hc_gptq_row(w->ext
 #endif
 
 static const hc_type_traits traits[] = {
-    [T_F32]  = { "f32",       act_f32,  row_bytes_ggml, row_ggml, KERNELS(float) },
-    [T_F16]  = { "f16",       act_f32,  row_bytes_ggml, row_ggml, KERNELS(float) },
-    [T_BF16] = { "bf16",      act_f32,  row_bytes_ggml, row_ggml, KERNELS(float) },
-    [T_Q8_0] = { "q8_0",      act_q8,   row_bytes_ggml, row_ggml, KERNELS(q8_0) },
-    [T_Q4_0] = { "q4_0",      act_q8,   row_bytes_ggml, row_ggml, KERNELS(q4_0) },
-    [T_GPTQ] = { "int4-gptq", act_gptq, row_bytes_gptq, row_gptq, KERNELS(gptq) },
+    [T_F32]  = { act_f32,  row_bytes_ggml, row_ggml, KERNELS(float) },
+    [T_F16]  = { act_f32,  row_bytes_ggml, row_ggml, KERNELS(float) },
+    [T_BF16] = { act_f32,  row_bytes_ggml, row_ggml, KERNELS(float) },
+    [T_Q8_0] = { act_q8,   row_bytes_ggml, row_ggml, KERNELS(q8_0) },
+    [T_Q4_0] = { act_q8,   row_bytes_ggml, row_ggml, KERNELS(q4_0) },
+    [T_GPTQ] = { act_gptq, row_bytes_gptq, row_gptq, KERNELS(gptq) },
 };
 
 static int ggml_entry(uint32_t type)

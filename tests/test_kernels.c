@@ -494,6 +494,29 @@ static int axpy_all(const char *isa)
 
 static void test_axpy(void) { each_isa(axpy_all); }
 
+/* A column range [c0, c1) of a row (the down product's chunks) adds exactly
+ * what the whole row adds to those columns. */
+static int axpy_range_all(const char *isa)
+{
+    enum { N = 320, C0 = 64, C1 = 224 };
+    for (int ti = 0; ti < NTYPE; ti++) {
+        uint32_t t = types[ti];
+        void *w = make_weights(t, 3, N);
+        hc_weight wt = view(t, w, N, 3);
+        float full[N] = { 0 }, part[C1 - C0] = { 0 };
+        hc_weight_axpy(&wt, hc_isa(), 2, 0, N, 0.75f, full);
+        hc_weight_axpy(&wt, hc_isa(), 2, C0, C1, 0.75f, part);
+        free(w);
+        if (memcmp(part, full + C0, sizeof part)) {
+            th_fail(__FILE__, __LINE__, "%s %s: axpy over columns [%d, %d) differs from the whole row", isa,
+                    ggml_type_name(t), C0, C1);
+            return 0;
+        }
+    }
+    return 1;
+}
+static void test_axpy_range(void) { each_isa(axpy_range_all); }
+
 /* axpy against its definition in doubles, on the reference itself. */
 static void test_axpy_ref_definition(void)
 {
@@ -525,6 +548,7 @@ int main(void)
     RUN(test_matvec_tiled_quant);
     RUN(test_matvec_rows);
     RUN(test_axpy);
+    RUN(test_axpy_range);
     RUN(test_axpy_ref_definition);
     return th_done();
 }
