@@ -14,8 +14,8 @@
 
 /* ------------------------------------------------------------ down rows */
 
-/* Down rows: the down projection as one contiguous row of n_embd per neuron, so that
- * skipping a neuron skips its bytes (PowerInfer's ffn_down_t).
+/* Down rows: the down projection as one contiguous row of n_embd per
+ * neuron, so that skipping a neuron skips its bytes (PowerInfer's ffn_down_t).
  *
  * A PWRI file's ffn_down_t is used as it is. Otherwise ffn_down {n_ff, n_embd}
  * is transposed at load: F32, F16 and BF16 element by element (exact, same
