@@ -5,13 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "ctx_internal.h"
 #include "ggml_types.h"
 #include "kernels.h"
 
-/* Chunks of a product start at multiples of this many rows (listed rows for
- * the gathered products), so a kernel that handles rows in groups always sees
- * the same groups. */
-#define ROW_UNIT 16
 #define COL_UNIT 32      /* a quant block: column ranges start on block boundaries */
 
 void *hc_ctx_acts(hc_ctx *ctx, int second, size_t stride)

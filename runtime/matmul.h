@@ -20,8 +20,7 @@ void hc_ctx_prepare_gate_up(hc_ctx *ctx, const hc_layer *ly, const float *x_norm
 
 /* y[b*y_stride + r] = row r of w · activation b, threads split over rows. */
 void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride);
-/* y[B][w->rows] = w · x[B][w->n]: hc_ctx_prepare, then hc_ctx_matvec_prepared. */
-void hc_ctx_matvec(hc_ctx *ctx, const hc_weight *w, const float *x, int B, float *y);
+/* hc_ctx_matvec (model.h, public): hc_ctx_prepare, then hc_ctx_matvec_prepared. */
 /* y[b*y_stride + i] = row idx[i] of w · activation b (B prepared activations,
  * ctx->act_stride apart), i < k; threads split over the list. */
 void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int k, const void *acts, int B,
