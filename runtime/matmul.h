@@ -9,10 +9,10 @@
 
 #include "model.h"
 
-/* Activation buffer 0 or 1 ([n_batch] vectors of ctx->act_stride bytes),
+/* Activation buffer 0 or 1 ([n_batch] vectors of hc_ctx_act_stride(ctx) bytes),
  * grown (contents lost) when a weight needs more than stride bytes. */
 void *hc_ctx_acts(hc_ctx *ctx, int second, size_t stride);
-/* Prepare B rows x[B][w->n] for w into acts (stride ctx->act_stride). */
+/* Prepare B rows x[B][w->n] for w into acts (stride hc_ctx_act_stride(ctx)). */
 void hc_ctx_prepare(hc_ctx *ctx, const hc_weight *w, const float *x, int B, void *acts);
 /* The prepared x_norm rows for ffn_gate (*ag) and ffn_up (*au; the same buffer
  * when both weights take the same activation form). */
@@ -20,9 +20,10 @@ void hc_ctx_prepare_gate_up(hc_ctx *ctx, const hc_layer *ly, const float *x_norm
 
 /* y[b*y_stride + r] = row r of w · activation b, threads split over rows. */
 void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride);
-/* hc_ctx_matvec (model.h, public): hc_ctx_prepare, then hc_ctx_matvec_prepared. */
+/* (hc_ctx_matvec, the public product of model.h: hc_ctx_prepare, then hc_ctx_matvec_prepared.) */
+
 /* y[b*y_stride + i] = row idx[i] of w · activation b (B prepared activations,
- * ctx->act_stride apart), i < k; threads split over the list. */
+ * hc_ctx_act_stride(ctx) apart), i < k; threads split over the list. */
 void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int k, const void *acts, int B,
                         float *y, size_t y_stride);
 /* out[b][w->n] += sum over i < k of h[b*h_stride + i] · row idx[i] of w (row i
