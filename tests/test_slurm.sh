@@ -1,0 +1,164 @@
+#!/bin/sh
+# The pipeline's profile shards on a real Slurm: a private single-node cluster on
+# localhost (munged, slurmctld, slurmd started here, with every file in a
+# temporary directory, and stopped at exit whatever happens), then
+# scripts/pipeline.sh --slurm and make model LAUNCH=slurm profile the synthetic
+# model in 4 shards through it: the merged statistics and the .gpuidx equal the
+# local single run byte for byte; a failing shard is named with its log; a rerun
+# submits only the missing shards. Needs root (slurmd) and Debian's slurm-wlm
+# and munge; otherwise it reports skip.
+. tests/lib.sh
+ROOT=$(pwd)
+HC_BIN=$(cd "$HC_BIN" 2>/dev/null && pwd) || HC_BIN=$ROOT/bin
+for p in hc-gguf hc-convert hc-quantize hc-profile hc-solve hc-run; do
+    if [ ! -x "$HC_BIN/$p" ]; then skip slurm "$HC_BIN/$p not built"; finish; fi
+done
+if [ "$(id -u)" -ne 0 ]; then skip slurm "needs root (slurmd runs jobs as their user)"; finish; fi
+for p in munged mungekey slurmctld slurmd sbatch squeue scancel sinfo; do
+    if ! command -v $p >/dev/null; then
+        skip slurm "$p not installed (scripts/install-deps.sh installs slurm-wlm and munge)"; finish
+    fi
+done
+
+# ------------------------------------------------------------ the cluster
+# Nothing of this environment's Slurm settings leaks in (a test run inside a job).
+for v in $(env | sed -n 's/^\(SLURM_[A-Za-z0-9_]*\|SBATCH_[A-Za-z0-9_]*\|SQUEUE_[A-Za-z0-9_]*\)=.*/\1/p'); do
+    unset "$v"
+done
+CL=$T/slurm
+mkdir -p "$CL/state" "$CL/spool" && mkdir -m 755 "$CL/run" && chmod 711 "$T" "$CL" || exit 1
+export SLURM_CONF="$CL/slurm.conf"
+# stop_daemon PIDFILE: TERM, then up to 10 s, then KILL
+stop_daemon() {
+    [ -s "$1" ] || return 0
+    pid=$(cat "$1")
+    kill "$pid" 2>/dev/null || return 0
+    i=0
+    while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+# stop_slurm: cancel every job of this cluster, wait (10 s at most) for them to end, stop the daemons
+stop_slurm() {
+    if [ -s "$CL/slurmctld.pid" ]; then
+        scancel --user=root >/dev/null 2>&1
+        i=0
+        while [ -n "$(squeue -h 2>/dev/null)" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    fi
+    stop_daemon "$CL/slurmd.pid"; stop_daemon "$CL/slurmctld.pid"; stop_daemon "$CL/munged.pid"
+}
+trap 'stop_slurm; rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM HUP
+# give_up WHAT LOG: Slurm could not be started here: skip, with the log's last lines
+give_up() { skip slurm "$1: $(tail -n 3 "$2" 2>/dev/null | tr '\n' ' ')"; finish; }
+
+# two free TCP ports, a pair of our own (two runs at once have different process ids)
+port=$((20000 + $$ % 10000 * 2))
+while ss -Htln "sport = :$port or sport = :$((port + 1))" 2>/dev/null | grep -q .; do port=$((port + 2)); done
+
+mungekey -c -k "$CL/munge.key" 2>"$CL/mungekey.log" || give_up "mungekey failed" "$CL/mungekey.log"
+munged --key-file="$CL/munge.key" --socket="$CL/run/munge.sock" --pid-file="$CL/munged.pid" \
+    --log-file="$CL/munged.log" --seed-file="$CL/munged.seed" 2>>"$CL/munged.log" ||
+    give_up "munged failed" "$CL/munged.log"
+
+host=$(hostname -s)
+cat >"$SLURM_CONF" <<EOF
+ClusterName=hctest
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$CL/run/munge.sock
+StateSaveLocation=$CL/state
+SlurmdSpoolDir=$CL/spool
+SlurmctldPidFile=$CL/slurmctld.pid
+SlurmdPidFile=$CL/slurmd.pid
+SlurmctldLogFile=$CL/slurmctld.log
+SlurmdLogFile=$CL/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+MailProg=/bin/true
+ReturnToService=2
+NodeName=hcnode NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$(nproc)
+PartitionName=hc Nodes=hcnode Default=YES MaxTime=INFINITE State=UP
+EOF
+slurmctld -f "$SLURM_CONF" 2>>"$CL/slurmctld.log" || give_up "slurmctld failed" "$CL/slurmctld.log"
+slurmd -N hcnode -f "$SLURM_CONF" 2>>"$CL/slurmd.log" || give_up "slurmd failed" "$CL/slurmd.log"
+# the node is up and idle within 30 s
+i=0
+until [ "$(sinfo -h -n hcnode -o %t 2>/dev/null)" = idle ]; do
+    i=$((i + 1)); [ $i -le 150 ] || give_up "the node is not idle after 30 s" "$CL/slurmd.log"
+    sleep 0.2
+done
+ok slurm_cluster_up
+export HC_SLURM_POLL=1
+
+# ------------------------------------------------------------ scripts/pipeline.sh --slurm
+cp models/synth-corpus.txt "$T/corpus.txt"
+pipe() { out=$1; shift; sh scripts/pipeline.sh -o "$out" --corpus "$T/corpus.txt" -b 340K \
+             --solve-opts "--min-layer-neurons 0" -t 1 --no-run "$@"; }
+check pipeline_local pipe "$T/local"
+check pipeline_slurm pipe "$T/sl" --slurm --shards 4 --sbatch-opts "--partition=hc"
+cp "$T/out" "$T/sl.out"
+check pipeline_slurm_identical_stats cmp "$T/local/stats.gguf" "$T/sl/stats.gguf"
+check pipeline_slurm_identical_gpuidx cmp "$T/local/model.gpuidx" "$T/sl/model.gpuidx"
+# one job array of the 4 shards with the user's options, the merge after it
+check pipeline_slurm_array grep -q "^sbatch --parsable .*--array=0-3 .*--partition=hc .*profile-shard.sbatch$" "$T/sl.out"
+check pipeline_slurm_merge_after grep -q "^sbatch .*--dependency=afterok:[0-9]* .*profile-merge.sbatch$" "$T/sl.out"
+check pipeline_slurm_progress grep -q "^slurm-profile: shards 4/4 done, 0 running, 0 pending, 0 failed; merge done" "$T/sl.out"
+for i in 0 1 2 3; do check "pipeline_slurm_shard_log_$i" grep -q "stats.shard$i-4.gguf: [0-9]* tokens" "$T/sl/logs/profile-$i.out"; done
+
+# a rerun submits only the shards whose files are missing, and keeps the others
+rm "$T/sl/stats.shard1-4.gguf" "$T/sl/stats.shard3-4.gguf"
+stat -c '%i %y' "$T/sl/stats.shard0-4.gguf" "$T/sl/stats.shard2-4.gguf" >"$T/kept.before"
+check pipeline_slurm_rerun pipe "$T/sl" --slurm --shards 4
+cp "$T/out" "$T/run.out"
+check pipeline_slurm_rerun_array grep -q "^sbatch .*--array=1,3 " "$T/run.out"
+check pipeline_slurm_rerun_says_kept grep -q "2 of 4 shards already profiled" "$T/run.out"
+stat -c '%i %y' "$T/sl/stats.shard0-4.gguf" "$T/sl/stats.shard2-4.gguf" >"$T/kept.after"
+check pipeline_slurm_rerun_kept_shards cmp "$T/kept.before" "$T/kept.after"
+check pipeline_slurm_rerun_identical cmp "$T/local/stats.gguf" "$T/sl/stats.gguf"
+
+# ------------------------------------------------------------ make model LAUNCH=slurm
+# shard 2 fails (while $T/fail exists) once the other three have written their files
+cat >"$T/prof" <<EOF
+#!/bin/sh
+case "\$*" in *"--shard 2/4"*) if [ -f "$T/fail" ]; then
+    i=0; while [ "\$(ls "$T"/m/stats.shard*-4.gguf 2>/dev/null | wc -l)" -lt 3 ] && [ \$i -lt 300 ]; do
+        sleep 0.1; i=\$((i + 1)); done
+    echo "hc-profile: shard 2 broke on purpose" >&2; exit 3; fi ;;
+esac
+exec "$HC_BIN/hc-profile" "\$@"
+EOF
+chmod +x "$T/prof"
+MK="env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C $ROOT"
+A="SRC=synth OUT=$T/m HC_BIN=$HC_BIN HC_PROFILE=$T/prof CORPUS=$T/corpus.txt BUDGET=340K THREADS=1 LAUNCH=slurm SHARDS=4"
+SF="SOLVE_FLAGS=--min-layer-neurons 0"
+touch "$T/fail"
+check_fails make_slurm_failing_shard "shard 2/4 failed (Slurm job [0-9]*_2, exit status 3); its log: $T/m/logs/profile-2.err" \
+    $MK model $A "$SF" SBATCH_OPTS=--time=10
+cp "$T/err" "$T/run.err"
+check make_slurm_failing_shard_log grep -q "| hc-profile: shard 2 broke on purpose" "$T/run.err"
+check make_slurm_failing_no_stats test ! -e "$T/m/stats.gguf" -a ! -e "$T/m/model.gpuidx"
+rm "$T/fail"
+check make_slurm_rerun $MK model $A "$SF" SBATCH_OPTS=--time=10
+cp "$T/out" "$T/run.out"
+check make_slurm_rerun_only_failed grep -q "^sbatch .*--array=2 .*--time=10 " "$T/run.out"
+check make_slurm_identical_stats cmp "$T/local/stats.gguf" "$T/m/stats.gguf"
+check make_slurm_identical_gpuidx cmp "$T/local/model.gpuidx" "$T/m/model.gpuidx"
+check make_slurm_up_to_date $MK -q model $A "$SF"
+# other profiling options: none of the old shards is reused
+check make_slurm_new_options $MK model $A "$SF" "PROFILE_FLAGS=--tokens 2000"
+cp "$T/out" "$T/run.out"
+check make_slurm_new_options_all_shards grep -q "^sbatch .*--array=0-3 " "$T/run.out"
+check make_slurm_new_options_stats sh -c "'$HC_BIN/hc-profile' show '$T/m/stats.gguf' | grep -q ' 2000 tokens'"
+check_fails slurm_refuses_array_option "--array=7 is set by slurm-profile" \
+    sh scripts/slurm-profile.sh -m "$T/local/model-quant.gguf" -f "$T/corpus.txt" -o "$T/x.gguf" --sbatch-opts "--array=7"
+finish
