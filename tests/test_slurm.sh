@@ -28,23 +28,28 @@ done
 CL=$T/slurm
 mkdir -p "$CL/state" "$CL/spool" && mkdir -m 755 "$CL/run" && chmod 711 "$T" "$CL" || exit 1
 export SLURM_CONF="$CL/slurm.conf"
-# stop_daemon PIDFILE: TERM, then up to 10 s, then KILL
-stop_daemon() {
-    [ -s "$1" ] || return 0
-    pid=$(cat "$1")
-    kill "$pid" 2>/dev/null || return 0
-    i=0
-    while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+# start NAME COMMAND...: run a daemon in the foreground, in the background; its
+# process id in $CL/NAME.run, its output in $CL/NAME.log
+start() { name=$1; shift; "$@" >>"$CL/$name.log" 2>&1 & echo $! >"$CL/$name.run"; }
+# alive NAME: that daemon runs
+alive() { [ -s "$CL/$1.run" ] && kill -0 "$(cat "$CL/$1.run")" 2>/dev/null; }
+# stop NAME: TERM, then up to 10 s, then KILL
+stop() {
+    alive "$1" || return 0
+    pid=$(cat "$CL/$1.run")
+    kill "$pid"
+    n=0
+    while kill -0 "$pid" 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
     kill -KILL "$pid" 2>/dev/null || true
 }
 # stop_slurm: cancel every job of this cluster, wait (10 s at most) for them to end, stop the daemons
 stop_slurm() {
-    if [ -s "$CL/slurmctld.pid" ]; then
-        scancel --user=root >/dev/null 2>&1
-        i=0
-        while [ -n "$(squeue -h 2>/dev/null)" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    if alive slurmctld; then
+        timeout 10 scancel --user=root >/dev/null 2>&1
+        end=$(($(date +%s) + 10))
+        while [ "$(date +%s)" -lt $end ] && [ -n "$(timeout 5 squeue -h 2>/dev/null)" ]; do sleep 0.2; done
     fi
-    stop_daemon "$CL/slurmd.pid"; stop_daemon "$CL/slurmctld.pid"; stop_daemon "$CL/munged.pid"
+    stop slurmd; stop slurmctld; stop munged
 }
 trap 'stop_slurm; rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
@@ -56,9 +61,13 @@ port=$((20000 + $$ % 10000 * 2))
 while ss -Htln "sport = :$port or sport = :$((port + 1))" 2>/dev/null | grep -q .; do port=$((port + 2)); done
 
 mungekey -c -k "$CL/munge.key" 2>"$CL/mungekey.log" || give_up "mungekey failed" "$CL/mungekey.log"
-munged --key-file="$CL/munge.key" --socket="$CL/run/munge.sock" --pid-file="$CL/munged.pid" \
-    --log-file="$CL/munged.log" --seed-file="$CL/munged.seed" 2>>"$CL/munged.log" ||
-    give_up "munged failed" "$CL/munged.log"
+start munged munged -F --key-file="$CL/munge.key" --socket="$CL/run/munge.sock" --pid-file="$CL/munged.pid" \
+    --log-file="$CL/munged.log" --seed-file="$CL/munged.seed"
+end=$(($(date +%s) + 10))
+until [ -S "$CL/run/munge.sock" ]; do
+    if ! alive munged || [ "$(date +%s)" -ge $end ]; then give_up "munged failed" "$CL/munged.log"; fi
+    sleep 0.1
+done
 
 host=$(hostname -s)
 cat >"$SLURM_CONF" <<EOF
@@ -75,8 +84,6 @@ StateSaveLocation=$CL/state
 SlurmdSpoolDir=$CL/spool
 SlurmctldPidFile=$CL/slurmctld.pid
 SlurmdPidFile=$CL/slurmd.pid
-SlurmctldLogFile=$CL/slurmctld.log
-SlurmdLogFile=$CL/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -89,20 +96,24 @@ ReturnToService=2
 NodeName=hcnode NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$(nproc)
 PartitionName=hc Nodes=hcnode Default=YES MaxTime=INFINITE State=UP
 EOF
-slurmctld -f "$SLURM_CONF" 2>>"$CL/slurmctld.log" || give_up "slurmctld failed" "$CL/slurmctld.log"
-slurmd -N hcnode -f "$SLURM_CONF" 2>>"$CL/slurmd.log" || give_up "slurmd failed" "$CL/slurmd.log"
+start slurmctld slurmctld -D -f "$SLURM_CONF"
+start slurmd slurmd -D -N hcnode -f "$SLURM_CONF"
 # the node is up and idle within 30 s
-i=0
-until [ "$(sinfo -h -n hcnode -o %t 2>/dev/null)" = idle ]; do
-    i=$((i + 1)); [ $i -le 150 ] || give_up "the node is not idle after 30 s" "$CL/slurmd.log"
+end=$(($(date +%s) + 30))
+until [ "$(timeout 5 sinfo -h -n hcnode -o %t 2>/dev/null)" = idle ]; do
+    alive slurmctld || give_up "slurmctld failed" "$CL/slurmctld.log"
+    alive slurmd || give_up "slurmd failed" "$CL/slurmd.log"
+    [ "$(date +%s)" -lt $end ] || give_up "the node is not idle after 30 s" "$CL/slurmd.log"
     sleep 0.2
 done
 ok slurm_cluster_up
 export HC_SLURM_POLL=1
+# every run through Slurm ends within 2 minutes (timeout's TERM makes slurm-profile cancel its jobs)
+TO="timeout 120"
 
 # ------------------------------------------------------------ scripts/pipeline.sh --slurm
 cp models/synth-corpus.txt "$T/corpus.txt"
-pipe() { out=$1; shift; sh scripts/pipeline.sh -o "$out" --corpus "$T/corpus.txt" -b 340K \
+pipe() { out=$1; shift; $TO sh scripts/pipeline.sh -o "$out" --corpus "$T/corpus.txt" -b 340K \
              --solve-opts "--min-layer-neurons 0" -t 1 --no-run "$@"; }
 check pipeline_local pipe "$T/local"
 check pipeline_slurm pipe "$T/sl" --slurm --shards 4 --sbatch-opts "--partition=hc"
@@ -138,7 +149,7 @@ esac
 exec "$HC_BIN/hc-profile" "\$@"
 EOF
 chmod +x "$T/prof"
-MK="env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C $ROOT"
+MK="$TO env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C $ROOT"
 A="SRC=synth OUT=$T/m HC_BIN=$HC_BIN HC_PROFILE=$T/prof CORPUS=$T/corpus.txt BUDGET=340K THREADS=1 LAUNCH=slurm SHARDS=4"
 SF="SOLVE_FLAGS=--min-layer-neurons 0"
 touch "$T/fail"
