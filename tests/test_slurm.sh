@@ -170,6 +170,35 @@ check make_slurm_new_options $MK model $A "$SF" "PROFILE_FLAGS=--tokens 2000"
 cp "$T/out" "$T/run.out"
 check make_slurm_new_options_all_shards grep -q "^sbatch .*--array=0-3 " "$T/run.out"
 check make_slurm_new_options_stats sh -c "'$HC_BIN/hc-profile' show '$T/m/stats.gguf' | grep -q ' 2000 tokens'"
+
+# ------------------------------------------------------------ scripts/slurm-profile.sh
+SP="sh scripts/slurm-profile.sh -m $T/sl/model-quant.gguf -f $T/corpus.txt -n 4"
+# a failing merge is named with its log (every shard is there: only the merge job runs)
+cat >"$T/mergefail" <<EOF
+#!/bin/sh
+[ "\$1" = merge ] && { echo "hc-profile: merge broke on purpose" >&2; exit 4; }
+exec "$HC_BIN/hc-profile" "\$@"
+EOF
+chmod +x "$T/mergefail"
+HC_PROFILE=$T/mergefail $TO $SP -o "$T/sl/stats.gguf" >"$T/run.out" 2>"$T/run.err"; rc=$?
+if [ $rc -eq 4 ] && grep -q "^slurm-profile: 4 of 4 shards already profiled" "$T/run.out" &&
+   ! grep -q -- "--array" "$T/run.out" && grep -q "| hc-profile: merge broke on purpose" "$T/run.err" &&
+   grep -q "the merge failed (Slurm job [0-9]*, exit status 4); its log: $T/sl/logs/merge.err" "$T/run.err"; then
+    ok slurm_failing_merge
+else fail slurm_failing_merge "rc=$rc: $(cat "$T/run.out" "$T/run.err")"; fi
+# interrupted while its shards run, it cancels its jobs
+printf '#!/bin/sh\nsleep 60\n' >"$T/slow"
+chmod +x "$T/slow"
+HC_PROFILE=$T/slow $SP -o "$T/int/stats.gguf" >"$T/int.out" 2>&1 &
+sp=$!
+end=$(($(date +%s) + 60))
+until squeue -h -t R -o %i | grep -q _ || [ "$(date +%s)" -ge $end ]; do sleep 0.2; done
+kill -TERM $sp; wait $sp; rc=$?
+end=$(($(date +%s) + 20))
+while [ -n "$(squeue -h)" ] && [ "$(date +%s)" -lt $end ]; do sleep 0.2; done
+if [ $rc -eq 130 ] && grep -q "^slurm-profile: interrupted: cancelled job(s) [0-9]* [0-9]*$" "$T/int.out" &&
+   [ -z "$(squeue -h)" ]; then ok slurm_interrupt_cancels
+else fail slurm_interrupt_cancels "rc=$rc, queue: $(squeue -h | head -3): $(cat "$T/int.out")"; fi
 check_fails slurm_refuses_array_option "--array=7 is set by slurm-profile" \
     sh scripts/slurm-profile.sh -m "$T/local/model-quant.gguf" -f "$T/corpus.txt" -o "$T/x.gguf" --sbatch-opts "--array=7"
 finish
