@@ -9,10 +9,7 @@
 # and munge; otherwise it reports skip.
 . tests/lib.sh
 ROOT=$(pwd)
-HC_BIN=$(cd "$HC_BIN" 2>/dev/null && pwd) || HC_BIN=$ROOT/bin
-for p in hc-gguf hc-convert hc-quantize hc-profile hc-solve hc-run; do
-    if [ ! -x "$HC_BIN/$p" ]; then skip slurm "$HC_BIN/$p not built"; finish; fi
-done
+need_programs slurm hc-gguf hc-convert hc-quantize hc-profile hc-solve hc-run
 if [ "$(id -u)" -ne 0 ]; then skip slurm "needs root (slurmd runs jobs as their user)"; finish; fi
 for p in munged mungekey slurmctld slurmd sbatch squeue scancel sinfo; do
     if ! command -v $p >/dev/null; then
