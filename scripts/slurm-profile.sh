@@ -21,8 +21,8 @@ usage: scripts/slurm-profile.sh -m MODEL -f CORPUS -o STATS [options]
 
 Submits the shards whose files are missing as one job array (sbatch --array),
 then hc-profile merge as a job with --dependency=afterok on it, and waits.
-Shards made from another model, corpus or hc-profile options (STATS.shards.txt)
-are removed first. Every path must be on a filesystem the compute nodes share.
+Shards made from another model, corpus, hc-profile program or options
+(STATS.shards.txt) are removed first. Every path must be on a filesystem the compute nodes share.
 The program is $HC_PROFILE (default $HC_BIN/hc-profile); $HC_SLURM_POLL is the
 seconds between two looks at the queue (default 10).
 EOF
@@ -84,10 +84,12 @@ q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 shard() { printf '%s.shard%s-%s.gguf' "$base" "$1" "$shards"; }
 
 # ---------------------------------------------------------------- which shards to run
-# The shards' identity: model and corpus contents, hc-profile options. Shards
-# made from anything else are removed, so a rerun never merges stale ones.
+# The shards' identity: the contents of the model, the corpus and the program,
+# and the hc-profile options. Shards made from anything else are removed, so a
+# rerun never merges stale ones.
 stamp=$base.shards.txt
-ident=$(printf 'model %s\ncorpus %s\noptions %s\n' "$(cksum <"$model")" "$(cksum <"$corpus")" "$profile_opts")
+ident=$(printf 'model %s\ncorpus %s\nprogram %s\noptions %s\n' "$(cksum <"$model")" "$(cksum <"$corpus")" \
+        "$(cksum <"$HC_PROFILE")" "$profile_opts")
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$ident" ]; then
     rm -f "$base".shard*-*.gguf
     printf '%s\n' "$ident" >"$stamp.tmp" && mv "$stamp.tmp" "$stamp" || exit 1

@@ -135,9 +135,11 @@ check pipeline_slurm_rerun_kept_shards cmp "$T/kept.before" "$T/kept.after"
 check pipeline_slurm_rerun_identical cmp "$T/local/stats.gguf" "$T/sl/stats.gguf"
 
 # ------------------------------------------------------------ make model LAUNCH=slurm
-# shard 2 fails (while $T/fail exists) once the other three have written their files
+# shard 2 fails (while $T/fail exists) once the other three have written their files;
+# the merge fails while $T/failmerge exists
 cat >"$T/prof" <<EOF
 #!/bin/sh
+[ "\$1" = merge ] && [ -f "$T/failmerge" ] && { echo "hc-profile: merge broke on purpose" >&2; exit 4; }
 case "\$*" in *"--shard 2/4"*) if [ -f "$T/fail" ]; then
     i=0; while [ "\$(ls "$T"/m/stats.shard*-4.gguf 2>/dev/null | wc -l)" -lt 3 ] && [ \$i -lt 300 ]; do
         sleep 0.1; i=\$((i + 1)); done
@@ -169,24 +171,20 @@ check make_slurm_new_options_all_shards grep -q "^sbatch .*--array=0-3 " "$T/run
 check make_slurm_new_options_stats sh -c "'$HC_BIN/hc-profile' show '$T/m/stats.gguf' | grep -q ' 2000 tokens'"
 
 # ------------------------------------------------------------ scripts/slurm-profile.sh
-SP="sh scripts/slurm-profile.sh -m $T/sl/model-quant.gguf -f $T/corpus.txt -n 4"
-# a failing merge is named with its log (every shard is there: only the merge job runs)
-cat >"$T/mergefail" <<EOF
-#!/bin/sh
-[ "\$1" = merge ] && { echo "hc-profile: merge broke on purpose" >&2; exit 4; }
-exec "$HC_BIN/hc-profile" "\$@"
-EOF
-chmod +x "$T/mergefail"
-HC_PROFILE=$T/mergefail $TO $SP -o "$T/sl/stats.gguf" >"$T/run.out" 2>"$T/run.err"; rc=$?
+SP="sh scripts/slurm-profile.sh -f $T/corpus.txt -n 4"
+# a failing merge is named with its log (every shard of make's last run is there: only the merge job runs)
+touch "$T/failmerge"
+HC_PROFILE=$T/prof $TO $SP -m "$T/m/model-quant.gguf" -o "$T/m/stats.gguf" --profile-opts "--tokens 2000" \
+    >"$T/run.out" 2>"$T/run.err"; rc=$?
 if [ $rc -eq 4 ] && grep -q "^slurm-profile: 4 of 4 shards already profiled" "$T/run.out" &&
    ! grep -q -- "--array" "$T/run.out" && grep -q "| hc-profile: merge broke on purpose" "$T/run.err" &&
-   grep -q "the merge failed (Slurm job [0-9]*, exit status 4); its log: $T/sl/logs/merge.err" "$T/run.err"; then
+   grep -q "the merge failed (Slurm job [0-9]*, exit status 4); its log: $T/m/logs/merge.err" "$T/run.err"; then
     ok slurm_failing_merge
 else fail slurm_failing_merge "rc=$rc: $(cat "$T/run.out" "$T/run.err")"; fi
 # interrupted while its shards run, it cancels its jobs
 printf '#!/bin/sh\nsleep 60\n' >"$T/slow"
 chmod +x "$T/slow"
-HC_PROFILE=$T/slow $SP -o "$T/int/stats.gguf" >"$T/int.out" 2>&1 &
+HC_PROFILE=$T/slow $SP -m "$T/m/model-quant.gguf" -o "$T/int/stats.gguf" >"$T/int.out" 2>&1 &
 sp=$!
 end=$(($(date +%s) + 60))
 until squeue -h -t R -o %i | grep -q _ || [ "$(date +%s)" -ge $end ]; do sleep 0.2; done
@@ -197,5 +195,5 @@ if [ $rc -eq 130 ] && grep -q "^slurm-profile: interrupted: cancelled job(s) [0-
    [ -z "$(squeue -h)" ]; then ok slurm_interrupt_cancels
 else fail slurm_interrupt_cancels "rc=$rc, queue: $(squeue -h | head -3): $(cat "$T/int.out")"; fi
 check_fails slurm_refuses_array_option "--array=7 is set by slurm-profile" \
-    sh scripts/slurm-profile.sh -m "$T/local/model-quant.gguf" -f "$T/corpus.txt" -o "$T/x.gguf" --sbatch-opts "--array=7"
+    $SP -m "$T/local/model-quant.gguf" -o "$T/x.gguf" --sbatch-opts "--array=7"
 finish
