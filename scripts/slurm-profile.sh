@@ -22,9 +22,10 @@ usage: scripts/slurm-profile.sh -m MODEL -f CORPUS -o STATS [options]
 Submits the shards whose files are missing as one job array (sbatch --array),
 then hc-profile merge as a job with --dependency=afterok on it, and waits.
 Shards made from another model, corpus, hc-profile program or options
-(STATS.shards.txt) are removed first. Every path must be on a filesystem the compute nodes share.
-The program is $HC_PROFILE (default $HC_BIN/hc-profile); $HC_SLURM_POLL is the
-seconds between two looks at the queue (default 10).
+(STATS.shards.txt) are removed first. Every path must be on a filesystem that
+the compute nodes share. The program is $HC_PROFILE (default $HC_BIN/hc-profile);
+$HC_SLURM_POLL is the seconds between two looks at the queue (default 10); a
+task gone from the queue without its exit status fails after 6 looks.
 EOF
 }
 
@@ -32,9 +33,6 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 HC_BIN=${HC_BIN:-$here/bin}
 HC_PROFILE=${HC_PROFILE:-$HC_BIN/hc-profile}
 poll=${HC_SLURM_POLL:-10}
-# seconds a task may be gone from the queue without its exit status before it
-# counts as failed (shared filesystems may show a new file late)
-grace=60
 
 model='' corpus='' stats='' shards=1 threads='' profile_opts='' sbatch_opts='' logs=''
 die() { echo "slurm-profile: $*" >&2; exit 2; }
@@ -60,6 +58,9 @@ fi
 case $shards in ''|*[!0-9]*|0) die "--shards $shards: not a positive integer" ;; esac
 case $threads in *[!0-9]*|0) die "--threads $threads: not a positive integer" ;; esac
 case $poll in ''|*[!0-9]*|0) die "HC_SLURM_POLL=$poll: not a positive integer" ;; esac
+# seconds a task may be gone from the queue without its exit status before it
+# counts as failed (a shared filesystem may show a new file late)
+grace=$((6 * poll))
 for o in $sbatch_opts; do
     case $o in -a|--array*|-d|--dependency*|-o|--output*|-e|--error*)
         die "--sbatch-opts: $o is set by slurm-profile (the shards' array, the merge's dependency, the logs)" ;;
@@ -175,21 +176,25 @@ look() {
     q=$(squeue -h -r -u "$(id -un)" -o '%F %K %t' 2>/dev/null) || return 1
     printf '%s\n' "$q" | awk -v j="$1" '$1 == j { printf " %s:%s", $2, $3 } END { print " " }'
 }
-# state NAME TASK STATUSFILE OUTPUT: done, failed, running or pending, from the
-# status file the job writes, else from $tasks (a look); a task gone from the queue
-# without a status is running for $grace s (it may be writing it), then failed
+# state TASK STATUSFILE OUTPUT: done, failed, running, pending or gone (from
+# the queue), from the status file the job writes, else from $tasks (a look)
 state() {
-    if [ -f "$3" ]; then
-        if [ "$(cat "$3")" = 0 ] && [ -f "$4" ]; then echo "done"; else echo failed; fi
+    if [ -f "$2" ]; then
+        if [ "$(cat "$2")" = 0 ] && [ -f "$3" ]; then echo "done"; else echo failed; fi
         return
     fi
     case $tasks in
-        *" $2:R "*|*" $2:CG "*|*" $2:CF "*|*" $2:SO "*) echo running ;;
-        *" $2:"*) echo pending ;;
-        *) eval "since=\${gone_$1:-}"
-           [ -n "$since" ] || { since=$(date +%s); eval "gone_$1=$since"; }
-           if [ $(($(date +%s) - since)) -ge $grace ]; then echo failed; else echo running; fi ;;
+        *" $1:R "*|*" $1:CG "*|*" $1:CF "*|*" $1:SO "*) echo running ;;
+        *" $1:"*) echo pending ;;
+        *) echo gone ;;
     esac
+}
+# settle NAME: $s for a task gone from the queue without an exit status: running
+# for $grace s since it was first seen gone (it may be writing it), then failed
+settle() {
+    eval "since=\${gone_$1:-}"
+    [ -n "$since" ] || { since=$(date +%s); eval "gone_$1=$since"; }
+    if [ $(($(date +%s) - since)) -ge $grace ]; then s=failed; else s=running; fi
 }
 # why_failed STATUSFILE OUTPUT: what went wrong
 why_failed() {
@@ -216,7 +221,9 @@ while :; do
     tasks=$(look "$array") || continue
     n_done=$kept n_run=0 n_pend=0 n_bad=0 bad=''
     for i in $todo; do
-        case $(state "shard$i" "$i" "$logs/profile-$i.status" "$(shard "$i")") in
+        s=$(state "$i" "$logs/profile-$i.status" "$(shard "$i")")
+        [ "$s" != gone ] || settle "shard$i"
+        case $s in
             done) n_done=$((n_done + 1)) ;; running) n_run=$((n_run + 1)) ;;
             pending) n_pend=$((n_pend + 1)) ;; failed) n_bad=$((n_bad + 1)) bad="$bad $i" ;;
         esac
@@ -225,7 +232,9 @@ while :; do
     m=''
     if [ "$n_done" -eq "$shards" ]; then
         tasks=$(look "$merge") || continue
-        m=$(state merge N/A "$logs/merge.status" "$stats")
+        s=$(state N/A "$logs/merge.status" "$stats")
+        [ "$s" != gone ] || settle merge
+        m=$s
         line="$line; merge $m"
     fi
     [ "$line" = "$last" ] || { echo "$line"; last=$line; }

@@ -181,16 +181,35 @@ if [ $rc -eq 4 ] && grep -q "^slurm-profile: 4 of 4 shards already profiled" "$T
    grep -q "the merge failed (Slurm job [0-9]*, exit status 4); its log: $T/m/logs/merge.err" "$T/run.err"; then
     ok slurm_failing_merge
 else fail slurm_failing_merge "rc=$rc: $(cat "$T/run.out" "$T/run.err")"; fi
-# interrupted while its shards run, it cancels its jobs
 printf '#!/bin/sh\nsleep 60\n' >"$T/slow"
 chmod +x "$T/slow"
+# running_task: the id of one running array task (JOB_TASK), after up to 60 s
+running_task() {
+    end=$(($(date +%s) + 60))
+    until squeue -h -t R -o %i | grep -q _ || [ "$(date +%s)" -ge $end ]; do sleep 0.2; done
+    squeue -h -t R -o %i | grep _ | head -n 1
+}
+# empty_queue: wait (20 s at most) until no job is left
+empty_queue() {
+    end=$(($(date +%s) + 20))
+    while [ -n "$(squeue -h)" ] && [ "$(date +%s)" -lt $end ]; do sleep 0.2; done
+    [ -z "$(squeue -h)" ]
+}
+# a task that ends without writing its exit status (cancelled from outside, as
+# Slurm does at a time limit) fails after 6 looks at the queue, named
+HC_PROFILE=$T/slow $TO $SP -m "$T/m/model-quant.gguf" -o "$T/lost/stats.gguf" >"$T/lost.out" 2>&1 &
+sp=$!
+task=$(running_task)
+scancel "$task"; wait $sp; rc=$?
+if [ -n "$task" ] && [ $rc -eq 1 ] && empty_queue && grep -q "shard ${task#*_}/4 failed (Slurm job $task, ended without an exit status: cancelled, out of time or memory, or its node failed); its log: $T/lost/logs/profile-${task#*_}.err" "$T/lost.out"; then
+    ok slurm_task_without_status_fails
+else fail slurm_task_without_status_fails "task $task, rc=$rc: $(cat "$T/lost.out")"; fi
+# interrupted while its shards run, it cancels its jobs
 HC_PROFILE=$T/slow $SP -m "$T/m/model-quant.gguf" -o "$T/int/stats.gguf" >"$T/int.out" 2>&1 &
 sp=$!
-end=$(($(date +%s) + 60))
-until squeue -h -t R -o %i | grep -q _ || [ "$(date +%s)" -ge $end ]; do sleep 0.2; done
+running_task >/dev/null
 kill -TERM $sp; wait $sp; rc=$?
-end=$(($(date +%s) + 20))
-while [ -n "$(squeue -h)" ] && [ "$(date +%s)" -lt $end ]; do sleep 0.2; done
+empty_queue
 if [ $rc -eq 130 ] && grep -q "^slurm-profile: interrupted: cancelled job(s) [0-9]* [0-9]*$" "$T/int.out" &&
    [ -z "$(squeue -h)" ]; then ok slurm_interrupt_cancels
 else fail slurm_interrupt_cancels "rc=$rc, queue: $(squeue -h | head -3): $(cat "$T/int.out")"; fi
