@@ -195,12 +195,12 @@ empty_queue() {
     while [ -n "$(squeue -h)" ] && [ "$(date +%s)" -lt $end ]; do sleep 0.2; done
     [ -z "$(squeue -h)" ]
 }
-# a task that ends without writing its exit status (cancelled from outside, as
-# Slurm does at a time limit) fails after 6 looks at the queue, named
+# a task that ends without writing its exit status (every process of it killed,
+# as on a lost node) fails after 6 looks at the queue, named
 HC_PROFILE=$T/slow $TO $SP -m "$T/m/model-quant.gguf" -o "$T/lost/stats.gguf" >"$T/lost.out" 2>&1 &
 sp=$!
 task=$(running_task)
-scancel "$task"; wait $sp; rc=$?
+scancel --full --signal=KILL "$task"; wait $sp; rc=$?
 if [ -n "$task" ] && [ $rc -eq 1 ] && empty_queue && grep -q "shard ${task#*_}/4 failed (Slurm job $task, ended without an exit status: cancelled, out of time or memory, or its node failed); its log: $T/lost/logs/profile-${task#*_}.err" "$T/lost.out"; then
     ok slurm_task_without_status_fails
 else fail slurm_task_without_status_fails "task $task, rc=$rc: $(cat "$T/lost.out")"; fi
