@@ -3,12 +3,18 @@
 #   scripts/install-deps.sh              install them all (needs root)
 #   scripts/install-deps.sh --if-missing install only when something is missing;
 #                                        without root, print the command instead
+#   scripts/install-deps.sh --help       this text
 # OPTIONAL packages serve one test only and the programs do not need them:
 # slurm-wlm and munge for tests/test_slurm.sh (a private single-node Slurm; it
 # reports skip without them). Without root a missing optional package is named
-# but does not stop `make test`. Debian enables the packages' munge and slurm
-# services; they stay idle without an /etc/slurm/slurm.conf.
+# but does not stop `make test`. Debian enables their system services (munge,
+# slurmctld, slurmd) on install; the test uses none of them, it runs its own.
 set -eu
+case ${1:-} in
+    -h|--help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    ''|--if-missing) ;;
+    *) echo "install-deps: unknown option '$1' (--help)" >&2; exit 1 ;;
+esac
 PKGS="build-essential pkg-config clang libclang-rt-dev libglpk-dev zlib1g-dev libopenblas-dev
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libcjson-dev valgrind"
 OPTIONAL="slurm-wlm munge"
