@@ -4,9 +4,10 @@
 # temporary directory, and stopped at exit whatever happens), then
 # scripts/pipeline.sh --slurm and make model LAUNCH=slurm profile the synthetic
 # model in 4 shards through it: the merged statistics and the .gpuidx equal the
-# local single run byte for byte; a failing shard is named with its log; a rerun
-# submits only the missing shards. Needs root (slurmd) and Debian's slurm-wlm
-# and munge; otherwise it reports skip.
+# local single run byte for byte; a failing shard, a failing merge and a task
+# that dies without its exit status are named with their logs; a rerun submits
+# only the missing shards; an interrupted run cancels its jobs. Needs root
+# (slurmd) and Debian's slurm-wlm and munge; otherwise it reports skip.
 . tests/lib.sh
 ROOT=$(pwd)
 need_programs slurm hc-gguf hc-convert hc-quantize hc-profile hc-solve hc-run
