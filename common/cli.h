@@ -35,6 +35,13 @@ int hc_default_threads(int max);
 void hc_bad_option(int c, const char *cmd, char *const argv[], const struct option *longs)
     __attribute__((noreturn));
 
+/* --version: every getopt_long table holds HC_LONG_VERSION, and its loop has
+ * `case HC_OPT_VERSION: hc_version();`, which prints "prog VERSION" to stdout
+ * and exits 0 (common/version.c). */
+#define HC_OPT_VERSION 0x7601
+#define HC_LONG_VERSION { "version", no_argument, 0, HC_OPT_VERSION }
+void hc_version(void) __attribute__((noreturn));
+
 /* Monotonic seconds. */
 double hc_now(void);
 

@@ -27,6 +27,7 @@ static void usage(FILE *fp)
         "      --output-tensor-type T    type of output.weight\n"
         "      --token-embedding-type T  type of token_embd.weight\n"
         "  -q, --quiet                   print nothing but errors\n"
+        "      --version                 print the version\n"
         "  -h, --help                    this help\n"
         "\n"
         "GPTQ options (TYPE GPTQ):\n"
@@ -64,7 +65,7 @@ int main(int argc, char **argv)
         { "output-tensor-type", required_argument, NULL, OPT_OUT_TYPE },
         { "token-embedding-type", required_argument, NULL, OPT_EMB_TYPE },
         { "quiet", no_argument, NULL, 'q' },
-        { "help", no_argument, NULL, 'h' },
+        HC_LONG_VERSION, { "help", no_argument, NULL, 'h' },
         { "calib", required_argument, NULL, OPT_CALIB },
         { "group-size", required_argument, NULL, OPT_GROUP },
         { "act-order", no_argument, NULL, OPT_ACT_ORDER },
@@ -88,6 +89,7 @@ int main(int argc, char **argv)
         switch (c) {
         case 't': o.nthreads = (int)hc_opt_int("-t", optarg, 1, 256); break;
         case 'q': o.quiet = 1; break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': usage(stdout); return 0;
         case OPT_ALLOW_REQ: o.allow_requantize = 1; break;
         case OPT_PURE: o.pure = 1; break;

@@ -46,6 +46,7 @@ static const char usage[] =
     "                          default: the device's); a larger split runs on the CPU\n"
     "  -v, --verbose           print model and kernel details to stderr (with the sparse\n"
     "                          FFN: per-layer skipped fraction and predictor recall)\n"
+    "      --version           print the version\n"
     "  -h, --help              this help\n"
     "Text goes to stdout; timings to stderr.\n";
 
@@ -71,7 +72,7 @@ static void parse_args(int argc, char **argv, options *o)
         { "sparse", no_argument, 0, 'R' }, { "dense", no_argument, 0, 'D' },
         { "sparse-threshold", required_argument, 0, 'H' }, { "gpu-index", required_argument, 0, 'G' },
         { "disable-gpu-index", no_argument, 0, 'N' }, { "vram-budget", required_argument, 0, 'B' },
-        { "verbose", no_argument, 0, 'v' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     *o = (options){ .prompt = "", .n_predict = 128, .threads = hc_default_threads(64),
                     .sp = { .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 42 } };
@@ -106,6 +107,7 @@ static void parse_args(int argc, char **argv, options *o)
             o->have_budget = 1;
             break;
         case 'v': o->verbose = 1; break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': fputs(usage, stdout); exit(0);
         default: hc_bad_option(c, NULL, argv, longs);
         }

@@ -49,6 +49,7 @@ static void usage(FILE *f)
 "                            minimum = fewest hottest neurons whose saved CPU time\n"
 "                            per token pays for one synchronisation\n"
 "  -v, --verbose             GLPK's own output\n"
+"      --version             print the version\n"
 "  -h, --help                this help\n", MIN_BATCHES, DEFAULT_CTX);
 }
 
@@ -82,7 +83,7 @@ static void parse_args(int argc, char **argv, options *o)
         { "svg", required_argument, 0, O_SVG }, { "min-layer-neurons", required_argument, 0, O_MIN },
         { "cpu-bw", required_argument, 0, O_CPU }, { "gpu-bw", required_argument, 0, O_GPU },
         { "sync-us", required_argument, 0, O_SYNC }, { "verbose", no_argument, 0, 'v' },
-        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        HC_LONG_VERSION, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     memset(o, 0, sizeof *o);
     o->ctx = DEFAULT_CTX;
@@ -113,6 +114,7 @@ static void parse_args(int argc, char **argv, options *o)
         case O_GPU: o->cost.gpu_bw = (double)parse_bytes("--gpu-bw", optarg); o->have_cost = 1; break;
         case O_SYNC: o->cost.sync_s = hc_opt_num("--sync-us", optarg, 0, DBL_MAX) * 1e-6; o->have_cost = 1; break;
         case 'v': o->ilp.verbose = 1; break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': usage(stdout); exit(0);
         default: hc_bad_option(c, NULL, argv, longopts);
         }
