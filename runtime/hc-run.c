@@ -10,6 +10,7 @@
 #include "hybrid.h"
 #include "kernels.h"
 #include "model.h"
+#include "opencl.h"
 #include "sampler.h"
 #include "sparse.h"
 #include "tokenizer.h"
@@ -17,7 +18,11 @@
 static const char usage[] =
     "usage: hc-run -m MODEL.gguf [-p PROMPT] [-n N] [options]\n"
     "  -m, --model FILE        GGUF model (llama architecture; F32/F16/BF16/Q8_0/Q4_0)\n"
-    "  -p, --prompt TEXT       prompt (BOS is prepended; \"\" = BOS only)\n"
+    "  -p, --prompt TEXT       prompt (BOS is prepended; \"\" = BOS only; - = standard input)\n"
+    "  -f, --file FILE         prompt from a file (- = standard input); one final newline\n"
+    "                          is dropped, as llama.cpp does\n"
+    "  -i, --interactive       after generating, read a line from standard input, append\n"
+    "                          it and go on in the same context; ends at end of input\n"
     "  -n, --n-predict N       tokens to generate (default 128); stops early at BOS/EOS\n"
     "  -t, --threads N         threads (default: online CPUs)\n"
     "  -c, --ctx-size N        context (default: prompt + N for generation, 512 for\n"
@@ -44,6 +49,9 @@ static const char usage[] =
     "      --disable-gpu-index do not look for MODEL.generated.gpuidx\n"
     "      --vram-budget SIZE  device memory for the hot neurons (K/M/G = 1024-based;\n"
     "                          default: the device's); a larger split runs on the CPU\n"
+    "  -ngl, --n-gpu-layers N  for llama.cpp habits: hotcold places FFN neurons, not layers,\n"
+    "                          on the GPU (--gpu-index, --vram-budget): -ngl N > 0 changes\n"
+    "                          nothing (a note says so), -ngl 0 = --disable-gpu-index\n"
     "  -v, --verbose           print model and kernel details to stderr (with the sparse\n"
     "                          FFN: per-layer skipped fraction and predictor recall)\n"
     "      --version           print the version\n"
@@ -51,14 +59,60 @@ static const char usage[] =
     "Text goes to stdout; timings to stderr.\n";
 
 typedef struct {
-    const char *model, *prompt, *ppl_file, *gpu_index;
-    int n_predict, threads, n_ctx, n_batch, logits, verbose;
+    const char *model, *prompt, *prompt_file, *ppl_file, *gpu_index;
+    size_t prompt_len;
+    int n_predict, threads, n_ctx, n_batch, logits, verbose, interactive, ngl;
     int sparse, dense, no_gpu_index, have_threshold, have_budget;
     float threshold;
     uint64_t vram_budget;
     hc_sparse *ffn;      /* the sparse/hybrid FFN, or NULL for dense */
     hc_sampler_params sp;
 } options;
+
+/* All of a stream (the prompt from standard input), NUL-terminated. */
+static char *read_stream(FILE *f, const char *name, size_t *len)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (size_t r; buf && (r = fread(buf + n, 1, cap - 1 - n, f)) > 0;) {
+        n += r;
+        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    if (!buf) hc_die("%s: out of memory", name);
+    if (ferror(f)) hc_die("%s: read error", name);
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* -f FILE, -f - and -p -: the prompt's text, without one final newline. */
+static void read_prompt(options *o)
+{
+    const char *src = o->prompt_file ? o->prompt_file : strcmp(o->prompt, "-") == 0 ? "-" : NULL;
+    if (!src) {
+        o->prompt_len = strlen(o->prompt);
+        return;
+    }
+    if (o->interactive && strcmp(src, "-") == 0)
+        hc_die("-i reads standard input: the prompt cannot come from it too (use -f FILE or -p TEXT)");
+    char err[512], *text;
+    if (strcmp(src, "-") == 0) text = read_stream(stdin, "standard input", &o->prompt_len);
+    else if (!(text = hc_read_file(src, &o->prompt_len, err, sizeof err))) hc_die("%s", err);
+    if (o->prompt_len && text[o->prompt_len - 1] == '\n') text[--o->prompt_len] = 0;
+    o->prompt = text;
+}
+
+/* -ngl N (llama.cpp's layer offload): hotcold chooses neurons, not layers. */
+static void gpu_layers_note(options *o)
+{
+    if (o->ngl == 0) {
+        o->no_gpu_index = 1;
+        hc_warn("-ngl 0: no GPU index is used (as --disable-gpu-index)");
+    } else if (o->ngl > 0) {
+        hc_warn("-ngl %d changes nothing: hotcold puts hot FFN neurons, not layers, on the GPU; "
+                "--gpu-index FILE (from hc-solve) and --vram-budget SIZE choose them", o->ngl);
+    }
+}
 
 static void parse_args(int argc, char **argv, options *o)
 {
@@ -72,15 +126,23 @@ static void parse_args(int argc, char **argv, options *o)
         { "sparse", no_argument, 0, 'R' }, { "dense", no_argument, 0, 'D' },
         { "sparse-threshold", required_argument, 0, 'H' }, { "gpu-index", required_argument, 0, 'G' },
         { "disable-gpu-index", no_argument, 0, 'N' }, { "vram-budget", required_argument, 0, 'B' },
-        { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "file", required_argument, 0, 'f' }, { "interactive", no_argument, 0, 'i' },
+        { "n-gpu-layers", required_argument, 0, 'g' }, { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION,
+        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
-    *o = (options){ .prompt = "", .n_predict = 128, .threads = hc_default_threads(64),
+    /* llama.cpp spells it -ngl, which getopt would read as -n gl */
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (strcmp(argv[i], "-ngl") == 0) argv[i] = "--n-gpu-layers";
+    *o = (options){ .prompt = "", .n_predict = 128, .threads = hc_default_threads(64), .ngl = -1,
                     .sp = { .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 42 } };
     int c;
-    while ((c = getopt_long(argc, argv, ":m:p:n:t:c:b:vh", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:f:in:t:c:b:vh", longs, NULL)) != -1) {
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'p': o->prompt = optarg; break;
+        case 'f': o->prompt_file = optarg; break;
+        case 'i': o->interactive = 1; break;
+        case 'g': o->ngl = (int)hc_opt_int("-ngl", optarg, 0, 1 << 20); break;
         case 'n': o->n_predict = (int)hc_opt_int("-n", optarg, 0, 1 << 24); break;
         case 't': o->threads = (int)hc_opt_int("-t", optarg, 1, 256); break;
         case 'c': o->n_ctx = (int)hc_opt_int("-c", optarg, 1, 1 << 24); break;
@@ -115,6 +177,10 @@ static void parse_args(int argc, char **argv, options *o)
     if (optind < argc) hc_die("unexpected argument '%s' (see --help)", argv[optind]);
     if (!o->model) hc_die("no model given (-m MODEL.gguf; see --help)");
     if (o->ppl_file && o->logits) hc_die("--perplexity and --logits do not go together");
+    if (o->interactive && (o->ppl_file || o->logits)) hc_die("-i does not go with --perplexity or --logits");
+    if (o->prompt_file && *o->prompt) hc_die("-p and -f do not go together");
+    read_prompt(o);
+    gpu_layers_note(o);
     if (o->dense && (o->sparse || o->have_threshold || o->gpu_index))
         hc_die("--dense does not go with --sparse, --sparse-threshold or --gpu-index");
 }
@@ -141,12 +207,12 @@ static hc_ctx *new_ctx(const hc_model *m, const options *o, int n_ctx)
     return ctx;
 }
 
-static int32_t *tokenize(const hc_tokenizer *tok, const char *what, const char *text, size_t len,
+static int32_t *tokenize(const hc_tokenizer *tok, const char *what, const char *text, size_t len, int add_bos,
                          int parse_special, int *n)
 {
-    int need = hc_tokenize(tok, text, len, 1, parse_special, NULL, 0);
-    int32_t *t = need > 0 ? malloc(sizeof *t * (size_t)need) : NULL;
-    if (!t || hc_tokenize(tok, text, len, 1, parse_special, t, need) != need)
+    int need = hc_tokenize(tok, text, len, add_bos, parse_special, NULL, 0);
+    int32_t *t = need >= 0 ? malloc(sizeof *t * (size_t)(need ? need : 1)) : NULL;
+    if (!t || hc_tokenize(tok, text, len, add_bos, parse_special, t, need) != need)
         hc_die("%s: cannot tokenize", what);
     *n = need;
     return t;
@@ -168,7 +234,7 @@ static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options
     char *text = hc_read_file(o->ppl_file, &len, err, sizeof err);
     if (!text) hc_die("%s", err);
     int n_tok;
-    int32_t *toks = tokenize(tok, o->ppl_file, text, len, 0, &n_tok);
+    int32_t *toks = tokenize(tok, o->ppl_file, text, len, 1, 0, &n_tok);
     free(text);
     int n_ctx = o->n_ctx ? o->n_ctx : (m->hp.n_ctx_train < 512 ? m->hp.n_ctx_train : 512);
     if (n_ctx < 4) hc_die("-c %d is too small for --perplexity (need 4 or more)", n_ctx);
@@ -208,59 +274,140 @@ static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options
     hc_ctx_free(ctx);
 }
 
+/* A generation under way: the last token sampled and printed is evaluated
+ * only when generation goes on (pending), as llama2.c does. */
+typedef struct {
+    const hc_tokenizer *tok;
+    hc_ctx *ctx;
+    hc_sampler *smp;
+    float *logits;
+    int n_ctx, pos, last, pending;
+    int n_gen, n_fed;            /* totals for the timing lines */
+    double t_gen, t_fed;
+} gen_state;
+
+/* Evaluate the pending token and then t[0..n) at the end of the context;
+ * 0, or -1 (and a warning) when they do not fit. */
+static int gen_feed(gen_state *g, const int32_t *t, int n)
+{
+    int k = (g->pending >= 0) + n;
+    if (g->pos + k > g->n_ctx) {
+        fputs("\n", stdout);
+        hc_warn("context of %d tokens is full; stopping (raise -c)", g->n_ctx);
+        return -1;
+    }
+    int32_t *all = malloc(sizeof *all * (size_t)k);
+    if (!all) hc_die("out of memory");
+    if (g->pending >= 0) all[0] = g->pending;
+    if (n) memcpy(all + (k - n), t, sizeof *t * (size_t)n);
+    if (hc_eval(g->ctx, all, k, g->pos, g->logits, HC_LOGITS_LAST)) hc_die("%s", g->ctx->err);
+    free(all);
+    g->pos += k;
+    g->pending = -1;
+    return 0;
+}
+
+/* Sample and print up to n tokens. Stops at BOS or EOS ("[end of text]" on
+ * stderr, as llama.cpp) and when the context is full (then returns -1). */
+static int gen_run(gen_state *g, int n)
+{
+    int bos = hc_tokenizer_bos(g->tok), eos = hc_tokenizer_eos(g->tok), r = 0;
+    double t0 = hc_now();
+    for (int k = 0; k < n; k++) {
+        if (g->pending >= 0 && (r = gen_feed(g, NULL, 0))) break;
+        int next = hc_sample(g->smp, g->logits);
+        if (next == bos || next == eos) {
+            fflush(stdout);
+            fputs("[end of text]\n", stderr);
+            break;
+        }
+        print_piece(g->tok, g->last, next);
+        fflush(stdout);
+        g->n_gen++;
+        g->last = g->pending = next;
+    }
+    g->t_gen += hc_now() - t0;
+    return r;
+}
+
+/* -i: after each generation read a line, append it, generate again. */
+static void interact(gen_state *g, const options *o)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int tty = isatty(STDIN_FILENO);
+    for (;;) {
+        if (tty) fputs("\n> ", stderr);
+        if ((n = getline(&line, &cap, stdin)) <= 0) break;
+        if (!tty) fwrite(line, 1, (size_t)n, stdout);   /* a transcript on stdout */
+        int nt;
+        int32_t *t = tokenize(g->tok, "input", line, (size_t)n, 0, 1, &nt);
+        double t0 = hc_now();
+        int r = nt ? gen_feed(g, t, nt) : 0;
+        g->t_fed += hc_now() - t0;
+        g->n_fed += nt;
+        if (nt) g->last = t[nt - 1];
+        free(t);
+        if (r || gen_run(g, o->n_predict)) break;
+    }
+    free(line);
+}
+
 static void generate(const hc_model *m, const hc_tokenizer *tok, const options *o)
 {
     int n_prompt;
-    int32_t *prompt = tokenize(tok, "prompt", o->prompt, strlen(o->prompt), 1, &n_prompt);
+    int32_t *prompt = tokenize(tok, "prompt", o->prompt, o->prompt_len, 1, 1, &n_prompt);
     int n_ctx = o->n_ctx;
     if (!n_ctx) {
-        long want = (long)n_prompt + (o->logits ? 0 : o->n_predict);
+        long want = o->interactive ? m->hp.n_ctx_train : (long)n_prompt + (o->logits ? 0 : o->n_predict);
         n_ctx = want < m->hp.n_ctx_train ? (int)want : m->hp.n_ctx_train;
     }
     if (n_prompt > n_ctx) hc_die("prompt has %d tokens, more than the context of %d (-c)", n_prompt, n_ctx);
-    hc_ctx *ctx = new_ctx(m, o, n_ctx);
-    int V = m->hp.n_vocab, bos = hc_tokenizer_bos(tok), eos = hc_tokenizer_eos(tok);
-    float *logits = malloc(sizeof(float) * (size_t)V);
-    hc_sampler *smp = hc_sampler_new(&o->sp, V);
-    if (!logits || !smp) hc_die("out of memory");
+    int V = m->hp.n_vocab;
+    gen_state g = { .tok = tok, .ctx = new_ctx(m, o, n_ctx), .smp = hc_sampler_new(&o->sp, V),
+                    .logits = malloc(sizeof(float) * (size_t)V), .n_ctx = n_ctx, .pending = -1,
+                    .last = prompt[n_prompt - 1] };
+    if (!g.logits || !g.smp) hc_die("out of memory");
 
     double t0 = hc_now();
-    if (hc_eval(ctx, prompt, n_prompt, 0, logits, HC_LOGITS_LAST)) hc_die("prompt: %s", ctx->err);
-    double t_prompt = hc_now() - t0;
+    gen_feed(&g, prompt, n_prompt);
+    g.t_fed = hc_now() - t0;
+    g.n_fed = n_prompt;
     if (o->logits) {
-        for (int i = 0; i < V; i++) printf("%.9g\n", logits[i]);
+        for (int i = 0; i < V; i++) printf("%.9g\n", g.logits[i]);
     } else {
         for (int i = 1; i < n_prompt; i++) print_piece(tok, prompt[i - 1], prompt[i]);
         fflush(stdout);
+        if (!gen_run(&g, o->n_predict) && o->interactive) interact(&g, o);
     }
-    int n_gen = 0, pos = n_prompt, last = prompt[n_prompt - 1];
-    t0 = hc_now();
-    while (!o->logits && n_gen < o->n_predict) {
-        int next = hc_sample(smp, logits);
-        if (next == bos || next == eos) break;
-        print_piece(tok, last, next);
-        fflush(stdout);
-        n_gen++;
-        last = next;
-        if (n_gen == o->n_predict) break;
-        if (pos == n_ctx) {
-            fputs("\n", stdout);
-            hc_warn("context of %d tokens is full; stopping (raise -c)", n_ctx);
-            break;
-        }
-        if (hc_eval(ctx, &next, 1, pos++, logits, HC_LOGITS_LAST)) hc_die("%s", ctx->err);
-    }
-    double t_gen = hc_now() - t0;
     if (!o->logits && isatty(STDOUT_FILENO)) fputs("\n", stdout);
-    fprintf(stderr, "prompt:     %6d tokens in %9.2f ms (%9.1f tok/s)\n", n_prompt, t_prompt * 1e3,
-            n_prompt / (t_prompt > 0 ? t_prompt : 1e-9));
+    fprintf(stderr, "prompt:     %6d tokens in %9.2f ms (%9.1f tok/s)\n", g.n_fed, g.t_fed * 1e3,
+            g.n_fed / (g.t_fed > 0 ? g.t_fed : 1e-9));
     if (!o->logits)
-        fprintf(stderr, "generation: %6d tokens in %9.2f ms (%9.1f tok/s)\n", n_gen, t_gen * 1e3,
-                n_gen / (t_gen > 0 ? t_gen : 1e-9));
-    hc_sampler_free(smp);
-    free(logits);
+        fprintf(stderr, "generation: %6d tokens in %9.2f ms (%9.1f tok/s)\n", g.n_gen, g.t_gen * 1e3,
+                g.n_gen / (g.t_gen > 0 ? g.t_gen : 1e-9));
+    hc_sampler_free(g.smp);
+    free(g.logits);
     free(prompt);
-    hc_ctx_free(ctx);
+    hc_ctx_free(g.ctx);
+}
+
+/* MODEL.generated.gpuidx is used unasked only with a GPU: on a CPU OpenCL
+ * device (PoCL) the split runs on the same cores and usually costs more than
+ * it saves (docs/measurements.md, "Sparse and hybrid FFN"). --gpu-index FILE still forces it. */
+static int auto_index_usable(const char *idx)
+{
+    char err[512];
+    hc_cl *cl = hc_cl_open(err, sizeof err);
+    int gpu = cl && hc_cl_is_gpu(cl);
+    if (!gpu && cl)
+        hc_warn("%s: not used: the OpenCL device '%s' is a CPU device, where the split usually costs more "
+                "than it saves; running on the CPU (--gpu-index FILE forces it)", idx, hc_cl_device(cl));
+    else if (!gpu)
+        hc_warn("%s: not used: %s; running on the CPU", idx, err);
+    hc_cl_free(cl);
+    return gpu;
 }
 
 /* The sparse FFN when asked for or implied (predictors, a threshold, a GPU
@@ -278,6 +425,10 @@ static hc_cl *setup_sparse(const hc_model *m, options *o)
         /* e.g. INT4-GPTQ: no sparse kernels; the dense FFN computes the same model */
         hc_warn("%s; running the dense FFN%s", err, idx ? " (GPU index not used)" : "");
         return NULL;
+    }
+    if (idx == auto_idx && !auto_index_usable(idx)) {
+        idx = NULL;
+        if (!(o->sparse || o->have_threshold || predictors)) return NULL;
     }
     hc_sparse_params sp = { .threshold = o->have_threshold ? o->threshold : predictors ? m->hp.sparse_threshold : 0.0f,
                             .use_predictor = 1, .check = o->verbose };
