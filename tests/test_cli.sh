@@ -90,6 +90,12 @@ for p in "hc-quantize" "hc-profile" "hc-profile predictors" "hc-run"; do
     refuses "${name}_threads_many" "bad value for -t: '257'" $p -t 257
 done
 
+# scripts/install-deps.sh: --help prints its usage (and installs nothing), a bad option is refused
+if sh scripts/install-deps.sh --help >"$T/out" 2>"$T/err" && head -1 "$T/out" | grep -q "^usage: sh scripts/install-deps.sh" &&
+   [ ! -s "$T/err" ]; then ok install_deps_help
+else fail install_deps_help "$(head -c 200 "$T/err")"; fi
+check_fails install_deps_bad_option "unknown option '--frobnicate'" sh scripts/install-deps.sh --frobnicate
+
 if [ "$(sort -u "$T/versions" | wc -l)" -eq 1 ]; then ok one_version
 else fail one_version "programs report different versions: $(sort -u "$T/versions" | tr '\n' ';')"; fi
 
