@@ -51,12 +51,15 @@ typedef struct {
     uint64_t total, done;
     double t0, last_draw;
     int active;      /* stderr is a tty */
-    const char *unit; /* e.g. "tok": shows a rate as unit/s; NULL for none */
+    const char *unit; /* what is counted, e.g. "tokens" (shown with a rate in unit/s);
+                       * "B": bytes, shown in MiB; NULL for none */
 } hc_progress;
 
 void hc_progress_start(hc_progress *p, const char *label, uint64_t total, const char *unit);
 void hc_progress_update(hc_progress *p, uint64_t done);
 void hc_progress_end(hc_progress *p);
+/* The bar's text: "label  50% 12.0/24.0 MiB, 3.0 MiB/s, ETA 0:04". */
+void hc_progress_format(const hc_progress *p, double elapsed, char *buf, size_t len);
 
 /* Read a whole (small) file into a NUL-terminated malloc'd buffer. NULL + err on failure. */
 char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen);

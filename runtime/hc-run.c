@@ -247,7 +247,7 @@ static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options
     double nll = 0, t0 = hc_now();
     long scored = 0;
     hc_progress pr;
-    hc_progress_start(&pr, "perplexity", (uint64_t)n_chunk * (uint64_t)n_ctx, "tok");
+    hc_progress_start(&pr, "perplexity", (uint64_t)n_chunk * (uint64_t)n_ctx, "tokens");
     for (int c = 0; c < n_chunk; c++) {
         const int32_t *w = toks + (size_t)c * n_ctx;
         memcpy(win, w, sizeof *win * (size_t)n_ctx);
