@@ -295,6 +295,17 @@ void hc_map_close(hc_map *m)
     *m = (hc_map){ NULL, 0 };
 }
 
+void hc_xml_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '<') fputs("&lt;", f);
+        else if (*s == '>') fputs("&gt;", f);
+        else if (*s == '&') fputs("&amp;", f);
+        else if (*s == '"') fputs("&quot;", f);
+        else fputc(*s, f);
+    }
+}
+
 void hc_json_print(cJSON *root)
 {
     char *s = cJSON_Print(root);

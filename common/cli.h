@@ -73,6 +73,9 @@ typedef struct {
 int hc_map_open(hc_map *m, const char *path, char *err, size_t errlen);
 void hc_map_close(hc_map *m);
 
+/* Write s to f as XML character data (SVG text): < > & " escaped. */
+void hc_xml_text(FILE *f, const char *s);
+
 /* Print a cJSON tree to stdout (cJSON_Print's layout, then a newline) and
  * delete it; out of memory exits through hc_die. */
 struct cJSON;

@@ -395,6 +395,9 @@ static void test_report_and_svg(void)
     cJSON_Delete(j);
     char *s = (char *)th_read(svg, &len);
     CHECK(s && len > 100 && !strncmp(s, "<svg", 4) && strstr(s, "layer 2:") && strstr(s, "</svg>"));
+    /* it names its inputs (model file, statistics' corpus) and the unit of its axis */
+    const char *base = strrchr(model_path, '/');
+    CHECKF(s && strstr(s, base + 1) && strstr(s, "statistics: ") && strstr(s, "share of the layer (%)"), "%s", s);
     free(s);
 }
 
