@@ -1,14 +1,18 @@
 /* hc-run: generate text, print logits or measure perplexity with a GGUF model. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "cli.h"
 #include "ffn_setup.h"
 #include "kernels.h"
 #include "model.h"
+#include "opencl.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
@@ -44,6 +48,11 @@ static const char usage[] =
     "                          device, the others on the CPU (default: MODEL.generated.gpuidx\n"
     "                          when it exists)\n"
     "      --disable-gpu-index do not look for MODEL.generated.gpuidx\n"
+    "      --reset-gpu-index   make MODEL.generated.gpuidx again with hc-solve for the\n"
+    "                          budget (--vram-budget, default the device's memory) and\n"
+    "                          use it; the statistics come from --stats\n"
+    "      --stats FILE        activation statistics for --reset-gpu-index (default\n"
+    "                          MODEL.stats.gguf)\n"
     "      --vram-budget SIZE  device memory for the hot neurons (K/M/G = 1024-based;\n"
     "                          default: the device's); a larger split runs on the CPU\n"
     "  -ngl, --n-gpu-layers N  for llama.cpp habits: hotcold places FFN neurons, not layers,\n"
@@ -56,9 +65,9 @@ static const char usage[] =
     "Text goes to stdout; timings to stderr.\n";
 
 typedef struct {
-    const char *model, *prompt, *prompt_file, *ppl_file;
+    const char *model, *prompt, *prompt_file, *ppl_file, *stats;
     size_t prompt_len;
-    int n_predict, threads, n_ctx, n_batch, logits, verbose, interactive, ngl;
+    int n_predict, threads, n_ctx, n_batch, logits, verbose, interactive, ngl, reset_index;
     hc_ffn_opts fo;
     hc_sampler_params sp;
 } options;
@@ -108,6 +117,23 @@ static void gpu_layers_note(options *o)
     }
 }
 
+/* The options that do not go together; then the prompt and -ngl's note. */
+static void check_args(options *o)
+{
+    if (!o->model) hc_die("no model given (-m MODEL.gguf; see --help)");
+    if (o->ppl_file && o->logits) hc_die("--perplexity and --logits do not go together");
+    if (o->interactive && (o->ppl_file || o->logits)) hc_die("-i does not go with --perplexity or --logits");
+    if (o->prompt_file && *o->prompt) hc_die("-p and -f do not go together");
+    if (o->reset_index && (o->fo.gpu_index || o->fo.no_gpu_index || o->ngl == 0 || o->fo.dense))
+        hc_die("--reset-gpu-index makes MODEL.generated.gpuidx: it does not go with --gpu-index, "
+               "--disable-gpu-index, -ngl 0 or --dense");
+    if (o->stats && !o->reset_index) hc_die("--stats is for --reset-gpu-index");
+    if (o->fo.dense && (o->fo.sparse || o->fo.have_threshold || o->fo.gpu_index))
+        hc_die("--dense does not go with --sparse, --sparse-threshold or --gpu-index");
+    gpu_layers_note(o);
+    read_prompt(o);
+}
+
 static void parse_args(int argc, char **argv, options *o)
 {
     static const struct option longs[] = {
@@ -121,7 +147,8 @@ static void parse_args(int argc, char **argv, options *o)
         { "sparse-threshold", required_argument, 0, 'H' }, { "gpu-index", required_argument, 0, 'G' },
         { "disable-gpu-index", no_argument, 0, 'N' }, { "vram-budget", required_argument, 0, 'B' },
         { "file", required_argument, 0, 'f' }, { "interactive", no_argument, 0, 'i' },
-        { "n-gpu-layers", required_argument, 0, 'g' }, { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION,
+        { "n-gpu-layers", required_argument, 0, 'g' }, { "reset-gpu-index", no_argument, 0, 'E' },
+        { "stats", required_argument, 0, 'A' }, { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION,
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     /* llama.cpp spells it -ngl, which getopt would read as -n gl */
@@ -136,6 +163,8 @@ static void parse_args(int argc, char **argv, options *o)
         case 'p': o->prompt = optarg; break;
         case 'f': o->prompt_file = optarg; break;
         case 'i': o->interactive = 1; break;
+        case 'E': o->reset_index = 1; break;
+        case 'A': o->stats = optarg; break;
         case 'g': o->ngl = (int)hc_opt_int("-ngl", optarg, 0, 1 << 20); break;
         case 'n': o->n_predict = (int)hc_opt_int("-n", optarg, 0, 1 << 24); break;
         case 't': o->threads = (int)hc_opt_int("-t", optarg, 1, 256); break;
@@ -171,14 +200,7 @@ static void parse_args(int argc, char **argv, options *o)
         }
     }
     if (optind < argc) hc_die("unexpected argument '%s' (see --help)", argv[optind]);
-    if (!o->model) hc_die("no model given (-m MODEL.gguf; see --help)");
-    if (o->ppl_file && o->logits) hc_die("--perplexity and --logits do not go together");
-    if (o->interactive && (o->ppl_file || o->logits)) hc_die("-i does not go with --perplexity or --logits");
-    if (o->prompt_file && *o->prompt) hc_die("-p and -f do not go together");
-    read_prompt(o);
-    gpu_layers_note(o);
-    if (o->fo.dense && (o->fo.sparse || o->fo.have_threshold || o->fo.gpu_index))
-        hc_die("--dense does not go with --sparse, --sparse-threshold or --gpu-index");
+    check_args(o);
 }
 
 static hc_ctx *new_ctx(const hc_model *m, const options *o, hc_ffn *ffn, int n_ctx)
@@ -377,6 +399,41 @@ static void generate(const hc_model *m, const hc_tokenizer *tok, const options *
     hc_ctx_free(g.ctx);
 }
 
+/* --reset-gpu-index, as PowerInfer's: run hc-solve (beside this program, else
+ * on PATH) for the budget and use the MODEL.generated.gpuidx it writes. */
+static void reset_gpu_index(options *o, char *idx, size_t idx_len)
+{
+    char stats[4096], budget[32], solve[4096], err[512];
+    snprintf(idx, idx_len, "%s.generated.gpuidx", o->model);
+    snprintf(stats, sizeof stats, o->stats ? "%s" : "%s.stats.gguf", o->stats ? o->stats : o->model);
+    uint64_t bytes = o->fo.vram_budget;
+    if (!bytes) {
+        hc_cl *cl = hc_cl_open(err, sizeof err);
+        if (!cl) hc_die("--reset-gpu-index: no device to take the budget from (%s); give --vram-budget SIZE", err);
+        bytes = hc_cl_mem_size(cl);
+        hc_cl_free(cl);
+    }
+    snprintf(budget, sizeof budget, "%llu", (unsigned long long)bytes);
+    ssize_t n = readlink("/proc/self/exe", solve, sizeof solve - 16);
+    char *slash = n > 0 ? memrchr(solve, '/', (size_t)n) : NULL;
+    if (slash) strcpy(slash + 1, "hc-solve");
+    if (!slash || access(solve, X_OK) != 0) strcpy(solve, "hc-solve");
+    char *argv[] = { solve, "-m", (char *)o->model, "-s", stats, "--vram-budget", budget, "-o", idx, NULL };
+    fprintf(stderr, "reset-gpu-index: %s -m %s -s %s --vram-budget %s -o %s\n", solve, o->model, stats, budget, idx);
+    posix_spawn_file_actions_t fa;   /* its report goes to stderr: stdout is the text */
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, solve, &fa, NULL, argv, environ), status = 0;
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc) hc_die("--reset-gpu-index: cannot run %s: %s", solve, strerror(rc));
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) hc_die("--reset-gpu-index: waiting for hc-solve: %s", strerror(errno));
+    if (!WIFEXITED(status) || WEXITSTATUS(status))
+        hc_die("--reset-gpu-index: hc-solve failed (its message is above); %s was not made", idx);
+    o->fo.gpu_index = idx;
+}
+
 static void print_model(const hc_model *m, const options *o)
 {
     const hc_hparams *hp = &m->hp;
@@ -406,6 +463,8 @@ int main(int argc, char **argv)
                hc_tokenizer_n_vocab(tok), m->hp.n_vocab);
     fprintf(stderr, "load:       %.2f ms\n", (hc_now() - t0) * 1e3);
     if (o.verbose) print_model(m, &o);
+    char idx[4096];
+    if (o.reset_index) reset_gpu_index(&o, idx, sizeof idx);
     hc_ffn *ffn = hc_ffn_setup(m, &o.fo, stderr, err, sizeof err);
     if (!ffn) hc_die("%s", err);
     if (o.ppl_file) perplexity(m, tok, &o, ffn);

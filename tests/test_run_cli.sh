@@ -42,6 +42,21 @@ done
 check_fails run_ngl_says_why "changes nothing: hotcold puts hot FFN neurons, not layers" sh -c "'$R' -m '$M' -p x -n 1 -ngl 5 && exit 1"
 check_fails run_ngl_bad "bad value for -ngl: 'x'" run -ngl x
 
+# --reset-gpu-index: MODEL.generated.gpuidx made again by hc-solve for the budget
+# (the same bytes as hc-solve run by hand), then used (asked for: even on a CPU device)
+"$HC_BIN/hc-profile" -m "$M" -f models/synth-corpus.txt --tokens 600 -o "$T/m.stats" 2>/dev/null >/dev/null
+"$HC_BIN/hc-solve" -m "$M" -s "$T/m.stats" --vram-budget 409600 -o "$T/direct.gpuidx" >/dev/null 2>&1
+echo stale >"$M.generated.gpuidx"
+if run -p "hello world" -n 8 --reset-gpu-index --stats "$T/m.stats" --vram-budget 400K >"$T/r.txt" 2>"$T/r.err" &&
+   cmp -s "$M.generated.gpuidx" "$T/direct.gpuidx" && cmp -s "$T/r.txt" "$T/p.txt" &&
+   grep -q "^reset-gpu-index: .*hc-solve -m $M -s $T/m.stats --vram-budget 409600" "$T/r.err" &&
+   grep -q "^hybrid: $M.generated.gpuidx\|running on the CPU only" "$T/r.err"; then ok run_reset_gpu_index
+else fail run_reset_gpu_index "$(cat "$T/r.err")"; fi
+rm -f "$M.generated.gpuidx"
+check_fails run_reset_needs_stats "hc-solve failed" run -p x -n 1 --reset-gpu-index --vram-budget 400K
+check_fails run_reset_not_with_index "does not go with --gpu-index" run --reset-gpu-index --gpu-index "$T/direct.gpuidx"
+check_fails run_stats_alone "--stats is for --reset-gpu-index" run --stats "$T/m.stats"
+
 # EOS: generation stops and says so on stderr (stories260K stops within 400 tokens)
 S=$HC_FIXTURES/stories260K.gguf
 if [ -f "$S" ]; then
