@@ -67,6 +67,7 @@ static const char usage[] =
 typedef struct {
     const char *model, *prompt, *prompt_file, *ppl_file, *stats;
     size_t prompt_len;
+    char *prompt_buf;    /* the prompt read from a file or stdin, freed at the end */
     int n_predict, threads, n_ctx, n_batch, logits, verbose, interactive, ngl, reset_index;
     hc_ffn_opts fo;
     hc_sampler_params sp;
@@ -102,7 +103,7 @@ static void read_prompt(options *o)
     if (strcmp(src, "-") == 0) text = read_stream(stdin, "standard input", &o->prompt_len);
     else if (!(text = hc_read_file(src, &o->prompt_len, err, sizeof err))) hc_die("%s", err);
     if (o->prompt_len && text[o->prompt_len - 1] == '\n') text[--o->prompt_len] = 0;
-    o->prompt = text;
+    o->prompt = o->prompt_buf = text;
 }
 
 /* -ngl N (llama.cpp's layer offload): hotcold chooses neurons, not layers. */
@@ -473,5 +474,6 @@ int main(int argc, char **argv)
     hc_ffn_free(ffn);
     hc_tokenizer_free(tok);
     hc_model_free(m);
+    free(o.prompt_buf);
     return 0;
 }
