@@ -31,6 +31,8 @@ static const char usage[] =
     "                          window starts with BOS and its second half is scored (as\n"
     "                          llama.cpp); ends with the line 'perplexity: X'\n"
     "      --logits            print the logits of the last prompt position, one per line\n"
+    "      --tokenize          print the prompt's token ids on one line (BOS/EOS where\n"
+    "                          the model's tokenizer adds them, as llama-tokenize) and exit\n"
     "      --sparse            sparse FFN on the CPU: up and down rows only for active\n"
     "                          neurons (exact for ReLU); on by default with predictors,\n"
     "                          a GPU index or --sparse-threshold\n"
@@ -51,7 +53,7 @@ static const char usage[] =
 
 typedef struct {
     const char *model, *prompt, *ppl_file, *gpu_index;
-    int n_predict, threads, n_ctx, n_batch, logits, verbose;
+    int n_predict, threads, n_ctx, n_batch, logits, verbose, tokenize;
     int sparse, dense, no_gpu_index, have_threshold, have_budget;
     float threshold;
     uint64_t vram_budget;
@@ -71,7 +73,7 @@ static void parse_args(int argc, char **argv, options *o)
         { "sparse", no_argument, 0, 'R' }, { "dense", no_argument, 0, 'D' },
         { "sparse-threshold", required_argument, 0, 'H' }, { "gpu-index", required_argument, 0, 'G' },
         { "disable-gpu-index", no_argument, 0, 'N' }, { "vram-budget", required_argument, 0, 'B' },
-        { "verbose", no_argument, 0, 'v' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "tokenize", no_argument, 0, 'Z' }, { "verbose", no_argument, 0, 'v' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     *o = (options){ .prompt = "", .n_predict = 128, .threads = hc_default_threads(64),
                     .sp = { .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 42 } };
@@ -95,6 +97,7 @@ static void parse_args(int argc, char **argv, options *o)
         }
         case 'X': o->ppl_file = optarg; break;
         case 'L': o->logits = 1; break;
+        case 'Z': o->tokenize = 1; break;
         case 'R': o->sparse = 1; break;
         case 'D': o->dense = 1; break;
         case 'H': o->threshold = (float)hc_opt_num("--sparse-threshold", optarg, -1e30, 1e30); o->have_threshold = 1; break;
@@ -148,6 +151,27 @@ static int32_t *tokenize(const hc_tokenizer *tok, const char *what, const char *
         hc_die("%s: cannot tokenize", what);
     *n = need;
     return t;
+}
+
+/* --tokenize: the vocabulary only, no weights loaded. */
+static int print_tokens(const options *o)
+{
+    char err[512];
+    gguf_file *f = gguf_open(o->model, err, sizeof err);
+    hc_tokenizer *tok = f ? hc_tokenizer_load(f, err, sizeof err) : NULL;
+    if (!tok) hc_die("%s", err);
+    size_t len = strlen(o->prompt);
+    int bos = hc_tokenizer_add_bos(tok), eos = hc_tokenizer_add_eos(tok) && hc_tokenizer_eos(tok) >= 0;
+    int n = hc_tokenize(tok, o->prompt, len, bos, 1, NULL, 0);
+    int32_t *ids = n >= 0 ? malloc(sizeof *ids * (size_t)(n + 1)) : NULL;
+    if (!ids || hc_tokenize(tok, o->prompt, len, bos, 1, ids, n) != n) hc_die("prompt: cannot tokenize");
+    if (eos) ids[n++] = hc_tokenizer_eos(tok);
+    for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    putchar('\n');
+    free(ids);
+    hc_tokenizer_free(tok);
+    gguf_close(f);
+    return 0;
 }
 
 static void print_piece(const hc_tokenizer *tok, int prev, int id)
@@ -318,6 +342,7 @@ int main(int argc, char **argv)
     hc_prog = "hc-run";
     options o;
     parse_args(argc, argv, &o);
+    if (o.tokenize) return print_tokens(&o);
     char err[512];
     double t0 = hc_now();
     hc_model *m = hc_model_load(o.model, err, sizeof err);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tokenizer_bpe.h"
 
 /* llama_token_type */
 enum { TT_UNDEFINED = 0, TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3,
@@ -28,8 +29,11 @@ struct hc_tokenizer {
     int n_special;
     int32_t byte_id[256];  /* byte-fallback token of each byte, or -1 */
     int bos, eos, unk;     /* -1 when the vocab has none */
-    int add_bos, add_space_prefix;
+    int add_bos, add_eos, add_space_prefix;
+    int prefix_first;      /* the space prefix only at the start of the text, not after special tokens */
     int word_chunks;       /* no piece holds a U+2581 right after another character */
+    int fuse_unk;          /* SPM: a run of unknown characters is one <unk> (tokenizers' fuse_unk) */
+    hc_bpe *bpe;           /* "gpt2": byte-level BPE (tokenizer_bpe.c); NULL for SentencePiece */
 };
 
 static const char *piece(const hc_tokenizer *t, int id) { return t->text + t->off[id]; }
@@ -157,18 +161,37 @@ static int build_specials(hc_tokenizer *t)
     return t->special ? 0 : -1;
 }
 
+static int find_cb(const void *t, const char *s, size_t n) { return find_piece(t, s, n); }
+
+/* The BPE half of a "gpt2" vocabulary; add_bos defaults to what llama.cpp
+ * assumes for the pre-tokenizer. Frees t on failure. */
+static hc_tokenizer *load_bpe(hc_tokenizer *t, const gguf_file *f, char *err, size_t errlen)
+{
+    char msg[400];
+    int add_bos = 0, bad = 0;
+    int unk = t->unk >= 0 && t->type[t->unk] == TT_UNKNOWN ? t->unk : -1;
+    t->bpe = hc_bpe_load(f, t, find_cb, unk, &add_bos, msg, sizeof msg);
+    if (!t->bpe) fail(err, errlen, f, "%s", msg);
+    else t->add_bos = get_flag(f, "tokenizer.ggml.add_bos_token", add_bos, &bad, err, errlen);
+    if (t->bpe && !bad) return t;
+    hc_tokenizer_free(t);
+    return NULL;
+}
+
 hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
 {
     char *model = NULL;
     int bad = 0;
     int rc = gguf_get_str(f, "tokenizer.ggml.model", &model);
-    if (rc != 0 || strcmp(model, "llama") != 0) {
+    if (rc != 0 || (strcmp(model, "llama") != 0 && strcmp(model, "gpt2") != 0)) {
         if (rc == -1) fail(err, errlen, f, "no tokenizer.ggml.model: the file has no vocabulary");
         else if (rc == -2) fail(err, errlen, f, "tokenizer.ggml.model: expected type string");
-        else fail(err, errlen, f, "tokenizer.ggml.model is \"%s\": only \"llama\" (SentencePiece) is supported", model);
+        else fail(err, errlen, f, "tokenizer.ggml.model is \"%s\": only \"llama\" (SentencePiece) and \"gpt2\" "
+                  "(byte-level BPE) are supported", model);
         free(model);
         return NULL;
     }
+    int is_bpe = !strcmp(model, "gpt2");
     free(model);
 
     const gguf_kv *tokens = get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, 0, &bad, err, errlen);
@@ -193,7 +216,10 @@ hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
     t->eos = get_id(f, "tokenizer.ggml.eos_token_id", 2, n, &bad, err, errlen);
     t->unk = get_id(f, "tokenizer.ggml.unknown_token_id", 0, n, &bad, err, errlen);
     t->add_bos = get_flag(f, "tokenizer.ggml.add_bos_token", 1, &bad, err, errlen);
-    t->add_space_prefix = get_flag(f, "tokenizer.ggml.add_space_prefix", 1, &bad, err, errlen);
+    t->add_space_prefix = get_flag(f, "tokenizer.ggml.add_space_prefix", !is_bpe, &bad, err, errlen);
+    t->fuse_unk = get_flag(f, "hotcold.tokenizer.fuse_unk", 1, &bad, err, errlen);
+    t->prefix_first = get_flag(f, "hotcold.tokenizer.prefix_first", 0, &bad, err, errlen);
+    t->add_eos = get_flag(f, "tokenizer.ggml.add_eos_token", 0, &bad, err, errlen);
     if (bad) {
         hc_tokenizer_free(t);
         return NULL;
@@ -238,7 +264,7 @@ hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
         t->byte_id[b] = id >= 0 ? id : find_piece(t, &raw, 1);
     }
     if (build_specials(t) != 0) goto oom;
-    return t;
+    return is_bpe ? load_bpe(t, f, err, errlen) : t;
 
 oom:
     fail(err, errlen, f, "out of memory loading the vocabulary");
@@ -255,6 +281,7 @@ void hc_tokenizer_free(hc_tokenizer *t)
     free(t->type);
     free(t->slot);
     free(t->special);
+    hc_bpe_free(t->bpe);
     free(t);
 }
 
@@ -262,6 +289,7 @@ int hc_tokenizer_n_vocab(const hc_tokenizer *t) { return t->n_vocab; }
 int hc_tokenizer_bos(const hc_tokenizer *t) { return t->bos; }
 int hc_tokenizer_eos(const hc_tokenizer *t) { return t->eos; }
 int hc_tokenizer_add_bos(const hc_tokenizer *t) { return t->add_bos; }
+int hc_tokenizer_add_eos(const hc_tokenizer *t) { return t->add_eos; }
 
 /* ------------------------------------------------------------- encoding */
 
@@ -275,6 +303,7 @@ typedef struct {
     int32_t *out;
     int max, n;            /* tokens needed so far (may exceed max) */
     int failed;            /* out of memory, or a byte with neither byte token nor unk */
+    int in_unk;            /* the last token was an <unk> that a next unknown character extends */
     char *esc; size_t esc_cap;
     symbol *sym; size_t sym_cap;
     bigram *heap; size_t heap_n, heap_cap;
@@ -298,6 +327,24 @@ static void emit(work *w, int id)
     if (id < 0) { w->failed = 1; return; }
     if (w->n < w->max) w->out[w->n] = id;
     w->n++;
+    w->in_unk = 0;
+}
+
+static void emit_cb(void *w, int id) { emit(w, id); }
+
+/* A character no piece holds: its byte tokens (byte fallback) when the
+ * vocabulary has them all, else <unk>, one per run of such characters when
+ * fuse_unk (as tokenizers does), else one per character. */
+static void emit_unknown(work *w, const char *s, int n)
+{
+    int all = 1;
+    for (int j = 0; j < n; j++) all &= w->t->byte_id[(unsigned char)s[j]] >= 0;
+    if (all) {
+        for (int j = 0; j < n; j++) emit(w, w->t->byte_id[(unsigned char)s[j]]);
+    } else if (!(w->in_unk && w->t->fuse_unk)) {
+        emit(w, w->t->unk);
+        w->in_unk = 1;
+    }
 }
 
 /* Highest score first; on a tie the leftmost pair (llm_bigram_spm::comparator). */
@@ -383,11 +430,8 @@ static void merge_chunk(work *w, int a, int b)
     for (int i = a; i >= 0; i = w->sym[i].next) {
         const symbol *s = &w->sym[i];
         int id = find_piece(w->t, w->esc + s->off, (size_t)s->n);
-        if (id >= 0) { emit(w, id); continue; }
-        for (int j = 0; j < s->n; j++) {
-            int byte = w->t->byte_id[(unsigned char)w->esc[s->off + j]];
-            emit(w, byte >= 0 ? byte : w->t->unk);
-        }
+        if (id >= 0) emit(w, id);
+        else emit_unknown(w, w->esc + s->off, s->n);
     }
 }
 
@@ -483,8 +527,11 @@ int hc_tokenize(const hc_tokenizer *t, const char *text, size_t len, int add_bos
             if (f->id >= 0) {
                 emit(&w, f->id);
                 prev_special = 1;
+            } else if (t->bpe) {
+                if (hc_bpe_encode(t->bpe, text + f->off, f->len, emit_cb, &w)) w.failed = 1;
             } else {
-                spm_encode(&w, text + f->off, f->len, t->add_space_prefix && prev_special);
+                int prefix = t->prefix_first ? f->off == 0 : prev_special;
+                spm_encode(&w, text + f->off, f->len, t->add_space_prefix && prefix);
                 prev_special = 0;
             }
         }
@@ -526,6 +573,11 @@ int hc_token_to_piece(const hc_tokenizer *t, int prev, int id, char *buf, int ca
     case TT_USER_DEFINED:
         break;
     default:
+        if (t->bpe) {
+            w = hc_bpe_unmap(p, n, buf, cap);
+            n = 0;
+            break;
+        }
         /* NORMAL (and UNDEFINED): U+2581 -> ' '; after BOS the leading one is dropped */
         if (prev >= 0 && prev == t->bos && n >= 3 && memcmp(p, SPACE, 3) == 0) i = 3;
         for (; i < n && w < cap; i++) {

@@ -18,7 +18,8 @@ FUZZ_OPT     := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-fra
                 -fno-sanitize-recover=all -DHC_LIBFUZZER
 
 # The parsers' objects a target may reach (not the kernels, solver or GPTQ).
-FUZZ_DEPS := $(call obj,$(wildcard common/*.c) tests/fuzz/util.c runtime/gpuidx.c runtime/tokenizer.c \
+FUZZ_DEPS := $(call obj,$(wildcard common/*.c) tests/fuzz/util.c runtime/gpuidx.c \
+               $(addprefix runtime/,tokenizer.c tokenizer_bpe.c pretok.c) \
                $(addprefix gguf-tools/convert_,out.c safetensors.c tokenizer.c) \
                $(addprefix profiler/,zipread.c pickle.c ptfile.c))
 
