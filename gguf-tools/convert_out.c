@@ -94,7 +94,8 @@ void cv_set_llama_kvs(gguf_writer *w, const cv_hparams *hp, const cv_vocab *v)
     }
     gguf_set_str(w, "general.architecture", "llama");
     gguf_set_str(w, "general.name", hp->name);
-    gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", hp->unk_id);
+    if (!bpe || (hp->unk_id < v->n && v->types[hp->unk_id] == TOK_UNKNOWN))   /* a BPE may have none */
+        gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", hp->unk_id);
     gguf_set_u32(w, "tokenizer.ggml.bos_token_id", hp->bos_id);
     gguf_set_u32(w, "tokenizer.ggml.eos_token_id", hp->eos_id);
     gguf_set_u32(w, "tokenizer.ggml.seperator_token_id", UINT32_MAX);  /* llama.cpp's spelling */

@@ -18,6 +18,7 @@ static const char usage[] =
     "usage: hc-run -m MODEL.gguf [-p PROMPT] [-n N] [options]\n"
     "  -m, --model FILE        GGUF model (llama architecture; F32/F16/BF16/Q8_0/Q4_0)\n"
     "  -p, --prompt TEXT       prompt (BOS is prepended; \"\" = BOS only)\n"
+    "  -f, --file FILE         the prompt from a file\n"
     "  -n, --n-predict N       tokens to generate (default 128); stops early at BOS/EOS\n"
     "  -t, --threads N         threads (default: online CPUs)\n"
     "  -c, --ctx-size N        context (default: prompt + N for generation, 512 for\n"
@@ -52,7 +53,7 @@ static const char usage[] =
     "Text goes to stdout; timings to stderr.\n";
 
 typedef struct {
-    const char *model, *prompt, *ppl_file, *gpu_index;
+    const char *model, *prompt, *prompt_file, *ppl_file, *gpu_index;
     int n_predict, threads, n_ctx, n_batch, logits, verbose, tokenize;
     int sparse, dense, no_gpu_index, have_threshold, have_budget;
     float threshold;
@@ -64,7 +65,7 @@ typedef struct {
 static void parse_args(int argc, char **argv, options *o)
 {
     static const struct option longs[] = {
-        { "model", required_argument, 0, 'm' }, { "prompt", required_argument, 0, 'p' },
+        { "model", required_argument, 0, 'm' }, { "prompt", required_argument, 0, 'p' }, { "file", required_argument, 0, 'f' },
         { "n-predict", required_argument, 0, 'n' }, { "threads", required_argument, 0, 't' },
         { "ctx-size", required_argument, 0, 'c' }, { "batch-size", required_argument, 0, 'b' },
         { "temp", required_argument, 0, 'T' }, { "top-k", required_argument, 0, 'K' },
@@ -78,10 +79,11 @@ static void parse_args(int argc, char **argv, options *o)
     *o = (options){ .prompt = "", .n_predict = 128, .threads = hc_default_threads(64),
                     .sp = { .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 42 } };
     int c;
-    while ((c = getopt_long(argc, argv, ":m:p:n:t:c:b:vh", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:f:n:t:c:b:vh", longs, NULL)) != -1) {
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'p': o->prompt = optarg; break;
+        case 'f': o->prompt_file = optarg; break;
         case 'n': o->n_predict = (int)hc_opt_int("-n", optarg, 0, 1 << 24); break;
         case 't': o->threads = (int)hc_opt_int("-t", optarg, 1, 256); break;
         case 'c': o->n_ctx = (int)hc_opt_int("-c", optarg, 1, 1 << 24); break;
@@ -115,6 +117,7 @@ static void parse_args(int argc, char **argv, options *o)
     }
     if (optind < argc) hc_die("unexpected argument '%s' (see --help)", argv[optind]);
     if (!o->model) hc_die("no model given (-m MODEL.gguf; see --help)");
+    if (o->prompt_file && *o->prompt) hc_die("-p and -f do not go together");
     if (o->ppl_file && o->logits) hc_die("--perplexity and --logits do not go together");
     if (o->dense && (o->sparse || o->have_threshold || o->gpu_index))
         hc_die("--dense does not go with --sparse, --sparse-threshold or --gpu-index");
@@ -154,24 +157,32 @@ static int32_t *tokenize(const hc_tokenizer *tok, const char *what, const char *
 }
 
 /* --tokenize: the vocabulary only, no weights loaded. */
-static int print_tokens(const options *o)
+static void print_tokens(const options *o)
 {
     char err[512];
     gguf_file *f = gguf_open(o->model, err, sizeof err);
     hc_tokenizer *tok = f ? hc_tokenizer_load(f, err, sizeof err) : NULL;
     if (!tok) hc_die("%s", err);
     size_t len = strlen(o->prompt);
+    double t0 = hc_now();
     int bos = hc_tokenizer_add_bos(tok), eos = hc_tokenizer_add_eos(tok) && hc_tokenizer_eos(tok) >= 0;
-    int n = hc_tokenize(tok, o->prompt, len, bos, 1, NULL, 0);
-    int32_t *ids = n >= 0 ? malloc(sizeof *ids * (size_t)(n + 1)) : NULL;
-    if (!ids || hc_tokenize(tok, o->prompt, len, bos, 1, ids, n) != n) hc_die("prompt: cannot tokenize");
+    int cap = len < (size_t)(1 << 28) ? (int)len + 16 : 0;     /* most texts: one pass */
+    int32_t *ids = malloc(sizeof *ids * (size_t)(cap + 1));
+    int n = ids ? hc_tokenize(tok, o->prompt, len, bos, 1, ids, cap) : -1;
+    if (n > cap) {
+        int32_t *more = realloc(ids, sizeof *ids * (size_t)(n + 1));
+        n = more ? hc_tokenize(tok, o->prompt, len, bos, 1, ids = more, n) : -1;
+    }
+    if (n < 0) hc_die("prompt: cannot tokenize");
     if (eos) ids[n++] = hc_tokenizer_eos(tok);
+    double dt = hc_now() - t0;
     for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
     putchar('\n');
+    fprintf(stderr, "tokenize:   %zu bytes -> %d tokens in %.2f ms (%.2f MB/s)\n", len, n, dt * 1e3,
+            (double)len / 1e6 / (dt > 0 ? dt : 1e-9));
     free(ids);
     hc_tokenizer_free(tok);
     gguf_close(f);
-    return 0;
 }
 
 static void print_piece(const hc_tokenizer *tok, int prev, int id)
@@ -342,7 +353,19 @@ int main(int argc, char **argv)
     hc_prog = "hc-run";
     options o;
     parse_args(argc, argv, &o);
-    if (o.tokenize) return print_tokens(&o);
+    char *prompt_text = NULL;
+    if (o.prompt_file) {
+        size_t len;
+        char err[512];
+        if (!(prompt_text = hc_read_file(o.prompt_file, &len, err, sizeof err))) hc_die("%s", err);
+        if (memchr(prompt_text, 0, len)) hc_die("%s: holds a NUL byte", o.prompt_file);
+        o.prompt = prompt_text;
+    }
+    if (o.tokenize) {
+        print_tokens(&o);
+        free(prompt_text);
+        return 0;
+    }
     char err[512];
     double t0 = hc_now();
     hc_model *m = hc_model_load(o.model, err, sizeof err);
@@ -373,5 +396,6 @@ int main(int argc, char **argv)
     hc_cl_free(cl);
     hc_tokenizer_free(tok);
     hc_model_free(m);
+    free(prompt_text);
     return 0;
 }
