@@ -33,7 +33,8 @@ typedef struct {
     int64_t bos_id, eos_id;  /* the tokens it adds, or -1 */
     int fuse_unk;            /* 0: hotcold.tokenizer.fuse_unk = false (one <unk> per character) */
     int add_space_prefix;    /* llama: -1, or tokenizer.ggml.add_space_prefix */
-    int prefix_first;        /* llama: hotcold.tokenizer.prefix_first (Metaspace prepend_scheme "first") */
+    const char *prepend_scheme;  /* llama: Metaspace's "first" or "always" (hotcold.tokenizer.prepend_scheme) */
+    int unigram;             /* llama: hotcold.tokenizer.unigram (scores are Unigram's: Viterbi) */
 } cv_vocab;
 
 void cv_vocab_init(cv_vocab *v, uint32_t n);            /* n empty NORMAL tokens, model "llama" */

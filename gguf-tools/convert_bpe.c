@@ -317,8 +317,10 @@ int cv_json_spm(const char *path, const cJSON *root, cv_vocab *v, char *err, siz
         if (is_str(pre, "prepend_scheme", "never") || cJSON_IsFalse(item(pre, "add_prefix_space")))
             v->add_space_prefix = 0;
         else if (is_str(pre, "prepend_scheme", "first"))
-            v->prefix_first = 1;
-        else if (cJSON_IsString(scheme) && strcmp(scheme->valuestring, "always") != 0)
+            v->prepend_scheme = "first";
+        else if (!cJSON_IsString(scheme) || !strcmp(scheme->valuestring, "always"))
+            v->prepend_scheme = "always";
+        else
             return refuse(err, errlen, path, "pre_tokenizer: Metaspace prepend_scheme '%s' is not supported",
                           scheme->valuestring);
     }

@@ -39,7 +39,8 @@ void cv_vocab_init(cv_vocab *v, uint32_t n)
     v->bos_id = v->eos_id = -1;
     v->fuse_unk = 1;
     v->add_space_prefix = -1;
-    v->prefix_first = 0;
+    v->prepend_scheme = NULL;
+    v->unigram = 0;
 }
 
 void cv_vocab_set(cv_vocab *v, uint32_t id, const char *text, size_t len, float score, int32_t type)
@@ -107,7 +108,8 @@ void cv_set_llama_kvs(gguf_writer *w, const cv_hparams *hp, const cv_vocab *v)
     if (v->ignore_merges >= 0) gguf_set_bool(w, "hotcold.tokenizer.ignore_merges", v->ignore_merges);
     if (v->add_space_prefix >= 0) gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
     if (!v->fuse_unk) gguf_set_bool(w, "hotcold.tokenizer.fuse_unk", 0);
-    if (v->prefix_first) gguf_set_bool(w, "hotcold.tokenizer.prefix_first", 1);
+    if (v->prepend_scheme) gguf_set_str(w, "hotcold.tokenizer.prepend_scheme", v->prepend_scheme);
+    if (v->unigram) gguf_set_bool(w, "hotcold.tokenizer.unigram", 1);
     gguf_set_u32(w, "llama.context_length", hp->n_ctx);
     gguf_set_u32(w, "llama.embedding_length", hp->n_embd);
     gguf_set_u32(w, "llama.feed_forward_length", hp->n_ff);

@@ -184,6 +184,7 @@ static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t 
                                     TOK_NORMAL, err, errlen);
             }
         }
+        v->unigram = 1;
         const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_id");
         if (!rc && cJSON_IsNumber(unk) && unk->valuedouble >= 0 && unk->valuedouble < v->n)
             v->types[(uint32_t)unk->valuedouble] = TOK_UNKNOWN;

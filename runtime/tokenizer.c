@@ -30,9 +30,11 @@ struct hc_tokenizer {
     int32_t byte_id[256];  /* byte-fallback token of each byte, or -1 */
     int bos, eos, unk;     /* -1 when the vocab has none */
     int add_bos, add_eos, add_space_prefix;
-    int prefix_first;      /* the space prefix only at the start of the text, not after special tokens */
+    int metaspace;         /* the space prefix as tokenizers' Metaspace: 0 no (llama.cpp), 1 "always", 2 "first" */
     int word_chunks;       /* no piece holds a U+2581 right after another character */
     int fuse_unk;          /* SPM: a run of unknown characters is one <unk> (tokenizers' fuse_unk) */
+    int unigram;           /* SPM: Viterbi over the piece scores (tokenizers' Unigram), not bigram merges */
+    double unk_score;      /* Unigram: the score of an unknown character */
     hc_bpe *bpe;           /* "gpt2": byte-level BPE (tokenizer_bpe.c); NULL for SentencePiece */
 };
 
@@ -123,6 +125,21 @@ static int get_flag(const gguf_file *f, const char *key, int def, int *bad, char
 }
 
 static const char SPACE[3] = { '\xe2', '\x96', '\x81' };   /* U+2581 */
+
+/* hotcold.tokenizer.prepend_scheme: absent 0, "always" 1, "first" 2. */
+static int get_scheme(const gguf_file *f, int *bad, char *err, size_t errlen)
+{
+    char *s = NULL;
+    int rc = gguf_get_str(f, "hotcold.tokenizer.prepend_scheme", &s), v = -1;
+    if (rc == 0) v = !strcmp(s, "always") ? 1 : !strcmp(s, "first") ? 2 : -1;
+    if (rc == -1) v = 0;
+    if (v < 0) {
+        fail(err, errlen, f, "hotcold.tokenizer.prepend_scheme: expected \"always\" or \"first\"");
+        *bad = 1;
+    }
+    free(s);
+    return v;
+}
 
 /* Whether a piece holds U+2581 after some other character: then merges can
  * cross the start of a word and words cannot be tokenized separately. */
@@ -218,7 +235,8 @@ hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
     t->add_bos = get_flag(f, "tokenizer.ggml.add_bos_token", 1, &bad, err, errlen);
     t->add_space_prefix = get_flag(f, "tokenizer.ggml.add_space_prefix", !is_bpe, &bad, err, errlen);
     t->fuse_unk = get_flag(f, "hotcold.tokenizer.fuse_unk", 1, &bad, err, errlen);
-    t->prefix_first = get_flag(f, "hotcold.tokenizer.prefix_first", 0, &bad, err, errlen);
+    t->metaspace = get_scheme(f, &bad, err, errlen);
+    t->unigram = !is_bpe && get_flag(f, "hotcold.tokenizer.unigram", 0, &bad, err, errlen);
     t->add_eos = get_flag(f, "tokenizer.ggml.add_eos_token", 0, &bad, err, errlen);
     if (bad) {
         hc_tokenizer_free(t);
@@ -250,6 +268,11 @@ hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
         t->type[i] = ty >= 0 && ty <= TT_BYTE ? (uint8_t)ty : TT_UNDEFINED;
     }
     t->off[n] = o;
+    /* tokenizers: an unknown character scores 10 below the lowest piece */
+    float min_score = 0.0f;
+    for (int i = 0; i < n; i++)
+        if (t->type[i] != TT_UNUSED && (i == 0 || t->score[i] < min_score)) min_score = t->score[i];
+    t->unk_score = (double)min_score - 10.0;
     t->word_chunks = 1;
     for (int i = 0; i < n; i++) {
         insert_piece(t, i);
@@ -296,6 +319,7 @@ int hc_tokenizer_add_eos(const hc_tokenizer *t) { return t->add_eos; }
 typedef struct { int32_t prev, next, off, n; } symbol;        /* n == 0: merged away */
 typedef struct { float score; int32_t left, right, size; } bigram;
 typedef struct { size_t off, len; int32_t id; } frag;          /* id < 0: raw text */
+typedef struct { double score; int32_t start, id; } node;      /* Unigram: best path to here, last piece [start, here) */
 
 /* Scratch of one hc_tokenize call, grown as needed and reused across fragments. */
 typedef struct {
@@ -308,6 +332,7 @@ typedef struct {
     symbol *sym; size_t sym_cap;
     bigram *heap; size_t heap_n, heap_cap;
     frag *fr[2]; size_t fr_cap[2];
+    node *lat; size_t lat_cap;
 } work;
 
 static int grow(void *pp, size_t *cap, size_t need, size_t elem)
@@ -435,6 +460,52 @@ static void merge_chunk(work *w, int a, int b)
     }
 }
 
+/* Unigram: tokenizers' Unigram::encode_optimized over the escaped text of n
+ * bytes. Left to right, each piece starting at a character boundary offers a
+ * path to its end (score of the path so far + its score; the first offer
+ * stays on a tie: shorter pieces, then later starts lose), and a character
+ * no one-character piece covers offers an unknown of unk_score. The best path
+ * is read back from the end, a run of unknowns fused into one when fuse_unk. */
+static void unigram_encode(work *w, size_t n)
+{
+    const hc_tokenizer *t = w->t;
+    const char *e = w->esc;
+    if (grow(&w->lat, &w->lat_cap, n + 1, sizeof *w->lat) != 0) { w->failed = 1; return; }
+    node *lat = w->lat;
+    for (size_t i = 0; i <= n; i++) lat[i] = (node){ 0.0, -1, -1 };
+    for (size_t s = 0; s < n;) {
+        size_t cl = (size_t)utf8_len((const unsigned char *)e + s, n - s);
+        int single = 0;
+        for (size_t len = 1; len <= t->max_piece && s + len <= n; len++) {
+            int id = find_piece(t, e + s, len);
+            if (id < 0 || t->type[id] == TT_UNUSED) continue;
+            double c = lat[s].score + t->score[id];
+            if (lat[s + len].start < 0 || c > lat[s + len].score) lat[s + len] = (node){ c, (int32_t)s, id };
+            single |= len == cl;
+        }
+        double c = lat[s].score + t->unk_score;
+        if (!single && (lat[s + cl].start < 0 || c > lat[s + cl].score)) lat[s + cl] = (node){ c, (int32_t)s, -1 };
+        s += cl;
+    }
+    /* the path, right to left, into sym (off, n; prev = the piece or -1) */
+    int k = 0;
+    for (size_t end = n; end > 0; end = (size_t)lat[end].start) {
+        const node *nd = &lat[end];
+        if (nd->id < 0 && k > 0 && w->sym[k - 1].prev < 0 && t->fuse_unk) {
+            w->sym[k - 1].n += (int32_t)end - nd->start;
+            w->sym[k - 1].off = nd->start;
+        } else {
+            w->sym[k++] = (symbol){ nd->id, 0, nd->start, (int32_t)end - nd->start };
+        }
+    }
+    while (k-- > 0) {
+        const symbol *sy = &w->sym[k];
+        int id = sy->prev >= 0 ? sy->prev : find_piece(t, e + sy->off, (size_t)sy->n);
+        if (id >= 0) emit(w, id);
+        else emit_unknown(w, e + sy->off, sy->n);
+    }
+}
+
 /* One raw-text fragment: llm_tokenizer_spm_session::tokenize. When no piece
  * spans a word start (see word_chunks), each word is merged on its own: the
  * same result as one queue over the whole text, but a small, cache-resident heap. */
@@ -453,6 +524,10 @@ static void spm_encode(work *w, const char *text, size_t len, int prefix)
     for (size_t i = 0; i < len; i++) {
         if (text[i] == ' ') { memcpy(e, SPACE, 3); e += 3; }
         else *e++ = text[i];
+    }
+    if (w->t->unigram) {
+        unigram_encode(w, n_esc);
+        return;
     }
 
     int ns = 0;
@@ -530,7 +605,10 @@ int hc_tokenize(const hc_tokenizer *t, const char *text, size_t len, int add_bos
             } else if (t->bpe) {
                 if (hc_bpe_encode(t->bpe, text + f->off, f->len, emit_cb, &w)) w.failed = 1;
             } else {
-                int prefix = t->prefix_first ? f->off == 0 : prev_special;
+                /* Metaspace: not when the text already starts with a space; "first": at offset 0 only */
+                int prefix = t->metaspace == 2 ? f->off == 0 : prev_special;
+                if (t->metaspace && (text[f->off] == ' ' || (f->len >= 3 && !memcmp(text + f->off, SPACE, 3))))
+                    prefix = 0;
                 spm_encode(&w, text + f->off, f->len, t->add_space_prefix && prefix);
                 prev_special = 0;
             }
@@ -541,6 +619,7 @@ int hc_tokenize(const hc_tokenizer *t, const char *text, size_t len, int add_bos
     free(w.heap);
     free(w.fr[0]);
     free(w.fr[1]);
+    free(w.lat);
     return w.failed ? -1 : w.n;
 }
 

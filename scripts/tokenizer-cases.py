@@ -85,8 +85,22 @@ def spm_bpe(fuse):
             "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
                       "end_of_word_suffix": None, "fuse_unk": fuse, "byte_fallback": False, "ignore_merges": False,
                       "vocab": {t: i for i, t in enumerate(SPM_VOCAB)}, "merges": SPM_MERGES}}
-SPM_FILES = [("spm_fuse", spm_bpe(True)), ("spm_nofuse", spm_bpe(False))]
-SPM_TEXTS = ["the \u4e2d\u6587\u00e9\u00e9 an\u00f1\u00f1x then", "\u4e2d the\u6587\u6587 a\u00df", "d\u00e9\u00e9"]
+def spm_metaspace(scheme):
+    d = spm_bpe(True)
+    d["normalizer"] = None
+    d["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": scheme, "split": False}
+    return d
+def spm_unigram():
+    d = spm_bpe(True)
+    # scores that make the best path differ from merging the best pair first
+    scores = [0.0, 0.0, 0.0] + [-(1.0 + (i * 37 % 17) / 2.0) for i in range(3, len(SPM_VOCAB))]
+    d["model"] = {"type": "Unigram", "unk_id": 0, "byte_fallback": False,
+                  "vocab": [[t, sc] for t, sc in zip(SPM_VOCAB, scores)]}
+    return d
+SPM_FILES = [("spm_fuse", spm_bpe(True)), ("spm_nofuse", spm_bpe(False)), ("spm_first", spm_metaspace("first")),
+             ("spm_always", spm_metaspace("always")), ("unigram", spm_unigram())]
+SPM_TEXTS = ["the \u4e2d\u6587\u00e9\u00e9 an\u00f1\u00f1x then", "\u4e2d the\u6587\u6587 a\u00df", "d\u00e9\u00e9",
+             "ab<s>the an<s> then thee", " <s> the \u2581x"]
 
 
 def fnv(ids):
@@ -140,7 +154,7 @@ def main():
             name, c_str(json.dumps(pre).encode()), c_str(json.dumps(post).encode()) if post else "NULL",
             int(im), '"%s"' % llname if llname else "NULL", case(tok, TEXT)))
     w.append("};")
-    w.append("typedef struct { const char *name, *json; int ids[3][24]; } spm_file;")
+    w.append("typedef struct { const char *name, *json; int ids[%d][32]; } spm_file;" % len(SPM_TEXTS))
     w.append("static const char *const SPM_TEXTS[] = { %s };" % ", ".join(c_str(t.encode()) for t in SPM_TEXTS))
     w.append("static const spm_file SPM_FILES[] = {")
     for name, d in SPM_FILES:

@@ -212,8 +212,10 @@ static void test_variants(void)
     }
 }
 
-/* SentencePiece-style BPE without byte fallback: a run of characters outside
- * the vocabulary is one <unk> with fuse_unk, one per character without. */
+/* SentencePiece-style files without byte fallback: a run of characters
+ * outside the vocabulary is one <unk> with fuse_unk (and for Unigram), one per
+ * character without; Metaspace's prepend_scheme "first" and "always" around
+ * special tokens; Unigram's best path. */
 static void test_spm_unknown_runs(void)
 {
     if (!th_fixture("")) SKIP("no fixtures");
@@ -224,7 +226,7 @@ static void test_spm_unknown_runs(void)
         CHECKF(g, "%s: %s", SPM_FILES[i].name, th_last_err());
         hc_tokenizer *t = load(g);
         CHECK(t);
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < (int)(sizeof SPM_TEXTS / sizeof *SPM_TEXTS); k++) {
             int n, want = 0;
             while (SPM_FILES[i].ids[k][want] >= 0) want++;
             int32_t *ids = encode(t, SPM_TEXTS[k], strlen(SPM_TEXTS[k]), &n);
