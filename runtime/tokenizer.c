@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "heap.h"
 #include "tokenizer_bpe.h"
 
 /* llama_token_type */
@@ -195,21 +196,53 @@ static hc_tokenizer *load_bpe(hc_tokenizer *t, const gguf_file *f, char *err, si
     return NULL;
 }
 
-hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
+/* tokenizer.ggml.model: 0 "llama", 1 "gpt2", -1 (and err) otherwise. */
+static int model_kind(const gguf_file *f, char *err, size_t errlen)
 {
     char *model = NULL;
-    int bad = 0;
-    int rc = gguf_get_str(f, "tokenizer.ggml.model", &model);
-    if (rc != 0 || (strcmp(model, "llama") != 0 && strcmp(model, "gpt2") != 0)) {
-        if (rc == -1) fail(err, errlen, f, "no tokenizer.ggml.model: the file has no vocabulary");
-        else if (rc == -2) fail(err, errlen, f, "tokenizer.ggml.model: expected type string");
-        else fail(err, errlen, f, "tokenizer.ggml.model is \"%s\": only \"llama\" (SentencePiece) and \"gpt2\" "
-                  "(byte-level BPE) are supported", model);
-        free(model);
-        return NULL;
-    }
-    int is_bpe = !strcmp(model, "gpt2");
+    int rc = gguf_get_str(f, "tokenizer.ggml.model", &model), kind = -1;
+    if (rc == -1) fail(err, errlen, f, "no tokenizer.ggml.model: the file has no vocabulary");
+    else if (rc == -2) fail(err, errlen, f, "tokenizer.ggml.model: expected type string");
+    else if (!strcmp(model, "llama") || !strcmp(model, "gpt2")) kind = !strcmp(model, "gpt2");
+    else fail(err, errlen, f, "tokenizer.ggml.model is \"%s\": only \"llama\" (SentencePiece) and \"gpt2\" "
+              "(byte-level BPE) are supported", model);
     free(model);
+    return kind;
+}
+
+/* The flags beyond llama.cpp's that runtime/tokenizer.c follows (docs/tokenizers.md). */
+static void read_hotcold_flags(hc_tokenizer *t, const gguf_file *f, int is_bpe, int *bad, char *err, size_t errlen)
+{
+    t->fuse_unk = get_flag(f, "hotcold.tokenizer.fuse_unk", 1, bad, err, errlen);
+    t->metaspace = get_scheme(f, bad, err, errlen);
+    t->unigram = !is_bpe && get_flag(f, "hotcold.tokenizer.unigram", 0, bad, err, errlen);
+}
+
+/* tokenizers' Unigram: an unknown character scores 10 below the lowest piece. */
+static void set_unk_score(hc_tokenizer *t)
+{
+    int have = 0;
+    float lo = 0.0f;
+    for (int i = 0; i < t->n_vocab; i++)
+        if (t->type[i] != TT_UNUSED && (!have++ || t->score[i] < lo)) lo = t->score[i];
+    t->unk_score = (double)lo - 10.0;
+}
+
+/* llama.cpp's byte_to_token: "<0xXX>", else the byte itself as a piece. */
+static void find_byte_tokens(hc_tokenizer *t)
+{
+    for (int b = 0; b < 256; b++) {
+        char hex[7], raw = (char)b;
+        snprintf(hex, sizeof hex, "<0x%02X>", b);
+        int id = find_piece(t, hex, 6);
+        t->byte_id[b] = id >= 0 ? id : find_piece(t, &raw, 1);
+    }
+}
+
+hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
+{
+    int bad = 0, is_bpe = model_kind(f, err, errlen);
+    if (is_bpe < 0) return NULL;
 
     const gguf_kv *tokens = get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, 0, &bad, err, errlen);
     if (!tokens) {
@@ -234,10 +267,8 @@ hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
     t->unk = get_id(f, "tokenizer.ggml.unknown_token_id", 0, n, &bad, err, errlen);
     t->add_bos = get_flag(f, "tokenizer.ggml.add_bos_token", 1, &bad, err, errlen);
     t->add_space_prefix = get_flag(f, "tokenizer.ggml.add_space_prefix", !is_bpe, &bad, err, errlen);
-    t->fuse_unk = get_flag(f, "hotcold.tokenizer.fuse_unk", 1, &bad, err, errlen);
-    t->metaspace = get_scheme(f, &bad, err, errlen);
-    t->unigram = !is_bpe && get_flag(f, "hotcold.tokenizer.unigram", 0, &bad, err, errlen);
     t->add_eos = get_flag(f, "tokenizer.ggml.add_eos_token", 0, &bad, err, errlen);
+    read_hotcold_flags(t, f, is_bpe, &bad, err, errlen);
     if (bad) {
         hc_tokenizer_free(t);
         return NULL;
@@ -268,24 +299,14 @@ hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
         t->type[i] = ty >= 0 && ty <= TT_BYTE ? (uint8_t)ty : TT_UNDEFINED;
     }
     t->off[n] = o;
-    /* tokenizers: an unknown character scores 10 below the lowest piece */
-    float min_score = 0.0f;
-    for (int i = 0; i < n; i++)
-        if (t->type[i] != TT_UNUSED && (i == 0 || t->score[i] < min_score)) min_score = t->score[i];
-    t->unk_score = (double)min_score - 10.0;
+    set_unk_score(t);
     t->word_chunks = 1;
     for (int i = 0; i < n; i++) {
         insert_piece(t, i);
         if (spans_word_start(piece(t, i), piece_len(t, i))) t->word_chunks = 0;
     }
 
-    /* llama.cpp's byte_to_token: "<0xXX>", else the byte itself as a piece. */
-    for (int b = 0; b < 256; b++) {
-        char hex[7], raw = (char)b;
-        snprintf(hex, sizeof hex, "<0x%02X>", b);
-        int id = find_piece(t, hex, 6);
-        t->byte_id[b] = id >= 0 ? id : find_piece(t, &raw, 1);
-    }
+    find_byte_tokens(t);
     if (build_specials(t) != 0) goto oom;
     return is_bpe ? load_bpe(t, f, err, errlen) : t;
 
@@ -330,22 +351,10 @@ typedef struct {
     int in_unk;            /* the last token was an <unk> that a next unknown character extends */
     char *esc; size_t esc_cap;
     symbol *sym; size_t sym_cap;
-    bigram *heap; size_t heap_n, heap_cap;
+    hc_heap heap;          /* of bigram */
     frag *fr[2]; size_t fr_cap[2];
     node *lat; size_t lat_cap;
 } work;
-
-static int grow(void *pp, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *p = realloc(*(void **)pp, c * elem);
-    if (!p) return -1;
-    *(void **)pp = p;
-    *cap = c;
-    return 0;
-}
 
 static void emit(work *w, int id)
 {
@@ -373,36 +382,10 @@ static void emit_unknown(work *w, const char *s, int n)
 }
 
 /* Highest score first; on a tie the leftmost pair (llm_bigram_spm::comparator). */
-static int better(const bigram *a, const bigram *b)
+static int better(const void *pa, const void *pb)
 {
+    const bigram *a = pa, *b = pb;
     return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static void heap_push(work *w, bigram b)
-{
-    if (grow(&w->heap, &w->heap_cap, w->heap_n + 1, sizeof b) != 0) { w->failed = 1; return; }
-    size_t i = w->heap_n++;
-    while (i > 0 && better(&b, &w->heap[(i - 1) / 2])) {
-        w->heap[i] = w->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    w->heap[i] = b;
-}
-
-static bigram heap_pop(work *w)
-{
-    bigram top = w->heap[0], last = w->heap[--w->heap_n];
-    size_t i = 0, n = w->heap_n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && better(&w->heap[c + 1], &w->heap[c])) c++;
-        if (!better(&w->heap[c], &last)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n) w->heap[i] = last;
-    return top;
 }
 
 static void try_bigram(work *w, int left, int right)
@@ -411,7 +394,8 @@ static void try_bigram(work *w, int left, int right)
     const symbol *l = &w->sym[left];
     int size = l->n + w->sym[right].n;
     int id = find_piece(w->t, w->esc + l->off, (size_t)size);
-    if (id >= 0) heap_push(w, (bigram){ w->t->score[id], left, right, size });
+    bigram b = { w->t->score[id >= 0 ? id : 0], left, right, size };
+    if (id >= 0 && hc_heap_push(&w->heap, &b) != 0) w->failed = 1;
 }
 
 /* Length of the UTF-8 character at s as llama.cpp's unicode_len_utf8 reads its
@@ -437,10 +421,11 @@ static void merge_chunk(work *w, int a, int b)
 {
     w->sym[a].prev = -1;
     w->sym[b - 1].next = -1;
-    w->heap_n = 0;
+    w->heap.n = 0;
     for (int i = a + 1; i < b; i++) try_bigram(w, i - 1, i);
-    while (w->heap_n > 0 && !w->failed) {
-        bigram g = heap_pop(w);
+    while (w->heap.n > 0 && !w->failed) {
+        bigram g;
+        hc_heap_pop(&w->heap, &g);
         symbol *l = &w->sym[g.left], *r = &w->sym[g.right];
         /* stale: one side was merged since this pair was queued */
         if (l->n == 0 || r->n == 0 || l->n + r->n != g.size) continue;
@@ -470,7 +455,7 @@ static void unigram_encode(work *w, size_t n)
 {
     const hc_tokenizer *t = w->t;
     const char *e = w->esc;
-    if (grow(&w->lat, &w->lat_cap, n + 1, sizeof *w->lat) != 0) { w->failed = 1; return; }
+    if (hc_grow(&w->lat, &w->lat_cap, n + 1, sizeof *w->lat) != 0) { w->failed = 1; return; }
     node *lat = w->lat;
     for (size_t i = 0; i <= n; i++) lat[i] = (node){ 0.0, -1, -1 };
     for (size_t s = 0; s < n;) {
@@ -514,8 +499,8 @@ static void spm_encode(work *w, const char *text, size_t len, int prefix)
     size_t n_esc = 0;
     for (size_t i = 0; i < len; i++) n_esc += text[i] == ' ' ? 3 : 1;
     n_esc += prefix ? 3 : 0;
-    if (grow(&w->esc, &w->esc_cap, n_esc, 1) != 0 ||
-        grow(&w->sym, &w->sym_cap, n_esc, sizeof *w->sym) != 0) {
+    if (hc_grow(&w->esc, &w->esc_cap, n_esc, 1) != 0 ||
+        hc_grow(&w->sym, &w->sym_cap, n_esc, sizeof *w->sym) != 0) {
         w->failed = 1;
         return;
     }
@@ -551,7 +536,7 @@ static int partition(work *w, const char *text, size_t len, int parse_special, s
 {
     const hc_tokenizer *t = w->t;
     int cur = 0;
-    if (grow(&w->fr[0], &w->fr_cap[0], 1, sizeof(frag)) != 0) return -1;
+    if (hc_grow(&w->fr[0], &w->fr_cap[0], 1, sizeof(frag)) != 0) return -1;
     w->fr[0][0] = (frag){ 0, len, -1 };
     *nfr = 1;
     for (int k = 0; k < t->n_special; k++) {
@@ -567,14 +552,14 @@ static int partition(work *w, const char *text, size_t len, int parse_special, s
                 const char *m = memmem(text + f.off, f.len, p, pl);
                 if (!m) break;
                 size_t at = (size_t)(m - text);
-                if (grow(&w->fr[!cur], &w->fr_cap[!cur], n + 2, sizeof(frag)) != 0) return -1;
+                if (hc_grow(&w->fr[!cur], &w->fr_cap[!cur], n + 2, sizeof(frag)) != 0) return -1;
                 if (at > f.off) w->fr[!cur][n++] = (frag){ f.off, at - f.off, -1 };
                 w->fr[!cur][n++] = (frag){ at, pl, id };
                 f.len -= at + pl - f.off;
                 f.off = at + pl;
             }
             if (f.len == 0 && f.id < 0) continue;
-            if (grow(&w->fr[!cur], &w->fr_cap[!cur], n + 1, sizeof(frag)) != 0) return -1;
+            if (hc_grow(&w->fr[!cur], &w->fr_cap[!cur], n + 1, sizeof(frag)) != 0) return -1;
             w->fr[!cur][n++] = f;
         }
         cur = !cur;
@@ -589,7 +574,8 @@ int hc_tokenize(const hc_tokenizer *t, const char *text, size_t len, int add_bos
     /* every input byte costs at most 3 tokens (a space with no U+2581 token),
      * plus BOS and a prefix per fragment: this bound keeps counts in int */
     if ((!text && len) || len > INT_MAX / 8 || (add_bos && t->bos < 0)) return -1;
-    work w = { .t = t, .out = out, .max = out ? (max > 0 ? max : 0) : 0 };
+    work w = { .t = t, .out = out, .max = out ? (max > 0 ? max : 0) : 0,
+               .heap = { .esz = sizeof(bigram), .first = better } };
     if (add_bos) emit(&w, t->bos);
     if (len > 0) {
         size_t nfr = 0;
@@ -616,7 +602,7 @@ int hc_tokenize(const hc_tokenizer *t, const char *text, size_t len, int add_bos
     }
     free(w.esc);
     free(w.sym);
-    free(w.heap);
+    free(w.heap.v);
     free(w.fr[0]);
     free(w.fr[1]);
     free(w.lat);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "heap.h"
 #include "pretok.h"
 
 typedef struct { int32_t left, right, rank, id; } merge;   /* left < 0: empty slot */
@@ -212,25 +213,14 @@ typedef struct {
     hc_bpe_emit emit;
     void *ctx;
     sym *s; size_t s_cap;
-    cand *heap; size_t heap_n, heap_cap;
+    hc_heap heap;              /* of cand */
     char *buf; size_t buf_cap;
 } session;
 
-static int grow(void *pp, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *p = realloc(*(void **)pp, c * elem);
-    if (!p) return -1;
-    *(void **)pp = p;
-    *cap = c;
-    return 0;
-}
-
 /* Lowest rank first; on a tie the leftmost pair (tokenizers' Word::merge_all). */
-static int before(const cand *a, const cand *b)
+static int before(const void *pa, const void *pb)
 {
+    const cand *a = pa, *b = pb;
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
 }
 
@@ -239,32 +229,8 @@ static int push(session *w, int left)
     int right = w->s[left].next;
     if (right < 0) return 0;
     const merge *m = find_merge(w->b, w->s[left].id, w->s[right].id);
-    if (!m) return 0;
-    if (grow(&w->heap, &w->heap_cap, w->heap_n + 1, sizeof *w->heap)) return -1;
-    cand c = { m->rank, left, m->id };
-    size_t i = w->heap_n++;
-    while (i > 0 && before(&c, &w->heap[(i - 1) / 2])) {
-        w->heap[i] = w->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    w->heap[i] = c;
-    return 0;
-}
-
-static cand pop(session *w)
-{
-    cand top = w->heap[0], last = w->heap[--w->heap_n];
-    size_t i = 0, n = w->heap_n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && before(&w->heap[c + 1], &w->heap[c])) c++;
-        if (!before(&w->heap[c], &last)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n) w->heap[i] = last;
-    return top;
+    cand c = { m ? m->rank : 0, left, m ? m->id : 0 };
+    return m ? hc_heap_push(&w->heap, &c) : 0;
 }
 
 /* One pre-tokenized piece (a "word"). */
@@ -274,7 +240,7 @@ static int encode_word(void *ctx, const char *word, size_t len)
     const hc_bpe *b = w->b;
     const unsigned char *u = (const unsigned char *)word;
     if (b->ignore_merges) {
-        if (grow(&w->buf, &w->buf_cap, 2 * len, 1)) return -1;
+        if (hc_grow(&w->buf, &w->buf_cap, 2 * len, 1)) return -1;
         size_t o = 0;
         for (size_t i = 0; i < len; i++) {
             memcpy(w->buf + o, b->map[u[i]], b->map_len[u[i]]);
@@ -283,13 +249,14 @@ static int encode_word(void *ctx, const char *word, size_t len)
         int id = b->find(b->vocab, w->buf, o);
         if (id >= 0) { w->emit(w->ctx, id); return 0; }
     }
-    if (grow(&w->s, &w->s_cap, len, sizeof *w->s)) return -1;
+    if (hc_grow(&w->s, &w->s_cap, len, sizeof *w->s)) return -1;
     for (size_t i = 0; i < len; i++) w->s[i] = (sym){ b->byte_tok[u[i]], (int32_t)i - 1, i + 1 < len ? (int32_t)i + 1 : -1 };
-    w->heap_n = 0;
+    w->heap.n = 0;
     for (size_t i = 0; i + 1 < len; i++)
         if (push(w, (int)i)) return -1;
-    while (w->heap_n > 0) {
-        cand c = pop(w);
+    while (w->heap.n > 0) {
+        cand c;
+        hc_heap_pop(&w->heap, &c);
         sym *l = &w->s[c.left];
         if (l->id < 0 || l->next < 0) continue;
         const merge *m = find_merge(b, l->id, w->s[l->next].id);
@@ -340,11 +307,11 @@ int hc_bpe_encode(const hc_bpe *b, const char *text, size_t len, hc_bpe_emit emi
     size_t n = len;
     char *fixed = replace_invalid(text, len, &n, &oom);
     if (oom) return -1;
-    session w = { .b = b, .emit = emit, .ctx = ctx };
+    session w = { .b = b, .emit = emit, .ctx = ctx, .heap = { .esz = sizeof(cand), .first = before } };
     int rc = hc_pretok_split(b->pre, fixed ? fixed : text, n, encode_word, &w);
     free(fixed);
     free(w.s);
-    free(w.heap);
+    free(w.heap.v);
     free(w.buf);
     return rc;
 }
