@@ -40,7 +40,7 @@ CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 $(OPT) \
            -Wall -Wextra -Werror -ffp-contract=off -pthread \
            -Icommon -Iruntime -Igguf-tools -Iquantizer -Iprofiler -Isolver $(PKG_CFLAGS)
-LDLIBS  += $(PKG_LIBS) -lglpk -lm -lpthread
+LDLIBS  += $(PKG_LIBS) -lglpk -lunistring -lm -lpthread
 
 TOOL_DIRS := gguf-tools quantizer profiler solver
 LIB_NAMES := $(TOOL_DIRS) runtime common

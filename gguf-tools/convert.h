@@ -27,6 +27,7 @@ typedef struct {
     uint32_t n_merges;
     const char *pre;         /* gpt2: llama.cpp's pre-tokenizer name, or NULL: then */
     char **pre_regex;        /* the regexes, as hotcold.tokenizer.pre_regex */
+    char *normalizer;        /* gpt2: tokenizer.json's normalizer (JSON), as hotcold.tokenizer.normalizer */
     uint32_t n_pre_regex;
     int ignore_merges;       /* gpt2: -1, or hotcold.tokenizer.ignore_merges (the name's differs) */
     int add_bos, add_eos;    /* the post-processor's: -1 when the file does not say */

@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "normalize.h"
 #include "pretok.h"
 
 static const cJSON *item(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
@@ -264,12 +265,26 @@ static int check_added(const char *path, const cJSON *root, char *err, size_t er
     return 0;
 }
 
+/* Kept as JSON for the runtime's normalizer, which checks it now. */
+static int set_normalizer(const char *path, const cJSON *norm, cv_vocab *v, char *err, size_t errlen)
+{
+    char msg[400], *json = cJSON_PrintUnformatted(norm);
+    if (!json) hc_die("out of memory");
+    hc_normalizer *n = hc_normalizer_new(json, strlen(json), msg, sizeof msg);
+    if (!n) {
+        free(json);
+        return refuse(err, errlen, path, "%s", msg);
+    }
+    hc_normalizer_free(n);
+    v->normalizer = json;
+    return 0;
+}
+
 int cv_json_bpe(const char *path, const cJSON *root, cv_vocab *v, char *err, size_t errlen)
 {
     const cJSON *model = item(root, "model"), *norm = item(root, "normalizer");
     v->model = "gpt2";
-    if (!cJSON_IsNull(norm) && norm)
-        return refuse(err, errlen, path, "normalizer type '%s' with a byte-level BPE is not supported", type_of(norm));
+    if (norm && !cJSON_IsNull(norm) && set_normalizer(path, norm, v, err, errlen)) return -1;
     if (check_model(path, model, err, errlen) || check_added(path, root, err, errlen)) return -1;
     pre_walk p = { .path = path, .err = err, .errlen = errlen };
     int rc = walk_pre(&p, item(root, "pre_tokenizer"));

@@ -34,7 +34,7 @@ void cv_vocab_init(cv_vocab *v, uint32_t n)
     v->model = "llama";
     v->merges = v->pre_regex = NULL;
     v->n_merges = v->n_pre_regex = 0;
-    v->pre = NULL;
+    v->pre = v->normalizer = NULL;
     v->ignore_merges = v->add_bos = v->add_eos = -1;
     v->bos_id = v->eos_id = -1;
     v->fuse_unk = 1;
@@ -67,6 +67,7 @@ void cv_vocab_free(cv_vocab *v)
     for (uint32_t i = 0; i < v->n_pre_regex; i++) free(v->pre_regex[i]);
     free(v->merges);
     free(v->pre_regex);
+    free(v->normalizer);
     free(v->tokens);
     free(v->scores);
     free(v->types);
@@ -105,6 +106,7 @@ void cv_set_llama_kvs(gguf_writer *w, const cv_hparams *hp, const cv_vocab *v)
     if (v->add_eos >= 0) gguf_set_bool(w, "tokenizer.ggml.add_eos_token", v->add_eos);
     if (v->n_pre_regex)
         gguf_set_arr_str(w, "hotcold.tokenizer.pre_regex", (const char *const *)v->pre_regex, v->n_pre_regex);
+    if (v->normalizer) gguf_set_str(w, "hotcold.tokenizer.normalizer", v->normalizer);
     if (v->ignore_merges >= 0) gguf_set_bool(w, "hotcold.tokenizer.ignore_merges", v->ignore_merges);
     if (v->add_space_prefix >= 0) gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
     if (!v->fuse_unk) gguf_set_bool(w, "hotcold.tokenizer.fuse_unk", 0);

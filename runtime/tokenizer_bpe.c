@@ -11,11 +11,13 @@
 
 #include "cli.h"
 #include "heap.h"
+#include "normalize.h"
 #include "pretok.h"
 
 typedef struct { int32_t left, right, rank, id; } merge;   /* left < 0: empty slot */
 
 struct hc_bpe {
+    hc_normalizer *norm;        /* hotcold.tokenizer.normalizer, or NULL */
     hc_pretok *pre;
     int ignore_merges, unk;
     const void *vocab;
@@ -161,6 +163,16 @@ static int load_pretok(hc_bpe *b, const gguf_file *f, int *add_bos, char *err, s
     return 0;
 }
 
+static int load_normalizer(hc_bpe *b, const gguf_file *f, char *err, size_t errlen)
+{
+    int i = gguf_find_kv(f, "hotcold.tokenizer.normalizer");
+    if (i < 0) return 0;
+    if (f->kv[i].type != GGUF_TYPE_STRING)
+        return snprintf(err, errlen, "hotcold.tokenizer.normalizer: expected type string"), -1;
+    b->norm = hc_normalizer_new(f->kv[i].strs[0].ptr, f->kv[i].strs[0].len, err, errlen);
+    return b->norm ? 0 : -1;
+}
+
 hc_bpe *hc_bpe_load(const gguf_file *f, const void *vocab, hc_bpe_find find, int unk, int *add_bos,
                     char *err, size_t errlen)
 {
@@ -188,7 +200,8 @@ hc_bpe *hc_bpe_load(const gguf_file *f, const void *vocab, hc_bpe_find find, int
         }
         b->byte_tok[c] = find(vocab, b->map[c], b->map_len[c]);
     }
-    if (load_merges(b, kv, err, errlen) || load_pretok(b, f, add_bos, err, errlen)) {
+    if (load_merges(b, kv, err, errlen) || load_pretok(b, f, add_bos, err, errlen) ||
+        load_normalizer(b, f, err, errlen)) {
         hc_bpe_free(b);
         return NULL;
     }
@@ -199,6 +212,7 @@ void hc_bpe_free(hc_bpe *b)
 {
     if (!b) return;
     hc_pretok_free(b->pre);
+    hc_normalizer_free(b->norm);
     free(b->slot);
     free(b);
 }
@@ -305,11 +319,16 @@ int hc_bpe_encode(const hc_bpe *b, const char *text, size_t len, hc_bpe_emit emi
 {
     int oom;
     size_t n = len;
-    char *fixed = replace_invalid(text, len, &n, &oom);
+    char *fixed = replace_invalid(text, len, &n, &oom), *norm = NULL;
     if (oom) return -1;
+    if (b->norm && !(norm = hc_normalize(b->norm, fixed ? fixed : text, n, &n))) {
+        free(fixed);
+        return -1;
+    }
     session w = { .b = b, .emit = emit, .ctx = ctx, .heap = { .esz = sizeof(cand), .first = before } };
-    int rc = hc_pretok_split(b->pre, fixed ? fixed : text, n, encode_word, &w);
+    int rc = hc_pretok_split(b->pre, norm ? norm : fixed ? fixed : text, n, encode_word, &w);
     free(fixed);
+    free(norm);
     free(w.s);
     free(w.heap.v);
     free(w.buf);

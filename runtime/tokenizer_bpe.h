@@ -24,7 +24,8 @@ hc_bpe *hc_bpe_load(const gguf_file *f, const void *vocab, hc_bpe_find find, int
 void hc_bpe_free(hc_bpe *b);
 
 /* Encode raw text (no special tokens in it), calling emit for each id. Bytes
- * that are not valid UTF-8 are read as U+FFFD each, as llama.cpp does.
+ * that are not valid UTF-8 are read as U+FFFD each, as llama.cpp does; then
+ * the normalizer (hotcold.tokenizer.normalizer) applies.
  * 0, or -1 when out of memory. */
 typedef void (*hc_bpe_emit)(void *ctx, int id);
 int hc_bpe_encode(const hc_bpe *b, const char *text, size_t len, hc_bpe_emit emit, void *ctx);

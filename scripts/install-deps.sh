@@ -5,7 +5,7 @@
 #                                        without root, print the command instead
 set -eu
 PKGS="build-essential pkg-config clang libclang-rt-dev libglpk-dev zlib1g-dev libopenblas-dev
-ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libcjson-dev libpcre2-dev valgrind"
+ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libcjson-dev libpcre2-dev libunistring-dev valgrind"
 
 missing=""
 for p in $PKGS; do

@@ -179,11 +179,13 @@ static cJSON *variant_json(const bpe_variant *v)
     cJSON *j = fixture_json(FIX "/tokenizer.json");
     cJSON_ReplaceItemInObject(j, "pre_tokenizer", cJSON_Parse(v->pre_tokenizer));
     if (v->post_processor) cJSON_ReplaceItemInObject(j, "post_processor", cJSON_Parse(v->post_processor));
+    if (v->normalizer) cJSON_ReplaceItemInObject(j, "normalizer", cJSON_Parse(v->normalizer));
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(j, "model"), "ignore_merges", cJSON_CreateBool(v->ignore_merges));
     return j;
 }
 
-/* Other pre-tokenizers: llama.cpp's name where it has one, else the regexes. */
+/* Other pre-tokenizers (llama.cpp's name where it has one, else the regexes)
+ * and normalizers. */
 static void test_variants(void)
 {
     if (!th_fixture("")) SKIP("no fixtures");
@@ -262,7 +264,9 @@ static void test_refusals(void)
     CHECK(refused("pre_tokenizer", "{\"type\":\"Whitespace\"}", "pre_tokenizer type 'Whitespace' is not supported"));
     CHECK(refused("pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Punctuation\"},"
                   "{\"type\":\"ByteLevel\",\"use_regex\":false}]}", "pre_tokenizer type 'Punctuation'"));
-    CHECK(refused("normalizer", "{\"type\":\"NFKC\"}", "normalizer type 'NFKC'"));
+    CHECK(refused("normalizer", "{\"type\":\"BertNormalizer\"}", "normalizer type 'BertNormalizer' is not supported"));
+    CHECK(refused("normalizer", "{\"type\":\"Replace\",\"pattern\":{\"Regex\":\"(a\"},\"content\":\"\"}",
+                  "normalizer Replace regex '(a': PCRE2: missing closing parenthesis"));
     CHECK(refused("pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
                   "{\"Regex\":\"(?<=a+)b\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\",\"use_regex\":false}]}",
                   "PCRE2: lookbehind assertion is not fixed length"));
