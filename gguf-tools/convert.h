@@ -34,6 +34,8 @@ typedef struct {
     int64_t bos_id, eos_id;  /* the tokens it adds, or -1 */
     int fuse_unk;            /* 0: hotcold.tokenizer.fuse_unk = false (one <unk> per character) */
     int add_space_prefix;    /* llama: -1, or tokenizer.ggml.add_space_prefix */
+    uint32_t *strip[2];      /* ids of added tokens with lstrip [0] / rstrip [1] (hotcold.tokenizer.*strip) */
+    uint32_t n_strip[2];
     const char *prepend_scheme;  /* llama: Metaspace's "first" or "always" (hotcold.tokenizer.prepend_scheme) */
     int unigram;             /* llama: hotcold.tokenizer.unigram (scores are Unigram's: Viterbi) */
 } cv_vocab;
@@ -150,6 +152,8 @@ int cv_json_bpe(const char *path, const struct cJSON *root, cv_vocab *v, char *e
  * the U+2581 escaping the SPM tokenizer does itself; set v's prefix and
  * fuse_unk flags. 0, or -1 + message. */
 int cv_json_spm(const char *path, const struct cJSON *root, cv_vocab *v, char *err, size_t errlen);
+/* added_tokens' lstrip/rstrip into v; single_word is refused. 0, or -1 + message. */
+int cv_json_added(const char *path, const struct cJSON *root, cv_vocab *v, char *err, size_t errlen);
 /* The post-processor's BOS/EOS into v (add_bos, add_eos, bos_id, eos_id). */
 int cv_json_post(const char *path, const struct cJSON *root, cv_vocab *v, char *err, size_t errlen);
 /* A merge, "a b" or ["a", "b"]: its two pieces. 0, or -1 when it is neither. */

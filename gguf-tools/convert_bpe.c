@@ -251,16 +251,23 @@ static int load_merges(const char *path, const cJSON *model, cv_vocab *v, char *
     return rc;
 }
 
-static int check_added(const char *path, const cJSON *root, char *err, size_t errlen)
+int cv_json_added(const char *path, const cJSON *root, cv_vocab *v, char *err, size_t errlen)
 {
     const cJSON *e;
     cJSON_ArrayForEach(e, item(root, "added_tokens")) {
-        const cJSON *content = item(e, "content");
-        const char *what = cJSON_IsTrue(item(e, "lstrip")) ? "lstrip" : cJSON_IsTrue(item(e, "rstrip")) ? "rstrip"
-                         : cJSON_IsTrue(item(e, "single_word")) ? "single_word" : NULL;
-        if (what)
-            return refuse(err, errlen, path, "added token '%s': %s is not supported",
-                          cJSON_IsString(content) ? content->valuestring : "?", what);
+        const cJSON *content = item(e, "content"), *id = item(e, "id");
+        if (cJSON_IsTrue(item(e, "single_word")))
+            return refuse(err, errlen, path, "added token '%s': single_word is not supported",
+                          cJSON_IsString(content) ? content->valuestring : "?");
+        for (int k = 0; k < 2; k++) {
+            if (!cJSON_IsTrue(item(e, k ? "rstrip" : "lstrip"))) continue;
+            if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= v->n)
+                return refuse(err, errlen, path, "added token with lstrip/rstrip: id outside config.json's vocab_size");
+            uint32_t *p = realloc(v->strip[k], (v->n_strip[k] + 1) * sizeof *p);
+            if (!p) hc_die("out of memory");
+            v->strip[k] = p;
+            p[v->n_strip[k]++] = (uint32_t)id->valuedouble;
+        }
     }
     return 0;
 }
@@ -285,7 +292,7 @@ int cv_json_bpe(const char *path, const cJSON *root, cv_vocab *v, char *err, siz
     const cJSON *model = item(root, "model"), *norm = item(root, "normalizer");
     v->model = "gpt2";
     if (norm && !cJSON_IsNull(norm) && set_normalizer(path, norm, v, err, errlen)) return -1;
-    if (check_model(path, model, err, errlen) || check_added(path, root, err, errlen)) return -1;
+    if (check_model(path, model, err, errlen)) return -1;
     pre_walk p = { .path = path, .err = err, .errlen = errlen };
     int rc = walk_pre(&p, item(root, "pre_tokenizer"));
     if (!rc) rc = load_vocab(path, model, v, err, errlen);

@@ -40,6 +40,8 @@ void cv_vocab_init(cv_vocab *v, uint32_t n)
     v->fuse_unk = 1;
     v->add_space_prefix = -1;
     v->prepend_scheme = NULL;
+    v->strip[0] = v->strip[1] = NULL;
+    v->n_strip[0] = v->n_strip[1] = 0;
     v->unigram = 0;
 }
 
@@ -68,6 +70,8 @@ void cv_vocab_free(cv_vocab *v)
     free(v->merges);
     free(v->pre_regex);
     free(v->normalizer);
+    free(v->strip[0]);
+    free(v->strip[1]);
     free(v->tokens);
     free(v->scores);
     free(v->types);
@@ -107,6 +111,8 @@ void cv_set_llama_kvs(gguf_writer *w, const cv_hparams *hp, const cv_vocab *v)
     if (v->n_pre_regex)
         gguf_set_arr_str(w, "hotcold.tokenizer.pre_regex", (const char *const *)v->pre_regex, v->n_pre_regex);
     if (v->normalizer) gguf_set_str(w, "hotcold.tokenizer.normalizer", v->normalizer);
+    if (v->n_strip[0]) gguf_set_arr(w, "hotcold.tokenizer.lstrip", GGUF_TYPE_UINT32, v->strip[0], v->n_strip[0]);
+    if (v->n_strip[1]) gguf_set_arr(w, "hotcold.tokenizer.rstrip", GGUF_TYPE_UINT32, v->strip[1], v->n_strip[1]);
     if (v->ignore_merges >= 0) gguf_set_bool(w, "hotcold.tokenizer.ignore_merges", v->ignore_merges);
     if (v->add_space_prefix >= 0) gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
     if (!v->fuse_unk) gguf_set_bool(w, "hotcold.tokenizer.fuse_unk", 0);

@@ -166,7 +166,7 @@ static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t 
     if (!root || !cJSON_IsObject(model) || !cJSON_IsString(type)) {
         snprintf(err, errlen, "%s: %s", path, root ? "no model.type" : "JSON does not parse");
         rc = -1;
-    } else if (cv_json_post(path, root, v, err, errlen)) {
+    } else if (cv_json_post(path, root, v, err, errlen) || cv_json_added(path, root, v, err, errlen)) {
         rc = -1;
     } else if (cv_json_byte_level(root)) {
         rc = cv_json_bpe(path, root, v, err, errlen);

@@ -27,6 +27,7 @@ struct hc_tokenizer {
     uint64_t mask;
     size_t max_piece;      /* longest piece: longer candidates cannot match */
     int32_t *special;      /* ids split out before merging, longest text first */
+    uint8_t *strip;        /* per id: 1 lstrip, 2 rstrip (tokenizers' added-token flags), or NULL */
     int n_special;
     int32_t byte_id[256];  /* byte-fallback token of each byte, or -1 */
     int bos, eos, unk;     /* -1 when the vocab has none */
@@ -229,6 +230,29 @@ static void set_unk_score(hc_tokenizer *t)
 }
 
 /* llama.cpp's byte_to_token: "<0xXX>", else the byte itself as a piece. */
+/* hotcold.tokenizer.lstrip / rstrip: ids of added tokens that take the
+ * whitespace before / after them. */
+static int read_strip(hc_tokenizer *t, const gguf_file *f, char *err, size_t errlen)
+{
+    static const char *const keys[2] = { "hotcold.tokenizer.lstrip", "hotcold.tokenizer.rstrip" };
+    int bad = 0;
+    for (int k = 0; k < 2; k++) {
+        const gguf_kv *kv = get_array(f, keys[k], GGUF_TYPE_UINT32, 0, &bad, err, errlen);
+        if (bad) return -1;
+        if (!kv) continue;
+        if (!t->strip && !(t->strip = calloc((size_t)t->n_vocab, 1))) return -1;
+        for (uint64_t i = 0; i < kv->n; i++) {
+            double id = gguf_kv_num(kv, i);
+            if (id >= t->n_vocab) {
+                fail(err, errlen, f, "%s: id %.0f outside the vocabulary", keys[k], id);
+                return -1;
+            }
+            t->strip[(int)id] |= (uint8_t)(1 << k);
+        }
+    }
+    return 0;
+}
+
 static void find_byte_tokens(hc_tokenizer *t)
 {
     for (int b = 0; b < 256; b++) {
@@ -308,6 +332,11 @@ hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
 
     find_byte_tokens(t);
     if (build_specials(t) != 0) goto oom;
+    if (read_strip(t, f, err, errlen) != 0) {
+        if (!t->strip) fail(err, errlen, f, "out of memory loading the vocabulary");
+        hc_tokenizer_free(t);
+        return NULL;
+    }
     return is_bpe ? load_bpe(t, f, err, errlen) : t;
 
 oom:
@@ -325,6 +354,7 @@ void hc_tokenizer_free(hc_tokenizer *t)
     free(t->type);
     free(t->slot);
     free(t->special);
+    free(t->strip);
     hc_bpe_free(t->bpe);
     free(t);
 }
@@ -530,6 +560,35 @@ static void spm_encode(work *w, const char *text, size_t len, int prefix)
     if (ns > a) merge_chunk(w, a, ns);
 }
 
+/* Unicode White_Space (Rust's char::is_whitespace, which tokenizers' lstrip
+ * and rstrip use): the length of such a character at s, else 0. */
+static int white_space_at(const unsigned char *s, size_t avail)
+{
+    static const uint32_t ws[] = { 0x85, 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000 };
+    int n = utf8_len(s, avail);
+    uint32_t c = n == 1 ? (s[0] < 0x80 ? s[0] : 0) : n == 2 ? (s[0] & 0x1Fu) << 6 | (s[1] & 0x3Fu)
+               : n == 3 ? (s[0] & 0x0Fu) << 12 | (s[1] & 0x3Fu) << 6 | (s[2] & 0x3Fu) : 0;
+    if ((c >= 0x09 && c <= 0x0D) || c == 0x20 || (c >= 0x2000 && c <= 0x200A)) return n;
+    for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
+        if (c == ws[i]) return n;
+    return 0;
+}
+
+/* [at, end) widened over the whitespace the token's lstrip/rstrip take, inside [lo, hi). */
+static void strip_around(const hc_tokenizer *t, int id, const char *text, size_t lo, size_t hi, size_t *at, size_t *end)
+{
+    int k, flags = t->strip ? t->strip[id] : 0;
+    for (int moved = flags & 1; moved;) {
+        moved = 0;
+        for (int back = 1; back <= 3 && *at - lo >= (size_t)back; back++) {
+            k = white_space_at((const unsigned char *)text + *at - back, (size_t)back);
+            if (k == back) { *at -= (size_t)back; moved = 1; break; }
+        }
+    }
+    while ((flags & 2) && *end < hi && (k = white_space_at((const unsigned char *)text + *end, hi - *end)) > 0)
+        *end += (size_t)k;
+}
+
 /* tokenizer_st_partition: for each special token, longest text first, cut every
  * occurrence out of the raw fragments. Returns the fragment list in fr[cur]. */
 static int partition(work *w, const char *text, size_t len, int parse_special, size_t *nfr)
@@ -551,12 +610,13 @@ static int partition(work *w, const char *text, size_t len, int parse_special, s
             while (f.id < 0 && f.len >= pl) {
                 const char *m = memmem(text + f.off, f.len, p, pl);
                 if (!m) break;
-                size_t at = (size_t)(m - text);
+                size_t at = (size_t)(m - text), end = at + pl;
+                strip_around(t, id, text, f.off, f.off + f.len, &at, &end);
                 if (hc_grow(&w->fr[!cur], &w->fr_cap[!cur], n + 2, sizeof(frag)) != 0) return -1;
                 if (at > f.off) w->fr[!cur][n++] = (frag){ f.off, at - f.off, -1 };
-                w->fr[!cur][n++] = (frag){ at, pl, id };
-                f.len -= at + pl - f.off;
-                f.off = at + pl;
+                w->fr[!cur][n++] = (frag){ at, end - at, id };
+                f.len -= end - f.off;
+                f.off = end;
             }
             if (f.len == 0 && f.id < 0) continue;
             if (hc_grow(&w->fr[!cur], &w->fr_cap[!cur], n + 1, sizeof(frag)) != 0) return -1;

@@ -48,32 +48,36 @@ INVALID = [
     ("invalid_cut_3byte", b"\xe2\x82 euro", "\ufffd\ufffd euro"),
 ]
 TEXT = ("Hello world 1234567 it's  done\n\n \u00e9t\u00e9 \u4e2d\u6587 \U0001f999!! \u039f\u0394\u039f\u03a3 "
-        "\u0130stanbul \uff21\uff22\uff23 \ufb01 e\u0301 \u00c5 \u212b \u00bd 2024")
+        "\u0130stanbul \uff21\uff22\uff23 \ufb01 e\u0301 \u00c5 \u212b \u00bd 2024"
+        " x  <|end_of_text|>  y\u3000<|end_of_text|>\u2005z <|end_of_text|>\u00a0\n")
 LLAMA3 = BASE["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
 BL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
 BL_NOREGEX = dict(BL, use_regex=False)
 def split(rx):
     return {"type": "Split", "pattern": {"Regex": rx}, "behavior": "Isolated", "invert": False}
 # name, pre_tokenizer, post_processor (None: the file's), ignore_merges, llama.cpp name (None: hotcold key),
-# normalizer (None: the file's)
+# normalizer (None: the file's), lstrip (1) / rstrip (2) on added token 1
 QWEN2 = {"type": "Sequence", "pretokenizers": [split(LLAMA3.replace("\\p{N}{1,3}", "\\p{N}")), BL_NOREGEX]}
 NORMS = {"type": "Sequence", "normalizers": [
     {"type": "NFKC"}, {"type": "Lowercase"}, {"type": "Replace", "pattern": {"Regex": "\\d{2,}"}, "content": "#"},
     {"type": "Replace", "pattern": {"String": "it's"}, "content": "it is"}, {"type": "Prepend", "prepend": ">"}]}
 VARIANTS = [
-    ("qwen2", QWEN2, None, False, "qwen2", None),
-    ("qwen2_nfc", QWEN2, None, False, "qwen2", {"type": "NFC"}),
-    ("normalizers", QWEN2, None, False, "qwen2", NORMS),
-    ("nfd", QWEN2, None, False, "qwen2", {"type": "NFD"}),
-    ("nfkd", QWEN2, None, False, "qwen2", {"type": "NFKD"}),
+    ("qwen2", QWEN2, None, False, "qwen2", None, 0),
+    ("qwen2_nfc", QWEN2, None, False, "qwen2", {"type": "NFC"}, 0),
+    ("normalizers", QWEN2, None, False, "qwen2", NORMS, 0),
+    ("nfd", QWEN2, None, False, "qwen2", {"type": "NFD"}, 0),
+    ("nfkd", QWEN2, None, False, "qwen2", {"type": "NFKD"}, 0),
+    ("lstrip", BASE["pre_tokenizer"], None, True, "llama-bpe", None, 1),
+    ("rstrip", BASE["pre_tokenizer"], None, True, "llama-bpe", None, 2),
+    ("lrstrip", BASE["pre_tokenizer"], None, True, "llama-bpe", None, 3),
     ("gpt2", BL, {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
-     False, "gpt-2", None),
+     False, "gpt-2", None, 0),
     ("starcoder", {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, BL]},
-     None, False, "starcoder", None),
-    ("smaug", BASE["pre_tokenizer"], None, False, "smaug-bpe", None),
+     None, False, "starcoder", None, 0),
+    ("smaug", BASE["pre_tokenizer"], None, False, "smaug-bpe", None, 0),
     ("custom", {"type": "Sequence", "pretokenizers": [split(LLAMA3.replace("\\p{N}{1,3}", "\\p{N}{1,2}")),
                                                       {"type": "Digits", "individual_digits": False}, BL_NOREGEX]},
-     None, True, None, None),
+     None, True, None, None, 0),
 ]
 SPM_VOCAB = ["<unk>", "<s>", "</s>", "\u2581"] + [chr(c) for c in range(ord("a"), ord("z") + 1)] + \
     ["\u2581t", "he", "\u2581the", "in", "\u2581a", "an", "\u2581an", "d", "\u00e9"]
@@ -150,9 +154,9 @@ def main():
     w.append("};")
     w.append("static const char VARIANT_TEXT[] = %s;" % c_str(TEXT.encode()))
     w.append("typedef struct { const char *name, *pre_tokenizer, *post_processor; int ignore_merges; "
-             "const char *pre, *normalizer; int n; uint64_t hash; } bpe_variant;")
+             "const char *pre, *normalizer; int strip, n; uint64_t hash; } bpe_variant;")
     w.append("static const bpe_variant VARIANTS[] = {")
-    for name, pre, post, im, llname, norm in VARIANTS:
+    for name, pre, post, im, llname, norm, strip in VARIANTS:
         d = json.loads(json.dumps(BASE))
         d["pre_tokenizer"] = pre
         if post is not None:
@@ -160,11 +164,13 @@ def main():
         if norm is not None:
             d["normalizer"] = norm
         d["model"]["ignore_merges"] = im
+        d["added_tokens"][1]["lstrip"] = bool(strip & 1)
+        d["added_tokens"][1]["rstrip"] = bool(strip & 2)
         tok = Tokenizer.from_str(json.dumps(d))
-        w.append('    { "%s", %s, %s, %d, %s, %s, %s },' % (
+        w.append('    { "%s", %s, %s, %d, %s, %s, %d, %s },' % (
             name, c_str(json.dumps(pre).encode()), c_str(json.dumps(post).encode()) if post else "NULL",
             int(im), '"%s"' % llname if llname else "NULL", c_str(json.dumps(norm).encode()) if norm else "NULL",
-            case(tok, TEXT)))
+            strip, case(tok, TEXT)))
     w.append("};")
     w.append("typedef struct { const char *name, *json; int ids[%d][32]; } spm_file;" % len(SPM_TEXTS))
     w.append("static const char *const SPM_TEXTS[] = { %s };" % ", ".join(c_str(t.encode()) for t in SPM_TEXTS))

@@ -180,12 +180,15 @@ static cJSON *variant_json(const bpe_variant *v)
     cJSON_ReplaceItemInObject(j, "pre_tokenizer", cJSON_Parse(v->pre_tokenizer));
     if (v->post_processor) cJSON_ReplaceItemInObject(j, "post_processor", cJSON_Parse(v->post_processor));
     if (v->normalizer) cJSON_ReplaceItemInObject(j, "normalizer", cJSON_Parse(v->normalizer));
+    cJSON *eot = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "added_tokens"), 1);
+    cJSON_ReplaceItemInObject(eot, "lstrip", cJSON_CreateBool(v->strip & 1));
+    cJSON_ReplaceItemInObject(eot, "rstrip", cJSON_CreateBool(v->strip & 2));
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(j, "model"), "ignore_merges", cJSON_CreateBool(v->ignore_merges));
     return j;
 }
 
-/* Other pre-tokenizers (llama.cpp's name where it has one, else the regexes)
- * and normalizers. */
+/* Other pre-tokenizers (llama.cpp's name where it has one, else the regexes),
+ * normalizers, and an added token with lstrip/rstrip. */
 static void test_variants(void)
 {
     if (!th_fixture("")) SKIP("no fixtures");
@@ -276,7 +279,7 @@ static void test_refusals(void)
     CHECK(refused("pre_tokenizer", "{\"type\":\"ByteLevel\",\"add_prefix_space\":true}", "add_prefix_space"));
     CHECK(refused("post_processor", "{\"type\":\"Other\"}", "post_processor type 'Other' is not supported"));
     CHECK(refused("model.dropout", "0.1", "dropout"));
-    CHECK(refused("added.lstrip", "true", "added token '<|begin_of_text|>': lstrip is not supported"));
+    CHECK(refused("added.single_word", "true", "added token '<|begin_of_text|>': single_word is not supported"));
     CHECK(refused("model.merges", "[\"zq qz\"]", "model.merges[0] 'zq qz'"));
 }
 
