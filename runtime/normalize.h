@@ -4,7 +4,7 @@
  * char::to_lowercase), Replace (a String or a PCRE2 Regex pattern, every
  * match replaced by the content), Prepend (when the text is not empty), and
  * Sequence of these. The GGUF keeps tokenizer.json's normalizer object as a
- * JSON string (hotcold.tokenizer.normalizer). See docs/tokenizers.md. */
+ * JSON string (hotcold.tokenizer.normalizer). See docs/design/tokenizer.md. */
 #ifndef HC_NORMALIZE_H
 #define HC_NORMALIZE_H
 

@@ -3,7 +3,7 @@
  * text between them (Hugging Face tokenizers' Split with behaviour "Isolated",
  * and llama.cpp's unicode_regex_split). The regexes are PCRE2 patterns in the
  * spelling of tokenizer.json, compiled with UTF and UCP (\p{L}, \s, ... are
- * Unicode properties). See docs/tokenizers.md. */
+ * Unicode properties). See docs/design/tokenizer.md. */
 #ifndef HC_PRETOK_H
 #define HC_PRETOK_H
 

@@ -211,7 +211,7 @@ static int model_kind(const gguf_file *f, char *err, size_t errlen)
     return kind;
 }
 
-/* The flags beyond llama.cpp's that runtime/tokenizer.c follows (docs/tokenizers.md). */
+/* The flags beyond llama.cpp's that runtime/tokenizer.c follows (docs/design/tokenizer.md). */
 static void read_hotcold_flags(hc_tokenizer *t, const gguf_file *f, int is_bpe, int *bad, char *err, size_t errlen)
 {
     t->fuse_unk = get_flag(f, "hotcold.tokenizer.fuse_unk", 1, bad, err, errlen);
