@@ -388,7 +388,8 @@ typedef struct {
 
 static void emit(work *w, int id)
 {
-    if (id < 0) { w->failed = 1; return; }
+    /* a normalizer may lengthen the text past the bound hc_tokenize checks */
+    if (id < 0 || w->n == INT_MAX) { w->failed = 1; return; }
     if (w->n < w->max) w->out[w->n] = id;
     w->n++;
     w->in_unk = 0;
