@@ -178,7 +178,7 @@ static int neuron_bytes(const gguf_file *m, uint32_t l, uint32_t n_embd, uint32_
         }
         uint32_t type = t->type;
         /* hc-run turns an untransposed Q8_0/Q4_0 ffn_down into per-neuron Q8_0
-         * rows (F32 when n_embd is not whole blocks): runtime/sparse_down.c. */
+         * rows (F32 when n_embd is not whole blocks): runtime/sparse.c (down rows). */
         if (rows[i] == &down && (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0))
             type = n_embd % QK8_0 ? GGML_TYPE_F32 : GGML_TYPE_Q8_0;
         uint32_t blck = ggml_blck_size(type);
