@@ -200,20 +200,20 @@ hc_bpe *hc_bpe_load(const gguf_file *f, const void *vocab, hc_bpe_find find, int
         }
         b->byte_tok[c] = find(vocab, b->map[c], b->map_len[c]);
     }
-    if (load_merges(b, kv, err, errlen) || load_pretok(b, f, add_bos, err, errlen) ||
-        load_normalizer(b, f, err, errlen)) {
-        hc_bpe_free(b);
-        return NULL;
-    }
-    return b;
+    if (!load_merges(b, kv, err, errlen) && !load_pretok(b, f, add_bos, err, errlen) &&
+        !load_normalizer(b, f, err, errlen))
+        return b;
+    hc_bpe_free(b);
+    return NULL;
 }
 
 void hc_bpe_free(hc_bpe *b)
 {
-    if (!b) return;
-    hc_pretok_free(b->pre);
-    hc_normalizer_free(b->norm);
-    free(b->slot);
+    if (b) {
+        hc_pretok_free(b->pre);
+        hc_normalizer_free(b->norm);
+        free(b->slot);
+    }
     free(b);
 }
 
