@@ -4,7 +4,8 @@
 # fixture hf-tokenizers/bpe-llama3 converted by hc-convert hf, on
 # tinystories-calib.txt (197 KB). Prints both rates (best of REPS runs, the
 # tokenization alone: hc-run's own timing, tokenizers' encode() call) and
-# checks that both give the same ids.
+# checks that both give the same ids (the text without one final newline,
+# which hc-run -f drops, as llama.cpp does).
 #   HC_BIN=bin REPS=5 TEXT=file sh scripts/bench-tokenize.sh
 set -eu
 HC_BIN=${HC_BIN:-$(pwd)/bin}
@@ -16,7 +17,7 @@ FIX=$HC_FIXTURES/hf-tokenizers/bpe-llama3
 T=$(mktemp -d "${TMPDIR:-/tmp}/hcbench.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 
-"$HC_BIN/hc-convert" hf "$FIX" -o "$T/bpe.gguf" >/dev/null
+"$HC_BIN/hc-convert" hf "$FIX" -o "$T/bpe.gguf" >/dev/null 2>"$T/convert.err" || { cat "$T/convert.err"; exit 1; }
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; text: $TEXT ($(wc -c <"$TEXT") bytes)"
 i=0
 while [ "$i" -lt "$REPS" ]; do
@@ -39,6 +40,8 @@ import tokenizers
 from tokenizers import Tokenizer
 tok = Tokenizer.from_file(sys.argv[1])
 text = open(sys.argv[2], encoding="utf-8").read()
+if text.endswith("\n"):
+    text = text[:-1]            # hc-run -f drops one final newline
 ours = [int(x) for x in open(sys.argv[3]).read().split()]
 best = None
 for _ in range(int(sys.argv[4])):
