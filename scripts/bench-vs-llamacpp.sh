@@ -1,0 +1,165 @@
+#!/bin/sh
+# hotcold against llama.cpp, side by side on the same GGUF files (issue 20).
+# Not part of `make test`; takes minutes to hours (see SIZE below).
+#
+#   HC_BIN=bin sh scripts/bench-vs-llamacpp.sh
+#
+# Once, under $PEER (default build/peer, ignored by git; no third-party code is
+# committed): `pip download` of PyPI's llama-cpp-python sdist (VERSION, default
+# 0.3.36 = llama.cpp 0c1e570), unpacked, and its vendored llama.cpp built for the
+# CPU (Release, GGML_NATIVE=ON) with only llama-bench and llama-quantize, at
+# `nice` (10). Needs: pip, cmake, a C++ compiler (Debian: `apt-get install
+# cmake g++`), network access to PyPI the first time. A later run reuses the build.
+#
+# Models (kept in $PEER/models): `hc-convert synth` writes a random LLaMA-shaped
+# F16 model (DIM × NFF, LAYERS layers, vocab 512), and `hc-quantize --pure` makes
+# the other TYPES from it. Both programs then run the same file with the same
+# thread count, interleaved (hc, llama.cpp, hc, ...), REPS rounds; the table
+# shows medians:
+#   decode   GEN tokens after an empty prompt (hc-run -p "" -n GEN; llama-bench -p 0 -n GEN)
+#   ppN      one prompt of N tokens (hc-run --logits; llama-bench -p N -n 0)
+#   quant    F16 -> TYPE, seconds (hc-quantize --pure -t; llama-quantize --pure), TYPES
+#            Q8_0/Q4_0 only; output written to $PEER/models and deleted
+# "% bw" = weight bytes per token (hc-run -v) × decode t/s ÷ the read bandwidth
+# that scripts/bench_membw.c measures with the same thread count just before and
+# after that type's rows (the higher of the two). "load" = the 1-minute load
+# average when the row finished: on a shared machine, read the figures with it.
+#
+# Environment (defaults): TYPES="F32 F16 BF16 Q8_0 Q4_0" THREADS="1 2" TESTS="decode
+# pp128 pp512 quant" REPS=3 GEN=32 DIM=4096 NFF=11008 LAYERS=8 VERSION=0.3.36.
+set -eu
+HC_BIN=${HC_BIN:-$(pwd)/bin}
+PEER=${PEER:-$(pwd)/build/peer}
+VERSION=${VERSION:-0.3.36}
+TYPES=${TYPES:-F32 F16 BF16 Q8_0 Q4_0}
+THREADS=${THREADS:-1 2}
+TESTS=${TESTS:-decode pp128 pp512 quant}
+REPS=${REPS:-3}
+GEN=${GEN:-32}
+DIM=${DIM:-4096}
+NFF=${NFF:-11008}
+LAYERS=${LAYERS:-8}
+
+mkdir -p "$PEER/models"
+PEER=$(cd "$PEER" && pwd)
+LB=$PEER/llama-build/bin
+T=$(mktemp -d "${TMPDIR:-/tmp}/hcvs.XXXXXX")
+trap 'rm -rf "$T"' EXIT INT TERM
+
+need() { command -v "$1" >/dev/null 2>&1 || { echo "bench-vs-llamacpp: needs $1 ($2)" >&2; exit 1; }; }
+
+# build_peer: download and build llama.cpp once
+build_peer() {
+    [ -x "$LB/llama-bench" ] && [ -x "$LB/llama-quantize" ] && return 0
+    need pip "python3-pip, or any pip"
+    need cmake "Debian: apt-get install cmake"
+    need c++ "Debian: apt-get install g++"
+    sdist=$PEER/llama_cpp_python-$VERSION.tar.gz
+    [ -f "$sdist" ] || pip download --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$PEER"
+    rm -rf "$PEER/src" && mkdir "$PEER/src" && tar xzf "$sdist" -C "$PEER/src"
+    src=$PEER/src/llama_cpp_python-$VERSION/vendor/llama.cpp
+    nice cmake -S "$src" -B "$PEER/llama-build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+        -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF >"$PEER/cmake.log"
+    nice cmake --build "$PEER/llama-build" -j2 --target llama-bench llama-quantize >"$PEER/build.log"
+}
+
+# model TYPE: path of the synthetic model in TYPE, made once
+model() {
+    base=$PEER/models/synth-$DIM-$NFF-$LAYERS
+    [ -f "$base-F16.gguf" ] || "$HC_BIN/hc-convert" synth -o "$base-F16.gguf" --dim "$DIM" --n-ff "$NFF" \
+        --layers "$LAYERS" --heads 32 --kv-heads 32 --vocab 512 --ctx 1024 --act silu --type f16 \
+        --seed 1 >/dev/null
+    [ -f "$base-$1.gguf" ] || "$HC_BIN/hc-quantize" -q --pure "$base-F16.gguf" "$base-$1.gguf" "$1"
+    echo "$base-$1.gguf"
+}
+
+# membw T: best read GB/s with T threads (512 MiB)
+membw() { "$T/bench_membw" 512 "$1" | awk -v t="$1" '$1 == t { print $2 }'; }
+
+# prompt_text N MODEL: a prompt that hc-run tokenizes to N tokens (BOS included)
+prompt_text() {
+    probe=$(awk 'BEGIN { for (i = 0; i < 100; i++) printf "a " }')
+    extra=$(( $("$HC_BIN/hc-run" -m "$2" --tokenize -p "$probe" | wc -w) - 100 ))
+    awk -v n=$(($1 - extra)) 'BEGIN { for (i = 0; i < n; i++) printf "a " }'
+}
+
+# llama_ts ARGS...: llama-bench's t/s for one run
+llama_ts() {
+    "$LB/llama-bench" -r 1 -o csv "$@" 2>/dev/null |
+        awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i ~ /avg_ts/) c = i; next }
+                 c { v = $c; gsub(/"/, "", v); print v }'
+}
+
+# hc_ts LINE ARGS...: tok/s from hc-run's "LINE:" timing line
+hc_ts() {
+    line=$1; shift
+    "$HC_BIN/hc-run" "$@" -v 2>"$T/hc.err" >/dev/null
+    awk -v l="$line:" '$1 == l { v = $(NF - 1); sub(/^\(/, "", v); print v }' "$T/hc.err"
+}
+
+secs_of() { s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); awk -v a="$s" -v b="$e" 'BEGIN { printf "%.3f", b - a }'; }
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# row TEST TYPE THREADS: REPS interleaved rounds, appended to $T/table
+row() {
+    test=$1 type=$2 t=$3 m=$(model "$2")
+    : >"$T/hc" && : >"$T/ll"
+    case $test in pp*) p=$(prompt_text "${test#pp}" "$m") ;; esac
+    i=0
+    while [ "$i" -lt "$REPS" ]; do
+        case $test in
+        decode) hc_ts generation -m "$m" -p "" -n "$GEN" --temp 0 -t "$t" >>"$T/hc"
+                llama_ts -m "$m" -p 0 -n "$GEN" -t "$t" >>"$T/ll" ;;
+        pp*)    hc_ts prompt -m "$m" -p "$p" --logits -t "$t" >>"$T/hc"
+                llama_ts -m "$m" -p "${test#pp}" -n 0 -t "$t" >>"$T/ll" ;;
+        quant)  secs_of "$HC_BIN/hc-quantize" -q --pure -t "$t" "$(model F16)" "$T/q.gguf" "$type" >>"$T/hc"
+                echo >>"$T/hc"; rm -f "$T/q.gguf"
+                secs_of "$LB/llama-quantize" --pure "$(model F16)" "$T/q.gguf" "$type" "$t" >>"$T/ll"
+                echo >>"$T/ll"; rm -f "$T/q.gguf" ;;
+        esac
+        i=$((i + 1))
+    done
+    hc=$(median <"$T/hc") ll=$(median <"$T/ll")
+    bytes=$(awk '/weights read per token:/ { print $5 }' "$T/hc.err" 2>/dev/null || true)
+    awk -v test="$test" -v type="$type" -v t="$t" -v hc="$hc" -v ll="$ll" -v bytes="${bytes:-0}" \
+        -v bw="$BW" -v load="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
+        ratio = (test == "quant") ? ll / hc : hc / ll
+        if (test == "decode" && bw > 0) {
+            hb = sprintf("%.0f%%", 100 * bytes * hc / 1e9 / bw); lb = sprintf("%.0f%%", 100 * bytes * ll / 1e9 / bw)
+        } else { hb = "-"; lb = "-" }
+        printf "| %s | %s | %d | %s | %s | %.2f | %s | %s | %s |\n", test, type, t, hc, ll, ratio, hb, lb, load }' \
+        >>"$T/table"
+}
+
+need "${CC:-cc}" "a C compiler"
+build_peer
+"${CC:-cc}" -O2 -pthread scripts/bench_membw.c -o "$T/bench_membw"
+isa=$("$HC_BIN/hc-run" -m "$(model F16)" -p "" -n 1 -t 1 -v 2>&1 >/dev/null | sed -n 's/.*kernels: \([a-z0-9]*\).*/\1/p')
+start_load=$(cut -d' ' -f1-3 /proc/loadavg)
+: >"$T/table"
+for type in $TYPES; do
+    model "$type" >/dev/null
+    for t in $THREADS; do
+        BW=$(membw "$t")
+        for test in $TESTS; do
+            case $test in quant) case $type in Q8_0|Q4_0) ;; *) continue ;; esac ;; esac
+            row "$test" "$type" "$t"
+        done
+        bw2=$(membw "$t")
+        echo "$type -t $t: read bandwidth $BW / $bw2 GB/s (before / after)" >>"$T/bw"
+    done
+done
+
+echo "hotcold $("$HC_BIN/hc-run" --version 2>&1 | head -1) (kernels: $isa) vs llama.cpp from llama-cpp-python $VERSION"
+echo "model: hc-convert synth, dim $DIM, n_ff $NFF, $LAYERS layers, vocab 512; $REPS interleaved runs, medians"
+echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs, $(grep -o -w 'avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "load average at start: $start_load; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| test | type | threads | hc | llama.cpp | hc ÷ llama.cpp | hc % bw | llama.cpp % bw | load |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+cat "$T/table"
+echo
+echo "(decode and ppN: tokens/s; quant: seconds, and the ratio is llama.cpp's time ÷ hc's)"
+cat "$T/bw"
