@@ -80,7 +80,7 @@ membw() { "$T/bench_membw" 512 "$1" | awk -v t="$1" '$1 == t { print $2 }'; }
 # prompt_text N MODEL: a prompt that hc-run tokenizes to N tokens (BOS included)
 prompt_text() {
     probe=$(awk 'BEGIN { for (i = 0; i < 100; i++) printf "a " }')
-    extra=$(( $("$HC_BIN/hc-run" -m "$2" --tokenize -p "$probe" | wc -w) - 100 ))
+    extra=$(( $("$HC_BIN/hc-run" -m "$2" --tokenize -p "$probe" 2>/dev/null | wc -w) - 100 ))
     awk -v n=$(($1 - extra)) 'BEGIN { for (i = 0; i < n; i++) printf "a " }'
 }
 
@@ -102,7 +102,7 @@ secs_of() { s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); awk -v a="
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-# row TEST TYPE THREADS: REPS interleaved rounds, appended to $T/table
+# row TEST TYPE THREADS: REPS interleaved rounds, medians appended to $T/raw
 row() {
     test=$1 type=$2 t=$3 m=$(model "$2")
     : >"$T/hc" && : >"$T/ll"
@@ -121,16 +121,22 @@ row() {
         esac
         i=$((i + 1))
     done
-    hc=$(median <"$T/hc") ll=$(median <"$T/ll")
     bytes=$(awk '/weights read per token:/ { print $5 }' "$T/hc.err" 2>/dev/null || true)
-    awk -v test="$test" -v type="$type" -v t="$t" -v hc="$hc" -v ll="$ll" -v bytes="${bytes:-0}" \
-        -v bw="$BW" -v load="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
-        ratio = (test == "quant") ? ll / hc : hc / ll
+    echo "$test $type $t $(median <"$T/hc") $(median <"$T/ll") ${bytes:-0} $(cut -d' ' -f1 /proc/loadavg)" >>"$T/raw"
+}
+
+# table BW: the rows in $T/raw as markdown, "% bw" against BW GB/s
+table() {
+    awk -v bw="$1" '{
+        test = $1; hc = $4; ll = $5; bytes = $6
+        if (hc == "-" || ll == "-" || hc == 0 || ll == 0) ratio = "-"
+        else ratio = sprintf("%.2f", test == "quant" ? ll / hc : hc / ll)
+        hb = lb = "-"
         if (test == "decode" && bw > 0) {
-            hb = sprintf("%.0f%%", 100 * bytes * hc / 1e9 / bw); lb = sprintf("%.0f%%", 100 * bytes * ll / 1e9 / bw)
-        } else { hb = "-"; lb = "-" }
-        printf "| %s | %s | %d | %s | %s | %.2f | %s | %s | %s |\n", test, type, t, hc, ll, ratio, hb, lb, load }' \
-        >>"$T/table"
+            if (hc != "-") hb = sprintf("%.0f%%", 100 * bytes * hc / 1e9 / bw)
+            if (ll != "-") lb = sprintf("%.0f%%", 100 * bytes * ll / 1e9 / bw)
+        }
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", test, $2, $3, hc, ll, ratio, hb, lb, $7 }' "$T/raw"
 }
 
 need "${CC:-cc}" "a C compiler"
@@ -142,13 +148,16 @@ start_load=$(cut -d' ' -f1-3 /proc/loadavg)
 for type in $TYPES; do
     model "$type" >/dev/null
     for t in $THREADS; do
-        BW=$(membw "$t")
+        bw1=$(membw "$t")
+        : >"$T/raw"
         for test in $TESTS; do
             case $test in quant) case $type in Q8_0|Q4_0) ;; *) continue ;; esac ;; esac
             row "$test" "$type" "$t"
         done
         bw2=$(membw "$t")
-        echo "$type -t $t: read bandwidth $BW / $bw2 GB/s (before / after)" >>"$T/bw"
+        bw=$(echo "$bw1 $bw2" | awk '{ print ($1 > $2) ? $1 : $2 }')   # the conservative ratio
+        table "$bw" >>"$T/table"
+        echo "$type -t $t: read bandwidth $bw1 / $bw2 GB/s (before / after)" >>"$T/bw"
     done
 done
 
