@@ -183,6 +183,35 @@ typedef struct {
     int layer, B, pos0, n_chunks;
 } attn_task;
 
+/* q · k over n floats in ATT_LANES interleaved partial sums, added pairwise at
+ * the end: independent chains the compiler keeps in vector registers, where
+ * one running sum would wait on each add's latency (with a prompt of B tokens
+ * the scores are B²/2 of these per head). A fixed order: the same bits for
+ * any thread count or batch. */
+#define ATT_LANES 8
+static float att_dot(const float *q, const float *k, int n)
+{
+    float s[ATT_LANES] = { 0 };
+    int i = 0;
+    for (; i + ATT_LANES <= n; i += ATT_LANES)
+        for (int j = 0; j < ATT_LANES; j++) s[j] += q[i + j] * k[i + j];
+    for (; i < n; i++) s[0] += q[i] * k[i];
+    for (int w = ATT_LANES / 2; w > 0; w /= 2)
+        for (int j = 0; j < w; j++) s[j] += s[j + w];
+    return s[0];
+}
+
+/* out += a · v over n floats, ATT_LANES at a time with restrict so the
+ * compiler uses vector registers (each out[i] gets the same operations in the
+ * same order either way). */
+static void att_axpy(float *restrict out, float a, const float *restrict v, int n)
+{
+    int i = 0;
+    for (; i + ATT_LANES <= n; i += ATT_LANES)
+        for (int j = 0; j < ATT_LANES; j++) out[i + j] += a * v[i + j];
+    for (; i < n; i++) out[i] += a * v[i];
+}
+
 /* One (token, head) pair per work item: scores over 0..pos, softmax, mix of V. */
 static void attn_run(void *arg, int chunk, int ith)
 {
@@ -202,10 +231,7 @@ static void attn_run(void *arg, int chunk, int ith)
         const float *q = ctx->q + (size_t)b * q_dim + (size_t)h * hd;
         size_t koff = (size_t)(h / group) * hd;
         for (int p = 0; p <= pos; p++) {
-            const float *k = kc + (size_t)p * kv_dim + koff;
-            float score = 0.0f;
-            for (int i = 0; i < hd; i++) score += q[i] * k[i];
-            att[p] = score / scale;
+            att[p] = att_dot(q, kc + (size_t)p * kv_dim + koff, hd) / scale;
         }
         float max = att[0], sum = 0.0f;
         for (int p = 1; p <= pos; p++) if (att[p] > max) max = att[p];
@@ -213,10 +239,7 @@ static void attn_run(void *arg, int chunk, int ith)
         for (int p = 0; p <= pos; p++) att[p] /= sum;
         float *out = ctx->att + (size_t)b * q_dim + (size_t)h * hd;
         memset(out, 0, sizeof(float) * (size_t)hd);
-        for (int p = 0; p <= pos; p++) {
-            const float *v = vc + (size_t)p * kv_dim + koff;
-            for (int i = 0; i < hd; i++) out[i] += att[p] * v[i];
-        }
+        for (int p = 0; p <= pos; p++) att_axpy(out, att[p], vc + (size_t)p * kv_dim + koff, hd);
     }
 }
 
