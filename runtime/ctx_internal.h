@@ -23,7 +23,7 @@ struct hc_ctx {
     float *q, *att;             /* [n_batch][n_head*head_dim] */
     float *ffn_buf[2];          /* [n_batch][n_ff]: the FFN's scratch (hc_ctx_ffn_scratch) */
     float *h;                   /* [n_batch][n_ff] for HC_HOOK_FFN_ACT, with a hook only */
-    float *scores;              /* [n_threads][n_ctx] */
+    float *scores;              /* [n_threads][ATT_TOKENS][n_ctx] (forward.c) */
     float *rope_freq;           /* [head_dim/2] */
     void *acts, *acts2;         /* prepared activations, [n_batch] each */
     size_t act_stride;          /* bytes per prepared vector */

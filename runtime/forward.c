@@ -1,7 +1,8 @@
 /* The forward pass in the order it runs: the context, the family seam
  * (norm, positions), embedding, attention, the layer, the FFN call, output
  * and hc_eval. Numerics follow llama2.c run.c (RMSNorm, RoPE, softmax
- * written the same way) so greedy decoding matches it token for token. */
+ * written the same way; the attention dot sums in ATT_LANES partial sums) so
+ * greedy decoding matches it token for token. */
 #include "forward.h"
 #include "cli.h"
 #include "ctx_internal.h"
@@ -10,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define ATT_TOKENS 4   /* tokens of one head per attention work item (attn_run) */
 
 static void *xalloc(size_t n)
 {
@@ -80,7 +83,7 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     ctx->ffn_buf[0] = xalloc(sizeof(float) * nb * F);
     ctx->ffn_buf[1] = xalloc(sizeof(float) * nb * F);
     ctx->h = ctx->hook ? xalloc(sizeof(float) * nb * F) : NULL;
-    ctx->scores = xalloc(sizeof(float) * (size_t)nt * (size_t)n_ctx);
+    ctx->scores = xalloc(sizeof(float) * (size_t)nt * ATT_TOKENS * (size_t)n_ctx);
     ctx->rope_freq = xalloc(sizeof(float) * (size_t)hp->head_dim / 2);
     if (!ctx->pool || !ctx->k_cache || !ctx->v_cache || !ctx->x || !ctx->xn || !ctx->tmp || !ctx->q || !ctx->att ||
         !ctx->ffn_buf[0] || !ctx->ffn_buf[1] || (ctx->hook && !ctx->h) || !ctx->scores || !ctx->rope_freq)
@@ -212,34 +215,48 @@ static void att_axpy(float *restrict out, float a, const float *restrict v, int 
     for (; i < n; i++) out[i] += a * v[i];
 }
 
-/* One (token, head) pair per work item: scores over 0..pos, softmax, mix of V. */
+/* Softmax of att[0..n) in place. */
+static void softmax(float *att, int n)
+{
+    float max = att[0], sum = 0.0f;
+    for (int p = 1; p < n; p++) if (att[p] > max) max = att[p];
+    for (int p = 0; p < n; p++) { att[p] = expf(att[p] - max); sum += att[p]; }
+    for (int p = 0; p < n; p++) att[p] /= sum;
+}
+
+/* One head and up to ATT_TOKENS consecutive tokens per work item: scores over
+ * 0..pos, softmax, mix of V. Each key and value row is read once for the
+ * item's tokens; every token still gets its own operations in its own order
+ * (positions ascending), so the bits do not depend on the grouping. */
 static void attn_run(void *arg, int chunk, int ith)
 {
     const attn_task *t = arg;
     hc_ctx *ctx = t->ctx;
     const hc_hparams *hp = &ctx->model->hp;
     int hd = hp->head_dim, kv_dim = hp->n_head_kv * hd, q_dim = hp->n_head * hd;
-    int group = hp->n_head / hp->n_head_kv;
+    int group = hp->n_head / hp->n_head_kv, n_tb = (t->B + ATT_TOKENS - 1) / ATT_TOKENS;
     size_t layer_off = (size_t)t->layer * (size_t)ctx->n_ctx * (size_t)kv_dim;
-    const float *kc = ctx->k_cache + layer_off, *vc = ctx->v_cache + layer_off;
-    float *att = ctx->scores + (size_t)ith * (size_t)ctx->n_ctx;
     float scale = sqrtf((float)hd);
     int lo, hi;
-    hc_split(t->B * hp->n_head, 1, chunk, t->n_chunks, &lo, &hi);
+    hc_split(n_tb * hp->n_head, 1, chunk, t->n_chunks, &lo, &hi);
     for (int item = lo; item < hi; item++) {
-        int b = item / hp->n_head, h = item % hp->n_head, pos = t->pos0 + b;
-        const float *q = ctx->q + (size_t)b * q_dim + (size_t)h * hd;
+        int b0 = item / hp->n_head * ATT_TOKENS, h = item % hp->n_head;
+        int nb = t->B - b0 < ATT_TOKENS ? t->B - b0 : ATT_TOKENS, last = t->pos0 + b0 + nb - 1;
         size_t koff = (size_t)(h / group) * hd;
-        for (int p = 0; p <= pos; p++) {
-            att[p] = att_dot(q, kc + (size_t)p * kv_dim + koff, hd) / scale;
+        const float *kc = ctx->k_cache + layer_off + koff, *vc = ctx->v_cache + layer_off + koff;
+        const float *q = ctx->q + (size_t)b0 * q_dim + (size_t)h * hd;
+        float *att = ctx->scores + (size_t)ith * ATT_TOKENS * (size_t)ctx->n_ctx;
+        float *out = ctx->att + (size_t)b0 * q_dim + (size_t)h * hd;
+        for (int p = 0; p <= last; p++)   /* token j sees positions 0..pos0 + b0 + j */
+            for (int j = p - (t->pos0 + b0) > 0 ? p - (t->pos0 + b0) : 0; j < nb; j++)
+                att[(size_t)j * ctx->n_ctx + p] = att_dot(q + (size_t)j * q_dim, kc + (size_t)p * kv_dim, hd) / scale;
+        for (int j = 0; j < nb; j++) {
+            softmax(att + (size_t)j * ctx->n_ctx, t->pos0 + b0 + j + 1);
+            memset(out + (size_t)j * q_dim, 0, sizeof(float) * (size_t)hd);
         }
-        float max = att[0], sum = 0.0f;
-        for (int p = 1; p <= pos; p++) if (att[p] > max) max = att[p];
-        for (int p = 0; p <= pos; p++) { att[p] = expf(att[p] - max); sum += att[p]; }
-        for (int p = 0; p <= pos; p++) att[p] /= sum;
-        float *out = ctx->att + (size_t)b * q_dim + (size_t)h * hd;
-        memset(out, 0, sizeof(float) * (size_t)hd);
-        for (int p = 0; p <= pos; p++) att_axpy(out, att[p], vc + (size_t)p * kv_dim + koff, hd);
+        for (int p = 0; p <= last; p++)
+            for (int j = p - (t->pos0 + b0) > 0 ? p - (t->pos0 + b0) : 0; j < nb; j++)
+                att_axpy(out + (size_t)j * q_dim, att[(size_t)j * ctx->n_ctx + p], vc + (size_t)p * kv_dim, hd);
     }
 }
 
@@ -284,7 +301,8 @@ static void attention(hc_ctx *ctx, int layer, const float *x, int B, int pos0, f
     qkv(ctx, ly, B, kc, vc);
     positions(ctx, ctx->q, kc, B, pos0);
     size_t work = 2 * (size_t)B * (size_t)q_dim * (size_t)(pos0 + B);
-    attn_task at = { ctx, layer, B, pos0, hc_pool_chunks(ctx->pool, B * hp->n_head, work) };
+    int items = (B + ATT_TOKENS - 1) / ATT_TOKENS * hp->n_head;
+    attn_task at = { ctx, layer, B, pos0, hc_pool_chunks(ctx->pool, items, work) };
     hc_pool_run(ctx->pool, attn_run, &at, at.n_chunks);
     hook(ctx, layer, HC_HOOK_ATTN_OUT, ctx->att, B, q_dim, pos0);
     hc_ctx_matvec(ctx, &ly->attn_output, ctx->att, B, out);
