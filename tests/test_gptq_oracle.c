@@ -1,0 +1,151 @@
+/* GPTQ against an independent implementation: tests/gptq_ref.py (numpy,
+ * float64, written from the paper) quantizes the same weights on the same
+ * Hessian and must find hotcold's codes, scales and zeros (following only
+ * near-ties of float32 rounding, which it counts), hotcold's layer error,
+ * and hotcold's Hessian from the same inputs. Cases cover the native sym /
+ * asym grids, ggml's Q4_0 / Q4_1 grids, groups smaller than, equal to and
+ * wider than a lazy batch or the row, a last partial group, act-order with
+ * static groups, dead inputs and round to nearest. numpy comes from
+ * tests/numpy-python.sh (PyPI into build/pyenv when missing); the cases skip
+ * only when that fails. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gptq.h"
+#include "harness.h"
+
+static const char *python;   /* with numpy, or NULL */
+
+static uint64_t rng = 7;
+static double urand(void)    /* uniform in (0, 1) */
+{
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return ((double)(rng >> 11) + 0.5) / 9007199254740992.0;
+}
+static float nrand(void) { return (float)(sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand())); }
+
+typedef struct {
+    const char *name;
+    int N, K, T, gs, sym, act_order, param, rtn, dead;
+    float damp;
+} oracle_case;
+
+/* Inputs with correlated columns of uneven scale (a random mixing of a few
+ * sources) and weights with a few outliers, like a real layer's. */
+static void make_layer(const oracle_case *c, float *W, float *X)
+{
+    const int S = 8;
+    float *mix = malloc(sizeof(float) * (size_t)S * c->K), *scale = malloc(sizeof(float) * (size_t)c->K);
+    for (int i = 0; i < S * c->K; i++) mix[i] = nrand();
+    for (int k = 0; k < c->K; k++) scale[k] = (float)exp(0.7 * nrand());
+    for (int t = 0; t < c->T; t++) {
+        float src[8];
+        for (int s = 0; s < S; s++) src[s] = nrand();
+        for (int k = 0; k < c->K; k++) {
+            float v = 0.3f * nrand();
+            for (int s = 0; s < S; s++) v += 0.3f * src[s] * mix[s * c->K + k];
+            X[(size_t)t * c->K + k] = k % 17 == 3 && c->dead ? 0.0f : scale[k] * v;
+        }
+    }
+    for (int i = 0; i < c->N * c->K; i++) W[i] = 0.05f * nrand() * (urand() < 0.01 ? 8.0f : 1.0f);
+    free(mix);
+    free(scale);
+}
+
+static void put(const char *dir, const char *name, const void *data, size_t len)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    th_write(path, data, len);
+}
+
+static void run_case(const oracle_case *c)
+{
+    if (!python) SKIP("no python3 with numpy (tests/numpy-python.sh)");
+    const int N = c->N, K = c->K, T = c->T, G = gptq_groups(K, c->gs);
+    float *W = malloc(sizeof(float) * (size_t)N * K), *X = malloc(sizeof(float) * (size_t)T * K);
+    float *H = malloc(sizeof(float) * (size_t)K * K), *Hw = malloc(sizeof(float) * (size_t)K * K);
+    float *Q = malloc(sizeof(float) * (size_t)N * K), *d = malloc(sizeof(float) * (size_t)G * N);
+    float *m = malloc(sizeof(float) * (size_t)G * N);
+    int32_t *zero = malloc(sizeof(int32_t) * (size_t)G * N);
+    uint8_t *codes = malloc((size_t)N * K);
+    gptq_grid *grids = malloc(sizeof *grids * (size_t)G * N);
+    make_layer(c, W, X);
+    gptq_hessian(X, T, K, H);
+    memcpy(Hw, H, sizeof(float) * (size_t)K * K);
+    const gptq_params p = { .group_size = c->gs, .sym = c->sym, .act_order = c->act_order, .param = c->param,
+                            .damp = c->damp };
+    gptq_stats st;
+    char err[256];
+    int rc = gptq_quantize_layer(W, N, K, c->rtn ? NULL : Hw, &p, codes, grids, &st, err, sizeof err);
+    gptq_dequant(codes, grids, N, K, c->gs, Q);
+    const double rel = gptq_rel_error(W, Q, N, K, X, T);
+    for (int i = 0; i < G * N; i++) {
+        d[i] = grids[i].d;
+        m[i] = grids[i].m;
+        zero[i] = grids[i].zero;
+    }
+    char dir[1024], params[512];
+    snprintf(dir, sizeof dir, "%s/%s", th_tmpdir(), c->name);
+    th_sh("mkdir -p '%s'", dir);
+    static const char *kinds[] = { "native", "q4_0", "q4_1" };
+    int n = snprintf(params, sizeof params, "N %d\nK %d\nT %d\ngs %d\nsym %d\nkind %s\nact_order %d\ndamp %.9g\nrtn %d\n",
+                     N, K, T, c->gs, c->sym, kinds[c->param], c->act_order, (double)c->damp, c->rtn);
+    put(dir, "params.txt", params, (size_t)n);
+    put(dir, "W.f32", W, sizeof(float) * (size_t)N * K);
+    put(dir, "X.f32", X, sizeof(float) * (size_t)T * K);
+    put(dir, "H.f32", H, sizeof(float) * (size_t)K * K);
+    put(dir, "codes.u8", codes, (size_t)N * K);
+    put(dir, "d.f32", d, sizeof(float) * (size_t)G * N);
+    put(dir, "m.f32", m, sizeof(float) * (size_t)G * N);
+    put(dir, "zero.i32", zero, sizeof(int32_t) * (size_t)G * N);
+    put(dir, "rel.f64", &rel, sizeof rel);
+    free(W); free(X); free(H); free(Hw); free(Q); free(d); free(m); free(zero); free(codes); free(grids);
+    CHECKF(rc == 0, "%s", err);
+    CHECK(st.damp == c->damp);
+    CHECK(st.dead == (c->dead && !c->rtn ? (K - 4) / 17 + 1 : 0));
+    int ok = th_sh("'%s' tests/gptq_ref.py check '%s'", python, dir) == 0;
+    printf("# %s: %s", c->name, th_last_out());
+    CHECKF(ok, "%s%s", th_last_out(), th_last_err());
+}
+
+#define CASE(fn, ...) static void fn(void) { static const oracle_case c = { #fn, __VA_ARGS__ }; run_case(&c); }
+/*                          N    K    T   gs sym act param        rtn dead damp */
+CASE(test_native_sym_g32,   48, 256, 600,  32, 1, 0, GPTQ_NATIVE, 0, 0, 0.01f)
+CASE(test_native_asym_g64,  40, 320, 600,  64, 0, 0, GPTQ_NATIVE, 0, 0, 0.01f)
+CASE(test_native_g128_partial_dead, 32, 300, 700, 128, 1, 0, GPTQ_NATIVE, 0, 1, 0.01f)
+CASE(test_native_wider_than_row, 24, 64, 300, 128, 1, 0, GPTQ_NATIVE, 0, 0, 0.01f)
+CASE(test_native_g256_batch, 24, 384, 800, 256, 0, 0, GPTQ_NATIVE, 0, 0, 0.1f)
+CASE(test_act_order_sym_g32, 40, 256, 600, 32, 1, 1, GPTQ_NATIVE, 0, 1, 0.01f)
+CASE(test_act_order_asym_g128, 32, 256, 600, 128, 0, 1, GPTQ_NATIVE, 0, 0, 0.01f)
+CASE(test_q4_0_g32,         40, 256, 600,  32, 1, 0, GPTQ_Q4_0,   0, 0, 0.01f)
+CASE(test_q4_0_act_order,   32, 192, 500,  32, 1, 1, GPTQ_Q4_0,   0, 1, 0.01f)
+CASE(test_q4_1_g32,         40, 256, 600,  32, 0, 0, GPTQ_Q4_1,   0, 0, 0.01f)
+CASE(test_rtn_native_g128,  32, 256, 400, 128, 1, 0, GPTQ_NATIVE, 1, 0, 0.01f)
+CASE(test_rtn_q4_1,         32, 128, 400,  32, 0, 0, GPTQ_Q4_1,   1, 0, 0.01f)
+
+int main(void)
+{
+    if (th_sh("sh tests/numpy-python.sh") == 0) {
+        static char path[1024];
+        snprintf(path, sizeof path, "%s", th_last_out());
+        path[strcspn(path, "\n")] = 0;
+        python = path;
+    } else {
+        fprintf(stderr, "%s", th_last_err());
+    }
+    RUN(test_native_sym_g32);
+    RUN(test_native_asym_g64);
+    RUN(test_native_g128_partial_dead);
+    RUN(test_native_wider_than_row);
+    RUN(test_native_g256_batch);
+    RUN(test_act_order_sym_g32);
+    RUN(test_act_order_asym_g128);
+    RUN(test_q4_0_g32);
+    RUN(test_q4_0_act_order);
+    RUN(test_q4_1_g32);
+    RUN(test_rtn_native_g128);
+    RUN(test_rtn_q4_1);
+    return th_done();
+}
