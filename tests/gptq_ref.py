@@ -280,11 +280,145 @@ def check(d):
           % (N, K, follow.code_ties, follow.grid_ties, herr, a["rel"], alone, rtn_err))
 
 
+# ---------------------------------------------------------------- calibration
+# A llama2.c legacy checkpoint run in numpy as llama2.c's run.c does (RMSNorm
+# eps 1e-5, interleaved RoPE on the unpermuted q/k rows, grouped-query
+# attention, SwiGLU), to recompute every layer's calibration inputs.
+
+def load_llama2c(path):
+    raw = np.fromfile(path, dtype="<f4")
+    dim, hid, L, nh, nkv, vocab, seq = (int(v) for v in raw[:7].view("<i4"))
+    hd, kvd, off = dim // nh, dim // nh * nkv, 7
+    m = {"dim": dim, "hid": hid, "L": L, "nh": nh, "nkv": nkv, "hd": hd}
+
+    def take(*shape):
+        nonlocal off
+        n = int(np.prod(shape))
+        a = raw[off:off + n].reshape(shape).astype(np.float64)
+        off += n
+        return a
+
+    m["emb"] = take(abs(vocab), dim)
+    m["attn_norm"] = take(L, dim)
+    for name, rows, cols in (("attn_q", dim, dim), ("attn_k", kvd, dim), ("attn_v", kvd, dim),
+                             ("attn_output", dim, dim)):
+        m[name] = list(take(L, rows, cols))
+    m["ffn_norm"] = take(L, dim)
+    m["ffn_gate"], m["ffn_down"], m["ffn_up"] = list(take(L, hid, dim)), list(take(L, dim, hid)), list(take(L, hid, dim))
+    return m
+
+
+def rmsnorm(x, w):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-5) * w
+
+
+def rope(x, nheads, hd):
+    """x [C][nheads*hd]: pairs (2i, 2i+1) of each head rotated by pos * 10000^(-2i/hd)."""
+    C = x.shape[0]
+    x = x.reshape(C, nheads, hd // 2, 2)
+    ang = np.arange(C)[:, None] * 10000.0 ** (-np.arange(0, hd, 2) / hd)[None, :]
+    c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    a, b = x[..., 0], x[..., 1]
+    return np.stack([a * c - b * s, a * s + b * c], axis=-1).reshape(C, nheads * hd)
+
+
+def attention(m, l, xn):
+    """The attention result of one window (input of attn_output)."""
+    C, hd, nh, nkv = xn.shape[0], m["hd"], m["nh"], m["nkv"]
+    q = rope(xn @ m["attn_q"][l].T, nh, hd)
+    k = rope(xn @ m["attn_k"][l].T, nkv, hd)
+    v = xn @ m["attn_v"][l].T
+    out = np.empty((C, nh * hd))
+    mask = np.triu(np.full((C, C), -np.inf), 1)
+    for h in range(nh):
+        g = h // (nh // nkv)
+        a = q[:, h * hd:(h + 1) * hd] @ k[:, g * hd:(g + 1) * hd].T / np.sqrt(hd) + mask
+        a = np.exp(a - a.max(axis=1, keepdims=True))
+        out[:, h * hd:(h + 1) * hd] = (a / a.sum(axis=1, keepdims=True)) @ v[:, g * hd:(g + 1) * hd]
+    return out
+
+
+def stage_inputs(m, l, s, xs):
+    """Inputs of stage s of block l over every window xs [W][C][dim]."""
+    out = []
+    for x in xs:
+        xn = rmsnorm(x, m["attn_norm"][l])
+        if s == 0:
+            out.append(xn)
+            continue
+        att = attention(m, l, xn)
+        if s == 1:
+            out.append(att)
+            continue
+        fn = rmsnorm(x + att @ m["attn_output"][l].T, m["ffn_norm"][l])
+        if s == 2:
+            out.append(fn)
+            continue
+        g = fn @ m["ffn_gate"][l].T
+        out.append(g / (1 + np.exp(-g)) * (fn @ m["ffn_up"][l].T))
+    return np.concatenate(out)
+
+
+def block(m, l, x):
+    att = attention(m, l, rmsnorm(x, m["attn_norm"][l]))
+    x = x + att @ m["attn_output"][l].T
+    fn = rmsnorm(x, m["ffn_norm"][l])
+    g = fn @ m["ffn_gate"][l].T
+    return x + (g / (1 + np.exp(-g)) * (fn @ m["ffn_up"][l].T)) @ m["ffn_down"][l].T
+
+
+STAGES = (("attn_q", "attn_k", "attn_v"), ("attn_output",), ("ffn_gate", "ffn_up"), ("ffn_down",))
+
+
+def calib(d):
+    """Replays hotcold's calibration of a llama2.c model (see the C test)."""
+    p = {}
+    with open(d + "/params.txt") as f:
+        for line in f:
+            k, v = line.split(None, 1)
+            p[k] = v.strip()
+    m = load_llama2c(p["model"])
+    gs, sym, damp, C, budget = int(p["gs"]), int(p["sym"]), float(p["damp"]), int(p["ctx"]), int(p["calib_tokens"])
+    toks = np.fromfile(d + "/tokens.i32", dtype="<i4")
+    windows = min(len(toks) // (C - 1), budget // C)   # BOS + C-1 text tokens each, in text order
+    win = [np.concatenate([[int(p["bos"])], toks[w * (C - 1):(w + 1) * (C - 1)]]) for w in range(windows)]
+    xs = [m["emb"][t] for t in win]
+    names = open(d + "/names.txt").read().split()
+    idx, ties, grid_ties = 0, 0, 0
+    for l in range(m["L"]):
+        for s, stage in enumerate(STAGES):
+            X = stage_inputs(m, l, s, xs)
+            H = 2.0 / X.shape[0] * (X.T @ X)
+            for name in stage:
+                full = "blk.%d.%s.weight" % (l, name)
+                if names[idx] != full:
+                    raise Mismatch("result %d: hotcold quantized %s, expected %s" % (idx, names[idx], full))
+                W = m[name][l]
+                N, K = W.shape
+                G = (K + gs - 1) // gs
+                hc = {k: np.fromfile("%s/%d.%s" % (d, idx, ext), dtype=dt) for k, ext, dt in
+                      (("codes", "codes.u8", "u1"), ("d", "d.f32", "<f4"), ("m", "m.f32", "<f4"),
+                       ("zero", "zero.i32", "<i4"))}
+                follow = Follow(hc["codes"].reshape(N, K), hc["d"].reshape(G, N), hc["m"].reshape(G, N),
+                                hc["zero"].reshape(G, N))
+                try:
+                    codes, grids = fasterquant(W, H, gs, sym, "native", 0, damp, follow)
+                except Mismatch as e:
+                    raise Mismatch("%s: %s" % (full, e))
+                m[name][l] = dequant(codes, grids, gs)
+                ties, grid_ties, idx = ties + follow.code_ties, grid_ties + follow.grid_ties, idx + 1
+        xs = [block(m, l, x) for x in xs]
+    if idx != len(names):
+        raise Mismatch("hotcold quantized %d weights, expected %d" % (len(names), idx))
+    print("%d weights over %d windows of %d: codes, scales and zeros identical (%d near-tie codes and %d grids "
+          "followed)" % (idx, windows, C, ties, grid_ties))
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] != "check":
-        sys.exit("usage: gptq_ref.py check DIR")
+    if len(sys.argv) != 3 or sys.argv[1] not in ("check", "calib"):
+        sys.exit("usage: gptq_ref.py check|calib DIR")
     try:
-        check(sys.argv[2])
+        (check if sys.argv[1] == "check" else calib)(sys.argv[2])
     except Mismatch as e:
         print("gptq_ref: " + str(e))
         sys.exit(1)
