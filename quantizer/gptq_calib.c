@@ -1,6 +1,6 @@
 /* Calibration through the project's runtime, one block at a time, as the
- * reference's llama_sequential with --true-sequential (../shared/reference/
- * gptq.md §1.1): the block's inputs are the outputs of the already-quantized
+ * reference's llama_sequential with --true-sequential (docs/design/gptq.md,
+ * "Calibration"): the block's inputs are the outputs of the already-quantized
  * blocks before it; within a block the linears are quantized in four stages
  * (q/k/v, output, gate/up, down), and before each stage the block is re-run
  * on its inputs with the earlier stages' quantized weights in place, so

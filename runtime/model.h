@@ -1,6 +1,6 @@
 /* LLaMA-family model (GGUF, mmap) and its evaluation context.
  *
- * Loading follows llama.cpp (../shared/reference/gguf-ggml.md §1.7-1.8):
+ * Loading follows llama.cpp (docs/formats.md, "Model files"):
  * u32/f32 keys checked by type, rope.freq_base default 10000, head_count_kv
  * default head_count, output.weight optional (tied to token_embd). The string
  * KV `hotcold.ffn_activation` = "relu" | "silu" (default silu) selects the
@@ -8,7 +8,7 @@
  * {n_embd, n_ff} instead of ffn_down and may carry the predictor
  * blk.N.fc1.weight {n_embd, r} / blk.N.fc2.weight {r, n_ff}.
  *
- * Forward pass as llama2.c run.c (§4.2): RMSNorm, RoPE on adjacent pairs,
+ * Forward pass as llama2.c run.c (docs/design/runtime.md, "Numerics"): RMSNorm, RoPE on adjacent pairs,
  * grouped-query attention with an f32 KV cache, SwiGLU (or ReLU-gated) FFN.
  *
  * Extension points (used by GPTQ, the profiler, predictors, hybrid):

@@ -12,7 +12,7 @@ const char *const solve_fixed_names[FIX_COUNT] = { "attention", "predictors", "n
 /* ggml's KV cache is F16 by default (PowerInfer's llama.cpp too). */
 #define KV_ELT_BYTES 2
 
-/* INT4-GPTQ weights (hc-quantize GPTQ, README.md, "INT4-GPTQ"): `<name>` is
+/* INT4-GPTQ weights (hc-quantize GPTQ, docs/formats.md, "INT4-GPTQ tensors"): `<name>` is
  * replaced by these companion tensors. */
 static const char *const gptq_parts[] = { "qweight", "scales", "qzeros", "g_idx" };
 

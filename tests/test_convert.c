@@ -43,7 +43,7 @@ static const gguf_kv *kv(const gguf_file *f, const char *key)
 
 /* ------------------------------------------------------------------ llama2.c */
 
-/* llama2.c legacy layout of stories260K (gguf-ggml.md §4.2). */
+/* llama2.c legacy layout of stories260K (docs/formats.md, "Inputs: llama2.c checkpoints"). */
 enum { D = 64, HID = 172, NL = 5, NH = 8, NKV = 4, VOC = 512, SEQ = 512, KVD = D * NKV / NH };
 
 static void test_stories_byte_identical(void)
