@@ -120,6 +120,9 @@ static void test_show_facts(void)
     /* the plot: one curve per layer, a complete document */
     char *doc = (char *)th_read(svg, NULL);
     CHECK(doc && strncmp(doc, "<svg ", 5) == 0 && strstr(doc, "</svg>\n"));
+    /* it names its input and the units of both axes; ticks are plain numbers */
+    CHECK(doc && strstr(doc, p) && strstr(doc, "share of tokens (log scale)") &&
+          strstr(doc, "neuron rank, hottest first") && strstr(doc, ">0.1</text>") && !strstr(doc, ">1e"));
     int curves = 0;
     for (const char *q = doc; (q = strstr(q, "<polyline")); q++) curves++;
     CHECK(curves == 2);
@@ -164,11 +167,10 @@ static void test_profile_one_window(void)
     int n = hc_tokenize(tok, text, len, 0, 0, ids + 1, (int)len + 15);
     CHECK(n >= 8);
     ids[0] = hc_tokenizer_bos(tok);
-    hc_ctx_params cp = { .n_ctx = 9, .n_batch = 4, .n_threads = 1 };   /* other batching, same numbers */
-    hc_ctx *ctx = hc_ctx_new(m, &cp, err, sizeof err);
     ref_counter r = { calloc((size_t)m->hp.n_layer * m->hp.n_ff, sizeof(int64_t)), m->hp.n_ff, HC_SILU_THRESHOLD };
-    ctx->hook = ref_hook;
-    ctx->hook_user = &r;
+    hc_ctx_params cp = { .n_ctx = 9, .n_batch = 4, .n_threads = 1,   /* other batching, same numbers */
+                         .hook = ref_hook, .hook_user = &r };
+    hc_ctx *ctx = hc_ctx_new(m, &cp, err, sizeof err);
     CHECK(hc_eval(ctx, ids, 9, 0, NULL, HC_LOGITS_NONE) == 0);
     int64_t total = 0;
     for (size_t i = 0; i < (size_t)m->hp.n_layer * m->hp.n_ff; i++) {
