@@ -28,8 +28,10 @@ grid (d = fp16(max / -8), max the value of largest magnitude, zero 8) and
 Q4_1 grid (d = fp16((xmax - xmin) / 15), m = fp16(xmin)). Codes round half
 to even.
 
-Usage: gptq_ref.py check DIR
-DIR holds what the C test (tests/test_gptq_oracle.c) wrote: params.txt
+Usage: gptq_ref.py check DIR    one layer (below)
+       gptq_ref.py calib DIR    a whole calibration of a llama2.c checkpoint
+                                (see calib() and tests/test_gptq_oracle.c)
+For check, DIR holds what the C test (tests/test_gptq_oracle.c) wrote: params.txt
 (key value lines), W.f32 [N][K], X.f32 [T][K], H.f32 [K][K] (hotcold's
 Hessian of X), codes.u8 [N][K], d.f32 / m.f32 [G][N] and zero.i32 [G][N]
 (hotcold's grids), rel.f64 (hotcold's ||(W-Q)X|| / ||WX||). Prints one line
