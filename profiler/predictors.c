@@ -192,3 +192,13 @@ done:
     hc_model_free(m);
     return rc;
 }
+
+int hc_pred_default_type(const char *model, uint32_t *type, char *err, size_t errlen)
+{
+    gguf_file *f = gguf_open(model, err, errlen);
+    if (!f) return -1;
+    const gguf_tensor *t = gguf_get_tensor(f, "blk.0.ffn_up.weight");
+    *type = t && t->type == GGML_TYPE_F32 ? GGML_TYPE_F32 : GGML_TYPE_F16;
+    gguf_close(f);
+    return 0;
+}
