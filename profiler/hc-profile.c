@@ -348,7 +348,8 @@ static int cmd_predictors(int argc, char **argv)
     return 0;
 }
 
-static int cmd_profile(int argc, char **argv)
+/* 1 when --help was asked for (printed), else 0 with o and *out filled from argv. */
+static int profile_parse(int argc, char **argv, hc_profile_opts *o, const char **out)
 {
     static const struct option longs[] = {
         { "model", required_argument, 0, 'm' }, { "file", required_argument, 0, 'f' },
@@ -357,39 +358,50 @@ static int cmd_profile(int argc, char **argv)
         { "threshold", required_argument, 0, 'T' }, { "shard", required_argument, 0, 'S' },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
-    hc_profile_opts o = { .n_threads = hc_default_threads(64), .shard_n = 1 };
-    const char *out = NULL;
     int c;
     while ((c = getopt_long(argc, argv, ":m:f:o:c:t:h", longs, NULL)) != -1) {
         switch (c) {
-        case 'm': o.model = optarg; break;
-        case 'f': o.corpus = optarg; break;
-        case 'o': out = optarg; break;
-        case 'c': o.ctx = (int)hc_opt_int("-c", optarg, 2, 1 << 20); break;
-        case 'N': o.max_tokens = hc_opt_int("--tokens", optarg, 1, INT64_MAX); break;
-        case 't': o.n_threads = (int)hc_opt_int("-t", optarg, 1, 256); break;
+        case 'm': o->model = optarg; break;
+        case 'f': o->corpus = optarg; break;
+        case 'o': *out = optarg; break;
+        case 'c': o->ctx = (int)hc_opt_int("-c", optarg, 2, 1 << 20); break;
+        case 'N': o->max_tokens = hc_opt_int("--tokens", optarg, 1, INT64_MAX); break;
+        case 't': o->n_threads = (int)hc_opt_int("-t", optarg, 1, 256); break;
         case 'T': {
             char *end;
-            o.threshold = strtof(optarg, &end);
-            if (!*optarg || *end || !(o.threshold >= 0 && o.threshold < 1e9f))
+            o->threshold = strtof(optarg, &end);
+            if (!*optarg || *end || !(o->threshold >= 0 && o->threshold < 1e9f))
                 hc_die("bad value for --threshold: '%s' (expected a number >= 0)", optarg);
-            o.threshold_set = 1;
+            o->threshold_set = 1;
             break;
         }
         case 'S': {
             char end;
-            if (sscanf(optarg, "%d/%d%c", &o.shard_i, &o.shard_n, &end) != 2 || o.shard_n < 1 ||
-                o.shard_i < 0 || o.shard_i >= o.shard_n)
+            if (sscanf(optarg, "%d/%d%c", &o->shard_i, &o->shard_n, &end) != 2 || o->shard_n < 1 ||
+                o->shard_i < 0 || o->shard_i >= o->shard_n)
                 hc_die("bad value for --shard: '%s' (expected I/N with 0 <= I < N)", optarg);
             break;
         }
-        case 'h': usage(); return 0;
+        case 'h': usage(); return 1;
         default: hc_bad_option(c, NULL, argv, longs);
         }
     }
+    return 0;
+}
+
+static void profile_validate(int argc, char **argv, const hc_profile_opts *o, const char *out)
+{
     if (optind != argc) hc_die("unexpected argument '%s' (see --help)", argv[optind]);
-    if (!o.model || !o.corpus) hc_die("need -m MODEL and -f CORPUS (see --help)");
+    if (!o->model || !o->corpus) hc_die("need -m MODEL and -f CORPUS (see --help)");
     need_output(out);
+}
+
+static int cmd_profile(int argc, char **argv)
+{
+    hc_profile_opts o = { .n_threads = hc_default_threads(64), .shard_n = 1 };
+    const char *out = NULL;
+    if (profile_parse(argc, argv, &o, &out)) return 0;
+    profile_validate(argc, argv, &o, out);
     char err[512];
     double t0 = hc_now(), dt = 0;
     hc_stats *s = hc_profile_run(&o, &dt, err, sizeof err);
