@@ -309,7 +309,10 @@ int cv_convert_hf(const cv_hf_opts *o, char *err, size_t errlen)
 
     cv_vocab v;
     char why[512];
-    if (cv_hf_vocab(dir, hp->n_vocab, &v, &hp->unk_id, err, errlen)) return -1;
+    if (cv_hf_vocab(dir, hp->n_vocab, &v, &hp->unk_id, err, errlen)) {
+        cv_vocab_free(&v);
+        return -1;
+    }
     if (cv_check_hparams(hp, why, sizeof why)) {
         snprintf(err, errlen, "%s/config.json: %s", dir, why);
         cv_vocab_free(&v);
