@@ -123,18 +123,16 @@ static int run_windows(const hc_pred_opts *o, const hc_model *m, const plan *pl,
 {
     const int ctx_len = pl->ctx_len;
     int rc = -1;
+    hc_ctx *ctx = NULL;
     int32_t *win = NULL;
     int64_t *slot = NULL;
-    hc_ctx_params cp = { .n_ctx = ctx_len, .n_batch = ctx_len, .n_threads = o->n_threads };
-    hc_ctx *ctx = hc_ctx_new(m, &cp, err, errlen);
-    if (!ctx) return -1;
     if (!(win = malloc(sizeof *win * (size_t)ctx_len)) || !(slot = malloc(sizeof *slot * (size_t)ctx_len))) {
         snprintf(err, errlen, "%s: out of memory for the samples (lower --mem)", o->model);
         goto done;
     }
     keeper kp = { .slot = slot, .thr = rep->act_threshold };
-    ctx->hook = hook;
-    ctx->hook_user = &kp;
+    hc_ctx_params cp = { .n_ctx = ctx_len, .n_batch = ctx_len, .n_threads = o->n_threads, .hook = hook, .hook_user = &kp };
+    if (!(ctx = hc_ctx_new(m, &cp, err, errlen))) goto done;
     int64_t seen[HC_PRED_NSETS] = { 0 };
     uint64_t rng = o->seed ^ 0x5eed5eed5eed5eedULL;
     hc_progress bar;
@@ -160,7 +158,7 @@ static int run_windows(const hc_pred_opts *o, const hc_model *m, const plan *pl,
             kp.set = sets[st];
             if (hc_eval(ctx, win, (int)k + 1, 0, NULL, HC_LOGITS_NONE) != 0) {
                 hc_progress_end(&bar);
-                snprintf(err, errlen, "%s: window %" PRId64 ": %s", o->corpus, w, ctx->err);
+                snprintf(err, errlen, "%s: window %" PRId64 ": %s", o->corpus, w, hc_ctx_error(ctx));
                 goto done;
             }
         }

@@ -64,8 +64,9 @@ static void hook(void *user, int layer, int point, const float *x, int B, int n,
     c->B = B;
     c->n = n;
     c->row0 = pos0 == 0;   /* skip the BOS row */
-    c->n_chunks = hc_pool_chunks(c->ctx->pool, (n + 63) / 64, (size_t)B * (size_t)n);
-    hc_pool_run(c->ctx->pool, count_task, c, c->n_chunks);
+    hc_pool *pool = hc_ctx_pool(c->ctx);
+    c->n_chunks = hc_pool_chunks(pool, (n + 63) / 64, (size_t)B * (size_t)n);
+    hc_pool_run(pool, count_task, c, c->n_chunks);
 }
 
 /* Corpus tokens in window w (the last one may be short). */
@@ -111,18 +112,17 @@ static int count_windows(const hc_profile_opts *o, const hc_model *m, const int3
 {
     const int ctx_len = (int)s->ctx;
     int rc = -1;
+    hc_ctx *ctx = NULL;
     int32_t *win = malloc((size_t)ctx_len * sizeof *win);
     if (!win) {
         snprintf(err, errlen, "%s: out of memory", o->model);
         return -1;
     }
-    hc_ctx_params cp = { .n_ctx = ctx_len, .n_batch = ctx_len, .n_threads = o->n_threads };
-    hc_ctx *ctx = hc_ctx_new(m, &cp, err, errlen);
-    if (!ctx) goto done;
-    counter c = { .ctx = ctx, .count = s->count, .sumq = sumq, .thr = s->threshold };
+    counter c = { .count = s->count, .sumq = sumq, .thr = s->threshold };
     atomic_init(&c.bad_layer, -1);
-    ctx->hook = hook;
-    ctx->hook_user = &c;
+    hc_ctx_params cp = { .n_ctx = ctx_len, .n_batch = ctx_len, .n_threads = o->n_threads, .hook = hook, .hook_user = &c };
+    if (!(ctx = hc_ctx_new(m, &cp, err, errlen))) goto done;
+    c.ctx = ctx;
 
     int64_t per = ctx_len - 1, n_win = (n_used + per - 1) / per, todo = 0;
     for (int64_t wi = o->shard_i; wi < n_win; wi += o->shard_n)
@@ -136,7 +136,7 @@ static int count_windows(const hc_profile_opts *o, const hc_model *m, const int3
         memcpy(win + 1, toks + wi * per, (size_t)k * sizeof *win);
         if (hc_eval(ctx, win, (int)k + 1, 0, NULL, HC_LOGITS_NONE) != 0) {
             hc_progress_end(&bar);
-            snprintf(err, errlen, "%s: window %" PRId64 ": %s", o->corpus, wi, ctx->err);
+            snprintf(err, errlen, "%s: window %" PRId64 ": %s", o->corpus, wi, hc_ctx_error(ctx));
             goto done;
         }
         s->n_tokens += (uint64_t)k;

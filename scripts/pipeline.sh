@@ -2,7 +2,7 @@
 # The whole hotcold chain for one model:
 #   convert -> quantize -> profile -> solve -> run (dense, and hybrid where hc-run has it)
 # Prints each step's command and what it wrote; stops at the first failing step
-# with that step's error and exit status. See README.md, "The pipeline".
+# with that step's error and exit status. See docs/pipeline.md.
 set -u
 
 usage() {
