@@ -16,11 +16,13 @@
 # make help           every target, one line each
 # make                build everything          make test      build and run the suite
 # make SANITIZE=1     ASan+UBSan build (in build/asan, programs in build/asan/bin)
-# make install PREFIX=/usr/local DESTDIR=
+# make install PREFIX=/usr/local DESTDIR=   (programs and manual pages)
+# make man            regenerate man/*.1 from docs/hc-*.md (needs pandoc)
 
 CC      ?= cc
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
 
 ifeq ($(SANITIZE),1)
   O     ?= build/asan
@@ -69,12 +71,22 @@ TEST_SRCS := $(wildcard tests/test_*.c)
 TESTS     := $(patsubst tests/%.c,$(O)/tests/%,$(TEST_SRCS))
 TEST_SUPPORT := $(call obj,$(filter-out tests/test_%.c,$(wildcard tests/*.c)))
 
+# One version for every program (--version): the VERSION file, plus `git describe`
+# in a git checkout. Written at parse time, and only when it changes, so that
+# `make -q` stays exact and a new commit relinks the programs without a rebuild.
+HC_GIT     := $(shell test -e .git && git describe --always --dirty 2>/dev/null)
+HC_VERSION := $(shell cat VERSION 2>/dev/null || echo unknown)$(if $(HC_GIT), (git $(HC_GIT)))
+HC_VERSION_H := $(O)/gen/hc_version.h
+$(shell mkdir -p $(O)/gen && (echo '#define HC_VERSION "$(HC_VERSION)"' | cmp -s - $(HC_VERSION_H) || \
+        echo '#define HC_VERSION "$(HC_VERSION)"' > $(HC_VERSION_H)))
+$(O)/obj/common/version.o: CFLAGS += -I$(O)/gen
+
 LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group $(LDSAN) $(LDLIBS)
 
 BENCH_SRCS := $(wildcard scripts/bench_*.c) scripts/solve-bench-gen.c
 BENCHES    := $(patsubst scripts/%.c,$(O)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all help test deps install uninstall clean demo bench benches fuzz
+.PHONY: all help test deps install uninstall clean demo bench benches fuzz man
 all: $(PROGRAMS) $(TESTS) $(BENCHES) ## build every program, test and benchmark helper
 
 help: ## this list
@@ -123,20 +135,32 @@ test: deps ## install missing packages, build, run the suite (tests/run.sh)
 	@$(MAKE) --no-print-directory all
 	@HC_BIN=$(abspath $(BIN)) HC_TESTS=$(abspath $(O)/tests) sh tests/run.sh
 
-demo: deps ## install missing packages, build, run the pipeline demo (scripts/demo.sh)
-	@$(MAKE) --no-print-directory all
+demo: deps ## install missing packages, build the programs, run the pipeline demo (scripts/demo.sh)
+	@$(MAKE) --no-print-directory $(PROGRAMS)
 	@HC_BIN=$(abspath $(BIN)) sh scripts/demo.sh
 
 bench: deps ## build, then run every scripts/bench-*.sh (long; not a test)
 	@$(MAKE) --no-print-directory all
 	@HC_BIN=$(abspath $(BIN)) O=$(O) sh scripts/bench.sh
 
-install: $(PROGRAMS) ## copy the programs to DESTDIR/PREFIX/bin (PREFIX=/usr/local)
-	install -d $(DESTDIR)$(BINDIR)
+# Manual pages: man/hc-NAME.1 is generated from docs/hc-NAME.md by `make man`
+# (pandoc, Debian package `pandoc`) and committed, so that building and
+# installing need no pandoc; tests/test_docs.sh checks they are up to date.
+MAN_PAGES := $(patsubst %,man/%.1,$(notdir $(basename $(MAIN_SRCS))))
+man: ## regenerate man/*.1 from docs/hc-*.md (needs pandoc)
+	@command -v pandoc >/dev/null || { echo "man: needs pandoc (apt-get install pandoc)"; exit 1; }
+	@mkdir -p man
+	@for p in $(notdir $(basename $(MAIN_SRCS))); do \
+	    sh scripts/man-page.sh docs/$$p.md > man/$$p.1.tmp && mv man/$$p.1.tmp man/$$p.1 || exit 1; done
+
+install: $(PROGRAMS) ## copy the programs to DESTDIR/PREFIX/bin and their man pages to .../share/man/man1
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 755 $(PROGRAMS) $(DESTDIR)$(BINDIR)/
+	install -m 644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
 
 uninstall: ## remove what install copied
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGRAMS)))
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN_PAGES)))
 
 clean: ## remove build/ and bin/
 	rm -rf build bin

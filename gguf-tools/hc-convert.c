@@ -31,6 +31,7 @@ static const char llama2c_usage[] =
     "  -o, --output FILE   output GGUF (written atomically)\n"
     "      --ctx N         llama.context_length (default: the checkpoint's seq_len;\n"
     "                      llama.cpp's converter writes its own default, e.g. 2048)\n"
+    "      --version       print the version\n"
     "  -h, --help          this help\n";
 
 /* 1 when --help was asked for (printed), else 0 with o filled from argv. */
@@ -38,7 +39,7 @@ static int llama2c_parse(int argc, char **argv, cv_llama2c_opts *o)
 {
     static const struct option opts[] = {
         {"output", required_argument, 0, 'o'}, {"ctx", required_argument, 0, 'c'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     int c;
     optind = 1;
@@ -46,6 +47,7 @@ static int llama2c_parse(int argc, char **argv, cv_llama2c_opts *o)
         switch (c) {
         case 'o': o->out = optarg; break;
         case 'c': o->ctx = (long)hc_opt_int("--ctx", optarg, 1, INT32_MAX); break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': fputs(llama2c_usage, stdout); return 1;
         default: hc_bad_option(c, "llama2c", argv, opts);
         }
@@ -79,13 +81,14 @@ static const char hf_usage[] =
     "      --predictors DIR    PowerInfer predictors (model_N.safetensors with fc1.weight,\n"
     "                          fc2.weight; optional config.json with sparse_threshold):\n"
     "                          write PowerInfer's sparse GGUF (PWRI) with ffn_down_t\n"
+    "      --version           print the version\n"
     "  -h, --help              this help\n";
 
 static int hf_parse(int argc, char **argv, cv_hf_opts *o)
 {
     static const struct option opts[] = {
         {"output", required_argument, 0, 'o'}, {"outtype", required_argument, 0, 't'},
-        {"predictors", required_argument, 0, 'p'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"predictors", required_argument, 0, 'p'}, HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     int c;
     optind = 1;
@@ -99,6 +102,7 @@ static int hf_parse(int argc, char **argv, cv_hf_opts *o)
             else if (!strcmp(optarg, "bf16")) o->type = GGML_TYPE_BF16;
             else hc_die("bad value for --outtype: '%s' (expected f32, f16 or bf16)", optarg);
             break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': fputs(hf_usage, stdout); return 1;
         default: hc_bad_option(c, "hf", argv, opts);
         }
@@ -138,6 +142,7 @@ static const char synth_usage[] =
     "                        most tokens (0 < F <= 1; default: nothing planted)\n"
     "      --hot-skew S      firing rate of the neuron of rank k: 0.9 (1 + (k-1)/H)^-S,\n"
     "                        H = F n_ff (default 1)\n"
+    "      --version         print the version\n"
     "  -h, --help            this help\n";
 
 enum { O_DIM = 256, O_FF, O_LAYERS, O_HEADS, O_KV, O_VOCAB, O_CTX, O_ACT, O_TYPE, O_SEED, O_HOT, O_SKEW };
@@ -191,13 +196,14 @@ static int synth_parse(int argc, char **argv, cv_synth_opts *o, int *have_skew)
         {"vocab", required_argument, 0, O_VOCAB}, {"ctx", required_argument, 0, O_CTX},
         {"act", required_argument, 0, O_ACT}, {"type", required_argument, 0, O_TYPE},
         {"seed", required_argument, 0, O_SEED}, {"hot-fraction", required_argument, 0, O_HOT},
-        {"hot-skew", required_argument, 0, O_SKEW}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"hot-skew", required_argument, 0, O_SKEW}, HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
         if (c == 'o') o->out = optarg;
         else if (c == 'h') { fputs(synth_usage, stdout); return 1; }
+        else if (c == HC_OPT_VERSION) hc_version();
         else if (c >= O_DIM && c <= O_SKEW) synth_option(c, optarg, o);
         else hc_bad_option(c, "synth", argv, opts);
         *have_skew |= c == O_SKEW;
@@ -244,14 +250,19 @@ static const hc_command commands[] = {
 static const char usage_head[] =
     "usage: hc-convert COMMAND [options]   (hc-convert COMMAND --help for details)\n"
     "\n";
+static const char usage_tail[] =
+    "\n"
+    "  -h, --help   this help\n"
+    "  --version    print the version\n";
 
 int main(int argc, char **argv)
 {
     hc_prog = "hc-convert";
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        hc_command_usage(argc < 2 ? stderr : stdout, usage_head, commands, NULL);
+        hc_command_usage(argc < 2 ? stderr : stdout, usage_head, commands, usage_tail);
         return argc < 2;
     }
+    if (!strcmp(argv[1], "--version")) hc_version();
     const hc_command *cmd = hc_command_find(commands, argv[1]);
     if (!cmd) hc_die("unknown command '%s' (llama2c, hf or synth; see --help)", argv[1]);
     return cmd->run(argc - 1, argv + 1);

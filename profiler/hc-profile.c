@@ -39,6 +39,7 @@ static const char usage_tail[] =
     "                   (hottest first) covering 80/90/99% of activations\n"
     "      --svg FILE   plot the sorted activation-frequency curves (log-log)\n"
     "      --json       print the summary as JSON\n"
+    "      --version        print the version\n"
     "  -h, --help           this help\n";
 
 static void usage(void);
@@ -56,13 +57,14 @@ static void write_stats(const hc_stats *s, const char *path)
 
 static int cmd_merge(int argc, char **argv)
 {
-    static const struct option longs[] = { { "output", required_argument, 0, 'o' }, { "help", no_argument, 0, 'h' },
-                                           { 0, 0, 0, 0 } };
+    static const struct option longs[] = { { "output", required_argument, 0, 'o' }, HC_LONG_VERSION,
+                                           { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
     const char *out = NULL;
     int c;
     while ((c = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
         if (c == 'o') out = optarg;
         else if (c == 'h') { usage(); return 0; }
+        else if (c == HC_OPT_VERSION) hc_version();
         else hc_bad_option(c, "merge", argv, longs);
     }
     need_output(out);
@@ -87,7 +89,7 @@ static int cmd_import(int argc, char **argv)
     static const struct option longs[] = { { "output", required_argument, 0, 'o' },
                                            { "model", required_argument, 0, 'm' },
                                            { "tokens", required_argument, 0, 'N' },
-                                           { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+                                           HC_LONG_VERSION, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
     const char *out = NULL, *model = NULL;
     uint64_t n_tokens = 0;
     int c;
@@ -96,6 +98,7 @@ static int cmd_import(int argc, char **argv)
         case 'o': out = optarg; break;
         case 'm': model = optarg; break;
         case 'N': n_tokens = (uint64_t)hc_opt_int("--tokens", optarg, 1, INT64_MAX); break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': usage(); return 0;
         default: hc_bad_option(c, "import-powerinfer", argv, longs);
         }
@@ -155,13 +158,14 @@ static void show_json(const char *path, const hc_stats *s, const hc_layer_summar
 static int cmd_show(int argc, char **argv)
 {
     static const struct option longs[] = { { "svg", required_argument, 0, 'S' }, { "json", no_argument, 0, 'J' },
-                                           { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+                                           HC_LONG_VERSION, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
     const char *svg = NULL;
     int json = 0, c;
     while ((c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
         switch (c) {
         case 'S': svg = optarg; break;
         case 'J': json = 1; break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': usage(); return 0;
         default: hc_bad_option(c, "show", argv, longs);
         }
@@ -229,6 +233,7 @@ static const char predictors_usage[] =
     "                         same file byte for byte\n"
     "      --seed S           random seed (default 1)\n"
     "      --svg FILE         plot recall, precision, sparsity and predictor size per layer\n"
+    "      --version          print the version\n"
     "  -h, --help             this help\n";
 
 enum { O_RANK = 256, O_AUTO, O_EPOCHS, O_BATCH, O_LR, O_PW, O_RECALL, O_HOLD, O_ACT, O_PTYPE, O_MEM, O_TOK,
@@ -291,11 +296,12 @@ static int predictors_parse(int argc, char **argv, hc_pred_opts *o, int *type_se
         { "holdout", required_argument, 0, O_HOLD }, { "act-threshold", required_argument, 0, O_ACT },
         { "pred-type", required_argument, 0, O_PTYPE }, { "mem", required_argument, 0, O_MEM },
         { "tokens", required_argument, 0, O_TOK }, { "seed", required_argument, 0, O_SEED },
-        { "svg", required_argument, 0, O_SVG }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "svg", required_argument, 0, O_SVG }, HC_LONG_VERSION, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int c;
     while ((c = getopt_long(argc, argv, ":m:f:o:c:t:h", longs, NULL)) != -1) {
         if (c == 'h') { fputs(predictors_usage, stdout); return 1; }
+        if (c == HC_OPT_VERSION) hc_version();
         if (c == '?' || c == ':') hc_bad_option(c, "predictors", argv, longs);
         predictors_option(c, optarg, o, type_set);
     }
@@ -356,7 +362,7 @@ static int profile_parse(int argc, char **argv, hc_profile_opts *o, const char *
         { "output", required_argument, 0, 'o' }, { "ctx-size", required_argument, 0, 'c' },
         { "tokens", required_argument, 0, 'N' }, { "threads", required_argument, 0, 't' },
         { "threshold", required_argument, 0, 'T' }, { "shard", required_argument, 0, 'S' },
-        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        HC_LONG_VERSION, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int c;
     while ((c = getopt_long(argc, argv, ":m:f:o:c:t:h", longs, NULL)) != -1) {
@@ -382,6 +388,7 @@ static int profile_parse(int argc, char **argv, hc_profile_opts *o, const char *
                 hc_die("bad value for --shard: '%s' (expected I/N with 0 <= I < N)", optarg);
             break;
         }
+        case HC_OPT_VERSION: hc_version();
         case 'h': usage(); return 1;
         default: hc_bad_option(c, NULL, argv, longs);
         }

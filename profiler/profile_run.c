@@ -128,7 +128,7 @@ static int count_windows(const hc_profile_opts *o, const hc_model *m, const int3
     for (int64_t wi = o->shard_i; wi < n_win; wi += o->shard_n)
         todo += window_len(wi, per, n_used);
     hc_progress bar;
-    hc_progress_start(&bar, "profile", (uint64_t)todo, "tok");
+    hc_progress_start(&bar, "profile", (uint64_t)todo, "tokens");
     win[0] = bos;
     double t0 = hc_now();
     for (int64_t wi = o->shard_i; wi < n_win; wi += o->shard_n) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include "cli.h"
 #include "gptq.h"
 #include "quantize.h"
@@ -27,6 +28,9 @@ static void usage(FILE *fp)
         "      --output-tensor-type T    type of output.weight\n"
         "      --token-embedding-type T  type of token_embd.weight\n"
         "  -q, --quiet                   print nothing but errors\n"
+        "  -v, --verbose                 print a line per tensor and the totals even when stdout\n"
+        "                                is not a terminal (on a terminal that is the default)\n"
+        "      --version                 print the version\n"
         "  -h, --help                    this help\n"
         "\n"
         "GPTQ options (TYPE GPTQ):\n"
@@ -96,8 +100,8 @@ static const char *option(int c, const char *v, hc_quant_opts *o, hc_gptq_opts *
 }
 
 /* 1 when --help was asked for (printed), else 0 with o and g filled from the
- * options; *gptq_opt: the last GPTQ option seen (NULL: none). */
-static int parse(int argc, char **argv, hc_quant_opts *o, hc_gptq_opts *g, const char **gptq_opt)
+ * options; *gptq_opt: the last GPTQ option seen (NULL: none); *verbose: -v. */
+static int parse(int argc, char **argv, hc_quant_opts *o, hc_gptq_opts *g, const char **gptq_opt, int *verbose)
 {
     static const struct option longopts[] = {
         { "threads", required_argument, NULL, 't' },
@@ -105,8 +109,8 @@ static int parse(int argc, char **argv, hc_quant_opts *o, hc_gptq_opts *g, const
         { "pure", no_argument, NULL, OPT_PURE },
         { "output-tensor-type", required_argument, NULL, OPT_OUT_TYPE },
         { "token-embedding-type", required_argument, NULL, OPT_EMB_TYPE },
-        { "quiet", no_argument, NULL, 'q' },
-        { "help", no_argument, NULL, 'h' },
+        { "quiet", no_argument, NULL, 'q' }, { "verbose", no_argument, NULL, 'v' },
+        HC_LONG_VERSION, { "help", no_argument, NULL, 'h' },
         { "calib", required_argument, NULL, OPT_CALIB },
         { "group-size", required_argument, NULL, OPT_GROUP },
         { "act-order", no_argument, NULL, OPT_ACT_ORDER },
@@ -120,8 +124,10 @@ static int parse(int argc, char **argv, hc_quant_opts *o, hc_gptq_opts *g, const
         { NULL, 0, NULL, 0 },
     };
     int c;
-    while ((c = getopt_long(argc, argv, ":t:qh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":t:qvh", longopts, NULL)) != -1) {
         if (c == 'h') { usage(stdout); return 1; }
+        if (c == HC_OPT_VERSION) hc_version();
+        if (c == 'v') { *verbose = 1; continue; }
         if (c == '?' || c == ':') hc_bad_option(c, NULL, argv, longopts);
         const char *name = option(c, optarg, o, g);
         if (name) *gptq_opt = name;
@@ -156,8 +162,12 @@ int main(int argc, char **argv)
     hc_gptq_opts g = { .sym = -1, .damp = 0.01f, .calib_tokens = 4096, .ctx = 256,
                        .export_type = HC_TYPE_DEFAULT };
     const char *gptq_opt = NULL;
+    int verbose = 0;
     o.nthreads = hc_default_threads(INT_MAX);
-    if (parse(argc, argv, &o, &g, &gptq_opt)) return 0;
+    o.quiet = -1;
+    if (parse(argc, argv, &o, &g, &gptq_opt, &verbose)) return 0;
+    /* as llama-quantize, a line per tensor; but only for a person watching */
+    if (o.quiet < 0) o.quiet = !verbose && !isatty(STDOUT_FILENO);
     int gptq = validate(argc, argv, &o, gptq_opt);
     char err[1024];
     int rc = gptq ? hc_gptq_quantize(&o, &g, err, sizeof err) : hc_quantize_model(&o, NULL, err, sizeof err);
