@@ -11,7 +11,9 @@
 #
 # Each folder compiles with the include paths of the folders it may use, so a
 # wrong #include fails the build: common <- runtime <- quantizer, profiler;
-# gguf-tools and solver use common only; tests/ and scripts/ see everything.
+# gguf-tools <- common and runtime (hc-convert tokenizes tokenizer.json with the
+# runtime's normalizer and pre-tokenizer); solver uses common only; tests/ and
+# scripts/ see everything.
 #
 # make help           every target, one line each
 # make                build everything          make test      build and run the suite
@@ -37,23 +39,23 @@ else
 endif
 
 PKG_CONFIG ?= pkg-config
-PKGS    := zlib openblas OpenCL libcjson
+PKGS    := zlib openblas OpenCL libcjson libpcre2-8
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -lz -lopenblas -lOpenCL -lcjson)
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -lz -lopenblas -lOpenCL -lcjson -lpcre2-8)
 
 # -ffp-contract=off: no fused multiply-add anywhere by default, so quantizers
 # round exactly as ggml's x86-64 build (docs/formats.md, "The FMA caveat").
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 $(OPT) \
            -Wall -Wextra -Werror -ffp-contract=off -pthread $(PKG_CFLAGS)
-LDLIBS  += $(PKG_LIBS) -lglpk -lm -lpthread
+LDLIBS  += $(PKG_LIBS) -lglpk -lunistring -lm -lpthread
 
 # The folders whose headers each folder's sources may include (see the top).
 USES_common     := common
 USES_runtime    := common runtime
 USES_quantizer  := common runtime quantizer
 USES_profiler   := common runtime profiler
-USES_gguf-tools := common gguf-tools
+USES_gguf-tools := common runtime gguf-tools
 USES_solver     := common solver
 USES_tests      := common runtime gguf-tools quantizer profiler solver
 USES_scripts    := $(USES_tests)

@@ -314,6 +314,7 @@ int cv_convert_hf(const cv_hf_opts *o, char *err, size_t errlen)
         cv_vocab_free(&v);
         return -1;
     }
+    if (v.bos_id >= 0) hp->bos_id = (uint32_t)v.bos_id;      /* the token the post-processor adds */
     if (cv_check_hparams(hp, why, sizeof why)) {
         snprintf(err, errlen, "%s/config.json: %s", dir, why);
         cv_vocab_free(&v);
