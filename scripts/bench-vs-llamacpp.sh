@@ -136,6 +136,7 @@ table() {
             if (hc != "-") hb = sprintf("%.0f%%", 100 * bytes * hc / 1e9 / bw)
             if (ll != "-") lb = sprintf("%.0f%%", 100 * bytes * ll / 1e9 / bw)
         }
+        if (test != "quant") { if (hc != "-") hc = sprintf("%.1f", hc); if (ll != "-") ll = sprintf("%.1f", ll) }
         printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", test, $2, $3, hc, ll, ratio, hb, lb, $7 }' "$T/raw"
 }
 
