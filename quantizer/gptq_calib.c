@@ -201,7 +201,7 @@ int gptq_calibrate(const char *path, const gptq_calib_opts *co, gptq_run *run, c
     for (int w = 0; w < W; w++)
         for (int p = 0; p < C; p += n_batch) {
             int B = C - p < n_batch ? C - p : n_batch;
-            hc_embed(ctx, toks + (size_t)w * C + p, B, xs + ((size_t)w * C + (size_t)p) * E);
+            hc_embed(ctx, toks + (size_t)w * C + p, B, p, xs + ((size_t)w * C + (size_t)p) * E);
         }
     cap.X = X;
     hc_progress pr;

@@ -31,7 +31,9 @@ void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int
  * over columns and add in list order: the same sums for any thread count. */
 void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, const float *h, size_t h_stride,
                        int k, int B, float *out);
-/* h = act(gate) * up over n values (SiLU written as run.c): the gated FFN's
+/* act(x) for enum hc_act (SiLU written as run.c, GELU with erf). */
+float hc_act1(int act, float x);
+/* h = act(gate) * up over n values, in place of gate: the gated FFN's
  * neuron (hc_ffn_kind HC_FFN_GATED). */
 void hc_ffn_act(int act, float *gate, const float *up, int n);
 

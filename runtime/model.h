@@ -54,19 +54,27 @@
 #include "threads.h"
 #include "weight.h"
 
-enum hc_act { HC_ACT_SILU = 0, HC_ACT_RELU = 1 };
-/* The family seam (see "Model families" above): one value each today. */
-enum hc_norm { HC_NORM_RMS = 0 };                    /* next: LayerNorm with bias */
-enum hc_pos { HC_POS_ROPE = 0 };                     /* next: learned absolute */
-enum hc_rope_scaling { HC_ROPE_SCALING_NONE = 0 };   /* next: linear, llama3 */
-enum hc_ffn_kind { HC_FFN_GATED = 0 };               /* next: symmetric, sequential */
-enum hc_residual { HC_RESIDUAL_SEQUENTIAL = 0 };     /* next: parallel */
+enum hc_act { HC_ACT_SILU = 0, HC_ACT_RELU = 1, HC_ACT_GELU = 2 };   /* GELU: the exact (erf) form */
+/* The family seam (see "Model families" above). */
+enum hc_norm { HC_NORM_RMS = 0, HC_NORM_LAYER = 1 };     /* LayerNorm: optional bias vectors */
+/* RoPE on adjacent pairs (GGUF llama layout), on the halves of a head (NeoX:
+ * qwen2, falcon), or learned absolute positions (OPT's position_embd). */
+enum hc_pos { HC_POS_ROPE = 0, HC_POS_ROPE_NEOX = 1, HC_POS_LEARNED = 2 };
+/* Linear: every frequency / rope.scaling.factor; factors: each pair's
+ * frequency / rope_freqs.weight[i] (llama.cpp's form of Llama 3 scaling). */
+enum hc_rope_scaling { HC_ROPE_SCALING_NONE = 0, HC_ROPE_SCALING_LINEAR = 1, HC_ROPE_SCALING_FACTORS = 2 };
+/* gated down(act(gate)·up); symmetric down(act(gate)·act(up)) (Bamboo's
+ * dReLU); sequential down(act(up)) without a gate (OPT, Falcon). */
+enum hc_ffn_kind { HC_FFN_GATED = 0, HC_FFN_SYMMETRIC = 1, HC_FFN_SEQUENTIAL = 2 };
+enum hc_residual { HC_RESIDUAL_SEQUENTIAL = 0, HC_RESIDUAL_PARALLEL = 1 };
 
 typedef struct {
     int n_vocab, n_embd, n_layer, n_ff;
-    int n_head, n_head_kv, head_dim;   /* head_dim = n_embd / n_head */
-    int n_ctx_train;                   /* llama.context_length */
-    float rms_eps, rope_base;
+    int n_head, n_head_kv, head_dim;   /* head_dim: ARCH.attention.key_length, else n_embd / n_head */
+    int n_ctx_train;                   /* ARCH.context_length */
+    int sliding_window;                /* ARCH.attention.sliding_window; 0: none */
+    float rms_eps, rope_base;          /* rms_eps: the norm's epsilon (RMS or LayerNorm) */
+    float rope_scale;                  /* ARCH.rope.scaling.factor (linear scaling), else 1 */
     int act;                           /* enum hc_act */
     float sparse_threshold;            /* powerinfer.sparse_threshold (0 if absent) */
     /* the family: set by the loader from general.architecture */
@@ -77,10 +85,14 @@ typedef struct {
     int residual;                      /* enum hc_residual */
 } hc_hparams;
 
+/* Vectors are f32 owned copies; a bias is NULL when the file has none. */
 typedef struct {
-    const float *attn_norm, *ffn_norm;           /* [n_embd], f32 (owned copies) */
-    hc_weight attn_q, attn_k, attn_v, attn_output;
-    hc_weight ffn_gate, ffn_up;                   /* rows = n_ff */
+    const float *attn_norm, *ffn_norm;           /* [n_embd]; ffn_norm = attn_norm when one norm is shared */
+    const float *attn_norm_b, *ffn_norm_b;       /* LayerNorm biases [n_embd] */
+    hc_weight attn_q, attn_k, attn_v, attn_output;   /* q/k/v may be row views of one attn_qkv */
+    const float *attn_q_b, *attn_k_b, *attn_v_b, *attn_output_b;
+    hc_weight ffn_gate, ffn_up;                   /* rows = n_ff; ffn_gate NONE for a sequential FFN */
+    const float *ffn_gate_b, *ffn_up_b, *ffn_down_b;
     hc_weight ffn_down;                           /* rows = n_embd, n = n_ff; NONE in PWRI files */
     hc_weight ffn_down_t;                         /* rows = n_ff, n = n_embd; PWRI only, else NONE */
     hc_weight fc1, fc2;                           /* PWRI predictor: rows r / n_ff; else NONE */
@@ -93,6 +105,9 @@ typedef struct {
     hc_weight token_embd;             /* rows = n_vocab */
     hc_weight output;                 /* = token_embd when tied */
     const float *output_norm;         /* [n_embd] */
+    const float *output_norm_b;       /* [n_embd] or NULL */
+    hc_weight pos_embd;               /* learned positions: rows = context_length; else NONE */
+    const float *rope_factors;        /* rope_freqs.weight [head_dim/2] (rope scaling factors) or NULL */
     hc_layer *layers;                 /* [n_layer] */
     float *norms;                     /* storage of every norm vector */
     struct hc_gptq **gptq;            /* INT4-GPTQ weights loaded (owned), n_gptq of them */
@@ -155,7 +170,7 @@ int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *l
 
 /* The pieces of hc_eval, for B <= n_batch rows (tokens must be valid), in
  * the order they run. */
-void hc_embed(hc_ctx *ctx, const int32_t *tokens, int B, float *x);        /* x[B][n_embd] */
+void hc_embed(hc_ctx *ctx, const int32_t *tokens, int B, int pos0, float *x);   /* x[B][n_embd] */
 void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0);  /* in place */
 /* The context's FFN of one layer (params.ffn, or the dense FFN) for rows at
  * positions pos0..: out[B][n_embd] = FFN(x_norm), then HC_HOOK_FFN_ACT. */

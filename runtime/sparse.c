@@ -46,6 +46,11 @@ int hc_sparse_check(const hc_model *m, char *err, size_t errlen)
     switch ((enum hc_ffn_kind)m->hp.ffn_kind) {
     case HC_FFN_GATED:   /* cpu_part and the device kernels compute act(gate)·up */
         break;
+    case HC_FFN_SYMMETRIC:
+    case HC_FFN_SEQUENTIAL:
+        snprintf(err, errlen, "%s: the sparse FFN does not implement the %s FFN yet (run it dense)", m->path,
+                 m->hp.ffn_kind == HC_FFN_SYMMETRIC ? "symmetric act(gate)*act(up)" : "sequential (gate-less)");
+        return -1;
     }
     for (int l = 0; l < m->hp.n_layer; l++)
         if (check_down(m, l, err, errlen)) return -1;
