@@ -179,6 +179,10 @@ int gptq_calibrate(const char *path, const gptq_calib_opts *co, gptq_run *run, c
             snprintf(err, errlen, "%s: blk.%d has no ffn_down.weight (PowerInfer ffn_down_t is not supported)", path, l);
             goto done;
         }
+    if (gguf_find_tensor(m->file, "blk.0.attn_qkv.weight") >= 0) {
+        snprintf(err, errlen, "%s: blk.0.attn_qkv.weight: GPTQ does not quantize a fused QKV (falcon)", path);
+        goto done;
+    }
     if (!(toks = calib_tokens(m, co, run, err, errlen))) goto done;
     const int T = run->tokens, W = run->windows;
     capture cap = { .point = -1 };
@@ -217,6 +221,7 @@ int gptq_calibrate(const char *path, const gptq_calib_opts *co, gptq_run *run, c
             for (int i = 0; i < N_LINEARS; i++) {
                 if (linears[i].stage != s) continue;
                 hc_weight *w = (hc_weight *)((char *)ly + linears[i].off);
+                if (w->kind == HC_WEIGHT_NONE) continue;     /* no gate in a sequential FFN */
                 char name[GGUF_MAX_NAME + 1];
                 snprintf(name, sizeof name, "blk.%d.%s.weight", l, linears[i].name);
                 if (w->n % co->min_cols_multiple == 0) {
