@@ -44,13 +44,13 @@ static void down(hc_ctx *ctx, const hc_layer *ly, const float *H, int B, float *
     bias_rows(out, ly->ffn_down_b, B, hp->n_embd);
 }
 
-void hc_ffn_dense(hc_ctx *ctx, int layer, const float *x_norm, int B, float *out, float *h)
+void hc_ffn_neurons(hc_ctx *ctx, int layer, const float *x_norm, int B, float *H)
 {
     const hc_hparams *hp = &hc_ctx_model(ctx)->hp;
     const hc_layer *ly = &hc_ctx_model(ctx)->layers[layer];
     int F = hp->n_ff;
     size_t n = (size_t)B * (size_t)F;
-    float *H = h ? h : hc_ctx_ffn_scratch(ctx, 0), *U = hc_ctx_ffn_scratch(ctx, 1);
+    float *U = hc_ctx_ffn_scratch(ctx, 1);
     enum hc_ffn_kind kind = (enum hc_ffn_kind)hp->ffn_kind;
     if (kind == HC_FFN_SEQUENTIAL) {
         hc_ctx_matvec(ctx, &ly->ffn_up, x_norm, B, H);
@@ -75,5 +75,11 @@ void hc_ffn_dense(hc_ctx *ctx, int layer, const float *x_norm, int B, float *out
         for (size_t i = 0; i < n; i++) H[i] = hc_act1(hp->act, H[i]);
         break;
     }
-    down(ctx, ly, H, B, out);
+}
+
+void hc_ffn_dense(hc_ctx *ctx, int layer, const float *x_norm, int B, float *out, float *h)
+{
+    float *H = h ? h : hc_ctx_ffn_scratch(ctx, 0);
+    hc_ffn_neurons(ctx, layer, x_norm, B, H);
+    down(ctx, &hc_ctx_model(ctx)->layers[layer], H, B, out);
 }

@@ -31,6 +31,9 @@ void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int
  * over columns and add in list order: the same sums for any thread count. */
 void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, const float *h, size_t h_stride,
                        int k, int B, float *out);
+/* H[B][n_ff] = every neuron's activation (the input of down) of the layer's
+ * FFN kind, as the dense FFN computes it; uses FFN scratch 1. */
+void hc_ffn_neurons(hc_ctx *ctx, int layer, const float *x_norm, int B, float *H);
 /* act(x) for enum hc_act (SiLU written as run.c, GELU with erf). */
 float hc_act1(int act, float x);
 /* h = act(gate) * up over n values, in place of gate: the gated FFN's

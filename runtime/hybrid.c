@@ -53,8 +53,21 @@ static int upload_layer(hc_sparse *s, hc_cl *cl, const hc_model *m, const hc_gpu
 hc_cl *hc_hybrid_setup(hc_sparse *s, const hc_model *m, const hc_gpuidx *g, uint64_t budget, char *msg, size_t msglen)
 {
     char sz[2][32];
+    switch ((enum hc_ffn_kind)m->hp.ffn_kind) {
+    case HC_FFN_GATED:
+        break;
+    case HC_FFN_SYMMETRIC:
+    case HC_FFN_SEQUENTIAL:
+        snprintf(msg, msglen, "the device kernels compute act(gate)*up only, not this model's %s FFN",
+                 m->hp.ffn_kind == HC_FFN_SYMMETRIC ? "symmetric act(gate)*act(up)" : "sequential act(up)");
+        return NULL;
+    }
     for (int l = 0; l < m->hp.n_layer; l++) {
         const hc_layer *ly = &m->layers[l];
+        if (ly->ffn_gate_b || ly->ffn_up_b) {
+            snprintf(msg, msglen, "layer %d: ffn_gate/ffn_up have biases, which the device kernels do not add", l);
+            return NULL;
+        }
         const hc_weight *dn = hc_sparse_down(s, l);
         if (ly->ffn_gate.kind == HC_WEIGHT_GPTQ || ly->ffn_up.kind == HC_WEIGHT_GPTQ) {
             snprintf(msg, msglen, "layer %d: ffn_gate/ffn_up are INT4-GPTQ: the device kernels take ggml rows "
