@@ -44,9 +44,9 @@ static int check_down(const hc_model *m, int layer, char *err, size_t errlen)
 int hc_sparse_check(const hc_model *m, char *err, size_t errlen)
 {
     switch ((enum hc_ffn_kind)m->hp.ffn_kind) {
-    case HC_FFN_GATED:       /* cpu_part: act(gate)·up; the device kernels too */
-    case HC_FFN_SYMMETRIC:   /* cpu_part: act(gate)·act(up); hybrid.c refuses a device */
-    case HC_FFN_SEQUENTIAL:  /* cpu_part: act(up); hybrid.c refuses a device */
+    case HC_FFN_GATED:       /* cpu_part and the device kernels: act(gate)·up */
+    case HC_FFN_SYMMETRIC:   /* act(gate)·act(up) */
+    case HC_FFN_SEQUENTIAL:  /* act(up), no gate */
         break;
     }
     for (int l = 0; l < m->hp.n_layer; l++)

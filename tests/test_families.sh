@@ -3,7 +3,10 @@
 # transformers computed for every checkpoint of $HC_FIXTURES/hf-tiny (ref.json)
 # to 1e-5 of the largest logit; config keys that change the math are
 # implemented (old and new rope keys, tied embeddings stored either way,
-# sliding windows within the context) or refused by name.
+# sliding windows within the context) or refused by name; for the ReLU
+# families (gated, symmetric dReLU, sequential) the sparse FFN and the hybrid
+# split (hc-profile + hc-solve + --gpu-index on the OpenCL device) give the
+# dense logits.
 . tests/lib.sh
 C="$HC_BIN/hc-convert"
 R="$HC_BIN/hc-run"
@@ -47,6 +50,37 @@ variant() {
 for d in "$H"/*/; do
     d=${d%/}
     [ -f "$d/ref.json" ] && logits_match "$(basename "$d")" "$d"
+done
+
+# same_logits NAME A B: two logit files agree to 1e-6 of the largest
+same_logits() {
+    if python3 - "$2" "$3" >"$T/why" <<'PY'
+import sys
+a = [float(x) for x in open(sys.argv[1])]
+b = [float(x) for x in open(sys.argv[2])]
+d = max(abs(x - y) for x, y in zip(a, b)) / max(abs(x) for x in a) if len(a) == len(b) and a else float("inf")
+print("max difference %.3g of the largest" % d)
+sys.exit(0 if d <= 1e-6 else 1)
+PY
+    then ok "$1"; else fail "$1" "$(cat "$T/why")"; fi
+}
+
+P="The dog ran to the park and found a big red ball."
+for f in llama-relu:1000K opt:1700K bamboo:1000K; do
+    b=${f#*:}; f=${f%:*}; m="$T/$f.gguf"
+    "$R" -m "$m" -p "$P" --logits -n 0 -t 2 >"$T/dense.txt" 2>/dev/null
+    "$R" -m "$m" -p "$P" --logits -n 0 -t 2 --sparse >"$T/sparse.txt" 2>/dev/null
+    same_logits "sparse_equals_dense_$f" "$T/dense.txt" "$T/sparse.txt"
+    if "$HC_BIN/hc-profile" -m "$m" -f models/synth-corpus.txt -o "$T/$f.stats" >/dev/null 2>&1 &&
+       "$HC_BIN/hc-solve" -m "$m" -s "$T/$f.stats" -b "$b" --min-layer-neurons 0 -o "$T/$f.gpuidx" >/dev/null 2>&1 &&
+       "$R" -m "$m" -p "$P" --logits -n 0 -t 2 --gpu-index "$T/$f.gpuidx" --vram-budget "$b" >"$T/hybrid.txt" \
+           2>"$T/hybrid.err" && grep -q "^hybrid: .* on the device" "$T/hybrid.err"; then
+        same_logits "hybrid_equals_dense_$f" "$T/dense.txt" "$T/hybrid.txt"
+    elif grep -q "OpenCL" "$T/hybrid.err" 2>/dev/null; then
+        skip "hybrid_equals_dense_$f" "no OpenCL device: $(head -c 200 "$T/hybrid.err")"
+    else
+        fail "hybrid_equals_dense_$f" "$(tail -c 300 "$T/hybrid.err" 2>/dev/null)"
+    fi
 done
 
 # Llama 3 scaling in the old keys (rope_theta + rope_scaling), same model
