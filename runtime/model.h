@@ -3,8 +3,8 @@
  * Loading follows llama.cpp (docs/formats.md, "Model files"):
  * u32/f32 keys checked by type, rope.freq_base default 10000, head_count_kv
  * default head_count, output.weight optional (tied to token_embd). The string
- * KV `hotcold.ffn_activation` = "relu" | "silu" (default silu) selects the
- * FFN activation. A PowerInfer "PWRI" file stores blk.N.ffn_down_t.weight
+ * KV `hotcold.ffn_activation` = "relu" | "silu" | "gelu" (default: the
+ * family's) selects the FFN activation. A PowerInfer "PWRI" file stores blk.N.ffn_down_t.weight
  * {n_embd, n_ff} instead of ffn_down and may carry the predictor
  * blk.N.fc1.weight {n_embd, r} / blk.N.fc2.weight {r, n_ff}.
  *
@@ -13,29 +13,28 @@
  *
  * Model families. What differs between families is data in hc_hparams (the
  * enums below, one value per variant) read by a few small functions; the
- * layer (hc_layer_forward) and the kernels stay the same. LLaMA is the only
- * family today; a new one adds a row to the family table of model.c (its
- * architecture name and seam values), its keys and optional tensors to the
- * loader and hc_layer, and, for a new variant, an enum value and a case in
- * each function it reaches: each is a switch on the enum, so -Wswitch names
- * every one that lacks the new value.
- *  - norm (enum hc_norm): forward.c norm_rows. RMSNorm (LLaMA); LayerNorm
- *    with a bias adds the bias vectors next to attn_norm/ffn_norm.
+ * layer (hc_layer_forward) and the kernels stay the same. The family table
+ * of model.c maps general.architecture (llama, qwen2, bamboo, opt, falcon)
+ * to the seam's values; a new family adds a row there, its keys and optional
+ * tensors to the loader and hc_layer, and, for a new variant, an enum value
+ * and a case in each function it reaches: each is a switch on the enum, so
+ * -Wswitch names every one that lacks the new value (docs/design/runtime.md,
+ * "Model families").
+ *  - norm (enum hc_norm): forward.c norm_rows. RMSNorm, or LayerNorm with
+ *    the optional bias vectors next to attn_norm/ffn_norm.
  *  - attention: grouped-query by n_head_kv (multi-query is n_head_kv = 1);
  *    q/k/v/o biases are optional hc_layer vectors added after their products
- *    in forward.c attention().
- *  - position (enum hc_pos): forward.c positions(). RoPE on adjacent pairs,
- *    with the frequencies made once by rope_freqs(), where rope scaling
- *    (enum hc_rope_scaling: linear, llama3) changes them; learned absolute
- *    positions add a row of a position table in hc_embed instead.
- *  - FFN (enum hc_ffn_kind): dense.c hc_ffn_dense. Gated
- *    down(act(gate)·up) (LLaMA); symmetric down(act(gate)·act(up)) and
- *    sequential down(act(up)) (no gate) change which rows are products and
- *    what a neuron's activation is. The sparse FFN (sparse.c) must refuse a
- *    kind it does not implement (hc_sparse_check).
+ *    in forward.c; a fused attn_qkv is loaded as three row views.
+ *  - position (enum hc_pos): forward.c positions() and hc_embed. RoPE on
+ *    adjacent pairs or on halves (NeoX), with the frequencies made once by
+ *    rope_freqs(), where rope scaling (enum hc_rope_scaling) divides them;
+ *    learned absolute positions add a row of position_embd in hc_embed.
+ *  - FFN (enum hc_ffn_kind): dense.c hc_ffn_neurons, sparse.c (first_rows,
+ *    neuron_h) and the device kernel. Gated down(act(gate)·up), symmetric
+ *    down(act(gate)·act(up)), sequential down(act(up)) (no gate).
  *  - residual (enum hc_residual): forward.c hc_layer_forward. Sequential
- *    x += attn(norm(x)); x += ffn(norm(x)) (LLaMA); parallel feeds both
- *    blocks the same x and adds both outputs.
+ *    x += attn(norm(x)); x += ffn(norm(x)); parallel feeds both blocks the
+ *    same x and adds both outputs.
  *
  * Extension points (used by GPTQ, the profiler, predictors, hybrid):
  *  - hc_layer: every weight is an hc_weight a caller may replace;
