@@ -108,6 +108,22 @@ static int open_predictors(const char *dir, const cv_hparams *hp, st_set *pred, 
     return have;
 }
 
+/* One line for each way the runtime a written file's format belongs to would
+ * misrun it (docs/formats.md, "Which files run where"). */
+static void warn_misrun(const hf_config *c, const char *out, int pwri, uint32_t wtype)
+{
+    if (!pwri && c->family == HF_LLAMA && strcmp(c->act, "silu"))
+        hc_warn("%s: llama.cpp and PowerInfer run every dense llama file with SiLU (they ignore "
+                "hotcold.ffn_activation = %s): there this is a different model; PowerInfer's sparse file "
+                "(--predictors) runs it as ReLU", out, c->act);
+    if (pwri && wtype != GGML_TYPE_F16)
+        hc_warn("%s: PowerInfer reads every ffn_down_t type but Q4_0 as F16 without a check, so it would print "
+                "garbage with this %s file; --outtype f16 is the type it runs", out, ggml_type_name(wtype));
+    if (c->sliding_window)
+        hc_warn("%s: llama.cpp ignores %s.attention.sliding_window %u and attends to the whole context beyond it "
+                "(hc-run refuses a longer context)", out, c->hp.arch, c->sliding_window);
+}
+
 /* The keys of a family beyond cv_set_llama_kvs: RoPE base and linear
  * scaling (llama3 scaling is the rope_freqs.weight tensor), sliding window. */
 static void set_family_kvs(gguf_writer *w, const hf_config *c)
@@ -214,6 +230,7 @@ int convert_hf_main(int argc, char **argv)
     gguf_set_str(w, "hotcold.ffn_activation", cfg.act);
     if (have_thr) gguf_set_f32(w, "powerinfer.sparse_threshold", thr);
     int rc = cv_write(w, &ts, out, err, sizeof err);
+    if (rc == 0) warn_misrun(&cfg, out, pred_dir != NULL, wtype);
     gguf_writer_free(w);
     cv_tensors_free(&ts);
     st_free(&s);

@@ -71,8 +71,9 @@ for f in llama-relu:1000K opt:1700K bamboo:1000K; do
     "$R" -m "$m" -p "$P" --logits -n 0 -t 2 >"$T/dense.txt" 2>/dev/null
     "$R" -m "$m" -p "$P" --logits -n 0 -t 2 --sparse >"$T/sparse.txt" 2>/dev/null
     same_logits "sparse_equals_dense_$f" "$T/dense.txt" "$T/sparse.txt"
-    if "$HC_BIN/hc-profile" -m "$m" -f models/synth-corpus.txt -o "$T/$f.stats" >/dev/null 2>&1 &&
-       "$HC_BIN/hc-solve" -m "$m" -s "$T/$f.stats" -b "$b" --min-layer-neurons 0 -o "$T/$f.gpuidx" >/dev/null 2>&1 &&
+    if "$HC_BIN/hc-profile" -m "$m" -f models/synth-corpus.txt -o "$T/$f.stats" >/dev/null 2>"$T/hybrid.err" &&
+       "$HC_BIN/hc-solve" -m "$m" -s "$T/$f.stats" --vram-budget "$b" --min-layer-neurons 0 -o "$T/$f.gpuidx" \
+           >/dev/null 2>"$T/hybrid.err" &&
        "$R" -m "$m" -p "$P" --logits -n 0 -t 2 --gpu-index "$T/$f.gpuidx" --vram-budget "$b" >"$T/hybrid.txt" \
            2>"$T/hybrid.err" && grep -q "^hybrid: .* on the device" "$T/hybrid.err"; then
         same_logits "hybrid_equals_dense_$f" "$T/dense.txt" "$T/hybrid.txt"
