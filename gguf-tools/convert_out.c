@@ -85,17 +85,17 @@ void cv_set_llama_kvs(gguf_writer *w, const cv_hparams *hp, const cv_vocab *v)
     gguf_set_u32(w, "tokenizer.ggml.eos_token_id", hp->eos_id);
     gguf_set_u32(w, "tokenizer.ggml.seperator_token_id", UINT32_MAX);  /* llama.cpp's spelling */
     gguf_set_u32(w, "tokenizer.ggml.padding_token_id", hp->pad_id);
-    gguf_set_u32(w, AKEY("context_length"), hp->n_ctx);
-    gguf_set_u32(w, AKEY("embedding_length"), hp->n_embd);
-    gguf_set_u32(w, AKEY("feed_forward_length"), hp->n_ff);
-    gguf_set_u32(w, AKEY("attention.head_count"), hp->n_head);
-    gguf_set_u32(w, AKEY("attention.head_count_kv"), hp->n_head_kv);
-    gguf_set_u32(w, AKEY("block_count"), hp->n_layer);
-    if (hd * hp->n_head != hp->n_embd) {
-        gguf_set_u32(w, AKEY("attention.key_length"), hd);
-        gguf_set_u32(w, AKEY("attention.value_length"), hd);
-    }
-    if (!hp->no_rope) gguf_set_u32(w, AKEY("rope.dimension_count"), hd);
+    /* llama.cpp's order; key/value_length only when the head dimension is not n_embd / n_head */
+    const int split = hd * hp->n_head != hp->n_embd;
+    const struct { const char *suffix; uint32_t v; int on; } dims[] = {
+        { "context_length", hp->n_ctx, 1 }, { "embedding_length", hp->n_embd, 1 },
+        { "feed_forward_length", hp->n_ff, 1 }, { "attention.head_count", hp->n_head, 1 },
+        { "attention.head_count_kv", hp->n_head_kv, 1 }, { "block_count", hp->n_layer, 1 },
+        { "attention.key_length", hd, split }, { "attention.value_length", hd, split },
+        { "rope.dimension_count", hd, !hp->no_rope },
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof *dims; i++)
+        if (dims[i].on) gguf_set_u32(w, AKEY(dims[i].suffix), dims[i].v);
     gguf_set_f32(w, AKEY(hp->layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"), hp->eps);
 #undef AKEY
 }

@@ -89,6 +89,16 @@ variant old-rope-keys "$H/llama3-ropescale" \
     'p = c.pop("rope_parameters"); c["rope_theta"] = p.pop("rope_theta"); c["rope_scaling"] = p'
 logits_match old_rope_keys "$T/old-rope-keys" "$H/llama3-ropescale"
 
+# head_dim != hidden_size / heads, against a plain-Python reference forward pass
+mkdir -p "$T/headdim"
+ln -s "$(cd "$H/llama-silu" && pwd)/tokenizer.model" "$T/headdim/"
+if python3 tests/hf_headdim_ref.py "$H/llama-silu" "$T/headdim" 2>"$T/err"; then
+    logits_match head_dim_not_hidden_over_heads "$T/headdim"
+    check head_dim_keys sh -c "'$HC_BIN/hc-gguf' dump '$T/head_dim_not_hidden_over_heads.gguf' | grep -q 'llama.attention.key_length.*12'"
+else
+    fail head_dim_not_hidden_over_heads "reference: $(head -c 300 "$T/err")"
+fi
+
 # tied embeddings stored as lm_head.weight only
 mkdir -p "$T/tied-head"
 for f in config.json tokenizer.model ref.json; do ln -s "$(cd "$H/llama-tied-gqa" && pwd)/$f" "$T/tied-head/"; done
