@@ -76,6 +76,12 @@ static void gen_ones(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
     for (int64_t i = 0; i < nr * t->ne[0]; i++) out[i] = 1.0f;
 }
 
+static void gen_zeros(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
+{
+    (void)r0;
+    for (int64_t i = 0; i < nr * t->ne[0]; i++) out[i] = 0.0f;
+}
+
 static void gen_embd(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
 {
     const synth *sy = t->gen_ctx;
@@ -157,10 +163,74 @@ static void synth_vocab(cv_vocab *v, uint32_t n)
     }
 }
 
+static const char *synth_arch(const char *name)
+{
+    static const char *const archs[] = { "llama", "qwen2", "bamboo", "opt", "falcon" };
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++)
+        if (!strcmp(name, archs[i])) return archs[i];
+    hc_die("bad value for --arch: '%s' (expected llama, qwen2, bamboo, opt or falcon)", name);
+}
+
+/* Add one generated tensor. */
+static void gen_t(cv_tensors *ts, const synth *sy, cv_gen_fn fn, uint32_t wtype, int64_t ne0, int64_t ne1, long layer,
+                  const char *name)
+{
+    cv_tensor *t = cv_add(ts, ne1 > 1 ? wtype : GGML_TYPE_F32, ne1 > 1 ? 2 : 1, ne0, ne1, "%s", name);
+    t->gen = fn;
+    t->gen_ctx = sy;
+    t->gen_id = layer;
+}
+
+/* The tensors of a synthetic model of hp->arch (docs/formats.md, "Model families"). */
+static void synth_tensors(cv_tensors *ts, const synth *sy, const cv_hparams *hp, uint32_t wtype)
+{
+    const char *arch = hp->arch;
+    int opt = !strcmp(arch, "opt"), falcon = !strcmp(arch, "falcon"), seq = opt || falcon;
+    int ln = hp->layer_norm, qkv_bias = opt || !strcmp(arch, "qwen2");
+    const int64_t E = hp->n_embd, F = hp->n_ff, V = hp->n_vocab, KV = E / hp->n_head * hp->n_head_kv;
+    char nm[GGUF_MAX_NAME + 1];
+#define NAME(s) (snprintf(nm, sizeof nm, "blk.%ld." s, l), nm)
+    gen_t(ts, sy, gen_embd, wtype, E, V, 0, "token_embd.weight");
+    if (opt) gen_t(ts, sy, gen_read, wtype, E, hp->n_ctx, 0, "position_embd.weight");
+    gen_t(ts, sy, gen_ones, wtype, E, 1, 0, "output_norm.weight");
+    if (ln) gen_t(ts, sy, gen_zeros, wtype, E, 1, 0, "output_norm.bias");
+    gen_t(ts, sy, gen_read, wtype, E, V, 0, "output.weight");
+    for (long l = 0; l < (long)hp->n_layer; l++) {
+        if (falcon) {
+            gen_t(ts, sy, gen_read, wtype, E, E + 2 * KV, l, NAME("attn_qkv.weight"));
+        } else {
+            gen_t(ts, sy, gen_read, wtype, E, E, l, NAME("attn_q.weight"));
+            gen_t(ts, sy, gen_read, wtype, E, KV, l, NAME("attn_k.weight"));
+            gen_t(ts, sy, gen_read, wtype, E, KV, l, NAME("attn_v.weight"));
+        }
+        if (qkv_bias) {
+            gen_t(ts, sy, gen_zeros, wtype, E, 1, l, NAME("attn_q.bias"));
+            gen_t(ts, sy, gen_zeros, wtype, KV, 1, l, NAME("attn_k.bias"));
+            gen_t(ts, sy, gen_zeros, wtype, KV, 1, l, NAME("attn_v.bias"));
+        }
+        gen_t(ts, sy, gen_write, wtype, E, E, l, NAME("attn_output.weight"));
+        if (opt) gen_t(ts, sy, gen_zeros, wtype, E, 1, l, NAME("attn_output.bias"));
+        gen_t(ts, sy, gen_ones, wtype, E, 1, l, NAME("attn_norm.weight"));
+        if (ln) gen_t(ts, sy, gen_zeros, wtype, E, 1, l, NAME("attn_norm.bias"));
+        if (falcon) {
+            gen_t(ts, sy, gen_ones, wtype, E, 1, l, NAME("attn_norm_2.weight"));
+            gen_t(ts, sy, gen_zeros, wtype, E, 1, l, NAME("attn_norm_2.bias"));
+        }
+        if (!seq) gen_t(ts, sy, gen_gate, wtype, E, F, l, NAME("ffn_gate.weight"));
+        gen_t(ts, sy, gen_write, wtype, F, E, l, NAME("ffn_down.weight"));
+        if (opt) gen_t(ts, sy, gen_zeros, wtype, E, 1, l, NAME("ffn_down.bias"));
+        gen_t(ts, sy, seq ? gen_gate : gen_read, wtype, E, F, l, NAME("ffn_up.weight"));
+        if (opt) gen_t(ts, sy, gen_zeros, wtype, F, 1, l, NAME("ffn_up.bias"));
+        if (!falcon) gen_t(ts, sy, gen_ones, wtype, E, 1, l, NAME("ffn_norm.weight"));
+        if (opt) gen_t(ts, sy, gen_zeros, wtype, E, 1, l, NAME("ffn_norm.bias"));
+    }
+#undef NAME
+}
+
 static const char usage[] =
     "usage: hc-convert synth -o OUT.gguf [options]\n"
     "\n"
-    "Write a random, well-formed llama GGUF (deterministic from --seed).\n"
+    "Write a random, well-formed GGUF (deterministic from --seed).\n"
     "\n"
     "  -o, --output FILE     output GGUF (written atomically)\n"
     "      --dim N           embedding length (default 64)\n"
@@ -170,6 +240,9 @@ static const char usage[] =
     "      --kv-heads N      KV heads (default: --heads)\n"
     "      --vocab N         vocabulary size, >= 259 (default 512)\n"
     "      --ctx N           context length (default 256)\n"
+    "      --arch NAME       llama (default), qwen2, bamboo, opt or falcon: that family's\n"
+    "                        tensors (biases zero, norms one); the hot set is planted in\n"
+    "                        the gate, or in up for opt/falcon (no gate)\n"
     "      --act relu|silu   FFN activation (default relu)\n"
     "      --type f32|f16    weight type of 2-D tensors (default f32)\n"
     "      --seed N          random seed (default 1)\n"
@@ -182,7 +255,7 @@ static const char usage[] =
 
 int convert_synth_main(int argc, char **argv)
 {
-    enum { O_DIM = 256, O_FF, O_LAYERS, O_HEADS, O_KV, O_VOCAB, O_CTX, O_ACT, O_TYPE, O_SEED, O_HOT, O_SKEW };
+    enum { O_DIM = 256, O_FF, O_LAYERS, O_HEADS, O_KV, O_VOCAB, O_CTX, O_ACT, O_TYPE, O_SEED, O_HOT, O_SKEW, O_ARCH };
     static const struct option opts[] = {
         {"output", required_argument, 0, 'o'}, {"dim", required_argument, 0, O_DIM},
         {"n-ff", required_argument, 0, O_FF}, {"layers", required_argument, 0, O_LAYERS},
@@ -190,11 +263,12 @@ int convert_synth_main(int argc, char **argv)
         {"vocab", required_argument, 0, O_VOCAB}, {"ctx", required_argument, 0, O_CTX},
         {"act", required_argument, 0, O_ACT}, {"type", required_argument, 0, O_TYPE},
         {"seed", required_argument, 0, O_SEED}, {"hot-fraction", required_argument, 0, O_HOT},
-        {"hot-skew", required_argument, 0, O_SKEW}, HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"hot-skew", required_argument, 0, O_SKEW}, {"arch", required_argument, 0, O_ARCH}, HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     const char *out = NULL;
     long dim = 64, n_ff = 256, layers = 2, heads = 4, kv = 0, vocab = 512, ctx = 256;
     int relu = 1;
+    const char *arch = "llama";
     uint32_t wtype = GGML_TYPE_F32;
     uint64_t seed = 1;
     double hot = 0, skew = 1;
@@ -215,6 +289,7 @@ int convert_synth_main(int argc, char **argv)
             if (strcmp(optarg, "relu") && strcmp(optarg, "silu")) hc_die("bad value for --act: '%s' (expected relu or silu)", optarg);
             relu = !strcmp(optarg, "relu");
             break;
+        case O_ARCH: arch = synth_arch(optarg); break;
         case O_TYPE:
             if (!strcmp(optarg, "f32")) wtype = GGML_TYPE_F32;
             else if (!strcmp(optarg, "f16")) wtype = GGML_TYPE_F16;
@@ -246,6 +321,7 @@ int convert_synth_main(int argc, char **argv)
         .n_layer = (uint32_t)layers, .n_head = (uint32_t)heads, .n_head_kv = (uint32_t)(kv ? kv : heads),
         .n_ctx = (uint32_t)ctx, .eps = 1e-5f, .name = "synth",
         .unk_id = 0, .bos_id = 1, .eos_id = 2, .pad_id = UINT32_MAX,
+        .arch = arch, .layer_norm = !strcmp(arch, "opt") || !strcmp(arch, "falcon"), .no_rope = !strcmp(arch, "opt"),
     };
     char err[512];
     if (cv_check_hparams(&hp, err, sizeof err)) hc_die("%s", err);
@@ -288,34 +364,16 @@ int convert_synth_main(int argc, char **argv)
 
     cv_vocab v;
     synth_vocab(&v, (uint32_t)vocab);
-    const int64_t E = dim, F = n_ff, hd = dim / heads, KV = hd * hp.n_head_kv;
     cv_tensors ts = {0};
-#define GEN(fn, nd, ne0, ne1, layer, ...)                                                 \
-    do {                                                                                  \
-        cv_tensor *t_ = cv_add(&ts, (nd) > 1 ? wtype : GGML_TYPE_F32, nd, ne0, ne1, __VA_ARGS__); \
-        t_->gen = fn;                                                                     \
-        t_->gen_ctx = &sy;                                                                \
-        t_->gen_id = layer;                                                               \
-    } while (0)
-    GEN(gen_embd, 2, E, vocab, 0, "token_embd.weight");
-    GEN(gen_ones, 1, E, 1, 0, "output_norm.weight");
-    GEN(gen_read, 2, E, vocab, 0, "output.weight");
-    for (long l = 0; l < layers; l++) {
-        GEN(gen_read, 2, E, E, l, "blk.%ld.attn_q.weight", l);
-        GEN(gen_read, 2, E, KV, l, "blk.%ld.attn_k.weight", l);
-        GEN(gen_read, 2, E, KV, l, "blk.%ld.attn_v.weight", l);
-        GEN(gen_write, 2, E, E, l, "blk.%ld.attn_output.weight", l);
-        GEN(gen_ones, 1, E, 1, l, "blk.%ld.attn_norm.weight", l);
-        GEN(gen_gate, 2, E, F, l, "blk.%ld.ffn_gate.weight", l);
-        GEN(gen_write, 2, F, E, l, "blk.%ld.ffn_down.weight", l);
-        GEN(gen_read, 2, E, F, l, "blk.%ld.ffn_up.weight", l);
-        GEN(gen_ones, 1, E, 1, l, "blk.%ld.ffn_norm.weight", l);
-    }
-#undef GEN
+    synth_tensors(&ts, &sy, &hp, wtype);
 
     gguf_writer *w = gguf_writer_new(GGUF_VARIANT_GGUF);
     cv_set_llama_kvs(w, &hp, &v);
-    gguf_set_f32(w, "llama.rope.freq_base", 10000.0f);
+    if (!hp.no_rope) {
+        char key[64];
+        snprintf(key, sizeof key, "%s.rope.freq_base", arch);
+        gguf_set_f32(w, key, 10000.0f);
+    }
     gguf_set_u32(w, "general.file_type", wtype == GGML_TYPE_F32 ? 0 : 1);
     gguf_set_str(w, "hotcold.ffn_activation", relu ? "relu" : "silu");
     gguf_set_u64(w, "hotcold.synth.seed", seed);

@@ -84,6 +84,20 @@ for f in llama-relu:1000K opt:1700K bamboo:1000K; do
     fi
 done
 
+# hc-convert synth --arch: every family's tensor set loads; sparse = dense
+for a in llama qwen2 bamboo opt falcon; do
+    if "$C" synth --arch "$a" --dim 64 --n-ff 256 --layers 2 --heads 4 --kv-heads 2 --hot-fraction 0.2 \
+           -o "$T/s-$a.gguf" >/dev/null 2>"$T/err" &&
+       "$HC_BIN/hc-gguf" dump "$T/s-$a.gguf" | grep -q "general.architecture .*\"$a\"" &&
+       "$R" -m "$T/s-$a.gguf" -p "the cat sat" --logits -n 0 >"$T/dense.txt" 2>"$T/err" &&
+       "$R" -m "$T/s-$a.gguf" -p "the cat sat" --logits -n 0 --sparse >"$T/sparse.txt" 2>"$T/err"; then
+        same_logits "synth_arch_$a" "$T/dense.txt" "$T/sparse.txt"
+    else
+        fail "synth_arch_$a" "$(head -c 300 "$T/err")"
+    fi
+done
+check_fails synth_bad_arch "expected llama, qwen2" "$C" synth --arch gpt2 -o "$T/x.gguf"
+
 # Llama 3 scaling in the old keys (rope_theta + rope_scaling), same model
 variant old-rope-keys "$H/llama3-ropescale" \
     'p = c.pop("rope_parameters"); c["rope_theta"] = p.pop("rope_theta"); c["rope_scaling"] = p'
