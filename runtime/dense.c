@@ -56,9 +56,9 @@ void hc_ffn_neurons(hc_ctx *ctx, int layer, const float *x_norm, int B, float *H
         hc_ctx_matvec(ctx, &ly->ffn_up, x_norm, B, H);
     } else {
         void *ag, *au;
-        hc_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
-        hc_matvec_prepared(ctx, &ly->ffn_gate, ag, B, H, (size_t)F);
-        hc_matvec_prepared(ctx, &ly->ffn_up, au, B, U, (size_t)F);
+        hc_ctx_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
+        hc_ctx_matvec_prepared(ctx, &ly->ffn_gate, ag, B, H, (size_t)F);
+        hc_ctx_matvec_prepared(ctx, &ly->ffn_up, au, B, U, (size_t)F);
         bias_rows(H, ly->ffn_gate_b, B, F);
     }
     switch (kind) {

@@ -235,7 +235,7 @@ hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_emb
         free(z);
         if (!cl->zeros) goto bad;
     }
-    if (grow(cl, &cl->x, &cl->x_cap, hc_act_bytes(gu_type, n_embd), &cl->host_x, err, errlen) ||
+    if (grow(cl, &cl->x, &cl->x_cap, hc_weight_act_bytes(&(hc_weight){ .kind = HC_WEIGHT_GGML, .type = gu_type, .n = n_embd }), &cl->host_x, err, errlen) ||
         grow(cl, &cl->mask, &cl->mask_cap, (size_t)k, &cl->host_mask, err, errlen) ||
         grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k, NULL, err, errlen) ||
         grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n_embd, NULL, err, errlen))
@@ -263,7 +263,7 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     hc_cl *cl = L->cl;
     cl_int n = L->n, k = L->k, a = act;
     cl_kernel gu = cl->gate_up[L->ti_gu], dn = cl->down[L->ti_down];
-    size_t xb = hc_act_bytes(cl_types[L->ti_gu], L->n);
+    size_t xb = hc_weight_act_bytes(&(hc_weight){ .kind = HC_WEIGHT_GGML, .type = cl_types[L->ti_gu], .n = L->n });
     cl_int xbi = (cl_int)xb;
     if (grow(cl, &cl->x, &cl->x_cap, xb * (size_t)B, &cl->host_x, err, errlen) ||
         grow(cl, &cl->mask, &cl->mask_cap, (size_t)k * (size_t)B, &cl->host_mask, err, errlen) ||
@@ -335,22 +335,24 @@ bad:
 void hc_cl_layer_ref(const hc_cl_rows *rows, int k, int n_embd, const void *x, const uint8_t *mask, int act,
                      float t_act, float *y, float *h)
 {
-    size_t gb = ggml_row_size(rows->gu_type, n_embd), db = ggml_row_size(rows->down_type, n_embd);
+    const hc_weight wg = { .kind = HC_WEIGHT_GGML, .type = rows->gu_type, .data = rows->first, .n = n_embd, .rows = k };
+    const hc_weight wu = { .kind = HC_WEIGHT_GGML, .type = rows->gu_type, .data = rows->up, .n = n_embd, .rows = k };
+    const hc_weight wd = { .kind = HC_WEIGHT_GGML, .type = rows->down_type, .data = rows->down, .n = n_embd, .rows = k };
     memset(y, 0, sizeof(float) * (size_t)n_embd);
     for (int r = 0; r < k; r++) {
         h[r] = 0.0f;
         if (!mask[r]) continue;
         float g, u;
-        hc_matvec_ref(rows->gu_type, (const char *)rows->first + (size_t)r * gb, n_embd, 0, 1, x, 0, 1, &g, 1);
+        hc_weight_matvec(&wg, HC_ISA_SCALAR, r, r + 1, x, 0, 1, &g, 1);
         float a = hc_act1(act, g + (rows->first_b ? rows->first_b[r] : 0.0f));
         if (!hc_keep_act(a, t_act)) continue;
         if (rows->kind == 2) {
             h[r] = a;
         } else {
-            hc_matvec_ref(rows->gu_type, (const char *)rows->up + (size_t)r * gb, n_embd, 0, 1, x, 0, 1, &u, 1);
+            hc_weight_matvec(&wu, HC_ISA_SCALAR, r, r + 1, x, 0, 1, &u, 1);
             u += rows->up_b ? rows->up_b[r] : 0.0f;
             h[r] = a * (rows->kind == 1 ? hc_act1(act, u) : u);
         }
-        hc_axpy_row_ref(rows->down_type, (const char *)rows->down + (size_t)r * db, n_embd, h[r], y);
+        hc_weight_axpy(&wd, HC_ISA_SCALAR, r, 0, n_embd, h[r], y);
     }
 }

@@ -233,7 +233,7 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
          * the gathered kernel over all rows below: measured faster, same bits) */
         k = F;
         cand = NULL;
-        hc_matvec_prepared(ctx, first, fa, B, G, sF);
+        hc_ctx_matvec_prepared(ctx, first, fa, B, G, sF);
     } else {
         for (int i = 0; i < n; i++) {
             int j = idx ? idx[i] : i, any = !in->pred;
@@ -358,10 +358,10 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
     }
     void *ag, *au;
     if (ly->ffn_gate.kind != HC_WEIGHT_NONE) {
-        hc_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
+        hc_ctx_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
     } else {
         ag = au = hc_ctx_acts(ctx, 0, hc_weight_act_bytes(&ly->ffn_up));
-        hc_prepare(ctx, &ly->ffn_up, x_norm, B, au);
+        hc_ctx_prepare(ctx, &ly->ffn_up, x_norm, B, au);
     }
     if (h) memset(h, 0, sizeof(float) * (size_t)B * F);
     memset(out, 0, sizeof(float) * (size_t)B * E);

@@ -168,7 +168,7 @@ static void test_kernels_vs_ref(void)
             for (int b = 0; b < NB; b++) {
                 for (int i = 0; i < N; i++) x[i] = frand();
                 for (int r = 0; r < K; r++) mask[b][r] = (r + b) % 7 != 3;
-                hc_act_prepare(gt, x, N, xp[b]);
+                hc_weight_prepare(&(hc_weight){ .kind = HC_WEIGHT_GGML, .type = gt, .n = N }, hc_isa(), x, xp[b]);
             }
             float fbias[K], ubias[K];
             for (int r = 0; r < K; r++) { fbias[r] = 0.2f * frand(); ubias[r] = 0.2f * frand(); }
