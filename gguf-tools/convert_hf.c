@@ -230,6 +230,7 @@ int convert_hf_main(int argc, char **argv)
     gguf_set_u32(w, "general.file_type", wtype == GGML_TYPE_F32 ? 0 : wtype == GGML_TYPE_F16 ? 1 : 32);
     gguf_set_str(w, "hotcold.ffn_activation", cfg.act);
     if (have_thr) gguf_set_f32(w, "powerinfer.sparse_threshold", thr);
+    if (cfg.act_threshold > 0) gguf_set_f32(w, "hotcold.ffn_act_threshold", cfg.act_threshold);
     int rc = cv_write(w, &ts, out, err, sizeof err);
     if (rc == 0) warn_misrun(&cfg, out, pred_dir != NULL, wtype);
     gguf_writer_free(w);

@@ -21,6 +21,7 @@ typedef struct {
     float rope_factor, low_freq, high_freq;
     uint32_t rope_orig_ctx;  /* llama3: original_max_position_embeddings */
     uint32_t sliding_window; /* 0: none, or not shorter than the context */
+    float act_threshold;     /* ProSparse FATReLU (hidden_act_param); 0: none */
 } hf_config;
 
 /* Read DIR/config.json into c; dies with one line naming the key and value

@@ -18,6 +18,7 @@ static const struct {
     int family;
 } families[] = {
     { "LlamaForCausalLM", "llama", "llama", HF_LLAMA },
+    { "SparseLlamaForCausalLM", "sparsellama", "llama", HF_LLAMA },   /* ProSparse (FATReLU) */
     { "MistralForCausalLM", "mistral", "llama", HF_LLAMA },     /* llama.cpp writes Mistral as llama */
     { "Qwen2ForCausalLM", "qwen2", "qwen2", HF_QWEN2 },
     { "BambooForCausalLM", "bamboo", "bamboo", HF_BAMBOO },    /* PowerInfer's architecture */
@@ -83,7 +84,7 @@ static void refuse_foreign(const cfgref *c)
 {
     static const char *const off[] = {
         "attn_logit_softcapping", "final_logit_softcapping", "logit_scale", "embedding_multiplier",
-        "residual_multiplier", "attention_multiplier", "logits_scaling", "hidden_act_param",
+        "residual_multiplier", "attention_multiplier", "logits_scaling",
         "qk_layernorm", "use_qk_norm", "clip_qkv", "alibi", "use_parallel_residual", "moe_intermediate_size",
         "num_local_experts", "num_experts",
     };
@@ -144,8 +145,16 @@ static void read_llama_like(const cfgref *c, hf_config *h)
     if (cfg_bool(c, "attention_bias", 0) || cfg_bool(c, "mlp_bias", 0))
         hc_die("%s: \"attention_bias\"/\"mlp_bias\": true is not supported for %s", c->path, hp->arch);
     h->act = cfg_str(c, "hidden_act", "silu");
+    double t = cfg_num(c, "hidden_act_param", 0);
+    if (!strcmp(h->act, "fatrelu")) {   /* ProSparse: x >= t ? x : 0 */
+        if (!(t >= 0 && t < 1e6)) hc_die("%s: \"hidden_act_param\": %g is not a FATReLU threshold", c->path, t);
+        h->act = "relu";
+        h->act_threshold = (float)t;
+    } else if (t != 0) {
+        hc_die("%s: \"hidden_act_param\": %g is not supported with hidden_act '%s'", c->path, t, h->act);
+    }
     if (strcmp(h->act, "silu") && strcmp(h->act, "relu"))
-        hc_die("%s: \"hidden_act\": '%s' is not supported (silu or relu)", c->path, h->act);
+        hc_die("%s: \"hidden_act\": '%s' is not supported (silu, relu or fatrelu)", c->path, h->act);
     hp->n_ff = cfg_u32(c, "intermediate_size", 0);
     hp->n_head_kv = cfg_u32(c, "num_key_value_heads", hp->n_head);
     hp->eps = (float)cfg_num(c, "rms_norm_eps", 1e-6);    /* HF LlamaConfig default */

@@ -64,6 +64,8 @@ void hc_ffn_neurons(hc_ctx *ctx, int layer, const float *x_norm, int B, float *H
     switch (kind) {
     case HC_FFN_GATED:
         bias_rows(U, ly->ffn_up_b, B, F);
+        if (hp->act_threshold > 0)   /* FATReLU: below the threshold the neuron is off */
+            for (size_t i = 0; i < n; i++) if (H[i] < hp->act_threshold) H[i] = 0.0f;
         hc_ffn_act(hp->act, H, U, (int)n);
         break;
     case HC_FFN_SYMMETRIC:

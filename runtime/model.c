@@ -177,10 +177,13 @@ static int load_hparams(loader *L)
         get_f32(L, akey(L, eps), 1, &hp->rms_eps) ||
         get_f32(L, akey(L, "rope.freq_base"), 0, &hp->rope_base) ||
         get_f32(L, "powerinfer.sparse_threshold", 0, &hp->sparse_threshold) ||
+        get_f32(L, "hotcold.ffn_act_threshold", 0, &hp->act_threshold) ||
         load_heads(L) || load_rope_scaling(L) || load_activation(L))
         return -1;
     if (!(hp->rms_eps >= 0 && hp->rms_eps < 1)) return fail(L, "norm epsilon %g is out of range", hp->rms_eps);
     if (!(hp->rope_base > 0)) return fail(L, "%s.rope.freq_base %g must be positive", L->arch, hp->rope_base);
+    if (hp->act_threshold != 0 && !(hp->act_threshold > 0 && hp->act == HC_ACT_RELU && hp->ffn_kind == HC_FFN_GATED))
+        return fail(L, "hotcold.ffn_act_threshold %g needs a positive value and a gated ReLU FFN", hp->act_threshold);
     return 0;
 }
 

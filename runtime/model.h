@@ -76,6 +76,8 @@ typedef struct {
     float rope_scale;                  /* ARCH.rope.scaling.factor (linear scaling), else 1 */
     int act;                           /* enum hc_act */
     float sparse_threshold;            /* powerinfer.sparse_threshold (0 if absent) */
+    float act_threshold;               /* hotcold.ffn_act_threshold: ReLU as FATReLU, a = x >= T ? x : 0
+                                        * (ProSparse; gated FFN only); 0: plain ReLU */
     /* the family: set by the loader from general.architecture */
     int norm;                          /* enum hc_norm */
     int pos;                           /* enum hc_pos */

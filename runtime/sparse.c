@@ -412,6 +412,7 @@ hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err
         else if (m->layers[l].fc1.rows > s->r_max) s->r_max = m->layers[l].fc1.rows;
     }
     s->t_act = s->predictor ? 0.0f : p->threshold;
+    if (hp->act_threshold > s->t_act) s->t_act = hp->act_threshold;   /* FATReLU is ReLU kept from T on */
     s->L = calloc((size_t)hp->n_layer, sizeof *s->L);
     s->cand = malloc(sizeof(int32_t) * (size_t)s->F);
     s->uni = malloc(sizeof(int32_t) * (size_t)s->F);

@@ -128,6 +128,22 @@ open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
 PY
 logits_match tied_lm_head_only "$T/tied-head" "$H/llama-tied-gqa"
 
+# ProSparse: FATReLU with threshold 0 is ReLU (transformers' logits); with 0.05 the dense
+# FFN (zeroing gate values below it) and the sparse one (its keep rule) agree, and differ from ReLU
+variant fat0 "$H/llama-relu" 'c["architectures"] = ["SparseLlamaForCausalLM"]; c["hidden_act"] = "fatrelu"; c["hidden_act_param"] = 0.0'
+logits_match fatrelu_zero_is_relu "$T/fat0" "$H/llama-relu"
+variant fat "$H/llama-relu" 'c["architectures"] = ["SparseLlamaForCausalLM"]; c["hidden_act"] = "fatrelu"; c["hidden_act_param"] = 0.05'
+if "$C" hf "$T/fat" -o "$T/fat.gguf" --outtype f32 >/dev/null 2>&1 &&
+   "$HC_BIN/hc-gguf" dump "$T/fat.gguf" | grep -q "hotcold.ffn_act_threshold .*0.05" &&
+   "$R" -m "$T/fat.gguf" -p "$P" --logits -n 0 -t 2 >"$T/fd.txt" 2>/dev/null &&
+   "$R" -m "$T/fat.gguf" -p "$P" --logits -n 0 -t 2 --sparse >"$T/fs.txt" 2>/dev/null &&
+   "$R" -m "$T/llama-relu.gguf" -p "$P" --logits -n 0 -t 2 >"$T/fr.txt" 2>/dev/null; then
+    same_logits fatrelu_sparse_equals_dense "$T/fd.txt" "$T/fs.txt"
+    if cmp -s "$T/fd.txt" "$T/fr.txt"; then fail fatrelu_differs_from_relu "same logits"; else ok fatrelu_differs_from_relu; fi
+else
+    fail fatrelu_sparse_equals_dense "convert or run failed"
+fi
+
 # a sliding window: exact within it, a longer context refused by name
 variant window "$H/mistral" 'c["sliding_window"] = 64'
 logits_match sliding_window_within "$T/window" "$H/mistral" -c 64
@@ -148,7 +164,7 @@ refuses old_dynamic llama-silu 'c.pop("rope_parameters"); c["rope_scaling"] = {"
 refuses partial_rotary llama-silu 'c["partial_rotary_factor"] = 0.5' "partial_rotary_factor"
 refuses attn_softcap llama-silu 'c["attn_logit_softcapping"] = 50.0' "attn_logit_softcapping"
 refuses final_softcap llama-silu 'c["final_logit_softcapping"] = 30.0' "final_logit_softcapping"
-refuses fatrelu llama-relu 'c["hidden_act"] = "fatrelu"; c["hidden_act_param"] = 0.01' "hidden_act_param"
+refuses act_param_without_fatrelu llama-relu 'c["hidden_act_param"] = 0.01' "hidden_act_param"
 refuses gelu_llama llama-silu 'c["hidden_act"] = "gelu"' "hidden_act.*gelu"
 refuses attention_bias llama-silu 'c["attention_bias"] = True' "attention_bias"
 refuses qwen_window qwen2 'c["use_sliding_window"] = True; c["sliding_window"] = 16' "use_sliding_window"
