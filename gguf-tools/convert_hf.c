@@ -7,7 +7,6 @@
  */
 #include "convert_hf.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,68 +144,52 @@ static void set_family_kvs(gguf_writer *w, const hf_config *c)
     }
 }
 
-static const char usage[] =
-    "usage: hc-convert hf DIR -o OUT.gguf [--outtype f32|f16|bf16] [--predictors DIR]\n"
-    "\n"
-    "Convert a Hugging Face checkpoint directory (config.json, model.safetensors\n"
-    "or sharded model-*.safetensors + model.safetensors.index.json, tokenizer.model\n"
-    "and/or tokenizer.json) into a GGUF: Llama 1/2/3 and Mistral (llama), Qwen2\n"
-    "(qwen2), Bamboo (bamboo), OPT (opt), Falcon (falcon).\n"
-    "\n"
-    "  -o, --output FILE       output GGUF (written atomically)\n"
-    "      --outtype TYPE      f32, f16 (default) or bf16 for 2-D weights; 1-D stay f32\n"
-    "      --predictors DIR    PowerInfer predictors (model_N.safetensors with fc1.weight,\n"
-    "                          fc2.weight; optional config.json with sparse_threshold):\n"
-    "                          write PowerInfer's sparse GGUF (PWRI) with ffn_down_t\n"
-    "      --version           print the version\n"
-    "  -h, --help              this help\n";
-
-int convert_hf_main(int argc, char **argv)
+/* general.name: the directory's last component. */
+static void dir_name(const char *dir, char *name, size_t len)
 {
-    static const struct option opts[] = {
-        {"output", required_argument, 0, 'o'}, {"outtype", required_argument, 0, 't'},
-        {"predictors", required_argument, 0, 'p'}, HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
-    };
-    const char *out = NULL, *pred_dir = NULL;
-    uint32_t wtype = GGML_TYPE_F16;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': out = optarg; break;
-        case 'p': pred_dir = optarg; break;
-        case 't':
-            if (!strcmp(optarg, "f32")) wtype = GGML_TYPE_F32;
-            else if (!strcmp(optarg, "f16")) wtype = GGML_TYPE_F16;
-            else if (!strcmp(optarg, "bf16")) wtype = GGML_TYPE_BF16;
-            else hc_die("bad value for --outtype: '%s' (expected f32, f16 or bf16)", optarg);
-            break;
-        case HC_OPT_VERSION: hc_version();
-        case 'h': fputs(usage, stdout); return 0;
-        default: hc_bad_option(c, "hf", argv, opts);
-        }
-    }
-    if (argc - optind != 1 || !out) hc_die("hf: needs DIR -o OUT.gguf (see --help)");
-    const char *dir = argv[optind];
-    char err[512];
-
-    hf_config cfg = {0};
-    hf_read_config(dir, &cfg);
-    cv_hparams *hp = &cfg.hp;
-    char name[256];                   /* general.name: the directory's last component */
-    snprintf(name, sizeof name, "%s", dir);
+    snprintf(name, len, "%s", dir);
     for (size_t n = strlen(name); n > 1 && name[n - 1] == '/'; n--) name[n - 1] = 0;
     const char *slash = strrchr(name, '/');
     if (slash && slash[1]) memmove(name, slash + 1, strlen(slash));
+}
+
+/* Every source tensor of the checkpoint and the predictors must have been used. */
+static void check_used(const st_set *s, const st_set *pred, const char *arch)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (!s->t[i].used)
+            hc_die("%s: unexpected tensor '%s' (not part of a %s model)", s->paths[s->t[i].file], s->t[i].name, arch);
+    for (size_t i = 0; i < pred->n; i++)
+        if (!pred->t[i].used)
+            hc_die("%s: unexpected tensor '%s' (a predictor has fc1.weight and fc2.weight)",
+                   pred->paths[pred->t[i].file], strchr(pred->t[i].name, '.') + 1);
+}
+
+int cv_convert_hf(const cv_hf_opts *o, char *err, size_t errlen)
+{
+    const char *dir = o->dir, *pred_dir = o->predictors, *out = o->out;
+    const uint32_t wtype = o->type;
+    hf_config cfg = {0};
+    hf_read_config(dir, &cfg);
+    cv_hparams *hp = &cfg.hp;
+    char name[256], why[512];
+    dir_name(dir, name, sizeof name);
     hp->name = name;
     if (pred_dir && strcmp(cfg.act, "relu"))
         hc_die("%s/config.json: --predictors needs a ReLU model (the activation is %s): "
                "PowerInfer's sparse FFN skips neurons whose ReLU output is zero", dir, cfg.act);
 
     cv_vocab v;
-    if (cv_hf_vocab(dir, hp->n_vocab, &v, &hp->unk_id, err, sizeof err)) hc_die("%s", err);
+    if (cv_hf_vocab(dir, hp->n_vocab, &v, &hp->unk_id, err, errlen)) {
+        cv_vocab_free(&v);
+        return -1;
+    }
     if (v.bos_id >= 0) hp->bos_id = (uint32_t)v.bos_id;      /* the token the post-processor adds */
-    if (cv_check_hparams(hp, err, sizeof err)) hc_die("%s/config.json: %s", dir, err);
+    if (cv_check_hparams(hp, why, sizeof why)) {
+        snprintf(err, errlen, "%s/config.json: %s", dir, why);
+        cv_vocab_free(&v);
+        return -1;
+    }
 
     st_set s = {.where = dir}, pred = {.where = pred_dir};
     open_weights(dir, &s);
@@ -215,14 +198,7 @@ int convert_hf_main(int argc, char **argv)
 
     cv_tensors ts = {0};
     hf_map_tensors(&cfg, &s, pred_dir ? &pred : NULL, pred_dir, wtype, &ts);
-    for (size_t i = 0; i < s.n; i++)
-        if (!s.t[i].used)
-            hc_die("%s: unexpected tensor '%s' (not part of a %s model)", s.paths[s.t[i].file], s.t[i].name,
-                   hp->arch);
-    for (size_t i = 0; i < pred.n; i++)
-        if (!pred.t[i].used)
-            hc_die("%s: unexpected tensor '%s' (a predictor has fc1.weight and fc2.weight)",
-                   pred.paths[pred.t[i].file], strchr(pred.t[i].name, '.') + 1);
+    check_used(&s, &pred, hp->arch);
 
     gguf_writer *w = gguf_writer_new(pred_dir ? GGUF_VARIANT_PWRI : GGUF_VARIANT_GGUF);
     cv_set_llama_kvs(w, hp, &v);
@@ -231,13 +207,12 @@ int convert_hf_main(int argc, char **argv)
     gguf_set_str(w, "hotcold.ffn_activation", cfg.act);
     if (have_thr) gguf_set_f32(w, "powerinfer.sparse_threshold", thr);
     if (cfg.act_threshold > 0) gguf_set_f32(w, "hotcold.ffn_act_threshold", cfg.act_threshold);
-    int rc = cv_write(w, &ts, out, err, sizeof err);
+    int rc = cv_write(w, &ts, out, err, errlen);
     if (rc == 0) warn_misrun(&cfg, out, pred_dir != NULL, wtype);
     gguf_writer_free(w);
     cv_tensors_free(&ts);
     st_free(&s);
     st_free(&pred);
     cv_vocab_free(&v);
-    if (rc) hc_die("%s", err);
-    return 0;
+    return rc;
 }
