@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "calibrate.h"
 #include "cli.h"
 #include "predictors.h"
 #include "profile.h"
@@ -18,6 +19,7 @@ static const char usage[] =
     "       hc-profile import-powerinfer DIR -o OUT.gguf [-m MODEL.gguf] [--tokens N]\n"
     "       hc-profile show STATS.gguf [--svg FILE] [--json]\n"
     "       hc-profile predictors -m MODEL.gguf -f CORPUS.txt -o MODEL.sparse.gguf [...] (see predictors --help)\n"
+    "       hc-profile calibrate -m MODEL.gguf -f CORPUS.txt --target-sparsity S -o OUT.gguf [...] (see calibrate --help)\n"
     "Profiling counts, per layer and FFN neuron, the corpus tokens on which the\n"
     "neuron is active: |h| > T with h = act(gate)*up, the input of ffn_down.\n"
     "  -m, --model FILE     GGUF model\n"
@@ -254,5 +256,6 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "import-powerinfer") == 0) return cmd_import(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "show") == 0) return cmd_show(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "predictors") == 0) return hc_profile_predictors_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "calibrate") == 0) return hc_profile_calibrate_main(argc - 1, argv + 1);
     return cmd_profile(argc, argv);
 }
