@@ -7,11 +7,13 @@
 #include "cli.h"
 #include "gpuidx.h"
 #include "hybrid.h"
+#include "opencl.h"
 #include "sparse.h"
 
 struct hc_ffn {
     int verbose;
     int contribution;        /* the sparse FFN skips by the contribution criterion */
+    float *thr;              /* [n_layer] calibrated thresholds read from the model */
     hc_sparse *sparse;       /* NULL: the dense FFN */
     hc_cl *cl;               /* the device of the hot neurons, or NULL */
     double dense_s;          /* time in the dense FFN (verbose) */
@@ -131,6 +133,24 @@ static int place_hot(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, const c
     return 0;
 }
 
+/* MODEL.generated.gpuidx is used unasked only with a GPU: on a CPU OpenCL
+ * device (PoCL) the split runs on the same cores and usually costs more than
+ * it saves (docs/measurements.md, "Sparse and hybrid FFN"). --gpu-index FILE
+ * still forces it. */
+static int auto_index_usable(const char *idx)
+{
+    char err[512];
+    hc_cl *cl = hc_cl_open(err, sizeof err);
+    int gpu = cl && hc_cl_is_gpu(cl);
+    if (!gpu && cl)
+        hc_warn("%s: not used: the OpenCL device '%s' is a CPU device, where the split usually costs more "
+                "than it saves; running on the CPU (--gpu-index FILE forces it)", idx, hc_cl_device(cl));
+    else if (!gpu)
+        hc_warn("%s: not used: %s; running on the CPU", idx, err);
+    hc_cl_free(cl);
+    return gpu;
+}
+
 hc_ffn *hc_ffn_setup(const hc_model *m, const hc_ffn_opts *o, FILE *log, char *err, size_t errlen)
 {
     hc_ffn *f = calloc(1, sizeof *f);
@@ -144,27 +164,24 @@ hc_ffn *hc_ffn_setup(const hc_model *m, const hc_ffn_opts *o, FILE *log, char *e
     snprintf(auto_idx, sizeof auto_idx, "%s.generated.gpuidx", m->path);
     if (!idx && !o->dense && !o->no_gpu_index && access(auto_idx, R_OK) == 0) idx = auto_idx;
     int predictors = has_predictors(m), crit = HC_CRIT_GATE;
-    float *thr = malloc(sizeof(float) * (size_t)m->hp.n_layer);
+    float *thr = f->thr = malloc(sizeof(float) * (size_t)m->hp.n_layer);
     int calib = thr ? read_calibration(m, &crit, thr, err, errlen) : -1;
     if (calib < 0) {
         if (!thr) snprintf(err, errlen, "%s: out of memory", m->path);
-        free(thr);
         hc_ffn_free(f);
         return NULL;
     }
-    if (o->dense || !(o->sparse || o->have_threshold || predictors || idx || calib)) {
-        free(thr);
-        return f;
-    }
+    if (o->dense || !(o->sparse || o->have_threshold || predictors || idx || calib)) return f;
     if (hc_sparse_check(m, msg, sizeof msg)) {
         /* e.g. INT4-GPTQ: no sparse kernels; the dense FFN computes the same model */
         hc_warn("%s; running the dense FFN%s", msg, idx ? " (GPU index not used)" : "");
-        free(thr);
         return f;
     }
-    int rc = make_sparse(f, m, o, predictors, calib, crit, thr, log, err, errlen);
-    free(thr);
-    if (rc || (idx && place_hot(f, m, o, idx, log, err, errlen))) {
+    if (idx == auto_idx && !auto_index_usable(idx)) {
+        idx = NULL;
+        if (!(o->sparse || o->have_threshold || predictors || calib)) return f;
+    }
+    if (make_sparse(f, m, o, predictors, calib, crit, thr, log, err, errlen) || (idx && place_hot(f, m, o, idx, log, err, errlen))) {
         hc_ffn_free(f);
         return NULL;
     }
@@ -191,6 +208,7 @@ void hc_ffn_free(hc_ffn *f)
 {
     if (!f) return;
     hc_sparse_free(f->sparse);
+    free(f->thr);
     hc_cl_free(f->cl);
     free(f);
 }
