@@ -7,7 +7,11 @@
  * the sparse FFN, layers 0..l-1 at their final thresholds and layers l.. at
  * threshold 0; the criterion values of layer l (every token, every neuron)
  * are the ones the sparse FFN computes (its observer), and the threshold is
- * the k-th smallest of them, k = floor(S * count). Every value is computed
+ * the k-th smallest of them, k = floor(S * count). global: one pass with no
+ * neuron skipped collects every layer's values and one threshold, their
+ * k-th smallest, goes to every layer (the fraction skipped at run time then
+ * differs from S, since skipping changes the later layers' inputs; that is
+ * the global threshold of hc-run --sparse-threshold). Every value is computed
  * with thread-independent sums, so the thresholds, and the file, do not
  * depend on -t. */
 #include "calibrate.h"
@@ -54,7 +58,7 @@ float hc_select_kth(float *v, size_t n, size_t k)
 }
 
 typedef struct {
-    int layer;               /* the layer being calibrated */
+    int layer;               /* the layer being calibrated; -1: all */
     float *vals;             /* its values, in token order */
     uint64_t n, cap;
     int bad;                 /* a value not finite */
@@ -63,7 +67,7 @@ typedef struct {
 static void observe(void *user, int layer, const float *crit, int B, int n_ff)
 {
     collector *c = user;
-    if (layer != c->layer) return;
+    if (c->layer >= 0 && layer != c->layer) return;
     size_t n = (size_t)B * (size_t)n_ff;
     if (c->n + n > c->cap) {   /* more rows than the windows hold: cannot happen */
         c->bad = 1;
@@ -146,7 +150,8 @@ static int32_t *corpus_tokens(const hc_model *m, const hc_tokenizer *tok, const 
         snprintf(err, errlen, "%s: %d tokens, need at least %d (one window of -c)", o->corpus, n, ctx_len);
         free(t);
         t = NULL;
-    } else if ((uint64_t)*n_win * (uint64_t)ctx_len * (uint64_t)m->hp.n_ff > MAX_VALUES) {
+    } else if ((uint64_t)*n_win * (uint64_t)ctx_len * (uint64_t)m->hp.n_ff * (uint64_t)(o->global ? m->hp.n_layer : 1) >
+               MAX_VALUES) {
         snprintf(err, errlen, "%s: %d windows of %d tokens x %d neurons is more than %llu values per layer; use a "
                  "shorter corpus", o->corpus, *n_win, ctx_len, m->hp.n_ff, (unsigned long long)MAX_VALUES);
         free(t);
@@ -160,21 +165,23 @@ static int32_t *corpus_tokens(const hc_model *m, const hc_tokenizer *tok, const 
 static int calibrate_layers(const hc_model *m, const hc_calib_opts *o, const int32_t *toks, int n_win, int ctx_len,
                             int bos, hc_calib_layer *out, char *err, size_t errlen)
 {
-    int L = m->hp.n_layer;
+    int L = m->hp.n_layer, passes = o->global ? 1 : L;
     float *thr = calloc((size_t)L, sizeof *thr);
-    collector c = { .cap = (uint64_t)n_win * (uint64_t)ctx_len * (uint64_t)m->hp.n_ff };
+    collector c = { .cap = (uint64_t)n_win * (uint64_t)ctx_len * (uint64_t)m->hp.n_ff * (uint64_t)(o->global ? L : 1) };
     c.vals = malloc(sizeof(float) * c.cap);
     int rc = thr && c.vals ? 0 : -1;
     if (rc) snprintf(err, errlen, "%s: out of memory for %llu criterion values", o->model, (unsigned long long)c.cap);
-    for (int l = 0; l < L && rc == 0; l++) {
-        c.layer = l;
+    for (int l = 0; l < passes && rc == 0; l++) {
+        c.layer = o->global ? -1 : l;
         if ((rc = run_pass(m, o, thr, toks, n_win, ctx_len, bos, &c, err, errlen))) break;
         uint64_t k = (uint64_t)floor(o->target * (double)c.n);
         float t = hc_select_kth(c.vals, c.n, k);
         uint64_t skip = 0;
         for (uint64_t i = 0; i < c.n; i++) skip += c.vals[i] < t || c.vals[i] == 0.0f;
-        out[l] = (hc_calib_layer){ .threshold = t, .values = c.n, .skipped = skip };
-        thr[l] = t;
+        for (int j = o->global ? 0 : l; j < (o->global ? L : l + 1); j++) {
+            out[j] = (hc_calib_layer){ .threshold = t, .values = c.n, .skipped = skip };
+            thr[j] = t;
+        }
     }
     if (rc == 0) rc = write_model(m, o, thr, err, errlen);
     free(c.vals);

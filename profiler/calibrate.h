@@ -12,6 +12,8 @@ typedef struct {
     const char *model, *corpus, *output;
     double target;           /* S in [0, 1): fraction of neurons to skip in every layer */
     int criterion;           /* enum hc_sparse_criterion */
+    int global;              /* one threshold for all layers (gate only): the quantile of every
+                              * layer's values together, from one pass with no neuron skipped */
     int ctx;                 /* window length; 0: min(512, the model's context) as hc-run --perplexity */
     int n_threads;
 } hc_calib_opts;

@@ -24,6 +24,9 @@ static const char usage[] =
     "      --criterion C         contribution (default): |act(gate)*up| * |down_i|, what\n"
     "                            the neuron adds to the output (saves its down row);\n"
     "                            gate: |act(gate)| (saves its up and down rows)\n"
+    "      --global              one gate threshold for all layers: the quantile of all\n"
+    "                            layers' |act(gate)| together, without skipping (the fraction\n"
+    "                            hc-run skips then only approaches S)\n"
     "  -c, --ctx-size N          window length in tokens (default 512 or the model's\n"
     "                            context length if smaller)\n"
     "  -t, --threads N           threads (default: online CPUs); the file does not depend on it\n"
@@ -35,7 +38,8 @@ static void parse(int argc, char **argv, hc_calib_opts *o)
         { "model", required_argument, 0, 'm' }, { "file", required_argument, 0, 'f' },
         { "output", required_argument, 0, 'o' }, { "target-sparsity", required_argument, 0, 'S' },
         { "criterion", required_argument, 0, 'C' }, { "ctx-size", required_argument, 0, 'c' },
-        { "threads", required_argument, 0, 't' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "threads", required_argument, 0, 't' }, { "global", no_argument, 0, 'G' },
+        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     *o = (hc_calib_opts){ .target = -1, .criterion = HC_CRIT_CONTRIBUTION, .n_threads = hc_default_threads(64) };
     int c;
@@ -52,6 +56,7 @@ static void parse(int argc, char **argv, hc_calib_opts *o)
             if ((o->criterion = hc_sparse_criterion_parse(optarg)) < 0)
                 hc_die("bad value for --criterion: '%s' (expected contribution or gate)", optarg);
             break;
+        case 'G': o->global = 1; break;
         case 'c': o->ctx = (int)hc_opt_int("-c", optarg, 2, 1 << 20); break;
         case 't': o->n_threads = (int)hc_opt_int("-t", optarg, 1, 256); break;
         case 'h': fputs(usage, stdout); exit(0);
@@ -62,6 +67,7 @@ static void parse(int argc, char **argv, hc_calib_opts *o)
     if (!o->model || !o->corpus) hc_die("calibrate: need -m MODEL and -f CORPUS (see --help)");
     if (!o->output) hc_die("calibrate: no output file (-o; see --help)");
     if (o->target < 0) hc_die("calibrate: no --target-sparsity S (see --help)");
+    if (o->global && o->criterion != HC_CRIT_GATE) hc_die("calibrate: --global needs --criterion gate");
     if (strcmp(o->model, o->output) == 0) hc_die("calibrate: -o must not be the input model %s", o->model);
 }
 
@@ -73,8 +79,8 @@ int hc_profile_calibrate_main(int argc, char **argv)
     int L;
     char err[512];
     if (hc_calibrate(&o, &ls, &L, err, sizeof err)) hc_die("%s", err);
-    printf("%s: criterion %s, target sparsity %g\nlayer  threshold      values  skipped\n", o.output,
-           hc_sparse_criterion_name(o.criterion), o.target);
+    printf("%s: criterion %s%s, target sparsity %g\nlayer  threshold      values  skipped\n", o.output,
+           hc_sparse_criterion_name(o.criterion), o.global ? " (one threshold for all layers)" : "", o.target);
     for (int l = 0; l < L; l++)
         printf("%5d  %-12.9g %9" PRIu64 "  %.6f\n", l, (double)ls[l].threshold, ls[l].values,
                (double)ls[l].skipped / (double)ls[l].values);
