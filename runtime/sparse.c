@@ -541,8 +541,8 @@ static double dense_bytes(const hc_sparse *s, int layer)
 {
     double b = 0;
     for (int l = layer < 0 ? 0 : layer; l < (layer < 0 ? s->m->hp.n_layer : layer + 1); l++) {
-        const hc_layer *ly = &s->m->layers[l];
-        b += (double)(hc_weight_bytes(&ly->ffn_gate) + hc_weight_bytes(&ly->ffn_up) + hc_weight_bytes(&ly->ffn_down));
+        const hc_layer *ly = &s->m->layers[l];   /* the down rows: ffn_down_t in a PWRI file */
+        b += (double)(hc_weight_bytes(&ly->ffn_gate) + hc_weight_bytes(&ly->ffn_up) + hc_weight_bytes(&s->L[l].down));
     }
     return b;
 }
