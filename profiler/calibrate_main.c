@@ -30,7 +30,8 @@ static const char usage[] =
     "  -c, --ctx-size N          window length in tokens (default 512 or the model's\n"
     "                            context length if smaller)\n"
     "  -t, --threads N           threads (default: online CPUs); the file does not depend on it\n"
-    "  -h, --help                this help\n";
+    "  -h, --help                this help\n"
+    "      --version             print the version\n";
 
 static void parse(int argc, char **argv, hc_calib_opts *o)
 {
@@ -39,7 +40,7 @@ static void parse(int argc, char **argv, hc_calib_opts *o)
         { "output", required_argument, 0, 'o' }, { "target-sparsity", required_argument, 0, 'S' },
         { "criterion", required_argument, 0, 'C' }, { "ctx-size", required_argument, 0, 'c' },
         { "threads", required_argument, 0, 't' }, { "global", no_argument, 0, 'G' },
-        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "help", no_argument, 0, 'h' }, HC_LONG_VERSION, { 0, 0, 0, 0 },
     };
     *o = (hc_calib_opts){ .target = -1, .criterion = HC_CRIT_CONTRIBUTION, .n_threads = hc_default_threads(64) };
     int c;
@@ -60,6 +61,7 @@ static void parse(int argc, char **argv, hc_calib_opts *o)
         case 'c': o->ctx = (int)hc_opt_int("-c", optarg, 2, 1 << 20); break;
         case 't': o->n_threads = (int)hc_opt_int("-t", optarg, 1, 256); break;
         case 'h': fputs(usage, stdout); exit(0);
+        case HC_OPT_VERSION: hc_version();
         default: hc_bad_option(c, "calibrate", argv, longs);
         }
     }
