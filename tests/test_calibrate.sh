@@ -47,5 +47,17 @@ check dense_is_original cmp "$T/dense.ppl" "$T/off.ppl"
 check dense_no_sparse_line sh -c "! grep -q '^sparse' '$T/off.err'"
 "$R" -m "$T/gate.gguf" --perplexity "$T/c.txt" -c 128 --sparse-threshold 0.1 >"$T/g.ppl" 2>"$T/g.err"
 check threshold_overrides grep -q "SiLU: skips |silu(gate)| < threshold, threshold 0.1" "$T/g.err"
+# predictors of a calibrated model learn its calibrated active set: true sparsity about S = 0.4
+check predictors_calibrated sh -c "'$P' predictors -m '$T/contribution.gguf' -f '$T/c.txt' -c 128 --epochs 2 -o '$T/p.gguf' >'$T/p.txt' 2>&1"
+if awk '$1 ~ /^[0-9]+$/ && NF >= 6 { n++; if ($6 < 0.35 || $6 > 0.45) bad = 1 } END { exit !(n == 5 && !bad) }' "$T/p.txt"
+then ok predictors_true_sparsity; else fail predictors_true_sparsity "$(cat "$T/p.txt")"; fi
+"$R" -m "$T/p.gguf" --perplexity "$T/c.txt" -c 128 >/dev/null 2>"$T/p.err"
+check predictors_run grep -q "calibrated per-layer thresholds on .*, candidates chosen by the predictor" "$T/p.err"
+# the sweep: table, JSON and SVG
+head -c 6000 "$T/c.txt" >"$T/held.txt"
+check sweep sh -c "HC_BIN='$HC_BIN' sh scripts/sweep-sparsity.sh -m '$M' -f '$T/c.txt' -e '$T/held.txt' -c 128 -s 0.5 -k 'gate contribution' --json '$T/s.json' --svg '$T/s.svg' >'$T/s.md' 2>/dev/null"
+check sweep_table grep -q '^| 0.5 | .* skipped | .* skipped |$' "$T/s.md"
+check sweep_json python3 -c "import json, sys; d = json.load(open('$T/s.json')); sys.exit(len(d['rows']) != 4 or d['rows'][3]['criterion'] != 'contribution')"
+check sweep_svg sh -c "grep -c '<polyline' '$T/s.svg' | grep -qx 2 && grep -q 'perplexity (held-out)' '$T/s.svg' && grep -q 'skipped FFN neurons' '$T/s.svg'"
 }
 finish
