@@ -33,6 +33,4 @@ int hc_calibrate(const hc_calib_opts *o, hc_calib_layer **layers, int *n_layer, 
  * reordered. O(n) (a radix selection on the float bits). */
 float hc_select_kth(float *v, size_t n, size_t k);
 
-int hc_profile_calibrate_main(int argc, char **argv);
-
 #endif
