@@ -1,8 +1,9 @@
 /* hc-profile: per-neuron FFN activation statistics (profile a corpus, merge
  * shards, import PowerInfer's activation files, show a summary) and
- * PowerInfer's activation predictors. This file is the command line: each
+ * PowerInfer's activation predictors, and the calibration of sparsity
+ * thresholds. This file is the command line: each
  * subcommand parses its options, checks them, and runs the library's
- * function (profile.h, predictors.h). */
+ * function (profile.h, predictors.h, calibrate.h). */
 #include <cJSON.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -11,10 +12,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "calibrate.h"
 #include "cli.h"
 #include "ggml_types.h"
 #include "predictors.h"
 #include "profile.h"
+#include "sparse.h"
 
 /* The usage: this head, each subcommand's line (commands[] below), the tail. */
 static const char usage_head[] = "usage: hc-profile -m MODEL.gguf -f CORPUS.txt -o STATS.gguf [options]\n";
@@ -354,6 +357,94 @@ static int cmd_predictors(int argc, char **argv)
     return 0;
 }
 
+/* ---------------------------------------------------------------- calibrate */
+
+static const char calibrate_usage[] =
+    "usage: hc-profile calibrate -m MODEL.gguf -f CORPUS.txt --target-sparsity S -o OUT.gguf [options]\n"
+    "Per layer, the threshold on a neuron criterion that skips a fraction S of the\n"
+    "neurons over all tokens and neurons of the corpus (an exact quantile; each layer\n"
+    "with the layers before it already sparse), written into a copy of the model\n"
+    "(hotcold.sparse_criterion, hotcold.sparse_thresholds) that hc-run applies with\n"
+    "the sparse FFN by default. The corpus is cut as hc-run --perplexity -c cuts it.\n"
+    "  -m, --model FILE          GGUF model\n"
+    "  -f, --file FILE           corpus (UTF-8 text)\n"
+    "  -o, --output FILE         model copy to write (not the input)\n"
+    "      --target-sparsity S   fraction of neurons to skip, 0 <= S < 1\n"
+    "      --criterion C         contribution (default): |act(gate)*up| * |down_i|, what\n"
+    "                            the neuron adds to the output (saves its down row);\n"
+    "                            gate: |act(gate)| (saves its up and down rows)\n"
+    "      --global              one gate threshold for all layers: the quantile of all\n"
+    "                            layers' |act(gate)| together, without skipping (the fraction\n"
+    "                            hc-run skips then only approaches S)\n"
+    "  -c, --ctx-size N          window length in tokens (default 512 or the model's\n"
+    "                            context length if smaller)\n"
+    "  -t, --threads N           threads (default: online CPUs); the file does not depend on it\n"
+    "  -h, --help                this help\n"
+    "      --version             print the version\n";
+
+/* 1 when --help was asked for (printed), else 0 with o filled from argv. */
+static int calibrate_parse(int argc, char **argv, hc_calib_opts *o)
+{
+    static const struct option longs[] = {
+        { "model", required_argument, 0, 'm' }, { "file", required_argument, 0, 'f' },
+        { "output", required_argument, 0, 'o' }, { "target-sparsity", required_argument, 0, 'S' },
+        { "criterion", required_argument, 0, 'C' }, { "ctx-size", required_argument, 0, 'c' },
+        { "threads", required_argument, 0, 't' }, { "global", no_argument, 0, 'G' },
+        { "help", no_argument, 0, 'h' }, HC_LONG_VERSION, { 0, 0, 0, 0 },
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, ":m:f:o:c:t:h", longs, NULL)) != -1) {
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 'f': o->corpus = optarg; break;
+        case 'o': o->output = optarg; break;
+        case 'S':
+            o->target = hc_opt_num("--target-sparsity", optarg, 0, 1);
+            if (o->target >= 1) hc_die("bad value for --target-sparsity: '%s' (expected 0 <= S < 1)", optarg);
+            break;
+        case 'C':
+            if ((o->criterion = hc_sparse_criterion_parse(optarg)) < 0)
+                hc_die("bad value for --criterion: '%s' (expected contribution or gate)", optarg);
+            break;
+        case 'G': o->global = 1; break;
+        case 'c': o->ctx = (int)hc_opt_int("-c", optarg, 2, 1 << 20); break;
+        case 't': o->n_threads = (int)hc_opt_int("-t", optarg, 1, 256); break;
+        case 'h': fputs(calibrate_usage, stdout); return 1;
+        case HC_OPT_VERSION: hc_version();
+        default: hc_bad_option(c, "calibrate", argv, longs);
+        }
+    }
+    return 0;
+}
+
+static void calibrate_validate(int argc, char **argv, const hc_calib_opts *o)
+{
+    if (optind != argc) hc_die("calibrate: unexpected argument '%s' (see --help)", argv[optind]);
+    if (!o->model || !o->corpus) hc_die("calibrate: need -m MODEL and -f CORPUS (see --help)");
+    if (!o->output) hc_die("calibrate: no output file (-o; see --help)");
+    if (o->target < 0) hc_die("calibrate: no --target-sparsity S (see --help)");
+    if (o->global && o->criterion != HC_CRIT_GATE) hc_die("calibrate: --global needs --criterion gate");
+    if (strcmp(o->model, o->output) == 0) hc_die("calibrate: -o must not be the input model %s", o->model);
+}
+
+static int cmd_calibrate(int argc, char **argv)
+{
+    hc_calib_opts o = { .target = -1, .criterion = HC_CRIT_CONTRIBUTION, .n_threads = hc_default_threads(64) };
+    if (calibrate_parse(argc, argv, &o)) return 0;
+    calibrate_validate(argc, argv, &o);
+    hc_calib_layer *ls;
+    int L;
+    char err[512];
+    if (hc_calibrate(&o, &ls, &L, err, sizeof err)) hc_die("%s", err);
+    printf("%s: criterion %s%s, target sparsity %g\nlayer  threshold      values  skipped\n", o.output,
+           hc_sparse_criterion_name(o.criterion), o.global ? " (one threshold for all layers)" : "", o.target);
+    for (int l = 0; l < L; l++)
+        printf("%5d  %-12.9g %9" PRIu64 "  %.6f\n", l, (double)ls[l].threshold, ls[l].values,
+               (double)ls[l].skipped / (double)ls[l].values);
+    free(ls);
+    return 0;
+}
+
 /* 1 when --help was asked for (printed), else 0 with o and *out filled from argv. */
 static int profile_parse(int argc, char **argv, hc_profile_opts *o, const char **out)
 {
@@ -428,6 +519,8 @@ static const hc_command commands[] = {
     { "show", cmd_show, "       hc-profile show STATS.gguf [--svg FILE] [--json]\n" },
     { "predictors", cmd_predictors,
       "       hc-profile predictors -m MODEL.gguf -f CORPUS.txt -o MODEL.sparse.gguf [...] (see predictors --help)\n" },
+    { "calibrate", cmd_calibrate,
+      "       hc-profile calibrate -m MODEL.gguf -f CORPUS.txt --target-sparsity S -o OUT.gguf [...] (see calibrate --help)\n" },
     { NULL, NULL, NULL },
 };
 

@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "ggml_types.h"
 #include "profile.h"
+#include "sparse.h"
 
 #define T_FLOOR 1e-3f     /* calibrated thresholds above -T_FLOOR are lowered to it */
 
@@ -183,7 +184,10 @@ int hc_predictors_run(const hc_pred_opts *oin, hc_pred_report *rep, char *err, s
     rep->n_layer = L;
     rep->n_embd = hp->n_embd;
     rep->n_ff = hp->n_ff;
-    rep->act_threshold = o.act_threshold_set ? o.act_threshold : hp->act == HC_ACT_RELU ? 0.0f : HC_SILU_THRESHOLD;
+    /* a calibrated model: active = kept by its calibrated sparse FFN (h != 0) */
+    int calibrated = gguf_find_kv(m->file, HC_KEY_SPARSE_THRESHOLDS) >= 0;
+    rep->act_threshold = o.act_threshold_set ? o.act_threshold
+                         : hp->act == HC_ACT_RELU || calibrated ? 0.0f : HC_SILU_THRESHOLD;
     if (!(rep->layers = calloc((size_t)L, sizeof *rep->layers)) || !(nets = calloc((size_t)L, sizeof *nets))) {
         snprintf(err, errlen, "%s: out of memory", o.model);
         goto done;

@@ -1,7 +1,10 @@
 /* Training data for the predictors: the corpus through the runtime, keeping
  * per layer the FFN input (HC_HOOK_FFN_INP: the residual stream before
  * ffn_norm, PowerInfer's predictor input for LLaMA) and the true active set
- * (HC_HOOK_FFN_ACT: |h| > T, h = act(gate)·up).
+ * (HC_HOOK_FFN_ACT: |h| > T, h = act(gate)·up). A model calibrated by
+ * hc-profile calibrate runs with its sparse FFN (hc_ffn_setup, as hc-run runs
+ * it), so h != 0 is exactly the calibrated active set (criterion >= the
+ * layer's threshold), with the earlier layers sparse as at run time.
  *
  * Windows as hc-profile's: BOS + CTX-1 corpus tokens, one batch from position
  * 0, the BOS row not kept. Held-out windows are evenly spread over the corpus
@@ -19,6 +22,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ffn_setup.h"
 #include "profile.h"
 
 void hc_pred_sets_free(hc_pred_set *sets, int n_layer)
@@ -124,6 +128,7 @@ static int run_windows(const hc_pred_opts *o, const hc_model *m, const plan *pl,
     const int ctx_len = pl->ctx_len;
     int rc = -1;
     hc_ctx *ctx = NULL;
+    hc_ffn *ffn = NULL;
     int32_t *win = NULL;
     int64_t *slot = NULL;
     if (!(win = malloc(sizeof *win * (size_t)ctx_len)) || !(slot = malloc(sizeof *slot * (size_t)ctx_len))) {
@@ -132,6 +137,9 @@ static int run_windows(const hc_pred_opts *o, const hc_model *m, const plan *pl,
     }
     keeper kp = { .slot = slot, .thr = rep->act_threshold };
     hc_ctx_params cp = { .n_ctx = ctx_len, .n_batch = ctx_len, .n_threads = o->n_threads, .hook = hook, .hook_user = &kp };
+    hc_ffn_opts fo = { .no_gpu_index = 1 };
+    if (!(ffn = hc_ffn_setup(m, &fo, stderr, err, errlen))) goto done;
+    hc_ffn_attach(ffn, &cp);
     if (!(ctx = hc_ctx_new(m, &cp, err, errlen))) goto done;
     int64_t seen[HC_PRED_NSETS] = { 0 };
     uint64_t rng = o->seed ^ 0x5eed5eed5eed5eedULL;
@@ -176,6 +184,7 @@ static int run_windows(const hc_pred_opts *o, const hc_model *m, const plan *pl,
     rc = 0;
 done:
     hc_ctx_free(ctx);
+    hc_ffn_free(ffn);
     free(slot);
     free(win);
     return rc;

@@ -1,6 +1,7 @@
 /* Choosing and building a model's FFN (see ffn_setup.h). */
 #include "ffn_setup.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include "cli.h"
@@ -11,6 +12,8 @@
 
 struct hc_ffn {
     int verbose;
+    int contribution;        /* the sparse FFN skips by the contribution criterion */
+    float *thr;              /* [n_layer] calibrated thresholds read from the model */
     hc_sparse *sparse;       /* NULL: the dense FFN */
     hc_cl *cl;               /* the device of the hot neurons, or NULL */
     double dense_s;          /* time in the dense FFN (verbose) */
@@ -34,18 +37,62 @@ static int has_predictors(const hc_model *m)
     return all;
 }
 
-/* The sparse FFN with its threshold, said on log. -1 with err. */
-static int make_sparse(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, int predictors, FILE *log, char *err,
-                       size_t errlen)
+/* hotcold.sparse_criterion and hotcold.sparse_thresholds (docs/formats.md)
+ * into *crit and thr[n_layer]: 1, 0 when the model has neither, -1 with err. */
+static int read_calibration(const hc_model *m, int *crit, float *thr, char *err, size_t errlen)
 {
+    const gguf_file *g = m->file;
+    int kc = gguf_find_kv(g, HC_KEY_SPARSE_CRITERION), kt = gguf_find_kv(g, HC_KEY_SPARSE_THRESHOLDS);
+    if (kc < 0 && kt < 0) return 0;
+    char *name = NULL;
+    if (kc < 0 || kt < 0 || gguf_get_str(g, HC_KEY_SPARSE_CRITERION, &name) != 0) {
+        snprintf(err, errlen, "%s: %s and %s go together (a string and an array)", m->path, HC_KEY_SPARSE_CRITERION,
+                 HC_KEY_SPARSE_THRESHOLDS);
+        return -1;
+    }
+    *crit = hc_sparse_criterion_parse(name);
+    if (*crit < 0) snprintf(err, errlen, "%s: %s '%s' is neither gate nor contribution", m->path,
+                            HC_KEY_SPARSE_CRITERION, name);
+    free(name);
+    if (*crit < 0) return -1;
+    const gguf_kv *kv = &g->kv[kt];
+    if (kv->type != GGUF_TYPE_ARRAY || kv->arr_type != GGUF_TYPE_FLOAT32 || kv->n != (uint64_t)m->hp.n_layer) {
+        snprintf(err, errlen, "%s: %s must be an array of %d float32 (one per layer)", m->path,
+                 HC_KEY_SPARSE_THRESHOLDS, m->hp.n_layer);
+        return -1;
+    }
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        thr[l] = (float)gguf_kv_num(kv, (uint64_t)l);
+        if (!(thr[l] >= 0 && thr[l] < INFINITY)) {
+            snprintf(err, errlen, "%s: %s[%d] = %g is not a finite number >= 0", m->path, HC_KEY_SPARSE_THRESHOLDS, l,
+                     (double)thr[l]);
+            return -1;
+        }
+    }
+    return 1;
+}
+
+/* The sparse FFN with its thresholds, said on log; calibrated thresholds
+ * (calib: thr, crit) unless --sparse-threshold is given. -1 with err. */
+static int make_sparse(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, int predictors, int calib, int crit,
+                       const float *thr, FILE *log, char *err, size_t errlen)
+{
+    calib &= !o->have_threshold;
     hc_sparse_params sp = { .threshold = o->have_threshold ? o->threshold : predictors ? m->hp.sparse_threshold : 0.0f,
-                            .use_predictor = 1, .check = o->verbose };
+                            .use_predictor = 1, .check = o->verbose, .criterion = calib ? crit : HC_CRIT_GATE,
+                            .layer_thr = calib ? thr : NULL };
     double t0 = hc_now();
     if (!(f->sparse = hc_sparse_new(m, &sp, err, errlen))) return -1;
-    fprintf(log, "sparse: %s, threshold %g%s (%.2f ms to prepare the down rows)\n",
-            predictors ? "neurons chosen by the predictor" : m->hp.act == HC_ACT_RELU ? "ReLU skips inactive neurons"
-                                                                                      : "SiLU: skips |silu(gate)| < threshold",
-            sp.threshold, predictors ? " on fc2 · relu(fc1 · x)" : "", (hc_now() - t0) * 1e3);
+    f->contribution = sp.criterion == HC_CRIT_CONTRIBUTION;
+    if (calib)
+        fprintf(log, "sparse: calibrated per-layer thresholds on %s%s", f->contribution
+                ? "|act(gate)·up|·‖down‖ (gate and up computed for every neuron)" : "|act(gate)|",
+                predictors ? ", candidates chosen by the predictor" : "");
+    else
+        fprintf(log, "sparse: %s, threshold %g%s", predictors ? "neurons chosen by the predictor" : m->hp.act == HC_ACT_RELU
+                ? "ReLU skips inactive neurons" : "SiLU: skips |silu(gate)| < threshold", sp.threshold,
+                predictors ? " on fc2 · relu(fc1 · x)" : "");
+    fprintf(log, " (%.2f ms to prepare the down rows)\n", (hc_now() - t0) * 1e3);
     return 0;
 }
 
@@ -57,6 +104,12 @@ static int place_hot(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, const c
     hc_gpuidx *g = hc_gpuidx_load(idx, m->hp.n_layer, m->hp.n_ff, err, errlen);
     if (!g) return -1;
     char sz[2][32], msg[512];
+    if (f->contribution) {
+        hc_warn("%s: the device kernels skip by |act(gate)| only, not by the contribution criterion; running on the "
+                "CPU only", idx);
+        hc_gpuidx_free(g);
+        return 0;
+    }
     if (o->vram_budget && o->vram_budget < g->vram_capacity) {
         /* PowerInfer treats such an index as stale */
         hc_warn("%s: made for %s of device memory (split.vram_capacity), more than --vram-budget %s; running on the "
@@ -110,8 +163,15 @@ hc_ffn *hc_ffn_setup(const hc_model *m, const hc_ffn_opts *o, FILE *log, char *e
     const char *idx = o->gpu_index;
     snprintf(auto_idx, sizeof auto_idx, "%s.generated.gpuidx", m->path);
     if (!idx && !o->dense && !o->no_gpu_index && access(auto_idx, R_OK) == 0) idx = auto_idx;
-    int predictors = has_predictors(m);
-    if (o->dense || !(o->sparse || o->have_threshold || predictors || idx)) return f;
+    int predictors = has_predictors(m), crit = HC_CRIT_GATE;
+    float *thr = f->thr = malloc(sizeof(float) * (size_t)m->hp.n_layer);
+    int calib = thr ? read_calibration(m, &crit, thr, err, errlen) : -1;
+    if (calib < 0) {
+        if (!thr) snprintf(err, errlen, "%s: out of memory", m->path);
+        hc_ffn_free(f);
+        return NULL;
+    }
+    if (o->dense || !(o->sparse || o->have_threshold || predictors || idx || calib)) return f;
     if (hc_sparse_check(m, msg, sizeof msg)) {
         /* e.g. INT4-GPTQ: no sparse kernels; the dense FFN computes the same model */
         hc_warn("%s; running the dense FFN%s", msg, idx ? " (GPU index not used)" : "");
@@ -119,9 +179,9 @@ hc_ffn *hc_ffn_setup(const hc_model *m, const hc_ffn_opts *o, FILE *log, char *e
     }
     if (idx == auto_idx && !auto_index_usable(idx)) {
         idx = NULL;
-        if (!(o->sparse || o->have_threshold || predictors)) return f;
+        if (!(o->sparse || o->have_threshold || predictors || calib)) return f;
     }
-    if (make_sparse(f, m, o, predictors, log, err, errlen) || (idx && place_hot(f, m, o, idx, log, err, errlen))) {
+    if (make_sparse(f, m, o, predictors, calib, crit, thr, log, err, errlen) || (idx && place_hot(f, m, o, idx, log, err, errlen))) {
         hc_ffn_free(f);
         return NULL;
     }
@@ -148,6 +208,7 @@ void hc_ffn_free(hc_ffn *f)
 {
     if (!f) return;
     hc_sparse_free(f->sparse);
+    free(f->thr);
     hc_cl_free(f->cl);
     free(f);
 }

@@ -133,6 +133,9 @@ typedef struct {
     int32_t *hot;            /* bucket: neurons on the device */
     int n_hot;
     hc_cl_layer *dev;
+    float t_act;             /* keep threshold on the criterion */
+    float *norm;             /* [F] ‖down_j‖ (contribution criterion), else NULL */
+    size_t rb_gate, rb_up, rb_down;   /* bytes of one row (rb_gate: the first rows) */
     hc_sparse_stats st;
 } layer_state;
 
@@ -140,7 +143,6 @@ struct hc_sparse {
     const hc_model *m;
     hc_sparse_params p;
     int predictor;
-    float t_act;
     layer_state *L;
     int E, F, r_max, k_max;
     /* scratch */
@@ -148,6 +150,7 @@ struct hc_sparse {
     uint8_t *mask;           /* [B][k_max] device candidates */
     float *ydev, *hdev;      /* [B][E], [B][k_max] */
     float *pred, *hidden, *truth;  /* [B][F], [B][r], [B][F] */
+    float *crit;             /* [B][F] criterion values for observe */
     int cap_b;               /* rows the [B] buffers hold (0: regrow) */
     double t_ffn, t_cpu, t_dev, t_wait;
     char dev_err[300];
@@ -223,7 +226,10 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
     int F = s->F, B = in->B;
     size_t sF = (size_t)F;
     float *G = hc_ctx_ffn_scratch(ctx, 0), *U = hc_ctx_ffn_scratch(ctx, 1);
-    int k = 0, kind = s->m->hp.ffn_kind;
+    int k = 0, kind = s->m->hp.ffn_kind, contrib = L->norm != NULL;
+    /* the gate rule: the contribution criterion applies its threshold after up */
+    float t_gate = contrib ? 0.0f : L->t_act;
+    uint64_t n_cand = in->pred ? 0 : (uint64_t)B * (uint64_t)n, n_up = 0;
     const int32_t *cand = s->cand;
     const float *fb;
     const void *fa;
@@ -237,7 +243,11 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
     } else {
         for (int i = 0; i < n; i++) {
             int j = idx ? idx[i] : i, any = !in->pred;
-            for (int b = 0; b < B && !any; b++) any = is_candidate(s, in->pred, b, j);
+            for (int b = 0; b < B; b++) {
+                int c = is_candidate(s, in->pred, b, j);
+                any |= c;
+                n_cand += (uint64_t)(in->pred && c);
+            }
             if (any) s->cand[k++] = j;
         }
         hc_ctx_matvec_rows(ctx, first, s->cand, k, fa, B, G, sF);
@@ -246,36 +256,45 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
         for (int i = 0; i < k; i++) {
             float *a = G + (size_t)b * sF + i;
             *a = hc_act1(s->m->hp.act, fb ? *a + fb[cand ? cand[i] : i] : *a);
+            if (s->crit && !contrib) s->crit[(size_t)b * sF + (size_t)(cand ? cand[i] : i)] = fabsf(*a);
         }
-    /* keep rule per row; union; compact every row to the union (nu <= i) */
+    /* gate rule per row; union; compact every row to the union (nu <= i) */
     int nu = 0;
-    uint64_t kept = 0, hit = 0;
     for (int i = 0; i < k; i++) {
         int j = cand ? cand[i] : i, any = 0;
         for (int b = 0; b < B; b++) {
             float *a = G + (size_t)b * sF + i;
-            int keep = hc_keep_act(*a, s->t_act) && is_candidate(s, in->pred, b, j);
+            int keep = hc_keep_act(*a, t_gate) && is_candidate(s, in->pred, b, j);
             if (!keep) *a = 0.0f;
             any |= keep;
-            kept += (uint64_t)keep;
-            if (s->p.check && keep) hit += s->truth[(size_t)b * sF + j] != 0.0f;
+            n_up += (uint64_t)keep;
         }
         if (!any) continue;
         for (int b = 0; b < B; b++) G[(size_t)b * sF + nu] = G[(size_t)b * sF + i];
         s->uni[nu++] = j;
     }
-    L->st.computed += kept;
-    L->st.hit += hit;
     if (kind != HC_FFN_SEQUENTIAL) hc_ctx_matvec_rows(ctx, &ly->ffn_up, s->uni, nu, in->act_u, B, U, sF);
-    uint64_t served = 0;
+    uint64_t served = 0, hit = 0;
     for (int b = 0; b < B; b++) {
         float *g = G + (size_t)b * sF;
         neuron_h(s, ly, s->uni, nu, g, U + (size_t)b * sF);
-        for (int i = 0; i < nu; i++) served += g[i] != 0.0f;
+        for (int i = 0; i < nu; i++) {
+            size_t j = (size_t)b * sF + (size_t)s->uni[i];
+            if (contrib) {
+                float c = hc_contribution(g[i], L->norm[s->uni[i]]);
+                if (s->crit) s->crit[j] = c;
+                if (!hc_keep_act(c, L->t_act)) g[i] = 0.0f;
+            }
+            served += g[i] != 0.0f;
+            if (s->p.check && g[i] != 0.0f) hit += s->truth[j] != 0.0f;
+        }
         if (in->hfull)
             for (int i = 0; i < nu; i++) in->hfull[(size_t)b * sF + s->uni[i]] = g[i];
     }
+    L->st.computed += served;
+    L->st.hit += hit;
     L->st.served_cpu += served;
+    L->st.bytes += n_cand * L->rb_gate + n_up * L->rb_up + served * L->rb_down;
     hc_ctx_down_accum(ctx, &L->down, s->uni, G, sF, nu, B, in->out);
 }
 
@@ -295,7 +314,10 @@ static void finish_device(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *i
     for (int b = 0; b < in->B; b++)
         for (int r = 0; r < k; r++) {
             float h = s->hdev[(size_t)b * k + r];
+            /* the device reads gate and up rows of its candidates, down rows of non-zero h */
+            L->st.bytes += s->mask[(size_t)b * k + r] ? L->rb_gate + L->rb_up : 0;
             if (h == 0.0f) continue;
+            L->st.bytes += L->rb_down;
             size_t j = (size_t)b * s->F + (size_t)L->hot[r];
             L->st.served_dev++;
             L->st.computed++;
@@ -310,12 +332,12 @@ static int grow_rows(hc_sparse *s, int B)
 {
     if (B <= s->cap_b) return 0;
     size_t bf = sizeof(float) * (size_t)B * (size_t)s->F, kb = (size_t)B * (size_t)(s->k_max ? s->k_max : 1);
-    void **bufs[6] = { (void **)&s->pred, (void **)&s->hidden, (void **)&s->truth,
-                       (void **)&s->ydev, (void **)&s->mask, (void **)&s->hdev };
-    size_t sizes[6] = { bf, sizeof(float) * (size_t)B * (size_t)(s->r_max ? s->r_max : 1), bf,
-                        sizeof(float) * (size_t)B * (size_t)s->E, kb, sizeof(float) * kb };
+    void **bufs[7] = { (void **)&s->pred, (void **)&s->hidden, (void **)&s->truth,
+                       (void **)&s->ydev, (void **)&s->mask, (void **)&s->hdev, (void **)&s->crit };
+    size_t sizes[7] = { bf, sizeof(float) * (size_t)B * (size_t)(s->r_max ? s->r_max : 1), bf,
+                        sizeof(float) * (size_t)B * (size_t)s->E, kb, sizeof(float) * kb, bf };
     int ok = 1;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < (s->p.observe ? 7 : 6); i++) {
         void *p = realloc(*bufs[i], sizes[i]);
         if (p) *bufs[i] = p;
         else ok = 0;
@@ -351,7 +373,9 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
     }
     double t_start = hc_now(), t0 = t_start;
     if (s->p.check) true_active(s, ctx, layer, x_norm, B);
+    if (s->crit) memset(s->crit, 0, sizeof(float) * (size_t)B * F);
     if (s->predictor) {
+        L->st.bytes += (uint64_t)B * (hc_weight_bytes(&ly->fc1) + hc_weight_bytes(&ly->fc2));
         hc_ctx_matvec(ctx, &ly->fc1, ffn_inp, B, s->hidden);
         for (size_t i = 0; i < (size_t)B * (size_t)ly->fc1.rows; i++) if (s->hidden[i] < 0.0f) s->hidden[i] = 0.0f;
         hc_ctx_matvec(ctx, &ly->fc2, s->hidden, B, s->pred);
@@ -372,7 +396,7 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
         int k = L->n_hot;
         for (int b = 0; b < B; b++)
             for (int r = 0; r < k; r++) s->mask[(size_t)b * k + r] = (uint8_t)is_candidate(s, in.pred, b, L->hot[r]);
-        if (hc_cl_layer_start(L->dev, ag, hc_ctx_act_stride(ctx), B, s->mask, s->m->hp.act, s->t_act, s->dev_err,
+        if (hc_cl_layer_start(L->dev, ag, hc_ctx_act_stride(ctx), B, s->mask, s->m->hp.act, L->t_act, s->dev_err,
                               sizeof s->dev_err)) {
             hc_warn("%s; the CPU computes every neuron from now on", s->dev_err);
             on_dev = 0;
@@ -382,6 +406,7 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
     else cpu_part(s, ctx, layer, NULL, F, &in);
     s->t_cpu += hc_now() - t0;
     if (on_dev) finish_device(s, ctx, layer, &in);
+    if (s->p.observe) s->p.observe(s->p.observe_user, layer, s->crit, B, F);
     if (ly->ffn_down_b)
         for (int b = 0; b < B; b++)
             for (int e = 0; e < E; e++) out[(size_t)b * E + e] += ly->ffn_down_b[e];
@@ -395,6 +420,30 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
 }
 
 /* ------------------------------------------------------------ setup */
+
+static size_t row_bytes(const hc_weight *w)
+{
+    return w->kind != HC_WEIGHT_NONE && w->rows ? hc_weight_bytes(w) / (size_t)w->rows : 0;
+}
+
+/* ‖down_j‖ of every neuron (its down row), summed in double in row order. */
+static float *down_norms(const hc_weight *down)
+{
+    float *norm = malloc(sizeof(float) * (size_t)down->rows), *row = malloc(sizeof(float) * (size_t)down->n);
+    if (!norm || !row) {
+        free(norm);
+        free(row);
+        return NULL;
+    }
+    for (int j = 0; j < down->rows; j++) {
+        hc_weight_row(down, j, row);
+        double ss = 0;
+        for (int e = 0; e < down->n; e++) ss += (double)row[e] * row[e];
+        norm[j] = (float)sqrt(ss);
+    }
+    free(row);
+    return norm;
+}
 
 hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err, size_t errlen)
 {
@@ -411,17 +460,26 @@ hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err
         if (m->layers[l].fc1.kind == HC_WEIGHT_NONE) s->predictor = 0;
         else if (m->layers[l].fc1.rows > s->r_max) s->r_max = m->layers[l].fc1.rows;
     }
-    s->t_act = s->predictor ? 0.0f : p->threshold;
-    if (hp->act_threshold > s->t_act) s->t_act = hp->act_threshold;   /* FATReLU is ReLU kept from T on */
+    s->p.layer_thr = NULL;   /* copied into the layers below */
     s->L = calloc((size_t)hp->n_layer, sizeof *s->L);
     s->cand = malloc(sizeof(int32_t) * (size_t)s->F);
     s->uni = malloc(sizeof(int32_t) * (size_t)s->F);
     if (!s->L || !s->cand || !s->uni) goto oom;
-    for (int l = 0; l < hp->n_layer; l++)
-        if (down_rows(m, l, &s->L[l].down, &s->L[l].down_owned, err, errlen)) {
+    for (int l = 0; l < hp->n_layer; l++) {
+        layer_state *L = &s->L[l];
+        const hc_layer *ly = &m->layers[l];
+        if (down_rows(m, l, &L->down, &L->down_owned, err, errlen)) {
             hc_sparse_free(s);
             return NULL;
         }
+        L->t_act = p->layer_thr ? p->layer_thr[l] : s->predictor ? 0.0f : p->threshold;
+        if (hp->act_threshold > L->t_act) L->t_act = hp->act_threshold;   /* FATReLU is ReLU kept from T on */
+        int seq = hp->ffn_kind == HC_FFN_SEQUENTIAL;
+        L->rb_gate = row_bytes(seq ? &ly->ffn_up : &ly->ffn_gate);
+        L->rb_up = seq ? 0 : row_bytes(&ly->ffn_up);
+        L->rb_down = row_bytes(&L->down);
+        if (p->criterion == HC_CRIT_CONTRIBUTION && !(L->norm = down_norms(&L->down))) goto oom;
+    }
     return s;
 oom:
     snprintf(err, errlen, "%s: out of memory for the sparse FFN", m->path);
@@ -434,11 +492,12 @@ void hc_sparse_free(hc_sparse *s)
     if (!s) return;
     for (int l = 0; s->L && l < s->m->hp.n_layer; l++) {
         free(s->L[l].down_owned);
+        free(s->L[l].norm);
         free(s->L[l].cold);
         free(s->L[l].hot);
         hc_cl_layer_free(s->L[l].dev);
     }
-    void *bufs[] = { s->L, s->cand, s->uni, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->truth };
+    void *bufs[] = { s->L, s->cand, s->uni, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->truth, s->crit };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(s);
 }
@@ -477,8 +536,11 @@ int hc_sparse_set_hot(hc_sparse *s, int layer, const int32_t *bucket, int k, hc_
     free(L->hot);
     free(L->cold);
     hc_cl_layer_free(L->dev);
-    *L = (layer_state){ .down = L->down, .down_owned = L->down_owned, .cold = cold, .n_cold = n,
-                        .hot = hot, .n_hot = k, .dev = dev, .st = L->st };
+    L->cold = cold;
+    L->n_cold = n;
+    L->hot = hot;
+    L->n_hot = k;
+    L->dev = dev;
     return 0;
 }
 
@@ -490,6 +552,17 @@ void hc_sparse_attach(hc_sparse *s, hc_ctx_params *p)
 
 /* ------------------------------------------------------------ reporting */
 
+static const char *const crit_names[2] = { "gate", "contribution" };
+
+int hc_sparse_criterion_parse(const char *name)
+{
+    for (int i = 0; i < 2; i++)
+        if (strcmp(name, crit_names[i]) == 0) return i;
+    return -1;
+}
+
+const char *hc_sparse_criterion_name(int criterion) { return crit_names[criterion]; }
+
 hc_sparse_stats hc_sparse_get_stats(const hc_sparse *s, int layer)
 {
     if (layer >= 0) return s->L[layer].st;
@@ -498,6 +571,7 @@ hc_sparse_stats hc_sparse_get_stats(const hc_sparse *s, int layer)
         const hc_sparse_stats *a = &s->L[l].st;
         t.tokens += a->tokens;
         t.computed += a->computed;
+        t.bytes += a->bytes;
         t.predicted += a->predicted;
         t.served_cpu += a->served_cpu;
         t.served_dev += a->served_dev;
@@ -511,10 +585,27 @@ const char *hc_sparse_device_error(const hc_sparse *s) { return s->dev_err[0] ? 
 
 static double ratio(uint64_t a, uint64_t b) { return b ? (double)a / (double)b : 0.0; }
 
-static void report_line(const hc_sparse *s, FILE *f, const char *what, const hc_sparse_stats *st)
+/* Bytes of the dense FFN of a layer (l >= 0) or all layers per token. */
+static double dense_bytes(const hc_sparse *s, int layer)
 {
-    double slots = (double)st->tokens * s->F;
-    fprintf(f, "%s: skipped %5.1f%% of neurons", what, slots > 0 ? 100.0 * (1.0 - (double)st->computed / slots) : 0.0);
+    double b = 0;
+    for (int l = layer < 0 ? 0 : layer; l < (layer < 0 ? s->m->hp.n_layer : layer + 1); l++) {
+        const hc_layer *ly = &s->m->layers[l];   /* the down rows: ffn_down_t in a PWRI file */
+        b += (double)s->F * (double)(row_bytes(&ly->ffn_gate) + row_bytes(&ly->ffn_up) + row_bytes(&s->L[l].down));
+    }
+    return b;
+}
+
+static void report_line(const hc_sparse *s, FILE *f, const char *what, int layer, const hc_sparse_stats *st)
+{
+    double slots = (double)st->tokens * s->F, dense = dense_bytes(s, layer);
+    /* per token of the whole model: tokens counts token-layer evaluations */
+    double per_tok = (double)st->bytes / ((double)st->tokens / (layer < 0 ? s->m->hp.n_layer : 1));
+    char sz[2][32];
+    fprintf(f, "%s: skipped %6.2f%% of neurons", what, slots > 0 ? 100.0 * (1.0 - (double)st->computed / slots) : 0.0);
+    if (st->tokens)
+        fprintf(f, ", FFN weights read %s/token of %s (%.1f%%)", hc_format_size((uint64_t)per_tok, sz[0], sizeof sz[0]),
+                hc_format_size((uint64_t)dense, sz[1], sizeof sz[1]), 100.0 * per_tok / dense);
     if (s->predictor) fprintf(f, ", predicted active %5.1f%%", slots > 0 ? 100.0 * (double)st->predicted / slots : 0.0);
     if (s->p.check) fprintf(f, ", recall %.4f", ratio(st->hit, st->truth));
     fputc('\n', f);
@@ -527,9 +618,9 @@ void hc_sparse_report(const hc_sparse *s, FILE *f, int per_layer)
         for (int l = 0; l < s->m->hp.n_layer; l++) {
             char what[32];
             snprintf(what, sizeof what, "sparse: layer %2d", l);
-            report_line(s, f, what, &s->L[l].st);
+            report_line(s, f, what, l, &s->L[l].st);
         }
-    report_line(s, f, "sparse: all layers", &t);
+    report_line(s, f, "sparse: all layers", -1, &t);
     int any_dev = 0;
     for (int l = 0; l < s->m->hp.n_layer; l++) any_dev |= s->L[l].dev != NULL;
     fprintf(f, "sparse: FFN time %.2f ms: CPU %.2f ms", s->t_ffn * 1e3, s->t_cpu * 1e3);

@@ -14,6 +14,16 @@
  * approximation that saves the up and down rows of neurons with
  * |silu(gate)| < T (the gate must be computed for every neuron to know).
  *
+ * Calibrated thresholds (hc-profile calibrate; docs/design/sparse-hybrid.md):
+ * layer_thr gives each layer its own t_act, on one of two criteria:
+ *  - HC_CRIT_GATE: c = |act(gate)|, the rule above with t_act = layer_thr[l];
+ *  - HC_CRIT_CONTRIBUTION: c = |act(gate)·up|·‖down_j‖ (hc_contribution),
+ *    what neuron j adds to the output: gate and up rows are computed for
+ *    every candidate with a != 0, the down row only when c != 0 and
+ *    c >= layer_thr[l]; only the down rows are saved.
+ * observe, when set, receives every row's criterion values [B][n_ff] (0 for
+ * neurons not computed) before the keep rule, for the calibration.
+ *
  * With a device part (hc_sparse_set_hot), the device computes the layer's hot
  * neurons while the pool threads compute the cold ones; out = cold + hot.
  * B > 1 rows (prompts, perplexity) are computed together: the gate for all
@@ -30,11 +40,31 @@
 #include "model.h"
 #include "opencl.h"
 
+enum hc_sparse_criterion { HC_CRIT_GATE = 0, HC_CRIT_CONTRIBUTION = 1 };
+/* The calibration keys of a model (docs/formats.md, written by hc-profile calibrate). */
+#define HC_KEY_SPARSE_CRITERION "hotcold.sparse_criterion"     /* string: gate | contribution */
+#define HC_KEY_SPARSE_THRESHOLDS "hotcold.sparse_thresholds"   /* float32[n_layer] */
+#define HC_KEY_SPARSE_TARGET "hotcold.sparse_target"           /* float32: the skipped fraction asked for */
+/* "gate" / "contribution" -> enum value, else -1; and back. */
+int hc_sparse_criterion_parse(const char *name);
+const char *hc_sparse_criterion_name(int criterion);
+
+/* Observer of the criterion values of B rows of a layer (calibration). */
+typedef void (*hc_sparse_observe_fn)(void *user, int layer, const float *crit, int B, int n_ff);
+
 typedef struct {
     float threshold;     /* predictor threshold, or activation threshold t_act (see above) */
     int use_predictor;   /* use fc1/fc2 when every layer has them */
     int check;           /* per-layer recall against the true active set (costs a dense gate + up) */
+    int criterion;       /* enum hc_sparse_criterion */
+    const float *layer_thr;  /* [n_layer] t_act per layer (copied), or NULL: threshold (0 with a predictor) */
+    hc_sparse_observe_fn observe;
+    void *observe_user;
 } hc_sparse_params;
+
+/* The contribution criterion of a neuron: |h| · ‖down_j‖ with h = act(gate)·up
+ * (the one definition the calibration and the sparse FFN use). */
+static inline float hc_contribution(float h, float down_norm) { return (h < 0 ? -h : h) * down_norm; }
 
 typedef struct hc_sparse hc_sparse;
 
@@ -61,7 +91,8 @@ void hc_sparse_attach(hc_sparse *s, hc_ctx_params *p);
 
 typedef struct {
     uint64_t tokens;          /* token-layer evaluations */
-    uint64_t computed;        /* neurons whose up and down rows were used */
+    uint64_t computed;        /* neurons whose down rows were used */
+    uint64_t bytes;           /* FFN weight bytes the tokens needed (each token's own rows) */
     uint64_t predicted;       /* candidates chosen by the predictor (predictor mode) */
     uint64_t served_cpu, served_dev;  /* non-zero activations computed by each side */
     uint64_t truth, hit;      /* check: truly active neurons, and those computed */
@@ -71,9 +102,9 @@ typedef struct {
 hc_sparse_stats hc_sparse_get_stats(const hc_sparse *s, int layer);
 /* A one-line device failure (the hot neurons then run on the CPU), or NULL. */
 const char *hc_sparse_device_error(const hc_sparse *s);
-/* Summary lines on f: skipped fraction (and predicted fraction, recall with
- * check), FFN wall time, CPU time, device time and share; per_layer adds a
- * line per layer. */
+/* Summary lines on f: skipped fraction and FFN weight bytes read per token
+ * against the dense FFN's (and predicted fraction, recall with check), FFN
+ * wall time, CPU time, device time and share; per_layer adds a line per layer. */
 void hc_sparse_report(const hc_sparse *s, FILE *f, int per_layer);
 
 #endif

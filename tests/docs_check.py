@@ -16,7 +16,7 @@ HELPS = {
     'hc-gguf': [[]],
     'hc-convert': [[], ['llama2c'], ['hf'], ['synth']],
     'hc-quantize': [[]],
-    'hc-profile': [[], ['predictors']],
+    'hc-profile': [[], ['predictors'], ['calibrate']],
     'hc-solve': [[]],
     'hc-run': [[]],
 }

@@ -64,7 +64,7 @@ refuses quantize_needs_value "option '-t' needs a value $H" hc-quantize -t
 
 helps profile hc-profile
 bad_options profile hc-profile
-for c in merge import-powerinfer show predictors; do
+for c in merge import-powerinfer show predictors calibrate; do
     helps "profile_$c" hc-profile "$c"
     bad_options "profile_$c" hc-profile "$c"
 done
@@ -79,7 +79,7 @@ bad_options run hc-run
 refuses run_flag_value "option '--logits' takes no value $H" hc-run --logits=yes
 
 # -t N in every tool that runs threads: listed in --help, checked as 1..256
-for p in "hc-quantize" "hc-profile" "hc-profile predictors" "hc-run"; do
+for p in "hc-quantize" "hc-profile" "hc-profile predictors" "hc-profile calibrate" "hc-run"; do
     name=$(echo "$p" | sed 's/^hc-//; s/ /_/g')
     # shellcheck disable=SC2086 # $p is a program and maybe a subcommand
     if "$HC_BIN"/$p --help | grep -q -- "-t, --threads N"; then ok "${name}_threads_help"
