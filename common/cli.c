@@ -3,9 +3,11 @@
 #include "cli.h"
 
 #include <ctype.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,8 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+
+#include "atomic_file.h"
 
 const char *hc_prog = "hc";
 
@@ -251,6 +255,87 @@ char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen)
     return buf;
 }
 
+/* A file that shrinks while mapped turns a read past its new end into
+ * SIGBUS. Every mapping is registered with its file name; the handler prints
+ * "PROG: FILE changed while being read", removes the output temporaries
+ * (atomic_file.h) and exits with status 1. It uses only async-signal-safe
+ * calls (strlen, write, unlink, _exit). A SIGBUS outside every mapping goes
+ * to the handler that was there before. */
+#define MAP_MAX 64
+static struct {
+    const uint8_t *volatile base;
+    size_t size;
+    char *path;
+} maps[MAP_MAX];
+static struct sigaction sigbus_before;
+static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;   /* watch/unwatch, not the handler */
+
+static void put(char *line, size_t *n, size_t cap, const char *s)
+{
+    for (; *s && *n < cap; s++)
+        line[(*n)++] = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *ctx)
+{
+    (void)ctx;
+    const uint8_t *a = si->si_addr;
+    for (int i = 0; i < MAP_MAX; i++) {
+        const uint8_t *b = maps[i].base;
+        if (!b || a < b || a >= b + maps[i].size) continue;
+        char line[1024];
+        size_t n = 0;
+        put(line, &n, sizeof line - 1, hc_prog);
+        put(line, &n, sizeof line - 1, ": ");
+        put(line, &n, sizeof line - 1, maps[i].path);
+        put(line, &n, sizeof line - 1, ": file changed while being read");
+        line[n++] = '\n';
+        ssize_t w = write(STDERR_FILENO, line, n);
+        (void)w;
+        af_remove_temporaries();
+        _exit(1);
+    }
+    sigaction(sig, &sigbus_before, NULL);   /* not ours: fault again under the old handler */
+}
+
+static int watch(const uint8_t *base, size_t size, const char *path)
+{
+    static int installed;
+    if (!installed) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_sigbus;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        installed = sigaction(SIGBUS, &sa, &sigbus_before) == 0;
+    }
+    char *name = strdup(path);
+    int rc = -1;
+    pthread_mutex_lock(&maps_lock);
+    for (int i = 0; name && rc && i < MAP_MAX; i++) {
+        if (maps[i].base) continue;
+        maps[i].size = size;
+        maps[i].path = name;
+        maps[i].base = base;   /* last: the handler reads a complete slot */
+        rc = 0;
+    }
+    pthread_mutex_unlock(&maps_lock);
+    if (rc) free(name);
+    return rc;
+}
+
+static void unwatch(const uint8_t *base)
+{
+    pthread_mutex_lock(&maps_lock);
+    for (int i = 0; i < MAP_MAX; i++)
+        if (maps[i].base == base) {
+            maps[i].base = NULL;
+            free(maps[i].path);
+            maps[i].path = NULL;
+        }
+    pthread_mutex_unlock(&maps_lock);
+}
+
 int hc_map_open(hc_map *m, const char *path, char *err, size_t errlen)
 {
     struct stat st;
@@ -279,13 +364,21 @@ int hc_map_open(hc_map *m, const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "%s: mmap: %s", path, strerror(e));
         return -1;
     }
+    if (watch(p, size, path) != 0) {
+        snprintf(err, errlen, "%s: more than %d files mapped at once", path, MAP_MAX);
+        munmap(p, size);
+        return -1;
+    }
     *m = (hc_map){ p, size };
     return 0;
 }
 
 void hc_map_close(hc_map *m)
 {
-    if (m->data) munmap((void *)m->data, m->size);
+    if (m->data) {
+        unwatch(m->data);
+        munmap((void *)m->data, m->size);
+    }
     *m = (hc_map){ NULL, 0 };
 }
 

@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "outputs.h"
 #include "ggml_types.h"
 
 typedef struct {
@@ -251,6 +252,7 @@ int convert_hf_main(int argc, char **argv)
     }
     if (argc - optind != 1 || !out) hc_die("hf: needs DIR -o OUT.gguf (see --help)");
     const char *dir = argv[optind];
+    hc_check_outputs((const char *[]){ dir, pred_dir }, 2, &out, 1);
     char err[512];
 
     hf_config cfg = {0};

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "outputs.h"
 
 #define L2C_V1_MAGIC 0x616b3432u     /* bytes "24ka" */
 #define L2C_V1_HEADER 256
@@ -165,6 +166,7 @@ int convert_llama2c_main(int argc, char **argv)
     }
     if (argc - optind != 2 || !out) hc_die("llama2c: needs CHECKPOINT.bin TOKENIZER.bin -o OUT.gguf (see --help)");
     const char *ckpt = argv[optind], *tok = argv[optind + 1];
+    hc_check_outputs((const char *[]){ ckpt, tok }, 2, &out, 1);
 
     char err[512];
     hc_map m;

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "outputs.h"
 #include "ggml_types.h"
 
 #define P_MAX 0.9            /* firing rate of the hottest neuron */
@@ -238,6 +239,7 @@ int convert_synth_main(int argc, char **argv)
     }
     if (argc != optind || !out) hc_die("synth: needs -o OUT.gguf and no other arguments (see --help)");
     if (have_skew && !hot) hc_die("--hot-skew needs --hot-fraction");
+    hc_check_outputs(NULL, 0, &out, 1);
 
     cv_hparams hp = {
         .n_vocab = (uint32_t)vocab, .n_embd = (uint32_t)dim, .n_ff = (uint32_t)n_ff,

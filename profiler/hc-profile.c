@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "outputs.h"
 #include "predictors.h"
 #include "profile.h"
 
@@ -65,6 +66,7 @@ static int cmd_merge(int argc, char **argv)
     need_output(out);
     int n = argc - optind;
     if (n < 1) hc_die("merge: no input files");
+    hc_check_outputs((const char *const *)argv + optind, (size_t)n, &out, 1);
     hc_stats **in = calloc((size_t)n, sizeof *in);
     if (!in) hc_die("out of memory");
     char err[512];
@@ -99,6 +101,7 @@ static int cmd_import(int argc, char **argv)
     }
     need_output(out);
     if (argc - optind != 1) hc_die("import-powerinfer: expected one directory");
+    hc_check_outputs((const char *[]){ argv[optind], model }, 2, &out, 1);
     char err[512];
     hc_stats *s = hc_import_powerinfer(argv[optind], model, n_tokens, err, sizeof err);
     if (!s) hc_die("%s", err);
@@ -165,6 +168,7 @@ static int cmd_show(int argc, char **argv)
     }
     if (argc - optind != 1) hc_die("show: expected one statistics file");
     const char *path = argv[optind];
+    hc_check_outputs(&path, 1, &svg, 1);
     char err[512];
     hc_stats *s = hc_stats_read(path, err, sizeof err);
     if (!s) hc_die("%s", err);
@@ -235,6 +239,7 @@ static int cmd_profile(int argc, char **argv)
     if (optind != argc) hc_die("unexpected argument '%s' (see --help)", argv[optind]);
     if (!o.model || !o.corpus) hc_die("need -m MODEL and -f CORPUS (see --help)");
     need_output(out);
+    hc_check_outputs((const char *[]){ o.model, o.corpus }, 2, &out, 1);
     char err[512];
     double t0 = hc_now(), dt = 0;
     hc_stats *s = hc_profile_run(&o, &dt, err, sizeof err);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "outputs.h"
 #include "ggml_types.h"
 
 static const char usage[] =
@@ -125,6 +126,7 @@ int hc_profile_predictors_main(int argc, char **argv)
     if (!o.model || !o.corpus) hc_die("need -m MODEL and -f CORPUS; see --help");
     if (!o.output) hc_die("no output file (-o); see --help");
     if (o.rank && o.rank_auto) hc_die("--rank and --rank-auto do not go together");
+    hc_check_outputs((const char *[]){ o.model, o.corpus }, 2, (const char *[]){ o.output, o.svg }, 2);
     if (!type_set) {
         /* the model's FFN type decides: F32 models get F32 predictors */
         char err[512];

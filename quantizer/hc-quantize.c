@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 #include "cli.h"
+#include "outputs.h"
 #include "gptq.h"
 #include "quantize.h"
 
@@ -131,6 +132,7 @@ int main(int argc, char **argv)
     o.in = argv[optind];
     o.out = argv[optind + 1];
     const char *type = argv[optind + 2];
+    hc_check_outputs((const char *[]){ o.in, g.calib }, 2, &o.out, 1);
     char err[1024];
 
     if (strcasecmp(type, "GPTQ") == 0) {
