@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "gguf.h"
+#include "model_check.h"
 #include "profile.h"
 #include "stats.h"
 #include "ptfile.h"
@@ -67,6 +68,7 @@ static int model_bounds(const char *path, long *max_layers, int64_t *max_neurons
     *max_layers = MAX_LAYERS;
     *max_neurons = MAX_NEURONS;
     if (!path) return 0;
+    if (hc_model_check(path, err, errlen) != 0) return -1;
     gguf_file *f = gguf_open(path, err, errlen);
     if (!f) return -1;
     char arch[64];

@@ -220,7 +220,7 @@ static void map_weights(const gguf_file *f)
 #endif
 }
 
-hc_model *hc_model_load(const char *path, char *err, size_t errlen)
+hc_model *hc_model_open(const char *path, char *err, size_t errlen)
 {
     hc_model *m = calloc(1, sizeof *m);
     if (!m || !(m->path = strdup(path))) {
@@ -251,11 +251,17 @@ hc_model *hc_model_load(const char *path, char *err, size_t errlen)
     if (m->output.kind == HC_WEIGHT_NONE) m->output = m->token_embd;   /* tied embeddings */
     for (int il = 0; il < hp->n_layer; il++)
         if (load_layer(&L, il)) goto bad;
-    map_weights(m->file);
     return m;
 bad:
     hc_model_free(m);
     return NULL;
+}
+
+hc_model *hc_model_load(const char *path, char *err, size_t errlen)
+{
+    hc_model *m = hc_model_open(path, err, errlen);
+    if (m) map_weights(m->file);
+    return m;
 }
 
 void hc_model_free(hc_model *m)

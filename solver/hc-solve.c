@@ -12,6 +12,7 @@
 #include "atomic_file.h"
 #include "cli.h"
 #include "gguf.h"
+#include "model_check.h"
 #include "outputs.h"
 #include "solve.h"
 #include "stats.h"
@@ -306,6 +307,8 @@ int main(int argc, char **argv)
         hc_die("out of memory");
     hc_check_outputs((const char *[]){ o.model, o.stats }, 2, (const char *[]){ out, o.report, o.svg }, 3);
     char err[512];
+    if (hc_model_check(o.model, err, sizeof err))   /* exactly the models hc-run accepts */
+        hc_die("%s", err);
     gguf_file *model = gguf_open(o.model, err, sizeof err);
     if (!model)
         hc_die("%s", err);
