@@ -22,6 +22,9 @@ FUZZ_DEPS := $(call obj,$(wildcard common/*.c) tests/fuzz/util.c runtime/gpuidx.
                $(addprefix gguf-tools/convert_,out.c safetensors.c tokenizer.c) \
                $(addprefix profiler/,zipread.c pickle.c ptfile.c))
 
+# fuzz_model drives the whole model loader: it links the runtime's objects.
+$(O)/fuzz/fuzz_model: $(call obj,$(call lib_srcs,runtime))
+
 # Built only inside `make fuzz` (O=build/fuzz, clang, FUZZ_OPT).
 $(O)/fuzz/fuzz_%: $(O)/obj/tests/fuzz/fuzz_%.o $(FUZZ_DEPS)
 	@mkdir -p $(dir $@)
