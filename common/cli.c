@@ -259,16 +259,17 @@ char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen)
  * SIGBUS. Every mapping is registered with its file name; the handler prints
  * "PROG: FILE changed while being read", removes the output temporaries
  * (atomic_file.h) and exits with status 1. It uses only async-signal-safe
- * calls (strlen, write, unlink, _exit). A SIGBUS outside every mapping goes
+ * calls (write, unlink, _exit). A SIGBUS outside every mapping goes
  * to the handler that was there before. */
-#define MAP_MAX 64
-static struct {
-    const uint8_t *volatile base;
+typedef struct watched {
+    const uint8_t *volatile base;   /* NULL: a free node, reused by the next mapping */
     size_t size;
-    char *path;
-} maps[MAP_MAX];
+    char path[4096];
+    struct watched *next;
+} watched;
+static watched *volatile watched_head;   /* nodes are never freed: the handler may walk them */
 static struct sigaction sigbus_before;
-static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;   /* watch/unwatch, not the handler */
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;   /* watch/unwatch, not the handler */
 
 static void put(char *line, size_t *n, size_t cap, const char *s)
 {
@@ -280,18 +281,18 @@ static void on_sigbus(int sig, siginfo_t *si, void *ctx)
 {
     (void)ctx;
     const uint8_t *a = si->si_addr;
-    for (int i = 0; i < MAP_MAX; i++) {
-        const uint8_t *b = maps[i].base;
-        if (!b || a < b || a >= b + maps[i].size) continue;
+    for (watched *w = watched_head; w; w = w->next) {
+        const uint8_t *b = w->base;
+        if (!b || a < b || a >= b + w->size) continue;
         char line[1024];
         size_t n = 0;
         put(line, &n, sizeof line - 1, hc_prog);
         put(line, &n, sizeof line - 1, ": ");
-        put(line, &n, sizeof line - 1, maps[i].path);
+        put(line, &n, sizeof line - 1, w->path);
         put(line, &n, sizeof line - 1, ": file changed while being read");
         line[n++] = '\n';
-        ssize_t w = write(STDERR_FILENO, line, n);
-        (void)w;
+        ssize_t wr = write(STDERR_FILENO, line, n);
+        (void)wr;
         af_remove_temporaries();
         _exit(1);
     }
@@ -300,6 +301,7 @@ static void on_sigbus(int sig, siginfo_t *si, void *ctx)
 
 static int watch(const uint8_t *base, size_t size, const char *path)
 {
+    pthread_mutex_lock(&watch_lock);
     static int installed;
     if (!installed) {
         struct sigaction sa;
@@ -309,31 +311,30 @@ static int watch(const uint8_t *base, size_t size, const char *path)
         sigemptyset(&sa.sa_mask);
         installed = sigaction(SIGBUS, &sa, &sigbus_before) == 0;
     }
-    char *name = strdup(path);
-    int rc = -1;
-    pthread_mutex_lock(&maps_lock);
-    for (int i = 0; name && rc && i < MAP_MAX; i++) {
-        if (maps[i].base) continue;
-        maps[i].size = size;
-        maps[i].path = name;
-        maps[i].base = base;   /* last: the handler reads a complete slot */
-        rc = 0;
+    watched *w = watched_head;
+    while (w && w->base) w = w->next;
+    int fresh = !w;
+    if (fresh && !(w = calloc(1, sizeof *w))) {
+        pthread_mutex_unlock(&watch_lock);
+        return -1;
     }
-    pthread_mutex_unlock(&maps_lock);
-    if (rc) free(name);
-    return rc;
+    w->size = size;
+    snprintf(w->path, sizeof w->path, "%s", path);
+    w->base = base;   /* after size and path: the handler reads a complete node */
+    if (fresh) {
+        w->next = watched_head;
+        watched_head = w;
+    }
+    pthread_mutex_unlock(&watch_lock);
+    return 0;
 }
 
 static void unwatch(const uint8_t *base)
 {
-    pthread_mutex_lock(&maps_lock);
-    for (int i = 0; i < MAP_MAX; i++)
-        if (maps[i].base == base) {
-            maps[i].base = NULL;
-            free(maps[i].path);
-            maps[i].path = NULL;
-        }
-    pthread_mutex_unlock(&maps_lock);
+    pthread_mutex_lock(&watch_lock);
+    for (watched *w = watched_head; w; w = w->next)
+        if (w->base == base) w->base = NULL;
+    pthread_mutex_unlock(&watch_lock);
 }
 
 int hc_map_open(hc_map *m, const char *path, char *err, size_t errlen)
@@ -365,7 +366,7 @@ int hc_map_open(hc_map *m, const char *path, char *err, size_t errlen)
         return -1;
     }
     if (watch(p, size, path) != 0) {
-        snprintf(err, errlen, "%s: more than %d files mapped at once", path, MAP_MAX);
+        snprintf(err, errlen, "%s: out of memory", path);
         munmap(p, size);
         return -1;
     }

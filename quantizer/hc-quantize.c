@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 #include "cli.h"
+#include "model_check.h"
 #include "outputs.h"
 #include "gptq.h"
 #include "quantize.h"
@@ -132,21 +133,17 @@ int main(int argc, char **argv)
     o.in = argv[optind];
     o.out = argv[optind + 1];
     const char *type = argv[optind + 2];
-    hc_check_outputs((const char *[]){ o.in, g.calib }, 2, &o.out, 1);
-    char err[1024];
-
-    if (strcasecmp(type, "GPTQ") == 0) {
-        if (hc_gptq_quantize(&o, &g, err, sizeof err) != 0)
-            hc_die("%s", err);
-        return 0;
-    }
-    int t = target_type(type);
+    const int gptq = strcasecmp(type, "GPTQ") == 0, t = gptq ? 0 : target_type(type);
     if (t < 0)
         hc_die("%s: unknown type (expected Q8_0, Q4_0, F16, BF16, F32 or GPTQ)", type);
-    if (gptq_opt)
+    if (gptq_opt && !gptq)
         hc_die("%s: only applies to TYPE GPTQ", gptq_opt);
+    hc_check_outputs((const char *[]){ o.in, g.calib }, 2, &o.out, 1);
+    char err[1024];
+    if (hc_model_check(o.in, err, sizeof err) != 0)   /* what hc-run would refuse is not quantized */
+        hc_die("%s", err);
     o.type = (uint32_t)t;
-    if (hc_quantize_model(&o, NULL, err, sizeof err) != 0)
+    if ((gptq ? hc_gptq_quantize(&o, &g, err, sizeof err) : hc_quantize_model(&o, NULL, err, sizeof err)) != 0)
         hc_die("%s", err);
     return 0;
 }
