@@ -140,7 +140,8 @@ int main(int argc, char **argv)
         hc_die("%s: only applies to TYPE GPTQ", gptq_opt);
     hc_check_outputs((const char *[]){ o.in, g.calib }, 2, &o.out, 1);
     char err[1024];
-    if (hc_model_check(o.in, err, sizeof err) != 0)   /* what hc-run would refuse is not quantized */
+    /* what hc-run would refuse is not quantized (GPTQ loads the model to calibrate: the same checks) */
+    if (!gptq && hc_model_check(o.in, err, sizeof err) != 0)
         hc_die("%s", err);
     o.type = (uint32_t)t;
     if ((gptq ? hc_gptq_quantize(&o, &g, err, sizeof err) : hc_quantize_model(&o, NULL, err, sizeof err)) != 0)

@@ -311,16 +311,22 @@ static int count_temporaries(const char *dir)
     return n;
 }
 
+/* A fresh directory tmpdir/name (dir[512]) and two paths in it (a[600], b[600]). */
+static void dir_with(const char *name, char *dir, char *a, const char *an, char *b, const char *bn)
+{
+    snprintf(dir, 512, "%s", th_tmp(name));
+    mkdir(dir, 0777);
+    snprintf(a, 600, "%s/%s", dir, an);
+    snprintf(b, 600, "%s/%s", dir, bn);
+}
+
 /* Issue 19 item 2: a mapped input that shrinks turns the SIGBUS of the next
  * read into one line "PROG: FILE: file changed while being read", exit 1,
  * and the output's temporary is removed. Run in a child, which must die so. */
 static void test_sigbus_on_shrunk_map(void)
 {
     char dir[512], in[600], out[600], errf[600];
-    snprintf(dir, sizeof dir, "%s", th_tmp("sigbus"));
-    mkdir(dir, 0777);
-    snprintf(in, sizeof in, "%s/in.bin", dir);
-    snprintf(out, sizeof out, "%s/out.bin", dir);
+    dir_with("sigbus", dir, in, "in.bin", out, "out.bin");
     snprintf(errf, sizeof errf, "%s/stderr", th_tmpdir());
     static unsigned char big[1 << 20];
     memset(big, 7, sizeof big);
@@ -383,10 +389,7 @@ static void test_stale_temporaries_removed(void)
 static void test_commit_group(void)
 {
     char dir[512], a[600], b[600], err[256];
-    snprintf(dir, sizeof dir, "%s", th_tmp("group"));
-    mkdir(dir, 0777);
-    snprintf(a, sizeof a, "%s/a", dir);
-    snprintf(b, sizeof b, "%s/b", dir);
+    dir_with("group", dir, a, "a", b, "b");
     atomic_file af;
     af_group_begin();
     CHECK(af_open(&af, a, err, sizeof err) == 0 && fputs("A", af.fp) >= 0 && af_commit(&af, err, sizeof err) == 0);
