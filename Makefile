@@ -35,7 +35,7 @@ PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -lz -lopenblas -lOpenCL -lcjson)
 
 # -ffp-contract=off: no fused multiply-add anywhere by default, so quantizers
-# round exactly as ggml's x86-64 build (see ../shared/reference/gguf-ggml.md §2.5).
+# round exactly as ggml's x86-64 build (docs/formats.md, "The FMA caveat").
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 $(OPT) \
            -Wall -Wextra -Werror -ffp-contract=off -pthread \

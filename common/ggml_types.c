@@ -1,4 +1,4 @@
-/* ggml type table and fp16/bf16 conversion (../shared/reference/gguf-ggml.md §1.5, §2.4). */
+/* ggml type table and fp16/bf16 conversion (docs/formats.md, "ggml type codes"). */
 #include "ggml_types.h"
 
 #include <string.h>

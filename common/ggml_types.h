@@ -1,5 +1,5 @@
 /* ggml tensor types: codes, block sizes, byte sizes, and fp16/bf16 conversion,
- * exactly as ggml defines them (see ../shared/reference/gguf-ggml.md §1.5, §2.4). */
+ * exactly as ggml defines them (see docs/formats.md, "ggml type codes"). */
 #ifndef HC_GGML_TYPES_H
 #define HC_GGML_TYPES_H
 

@@ -1,6 +1,6 @@
 /* GGUF reader (mmap, validated with ggml's rules) and writer (atomic, ggml's
- * layout). Rules: ../shared/reference/gguf-ggml.md §1.2-1.5; PowerInfer's
- * "PWRI" variant: ../shared/reference/powerinfer.md §2.1, §3.2. */
+ * layout). Rules, PowerInfer's "PWRI" variant included: docs/formats.md,
+ * "The GGUF container". */
 #include "gguf.h"
 #include "atomic_file.h"
 #include "cli.h"

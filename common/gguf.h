@@ -1,7 +1,7 @@
 /* GGUF v3 reader (mmap, fully validated) and writer (streamed, atomic).
- * Format and validation rules: ../shared/reference/gguf-ggml.md §1.
+ * Format and validation rules: docs/formats.md, "The GGUF container".
  * Also reads and writes PowerInfer's "PWRI" variant (same layout, other magic,
- * old integer type codes: ../shared/reference/powerinfer.md §2.1, §3.2). */
+ * old integer type codes: docs/formats.md, "ggml type codes"). */
 #ifndef HC_GGUF_H
 #define HC_GGUF_H
 

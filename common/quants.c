@@ -1,5 +1,5 @@
 /* ggml's Q4_0/Q8_0 reference quantizers and dequantizers, bit for bit as
- * llama.cpp's x86-64 build computes them (../shared/reference/gguf-ggml.md §2).
+ * llama.cpp's x86-64 build computes them (docs/formats.md, "Q8_0 and Q4_0 blocks").
  * The fast entry points dispatch to quants_x86.c when the CPU allows. */
 #include <math.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* ggml's reference quantizers, bit for bit (../shared/reference/gguf-ggml.md §2):
+/* ggml's reference quantizers, bit for bit (docs/formats.md, "Q8_0 and Q4_0 blocks"):
  * quantize_row_q4_0_ref / quantize_row_q8_0_ref as llama.cpp builds them on x86-64
  * (no FMA contraction), and the matching dequantizers. k must be a multiple of 32. */
 #ifndef HC_QUANTS_H

@@ -1,10 +1,11 @@
 /* hc-convert hf: a Hugging Face LLaMA directory (config.json, safetensors,
  * tokenizer) -> llama GGUF; with --predictors, PowerInfer's sparse variant
  * ("PWRI" magic, blk.N.fc1/fc2 predictor tensors, ffn_down stored transposed as
- * ffn_down_t, powerinfer.sparse_threshold): ../shared/reference/powerinfer.md §2, §5.
+ * ffn_down_t, powerinfer.sparse_threshold): docs/formats.md, "PowerInfer sparse
+ * models (PWRI)".
  *
  * Q and K are permuted from HF's rotate-half layout back to GGUF's adjacent
- * pairs (gguf-ggml.md §1.8); K with the KV head count. 2-D weights are stored
+ * pairs (docs/formats.md, "Tensors"); K with the KV head count. 2-D weights are stored
  * in --outtype, 1-D ones stay F32, as llama.cpp's converter does. */
 #include "convert.h"
 

@@ -1,7 +1,7 @@
 /* hc-convert llama2c: a llama2.c checkpoint (legacy or version 1) and its
  * tokenizer.bin -> a llama GGUF written as llama.cpp's convert-llama2c-to-ggml
  * writes it: same KVs in the same order, same tensor names, order and bytes
- * (../shared/reference/gguf-ggml.md §4.2-4.4). llama2.c weights are already in
+ * (docs/formats.md, "Inputs: llama2.c checkpoints"). llama2.c weights are already in
  * the interleaved RoPE layout, so Q/K are copied unpermuted. */
 #include "convert.h"
 

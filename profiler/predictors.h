@@ -1,7 +1,7 @@
 /* hc-profile predictors: train PowerInfer's per-layer activation predictors
  * (fc2 · relu(fc1 · x), no bias) from a corpus and write the model in
  * PowerInfer's sparse GGUF variant (PWRI). Method, threshold convention and
- * memory policy: README.md, "hc-profile predictors".
+ * memory policy: docs/design/predictors.md.
  *
  * A neuron is predicted active iff fc2·relu(fc1·x) >= powerinfer.sparse_threshold
  * (the raw fc2 output, no sigmoid; PowerInfer skips when < threshold). Every

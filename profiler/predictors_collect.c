@@ -130,12 +130,10 @@ int hc_pred_collect(const hc_pred_opts *o, const hc_model *m, hc_pred_set *sets[
         }
     }
 
-    hc_ctx_params cp = { .n_ctx = ctx_len, .n_batch = ctx_len, .n_threads = o->n_threads };
-    if (!(ctx = hc_ctx_new(m, &cp, err, errlen))) goto done;
     if (!(win = malloc(sizeof *win * (size_t)ctx_len)) || !(slot = malloc(sizeof *slot * (size_t)ctx_len))) goto oom;
     keeper kp = { .slot = slot, .thr = rep->act_threshold };
-    ctx->hook = hook;
-    ctx->hook_user = &kp;
+    hc_ctx_params cp = { .n_ctx = ctx_len, .n_batch = ctx_len, .n_threads = o->n_threads, .hook = hook, .hook_user = &kp };
+    if (!(ctx = hc_ctx_new(m, &cp, err, errlen))) goto done;
     int64_t seen[HC_PRED_NSETS] = { 0 };
     uint64_t rng = o->seed ^ 0x5eed5eed5eed5eedULL;
     hc_progress bar;
@@ -161,7 +159,7 @@ int hc_pred_collect(const hc_pred_opts *o, const hc_model *m, hc_pred_set *sets[
             kp.set = sets[st];
             if (hc_eval(ctx, win, (int)k + 1, 0, NULL, HC_LOGITS_NONE) != 0) {
                 hc_progress_end(&bar);
-                snprintf(err, errlen, "%s: window %" PRId64 ": %s", o->corpus, w, ctx->err);
+                snprintf(err, errlen, "%s: window %" PRId64 ": %s", o->corpus, w, hc_ctx_error(ctx));
                 goto done;
             }
         }

@@ -64,8 +64,9 @@ static void hook(void *user, int layer, int point, const float *x, int B, int n,
     c->B = B;
     c->n = n;
     c->row0 = pos0 == 0;   /* skip the BOS row */
-    c->n_chunks = hc_pool_chunks(c->ctx->pool, (n + 63) / 64, (size_t)B * (size_t)n);
-    hc_pool_run(c->ctx->pool, count_task, c, c->n_chunks);
+    hc_pool *pool = hc_ctx_pool(c->ctx);
+    c->n_chunks = hc_pool_chunks(pool, (n + 63) / 64, (size_t)B * (size_t)n);
+    hc_pool_run(pool, count_task, c, c->n_chunks);
 }
 
 /* Corpus tokens in window w (the last one may be short). */
@@ -131,12 +132,11 @@ hc_stats *hc_profile_run(const hc_profile_opts *o, double *eval_s, char *err, si
     if (o->shard_n > 1)
         snprintf(s->corpus + w, sizeof s->corpus - (size_t)w, HC_SHARD_TAG "%d/%d", o->shard_i, o->shard_n);
 
-    hc_ctx_params cp = { .n_ctx = ctx_len, .n_batch = ctx_len, .n_threads = o->n_threads };
-    if (!(ctx = hc_ctx_new(m, &cp, err, errlen))) goto fail;
-    counter c = { .ctx = ctx, .count = s->count, .sumq = sumq, .thr = s->threshold };
+    counter c = { .count = s->count, .sumq = sumq, .thr = s->threshold };
     atomic_init(&c.bad_layer, -1);
-    ctx->hook = hook;
-    ctx->hook_user = &c;
+    hc_ctx_params cp = { .n_ctx = ctx_len, .n_batch = ctx_len, .n_threads = o->n_threads, .hook = hook, .hook_user = &c };
+    if (!(ctx = hc_ctx_new(m, &cp, err, errlen))) goto fail;
+    c.ctx = ctx;
 
     int64_t per = ctx_len - 1, n_win = (n_used + per - 1) / per, todo = 0;
     for (int64_t wi = o->shard_i; wi < n_win; wi += o->shard_n)
@@ -150,7 +150,7 @@ hc_stats *hc_profile_run(const hc_profile_opts *o, double *eval_s, char *err, si
         memcpy(win + 1, toks + wi * per, (size_t)k * sizeof *win);
         if (hc_eval(ctx, win, (int)k + 1, 0, NULL, HC_LOGITS_NONE) != 0) {
             hc_progress_end(&bar);
-            snprintf(err, errlen, "%s: window %" PRId64 ": %s", o->corpus, wi, ctx->err);
+            snprintf(err, errlen, "%s: window %" PRId64 ": %s", o->corpus, wi, hc_ctx_error(ctx));
             goto fail;
         }
         s->n_tokens += (uint64_t)k;

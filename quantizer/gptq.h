@@ -1,10 +1,11 @@
 /* INT4-GPTQ (Frantar et al. 2022) as the reference implementation does it,
- * see ../shared/reference/gptq.md §1, stored in GGUF as §4.5 describes.
+ * see docs/design/gptq.md; stored in GGUF as docs/formats.md, "INT4-GPTQ
+ * tensors" describes.
  *
- *   gptq_grid.c   the 4-bit grid of one row over one group (find_params, §1.8)
- *   gptq_pack.c   HF/AutoGPTQ packing of codes and zero points (§2.1, v2 zeros)
+ *   gptq_grid.c   the 4-bit grid of one row over one group (find_params)
+ *   gptq_pack.c   HF/AutoGPTQ packing of codes and zero points (v2 zeros)
  *   gptq_layer.c  Hessian, damping, inverse Cholesky factor, lazy-block column loop
- *   gptq_calib.c  calibration through the runtime, block by block (§1.1)
+ *   gptq_calib.c  calibration through the runtime, block by block
  *   gptq_out.c    hc-quantize's TYPE GPTQ: the native GGUF layout or Q4_0/Q4_1 export
  *
  * Layouts: a weight W is N rows (outputs) of K columns (inputs), row-major,
@@ -19,7 +20,7 @@
 #include "quantize.h"
 
 #define GPTQ_MAXQ 15          /* 4-bit codes 0..15 */
-#define GPTQ_BLOCK 128        /* lazy-batch width of the column loop (§1.6) */
+#define GPTQ_BLOCK 128        /* lazy-batch width of the column loop */
 
 /* hc-quantize IN OUT GPTQ: calibrate, quantize and write o->out (native
  * layout, or g->export_type blocks). 0, or -1 with one line in err. */
@@ -29,7 +30,7 @@ int hc_gptq_quantize(const hc_quant_opts *o, const hc_gptq_opts *g, char *err, s
 
 /* How a group's 4-bit codes map to values: value(q) = d*q + m, d and m as
  * stored (fp16 values), so the error feedback sees exactly what is written.
- * GPTQ_NATIVE: GPTQ's find_params (§1.8), d = fp16(scale), integer zero,
+ * GPTQ_NATIVE: GPTQ's find_params, d = fp16(scale), integer zero,
  *   m = -d*zero (exact in f32), q = clamp(rint(w/d) + zero, 0, 15);
  * GPTQ_Q4_0: a ggml Q4_0 block's grid as quantize_row_q4_0_ref chooses it,
  *   d = fp16(max / -8) (max: the value of largest magnitude), zero 8;
@@ -51,7 +52,7 @@ void gptq_find_params(const float *x, int cols, int n, size_t ld, int sym, int p
 int gptq_code(const gptq_grid *g, int param, float w);
 static inline float gptq_value(const gptq_grid *g, int q) { return g->d * (float)q + g->m; }
 
-/* ------------------------------------------------------------ packing (§2.1) */
+/* ------------------------------------------------------------ packing */
 
 /* Words of packed 4-bit values along a dimension of n: ceil(n/8) (the last
  * word is zero-padded when n is not a multiple of 8, which HF cannot store). */
@@ -86,7 +87,7 @@ static inline int gptq_groups(int K, int gs) { return (K + gs - 1) / gs; }
 /* Quantize W[N][K] given H[K][K] (2/n Σ x xᵀ, symmetric; overwritten). H NULL:
  * round to nearest on the same grids (no error feedback, as if H = I).
  * Outputs codes[N][K] and grids[G][N] (group g of row n at grids[g*N + n]);
- * with act_order the groups are static (§1.7), so g_idx[k] = k / gs always.
+ * with act_order the groups are static, so g_idx[k] = k / gs always.
  * Damping is retried ×10 up to 4 times when the Cholesky fails, then
  * -1 with a message. Single-threaded BLAS/LAPACK results do not depend on
  * the caller's thread count; see gptq_layer.c. */

@@ -1,6 +1,6 @@
 /* Calibration through the project's runtime, one block at a time, as the
- * reference's llama_sequential with --true-sequential (../shared/reference/
- * gptq.md §1.1): the block's inputs are the outputs of the already-quantized
+ * reference's llama_sequential with --true-sequential (docs/design/gptq.md,
+ * "Calibration"): the block's inputs are the outputs of the already-quantized
  * blocks before it; within a block the linears are quantized in four stages
  * (q/k/v, output, gate/up, down), and before each stage the block is re-run
  * on its inputs with the earlier stages' quantized weights in place, so
@@ -52,13 +52,14 @@ static void capture_hook(void *user, int layer, int point, const float *x, int B
  * when `keep` (a capture pass that must not change the block's inputs). */
 static void run_block(hc_ctx *ctx, capture *cap, int l, float *xs, int windows, int C, int keep, float *scratch)
 {
-    const size_t E = (size_t)ctx->model->hp.n_embd;
+    const size_t E = (size_t)hc_ctx_model(ctx)->hp.n_embd;
+    const int n_batch = hc_ctx_n_batch(ctx);
     for (int w = 0; w < windows; w++) {
         float *x = xs + (size_t)w * C * E;
         if (keep) x = memcpy(scratch, x, sizeof(float) * (size_t)C * E);
         cap->base = (size_t)w * C;
-        for (int p = 0; p < C; p += ctx->n_batch) {
-            int B = C - p < ctx->n_batch ? C - p : ctx->n_batch;
+        for (int p = 0; p < C; p += n_batch) {
+            int B = C - p < n_batch ? C - p : n_batch;
             hc_layer_forward(ctx, l, x + (size_t)p * E, B, p);
         }
     }
@@ -180,8 +181,11 @@ int gptq_calibrate(const char *path, const gptq_calib_opts *co, gptq_run *run, c
         }
     if (!(toks = calib_tokens(m, co, run, err, errlen))) goto done;
     const int T = run->tokens, W = run->windows;
-    hc_ctx_params cp = { .n_ctx = C, .n_batch = C < 512 ? C : 512, .n_threads = co->nthreads };
+    capture cap = { .point = -1 };
+    hc_ctx_params cp = { .n_ctx = C, .n_batch = C < 512 ? C : 512, .n_threads = co->nthreads,
+                         .hook = capture_hook, .hook_user = &cap };
     if (!(ctx = hc_ctx_new(m, &cp, err, errlen))) goto done;
+    const int n_batch = hc_ctx_n_batch(ctx);
     const size_t E = (size_t)hp->n_embd;
     size_t widest = (size_t)hp->n_ff > (size_t)hp->n_head * hp->head_dim ? (size_t)hp->n_ff : (size_t)hp->n_head * hp->head_dim;
     if (widest < E) widest = E;
@@ -195,13 +199,11 @@ int gptq_calibrate(const char *path, const gptq_calib_opts *co, gptq_run *run, c
         goto done;
     }
     for (int w = 0; w < W; w++)
-        for (int p = 0; p < C; p += ctx->n_batch) {
-            int B = C - p < ctx->n_batch ? C - p : ctx->n_batch;
+        for (int p = 0; p < C; p += n_batch) {
+            int B = C - p < n_batch ? C - p : n_batch;
             hc_embed(ctx, toks + (size_t)w * C + p, B, xs + ((size_t)w * C + (size_t)p) * E);
         }
-    capture cap = { .point = -1, .X = X };
-    ctx->hook = capture_hook;
-    ctx->hook_user = &cap;
+    cap.X = X;
     hc_progress pr;
     hc_progress_start(&pr, "gptq", (uint64_t)L * N_LINEARS, NULL);
     for (int l = 0; l < L; l++) {

@@ -1,8 +1,8 @@
 /* The 4-bit grid of one row over one group (see gptq.h): GPTQ's quantizer
- * (../shared/reference/gptq.md §1.8, quant.py: Quantizer.find_params with
+ * (docs/design/gptq.md, "Grid"; quant.py: Quantizer.find_params with
  * perchannel, mse=False), or the grid ggml's Q4_0 / Q4_1 reference
  * quantizers choose for a block. Scales (and Q4_1's min) are rounded to
- * fp16 before any code is chosen (§1.11 step 6). rintf rounds half to even
+ * fp16 before any code is chosen. rintf rounds half to even
  * as torch.round does (nothing changes the default rounding mode). */
 #include <math.h>
 #include "ggml_types.h"
@@ -16,7 +16,7 @@ static void native_params(float xmin, float xmax, int sym, gptq_grid *g)
     xmax = xmax > 0 ? xmax : 0;
     if (sym) {
         xmax = -xmin > xmax ? -xmin : xmax;
-        if (xmin < 0) xmin = -xmax;   /* an all-nonnegative row keeps xmin = 0 (quirk, §1.8) */
+        if (xmin < 0) xmin = -xmax;   /* an all-nonnegative row keeps xmin = 0 (a quirk of quant.py) */
     }
     if (xmin == 0 && xmax == 0) {
         xmin = -1.0f;

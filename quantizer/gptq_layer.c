@@ -1,4 +1,4 @@
-/* GPTQ on one linear layer (../shared/reference/gptq.md §1.2-1.7, gptq.py:
+/* GPTQ on one linear layer (docs/design/gptq.md; IST-DASLab/gptq, gptq.py:
  * fasterquant), with OpenBLAS and LAPACK doing every O(K³) and O(N·K²) step.
  *
  * The working copy is W transposed, Wt[K][N], so that column j of W (what

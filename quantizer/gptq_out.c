@@ -2,11 +2,11 @@
  * (gptq_calib.c), then write either
  *  - the native layout: each block linear `<name>` replaced by companion
  *    tensors `<name>.qweight/.scales/.qzeros[/.g_idx]` in standard GGUF types
- *    (../shared/reference/gptq.md §4.5 tier 2), every other tensor copied as
+ *    (docs/formats.md, "INT4-GPTQ tensors"), every other tensor copied as
  *    is, and the `hotcold.gptq.*` KVs; or
  *  - with --export q4_0|q4_1, standard ggml blocks under the normal names
  *    through hc_quantize_model (llama-quantize's tensor rules), the GPTQ
- *    codes written as they are (§4.5 tier 1). */
+ *    codes written as they are (docs/design/gptq.md, "Export grids"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
-/* HF / AutoGPTQ packing of 4-bit values into int32 words (../shared/reference/
- * gptq.md §2.1): eight values per word, value i in bits 4i..4i+3. Zero
+/* HF / AutoGPTQ packing of 4-bit values into int32 words (docs/formats.md,
+ * "INT4-GPTQ tensors"): eight values per word, value i in bits 4i..4i+3. Zero
  * points are stored as the true zero (GPTQModel's "v2"), not zero - 1. */
 #include <string.h>
 #include "gptq.h"

@@ -1,6 +1,6 @@
 /* hc-quantize's model pipeline: which type each tensor gets (quantize_plan.c),
  * row conversion over threads (quantize_rows.c), and the whole-file pass
- * (quantize_model.c). Rules: ../shared/reference/gguf-ggml.md §2.8. */
+ * (quantize_model.c). Rules: docs/hc-quantize.md, "Which tensors, which type". */
 #ifndef HC_QUANTIZE_H
 #define HC_QUANTIZE_H
 

@@ -1,5 +1,5 @@
 /* Which type each tensor gets and in what order they are written: the rules
- * of llama-quantize (../shared/reference/gguf-ggml.md §2.8), except that
+ * of llama-quantize (docs/hc-quantize.md, "Which tensors, which type"), except that
  * rows no block type fits are kept 16-bit instead of aborting, and the
  * Q6_K that llama.cpp gives output.weight is Q8_0 here (no Q6_K). */
 #include <stdio.h>

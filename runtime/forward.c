@@ -1,17 +1,15 @@
-/* The forward pass: context, embedding, attention layers, output.
- * Numerics follow llama2.c run.c (RMSNorm, RoPE, softmax written the same
- * way) so greedy decoding matches it token for token. */
+/* The forward pass in the order it runs: the context, the family seam
+ * (norm, positions), embedding, attention, the layer, the FFN call, output
+ * and hc_eval. Numerics follow llama2.c run.c (RMSNorm, RoPE, softmax
+ * written the same way) so greedy decoding matches it token for token. */
 #include "forward.h"
 #include "cli.h"
+#include "ctx_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Chunks of a product start at multiples of this many rows, so a kernel
- * that handles rows in groups always sees the same groups. */
-#define ROW_UNIT 16
 
 static void *xalloc(size_t n)
 {
@@ -49,6 +47,18 @@ static size_t max_act_bytes(const hc_model *m)
     return b;
 }
 
+/* Rotation frequencies of a head's pairs: run.c's 1 / base^(i / head_size)
+ * for even i. Rope scaling (hp->rope_scaling: linear, llama3) changes them here. */
+static void rope_freqs(const hc_hparams *hp, float *freq)
+{
+    switch ((enum hc_rope_scaling)hp->rope_scaling) {
+    case HC_ROPE_SCALING_NONE:
+        for (int i = 0; i < hp->head_dim; i += 2)
+            freq[i / 2] = 1.0f / powf(hp->rope_base, (float)i / (float)hp->head_dim);
+        break;
+    }
+}
+
 hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t errlen)
 {
     const hc_hparams *hp = &m->hp;
@@ -66,8 +76,14 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     ctx->model = m;
     ctx->n_ctx = n_ctx;
     ctx->n_batch = n_batch;
+    if (p) {
+        ctx->hook = p->hook;
+        ctx->hook_user = p->hook_user;
+        ctx->ffn = p->ffn;
+        ctx->ffn_user = p->ffn_user;
+    }
     size_t E = (size_t)hp->n_embd, Qd = (size_t)hp->n_head * (size_t)hp->head_dim;
-    size_t KV = (size_t)hp->n_head_kv * (size_t)hp->head_dim, nb = (size_t)n_batch;
+    size_t KV = (size_t)hp->n_head_kv * (size_t)hp->head_dim, nb = (size_t)n_batch, F = (size_t)hp->n_ff;
     size_t kv_bytes = sizeof(float) * (size_t)hp->n_layer * (size_t)n_ctx * KV;
     ctx->pool = hc_pool_new(nt);
     ctx->k_cache = xalloc(kv_bytes);
@@ -75,20 +91,18 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     ctx->x = xalloc(sizeof(float) * nb * E);
     ctx->xn = xalloc(sizeof(float) * nb * E);
     ctx->tmp = xalloc(sizeof(float) * nb * E);
-    ctx->part = xalloc(sizeof(float) * nb * E);
     ctx->q = xalloc(sizeof(float) * nb * Qd);
     ctx->att = xalloc(sizeof(float) * nb * Qd);
-    ctx->gate = xalloc(sizeof(float) * nb * (size_t)hp->n_ff);
-    ctx->up = xalloc(sizeof(float) * nb * (size_t)hp->n_ff);
+    ctx->ffn_buf[0] = xalloc(sizeof(float) * nb * F);
+    ctx->ffn_buf[1] = xalloc(sizeof(float) * nb * F);
+    ctx->h = ctx->hook ? xalloc(sizeof(float) * nb * F) : NULL;
     ctx->scores = xalloc(sizeof(float) * (size_t)nt * (size_t)n_ctx);
     ctx->rope_freq = xalloc(sizeof(float) * (size_t)hp->head_dim / 2);
-    if (!ctx->pool || !ctx->k_cache || !ctx->v_cache || !ctx->x || !ctx->xn || !ctx->tmp || !ctx->part ||
-        !ctx->q || !ctx->att || !ctx->gate || !ctx->up || !ctx->scores || !ctx->rope_freq)
+    if (!ctx->pool || !ctx->k_cache || !ctx->v_cache || !ctx->x || !ctx->xn || !ctx->tmp || !ctx->q || !ctx->att ||
+        !ctx->ffn_buf[0] || !ctx->ffn_buf[1] || (ctx->hook && !ctx->h) || !ctx->scores || !ctx->rope_freq)
         goto oom;
     hc_ctx_acts(ctx, 0, max_act_bytes(m));
-    /* run.c: freq = 1 / base^(i / head_size) for even i */
-    for (int i = 0; i < hp->head_dim; i += 2)
-        ctx->rope_freq[i / 2] = 1.0f / powf(hp->rope_base, (float)i / (float)hp->head_dim);
+    rope_freqs(hp, ctx->rope_freq);
     return ctx;
 oom:
     snprintf(err, errlen, "%s: out of memory for a context of %d tokens", m->path, n_ctx);
@@ -100,11 +114,18 @@ void hc_ctx_free(hc_ctx *ctx)
 {
     if (!ctx) return;
     if (ctx->pool) hc_pool_free(ctx->pool);
-    void *bufs[] = { ctx->k_cache, ctx->v_cache, ctx->x, ctx->xn, ctx->tmp, ctx->part, ctx->q, ctx->att,
-                     ctx->gate, ctx->up, ctx->scores, ctx->rope_freq, ctx->acts, ctx->acts2 };
+    void *bufs[] = { ctx->k_cache, ctx->v_cache, ctx->x, ctx->xn, ctx->tmp, ctx->q, ctx->att, ctx->ffn_buf[0],
+                     ctx->ffn_buf[1], ctx->h, ctx->scores, ctx->rope_freq, ctx->acts, ctx->acts2 };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(ctx);
 }
+
+const hc_model *hc_ctx_model(const hc_ctx *ctx) { return ctx->model; }
+int hc_ctx_n_batch(const hc_ctx *ctx) { return ctx->n_batch; }
+hc_pool *hc_ctx_pool(hc_ctx *ctx) { return ctx->pool; }
+const char *hc_ctx_error(const hc_ctx *ctx) { return ctx->err; }
+float *hc_ctx_ffn_scratch(hc_ctx *ctx, int which) { return ctx->ffn_buf[which != 0]; }
+size_t hc_ctx_act_stride(const hc_ctx *ctx) { return ctx->act_stride; }
 
 /* ------------------------------------------------------------ products */
 
@@ -146,9 +167,10 @@ void hc_ctx_matvec(hc_ctx *ctx, const hc_weight *w, const float *x, int B, float
     hc_matvec_prepared(ctx, w, acts, B, y, (size_t)w->rows);
 }
 
-/* ------------------------------------------------------------ pieces */
+/* ------------------------------------------------------------ the family seam */
 
-void hc_rmsnorm(float *o, const float *x, const float *w, int n, float eps)
+/* o = w * x / sqrt(mean(x²) + eps), written as run.c does. */
+static void rmsnorm(float *o, const float *x, const float *w, int n, float eps)
 {
     float ss = 0.0f;
     for (int j = 0; j < n; j++) ss += x[j] * x[j];
@@ -158,15 +180,15 @@ void hc_rmsnorm(float *o, const float *x, const float *w, int n, float eps)
     for (int j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
 }
 
-void hc_hook_call(hc_ctx *ctx, int layer, int point, const float *x, int B, int n, int pos0)
+/* o[B][n_embd] = the family's norm of x with weights w. */
+static void norm_rows(const hc_hparams *hp, const float *w, const float *x, float *o, int B)
 {
-    if (ctx->hook) ctx->hook(ctx->hook_user, layer, point, x, B, n, pos0);
-}
-
-void hc_embed(hc_ctx *ctx, const int32_t *tokens, int B, float *x)
-{
-    int E = ctx->model->hp.n_embd;
-    for (int b = 0; b < B; b++) hc_weight_row(&ctx->model->token_embd, tokens[b], x + (size_t)b * E);
+    int E = hp->n_embd;
+    switch ((enum hc_norm)hp->norm) {
+    case HC_NORM_RMS:
+        for (int b = 0; b < B; b++) rmsnorm(o + (size_t)b * E, x + (size_t)b * E, w, E, hp->rms_eps);
+        break;
+    }
 }
 
 /* Rotate adjacent pairs of n floats (whole heads) at position pos. */
@@ -182,6 +204,34 @@ static void rope(const hc_ctx *ctx, float *v, int n, int pos)
             v[j + 1] = v0 * fci + v1 * fcr;
         }
     }
+}
+
+/* The positions pos0.. of B rows of q ([B][q_dim]) and k ([B][kv_dim]). */
+static void positions(const hc_ctx *ctx, float *q, float *k, int B, int pos0)
+{
+    const hc_hparams *hp = &ctx->model->hp;
+    int kv_dim = hp->n_head_kv * hp->head_dim, q_dim = hp->n_head * hp->head_dim;
+    switch ((enum hc_pos)hp->pos) {
+    case HC_POS_ROPE:
+        for (int b = 0; b < B; b++) {
+            rope(ctx, q + (size_t)b * q_dim, q_dim, pos0 + b);
+            rope(ctx, k + (size_t)b * kv_dim, kv_dim, pos0 + b);
+        }
+        break;
+    }
+}
+
+/* ------------------------------------------------------------ the layers */
+
+static void hook(hc_ctx *ctx, int layer, int point, const float *x, int B, int n, int pos0)
+{
+    if (ctx->hook) ctx->hook(ctx->hook_user, layer, point, x, B, n, pos0);
+}
+
+void hc_embed(hc_ctx *ctx, const int32_t *tokens, int B, float *x)
+{
+    int E = ctx->model->hp.n_embd;
+    for (int b = 0; b < B; b++) hc_weight_row(&ctx->model->token_embd, tokens[b], x + (size_t)b * E);
 }
 
 typedef struct {
@@ -226,20 +276,12 @@ static void attn_run(void *arg, int chunk, int ith)
     }
 }
 
-void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0)
+/* q, k, v of ctx->xn; they share one prepared input when their types agree;
+ * k and v go straight into the cache rows of positions pos0.. */
+static void qkv(hc_ctx *ctx, const hc_layer *ly, int B, float *kc, float *vc)
 {
     const hc_hparams *hp = &ctx->model->hp;
-    const hc_layer *ly = &ctx->model->layers[layer];
-    int E = hp->n_embd, kv_dim = hp->n_head_kv * hp->head_dim, q_dim = hp->n_head * hp->head_dim;
-    size_t cache_row = ((size_t)layer * (size_t)ctx->n_ctx + (size_t)pos0) * (size_t)kv_dim;
-    float *kc = ctx->k_cache + cache_row, *vc = ctx->v_cache + cache_row;
-
-    for (int b = 0; b < B; b++)
-        hc_rmsnorm(ctx->xn + (size_t)b * E, x + (size_t)b * E, ly->attn_norm, E, hp->rms_eps);
-    hc_hook_call(ctx, layer, HC_HOOK_ATTN_IN, ctx->xn, B, E, pos0);
-
-    /* q, k, v share one prepared input when their types agree; k and v go
-     * straight into the cache rows of positions pos0.. */
+    int kv_dim = hp->n_head_kv * hp->head_dim, q_dim = hp->n_head * hp->head_dim;
     size_t need = hc_weight_act_bytes(&ly->attn_q);
     if (hc_weight_act_bytes(&ly->attn_k) > need) need = hc_weight_act_bytes(&ly->attn_k);
     if (hc_weight_act_bytes(&ly->attn_v) > need) need = hc_weight_act_bytes(&ly->attn_v);
@@ -259,35 +301,63 @@ void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0)
         }
     }
     hc_matvec_prepared(ctx, &ly->attn_v, av, B, vc, (size_t)kv_dim);
-    for (int b = 0; b < B; b++) {
-        rope(ctx, ctx->q + (size_t)b * q_dim, q_dim, pos0 + b);
-        rope(ctx, kc + (size_t)b * kv_dim, kv_dim, pos0 + b);
-    }
+}
 
+/* out[B][n_embd] = the attention block of x (rows at positions pos0..). */
+static void attention(hc_ctx *ctx, int layer, const float *x, int B, int pos0, float *out)
+{
+    const hc_hparams *hp = &ctx->model->hp;
+    const hc_layer *ly = &ctx->model->layers[layer];
+    int E = hp->n_embd, kv_dim = hp->n_head_kv * hp->head_dim, q_dim = hp->n_head * hp->head_dim;
+    size_t cache_row = ((size_t)layer * (size_t)ctx->n_ctx + (size_t)pos0) * (size_t)kv_dim;
+    float *kc = ctx->k_cache + cache_row, *vc = ctx->v_cache + cache_row;
+
+    norm_rows(hp, ly->attn_norm, x, ctx->xn, B);
+    hook(ctx, layer, HC_HOOK_ATTN_IN, ctx->xn, B, E, pos0);
+    qkv(ctx, ly, B, kc, vc);
+    positions(ctx, ctx->q, kc, B, pos0);
     size_t work = 2 * (size_t)B * (size_t)q_dim * (size_t)(pos0 + B);
     attn_task at = { ctx, layer, B, pos0, hc_pool_chunks(ctx->pool, B * hp->n_head, work) };
     hc_pool_run(ctx->pool, attn_run, &at, at.n_chunks);
-    hc_hook_call(ctx, layer, HC_HOOK_ATTN_OUT, ctx->att, B, q_dim, pos0);
+    hook(ctx, layer, HC_HOOK_ATTN_OUT, ctx->att, B, q_dim, pos0);
+    hc_ctx_matvec(ctx, &ly->attn_output, ctx->att, B, out);
+}
 
-    hc_ctx_matvec(ctx, &ly->attn_output, ctx->att, B, ctx->tmp);
-    for (size_t i = 0; i < (size_t)B * E; i++) x[i] += ctx->tmp[i];
+void hc_ffn_forward(hc_ctx *ctx, int layer, const float *ffn_inp, const float *x_norm, int B, int pos0, float *out)
+{
+    float *h = ctx->hook ? ctx->h : NULL;
+    if (ctx->ffn) ctx->ffn(ctx->ffn_user, ctx, layer, ffn_inp, x_norm, B, out, h);
+    else hc_ffn_dense(ctx, layer, x_norm, B, out, h);
+    if (h) hook(ctx, layer, HC_HOOK_FFN_ACT, h, B, ctx->model->hp.n_ff, pos0);
+}
 
-    hc_hook_call(ctx, layer, HC_HOOK_FFN_INP, x, B, E, pos0);
-    for (int b = 0; b < B; b++)
-        hc_rmsnorm(ctx->xn + (size_t)b * E, x + (size_t)b * E, ly->ffn_norm, E, hp->rms_eps);
-    hc_hook_call(ctx, layer, HC_HOOK_FFN_IN, ctx->xn, B, E, pos0);
-    ctx->cur_pos0 = pos0;
-    if (ctx->ffn) ctx->ffn(ctx->ffn_user, ctx, layer, x, ctx->xn, B, ctx->tmp);
-    else hc_ffn_dense(ctx, layer, ctx->xn, B, ctx->tmp);
-    for (size_t i = 0; i < (size_t)B * E; i++) x[i] += ctx->tmp[i];
+/* out[B][n_embd] = the FFN block of x: its norm, then the context's FFN. */
+static void ffn_block(hc_ctx *ctx, int layer, const float *x, int B, int pos0, float *out)
+{
+    const hc_hparams *hp = &ctx->model->hp;
+    hook(ctx, layer, HC_HOOK_FFN_INP, x, B, hp->n_embd, pos0);
+    norm_rows(hp, ctx->model->layers[layer].ffn_norm, x, ctx->xn, B);
+    hook(ctx, layer, HC_HOOK_FFN_IN, ctx->xn, B, hp->n_embd, pos0);
+    hc_ffn_forward(ctx, layer, x, ctx->xn, B, pos0, out);
+}
+
+void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0)
+{
+    size_t n = (size_t)B * (size_t)ctx->model->hp.n_embd;
+    switch ((enum hc_residual)ctx->model->hp.residual) {
+    case HC_RESIDUAL_SEQUENTIAL:
+        attention(ctx, layer, x, B, pos0, ctx->tmp);
+        for (size_t i = 0; i < n; i++) x[i] += ctx->tmp[i];
+        ffn_block(ctx, layer, x, B, pos0, ctx->tmp);
+        for (size_t i = 0; i < n; i++) x[i] += ctx->tmp[i];
+        break;
+    }
 }
 
 void hc_output(hc_ctx *ctx, const float *x, int B, float *logits)
 {
     const hc_model *m = ctx->model;
-    int E = m->hp.n_embd;
-    for (int b = 0; b < B; b++)
-        hc_rmsnorm(ctx->xn + (size_t)b * E, x + (size_t)b * E, m->output_norm, E, m->hp.rms_eps);
+    norm_rows(&m->hp, m->output_norm, x, ctx->xn, B);
     hc_ctx_matvec(ctx, &m->output, ctx->xn, B, logits);
 }
 

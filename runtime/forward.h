@@ -1,11 +1,17 @@
-/* Building blocks of the forward pass shared by forward*.c and by runtime/
- * code that extends it (a replacement FFN): prepared activations and
- * threaded products. Not needed by programs, which use model.h. */
+/* Building blocks of the forward pass shared by forward.c, the FFNs
+ * (dense.c, sparse.c) and the threaded products: prepared activations,
+ * threaded products, an FFN's scratch. Not needed by programs, which use
+ * model.h; none of it exposes the context's fields (ctx_internal.h). */
 #ifndef HC_FORWARD_H
 #define HC_FORWARD_H
 
 #include "model.h"
 
+/* Scratch 0 or 1 of the FFN being run: [n_batch][n_ff] floats each, its
+ * own during its call (the context uses neither), contents undefined. */
+float *hc_ctx_ffn_scratch(hc_ctx *ctx, int which);
+/* Bytes between the prepared activations of hc_ctx_acts / hc_prepare. */
+size_t hc_ctx_act_stride(const hc_ctx *ctx);
 /* Activation buffer 0 or 1 ([n_batch] vectors of ctx->act_stride bytes),
  * grown (contents lost) when a weight needs more than stride bytes. */
 void *hc_ctx_acts(hc_ctx *ctx, int second, size_t stride);
@@ -25,11 +31,8 @@ void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int
  * over columns and add in list order: the same sums for any thread count. */
 void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, const float *h, size_t h_stride,
                        int k, int B, float *out);
-/* o = w * x / sqrt(mean(x²) + eps), written as run.c does. */
-void hc_rmsnorm(float *o, const float *x, const float *w, int n, float eps);
-/* Call ctx->hook if set. */
-void hc_hook_call(hc_ctx *ctx, int layer, int point, const float *x, int B, int n, int pos0);
-/* h = act(gate) * up over n values (SiLU written as run.c). */
+/* h = act(gate) * up over n values (SiLU written as run.c): the gated FFN's
+ * neuron (hc_ffn_kind HC_FFN_GATED). */
 void hc_ffn_act(int act, float *gate, const float *up, int n);
 
 #endif

@@ -1,5 +1,5 @@
 /* A GPTQ weight from the companion tensors hc-quantize GPTQ writes
- * (README.md, "INT4-GPTQ"): every KV, type and shape checked before the
+ * (docs/formats.md, "INT4-GPTQ tensors"): every KV, type and shape checked before the
  * repack reads anything. */
 #include <stdio.h>
 #include <stdlib.h>

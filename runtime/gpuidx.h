@@ -1,5 +1,5 @@
 /* PowerInfer's .gpuidx (GPU neuron index), read and validated as PowerInfer's
- * loader does (../shared/reference/powerinfer.md §3): a GGUF/PWRI file with
+ * loader does (docs/formats.md, ".gpuidx"): a GGUF/PWRI file with
  * u64 split.vram_capacity and exactly 2 * n_layer I32 tensors, taken by
  * position: per layer gpu_idx [n_ff] (0/1) then gpu_bucket (the GPU neurons).
  * Stricter than PowerInfer where it trusts the file: gpu_idx holds only 0/1,

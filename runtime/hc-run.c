@@ -6,12 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
-#include "gpuidx.h"
-#include "hybrid.h"
+#include "ffn_setup.h"
 #include "kernels.h"
 #include "model.h"
 #include "sampler.h"
-#include "sparse.h"
 #include "tokenizer.h"
 
 static const char usage[] =
@@ -50,12 +48,9 @@ static const char usage[] =
     "Text goes to stdout; timings to stderr.\n";
 
 typedef struct {
-    const char *model, *prompt, *ppl_file, *gpu_index;
+    const char *model, *prompt, *ppl_file;
     int n_predict, threads, n_ctx, n_batch, logits, verbose;
-    int sparse, dense, no_gpu_index, have_threshold, have_budget;
-    float threshold;
-    uint64_t vram_budget;
-    hc_sparse *ffn;      /* the sparse/hybrid FFN, or NULL for dense */
+    hc_ffn_opts fo;
     hc_sampler_params sp;
 } options;
 
@@ -95,17 +90,19 @@ static void parse_args(int argc, char **argv, options *o)
         }
         case 'X': o->ppl_file = optarg; break;
         case 'L': o->logits = 1; break;
-        case 'R': o->sparse = 1; break;
-        case 'D': o->dense = 1; break;
-        case 'H': o->threshold = (float)hc_opt_num("--sparse-threshold", optarg, -1e30, 1e30); o->have_threshold = 1; break;
-        case 'G': o->gpu_index = optarg; break;
-        case 'N': o->no_gpu_index = 1; break;
-        case 'B':
-            if (hc_parse_size(optarg, &o->vram_budget) || !o->vram_budget)
-                hc_die("bad value for --vram-budget: '%s' (bytes, or K/M/G/T)", optarg);
-            o->have_budget = 1;
+        case 'R': o->fo.sparse = 1; break;
+        case 'D': o->fo.dense = 1; break;
+        case 'H':
+            o->fo.threshold = (float)hc_opt_num("--sparse-threshold", optarg, -1e30, 1e30);
+            o->fo.have_threshold = 1;
             break;
-        case 'v': o->verbose = 1; break;
+        case 'G': o->fo.gpu_index = optarg; break;
+        case 'N': o->fo.no_gpu_index = 1; break;
+        case 'B':
+            if (hc_parse_size(optarg, &o->fo.vram_budget) || !o->fo.vram_budget)
+                hc_die("bad value for --vram-budget: '%s' (bytes, or K/M/G/T)", optarg);
+            break;
+        case 'v': o->verbose = o->fo.verbose = 1; break;
         case 'h': fputs(usage, stdout); exit(0);
         default: hc_bad_option(c, NULL, argv, longs);
         }
@@ -113,29 +110,17 @@ static void parse_args(int argc, char **argv, options *o)
     if (optind < argc) hc_die("unexpected argument '%s' (see --help)", argv[optind]);
     if (!o->model) hc_die("no model given (-m MODEL.gguf; see --help)");
     if (o->ppl_file && o->logits) hc_die("--perplexity and --logits do not go together");
-    if (o->dense && (o->sparse || o->have_threshold || o->gpu_index))
+    if (o->fo.dense && (o->fo.sparse || o->fo.have_threshold || o->fo.gpu_index))
         hc_die("--dense does not go with --sparse, --sparse-threshold or --gpu-index");
 }
 
-/* --verbose with the dense FFN times it, to compare with the sparse FFN's report. */
-static double dense_ffn_s;
-static void timed_dense_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp, const float *x_norm, int B, float *out)
-{
-    double t0 = hc_now();
-    (void)user;
-    (void)ffn_inp;
-    hc_ffn_dense(ctx, layer, x_norm, B, out);
-    dense_ffn_s += hc_now() - t0;
-}
-
-static hc_ctx *new_ctx(const hc_model *m, const options *o, int n_ctx)
+static hc_ctx *new_ctx(const hc_model *m, const options *o, hc_ffn *ffn, int n_ctx)
 {
     char err[512];
     hc_ctx_params cp = { .n_ctx = n_ctx, .n_batch = o->n_batch, .n_threads = o->threads };
+    hc_ffn_attach(ffn, &cp);
     hc_ctx *ctx = hc_ctx_new(m, &cp, err, sizeof err);
     if (!ctx) hc_die("%s", err);
-    if (o->ffn) hc_sparse_attach(o->ffn, ctx);
-    else if (o->verbose) ctx->ffn = timed_dense_ffn;
     return ctx;
 }
 
@@ -159,7 +144,7 @@ static void print_piece(const hc_tokenizer *tok, int prev, int id)
 
 /* Mean negative log-likelihood: llama.cpp's perplexity (first token of each
  * window replaced by BOS; positions n_ctx/2 .. n_ctx-2 predict the next token). */
-static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options *o)
+static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options *o, hc_ffn *ffn)
 {
     char err[512];
     size_t len;
@@ -171,7 +156,7 @@ static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options
     int n_ctx = o->n_ctx ? o->n_ctx : (m->hp.n_ctx_train < 512 ? m->hp.n_ctx_train : 512);
     if (n_ctx < 4) hc_die("-c %d is too small for --perplexity (need 4 or more)", n_ctx);
     if (n_tok < n_ctx) hc_die("%s: %d tokens, need at least %d (one window of -c)", o->ppl_file, n_tok, n_ctx);
-    hc_ctx *ctx = new_ctx(m, o, n_ctx);
+    hc_ctx *ctx = new_ctx(m, o, ffn, n_ctx);
     int V = m->hp.n_vocab, n_chunk = n_tok / n_ctx, first = n_ctx / 2;
     float *logits = malloc(sizeof(float) * (size_t)n_ctx * (size_t)V);
     int32_t *win = malloc(sizeof *win * (size_t)n_ctx);
@@ -184,7 +169,7 @@ static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options
         const int32_t *w = toks + (size_t)c * n_ctx;
         memcpy(win, w, sizeof *win * (size_t)n_ctx);
         win[0] = hc_tokenizer_bos(tok);
-        if (hc_eval(ctx, win, n_ctx, 0, logits, HC_LOGITS_ALL)) hc_die("%s: %s", o->ppl_file, ctx->err);
+        if (hc_eval(ctx, win, n_ctx, 0, logits, HC_LOGITS_ALL)) hc_die("%s: %s", o->ppl_file, hc_ctx_error(ctx));
         for (int i = first; i < n_ctx - 1; i++) {
             const float *l = logits + (size_t)i * V;
             float mx = l[hc_argmax(l, V)];
@@ -206,7 +191,7 @@ static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options
     hc_ctx_free(ctx);
 }
 
-static void generate(const hc_model *m, const hc_tokenizer *tok, const options *o)
+static void generate(const hc_model *m, const hc_tokenizer *tok, const options *o, hc_ffn *ffn)
 {
     int n_prompt;
     int32_t *prompt = tokenize(tok, "prompt", o->prompt, strlen(o->prompt), 1, &n_prompt);
@@ -216,14 +201,14 @@ static void generate(const hc_model *m, const hc_tokenizer *tok, const options *
         n_ctx = want < m->hp.n_ctx_train ? (int)want : m->hp.n_ctx_train;
     }
     if (n_prompt > n_ctx) hc_die("prompt has %d tokens, more than the context of %d (-c)", n_prompt, n_ctx);
-    hc_ctx *ctx = new_ctx(m, o, n_ctx);
+    hc_ctx *ctx = new_ctx(m, o, ffn, n_ctx);
     int V = m->hp.n_vocab, bos = hc_tokenizer_bos(tok), eos = hc_tokenizer_eos(tok);
     float *logits = malloc(sizeof(float) * (size_t)V);
     hc_sampler *smp = hc_sampler_new(&o->sp, V);
     if (!logits || !smp) hc_die("out of memory");
 
     double t0 = hc_now();
-    if (hc_eval(ctx, prompt, n_prompt, 0, logits, HC_LOGITS_LAST)) hc_die("prompt: %s", ctx->err);
+    if (hc_eval(ctx, prompt, n_prompt, 0, logits, HC_LOGITS_LAST)) hc_die("prompt: %s", hc_ctx_error(ctx));
     double t_prompt = hc_now() - t0;
     if (o->logits) {
         for (int i = 0; i < V; i++) printf("%.9g\n", logits[i]);
@@ -246,7 +231,7 @@ static void generate(const hc_model *m, const hc_tokenizer *tok, const options *
             hc_warn("context of %d tokens is full; stopping (raise -c)", n_ctx);
             break;
         }
-        if (hc_eval(ctx, &next, 1, pos++, logits, HC_LOGITS_LAST)) hc_die("%s", ctx->err);
+        if (hc_eval(ctx, &next, 1, pos++, logits, HC_LOGITS_LAST)) hc_die("%s", hc_ctx_error(ctx));
     }
     double t_gen = hc_now() - t0;
     if (!o->logits && isatty(STDOUT_FILENO)) fputs("\n", stdout);
@@ -261,56 +246,17 @@ static void generate(const hc_model *m, const hc_tokenizer *tok, const options *
     hc_ctx_free(ctx);
 }
 
-/* The sparse FFN when asked for or implied (predictors, a threshold, a GPU
- * index), and the device part of the index. Returns the device or NULL. */
-static hc_cl *setup_sparse(const hc_model *m, options *o)
+static void print_model(const hc_model *m, const options *o)
 {
-    char err[512], auto_idx[4096];
-    const char *idx = o->gpu_index;
-    snprintf(auto_idx, sizeof auto_idx, "%s.generated.gpuidx", o->model);
-    if (!idx && !o->dense && !o->no_gpu_index && access(auto_idx, R_OK) == 0) idx = auto_idx;
-    int predictors = 1;
-    for (int l = 0; l < m->hp.n_layer; l++) predictors &= m->layers[l].fc1.kind != HC_WEIGHT_NONE;
-    if (o->dense || !(o->sparse || o->have_threshold || predictors || idx)) return NULL;
-    if (hc_sparse_check(m, err, sizeof err)) {
-        /* e.g. INT4-GPTQ: no sparse kernels; the dense FFN computes the same model */
-        hc_warn("%s; running the dense FFN%s", err, idx ? " (GPU index not used)" : "");
-        return NULL;
-    }
-    hc_sparse_params sp = { .threshold = o->have_threshold ? o->threshold : predictors ? m->hp.sparse_threshold : 0.0f,
-                            .use_predictor = 1, .check = o->verbose };
-    double t0 = hc_now();
-    o->ffn = hc_sparse_new(m, &sp, err, sizeof err);
-    if (!o->ffn) hc_die("%s", err);
-    fprintf(stderr, "sparse: %s, threshold %g%s (%.2f ms to prepare the down rows)\n",
-            predictors ? "neurons chosen by the predictor" : m->hp.act == HC_ACT_RELU ? "ReLU skips inactive neurons"
-                                                                                      : "SiLU: skips |silu(gate)| < threshold",
-            sp.threshold, predictors ? " on fc2 · relu(fc1 · x)" : "", (hc_now() - t0) * 1e3);
-    if (!idx) return NULL;
-    hc_gpuidx *g = hc_gpuidx_load(idx, m->hp.n_layer, m->hp.n_ff, err, sizeof err);
-    if (!g) hc_die("%s", err);
-    char sz[2][32];
-    if (o->have_budget && o->vram_budget < g->vram_capacity) {
-        /* PowerInfer treats such an index as stale */
-        hc_warn("%s: made for %s of device memory (split.vram_capacity), more than --vram-budget %s; running on the "
-                "CPU only", idx, hc_format_size(g->vram_capacity, sz[0], sizeof sz[0]),
-                hc_format_size(o->vram_budget, sz[1], sizeof sz[1]));
-        hc_gpuidx_free(g);
-        return NULL;
-    }
-    hc_cl *cl = hc_hybrid_setup(o->ffn, m, g, o->have_budget ? o->vram_budget : 0, err, sizeof err);
-    if (!cl) {
-        hc_warn("%s: %s; running on the CPU only", idx, err);
-    } else {
-        long hot = 0;
-        for (int l = 0; l < m->hp.n_layer; l++) hot += g->n_gpu[l];
-        fprintf(stderr, "opencl: platform '%s', device '%s'%s\n", hc_cl_platform(cl), hc_cl_device(cl),
-                hc_cl_is_gpu(cl) ? "" : " (a CPU device: the 'device' share runs on this machine's cores)");
-        fprintf(stderr, "hybrid: %s: %ld of %ld neurons on the device (%s)\n", idx, hot,
-                (long)m->hp.n_layer * m->hp.n_ff, hc_format_size(hc_hybrid_bytes(m, o->ffn, g), sz[0], sizeof sz[0]));
-    }
-    hc_gpuidx_free(g);
-    return cl;
+    const hc_hparams *hp = &m->hp;
+    char sz[32];
+    fprintf(stderr, "model: %d layers, n_embd %d, n_ff %d, heads %d/%d, vocab %d, context_length %d, %s FFN%s\n",
+            hp->n_layer, hp->n_embd, hp->n_ff, hp->n_head, hp->n_head_kv, hp->n_vocab, hp->n_ctx_train,
+            hp->act == HC_ACT_RELU ? "ReLU" : "SwiGLU",
+            m->layers[0].ffn_down_t.kind != HC_WEIGHT_NONE ? " (PowerInfer down_t)" : "");
+    uint64_t tb = hc_model_token_bytes(m);
+    fprintf(stderr, "weights read per token: %llu bytes (%s); kernels: %s; threads: %d\n",
+            (unsigned long long)tb, hc_format_size(tb, sz, sizeof sz), hc_kernel_isa(), o->threads);
 }
 
 int main(int argc, char **argv)
@@ -325,24 +271,13 @@ int main(int argc, char **argv)
     hc_tokenizer *tok = hc_model_tokenizer(m, err, sizeof err);
     if (!tok) hc_die("%s", err);   /* err names the file, once */
     fprintf(stderr, "load:       %.2f ms\n", (hc_now() - t0) * 1e3);
-    if (o.verbose) {
-        const hc_hparams *hp = &m->hp;
-        char sz[32];
-        fprintf(stderr, "model: %d layers, n_embd %d, n_ff %d, heads %d/%d, vocab %d, context_length %d, %s FFN%s\n",
-                hp->n_layer, hp->n_embd, hp->n_ff, hp->n_head, hp->n_head_kv, hp->n_vocab, hp->n_ctx_train,
-                hp->act == HC_ACT_RELU ? "ReLU" : "SwiGLU",
-                m->layers[0].ffn_down_t.kind != HC_WEIGHT_NONE ? " (PowerInfer down_t)" : "");
-        uint64_t tb = hc_model_token_bytes(m);
-        fprintf(stderr, "weights read per token: %llu bytes (%s); kernels: %s; threads: %d\n",
-                (unsigned long long)tb, hc_format_size(tb, sz, sizeof sz), hc_kernel_isa(), o.threads);
-    }
-    hc_cl *cl = setup_sparse(m, &o);
-    if (o.ppl_file) perplexity(m, tok, &o);
-    else generate(m, tok, &o);
-    if (o.ffn) hc_sparse_report(o.ffn, stderr, o.verbose);
-    else if (o.verbose) fprintf(stderr, "dense: FFN time %.2f ms\n", dense_ffn_s * 1e3);
-    hc_sparse_free(o.ffn);
-    hc_cl_free(cl);
+    if (o.verbose) print_model(m, &o);
+    hc_ffn *ffn = hc_ffn_setup(m, &o.fo, stderr, err, sizeof err);
+    if (!ffn) hc_die("%s", err);
+    if (o.ppl_file) perplexity(m, tok, &o, ffn);
+    else generate(m, tok, &o, ffn);
+    hc_ffn_report(ffn, stderr);
+    hc_ffn_free(ffn);
     hc_tokenizer_free(tok);
     hc_model_free(m);
     return 0;

@@ -1,6 +1,6 @@
 /* Hybrid setup: put the hot neurons of a .gpuidx on an OpenCL device.
  *
- * As PowerInfer's loader (powerinfer.md §3.3): the rows gpu_bucket of
+ * As PowerInfer's loader (docs/formats.md, ".gpuidx"): the rows gpu_bucket of
  * ffn_gate, ffn_up and the down rows (ffn_down_t) of each layer are gathered
  * into compact device buffers in their stored type. Attention and the other
  * dense tensors stay on the CPU, so the whole budget goes to FFN neurons.

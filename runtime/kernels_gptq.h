@@ -1,7 +1,7 @@
 /* INT4-GPTQ weights in the runtime (kind HC_WEIGHT_GPTQ of weight.h).
  *
  * The file layout (HF/AutoGPTQ qweight/scales/qzeros/g_idx, see
- * README.md, "INT4-GPTQ") is repacked once at load into rows: each output
+ * docs/formats.md, "INT4-GPTQ tensors") is repacked once at load into rows: each output
  * row holds its codes in input order, 32 codes per 16 bytes in ggml's Q4
  * nibble order (byte j: code j low, code j+16 high), the row padded with
  * zero codes to a multiple of 32; and per group {scale, -scale*zero} as f32.

@@ -57,17 +57,43 @@ static int get_f32(loader *L, const char *key, int required, float *out)
     return rc ? key_error(L, key, rc, "f32") : 0;
 }
 
+/* The model families (model.h, "Model families"): general.architecture and
+ * the seam's values. A new family adds a row, and the compiler then names
+ * every switch its new enum values must reach. */
+static const struct family {
+    const char *arch;
+    int norm, pos, rope_scaling, ffn_kind, residual;
+} families[] = {
+    { "llama", HC_NORM_RMS, HC_POS_ROPE, HC_ROPE_SCALING_NONE, HC_FFN_GATED, HC_RESIDUAL_SEQUENTIAL },
+};
+
+static int load_family(loader *L)
+{
+    hc_hparams *hp = &L->m->hp;
+    char *s = NULL;
+    int rc = gguf_get_str(L->m->file, "general.architecture", &s);
+    if (rc) return key_error(L, "general.architecture", rc, "string");
+    const struct family *fam = NULL;
+    for (size_t i = 0; i < sizeof families / sizeof *families; i++)
+        if (strcmp(s, families[i].arch) == 0) fam = &families[i];
+    if (!fam) fail(L, "unsupported architecture '%s' (hc-run runs llama)", s);
+    free(s);
+    if (!fam) return -1;
+    hp->norm = fam->norm;
+    hp->pos = fam->pos;
+    hp->rope_scaling = fam->rope_scaling;
+    hp->ffn_kind = fam->ffn_kind;
+    hp->residual = fam->residual;
+    return 0;
+}
+
 static int load_hparams(loader *L)
 {
     hc_hparams *hp = &L->m->hp;
     gguf_file *f = L->m->file;
     char *s = NULL;
-    int rc = gguf_get_str(f, "general.architecture", &s);
-    if (rc) return key_error(L, "general.architecture", rc, "string");
-    int ok = strcmp(s, "llama") == 0;
-    if (!ok) fail(L, "unsupported architecture '%s' (hc-run runs llama)", s);
-    free(s);
-    if (!ok) return -1;
+    int rc, ok;
+    if (load_family(L)) return -1;
 
     hp->rope_base = 10000.0f;
     hp->act = HC_ACT_SILU;

@@ -1,6 +1,6 @@
-/* LLaMA-family model (GGUF, mmap) and its evaluation context.
+/* The model (GGUF, mmap) and its evaluation context: the runtime's API.
  *
- * Loading follows llama.cpp (../shared/reference/gguf-ggml.md §1.7-1.8):
+ * Loading follows llama.cpp (docs/formats.md, "Model files"):
  * u32/f32 keys checked by type, rope.freq_base default 10000, head_count_kv
  * default head_count, output.weight optional (tied to token_embd). The string
  * KV `hotcold.ffn_activation` = "relu" | "silu" (default silu) selects the
@@ -8,15 +8,43 @@
  * {n_embd, n_ff} instead of ffn_down and may carry the predictor
  * blk.N.fc1.weight {n_embd, r} / blk.N.fc2.weight {r, n_ff}.
  *
- * Forward pass as llama2.c run.c (§4.2): RMSNorm, RoPE on adjacent pairs,
+ * Forward pass as llama2.c run.c (docs/design/runtime.md, "Numerics"): RMSNorm, RoPE on adjacent pairs,
  * grouped-query attention with an f32 KV cache, SwiGLU (or ReLU-gated) FFN.
+ *
+ * Model families. What differs between families is data in hc_hparams (the
+ * enums below, one value per variant) read by a few small functions; the
+ * layer (hc_layer_forward) and the kernels stay the same. LLaMA is the only
+ * family today; a new one adds a row to the family table of model.c (its
+ * architecture name and seam values), its keys and optional tensors to the
+ * loader and hc_layer, and, for a new variant, an enum value and a case in
+ * each function it reaches: each is a switch on the enum, so -Wswitch names
+ * every one that lacks the new value.
+ *  - norm (enum hc_norm): forward.c norm_rows. RMSNorm (LLaMA); LayerNorm
+ *    with a bias adds the bias vectors next to attn_norm/ffn_norm.
+ *  - attention: grouped-query by n_head_kv (multi-query is n_head_kv = 1);
+ *    q/k/v/o biases are optional hc_layer vectors added after their products
+ *    in forward.c attention().
+ *  - position (enum hc_pos): forward.c positions(). RoPE on adjacent pairs,
+ *    with the frequencies made once by rope_freqs(), where rope scaling
+ *    (enum hc_rope_scaling: linear, llama3) changes them; learned absolute
+ *    positions add a row of a position table in hc_embed instead.
+ *  - FFN (enum hc_ffn_kind): dense.c hc_ffn_dense. Gated
+ *    down(act(gate)·up) (LLaMA); symmetric down(act(gate)·act(up)) and
+ *    sequential down(act(up)) (no gate) change which rows are products and
+ *    what a neuron's activation is. The sparse FFN (sparse.c) must refuse a
+ *    kind it does not implement (hc_sparse_check).
+ *  - residual (enum hc_residual): forward.c hc_layer_forward. Sequential
+ *    x += attn(norm(x)); x += ffn(norm(x)) (LLaMA); parallel feeds both
+ *    blocks the same x and adds both outputs.
  *
  * Extension points (used by GPTQ, the profiler, predictors, hybrid):
  *  - hc_layer: every weight is an hc_weight a caller may replace;
- *  - hc_embed / hc_layer_forward / hc_output: run the network piece by piece;
- *  - ctx->hook: called with each linear layer's input, B rows at a time;
- *  - ctx->ffn: replaces a layer's FFN; hc_ffn_dense / hc_ffn_partial compute
- *    all neurons or a subset (hot/cold split). */
+ *  - hc_embed / hc_layer_forward / hc_ffn_forward / hc_output: run the
+ *    network piece by piece;
+ *  - hc_ctx_params.hook: called with each linear layer's input, B rows at a
+ *    time, by the context (an FFN never calls it);
+ *  - hc_ctx_params.ffn: replaces every layer's FFN (the sparse/hybrid FFN of
+ *    sparse.h; ffn_setup.h chooses one as hc-run does). */
 #ifndef HC_MODEL_H
 #define HC_MODEL_H
 
@@ -28,6 +56,12 @@
 #include "weight.h"
 
 enum hc_act { HC_ACT_SILU = 0, HC_ACT_RELU = 1 };
+/* The family seam (see "Model families" above): one value each today. */
+enum hc_norm { HC_NORM_RMS = 0 };                    /* next: LayerNorm with bias */
+enum hc_pos { HC_POS_ROPE = 0 };                     /* next: learned absolute */
+enum hc_rope_scaling { HC_ROPE_SCALING_NONE = 0 };   /* next: linear, llama3 */
+enum hc_ffn_kind { HC_FFN_GATED = 0 };               /* next: symmetric, sequential */
+enum hc_residual { HC_RESIDUAL_SEQUENTIAL = 0 };     /* next: parallel */
 
 typedef struct {
     int n_vocab, n_embd, n_layer, n_ff;
@@ -36,6 +70,12 @@ typedef struct {
     float rms_eps, rope_base;
     int act;                           /* enum hc_act */
     float sparse_threshold;            /* powerinfer.sparse_threshold (0 if absent) */
+    /* the family: set by the loader from general.architecture */
+    int norm;                          /* enum hc_norm */
+    int pos;                           /* enum hc_pos */
+    int rope_scaling;                  /* enum hc_rope_scaling */
+    int ffn_kind;                      /* enum hc_ffn_kind */
+    int residual;                      /* enum hc_residual */
 } hc_hparams;
 
 typedef struct {
@@ -88,63 +128,52 @@ typedef void (*hc_hook_fn)(void *user, int layer, int point, const float *x, int
 typedef struct hc_ctx hc_ctx;
 /* A replacement FFN for every layer: out[B][n_embd] = FFN(x_norm) (set, not
  * added; the caller adds the residual). ffn_inp is the un-normalized input
- * (predictors read it). It is then responsible for HC_HOOK_FFN_ACT. */
+ * (predictors read it). h is NULL, or (when the context has a hook)
+ * [B][n_ff] to receive act(gate)·up of every neuron, 0 for a neuron the FFN
+ * skips: the context then calls HC_HOOK_FFN_ACT with it. Scratch of its own
+ * through hc_ctx_ffn_scratch (forward.h). */
 typedef void (*hc_ffn_fn)(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
-                          const float *x_norm, int B, float *out);
+                          const float *x_norm, int B, float *out, float *h);
 
 typedef struct {
     int n_ctx;       /* KV cache positions; 0: min(context_length, 2048) */
     int n_batch;     /* most tokens per forward step; 0: min(n_ctx, 512) */
     int n_threads;   /* 0: 1 */
+    hc_hook_fn hook;  void *hook_user;   /* NULL: no hooks */
+    hc_ffn_fn ffn;    void *ffn_user;    /* NULL: the dense FFN (hc_ffn_dense) */
 } hc_ctx_params;
-
-struct hc_ctx {
-    const hc_model *model;
-    hc_pool *pool;
-    int n_ctx, n_batch;
-    /* set by callers, NULL by default */
-    hc_hook_fn hook;  void *hook_user;
-    hc_ffn_fn ffn;    void *ffn_user;
-    /* internal state */
-    float *k_cache, *v_cache;   /* [n_layer][n_ctx][n_head_kv*head_dim] */
-    float *x, *xn, *tmp, *part; /* [n_batch][n_embd] */
-    float *q, *att;             /* [n_batch][n_head*head_dim] */
-    float *gate, *up;           /* [n_batch][n_ff] */
-    float *scores;              /* [n_threads][n_ctx] */
-    float *rope_freq;           /* [head_dim/2] */
-    void *acts, *acts2;         /* prepared activations, [n_batch] each */
-    size_t act_stride;          /* bytes per prepared vector */
-    int cur_pos0;               /* first position of the rows being computed */
-    char err[256];
-};
 
 /* NULL + message in err (too large a context, out of memory). */
 hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t errlen);
 void hc_ctx_free(hc_ctx *ctx);
+const hc_model *hc_ctx_model(const hc_ctx *ctx);
+int hc_ctx_n_batch(const hc_ctx *ctx);
+/* The context's threads, for a hook that wants to run work on them. */
+hc_pool *hc_ctx_pool(hc_ctx *ctx);
+/* Why the last hc_eval failed. */
+const char *hc_ctx_error(const hc_ctx *ctx);
 
 enum hc_logits { HC_LOGITS_NONE, HC_LOGITS_LAST, HC_LOGITS_ALL };
 /* Evaluate tokens at positions pos0 .. pos0+n_tokens-1 (the cache must hold
  * 0 .. pos0-1), in batches of at most n_batch with causal attention.
  * logits: n_vocab floats (LAST) or n_tokens*n_vocab (ALL). 0, or -1 with the
- * reason in ctx->err (position past n_ctx, token id out of range). */
+ * reason in hc_ctx_error (position past n_ctx, token id out of range). */
 int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *logits, int which);
 
-/* The pieces of hc_eval, for B <= n_batch rows (tokens must be valid). */
+/* The pieces of hc_eval, for B <= n_batch rows (tokens must be valid), in
+ * the order they run. */
 void hc_embed(hc_ctx *ctx, const int32_t *tokens, int B, float *x);        /* x[B][n_embd] */
 void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0);  /* in place */
+/* The context's FFN of one layer (params.ffn, or the dense FFN) for rows at
+ * positions pos0..: out[B][n_embd] = FFN(x_norm), then HC_HOOK_FFN_ACT. */
+void hc_ffn_forward(hc_ctx *ctx, int layer, const float *ffn_inp, const float *x_norm, int B, int pos0, float *out);
 void hc_output(hc_ctx *ctx, const float *x, int B, float *logits);         /* norm + classifier */
 
 /* y[B][w->rows] = w · x[B][w->n], threads split over rows. */
 void hc_ctx_matvec(hc_ctx *ctx, const hc_weight *w, const float *x, int B, float *y);
 
-/* The dense FFN of a layer (the default when ctx->ffn is NULL): out = FFN(x_norm). */
-void hc_ffn_dense(hc_ctx *ctx, int layer, const float *x_norm, int B, float *out);
-/* FFN restricted to neurons idx[0..k) (any order, no duplicates):
- * out_accum[B][n_embd] += Σ_{j in idx} down[:, j] · h_j. With ffn_down_t the
- * down step is one row AXPY per neuron; with ffn_down it scatters h into a
- * zeroed vector and runs the dense down product. If h is not NULL it
- * receives h[B][k]. Threads split over neurons for gate/up, over outputs for down. */
-void hc_ffn_partial(hc_ctx *ctx, int layer, const float *x_norm, int B,
-                    const int32_t *idx, int k, float *out_accum, float *h);
+/* The dense FFN of a layer (the default when params.ffn is NULL), an
+ * hc_ffn_fn without user: out = FFN(x_norm); h as for hc_ffn_fn. */
+void hc_ffn_dense(hc_ctx *ctx, int layer, const float *x_norm, int B, float *out, float *h);
 
 #endif

@@ -1,4 +1,6 @@
-/* The sparse / hybrid FFN (see sparse.h). */
+/* The sparse / hybrid FFN (see sparse.h): the down rows, then the one
+ * hot/cold path (the CPU's share of a layer's neurons, the device's share),
+ * the FFN itself, setup and reporting. */
 #include "sparse.h"
 
 #include <math.h>
@@ -6,7 +8,116 @@
 #include <string.h>
 #include "cli.h"
 #include "forward.h"
+#include "ggml_types.h"
 #include "kernels.h"
+#include "quants.h"
+
+/* ------------------------------------------------------------ down rows */
+
+/* Down rows: the down projection as one contiguous row of n_embd per
+ * neuron, so that skipping a neuron skips its bytes (PowerInfer's ffn_down_t).
+ *
+ * A PWRI file's ffn_down_t is used as it is. Otherwise ffn_down {n_ff, n_embd}
+ * is transposed at load: F32, F16 and BF16 element by element (exact, same
+ * type). Q8_0 and Q4_0 blocks run along n_ff and cannot be moved: their
+ * values are dequantized (exact in f32) and each neuron's row is quantized
+ * again to Q8_0 with ggml's reference quantizer (quants.h). Q8_0 rather than
+ * Q4_0 for both because a second 4-bit rounding would double the error of the
+ * first one; re-rounding to 8 bits adds at most half a step of 1/127 of each
+ * 32-block's largest value. Rows of n_embd not a multiple of 32 stay F32. */
+
+/* The down projection of a layer must be ggml rows (checked for all layers
+ * before anything is made). */
+static int check_down(const hc_model *m, int layer, char *err, size_t errlen)
+{
+    const hc_layer *ly = &m->layers[layer];
+    int t = ly->ffn_down_t.kind != HC_WEIGHT_NONE;
+    const hc_weight *w = t ? &ly->ffn_down_t : &ly->ffn_down;
+    if (w->kind == HC_WEIGHT_GGML) return 0;
+    snprintf(err, errlen, "%s: blk.%d.%s.weight is %s; the sparse FFN needs ggml rows for the down projection%s",
+             m->path, layer, t ? "ffn_down_t" : "ffn_down",
+             w->kind == HC_WEIGHT_GPTQ ? "INT4-GPTQ" : "not stored as ggml rows",
+             w->kind == HC_WEIGHT_GPTQ ? " (no GPTQ sparse kernels)" : "");
+    return -1;
+}
+
+int hc_sparse_check(const hc_model *m, char *err, size_t errlen)
+{
+    switch ((enum hc_ffn_kind)m->hp.ffn_kind) {
+    case HC_FFN_GATED:   /* cpu_part and the device kernels compute act(gate)·up */
+        break;
+    }
+    for (int l = 0; l < m->hp.n_layer; l++)
+        if (check_down(m, l, err, errlen)) return -1;
+    return 0;
+}
+
+/* Down rows for one layer: ffn_down_t, or a transpose of ffn_down in *owned
+ * (free it). 0 or -1 with err. */
+static int down_rows(const hc_model *m, int layer, hc_weight *out, void **owned, char *err, size_t errlen)
+{
+    const hc_layer *ly = &m->layers[layer];
+    int E = m->hp.n_embd, F = m->hp.n_ff;
+    *owned = NULL;
+    if (check_down(m, layer, err, errlen)) return -1;
+    if (ly->ffn_down_t.kind != HC_WEIGHT_NONE) {
+        *out = ly->ffn_down_t;
+        return 0;
+    }
+    const hc_weight *w = &ly->ffn_down;
+    uint32_t type = w->type;
+    int quant = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0;
+    if (quant) type = E % QK8_0 ? GGML_TYPE_F32 : GGML_TYPE_Q8_0;
+    size_t rb = ggml_row_size(type, E);
+    char *dst = malloc(rb * (size_t)F);
+    float *col = quant ? malloc(sizeof(float) * (size_t)E * F) : NULL;
+    if (!dst || (quant && !col)) {
+        free(dst);
+        free(col);
+        snprintf(err, errlen, "%s: out of memory transposing blk.%d.ffn_down.weight", m->path, layer);
+        return -1;
+    }
+    if (quant) {
+        /* col[e * F + j] = down[e][j]; then neuron j's row is col[. * F + j]. */
+        for (int e = 0; e < E; e++) hc_weight_row(w, e, col + (size_t)e * F);
+        float *row = malloc(sizeof(float) * (size_t)E);
+        if (!row) {
+            free(dst);
+            free(col);
+            snprintf(err, errlen, "%s: out of memory", m->path);
+            return -1;
+        }
+        for (int j = 0; j < F; j++) {
+            for (int e = 0; e < E; e++) row[e] = col[(size_t)e * F + j];
+            if (type == GGML_TYPE_Q8_0) quantize_row_q8_0_ref(row, (block_q8_0 *)(dst + (size_t)j * rb), E);
+            else memcpy(dst + (size_t)j * rb, row, rb);
+        }
+        free(row);
+        free(col);
+    } else {
+        /* F32: 4-byte elements; F16, BF16: 2-byte elements (bit copies), in
+         * 64 x 64 blocks so that both sides stay in cache. */
+        enum { TB = 64 };
+        for (int e0 = 0; e0 < E; e0 += TB)
+            for (int j0 = 0; j0 < F; j0 += TB) {
+                int e1 = e0 + TB < E ? e0 + TB : E, j1 = j0 + TB < F ? j0 + TB : F;
+                for (int e = e0; e < e1; e++) {
+                    if (type == GGML_TYPE_F32) {
+                        const uint32_t *src = (const uint32_t *)w->data + (size_t)e * F;
+                        for (int j = j0; j < j1; j++) ((uint32_t *)dst)[(size_t)j * E + e] = src[j];
+                    } else {
+                        const uint16_t *src = (const uint16_t *)w->data + (size_t)e * F;
+                        for (int j = j0; j < j1; j++) ((uint16_t *)dst)[(size_t)j * E + e] = src[j];
+                    }
+                }
+            }
+    }
+    *out = (hc_weight){ .kind = HC_WEIGHT_GGML, .type = type, .data = dst, .n = E, .rows = F };
+    *owned = dst;
+    return 0;
+}
+
+/* ------------------------------------------------------------ state */
 
 /* "Truly active" for the recall check, as hc-profile counts: |h| > 0 for
  * ReLU, |h| > 0.01 for SiLU (whose h is almost never exactly 0). */
@@ -35,7 +146,7 @@ struct hc_sparse {
     float *ones;             /* [F] */
     uint8_t *mask;           /* [B][k_max] device candidates */
     float *ydev, *hdev;      /* [B][E], [B][k_max] */
-    float *pred, *hidden, *hfull, *truth;   /* [B][F], [B][r], [B][F], [B][F] */
+    float *pred, *hidden, *upfull, *truth;  /* [B][F], [B][r], [B][F], [B][F] */
     int cap_b;               /* rows the [B] buffers hold (0: regrow) */
     double t_ffn, t_cpu, t_dev, t_wait;
     char dev_err[300];
@@ -46,9 +157,9 @@ struct hc_sparse {
 typedef struct {
     int B;
     const float *pred;       /* [B][F] predictor output or NULL */
-    const void *act_g, *act_u;   /* B prepared rows, ctx->act_stride apart */
+    const void *act_g, *act_u;   /* B prepared rows, hc_ctx_act_stride apart */
     float *out;              /* [B][E] += */
-    float *hfull;            /* [B][F] h of every neuron (hook) or NULL */
+    float *hfull;            /* [B][F] h of every neuron (the context's hook) or NULL */
 } rows_in;
 
 static int is_candidate(const hc_sparse *s, const float *pred, int b, int j)
@@ -65,15 +176,15 @@ static int is_candidate(const hc_sparse *s, const float *pred, int b, int j)
  * not keep the neuron, and the down step skips zero h. Every value and every
  * sum is the one computing the row alone would give (same rows, same order:
  * the union is ascending like each row's own list), so B rows at once give
- * the bits of B single tokens, and B = 1 is the generation path. ctx->gate and
- * ctx->up ([n_batch][F], unused by a replacement FFN) hold gate/h and up. */
+ * the bits of B single tokens, and B = 1 is the generation path. The FFN's
+ * scratch (hc_ctx_ffn_scratch) holds gate/h and up. */
 static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, int n, const rows_in *in)
 {
     const hc_layer *ly = &s->m->layers[layer];
     layer_state *L = &s->L[layer];
     int F = s->F, B = in->B;
     size_t sF = (size_t)F;
-    float *G = ctx->gate, *U = ctx->up;
+    float *G = hc_ctx_ffn_scratch(ctx, 0), *U = hc_ctx_ffn_scratch(ctx, 1);
     int k = 0;
     const int32_t *cand = s->cand;
     if (!idx && !in->pred && B > 1) {
@@ -159,7 +270,7 @@ static int grow_rows(hc_sparse *s, int B)
 {
     if (B <= s->cap_b) return 0;
     size_t bf = sizeof(float) * (size_t)B * (size_t)s->F, kb = (size_t)B * (size_t)(s->k_max ? s->k_max : 1);
-    void **bufs[7] = { (void **)&s->pred, (void **)&s->hidden, (void **)&s->hfull, (void **)&s->truth,
+    void **bufs[7] = { (void **)&s->pred, (void **)&s->hidden, (void **)&s->upfull, (void **)&s->truth,
                        (void **)&s->ydev, (void **)&s->mask, (void **)&s->hdev };
     size_t sizes[7] = { bf, sizeof(float) * (size_t)B * (size_t)(s->r_max ? s->r_max : 1), bf, bf,
                         sizeof(float) * (size_t)B * (size_t)s->E, kb, sizeof(float) * kb };
@@ -180,8 +291,8 @@ static void true_active(hc_sparse *s, hc_ctx *ctx, int layer, const float *x_nor
     const hc_layer *ly = &s->m->layers[layer];
     size_t n = (size_t)B * (size_t)s->F;
     hc_ctx_matvec(ctx, &ly->ffn_gate, x_norm, B, s->truth);
-    hc_ctx_matvec(ctx, &ly->ffn_up, x_norm, B, s->hfull);
-    hc_ffn_act(s->m->hp.act, s->truth, s->hfull, (int)n);
+    hc_ctx_matvec(ctx, &ly->ffn_up, x_norm, B, s->upfull);
+    hc_ffn_act(s->m->hp.act, s->truth, s->upfull, (int)n);
     float cut = s->m->hp.act == HC_ACT_RELU ? 0.0f : SILU_ACTIVE;
     for (size_t i = 0; i < n; i++) s->truth[i] = fabsf(s->truth[i]) > cut;
 }
@@ -189,15 +300,16 @@ static void true_active(hc_sparse *s, hc_ctx *ctx, int layer, const float *x_nor
 /* All B rows (a prompt batch, or one generated token) in one pass: the device
  * is given its rows first and only waited for at the end, after the CPU has
  * computed the cold neurons of every row. */
-static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp, const float *x_norm, int B, float *out)
+static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp, const float *x_norm, int B, float *out,
+                       float *h)
 {
     hc_sparse *s = user;
     const hc_layer *ly = &s->m->layers[layer];
     layer_state *L = &s->L[layer];
     int E = s->E, F = s->F;
-    if (grow_rows(s, B)) {   /* no error path through ctx->ffn: the dense FFN is exact */
+    if (grow_rows(s, B)) {   /* no error path through an hc_ffn_fn: the dense FFN is exact */
         hc_warn("out of memory for the sparse FFN of %d rows; this step runs dense", B);
-        hc_ffn_dense(ctx, layer, x_norm, B, out);
+        hc_ffn_dense(ctx, layer, x_norm, B, out, h);
         return;
     }
     double t_start = hc_now(), t0 = t_start;
@@ -209,16 +321,16 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
     }
     void *ag, *au;
     hc_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
-    if (ctx->hook) memset(s->hfull, 0, sizeof(float) * (size_t)B * F);
+    if (h) memset(h, 0, sizeof(float) * (size_t)B * F);
     memset(out, 0, sizeof(float) * (size_t)B * E);
-    rows_in in = { B, s->predictor ? s->pred : NULL, ag, au, out, ctx->hook ? s->hfull : NULL };
+    rows_in in = { B, s->predictor ? s->pred : NULL, ag, au, out, h };
 
     int on_dev = L->dev && !s->dev_err[0];
     if (on_dev) {
         int k = L->n_hot;
         for (int b = 0; b < B; b++)
             for (int r = 0; r < k; r++) s->mask[(size_t)b * k + r] = (uint8_t)is_candidate(s, in.pred, b, L->hot[r]);
-        if (hc_cl_layer_start(L->dev, ag, ctx->act_stride, B, s->mask, s->m->hp.act, s->t_act, s->dev_err,
+        if (hc_cl_layer_start(L->dev, ag, hc_ctx_act_stride(ctx), B, s->mask, s->m->hp.act, s->t_act, s->dev_err,
                               sizeof s->dev_err)) {
             hc_warn("%s; the CPU computes every neuron from now on", s->dev_err);
             on_dev = 0;
@@ -234,7 +346,6 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
         for (size_t i = 0; i < (size_t)B * F; i++) L->st.predicted += in.pred[i] >= s->p.threshold;
     if (s->p.check)
         for (size_t i = 0; i < (size_t)B * F; i++) L->st.truth += s->truth[i] != 0.0f;
-    if (ctx->hook) hc_hook_call(ctx, layer, HC_HOOK_FFN_ACT, s->hfull, B, F, ctx->cur_pos0);
     s->t_ffn += hc_now() - t_start;
 }
 
@@ -263,7 +374,7 @@ hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err
     if (!s->L || !s->cand || !s->uni || !s->ones) goto oom;
     for (int j = 0; j < s->F; j++) s->ones[j] = 1.0f;
     for (int l = 0; l < hp->n_layer; l++)
-        if (hc_sparse_down_rows(m, l, &s->L[l].down, &s->L[l].down_owned, err, errlen)) {
+        if (down_rows(m, l, &s->L[l].down, &s->L[l].down_owned, err, errlen)) {
             hc_sparse_free(s);
             return NULL;
         }
@@ -283,7 +394,7 @@ void hc_sparse_free(hc_sparse *s)
         free(s->L[l].hot);
         hc_cl_layer_free(s->L[l].dev);
     }
-    void *bufs[] = { s->L, s->cand, s->uni, s->ones, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->hfull,
+    void *bufs[] = { s->L, s->cand, s->uni, s->ones, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->upfull,
                      s->truth };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(s);
@@ -328,10 +439,10 @@ int hc_sparse_set_hot(hc_sparse *s, int layer, const int32_t *bucket, int k, hc_
     return 0;
 }
 
-void hc_sparse_attach(hc_sparse *s, hc_ctx *ctx)
+void hc_sparse_attach(hc_sparse *s, hc_ctx_params *p)
 {
-    ctx->ffn = sparse_ffn;
-    ctx->ffn_user = s;
+    p->ffn = sparse_ffn;
+    p->ffn_user = s;
 }
 
 /* ------------------------------------------------------------ reporting */

@@ -1,4 +1,4 @@
-/* The sparse FFN: a ctx->ffn that computes only the neurons that matter,
+/* The sparse FFN: an hc_ffn_fn (hc_ctx_params.ffn) that computes only the neurons that matter,
  * optionally with a layer's hot neurons on an OpenCL device (hybrid).
  *
  * Which neurons are computed, per token:
@@ -9,7 +9,7 @@
  *    with t_act = 0 (a ReLU zero still skips its up and down rows: exact).
  *  - otherwise every neuron is a candidate and t_act = threshold.
  * For a candidate the gate row is computed, a = act(gate·x); the up row and
- * the down row (ffn_down_t, sparse_down.c) only when a != 0 and |a| >= t_act.
+ * the down row (ffn_down_t, or ffn_down made into rows: sparse.c) only when a != 0 and |a| >= t_act.
  * ReLU with threshold 0 is exact; SiLU with threshold T > 0 is an
  * approximation that saves the up and down rows of neurons with
  * |silu(gate)| < T (the gate must be computed for every neuron to know).
@@ -56,8 +56,8 @@ const hc_weight *hc_sparse_down(const hc_sparse *s, int layer);
  * sparse FFN owns dev from now on. The CPU computes the others; k = 0 (dev
  * NULL) puts the layer back on the CPU. 0 or -1 (out of memory). */
 int hc_sparse_set_hot(hc_sparse *s, int layer, const int32_t *bucket, int k, hc_cl_layer *dev);
-/* Route ctx's FFN through s (ctx->ffn / ffn_user). */
-void hc_sparse_attach(hc_sparse *s, hc_ctx *ctx);
+/* Make the contexts created with p run s as their FFN (p->ffn / ffn_user). */
+void hc_sparse_attach(hc_sparse *s, hc_ctx_params *p);
 
 typedef struct {
     uint64_t tokens;          /* token-layer evaluations */
@@ -75,8 +75,5 @@ const char *hc_sparse_device_error(const hc_sparse *s);
  * check), FFN wall time, CPU time, device time and share; per_layer adds a
  * line per layer. */
 void hc_sparse_report(const hc_sparse *s, FILE *f, int per_layer);
-/* Down rows for one layer (sparse_down.c): ffn_down_t, or a transpose of
- * ffn_down in *owned (free it). 0 or -1 with err. */
-int hc_sparse_down_rows(const hc_model *m, int layer, hc_weight *out, void **owned, char *err, size_t errlen);
 
 #endif

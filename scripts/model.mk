@@ -2,6 +2,7 @@
 # Included by the top Makefile; also usable alone: make -f scripts/model.mk model SRC=... HC_BIN=bin
 #
 #   make model SRC=SOURCE CORPUS=TEXT [QUANT=Q4_0] [BUDGET=4GiB] [OUT=build/model] [SHARDS=N] [THREADS=N]
+#              [LAUNCH=local|slurm] [SBATCH_OPTS="--partition=... --time=..."]
 #
 # SRC: synth (hc-convert synth $(SYNTH_FLAGS)), a .gguf (used as is), a Hugging Face
 # directory (hc-convert hf), or a llama2.c checkpoint (hc-convert llama2c, with
@@ -16,12 +17,16 @@
 # only hc-solve, a new or edited CORPUS re-runs hc-profile and hc-solve, a new QUANT
 # re-runs quantize, profile and solve. With make -j the shards are profiled in
 # parallel; merging them gives the same bytes as one run, so SHARDS is not a stamp.
+# LAUNCH=slurm profiles the shards as a Slurm job array and merges them in a Slurm
+# job (scripts/slurm-profile.sh, docs/slurm.md); it waits for them, and a rerun
+# submits only the shards whose files are missing.
 #
 #   make gpuidx-check [GPUIDX_MANIFEST=models/gpuidx.manifest]   (CI)
 #   make gpuidx-update
 # regenerate every .gpuidx of the manifest with hc-solve; check fails naming each
 # file that differs and its first differing byte; update rewrites them.
 
+m_dir       := $(dir $(lastword $(MAKEFILE_LIST)))
 BIN         ?= bin
 HC_BIN      ?= $(BIN)
 HC_CONVERT  ?= $(HC_BIN)/hc-convert
@@ -33,6 +38,8 @@ OUT           ?= build/model
 QUANT         ?= Q4_0
 BUDGET        ?= 4GiB
 SHARDS        ?= 1
+LAUNCH        ?= local
+SBATCH_OPTS   ?=
 THREADS       ?=
 CORPUS        ?=
 TOKENIZER     ?= $(dir $(SRC))tokenizer.bin
@@ -52,6 +59,7 @@ ifneq ($(filter-out model-clean,$(MODEL_GOALS)),)
   $(if $(CORPUS),,$(error make model: CORPUS=TEXT_FILE is required (profiling corpus)))
   $(if $(wildcard $(CORPUS)),,$(error make model: CORPUS=$(CORPUS): no such file))
   $(if $(filter-out 0,$(shell test '$(SHARDS)' -ge 1 2>/dev/null && echo 1 || echo 0)),,$(error make model: SHARDS=$(SHARDS) is not a positive integer))
+  $(if $(filter local slurm,$(LAUNCH)),,$(error make model: LAUNCH=$(LAUNCH): expected local or slurm))
 endif
 
 m_threads := $(if $(THREADS),-t $(THREADS))
@@ -76,8 +84,8 @@ endif
 model: $(OUT)/model.gpuidx
 
 model-clean:
-	rm -f $(addprefix $(OUT)/,model.gguf model-quant.gguf stats.gguf stats.shard*.gguf model.gpuidx solve.json \
-	      source.txt quant.txt profile.txt budget.txt)
+	rm -f $(addprefix $(OUT)/,model.gguf model-quant.gguf stats.gguf stats.shard*.gguf stats.shards.txt model.gpuidx \
+	      solve.json source.txt quant.txt profile.txt budget.txt)
 
 # convert
 ifeq ($(m_kind),synth)
@@ -97,9 +105,13 @@ $(OUT)/model-quant.gguf: $(m_base) $(OUT)/source.txt $(OUT)/quant.txt $(HC_QUANT
 	$(HC_QUANTIZE) -q $(m_threads) $(if $(m_gptq),--calib $(CORPUS)) $(QUANT_FLAGS) $(m_base) $@ $(QUANT)
 endif
 
-# profile: one run, or SHARDS shards (parallel under make -j) merged
+# profile: one run, or SHARDS shards (parallel under make -j, or as Slurm jobs) merged
 m_prof_deps := $(m_quant) $(OUT)/source.txt $(OUT)/quant.txt $(OUT)/profile.txt $(CORPUS) $(HC_PROFILE)
-ifeq ($(SHARDS),1)
+ifeq ($(LAUNCH),slurm)
+$(OUT)/stats.gguf: $(m_prof_deps)
+	HC_PROFILE=$(HC_PROFILE) sh $(m_dir)slurm-profile.sh -m $(m_quant) -f $(CORPUS) -o $@ -n $(SHARDS) $(m_threads) \
+	    --profile-opts $(call m_q,$(PROFILE_FLAGS)) --sbatch-opts $(call m_q,$(SBATCH_OPTS)) --logs $(OUT)/logs
+else ifeq ($(SHARDS),1)
 $(OUT)/stats.gguf: $(m_prof_deps)
 	$(HC_PROFILE) -m $(m_quant) -f $(CORPUS) -o $@ $(m_threads) $(PROFILE_FLAGS)
 else

@@ -2,7 +2,7 @@
 # The whole hotcold chain for one model:
 #   convert -> quantize -> profile -> solve -> run (dense, and hybrid where hc-run has it)
 # Prints each step's command and what it wrote; stops at the first failing step
-# with that step's error and exit status. See README.md, "The pipeline".
+# with that step's error and exit status. See docs/pipeline.md.
 set -u
 
 usage() {
@@ -25,6 +25,9 @@ usage: scripts/pipeline.sh [options]
   -t, --threads N        threads for every step (default: each program's default)
       --shards N         profile N corpus shards in parallel and merge them (default 1;
                          the merged file is byte-identical to a single run)
+      --slurm            profile the shards as a Slurm job array and merge them in a
+                         Slurm job (scripts/slurm-profile.sh; docs/slurm.md)
+      --sbatch-opts S    extra sbatch options with --slurm (e.g. "--partition=cpu --time=2-0")
       --convert-opts S   extra hc-convert options (llama2c/hf)
       --quant-opts S     extra hc-quantize options
       --profile-opts S   extra hc-profile options (e.g. "--tokens 20000 -c 256")
@@ -47,7 +50,7 @@ HC_BIN=${HC_BIN:-$here/bin}
 src=synth tokenizer='' synth_opts="--act relu --hot-fraction 0.1 --hot-skew 2"
 quant=Q4_0 corpus=$here/models/synth-corpus.txt budget=4GiB
 prompt="Once upon a time" npredict=32 out=build/pipeline threads='' shards=1
-convert_opts='' quant_opts='' profile_opts='' solve_opts='' run_opts='' do_run=1
+convert_opts='' quant_opts='' profile_opts='' solve_opts='' run_opts='' do_run=1 slurm=0 sbatch_opts=''
 
 die() { echo "pipeline: $*" >&2; exit 2; }
 need() { [ $# -ge 2 ] || die "$1 needs a value (--help)"; }
@@ -64,6 +67,8 @@ while [ $# -gt 0 ]; do
         -o|--out)        need "$@"; out=$2; shift ;;
         -t|--threads)    need "$@"; threads=$2; shift ;;
         --shards)        need "$@"; shards=$2; shift ;;
+        --slurm)         slurm=1 ;;
+        --sbatch-opts)   need "$@"; sbatch_opts=$2; shift ;;
         --convert-opts)  need "$@"; convert_opts=$2; shift ;;
         --quant-opts)    need "$@"; quant_opts=$2; shift ;;
         --profile-opts)  need "$@"; profile_opts=$2; shift ;;
@@ -76,6 +81,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 case $shards in ''|*[!0-9]*|0) die "--shards $shards: not a positive integer" ;; esac
+[ -z "$sbatch_opts" ] || [ $slurm = 1 ] || die "--sbatch-opts needs --slurm"
 for p in hc-gguf hc-convert hc-quantize hc-profile hc-solve hc-run; do
     [ -x "$HC_BIN/$p" ] || die "$HC_BIN/$p: not found (build with make, or set HC_BIN)"
 done
@@ -161,7 +167,20 @@ case $quant in
 esac
 
 # ---------------------------------------------------------------- 3. profile
-if [ "$shards" -eq 1 ]; then
+if [ $slurm = 1 ]; then
+    # the shards as a Slurm job array, the merge as a job after it; this waits for them
+    nstep=$((nstep + 1))
+    echo "[$nstep/$total] profile: $shards shards as a Slurm job array, then hc-profile merge as a Slurm job"
+    name=profile
+    HC_PROFILE=$HC_BIN/hc-profile sh "$here/scripts/slurm-profile.sh" -m "$model" -f "$corpus" -o "$out/stats.gguf" \
+        -n "$shards" ${threads:+-t "$threads"} --profile-opts "$profile_opts" --sbatch-opts "$sbatch_opts" \
+        --logs "$out/logs"
+    rc=$?
+    if [ $rc -ne 0 ]; then
+        echo "pipeline: step 'profile' failed on Slurm (exit status $rc)" >&2
+        exit $rc
+    fi
+elif [ "$shards" -eq 1 ]; then
     # shellcheck disable=SC2086
     step profile "$HC_BIN/hc-profile" -m "$model" -f "$corpus" -o "$out/stats.gguf" $tflag $profile_opts
 else

@@ -12,7 +12,7 @@ const char *const solve_fixed_names[FIX_COUNT] = { "attention", "predictors", "n
 /* ggml's KV cache is F16 by default (PowerInfer's llama.cpp too). */
 #define KV_ELT_BYTES 2
 
-/* INT4-GPTQ weights (hc-quantize GPTQ, README.md, "INT4-GPTQ"): `<name>` is
+/* INT4-GPTQ weights (hc-quantize GPTQ, docs/formats.md, "INT4-GPTQ tensors"): `<name>` is
  * replaced by these companion tensors. */
 static const char *const gptq_parts[] = { "qweight", "scales", "qzeros", "g_idx" };
 
@@ -178,7 +178,7 @@ static int neuron_bytes(const gguf_file *m, uint32_t l, uint32_t n_embd, uint32_
         }
         uint32_t type = t->type;
         /* hc-run turns an untransposed Q8_0/Q4_0 ffn_down into per-neuron Q8_0
-         * rows (F32 when n_embd is not whole blocks): runtime/sparse_down.c. */
+         * rows (F32 when n_embd is not whole blocks): runtime/sparse.c (down rows). */
         if (rows[i] == &down && (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0))
             type = n_embd % QK8_0 ? GGML_TYPE_F32 : GGML_TYPE_Q8_0;
         uint32_t blck = ggml_blck_size(type);

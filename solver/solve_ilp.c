@@ -14,7 +14,7 @@
  * of class c, sum_c bytes_c * N_c <= capacity. The LP relaxation is the same,
  * but GLPK can branch on the few integer counts that make the knapsack hard:
  * on a 70B-shaped instance it closes the gap in about a second where the plain
- * row stalls at the time limit (README.md, "hc-solve"). */
+ * row stalls at the time limit (docs/design/solver.md). */
 #include <glpk.h>
 #include <limits.h>
 #include <math.h>

@@ -21,3 +21,12 @@ check_fails() {
     else fail "$name" "stderr lacks '$pat': $(head -c 300 "$T/err")"; fi
 }
 finish() { exit $_failed; }
+# need_programs NAME PROGRAM...: make $HC_BIN absolute; if a program is not built
+# there, skip NAME and end the test
+need_programs() {
+    name=$1; shift
+    HC_BIN=$(cd "$HC_BIN" 2>/dev/null && pwd) || HC_BIN=$(pwd)/bin
+    for p; do
+        if [ ! -x "$HC_BIN/$p" ]; then skip "$name" "$HC_BIN/$p not built"; finish; fi
+    done
+}

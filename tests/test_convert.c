@@ -43,7 +43,7 @@ static const gguf_kv *kv(const gguf_file *f, const char *key)
 
 /* ------------------------------------------------------------------ llama2.c */
 
-/* llama2.c legacy layout of stories260K (gguf-ggml.md §4.2). */
+/* llama2.c legacy layout of stories260K (docs/formats.md, "Inputs: llama2.c checkpoints"). */
 enum { D = 64, HID = 172, NL = 5, NH = 8, NKV = 4, VOC = 512, SEQ = 512, KVD = D * NKV / NH };
 
 static void test_stories_byte_identical(void)
@@ -802,13 +802,11 @@ static void test_synth_hot_set_is_hot(void)
     int32_t *ids = malloc(4096 * sizeof *ids);
     int n = hc_tokenize(t, text, len, 1, 0, ids, 4096);
     CHECK(n >= NTOK);
-    hc_ctx_params cp = {.n_ctx = 512, .n_batch = 64, .n_threads = 1};
+    fire_count fc = {.n_ff = FF, .fired = calloc(LAYERS * FF, sizeof(int64_t))};
+    hc_ctx_params cp = {.n_ctx = 512, .n_batch = 64, .n_threads = 1, .hook = count_hook, .hook_user = &fc};
     hc_ctx *ctx = hc_ctx_new(m, &cp, err, sizeof err);
     CHECKF(ctx, "%s", err);
-    fire_count fc = {.n_ff = FF, .fired = calloc(LAYERS * FF, sizeof(int64_t))};
-    ctx->hook = count_hook;
-    ctx->hook_user = &fc;
-    CHECKF(hc_eval(ctx, ids, NTOK, 0, NULL, HC_LOGITS_NONE) == 0, "%s", ctx->err);
+    CHECKF(hc_eval(ctx, ids, NTOK, 0, NULL, HC_LOGITS_NONE) == 0, "%s", hc_ctx_error(ctx));
     CHECK(fc.tokens == NTOK);
 
     uint32_t n_hot;

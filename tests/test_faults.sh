@@ -4,7 +4,7 @@
 # sizes under a small address-space limit. Every writer must leave nothing
 # under the final name (or the previous file there untouched), no temporary
 # file after an error, and its inputs byte-identical. HC_FAULTS_SHOW=1 prints
-# each tool's message (README.md, "Hardening" quotes them).
+# each tool's message (docs/hardening.md quotes them).
 . tests/lib.sh
 C="$HC_BIN/hc-convert" G="$HC_BIN/hc-gguf" Q="$HC_BIN/hc-quantize" R="$HC_BIN/hc-run"
 P="$HC_BIN/hc-profile" S="$HC_BIN/hc-solve"

@@ -83,9 +83,9 @@ static int run(const hc_model *m, hc_sparse *s, int threads, run_out *o)
 {
     char err[256];
     hc_ctx_params p = { .n_ctx = CTX, .n_threads = threads };
+    if (s) hc_sparse_attach(s, &p);
     hc_ctx *ctx = hc_ctx_new(m, &p, err, sizeof err);
     if (!ctx) return -1;
-    if (s) hc_sparse_attach(s, ctx);
     int V = m->hp.n_vocab, rc = hc_eval(ctx, prompt, NPROMPT, 0, o->logits, HC_LOGITS_ALL);
     float last[512];
     memcpy(last, o->logits + (size_t)(NPROMPT - 1) * V, sizeof(float) * (size_t)V);
@@ -411,9 +411,12 @@ static void batch_case(hc_model *m, float threshold, int pred, const char *gpuid
     hc_sparse *s1 = new_sparse(m, threshold, pred, 1), *sb = new_sparse(m, threshold, pred, 1);
     hc_cl *c1 = g ? hc_hybrid_setup(s1, m, g, 0, err, sizeof err) : NULL;
     hc_cl *cb = g ? hc_hybrid_setup(sb, m, g, 0, err, sizeof err) : NULL;
-    hc_ctx_params p = { .n_ctx = CTX, .n_threads = threads };
-    hc_ctx *ctx = hc_ctx_new(m, &p, err, sizeof err);
-    int ok = s1 && sb && ctx && (!g || (c1 && cb));
+    int b0 = 0;
+    hc_ctx_params p1 = { .n_ctx = CTX, .n_threads = threads, .hook = ffn_hook, .hook_user = &b0 }, pb = p1;
+    if (s1) hc_sparse_attach(s1, &p1);
+    if (sb) hc_sparse_attach(sb, &pb);
+    hc_ctx *ctx1 = hc_ctx_new(m, &p1, err, sizeof err), *ctxb = ctx1 ? hc_ctx_new(m, &pb, err, sizeof err) : NULL;
+    int ok = s1 && sb && ctxb && (!g || (c1 && cb));
     CHECKF(ok, "%s: setup: %s", what, err);
     int E = m->hp.n_embd;
     static float inp[NBR * DIM], xn[NBR * DIM], one[NBR * DIM], all[NBR * DIM], hooked[NBR][FF];
@@ -421,17 +424,12 @@ static void batch_case(hc_model *m, float threshold, int pred, const char *gpuid
         inp[i] = frand();
         xn[i] = frand() * 2.0f;
     }
-    int b0 = 0;
-    ctx->hook = ffn_hook;
-    ctx->hook_user = &b0;
     for (int layer = 0; layer < NL; layer++) {
-        hc_sparse_attach(s1, ctx);
         for (b0 = 0; b0 < NBR; b0++)
-            ctx->ffn(s1, ctx, layer, inp + (size_t)b0 * E, xn + (size_t)b0 * E, 1, one + (size_t)b0 * E);
+            hc_ffn_forward(ctx1, layer, inp + (size_t)b0 * E, xn + (size_t)b0 * E, 1, b0, one + (size_t)b0 * E);
         memcpy(hooked, hook_rows, sizeof hooked);
-        hc_sparse_attach(sb, ctx);
         b0 = 0;
-        ctx->ffn(sb, ctx, layer, inp, xn, NBR, all);
+        hc_ffn_forward(ctxb, layer, inp, xn, NBR, 0, all);
         CHECKF(memcmp(one, all, sizeof(float) * NBR * (size_t)E) == 0, "%s -t %d layer %d: rows at once differ from one at a time",
                what, threads, layer);
         if (layer == 1)
@@ -445,7 +443,8 @@ static void batch_case(hc_model *m, float threshold, int pred, const char *gpuid
            (unsigned long long)a.computed, (unsigned long long)b.computed, (unsigned long long)a.served_dev,
            (unsigned long long)b.served_dev);
     hook_calls = 0;
-    hc_ctx_free(ctx);
+    hc_ctx_free(ctx1);
+    hc_ctx_free(ctxb);
     hc_sparse_free(s1);
     hc_sparse_free(sb);
     hc_cl_free(c1);

@@ -1,6 +1,6 @@
 /* Matrix-vector kernels: every type on every instruction set this CPU runs,
  * against the scalar reference; exact bytes of the Q8_0 activation quantizer;
- * hand-checkable blocks of gguf-ggml.md §2.6; bit-identical results whatever
+ * hand-checkable blocks of docs/formats.md; bit-identical results whatever
  * the row split or batch size. */
 #include "harness.h"
 
@@ -127,7 +127,7 @@ static void test_dispatch(void)
     CHECK(hc_act_bytes(GGML_TYPE_Q4_0, 64) == 68 && hc_act_bytes(GGML_TYPE_Q8_0, 4096) == 128 * 34);
 }
 
-/* gguf-ggml.md §2.6, inputs A, C, E, Z and their Q8_0 bytes from ggml. */
+/* docs/formats.md ("Q8_0 and Q4_0 blocks"), inputs A, C, E, Z and their Q8_0 bytes from ggml. */
 static void input_A(float *x) { for (int j = 0; j < 32; j++) x[j] = (float)(j - 16); }
 static void input_C(float *x)
 {

@@ -5,10 +5,7 @@
 # parallel under -j), and `make gpuidx-check` on the committed manifest.
 . tests/lib.sh
 ROOT=$(pwd)
-HC_BIN=$(cd "$HC_BIN" 2>/dev/null && pwd) || HC_BIN=$ROOT/bin
-for p in hc-gguf hc-convert hc-quantize hc-profile hc-solve hc-run; do
-    if [ ! -x "$HC_BIN/$p" ]; then skip pipeline "$HC_BIN/$p not built"; finish; fi
-done
+need_programs pipeline hc-gguf hc-convert hc-quantize hc-profile hc-solve hc-run
 # a fresh make, whatever make runs this test (its jobserver and variables stay out)
 MK="env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C $ROOT"
 cp models/synth-corpus.txt "$T/corpus.txt"

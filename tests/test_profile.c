@@ -164,11 +164,10 @@ static void test_profile_one_window(void)
     int n = hc_tokenize(tok, text, len, 0, 0, ids + 1, (int)len + 15);
     CHECK(n >= 8);
     ids[0] = hc_tokenizer_bos(tok);
-    hc_ctx_params cp = { .n_ctx = 9, .n_batch = 4, .n_threads = 1 };   /* other batching, same numbers */
-    hc_ctx *ctx = hc_ctx_new(m, &cp, err, sizeof err);
     ref_counter r = { calloc((size_t)m->hp.n_layer * m->hp.n_ff, sizeof(int64_t)), m->hp.n_ff, HC_SILU_THRESHOLD };
-    ctx->hook = ref_hook;
-    ctx->hook_user = &r;
+    hc_ctx_params cp = { .n_ctx = 9, .n_batch = 4, .n_threads = 1,   /* other batching, same numbers */
+                         .hook = ref_hook, .hook_user = &r };
+    hc_ctx *ctx = hc_ctx_new(m, &cp, err, sizeof err);
     CHECK(hc_eval(ctx, ids, 9, 0, NULL, HC_LOGITS_NONE) == 0);
     int64_t total = 0;
     for (size_t i = 0; i < (size_t)m->hp.n_layer * m->hp.n_ff; i++) {

@@ -1,5 +1,5 @@
 /* Q4_0/Q8_0 quantizers: the hand-checkable blocks of
- * ../shared/reference/gguf-ggml.md §2.6 (measured with ggml), the no-FMA
+ * docs/formats.md, "Q8_0 and Q4_0 blocks" (measured with ggml), the no-FMA
  * rounding, x86 conversion semantics, and every SIMD level against the
  * reference bit for bit on millions of hostile values. */
 #include <math.h>

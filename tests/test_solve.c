@@ -474,7 +474,7 @@ static void test_defaults(void)
 static uint64_t gptq_dense;   /* what write_gptq_model put in the dense part */
 
 /* Bytes of the GPTQ companions of a [K inputs, N outputs] weight
- * (README.md, "INT4-GPTQ"): qweight I32 [N, ceil(K/8)], scales F16 [N, G],
+ * (docs/formats.md, "INT4-GPTQ tensors"): qweight I32 [N, ceil(K/8)], scales F16 [N, G],
  * qzeros I32 [ceil(N/8), G], g_idx I32 [K]. */
 static uint64_t gptq_bytes(int64_t K, int64_t N, int g_idx)
 {
