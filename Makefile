@@ -10,12 +10,14 @@
 #
 # make                build everything          make test      build and run the suite
 # make SANITIZE=1     ASan+UBSan build (in build/asan, programs in build/asan/bin)
-# make install PREFIX=/usr/local DESTDIR=
+# make install PREFIX=/usr/local DESTDIR=   (programs and manual pages)
+# make man            regenerate man/*.1 from docs/hc-*.md (needs pandoc)
 # make demo / make bench / make fuzz / make model
 
 CC      ?= cc
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
 
 ifeq ($(SANITIZE),1)
   O     ?= build/asan
@@ -55,9 +57,19 @@ TEST_SRCS := $(wildcard tests/test_*.c)
 TESTS     := $(patsubst tests/%.c,$(O)/tests/%,$(TEST_SRCS))
 TEST_SUPPORT := $(call obj,$(filter-out tests/test_%.c,$(wildcard tests/*.c)))
 
+# One version for every program (--version): the VERSION file, plus `git describe`
+# in a git checkout. Written at parse time, and only when it changes, so that
+# `make -q` stays exact and a new commit relinks the programs without a rebuild.
+HC_GIT     := $(shell test -e .git && git describe --always --dirty 2>/dev/null)
+HC_VERSION := $(shell cat VERSION 2>/dev/null || echo unknown)$(if $(HC_GIT), (git $(HC_GIT)))
+HC_VERSION_H := $(O)/gen/hc_version.h
+$(shell mkdir -p $(O)/gen && (echo '#define HC_VERSION "$(HC_VERSION)"' | cmp -s - $(HC_VERSION_H) || \
+        echo '#define HC_VERSION "$(HC_VERSION)"' > $(HC_VERSION_H)))
+$(O)/obj/common/version.o: CFLAGS += -I$(O)/gen
+
 LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group $(LDSAN) $(LDLIBS)
 
-.PHONY: all test check-deps deps install uninstall clean demo bench fuzz
+.PHONY: all test check-deps deps install uninstall clean demo bench fuzz man
 all: $(PROGRAMS) $(TESTS)
 
 $(O)/obj/%.o: %.c
@@ -97,19 +109,31 @@ test: deps
 	@HC_BIN=$(abspath $(BIN)) HC_TESTS=$(abspath $(O)/tests) sh tests/run.sh
 
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(PROGRAMS)
 	@HC_BIN=$(abspath $(BIN)) sh scripts/demo.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@HC_BIN=$(abspath $(BIN)) sh scripts/bench.sh
 
+# Manual pages: man/hc-NAME.1 is generated from docs/hc-NAME.md by `make man`
+# (pandoc, Debian package `pandoc`) and committed, so that building and
+# installing need no pandoc; tests/test_docs.sh checks they are up to date.
+MAN_PAGES := $(patsubst %,man/%.1,$(notdir $(basename $(MAIN_SRCS))))
+man:
+	@command -v pandoc >/dev/null || { echo "man: needs pandoc (apt-get install pandoc)"; exit 1; }
+	@mkdir -p man
+	@for p in $(notdir $(basename $(MAIN_SRCS))); do \
+	    sh scripts/man-page.sh docs/$$p.md > man/$$p.1.tmp && mv man/$$p.1.tmp man/$$p.1 || exit 1; done
+
 install: $(PROGRAMS)
-	install -d $(DESTDIR)$(BINDIR)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 755 $(PROGRAMS) $(DESTDIR)$(BINDIR)/
+	install -m 644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGRAMS)))
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN_PAGES)))
 
 clean:
 	rm -rf build bin

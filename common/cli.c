@@ -173,25 +173,31 @@ void hc_progress_start(hc_progress *p, const char *label, uint64_t total, const 
     p->active = isatty(STDERR_FILENO);
 }
 
+void hc_progress_format(const hc_progress *p, double elapsed, char *buf, size_t len)
+{
+    size_t n = 0;
+    int bytes = p->unit && strcmp(p->unit, "B") == 0;
+    double scale = bytes ? 1.0 / (1 << 20) : 1.0, rate = elapsed > 0 ? (double)p->done / elapsed : 0;
+    const char *unit = bytes ? "MiB" : p->unit;
+    /* past the end, snprintf rewrites only the final NUL */
+#define ADD(...) (n += (size_t)snprintf(buf + (n < len ? n : len - 1), n < len ? len - n : 1, __VA_ARGS__))
+    ADD("%s", p->label ? p->label : "");
+    if (p->total) ADD(" %3.0f%%", 100 * ((double)p->done >= (double)p->total ? 1 : (double)p->done / (double)p->total));
+    ADD(bytes ? " %.1f" : " %.0f", (double)p->done * scale);
+    if (p->total) ADD(bytes ? "/%.1f" : "/%.0f", (double)p->total * scale);
+    if (unit) ADD(" %s, %.1f %s/s", unit, rate * scale, unit);
+    if (p->total && rate > 0 && p->done < p->total) {
+        long eta = (long)((double)(p->total - p->done) / rate + 0.5);
+        ADD(", ETA %ld:%02ld", eta / 60, eta % 60);
+    }
+#undef ADD
+}
+
 static void draw(hc_progress *p, double now)
 {
     char line[256];
-    int n = 0;
-    double el = now - p->t0;
-    double rate = el > 0 ? (double)p->done / el : 0;
-    n += snprintf(line + n, sizeof line - (size_t)n, "\r%s", p->label ? p->label : "");
-    if (p->total) {
-        double frac = (double)p->done / (double)p->total;
-        n += snprintf(line + n, sizeof line - (size_t)n, " %3.0f%%", 100 * (frac > 1 ? 1 : frac));
-    }
-    n += snprintf(line + n, sizeof line - (size_t)n, " %llu", (unsigned long long)p->done);
-    if (p->total) n += snprintf(line + n, sizeof line - (size_t)n, "/%llu", (unsigned long long)p->total);
-    if (p->unit) n += snprintf(line + n, sizeof line - (size_t)n, " %s, %.1f %s/s", p->unit, rate, p->unit);
-    if (p->total && rate > 0 && p->done < p->total) {
-        long eta = (long)((double)(p->total - p->done) / rate + 0.5);
-        snprintf(line + n, sizeof line - (size_t)n, ", ETA %ld:%02ld", eta / 60, eta % 60);
-    }
-    fprintf(stderr, "%s\033[K", line);   /* clear what a longer earlier line left */
+    hc_progress_format(p, now - p->t0, line, sizeof line);
+    fprintf(stderr, "\r%s\033[K", line);   /* clear what a longer earlier line left */
     fflush(stderr);
     p->last_draw = now;
 }
@@ -381,6 +387,17 @@ void hc_map_close(hc_map *m)
         munmap((void *)m->data, m->size);
     }
     *m = (hc_map){ NULL, 0 };
+}
+
+void hc_xml_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '<') fputs("&lt;", f);
+        else if (*s == '>') fputs("&gt;", f);
+        else if (*s == '&') fputs("&amp;", f);
+        else if (*s == '"') fputs("&quot;", f);
+        else fputc(*s, f);
+    }
 }
 
 void hc_json_print(cJSON *root)

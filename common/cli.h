@@ -35,6 +35,13 @@ int hc_default_threads(int max);
 void hc_bad_option(int c, const char *cmd, char *const argv[], const struct option *longs)
     __attribute__((noreturn));
 
+/* --version: every getopt_long table holds HC_LONG_VERSION, and its loop has
+ * `case HC_OPT_VERSION: hc_version();`, which prints "prog VERSION" to stdout
+ * and exits 0 (common/version.c). */
+#define HC_OPT_VERSION 0x7601
+#define HC_LONG_VERSION { "version", no_argument, 0, HC_OPT_VERSION }
+void hc_version(void) __attribute__((noreturn));
+
 /* Monotonic seconds. */
 double hc_now(void);
 
@@ -44,12 +51,15 @@ typedef struct {
     uint64_t total, done;
     double t0, last_draw;
     int active;      /* stderr is a tty */
-    const char *unit; /* e.g. "tok": shows a rate as unit/s; NULL for none */
+    const char *unit; /* what is counted, e.g. "tokens" (shown with a rate in unit/s);
+                       * "B": bytes, shown in MiB; NULL for none */
 } hc_progress;
 
 void hc_progress_start(hc_progress *p, const char *label, uint64_t total, const char *unit);
 void hc_progress_update(hc_progress *p, uint64_t done);
 void hc_progress_end(hc_progress *p);
+/* The bar's text: "label  50% 12.0/24.0 MiB, 3.0 MiB/s, ETA 0:04". */
+void hc_progress_format(const hc_progress *p, double elapsed, char *buf, size_t len);
 
 /* Read a whole (small) file into a NUL-terminated malloc'd buffer. NULL + err on failure. */
 char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen);
@@ -65,6 +75,9 @@ typedef struct {
  * (instead of dying of SIGBUS). */
 int hc_map_open(hc_map *m, const char *path, char *err, size_t errlen);
 void hc_map_close(hc_map *m);
+
+/* Write s to f as XML character data (SVG text): < > & " escaped. */
+void hc_xml_text(FILE *f, const char *s);
 
 /* Print a cJSON tree to stdout (cJSON_Print's layout, then a newline) and
  * delete it; out of memory exits through hc_die. */

@@ -225,13 +225,14 @@ static const char usage[] =
     "      --predictors DIR    PowerInfer predictors (model_N.safetensors with fc1.weight,\n"
     "                          fc2.weight; optional config.json with sparse_threshold):\n"
     "                          write PowerInfer's sparse GGUF (PWRI) with ffn_down_t\n"
+    "      --version           print the version\n"
     "  -h, --help              this help\n";
 
 int convert_hf_main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"output", required_argument, 0, 'o'}, {"outtype", required_argument, 0, 't'},
-        {"predictors", required_argument, 0, 'p'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"predictors", required_argument, 0, 'p'}, HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     const char *out = NULL, *pred_dir = NULL;
     uint32_t wtype = GGML_TYPE_F16;
@@ -247,6 +248,7 @@ int convert_hf_main(int argc, char **argv)
             else if (!strcmp(optarg, "bf16")) wtype = GGML_TYPE_BF16;
             else hc_die("bad value for --outtype: '%s' (expected f32, f16 or bf16)", optarg);
             break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': fputs(usage, stdout); return 0;
         default: hc_bad_option(c, "hf", argv, opts);
         }

@@ -144,13 +144,14 @@ static const char usage[] =
     "  -o, --output FILE   output GGUF (written atomically)\n"
     "      --ctx N         llama.context_length (default: the checkpoint's seq_len;\n"
     "                      llama.cpp's converter writes its own default, e.g. 2048)\n"
+    "      --version       print the version\n"
     "  -h, --help          this help\n";
 
 int convert_llama2c_main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"output", required_argument, 0, 'o'}, {"ctx", required_argument, 0, 'c'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     const char *out = NULL;
     long ctx = 0;
@@ -160,6 +161,7 @@ int convert_llama2c_main(int argc, char **argv)
         switch (c) {
         case 'o': out = optarg; break;
         case 'c': ctx = (long)hc_opt_int("--ctx", optarg, 1, INT32_MAX); break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': fputs(usage, stdout); return 0;
         default: hc_bad_option(c, "llama2c", argv, opts);
         }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "ggml_types.h"
@@ -195,6 +196,7 @@ static void fetch_rows(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
 
 int cv_write(gguf_writer *w, const cv_tensors *ts, const char *path, char *err, size_t errlen)
 {
+    double t0 = hc_now();
     uint64_t total = 0;
     int64_t max_row = 1;
     for (size_t i = 0; i < ts->n; i++) {
@@ -214,7 +216,7 @@ int cv_write(gguf_writer *w, const cv_tensors *ts, const char *path, char *err, 
     float *f = xrealloc(NULL, buf_elems * sizeof *f);
     uint8_t *o = xrealloc(NULL, buf_elems * sizeof *f);
     hc_progress p;
-    hc_progress_start(&p, "converting", total, NULL);
+    hc_progress_start(&p, "converting", total, "B");
     uint64_t done = 0;
     int rc = 0;
     for (size_t i = 0; i < ts->n && !rc; i++) {
@@ -233,5 +235,10 @@ int cv_write(gguf_writer *w, const cv_tensors *ts, const char *path, char *err, 
     hc_progress_end(&p);
     free(f);
     free(o);
-    return rc ? -1 : gguf_writer_finish(w, err, errlen);
+    if (rc || gguf_writer_finish(w, err, errlen)) return -1;
+    char sz[32];
+    struct stat st;
+    hc_warn("wrote %s: %s, %zu tensors, in %.2f s", path,
+            hc_format_size(stat(path, &st) == 0 ? (uint64_t)st.st_size : total, sz, sizeof sz), ts->n, hc_now() - t0);
+    return 0;
 }

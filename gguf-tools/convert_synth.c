@@ -178,6 +178,7 @@ static const char usage[] =
     "                        most tokens (0 < F <= 1; default: nothing planted)\n"
     "      --hot-skew S      firing rate of the neuron of rank k: 0.9 (1 + (k-1)/H)^-S,\n"
     "                        H = F n_ff (default 1)\n"
+    "      --version         print the version\n"
     "  -h, --help            this help\n";
 
 int convert_synth_main(int argc, char **argv)
@@ -190,7 +191,7 @@ int convert_synth_main(int argc, char **argv)
         {"vocab", required_argument, 0, O_VOCAB}, {"ctx", required_argument, 0, O_CTX},
         {"act", required_argument, 0, O_ACT}, {"type", required_argument, 0, O_TYPE},
         {"seed", required_argument, 0, O_SEED}, {"hot-fraction", required_argument, 0, O_HOT},
-        {"hot-skew", required_argument, 0, O_SKEW}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"hot-skew", required_argument, 0, O_SKEW}, HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     const char *out = NULL;
     long dim = 64, n_ff = 256, layers = 2, heads = 4, kv = 0, vocab = 512, ctx = 256;
@@ -233,6 +234,7 @@ int convert_synth_main(int argc, char **argv)
             have_skew = 1;
             if (*end || !(skew > 0 && skew <= 16)) hc_die("bad value for --hot-skew: '%s' (expected a number in (0, 16])", optarg);
             break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': fputs(usage, stdout); return 0;
         default: hc_bad_option(c, "synth", argv, opts);
         }

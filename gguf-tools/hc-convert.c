@@ -17,7 +17,10 @@ static const char usage[] =
     "        --predictors, PowerInfer's sparse GGUF (PWRI) with predictor tensors\n"
     "  synth -o OUT.gguf [--dim N --n-ff N --layers N --heads N --kv-heads N --vocab N\n"
     "        --ctx N --act relu|silu --type f32|f16 --seed N --hot-fraction F --hot-skew S]\n"
-    "        random well-formed llama GGUF, optionally with a planted hot-neuron set\n";
+    "        random well-formed llama GGUF, optionally with a planted hot-neuron set\n"
+    "\n"
+    "  -h, --help   this help\n"
+    "  --version    print the version\n";
 
 int main(int argc, char **argv)
 {
@@ -26,6 +29,7 @@ int main(int argc, char **argv)
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2;
     }
+    if (!strcmp(argv[1], "--version")) hc_version();
     if (!strcmp(argv[1], "llama2c")) return convert_llama2c_main(argc - 1, argv + 1);
     if (!strcmp(argv[1], "hf")) return convert_hf_main(argc - 1, argv + 1);
     if (!strcmp(argv[1], "synth")) return convert_synth_main(argc - 1, argv + 1);

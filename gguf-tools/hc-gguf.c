@@ -34,6 +34,7 @@ static void usage(FILE *out)
         "\n"
         "  -j, --json   dump as JSON (always complete, every array element)\n"
         "  -f, --full   text dump: print every array element\n"
+        "      --version print the version\n"
         "  -h, --help   this help\n"
         "\n"
         "Reads GGUF v2/v3 and PowerInfer's \"PWRI\" variant (reported as such).\n",
@@ -295,7 +296,7 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         { "json", no_argument, NULL, 'j' },
         { "full", no_argument, NULL, 'f' },
-        { "help", no_argument, NULL, 'h' },
+        HC_LONG_VERSION, { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     int json = 0, full = 0, c;
@@ -304,6 +305,7 @@ int main(int argc, char **argv)
         switch (c) {
         case 'j': json = 1; break;
         case 'f': full = 1; break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': usage(stdout); return 0;
         default: hc_bad_option(c, NULL, argv, opts);
         }

@@ -39,6 +39,7 @@ static const char usage[] =
     "                   (hottest first) covering 80/90/99% of activations\n"
     "      --svg FILE   plot the sorted activation-frequency curves (log-log)\n"
     "      --json       print the summary as JSON\n"
+    "      --version        print the version\n"
     "  -h, --help           this help\n";
 
 static void need_output(const char *out)
@@ -54,13 +55,14 @@ static void write_stats(const hc_stats *s, const char *path)
 
 static int cmd_merge(int argc, char **argv)
 {
-    static const struct option longs[] = { { "output", required_argument, 0, 'o' }, { "help", no_argument, 0, 'h' },
-                                           { 0, 0, 0, 0 } };
+    static const struct option longs[] = { { "output", required_argument, 0, 'o' }, HC_LONG_VERSION,
+                                           { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
     const char *out = NULL;
     int c;
     while ((c = getopt_long(argc, argv, ":o:h", longs, NULL)) != -1) {
         if (c == 'o') out = optarg;
         else if (c == 'h') { fputs(usage, stdout); return 0; }
+        else if (c == HC_OPT_VERSION) hc_version();
         else hc_bad_option(c, "merge", argv, longs);
     }
     need_output(out);
@@ -86,7 +88,7 @@ static int cmd_import(int argc, char **argv)
     static const struct option longs[] = { { "output", required_argument, 0, 'o' },
                                            { "model", required_argument, 0, 'm' },
                                            { "tokens", required_argument, 0, 'N' },
-                                           { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+                                           HC_LONG_VERSION, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
     const char *out = NULL, *model = NULL;
     uint64_t n_tokens = 0;
     int c;
@@ -95,6 +97,7 @@ static int cmd_import(int argc, char **argv)
         case 'o': out = optarg; break;
         case 'm': model = optarg; break;
         case 'N': n_tokens = (uint64_t)hc_opt_int("--tokens", optarg, 1, INT64_MAX); break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': fputs(usage, stdout); return 0;
         default: hc_bad_option(c, "import-powerinfer", argv, longs);
         }
@@ -155,13 +158,14 @@ static void show_json(const char *path, const hc_stats *s, const hc_layer_summar
 static int cmd_show(int argc, char **argv)
 {
     static const struct option longs[] = { { "svg", required_argument, 0, 'S' }, { "json", no_argument, 0, 'J' },
-                                           { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+                                           HC_LONG_VERSION, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
     const char *svg = NULL;
     int json = 0, c;
     while ((c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
         switch (c) {
         case 'S': svg = optarg; break;
         case 'J': json = 1; break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': fputs(usage, stdout); return 0;
         default: hc_bad_option(c, "show", argv, longs);
         }
@@ -204,7 +208,7 @@ static int cmd_profile(int argc, char **argv)
         { "output", required_argument, 0, 'o' }, { "ctx-size", required_argument, 0, 'c' },
         { "tokens", required_argument, 0, 'N' }, { "threads", required_argument, 0, 't' },
         { "threshold", required_argument, 0, 'T' }, { "shard", required_argument, 0, 'S' },
-        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        HC_LONG_VERSION, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     hc_profile_opts o = { .n_threads = hc_default_threads(64), .shard_n = 1 };
     const char *out = NULL;
@@ -232,6 +236,7 @@ static int cmd_profile(int argc, char **argv)
                 hc_die("bad value for --shard: '%s' (expected I/N with 0 <= I < N)", optarg);
             break;
         }
+        case HC_OPT_VERSION: hc_version();
         case 'h': fputs(usage, stdout); return 0;
         default: hc_bad_option(c, NULL, argv, longs);
         }

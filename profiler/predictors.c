@@ -180,8 +180,8 @@ int hc_predictors_run(const hc_pred_opts *oin, hc_pred_report *rep, char *err, s
     if (o.output && hc_pred_write(m, nets, &o, rep, err, errlen) != 0) goto done;
     if (o.svg) {
         char title[512];
-        snprintf(title, sizeof title, "%s: predictors, recall target %g, %lld test tokens", o.model,
-                 (double)o.recall, (long long)rep->n_test);
+        snprintf(title, sizeof title, "%s: predictors trained on %s, recall target %g, %lld test tokens",
+                 o.model, o.corpus, (double)o.recall, (long long)rep->n_test);
         if (hc_pred_svg(rep, title, o.svg, err, errlen) != 0) goto done;
     }
     rc = 0;

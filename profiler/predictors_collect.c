@@ -137,7 +137,7 @@ int hc_pred_collect(const hc_pred_opts *o, const hc_model *m, hc_pred_set *sets[
     int64_t seen[HC_PRED_NSETS] = { 0 };
     uint64_t rng = o->seed ^ 0x5eed5eed5eed5eedULL;
     hc_progress bar;
-    hc_progress_start(&bar, "collect", (uint64_t)n_used, "tok");
+    hc_progress_start(&bar, "collect", (uint64_t)n_used, "tokens");
     double t0 = hc_now();
     win[0] = bos;
     slot[0] = -1;

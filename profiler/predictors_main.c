@@ -43,6 +43,7 @@ static const char usage[] =
     "                         same file byte for byte\n"
     "      --seed S           random seed (default 1)\n"
     "      --svg FILE         plot recall, precision, sparsity and predictor size per layer\n"
+    "      --version          print the version\n"
     "  -h, --help             this help\n";
 
 /* A float in (lo, hi] (lo_incl: [lo, hi]). */
@@ -86,7 +87,7 @@ int hc_profile_predictors_main(int argc, char **argv)
         { "holdout", required_argument, 0, O_HOLD }, { "act-threshold", required_argument, 0, O_ACT },
         { "pred-type", required_argument, 0, O_PTYPE }, { "mem", required_argument, 0, O_MEM },
         { "tokens", required_argument, 0, O_TOK }, { "seed", required_argument, 0, O_SEED },
-        { "svg", required_argument, 0, O_SVG }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "svg", required_argument, 0, O_SVG }, HC_LONG_VERSION, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     hc_pred_opts o = { .n_threads = hc_default_threads(64), .seed = 1 };
     int type_set = 0, c;
@@ -118,6 +119,7 @@ int hc_profile_predictors_main(int argc, char **argv)
         case O_TOK: o.max_tokens = hc_opt_int("--tokens", optarg, 1, INT64_MAX); break;
         case O_SEED: o.seed = (uint64_t)hc_opt_int("--seed", optarg, 0, INT64_MAX); break;
         case O_SVG: o.svg = optarg; break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': fputs(usage, stdout); return 0;
         default: hc_bad_option(c, "predictors", argv, longs);
         }

@@ -8,11 +8,13 @@
  * dropped; then blk.N.fc1.weight {n_embd, r} and blk.N.fc2.weight {r, n_ff}. */
 #include "predictors.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "atomic_file.h"
+#include "cli.h"
 #include "ggml_types.h"
 #include "quants.h"
 
@@ -158,8 +160,20 @@ done:
 /* Layer l at the centre of its slot, so bars and line ends stay inside the panel. */
 static double px(int l, int L) { return PLOT_X0 + (l + 0.5) / L * (PLOT_X1 - PLOT_X0); }
 
-/* A panel at y0 with 0..ymax on its axis. */
-static void axes(FILE *fp, double y0, double ymax, const char *label, int L)
+/* The smallest 1, 2, 4 or 8 times a power of ten that is >= v (v > 0), so
+ * that the quarter ticks of an axis to it are round (0.1, 0.2, 0.3, 0.4). */
+static double nice_max(double v)
+{
+    double p = pow(10, floor(log10(v)));
+    static const double steps[] = { 1, 2, 4, 8, 10 };
+    for (int i = 0; i < 5; i++)
+        if (steps[i] * p >= v * (1 - 1e-9)) return steps[i] * p;
+    return 10 * p;
+}
+
+/* A panel at y0 with 0..ymax on its axis: title above, y axis label and unit
+ * at the left, the layers below. */
+static void axes(FILE *fp, double y0, double ymax, const char *label, const char *ylabel, int L)
 {
     fprintf(fp, "<rect x='%d' y='%.1f' width='%d' height='%d' fill='none' stroke='#888'/>\n", PLOT_X0, y0,
             PLOT_X1 - PLOT_X0, PANEL_H);
@@ -172,6 +186,10 @@ static void axes(FILE *fp, double y0, double ymax, const char *label, int L)
         fprintf(fp, "<text x='%.1f' y='%.1f' text-anchor='middle' font-size='10'>%d</text>\n", px(l, L),
                 y0 + PANEL_H + 12, l);
     fprintf(fp, "<text x='%d' y='%.1f' font-size='11'>%s</text>\n", PLOT_X0, y0 - 6, label);
+    fprintf(fp, "<text x='%.1f' y='%.1f' text-anchor='middle' font-size='10'>layer</text>\n",
+            (PLOT_X0 + PLOT_X1) / 2.0, y0 + PANEL_H + 26);
+    fprintf(fp, "<text transform='translate(14 %.1f) rotate(-90)' text-anchor='middle' font-size='10'>%s</text>\n",
+            y0 + PANEL_H / 2.0, ylabel);
 }
 
 int hc_pred_svg(const hc_pred_report *rep, const char *title, const char *path, char *err, size_t errlen)
@@ -182,18 +200,13 @@ int hc_pred_svg(const hc_pred_report *rep, const char *title, const char *path, 
     atomic_file af;
     if (af_open(&af, path, err, errlen) != 0) return -1;
     FILE *fp = af.fp;
-    double top = 40, bot = top + PANEL_H + 50;
+    double top = 40, bot = top + PANEL_H + 64;
     fprintf(fp, "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%.0f' font-family='sans-serif'>\n",
             SVG_W, bot + PANEL_H + 40);
     fprintf(fp, "<text x='10' y='18' font-size='12'>");
-    for (const char *c = title; *c; c++) {   /* escape for XML */
-        if (*c == '<') fputs("&lt;", fp);
-        else if (*c == '>') fputs("&gt;", fp);
-        else if (*c == '&') fputs("&amp;", fp);
-        else fputc(*c, fp);
-    }
+    hc_xml_text(fp, title);
     fprintf(fp, "</text>\n");
-    axes(fp, top, 1.0, "per layer, held-out test tokens (x: layer)", L);
+    axes(fp, top, 1.0, "per layer, on held-out test tokens", "fraction (0 to 1)", L);
     for (int s = 0; s < 4; s++) {
         fprintf(fp, "<polyline fill='none' stroke='%s' stroke-width='2' points='", colors[s]);
         for (int l = 0; l < L; l++) {
@@ -201,15 +214,17 @@ int hc_pred_svg(const hc_pred_report *rep, const char *title, const char *path, 
             double v = s == 0 ? y->recall : s == 1 ? y->precision : s == 2 ? y->pred_sparsity : y->true_sparsity;
             fprintf(fp, "%.1f,%.1f ", px(l, L), top + PANEL_H * (1 - v));
         }
-        fprintf(fp, "'/>\n<text x='%d' y='%.1f' font-size='11' fill='%s'>%s</text>\n", PLOT_X1 + 10,
-                top + 14 + 16 * s, colors[s], names[s]);
+        double ly = top + 10 + 16 * s;   /* legend: a swatch of the line, then its name */
+        fprintf(fp, "'/>\n<line x1='%d' y1='%.1f' x2='%d' y2='%.1f' stroke='%s' stroke-width='2'/>"
+                "<text x='%d' y='%.1f' font-size='11'>%s</text>\n", PLOT_X1 + 10, ly, PLOT_X1 + 30, ly, colors[s],
+                PLOT_X1 + 36, ly + 4, names[s]);
     }
     /* predictor size relative to the FFN (3 n_embd n_ff weights) */
     double ffn = 3.0 * rep->n_embd * rep->n_ff, ymax = 0;
     for (int l = 0; l < L; l++)
         if (rep->layers[l].params / ffn > ymax) ymax = rep->layers[l].params / ffn;
-    ymax = ymax > 0 ? ymax * 1.1 : 1;
-    axes(fp, bot, ymax, "predictor parameters / FFN parameters", L);
+    ymax = ymax > 0 ? nice_max(ymax) : 1;
+    axes(fp, bot, ymax, "predictor size against the FFN it predicts", "parameters / FFN parameters", L);
     double bw = (PLOT_X1 - PLOT_X0) / (double)L * 0.6;
     for (int l = 0; l < L; l++) {
         double h = PANEL_H * (rep->layers[l].params / ffn) / ymax;

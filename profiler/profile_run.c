@@ -142,7 +142,7 @@ hc_stats *hc_profile_run(const hc_profile_opts *o, double *eval_s, char *err, si
     for (int64_t wi = o->shard_i; wi < n_win; wi += o->shard_n)
         todo += window_len(wi, per, n_used);
     hc_progress bar;
-    hc_progress_start(&bar, "profile", (uint64_t)todo, "tok");
+    hc_progress_start(&bar, "profile", (uint64_t)todo, "tokens");
     win[0] = bos;
     double t0 = hc_now();
     for (int64_t wi = o->shard_i; wi < n_win; wi += o->shard_n) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "atomic_file.h"
+#include "cli.h"
 #include "profile.h"
 
 const int hc_cover_pct[3] = { 80, 90, 99 };
@@ -64,17 +65,6 @@ static void layer_color(uint32_t l, uint32_t n, char *buf, size_t cap)
     snprintf(buf, cap, "hsl(%.0f,75%%,45%%)", hue);
 }
 
-static void xml_text(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
-        else if (*s == '&') fputs("&amp;", f);
-        else if (*s == '"') fputs("&quot;", f);
-        else fputc(*s, f);
-    }
-}
-
 int hc_stats_svg(const hc_stats *s, const char *title, const char *path, char *err, size_t errlen)
 {
     /* y axis: from the decade below the rarest non-zero frequency to 1 */
@@ -97,25 +87,25 @@ int hc_stats_svg(const hc_stats *s, const char *title, const char *path, char *e
                "font-family=\"sans-serif\" font-size=\"12\">\n", W, height, W, height);
     fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, height);
     fprintf(f, "<text x=\"%d\" y=\"22\" font-size=\"14\">", ML);
-    xml_text(f, title);
+    hc_xml_text(f, title);
     fprintf(f, "</text>\n");
     /* grid and decade labels */
     for (int d = 0; d <= xdec; d++) {
         double x = ML + pw * d / xdec;
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", x, MT, x, MT + ph);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">1e%d</text>\n", x, MT + ph + 16, d);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", x, MT + ph + 16, pow(10, d));
     }
     for (int d = ydec; d <= 0; d++) {
         double y = MT + ph * (double)-d / -ydec;
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", ML, y, ML + pw, y);
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">1e%d</text>\n", ML - 6, y + 4, d);
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", ML - 6, y + 4, pow(10, d));
     }
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"black\"/>\n",
             ML, MT, pw, ph);
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">neuron rank (hottest first, log)</text>\n",
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">neuron rank, hottest first (1 = the most active; log scale)</text>\n",
             ML + pw / 2, height - 12);
     fprintf(f, "<text transform=\"translate(16 %.1f) rotate(-90)\" text-anchor=\"middle\">"
-               "activation frequency (log)</text>\n", MT + ph / 2);
+               "activation frequency: share of tokens (log scale)</text>\n", MT + ph / 2);
 
     for (uint32_t l = 0; l < s->n_layer; l++) {
         char color[32];

@@ -205,7 +205,7 @@ int gptq_calibrate(const char *path, const gptq_calib_opts *co, gptq_run *run, c
         }
     cap.X = X;
     hc_progress pr;
-    hc_progress_start(&pr, "gptq", (uint64_t)L * N_LINEARS, NULL);
+    hc_progress_start(&pr, "gptq", (uint64_t)L * N_LINEARS, "weights");
     for (int l = 0; l < L; l++) {
         hc_layer *ly = &m->layers[l];
         for (int s = 0; s < N_STAGES; s++) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include "cli.h"
 #include "model_check.h"
 #include "outputs.h"
@@ -29,6 +30,9 @@ static void usage(FILE *fp)
         "      --output-tensor-type T    type of output.weight\n"
         "      --token-embedding-type T  type of token_embd.weight\n"
         "  -q, --quiet                   print nothing but errors\n"
+        "  -v, --verbose                 print a line per tensor and the totals even when stdout\n"
+        "                                is not a terminal (on a terminal that is the default)\n"
+        "      --version                 print the version\n"
         "  -h, --help                    this help\n"
         "\n"
         "GPTQ options (TYPE GPTQ):\n"
@@ -65,8 +69,8 @@ int main(int argc, char **argv)
         { "pure", no_argument, NULL, OPT_PURE },
         { "output-tensor-type", required_argument, NULL, OPT_OUT_TYPE },
         { "token-embedding-type", required_argument, NULL, OPT_EMB_TYPE },
-        { "quiet", no_argument, NULL, 'q' },
-        { "help", no_argument, NULL, 'h' },
+        { "quiet", no_argument, NULL, 'q' }, { "verbose", no_argument, NULL, 'v' },
+        HC_LONG_VERSION, { "help", no_argument, NULL, 'h' },
         { "calib", required_argument, NULL, OPT_CALIB },
         { "group-size", required_argument, NULL, OPT_GROUP },
         { "act-order", no_argument, NULL, OPT_ACT_ORDER },
@@ -84,12 +88,15 @@ int main(int argc, char **argv)
     hc_gptq_opts g = { .sym = -1, .damp = 0.01f, .calib_tokens = 4096, .ctx = 256,
                        .export_type = HC_TYPE_DEFAULT };
     const char *gptq_opt = NULL;   /* a GPTQ option seen, for the error when TYPE is not GPTQ */
-    int c;
+    int c, verbose = 0;
     o.nthreads = hc_default_threads(INT_MAX);
-    while ((c = getopt_long(argc, argv, ":t:qh", longopts, NULL)) != -1) {
+    o.quiet = -1;
+    while ((c = getopt_long(argc, argv, ":t:qvh", longopts, NULL)) != -1) {
         switch (c) {
         case 't': o.nthreads = (int)hc_opt_int("-t", optarg, 1, 256); break;
         case 'q': o.quiet = 1; break;
+        case 'v': verbose = 1; break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': usage(stdout); return 0;
         case OPT_ALLOW_REQ: o.allow_requantize = 1; break;
         case OPT_PURE: o.pure = 1; break;
@@ -126,6 +133,8 @@ int main(int argc, char **argv)
         default: hc_bad_option(c, NULL, argv, longopts);
         }
     }
+    /* as llama-quantize, a line per tensor; but only for a person watching */
+    if (o.quiet < 0) o.quiet = !verbose && !isatty(STDOUT_FILENO);
     if (argc - optind != 3) {
         usage(stderr);
         return 1;

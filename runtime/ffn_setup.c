@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "gpuidx.h"
 #include "hybrid.h"
+#include "opencl.h"
 #include "sparse.h"
 
 struct hc_ffn {
@@ -79,6 +80,24 @@ static int place_hot(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, const c
     return 0;
 }
 
+/* MODEL.generated.gpuidx is used unasked only with a GPU: on a CPU OpenCL
+ * device (PoCL) the split runs on the same cores and usually costs more than
+ * it saves (docs/measurements.md, "Sparse and hybrid FFN"). --gpu-index FILE
+ * still forces it. */
+static int auto_index_usable(const char *idx)
+{
+    char err[512];
+    hc_cl *cl = hc_cl_open(err, sizeof err);
+    int gpu = cl && hc_cl_is_gpu(cl);
+    if (!gpu && cl)
+        hc_warn("%s: not used: the OpenCL device '%s' is a CPU device, where the split usually costs more "
+                "than it saves; running on the CPU (--gpu-index FILE forces it)", idx, hc_cl_device(cl));
+    else if (!gpu)
+        hc_warn("%s: not used: %s; running on the CPU", idx, err);
+    hc_cl_free(cl);
+    return gpu;
+}
+
 hc_ffn *hc_ffn_setup(const hc_model *m, const hc_ffn_opts *o, FILE *log, char *err, size_t errlen)
 {
     hc_ffn *f = calloc(1, sizeof *f);
@@ -97,6 +116,10 @@ hc_ffn *hc_ffn_setup(const hc_model *m, const hc_ffn_opts *o, FILE *log, char *e
         /* e.g. INT4-GPTQ: no sparse kernels; the dense FFN computes the same model */
         hc_warn("%s; running the dense FFN%s", msg, idx ? " (GPU index not used)" : "");
         return f;
+    }
+    if (idx == auto_idx && !auto_index_usable(idx)) {
+        idx = NULL;
+        if (!(o->sparse || o->have_threshold || predictors)) return f;
     }
     if (make_sparse(f, m, o, predictors, log, err, errlen) || (idx && place_hot(f, m, o, idx, log, err, errlen))) {
         hc_ffn_free(f);

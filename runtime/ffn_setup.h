@@ -5,7 +5,9 @@
  * The sparse FFN runs when asked for (sparse), when a threshold is given,
  * when every layer has a predictor (fc1/fc2), or when there is a GPU index:
  * gpu_index, else MODEL.generated.gpuidx next to the model when it exists
- * (unless no_gpu_index). dense forbids all of it. A model the sparse FFN
+ * (unless no_gpu_index) and the OpenCL device is a GPU (on a CPU device the
+ * split usually costs more than it saves: a warning says it is not used).
+ * dense forbids all of it. A model the sparse FFN
  * cannot take (hc_sparse_check: INT4-GPTQ) runs dense with a warning; an
  * index that cannot be placed (stale for the budget, no device, too large)
  * leaves every neuron on the CPU with a warning. */

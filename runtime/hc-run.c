@@ -1,21 +1,29 @@
 /* hc-run: generate text, print logits or measure perplexity with a GGUF model. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "cli.h"
 #include "ffn_setup.h"
 #include "kernels.h"
 #include "model.h"
+#include "opencl.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
 static const char usage[] =
     "usage: hc-run -m MODEL.gguf [-p PROMPT] [-n N] [options]\n"
     "  -m, --model FILE        GGUF model (llama architecture; F32/F16/BF16/Q8_0/Q4_0)\n"
-    "  -p, --prompt TEXT       prompt (BOS is prepended; \"\" = BOS only)\n"
+    "  -p, --prompt TEXT       prompt (BOS is prepended; \"\" = BOS only; - = standard input)\n"
+    "  -f, --file FILE         prompt from a file (- = standard input); one final newline\n"
+    "                          is dropped, as llama.cpp does\n"
+    "  -i, --interactive       after generating, read a line from standard input, append\n"
+    "                          it and go on in the same context; ends at end of input\n"
     "  -n, --n-predict N       tokens to generate (default 128); stops early at BOS/EOS\n"
     "  -t, --threads N         threads (default: online CPUs)\n"
     "  -c, --ctx-size N        context (default: prompt + N for generation, 512 for\n"
@@ -40,19 +48,92 @@ static const char usage[] =
     "                          device, the others on the CPU (default: MODEL.generated.gpuidx\n"
     "                          when it exists)\n"
     "      --disable-gpu-index do not look for MODEL.generated.gpuidx\n"
+    "      --reset-gpu-index   make MODEL.generated.gpuidx again with hc-solve for the\n"
+    "                          budget (--vram-budget, default the device's memory) and\n"
+    "                          use it; the statistics come from --stats\n"
+    "      --stats FILE        activation statistics for --reset-gpu-index (default\n"
+    "                          MODEL.stats.gguf)\n"
     "      --vram-budget SIZE  device memory for the hot neurons (K/M/G = 1024-based;\n"
     "                          default: the device's); a larger split runs on the CPU\n"
+    "  -ngl, --n-gpu-layers N  for llama.cpp habits: hotcold places FFN neurons, not layers,\n"
+    "                          on the GPU (--gpu-index, --vram-budget): -ngl N > 0 changes\n"
+    "                          nothing (a note says so), -ngl 0 = --disable-gpu-index\n"
     "  -v, --verbose           print model and kernel details to stderr (with the sparse\n"
     "                          FFN: per-layer skipped fraction and predictor recall)\n"
+    "      --version           print the version\n"
     "  -h, --help              this help\n"
     "Text goes to stdout; timings to stderr.\n";
 
 typedef struct {
-    const char *model, *prompt, *ppl_file;
-    int n_predict, threads, n_ctx, n_batch, logits, verbose;
+    const char *model, *prompt, *prompt_file, *ppl_file, *stats;
+    size_t prompt_len;
+    char *prompt_buf;    /* the prompt read from a file or stdin, freed at the end */
+    int n_predict, threads, n_ctx, n_batch, logits, verbose, interactive, ngl, reset_index;
     hc_ffn_opts fo;
     hc_sampler_params sp;
 } options;
+
+/* All of a stream (the prompt from standard input), NUL-terminated. */
+static char *read_stream(FILE *f, const char *name, size_t *len)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (size_t r; buf && (r = fread(buf + n, 1, cap - 1 - n, f)) > 0;) {
+        n += r;
+        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    if (!buf) hc_die("%s: out of memory", name);
+    if (ferror(f)) hc_die("%s: read error", name);
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* -f FILE, -f - and -p -: the prompt's text, without one final newline. */
+static void read_prompt(options *o)
+{
+    const char *src = o->prompt_file ? o->prompt_file : strcmp(o->prompt, "-") == 0 ? "-" : NULL;
+    if (!src) {
+        o->prompt_len = strlen(o->prompt);
+        return;
+    }
+    if (o->interactive && strcmp(src, "-") == 0)
+        hc_die("-i reads standard input: the prompt cannot come from it too (use -f FILE or -p TEXT)");
+    char err[512], *text;
+    if (strcmp(src, "-") == 0) text = read_stream(stdin, "standard input", &o->prompt_len);
+    else if (!(text = hc_read_file(src, &o->prompt_len, err, sizeof err))) hc_die("%s", err);
+    if (o->prompt_len && text[o->prompt_len - 1] == '\n') text[--o->prompt_len] = 0;
+    o->prompt = o->prompt_buf = text;
+}
+
+/* -ngl N (llama.cpp's layer offload): hotcold chooses neurons, not layers. */
+static void gpu_layers_note(options *o)
+{
+    if (o->ngl == 0) {
+        o->fo.no_gpu_index = 1;
+        hc_warn("-ngl 0: no GPU index is used (as --disable-gpu-index)");
+    } else if (o->ngl > 0) {
+        hc_warn("-ngl %d changes nothing: hotcold puts hot FFN neurons, not layers, on the GPU; "
+                "--gpu-index FILE (from hc-solve) and --vram-budget SIZE choose them", o->ngl);
+    }
+}
+
+/* The options that do not go together; then the prompt and -ngl's note. */
+static void check_args(options *o)
+{
+    if (!o->model) hc_die("no model given (-m MODEL.gguf; see --help)");
+    if (o->ppl_file && o->logits) hc_die("--perplexity and --logits do not go together");
+    if (o->interactive && (o->ppl_file || o->logits)) hc_die("-i does not go with --perplexity or --logits");
+    if (o->prompt_file && *o->prompt) hc_die("-p and -f do not go together");
+    if (o->reset_index && (o->fo.gpu_index || o->fo.no_gpu_index || o->ngl == 0 || o->fo.dense))
+        hc_die("--reset-gpu-index makes MODEL.generated.gpuidx: it does not go with --gpu-index, "
+               "--disable-gpu-index, -ngl 0 or --dense");
+    if (o->stats && !o->reset_index) hc_die("--stats is for --reset-gpu-index");
+    if (o->fo.dense && (o->fo.sparse || o->fo.have_threshold || o->fo.gpu_index))
+        hc_die("--dense does not go with --sparse, --sparse-threshold or --gpu-index");
+    gpu_layers_note(o);
+    read_prompt(o);
+}
 
 static void parse_args(int argc, char **argv, options *o)
 {
@@ -66,15 +147,26 @@ static void parse_args(int argc, char **argv, options *o)
         { "sparse", no_argument, 0, 'R' }, { "dense", no_argument, 0, 'D' },
         { "sparse-threshold", required_argument, 0, 'H' }, { "gpu-index", required_argument, 0, 'G' },
         { "disable-gpu-index", no_argument, 0, 'N' }, { "vram-budget", required_argument, 0, 'B' },
-        { "verbose", no_argument, 0, 'v' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "file", required_argument, 0, 'f' }, { "interactive", no_argument, 0, 'i' },
+        { "n-gpu-layers", required_argument, 0, 'g' }, { "reset-gpu-index", no_argument, 0, 'E' },
+        { "stats", required_argument, 0, 'A' }, { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION,
+        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
-    *o = (options){ .prompt = "", .n_predict = 128, .threads = hc_default_threads(64),
+    /* llama.cpp spells it -ngl, which getopt would read as -n gl */
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (strcmp(argv[i], "-ngl") == 0) argv[i] = "--n-gpu-layers";
+    *o = (options){ .prompt = "", .n_predict = 128, .threads = hc_default_threads(64), .ngl = -1,
                     .sp = { .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 42 } };
     int c;
-    while ((c = getopt_long(argc, argv, ":m:p:n:t:c:b:vh", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:f:in:t:c:b:vh", longs, NULL)) != -1) {
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'p': o->prompt = optarg; break;
+        case 'f': o->prompt_file = optarg; break;
+        case 'i': o->interactive = 1; break;
+        case 'E': o->reset_index = 1; break;
+        case 'A': o->stats = optarg; break;
+        case 'g': o->ngl = (int)hc_opt_int("-ngl", optarg, 0, 1 << 20); break;
         case 'n': o->n_predict = (int)hc_opt_int("-n", optarg, 0, 1 << 24); break;
         case 't': o->threads = (int)hc_opt_int("-t", optarg, 1, 256); break;
         case 'c': o->n_ctx = (int)hc_opt_int("-c", optarg, 1, 1 << 24); break;
@@ -103,15 +195,13 @@ static void parse_args(int argc, char **argv, options *o)
                 hc_die("bad value for --vram-budget: '%s' (bytes, or K/M/G/T)", optarg);
             break;
         case 'v': o->verbose = o->fo.verbose = 1; break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': fputs(usage, stdout); exit(0);
         default: hc_bad_option(c, NULL, argv, longs);
         }
     }
     if (optind < argc) hc_die("unexpected argument '%s' (see --help)", argv[optind]);
-    if (!o->model) hc_die("no model given (-m MODEL.gguf; see --help)");
-    if (o->ppl_file && o->logits) hc_die("--perplexity and --logits do not go together");
-    if (o->fo.dense && (o->fo.sparse || o->fo.have_threshold || o->fo.gpu_index))
-        hc_die("--dense does not go with --sparse, --sparse-threshold or --gpu-index");
+    check_args(o);
 }
 
 static hc_ctx *new_ctx(const hc_model *m, const options *o, hc_ffn *ffn, int n_ctx)
@@ -124,12 +214,12 @@ static hc_ctx *new_ctx(const hc_model *m, const options *o, hc_ffn *ffn, int n_c
     return ctx;
 }
 
-static int32_t *tokenize(const hc_tokenizer *tok, const char *what, const char *text, size_t len,
+static int32_t *tokenize(const hc_tokenizer *tok, const char *what, const char *text, size_t len, int add_bos,
                          int parse_special, int *n)
 {
-    int need = hc_tokenize(tok, text, len, 1, parse_special, NULL, 0);
-    int32_t *t = need > 0 ? malloc(sizeof *t * (size_t)need) : NULL;
-    if (!t || hc_tokenize(tok, text, len, 1, parse_special, t, need) != need)
+    int need = hc_tokenize(tok, text, len, add_bos, parse_special, NULL, 0);
+    int32_t *t = need >= 0 ? malloc(sizeof *t * (size_t)(need ? need : 1)) : NULL;
+    if (!t || hc_tokenize(tok, text, len, add_bos, parse_special, t, need) != need)
         hc_die("%s: cannot tokenize", what);
     *n = need;
     return t;
@@ -151,7 +241,7 @@ static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options
     char *text = hc_read_file(o->ppl_file, &len, err, sizeof err);
     if (!text) hc_die("%s", err);
     int n_tok;
-    int32_t *toks = tokenize(tok, o->ppl_file, text, len, 0, &n_tok);
+    int32_t *toks = tokenize(tok, o->ppl_file, text, len, 1, 0, &n_tok);
     free(text);
     int n_ctx = o->n_ctx ? o->n_ctx : (m->hp.n_ctx_train < 512 ? m->hp.n_ctx_train : 512);
     if (n_ctx < 4) hc_die("-c %d is too small for --perplexity (need 4 or more)", n_ctx);
@@ -164,7 +254,7 @@ static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options
     double nll = 0, t0 = hc_now();
     long scored = 0;
     hc_progress pr;
-    hc_progress_start(&pr, "perplexity", (uint64_t)n_chunk * (uint64_t)n_ctx, "tok");
+    hc_progress_start(&pr, "perplexity", (uint64_t)n_chunk * (uint64_t)n_ctx, "tokens");
     for (int c = 0; c < n_chunk; c++) {
         const int32_t *w = toks + (size_t)c * n_ctx;
         memcpy(win, w, sizeof *win * (size_t)n_ctx);
@@ -191,59 +281,158 @@ static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options
     hc_ctx_free(ctx);
 }
 
+/* A generation under way: the last token sampled and printed is evaluated
+ * only when generation goes on (pending), as llama2.c does. */
+typedef struct {
+    const hc_tokenizer *tok;
+    hc_ctx *ctx;
+    hc_sampler *smp;
+    float *logits;
+    int n_ctx, pos, last, pending;
+    int n_gen, n_fed;            /* totals for the timing lines */
+    double t_gen, t_fed;
+} gen_state;
+
+/* Evaluate the pending token and then t[0..n) at the end of the context;
+ * 0, or -1 (and a warning) when they do not fit. */
+static int gen_feed(gen_state *g, const int32_t *t, int n)
+{
+    int k = (g->pending >= 0) + n;
+    if (g->pos + k > g->n_ctx) {
+        fputs("\n", stdout);
+        hc_warn("context of %d tokens is full; stopping (raise -c)", g->n_ctx);
+        return -1;
+    }
+    int32_t *all = malloc(sizeof *all * (size_t)k);
+    if (!all) hc_die("out of memory");
+    if (g->pending >= 0) all[0] = g->pending;
+    if (n) memcpy(all + (k - n), t, sizeof *t * (size_t)n);
+    if (hc_eval(g->ctx, all, k, g->pos, g->logits, HC_LOGITS_LAST)) hc_die("%s", hc_ctx_error(g->ctx));
+    free(all);
+    g->pos += k;
+    g->pending = -1;
+    return 0;
+}
+
+/* Sample and print up to n tokens. Stops at BOS or EOS ("[end of text]" on
+ * stderr, as llama.cpp) and when the context is full (then returns -1). */
+static int gen_run(gen_state *g, int n)
+{
+    int bos = hc_tokenizer_bos(g->tok), eos = hc_tokenizer_eos(g->tok), r = 0;
+    double t0 = hc_now();
+    for (int k = 0; k < n; k++) {
+        if (g->pending >= 0 && (r = gen_feed(g, NULL, 0))) break;
+        int next = hc_sample(g->smp, g->logits);
+        if (next == bos || next == eos) {
+            fflush(stdout);
+            fputs("[end of text]\n", stderr);
+            break;
+        }
+        print_piece(g->tok, g->last, next);
+        fflush(stdout);
+        g->n_gen++;
+        g->last = g->pending = next;
+    }
+    g->t_gen += hc_now() - t0;
+    return r;
+}
+
+/* -i: after each generation read a line, append it, generate again. */
+static void interact(gen_state *g, const options *o)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int tty = isatty(STDIN_FILENO);
+    for (;;) {
+        if (tty) fputs("\n> ", stderr);
+        if ((n = getline(&line, &cap, stdin)) <= 0) break;
+        if (!tty) fwrite(line, 1, (size_t)n, stdout);   /* a transcript on stdout */
+        int nt;
+        int32_t *t = tokenize(g->tok, "input", line, (size_t)n, 0, 1, &nt);
+        double t0 = hc_now();
+        int r = nt ? gen_feed(g, t, nt) : 0;
+        g->t_fed += hc_now() - t0;
+        g->n_fed += nt;
+        if (nt) g->last = t[nt - 1];
+        free(t);
+        if (r || gen_run(g, o->n_predict)) break;
+    }
+    free(line);
+}
+
 static void generate(const hc_model *m, const hc_tokenizer *tok, const options *o, hc_ffn *ffn)
 {
     int n_prompt;
-    int32_t *prompt = tokenize(tok, "prompt", o->prompt, strlen(o->prompt), 1, &n_prompt);
+    int32_t *prompt = tokenize(tok, "prompt", o->prompt, o->prompt_len, 1, 1, &n_prompt);
     int n_ctx = o->n_ctx;
     if (!n_ctx) {
-        long want = (long)n_prompt + (o->logits ? 0 : o->n_predict);
+        long want = o->interactive ? m->hp.n_ctx_train : (long)n_prompt + (o->logits ? 0 : o->n_predict);
         n_ctx = want < m->hp.n_ctx_train ? (int)want : m->hp.n_ctx_train;
     }
     if (n_prompt > n_ctx) hc_die("prompt has %d tokens, more than the context of %d (-c)", n_prompt, n_ctx);
-    hc_ctx *ctx = new_ctx(m, o, ffn, n_ctx);
-    int V = m->hp.n_vocab, bos = hc_tokenizer_bos(tok), eos = hc_tokenizer_eos(tok);
-    float *logits = malloc(sizeof(float) * (size_t)V);
-    hc_sampler *smp = hc_sampler_new(&o->sp, V);
-    if (!logits || !smp) hc_die("out of memory");
+    int V = m->hp.n_vocab;
+    gen_state g = { .tok = tok, .ctx = new_ctx(m, o, ffn, n_ctx), .smp = hc_sampler_new(&o->sp, V),
+                    .logits = malloc(sizeof(float) * (size_t)V), .n_ctx = n_ctx, .pending = -1,
+                    .last = prompt[n_prompt - 1] };
+    if (!g.logits || !g.smp) hc_die("out of memory");
 
     double t0 = hc_now();
-    if (hc_eval(ctx, prompt, n_prompt, 0, logits, HC_LOGITS_LAST)) hc_die("prompt: %s", hc_ctx_error(ctx));
-    double t_prompt = hc_now() - t0;
+    gen_feed(&g, prompt, n_prompt);
+    g.t_fed = hc_now() - t0;
+    g.n_fed = n_prompt;
     if (o->logits) {
-        for (int i = 0; i < V; i++) printf("%.9g\n", logits[i]);
+        for (int i = 0; i < V; i++) printf("%.9g\n", g.logits[i]);
     } else {
         for (int i = 1; i < n_prompt; i++) print_piece(tok, prompt[i - 1], prompt[i]);
         fflush(stdout);
+        if (!gen_run(&g, o->n_predict) && o->interactive) interact(&g, o);
     }
-    int n_gen = 0, pos = n_prompt, last = prompt[n_prompt - 1];
-    t0 = hc_now();
-    while (!o->logits && n_gen < o->n_predict) {
-        int next = hc_sample(smp, logits);
-        if (next == bos || next == eos) break;
-        print_piece(tok, last, next);
-        fflush(stdout);
-        n_gen++;
-        last = next;
-        if (n_gen == o->n_predict) break;
-        if (pos == n_ctx) {
-            fputs("\n", stdout);
-            hc_warn("context of %d tokens is full; stopping (raise -c)", n_ctx);
-            break;
-        }
-        if (hc_eval(ctx, &next, 1, pos++, logits, HC_LOGITS_LAST)) hc_die("%s", hc_ctx_error(ctx));
-    }
-    double t_gen = hc_now() - t0;
     if (!o->logits && isatty(STDOUT_FILENO)) fputs("\n", stdout);
-    fprintf(stderr, "prompt:     %6d tokens in %9.2f ms (%9.1f tok/s)\n", n_prompt, t_prompt * 1e3,
-            n_prompt / (t_prompt > 0 ? t_prompt : 1e-9));
+    fprintf(stderr, "prompt:     %6d tokens in %9.2f ms (%9.1f tok/s)\n", g.n_fed, g.t_fed * 1e3,
+            g.n_fed / (g.t_fed > 0 ? g.t_fed : 1e-9));
     if (!o->logits)
-        fprintf(stderr, "generation: %6d tokens in %9.2f ms (%9.1f tok/s)\n", n_gen, t_gen * 1e3,
-                n_gen / (t_gen > 0 ? t_gen : 1e-9));
-    hc_sampler_free(smp);
-    free(logits);
+        fprintf(stderr, "generation: %6d tokens in %9.2f ms (%9.1f tok/s)\n", g.n_gen, g.t_gen * 1e3,
+                g.n_gen / (g.t_gen > 0 ? g.t_gen : 1e-9));
+    hc_sampler_free(g.smp);
+    free(g.logits);
     free(prompt);
-    hc_ctx_free(ctx);
+    hc_ctx_free(g.ctx);
+}
+
+/* --reset-gpu-index, as PowerInfer's: run hc-solve (beside this program, else
+ * on PATH) for the budget and use the MODEL.generated.gpuidx it writes. */
+static void reset_gpu_index(options *o, char *idx, size_t idx_len)
+{
+    char stats[4096], budget[32], solve[4096], err[512];
+    snprintf(idx, idx_len, "%s.generated.gpuidx", o->model);
+    snprintf(stats, sizeof stats, o->stats ? "%s" : "%s.stats.gguf", o->stats ? o->stats : o->model);
+    uint64_t bytes = o->fo.vram_budget;
+    if (!bytes) {
+        hc_cl *cl = hc_cl_open(err, sizeof err);
+        if (!cl) hc_die("--reset-gpu-index: no device to take the budget from (%s); give --vram-budget SIZE", err);
+        bytes = hc_cl_mem_size(cl);
+        hc_cl_free(cl);
+    }
+    snprintf(budget, sizeof budget, "%llu", (unsigned long long)bytes);
+    ssize_t n = readlink("/proc/self/exe", solve, sizeof solve - 16);
+    char *slash = n > 0 ? memrchr(solve, '/', (size_t)n) : NULL;
+    if (slash) strcpy(slash + 1, "hc-solve");
+    if (!slash || access(solve, X_OK) != 0) strcpy(solve, "hc-solve");
+    char *argv[] = { solve, "-m", (char *)o->model, "-s", stats, "--vram-budget", budget, "-o", idx, NULL };
+    fprintf(stderr, "reset-gpu-index: %s -m %s -s %s --vram-budget %s -o %s\n", solve, o->model, stats, budget, idx);
+    posix_spawn_file_actions_t fa;   /* its report goes to stderr: stdout is the text */
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, solve, &fa, NULL, argv, environ), status = 0;
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc) hc_die("--reset-gpu-index: cannot run %s: %s", solve, strerror(rc));
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) hc_die("--reset-gpu-index: waiting for hc-solve: %s", strerror(errno));
+    if (!WIFEXITED(status) || WEXITSTATUS(status))
+        hc_die("--reset-gpu-index: hc-solve failed (its message is above); %s was not made", idx);
+    o->fo.gpu_index = idx;
 }
 
 static void print_model(const hc_model *m, const options *o)
@@ -272,6 +461,8 @@ int main(int argc, char **argv)
     if (!tok) hc_die("%s", err);   /* err names the file, once */
     fprintf(stderr, "load:       %.2f ms\n", (hc_now() - t0) * 1e3);
     if (o.verbose) print_model(m, &o);
+    char idx[4096];
+    if (o.reset_index) reset_gpu_index(&o, idx, sizeof idx);
     hc_ffn *ffn = hc_ffn_setup(m, &o.fo, stderr, err, sizeof err);
     if (!ffn) hc_die("%s", err);
     if (o.ppl_file) perplexity(m, tok, &o, ffn);
@@ -280,5 +471,6 @@ int main(int argc, char **argv)
     hc_ffn_free(ffn);
     hc_tokenizer_free(tok);
     hc_model_free(m);
+    free(o.prompt_buf);
     return 0;
 }

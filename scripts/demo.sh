@@ -100,7 +100,7 @@ The budget (2 MiB) holds the dense part and a fraction of the FFN rows; tiny FFN
 hc-solve's default per-layer minimum larger than a layer, so --min-layer-neurons 0.
 EOF
 echo
-sh "$here/scripts/pipeline.sh" -o "$OUT/synth" --synth "$SYNTH" -q Q4_0 -b 2M -t "$THREADS" \
+sh "$here/scripts/pipeline.sh" -o "$OUT/synth" --synth "$SYNTH" -q Q4_0 --vram-budget 2M -t "$THREADS" \
     --solve-opts "--min-layer-neurons 0 --ctx 256" -p "Once upon a time" -n 64 || exit $?
 echo
 summary "$OUT/synth"
@@ -121,7 +121,7 @@ EOF
     echo
     sh "$here/scripts/pipeline.sh" -o "$OUT/stories260K" --src "$HC_FIXTURES/stories260K.bin" \
         --tokenizer "$HC_FIXTURES/tok512.bin" --corpus "$HC_FIXTURES/tinystories-calib.txt" \
-        -q Q4_0 -b 480K -t "$THREADS" --profile-opts "--tokens 32768" --solve-opts "--min-layer-neurons 0" \
+        -q Q4_0 --vram-budget 480K -t "$THREADS" --profile-opts "--tokens 32768" --solve-opts "--min-layer-neurons 0" \
         -p "Once upon a time" -n 64 || exit $?
     echo
     summary "$OUT/stories260K"

@@ -10,14 +10,29 @@
 # but does not stop `make test`. Debian enables their system services (munge,
 # slurmctld, slurmd) on install; the test uses none of them, it runs its own.
 set -eu
-case ${1:-} in
-    -h|--help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    ''|--if-missing) ;;
-    *) echo "install-deps: unknown option '$1' (--help)" >&2; exit 1 ;;
-esac
+usage() {
+    cat <<'EOF'
+usage: sh scripts/install-deps.sh [--if-missing | --list | --help]
+
+Installs the Debian/Ubuntu packages hotcold needs to build, test and run
+(apt-get, as root).
+  (no option)    install them all
+  --if-missing   install only when something is missing; without root, print
+                 the apt-get command to run instead (what make test/demo do)
+  --list         print the package names, one per line, and exit
+  -h, --help     this help
+EOF
+}
 PKGS="build-essential pkg-config clang libclang-rt-dev libglpk-dev zlib1g-dev libopenblas-dev
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libcjson-dev valgrind"
 OPTIONAL="slurm-wlm munge"
+
+case ${1:-} in
+    -h|--help) usage; exit 0 ;;
+    --list) printf '%s\n' $PKGS $OPTIONAL; exit 0 ;;
+    ''|--if-missing) ;;
+    *) echo "install-deps: unknown option '$1' (see --help)" >&2; exit 1 ;;
+esac
 
 # absent PKG...: those not installed
 absent() {

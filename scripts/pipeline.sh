@@ -18,7 +18,8 @@ usage: scripts/pipeline.sh [options]
   -q, --quant TYPE       Q4_0 (default), Q8_0, F16, BF16, F32, GPTQ, or none
   -f, --corpus FILE      profiling text, also GPTQ's calibration text
                          (default: models/synth-corpus.txt)
-  -b, --budget SIZE      VRAM budget for hc-solve, bytes or K/M/G/T[iB] (default 4GiB)
+      --vram-budget SIZE GPU memory budget for hc-solve, bytes or K/M/G/T[iB] (default
+                         4GiB; -b and --budget are its old spellings)
   -p, --prompt TEXT      prompt for hc-run (default: "Once upon a time")
   -n, --n-predict N      tokens to generate, greedy (default 32)
   -o, --out DIR          output folder (default: build/pipeline)
@@ -61,7 +62,7 @@ while [ $# -gt 0 ]; do
         --synth)         need "$@"; synth_opts=$2; shift ;;
         -q|--quant)      need "$@"; quant=$2; shift ;;
         -f|--corpus)     need "$@"; corpus=$2; shift ;;
-        -b|--budget)     need "$@"; budget=$2; shift ;;
+        --vram-budget|-b|--budget) need "$@"; budget=$2; shift ;;
         -p|--prompt)     need "$@"; prompt=$2; shift ;;
         -n|--n-predict)  need "$@"; npredict=$2; shift ;;
         -o|--out)        need "$@"; out=$2; shift ;;
@@ -96,12 +97,26 @@ size() {
     wc -c <"$1" | awk '{ b = $1; u = "B"; if (b >= 1048576) { b /= 1048576; u = "MiB" } else if (b >= 1024) { b /= 1024; u = "KiB" }
                          printf (u == "B") ? "%d %s" : "%.1f %s", b, u }'
 }
+# quote ARG...: the command as one would type it (paths under the current
+# directory relative to it, single quotes where the shell needs them), so that
+# a printed command can be pasted
+quote() {
+    sep=''
+    for a; do
+        a=${a#"$PWD"/}
+        case $a in
+            ''|*[!A-Za-z0-9_./:=,+@%-]*) a="'$(printf '%s' "$a" | sed "s/'/'\\\\''/g")'" ;;
+        esac
+        printf '%s%s' "$sep" "$a"
+        sep=' '
+    done
+}
 # step NAME CMD...: run one step; its stdout and stderr go to logs/NAME.{out,err}
 # and are shown indented; a failure shows its error and ends the pipeline with its status
 step() {
     name=$1; shift
     nstep=$((nstep + 1))
-    echo "[$nstep/$total] $name: $*" | sed "s|$HC_BIN/||"
+    echo "[$nstep/$total] $name: $(quote "$@")"
     "$@" >"$out/logs/$name.out" 2>"$out/logs/$name.err"
     rc=$?
     if [ $rc -ne 0 ]; then

@@ -19,7 +19,6 @@
 
 #define DEFAULT_BATCH 256
 #define MIN_BATCHES 16       /* a smaller model gets smaller batches, down to this many per layer */
-#define DEFAULT_CTX 512      /* llama.cpp's default -c when PowerInfer was released */
 
 static void usage(FILE *f)
 {
@@ -30,14 +29,15 @@ static void usage(FILE *f)
 "\n"
 "  -m, --model FILE          model GGUF (PowerInfer or plain llama layout)\n"
 "  -s, --stats FILE          activation statistics from hc-profile\n"
-"  -b, --vram-budget SIZE    GPU memory for this model: bytes or K/M/G/T (1024-based)\n"
+"      --vram-budget SIZE    GPU memory for this model: bytes or K/M/G/T (1024-based)\n"
 "  -o, --output FILE         default MODEL.generated.gpuidx (where PowerInfer looks)\n"
 "      --batch N             neurons per ILP variable (default 256; smaller for small\n"
 "                            FFNs so that a layer has at least %d batches)\n"
 "      --time-limit S        stop GLPK after S seconds (default 60) and keep its best\n"
 "      --gap G               stop at relative MIP gap G (default 1e-5; 0 = prove\n"
 "                            optimality, which can take minutes on 70B shapes)\n"
-"      --ctx N               KV cache charged for N positions (default %d)\n"
+"      --ctx N               KV cache charged for N positions (default: the model's\n"
+"                            context length, the most hc-run uses)\n"
 "      --greedy              hottest neurons per byte first, no ILP (baseline)\n"
 "      --sweep LIST          coverage for each budget of a comma-separated list; no file\n"
 "      --json                print the report (or the sweep) as JSON on stdout\n"
@@ -51,7 +51,8 @@ static void usage(FILE *f)
 "                            minimum = fewest hottest neurons whose saved CPU time\n"
 "                            per token pays for one synchronisation\n"
 "  -v, --verbose             GLPK's own output\n"
-"  -h, --help                this help\n", MIN_BATCHES, DEFAULT_CTX);
+"      --version             print the version\n"
+"  -h, --help                this help\n", MIN_BATCHES);
 }
 
 typedef struct {
@@ -76,7 +77,7 @@ static void parse_args(int argc, char **argv, options *o)
            O_SYNC };
     static const struct option longopts[] = {
         { "model", required_argument, 0, 'm' }, { "stats", required_argument, 0, 's' },
-        { "vram-budget", required_argument, 0, 'b' }, { "output", required_argument, 0, 'o' },
+        { "vram-budget", required_argument, 0, 'B' }, { "output", required_argument, 0, 'o' },
         { "batch", required_argument, 0, O_BATCH }, { "time-limit", required_argument, 0, O_TIME },
         { "gap", required_argument, 0, O_GAP }, { "ctx", required_argument, 0, O_CTX },
         { "greedy", no_argument, 0, O_GREEDY }, { "sweep", required_argument, 0, O_SWEEP },
@@ -84,10 +85,10 @@ static void parse_args(int argc, char **argv, options *o)
         { "svg", required_argument, 0, O_SVG }, { "min-layer-neurons", required_argument, 0, O_MIN },
         { "cpu-bw", required_argument, 0, O_CPU }, { "gpu-bw", required_argument, 0, O_GPU },
         { "sync-us", required_argument, 0, O_SYNC }, { "verbose", no_argument, 0, 'v' },
-        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        HC_LONG_VERSION, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     memset(o, 0, sizeof *o);
-    o->ctx = DEFAULT_CTX;
+    o->ctx = -1;
     o->cost = (solve_cost){ 0, 0, 40.0 * (1 << 30), 900.0 * (1 << 30), 20e-6 };
     /* A gap stop, unlike a time-limit stop, gives the same file on every machine. */
     o->ilp = (solve_ilp_opts){ 60, 1e-5, 0 };
@@ -96,7 +97,8 @@ static void parse_args(int argc, char **argv, options *o)
         switch (c) {
         case 'm': o->model = optarg; break;
         case 's': o->stats = optarg; break;
-        case 'b': o->budget = parse_bytes("--vram-budget", optarg); o->have_budget = 1; break;
+        case 'B': o->budget = parse_bytes("--vram-budget", optarg); o->have_budget = 1; break;
+        case 'b': hc_die("-b is a batch size in llama.cpp; the GPU memory budget is --vram-budget SIZE");
         case 'o': o->out = optarg; break;
         case O_BATCH: o->batch = (int)hc_opt_int("--batch", optarg, 1, 1 << 24); break;
         case O_TIME: o->ilp.time_limit = hc_opt_num("--time-limit", optarg, 0, DBL_MAX); break;
@@ -115,6 +117,7 @@ static void parse_args(int argc, char **argv, options *o)
         case O_GPU: o->cost.gpu_bw = (double)parse_bytes("--gpu-bw", optarg); o->have_cost = 1; break;
         case O_SYNC: o->cost.sync_s = hc_opt_num("--sync-us", optarg, 0, DBL_MAX) * 1e-6; o->have_cost = 1; break;
         case 'v': o->ilp.verbose = 1; break;
+        case HC_OPT_VERSION: hc_version();
         case 'h': usage(stdout); exit(0);
         default: hc_bad_option(c, NULL, argv, longopts);
         }
@@ -318,7 +321,7 @@ int main(int argc, char **argv)
     if (hc_stats_check_model(stats, model, o.model, err, sizeof err))
         hc_die("%s (statistics %s)", err, o.stats);
     solve_budget budget;
-    if (solve_budget_read(&budget, model, (uint32_t)o.ctx, err, sizeof err))
+    if (solve_budget_read(&budget, model, o.ctx, err, sizeof err))
         hc_die("%s", err);
 
     uint64_t capacity = 0;

@@ -30,7 +30,8 @@ typedef struct {
     uint32_t ctx;              /* KV cache charged for this context length */
 } solve_budget;
 
-int solve_budget_read(solve_budget *b, const gguf_file *model, uint32_t ctx, char *err, size_t errlen);
+/* ctx < 0: charge the KV cache for the model's <arch>.context_length. */
+int solve_budget_read(solve_budget *b, const gguf_file *model, int64_t ctx, char *err, size_t errlen);
 void solve_budget_free(solve_budget *b);
 /* Bytes left for FFN neurons under vram_budget, or -1 with a message naming
  * the first dense part that does not fit. */

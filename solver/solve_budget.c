@@ -193,7 +193,7 @@ static int neuron_bytes(const gguf_file *m, uint32_t l, uint32_t n_embd, uint32_
     return 0;
 }
 
-int solve_budget_read(solve_budget *b, const gguf_file *m, uint32_t ctx, char *err, size_t errlen)
+int solve_budget_read(solve_budget *b, const gguf_file *m, int64_t ctx, char *err, size_t errlen)
 {
     memset(b, 0, sizeof *b);
     char *arch = NULL;
@@ -203,11 +203,14 @@ int solve_budget_read(solve_budget *b, const gguf_file *m, uint32_t ctx, char *e
     }
     int rc = get_dim(m, arch, "block_count", &b->n_layer, err, errlen) ||
              get_dim(m, arch, "feed_forward_length", &b->n_ff, err, errlen) ||
-             get_dim(m, arch, "embedding_length", &b->n_embd, err, errlen) ? -1 : 0;
+             get_dim(m, arch, "embedding_length", &b->n_embd, err, errlen) ||
+             (ctx < 0 && get_dim(m, arch, "context_length", &b->ctx, err, errlen)) ? -1 : 0;
     free(arch);
     if (rc)
         return -1;
-    b->ctx = ctx;
+    if (ctx >= 0)
+        b->ctx = (uint32_t)ctx;
+    ctx = b->ctx;
     b->neuron_bytes = solve_alloc(b->n_layer * sizeof *b->neuron_bytes);
     for (uint32_t l = 0; l < b->n_layer; l++) {
         if (neuron_bytes(m, l, b->n_embd, b->n_ff, &b->neuron_bytes[l], err, errlen))

@@ -10,7 +10,7 @@
 #define W 860
 #define H 470
 #define X0 60      /* plot area of the coverage chart */
-#define Y0 50
+#define Y0 62
 #define PW 760
 #define PH 250
 #define BY 370     /* budget bar */
@@ -47,6 +47,8 @@ static void coverage_chart(FILE *f, const solve_result *r)
     for (uint32_t l = 0; l < p->n_layer; l += (uint32_t)step)
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%" PRIu32 "</text>\n",
                 X0 + (l + 0.5) * bw, Y0 + PH + 15, l);
+    fprintf(f, "<text transform=\"translate(16 %d) rotate(-90)\" font-size=\"12\" text-anchor=\"middle\">"
+            "share of the layer (%%)</text>\n", Y0 + PH / 2);
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">layer</text>\n"
             "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"#1f78b4\"/>"
             "<text x=\"%d\" y=\"%d\" font-size=\"12\">activations served by the GPU</text>\n"
@@ -91,6 +93,11 @@ int solve_write_svg(const solve_result *r, const char *path, char *err, size_t e
     fprintf(af.fp, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
             "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
             W, H, W, H);
+    fprintf(af.fp, "<text x=\"%d\" y=\"16\" font-size=\"12\">", X0);
+    hc_xml_text(af.fp, r->model_name);
+    fprintf(af.fp, ", statistics: ");
+    hc_xml_text(af.fp, r->stats->corpus);
+    fprintf(af.fp, "</text>\n");
     coverage_chart(af.fp, r);
     budget_bar(af.fp, r);
     fprintf(af.fp, "</svg>\n");

@@ -1,6 +1,7 @@
 #!/bin/sh
 # The command line every program and subcommand shares: --help and -h print
-# the usage on stdout and exit 0; a bad option is one line "hc-NAME: ..."
+# the usage on stdout and exit 0; --version prints "PROGRAM VERSION", one
+# version for all, starting with the VERSION file's; a bad option is one line "hc-NAME: ..."
 # on stderr naming the option and pointing at --help, exit 1, nothing on
 # stdout; every multithreaded tool takes -t.
 . tests/lib.sh
@@ -14,6 +15,10 @@ helps() {
     else fail "${name}_help" "$* --help: $(head -c 200 "$T/err") $(head -c 100 "$T/help")"; fi
     if "$HC_BIN/$@" -h >"$T/out" 2>"$T/err" && [ ! -s "$T/err" ] && cmp -s "$T/out" "$T/help"; then ok "${name}_h"
     else fail "${name}_h" "$* -h differs from --help or failed: $(head -c 200 "$T/err")"; fi
+    if "$HC_BIN/$@" --version >"$T/out" 2>"$T/err" && [ ! -s "$T/err" ] && [ "$(wc -l <"$T/out")" -eq 1 ] &&
+        grep -q "^$prog $(cat VERSION)" "$T/out"; then
+        ok "${name}_version"; sed "s/^$prog //" "$T/out" >>"$T/versions"
+    else fail "${name}_version" "$* --version: $(head -c 200 "$T/err") $(head -c 100 "$T/out")"; fi
 }
 
 # refuses NAME PATTERN PROGRAM [ARGS...]: exit 1, stdout empty, stderr one
@@ -84,5 +89,14 @@ for p in "hc-quantize" "hc-profile" "hc-profile predictors" "hc-run"; do
     # shellcheck disable=SC2086
     refuses "${name}_threads_many" "bad value for -t: '257'" $p -t 257
 done
+
+# scripts/install-deps.sh: --help prints its usage (and installs nothing), a bad option is refused
+if sh scripts/install-deps.sh --help >"$T/out" 2>"$T/err" && head -1 "$T/out" | grep -q "^usage: sh scripts/install-deps.sh" &&
+   [ ! -s "$T/err" ]; then ok install_deps_help
+else fail install_deps_help "$(head -c 200 "$T/err")"; fi
+check_fails install_deps_bad_option "unknown option '--frobnicate'" sh scripts/install-deps.sh --frobnicate
+
+if [ "$(sort -u "$T/versions" | wc -l)" -eq 1 ]; then ok one_version
+else fail one_version "programs report different versions: $(sort -u "$T/versions" | tr '\n' ';')"; fi
 
 finish

@@ -418,6 +418,20 @@ static void test_commit_group(void)
     CHECK(access(a, F_OK) != 0 && access(b, F_OK) != 0 && count_temporaries(dir) == 0);
 }
 
+static void test_progress_units(void)
+{
+    hc_progress p = { .label = "converting", .total = 24u << 20, .done = 12u << 20, .unit = "B" };
+    char buf[256];
+    hc_progress_format(&p, 4.0, buf, sizeof buf);
+    CHECKF(strcmp(buf, "converting  50% 12.0/24.0 MiB, 3.0 MiB/s, ETA 0:04") == 0, "%s", buf);
+    p = (hc_progress){ .label = "profile", .total = 2048, .done = 512, .unit = "tokens" };
+    hc_progress_format(&p, 2.0, buf, sizeof buf);
+    CHECKF(strcmp(buf, "profile  25% 512/2048 tokens, 256.0 tokens/s, ETA 0:06") == 0, "%s", buf);
+    p.total = 0;
+    hc_progress_format(&p, 0, buf, 8);   /* truncated, NUL-terminated */
+    CHECKF(strcmp(buf, "profile") == 0, "%s", buf);
+}
+
 int main(void)
 {
     RUN(test_fp16_known_values);
@@ -434,5 +448,6 @@ int main(void)
     RUN(test_sigbus_on_shrunk_map);
     RUN(test_stale_temporaries_removed);
     RUN(test_commit_group);
+    RUN(test_progress_units);
     return th_done();
 }

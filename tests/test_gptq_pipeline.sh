@@ -49,7 +49,7 @@ cp "$T/q.gpuidx" "$Q.generated.gpuidx"
 run_falls_back run_auto_index_falls_back
 
 out=$T/pipe
-if sh scripts/pipeline.sh -o "$out" --quant GPTQ --corpus "$C" -b 500K --solve-opts "--min-layer-neurons 0" \
+if sh scripts/pipeline.sh -o "$out" --quant GPTQ --corpus "$C" --vram-budget 500K --solve-opts "--min-layer-neurons 0" \
        --quant-opts "--calib-tokens 512 --ctx 64" -n 8 -t 2 >"$T/pipe.out" 2>"$T/pipe.err" &&
    [ -s "$out/model.gpuidx" ] && [ -s "$out/run-dense.txt" ] && grep -q 'it ran the dense FFN' "$T/pipe.out"; then
     ok pipeline_quant_gptq

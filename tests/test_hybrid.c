@@ -618,9 +618,15 @@ static void test_cli(void)
     const char *e = th_last_err();
     CHECKF(strstr(e, "opencl: platform") && strstr(e, "device served") && strstr(e, "layer  1: skipped"), "%s", e);
     CHECK(th_sh("cmp %s %s", th_tmp("dense.txt"), th_tmp("hy.txt")) == 0);
-    /* the model's default index, as PowerInfer looks for it */
-    CHECK(th_sh("cp %s %s.generated.gpuidx && %s -m %s -p hi -n 2 --temp 0", gi, path, run, path) == 0);
-    CHECKF(strstr(th_last_err(), "generated.gpuidx") && strstr(th_last_err(), "device served"), "%s", th_last_err());
+    /* the model's default index, as PowerInfer looks for it: used on a GPU; on a
+     * CPU OpenCL device (PoCL) not used unasked, said in one line, same text */
+    CHECK(th_sh("cp %s %s.generated.gpuidx && %s -m %s -p hello -n 8 --temp 0 -t 2 > %s", gi, path, run, path,
+                th_tmp("auto.txt")) == 0);
+    e = th_last_err();
+    int served = strstr(e, "device served") != NULL, cpu = strstr(e, "is a CPU device") != NULL;
+    CHECKF(strstr(e, "generated.gpuidx") && served != cpu, "%s", e);
+    if (cpu) CHECKF(strstr(e, "(--gpu-index FILE forces it)\n") && !strstr(e, "opencl: platform"), "%s", e);
+    CHECK(th_sh("cmp %s %s", th_tmp("dense.txt"), th_tmp("auto.txt")) == 0);
     CHECK(th_sh("rm %s.generated.gpuidx", path) == 0);
     /* no OpenCL platform: CPU only, same text */
     CHECKF(th_sh("OCL_ICD_VENDORS=%s OCL_ICD_FILENAMES= %s -m %s -p hello -n 8 --temp 0 --gpu-index %s > %s",

@@ -14,8 +14,8 @@ head -c 3000 models/synth-corpus.txt >"$T/c2.txt"
 mkdir -p "$T/c1"; cp models/synth-corpus.txt "$T/c1/corpus.txt"
 
 # ------------------------------------------------------------ scripts/pipeline.sh
-pipe() { out=$1; shift; sh scripts/pipeline.sh -o "$out" --corpus "$T/corpus.txt" -b 340K \
-             --solve-opts "--min-layer-neurons 0" -n 16 -t 1 "$@"; }
+pipe() { out=$1; shift; sh scripts/pipeline.sh -o "$out" --corpus "$T/corpus.txt" --vram-budget 340K \
+             --solve-opts "--min-layer-neurons 0" -p "It's a \$test" -n 16 -t 1 "$@"; }
 ARTS="model.gguf model-quant.gguf stats.gguf model.gpuidx"
 
 check pipeline_runs pipe "$T/p1"
@@ -26,6 +26,10 @@ placed() { awk '/"totals":/ { t = 1 } t && /"gpu_neurons":/ { gsub(/[^0-9]/, "")
                 t && /"coverage":/ { gsub(/[^0-9.]/, ""); c = $0 + 0; exit !(n > 0 && n < 512 && c > 0.5) }' "$1"; }
 check pipeline_places_hot_neurons placed "$T/p1/solve.json"
 check pipeline_dense_text test -s "$T/p1/run-dense.txt"
+# the printed commands are shell-quoted: pasting the dense run's gives its text
+cmd=$(sed -n 's/^\[[0-9]*\/[0-9]*\] run: //p' "$T/p1.out")
+if [ -n "$cmd" ] && eval "$cmd" 2>/dev/null | cmp -s - "$T/p1/run-dense.txt"; then ok pipeline_commands_paste
+else fail pipeline_commands_paste "'$cmd' does not reproduce run-dense.txt"; fi
 # with exact ReLU sparsity, sparse-CPU and hybrid runs (where hc-run has them) give the dense text
 for k in sparse hybrid; do
     if [ -f "$T/p1/run-$k.txt" ]; then check "pipeline_${k}_text_is_dense" cmp "$T/p1/run-dense.txt" "$T/p1/run-$k.txt"

@@ -89,6 +89,20 @@ static void test_synth_relu(void)
     size_t n;
     unsigned char *svg = th_read(th_tmp("synth.svg"), &n);
     CHECK(svg && n > 100 && strstr((char *)svg, "</svg>"));
+    /* the plot names its input, labels its axes with their units, has a legend of
+     * line swatches, and round tick values (at most two significant digits) */
+    const char *doc = (const char *)svg;
+    CHECK(doc && strstr(doc, synth) && strstr(doc, ">layer</text>") && strstr(doc, "fraction (0 to 1)") &&
+          strstr(doc, "parameters / FFN parameters"));
+    int swatches = 0, ticks = 0, round = 1;
+    for (const char *q = doc; q && (q = strstr(q, "<line ")); q++) swatches++;
+    for (const char *q = doc; q && (q = strstr(q, "text-anchor='end' font-size='10'>")); q++) {
+        double v = atof(q + strlen("text-anchor='end' font-size='10'>"));
+        double m = v > 0 ? v / pow(10, floor(log10(v))) : 0;   /* mantissa in [1, 10) */
+        ticks++;
+        if (fabs(m * 10 - (double)lround(m * 10)) > 1e-6) round = 0;
+    }
+    CHECKF(swatches == 4 && ticks == 10 && round, "%d swatches, %d ticks, round %d", swatches, ticks, round);
     free(svg);
     free(rep.layers);
 }

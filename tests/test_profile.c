@@ -120,6 +120,9 @@ static void test_show_facts(void)
     /* the plot: one curve per layer, a complete document */
     char *doc = (char *)th_read(svg, NULL);
     CHECK(doc && strncmp(doc, "<svg ", 5) == 0 && strstr(doc, "</svg>\n"));
+    /* it names its input and the units of both axes; ticks are plain numbers */
+    CHECK(doc && strstr(doc, p) && strstr(doc, "share of tokens (log scale)") &&
+          strstr(doc, "neuron rank, hottest first") && strstr(doc, ">0.1</text>") && !strstr(doc, ">1e"));
     int curves = 0;
     for (const char *q = doc; (q = strstr(q, "<polyline")); q++) curves++;
     CHECK(curves == 2);

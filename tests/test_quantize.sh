@@ -1,6 +1,6 @@
 #!/bin/sh
-# hc-quantize from the command line: help, usage errors, the progress lines,
-# --quiet, and a full disk (ulimit -f) leaving nothing behind.
+# hc-quantize from the command line: help, usage errors, the progress lines
+# (-v; quiet by default when stdout is not a terminal), --quiet, and a full disk (ulimit -f) leaving nothing behind.
 . tests/lib.sh
 Q=$HC_BIN/hc-quantize
 
@@ -15,7 +15,7 @@ if ! have_fixtures; then
 fi
 IN=$HC_FIXTURES/stories260K.gguf
 
-"$Q" "$IN" "$T/p.gguf" q8_0 -t 2 >"$T/log" 2>"$T/log.err"
+"$Q" -v "$IN" "$T/p.gguf" q8_0 -t 2 >"$T/log" 2>"$T/log.err"
 if grep -q 'blk.0.ffn_down.weight - \[  172,    64,     1,     1\], type =    f32, rows of 172 are not a multiple of 32: converting to f16' "$T/log" &&
    grep -q 'output.weight - .*converting to q8_0 .. size =     0.12 MiB ->     0.03 MiB' "$T/log" &&
    grep -q "quantizing '.*' to '.*' as Q8_0 using 2 threads" "$T/log" &&
@@ -26,6 +26,8 @@ else
 fi
 
 check quiet sh -c "[ -z \"\$($Q --quiet '$IN' '$T/q.gguf' Q4_0 2>&1)\" ] && [ -s '$T/q.gguf' ]"
+# stdout not a terminal and no -v: quiet, as a script wants it
+check quiet_when_piped sh -c "[ -z \"\$($Q '$IN' '$T/q2.gguf' Q4_0 2>&1)\" ] && cmp '$T/q.gguf' '$T/q2.gguf'"
 
 # A file-size limit stands in for a full disk: with SIGXFSZ ignored, writes fail
 # with EFBIG. The error must name the output, and no file (not even the

@@ -18,6 +18,7 @@
 #define NV 64         /* vocab */
 #define BATCH 16
 #define CTX 8
+#define NCTX 96       /* the models' llama.context_length */
 
 static char err[512];
 
@@ -62,7 +63,7 @@ static void set_runnable_kvs(gguf_writer *w)
         scores[i] = (float)-i;
         types[i] = i < 3 ? (i ? 3 : 2) : 1;
     }
-    gguf_set_u32(w, "llama.context_length", 64);
+    gguf_set_u32(w, "llama.context_length", NCTX);
     gguf_set_u32(w, "llama.attention.head_count", 4);
     gguf_set_u32(w, "llama.attention.head_count_kv", 2);
     gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
@@ -416,6 +417,9 @@ static void test_report_and_svg(void)
     cJSON_Delete(j);
     char *s = (char *)th_read(svg, &len);
     CHECK(s && len > 100 && !strncmp(s, "<svg", 4) && strstr(s, "layer 2:") && strstr(s, "</svg>"));
+    /* it names its inputs (model file, statistics' corpus) and the unit of its axis */
+    const char *base = strrchr(model_path, '/');
+    CHECKF(s && strstr(s, base + 1) && strstr(s, "statistics: ") && strstr(s, "share of the layer (%)"), "%s", s);
     free(s);
 }
 
@@ -465,6 +469,16 @@ static void test_defaults(void)
     CHECKF(strstr(th_last_err(), "batches of 4 neurons"), "%s", th_last_err());
     CHECK(th_sh("%s --help", th_bin("hc-solve")) == 0 && strstr(th_last_out(), "--vram-budget"));
     CHECK(th_sh("%s -m %s", th_bin("hc-solve"), model_path) == 1);
+    /* the KV cache is charged for the model's context length unless --ctx says otherwise */
+    CHECK(th_sh("%s -m %s -s %s --vram-budget 1M -o %s", th_bin("hc-solve"), model_path, stats_path,
+                th_tmp("d.gpuidx")) == 0);
+    gguf_file *f = gguf_open(th_tmp("d.gpuidx"), err, sizeof err);
+    uint32_t ctx = 0;
+    CHECK(f && gguf_get_u32(f, "hotcold.solve.ctx", &ctx) == 0 && ctx == NCTX);
+    gguf_close(f);
+    /* -b is llama.cpp's batch size: the budget is --vram-budget, and the message says so */
+    CHECK(th_sh("%s -m %s -s %s -b 1M", th_bin("hc-solve"), model_path, stats_path) == 1);
+    CHECKF(strstr(th_last_err(), "the GPU memory budget is --vram-budget SIZE"), "%s", th_last_err());
 }
 
 /* ------------------------------------------------------------ INT4-GPTQ */

@@ -7,7 +7,7 @@
 for q in F16 Q8_0 Q4_0; do
     "$HC_BIN/hc-quantize" -q --pure "$T/m.gguf" "$T/$q.gguf" "$q"
     "$HC_BIN/hc-profile" -m "$T/$q.gguf" -f models/synth-corpus.txt -o "$T/$q.stats" >/dev/null 2>&1
-    "$HC_BIN/hc-solve" -m "$T/$q.gguf" -s "$T/$q.stats" -b 900K --min-layer-neurons 0 -o "$T/$q.gpuidx" \
+    "$HC_BIN/hc-solve" -m "$T/$q.gguf" -s "$T/$q.stats" --vram-budget 900K --min-layer-neurons 0 -o "$T/$q.gpuidx" \
         >"$T/solve.out" 2>&1
     placed=$(sed -n 's/^placed .*neurons ([0-9.]*%), \(.*\)$/\1/p' "$T/solve.out")
     "$HC_BIN/hc-run" -m "$T/$q.gguf" --gpu-index "$T/$q.gpuidx" --vram-budget 900K -p x -n 2 \

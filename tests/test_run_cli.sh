@@ -1,0 +1,69 @@
+#!/bin/sh
+# hc-run's llama.cpp habits: -f FILE and -f -/-p - (prompt from a file or
+# standard input), -i (interactive: a line read after each generation is
+# appended and generation goes on in the same context), -ngl N (accepted with a
+# one-line note; -ngl 0 = --disable-gpu-index), "[end of text]" on stderr at EOS.
+. tests/lib.sh
+R=$HC_BIN/hc-run
+M=$T/m.gguf
+"$HC_BIN/hc-convert" synth --dim 64 --n-ff 128 --layers 2 --ctx 64 -o "$M" 2>/dev/null || fail synth "hc-convert failed"
+run() { "$R" -m "$M" --temp 0 -t 1 "$@"; }
+
+run -p "hello world" -n 8 >"$T/p.txt" 2>/dev/null
+printf 'hello world\n' >"$T/prompt.txt"
+check run_f sh -c "'$R' -m '$M' --temp 0 -t 1 -f '$T/prompt.txt' -n 8 >'$T/f.txt' && cmp '$T/f.txt' '$T/p.txt'"
+check run_f_stdin sh -c "'$R' -m '$M' --temp 0 -t 1 -f - -n 8 <'$T/prompt.txt' | cmp - '$T/p.txt'"
+check run_p_stdin sh -c "'$R' -m '$M' --temp 0 -t 1 -p - -n 8 <'$T/prompt.txt' | cmp - '$T/p.txt'"
+check_fails run_f_missing "hc-run: $T/none.txt: No such file" run -f "$T/none.txt"
+check_fails run_p_and_f "-p and -f do not go together" run -p x -f "$T/prompt.txt"
+check_fails run_i_stdin_prompt "the prompt cannot come from it too" run -i -f -
+
+# -i: the first part is the plain run's text; each input line is echoed and
+# followed by 8 more tokens in the same context (prompt + lines counted as fed)
+printf 'once more\nand again\n' | run -p "hello world" -n 8 -i >"$T/i.txt" 2>"$T/i.err"
+n_p=$(wc -c <"$T/p.txt")
+if [ "$(head -c "$n_p" "$T/i.txt")" = "$(cat "$T/p.txt")" ] &&
+   [ "$(tail -c +$((n_p + 1)) "$T/i.txt" | head -n 1)" = "once more" ] && grep -aq "and again$" "$T/i.txt" && [ "$(wc -c <"$T/i.txt")" -gt $((n_p + 25)) ] &&
+   grep -q "^generation: *24 tokens" "$T/i.err"; then ok run_interactive
+else fail run_interactive "$(cat "$T/i.txt"; cat "$T/i.err")"; fi
+# the same context: it fills up (-c 24: 3 prompt tokens + 8 + a line + 8 ...)
+printf 'once more\nand again\nand a third time\n' | run -p "hello world" -n 8 -i -c 24 >"$T/c.txt" 2>"$T/c.err"
+if [ $? -eq 0 ] && grep -q "context of 24 tokens is full" "$T/c.err"; then ok run_interactive_one_context
+else fail run_interactive_one_context "$(cat "$T/c.err")"; fi
+
+# -ngl: a note and the same text, exit 0; -ngl 0 is --disable-gpu-index
+for a in "-ngl 99" "--n-gpu-layers 99" "-ngl 0"; do
+    name=run_ngl_$(echo "$a" | tr -c 'a-z0-9\n' _)
+    # shellcheck disable=SC2086
+    if run -p "hello world" -n 8 $a >"$T/n.txt" 2>"$T/n.err" && cmp -s "$T/n.txt" "$T/p.txt" &&
+       [ "$(grep -c '^hc-run: -ngl' "$T/n.err")" = 1 ]; then ok "$name"
+    else fail "$name" "$(cat "$T/n.err")"; fi
+done
+check_fails run_ngl_says_why "changes nothing: hotcold puts hot FFN neurons, not layers" sh -c "'$R' -m '$M' -p x -n 1 -ngl 5 && exit 1"
+check_fails run_ngl_bad "bad value for -ngl: 'x'" run -ngl x
+
+# --reset-gpu-index: MODEL.generated.gpuidx made again by hc-solve for the budget
+# (the same bytes as hc-solve run by hand), then used (asked for: even on a CPU device)
+"$HC_BIN/hc-profile" -m "$M" -f models/synth-corpus.txt --tokens 600 -o "$T/m.stats" 2>/dev/null >/dev/null
+"$HC_BIN/hc-solve" -m "$M" -s "$T/m.stats" --vram-budget 409600 -o "$T/direct.gpuidx" >/dev/null 2>&1
+echo stale >"$M.generated.gpuidx"
+if run -p "hello world" -n 8 --reset-gpu-index --stats "$T/m.stats" --vram-budget 400K >"$T/r.txt" 2>"$T/r.err" &&
+   cmp -s "$M.generated.gpuidx" "$T/direct.gpuidx" && cmp -s "$T/r.txt" "$T/p.txt" &&
+   grep -q "^reset-gpu-index: .*hc-solve -m $M -s $T/m.stats --vram-budget 409600" "$T/r.err" &&
+   grep -q "^hybrid: $M.generated.gpuidx\|running on the CPU only" "$T/r.err"; then ok run_reset_gpu_index
+else fail run_reset_gpu_index "$(cat "$T/r.err")"; fi
+rm -f "$M.generated.gpuidx"
+check_fails run_reset_needs_stats "hc-solve failed" run -p x -n 1 --reset-gpu-index --vram-budget 400K
+check_fails run_reset_not_with_index "does not go with --gpu-index" run --reset-gpu-index --gpu-index "$T/direct.gpuidx"
+check_fails run_stats_alone "--stats is for --reset-gpu-index" run --stats "$T/m.stats"
+
+# EOS: generation stops and says so on stderr (stories260K stops within 400 tokens)
+S=$HC_FIXTURES/stories260K.gguf
+if [ -f "$S" ]; then
+    "$R" -m "$S" -p "Once" -n 400 --temp 0 >"$T/s.txt" 2>"$T/s.err"
+    if grep -qx '\[end of text\]' "$T/s.err" && ! grep -q 'end of text' "$T/s.txt"; then ok run_end_of_text
+    else fail run_end_of_text "$(cat "$T/s.err")"; fi
+else
+    skip run_end_of_text "no fixtures"
+fi
+finish
