@@ -32,9 +32,9 @@ else
 endif
 
 PKG_CONFIG ?= pkg-config
-PKGS    := zlib openblas OpenCL libcjson
+PKGS    := zlib openblas OpenCL libcjson libpcre2-8
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -lz -lopenblas -lOpenCL -lcjson)
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -lz -lopenblas -lOpenCL -lcjson -lpcre2-8)
 
 # -ffp-contract=off: no fused multiply-add anywhere by default, so quantizers
 # round exactly as ggml's x86-64 build (docs/formats.md, "The FMA caveat").
@@ -42,7 +42,7 @@ CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 $(OPT) \
            -Wall -Wextra -Werror -ffp-contract=off -pthread \
            -Icommon -Iruntime -Igguf-tools -Iquantizer -Iprofiler -Isolver $(PKG_CFLAGS)
-LDLIBS  += $(PKG_LIBS) -lglpk -lm -lpthread
+LDLIBS  += $(PKG_LIBS) -lglpk -lunistring -lm -lpthread
 
 TOOL_DIRS := gguf-tools quantizer profiler solver
 LIB_NAMES := $(TOOL_DIRS) runtime common

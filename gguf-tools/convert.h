@@ -14,16 +14,34 @@
 enum { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER_DEFINED = 4,
        TOK_UNUSED = 5, TOK_BYTE = 6 };
 
-/* A vocabulary in llama.cpp's SentencePiece form (spaces already U+2581). */
+/* A vocabulary in llama.cpp's SentencePiece form (spaces already U+2581), or
+ * its byte-level BPE form (model "gpt2": tokens in GPT-2's byte-to-unicode
+ * characters, merges "left right" in rank order; see gguf-tools/convert_bpe.c). */
 typedef struct {
     uint32_t n;
     char **tokens;           /* NUL-terminated copies */
     float *scores;
     int32_t *types;
+    const char *model;       /* tokenizer.ggml.model: "llama" or "gpt2" */
+    char **merges;           /* gpt2 */
+    uint32_t n_merges;
+    const char *pre;         /* gpt2: llama.cpp's pre-tokenizer name, or NULL: then */
+    char **pre_regex;        /* the regexes, as hotcold.tokenizer.pre_regex */
+    char *normalizer;        /* gpt2: tokenizer.json's normalizer (JSON), as hotcold.tokenizer.normalizer */
+    uint32_t n_pre_regex;
+    int ignore_merges;       /* gpt2: -1, or hotcold.tokenizer.ignore_merges (the name's differs) */
+    int add_bos, add_eos;    /* the post-processor's: -1 when the file does not say */
+    int64_t bos_id, eos_id;  /* the tokens it adds, or -1 */
+    int fuse_unk;            /* 0: hotcold.tokenizer.fuse_unk = false (one <unk> per character) */
+    int add_space_prefix;    /* llama: -1, or tokenizer.ggml.add_space_prefix */
+    uint32_t *strip[2];      /* ids of added tokens with lstrip [0] / rstrip [1] (hotcold.tokenizer.*strip) */
+    uint32_t n_strip[2];
+    const char *prepend_scheme;  /* llama: Metaspace's "first" or "always" (hotcold.tokenizer.prepend_scheme) */
+    int unigram;             /* llama: hotcold.tokenizer.unigram (scores are Unigram's: Viterbi) */
 } cv_vocab;
 
-void cv_vocab_init(cv_vocab *v, uint32_t n);            /* n empty NORMAL tokens */
-/* Set token id (text of len bytes is copied; every ' ' becomes U+2581). */
+void cv_vocab_init(cv_vocab *v, uint32_t n);            /* n empty NORMAL tokens, model "llama" */
+/* Set token id (text of len bytes is copied; for "llama" every ' ' becomes U+2581). */
 void cv_vocab_set(cv_vocab *v, uint32_t id, const char *text, size_t len, float score, int32_t type);
 void cv_vocab_free(cv_vocab *v);
 /* 1 if text is exactly a byte token "<0xHH>". */
@@ -122,6 +140,32 @@ void st_free(st_set *s);
  * byte_fallback, or Unigram). Padded to n_vocab with UNUSED "[PADi]" tokens. */
 int cv_hf_vocab(const char *dir, uint32_t n_vocab, cv_vocab *v, uint32_t *unk_id,
                 char *err, size_t errlen);
+
+/* tokenizer.json (parsed) pieces, in gguf-tools/convert_bpe.c: */
+struct cJSON;
+/* 1 when its pre-tokenizer maps bytes (ByteLevel): a byte-level BPE. */
+int cv_json_byte_level(const struct cJSON *root);
+/* The byte-level BPE model of root into v (model "gpt2"); unsupported parts
+ * are refused by name. 0, or -1 + "path: what" in err. */
+int cv_json_bpe(const char *path, const struct cJSON *root, cv_vocab *v, char *err, size_t errlen);
+/* SentencePiece-style files: refuse a normalizer or pre-tokenizer other than
+ * the U+2581 escaping the SPM tokenizer does itself; set v's prefix and
+ * fuse_unk flags. 0, or -1 + message. */
+int cv_json_spm(const char *path, const struct cJSON *root, cv_vocab *v, char *err, size_t errlen);
+/* added_tokens' lstrip/rstrip into v; single_word is refused. 0, or -1 + message. */
+int cv_json_added(const char *path, const struct cJSON *root, cv_vocab *v, char *err, size_t errlen);
+/* The post-processor's BOS/EOS into v (add_bos, add_eos, bos_id, eos_id). */
+int cv_json_post(const char *path, const struct cJSON *root, cv_vocab *v, char *err, size_t errlen);
+/* A merge, "a b" or ["a", "b"]: its two pieces. 0, or -1 when it is neither. */
+int cv_json_merge(const struct cJSON *e, const char **a, size_t *na, const char **b, size_t *nb);
+
+/* piece -> id hash index over a vocabulary's tokens (open addressing). */
+typedef struct {
+    int64_t *slot;           /* id, or -1 */
+    uint64_t mask;
+} cv_piece_index;
+void cv_index_build(cv_piece_index *ix, const cv_vocab *v);     /* free(ix->slot) after */
+long cv_index_find(const cv_piece_index *ix, const cv_vocab *v, const char *piece);
 
 /* The three subcommands: argc/argv start at the subcommand name. Exit status. */
 int convert_llama2c_main(int argc, char **argv);

@@ -273,6 +273,7 @@ int convert_hf_main(int argc, char **argv)
 
     cv_vocab v;
     if (cv_hf_vocab(dir, hp->n_vocab, &v, &hp->unk_id, err, sizeof err)) hc_die("%s", err);
+    if (v.bos_id >= 0) hp->bos_id = (uint32_t)v.bos_id;      /* the token the post-processor adds */
     if (cv_check_hparams(hp, err, sizeof err)) hc_die("%s/config.json: %s", dir, err);
 
     st_set s = {.where = dir}, pred = {.where = pred_dir};

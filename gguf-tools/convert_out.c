@@ -32,15 +32,28 @@ void cv_vocab_init(cv_vocab *v, uint32_t n)
         v->scores[i] = 0.0f;
         v->types[i] = TOK_NORMAL;
     }
+    v->model = "llama";
+    v->merges = v->pre_regex = NULL;
+    v->n_merges = v->n_pre_regex = 0;
+    v->pre = v->normalizer = NULL;
+    v->ignore_merges = v->add_bos = v->add_eos = -1;
+    v->bos_id = v->eos_id = -1;
+    v->fuse_unk = 1;
+    v->add_space_prefix = -1;
+    v->prepend_scheme = NULL;
+    v->strip[0] = v->strip[1] = NULL;
+    v->n_strip[0] = v->n_strip[1] = 0;
+    v->unigram = 0;
 }
 
 void cv_vocab_set(cv_vocab *v, uint32_t id, const char *text, size_t len, float score, int32_t type)
 {
     size_t spaces = 0;
-    for (size_t i = 0; i < len; i++) spaces += text[i] == ' ';
+    int escape = !strcmp(v->model, "llama");
+    for (size_t i = 0; i < len && escape; i++) spaces += text[i] == ' ';
     char *s = xrealloc(NULL, len + 2 * spaces + 1), *o = s;
     for (size_t i = 0; i < len; i++) {
-        if (text[i] == ' ') { memcpy(o, "\xe2\x96\x81", 3); o += 3; }
+        if (text[i] == ' ' && escape) { memcpy(o, "\xe2\x96\x81", 3); o += 3; }
         else *o++ = text[i];
     }
     *o = 0;
@@ -53,6 +66,13 @@ void cv_vocab_set(cv_vocab *v, uint32_t id, const char *text, size_t len, float 
 void cv_vocab_free(cv_vocab *v)
 {
     for (uint32_t i = 0; i < v->n; i++) free(v->tokens[i]);
+    for (uint32_t i = 0; i < v->n_merges; i++) free(v->merges[i]);
+    for (uint32_t i = 0; i < v->n_pre_regex; i++) free(v->pre_regex[i]);
+    free(v->merges);
+    free(v->pre_regex);
+    free(v->normalizer);
+    free(v->strip[0]);
+    free(v->strip[1]);
     free(v->tokens);
     free(v->scores);
     free(v->types);
@@ -70,17 +90,35 @@ int cv_is_byte_token(const char *t, size_t len)
 
 void cv_set_llama_kvs(gguf_writer *w, const cv_hparams *hp, const cv_vocab *v)
 {
+    int bpe = !strcmp(v->model, "gpt2");
     gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, v->n);
-    gguf_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, v->scores, v->n);
+    if (!bpe) gguf_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, v->scores, v->n);
     gguf_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v->types, v->n);
-    gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    gguf_set_str(w, "tokenizer.ggml.model", v->model);
+    if (bpe) {
+        gguf_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges, v->n_merges);
+        if (v->pre) gguf_set_str(w, "tokenizer.ggml.pre", v->pre);
+    }
     gguf_set_str(w, "general.architecture", "llama");
     gguf_set_str(w, "general.name", hp->name);
-    gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", hp->unk_id);
+    if (!bpe || (hp->unk_id < v->n && v->types[hp->unk_id] == TOK_UNKNOWN))   /* a BPE may have none */
+        gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", hp->unk_id);
     gguf_set_u32(w, "tokenizer.ggml.bos_token_id", hp->bos_id);
     gguf_set_u32(w, "tokenizer.ggml.eos_token_id", hp->eos_id);
     gguf_set_u32(w, "tokenizer.ggml.seperator_token_id", UINT32_MAX);  /* llama.cpp's spelling */
     gguf_set_u32(w, "tokenizer.ggml.padding_token_id", hp->pad_id);
+    if (v->add_bos >= 0) gguf_set_bool(w, "tokenizer.ggml.add_bos_token", v->add_bos);
+    if (v->add_eos >= 0) gguf_set_bool(w, "tokenizer.ggml.add_eos_token", v->add_eos);
+    if (v->n_pre_regex)
+        gguf_set_arr_str(w, "hotcold.tokenizer.pre_regex", (const char *const *)v->pre_regex, v->n_pre_regex);
+    if (v->normalizer) gguf_set_str(w, "hotcold.tokenizer.normalizer", v->normalizer);
+    if (v->n_strip[0]) gguf_set_arr(w, "hotcold.tokenizer.lstrip", GGUF_TYPE_UINT32, v->strip[0], v->n_strip[0]);
+    if (v->n_strip[1]) gguf_set_arr(w, "hotcold.tokenizer.rstrip", GGUF_TYPE_UINT32, v->strip[1], v->n_strip[1]);
+    if (v->ignore_merges >= 0) gguf_set_bool(w, "hotcold.tokenizer.ignore_merges", v->ignore_merges);
+    if (v->add_space_prefix >= 0) gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
+    if (!v->fuse_unk) gguf_set_bool(w, "hotcold.tokenizer.fuse_unk", 0);
+    if (v->prepend_scheme) gguf_set_str(w, "hotcold.tokenizer.prepend_scheme", v->prepend_scheme);
+    if (v->unigram) gguf_set_bool(w, "hotcold.tokenizer.unigram", 1);
     gguf_set_u32(w, "llama.context_length", hp->n_ctx);
     gguf_set_u32(w, "llama.embedding_length", hp->n_embd);
     gguf_set_u32(w, "llama.feed_forward_length", hp->n_ff);

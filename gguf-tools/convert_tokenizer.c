@@ -106,13 +106,7 @@ static int load_spm_model(const char *path, uint32_t n_vocab, cv_vocab *v, char 
 
 /* ---------------------------------------------------------- tokenizer.json */
 
-/* piece -> id hash index (open addressing), for merges over 10^5 pieces */
-typedef struct {
-    int64_t *slot;           /* id, or -1 */
-    uint64_t mask;
-} piece_index;
-
-static void index_build(piece_index *ix, const cv_vocab *v)
+void cv_index_build(cv_piece_index *ix, const cv_vocab *v)
 {
     uint64_t cap = 16;
     while (cap < 2 * (uint64_t)v->n) cap *= 2;
@@ -128,7 +122,7 @@ static void index_build(piece_index *ix, const cv_vocab *v)
     }
 }
 
-static long index_find(const piece_index *ix, const cv_vocab *v, const char *piece)
+long cv_index_find(const cv_piece_index *ix, const cv_vocab *v, const char *piece)
 {
     uint64_t h = hc_fnv1a64(piece, strlen(piece), HC_FNV_INIT) & ix->mask;
     for (; ix->slot[h] >= 0; h = (h + 1) & ix->mask)
@@ -172,6 +166,12 @@ static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t 
     if (!root || !cJSON_IsObject(model) || !cJSON_IsString(type)) {
         snprintf(err, errlen, "%s: %s", path, root ? "no model.type" : "JSON does not parse");
         rc = -1;
+    } else if (cv_json_post(path, root, v, err, errlen) || cv_json_added(path, root, v, err, errlen)) {
+        rc = -1;
+    } else if (cv_json_byte_level(root)) {
+        rc = cv_json_bpe(path, root, v, err, errlen);
+    } else if (cv_json_spm(path, root, v, err, errlen)) {
+        rc = -1;
     } else if (!strcmp(type->valuestring, "Unigram") && cJSON_IsArray(vocab)) {
         int id = 0;
         for (const cJSON *e = vocab->child; e && !rc; e = e->next, id++) {
@@ -184,15 +184,11 @@ static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t 
                                     TOK_NORMAL, err, errlen);
             }
         }
+        v->unigram = 1;
         const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_id");
         if (!rc && cJSON_IsNumber(unk) && unk->valuedouble >= 0 && unk->valuedouble < v->n)
             v->types[(uint32_t)unk->valuedouble] = TOK_UNKNOWN;
     } else if (!strcmp(type->valuestring, "BPE") && cJSON_IsObject(vocab)) {
-        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback"))) {
-            snprintf(err, errlen, "%s: byte-level BPE (no byte_fallback) is not a SentencePiece "
-                     "vocabulary; only LLaMA/SentencePiece-style tokenizers are supported", path);
-            rc = -1;
-        }
         for (const cJSON *e = vocab->child; e && !rc; e = e->next) {
             if (!cJSON_IsNumber(e)) {
                 snprintf(err, errlen, "%s: model.vocab['%s'] is not an id", path, e->string);
@@ -202,23 +198,18 @@ static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t 
             }
         }
         /* score = -(rank of the first merge forming the piece) */
-        piece_index ix;
-        index_build(&ix, v);
+        cv_piece_index ix;
+        cv_index_build(&ix, v);
         uint8_t *scored = calloc(v->n, 1);
         if (!scored) hc_die("out of memory");
         const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
         int rank = 0;
         for (const cJSON *e = cJSON_IsArray(merges) ? merges->child : NULL; e && !rc; e = e->next, rank++) {
             char buf[1024];
-            int n = -1;
-            if (cJSON_IsString(e)) {          /* "a b" */
-                const char *sp = strchr(e->valuestring, ' ');
-                if (sp) n = snprintf(buf, sizeof buf, "%.*s%s", (int)(sp - e->valuestring), e->valuestring, sp + 1);
-            } else if (cJSON_GetArraySize(e) == 2 && cJSON_IsString(e->child) &&
-                       cJSON_IsString(e->child->next)) {   /* ["a", "b"] */
-                n = snprintf(buf, sizeof buf, "%s%s", e->child->valuestring, e->child->next->valuestring);
-            }
-            long id = n > 0 && (size_t)n < sizeof buf ? index_find(&ix, v, buf) : -1;
+            const char *a, *b;
+            size_t na, nb;
+            int n = cv_json_merge(e, &a, &na, &b, &nb) ? -1 : snprintf(buf, sizeof buf, "%.*s%.*s", (int)na, a, (int)nb, b);
+            long id = n > 0 && (size_t)n < sizeof buf ? cv_index_find(&ix, v, buf) : -1;
             if (id < 0) {
                 snprintf(err, errlen, "%s: merge %d does not form a vocabulary piece", path, rank);
                 rc = -1;

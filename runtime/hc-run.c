@@ -37,6 +37,8 @@ static const char usage[] =
     "                          window starts with BOS and its second half is scored (as\n"
     "                          llama.cpp); ends with the line 'perplexity: X'\n"
     "      --logits            print the logits of the last prompt position, one per line\n"
+    "      --tokenize          print the prompt's token ids on one line (BOS/EOS where\n"
+    "                          the model's tokenizer adds them, as llama-tokenize) and exit\n"
     "      --sparse            sparse FFN on the CPU: up and down rows only for active\n"
     "                          neurons (exact for ReLU); on by default with predictors,\n"
     "                          a GPU index or --sparse-threshold\n"
@@ -68,7 +70,7 @@ typedef struct {
     const char *model, *prompt, *prompt_file, *ppl_file, *stats;
     size_t prompt_len;
     char *prompt_buf;    /* the prompt read from a file or stdin, freed at the end */
-    int n_predict, threads, n_ctx, n_batch, logits, verbose, interactive, ngl, reset_index;
+    int n_predict, threads, n_ctx, n_batch, logits, verbose, interactive, ngl, reset_index, tokenize;
     hc_ffn_opts fo;
     hc_sampler_params sp;
 } options;
@@ -124,6 +126,8 @@ static void check_args(options *o)
     if (!o->model) hc_die("no model given (-m MODEL.gguf; see --help)");
     if (o->ppl_file && o->logits) hc_die("--perplexity and --logits do not go together");
     if (o->interactive && (o->ppl_file || o->logits)) hc_die("-i does not go with --perplexity or --logits");
+    if (o->tokenize && (o->interactive || o->ppl_file || o->logits))
+        hc_die("--tokenize does not go with -i, --perplexity or --logits");
     if (o->prompt_file && *o->prompt) hc_die("-p and -f do not go together");
     if (o->reset_index && (o->fo.gpu_index || o->fo.no_gpu_index || o->ngl == 0 || o->fo.dense))
         hc_die("--reset-gpu-index makes MODEL.generated.gpuidx: it does not go with --gpu-index, "
@@ -149,7 +153,8 @@ static void parse_args(int argc, char **argv, options *o)
         { "disable-gpu-index", no_argument, 0, 'N' }, { "vram-budget", required_argument, 0, 'B' },
         { "file", required_argument, 0, 'f' }, { "interactive", no_argument, 0, 'i' },
         { "n-gpu-layers", required_argument, 0, 'g' }, { "reset-gpu-index", no_argument, 0, 'E' },
-        { "stats", required_argument, 0, 'A' }, { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION,
+        { "stats", required_argument, 0, 'A' }, { "tokenize", no_argument, 0, 'Z' },
+        { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION,
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     /* llama.cpp spells it -ngl, which getopt would read as -n gl */
@@ -182,6 +187,7 @@ static void parse_args(int argc, char **argv, options *o)
         }
         case 'X': o->ppl_file = optarg; break;
         case 'L': o->logits = 1; break;
+        case 'Z': o->tokenize = 1; break;
         case 'R': o->fo.sparse = 1; break;
         case 'D': o->fo.dense = 1; break;
         case 'H':
@@ -223,6 +229,35 @@ static int32_t *tokenize(const hc_tokenizer *tok, const char *what, const char *
         hc_die("%s: cannot tokenize", what);
     *n = need;
     return t;
+}
+
+/* --tokenize: the vocabulary only, no weights loaded. */
+static void print_tokens(const options *o)
+{
+    char err[512];
+    gguf_file *f = gguf_open(o->model, err, sizeof err);
+    hc_tokenizer *tok = f ? hc_tokenizer_load(f, err, sizeof err) : NULL;
+    if (!tok) hc_die("%s", err);
+    size_t len = o->prompt_len;
+    double t0 = hc_now();
+    int bos = hc_tokenizer_add_bos(tok), eos = hc_tokenizer_add_eos(tok) && hc_tokenizer_eos(tok) >= 0;
+    int cap = len < (size_t)(1 << 28) ? (int)len + 16 : 0;     /* most texts: one pass */
+    int32_t *ids = malloc(sizeof *ids * (size_t)(cap + 1));
+    int n = ids ? hc_tokenize(tok, o->prompt, len, bos, 1, ids, cap) : -1;
+    if (n > cap) {
+        int32_t *more = realloc(ids, sizeof *ids * (size_t)(n + 1));
+        n = more ? hc_tokenize(tok, o->prompt, len, bos, 1, ids = more, n) : -1;
+    }
+    if (n < 0) hc_die("prompt: cannot tokenize");
+    if (eos) ids[n++] = hc_tokenizer_eos(tok);
+    double dt = hc_now() - t0;
+    for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    putchar('\n');
+    fprintf(stderr, "tokenize:   %zu bytes -> %d tokens in %.2f ms (%.2f MB/s)\n", len, n, dt * 1e3,
+            (double)len / 1e6 / (dt > 0 ? dt : 1e-9));
+    free(ids);
+    hc_tokenizer_free(tok);
+    gguf_close(f);
 }
 
 static void print_piece(const hc_tokenizer *tok, int prev, int id)
@@ -453,6 +488,11 @@ int main(int argc, char **argv)
     hc_prog = "hc-run";
     options o;
     parse_args(argc, argv, &o);
+    if (o.tokenize) {
+        print_tokens(&o);
+        free(o.prompt_buf);
+        return 0;
+    }
     char err[512];
     double t0 = hc_now();
     hc_model *m = hc_model_load(o.model, err, sizeof err);

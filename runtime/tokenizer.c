@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "heap.h"
+#include "tokenizer_bpe.h"
 
 /* llama_token_type */
 enum { TT_UNDEFINED = 0, TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3,
@@ -25,11 +27,17 @@ struct hc_tokenizer {
     uint64_t mask;
     size_t max_piece;      /* longest piece: longer candidates cannot match */
     int32_t *special;      /* ids split out before merging, longest text first */
+    uint8_t *strip;        /* per id: 1 lstrip, 2 rstrip (tokenizers' added-token flags), or NULL */
     int n_special;
     int32_t byte_id[256];  /* byte-fallback token of each byte, or -1 */
     int bos, eos, unk;     /* -1 when the vocab has none */
-    int add_bos, add_space_prefix;
+    int add_bos, add_eos, add_space_prefix;
+    int metaspace;         /* the space prefix as tokenizers' Metaspace: 0 no (llama.cpp), 1 "always", 2 "first" */
     int word_chunks;       /* no piece holds a U+2581 right after another character */
+    int fuse_unk;          /* SPM: a run of unknown characters is one <unk> (tokenizers' fuse_unk) */
+    int unigram;           /* SPM: Viterbi over the piece scores (tokenizers' Unigram), not bigram merges */
+    double unk_score;      /* Unigram: the score of an unknown character */
+    hc_bpe *bpe;           /* "gpt2": byte-level BPE (tokenizer_bpe.c); NULL for SentencePiece */
 };
 
 static const char *piece(const hc_tokenizer *t, int id) { return t->text + t->off[id]; }
@@ -123,6 +131,21 @@ static int get_flag(const gguf_file *f, const char *key, int def, int *bad, char
 
 static const char SPACE[3] = { '\xe2', '\x96', '\x81' };   /* U+2581 */
 
+/* hotcold.tokenizer.prepend_scheme: absent 0, "always" 1, "first" 2. */
+static int get_scheme(const gguf_file *f, int *bad, char *err, size_t errlen)
+{
+    char *s = NULL;
+    int rc = gguf_get_str(f, "hotcold.tokenizer.prepend_scheme", &s), v = -1;
+    if (rc == 0) v = !strcmp(s, "always") ? 1 : !strcmp(s, "first") ? 2 : -1;
+    if (rc == -1) v = 0;
+    if (v < 0) {
+        fail(err, errlen, f, "hotcold.tokenizer.prepend_scheme: expected \"always\" or \"first\"");
+        *bad = 1;
+    }
+    free(s);
+    return v;
+}
+
 /* Whether a piece holds U+2581 after some other character: then merges can
  * cross the start of a word and words cannot be tokenized separately. */
 static int spans_word_start(const char *p, size_t n)
@@ -160,19 +183,93 @@ static int build_specials(hc_tokenizer *t)
     return t->special ? 0 : -1;
 }
 
-hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
+static int find_cb(const void *t, const char *s, size_t n) { return find_piece(t, s, n); }
+
+/* The BPE half of a "gpt2" vocabulary; add_bos defaults to what llama.cpp
+ * assumes for the pre-tokenizer. Frees t on failure. */
+static hc_tokenizer *load_bpe(hc_tokenizer *t, const gguf_file *f, char *err, size_t errlen)
+{
+    char msg[400];
+    int add_bos = 0, bad = 0;
+    int unk = t->unk >= 0 && t->type[t->unk] == TT_UNKNOWN ? t->unk : -1;
+    t->bpe = hc_bpe_load(f, t, find_cb, unk, &add_bos, msg, sizeof msg);
+    if (!t->bpe) fail(err, errlen, f, "%s", msg);
+    else t->add_bos = get_flag(f, "tokenizer.ggml.add_bos_token", add_bos, &bad, err, errlen);
+    if (t->bpe && !bad) return t;
+    hc_tokenizer_free(t);
+    return NULL;
+}
+
+/* tokenizer.ggml.model: 0 "llama", 1 "gpt2", -1 (and err) otherwise. */
+static int model_kind(const gguf_file *f, char *err, size_t errlen)
 {
     char *model = NULL;
-    int bad = 0;
-    int rc = gguf_get_str(f, "tokenizer.ggml.model", &model);
-    if (rc != 0 || strcmp(model, "llama") != 0) {
-        if (rc == -1) fail(err, errlen, f, "no tokenizer.ggml.model: the file has no vocabulary");
-        else if (rc == -2) fail(err, errlen, f, "tokenizer.ggml.model: expected type string");
-        else fail(err, errlen, f, "tokenizer.ggml.model is \"%s\": only \"llama\" (SentencePiece) is supported", model);
-        free(model);
-        return NULL;
-    }
+    int rc = gguf_get_str(f, "tokenizer.ggml.model", &model), kind = -1;
+    if (rc == -1) fail(err, errlen, f, "no tokenizer.ggml.model: the file has no vocabulary");
+    else if (rc == -2) fail(err, errlen, f, "tokenizer.ggml.model: expected type string");
+    else if (!strcmp(model, "llama") || !strcmp(model, "gpt2")) kind = !strcmp(model, "gpt2");
+    else fail(err, errlen, f, "tokenizer.ggml.model is \"%s\": only \"llama\" (SentencePiece) and \"gpt2\" "
+              "(byte-level BPE) are supported", model);
     free(model);
+    return kind;
+}
+
+/* The flags beyond llama.cpp's that runtime/tokenizer.c follows (docs/design/tokenizer.md). */
+static void read_hotcold_flags(hc_tokenizer *t, const gguf_file *f, int is_bpe, int *bad, char *err, size_t errlen)
+{
+    t->fuse_unk = get_flag(f, "hotcold.tokenizer.fuse_unk", 1, bad, err, errlen);
+    t->metaspace = get_scheme(f, bad, err, errlen);
+    t->unigram = !is_bpe && get_flag(f, "hotcold.tokenizer.unigram", 0, bad, err, errlen);
+}
+
+/* tokenizers' Unigram: an unknown character scores 10 below the lowest piece. */
+static void set_unk_score(hc_tokenizer *t)
+{
+    int have = 0;
+    float lo = 0.0f;
+    for (int i = 0; i < t->n_vocab; i++)
+        if (t->type[i] != TT_UNUSED && (!have++ || t->score[i] < lo)) lo = t->score[i];
+    t->unk_score = (double)lo - 10.0;
+}
+
+/* llama.cpp's byte_to_token: "<0xXX>", else the byte itself as a piece. */
+/* hotcold.tokenizer.lstrip / rstrip: ids of added tokens that take the
+ * whitespace before / after them. */
+static int read_strip(hc_tokenizer *t, const gguf_file *f, char *err, size_t errlen)
+{
+    static const char *const keys[2] = { "hotcold.tokenizer.lstrip", "hotcold.tokenizer.rstrip" };
+    int bad = 0;
+    for (int k = 0; k < 2; k++) {
+        const gguf_kv *kv = get_array(f, keys[k], GGUF_TYPE_UINT32, 0, &bad, err, errlen);
+        if (bad) return -1;
+        if (!kv) continue;
+        if (!t->strip && !(t->strip = calloc((size_t)t->n_vocab, 1))) return -1;
+        for (uint64_t i = 0; i < kv->n; i++) {
+            double id = gguf_kv_num(kv, i);
+            if (id >= t->n_vocab) {
+                fail(err, errlen, f, "%s: id %.0f outside the vocabulary", keys[k], id);
+                return -1;
+            }
+            t->strip[(int)id] |= (uint8_t)(1 << k);
+        }
+    }
+    return 0;
+}
+
+static void find_byte_tokens(hc_tokenizer *t)
+{
+    for (int b = 0; b < 256; b++) {
+        char hex[7], raw = (char)b;
+        snprintf(hex, sizeof hex, "<0x%02X>", b);
+        int id = find_piece(t, hex, 6);
+        t->byte_id[b] = id >= 0 ? id : find_piece(t, &raw, 1);
+    }
+}
+
+hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
+{
+    int bad = 0, is_bpe = model_kind(f, err, errlen);
+    if (is_bpe < 0) return NULL;
 
     const gguf_kv *tokens = get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, 0, &bad, err, errlen);
     if (!tokens) {
@@ -200,7 +297,9 @@ hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
     for (size_t k = 0; k < sizeof unused / sizeof *unused; k++)   /* checked, not used */
         get_id(f, unused[k], -1, n, &bad, err, errlen);
     t->add_bos = get_flag(f, "tokenizer.ggml.add_bos_token", 1, &bad, err, errlen);
-    t->add_space_prefix = get_flag(f, "tokenizer.ggml.add_space_prefix", 1, &bad, err, errlen);
+    t->add_space_prefix = get_flag(f, "tokenizer.ggml.add_space_prefix", !is_bpe, &bad, err, errlen);
+    t->add_eos = get_flag(f, "tokenizer.ggml.add_eos_token", 0, &bad, err, errlen);
+    read_hotcold_flags(t, f, is_bpe, &bad, err, errlen);
     if (bad) {
         hc_tokenizer_free(t);
         return NULL;
@@ -231,21 +330,21 @@ hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
         t->type[i] = ty >= 0 && ty <= TT_BYTE ? (uint8_t)ty : TT_UNDEFINED;
     }
     t->off[n] = o;
+    set_unk_score(t);
     t->word_chunks = 1;
     for (int i = 0; i < n; i++) {
         insert_piece(t, i);
         if (spans_word_start(piece(t, i), piece_len(t, i))) t->word_chunks = 0;
     }
 
-    /* llama.cpp's byte_to_token: "<0xXX>", else the byte itself as a piece. */
-    for (int b = 0; b < 256; b++) {
-        char hex[7], raw = (char)b;
-        snprintf(hex, sizeof hex, "<0x%02X>", b);
-        int id = find_piece(t, hex, 6);
-        t->byte_id[b] = id >= 0 ? id : find_piece(t, &raw, 1);
-    }
+    find_byte_tokens(t);
     if (build_specials(t) != 0) goto oom;
-    return t;
+    if (read_strip(t, f, err, errlen) != 0) {
+        if (!t->strip) fail(err, errlen, f, "out of memory loading the vocabulary");
+        hc_tokenizer_free(t);
+        return NULL;
+    }
+    return is_bpe ? load_bpe(t, f, err, errlen) : t;
 
 oom:
     fail(err, errlen, f, "out of memory loading the vocabulary");
@@ -262,6 +361,8 @@ void hc_tokenizer_free(hc_tokenizer *t)
     free(t->type);
     free(t->slot);
     free(t->special);
+    free(t->strip);
+    hc_bpe_free(t->bpe);
     free(t);
 }
 
@@ -269,12 +370,14 @@ int hc_tokenizer_n_vocab(const hc_tokenizer *t) { return t->n_vocab; }
 int hc_tokenizer_bos(const hc_tokenizer *t) { return t->bos; }
 int hc_tokenizer_eos(const hc_tokenizer *t) { return t->eos; }
 int hc_tokenizer_add_bos(const hc_tokenizer *t) { return t->add_bos; }
+int hc_tokenizer_add_eos(const hc_tokenizer *t) { return t->add_eos; }
 
 /* ------------------------------------------------------------- encoding */
 
 typedef struct { int32_t prev, next, off, n; } symbol;        /* n == 0: merged away */
 typedef struct { float score; int32_t left, right, size; } bigram;
 typedef struct { size_t off, len; int32_t id; } frag;          /* id < 0: raw text */
+typedef struct { double score; int32_t start, id; } node;      /* Unigram: best path to here, last piece [start, here) */
 
 /* Scratch of one hc_tokenize call, grown as needed and reused across fragments. */
 typedef struct {
@@ -282,62 +385,45 @@ typedef struct {
     int32_t *out;
     int max, n;            /* tokens needed so far (may exceed max) */
     int failed;            /* out of memory, or a byte with neither byte token nor unk */
+    int in_unk;            /* the last token was an <unk> that a next unknown character extends */
     char *esc; size_t esc_cap;
     symbol *sym; size_t sym_cap;
-    bigram *heap; size_t heap_n, heap_cap;
+    hc_heap heap;          /* of bigram */
     frag *fr[2]; size_t fr_cap[2];
+    node *lat; size_t lat_cap;
 } work;
-
-static int grow(void *pp, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *p = realloc(*(void **)pp, c * elem);
-    if (!p) return -1;
-    *(void **)pp = p;
-    *cap = c;
-    return 0;
-}
 
 static void emit(work *w, int id)
 {
-    if (id < 0) { w->failed = 1; return; }
+    /* a normalizer may lengthen the text past the bound hc_tokenize checks */
+    if (id < 0 || w->n == INT_MAX) { w->failed = 1; return; }
     if (w->n < w->max) w->out[w->n] = id;
     w->n++;
+    w->in_unk = 0;
+}
+
+static void emit_cb(void *w, int id) { emit(w, id); }
+
+/* A character no piece holds: its byte tokens (byte fallback) when the
+ * vocabulary has them all, else <unk>, one per run of such characters when
+ * fuse_unk (as tokenizers does), else one per character. */
+static void emit_unknown(work *w, const char *s, int n)
+{
+    int all = 1;
+    for (int j = 0; j < n; j++) all &= w->t->byte_id[(unsigned char)s[j]] >= 0;
+    if (all) {
+        for (int j = 0; j < n; j++) emit(w, w->t->byte_id[(unsigned char)s[j]]);
+    } else if (!(w->in_unk && w->t->fuse_unk)) {
+        emit(w, w->t->unk);
+        w->in_unk = 1;
+    }
 }
 
 /* Highest score first; on a tie the leftmost pair (llm_bigram_spm::comparator). */
-static int better(const bigram *a, const bigram *b)
+static int better(const void *pa, const void *pb)
 {
+    const bigram *a = pa, *b = pb;
     return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static void heap_push(work *w, bigram b)
-{
-    if (grow(&w->heap, &w->heap_cap, w->heap_n + 1, sizeof b) != 0) { w->failed = 1; return; }
-    size_t i = w->heap_n++;
-    while (i > 0 && better(&b, &w->heap[(i - 1) / 2])) {
-        w->heap[i] = w->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    w->heap[i] = b;
-}
-
-static bigram heap_pop(work *w)
-{
-    bigram top = w->heap[0], last = w->heap[--w->heap_n];
-    size_t i = 0, n = w->heap_n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && better(&w->heap[c + 1], &w->heap[c])) c++;
-        if (!better(&w->heap[c], &last)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n) w->heap[i] = last;
-    return top;
 }
 
 static void try_bigram(work *w, int left, int right)
@@ -346,7 +432,8 @@ static void try_bigram(work *w, int left, int right)
     const symbol *l = &w->sym[left];
     int size = l->n + w->sym[right].n;
     int id = find_piece(w->t, w->esc + l->off, (size_t)size);
-    if (id >= 0) heap_push(w, (bigram){ w->t->score[id], left, right, size });
+    bigram b = { w->t->score[id >= 0 ? id : 0], left, right, size };
+    if (id >= 0 && hc_heap_push(&w->heap, &b) != 0) w->failed = 1;
 }
 
 /* Length of the UTF-8 character at s as llama.cpp's unicode_len_utf8 reads its
@@ -372,10 +459,11 @@ static void merge_chunk(work *w, int a, int b)
 {
     w->sym[a].prev = -1;
     w->sym[b - 1].next = -1;
-    w->heap_n = 0;
+    w->heap.n = 0;
     for (int i = a + 1; i < b; i++) try_bigram(w, i - 1, i);
-    while (w->heap_n > 0 && !w->failed) {
-        bigram g = heap_pop(w);
+    while (w->heap.n > 0 && !w->failed) {
+        bigram g;
+        hc_heap_pop(&w->heap, &g);
         symbol *l = &w->sym[g.left], *r = &w->sym[g.right];
         /* stale: one side was merged since this pair was queued */
         if (l->n == 0 || r->n == 0 || l->n + r->n != g.size) continue;
@@ -390,11 +478,54 @@ static void merge_chunk(work *w, int a, int b)
     for (int i = a; i >= 0; i = w->sym[i].next) {
         const symbol *s = &w->sym[i];
         int id = find_piece(w->t, w->esc + s->off, (size_t)s->n);
-        if (id >= 0) { emit(w, id); continue; }
-        for (int j = 0; j < s->n; j++) {
-            int byte = w->t->byte_id[(unsigned char)w->esc[s->off + j]];
-            emit(w, byte >= 0 ? byte : w->t->unk);
+        if (id >= 0) emit(w, id);
+        else emit_unknown(w, w->esc + s->off, s->n);
+    }
+}
+
+/* Unigram: tokenizers' Unigram::encode_optimized over the escaped text of n
+ * bytes. Left to right, each piece starting at a character boundary offers a
+ * path to its end (score of the path so far + its score; the first offer
+ * stays on a tie: shorter pieces, then later starts lose), and a character
+ * no one-character piece covers offers an unknown of unk_score. The best path
+ * is read back from the end, a run of unknowns fused into one when fuse_unk. */
+static void unigram_encode(work *w, size_t n)
+{
+    const hc_tokenizer *t = w->t;
+    const char *e = w->esc;
+    if (hc_grow(&w->lat, &w->lat_cap, n + 1, sizeof *w->lat) != 0) { w->failed = 1; return; }
+    node *lat = w->lat;
+    for (size_t i = 0; i <= n; i++) lat[i] = (node){ 0.0, -1, -1 };
+    for (size_t s = 0; s < n;) {
+        size_t cl = (size_t)utf8_len((const unsigned char *)e + s, n - s);
+        int single = 0;
+        for (size_t len = 1; len <= t->max_piece && s + len <= n; len++) {
+            int id = find_piece(t, e + s, len);
+            if (id < 0 || t->type[id] == TT_UNUSED) continue;
+            double c = lat[s].score + t->score[id];
+            if (lat[s + len].start < 0 || c > lat[s + len].score) lat[s + len] = (node){ c, (int32_t)s, id };
+            single |= len == cl;
         }
+        double c = lat[s].score + t->unk_score;
+        if (!single && (lat[s + cl].start < 0 || c > lat[s + cl].score)) lat[s + cl] = (node){ c, (int32_t)s, -1 };
+        s += cl;
+    }
+    /* the path, right to left, into sym (off, n; prev = the piece or -1) */
+    int k = 0;
+    for (size_t end = n; end > 0; end = (size_t)lat[end].start) {
+        const node *nd = &lat[end];
+        if (nd->id < 0 && k > 0 && w->sym[k - 1].prev < 0 && t->fuse_unk) {
+            w->sym[k - 1].n += (int32_t)end - nd->start;
+            w->sym[k - 1].off = nd->start;
+        } else {
+            w->sym[k++] = (symbol){ nd->id, 0, nd->start, (int32_t)end - nd->start };
+        }
+    }
+    while (k-- > 0) {
+        const symbol *sy = &w->sym[k];
+        int id = sy->prev >= 0 ? sy->prev : find_piece(t, e + sy->off, (size_t)sy->n);
+        if (id >= 0) emit(w, id);
+        else emit_unknown(w, e + sy->off, sy->n);
     }
 }
 
@@ -406,8 +537,8 @@ static void spm_encode(work *w, const char *text, size_t len, int prefix)
     size_t n_esc = 0;
     for (size_t i = 0; i < len; i++) n_esc += text[i] == ' ' ? 3 : 1;
     n_esc += prefix ? 3 : 0;
-    if (grow(&w->esc, &w->esc_cap, n_esc, 1) != 0 ||
-        grow(&w->sym, &w->sym_cap, n_esc, sizeof *w->sym) != 0) {
+    if (hc_grow(&w->esc, &w->esc_cap, n_esc, 1) != 0 ||
+        hc_grow(&w->sym, &w->sym_cap, n_esc, sizeof *w->sym) != 0) {
         w->failed = 1;
         return;
     }
@@ -416,6 +547,10 @@ static void spm_encode(work *w, const char *text, size_t len, int prefix)
     for (size_t i = 0; i < len; i++) {
         if (text[i] == ' ') { memcpy(e, SPACE, 3); e += 3; }
         else *e++ = text[i];
+    }
+    if (w->t->unigram) {
+        unigram_encode(w, n_esc);
+        return;
     }
 
     int ns = 0;
@@ -433,13 +568,42 @@ static void spm_encode(work *w, const char *text, size_t len, int prefix)
     if (ns > a) merge_chunk(w, a, ns);
 }
 
+/* Unicode White_Space (Rust's char::is_whitespace, which tokenizers' lstrip
+ * and rstrip use): the length of such a character at s, else 0. */
+static int white_space_at(const unsigned char *s, size_t avail)
+{
+    static const uint32_t ws[] = { 0x85, 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000 };
+    int n = utf8_len(s, avail);
+    uint32_t c = n == 1 ? (s[0] < 0x80 ? s[0] : 0) : n == 2 ? (s[0] & 0x1Fu) << 6 | (s[1] & 0x3Fu)
+               : n == 3 ? (s[0] & 0x0Fu) << 12 | (s[1] & 0x3Fu) << 6 | (s[2] & 0x3Fu) : 0;
+    if ((c >= 0x09 && c <= 0x0D) || c == 0x20 || (c >= 0x2000 && c <= 0x200A)) return n;
+    for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
+        if (c == ws[i]) return n;
+    return 0;
+}
+
+/* [at, end) widened over the whitespace the token's lstrip/rstrip take, inside [lo, hi). */
+static void strip_around(const hc_tokenizer *t, int id, const char *text, size_t lo, size_t hi, size_t *at, size_t *end)
+{
+    int k, flags = t->strip ? t->strip[id] : 0;
+    for (int moved = flags & 1; moved;) {
+        moved = 0;
+        for (int back = 1; back <= 3 && *at - lo >= (size_t)back; back++) {
+            k = white_space_at((const unsigned char *)text + *at - back, (size_t)back);
+            if (k == back) { *at -= (size_t)back; moved = 1; break; }
+        }
+    }
+    while ((flags & 2) && *end < hi && (k = white_space_at((const unsigned char *)text + *end, hi - *end)) > 0)
+        *end += (size_t)k;
+}
+
 /* tokenizer_st_partition: for each special token, longest text first, cut every
  * occurrence out of the raw fragments. Returns the fragment list in fr[cur]. */
 static int partition(work *w, const char *text, size_t len, int parse_special, size_t *nfr)
 {
     const hc_tokenizer *t = w->t;
     int cur = 0;
-    if (grow(&w->fr[0], &w->fr_cap[0], 1, sizeof(frag)) != 0) return -1;
+    if (hc_grow(&w->fr[0], &w->fr_cap[0], 1, sizeof(frag)) != 0) return -1;
     w->fr[0][0] = (frag){ 0, len, -1 };
     *nfr = 1;
     for (int k = 0; k < t->n_special; k++) {
@@ -454,15 +618,16 @@ static int partition(work *w, const char *text, size_t len, int parse_special, s
             while (f.id < 0 && f.len >= pl) {
                 const char *m = memmem(text + f.off, f.len, p, pl);
                 if (!m) break;
-                size_t at = (size_t)(m - text);
-                if (grow(&w->fr[!cur], &w->fr_cap[!cur], n + 2, sizeof(frag)) != 0) return -1;
+                size_t at = (size_t)(m - text), end = at + pl;
+                strip_around(t, id, text, f.off, f.off + f.len, &at, &end);
+                if (hc_grow(&w->fr[!cur], &w->fr_cap[!cur], n + 2, sizeof(frag)) != 0) return -1;
                 if (at > f.off) w->fr[!cur][n++] = (frag){ f.off, at - f.off, -1 };
-                w->fr[!cur][n++] = (frag){ at, pl, id };
-                f.len -= at + pl - f.off;
-                f.off = at + pl;
+                w->fr[!cur][n++] = (frag){ at, end - at, id };
+                f.len -= end - f.off;
+                f.off = end;
             }
             if (f.len == 0 && f.id < 0) continue;
-            if (grow(&w->fr[!cur], &w->fr_cap[!cur], n + 1, sizeof(frag)) != 0) return -1;
+            if (hc_grow(&w->fr[!cur], &w->fr_cap[!cur], n + 1, sizeof(frag)) != 0) return -1;
             w->fr[!cur][n++] = f;
         }
         cur = !cur;
@@ -477,7 +642,8 @@ int hc_tokenize(const hc_tokenizer *t, const char *text, size_t len, int add_bos
     /* every input byte costs at most 3 tokens (a space with no U+2581 token),
      * plus BOS and a prefix per fragment: this bound keeps counts in int */
     if ((!text && len) || len > INT_MAX / 8 || (add_bos && t->bos < 0)) return -1;
-    work w = { .t = t, .out = out, .max = out ? (max > 0 ? max : 0) : 0 };
+    work w = { .t = t, .out = out, .max = out ? (max > 0 ? max : 0) : 0,
+               .heap = { .esz = sizeof(bigram), .first = better } };
     if (add_bos) emit(&w, t->bos);
     if (len > 0) {
         size_t nfr = 0;
@@ -490,17 +656,24 @@ int hc_tokenize(const hc_tokenizer *t, const char *text, size_t len, int add_bos
             if (f->id >= 0) {
                 emit(&w, f->id);
                 prev_special = 1;
+            } else if (t->bpe) {
+                if (hc_bpe_encode(t->bpe, text + f->off, f->len, emit_cb, &w)) w.failed = 1;
             } else {
-                spm_encode(&w, text + f->off, f->len, t->add_space_prefix && prev_special);
+                /* Metaspace: not when the text already starts with a space; "first": at offset 0 only */
+                int prefix = t->metaspace == 2 ? f->off == 0 : prev_special;
+                if (t->metaspace && (text[f->off] == ' ' || (f->len >= 3 && !memcmp(text + f->off, SPACE, 3))))
+                    prefix = 0;
+                spm_encode(&w, text + f->off, f->len, t->add_space_prefix && prefix);
                 prev_special = 0;
             }
         }
     }
     free(w.esc);
     free(w.sym);
-    free(w.heap);
+    free(w.heap.v);
     free(w.fr[0]);
     free(w.fr[1]);
+    free(w.lat);
     return w.failed ? -1 : w.n;
 }
 
@@ -533,6 +706,11 @@ int hc_token_to_piece(const hc_tokenizer *t, int prev, int id, char *buf, int ca
     case TT_USER_DEFINED:
         break;
     default:
+        if (t->bpe) {
+            w = hc_bpe_unmap(p, n, buf, cap);
+            n = 0;
+            break;
+        }
         /* NORMAL (and UNDEFINED): U+2581 -> ' '; after BOS the leading one is dropped */
         if (prev >= 0 && prev == t->bos && n >= 3 && memcmp(p, SPACE, 3) == 0) i = 3;
         for (; i < n && w < cap; i++) {

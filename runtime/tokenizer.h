@@ -1,6 +1,8 @@
-/* SentencePiece-style (tokenizer.ggml.model = "llama") tokenizer from a GGUF vocab,
- * as llama.cpp's SPM tokenizer: score-based bigram merges, byte fallback <0xXX>,
- * the leading space (add_space_prefix), BOS/EOS, control/special tokens. */
+/* The tokenizer of a GGUF vocab. SentencePiece-style (tokenizer.ggml.model =
+ * "llama") as llama.cpp's SPM tokenizer: score-based bigram merges, byte
+ * fallback <0xXX>, the leading space (add_space_prefix), BOS/EOS,
+ * control/special tokens. Byte-level BPE ("gpt2") as Hugging Face tokenizers
+ * and llama.cpp: see tokenizer_bpe.h. */
 #ifndef HC_TOKENIZER_H
 #define HC_TOKENIZER_H
 
@@ -19,6 +21,8 @@ int hc_tokenizer_bos(const hc_tokenizer *t);
 int hc_tokenizer_eos(const hc_tokenizer *t);
 /* tokenizer.ggml.add_bos_token (default 1): whether prompts should start with BOS. */
 int hc_tokenizer_add_bos(const hc_tokenizer *t);
+/* tokenizer.ggml.add_eos_token (default 0): whether the model's tokenizer appends EOS. */
+int hc_tokenizer_add_eos(const hc_tokenizer *t);
 
 /* Tokenize UTF-8 text of len bytes. add_bos: prepend BOS. parse_special: match
  * control-token texts like "<s>" in the input (llama.cpp's parse_special).

@@ -24,7 +24,7 @@ Installs the Debian/Ubuntu packages hotcold needs to build, test and run
 EOF
 }
 PKGS="build-essential pkg-config clang libclang-rt-dev libglpk-dev zlib1g-dev libopenblas-dev
-ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libcjson-dev valgrind"
+ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libcjson-dev libpcre2-dev libunistring-dev valgrind"
 OPTIONAL="slurm-wlm munge"
 
 case ${1:-} in

@@ -18,8 +18,9 @@ FUZZ_OPT     := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-fra
                 -fno-sanitize-recover=all -DHC_LIBFUZZER
 
 # The parsers' objects a target may reach (not the kernels, solver or GPTQ).
-FUZZ_DEPS := $(call obj,$(wildcard common/*.c) tests/fuzz/util.c runtime/gpuidx.c runtime/tokenizer.c \
-               $(addprefix gguf-tools/convert_,out.c safetensors.c tokenizer.c) \
+FUZZ_DEPS := $(call obj,$(wildcard common/*.c) tests/fuzz/util.c runtime/gpuidx.c \
+               $(addprefix runtime/,tokenizer.c tokenizer_bpe.c pretok.c normalize.c heap.c) \
+               $(addprefix gguf-tools/convert_,out.c safetensors.c tokenizer.c bpe.c) \
                $(addprefix profiler/,zipread.c pickle.c ptfile.c))
 
 # fuzz_model drives the whole model loader: it links the runtime's objects.

@@ -670,7 +670,8 @@ static void test_hf_errors(void)
         {"sed -i 's/\"data_offsets\":\\[0,/\"data_offsets\":[4,/' DIR/model.safetensors", "byte size does not match"},
         {"rm DIR/model.safetensors", "no model.safetensors"},
         {"rm DIR/tokenizer.json", "no tokenizer.model or tokenizer.json"},
-        {"sed -i 's/\"byte_fallback\":true/\"byte_fallback\":false/' DIR/tokenizer.json", "byte-level BPE"},
+        {"sed -i 's/\"model\":{/\"normalizer\":{\"type\":\"NFKC\"},\"model\":{/' DIR/tokenizer.json",
+         "normalizer type 'NFKC' is not supported"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         th_sh("rm -rf %s", dir);

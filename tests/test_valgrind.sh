@@ -55,6 +55,9 @@ vg_fails quantize_truncated "$HC_BIN/hc-quantize" -q "$T/short.gguf" "$T/x.gguf"
 if have_fixtures; then
     vg convert_llama2c "$HC_BIN/hc-convert" llama2c "$HC_FIXTURES/stories260K.bin" "$HC_FIXTURES/tok512.bin" -o "$T/s260.gguf"
     vg run_stories "$HC_BIN/hc-run" -m "$HC_FIXTURES/stories260K.gguf" -p "Once" -n 8 --temp 0 -t 1
+    # byte-level BPE: tokenizer.json -> GGUF, then the PCRE2 pre-tokenizer and the merges
+    vg convert_hf_bpe "$HC_BIN/hc-convert" hf "$HC_FIXTURES/hf-tokenizers/bpe-llama3" -o "$T/bpe.gguf"
+    vg run_tokenize_bpe "$HC_BIN/hc-run" -m "$T/bpe.gguf" --tokenize -p "Hello, world! 12345 it's <|end_of_text|>"
 else
     skip vg_fixtures "no $HC_FIXTURES"
 fi

@@ -1,10 +1,13 @@
-/* The tokenizer (runtime/tokenizer.c) on arbitrary bytes; `make fuzz` runs it.
+/* The tokenizers (runtime/tokenizer.c, tokenizer_bpe.c) on arbitrary bytes;
+ * `make fuzz` runs it.
  *
  * Input: byte 0 holds flags (bit 0 add_bos, bit 1 parse_special, bit 2 the
- * built-in vocab with a piece that crosses word starts), the rest is the text.
- * Vocab: $HC_FUZZ_VOCAB (a GGUF path), else two small vocabs written here.
+ * built-in SPM vocab with a piece that crosses word starts, bit 3 the built-in
+ * byte-level BPE vocab), the rest is the text.
+ * Vocab: $HC_FUZZ_VOCAB (a GGUF path), else three small vocabs written here.
  * Checks: no crash or out-of-bounds access, ids in range, a short buffer gets
- * the same prefix and count, and decode(encode(x)) == x where that must hold. */
+ * the same prefix and count, and decode(encode(x)) == x where that must hold
+ * (for the BPE: x with each byte outside valid UTF-8 read as U+FFFD). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,9 +16,10 @@
 
 #include "fuzz.h"
 #include "gguf.h"
+#include "pretok.h"
 #include "tokenizer.h"
 
-static hc_tokenizer *vocab[2];
+static hc_tokenizer *vocab[3];
 static int builtin;
 
 static hc_tokenizer *open_vocab(const char *path)
@@ -30,6 +34,19 @@ static hc_tokenizer *open_vocab(const char *path)
 
 /* <unk> <s> </s>, 256 byte tokens, ▁, a-z, some merges with tied scores, a
  * duplicate, an empty control piece, a user-defined and a control token. */
+static hc_tokenizer *write_vocab(gguf_writer *w)
+{
+    char path[] = "/tmp/fuzz_tokenizer.XXXXXX", err[512];
+    int fd = mkstemp(path);
+    if (fd < 0) abort();
+    close(fd);
+    if (gguf_writer_write(w, path, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); abort(); }
+    gguf_writer_free(w);
+    hc_tokenizer *t = open_vocab(path);
+    unlink(path);
+    return t;
+}
+
 static hc_tokenizer *build_vocab(int cross_word)
 {
     static const char *extra[] = {
@@ -60,20 +77,47 @@ static hc_tokenizer *build_vocab(int cross_word)
     }
     for (int i = 0; i < n; i++) score[i] = type[i] == 1 ? -(float)(i / 2) : 0.0f;   /* pairs tie */
 
-    char path[] = "/tmp/fuzz_tokenizer.XXXXXX", err[512];
-    int fd = mkstemp(path);
-    if (fd < 0) abort();
-    close(fd);
     gguf_writer *w = gguf_writer_new(GGUF_VARIANT_GGUF);
     gguf_set_str(w, "tokenizer.ggml.model", "llama");
     gguf_set_arr_str(w, "tokenizer.ggml.tokens", tok, (uint64_t)n);
     gguf_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, score, (uint64_t)n);
     gguf_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, type, (uint64_t)n);
-    if (gguf_writer_write(w, path, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); abort(); }
-    gguf_writer_free(w);
-    hc_tokenizer *t = open_vocab(path);
-    unlink(path);
-    return t;
+    return write_vocab(w);
+}
+
+/* Byte-level BPE: GPT-2's 256 byte characters, merges that chain (and one
+ * word that only ignore_merges reaches), a control and a user-defined token,
+ * Llama 3's pre-tokenizer. */
+static hc_tokenizer *build_bpe_vocab(void)
+{
+    static char chars[256][3];
+    static const char *extra[] = { "\xc4\xa0t", "he", "\xc4\xa0the", "in", "ing", "\xc4\xa0\xc4\xa0", "12",
+                                   "qz", "<|c|>", "<|u|>" };
+    static const char *merges[] = { "\xc4\xa0 t", "h e", "\xc4\xa0t he", "i n", "in g", "\xc4\xa0 \xc4\xa0", "1 2" };
+    enum { N_EXTRA = sizeof extra / sizeof *extra, N = 256 + N_EXTRA };
+    const char *tok[N];
+    int32_t type[N];
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+        int cp = printable ? b : b <= 32 ? 256 + b : b <= 160 ? b + 162 : 323;
+        if (cp < 0x80) chars[b][0] = (char)cp;
+        else { chars[b][0] = (char)(0xC0 | cp >> 6); chars[b][1] = (char)(0x80 | (cp & 0x3F)); }
+        tok[b] = chars[b];
+        type[b] = 1;
+    }
+    for (int i = 0; i < N_EXTRA; i++) {
+        tok[256 + i] = extra[i];
+        type[256 + i] = !strcmp(extra[i], "<|c|>") ? 3 : !strcmp(extra[i], "<|u|>") ? 4 : 1;
+    }
+    uint32_t bos = 256 + N_EXTRA - 2;
+    gguf_writer *w = gguf_writer_new(GGUF_VARIANT_GGUF);
+    gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_set_arr_str(w, "tokenizer.ggml.tokens", tok, N);
+    gguf_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, type, N);
+    gguf_set_arr_str(w, "tokenizer.ggml.merges", merges, sizeof merges / sizeof *merges);
+    gguf_set_str(w, "tokenizer.ggml.pre", "llama-bpe");
+    gguf_set_u32(w, "tokenizer.ggml.bos_token_id", bos);
+    return write_vocab(w);
 }
 
 static void init(void)
@@ -82,6 +126,21 @@ static void init(void)
     builtin = !(p && *p);
     vocab[0] = builtin ? build_vocab(0) : open_vocab(p);
     vocab[1] = builtin ? build_vocab(1) : vocab[0];
+    vocab[2] = builtin ? build_bpe_vocab() : vocab[0];
+}
+
+/* text with every byte that does not start a valid UTF-8 character as U+FFFD */
+static char *as_valid_utf8(const char *text, size_t len, size_t *n)
+{
+    char *s = malloc(3 * len + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        int k = hc_utf8_valid_len((const unsigned char *)text + i, len - i);
+        if (k) { memcpy(s + o, text + i, (size_t)k); o += (size_t)k; i += (size_t)k; }
+        else { memcpy(s + o, "\xef\xbf\xbd", 3); o += 3; i++; }
+    }
+    *n = o;
+    return s;
 }
 
 FUZZ_TARGET(fuzz_tokenizer)
@@ -89,7 +148,8 @@ FUZZ_TARGET(fuzz_tokenizer)
     if (!vocab[0]) init();
     if (size < 1) return 0;
     int bos = data[0] & 1, special = (data[0] >> 1) & 1;
-    const hc_tokenizer *t = vocab[(data[0] >> 2) & 1];
+    int bpe = (data[0] >> 3) & 1;
+    const hc_tokenizer *t = vocab[bpe ? 2 : (data[0] >> 2) & 1];
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
 
@@ -118,9 +178,16 @@ FUZZ_TARGET(fuzz_tokenizer)
     }
     /* Exact round trip with BOS, as long as no piece changes the text: a literal
      * U+2581 decodes as a space and a user-defined token re-adds the prefix space. */
-    if (builtin && bos && !special && !memmem(text, len, "\xe2\x96\x81", 3) &&
+    if (builtin && !bpe && bos && !special && !memmem(text, len, "\xe2\x96\x81", 3) &&
         !memmem(text, len, "<|u|>", 5) && (o != len || memcmp(out, text, len) != 0))
         abort();
+    /* the BPE gives back every byte: only a control token's text is lost */
+    if (builtin && bpe && !(special && memmem(text, len, "<|c|>", 5))) {
+        size_t vn;
+        char *valid = as_valid_utf8(text, len, &vn);
+        if (o != vn || memcmp(out, valid, vn) != 0) abort();
+        free(valid);
+    }
     free(out);
     free(ids);
     return 0;

@@ -67,6 +67,18 @@ every_type = [("k.u8", U8, 1), ("k.i8", I8, -1), ("k.u16", U16, 2), ("k.i16", I1
 small_tensors = [("w.f32", 0, [4, 2], f32s(range(8))), ("w.f16", 1, [4], b"\0\x3c" * 4),
                  ("w.q8", 8, [32, 1], b"\0\x3c" + bytes(range(32))), ("w.i32", 26, [3], i32s([1, 2, 3]))]
 add("gguf", "seed-vocab.gguf", gguf(vocab_kvs, []))
+# byte-level BPE ("gpt2"): GPT-2's byte-to-unicode characters, merges, pre-tokenizer
+def gpt2_char(b):
+    printable = 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255
+    return chr(b if printable else 256 + b if b <= 32 else b + 162 if b <= 160 else 323)
+bl_toks = [gpt2_char(b) for b in range(256)] + ["Ġt", "he", "Ġthe", "<|s|>"]
+bl_merges = ["Ġ t", "h e", "Ġt he"]
+bl_kvs = [("tokenizer.ggml.model", STR, "gpt2"), ("tokenizer.ggml.tokens", ARR, (STR, bl_toks)),
+          ("tokenizer.ggml.token_type", ARR, (I32, [1] * 259 + [3])),
+          ("tokenizer.ggml.merges", ARR, (STR, bl_merges)), ("tokenizer.ggml.bos_token_id", U32, 259)]
+add("gguf", "seed-bpe-named.gguf", gguf(bl_kvs + [("tokenizer.ggml.pre", STR, "llama-bpe")], []))
+add("gguf", "seed-bpe-regex.gguf", gguf(bl_kvs + [("hotcold.tokenizer.pre_regex", ARR, (STR, ["\\p{N}", " ?\\p{L}+"])),
+                                                  ("hotcold.tokenizer.ignore_merges", BOOL, True)], []))
 add("gguf", "seed-types.gguf", gguf(every_type, small_tensors))
 add("gguf", "seed-types.pwri", gguf(every_type, small_tensors, magic=b"PWRI"))
 add("gguf", "seed-empty.gguf", gguf([], []))
@@ -132,6 +144,17 @@ tok_json = {"version": "1.0", "added_tokens": [{"id": i, "content": toks[i], "sp
             "model": {"type": "BPE", "unk_token": "<unk>", "byte_fallback": True, "vocab": tj_vocab,
                       "merges": ["\u2581 a", ["a", "b"], "\u2581a b"]}}
 add("hftok", "seed-bpe.json", vocab_prefix(0, len(toks) + 2) + json.dumps(tok_json).encode())
+bl_json = {"version": "1.0", "added_tokens": [{"id": 259, "content": "<|s|>", "special": True}],
+           "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+               {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}| ?\\p{L}+|\\s+"}, "behavior": "Isolated"},
+               {"type": "Digits", "individual_digits": True}, {"type": "ByteLevel", "use_regex": False}]},
+           "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|s|>"}},
+                              {"Sequence": {"id": "A"}}], "special_tokens": {"<|s|>": {"ids": [259]}}},
+           "model": {"type": "BPE", "ignore_merges": True, "vocab": {t: i for i, t in enumerate(bl_toks)},
+                     "merges": bl_merges}}
+add("hftok", "seed-bytelevel.json", vocab_prefix(0, len(bl_toks)) + json.dumps(bl_json).encode())
+add("hftok", "seed-gpt2.json", vocab_prefix(0, len(bl_toks)) + json.dumps(dict(
+    bl_json, pre_tokenizer={"type": "ByteLevel"}, post_processor={"type": "ByteLevel"})).encode())
 uni = {"version": "1.0", "model": {"type": "Unigram", "unk_id": 0, "byte_fallback": True,
        "vocab": [[t, -float(i)] for i, t in enumerate(toks)]}}
 add("hftok", "seed-unigram.json", vocab_prefix(0, len(toks)) + json.dumps(uni).encode())
@@ -248,6 +271,11 @@ add("model", "seed-bos.gguf", llama(extra_kvs=[("tokenizer.ggml.padding_token_id
 for i, text in enumerate(["\x01Hello world", "\x03 the  thing\n\tin ing", "\x07e\u2581t <|u|><|c|>",
                           "\x01\u65e5\u00e9 \xff\xfe broken".encode("utf-8", "surrogateescape").decode("latin-1")]):
     add("tokenizer", "seed-%d.txt" % i, text.encode("latin-1") if i == 3 else text.encode())
+# bit 3: the byte-level BPE vocab
+for i, text in enumerate(["\x09Hello the thing 12345 it's\r\n\n  x", "\x0b<|c|>the<|u|> ing\u00e9\U0001f999",
+                          "\x08\u0301\u20dd \u3000\u2028 \u00bd\u0663"]):
+    add("tokenizer", "seed-bpe-%d.txt" % i, text.encode())
+add("tokenizer", "seed-bpe-broken.txt", b"\x09a\xffb\xc3 \xed\xa0\x80\xf4\x90\x80\x80 q")
 
 for target, files in seeds.items():
     d = os.path.join(OUT, target)

@@ -1,0 +1,151 @@
+/* Regex pre-tokenization with PCRE2 (UTF + UCP), as tokenizers' Split
+ * "Isolated": matches and the gaps between them become pieces; an empty match
+ * only cuts the gap it falls in. */
+#include "pretok.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The regexes as Llama 3, Qwen2, GPT-2 and StarCoder's tokenizer.json state
+ * them (llama.cpp's names; it spells the same patterns its own way). */
+#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+#define RE_LLAMA3(num) "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" num \
+    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
+static const hc_pretok_def defs[] = {
+    { "llama-bpe", 1, { RE_LLAMA3("\\p{N}{1,3}") }, 1, 1 },
+    { "smaug-bpe", 1, { RE_LLAMA3("\\p{N}{1,3}") }, 0, 0 },
+    { "qwen2", 1, { RE_LLAMA3("\\p{N}") }, 0, 0 },
+    { "gpt-2", 1, { RE_GPT2 }, 0, 0 },
+    { "starcoder", 2, { "\\p{N}", RE_GPT2 }, 0, 0 },
+};
+enum { N_DEFS = sizeof defs / sizeof *defs };
+
+const hc_pretok_def *hc_pretok_by_name(const char *name)
+{
+    for (int i = 0; i < N_DEFS; i++)
+        if (!strcmp(defs[i].name, name)) return &defs[i];
+    return NULL;
+}
+
+const hc_pretok_def *hc_pretok_by_regex(const char *const *regex, int n, int ignore_merges)
+{
+    const hc_pretok_def *found = NULL;
+    for (int i = 0; i < N_DEFS; i++) {
+        int same = defs[i].n_regex == n;
+        for (int k = 0; same && k < n; k++) same = !strcmp(defs[i].regex[k], regex[k]);
+        if (same && (!found || defs[i].ignore_merges == ignore_merges)) found = &defs[i];
+        if (found && found->ignore_merges == ignore_merges) break;
+    }
+    return found;
+}
+
+struct hc_pretok {
+    int n;
+    pcre2_code **re;
+};
+
+hc_pretok *hc_pretok_new(const char *const *regex, int n, char *err, size_t errlen)
+{
+    hc_pretok *p = calloc(1, sizeof *p);
+    if (p) p->re = calloc((size_t)(n > 0 ? n : 1), sizeof *p->re);
+    if (!p || !p->re) {
+        snprintf(err, errlen, "out of memory");
+        hc_pretok_free(p);
+        return NULL;
+    }
+    for (p->n = 0; p->n < n; p->n++) {
+        int code;
+        PCRE2_SIZE at;
+        p->re[p->n] = pcre2_compile((PCRE2_SPTR)regex[p->n], PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+                                    &code, &at, NULL);
+        if (!p->re[p->n]) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(code, msg, sizeof msg);
+            snprintf(err, errlen, "regex '%s': PCRE2: %s at offset %zu", regex[p->n], (const char *)msg, (size_t)at);
+            hc_pretok_free(p);
+            return NULL;
+        }
+        pcre2_jit_compile(p->re[p->n], PCRE2_JIT_COMPLETE);   /* the interpreter when JIT is unavailable */
+    }
+    return p;
+}
+
+void hc_pretok_free(hc_pretok *p)
+{
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) pcre2_code_free(p->re[i]);
+    free(p->re);
+    free(p);
+}
+
+int hc_utf8_valid_len(const unsigned char *s, size_t avail)
+{
+    unsigned c = s[0];
+    int n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (n == 0 || (size_t)n > avail) return 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    /* second-byte ranges that rule out overlong forms, surrogates and > U+10FFFF */
+    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F) || (c == 0xF0 && s[1] < 0x90) ||
+        (c == 0xF4 && s[1] > 0x8F))
+        return 0;
+    return n;
+}
+
+typedef struct {
+    const hc_pretok *p;
+    pcre2_match_data **md;
+    hc_pretok_fn fn;
+    void *ctx;
+} split_state;
+
+static int split_level(split_state *s, int level, const char *text, size_t len);
+
+static int emit_piece(split_state *s, int level, const char *text, size_t len)
+{
+    if (len == 0) return 0;
+    return level + 1 < s->p->n ? split_level(s, level + 1, text, len) : s->fn(s->ctx, text, len);
+}
+
+static int split_level(split_state *s, int level, const char *text, size_t len)
+{
+    PCRE2_SIZE prev = 0, at = 0;
+    while (at < len) {
+        int rc = pcre2_match(s->p->re[level], (PCRE2_SPTR)text, len, at, PCRE2_NO_UTF_CHECK, s->md[level], NULL);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) return -1;     /* e.g. the match limit */
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md[level]);
+        if (ov[0] > ov[1] || ov[1] > len) return -1;   /* \K tricks: not a split */
+        if (emit_piece(s, level, text + prev, ov[0] - prev)) return -1;
+        prev = ov[0];
+        if (ov[1] > ov[0]) {
+            if (emit_piece(s, level, text + ov[0], ov[1] - ov[0])) return -1;
+            prev = at = ov[1];
+        } else {
+            /* empty match: search again one character further */
+            at = ov[0] + (size_t)hc_utf8_valid_len((const unsigned char *)text + ov[0], len - ov[0]);
+            if (at == ov[0]) return -1;
+        }
+    }
+    return emit_piece(s, level, text + prev, len - prev);
+}
+
+int hc_pretok_split(const hc_pretok *p, const char *text, size_t len, hc_pretok_fn fn, void *ctx)
+{
+    if (p->n == 0) return len ? fn(ctx, text, len) : 0;
+    split_state s = { p, calloc((size_t)p->n, sizeof *s.md), fn, ctx };
+    int rc = s.md ? 0 : -1;
+    for (int i = 0; i < p->n && !rc; i++) {
+        s.md[i] = pcre2_match_data_create_from_pattern(p->re[i], NULL);
+        if (!s.md[i]) rc = -1;
+    }
+    if (!rc) rc = split_level(&s, 0, text, len);
+    for (int i = 0; s.md && i < p->n; i++) pcre2_match_data_free(s.md[i]);
+    free(s.md);
+    return rc ? -1 : 0;
+}

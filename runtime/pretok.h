@@ -1,0 +1,46 @@
+/* Pre-tokenization of byte-level BPE tokenizers: a list of regexes, each one
+ * splitting every piece the previous one produced into its matches and the
+ * text between them (Hugging Face tokenizers' Split with behaviour "Isolated",
+ * and llama.cpp's unicode_regex_split). The regexes are PCRE2 patterns in the
+ * spelling of tokenizer.json, compiled with UTF and UCP (\p{L}, \s, ... are
+ * Unicode properties). See docs/design/tokenizer.md. */
+#ifndef HC_PRETOK_H
+#define HC_PRETOK_H
+
+#include <stddef.h>
+
+/* A pre-tokenizer llama.cpp knows by name (GGUF tokenizer.ggml.pre): its
+ * regexes as tokenizer.json states them, and whether its BPE skips the merges
+ * of a word that is itself a token (tokenizers' ignore_merges). */
+typedef struct {
+    const char *name;
+    int n_regex;
+    const char *regex[2];
+    int ignore_merges;
+    int add_bos;            /* llama.cpp's default when the GGUF does not say */
+} hc_pretok_def;
+
+/* The definition of a llama.cpp name, or NULL when this toolchain has none. */
+const hc_pretok_def *hc_pretok_by_name(const char *name);
+/* llama.cpp's name for these regexes (the first that fits, preferring one
+ * with the same ignore_merges), or NULL. */
+const hc_pretok_def *hc_pretok_by_regex(const char *const *regex, int n, int ignore_merges);
+
+typedef struct hc_pretok hc_pretok;
+
+/* Compile the regexes: NULL + one line (PCRE2's own message and offset for a
+ * pattern it refuses) in err. */
+hc_pretok *hc_pretok_new(const char *const *regex, int n, char *err, size_t errlen);
+void hc_pretok_free(hc_pretok *p);
+
+/* Split text (len bytes of valid UTF-8) and call fn on each non-empty piece in
+ * order; fn returns 0 to go on. Returns 0, or -1 (out of memory, a PCRE2
+ * match error, or fn's non-zero value). */
+typedef int (*hc_pretok_fn)(void *ctx, const char *piece, size_t len);
+int hc_pretok_split(const hc_pretok *p, const char *text, size_t len, hc_pretok_fn fn, void *ctx);
+
+/* Length of the valid UTF-8 character at s (strict: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), or 0 when the bytes there are not one. */
+int hc_utf8_valid_len(const unsigned char *s, size_t avail);
+
+#endif
