@@ -12,7 +12,6 @@
 #include <string.h>
 #include "cli.h"
 #include "gptq.h"
-#include "kernels.h"
 
 /* GPTQ-side defaults for the options hc-quantize leaves unset. */
 #define NATIVE_GROUP 128
@@ -183,7 +182,7 @@ static int export_tensor(void *vctx, const gguf_tensor *t, uint32_t type, void *
     }
     const size_t src_row = ggml_row_size(t->type, K);
     for (int64_t n = 0; n < rows; n++) {
-        hc_row_to_f32(t->type, (const char *)t->data + (size_t)n * src_row, (int)K, row);
+        hc_convert_rows(t->type, (const char *)t->data + (size_t)n * src_row, GGML_TYPE_F32, row, 1, K, 1);
         for (int64_t b = 0; b < K / 32; b++) {
             gptq_grid g;
             uint8_t q[32];

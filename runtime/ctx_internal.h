@@ -1,6 +1,6 @@
 /* The evaluation context's fields: only the runtime .c files that own a part of it
- * include this (forward.c builds it, the threaded products read its pool and
- * activation buffers). Everything else, replacement FFNs included, goes
+ * include this (forward.c builds it, the threaded products of matmul.c read its
+ * pool and activation buffers). Everything else, replacement FFNs included, goes
  * through model.h and forward.h, so the context can change without them. */
 #ifndef HC_CTX_INTERNAL_H
 #define HC_CTX_INTERNAL_H

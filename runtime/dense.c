@@ -27,9 +27,9 @@ static void gated(hc_ctx *ctx, int layer, const float *x_norm, int B, float *out
     int F = hp->n_ff, E = hp->n_embd;
     float *G = h ? h : hc_ctx_ffn_scratch(ctx, 0), *U = hc_ctx_ffn_scratch(ctx, 1);
     void *ag, *au;
-    hc_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
-    hc_matvec_prepared(ctx, &ly->ffn_gate, ag, B, G, (size_t)F);
-    hc_matvec_prepared(ctx, &ly->ffn_up, au, B, U, (size_t)F);
+    hc_ctx_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
+    hc_ctx_matvec_prepared(ctx, &ly->ffn_gate, ag, B, G, (size_t)F);
+    hc_ctx_matvec_prepared(ctx, &ly->ffn_up, au, B, U, (size_t)F);
     for (int b = 0; b < B; b++) hc_ffn_act(hp->act, G + (size_t)b * F, U + (size_t)b * F, F);
     if (ly->ffn_down.kind != HC_WEIGHT_NONE) {
         hc_ctx_matvec(ctx, &ly->ffn_down, G, B, out);

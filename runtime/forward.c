@@ -18,22 +18,6 @@ static void *xalloc(size_t n)
     return p;
 }
 
-void *hc_ctx_acts(hc_ctx *ctx, int second, size_t stride)
-{
-    if (stride > ctx->act_stride) {
-        free(ctx->acts);
-        free(ctx->acts2);
-        ctx->act_stride = (stride + 63) & ~(size_t)63;
-        ctx->acts = xalloc(ctx->act_stride * (size_t)ctx->n_batch);
-        ctx->acts2 = xalloc(ctx->act_stride * (size_t)ctx->n_batch);
-        if (!ctx->acts || !ctx->acts2) {
-            hc_warn("out of memory for activations");
-            abort();
-        }
-    }
-    return second ? ctx->acts2 : ctx->acts;
-}
-
 static size_t max_act_bytes(const hc_model *m)
 {
     size_t b = hc_weight_act_bytes(&m->output);
@@ -126,46 +110,6 @@ hc_pool *hc_ctx_pool(hc_ctx *ctx) { return ctx->pool; }
 const char *hc_ctx_error(const hc_ctx *ctx) { return ctx->err; }
 float *hc_ctx_ffn_scratch(hc_ctx *ctx, int which) { return ctx->ffn_buf[which != 0]; }
 size_t hc_ctx_act_stride(const hc_ctx *ctx) { return ctx->act_stride; }
-
-/* ------------------------------------------------------------ products */
-
-void hc_prepare(hc_ctx *ctx, const hc_weight *w, const float *x, int B, void *acts)
-{
-    for (int b = 0; b < B; b++)
-        hc_weight_act_prepare(w, x + (size_t)b * (size_t)w->n, (char *)acts + (size_t)b * ctx->act_stride);
-}
-
-typedef struct {
-    const hc_weight *w;
-    const void *acts;
-    size_t act_stride, y_stride;
-    int B, n_chunks;
-    float *y;
-} matvec_task;
-
-static void matvec_run(void *arg, int chunk, int ith)
-{
-    const matvec_task *t = arg;
-    int lo, hi;
-    (void)ith;
-    hc_split(t->w->rows, ROW_UNIT, chunk, t->n_chunks, &lo, &hi);
-    if (lo < hi) hc_weight_matvec(t->w, lo, hi, t->acts, t->act_stride, t->B, t->y + lo, t->y_stride);
-}
-
-void hc_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride)
-{
-    size_t work = (size_t)w->rows * (size_t)w->n * (size_t)B;
-    int nc = hc_pool_chunks(ctx->pool, (w->rows + ROW_UNIT - 1) / ROW_UNIT, work);
-    matvec_task t = { w, acts, ctx->act_stride, y_stride, B, nc, y };
-    hc_pool_run(ctx->pool, matvec_run, &t, nc);
-}
-
-void hc_ctx_matvec(hc_ctx *ctx, const hc_weight *w, const float *x, int B, float *y)
-{
-    void *acts = hc_ctx_acts(ctx, 0, hc_weight_act_bytes(w));
-    hc_prepare(ctx, w, x, B, acts);
-    hc_matvec_prepared(ctx, w, acts, B, y, (size_t)w->rows);
-}
 
 /* ------------------------------------------------------------ the family seam */
 
@@ -286,21 +230,21 @@ static void qkv(hc_ctx *ctx, const hc_layer *ly, int B, float *kc, float *vc)
     if (hc_weight_act_bytes(&ly->attn_k) > need) need = hc_weight_act_bytes(&ly->attn_k);
     if (hc_weight_act_bytes(&ly->attn_v) > need) need = hc_weight_act_bytes(&ly->attn_v);
     void *aq = hc_ctx_acts(ctx, 0, need), *ak = aq, *av = aq;
-    hc_prepare(ctx, &ly->attn_q, ctx->xn, B, aq);
-    hc_matvec_prepared(ctx, &ly->attn_q, aq, B, ctx->q, (size_t)q_dim);
+    hc_ctx_prepare(ctx, &ly->attn_q, ctx->xn, B, aq);
+    hc_ctx_matvec_prepared(ctx, &ly->attn_q, aq, B, ctx->q, (size_t)q_dim);
     if (!hc_weight_same_act(&ly->attn_q, &ly->attn_k)) {
         ak = hc_ctx_acts(ctx, 1, need);
-        hc_prepare(ctx, &ly->attn_k, ctx->xn, B, ak);
+        hc_ctx_prepare(ctx, &ly->attn_k, ctx->xn, B, ak);
     }
-    hc_matvec_prepared(ctx, &ly->attn_k, ak, B, kc, (size_t)kv_dim);
+    hc_ctx_matvec_prepared(ctx, &ly->attn_k, ak, B, kc, (size_t)kv_dim);
     if (!hc_weight_same_act(&ly->attn_q, &ly->attn_v)) {
         av = ak;
         if (!hc_weight_same_act(&ly->attn_k, &ly->attn_v)) {
             av = hc_ctx_acts(ctx, 1, need);
-            hc_prepare(ctx, &ly->attn_v, ctx->xn, B, av);
+            hc_ctx_prepare(ctx, &ly->attn_v, ctx->xn, B, av);
         }
     }
-    hc_matvec_prepared(ctx, &ly->attn_v, av, B, vc, (size_t)kv_dim);
+    hc_ctx_matvec_prepared(ctx, &ly->attn_v, av, B, vc, (size_t)kv_dim);
 }
 
 /* out[B][n_embd] = the attention block of x (rows at positions pos0..). */

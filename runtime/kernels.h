@@ -1,50 +1,91 @@
-/* Matrix-vector kernels over weights in their stored ggml type.
- * Each public function dispatches at run time to AVX-512 / AVX2 / scalar code;
- * the *_ref functions are the portable scalar references the tests compare against.
+/* The CPU kernels of the runtime, one set per weight type and instruction set.
  *
- * A weight matrix is `rows` rows of `n` elements, each row ggml_row_size(type, n)
- * bytes, rows consecutive (ggml layout: ne[0] = n, ne[1] = rows).
- * Activations are "prepared" once per vector for the weight type, as ggml does:
- *   F32  weights: the f32 vector itself;   F16 weights: f16 copy (or f32 — kernel's choice);
- *   BF16 weights: f32 (or bf16);           Q8_0 / Q4_0 weights: Q8_0 blocks (block_q8_0).
- * The prepared form is opaque to callers: use hc_act_bytes/hc_act_prepare. */
+ * The layers of a product (HACKING.md, "From a product to the kernels"):
+ *   matmul.c   hc_ctx_*      threaded products: chunks of rows over the pool
+ *   weight.c   hc_weight_*   the traits table (one entry per weight type) and
+ *                            the row / tile loops every type shares
+ *   kernels_ISA.c            one file per instruction set: the hc_kernel of
+ *                            each type (hc_ref_*, hc_avx2_*, hc_avx512_*)
+ *
+ * kernels_ref.c is the portable scalar reference every SIMD kernel is tested
+ * against and the fallback where no SIMD path runs; the instruction set is
+ * chosen at run time (kernels.c). A weight matrix is w->rows rows of w->n
+ * elements (weight.h); activations are "prepared" once per vector for the
+ * weight's type, as ggml does (F32/F16/BF16 weights: the f32 vector itself;
+ * Q8_0/Q4_0 weights: Q8_0 blocks; INT4-GPTQ: see kernels_gptq.h). */
 #ifndef HC_KERNELS_H
 #define HC_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* 1 if the runtime supports weights of this type for matvec. */
+#include "ggml_types.h"
+#include "weight.h"
+
+/* Instruction sets, as indices of hc_type_traits.isa. */
+enum hc_isa_id { HC_ISA_SCALAR, HC_ISA_AVX2, HC_ISA_AVX512, HC_ISA_COUNT };
+
+/* One weight type on one instruction set (ggml's type_traits_cpu entry). */
+typedef struct hc_kernel {
+    /* x (w->n floats) -> the prepared activation (hc_weight_act_bytes bytes). */
+    void (*prepare)(const hc_weight *w, const float *x, void *act);
+    /* Optional (NULL: dot and tile read the prepared activation as is): the
+     * prepared activation rearranged once per product for the inner loops,
+     * into arranged_bytes(n) bytes aligned to 64. */
+    size_t (*arranged_bytes)(int n);
+    void (*arrange)(const void *act, int n, void *xa);
+    /* Row r of w · xa. */
+    float (*dot)(const hc_weight *w, int r, const void *xa);
+    /* Optional register tile (NULL: dot per pair): y[t * rm + i] = row r[i]
+     * · x[t] for i < rm, t < tm, every value the bits dot gives. */
+    void (*tile)(const hc_weight *w, const int *r, const void *const *x, float *y);
+    int rm, tm;
+    /* y[0 .. c1 - c0) += a · columns [c0, c1) of row r (c0 on a block boundary). */
+    void (*axpy)(const hc_weight *w, int r, int c0, int c1, float a, float *y);
+} hc_kernel;
+
+/* One weight type: what does not depend on the instruction set, and its
+ * kernel on each (NULL where the build has none). */
+typedef struct hc_type_traits {
+    size_t (*act_bytes)(const hc_weight *w);
+    size_t (*row_bytes)(const hc_weight *w);
+    void (*row_f32)(const hc_weight *w, int r, float *out);
+    const hc_kernel *isa[HC_ISA_COUNT];
+} hc_type_traits;
+
+/* The traits table's entry for w's type (weight.c); dies on a type the
+ * runtime has no kernels for (model loading refuses those by name). */
+const hc_type_traits *hc_traits(const hc_weight *w);
+/* 1 if the runtime has kernels for ggml weights of this type. */
 int hc_kernel_supports(uint32_t type);
-/* Bytes needed for a prepared activation vector of n elements for weights of `type`. */
-size_t hc_act_bytes(uint32_t type, int n);
-/* Prepare x (n floats) for dot products with weights of `type`. */
-void hc_act_prepare(uint32_t type, const float *x, int n, void *act);
 
-/* y[r - row0] = dot(row r of W, x) for r in [row0, row1), for B activation vectors:
- * activation b is at (char*)acts + b*act_stride, its result row goes to y + b*y_stride.
- * (B > 1 is the batched prompt path: each weight row is read once for all B vectors.) */
-void hc_matvec(uint32_t type, const void *W, int n, int row0, int row1,
-               const void *acts, size_t act_stride, int B, float *y, size_t y_stride);
-void hc_matvec_ref(uint32_t type, const void *W, int n, int row0, int row1,
-                   const void *acts, size_t act_stride, int B, float *y, size_t y_stride);
-
-/* Gathered rows: like hc_matvec with B = 1 but over the rows listed in idx[0..k)
- * (sparse FFN: only active neurons): y[i] = dot(row idx[i], x). */
-void hc_matvec_rows(uint32_t type, const void *W, int n, const int32_t *idx, int k,
-                    const void *act, float *y);
-
-/* y[0..n) += a * row  (a row of W in its stored type, dequantized on the fly):
- * the down projection of one neuron stored as a row (ffn_down_t). */
-void hc_axpy_row(uint32_t type, const void *row, int n, float a, float *y);
-void hc_axpy_row_ref(uint32_t type, const void *row, int n, float a, float *y);
-
-/* Dequantize / widen one row to f32. */
-void hc_row_to_f32(uint32_t type, const void *row, int n, float *out);
-
-/* Name of the instruction set the dispatcher picked ("avx512", "avx2", "scalar"). */
+/* The instruction set in use: the best this CPU runs, or the one forced. */
+int hc_isa(void);
+/* Its name ("avx512", "avx2", "scalar"). */
 const char *hc_kernel_isa(void);
-/* Force a path for tests/benchmarks: "avx512", "avx2", "scalar", or NULL for the best. 0 if available. */
+/* Force a path for tests and benchmarks: "avx512", "avx2", "scalar", or NULL
+ * for the best. 0 if this CPU runs it. */
 int hc_kernel_force(const char *isa);
+
+/* The kernels of each instruction set file. The float kernels serve F32, F16
+ * and BF16 (they read w->type). */
+extern const hc_kernel hc_ref_float, hc_ref_q8_0, hc_ref_q4_0, hc_ref_gptq;
+#if defined(__x86_64__)
+extern const hc_kernel hc_avx2_float, hc_avx2_q8_0, hc_avx2_q4_0, hc_avx2_gptq;
+extern const hc_kernel hc_avx512_float, hc_avx512_q8_0, hc_avx512_q4_0, hc_avx512_gptq;
+#endif
+
+/* Row r of a F32, F16 or BF16 weight, from column c. */
+static inline const char *hc_float_row(const hc_weight *w, int r, int c)
+{
+    size_t es = w->type == GGML_TYPE_F32 ? 4 : 2;
+    return (const char *)w->data + ((size_t)r * (size_t)w->n + (size_t)c) * es;
+}
+
+/* Shared by every instruction set: the prepared activation of the float
+ * kernels (x itself), and GPTQ's activation and row AXPY (kernels_ref.c). */
+void hc_act_copy(const hc_weight *w, const float *x, void *act);
+void hc_ref_gptq_prepare(const hc_weight *w, const float *x, void *act);
+void hc_ref_gptq_axpy(const hc_weight *w, int r, int c0, int c1, float a, float *y);
 
 #endif

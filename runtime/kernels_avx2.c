@@ -1,16 +1,54 @@
 /* AVX2 + FMA + F16C kernels (8 floats / 32 int8 per register), selected at run
  * time by kernels.c. Q8_0 dots use ggml's sign trick: |w| (unsigned) times
  * x·sign(w) with maddubs, pairs summed to int32 with madd, one FMA per block;
- * Q4_0 sums 8 blocks to one int32 each, then one FMA for the 8 (dots_q4_0). */
+ * Q4_0 sums 8 blocks to one int32 each, then one FMA for the 8.
+ *
+ * The register tiles (batched products, B > 1) compute RM rows x TM vectors
+ * at once, each weight load shared by the vectors and each activation load by
+ * the rows, while every (row, vector) pair goes through the very FMAs,
+ * accumulator lanes and final reduction of the single-row dot: the results
+ * are bit-identical to B = 1 whatever the tile, the batch or the row split. */
 #if defined(__x86_64__)
-#include "kernels_avx2.h"
+#include <immintrin.h>
+#include <string.h>
 
-#include "cli.h"
+#include "ggml_types.h"
+#include "kernels.h"
+#include "kernels_gptq.h"
+
+#define T __attribute__((target("avx2,fma,f16c")))
+#define TI static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
 /* Software prefetch distance in the Q4_0 row being read (as the AVX-512 kernels). */
 #define PF_Q 4096
 
-/* ---- F32 / F16 / BF16: one body, specialised by the constant k when inlined ---- */
+TI float hsum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+/* ---- F32 / F16 / BF16: one body, specialised by the constant k (a ggml
+ * type) when inlined ---- */
+
+TI __m256 load8(int k, const void *p, int i)
+{
+    if (k == GGML_TYPE_F32) return _mm256_loadu_ps((const float *)p + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
+    if (k == GGML_TYPE_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* The last n % 8 elements go through zero-padded copies, so every element
+ * takes the same vector path. */
+TI const void *pad_tail(int k, const void *row, int i, int m, float buf[8])
+{
+    size_t es = k == GGML_TYPE_F32 ? 4 : 2;
+    memset(buf, 0, 8 * sizeof(float));
+    memcpy(buf, (const char *)row + (size_t)i * es, (size_t)m * es);
+    return buf;
+}
 
 TI float dot_float(int k, const void *row, const float *x, int n)
 {
@@ -31,6 +69,13 @@ TI float dot_float(int k, const void *row, const float *x, int n)
     return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }
 
+T static float dot_f(const hc_weight *w, int r, const void *x)
+{
+    const char *row = hc_float_row(w, r, 0);
+    if (w->type == GGML_TYPE_F32) return dot_float(GGML_TYPE_F32, row, x, w->n);
+    return w->type == GGML_TYPE_F16 ? dot_float(GGML_TYPE_F16, row, x, w->n) : dot_float(GGML_TYPE_BF16, row, x, w->n);
+}
+
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
 {
     __m256 va = _mm256_set1_ps(a);
@@ -45,10 +90,106 @@ TI void axpy_float(int k, const void *row, int n, float a, float *y)
     }
 }
 
-HC_FLOAT_KERNELS
+T static void axpy_f(const hc_weight *w, int r, int c0, int c1, float a, float *y)
+{
+    const char *row = hc_float_row(w, r, c0);
+    if (w->type == GGML_TYPE_F32) axpy_float(GGML_TYPE_F32, row, c1 - c0, a, y);
+    else if (w->type == GGML_TYPE_F16) axpy_float(GGML_TYPE_F16, row, c1 - c0, a, y);
+    else axpy_float(GGML_TYPE_BF16, row, c1 - c0, a, y);
+}
 
-/* ---- Q8_0 / Q4_0 against Q8_0 activations, up to HC_DOT_ROWS rows per
- * pass over the activation ---- */
+/* The float tile. dot_float sums a row in four 8-lane accumulators: a_j gets
+ * elements [32c + 8j, 32c + 8j + 8) for c = 0, 1, ... in order, then a_0 the
+ * remaining 8-element steps and the zero-padded tail, and the result is
+ * hsum((a0 + a1) + (a2 + a3)). As the AVX-512 tile, the tile walks one
+ * accumulator lane group at a time over a block of the row, with the R x T
+ * partial sums in registers, so every (row, vector) pair sees dot_float's
+ * FMAs in dot_float's order. */
+#define RM 3              /* rows per tile */
+#define TM 4              /* vectors per tile */
+#define KB 512            /* elements per block of the k loop (a multiple of 32) */
+
+/* acc[r][t] += w_r[i..i+8) * x_t[i..i+8) for i = i0, i0 + step, ... < i1. */
+TI void run(int k, int R, int Tn, const void *const *w, const float *const *x, int i0, int i1, int step,
+            __m256 acc[RM][TM])
+{
+    __m256 a[RM][TM];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) a[r][t] = acc[r][t];
+    for (int i = i0; i < i1; i += step) {
+        __m256 wv[RM];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) wv[r] = load8(k, w[r], i);
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) {
+            __m256 xv = _mm256_loadu_ps(x[t] + i);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) a[r][t] = _mm256_fmadd_ps(wv[r], xv, a[r][t]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) acc[r][t] = a[r][t];
+}
+
+/* y[t * R + r] = dot_float(k, w[r], x[t], n) for r < R, t < Tn. */
+TI void tile(int k, int R, int Tn, const void *const *w, const float *const *x, int n, float *y)
+{
+    __m256 acc[4][RM][TM];
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++)
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < Tn; t++) acc[j][r][t] = _mm256_setzero_ps();
+    int n32 = n / 32 * 32, i = n32;
+    for (int kb = 0; kb < n32; kb += KB) {
+        int ke = n32 - kb < KB ? n32 : kb + KB;
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < 4; j++) run(k, R, Tn, w, x, kb + 8 * j, ke, 32, acc[j]);
+    }
+    if (n - i >= 8) {
+        run(k, R, Tn, w, x, i, n - 7, 8, acc[0]);
+        i += (n - i) / 8 * 8;
+    }
+    if (i < n) {
+        float wb[RM][8], xb[TM][8];
+        const void *wt[RM];
+        const float *xt[TM];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) wt[r] = pad_tail(k, w[r], i, n - i, wb[r]);
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) {
+            memset(xb[t], 0, sizeof xb[t]);
+            memcpy(xb[t], x[t] + i, (size_t)(n - i) * sizeof(float));
+            xt[t] = xb[t];
+        }
+        run(k, R, Tn, wt, xt, 0, 1, 8, acc[0]);
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++)
+            y[t * R + r] = hsum(_mm256_add_ps(_mm256_add_ps(acc[0][r][t], acc[1][r][t]),
+                                              _mm256_add_ps(acc[2][r][t], acc[3][r][t])));
+}
+
+T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
+{
+    const void *rows[RM];
+    for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
+    if (w->type == GGML_TYPE_F32) tile(GGML_TYPE_F32, RM, TM, rows, (const float *const *)x, w->n, y);
+    else if (w->type == GGML_TYPE_F16) tile(GGML_TYPE_F16, RM, TM, rows, (const float *const *)x, w->n, y);
+    else tile(GGML_TYPE_BF16, RM, TM, rows, (const float *const *)x, w->n, y);
+}
+
+const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
+                                  .axpy = axpy_f };
+
+/* ---- Q8_0 / Q4_0 against Q8_0 activations ---- */
 
 /* 32 signed bytes of w times 32 of x, as 8 int32 partial sums converted to float.
  * Exact: |w| <= 128 and |x| <= 127 keep maddubs' int16 pairs from saturating. */
@@ -65,106 +206,6 @@ TI __m256i nibbles(const uint8_t *qs)
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(15));
 }
 
-/* acc[r] += dot of Q8_0 block b of rows[r] with x. R is a constant after
- * inlining; each row's arithmetic is the same for every R. */
-TI void q_block(int R, const void *const *rows, const block_q8_0 *x, int b, __m256 *acc)
-{
-    __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
-    float dx = _cvtsh_ss(x[b].d);
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        const block_q8_0 *w = (const block_q8_0 *)rows[r] + b;
-        __m256 p = mul_sum_i8(_mm256_loadu_si256((const __m256i *)w->qs), xv);
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(w->d) * dx), p, acc[r]);
-    }
-}
-
-TI void dot_q_rows(int R, const void *const *rows, const void *act, int n, float *y)
-{
-    __m256 acc[HC_DOT_ROWS];
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (int b = 0; b < n / QK8_0; b++) q_block(R, rows, act, b, acc);
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) y[r] = hsum(acc[r]);
-}
-
-T static void dot_q8_0(const void *const *rows, int nr, const void *act, int n, float *y)
-{
-    if (nr == HC_DOT_ROWS) dot_q_rows(HC_DOT_ROWS, rows, act, n, y);
-    else for (int i = 0; i < nr; i++) dot_q_rows(1, rows + i, act, n, y + i);
-}
-
-/* ---- Q4_0: 8 blocks per step, summed in integers to one int32 per block,
- * so one convert and one FMA cover 8 blocks ---- */
-
-/* acc[r] += the dot of the 8 blocks at w[r] (whole blocks, 144 bytes) with chunk xc. */
-TI void q4_chunk(int R, const block_q4_0 *const *w, const xq4 *xc, __m256 *acc)
-{
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        __m256i P[4];
-        #pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            __m256i v = _mm256_loadu2_m128i((const __m128i *)w[r][2 * p + 1].qs, (const __m128i *)w[r][2 * p].qs);
-            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            /* int16 pairs within ±2·15·128 each, ±4·15·128 summed */
-            __m256i d16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xc->lo[p]), _mm256_maddubs_epi16(hi, xc->hi[p]));
-            P[p] = _mm256_madd_epi16(d16, ones);
-        }
-        /* |P| <= 8·15·128: the int16 packs are exact; two levels of pairwise
-         * sums leave lane 4m+p = block 2p+m */
-        __m256i A = _mm256_madd_epi16(_mm256_packs_epi32(P[0], P[1]), ones);
-        __m256i B = _mm256_madd_epi16(_mm256_packs_epi32(P[2], P[3]), ones);
-        __m256i C = _mm256_add_epi32(_mm256_madd_epi16(_mm256_packs_epi32(A, B), ones), xc->corr);
-        /* block 2p+m's scale to lane 4m+p (word inserts beat a gather here) */
-        const block_q4_0 *q = w[r];
-        __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)q[0].d, (short)q[2].d, (short)q[4].d, (short)q[6].d,
-                                                   (short)q[1].d, (short)q[3].d, (short)q[5].d, (short)q[7].d));
-        acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xc->d), _mm256_cvtepi32_ps(C), acc[r]);
-    }
-}
-
-TI void dot_q4_rows(int R, const char *const *rows, const xq4 *xc, int nb, float *y)
-{
-    __m256 acc[HC_DOT_ROWS];
-    const block_q4_0 *w[HC_DOT_ROWS];
-    int c = 0;
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (; (c + 1) * Q4_CHUNK <= nb; c++) {
-        #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            w[r] = (const block_q4_0 *)rows[r] + c * Q4_CHUNK;
-            for (int i = 0; i < 3; i++) _mm_prefetch((const char *)w[r] + PF_Q + 64 * i, _MM_HINT_T0);
-        }
-        q4_chunk(R, w, xc + c, acc);
-    }
-    if (c * Q4_CHUNK < nb) {   /* the last blocks, zero-padded to a chunk */
-        block_q4_0 pad[HC_DOT_ROWS][Q4_CHUNK];
-        memset(pad, 0, sizeof pad);
-        for (int r = 0; r < R; r++) {
-            memcpy(pad[r], (const block_q4_0 *)rows[r] + c * Q4_CHUNK, (size_t)(nb - c * Q4_CHUNK) * sizeof(block_q4_0));
-            w[r] = pad[r];
-        }
-        q4_chunk(R, w, xc + c, acc);
-    }
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) y[r] = hsum(acc[r]);
-}
-
-#define XQ4_STACK 128   /* rows of up to 32768 elements arrange on the stack */
-
-#define Q4_CHUNKS(nb) (((nb) + Q4_CHUNK - 1) / Q4_CHUNK)
-HC_DOTS_ROWS(dots_q4_0, xq4, arrange_q4, Q4_CHUNKS, XQ4_STACK, 32, dot_q4_rows)
-
-/* The dot entry: the same arithmetic, through the row loop. */
-T static void dot_q4_0(const void *const *rows, int nr, const void *act, int n, float *y)
-{
-    for (int i = 0; i < nr; i++) dots_q4_0(rows[i], 0, NULL, 0, 1, 1, act, n, y + i);
-}
-
 /* y += a * (q * d): q*d is exact in float (8-bit q, 11-bit d), then one FMA. */
 TI void axpy_q32(__m256i q, float d, float a, float *y)
 {
@@ -176,18 +217,67 @@ TI void axpy_q32(__m256i q, float d, float a, float *y)
     }
 }
 
-T static void axpy_q8_0(const void *row, int n, float a, float *y)
+/* Row r of a Q8_0 / Q4_0 weight (blocks of type B). */
+#define QROW(B, w, r) ((const B *)(w)->data + (size_t)(r) * (size_t)((w)->n / QK8_0))
+
+T static float dot_q8(const hc_weight *w, int r, const void *act)
 {
-    const block_q8_0 *w = row;
-    for (int b = 0; b < n / QK8_0; b++)
-        axpy_q32(_mm256_loadu_si256((const __m256i *)w[b].qs), _cvtsh_ss(w[b].d), a, y + b * QK8_0);
+    const block_q8_0 *wb = QROW(block_q8_0, w, r), *x = act;
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < w->n / QK8_0; b++) {
+        __m256 p = mul_sum_i8(_mm256_loadu_si256((const __m256i *)wb[b].qs), _mm256_loadu_si256((const __m256i *)x[b].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(wb[b].d) * _cvtsh_ss(x[b].d)), p, acc);
+    }
+    return hsum(acc);
 }
 
-T static void axpy_q4_0(const void *row, int n, float a, float *y)
+T static void axpy_q8(const hc_weight *w, int r, int c0, int c1, float a, float *y)
 {
-    const block_q4_0 *w = row;
-    for (int b = 0; b < n / QK4_0; b++)
-        axpy_q32(_mm256_sub_epi8(nibbles(w[b].qs), _mm256_set1_epi8(8)), _cvtsh_ss(w[b].d), a, y + b * QK4_0);
+    const block_q8_0 *wb = QROW(block_q8_0, w, r);
+    for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0)
+        axpy_q32(_mm256_loadu_si256((const __m256i *)wb[b].qs), _cvtsh_ss(wb[b].d), a, y);
+}
+
+#define RQ 4              /* the most rows and vectors a quantized tile holds */
+#define TQN 8
+#define R8 2              /* Q8_0 tile: rows x vectors */
+#define T8 4
+#define R4 1              /* Q4_0 tile: rows x vectors */
+#define T4 4
+
+/* The Q8_0 tile: dot_q8 for R rows x Tn vectors, |w| and w's sign shared by
+ * the vectors: one accumulator, blocks in order. */
+T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    enum { R = R8, Tn = T8 };
+    const block_q8_0 *w[R], *const *x = (const block_q8_0 *const *)xv;
+    const int nb = wt->n / QK8_0;
+    for (int r = 0; r < R; r++) w[r] = QROW(block_q8_0, wt, rows[r]);
+    __m256 acc[RQ][TQN];
+    const __m256i ones = _mm256_set1_epi16(1);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) {
+            const block_q8_0 *wb = w[r] + b;
+            __m256i wv = _mm256_loadu_si256((const __m256i *)wb->qs), aw = _mm256_sign_epi8(wv, wv);
+            float dw = _cvtsh_ss(wb->d);
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < Tn; t++) {
+                __m256i xv = _mm256_loadu_si256((const __m256i *)x[t][b].qs);
+                __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv));
+                __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * _cvtsh_ss(x[t][b].d)), p, acc[r][t]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < Tn; t++) y[t * R + r] = hsum(acc[r][t]);
 }
 
 /* roundf (half away from zero) of values |v| < 2^23: truncate, then step away
@@ -203,9 +293,10 @@ TI __m256i roundf_epi32(__m256 v)
 }
 
 /* quantize_row_q8_0_ref, vectorised, with the same arithmetic for finite x. */
-T static void quantize_q8(const float *x, int n, void *blocks)
+T static void prepare_q8(const hc_weight *w, const float *x, void *act)
 {
-    block_q8_0 *y = blocks;
+    block_q8_0 *y = act;
+    int n = w->n;
     __m256 sign = _mm256_set1_ps(-0.0f);
     for (int b = 0; b < n / QK8_0; b++, x += QK8_0) {
         __m256 v[4], m = _mm256_setzero_ps();
@@ -228,11 +319,205 @@ T static void quantize_q8(const float *x, int n, void *blocks)
     }
 }
 
-const struct hc_isa hc_isa_avx2 = {
-    .name = "avx2",
-    .dot = { dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0 },
-    .axpy = { axpy_f32, axpy_f16, axpy_bf16, axpy_q8_0, axpy_q4_0 },
-    .quantize_q8 = quantize_q8,
-    .dots = { [HC_K_Q4_0] = dots_q4_0 },
-};
+const hc_kernel hc_avx2_q8_0 = { .prepare = prepare_q8, .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8,
+                                 .axpy = axpy_q8 };
+
+/* ---- Q4_0: 8 blocks per step, summed in integers to one int32 per block,
+ * so one convert and one FMA cover 8 blocks ---- */
+
+/* The Q8_0 activation rearranged for 8 blocks of a row (a chunk, 144 bytes of
+ * Q4_0), as 4 pairs of blocks: lo[p] and hi[p] are the activation bytes that
+ * meet the low and high nibbles of blocks 2p, 2p+1 (one block per 128-bit
+ * lane). After the reduction (q4_chunk) lane 4m+p holds block 2p+m: corr is
+ * that block's -8·Σx and d its activation scale, in the same order. */
+typedef struct {
+    __m256i lo[4], hi[4];
+    __m256i corr;
+    __m256 d;
+} xq4;
+
+#define Q4_CHUNK 8
+
+T static void arrange_q4(const void *act, int n, void *xa)
+{
+    const block_q8_0 *x = act;
+    xq4 *xc = xa;
+    int nb = n / QK8_0;
+    for (int c = 0; c < (nb + Q4_CHUNK - 1) / Q4_CHUNK; c++) {
+        int8_t lo[4][32] = {{0}}, hi[4][32] = {{0}};
+        int32_t corr[8] = {0};
+        float d[8] = {0};
+        for (int p = 0; p < 4; p++)
+            for (int m = 0; m < 2; m++) {
+                int b = c * Q4_CHUNK + 2 * p + m, s = 0;
+                if (b >= nb) continue;
+                memcpy(lo[p] + 16 * m, x[b].qs, 16);
+                memcpy(hi[p] + 16 * m, x[b].qs + 16, 16);
+                for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
+                corr[4 * m + p] = -8 * s;
+                d[4 * m + p] = _cvtsh_ss(x[b].d);
+            }
+        for (int p = 0; p < 4; p++) {
+            xc[c].lo[p] = _mm256_loadu_si256((const __m256i *)lo[p]);
+            xc[c].hi[p] = _mm256_loadu_si256((const __m256i *)hi[p]);
+        }
+        xc[c].corr = _mm256_loadu_si256((const __m256i *)corr);
+        xc[c].d = _mm256_loadu_ps(d);
+    }
+}
+
+static size_t arranged_q4(int n) { return sizeof(xq4) * (size_t)((n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK); }
+
+/* acc + the dot of the 8 blocks at q (whole blocks, 144 bytes) with chunk xc. */
+TI __m256 q4_chunk(const block_q4_0 *q, const xq4 *xc, __m256 acc)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256i P[4];
+    #pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        __m256i v = _mm256_loadu2_m128i((const __m128i *)q[2 * p + 1].qs, (const __m128i *)q[2 * p].qs);
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        /* int16 pairs within ±2·15·128 each, ±4·15·128 summed */
+        __m256i d16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xc->lo[p]), _mm256_maddubs_epi16(hi, xc->hi[p]));
+        P[p] = _mm256_madd_epi16(d16, ones);
+    }
+    /* |P| <= 8·15·128: the int16 packs are exact; two levels of pairwise
+     * sums leave lane 4m+p = block 2p+m */
+    __m256i A = _mm256_madd_epi16(_mm256_packs_epi32(P[0], P[1]), ones);
+    __m256i B = _mm256_madd_epi16(_mm256_packs_epi32(P[2], P[3]), ones);
+    __m256i C = _mm256_add_epi32(_mm256_madd_epi16(_mm256_packs_epi32(A, B), ones), xc->corr);
+    /* block 2p+m's scale to lane 4m+p (word inserts beat a gather here) */
+    __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)q[0].d, (short)q[2].d, (short)q[4].d, (short)q[6].d,
+                                               (short)q[1].d, (short)q[3].d, (short)q[5].d, (short)q[7].d));
+    return _mm256_fmadd_ps(_mm256_mul_ps(dw, xc->d), _mm256_cvtepi32_ps(C), acc);
+}
+
+T static float dot_q4(const hc_weight *w, int r, const void *xa)
+{
+    const block_q4_0 *q = QROW(block_q4_0, w, r);
+    const xq4 *xc = xa;
+    __m256 acc = _mm256_setzero_ps();
+    int c = 0, nb = w->n / QK8_0;
+    for (; (c + 1) * Q4_CHUNK <= nb; c++) {
+        const block_q4_0 *qc = q + c * Q4_CHUNK;
+        for (int i = 0; i < 3; i++) _mm_prefetch((const char *)qc + PF_Q + 64 * i, _MM_HINT_T0);
+        acc = q4_chunk(qc, xc + c, acc);
+    }
+    if (c * Q4_CHUNK < nb) {   /* the last blocks, zero-padded to a chunk */
+        block_q4_0 pad[Q4_CHUNK];
+        memset(pad, 0, sizeof pad);
+        memcpy(pad, q + c * Q4_CHUNK, (size_t)(nb - c * Q4_CHUNK) * sizeof(block_q4_0));
+        acc = q4_chunk(pad, xc + c, acc);
+    }
+    return hsum(acc);
+}
+
+T static void axpy_q4(const hc_weight *w, int r, int c0, int c1, float a, float *y)
+{
+    const block_q4_0 *wb = QROW(block_q4_0, w, r);
+    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0)
+        axpy_q32(_mm256_sub_epi8(nibbles(wb[b].qs), _mm256_set1_epi8(8)), _cvtsh_ss(wb[b].d), a, y);
+}
+
+/* q4_chunk for R rows (8 whole blocks at wq[r]) x Tn vectors. */
+TI void q4_chunk_tile(int R, int Tn, const block_q4_0 *const *wq, const xq4 *const *xc, int c, __m256 acc[RQ][TQN])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++) {
+        __m256i lo[4], hi[4];
+        _Pragma("GCC unroll 4")
+        for (int p = 0; p < 4; p++) {
+            __m256i v = _mm256_loadu2_m128i((const __m128i *)wq[r][2 * p + 1].qs, (const __m128i *)wq[r][2 * p].qs);
+            lo[p] = _mm256_and_si256(v, m4);
+            hi[p] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        }
+        const block_q4_0 *q = wq[r];
+        __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)q[0].d, (short)q[2].d, (short)q[4].d, (short)q[6].d,
+                                                   (short)q[1].d, (short)q[3].d, (short)q[5].d, (short)q[7].d));
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < Tn; t++) {
+            const xq4 *x = xc[t] + c;
+            __m256i P[4];
+            _Pragma("GCC unroll 4")
+            for (int p = 0; p < 4; p++) {
+                __m256i d16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[p], x->lo[p]), _mm256_maddubs_epi16(hi[p], x->hi[p]));
+                P[p] = _mm256_madd_epi16(d16, ones);
+            }
+            __m256i A = _mm256_madd_epi16(_mm256_packs_epi32(P[0], P[1]), ones);
+            __m256i B = _mm256_madd_epi16(_mm256_packs_epi32(P[2], P[3]), ones);
+            __m256i C = _mm256_add_epi32(_mm256_madd_epi16(_mm256_packs_epi32(A, B), ones), x->corr);
+            acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, x->d), _mm256_cvtepi32_ps(C), acc[r][t]);
+        }
+    }
+}
+
+/* The Q4_0 tile, as dot_q4: whole chunks in order, then the last blocks
+ * zero-padded to a chunk. */
+T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    enum { R = R4, Tn = T4 };
+    const block_q4_0 *w[R];
+    const xq4 *const *xc = (const xq4 *const *)xv;
+    const int nb = wt->n / QK8_0;
+    for (int r = 0; r < R; r++) w[r] = QROW(block_q4_0, wt, rows[r]);
+    __m256 acc[RQ][TQN];
+    const block_q4_0 *wq[RQ];
+    int c = 0;
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_setzero_ps();
+    for (; (c + 1) * Q4_CHUNK <= nb; c++) {
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) wq[r] = w[r] + c * Q4_CHUNK;
+        q4_chunk_tile(R, Tn, wq, xc, c, acc);
+    }
+    if (c * Q4_CHUNK < nb) {
+        block_q4_0 pad[RQ][Q4_CHUNK];
+        memset(pad, 0, sizeof pad);
+        for (int r = 0; r < R; r++) {
+            memcpy(pad[r], w[r] + c * Q4_CHUNK, (size_t)(nb - c * Q4_CHUNK) * sizeof(block_q4_0));
+            wq[r] = pad[r];
+        }
+        q4_chunk_tile(R, Tn, wq, xc, c, acc);
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < Tn; t++) y[t * R + r] = hsum(acc[r][t]);
+}
+
+const hc_kernel hc_avx2_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q4, .arrange = arrange_q4,
+                                 .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .axpy = axpy_q4 };
+
+/* ---- INT4-GPTQ (kernels_gptq.h): per group 32 codes per step widened to
+ * float, four accumulators; groups that are not whole steps take the
+ * reference ---- */
+
+T static float dot_gptq(const hc_weight *w, int r, const void *act)
+{
+    const hc_gptq *g = w->ext;
+    if (g->gs % 32) return hc_ref_gptq.dot(w, r, act);
+    const uint8_t *row = hc_gptq_codes(g, r);
+    const float *sm = hc_gptq_sm(g, r), *x = act, *sums = x + g->kp;
+    const __m128i mask = _mm_set1_epi8(15);
+    float acc = 0.0f;
+    for (int j = 0; j < g->n_groups; j++) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        for (int k = j * g->gs; k < hc_gptq_group_end(g, j); k += 32) {
+            const __m128i q = _mm_loadu_si128((const __m128i *)(row + k / 2));
+            const __m128i lo = _mm_and_si128(q, mask), hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
+            a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)), _mm256_loadu_ps(x + k), a0);
+            a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))), _mm256_loadu_ps(x + k + 8), a1);
+            a2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)), _mm256_loadu_ps(x + k + 16), a2);
+            a3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))), _mm256_loadu_ps(x + k + 24), a3);
+        }
+        const float dot = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+        acc += sm[2 * j] * dot + sm[2 * j + 1] * sums[j];
+    }
+    return acc;
+}
+
+const hc_kernel hc_avx2_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .axpy = hc_ref_gptq_axpy };
 #endif

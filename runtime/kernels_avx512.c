@@ -1,14 +1,23 @@
 /* AVX-512 (F/BW/VL/DQ + VNNI) kernels: 16 floats per register, two Q8_0
  * blocks per register, Q4_0 16 blocks per step reduced to one int32 per block,
- * masked loads for the tails. Selected at run time by
- * kernels.c; CPUs with AVX-512 but no VNNI (Skylake-SP) run the AVX2 kernels. */
+ * masked loads for the tails. Selected at run time by kernels.c; CPUs with
+ * AVX-512 but no VNNI (Skylake-SP) run the AVX2 kernels.
+ *
+ * The register tiles (batched products, B > 1) compute RM rows x TM vectors
+ * at once, each weight load shared by the vectors and each activation load by
+ * the rows, while every (row, vector) pair goes through the very FMAs,
+ * accumulator lanes and final reduction of the single-row dot: the results
+ * are bit-identical to B = 1 whatever the tile, the batch or the row split. */
 #if defined(__x86_64__)
-#include "kernels_avx512.h"
+#include <immintrin.h>
+#include <string.h>
 
-#include "cli.h"
+#include "ggml_types.h"
+#include "kernels.h"
+#include "kernels_gptq.h"
 
-#define T __attribute__((target(HC_AVX512_VNNI)))
-#define TI static inline __attribute__((always_inline, target(HC_AVX512_VNNI)))
+#define T __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+#define TI static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
 /* Software prefetch distance (bytes ahead in the row being read). The B = 1
  * loops read one ascending stream per thread; without it the hardware
@@ -16,7 +25,17 @@
 #define PF_FLOAT 2048
 #define PF_Q 4096
 
-/* ---- F32 / F16 / BF16: one body, specialised by the constant k when inlined ---- */
+/* ---- F32 / F16 / BF16: one body, specialised by the constant k (a ggml
+ * type) when inlined ---- */
+
+/* Elements [i, i+16) masked by m (lanes outside m read nothing and are zero). */
+TI __m512 load16(int k, const void *p, int i, __mmask16 m)
+{
+    if (k == GGML_TYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)p + i);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i);
+    if (k == GGML_TYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
 
 TI __mmask16 tail_mask(int m) { return (__mmask16)((1u << m) - 1); }
 
@@ -26,8 +45,8 @@ TI float dot_float(int k, const void *row, const float *x, int n)
     const __mmask16 all = 0xffff;
     int i = 0;
     for (; i + 64 <= n; i += 64) {
-        _mm_prefetch((const char *)row + (k == HC_K_F32 ? 4 : 2) * (size_t)i + PF_FLOAT, _MM_HINT_T0);
-        if (k == HC_K_F32) _mm_prefetch((const char *)row + 4 * (size_t)i + 64 + PF_FLOAT, _MM_HINT_T0);
+        _mm_prefetch((const char *)row + (k == GGML_TYPE_F32 ? 4 : 2) * (size_t)i + PF_FLOAT, _MM_HINT_T0);
+        if (k == GGML_TYPE_F32) _mm_prefetch((const char *)row + 4 * (size_t)i + 64 + PF_FLOAT, _MM_HINT_T0);
         a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
         a1 = _mm512_fmadd_ps(load16(k, row, i + 16, all), _mm512_loadu_ps(x + i + 16), a1);
         a2 = _mm512_fmadd_ps(load16(k, row, i + 32, all), _mm512_loadu_ps(x + i + 32), a2);
@@ -41,6 +60,13 @@ TI float dot_float(int k, const void *row, const float *x, int n)
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
+T static float dot_f(const hc_weight *w, int r, const void *x)
+{
+    const char *row = hc_float_row(w, r, 0);
+    if (w->type == GGML_TYPE_F32) return dot_float(GGML_TYPE_F32, row, x, w->n);
+    return w->type == GGML_TYPE_F16 ? dot_float(GGML_TYPE_F16, row, x, w->n) : dot_float(GGML_TYPE_BF16, row, x, w->n);
+}
+
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
 {
     __m512 va = _mm512_set1_ps(a);
@@ -50,10 +76,143 @@ TI void axpy_float(int k, const void *row, int n, float a, float *y)
     }
 }
 
-HC_FLOAT_KERNELS
+T static void axpy_f(const hc_weight *w, int r, int c0, int c1, float a, float *y)
+{
+    const char *row = hc_float_row(w, r, c0);
+    if (w->type == GGML_TYPE_F32) axpy_float(GGML_TYPE_F32, row, c1 - c0, a, y);
+    else if (w->type == GGML_TYPE_F16) axpy_float(GGML_TYPE_F16, row, c1 - c0, a, y);
+    else axpy_float(GGML_TYPE_BF16, row, c1 - c0, a, y);
+}
 
-/* ---- Q8_0 against Q8_0 activations: two blocks per register, up to
- * HC_DOT_ROWS rows per pass over the activation ---- */
+/* The float tile. dot_float sums a row in four 16-lane accumulators:
+ * a_j gets elements [64c + 16j, 64c + 16j + 16) for c = 0, 1, ... in order,
+ * then a_0 the remaining 16-element steps and the masked tail, and the result
+ * is reduce_add((a0 + a1) + (a2 + a3)). Holding four accumulators for each of
+ * R x T (row, vector) pairs would not fit in 32 registers, so the tile walks
+ * one accumulator lane group j at a time over a block of KB elements (the
+ * chains are independent), keeps the R x T partial sums in registers and parks
+ * them in memory between groups and blocks: every pair sees dot_float's FMAs in
+ * dot_float's order, only interleaved with the other pairs. */
+#define RM 4              /* rows per tile */
+#define TM 4              /* vectors per tile */
+#define KB 512            /* elements per block of the k loop (a multiple of 64) */
+
+/* acc[r][t] += w_r[i..i+16) * x_t[i..i+16) for i = i0, i0 + step, ... < i1 (masked by m). */
+TI void run(int k, int R, int Tn, const void *const *w, const float *const *x, int i0, int i1, int step,
+            __mmask16 m, __m512 acc[RM][TM])
+{
+    __m512 a[RM][TM];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) a[r][t] = acc[r][t];
+    for (int i = i0; i < i1; i += step) {
+        __m512 wv[RM];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) wv[r] = load16(k, w[r], i, m);
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) {
+            __m512 xv = _mm512_maskz_loadu_ps(m, x[t] + i);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) a[r][t] = _mm512_fmadd_ps(wv[r], xv, a[r][t]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) acc[r][t] = a[r][t];
+}
+
+/* y[t * R + r] = dot_float(k, w[r], x[t], n) for r < R, t < Tn. */
+TI void tile(int k, int R, int Tn, const void *const *w, const float *const *x, int n, float *y)
+{
+    __m512 acc[4][RM][TM];
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++)
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < Tn; t++) acc[j][r][t] = _mm512_setzero_ps();
+    int n64 = n / 64 * 64, i = n64;
+    for (int kb = 0; kb < n64; kb += KB) {
+        int ke = n64 - kb < KB ? n64 : kb + KB;
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < 4; j++) run(k, R, Tn, w, x, kb + 16 * j, ke, 64, 0xffff, acc[j]);
+    }
+    if (n - i >= 16) {
+        run(k, R, Tn, w, x, i, n - 15, 16, 0xffff, acc[0]);
+        i += (n - i) / 16 * 16;
+    }
+    if (i < n) run(k, R, Tn, w, x, i, i + 1, 16, (__mmask16)((1u << (n - i)) - 1), acc[0]);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++)
+            y[t * R + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0][r][t], acc[1][r][t]),
+                                                              _mm512_add_ps(acc[2][r][t], acc[3][r][t])));
+}
+
+T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
+{
+    const void *rows[RM];
+    for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
+    if (w->type == GGML_TYPE_F32) tile(GGML_TYPE_F32, RM, TM, rows, (const float *const *)x, w->n, y);
+    else if (w->type == GGML_TYPE_F16) tile(GGML_TYPE_F16, RM, TM, rows, (const float *const *)x, w->n, y);
+    else tile(GGML_TYPE_BF16, RM, TM, rows, (const float *const *)x, w->n, y);
+}
+
+const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
+                                    .axpy = axpy_f };
+
+/* ---- Q8_0 against Q8_0 activations: two blocks per register ---- */
+
+TI __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+TI __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+
+#define W2(a, b) ((a) | (b) << 16)   /* two word indices per int32: gcc lacks _mm512_setr_epi16 */
+
+/* The first bytes of Q8_0 blocks b, b+1 of a row, as words: at least both
+ * scales (words 0 and 17). two: 0 only
+ * block b is there, 1 both, 2 both and 64 bytes of the row left, so a plain
+ * load (masked loads that miss the cache are slow and train no prefetcher). */
+TI __m512i load_pair(const void *p, int two)
+{
+    return two == 2 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(two ? 0x3ffff : 1, p);
+}
+
+/* The fp16 scales at words 0 and w1 of v, as floats in lanes 0-7 and 8-15. */
+TI __m512 scales(__m512i v, int w1)
+{
+    __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, W2(w1, w1), W2(w1, w1), W2(w1, w1), W2(w1, w1), 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, v)));
+}
+
+/* The Q8_0 activation of a Q8_0 matvec, rearranged once per row loop so the
+ * inner loop only loads it: per pair of blocks the 64 quant bytes and the
+ * scales as 16 floats (8 lanes per block). */
+typedef struct {
+    __m512i q;
+    __m512 d;
+} xpair;
+
+T static void arrange_q8(const void *act, int n, void *xa)
+{
+    const block_q8_0 *x = act;
+    xpair *xp = xa;
+    int nb = n / QK8_0;
+    for (int b = 0; b < nb; b += 2) {
+        int two = b + 1 < nb;
+        xpair *o = xp + b / 2;
+        o->q = join(load32(x[b].qs), two ? load32(x[b + 1].qs) : _mm256_setzero_si256());
+        o->d = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(x[b].d)), _mm256_set1_ps(two ? _cvtsh_ss(x[b + 1].d) : 0), 1);
+    }
+}
+
+static size_t arranged_q8(int n) { return sizeof(xpair) * (size_t)((n / QK8_0 + 1) / 2); }
+
+/* Row r of a Q8_0 / Q4_0 weight (blocks of type B). */
+#define QROW(B, w, r) ((const B *)(w)->data + (size_t)(r) * (size_t)((w)->n / QK8_0))
 
 /* 64 signed bytes of w times 64 of x -> 16 int32 partial sums as floats:
  * |w| (unsigned, so -128 too) times x with w's sign, summed by vpdpbusd. */
@@ -63,95 +222,103 @@ TI __m512 mul_sum_i8(__m512i w, __m512i x)
     return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), sx));
 }
 
-#define XPAIRS_STACK 256   /* rows of up to 16384 elements arrange on the stack */
-
-/* acc[r] += dot of blocks b and, if two (see load_pair), b+1 of rows[r] with
- * the arranged pair xp. R and two are constants after inlining; each row's
- * arithmetic is the same for every R. Int32 sums: lanes 0-7 block b, 8-15 b+1. */
-TI void q_pair(int R, const char *const *rows, const xpair *xp, int b, int two, __m512 *acc)
+/* acc + the dot of blocks b and, if two (see load_pair), b+1 of row w with
+ * the arranged pair xp. two is a constant after inlining. Int32 sums: lanes
+ * 0-7 block b, 8-15 b+1. */
+TI __m512 q_pair(const block_q8_0 *w, const xpair *xp, int b, int two, __m512 acc)
 {
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        const block_q8_0 *w = (const block_q8_0 *)rows[r] + b;
-        _mm_prefetch((const char *)w + PF_Q, _MM_HINT_T0);
-        __m512 p = mul_sum_i8(join(load32(w[0].qs), two ? load32(w[1].qs) : _mm256_setzero_si256()), xp->q);
-        __m512 dw = scales(load_pair(w, two), 17);
-        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xp->d), p, acc[r]);
-    }
+    w += b;
+    _mm_prefetch((const char *)w + PF_Q, _MM_HINT_T0);
+    __m512 p = mul_sum_i8(join(load32(w[0].qs), two ? load32(w[1].qs) : _mm256_setzero_si256()), xp->q);
+    __m512 dw = scales(load_pair(w, two), 17);
+    return _mm512_fmadd_ps(_mm512_mul_ps(dw, xp->d), p, acc);
 }
 
-/* Two accumulators per row (even and odd pairs) keep the FMA latency off the
- * critical path. */
-TI void dot_q_rows(int R, const char *const *rows, const xpair *xp, int nb, float *y)
+/* Two accumulators (even and odd pairs) keep the FMA latency off the critical path. */
+T static float dot_q8(const hc_weight *w, int r, const void *xa)
 {
-    __m512 acc[2 * HC_DOT_ROWS];
-    int b = 0;
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) acc[r] = acc[HC_DOT_ROWS + r] = _mm512_setzero_ps();
+    const block_q8_0 *q = QROW(block_q8_0, w, r);
+    const xpair *xp = xa;
+    __m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
+    int b = 0, nb = w->n / QK8_0;
     for (; b + 6 <= nb; b += 4) {
-        q_pair(R, rows, xp + b / 2, b, 2, acc);
-        q_pair(R, rows, xp + b / 2 + 1, b + 2, 2, acc + HC_DOT_ROWS);
+        acc[0] = q_pair(q, xp + b / 2, b, 2, acc[0]);
+        acc[1] = q_pair(q, xp + b / 2 + 1, b + 2, 2, acc[1]);
     }
-    if (b + 4 <= nb) { q_pair(R, rows, xp + b / 2, b, 2, acc); b += 2; }
-    if (b + 2 <= nb) { q_pair(R, rows, xp + b / 2, b, 1, acc + (b / 2 % 2) * HC_DOT_ROWS); b += 2; }
-    if (b < nb) q_pair(R, rows, xp + b / 2, b, 0, acc + (b / 2 % 2) * HC_DOT_ROWS);
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) y[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r], acc[HC_DOT_ROWS + r]));
+    if (b + 4 <= nb) { acc[0] = q_pair(q, xp + b / 2, b, 2, acc[0]); b += 2; }
+    if (b + 2 <= nb) { acc[b / 2 % 2] = q_pair(q, xp + b / 2, b, 1, acc[b / 2 % 2]); b += 2; }
+    if (b < nb) acc[b / 2 % 2] = q_pair(q, xp + b / 2, b, 0, acc[b / 2 % 2]);
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1]));
 }
 
-#define Q8_PAIRS(nb) (((nb) + 1) / 2)
-HC_DOTS_ROWS(dots_q8_0, xpair, arrange, Q8_PAIRS, XPAIRS_STACK, 64, dot_q_rows)
+#define RQ 4              /* the most rows and vectors a quantized tile holds */
+#define TQN 8
+#define R8 4              /* Q8_0 tile: rows x vectors */
+#define T8 4
+#define R4 2              /* Q4_0 tile: rows x vectors */
+#define T4 4
+#define KBP 16            /* Q8_0: block pairs per step of the k loop (even) */
 
-/* ---- Q4_0 against Q8_0 activations: 16 blocks per step, summed in integers
- * to one int32 per block, so one convert and one FMA cover 16 blocks ---- */
-
-/* acc[r] += the dot of the 16 blocks at byte off of rows[r] with chunk xc.
- * tail: rem bytes of the row are left from off (see chunk_line). */
-TI void q4_chunk(int R, const char *const *rows, const xq4 *xc, size_t off, int tail, long rem, __m512 *acc)
+/* acc[r][t] += pairs p = p0, p0 + 2, ... < p1 of row r with vector t (two: 1
+ * a full pair, 0 the last, half pair). mul_sum_i8 with
+ * |w| and w's sign shared by the vectors. */
+TI void q8_run(int R, int Tn, const block_q8_0 *const *w, const xpair *const *xp, int p0, int p1, int two,
+                __m512 acc[RQ][TQN])
 {
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        const char *p = rows[r] + off;
-        __m512i Z[5], lo[4], hi[4];
-        __m512 dw;
-        if (!tail)
-            for (int i = 0; i < 5; i++) _mm_prefetch(p + PF_Q + 64 * i, _MM_HINT_T0);
-        #pragma GCC unroll 5
-        for (int i = 0; i < 5; i++) Z[i] = chunk_line(p, i, tail, rem);
-        q4_unpack(Z, lo, hi, &dw);
-        acc[r] = q4_fma(lo, hi, dw, xc, acc[r]);
+    __m512 a[RQ][TQN];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) a[r][t] = acc[r][t];
+    for (int p = p0; p < p1; p += 2) {
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) {
+            const block_q8_0 *wb = w[r] + 2 * p;
+            __m512i wv = join(load32(wb[0].qs), two ? load32(wb[1].qs) : _mm256_setzero_si256());
+            __mmask64 neg = _mm512_movepi8_mask(wv);
+            __m512i aw = _mm512_abs_epi8(wv);
+            __m512 dw = scales(load_pair(wb, 2 * two), 17);
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < Tn; t++) {
+                __m512i xq = xp[t][p].q;
+                __m512i sx = _mm512_mask_sub_epi8(xq, neg, _mm512_setzero_si512(), xq);
+                __m512 s = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx));
+                a[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xp[t][p].d), s, a[r][t]);
+            }
+        }
     }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) acc[r][t] = a[r][t];
 }
 
-TI void dot_q4_rows(int R, const char *const *rows, const xq4 *xc, int nb, float *y)
+/* The Q8_0 tile, as dot_q8: pair p goes to accumulator p % 2; y = reduce(acc0 + acc1). */
+T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
-    __m512 acc[HC_DOT_ROWS];
-    long rb = (long)nb * 18;
-    int c = 0, nc = (nb + Q4_CHUNK - 1) / Q4_CHUNK;
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
-    for (; (long)(c + 1) * Q4_CHUNK_BYTES + 32 <= rb; c++)
-        q4_chunk(R, rows, xc + c, (size_t)c * Q4_CHUNK_BYTES, 0, 0, acc);
-    for (; c < nc; c++)
-        q4_chunk(R, rows, xc + c, (size_t)c * Q4_CHUNK_BYTES, 1, rb - (long)c * Q4_CHUNK_BYTES, acc);
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) y[r] = _mm512_reduce_add_ps(acc[r]);
-}
-
-#define XQ4_STACK 64       /* rows of up to 32768 elements arrange on the stack */
-
-#define Q4_CHUNKS(nb) (((nb) + Q4_CHUNK - 1) / Q4_CHUNK)
-HC_DOTS_ROWS(dots_q4_0, xq4, arrange_q4, Q4_CHUNKS, XQ4_STACK, 64, dot_q4_rows)
-
-/* The dot entries: the same arithmetic, through the row loops (rows are explicit pointers). */
-T static void dot_q8_0(const void *const *rows, int nr, const void *act, int n, float *y)
-{
-    for (int i = 0; i < nr; i++) dots_q8_0(rows[i], 0, NULL, 0, 1, 1, act, n, y + i);
-}
-
-T static void dot_q4_0(const void *const *rows, int nr, const void *act, int n, float *y)
-{
-    for (int i = 0; i < nr; i++) dots_q4_0(rows[i], 0, NULL, 0, 1, 1, act, n, y + i);
+    enum { R = R8, Tn = T8 };
+    const block_q8_0 *w[R];
+    const xpair *const *xp = (const xpair *const *)xv;
+    const int nb = wt->n / QK8_0;
+    for (int r = 0; r < R; r++) w[r] = QROW(block_q8_0, wt, rows[r]);
+    __m512 acc[2][RQ][TQN];
+    _Pragma("GCC unroll 2")
+    for (int j = 0; j < 2; j++)
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < Tn; t++) acc[j][r][t] = _mm512_setzero_ps();
+    int np = nb / 2;
+    for (int pb = 0; pb < np; pb += KBP) {
+        int pe = np - pb < KBP ? np : pb + KBP;
+        q8_run(R, Tn, w, xp, pb, pe, 1, acc[0]);
+        q8_run(R, Tn, w, xp, pb + 1, pe, 1, acc[1]);
+    }
+    if (nb % 2) q8_run(R, Tn, w, xp, np, np + 1, 0, acc[np % 2]);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r][t], acc[1][r][t]));
 }
 
 /* y[0..32) += a * (q * d): q*d is exact in float, then one FMA. */
@@ -164,21 +331,10 @@ TI void axpy_q32(__m256i q, float d, float a, float *y)
     _mm512_storeu_ps(y + 16, _mm512_fmadd_ps(va, _mm512_mul_ps(v1, vd), _mm512_loadu_ps(y + 16)));
 }
 
-T static void axpy_q8_0(const void *row, int n, float a, float *y)
+T static void axpy_q8(const hc_weight *w, int r, int c0, int c1, float a, float *y)
 {
-    const block_q8_0 *w = row;
-    for (int b = 0; b < n / QK8_0; b++) axpy_q32(load32(w[b].qs), _cvtsh_ss(w[b].d), a, y + b * QK8_0);
-}
-
-T static void axpy_q4_0(const void *row, int n, float a, float *y)
-{
-    const block_q4_0 *w = row;
-    for (int b = 0; b < n / QK4_0; b++) {
-        __m128i t = _mm_loadu_si128((const __m128i *)w[b].qs);
-        __m256i q = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
-        q = _mm256_sub_epi8(_mm256_and_si256(q, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
-        axpy_q32(q, _cvtsh_ss(w[b].d), a, y + b * QK4_0);
-    }
+    const block_q8_0 *wb = QROW(block_q8_0, w, r);
+    for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0) axpy_q32(load32(wb[b].qs), _cvtsh_ss(wb[b].d), a, y);
 }
 
 /* roundf (half away from zero) for |v| < 2^23: truncate, then step away from
@@ -192,9 +348,10 @@ TI __m512i roundf_epi32(__m512 v)
 }
 
 /* quantize_row_q8_0_ref, vectorised, with the same arithmetic for finite x. */
-T static void quantize_q8(const float *x, int n, void *blocks)
+T static void prepare_q8(const hc_weight *w, const float *x, void *act)
 {
-    block_q8_0 *y = blocks;
+    block_q8_0 *y = act;
+    int n = w->n;
     for (int b = 0; b < n / QK8_0; b++, x += QK8_0) {
         __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
         float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
@@ -206,11 +363,219 @@ T static void quantize_q8(const float *x, int n, void *blocks)
     }
 }
 
-const struct hc_isa hc_isa_avx512 = {
-    .name = "avx512",
-    .dot = { dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0 },
-    .axpy = { axpy_f32, axpy_f16, axpy_bf16, axpy_q8_0, axpy_q4_0 },
-    .quantize_q8 = quantize_q8,
-    .dots = { [HC_K_Q8_0] = dots_q8_0, [HC_K_Q4_0] = dots_q4_0 },
-};
+const hc_kernel hc_avx512_q8_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q8, .arrange = arrange_q8,
+                                   .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .axpy = axpy_q8 };
+
+/* ---- Q4_0 against Q8_0 activations: 16 blocks per step, summed in integers
+ * to one int32 per block, so one convert and one FMA cover 16 blocks ---- */
+
+/* The Q8_0 activation rearranged for 16 blocks of a row (a "chunk", 288 bytes
+ * of Q4_0): the chunk is 4 groups of 4 blocks; group g's 64 weight nibble
+ * bytes are gathered as [qs(4g) qs(4g+1) qs(4g+2) qs(4g+3)], so lo[g] and hi[g]
+ * hold the activation bytes that meet their low and high nibbles. After the
+ * integer reduction (q4_chunk) lane 4m+g holds block 4g+m: corr is that
+ * block's -8·Σx and d its activation scale, in the same order. */
+typedef struct {
+    __m512i lo[4], hi[4];
+    __m512i corr;
+    __m512 d;
+} xq4;
+
+#define Q4_CHUNK 16                       /* blocks per chunk */
+#define Q4_CHUNK_BYTES (Q4_CHUNK * 18)    /* sizeof(block_q4_0) == 18 */
+
+T static void arrange_q4(const void *act, int n, void *xa)
+{
+    const block_q8_0 *x = act;
+    xq4 *xc = xa;
+    int nb = n / QK8_0;
+    for (int c = 0; c < (nb + Q4_CHUNK - 1) / Q4_CHUNK; c++) {
+        int8_t lo[4][64] = {{0}}, hi[4][64] = {{0}};
+        int32_t corr[16] = {0};
+        float d[16] = {0};
+        for (int g = 0; g < 4; g++)
+            for (int m = 0; m < 4; m++) {
+                int b = c * Q4_CHUNK + 4 * g + m, s = 0;
+                if (b >= nb) continue;
+                memcpy(lo[g] + 16 * m, x[b].qs, 16);
+                memcpy(hi[g] + 16 * m, x[b].qs + 16, 16);
+                for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
+                corr[4 * m + g] = -8 * s;
+                d[4 * m + g] = _cvtsh_ss(x[b].d);
+            }
+        for (int g = 0; g < 4; g++) {
+            xc[c].lo[g] = _mm512_loadu_si512(lo[g]);
+            xc[c].hi[g] = _mm512_loadu_si512(hi[g]);
+        }
+        xc[c].corr = _mm512_loadu_si512(corr);
+        xc[c].d = _mm512_loadu_ps(d);
+    }
+}
+
+/* Bytes [64i, 64i + 64) of a chunk at p, i < 5 (a full chunk reads 32 bytes
+ * past its end); tail: only the rem bytes the row has left from p, with
+ * masked loads. */
+TI __m512i chunk_line(const char *p, int i, int tail, long rem)
+{
+    if (!tail) return _mm512_loadu_si512(p + 64 * i);
+    long a = rem - 64 * i;
+    return _mm512_maskz_loadu_epi8(a >= 64 ? ~0ULL : a <= 0 ? 0 : (1ULL << a) - 1, p + 64 * i);
+}
+
+/* One row's 16-block chunk (its 5 lines Z): the weight nibbles of group g in
+ * lo[g] / hi[g], gathered to meet xq4's lo[g] / hi[g], and the 16 block scales
+ * as floats in xq4's lane order (lane 4m+g = block 4g+m). */
+TI void q4_unpack(const __m512i Z[5], __m512i lo[4], __m512i hi[4], __m512 *dw)
+{
+    /* group g (bytes [72g, 72g + 72), word 4g of line g): its nibble bytes are
+     * words 4g + 9m + 1 .. 4g + 9m + 8 of lines g, g + 1 */
+    const __m512i qidx = _mm512_setr_epi32(W2(1, 2), W2(3, 4), W2(5, 6), W2(7, 8), W2(10, 11), W2(12, 13),
+                                           W2(14, 15), W2(16, 17), W2(19, 20), W2(21, 22), W2(23, 24),
+                                           W2(25, 26), W2(28, 29), W2(30, 31), W2(32, 33), W2(34, 35));
+    /* block j's scale is word 9j of the chunk; block 4g+m goes to word 4m+g:
+     * blocks 0-7 from lines 0, 1, blocks 8-14 from lines 2, 3, block 15 from line 4 */
+    const __m512i s01 = _mm512_setr_epi32(W2(0, 36), W2(0, 36), W2(9, 45), W2(0, 36), W2(18, 54), W2(0, 36),
+                                          W2(27, 63), W2(0, 36), 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i s23 = _mm512_setr_epi32(0, W2(8, 44), 0, W2(17, 53), 0, W2(26, 62), 0, W2(35, 7),
+                                          0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    #pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        __m512i v = _mm512_permutex2var_epi16(Z[g], _mm512_add_epi16(qidx, _mm512_set1_epi16((short)(4 * g))), Z[g + 1]);
+        lo[g] = _mm512_and_si512(v, m4);
+        hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    __m512i s23v = _mm512_mask_permutexvar_epi16(_mm512_permutex2var_epi16(Z[2], s23, Z[3]), 0x8000, s23, Z[4]);
+    __m512i s = _mm512_mask_blend_epi16(0xcccc, _mm512_permutex2var_epi16(Z[0], s01, Z[1]), s23v);
+    *dw = _mm512_cvtph_ps(_mm512_castsi512_si256(s));
+}
+
+/* acc + the dot of an unpacked chunk with activation chunk x: the 16 block
+ * sums in integers, then one convert and one FMA. */
+TI __m512 q4_fma(const __m512i lo[4], const __m512i hi[4], __m512 dw, const xq4 *x, __m512 acc)
+{
+    const __m512i ones = _mm512_set1_epi16(1);
+    __m512i D[4];
+    #pragma GCC unroll 4
+    for (int g = 0; g < 4; g++)
+        D[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[g], x->lo[g]), hi[g], x->hi[g]);
+    /* |D| <= 8·15·128, so the int16 packs are exact; two levels of pairwise
+     * sums leave lane 4m+g = block 4g+m, plus its -8·Σx */
+    __m512i A = _mm512_madd_epi16(_mm512_packs_epi32(D[0], D[1]), ones);
+    __m512i B = _mm512_madd_epi16(_mm512_packs_epi32(D[2], D[3]), ones);
+    __m512i C = _mm512_dpwssd_epi32(x->corr, _mm512_packs_epi32(A, B), ones);
+    return _mm512_fmadd_ps(_mm512_mul_ps(dw, x->d), _mm512_cvtepi32_ps(C), acc);
+}
+
+static size_t arranged_q4(int n) { return sizeof(xq4) * (size_t)((n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK); }
+
+/* acc + the dot of the 16 blocks at p with chunk xc. tail: rem bytes of the
+ * row are left from p (see chunk_line). */
+TI __m512 q4_chunk(const char *p, const xq4 *xc, int tail, long rem, __m512 acc)
+{
+    __m512i Z[5], lo[4], hi[4];
+    __m512 dw;
+    if (!tail)
+        for (int i = 0; i < 5; i++) _mm_prefetch(p + PF_Q + 64 * i, _MM_HINT_T0);
+    #pragma GCC unroll 5
+    for (int i = 0; i < 5; i++) Z[i] = chunk_line(p, i, tail, rem);
+    q4_unpack(Z, lo, hi, &dw);
+    return q4_fma(lo, hi, dw, xc, acc);
+}
+
+T static float dot_q4(const hc_weight *w, int r, const void *xa)
+{
+    const char *row = (const char *)QROW(block_q4_0, w, r);
+    const xq4 *xc = xa;
+    __m512 acc = _mm512_setzero_ps();
+    int nb = w->n / QK8_0, c = 0, nc = (nb + Q4_CHUNK - 1) / Q4_CHUNK;
+    long rb = (long)nb * 18;
+    for (; (long)(c + 1) * Q4_CHUNK_BYTES + 32 <= rb; c++) acc = q4_chunk(row + (size_t)c * Q4_CHUNK_BYTES, xc + c, 0, 0, acc);
+    for (; c < nc; c++)
+        acc = q4_chunk(row + (size_t)c * Q4_CHUNK_BYTES, xc + c, 1, rb - (long)c * Q4_CHUNK_BYTES, acc);
+    return _mm512_reduce_add_ps(acc);
+}
+
+/* q4_chunk for R rows x Tn vectors (chunk c of each vector). */
+TI void q4_chunk_tile(int R, int Tn, const char *const *w, const xq4 *const *xc, int c, int tail, long rem,
+                       __m512 acc[RQ][TQN])
+{
+    size_t off = (size_t)c * Q4_CHUNK_BYTES;
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++) {
+        const char *p = w[r] + off;
+        __m512i Z[5], lo[4], hi[4];
+        __m512 dw;
+        _Pragma("GCC unroll 5")
+        for (int i = 0; i < 5; i++) Z[i] = chunk_line(p, i, tail, rem);
+        q4_unpack(Z, lo, hi, &dw);
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) acc[r][t] = q4_fma(lo, hi, dw, xc[t] + c, acc[r][t]);
+    }
+}
+
+/* The Q4_0 tile, as dot_q4: one accumulator, chunks in order, the last ones masked. */
+T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    enum { R = R4, Tn = T4 };
+    const char *w[R];
+    const xq4 *const *xc = (const xq4 *const *)xv;
+    const int nb = wt->n / QK8_0;
+    for (int r = 0; r < R; r++) w[r] = (const char *)QROW(block_q4_0, wt, rows[r]);
+    __m512 acc[RQ][TQN];
+    long rb = (long)nb * 18;
+    int c = 0, nc = (nb + Q4_CHUNK - 1) / Q4_CHUNK;
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_setzero_ps();
+    for (; (long)(c + 1) * Q4_CHUNK_BYTES + 32 <= rb; c++) q4_chunk_tile(R, Tn, w, xc, c, 0, 0, acc);
+    for (; c < nc; c++) q4_chunk_tile(R, Tn, w, xc, c, 1, rb - (long)c * Q4_CHUNK_BYTES, acc);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+T static void axpy_q4(const hc_weight *w, int r, int c0, int c1, float a, float *y)
+{
+    const block_q4_0 *wb = QROW(block_q4_0, w, r);
+    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0) {
+        __m128i t = _mm_loadu_si128((const __m128i *)wb[b].qs);
+        __m256i q = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+        q = _mm256_sub_epi8(_mm256_and_si256(q, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
+        axpy_q32(q, _cvtsh_ss(wb[b].d), a, y);
+    }
+}
+
+const hc_kernel hc_avx512_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q4, .arrange = arrange_q4,
+                                   .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .axpy = axpy_q4 };
+
+/* ---- INT4-GPTQ (kernels_gptq.h): per group 32 codes per step widened to
+ * float, two accumulators; groups that are not whole steps take the
+ * reference ---- */
+
+T static float dot_gptq(const hc_weight *w, int r, const void *act)
+{
+    const hc_gptq *g = w->ext;
+    if (g->gs % 32) return hc_ref_gptq.dot(w, r, act);
+    const uint8_t *row = hc_gptq_codes(g, r);
+    const float *sm = hc_gptq_sm(g, r), *x = act, *sums = x + g->kp;
+    const __m128i mask = _mm_set1_epi8(15);
+    float acc = 0.0f;
+    for (int j = 0; j < g->n_groups; j++) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        for (int k = j * g->gs; k < hc_gptq_group_end(g, j); k += 32) {
+            const __m128i q = _mm_loadu_si128((const __m128i *)(row + k / 2));
+            const __m128i lo = _mm_and_si128(q, mask), hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
+            a0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lo)), _mm512_loadu_ps(x + k), a0);
+            a1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(hi)), _mm512_loadu_ps(x + k + 16), a1);
+        }
+        const float dot = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+        acc += sm[2 * j] * dot + sm[2 * j + 1] * sums[j];
+    }
+    return acc;
+}
+
+const hc_kernel hc_avx512_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .axpy = hc_ref_gptq_axpy };
 #endif

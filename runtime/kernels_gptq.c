@@ -1,23 +1,11 @@
-/* INT4-GPTQ weights: repacking at load, prepared activations, and the
- * product (scalar reference, AVX2+FMA, AVX-512). See kernels_gptq.h. */
+/* INT4-GPTQ weights: repacking at load, prepared activations, rows in f32.
+ * The product is in the instruction set files (see kernels_gptq.h). */
 #include "kernels_gptq.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ggml_types.h"
-#include "kernels.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-/* Code of position k in a repacked row. */
-static inline int code_at(const uint8_t *row, int k)
-{
-    const uint8_t b = row[(k / 32) * 16 + (k % 16)];
-    return k % 32 < 16 ? b & 15 : b >> 4;
-}
 
 static inline int nib(const int32_t *words, size_t i, int j) { return (int)(((uint32_t)words[i] >> (4 * j)) & 15u); }
 
@@ -123,120 +111,13 @@ int hc_gptq_same_act(const hc_gptq *a, const hc_gptq *b)
     return !a->perm || memcmp(a->perm, b->perm, sizeof *a->perm * (size_t)a->n) == 0;
 }
 
-/* Positions of group j: [j*gs, end) where the last group runs to kp (zero padding). */
-static inline int group_end(const hc_gptq *g, int j) { return j == g->n_groups - 1 ? g->kp : (j + 1) * g->gs; }
-
-typedef float (*row_dot_fn)(const hc_gptq *g, const uint8_t *row, const float *sm, const float *x);
-
-static float row_dot_ref(const hc_gptq *g, const uint8_t *row, const float *sm, const float *x)
-{
-    const float *sums = x + g->kp;
-    float acc = 0.0f;
-    for (int j = 0; j < g->n_groups; j++) {
-        float dot = 0.0f;
-        for (int k = j * g->gs; k < group_end(g, j); k++) dot += (float)code_at(row, k) * x[k];
-        acc += sm[2 * j] * dot + sm[2 * j + 1] * sums[j];
-    }
-    return acc;
-}
-
-#if defined(__x86_64__)
-__attribute__((target("avx2,fma")))
-static float hsum256(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-__attribute__((target("avx2,fma")))
-static float row_dot_avx2(const hc_gptq *g, const uint8_t *row, const float *sm, const float *x)
-{
-    const float *sums = x + g->kp;
-    const __m128i mask = _mm_set1_epi8(15);
-    float acc = 0.0f;
-    for (int j = 0; j < g->n_groups; j++) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-        for (int k = j * g->gs; k < group_end(g, j); k += 32) {
-            const __m128i q = _mm_loadu_si128((const __m128i *)(row + k / 2));
-            const __m128i lo = _mm_and_si128(q, mask), hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
-            a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)), _mm256_loadu_ps(x + k), a0);
-            a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))), _mm256_loadu_ps(x + k + 8), a1);
-            a2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)), _mm256_loadu_ps(x + k + 16), a2);
-            a3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))), _mm256_loadu_ps(x + k + 24), a3);
-        }
-        const float dot = hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-        acc += sm[2 * j] * dot + sm[2 * j + 1] * sums[j];
-    }
-    return acc;
-}
-
-__attribute__((target("avx512f,avx512bw")))
-static float row_dot_avx512(const hc_gptq *g, const uint8_t *row, const float *sm, const float *x)
-{
-    const float *sums = x + g->kp;
-    const __m128i mask = _mm_set1_epi8(15);
-    float acc = 0.0f;
-    for (int j = 0; j < g->n_groups; j++) {
-        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-        for (int k = j * g->gs; k < group_end(g, j); k += 32) {
-            const __m128i q = _mm_loadu_si128((const __m128i *)(row + k / 2));
-            const __m128i lo = _mm_and_si128(q, mask), hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
-            a0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lo)), _mm512_loadu_ps(x + k), a0);
-            a1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(hi)), _mm512_loadu_ps(x + k + 16), a1);
-        }
-        const float dot = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-        acc += sm[2 * j] * dot + sm[2 * j + 1] * sums[j];
-    }
-    return acc;
-}
-#endif
-
-static void matvec(row_dot_fn dot, const hc_gptq *g, int row0, int row1, const void *acts, size_t act_stride,
-                   int B, float *y, size_t y_stride)
-{
-    const size_t rb = (size_t)g->kp / 2, G2 = 2 * (size_t)g->n_groups;
-    for (int r = row0; r < row1; r++)
-        for (int b = 0; b < B; b++)
-            y[(size_t)b * y_stride + (size_t)(r - row0)] =
-                dot(g, g->codes + (size_t)r * rb, g->sm + (size_t)r * G2,
-                    (const float *)((const char *)acts + (size_t)b * act_stride));
-}
-
-static row_dot_fn pick(const hc_gptq *g)
-{
-#if defined(__x86_64__)
-    if (g->gs % 32 == 0) {
-        const char *isa = hc_kernel_isa();
-        if (!strcmp(isa, "avx512")) return row_dot_avx512;
-        if (!strcmp(isa, "avx2")) return row_dot_avx2;
-    }
-#else
-    (void)g;
-#endif
-    return row_dot_ref;
-}
-
-void hc_gptq_matvec(const hc_gptq *g, int row0, int row1, const void *acts, size_t act_stride,
-                    int B, float *y, size_t y_stride)
-{
-    matvec(pick(g), g, row0, row1, acts, act_stride, B, y, y_stride);
-}
-
-void hc_gptq_matvec_ref(const hc_gptq *g, int row0, int row1, const void *acts, size_t act_stride,
-                        int B, float *y, size_t y_stride)
-{
-    matvec(row_dot_ref, g, row0, row1, acts, act_stride, B, y, y_stride);
-}
-
 void hc_gptq_row(const hc_gptq *g, int r, float *out)
 {
-    const uint8_t *row = g->codes + (size_t)r * ((size_t)g->kp / 2);
-    const float *sm = g->sm + (size_t)r * 2 * (size_t)g->n_groups;
+    const uint8_t *row = hc_gptq_codes(g, r);
+    const float *sm = hc_gptq_sm(g, r);
     for (int i = 0; i < g->n; i++) {
         const int j = i / g->gs;
-        out[g->perm ? g->perm[i] : i] = sm[2 * j] * (float)code_at(row, i) + sm[2 * j + 1];
+        out[g->perm ? g->perm[i] : i] = sm[2 * j] * (float)hc_gptq_code(row, i) + sm[2 * j + 1];
     }
 }
 

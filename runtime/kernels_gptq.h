@@ -50,13 +50,19 @@ void hc_gptq_act_prepare(const hc_gptq *g, const float *x, void *act);
 /* 1 if a prepared activation of a serves b. */
 int hc_gptq_same_act(const hc_gptq *a, const hc_gptq *b);
 
-/* y[b*y_stride + r - row0] = row r · activation b (as hc_weight_matvec).
- * Follows hc_kernel_isa() (so hc_kernel_force picks the path): AVX-512 or
- * AVX2+FMA when gs % 32 == 0, else scalar; _ref is the scalar reference. */
-void hc_gptq_matvec(const hc_gptq *g, int row0, int row1, const void *acts, size_t act_stride,
-                    int B, float *y, size_t y_stride);
-void hc_gptq_matvec_ref(const hc_gptq *g, int row0, int row1, const void *acts, size_t act_stride,
-                        int B, float *y, size_t y_stride);
+/* The product itself is the hc_kernel of each instruction set file
+ * (hc_ref_gptq, hc_avx2_gptq, hc_avx512_gptq: AVX2/AVX-512 when gs % 32 == 0,
+ * else the scalar reference). Their row accessors: */
+static inline const uint8_t *hc_gptq_codes(const hc_gptq *g, int r) { return g->codes + (size_t)r * ((size_t)g->kp / 2); }
+static inline const float *hc_gptq_sm(const hc_gptq *g, int r) { return g->sm + (size_t)r * 2 * (size_t)g->n_groups; }
+/* Code of position k in a repacked row. */
+static inline int hc_gptq_code(const uint8_t *row, int k)
+{
+    const uint8_t b = row[(k / 32) * 16 + (k % 16)];
+    return k % 32 < 16 ? b & 15 : b >> 4;
+}
+/* Positions of group j: [j*gs, end) where the last group runs to kp (zero padding). */
+static inline int hc_gptq_group_end(const hc_gptq *g, int j) { return j == g->n_groups - 1 ? g->kp : (j + 1) * g->gs; }
 
 /* Row r dequantized (scale·(q − zero)), in input order. */
 void hc_gptq_row(const hc_gptq *g, int r, float *out);

@@ -1,123 +1,128 @@
 /* Portable scalar kernels: the reference every SIMD path is tested against,
  * and the fallback where no SIMD path runs. Float dots accumulate in double
  * (as ggml's scalar vec_dot_f32 does); quantized dots follow
- * ggml_vec_dot_q{4,8}_0_q8_0_generic: an integer sum per block, scaled by d_w*d_x. */
-#include "kernels_impl.h"
+ * ggml_vec_dot_q{4,8}_0_q8_0_generic: an integer sum per block, scaled by
+ * d_w*d_x. No arranged activations and no register tiles: the shared loops
+ * (weight.c) take one row and one vector at a time. */
+#include "kernels.h"
+
+#include <string.h>
 
 #include "ggml_types.h"
+#include "kernels_gptq.h"
 #include "quants.h"
 
-static float dot_f32(const void *row, const void *act, int n)
+void hc_act_copy(const hc_weight *w, const float *x, void *act) { memcpy(act, x, (size_t)w->n * sizeof(float)); }
+
+static const void *ggml_row(const hc_weight *w, int r)
 {
-    const float *w = row, *x = act;
-    double s = 0;
-    for (int i = 0; i < n; i++) s += (double)w[i] * x[i];
-    return (float)s;
+    return (const char *)w->data + (size_t)r * ggml_row_size(w->type, w->n);
 }
 
-static float dot_f16(const void *row, const void *act, int n)
+/* Element i of a F32, F16 or BF16 row. */
+static float elem(uint32_t type, const void *row, int i)
 {
-    const uint16_t *w = row;
+    if (type == GGML_TYPE_F32) return ((const float *)row)[i];
+    uint16_t h = ((const uint16_t *)row)[i];
+    return type == GGML_TYPE_F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
+}
+
+static float dot_float(const hc_weight *w, int r, const void *act)
+{
+    const void *row = ggml_row(w, r);
     const float *x = act;
     double s = 0;
-    for (int i = 0; i < n; i++) s += (double)fp16_to_fp32(w[i]) * x[i];
+    for (int i = 0; i < w->n; i++) s += (double)elem(w->type, row, i) * x[i];
     return (float)s;
 }
 
-static float dot_bf16(const void *row, const void *act, int n)
+static void axpy_float(const hc_weight *w, int r, int c0, int c1, float a, float *y)
 {
-    const uint16_t *w = row;
-    const float *x = act;
-    double s = 0;
-    for (int i = 0; i < n; i++) s += (double)bf16_to_fp32(w[i]) * x[i];
-    return (float)s;
+    const void *row = ggml_row(w, r);
+    for (int i = c0; i < c1; i++) y[i - c0] += a * elem(w->type, row, i);
 }
 
-static float dot_q8_0(const void *row, const void *act, int n)
+static float dot_q8_0(const hc_weight *w, int r, const void *act)
 {
-    const block_q8_0 *w = row, *x = act;
+    const block_q8_0 *wb = ggml_row(w, r), *x = act;
     float s = 0;
-    for (int b = 0; b < n / QK8_0; b++) {
+    for (int b = 0; b < w->n / QK8_0; b++) {
         int isum = 0;
-        for (int j = 0; j < QK8_0; j++) isum += w[b].qs[j] * x[b].qs[j];
-        s += (float)isum * (fp16_to_fp32(w[b].d) * fp16_to_fp32(x[b].d));
+        for (int j = 0; j < QK8_0; j++) isum += wb[b].qs[j] * x[b].qs[j];
+        s += (float)isum * (fp16_to_fp32(wb[b].d) * fp16_to_fp32(x[b].d));
     }
     return s;
 }
 
-static float dot_q4_0(const void *row, const void *act, int n)
+static void axpy_q8_0(const hc_weight *w, int r, int c0, int c1, float a, float *y)
 {
-    const block_q4_0 *w = row;
+    const block_q8_0 *wb = ggml_row(w, r);
+    for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0) {
+        float d = fp16_to_fp32(wb[b].d);
+        for (int j = 0; j < QK8_0; j++) y[j] += a * (wb[b].qs[j] * d);
+    }
+}
+
+static float dot_q4_0(const hc_weight *w, int r, const void *act)
+{
+    const block_q4_0 *wb = ggml_row(w, r);
     const block_q8_0 *x = act;
     float s = 0;
-    for (int b = 0; b < n / QK4_0; b++) {
+    for (int b = 0; b < w->n / QK4_0; b++) {
         int isum = 0;
         for (int j = 0; j < QK4_0 / 2; j++) {
-            isum += ((w[b].qs[j] & 15) - 8) * x[b].qs[j];
-            isum += ((w[b].qs[j] >> 4) - 8) * x[b].qs[j + QK4_0 / 2];
+            isum += ((wb[b].qs[j] & 15) - 8) * x[b].qs[j];
+            isum += ((wb[b].qs[j] >> 4) - 8) * x[b].qs[j + QK4_0 / 2];
         }
-        s += (float)isum * (fp16_to_fp32(w[b].d) * fp16_to_fp32(x[b].d));
+        s += (float)isum * (fp16_to_fp32(wb[b].d) * fp16_to_fp32(x[b].d));
     }
     return s;
 }
 
-/* The reference takes its rows one at a time. */
-#define ROWS_OF(f) \
-    static void f##_rows(const void *const *rows, int nr, const void *act, int n, float *y) \
-    { for (int i = 0; i < nr; i++) y[i] = f(rows[i], act, n); }
-ROWS_OF(dot_f32)
-ROWS_OF(dot_f16)
-ROWS_OF(dot_bf16)
-ROWS_OF(dot_q8_0)
-ROWS_OF(dot_q4_0)
-
-static void axpy_f32(const void *row, int n, float a, float *y)
+static void axpy_q4_0(const hc_weight *w, int r, int c0, int c1, float a, float *y)
 {
-    const float *w = row;
-    for (int i = 0; i < n; i++) y[i] += a * w[i];
-}
-
-static void axpy_f16(const void *row, int n, float a, float *y)
-{
-    const uint16_t *w = row;
-    for (int i = 0; i < n; i++) y[i] += a * fp16_to_fp32(w[i]);
-}
-
-static void axpy_bf16(const void *row, int n, float a, float *y)
-{
-    const uint16_t *w = row;
-    for (int i = 0; i < n; i++) y[i] += a * bf16_to_fp32(w[i]);
-}
-
-static void axpy_q8_0(const void *row, int n, float a, float *y)
-{
-    const block_q8_0 *w = row;
-    for (int b = 0; b < n / QK8_0; b++, y += QK8_0) {
-        float d = fp16_to_fp32(w[b].d);
-        for (int j = 0; j < QK8_0; j++) y[j] += a * (w[b].qs[j] * d);
-    }
-}
-
-static void axpy_q4_0(const void *row, int n, float a, float *y)
-{
-    const block_q4_0 *w = row;
-    for (int b = 0; b < n / QK4_0; b++, y += QK4_0) {
-        float d = fp16_to_fp32(w[b].d);
+    const block_q4_0 *wb = ggml_row(w, r);
+    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0) {
+        float d = fp16_to_fp32(wb[b].d);
         for (int j = 0; j < QK4_0 / 2; j++) {
-            y[j] += a * (((w[b].qs[j] & 15) - 8) * d);
-            y[j + QK4_0 / 2] += a * (((w[b].qs[j] >> 4) - 8) * d);
+            y[j] += a * (((wb[b].qs[j] & 15) - 8) * d);
+            y[j + QK4_0 / 2] += a * (((wb[b].qs[j] >> 4) - 8) * d);
         }
     }
 }
 
-static void quantize_q8(const float *x, int n, void *blocks)
+static void prepare_q8(const hc_weight *w, const float *x, void *act) { quantize_row_q8_0_ref(x, act, w->n); }
+
+/* INT4-GPTQ (kernels_gptq.h): per group the code·x sum, then scale and zero term. */
+static float dot_gptq(const hc_weight *w, int r, const void *act)
 {
-    quantize_row_q8_0_ref(x, blocks, n);
+    const hc_gptq *g = w->ext;
+    const uint8_t *row = hc_gptq_codes(g, r);
+    const float *sm = hc_gptq_sm(g, r), *x = act, *sums = x + g->kp;
+    float acc = 0.0f;
+    for (int j = 0; j < g->n_groups; j++) {
+        float dot = 0.0f;
+        for (int k = j * g->gs; k < hc_gptq_group_end(g, j); k++) dot += (float)hc_gptq_code(row, k) * x[k];
+        acc += sm[2 * j] * dot + sm[2 * j + 1] * sums[j];
+    }
+    return acc;
 }
 
-const struct hc_isa hc_isa_scalar = {
-    .name = "scalar",
-    .dot = { dot_f32_rows, dot_f16_rows, dot_bf16_rows, dot_q8_0_rows, dot_q4_0_rows },
-    .axpy = { axpy_f32, axpy_f16, axpy_bf16, axpy_q8_0, axpy_q4_0 },
-    .quantize_q8 = quantize_q8,
-};
+/* Column c of row r is at position i with perm[i] == c (i == c without perm). */
+void hc_ref_gptq_axpy(const hc_weight *w, int r, int c0, int c1, float a, float *y)
+{
+    const hc_gptq *g = w->ext;
+    const uint8_t *row = hc_gptq_codes(g, r);
+    const float *sm = hc_gptq_sm(g, r);
+    for (int i = 0; i < g->n; i++) {
+        int c = g->perm ? g->perm[i] : i, j = i / g->gs;
+        if (c >= c0 && c < c1) y[c - c0] += a * (sm[2 * j] * (float)hc_gptq_code(row, i) + sm[2 * j + 1]);
+    }
+}
+
+void hc_ref_gptq_prepare(const hc_weight *w, const float *x, void *act) { hc_gptq_act_prepare(w->ext, x, act); }
+
+const hc_kernel hc_ref_float = { .prepare = hc_act_copy, .dot = dot_float, .axpy = axpy_float };
+const hc_kernel hc_ref_q8_0 = { .prepare = prepare_q8, .dot = dot_q8_0, .axpy = axpy_q8_0 };
+const hc_kernel hc_ref_q4_0 = { .prepare = prepare_q8, .dot = dot_q4_0, .axpy = axpy_q4_0 };
+const hc_kernel hc_ref_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .axpy = hc_ref_gptq_axpy };

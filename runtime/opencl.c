@@ -220,7 +220,7 @@ hc_cl_layer *hc_cl_layer_new(hc_cl *cl, uint32_t gu_type, const void *gate, cons
         !(L->up = new_buffer(cl, ro, gu_bytes, up, err, errlen)) ||
         !(L->down = new_buffer(cl, ro, dn_bytes, down, err, errlen)))
         goto bad;
-    if (grow(cl, &cl->x, &cl->x_cap, hc_act_bytes(gu_type, n_embd), &cl->host_x, err, errlen) ||
+    if (grow(cl, &cl->x, &cl->x_cap, hc_weight_act_bytes(&(hc_weight){ .kind = HC_WEIGHT_GGML, .type = gu_type, .n = n_embd }), &cl->host_x, err, errlen) ||
         grow(cl, &cl->mask, &cl->mask_cap, (size_t)k, &cl->host_mask, err, errlen) ||
         grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k, NULL, err, errlen) ||
         grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n_embd, NULL, err, errlen))
@@ -246,7 +246,7 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     hc_cl *cl = L->cl;
     cl_int n = L->n, k = L->k, a = act;
     cl_kernel gu = cl->gate_up[L->ti_gu], dn = cl->down[L->ti_down];
-    size_t xb = hc_act_bytes(cl_types[L->ti_gu], L->n);
+    size_t xb = hc_weight_act_bytes(&(hc_weight){ .kind = HC_WEIGHT_GGML, .type = cl_types[L->ti_gu], .n = L->n });
     cl_int xbi = (cl_int)xb;
     if (grow(cl, &cl->x, &cl->x_cap, xb * (size_t)B, &cl->host_x, err, errlen) ||
         grow(cl, &cl->mask, &cl->mask_cap, (size_t)k * (size_t)B, &cl->host_mask, err, errlen) ||
@@ -312,18 +312,20 @@ bad:
 void hc_cl_layer_ref(uint32_t gu_type, const void *gate, const void *up, uint32_t down_type, const void *down,
                      int k, int n_embd, const void *x, const uint8_t *mask, int act, float t_act, float *y, float *h)
 {
-    size_t gb = ggml_row_size(gu_type, n_embd), db = ggml_row_size(down_type, n_embd);
+    const hc_weight wg = { .kind = HC_WEIGHT_GGML, .type = gu_type, .data = gate, .n = n_embd, .rows = k };
+    const hc_weight wu = { .kind = HC_WEIGHT_GGML, .type = gu_type, .data = up, .n = n_embd, .rows = k };
+    const hc_weight wd = { .kind = HC_WEIGHT_GGML, .type = down_type, .data = down, .n = n_embd, .rows = k };
     memset(y, 0, sizeof(float) * (size_t)n_embd);
     for (int r = 0; r < k; r++) {
         h[r] = 0.0f;
         if (!mask[r]) continue;
         float g, u;
-        hc_matvec_ref(gu_type, (const char *)gate + (size_t)r * gb, n_embd, 0, 1, x, 0, 1, &g, 1);
+        hc_weight_matvec(&wg, HC_ISA_SCALAR, r, r + 1, x, 0, 1, &g, 1);
         float a = g;
         hc_ffn_act(act, &a, &(float){ 1.0f }, 1);
         if (!hc_keep_act(a, t_act)) continue;
-        hc_matvec_ref(gu_type, (const char *)up + (size_t)r * gb, n_embd, 0, 1, x, 0, 1, &u, 1);
+        hc_weight_matvec(&wu, HC_ISA_SCALAR, r, r + 1, x, 0, 1, &u, 1);
         h[r] = a * u;
-        hc_axpy_row_ref(down_type, (const char *)down + (size_t)r * db, n_embd, h[r], y);
+        hc_weight_axpy(&wd, HC_ISA_SCALAR, r, 0, n_embd, h[r], y);
     }
 }

@@ -9,7 +9,7 @@
  * in a fixed order (no atomics), so the device's results are deterministic.
  * keep(a) = a != 0 && |a| >= t_act: ReLU zeros cost no up or down row.
  * x is the activation prepared for the gate type as the CPU kernels prepare it
- * (hc_act_prepare: f32, or Q8_0 blocks for Q8_0/Q4_0 weights).
+ * (hc_weight_prepare: f32, or Q8_0 blocks for Q8_0/Q4_0 weights).
  *
  * hc_cl_layer_ref is the scalar C reference of the two kernels (built from
  * the kernels.h references); the tests hold the device against it. */
@@ -40,7 +40,7 @@ uint64_t hc_cl_layer_bytes(uint32_t gu_type, uint32_t down_type, int k, int n_em
 hc_cl_layer *hc_cl_layer_new(hc_cl *cl, uint32_t gu_type, const void *gate, const void *up,
                              uint32_t down_type, const void *down, int k, int n_embd, char *err, size_t errlen);
 void hc_cl_layer_free(hc_cl_layer *L);
-/* Queue B tokens: token b's x (hc_act_bytes(gu_type, n_embd) bytes) at
+/* Queue B tokens: token b's x (hc_weight_act_bytes of a gu_type weight of n_embd inputs) at
  * x + b * x_stride, its mask at mask[b * k .. b * k + k); copies both and
  * returns at once (the device works while the caller computes the cold
  * neurons). */

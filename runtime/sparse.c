@@ -192,7 +192,7 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
          * the gathered kernel over all rows below: measured faster, same bits) */
         k = F;
         cand = NULL;
-        hc_matvec_prepared(ctx, &ly->ffn_gate, in->act_g, B, G, sF);
+        hc_ctx_matvec_prepared(ctx, &ly->ffn_gate, in->act_g, B, G, sF);
     } else {
         for (int i = 0; i < n; i++) {
             int j = idx ? idx[i] : i, any = !in->pred;
@@ -320,7 +320,7 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
         hc_ctx_matvec(ctx, &ly->fc2, s->hidden, B, s->pred);
     }
     void *ag, *au;
-    hc_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
+    hc_ctx_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
     if (h) memset(h, 0, sizeof(float) * (size_t)B * F);
     memset(out, 0, sizeof(float) * (size_t)B * E);
     rows_in in = { B, s->predictor ? s->pred : NULL, ag, au, out, h };

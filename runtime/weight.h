@@ -1,9 +1,9 @@
 /* A weight matrix as the forward pass sees it: `rows` output rows of `n`
- * inputs. Every matrix product of the runtime goes through the three
- * functions below, which dispatch on `kind`, so a caller may replace a
- * weight (GPTQ swaps in quantized blocks, the hybrid path gathers rows)
- * without touching the forward pass. A new storage kind adds one enum value
- * and one case in each function of weight.c. */
+ * inputs, and the products every caller runs on it. The functions below go
+ * through the traits entry of the weight's type (kernels.h, weight.c), so a
+ * caller may replace a weight (GPTQ swaps in quantized blocks, the hybrid
+ * path gathers rows) without touching the forward pass. A new weight type
+ * adds one traits entry and its kernel in each instruction set's file. */
 #ifndef HC_WEIGHT_H
 #define HC_WEIGHT_H
 
@@ -12,7 +12,7 @@
 
 enum hc_weight_kind {
     HC_WEIGHT_NONE = 0,   /* absent (optional tensor not in the file) */
-    HC_WEIGHT_GGML = 1,   /* rows of ggml type `type`, ggml layout (runtime/kernels.h) */
+    HC_WEIGHT_GGML = 1,   /* rows of ggml type `type`, ggml layout (ne[0] = n, ne[1] = rows) */
     HC_WEIGHT_GPTQ = 2,   /* INT4-GPTQ, ext = struct hc_gptq (runtime/kernels_gptq.h) */
 };
 
@@ -25,19 +25,27 @@ typedef struct {
     void *ext;            /* kind-specific data for other kinds (e.g. GPTQ) */
 } hc_weight;
 
+/* `isa` below is an instruction set of kernels.h: hc_isa() for the one in
+ * use, HC_ISA_SCALAR for the reference. */
+
 /* Bytes of one prepared activation vector (n floats) for this weight. */
 size_t hc_weight_act_bytes(const hc_weight *w);
 /* Prepare x (w->n floats) for products with w. */
-void hc_weight_act_prepare(const hc_weight *w, const float *x, void *act);
+void hc_weight_prepare(const hc_weight *w, int isa, const float *x, void *act);
 /* 1 if two weights take the same prepared activation (so q/k/v, gate/up share it). */
 int hc_weight_same_act(const hc_weight *a, const hc_weight *b);
 /* y[b*y_stride + r - row0] = row r · activation b, for r in [row0, row1), b < B;
- * activation b at (char *)acts + b*act_stride. Each row's value does not depend
- * on row0/row1, so any split of rows among threads gives identical results. */
-void hc_weight_matvec(const hc_weight *w, int row0, int row1, const void *acts,
+ * activation b at (char *)acts + b*act_stride. B = 1 streams the rows one at a
+ * time; B > 1 (prompts) runs register tiles over panels of rows that stay in
+ * L2. Each value is the bits of the row's dot whatever B, row0 or row1, so any
+ * split of rows among threads gives identical results. */
+void hc_weight_matvec(const hc_weight *w, int isa, int row0, int row1, const void *acts,
                       size_t act_stride, int B, float *y, size_t y_stride);
 /* Gathered rows, one activation: y[i] = row idx[i] · act, i < k. */
-void hc_weight_matvec_rows(const hc_weight *w, const int32_t *idx, int k, const void *act, float *y);
+void hc_weight_matvec_rows(const hc_weight *w, int isa, const int32_t *idx, int k, const void *act, float *y);
+/* y[0 .. c1 - c0) += a · columns [c0, c1) of row r (c0 a multiple of 32):
+ * the down projection of one neuron stored as a row (ffn_down_t). */
+void hc_weight_axpy(const hc_weight *w, int isa, int r, int c0, int c1, float a, float *y);
 /* Row r widened to f32 (w->n floats). */
 void hc_weight_row(const hc_weight *w, int r, float *out);
 /* Bytes of weight data read by one full matvec (for bandwidth figures). */

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Matvec kernel speed against the machine's memory bandwidth.
-# Builds the kernel objects, libhc_common, scripts/bench_membw.c and scripts/bench_kernels.c,
+# Builds the kernel objects (runtime/kernels*.c and weight.c), libhc_common, scripts/bench_membw.c and scripts/bench_kernels.c,
 # then prints read bandwidth by threads and, per weight type on a 4096 x 11008
 # matrix, B=1 GB/s of weights (and its share of the bandwidth) and B=16/64 GFLOP/s.
 # Usage: scripts/bench-kernels.sh [threads (default: online CPUs)] [isa: avx512|avx2|scalar]
@@ -13,7 +13,7 @@ T=${1:-$(nproc)}
 ISA=${2:-}
 
 # only the kernels from runtime/, so work in progress elsewhere there cannot break it
-KOBJ=$(for f in runtime/kernels*.c; do echo "$O/obj/${f%.c}.o"; done)
+KOBJ=$(for f in runtime/kernels*.c runtime/weight.c; do echo "$O/obj/${f%.c}.o"; done)
 make --no-print-directory -s O="$O" BIN="$O/bin" -j2 $KOBJ "$O/lib/libhc_common.a"
 "$CC" -O2 -pthread scripts/bench_membw.c -o "$O/bench_membw"
 "$CC" -O2 -std=c11 -D_GNU_SOURCE -pthread -Icommon -Iruntime scripts/bench_kernels.c \

@@ -20,9 +20,8 @@ struct mv { uint32_t type; const char *W; const void *acts; size_t as; int B; fl
 static void *run_part(void *arg)
 {
     struct mv *m = arg;
-    size_t rb = ggml_row_size(m->type, N);
-    hc_matvec(m->type, m->W + rb * (size_t)m->row0, N, 0, m->row1 - m->row0, m->acts, m->as, m->B,
-              m->y + m->row0, ROWS);
+    hc_weight w = { .kind = HC_WEIGHT_GGML, .type = m->type, .data = m->W, .n = N, .rows = ROWS };
+    hc_weight_matvec(&w, hc_isa(), m->row0, m->row1, m->acts, m->as, m->B, m->y + m->row0, ROWS);
     return NULL;
 }
 
@@ -76,9 +75,10 @@ int main(int argc, char **argv)
         if (!W) hc_die("out of memory");
         fill_rows(type, W, x);
         for (int c = 1; c < copies; c++) memcpy(W + bytes * (size_t)c, W, bytes);
-        size_t as = hc_act_bytes(type, N);
+        hc_weight w = { .kind = HC_WEIGHT_GGML, .type = type, .n = N, .rows = ROWS };
+        size_t as = hc_weight_act_bytes(&w);
         char *acts = malloc(as * 64);
-        for (int b = 0; b < 64; b++) hc_act_prepare(type, x + (size_t)b * N, N, acts + as * (size_t)b);
+        for (int b = 0; b < 64; b++) hc_weight_prepare(&w, hc_isa(), x + (size_t)b * N, acts + as * (size_t)b);
         printf("%-5s %8.1f", ggml_type_name(type), bytes / 1048576.0);
         for (int nt = 1; nt <= maxt; nt++) {
             int iters = 2 * copies > 12 ? 2 * copies : 12;

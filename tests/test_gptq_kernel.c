@@ -83,13 +83,14 @@ static void check_shape(int n, int rows, int gs, int shuffled)
         free_weight(&f);
         return;
     }
+    const hc_weight gw = { .kind = HC_WEIGHT_GPTQ, .n = n, .rows = rows, .ext = &g };
     const size_t ab = hc_gptq_act_bytes(&g);
     float *x = malloc(sizeof(float) * (size_t)n * B), *row = malloc(sizeof(float) * (size_t)n);
     char *acts = malloc(ab * B);
-    float *y_ref = malloc(sizeof(float) * (size_t)rows * B), *y = malloc(sizeof(float) * (size_t)rows * B);
+    float *y_ref = malloc(sizeof(float) * (size_t)rows * B), *y = malloc(sizeof(float) * (size_t)(rows * B > n ? rows * B : n));
     for (int i = 0; i < n * B; i++) x[i] = frand();
     for (int b = 0; b < B; b++) hc_gptq_act_prepare(&g, x + (size_t)b * n, acts + (size_t)b * ab);
-    hc_gptq_matvec_ref(&g, 0, rows, acts, ab, B, y_ref, (size_t)rows);
+    hc_weight_matvec(&gw, HC_ISA_SCALAR, 0, rows, acts, ab, B, y_ref, (size_t)rows);
     int bad = 0;
     for (int r = 0; r < rows && !bad; r++) {
         hc_gptq_row(&g, r, row);
@@ -104,14 +105,27 @@ static void check_shape(int n, int rows, int gs, int shuffled)
             if (fabs(y_ref[(size_t)b * rows + r] - want) > 1e-5 * mag + 1e-6) bad = 2;
         }
     }
+    /* row AXPY: a times the dequantized row, over all columns and over a range */
+    for (int r = 0; r < rows && !bad; r += 7) {
+        const int c0 = n / 3, c1 = n - n / 4;
+        hc_gptq_row(&g, r, row);
+        memset(y, 0, sizeof(float) * (size_t)n);
+        hc_weight_axpy(&gw, HC_ISA_SCALAR, r, 0, n, 0.5f, y);
+        for (int k = 0; k < n; k++)
+            if (y[k] != 0.5f * row[k]) bad = 5;
+        memset(y, 0, sizeof(float) * (size_t)n);
+        hc_weight_axpy(&gw, HC_ISA_SCALAR, r, c0, c1, 0.5f, y);
+        for (int k = c0; k < c1; k++)
+            if (y[k - c0] != 0.5f * row[k]) bad = 5;
+    }
     const char *isas[] = { "avx512", "avx2", "scalar" };
     for (size_t i = 0; i < sizeof isas / sizeof *isas && !bad; i++) {
         if (hc_kernel_force(isas[i]) != 0) continue;   /* not on this CPU */
-        hc_gptq_matvec(&g, 0, rows, acts, ab, B, y, (size_t)rows);
+        hc_weight_matvec(&gw, hc_isa(), 0, rows, acts, ab, B, y, (size_t)rows);
         for (int j = 0; j < rows * B; j++)
             if (fabsf(y[j] - y_ref[j]) > 1e-5f * (1.0f + fabsf(y_ref[j]))) bad = 3;
         /* any row split gives the same values */
-        hc_gptq_matvec(&g, rows / 2, rows, acts, ab, B, y, (size_t)rows);
+        hc_weight_matvec(&gw, hc_isa(), rows / 2, rows, acts, ab, B, y, (size_t)rows);
         for (int b = 0; b < B; b++)
             for (int r = rows / 2; r < rows; r++)
                 if (fabsf(y[(size_t)b * rows + r - rows / 2] - y_ref[(size_t)b * rows + r]) >
@@ -122,7 +136,7 @@ static void check_shape(int n, int rows, int gs, int shuffled)
     if (bad)
         th_fail(__FILE__, __LINE__, "n=%d rows=%d gs=%d shuffled=%d: %s", n, rows, gs, shuffled,
                 bad == 1 ? "row dequant" : bad == 2 ? "reference vs file layout" : bad == 3 ? "SIMD vs reference"
-                                                                                     : "row split");
+                                                                                     : bad == 4 ? "row split" : "row AXPY");
     free(x);
     free(row);
     free(acts);

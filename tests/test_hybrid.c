@@ -167,7 +167,7 @@ static void test_kernels_vs_ref(void)
             for (int b = 0; b < NB; b++) {
                 for (int i = 0; i < N; i++) x[i] = frand();
                 for (int r = 0; r < K; r++) mask[b][r] = (r + b) % 7 != 3;
-                hc_act_prepare(gt, x, N, xp[b]);
+                hc_weight_prepare(&(hc_weight){ .kind = HC_WEIGHT_GGML, .type = gt, .n = N }, hc_isa(), x, xp[b]);
             }
             hc_cl_layer *L = hc_cl_layer_new(cl, gt, gate, up, dt, down, K, N, err, sizeof err);
             CHECKF(L, "%s", err);

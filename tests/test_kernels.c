@@ -17,6 +17,36 @@ static const uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, 
 #define NISA (int)(sizeof isas / sizeof isas[0])
 #define NTYPE (int)(sizeof types / sizeof types[0])
 
+/* The kernels through the weight API (weight.h), on raw rows of type t: the
+ * instruction set in use (hc_kernel_force) or the scalar reference. */
+static hc_weight view(uint32_t t, const void *W, int n, int rows)
+{
+    return (hc_weight){ .kind = HC_WEIGHT_GGML, .type = t, .data = W, .n = n, .rows = rows };
+}
+static size_t act_bytes(uint32_t t, int n) { return hc_weight_act_bytes(&(hc_weight){ .kind = HC_WEIGHT_GGML, .type = t, .n = n }); }
+static void act_prepare(uint32_t t, const float *x, int n, void *act) { hc_weight w = view(t, NULL, n, 1); hc_weight_prepare(&w, hc_isa(), x, act); }
+static void row_to_f32(uint32_t t, const void *row, int n, float *out) { hc_weight w = view(t, row, n, 1); hc_weight_row(&w, 0, out); }
+static void matvec_on(int isa, uint32_t t, const void *W, int n, int r0, int r1, const void *acts, size_t as, int B,
+                      float *y, size_t ys)
+{
+    hc_weight w = view(t, W, n, r1);
+    hc_weight_matvec(&w, isa, r0, r1, acts, as, B, y, ys);
+}
+static void matvec(uint32_t t, const void *W, int n, int r0, int r1, const void *acts, size_t as, int B, float *y, size_t ys)
+{ matvec_on(hc_isa(), t, W, n, r0, r1, acts, as, B, y, ys); }
+static void matvec_ref(uint32_t t, const void *W, int n, int r0, int r1, const void *acts, size_t as, int B, float *y,
+                       size_t ys)
+{ matvec_on(HC_ISA_SCALAR, t, W, n, r0, r1, acts, as, B, y, ys); }
+static void matvec_rows(uint32_t t, const void *W, int n, const int32_t *idx, int k, const void *act, float *y)
+{
+    int rows = 0;
+    for (int i = 0; i < k; i++) rows = idx[i] >= rows ? idx[i] + 1 : rows;
+    hc_weight w = view(t, W, n, rows);
+    hc_weight_matvec_rows(&w, hc_isa(), idx, k, act, y);
+}
+static void axpy(uint32_t t, const void *row, int n, float a, float *y) { hc_weight w = view(t, row, n, 1); hc_weight_axpy(&w, hc_isa(), 0, 0, n, a, y); }
+static void axpy_ref(uint32_t t, const void *row, int n, float a, float *y) { hc_weight w = view(t, row, n, 1); hc_weight_axpy(&w, HC_ISA_SCALAR, 0, 0, n, a, y); }
+
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 static uint32_t rnd(void)
 {
@@ -57,13 +87,13 @@ static void *make_weights(uint32_t t, int rows, int n)
 /* B prepared activations of n elements, act_stride bytes apart. */
 static void *make_acts(uint32_t t, int n, int B, size_t *stride)
 {
-    *stride = hc_act_bytes(t, n) + 16;   /* a gap, so strides are really honoured */
+    *stride = act_bytes(t, n) + 16;   /* a gap, so strides are really honoured */
     char *a = calloc((size_t)B, *stride);
     float *x = malloc((size_t)n * sizeof *x);
     for (int b = 0; b < B; b++) {
         float s = ldexpf(1, (int)(rnd() % 9) - 4);
         for (int i = 0; i < n; i++) x[i] = frand() * s;
-        hc_act_prepare(t, x, n, a + (size_t)b * *stride);
+        act_prepare(t, x, n, a + (size_t)b * *stride);
     }
     free(x);
     return a;
@@ -74,7 +104,7 @@ static void *make_acts(uint32_t t, int n, int B, size_t *stride)
 static double abs_dot(uint32_t t, const void *row, const void *act, int n)
 {
     float *w = malloc((size_t)n * sizeof *w), *x = malloc((size_t)n * sizeof *x);
-    hc_row_to_f32(t, row, n, w);
+    row_to_f32(t, row, n, w);
     if (is_quant(t)) dequantize_row_q8_0(act, x, n);
     else memcpy(x, act, (size_t)n * sizeof *x);
     double s = 0;
@@ -123,8 +153,8 @@ static void test_dispatch(void)
     hc_kernel_force(NULL);
     for (int i = 0; i < NTYPE; i++) CHECK(hc_kernel_supports(types[i]));
     CHECK(!hc_kernel_supports(GGML_TYPE_Q2_K) && !hc_kernel_supports(GGML_TYPE_I32));
-    CHECK(hc_act_bytes(GGML_TYPE_F16, 7) == 28);
-    CHECK(hc_act_bytes(GGML_TYPE_Q4_0, 64) == 68 && hc_act_bytes(GGML_TYPE_Q8_0, 4096) == 128 * 34);
+    CHECK(act_bytes(GGML_TYPE_F16, 7) == 28);
+    CHECK(act_bytes(GGML_TYPE_Q4_0, 64) == 68 && act_bytes(GGML_TYPE_Q8_0, 4096) == 128 * 34);
 }
 
 /* docs/formats.md ("Q8_0 and Q4_0 blocks"), inputs A, C, E, Z and their Q8_0 bytes from ggml. */
@@ -156,7 +186,7 @@ static int act_bytes_match_ggml(const char *isa)
         uint8_t got[68];
         in[i](x);
         in[(i + 1) % 4](x + 32);
-        hc_act_prepare(GGML_TYPE_Q4_0, x, 64, got);
+        act_prepare(GGML_TYPE_Q4_0, x, 64, got);
         if (memcmp(got, want[i], 34) || memcmp(got + 34, want[(i + 1) % 4], 34)) {
             th_fail(__FILE__, __LINE__, "%s: Q8_0 activation of input %d differs from ggml's bytes", isa, i);
             return 0;
@@ -178,7 +208,7 @@ static int act_bytes_match_ref(const char *isa)
             x[i] = round & 1 ? (float)((int)(rnd() % 254) - 127) + 0.5f * (float)(rnd() & 1) : frand() * 3;
         for (int b = 0; round & 1 && b < N / 32; b++) x[b * 32 + rnd() % 32] = rnd() & 1 ? 127 : -127;
         quantize_row_q8_0_ref(x, want, N);
-        hc_act_prepare(GGML_TYPE_Q8_0, x, N, got);
+        act_prepare(GGML_TYPE_Q8_0, x, N, got);
         if (memcmp(got, want, sizeof want)) {
             th_fail(__FILE__, __LINE__, "%s: Q8_0 activation differs from quantize_row_q8_0_ref (round %d)", isa, round);
             return 0;
@@ -198,24 +228,24 @@ static void test_dequant_hand_blocks(void)
     static const float want_A[32] = { -16, -14, -14, -12, -12, -10, -10, -8, -8, -6, -6, -4, -4, -2, -2, 0,
                                       0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14, 14 };
     float y[32];
-    hc_row_to_f32(GGML_TYPE_Q4_0, q4_A, 32, y);
+    row_to_f32(GGML_TYPE_Q4_0, q4_A, 32, y);
     for (int j = 0; j < 32; j++) CHECKF(y[j] == want_A[j], "A[%d] = %g", j, y[j]);
-    hc_row_to_f32(GGML_TYPE_Q4_0, q4_C, 32, y);   /* d = -15.875 */
+    row_to_f32(GGML_TYPE_Q4_0, q4_C, 32, y);   /* d = -15.875 */
     CHECK(y[0] == 127 && y[7] == 127 && y[8] == -111.125f && y[1] == 0 && y[16] == 0);
     /* Q8_0 A: d = fp16 0x3008 = 1.0078125 / 8 */
-    hc_row_to_f32(GGML_TYPE_Q8_0, q8_A, 32, y);
+    row_to_f32(GGML_TYPE_Q8_0, q8_A, 32, y);
     CHECK(y[0] == -127 * 0.1259765625f && y[16] == 0 && y[31] == 119 * 0.1259765625f);
-    hc_row_to_f32(GGML_TYPE_Q8_0, q8_C, 32, y);   /* d = 1.0 */
+    row_to_f32(GGML_TYPE_Q8_0, q8_C, 32, y);   /* d = 1.0 */
     CHECK(y[0] == 127 && y[1] == 1 && y[4] == -1 && y[8] == -127 && y[9] == 0);
     /* Q4_1: d = 0.5 (0x3800), m = -1 (0xbc00): y = q/2 - 1 */
     block_q4_1 b41 = { 0x3800, 0xbc00, { 0 } };
     for (int j = 0; j < 16; j++) b41.qs[j] = (uint8_t)(j | (15 - j) << 4);
-    hc_row_to_f32(GGML_TYPE_Q4_1, &b41, 32, y);
+    dequantize_row_q4_1(&b41, y, 32);   /* not a runtime weight type: the common dequantizer */
     for (int j = 0; j < 16; j++) CHECK(y[j] == j * 0.5f - 1 && y[j + 16] == (15 - j) * 0.5f - 1);
     uint16_t h[3] = { 0x3c00, 0xc000, 0x3f80 };   /* f16 1, f16 -2, bf16 1 */
-    hc_row_to_f32(GGML_TYPE_F16, h, 2, y);
+    row_to_f32(GGML_TYPE_F16, h, 2, y);
     CHECK(y[0] == 1 && y[1] == -2);
-    hc_row_to_f32(GGML_TYPE_BF16, h + 2, 1, y);
+    row_to_f32(GGML_TYPE_BF16, h + 2, 1, y);
     CHECK(y[0] == 1);
 }
 
@@ -230,13 +260,13 @@ static int hand_block_dots(const char *isa)
     block_q8_0 act;
     for (int j = 0; j < 32; j++) x[j] = (float)(j + 1);
     for (int i = 0; i < 2; i++) {
-        hc_act_prepare(t[i], x, 32, &act);
+        act_prepare(t[i], x, 32, &act);
         dequantize_row_q8_0(&act, xq, 32);
-        hc_row_to_f32(t[i], rows[i], 32, w);
+        row_to_f32(t[i], rows[i], 32, w);
         double want = 0;
         for (int j = 0; j < 32; j++) want += (double)w[j] * xq[j];
         float y;
-        hc_matvec(t[i], rows[i], 32, 0, 1, &act, 0, 1, &y, 0);
+        matvec(t[i], rows[i], 32, 0, 1, &act, 0, 1, &y, 0);
         if (fabs(y - want) > 1e-5 * fabs(want)) {
             th_fail(__FILE__, __LINE__, "%s: %s hand block dot %g, want %g", isa, ggml_type_name(t[i]), y, want);
             return 0;
@@ -259,12 +289,12 @@ static int matvec_case(const char *isa, uint32_t t)
     float *y = calloc((size_t)B * ys, sizeof *y), *yr = calloc((size_t)B * ys, sizeof *y);
     float *ys1 = calloc((size_t)B * ys, sizeof *y);
     int ok = 1;
-    hc_matvec(t, w, n, row0, row1, a, as, B, y, ys);
-    hc_matvec_ref(t, w, n, row0, row1, a, as, B, yr, ys);
+    matvec(t, w, n, row0, row1, a, as, B, y, ys);
+    matvec_ref(t, w, n, row0, row1, a, as, B, yr, ys);
     int mid = row0 + (int)(rnd() % (unsigned)(row1 - row0 + 1));
     for (int b = 0; b < B; b++) {   /* the same rows, split at mid, one vector at a time */
-        hc_matvec(t, w, n, row0, mid, a + (size_t)b * as, 0, 1, ys1 + (size_t)b * ys, 0);
-        hc_matvec(t, w, n, mid, row1, a + (size_t)b * as, 0, 1, ys1 + (size_t)b * ys + (mid - row0), 0);
+        matvec(t, w, n, row0, mid, a + (size_t)b * as, 0, 1, ys1 + (size_t)b * ys, 0);
+        matvec(t, w, n, mid, row1, a + (size_t)b * as, 0, 1, ys1 + (size_t)b * ys + (mid - row0), 0);
     }
     /* float sums of up to 4096 terms in different orders (the ref sums blocks in order) */
     double tol = is_quant(t) ? 2e-5 : 1e-5;
@@ -309,9 +339,9 @@ static int matvec_tiled(const char *isa)
     char *a = make_acts(t, n, B, &as);
     float *y = malloc((size_t)B * rows * sizeof *y), *y1 = malloc((size_t)rows * sizeof *y);
     int ok = 1;
-    hc_matvec(t, w, n, 0, rows, a, as, B, y, (size_t)rows);
+    matvec(t, w, n, 0, rows, a, as, B, y, (size_t)rows);
     for (int b = 0; ok && b < B; b++) {
-        hc_matvec(t, w, n, 0, rows, a + (size_t)b * as, 0, 1, y1, 0);
+        matvec(t, w, n, 0, rows, a + (size_t)b * as, 0, 1, y1, 0);
         if (memcmp(y1, y + (size_t)b * rows, (size_t)rows * sizeof *y)) {
             th_fail(__FILE__, __LINE__, "%s: tiled batch differs from B = 1", isa);
             ok = 0;
@@ -336,12 +366,12 @@ static int tiled_float_case(const char *isa, uint32_t t, int n, int rows, int B)
     char *a = make_acts(t, n, B, &as);
     float *y = calloc((size_t)B * ys, sizeof *y), *ysp = calloc((size_t)B * ys, sizeof *y);
     float *y1 = calloc((size_t)rows, sizeof *y);
-    hc_matvec(t, w, n, row0, row1, a, as, B, y, ys);
-    hc_matvec(t, w, n, row0, mid, a, as, B, ysp, ys);   /* the same batch, rows split at mid */
-    hc_matvec(t, w, n, mid, row1, a, as, B, ysp + (mid - row0), ys);
+    matvec(t, w, n, row0, row1, a, as, B, y, ys);
+    matvec(t, w, n, row0, mid, a, as, B, ysp, ys);   /* the same batch, rows split at mid */
+    matvec(t, w, n, mid, row1, a, as, B, ysp + (mid - row0), ys);
     int ok = 1;
     for (int b = 0; ok && b < B; b++) {
-        hc_matvec(t, w, n, row0, row1, a + (size_t)b * as, 0, 1, y1, 0);
+        matvec(t, w, n, row0, row1, a + (size_t)b * as, 0, 1, y1, 0);
         for (int r = 0; ok && r < row1 - row0; r++) {
             const float *yb = y + (size_t)b * ys, *sb = ysp + (size_t)b * ys;
             if (memcmp(&yb[r], &y1[r], sizeof *y) || memcmp(&sb[r], &y1[r], sizeof *y)) {
@@ -411,8 +441,8 @@ static int rows_case(const char *isa)
         int32_t *idx = malloc(((size_t)k + 1) * sizeof *idx);
         float *y = malloc(((size_t)k + 1) * sizeof *y), *dense = malloc((size_t)rows * sizeof *y);
         for (int i = 0; i < k; i++) idx[i] = (int32_t)(rnd() % (unsigned)rows);
-        hc_matvec_rows(t, w, n, idx, k, a, y);
-        hc_matvec(t, w, n, 0, rows, a, 0, 1, dense, 0);
+        matvec_rows(t, w, n, idx, k, a, y);
+        matvec(t, w, n, 0, rows, a, 0, 1, dense, 0);
         int ok = 1;
         for (int i = 0; i < k; i++)
             if (memcmp(&y[i], &dense[idx[i]], sizeof *y)) ok = 0;
@@ -444,9 +474,9 @@ static int axpy_all(const char *isa)
             float *y = malloc(((size_t)n + 1) * sizeof *y), *yr = malloc(((size_t)n + 1) * sizeof *y);
             float *wf = malloc((size_t)n * sizeof *wf), a = frand() * 4;
             for (int i = 0; i <= n; i++) y[i] = yr[i] = frand();
-            hc_axpy_row(t, w, n, a, y);
-            hc_axpy_row_ref(t, w, n, a, yr);
-            hc_row_to_f32(t, w, n, wf);
+            axpy(t, w, n, a, y);
+            axpy_ref(t, w, n, a, yr);
+            row_to_f32(t, w, n, wf);
             int ok = y[n] == yr[n];   /* the element past the row is untouched */
             for (int i = 0; ok && i < n; i++) {
                 /* FMA vs multiply-then-add: a few roundings apart */
@@ -464,6 +494,29 @@ static int axpy_all(const char *isa)
 
 static void test_axpy(void) { each_isa(axpy_all); }
 
+/* A column range [c0, c1) of a row (the down product's chunks) adds exactly
+ * what the whole row adds to those columns. */
+static int axpy_range_all(const char *isa)
+{
+    enum { N = 320, C0 = 64, C1 = 224 };
+    for (int ti = 0; ti < NTYPE; ti++) {
+        uint32_t t = types[ti];
+        void *w = make_weights(t, 3, N);
+        hc_weight wt = view(t, w, N, 3);
+        float full[N] = { 0 }, part[C1 - C0] = { 0 };
+        hc_weight_axpy(&wt, hc_isa(), 2, 0, N, 0.75f, full);
+        hc_weight_axpy(&wt, hc_isa(), 2, C0, C1, 0.75f, part);
+        free(w);
+        if (memcmp(part, full + C0, sizeof part)) {
+            th_fail(__FILE__, __LINE__, "%s %s: axpy over columns [%d, %d) differs from the whole row", isa,
+                    ggml_type_name(t), C0, C1);
+            return 0;
+        }
+    }
+    return 1;
+}
+static void test_axpy_range(void) { each_isa(axpy_range_all); }
+
 /* axpy against its definition in doubles, on the reference itself. */
 static void test_axpy_ref_definition(void)
 {
@@ -473,8 +526,8 @@ static void test_axpy_ref_definition(void)
         char *w = make_weights(t, 1, n);
         float y[96], y0[96], wf[96], a = 0.75f;
         for (int i = 0; i < n; i++) y[i] = y0[i] = frand();
-        hc_axpy_row_ref(t, w, n, a, y);
-        hc_row_to_f32(t, w, n, wf);
+        axpy_ref(t, w, n, a, y);
+        row_to_f32(t, w, n, wf);
         for (int i = 0; i < n; i++)
             CHECKF(fabs(y[i] - (y0[i] + (double)a * wf[i])) <= 1.2e-7 * (fabs(y0[i]) + fabs(a * wf[i])),
                    "%s [%d]", ggml_type_name(t), i);
@@ -495,6 +548,7 @@ int main(void)
     RUN(test_matvec_tiled_quant);
     RUN(test_matvec_rows);
     RUN(test_axpy);
+    RUN(test_axpy_range);
     RUN(test_axpy_ref_definition);
     return th_done();
 }

@@ -1,14 +1,70 @@
-/* Threaded products of the FFNs (dense.c, sparse.c): listed rows, down rows
- * added per neuron, the gate/up activations. */
-#include "forward.h"
+/* Threaded products: prepared activations and the products of a weight with
+ * B vectors, split over the context's thread pool (see matmul.h). */
+#include "matmul.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include "ggml_types.h"
+#include "cli.h"
 #include "ctx_internal.h"
+#include "ggml_types.h"
 #include "kernels.h"
 
 #define COL_UNIT 32      /* a quant block: column ranges start on block boundaries */
+
+void *hc_ctx_acts(hc_ctx *ctx, int second, size_t stride)
+{
+    if (stride > ctx->act_stride) {
+        free(ctx->acts);
+        free(ctx->acts2);
+        ctx->acts = ctx->acts2 = NULL;
+        ctx->act_stride = (stride + 63) & ~(size_t)63;
+        size_t bytes = ctx->act_stride * (size_t)ctx->n_batch;
+        if (posix_memalign(&ctx->acts, 64, bytes) || posix_memalign(&ctx->acts2, 64, bytes)) {
+            hc_warn("out of memory for activations");
+            abort();
+        }
+    }
+    return second ? ctx->acts2 : ctx->acts;
+}
+
+void hc_ctx_prepare(hc_ctx *ctx, const hc_weight *w, const float *x, int B, void *acts)
+{
+    int isa = hc_isa();
+    for (int b = 0; b < B; b++)
+        hc_weight_prepare(w, isa, x + (size_t)b * (size_t)w->n, (char *)acts + (size_t)b * ctx->act_stride);
+}
+
+typedef struct {
+    const hc_weight *w;
+    const void *acts;
+    size_t act_stride, y_stride;
+    int B, n_chunks;
+    float *y;
+} matvec_task;
+
+static void matvec_chunk(void *arg, int chunk, int ith)
+{
+    const matvec_task *t = arg;
+    int lo, hi;
+    (void)ith;
+    hc_split(t->w->rows, ROW_UNIT, chunk, t->n_chunks, &lo, &hi);
+    if (lo < hi) hc_weight_matvec(t->w, hc_isa(), lo, hi, t->acts, t->act_stride, t->B, t->y + lo, t->y_stride);
+}
+
+void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride)
+{
+    size_t work = (size_t)w->rows * (size_t)w->n * (size_t)B;
+    int nc = hc_pool_chunks(ctx->pool, (w->rows + ROW_UNIT - 1) / ROW_UNIT, work);
+    matvec_task t = { w, acts, ctx->act_stride, y_stride, B, nc, y };
+    hc_pool_run(ctx->pool, matvec_chunk, &t, nc);
+}
+
+void hc_ctx_matvec(hc_ctx *ctx, const hc_weight *w, const float *x, int B, float *y)
+{
+    void *acts = hc_ctx_acts(ctx, 0, hc_weight_act_bytes(w));
+    hc_ctx_prepare(ctx, w, x, B, acts);
+    hc_ctx_matvec_prepared(ctx, w, acts, B, y, (size_t)w->rows);
+}
 
 typedef struct {
     const hc_weight *w;      /* one row of n_embd per neuron */
@@ -33,27 +89,22 @@ typedef struct {
  * same bits as B = 1 row by row. */
 #define DOWN_SLAB 512
 #define DOWN_TILE 64
-static void down_rows_run(void *arg, int chunk, int ith)
+static void down_chunk(void *arg, int chunk, int ith)
 {
     const down_rows_task *t = arg;
     int E = t->w->n, lo, hi;
     (void)ith;
     hc_split(E, t->unit, chunk, t->n_chunks, &lo, &hi);
     if (lo >= hi) return;
-    size_t row_bytes = ggml_row_size(t->w->type, E);
-    const char *data = t->w->data;
+    /* the traits entry's kernel, straight to the instruction set's row AXPY */
+    const hc_kernel *kern = hc_traits(t->w)->isa[hc_isa()];
     if (t->B == 1) {
-        size_t off = ggml_row_size(t->w->type, lo);
-        for (int i = 0; i < t->k; i++) {
-            if (t->h[i] == 0.0f) continue;
-            size_t r = (size_t)(t->idx ? t->idx[i] : i);
-            hc_axpy_row(t->w->type, data + r * row_bytes + off, hi - lo, t->h[i], t->out + lo);
-        }
+        for (int i = 0; i < t->k; i++)
+            if (t->h[i] != 0.0f) kern->axpy(t->w, t->idx ? t->idx[i] : i, lo, hi, t->h[i], t->out + lo);
         return;
     }
     for (int c0 = lo; c0 < hi; c0 += DOWN_SLAB) {
         int c1 = c0 + DOWN_SLAB < hi ? c0 + DOWN_SLAB : hi;
-        size_t off = ggml_row_size(t->w->type, c0);
         for (int i0 = 0; i0 < t->k; i0 += DOWN_TILE) {
             int i1 = i0 + DOWN_TILE;
             for (int b = 0; b < t->B; b++) {
@@ -67,8 +118,7 @@ static void down_rows_run(void *arg, int chunk, int ith)
                 }
                 for (p = lo_p; p < end && t->nz_i[p] < i1; p++) {
                     int i = t->nz_i[p];
-                    size_t r = (size_t)(t->idx ? t->idx[i] : i);
-                    hc_axpy_row(t->w->type, data + r * row_bytes + off, c1 - c0, t->nz_h[p], y);
+                    kern->axpy(t->w, t->idx ? t->idx[i] : i, c0, c1, t->nz_h[p], y);
                 }
             }
         }
@@ -112,7 +162,7 @@ void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, cons
     }
     int nc = hc_pool_chunks(ctx->pool, (w->n + unit - 1) / unit, work);
     down_rows_task t = { w, idx, h, h_stride, k, B, nc, unit, nz_i, nz_h, nz_at, out };
-    hc_pool_run(ctx->pool, down_rows_run, &t, nc);
+    hc_pool_run(ctx->pool, down_chunk, &t, nc);
     free(nz_i);
     free(nz_h);
     free(nz_at);
@@ -133,15 +183,16 @@ typedef struct {
  * this thread's scratch; then the batched kernel reads each row once for all
  * B activations (gathering B times would read every row B times). A row's
  * value does not depend on where it is read from or on B (kernels.h). */
-static void rows_run(void *arg, int chunk, int ith)
+static void rows_chunk(void *arg, int chunk, int ith)
 {
     const rows_task *t = arg;
     int lo, hi;
     hc_split(t->k, ROW_UNIT, chunk, t->n_chunks, &lo, &hi);
     if (lo >= hi) return;
+    int isa = hc_isa();
     if (t->B == 1 || t->w->kind != HC_WEIGHT_GGML) {
         for (int b = 0; b < t->B; b++)
-            hc_weight_matvec_rows(t->w, t->idx + lo, hi - lo, (const char *)t->acts + (size_t)b * t->act_stride,
+            hc_weight_matvec_rows(t->w, isa, t->idx + lo, hi - lo, (const char *)t->acts + (size_t)b * t->act_stride,
                                   t->y + (size_t)b * t->y_stride + lo);
         return;
     }
@@ -159,7 +210,10 @@ static void rows_run(void *arg, int chunk, int ith)
             for (int i = 0; i < n; i++) memcpy(buf + (size_t)i * rb, (const char *)t->w->data + (size_t)ix[i] * rb, rb);
             rows = buf;
         }
-        hc_matvec(t->w->type, rows, t->w->n, 0, n, t->acts, t->act_stride, t->B, t->y + i0, t->y_stride);
+        hc_weight tile = *t->w;
+        tile.data = rows;
+        tile.rows = n;
+        hc_weight_matvec(&tile, isa, 0, n, t->acts, t->act_stride, t->B, t->y + i0, t->y_stride);
     }
 }
 
@@ -186,22 +240,23 @@ void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int
         for (int b = 0; b < B; b++) {
             one.acts = (const char *)acts + (size_t)b * ctx->act_stride;
             one.y = y + (size_t)b * y_stride;
-            hc_pool_run(ctx->pool, rows_run, &one, nc);
+            hc_pool_run(ctx->pool, rows_chunk, &one, nc);
         }
         return;
     }
-    hc_pool_run(ctx->pool, rows_run, &t, nc);
+    hc_pool_run(ctx->pool, rows_chunk, &t, nc);
     free(t.scratch);
 }
 
-void hc_prepare_gate_up(hc_ctx *ctx, const hc_layer *ly, const float *x_norm, int B, void **ag, void **au)
+void hc_ctx_prepare_gate_up(hc_ctx *ctx, const hc_layer *ly, const float *x_norm, int B, void **ag, void **au)
 {
     size_t need = hc_weight_act_bytes(&ly->ffn_gate);
     if (hc_weight_act_bytes(&ly->ffn_up) > need) need = hc_weight_act_bytes(&ly->ffn_up);
     *ag = *au = hc_ctx_acts(ctx, 0, need);
-    hc_prepare(ctx, &ly->ffn_gate, x_norm, B, *ag);
+    hc_ctx_prepare(ctx, &ly->ffn_gate, x_norm, B, *ag);
     if (!hc_weight_same_act(&ly->ffn_gate, &ly->ffn_up)) {
         *au = hc_ctx_acts(ctx, 1, need);
-        hc_prepare(ctx, &ly->ffn_up, x_norm, B, *au);
+        hc_ctx_prepare(ctx, &ly->ffn_up, x_norm, B, *au);
     }
 }
+

@@ -1,0 +1,35 @@
+/* Threaded products: the layer between the forward pass and the kernels.
+ * Each function takes the context for its thread pool and its prepared
+ * activation buffers, cuts the work into chunks of whole row (or column)
+ * units that do not depend on the thread count, and runs every chunk through
+ * the weight type's kernels (kernels.h), so results are the same bits for
+ * any -t. Not needed by programs, which use model.h. */
+#ifndef HC_MATMUL_H
+#define HC_MATMUL_H
+
+#include "model.h"
+
+/* Activation buffer 0 or 1 ([n_batch] vectors of hc_ctx_act_stride(ctx) bytes),
+ * grown (contents lost) when a weight needs more than stride bytes. */
+void *hc_ctx_acts(hc_ctx *ctx, int second, size_t stride);
+/* Prepare B rows x[B][w->n] for w into acts (stride hc_ctx_act_stride(ctx)). */
+void hc_ctx_prepare(hc_ctx *ctx, const hc_weight *w, const float *x, int B, void *acts);
+/* The prepared x_norm rows for ffn_gate (*ag) and ffn_up (*au; the same buffer
+ * when both weights take the same activation form). */
+void hc_ctx_prepare_gate_up(hc_ctx *ctx, const hc_layer *ly, const float *x_norm, int B, void **ag, void **au);
+
+/* y[b*y_stride + r] = row r of w · activation b, threads split over rows. */
+void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride);
+/* (hc_ctx_matvec, the public product of model.h: hc_ctx_prepare, then hc_ctx_matvec_prepared.) */
+
+/* y[b*y_stride + i] = row idx[i] of w · activation b (B prepared activations,
+ * hc_ctx_act_stride(ctx) apart), i < k; threads split over the list. */
+void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int k, const void *acts, int B,
+                        float *y, size_t y_stride);
+/* out[b][w->n] += sum over i < k of h[b*h_stride + i] · row idx[i] of w (row i
+ * when idx is NULL), w one row of n_embd per neuron (ffn_down_t). Threads split
+ * over columns and add in list order: the same sums for any thread count. */
+void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, const float *h, size_t h_stride,
+                       int k, int B, float *out);
+
+#endif
