@@ -6,13 +6,20 @@
 #   D/*.c except D/hc-*.c, for each tool folder D -> libhc_D.a
 #   D/hc-NAME.c                         -> bin/hc-NAME (linked with every library)
 #   tests/test_*.c                      -> build/tests/test_* ; tests/test_*.sh run as-is
+#   scripts/bench_*.c, solve-bench-gen.c -> build/bench/* (benchmark helpers of scripts/bench-*.sh)
 #   D/module.mk                         -> optional extra rules of a folder
 #
+# Each folder compiles with the include paths of the folders it may use, so a
+# wrong #include fails the build: common <- runtime <- quantizer, profiler;
+# gguf-tools <- common and runtime (hc-convert tokenizes tokenizer.json with the
+# runtime's normalizer and pre-tokenizer); solver uses common only; tests/ and
+# scripts/ see everything.
+#
+# make help           every target, one line each
 # make                build everything          make test      build and run the suite
 # make SANITIZE=1     ASan+UBSan build (in build/asan, programs in build/asan/bin)
 # make install PREFIX=/usr/local DESTDIR=   (programs and manual pages)
 # make man            regenerate man/*.1 from docs/hc-*.md (needs pandoc)
-# make demo / make bench / make fuzz / make model
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -40,9 +47,18 @@ PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -lz -lope
 # round exactly as ggml's x86-64 build (docs/formats.md, "The FMA caveat").
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 $(OPT) \
-           -Wall -Wextra -Werror -ffp-contract=off -pthread \
-           -Icommon -Iruntime -Igguf-tools -Iquantizer -Iprofiler -Isolver $(PKG_CFLAGS)
+           -Wall -Wextra -Werror -ffp-contract=off -pthread $(PKG_CFLAGS)
 LDLIBS  += $(PKG_LIBS) -lglpk -lunistring -lm -lpthread
+
+# The folders whose headers each folder's sources may include (see the top).
+USES_common     := common
+USES_runtime    := common runtime
+USES_quantizer  := common runtime quantizer
+USES_profiler   := common runtime profiler
+USES_gguf-tools := common gguf-tools
+USES_solver     := common solver
+USES_tests      := common runtime gguf-tools quantizer profiler solver
+USES_scripts    := $(USES_tests)
 
 TOOL_DIRS := gguf-tools quantizer profiler solver
 LIB_NAMES := $(TOOL_DIRS) runtime common
@@ -69,12 +85,19 @@ $(O)/obj/common/version.o: CFLAGS += -I$(O)/gen
 
 LINK_LIBS = -Wl,--start-group $(LIBS) -Wl,--end-group $(LDSAN) $(LDLIBS)
 
-.PHONY: all test check-deps deps install uninstall clean demo bench fuzz man
-all: $(PROGRAMS) $(TESTS)
+BENCH_SRCS := $(wildcard scripts/bench_*.c) scripts/solve-bench-gen.c
+BENCHES    := $(patsubst scripts/%.c,$(O)/bench/%,$(BENCH_SRCS))
 
+.PHONY: all help test deps install uninstall clean demo bench benches fuzz man
+all: $(PROGRAMS) $(TESTS) $(BENCHES) ## build every program, test and benchmark helper
+
+help: ## this list
+	@grep -hE '^[a-z][a-z-]*:.*## ' $(filter-out %.d,$(MAKEFILE_LIST)) | sed 's/:.*## /\t/' | awk -F'\t' '{ printf "  make %-14s %s\n", $$1, $$2 }'
+
+# The first folder of a source's path picks its include paths.
 $(O)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(addprefix -I,$(USES_$(firstword $(subst /, ,$<)))) -MMD -MP -c $< -o $@
 
 define lib_rule
 $(O)/lib/libhc_$(1).a: $(call obj,$(call lib_srcs,$(1)))
@@ -98,44 +121,51 @@ $(O)/tests/%: $(O)/obj/tests/%.o $(TEST_SUPPORT) $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(TEST_SUPPORT) -o $@ $(LINK_LIBS)
 
+# Benchmark helpers: built with the project's flags, run by scripts/bench-*.sh.
+$(O)/bench/%: $(O)/obj/scripts/%.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< -o $@ $(LINK_LIBS)
+
+benches: $(BENCHES) ## build the benchmark helpers into build/bench/
+
 -include $(wildcard */module.mk)
 
 # Dependencies: installs missing Debian packages when run as root, else says what to run.
-deps:
+deps: ## install the missing Debian packages (scripts/install-deps.sh)
 	@sh scripts/install-deps.sh --if-missing
 
-test: deps
+test: deps ## install missing packages, build, run the suite (tests/run.sh)
 	@$(MAKE) --no-print-directory all
 	@HC_BIN=$(abspath $(BIN)) HC_TESTS=$(abspath $(O)/tests) sh tests/run.sh
 
-demo: deps
+demo: deps ## install missing packages, build the programs, run the pipeline demo (scripts/demo.sh)
 	@$(MAKE) --no-print-directory $(PROGRAMS)
 	@HC_BIN=$(abspath $(BIN)) sh scripts/demo.sh
 
-bench: deps
+bench: deps ## build, then run every scripts/bench-*.sh (long; not a test)
 	@$(MAKE) --no-print-directory all
-	@HC_BIN=$(abspath $(BIN)) sh scripts/bench.sh
+	@HC_BIN=$(abspath $(BIN)) O=$(O) sh scripts/bench.sh
 
 # Manual pages: man/hc-NAME.1 is generated from docs/hc-NAME.md by `make man`
 # (pandoc, Debian package `pandoc`) and committed, so that building and
 # installing need no pandoc; tests/test_docs.sh checks they are up to date.
 MAN_PAGES := $(patsubst %,man/%.1,$(notdir $(basename $(MAIN_SRCS))))
-man:
+man: ## regenerate man/*.1 from docs/hc-*.md (needs pandoc)
 	@command -v pandoc >/dev/null || { echo "man: needs pandoc (apt-get install pandoc)"; exit 1; }
 	@mkdir -p man
 	@for p in $(notdir $(basename $(MAIN_SRCS))); do \
 	    sh scripts/man-page.sh docs/$$p.md > man/$$p.1.tmp && mv man/$$p.1.tmp man/$$p.1 || exit 1; done
 
-install: $(PROGRAMS)
+install: $(PROGRAMS) ## copy the programs to DESTDIR/PREFIX/bin and their man pages to .../share/man/man1
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 755 $(PROGRAMS) $(DESTDIR)$(BINDIR)/
 	install -m 644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
 
-uninstall:
+uninstall: ## remove what install copied
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGRAMS)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN_PAGES)))
 
-clean:
+clean: ## remove build/ and bin/
 	rm -rf build bin
 
 # make model / gpuidx-check / gpuidx-update (the pipeline as Make targets)

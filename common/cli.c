@@ -141,6 +141,20 @@ void hc_bad_option(int c, const char *cmd, char *const argv[], const struct opti
     hc_die("%s (see --help)", msg);
 }
 
+const hc_command *hc_command_find(const hc_command *cmds, const char *name)
+{
+    for (; cmds->name; cmds++)
+        if (strcmp(cmds->name, name) == 0) return cmds;
+    return NULL;
+}
+
+void hc_command_usage(FILE *out, const char *head, const hc_command *cmds, const char *tail)
+{
+    fputs(head, out);
+    for (; cmds->name; cmds++) fputs(cmds->help, out);
+    if (tail) fputs(tail, out);
+}
+
 const char *hc_format_size(uint64_t bytes, char *buf, size_t len)
 {
     static const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };

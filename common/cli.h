@@ -1,5 +1,6 @@
 /* Helpers shared by every program: errors, option values and bad options,
- * sizes, time, progress, whole-file reads and maps, JSON output, hashes, PRNG. */
+ * subcommand tables, sizes, time, progress, whole-file reads and maps, JSON
+ * output, hashes, PRNG. */
 #ifndef HC_CLI_H
 #define HC_CLI_H
 
@@ -34,6 +35,22 @@ int hc_default_threads(int max);
  * cmd names a subcommand, or NULL; longs is the table given to getopt_long. */
 void hc_bad_option(int c, const char *cmd, char *const argv[], const struct option *longs)
     __attribute__((noreturn));
+
+/* A subcommand of a program: argv[1] names it; run gets the arguments from
+ * that name on (argv[0] is the name) and returns the exit status; help is the
+ * text the program's usage shows for it. A table ends with an entry whose
+ * name is NULL. */
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} hc_command;
+
+/* The entry of cmds named name, or NULL. */
+const hc_command *hc_command_find(const hc_command *cmds, const char *name);
+/* The program's usage: head, every command's help in table order, then tail
+ * (NULL: none). */
+void hc_command_usage(FILE *out, const char *head, const hc_command *cmds, const char *tail);
 
 /* --version: every getopt_long table holds HC_LONG_VERSION, and its loop has
  * `case HC_OPT_VERSION: hc_version();`, which prints "prog VERSION" to stdout

@@ -150,62 +150,109 @@ static const gguf_tensor *get_vec(const gguf_file *f, const char *name, uint32_t
     return t;
 }
 
-static hc_stats *read_stats(const gguf_file *f, char *err, size_t errlen)
-{
-    char arch[64];
-    uint32_t version, n_layer, n_ff, n_embd, ctx;
+/* The scalar KVs of a statistics file, checked. */
+typedef struct {
+    uint32_t n_layer, n_ff, n_embd, ctx;
     uint64_t n_tokens, hash;
     float threshold;
+} stats_header;
+
+static int read_header(const gguf_file *f, stats_header *h, char *err, size_t errlen)
+{
+    char arch[64];
+    uint32_t version;
     char hash_str[32];
     if (get_str(f, "general.architecture", arch, sizeof arch, err, errlen))
-        return NULL;
+        return -1;
     if (strcmp(arch, STATS_ARCH) != 0) {
         snprintf(err, errlen, "%s: not a statistics file (general.architecture is \"%s\", expected \"%s\")",
                  f->path, arch, STATS_ARCH);
-        return NULL;
+        return -1;
     }
     if (get_u32(f, K("version"), &version, err, errlen))
-        return NULL;
+        return -1;
     if (version != STATS_VERSION) {
         snprintf(err, errlen, "%s: statistics version %" PRIu32 " is not supported (expected %d)",
                  f->path, version, STATS_VERSION);
-        return NULL;
+        return -1;
     }
-    if (get_u32(f, K("n_layer"), &n_layer, err, errlen) || get_u32(f, K("n_ff"), &n_ff, err, errlen) ||
-        get_u32(f, K("n_embd"), &n_embd, err, errlen) || get_u32(f, K("ctx"), &ctx, err, errlen))
-        return NULL;
+    if (get_u32(f, K("n_layer"), &h->n_layer, err, errlen) || get_u32(f, K("n_ff"), &h->n_ff, err, errlen) ||
+        get_u32(f, K("n_embd"), &h->n_embd, err, errlen) || get_u32(f, K("ctx"), &h->ctx, err, errlen))
+        return -1;
     int rc;
-    if ((rc = gguf_get_u64(f, K("n_tokens"), &n_tokens)))
-        return getter_fail(f, K("n_tokens"), rc, "u64", err, errlen), NULL;
-    if ((rc = gguf_get_f32(f, K("threshold"), &threshold)))
-        return getter_fail(f, K("threshold"), rc, "f32", err, errlen), NULL;
+    if ((rc = gguf_get_u64(f, K("n_tokens"), &h->n_tokens)))
+        return getter_fail(f, K("n_tokens"), rc, "u64", err, errlen), -1;
+    if ((rc = gguf_get_f32(f, K("threshold"), &h->threshold)))
+        return getter_fail(f, K("threshold"), rc, "f32", err, errlen), -1;
     if (get_str(f, K("ffn_hash"), hash_str, sizeof hash_str, err, errlen))
-        return NULL;
-    if (parse_hash(hash_str, &hash)) {
+        return -1;
+    if (parse_hash(hash_str, &h->hash)) {
         snprintf(err, errlen, "%s: %s is \"%s\", expected 16 lowercase hex digits", f->path, K("ffn_hash"),
                  hash_str);
-        return NULL;
+        return -1;
     }
-    if (n_layer == 0 || n_ff == 0) {
+    if (h->n_layer == 0 || h->n_ff == 0) {
         snprintf(err, errlen, "%s: n_layer and n_ff must be positive", f->path);
-        return NULL;
+        return -1;
     }
+    return 0;
+}
+
+/* Every tensor is checked against the file before anything is allocated. */
+static int check_tensors(const gguf_file *f, uint32_t n_layer, uint32_t n_ff, char *err, size_t errlen)
+{
     if (f->n_tensors != (uint64_t)2 * n_layer) {
         snprintf(err, errlen, "%s: %" PRIu64 " tensors, expected %" PRIu64 " (2 per layer for %" PRIu32 " layers)",
                  f->path, f->n_tensors, (uint64_t)2 * n_layer, n_layer);
-        return NULL;
+        return -1;
     }
-    /* Every tensor is checked against the file before anything is allocated. */
     for (uint32_t l = 0; l < n_layer; l++) {
         char name[GGUF_MAX_NAME + 1];
         snprintf(name, sizeof name, "blk.%" PRIu32 ".act_count", l);
         if (!get_vec(f, name, GGML_TYPE_I64, n_ff, err, errlen))
-            return NULL;
+            return -1;
         snprintf(name, sizeof name, "blk.%" PRIu32 ".act_sum", l);
         if (!get_vec(f, name, GGML_TYPE_F64, n_ff, err, errlen))
-            return NULL;
+            return -1;
     }
-    hc_stats *s = hc_stats_new(n_layer, n_ff);
+    return 0;
+}
+
+/* The counts and sums of every layer into s, each checked. */
+static int read_layers(const gguf_file *f, hc_stats *s, char *err, size_t errlen)
+{
+    const uint32_t n_ff = s->n_ff;
+    for (uint32_t l = 0; l < s->n_layer; l++) {
+        char name[GGUF_MAX_NAME + 1];
+        size_t off = (size_t)l * n_ff;
+        snprintf(name, sizeof name, "blk.%" PRIu32 ".act_count", l);
+        memcpy(s->count + off, gguf_get_tensor(f, name)->data, (size_t)n_ff * sizeof *s->count);
+        snprintf(name, sizeof name, "blk.%" PRIu32 ".act_sum", l);
+        memcpy(s->sum + off, gguf_get_tensor(f, name)->data, (size_t)n_ff * sizeof *s->sum);
+        for (uint32_t i = 0; i < n_ff; i++) {
+            int64_t c = s->count[off + i];
+            double v = s->sum[off + i];
+            if (c < 0 || (uint64_t)c > s->n_tokens) {
+                snprintf(err, errlen, "%s: blk.%" PRIu32 ".act_count[%" PRIu32 "] = %" PRId64
+                         " is outside [0, n_tokens = %" PRIu64 "]", f->path, l, i, c, s->n_tokens);
+                return -1;
+            }
+            if (!isfinite(v) || v < 0) {
+                snprintf(err, errlen, "%s: blk.%" PRIu32 ".act_sum[%" PRIu32 "] = %g is not a finite sum >= 0",
+                         f->path, l, i, v);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static hc_stats *read_stats(const gguf_file *f, char *err, size_t errlen)
+{
+    stats_header h;
+    if (read_header(f, &h, err, errlen) || check_tensors(f, h.n_layer, h.n_ff, err, errlen))
+        return NULL;
+    hc_stats *s = hc_stats_new(h.n_layer, h.n_ff);
     if (!s) {
         snprintf(err, errlen, "%s: out of memory", f->path);
         return NULL;
@@ -218,33 +265,12 @@ static hc_stats *read_stats(const gguf_file *f, char *err, size_t errlen)
         snprintf(err, errlen, "%s: activation \"%s\" is not \"relu\" or \"silu\"", f->path, s->activation);
         goto fail;
     }
-    s->n_embd = n_embd;
-    s->ctx = ctx;
-    s->threshold = threshold;
-    s->n_tokens = n_tokens;
-    s->ffn_hash = hash;
-    for (uint32_t l = 0; l < n_layer; l++) {
-        char name[GGUF_MAX_NAME + 1];
-        size_t off = (size_t)l * n_ff;
-        snprintf(name, sizeof name, "blk.%" PRIu32 ".act_count", l);
-        memcpy(s->count + off, gguf_get_tensor(f, name)->data, (size_t)n_ff * sizeof *s->count);
-        snprintf(name, sizeof name, "blk.%" PRIu32 ".act_sum", l);
-        memcpy(s->sum + off, gguf_get_tensor(f, name)->data, (size_t)n_ff * sizeof *s->sum);
-        for (uint32_t i = 0; i < n_ff; i++) {
-            int64_t c = s->count[off + i];
-            double v = s->sum[off + i];
-            if (c < 0 || (uint64_t)c > n_tokens) {
-                snprintf(err, errlen, "%s: blk.%" PRIu32 ".act_count[%" PRIu32 "] = %" PRId64
-                         " is outside [0, n_tokens = %" PRIu64 "]", f->path, l, i, c, n_tokens);
-                goto fail;
-            }
-            if (!isfinite(v) || v < 0) {
-                snprintf(err, errlen, "%s: blk.%" PRIu32 ".act_sum[%" PRIu32 "] = %g is not a finite sum >= 0",
-                         f->path, l, i, v);
-                goto fail;
-            }
-        }
-    }
+    s->n_embd = h.n_embd;
+    s->ctx = h.ctx;
+    s->threshold = h.threshold;
+    s->n_tokens = h.n_tokens;
+    s->ffn_hash = h.hash;
+    if (read_layers(f, s, err, errlen)) goto fail;
     return s;
 fail:
     hc_stats_free(s);

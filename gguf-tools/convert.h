@@ -141,6 +141,40 @@ void st_free(st_set *s);
 int cv_hf_vocab(const char *dir, uint32_t n_vocab, cv_vocab *v, uint32_t *unk_id,
                 char *err, size_t errlen);
 
+/* ------------------------------------------------------------ converters
+ * What hc-convert's subcommands run once their options are parsed and
+ * checked (gguf-tools/hc-convert.c). Each writes out atomically and returns
+ * 0, or -1 with a one-line message in err (no output file then); a reader
+ * that finds its input bad exits through hc_die, naming the file. */
+
+/* llama2.c checkpoint (legacy or version 1) + tokenizer.bin -> llama GGUF. */
+typedef struct {
+    const char *checkpoint, *tokenizer, *out;
+    long ctx;                /* llama.context_length; 0: the checkpoint's seq_len */
+} cv_llama2c_opts;
+int cv_convert_llama2c(const cv_llama2c_opts *o, char *err, size_t errlen);
+
+/* Hugging Face LLaMA directory -> llama GGUF, or PowerInfer's sparse GGUF
+ * (PWRI) with the predictors of predictors (NULL: none). */
+typedef struct {
+    const char *dir, *predictors, *out;
+    uint32_t type;           /* GGML_TYPE_F32, F16 or BF16: 2-D weights */
+} cv_hf_opts;
+int cv_convert_hf(const cv_hf_opts *o, char *err, size_t errlen);
+
+/* A random well-formed llama GGUF, deterministic from seed, optionally with
+ * a planted hot-neuron set (convert_synth.c). */
+typedef struct {
+    const char *out;
+    long dim, n_ff, layers, heads, kv_heads, vocab, ctx;   /* kv_heads 0: heads */
+    int relu;                /* FFN activation: ReLU, else SiLU */
+    uint32_t type;           /* GGML_TYPE_F32 or F16: 2-D weights */
+    uint64_t seed;
+    double hot_fraction;     /* in (0, 1]; 0: nothing planted */
+    double hot_skew;
+} cv_synth_opts;
+int cv_convert_synth(const cv_synth_opts *o, char *err, size_t errlen);
+
 /* tokenizer.json (parsed) pieces, in gguf-tools/convert_bpe.c: */
 struct cJSON;
 /* 1 when its pre-tokenizer maps bytes (ByteLevel): a byte-level BPE. */

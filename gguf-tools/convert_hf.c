@@ -9,7 +9,6 @@
  * in --outtype, 1-D ones stay F32, as llama.cpp's converter does. */
 #include "convert.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +17,6 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
-#include "outputs.h"
 #include "ggml_types.h"
 
 typedef struct {
@@ -213,144 +211,134 @@ static int open_predictors(const char *dir, const cv_hparams *hp, st_set *pred, 
     return have;
 }
 
-static const char usage[] =
-    "usage: hc-convert hf DIR -o OUT.gguf [--outtype f32|f16|bf16] [--predictors DIR]\n"
-    "\n"
-    "Convert a Hugging Face LLaMA checkpoint directory (config.json, model.safetensors\n"
-    "or sharded model-*.safetensors + model.safetensors.index.json, tokenizer.model\n"
-    "and/or tokenizer.json) into a llama GGUF.\n"
-    "\n"
-    "  -o, --output FILE       output GGUF (written atomically)\n"
-    "      --outtype TYPE      f32, f16 (default) or bf16 for 2-D weights; 1-D stay f32\n"
-    "      --predictors DIR    PowerInfer predictors (model_N.safetensors with fc1.weight,\n"
-    "                          fc2.weight; optional config.json with sparse_threshold):\n"
-    "                          write PowerInfer's sparse GGUF (PWRI) with ffn_down_t\n"
-    "      --version           print the version\n"
-    "  -h, --help              this help\n";
-
-int convert_hf_main(int argc, char **argv)
+/* general.name: the directory's last component. */
+static void dir_name(const char *dir, char *name, size_t len)
 {
-    static const struct option opts[] = {
-        {"output", required_argument, 0, 'o'}, {"outtype", required_argument, 0, 't'},
-        {"predictors", required_argument, 0, 'p'}, HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
-    };
-    const char *out = NULL, *pred_dir = NULL;
-    uint32_t wtype = GGML_TYPE_F16;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': out = optarg; break;
-        case 'p': pred_dir = optarg; break;
-        case 't':
-            if (!strcmp(optarg, "f32")) wtype = GGML_TYPE_F32;
-            else if (!strcmp(optarg, "f16")) wtype = GGML_TYPE_F16;
-            else if (!strcmp(optarg, "bf16")) wtype = GGML_TYPE_BF16;
-            else hc_die("bad value for --outtype: '%s' (expected f32, f16 or bf16)", optarg);
-            break;
-        case HC_OPT_VERSION: hc_version();
-        case 'h': fputs(usage, stdout); return 0;
-        default: hc_bad_option(c, "hf", argv, opts);
-        }
-    }
-    if (argc - optind != 1 || !out) hc_die("hf: needs DIR -o OUT.gguf (see --help)");
-    const char *dir = argv[optind];
-    hc_check_outputs((const char *[]){ dir, pred_dir }, 2, &out, 1);
-    char err[512];
-
-    hf_config cfg = {0};
-    read_config(dir, &cfg);
-    cv_hparams *hp = &cfg.hp;
-    char name[256];                   /* general.name: the directory's last component */
-    snprintf(name, sizeof name, "%s", dir);
+    snprintf(name, len, "%s", dir);
     for (size_t n = strlen(name); n > 1 && name[n - 1] == '/'; n--) name[n - 1] = 0;
     const char *slash = strrchr(name, '/');
     if (slash && slash[1]) memmove(name, slash + 1, strlen(slash));
+}
+
+/* Mark an HF tensor the converter skips (recomputed or shared) as used. */
+static void skip(st_set *s, const char *name)
+{
+    long i = st_find(s, name);
+    if (i >= 0) s->t[i].used = 1;
+}
+
+/* Layer l's tensors, in llama.cpp's order; with predictors, ffn_down is
+ * stored transposed (ffn_down_t) and the layer's fc1/fc2 follow. */
+static void layer_tensors(cv_tensors *ts, st_set *s, st_set *pred, const cv_hf_opts *o, const cv_hparams *hp,
+                          uint32_t l)
+{
+    const int64_t E = hp->n_embd, F = hp->n_ff;
+    const int64_t hd = E / hp->n_head, Q = hd * hp->n_head, K = hd * hp->n_head_kv;
+    const uint32_t wtype = o->type;
+    char src[128], dst[GGUF_MAX_NAME + 1];
+#define HF(what, rows, cols, gguf)                                                   \
+    (snprintf(src, sizeof src, "model.layers.%u.%s.weight", l, what),               \
+     snprintf(dst, sizeof dst, "blk.%u.%s.weight", l, gguf),                         \
+     emit(ts, s, wtype, src, rows, cols, dst))
+    cv_tensor *q = HF("self_attn.q_proj", Q, E, "attn_q");
+    q->layout = CV_PERMUTE;
+    q->heads = hp->n_head;
+    cv_tensor *k = HF("self_attn.k_proj", K, E, "attn_k");
+    k->layout = CV_PERMUTE;
+    k->heads = hp->n_head_kv;
+    HF("self_attn.v_proj", K, E, "attn_v");
+    HF("self_attn.o_proj", E, Q, "attn_output");
+    HF("input_layernorm", 0, E, "attn_norm");
+    HF("mlp.gate_proj", F, E, "ffn_gate");
+    if (o->predictors) {
+        /* ffn_down_t: row j = column j of down_proj [E, F], i.e. ne {E, F} */
+        cv_tensor *d = HF("mlp.down_proj", E, F, "ffn_down_t");
+        d->layout = CV_TRANSPOSE;
+        d->ne[0] = E;
+        d->ne[1] = F;
+    } else {
+        HF("mlp.down_proj", E, F, "ffn_down");
+    }
+    HF("mlp.up_proj", F, E, "ffn_up");
+    HF("post_attention_layernorm", 0, E, "ffn_norm");
+#undef HF
+    snprintf(src, sizeof src, "model.layers.%u.self_attn.rotary_emb.inv_freq", l);
+    skip(s, src);                     /* recomputed by the runtime */
+    if (!o->predictors) return;
+    snprintf(src, sizeof src, "%u.fc1.weight", l);
+    long i = st_find(pred, src);
+    int64_t r = i >= 0 && pred->t[i].n_dims == 2 ? pred->t[i].shape[0] : 0;
+    if (r <= 0) hc_die("%s/model_%u.safetensors: no 2-D fc1.weight", o->predictors, l);
+    snprintf(dst, sizeof dst, "blk.%u.fc1.weight", l);
+    emit(ts, pred, wtype, src, r, E, dst);
+    snprintf(src, sizeof src, "%u.fc2.weight", l);
+    snprintf(dst, sizeof dst, "blk.%u.fc2.weight", l);
+    emit(ts, pred, wtype, src, F, r, dst);
+}
+
+/* Every tensor of the output; then every input tensor must have been used. */
+static void hf_tensors(cv_tensors *ts, st_set *s, st_set *pred, const cv_hf_opts *o, const hf_config *cfg)
+{
+    const cv_hparams *hp = &cfg->hp;
+    const int64_t E = hp->n_embd, V = hp->n_vocab;
+    emit(ts, s, o->type, "model.embed_tokens.weight", V, E, "token_embd.weight");
+    emit(ts, s, o->type, "model.norm.weight", 0, E, "output_norm.weight");
+    if (!cfg->tied) emit(ts, s, o->type, "lm_head.weight", V, E, "output.weight");
+    else skip(s, "lm_head.weight");
+    for (uint32_t l = 0; l < hp->n_layer; l++) layer_tensors(ts, s, pred, o, hp, l);
+    for (size_t i = 0; i < s->n; i++)
+        if (!s->t[i].used)
+            hc_die("%s: unexpected tensor '%s' (not part of a LLaMA model)", s->paths[s->t[i].file], s->t[i].name);
+    for (size_t i = 0; i < pred->n; i++)
+        if (!pred->t[i].used)
+            hc_die("%s: unexpected tensor '%s' (a predictor has fc1.weight and fc2.weight)",
+                   pred->paths[pred->t[i].file], strchr(pred->t[i].name, '.') + 1);
+}
+
+int cv_convert_hf(const cv_hf_opts *o, char *err, size_t errlen)
+{
+    const char *dir = o->dir;
+    hf_config cfg = {0};
+    read_config(dir, &cfg);
+    cv_hparams *hp = &cfg.hp;
+    char name[256];
+    dir_name(dir, name, sizeof name);
     hp->name = name;
-    if (pred_dir && !cfg.relu)
+    if (o->predictors && !cfg.relu)
         hc_die("%s/config.json: --predictors needs a ReLU model (hidden_act is silu): "
                "PowerInfer's sparse FFN skips neurons whose ReLU output is zero", dir);
 
     cv_vocab v;
-    if (cv_hf_vocab(dir, hp->n_vocab, &v, &hp->unk_id, err, sizeof err)) hc_die("%s", err);
+    char why[512];
+    if (cv_hf_vocab(dir, hp->n_vocab, &v, &hp->unk_id, err, errlen)) {
+        cv_vocab_free(&v);
+        return -1;
+    }
     if (v.bos_id >= 0) hp->bos_id = (uint32_t)v.bos_id;      /* the token the post-processor adds */
-    if (cv_check_hparams(hp, err, sizeof err)) hc_die("%s/config.json: %s", dir, err);
+    if (cv_check_hparams(hp, why, sizeof why)) {
+        snprintf(err, errlen, "%s/config.json: %s", dir, why);
+        cv_vocab_free(&v);
+        return -1;
+    }
 
-    st_set s = {.where = dir}, pred = {.where = pred_dir};
+    st_set s = {.where = dir}, pred = {.where = o->predictors};
     open_weights(dir, &s);
     float thr = 0.0f;
-    int have_thr = pred_dir ? open_predictors(pred_dir, hp, &pred, &thr) : 0;
-
-    const int64_t E = hp->n_embd, F = hp->n_ff, V = hp->n_vocab;
-    const int64_t hd = E / hp->n_head, Q = hd * hp->n_head, K = hd * hp->n_head_kv;
+    int have_thr = o->predictors ? open_predictors(o->predictors, hp, &pred, &thr) : 0;
     cv_tensors ts = {0};
-    char src[128];
-    emit(&ts, &s, wtype, "model.embed_tokens.weight", V, E, "token_embd.weight");
-    emit(&ts, &s, wtype, "model.norm.weight", 0, E, "output_norm.weight");
-    if (!cfg.tied) emit(&ts, &s, wtype, "lm_head.weight", V, E, "output.weight");
-    else if (st_find(&s, "lm_head.weight") >= 0) s.t[st_find(&s, "lm_head.weight")].used = 1;
-    for (uint32_t l = 0; l < hp->n_layer; l++) {
-        char dst[GGUF_MAX_NAME + 1];
-#define HF(what, rows, cols, gguf)                                                   \
-        (snprintf(src, sizeof src, "model.layers.%u.%s.weight", l, what),           \
-         snprintf(dst, sizeof dst, "blk.%u.%s.weight", l, gguf),                     \
-         emit(&ts, &s, wtype, src, rows, cols, dst))
-        cv_tensor *q = HF("self_attn.q_proj", Q, E, "attn_q");
-        q->layout = CV_PERMUTE;
-        q->heads = hp->n_head;
-        cv_tensor *k = HF("self_attn.k_proj", K, E, "attn_k");
-        k->layout = CV_PERMUTE;
-        k->heads = hp->n_head_kv;
-        HF("self_attn.v_proj", K, E, "attn_v");
-        HF("self_attn.o_proj", E, Q, "attn_output");
-        HF("input_layernorm", 0, E, "attn_norm");
-        HF("mlp.gate_proj", F, E, "ffn_gate");
-        if (pred_dir) {
-            /* ffn_down_t: row j = column j of down_proj [E, F], i.e. ne {E, F} */
-            cv_tensor *d = HF("mlp.down_proj", E, F, "ffn_down_t");
-            d->layout = CV_TRANSPOSE;
-            d->ne[0] = E;
-            d->ne[1] = F;
-        } else {
-            HF("mlp.down_proj", E, F, "ffn_down");
-        }
-        HF("mlp.up_proj", F, E, "ffn_up");
-        HF("post_attention_layernorm", 0, E, "ffn_norm");
-#undef HF
-        snprintf(src, sizeof src, "model.layers.%u.self_attn.rotary_emb.inv_freq", l);
-        if (st_find(&s, src) >= 0) s.t[st_find(&s, src)].used = 1;    /* recomputed by the runtime */
-        if (pred_dir) {
-            snprintf(src, sizeof src, "%u.fc1.weight", l);
-            long i = st_find(&pred, src);
-            int64_t r = i >= 0 && pred.t[i].n_dims == 2 ? pred.t[i].shape[0] : 0;
-            if (r <= 0) hc_die("%s/model_%u.safetensors: no 2-D fc1.weight", pred_dir, l);
-            snprintf(dst, sizeof dst, "blk.%u.fc1.weight", l);
-            emit(&ts, &pred, wtype, src, r, E, dst);
-            snprintf(src, sizeof src, "%u.fc2.weight", l);
-            snprintf(dst, sizeof dst, "blk.%u.fc2.weight", l);
-            emit(&ts, &pred, wtype, src, F, r, dst);
-        }
-    }
-    for (size_t i = 0; i < s.n; i++)
-        if (!s.t[i].used)
-            hc_die("%s: unexpected tensor '%s' (not part of a LLaMA model)", s.paths[s.t[i].file], s.t[i].name);
-    for (size_t i = 0; i < pred.n; i++)
-        if (!pred.t[i].used)
-            hc_die("%s: unexpected tensor '%s' (a predictor has fc1.weight and fc2.weight)",
-                   pred.paths[pred.t[i].file], strchr(pred.t[i].name, '.') + 1);
+    hf_tensors(&ts, &s, &pred, o, &cfg);
 
-    gguf_writer *w = gguf_writer_new(pred_dir ? GGUF_VARIANT_PWRI : GGUF_VARIANT_GGUF);
+    gguf_writer *w = gguf_writer_new(o->predictors ? GGUF_VARIANT_PWRI : GGUF_VARIANT_GGUF);
     cv_set_llama_kvs(w, hp, &v);
     gguf_set_f32(w, "llama.rope.freq_base", cfg.rope_theta);
-    gguf_set_u32(w, "general.file_type", wtype == GGML_TYPE_F32 ? 0 : wtype == GGML_TYPE_F16 ? 1 : 32);
+    gguf_set_u32(w, "general.file_type", o->type == GGML_TYPE_F32 ? 0 : o->type == GGML_TYPE_F16 ? 1 : 32);
     gguf_set_str(w, "hotcold.ffn_activation", cfg.relu ? "relu" : "silu");
     if (have_thr) gguf_set_f32(w, "powerinfer.sparse_threshold", thr);
-    int rc = cv_write(w, &ts, out, err, sizeof err);
+    int rc = cv_write(w, &ts, o->out, err, errlen);
     gguf_writer_free(w);
     cv_tensors_free(&ts);
     st_free(&s);
     st_free(&pred);
     cv_vocab_free(&v);
-    if (rc) hc_die("%s", err);
-    return 0;
+    return rc;
 }

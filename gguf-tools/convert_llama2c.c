@@ -5,13 +5,11 @@
  * the interleaved RoPE layout, so Q/K are copied unpermuted. */
 #include "convert.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "outputs.h"
 
 #define L2C_V1_MAGIC 0x616b3432u     /* bytes "24ka" */
 #define L2C_V1_HEADER 256
@@ -135,59 +133,32 @@ static void l2c_vocab(const char *path, uint32_t n, cv_vocab *v)
     free(buf);
 }
 
-static const char usage[] =
-    "usage: hc-convert llama2c CHECKPOINT.bin TOKENIZER.bin -o OUT.gguf [--ctx N]\n"
-    "\n"
-    "Convert a llama2.c checkpoint (legacy or version 1, float32) and its tokenizer.bin\n"
-    "into a llama GGUF laid out as llama.cpp's convert-llama2c-to-ggml writes it.\n"
-    "\n"
-    "  -o, --output FILE   output GGUF (written atomically)\n"
-    "      --ctx N         llama.context_length (default: the checkpoint's seq_len;\n"
-    "                      llama.cpp's converter writes its own default, e.g. 2048)\n"
-    "      --version       print the version\n"
-    "  -h, --help          this help\n";
-
-int convert_llama2c_main(int argc, char **argv)
+int cv_convert_llama2c(const cv_llama2c_opts *o, char *err, size_t errlen)
 {
-    static const struct option opts[] = {
-        {"output", required_argument, 0, 'o'}, {"ctx", required_argument, 0, 'c'},
-        HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
-    };
-    const char *out = NULL;
-    long ctx = 0;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': out = optarg; break;
-        case 'c': ctx = (long)hc_opt_int("--ctx", optarg, 1, INT32_MAX); break;
-        case HC_OPT_VERSION: hc_version();
-        case 'h': fputs(usage, stdout); return 0;
-        default: hc_bad_option(c, "llama2c", argv, opts);
-        }
-    }
-    if (argc - optind != 2 || !out) hc_die("llama2c: needs CHECKPOINT.bin TOKENIZER.bin -o OUT.gguf (see --help)");
-    const char *ckpt = argv[optind], *tok = argv[optind + 1];
-    hc_check_outputs((const char *[]){ ckpt, tok }, 2, &out, 1);
-
-    char err[512];
+    const char *ckpt = o->checkpoint;
     hc_map m;
-    if (hc_map_open(&m, ckpt, err, sizeof err)) hc_die("%s", err);
+    if (hc_map_open(&m, ckpt, err, errlen)) return -1;
     l2c_config cfg;
     l2c_weights wt;
     int shared;
     l2c_layout(ckpt, &m, &cfg, &shared, &wt);
     cv_vocab v;
-    l2c_vocab(tok, (uint32_t)cfg.vocab, &v);
+    l2c_vocab(o->tokenizer, (uint32_t)cfg.vocab, &v);
 
     cv_hparams hp = {
         .n_vocab = (uint32_t)cfg.vocab, .n_embd = (uint32_t)cfg.dim, .n_ff = (uint32_t)cfg.hidden,
         .n_layer = (uint32_t)cfg.n_layers, .n_head = (uint32_t)cfg.n_heads,
-        .n_head_kv = (uint32_t)cfg.n_kv_heads, .n_ctx = (uint32_t)(ctx ? ctx : cfg.seq_len),
+        .n_head_kv = (uint32_t)cfg.n_kv_heads, .n_ctx = (uint32_t)(o->ctx ? o->ctx : cfg.seq_len),
         .eps = 1e-5f,                    /* llama2.c hard-codes it */
         .name = "llama", .unk_id = 0, .bos_id = 1, .eos_id = 2, .pad_id = UINT32_MAX,
     };
-    if (cv_check_hparams(&hp, err, sizeof err)) hc_die("%s: %s", ckpt, err);
+    char why[512];
+    if (cv_check_hparams(&hp, why, sizeof why)) {
+        snprintf(err, errlen, "%s: %s", ckpt, why);
+        cv_vocab_free(&v);
+        hc_map_close(&m);
+        return -1;
+    }
 
     /* tensors in llama.cpp's converter order; "output" is written even when shared */
     const int64_t dim = cfg.dim, hid = cfg.hidden, kv_dim = dim * cfg.n_kv_heads / cfg.n_heads;
@@ -212,11 +183,10 @@ int convert_llama2c_main(int argc, char **argv)
      * KV set stays exactly llama.cpp's. */
     gguf_writer *w = gguf_writer_new(GGUF_VARIANT_GGUF);
     cv_set_llama_kvs(w, &hp, &v);
-    int rc = cv_write(w, &ts, out, err, sizeof err);
+    int rc = cv_write(w, &ts, o->out, err, errlen);
     gguf_writer_free(w);
     cv_tensors_free(&ts);
     cv_vocab_free(&v);
     hc_map_close(&m);
-    if (rc) hc_die("%s", err);
-    return 0;
+    return rc;
 }

@@ -19,25 +19,24 @@
  * direction. The order (hottest first) is stored per layer in KVs. */
 #include "convert.h"
 
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "outputs.h"
 #include "ggml_types.h"
 
 #define P_MAX 0.9            /* firing rate of the hottest neuron */
 #define WRITE_GAIN 0.2f      /* scale of attn_output / ffn_down: small residual updates */
-#define MAX_COUNT (1L << 30) /* largest --dim, --n-ff, ... */
 
 typedef struct {
     uint64_t seed;
     int64_t dim, n_ff;
     float *u;                /* bias direction (unit), or NULL: nothing planted */
     float **gate_shift;      /* [layer][neuron] b_j * sqrt(dim) = Phi^-1(p_j) */
+    int32_t **order;         /* [layer] neurons hottest first (planted only) */
+    uint32_t n_hot;          /* H = round(F n_ff), at least 1 (planted only) */
 } synth;
 
 /* Uniform on (-sqrt3, sqrt3): mean 0, variance 1. */
@@ -158,151 +157,70 @@ static void synth_vocab(cv_vocab *v, uint32_t n)
     }
 }
 
-static const char usage[] =
-    "usage: hc-convert synth -o OUT.gguf [options]\n"
-    "\n"
-    "Write a random, well-formed llama GGUF (deterministic from --seed).\n"
-    "\n"
-    "  -o, --output FILE     output GGUF (written atomically)\n"
-    "      --dim N           embedding length (default 64)\n"
-    "      --n-ff N          FFN neurons per layer (default 256)\n"
-    "      --layers N        blocks (default 2)\n"
-    "      --heads N         attention heads (default 4)\n"
-    "      --kv-heads N      KV heads (default: --heads)\n"
-    "      --vocab N         vocabulary size, >= 259 (default 512)\n"
-    "      --ctx N           context length (default 256)\n"
-    "      --act relu|silu   FFN activation (default relu)\n"
-    "      --type f32|f16    weight type of 2-D tensors (default f32)\n"
-    "      --seed N          random seed (default 1)\n"
-    "      --hot-fraction F  plant a hot set: the top F of each layer's neurons fire on\n"
-    "                        most tokens (0 < F <= 1; default: nothing planted)\n"
-    "      --hot-skew S      firing rate of the neuron of rank k: 0.9 (1 + (k-1)/H)^-S,\n"
-    "                        H = F n_ff (default 1)\n"
-    "      --version         print the version\n"
-    "  -h, --help            this help\n";
-
-int convert_synth_main(int argc, char **argv)
+/* The planted hot set of o->layers layers: the unit direction u, and per
+ * layer a random rank order of the neurons and each neuron's gate shift. */
+static void plant_hot_set(synth *sy, const cv_synth_opts *o)
 {
-    enum { O_DIM = 256, O_FF, O_LAYERS, O_HEADS, O_KV, O_VOCAB, O_CTX, O_ACT, O_TYPE, O_SEED, O_HOT, O_SKEW };
-    static const struct option opts[] = {
-        {"output", required_argument, 0, 'o'}, {"dim", required_argument, 0, O_DIM},
-        {"n-ff", required_argument, 0, O_FF}, {"layers", required_argument, 0, O_LAYERS},
-        {"heads", required_argument, 0, O_HEADS}, {"kv-heads", required_argument, 0, O_KV},
-        {"vocab", required_argument, 0, O_VOCAB}, {"ctx", required_argument, 0, O_CTX},
-        {"act", required_argument, 0, O_ACT}, {"type", required_argument, 0, O_TYPE},
-        {"seed", required_argument, 0, O_SEED}, {"hot-fraction", required_argument, 0, O_HOT},
-        {"hot-skew", required_argument, 0, O_SKEW}, HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
-    };
-    const char *out = NULL;
-    long dim = 64, n_ff = 256, layers = 2, heads = 4, kv = 0, vocab = 512, ctx = 256;
-    int relu = 1;
-    uint32_t wtype = GGML_TYPE_F32;
-    uint64_t seed = 1;
-    double hot = 0, skew = 1;
-    int have_skew = 0, c;
-    char *end;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': out = optarg; break;
-        case O_DIM: dim = (long)hc_opt_int("--dim", optarg, 2, MAX_COUNT); break;
-        case O_FF: n_ff = (long)hc_opt_int("--n-ff", optarg, 1, MAX_COUNT); break;
-        case O_LAYERS: layers = (long)hc_opt_int("--layers", optarg, 1, MAX_COUNT); break;
-        case O_HEADS: heads = (long)hc_opt_int("--heads", optarg, 1, MAX_COUNT); break;
-        case O_KV: kv = (long)hc_opt_int("--kv-heads", optarg, 1, MAX_COUNT); break;
-        case O_VOCAB: vocab = (long)hc_opt_int("--vocab", optarg, 259, MAX_COUNT); break;
-        case O_CTX: ctx = (long)hc_opt_int("--ctx", optarg, 1, MAX_COUNT); break;
-        case O_ACT:
-            if (strcmp(optarg, "relu") && strcmp(optarg, "silu")) hc_die("bad value for --act: '%s' (expected relu or silu)", optarg);
-            relu = !strcmp(optarg, "relu");
-            break;
-        case O_TYPE:
-            if (!strcmp(optarg, "f32")) wtype = GGML_TYPE_F32;
-            else if (!strcmp(optarg, "f16")) wtype = GGML_TYPE_F16;
-            else hc_die("bad value for --type: '%s' (expected f32 or f16)", optarg);
-            break;
-        case O_SEED:
-            seed = strtoull(optarg, &end, 0);
-            if (*end || end == optarg) hc_die("bad value for --seed: '%s' (expected an integer)", optarg);
-            break;
-        case O_HOT:
-            hot = strtod(optarg, &end);
-            if (*end || !(hot > 0 && hot <= 1)) hc_die("bad value for --hot-fraction: '%s' (expected a number in (0, 1])", optarg);
-            break;
-        case O_SKEW:
-            skew = strtod(optarg, &end);
-            have_skew = 1;
-            if (*end || !(skew > 0 && skew <= 16)) hc_die("bad value for --hot-skew: '%s' (expected a number in (0, 16])", optarg);
-            break;
-        case HC_OPT_VERSION: hc_version();
-        case 'h': fputs(usage, stdout); return 0;
-        default: hc_bad_option(c, "synth", argv, opts);
-        }
+    const long layers = o->layers, n_ff = o->n_ff;
+    uint64_t s = o->seed ^ 0x5eed0fb1a5d1u;
+    sy->n_hot = (uint32_t)lround(o->hot_fraction * (double)n_ff);
+    if (!sy->n_hot) sy->n_hot = 1;
+    sy->u = malloc((size_t)o->dim * sizeof *sy->u);
+    double *shift_of_rank = malloc((size_t)n_ff * sizeof *shift_of_rank);
+    sy->gate_shift = malloc((size_t)layers * sizeof *sy->gate_shift);
+    sy->order = malloc((size_t)layers * sizeof *sy->order);
+    if (!sy->u || !shift_of_rank || !sy->gate_shift || !sy->order) hc_die("out of memory");
+    double norm = 0;
+    for (long i = 0; i < o->dim; i++) {
+        sy->u[i] = unit_noise(&s);
+        norm += (double)sy->u[i] * sy->u[i];
     }
-    if (argc != optind || !out) hc_die("synth: needs -o OUT.gguf and no other arguments (see --help)");
-    if (have_skew && !hot) hc_die("--hot-skew needs --hot-fraction");
-    hc_check_outputs(NULL, 0, &out, 1);
-
-    cv_hparams hp = {
-        .n_vocab = (uint32_t)vocab, .n_embd = (uint32_t)dim, .n_ff = (uint32_t)n_ff,
-        .n_layer = (uint32_t)layers, .n_head = (uint32_t)heads, .n_head_kv = (uint32_t)(kv ? kv : heads),
-        .n_ctx = (uint32_t)ctx, .eps = 1e-5f, .name = "synth",
-        .unk_id = 0, .bos_id = 1, .eos_id = 2, .pad_id = UINT32_MAX,
-    };
-    char err[512];
-    if (cv_check_hparams(&hp, err, sizeof err)) hc_die("%s", err);
-
-    synth sy = {.seed = seed, .dim = dim, .n_ff = n_ff};
-    int32_t **order = NULL;
-    uint32_t n_hot = 0;
-    if (hot > 0) {
-        uint64_t s = seed ^ 0x5eed0fb1a5d1u;
-        n_hot = (uint32_t)lround(hot * (double)n_ff);
-        if (!n_hot) n_hot = 1;
-        sy.u = malloc((size_t)dim * sizeof *sy.u);
-        double *shift_of_rank = malloc((size_t)n_ff * sizeof *shift_of_rank);
-        sy.gate_shift = malloc((size_t)layers * sizeof *sy.gate_shift);
-        order = malloc((size_t)layers * sizeof *order);
-        if (!sy.u || !shift_of_rank || !sy.gate_shift || !order) hc_die("out of memory");
-        double norm = 0;
-        for (long i = 0; i < dim; i++) {
-            sy.u[i] = unit_noise(&s);
-            norm += (double)sy.u[i] * sy.u[i];
+    for (long i = 0; i < o->dim; i++) sy->u[i] = (float)(sy->u[i] / sqrt(norm));
+    for (long k = 0; k < n_ff; k++)
+        shift_of_rank[k] = probit(P_MAX * pow(1.0 + (double)k / sy->n_hot, -o->hot_skew));
+    for (long l = 0; l < layers; l++) {
+        int32_t *order = sy->order[l] = malloc((size_t)n_ff * sizeof *order);
+        sy->gate_shift[l] = malloc((size_t)n_ff * sizeof **sy->gate_shift);
+        if (!order || !sy->gate_shift[l]) hc_die("out of memory");
+        for (long j = 0; j < n_ff; j++) order[j] = (int32_t)j;
+        for (long j = n_ff - 1; j > 0; j--) {           /* Fisher-Yates */
+            long r = (long)(hc_splitmix64(&s) % (uint64_t)(j + 1));
+            int32_t t = order[j];
+            order[j] = order[r];
+            order[r] = t;
         }
-        for (long i = 0; i < dim; i++) sy.u[i] = (float)(sy.u[i] / sqrt(norm));
-        for (long k = 0; k < n_ff; k++)
-            shift_of_rank[k] = probit(P_MAX * pow(1.0 + (double)k / n_hot, -skew));
-        for (long l = 0; l < layers; l++) {
-            order[l] = malloc((size_t)n_ff * sizeof **order);
-            sy.gate_shift[l] = malloc((size_t)n_ff * sizeof **sy.gate_shift);
-            if (!order[l] || !sy.gate_shift[l]) hc_die("out of memory");
-            for (long j = 0; j < n_ff; j++) order[l][j] = (int32_t)j;
-            for (long j = n_ff - 1; j > 0; j--) {           /* Fisher-Yates */
-                long r = (long)(hc_splitmix64(&s) % (uint64_t)(j + 1));
-                int32_t t = order[l][j];
-                order[l][j] = order[l][r];
-                order[l][r] = t;
-            }
-            for (long k = 0; k < n_ff; k++) sy.gate_shift[l][order[l][k]] = (float)shift_of_rank[k];
-        }
-        free(shift_of_rank);
+        for (long k = 0; k < n_ff; k++) sy->gate_shift[l][order[k]] = (float)shift_of_rank[k];
     }
+    free(shift_of_rank);
+}
 
-    cv_vocab v;
-    synth_vocab(&v, (uint32_t)vocab);
-    const int64_t E = dim, F = n_ff, hd = dim / heads, KV = hd * hp.n_head_kv;
-    cv_tensors ts = {0};
+static void free_hot_set(synth *sy, long layers)
+{
+    if (!sy->u) return;
+    for (long l = 0; l < layers; l++) {
+        free(sy->order[l]);
+        free(sy->gate_shift[l]);
+    }
+    free(sy->order);
+    free(sy->gate_shift);
+    free(sy->u);
+}
+
+/* The tensors of the model, in the order they are written. */
+static void synth_tensors(cv_tensors *ts, const synth *sy, const cv_synth_opts *o, const cv_hparams *hp)
+{
+    const int64_t E = o->dim, F = o->n_ff, hd = o->dim / o->heads, KV = hd * hp->n_head_kv;
 #define GEN(fn, nd, ne0, ne1, layer, ...)                                                 \
     do {                                                                                  \
-        cv_tensor *t_ = cv_add(&ts, (nd) > 1 ? wtype : GGML_TYPE_F32, nd, ne0, ne1, __VA_ARGS__); \
+        cv_tensor *t_ = cv_add(ts, (nd) > 1 ? o->type : GGML_TYPE_F32, nd, ne0, ne1, __VA_ARGS__); \
         t_->gen = fn;                                                                     \
-        t_->gen_ctx = &sy;                                                                \
+        t_->gen_ctx = sy;                                                                 \
         t_->gen_id = layer;                                                               \
     } while (0)
-    GEN(gen_embd, 2, E, vocab, 0, "token_embd.weight");
+    GEN(gen_embd, 2, E, o->vocab, 0, "token_embd.weight");
     GEN(gen_ones, 1, E, 1, 0, "output_norm.weight");
-    GEN(gen_read, 2, E, vocab, 0, "output.weight");
-    for (long l = 0; l < layers; l++) {
+    GEN(gen_read, 2, E, o->vocab, 0, "output.weight");
+    for (long l = 0; l < o->layers; l++) {
         GEN(gen_read, 2, E, E, l, "blk.%ld.attn_q.weight", l);
         GEN(gen_read, 2, E, KV, l, "blk.%ld.attn_k.weight", l);
         GEN(gen_read, 2, E, KV, l, "blk.%ld.attn_v.weight", l);
@@ -314,37 +232,52 @@ int convert_synth_main(int argc, char **argv)
         GEN(gen_ones, 1, E, 1, l, "blk.%ld.ffn_norm.weight", l);
     }
 #undef GEN
+}
 
+/* The KVs after the llama ones: rope base, file type, activation, seed and
+ * the planted set's parameters and per-layer orders. */
+static void synth_kvs(gguf_writer *w, const synth *sy, const cv_synth_opts *o)
+{
+    gguf_set_f32(w, "llama.rope.freq_base", 10000.0f);
+    gguf_set_u32(w, "general.file_type", o->type == GGML_TYPE_F32 ? 0 : 1);
+    gguf_set_str(w, "hotcold.ffn_activation", o->relu ? "relu" : "silu");
+    gguf_set_u64(w, "hotcold.synth.seed", o->seed);
+    if (!sy->u) return;
+    gguf_set_f32(w, "hotcold.synth.hot_fraction", (float)o->hot_fraction);
+    gguf_set_f32(w, "hotcold.synth.hot_skew", (float)o->hot_skew);
+    gguf_set_u32(w, "hotcold.synth.hot_count", sy->n_hot);
+    gguf_set_f32(w, "hotcold.synth.p_max", (float)P_MAX);
+    for (long l = 0; l < o->layers; l++) {
+        char key[64];
+        snprintf(key, sizeof key, "hotcold.synth.order.%ld", l);
+        gguf_set_arr(w, key, GGUF_TYPE_INT32, sy->order[l], (uint64_t)o->n_ff);
+    }
+}
+
+int cv_convert_synth(const cv_synth_opts *o, char *err, size_t errlen)
+{
+    cv_hparams hp = {
+        .n_vocab = (uint32_t)o->vocab, .n_embd = (uint32_t)o->dim, .n_ff = (uint32_t)o->n_ff,
+        .n_layer = (uint32_t)o->layers, .n_head = (uint32_t)o->heads,
+        .n_head_kv = (uint32_t)(o->kv_heads ? o->kv_heads : o->heads),
+        .n_ctx = (uint32_t)o->ctx, .eps = 1e-5f, .name = "synth",
+        .unk_id = 0, .bos_id = 1, .eos_id = 2, .pad_id = UINT32_MAX,
+    };
+    if (cv_check_hparams(&hp, err, errlen)) return -1;
+
+    synth sy = {.seed = o->seed, .dim = o->dim, .n_ff = o->n_ff};
+    if (o->hot_fraction > 0) plant_hot_set(&sy, o);
+    cv_vocab v;
+    synth_vocab(&v, (uint32_t)o->vocab);
+    cv_tensors ts = {0};
+    synth_tensors(&ts, &sy, o, &hp);
     gguf_writer *w = gguf_writer_new(GGUF_VARIANT_GGUF);
     cv_set_llama_kvs(w, &hp, &v);
-    gguf_set_f32(w, "llama.rope.freq_base", 10000.0f);
-    gguf_set_u32(w, "general.file_type", wtype == GGML_TYPE_F32 ? 0 : 1);
-    gguf_set_str(w, "hotcold.ffn_activation", relu ? "relu" : "silu");
-    gguf_set_u64(w, "hotcold.synth.seed", seed);
-    if (hot > 0) {
-        gguf_set_f32(w, "hotcold.synth.hot_fraction", (float)hot);
-        gguf_set_f32(w, "hotcold.synth.hot_skew", (float)skew);
-        gguf_set_u32(w, "hotcold.synth.hot_count", n_hot);
-        gguf_set_f32(w, "hotcold.synth.p_max", (float)P_MAX);
-        for (long l = 0; l < layers; l++) {
-            char key[64];
-            snprintf(key, sizeof key, "hotcold.synth.order.%ld", l);
-            gguf_set_arr(w, key, GGUF_TYPE_INT32, order[l], (uint64_t)n_ff);
-        }
-    }
-    int rc = cv_write(w, &ts, out, err, sizeof err);
+    synth_kvs(w, &sy, o);
+    int rc = cv_write(w, &ts, o->out, err, errlen);
     gguf_writer_free(w);
     cv_tensors_free(&ts);
     cv_vocab_free(&v);
-    if (hot > 0) {
-        for (long l = 0; l < layers; l++) {
-            free(order[l]);
-            free(sy.gate_shift[l]);
-        }
-        free(order);
-        free(sy.gate_shift);
-        free(sy.u);
-    }
-    if (rc) hc_die("%s", err);
-    return 0;
+    free_hot_set(&sy, o->layers);
+    return rc;
 }

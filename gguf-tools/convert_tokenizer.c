@@ -152,6 +152,34 @@ static int set_json_token(cv_vocab *v, const char *path, double id, const char *
     return 0;
 }
 
+/* BPE scores: score = -(rank of the first merge forming the piece). */
+static int score_merges(cv_vocab *v, const char *path, const cJSON *merges, char *err, size_t errlen)
+{
+    int rc = 0;
+    cv_piece_index ix;
+    cv_index_build(&ix, v);
+    uint8_t *scored = calloc(v->n, 1);
+    if (!scored) hc_die("out of memory");
+    int rank = 0;
+    for (const cJSON *e = cJSON_IsArray(merges) ? merges->child : NULL; e && !rc; e = e->next, rank++) {
+        char buf[1024];
+        const char *a, *b;
+        size_t na, nb;
+        int n = cv_json_merge(e, &a, &na, &b, &nb) ? -1 : snprintf(buf, sizeof buf, "%.*s%.*s", (int)na, a, (int)nb, b);
+        long id = n > 0 && (size_t)n < sizeof buf ? cv_index_find(&ix, v, buf) : -1;
+        if (id < 0) {
+            snprintf(err, errlen, "%s: merge %d does not form a vocabulary piece", path, rank);
+            rc = -1;
+        } else if (!scored[id]) {
+            scored[id] = 1;
+            v->scores[id] = (float)-rank;
+        }
+    }
+    free(scored);
+    free(ix.slot);
+    return rc;
+}
+
 static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t errlen)
 {
     size_t len;
@@ -197,29 +225,7 @@ static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t 
                 rc = set_json_token(v, path, e->valuedouble, e->string, 0.0f, TOK_NORMAL, err, errlen);
             }
         }
-        /* score = -(rank of the first merge forming the piece) */
-        cv_piece_index ix;
-        cv_index_build(&ix, v);
-        uint8_t *scored = calloc(v->n, 1);
-        if (!scored) hc_die("out of memory");
-        const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
-        int rank = 0;
-        for (const cJSON *e = cJSON_IsArray(merges) ? merges->child : NULL; e && !rc; e = e->next, rank++) {
-            char buf[1024];
-            const char *a, *b;
-            size_t na, nb;
-            int n = cv_json_merge(e, &a, &na, &b, &nb) ? -1 : snprintf(buf, sizeof buf, "%.*s%.*s", (int)na, a, (int)nb, b);
-            long id = n > 0 && (size_t)n < sizeof buf ? cv_index_find(&ix, v, buf) : -1;
-            if (id < 0) {
-                snprintf(err, errlen, "%s: merge %d does not form a vocabulary piece", path, rank);
-                rc = -1;
-            } else if (!scored[id]) {
-                scored[id] = 1;
-                v->scores[id] = (float)-rank;
-            }
-        }
-        free(scored);
-        free(ix.slot);
+        if (!rc) rc = score_merges(v, path, cJSON_GetObjectItemCaseSensitive(model, "merges"), err, errlen);
         const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
         long uid = !rc && cJSON_IsString(unk) ? vocab_id(v, unk->valuestring) : -1;
         if (uid >= 0) v->types[uid] = TOK_UNKNOWN;

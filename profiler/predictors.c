@@ -109,7 +109,8 @@ static int finish_layer(const hc_pred_opts *o, const hc_pred_set *te, int l, flo
     return 0;
 }
 
-int hc_predictors_run(const hc_pred_opts *oin, hc_pred_report *rep, char *err, size_t errlen)
+/* The options with every 0 ("default") replaced by its value. */
+static hc_pred_opts with_defaults(const hc_pred_opts *oin)
 {
     hc_pred_opts o = *oin;
     if (!o.epochs) o.epochs = 10;
@@ -120,6 +121,56 @@ int hc_predictors_run(const hc_pred_opts *oin, hc_pred_report *rep, char *err, s
     if (!o.mem) o.mem = 2ull << 30;
     if (o.n_threads < 1) o.n_threads = 1;
     if (o.pred_type != GGML_TYPE_F16) o.pred_type = GGML_TYPE_F32;
+    return o;
+}
+
+/* The ranks each layer tries: n_embd/16, /8, /4, /2 with --rank-auto, else one. */
+static int rank_candidates(const hc_pred_opts *o, int n_embd, int cand[4])
+{
+    int n_cand = 0;
+    if (o->rank_auto) {
+        for (int div = 16; div >= 2; div /= 2) {
+            int r = default_rank(n_embd, div);
+            if (!n_cand || cand[n_cand - 1] != r) cand[n_cand++] = r;
+        }
+    } else {
+        cand[n_cand++] = o->rank ? o->rank : default_rank(n_embd, 4);
+    }
+    return n_cand;
+}
+
+/* Train every layer, choose the global threshold and fold it into each fc2. */
+static int train_layers(const hc_pred_opts *o, int n_embd, hc_pred_set *sets[HC_PRED_NSETS], hc_pred_net *nets,
+                        hc_pred_report *rep, char *err, size_t errlen)
+{
+    const int L = rep->n_layer;
+    int cand[4], n_cand = rank_candidates(o, n_embd, cand);
+    hc_progress bar;
+    int done_steps = 0;
+    hc_progress_start(&bar, "train", (uint64_t)L * (uint64_t)n_cand, "fits");
+    double t0 = hc_now();
+    for (int l = 0; l < L; l++)
+        if (fit_layer(o, sets, l, cand, n_cand, &bar, &done_steps, &nets[l], &rep->layers[l], err, errlen) != 0) {
+            hc_progress_end(&bar);
+            return -1;
+        }
+    hc_progress_end(&bar);
+    rep->train_s = hc_now() - t0;
+    /* one threshold for all layers: +1 when every calibrated threshold is
+     * positive, else -1 (positive ones are lowered to -T_FLOOR) */
+    rep->global_threshold = 1.0f;
+    for (int l = 0; l < L; l++)
+        if (rep->layers[l].threshold < T_FLOOR) rep->global_threshold = -1.0f;
+    for (int l = 0; l < L; l++)
+        if (finish_layer(o, &sets[HC_PRED_TEST][l], l, rep->global_threshold, &nets[l], &rep->layers[l], err,
+                         errlen) != 0)
+            return -1;
+    return 0;
+}
+
+int hc_predictors_run(const hc_pred_opts *oin, hc_pred_report *rep, char *err, size_t errlen)
+{
+    hc_pred_opts o = with_defaults(oin);
     memset(rep, 0, sizeof *rep);
 
     hc_pred_set *sets[HC_PRED_NSETS] = { 0 };
@@ -145,38 +196,7 @@ int hc_predictors_run(const hc_pred_opts *oin, hc_pred_report *rep, char *err, s
         }
     openblas_set_num_threads(o.n_threads);
     if (hc_pred_collect(&o, m, sets, rep, err, errlen) != 0) goto done;
-
-    int cand[4], n_cand = 0;
-    if (o.rank_auto) {
-        for (int div = 16; div >= 2; div /= 2) {
-            int r = default_rank(hp->n_embd, div);
-            if (!n_cand || cand[n_cand - 1] != r) cand[n_cand++] = r;
-        }
-    } else {
-        cand[n_cand++] = o.rank ? o.rank : default_rank(hp->n_embd, 4);
-    }
-    hc_progress bar;
-    int done_steps = 0;
-    hc_progress_start(&bar, "train", (uint64_t)L * (uint64_t)n_cand, "fits");
-    double t0 = hc_now();
-    for (int l = 0; l < L; l++)
-        if (fit_layer(&o, sets, l, cand, n_cand, &bar, &done_steps, &nets[l], &rep->layers[l], err,
-                      errlen) != 0) {
-            hc_progress_end(&bar);
-            goto done;
-        }
-    hc_progress_end(&bar);
-    rep->train_s = hc_now() - t0;
-    /* one threshold for all layers: +1 when every calibrated threshold is
-     * positive, else -1 (positive ones are lowered to -T_FLOOR) */
-    rep->global_threshold = 1.0f;
-    for (int l = 0; l < L; l++)
-        if (rep->layers[l].threshold < T_FLOOR) rep->global_threshold = -1.0f;
-    for (int l = 0; l < L; l++)
-        if (finish_layer(&o, &sets[HC_PRED_TEST][l], l, rep->global_threshold, &nets[l], &rep->layers[l], err,
-                         errlen) != 0)
-            goto done;
-
+    if (train_layers(&o, hp->n_embd, sets, nets, rep, err, errlen) != 0) goto done;
     if (o.output && hc_pred_write(m, nets, &o, rep, err, errlen) != 0) goto done;
     if (o.svg) {
         char title[512];
@@ -191,4 +211,14 @@ done:
     free(nets);
     hc_model_free(m);
     return rc;
+}
+
+int hc_pred_default_type(const char *model, uint32_t *type, char *err, size_t errlen)
+{
+    gguf_file *f = gguf_open(model, err, errlen);
+    if (!f) return -1;
+    const gguf_tensor *t = gguf_get_tensor(f, "blk.0.ffn_up.weight");
+    *type = t && t->type == GGML_TYPE_F32 ? GGML_TYPE_F32 : GGML_TYPE_F16;
+    gguf_close(f);
+    return 0;
 }

@@ -15,8 +15,6 @@
 #include "model.h"
 #include "tokenizer.h"
 
-int hc_profile_predictors_main(int argc, char **argv);
-
 typedef struct {
     const char *model, *corpus, *output, *svg;   /* output/svg may be NULL (no file) */
     int rank;              /* predictor hidden size; 0: n_embd/4 (multiple of 8, >= 8) */
@@ -62,6 +60,10 @@ typedef struct {
  * o->svg). 0, or -1 with a one-line message in err. rep->layers must be
  * freed by the caller (also after a failure). */
 int hc_predictors_run(const hc_pred_opts *o, hc_pred_report *rep, char *err, size_t errlen);
+
+/* The predictor type when none is asked for: F32 for a model whose FFN
+ * (blk.0.ffn_up) is F32, else F16. 0, or -1 with a message in err. */
+int hc_pred_default_type(const char *model, uint32_t *type, char *err, size_t errlen);
 
 /* ---- pieces, shared by the files of this module and the tests ---- */
 

@@ -71,91 +71,90 @@ static int window_set(int64_t w, int64_t n_win, int64_t n_hold)
     return a % 2 ? HC_PRED_TEST : HC_PRED_CALIB;
 }
 
-int hc_pred_collect(const hc_pred_opts *o, const hc_model *m, hc_pred_set *sets[HC_PRED_NSETS],
-                    hc_pred_report *rep, char *err, size_t errlen)
+/* The windows of the corpus and the reservoir capacity of each set. */
+typedef struct {
+    int ctx_len;
+    int64_t n_used, per, n_win, n_hold;   /* tokens used, per window, windows, held out */
+    int64_t cap[HC_PRED_NSETS];
+} plan;
+
+/* Reservoir capacities from the memory budget (every kept token costs L rows
+ * of x and y; the calibration of one layer also holds up to n_ff logits per
+ * calibration token) and the sets of that size. 0, or -1 with err (sets freed
+ * by the caller). */
+static int alloc_sets(const hc_pred_opts *o, const hc_hparams *hp, plan *pl, hc_pred_set *sets[HC_PRED_NSETS],
+                      char *err, size_t errlen)
 {
-    const hc_hparams *hp = &m->hp;
     const int L = hp->n_layer, E = hp->n_embd, F = hp->n_ff;
-    int rc = -1;
-    hc_ctx *ctx = NULL;
-    int32_t *toks = NULL, *win = NULL;
-    int64_t *slot = NULL;
-    hc_tokenizer *tok = NULL;
-    memset(sets, 0, sizeof(hc_pred_set *) * HC_PRED_NSETS);
-
-    int ctx_len = o->ctx ? o->ctx : hp->n_ctx_train < 512 ? hp->n_ctx_train : 512;
-    if (ctx_len < 2 || ctx_len > hp->n_ctx_train) {
-        snprintf(err, errlen, "%s: context %d must be in [2, %d] (the model's context length)", o->model, ctx_len,
-                 hp->n_ctx_train);
-        return -1;
-    }
-    if (!(tok = hc_model_tokenizer(m, err, errlen))) return -1;
-    int bos = hc_tokenizer_bos(tok);
-    if (bos < 0) { snprintf(err, errlen, "%s: the vocabulary has no BOS token", o->model); goto done; }
-    int64_t n_all;
-    if (!(toks = hc_tokenize_file(tok, o->corpus, &n_all, err, errlen))) goto done;
-    int64_t n_used = o->max_tokens && o->max_tokens < n_all ? o->max_tokens : n_all;
-    int64_t per = ctx_len - 1, n_win = (n_used + per - 1) / per;
-    int64_t n_hold = (int64_t)llround(o->holdout * (double)n_win);
-    if (n_hold < 2) n_hold = 2;
-    if (n_win - n_hold < 1) {
-        snprintf(err, errlen, "%s: %" PRId64 " windows of %d tokens are too few to hold out %" PRId64
-                 " (use more text or a smaller -c)", o->corpus, n_win, ctx_len, n_hold);
-        goto done;
-    }
-
-    /* tokens per set, and reservoir capacities from the memory budget: every
-     * kept token costs L rows of x and y; the calibration of one layer also
-     * holds up to n_ff logits per calibration token */
-    int64_t total[HC_PRED_NSETS] = { 0 }, cap[HC_PRED_NSETS];
-    for (int64_t w = 0; w < n_win; w++) total[window_set(w, n_win, n_hold)] += window_len(w, per, n_used);
+    int64_t total[HC_PRED_NSETS] = { 0 };
+    for (int64_t w = 0; w < pl->n_win; w++)
+        total[window_set(w, pl->n_win, pl->n_hold)] += window_len(w, pl->per, pl->n_used);
     double row = (double)L * (4.0 * E + (double)hc_pred_ybytes(F)), h = o->holdout;
     double C = (double)o->mem / (row + h / 2 * 4.0 * F);
     double share[HC_PRED_NSETS] = { 1 - h, h / 2, h / 2 };
     for (int k = 0; k < HC_PRED_NSETS; k++) {
-        cap[k] = (int64_t)(C * share[k]);
-        if (cap[k] > total[k]) cap[k] = total[k];
-        if (cap[k] < 1) {
+        int64_t cap = (int64_t)(C * share[k]);
+        if (cap > total[k]) cap = total[k];
+        pl->cap[k] = cap;
+        if (cap < 1) {
             snprintf(err, errlen, "%s: --mem %" PRIu64 " bytes keeps no %s token; raise it", o->model, o->mem,
                      k == HC_PRED_TRAIN ? "training" : "held-out");
-            goto done;
+            return -1;
         }
         if (!(sets[k] = calloc((size_t)L, sizeof *sets[k]))) goto oom;
         for (int l = 0; l < L; l++) {
             hc_pred_set *s = &sets[k][l];
-            *s = (hc_pred_set){ .n = cap[k], .n_embd = E, .n_ff = F };
-            s->x = malloc(sizeof(float) * (size_t)cap[k] * E);
-            s->y = malloc(hc_pred_ybytes(F) * (size_t)cap[k]);
+            *s = (hc_pred_set){ .n = cap, .n_embd = E, .n_ff = F };
+            s->x = malloc(sizeof(float) * (size_t)cap * E);
+            s->y = malloc(hc_pred_ybytes(F) * (size_t)cap);
             if (!s->x || !s->y) goto oom;
         }
     }
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory for the samples (lower --mem)", o->model);
+    return -1;
+}
 
-    if (!(win = malloc(sizeof *win * (size_t)ctx_len)) || !(slot = malloc(sizeof *slot * (size_t)ctx_len))) goto oom;
+/* Every window through the model, the hook keeping the sampled positions'
+ * rows in their set; the counts into rep. 0, or -1 with err. */
+static int run_windows(const hc_pred_opts *o, const hc_model *m, const plan *pl, const int32_t *toks, int bos,
+                       hc_pred_set *sets[HC_PRED_NSETS], hc_pred_report *rep, char *err, size_t errlen)
+{
+    const int ctx_len = pl->ctx_len;
+    int rc = -1;
+    hc_ctx *ctx = NULL;
+    int32_t *win = NULL;
+    int64_t *slot = NULL;
+    if (!(win = malloc(sizeof *win * (size_t)ctx_len)) || !(slot = malloc(sizeof *slot * (size_t)ctx_len))) {
+        snprintf(err, errlen, "%s: out of memory for the samples (lower --mem)", o->model);
+        goto done;
+    }
     keeper kp = { .slot = slot, .thr = rep->act_threshold };
     hc_ctx_params cp = { .n_ctx = ctx_len, .n_batch = ctx_len, .n_threads = o->n_threads, .hook = hook, .hook_user = &kp };
     if (!(ctx = hc_ctx_new(m, &cp, err, errlen))) goto done;
     int64_t seen[HC_PRED_NSETS] = { 0 };
     uint64_t rng = o->seed ^ 0x5eed5eed5eed5eedULL;
     hc_progress bar;
-    hc_progress_start(&bar, "collect", (uint64_t)n_used, "tokens");
+    hc_progress_start(&bar, "collect", (uint64_t)pl->n_used, "tokens");
     double t0 = hc_now();
     win[0] = bos;
     slot[0] = -1;
-    for (int64_t w = 0; w < n_win; w++) {
-        int64_t k = window_len(w, per, n_used);
-        int st = window_set(w, n_win, n_hold);
+    for (int64_t w = 0; w < pl->n_win; w++) {
+        int64_t k = window_len(w, pl->per, pl->n_used);
+        int st = window_set(w, pl->n_win, pl->n_hold);
         int any = 0;
         for (int64_t p = 1; p <= k; p++) {       /* Algorithm R */
             int64_t i = seen[st]++, sl = i;
-            if (i >= cap[st]) {
+            if (i >= pl->cap[st]) {
                 sl = (int64_t)(hc_splitmix64(&rng) % (uint64_t)(i + 1));
-                if (sl >= cap[st]) sl = -1;
+                if (sl >= pl->cap[st]) sl = -1;
             }
             slot[p] = sl;
             any |= sl >= 0;
         }
         if (any) {
-            memcpy(win + 1, toks + w * per, sizeof *win * (size_t)k);
+            memcpy(win + 1, toks + w * pl->per, sizeof *win * (size_t)k);
             kp.set = sets[st];
             if (hc_eval(ctx, win, (int)k + 1, 0, NULL, HC_LOGITS_NONE) != 0) {
                 hc_progress_end(&bar);
@@ -168,22 +167,56 @@ int hc_pred_collect(const hc_pred_opts *o, const hc_model *m, hc_pred_set *sets[
     }
     hc_progress_end(&bar);
     rep->collect_s = hc_now() - t0;
-    rep->n_train = cap[HC_PRED_TRAIN];
-    rep->n_calib = cap[HC_PRED_CALIB];
-    rep->n_test = cap[HC_PRED_TEST];
+    rep->n_train = pl->cap[HC_PRED_TRAIN];
+    rep->n_calib = pl->cap[HC_PRED_CALIB];
+    rep->n_test = pl->cap[HC_PRED_TEST];
     rep->seen_train = seen[HC_PRED_TRAIN];
     rep->seen_calib = seen[HC_PRED_CALIB];
     rep->seen_test = seen[HC_PRED_TEST];
     rc = 0;
-    goto done;
-oom:
-    snprintf(err, errlen, "%s: out of memory for the samples (lower --mem)", o->model);
 done:
-    if (rc != 0)
-        for (int k = 0; k < HC_PRED_NSETS; k++) { hc_pred_sets_free(sets[k], L); sets[k] = NULL; }
     hc_ctx_free(ctx);
     free(slot);
     free(win);
+    return rc;
+}
+
+int hc_pred_collect(const hc_pred_opts *o, const hc_model *m, hc_pred_set *sets[HC_PRED_NSETS],
+                    hc_pred_report *rep, char *err, size_t errlen)
+{
+    const hc_hparams *hp = &m->hp;
+    int rc = -1;
+    int32_t *toks = NULL;
+    hc_tokenizer *tok = NULL;
+    memset(sets, 0, sizeof(hc_pred_set *) * HC_PRED_NSETS);
+
+    plan pl = { .ctx_len = o->ctx ? o->ctx : hp->n_ctx_train < 512 ? hp->n_ctx_train : 512 };
+    if (pl.ctx_len < 2 || pl.ctx_len > hp->n_ctx_train) {
+        snprintf(err, errlen, "%s: context %d must be in [2, %d] (the model's context length)", o->model,
+                 pl.ctx_len, hp->n_ctx_train);
+        return -1;
+    }
+    if (!(tok = hc_model_tokenizer(m, err, errlen))) return -1;
+    int bos = hc_tokenizer_bos(tok);
+    if (bos < 0) { snprintf(err, errlen, "%s: the vocabulary has no BOS token", o->model); goto done; }
+    int64_t n_all;
+    if (!(toks = hc_tokenize_file(tok, o->corpus, &n_all, err, errlen))) goto done;
+    pl.n_used = o->max_tokens && o->max_tokens < n_all ? o->max_tokens : n_all;
+    pl.per = pl.ctx_len - 1;
+    pl.n_win = (pl.n_used + pl.per - 1) / pl.per;
+    pl.n_hold = (int64_t)llround(o->holdout * (double)pl.n_win);
+    if (pl.n_hold < 2) pl.n_hold = 2;
+    if (pl.n_win - pl.n_hold < 1) {
+        snprintf(err, errlen, "%s: %" PRId64 " windows of %d tokens are too few to hold out %" PRId64
+                 " (use more text or a smaller -c)", o->corpus, pl.n_win, pl.ctx_len, pl.n_hold);
+        goto done;
+    }
+    if (alloc_sets(o, hp, &pl, sets, err, errlen) == 0 &&
+        run_windows(o, m, &pl, toks, bos, sets, rep, err, errlen) == 0)
+        rc = 0;
+done:
+    if (rc != 0)
+        for (int k = 0; k < HC_PRED_NSETS; k++) { hc_pred_sets_free(sets[k], hp->n_layer); sets[k] = NULL; }
     free(toks);
     hc_tokenizer_free(tok);
     return rc;

@@ -85,10 +85,81 @@ static double softplus(float z)
     return (z > 0 ? z : 0.0) + log1p(exp(-fabs((double)z)));
 }
 
+/* Scratch of one training run: the Adam state of both matrices and one
+ * minibatch's inputs X, targets Y, logits Z (then dZ), A1 and dH1. */
+typedef struct {
+    adam_param p1, p2;
+    float *X, *Y, *Z, *A1, *dH;
+    float inv;                 /* input scale: 1 / RMS of x over the training set */
+} trainer;
+
+/* One minibatch: rows perm[0..B) of s forward, the loss summed into *loss,
+ * backward, and Adam step t of total (cosine-decayed step size). */
+static void train_batch(hc_pred_net *net, trainer *tr, const hc_pred_set *s, const int64_t *perm, int B,
+                        const hc_pred_train_opts *o, int64_t t, int64_t total, double *loss)
+{
+    const int E = s->n_embd, F = s->n_ff, r = net->r;
+    const size_t yb = hc_pred_ybytes(F);
+    const float pw = o->pos_weight;
+    float *X = tr->X, *Y = tr->Y, *Z = tr->Z, *A1 = tr->A1, *dH = tr->dH;
+    for (int b = 0; b < B; b++) {
+        const float *xs = s->x + (size_t)perm[b] * E;
+        const uint8_t *ys = s->y + (size_t)perm[b] * yb;
+        for (int k = 0; k < E; k++) X[(size_t)b * E + k] = xs[k] * tr->inv;
+        for (int j = 0; j < F; j++) Y[(size_t)b * F + j] = (float)bit(ys, j);
+    }
+    forward(net, X, B, A1, Z);
+    /* dZ in place, loss on the side */
+    const float scale = 1.0f / (float)B;
+    for (size_t i = 0; i < (size_t)B * F; i++) {
+        float z = Z[i], sg = 1.0f / (1.0f + expf(-z));
+        if (Y[i] != 0.0f) {
+            *loss += pw * softplus(-z);
+            Z[i] = pw * (sg - 1.0f) * scale;
+        } else {
+            *loss += softplus(z);
+            Z[i] = sg * scale;
+        }
+    }
+    /* dW2 = dZᵀ·H1, dH1 = dZ·W2 (before W2 moves), dA1, dW1 = dA1ᵀ·X */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, F, r, B, 1.0f, Z, F, A1, r, 0.0f, tr->p2.g, r);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, r, F, 1.0f, Z, F, net->w2, r, 0.0f, dH, r);
+    for (size_t i = 0; i < (size_t)B * r; i++) dH[i] = A1[i] > 0.0f ? dH[i] : 0.0f;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r, E, B, 1.0f, dH, r, X, E, 0.0f, tr->p1.g, E);
+    float lr = o->lr * 0.5f * (1.0f + cosf(3.14159265f * (float)(t - 1) / (float)total));
+    adam_step(&tr->p1, lr, (int)(t < 1 << 30 ? t : 1 << 30));
+    adam_step(&tr->p2, lr, (int)(t < 1 << 30 ? t : 1 << 30));
+}
+
+/* Lay the scratch out in buf; the input scale of s; seeded initial weights. */
+static void train_init(hc_pred_net *net, trainer *tr, float *buf, const hc_pred_set *s, int Bm, uint64_t *rng)
+{
+    const int E = s->n_embd, F = s->n_ff, r = net->r;
+    const size_t n1 = (size_t)r * E, n2 = (size_t)F * r;
+    tr->p1 = (adam_param){ net->w1, buf, buf + n1, buf + 2 * n1, n1 };
+    float *rest = buf + 3 * n1;
+    tr->p2 = (adam_param){ net->w2, rest, rest + n2, rest + 2 * n2, n2 };
+    memset(buf, 0, sizeof(float) * 3 * n1);
+    memset(rest, 0, sizeof(float) * 3 * n2);
+    tr->X = rest + 3 * n2;
+    tr->Y = tr->X + (size_t)Bm * E;
+    tr->Z = tr->Y + (size_t)Bm * F;
+    tr->A1 = tr->Z + (size_t)Bm * F;
+    tr->dH = tr->A1 + (size_t)Bm * r;
+
+    double ss = 0;
+    for (size_t i = 0; i < (size_t)s->n * E; i++) ss += (double)s->x[i] * s->x[i];
+    tr->inv = ss > 0 ? (float)(1.0 / sqrt(ss / ((double)s->n * E))) : 1.0f;
+
+    float a1 = sqrtf(6.0f / (float)E), a2 = sqrtf(3.0f / (float)r);
+    for (size_t i = 0; i < n1; i++) net->w1[i] = uniform(rng, a1);
+    for (size_t i = 0; i < n2; i++) net->w2[i] = uniform(rng, a2);
+}
+
 int hc_pred_train(const hc_pred_set *s, const hc_pred_train_opts *o, hc_pred_net *net, double *loss)
 {
     const int E = s->n_embd, F = s->n_ff, r = o->rank, Bm = o->batch;
-    const size_t yb = hc_pred_ybytes(F), n1 = (size_t)r * E, n2 = (size_t)F * r;
+    const size_t n1 = (size_t)r * E, n2 = (size_t)F * r;
     memset(net, 0, sizeof *net);
     if (s->n < 1) return -1;
     *net = (hc_pred_net){ .r = r, .n_embd = E, .n_ff = F };
@@ -102,27 +173,12 @@ int hc_pred_train(const hc_pred_set *s, const hc_pred_train_opts *o, hc_pred_net
         hc_pred_net_free(net);
         return -1;
     }
-    adam_param p1 = { net->w1, buf, buf + n1, buf + 2 * n1, n1 };
-    float *rest = buf + 3 * n1;
-    adam_param p2 = { net->w2, rest, rest + n2, rest + 2 * n2, n2 };
-    memset(buf, 0, sizeof(float) * 3 * n1);
-    memset(rest, 0, sizeof(float) * 3 * n2);
-    float *X = rest + 3 * n2, *Y = X + (size_t)Bm * E, *Z = Y + (size_t)Bm * F;
-    float *A1 = Z + (size_t)Bm * F, *dH = A1 + (size_t)Bm * r;
-
-    /* input scale: RMS of x over the training set */
-    double ss = 0;
-    for (size_t i = 0; i < (size_t)s->n * E; i++) ss += (double)s->x[i] * s->x[i];
-    float inv = ss > 0 ? (float)(1.0 / sqrt(ss / ((double)s->n * E))) : 1.0f;
-
+    trainer tr;
     uint64_t rng = o->seed;
-    float a1 = sqrtf(6.0f / (float)E), a2 = sqrtf(3.0f / (float)r);
-    for (size_t i = 0; i < n1; i++) net->w1[i] = uniform(&rng, a1);
-    for (size_t i = 0; i < n2; i++) net->w2[i] = uniform(&rng, a2);
+    train_init(net, &tr, buf, s, Bm, &rng);
     for (int64_t i = 0; i < s->n; i++) perm[i] = i;
 
     const int64_t steps_per_epoch = (s->n + Bm - 1) / Bm, total = steps_per_epoch * o->epochs;
-    const float pw = o->pos_weight;
     int64_t t = 0;
     double epoch_loss = 0;
     for (int ep = 0; ep < o->epochs; ep++) {
@@ -133,37 +189,10 @@ int hc_pred_train(const hc_pred_set *s, const hc_pred_train_opts *o, hc_pred_net
         epoch_loss = 0;
         for (int64_t b0 = 0; b0 < s->n; b0 += Bm) {
             int B = (int)(s->n - b0 < Bm ? s->n - b0 : Bm);
-            for (int b = 0; b < B; b++) {
-                const float *xs = s->x + (size_t)perm[b0 + b] * E;
-                const uint8_t *ys = s->y + (size_t)perm[b0 + b] * yb;
-                for (int k = 0; k < E; k++) X[(size_t)b * E + k] = xs[k] * inv;
-                for (int j = 0; j < F; j++) Y[(size_t)b * F + j] = (float)bit(ys, j);
-            }
-            forward(net, X, B, A1, Z);
-            /* dZ in place, loss on the side */
-            const float scale = 1.0f / (float)B;
-            for (size_t i = 0; i < (size_t)B * F; i++) {
-                float z = Z[i], sg = 1.0f / (1.0f + expf(-z));
-                if (Y[i] != 0.0f) {
-                    epoch_loss += pw * softplus(-z);
-                    Z[i] = pw * (sg - 1.0f) * scale;
-                } else {
-                    epoch_loss += softplus(z);
-                    Z[i] = sg * scale;
-                }
-            }
-            /* dW2 = dZᵀ·H1, dH1 = dZ·W2 (before W2 moves), dA1, dW1 = dA1ᵀ·X */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, F, r, B, 1.0f, Z, F, A1, r, 0.0f, p2.g, r);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, r, F, 1.0f, Z, F, net->w2, r, 0.0f, dH, r);
-            for (size_t i = 0; i < (size_t)B * r; i++) dH[i] = A1[i] > 0.0f ? dH[i] : 0.0f;
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r, E, B, 1.0f, dH, r, X, E, 0.0f, p1.g, E);
-            t++;
-            float lr = o->lr * 0.5f * (1.0f + cosf(3.14159265f * (float)(t - 1) / (float)total));
-            adam_step(&p1, lr, (int)(t < 1 << 30 ? t : 1 << 30));
-            adam_step(&p2, lr, (int)(t < 1 << 30 ? t : 1 << 30));
+            train_batch(net, &tr, s, perm + b0, B, o, ++t, total, &epoch_loss);
         }
     }
-    for (size_t i = 0; i < n1; i++) net->w1[i] *= inv;   /* read raw x */
+    for (size_t i = 0; i < n1; i++) net->w1[i] *= tr.inv;   /* read raw x */
     if (loss) *loss = epoch_loss / ((double)s->n * F);
     free(buf);
     free(perm);

@@ -60,18 +60,12 @@ static int is_layer_tensor(const char *name, const char *suffix, int *layer)
     return strcmp(name + n, suffix) == 0;
 }
 
-int hc_pred_write(const hc_model *m, const hc_pred_net *nets, const hc_pred_opts *o, const hc_pred_report *rep,
-                  char *err, size_t errlen)
+/* Every KV of the input, then the threshold and the hotcold.predictor.*
+ * report keys. 0, or -1 out of memory. */
+static int set_kvs(gguf_writer *w, const gguf_file *f, const hc_pred_opts *o, const hc_pred_report *rep, int L)
 {
-    const gguf_file *f = m->file;
-    const int L = m->hp.n_layer, E = m->hp.n_embd, F = m->hp.n_ff;
-    gguf_writer *w = gguf_writer_new(GGUF_VARIANT_PWRI);
-    out_tensor *ot = malloc(sizeof *ot * (size_t)(f->n_tensors + 2 * (uint64_t)L));
-    void *buf = NULL;
     float *vals = malloc(sizeof(float) * 4 * (size_t)L);
-    int rc = -1, n_ot = 0;
-    if (!w || !ot || !vals) goto oom;
-
+    if (!vals) return -1;
     for (uint64_t i = 0; i < f->n_kv; i++) gguf_set_kv(w, &f->kv[i]);
     gguf_set_f32(w, "powerinfer.sparse_threshold", rep->global_threshold);
     gguf_set_f32(w, "hotcold.predictor.recall_target", o->recall);
@@ -87,7 +81,17 @@ int hc_pred_write(const hc_model *m, const hc_pred_net *nets, const hc_pred_opts
     gguf_set_arr(w, "hotcold.predictor.precision", GGUF_TYPE_FLOAT32, vals + L, (uint64_t)L);
     gguf_set_arr(w, "hotcold.predictor.predicted_sparsity", GGUF_TYPE_FLOAT32, vals + 2 * L, (uint64_t)L);
     gguf_set_arr(w, "hotcold.predictor.true_sparsity", GGUF_TYPE_FLOAT32, vals + 3 * L, (uint64_t)L);
+    free(vals);
+    return 0;
+}
 
+/* Declare the output tensors in w and list them in ot (*n_ot of them).
+ * Returns the largest one that must go through a buffer. */
+static size_t add_tensors(gguf_writer *w, const hc_model *m, const hc_pred_net *nets, const hc_pred_opts *o,
+                          out_tensor *ot, int *n_ot)
+{
+    const gguf_file *f = m->file;
+    const int L = m->hp.n_layer, E = m->hp.n_embd, F = m->hp.n_ff;
     size_t max_bytes = 0;
     char nm[GGUF_MAX_NAME + 1];
     for (uint64_t i = 0; i < f->n_tensors; i++) {
@@ -98,11 +102,11 @@ int hc_pred_write(const hc_model *m, const hc_pred_net *nets, const hc_pred_opts
             int64_t ne[2] = { E, F };
             snprintf(nm, sizeof nm, "blk.%d.ffn_down_t.weight", l);
             gguf_add_tensor(w, nm, t->type, 2, ne, NULL);
-            ot[n_ot++] = (out_tensor){ T_DOWN_T, l, t };
+            ot[(*n_ot)++] = (out_tensor){ T_DOWN_T, l, t };
             if (t->nbytes > max_bytes) max_bytes = t->nbytes;
         } else {
             gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, NULL);
-            ot[n_ot++] = (out_tensor){ T_COPY, -1, t };
+            ot[(*n_ot)++] = (out_tensor){ T_COPY, -1, t };
         }
     }
     size_t es = o->pred_type == GGML_TYPE_F16 ? 2 : 4;
@@ -110,13 +114,28 @@ int hc_pred_write(const hc_model *m, const hc_pred_net *nets, const hc_pred_opts
         int64_t ne1[2] = { E, nets[l].r }, ne2[2] = { nets[l].r, F };
         snprintf(nm, sizeof nm, "blk.%d.fc1.weight", l);
         gguf_add_tensor(w, nm, o->pred_type, 2, ne1, NULL);
-        ot[n_ot++] = (out_tensor){ T_FC1, l, NULL };
+        ot[(*n_ot)++] = (out_tensor){ T_FC1, l, NULL };
         snprintf(nm, sizeof nm, "blk.%d.fc2.weight", l);
         gguf_add_tensor(w, nm, o->pred_type, 2, ne2, NULL);
-        ot[n_ot++] = (out_tensor){ T_FC2, l, NULL };
+        ot[(*n_ot)++] = (out_tensor){ T_FC2, l, NULL };
         size_t b = es * (size_t)nets[l].r * (size_t)(E > F ? E : F);
         if (b > max_bytes) max_bytes = b;
     }
+    return max_bytes;
+}
+
+int hc_pred_write(const hc_model *m, const hc_pred_net *nets, const hc_pred_opts *o, const hc_pred_report *rep,
+                  char *err, size_t errlen)
+{
+    const gguf_file *f = m->file;
+    const int L = m->hp.n_layer, E = m->hp.n_embd, F = m->hp.n_ff;
+    gguf_writer *w = gguf_writer_new(GGUF_VARIANT_PWRI);
+    out_tensor *ot = malloc(sizeof *ot * (size_t)(f->n_tensors + 2 * (uint64_t)L));
+    void *buf = NULL;
+    int rc = -1, n_ot = 0;
+    if (!w || !ot || set_kvs(w, f, o, rep, L) != 0) goto oom;
+    size_t max_bytes = add_tensors(w, m, nets, o, ot, &n_ot);
+    size_t es = o->pred_type == GGML_TYPE_F16 ? 2 : 4;
     if (!(buf = malloc(max_bytes ? max_bytes : 1))) goto oom;
     if (gguf_writer_begin(w, o->output, err, errlen) != 0) goto done;
     for (int i = 0; i < n_ot; i++) {
@@ -146,7 +165,6 @@ done:
     gguf_writer_free(w);
     free(buf);
     free(ot);
-    free(vals);
     return rc;
 }
 

@@ -94,12 +94,74 @@ static int describe(hc_stats *s, const hc_model *m, const hc_profile_opts *o, ch
     return 0;
 }
 
+/* The corpus identity: file name, tokens used, their hash, and the shard. */
+static void corpus_id(hc_stats *s, const hc_profile_opts *o, const int32_t *toks, int64_t n_used)
+{
+    const char *base = strrchr(o->corpus, '/');
+    base = base ? base + 1 : o->corpus;
+    int w = snprintf(s->corpus, sizeof s->corpus, "%.160s tokens=%" PRId64 " fnv=%016" PRIx64, base, n_used,
+                     hc_fnv1a64(toks, (size_t)n_used * sizeof *toks, HC_FNV_INIT));
+    if (o->shard_n > 1)
+        snprintf(s->corpus + w, sizeof s->corpus - (size_t)w, HC_SHARD_TAG "%d/%d", o->shard_i, o->shard_n);
+}
+
+/* This shard's windows through the model, the hook counting into s and sumq;
+ * then the sums into s. 0, or -1 with err. */
+static int count_windows(const hc_profile_opts *o, const hc_model *m, const int32_t *toks, int64_t n_used, int bos,
+                         hc_stats *s, int64_t *sumq, double *eval_s, char *err, size_t errlen)
+{
+    const int ctx_len = (int)s->ctx;
+    int rc = -1;
+    hc_ctx *ctx = NULL;
+    int32_t *win = malloc((size_t)ctx_len * sizeof *win);
+    if (!win) {
+        snprintf(err, errlen, "%s: out of memory", o->model);
+        return -1;
+    }
+    counter c = { .count = s->count, .sumq = sumq, .thr = s->threshold };
+    atomic_init(&c.bad_layer, -1);
+    hc_ctx_params cp = { .n_ctx = ctx_len, .n_batch = ctx_len, .n_threads = o->n_threads, .hook = hook, .hook_user = &c };
+    if (!(ctx = hc_ctx_new(m, &cp, err, errlen))) goto done;
+    c.ctx = ctx;
+
+    int64_t per = ctx_len - 1, n_win = (n_used + per - 1) / per, todo = 0;
+    for (int64_t wi = o->shard_i; wi < n_win; wi += o->shard_n)
+        todo += window_len(wi, per, n_used);
+    hc_progress bar;
+    hc_progress_start(&bar, "profile", (uint64_t)todo, "tokens");
+    win[0] = bos;
+    double t0 = hc_now();
+    for (int64_t wi = o->shard_i; wi < n_win; wi += o->shard_n) {
+        int64_t k = window_len(wi, per, n_used);
+        memcpy(win + 1, toks + wi * per, (size_t)k * sizeof *win);
+        if (hc_eval(ctx, win, (int)k + 1, 0, NULL, HC_LOGITS_NONE) != 0) {
+            hc_progress_end(&bar);
+            snprintf(err, errlen, "%s: window %" PRId64 ": %s", o->corpus, wi, hc_ctx_error(ctx));
+            goto done;
+        }
+        s->n_tokens += (uint64_t)k;
+        hc_progress_update(&bar, s->n_tokens);
+    }
+    hc_progress_end(&bar);
+    if (eval_s) *eval_s = hc_now() - t0;
+    int bad = atomic_load(&c.bad_layer);
+    if (bad >= 0) {
+        snprintf(err, errlen, "%s: layer %d: an FFN activation is not finite or a sum of |h| overflows", o->model, bad);
+        goto done;
+    }
+    for (size_t j = 0; j < (size_t)s->n_layer * s->n_ff; j++) s->sum[j] = (double)sumq[j] / SUM_SCALE;
+    rc = 0;
+done:
+    hc_ctx_free(ctx);
+    free(win);
+    return rc;
+}
+
 hc_stats *hc_profile_run(const hc_profile_opts *o, double *eval_s, char *err, size_t errlen)
 {
     hc_stats *s = NULL;
-    hc_ctx *ctx = NULL;
     hc_tokenizer *tok = NULL;
-    int32_t *toks = NULL, *win = NULL;
+    int32_t *toks = NULL;
     int64_t *sumq = NULL;
     hc_model *m = hc_model_load(o->model, err, errlen);
     if (!m) return NULL;
@@ -118,61 +180,21 @@ hc_stats *hc_profile_run(const hc_profile_opts *o, double *eval_s, char *err, si
     int64_t n_used = o->max_tokens && o->max_tokens < n_all ? o->max_tokens : n_all;
 
     if (!(s = hc_stats_new((uint32_t)hp->n_layer, (uint32_t)hp->n_ff)) ||
-        !(sumq = calloc((size_t)hp->n_layer * hp->n_ff, sizeof *sumq)) ||
-        !(win = malloc((size_t)ctx_len * sizeof *win))) {
+        !(sumq = calloc((size_t)hp->n_layer * hp->n_ff, sizeof *sumq))) {
         snprintf(err, errlen, "%s: out of memory", o->model);
         goto fail;
     }
     if (describe(s, m, o, err, errlen) != 0) goto fail;
     s->ctx = (uint32_t)ctx_len;
-    const char *base = strrchr(o->corpus, '/');
-    base = base ? base + 1 : o->corpus;
-    int w = snprintf(s->corpus, sizeof s->corpus, "%.160s tokens=%" PRId64 " fnv=%016" PRIx64, base, n_used,
-                     hc_fnv1a64(toks, (size_t)n_used * sizeof *toks, HC_FNV_INIT));
-    if (o->shard_n > 1)
-        snprintf(s->corpus + w, sizeof s->corpus - (size_t)w, HC_SHARD_TAG "%d/%d", o->shard_i, o->shard_n);
-
-    counter c = { .count = s->count, .sumq = sumq, .thr = s->threshold };
-    atomic_init(&c.bad_layer, -1);
-    hc_ctx_params cp = { .n_ctx = ctx_len, .n_batch = ctx_len, .n_threads = o->n_threads, .hook = hook, .hook_user = &c };
-    if (!(ctx = hc_ctx_new(m, &cp, err, errlen))) goto fail;
-    c.ctx = ctx;
-
-    int64_t per = ctx_len - 1, n_win = (n_used + per - 1) / per, todo = 0;
-    for (int64_t wi = o->shard_i; wi < n_win; wi += o->shard_n)
-        todo += window_len(wi, per, n_used);
-    hc_progress bar;
-    hc_progress_start(&bar, "profile", (uint64_t)todo, "tokens");
-    win[0] = bos;
-    double t0 = hc_now();
-    for (int64_t wi = o->shard_i; wi < n_win; wi += o->shard_n) {
-        int64_t k = window_len(wi, per, n_used);
-        memcpy(win + 1, toks + wi * per, (size_t)k * sizeof *win);
-        if (hc_eval(ctx, win, (int)k + 1, 0, NULL, HC_LOGITS_NONE) != 0) {
-            hc_progress_end(&bar);
-            snprintf(err, errlen, "%s: window %" PRId64 ": %s", o->corpus, wi, hc_ctx_error(ctx));
-            goto fail;
-        }
-        s->n_tokens += (uint64_t)k;
-        hc_progress_update(&bar, s->n_tokens);
-    }
-    hc_progress_end(&bar);
-    if (eval_s) *eval_s = hc_now() - t0;
-    int bad = atomic_load(&c.bad_layer);
-    if (bad >= 0) {
-        snprintf(err, errlen, "%s: layer %d: an FFN activation is not finite or a sum of |h| overflows", o->model, bad);
-        goto fail;
-    }
-    for (size_t j = 0; j < (size_t)hp->n_layer * hp->n_ff; j++) s->sum[j] = (double)sumq[j] / SUM_SCALE;
+    corpus_id(s, o, toks, n_used);
+    if (count_windows(o, m, toks, n_used, bos, s, sumq, eval_s, err, errlen) != 0) goto fail;
     goto done;
 fail:
     hc_stats_free(s);
     s = NULL;
 done:
-    free(win);
     free(sumq);
     free(toks);
-    hc_ctx_free(ctx);
     hc_tokenizer_free(tok);
     hc_model_free(m);
     return s;

@@ -157,6 +157,43 @@ void gptq_run_free(gptq_run *run)
     memset(run, 0, sizeof *run);
 }
 
+/* The embeddings of every window's tokens into xs[W * C][n_embd]. */
+static void embed_windows(hc_ctx *ctx, const int32_t *toks, int W, int C, float *xs)
+{
+    const size_t E = (size_t)hc_ctx_model(ctx)->hp.n_embd;
+    const int n_batch = hc_ctx_n_batch(ctx);
+    for (int w = 0; w < W; w++)
+        for (int p = 0; p < C; p += n_batch) {
+            int B = C - p < n_batch ? C - p : n_batch;
+            hc_embed(ctx, toks + (size_t)w * C + p, B, xs + ((size_t)w * C + (size_t)p) * E);
+        }
+}
+
+/* Quantize the linears of stage s of block l (ly) on the captured inputs
+ * X[T][.] and their Hessian (H NULL: RTN), appending to run->res. */
+static int quantize_stage(hc_layer *ly, int l, int s, const float *X, float *H, int T, const gptq_calib_opts *co,
+                          gptq_run *run, hc_progress *pr, char *err, size_t errlen)
+{
+    int hessian_done = 0;
+    for (int i = 0; i < N_LINEARS; i++) {
+        if (linears[i].stage != s) continue;
+        hc_weight *w = (hc_weight *)((char *)ly + linears[i].off);
+        char name[GGUF_MAX_NAME + 1];
+        snprintf(name, sizeof name, "blk.%d.%s.weight", l, linears[i].name);
+        if (w->n % co->min_cols_multiple == 0) {
+            if (H && !hessian_done) gptq_hessian(X, T, w->n, H);
+            hessian_done = 1;
+            if (quantize_one(w, name, H, X, T, co, &run->res[run->n_res], err, errlen) != 0) {
+                run->n_res++;   /* frees what it allocated */
+                return -1;
+            }
+            run->n_res++;
+        }
+        hc_progress_update(pr, (uint64_t)l * N_LINEARS + (uint64_t)i + 1);
+    }
+    return 0;
+}
+
 int gptq_calibrate(const char *path, const gptq_calib_opts *co, gptq_run *run, char *err, size_t errlen)
 {
     memset(run, 0, sizeof *run);
@@ -185,7 +222,6 @@ int gptq_calibrate(const char *path, const gptq_calib_opts *co, gptq_run *run, c
     hc_ctx_params cp = { .n_ctx = C, .n_batch = C < 512 ? C : 512, .n_threads = co->nthreads,
                          .hook = capture_hook, .hook_user = &cap };
     if (!(ctx = hc_ctx_new(m, &cp, err, errlen))) goto done;
-    const int n_batch = hc_ctx_n_batch(ctx);
     const size_t E = (size_t)hp->n_embd;
     size_t widest = (size_t)hp->n_ff > (size_t)hp->n_head * hp->head_dim ? (size_t)hp->n_ff : (size_t)hp->n_head * hp->head_dim;
     if (widest < E) widest = E;
@@ -198,38 +234,19 @@ int gptq_calibrate(const char *path, const gptq_calib_opts *co, gptq_run *run, c
         snprintf(err, errlen, "%s: out of memory for %d calibration tokens", co->calib, T);
         goto done;
     }
-    for (int w = 0; w < W; w++)
-        for (int p = 0; p < C; p += n_batch) {
-            int B = C - p < n_batch ? C - p : n_batch;
-            hc_embed(ctx, toks + (size_t)w * C + p, B, xs + ((size_t)w * C + (size_t)p) * E);
-        }
+    embed_windows(ctx, toks, W, C, xs);
     cap.X = X;
     hc_progress pr;
     hc_progress_start(&pr, "gptq", (uint64_t)L * N_LINEARS, "weights");
     for (int l = 0; l < L; l++) {
-        hc_layer *ly = &m->layers[l];
         for (int s = 0; s < N_STAGES; s++) {
             cap.layer = l;
             cap.point = stage_point[s];
             run_block(ctx, &cap, l, xs, W, C, 1, scratch);
             cap.point = -1;
-            int hessian_done = 0;
-            for (int i = 0; i < N_LINEARS; i++) {
-                if (linears[i].stage != s) continue;
-                hc_weight *w = (hc_weight *)((char *)ly + linears[i].off);
-                char name[GGUF_MAX_NAME + 1];
-                snprintf(name, sizeof name, "blk.%d.%s.weight", l, linears[i].name);
-                if (w->n % co->min_cols_multiple == 0) {
-                    if (H && !hessian_done) gptq_hessian(X, T, w->n, H);
-                    hessian_done = 1;
-                    if (quantize_one(w, name, H, X, T, co, &run->res[run->n_res], err, errlen) != 0) {
-                        run->n_res++;   /* frees what it allocated */
-                        hc_progress_end(&pr);
-                        goto done;
-                    }
-                    run->n_res++;
-                }
-                hc_progress_update(&pr, (uint64_t)l * N_LINEARS + (uint64_t)i + 1);
+            if (quantize_stage(&m->layers[l], l, s, X, H, T, co, run, &pr, err, errlen) != 0) {
+                hc_progress_end(&pr);
+                goto done;
             }
         }
         run_block(ctx, &cap, l, xs, W, C, 0, NULL);   /* inputs of block l+1 */

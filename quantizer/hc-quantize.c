@@ -61,7 +61,49 @@ enum {
     OPT_CALIB, OPT_GROUP, OPT_ACT_ORDER, OPT_SYM, OPT_ASYM, OPT_DAMP, OPT_CALIB_TOKENS, OPT_CTX, OPT_EXPORT, OPT_RTN,
 };
 
-int main(int argc, char **argv)
+/* The value of option c (not -h) into o or g. Returns the option's name when
+ * it is a GPTQ one (for the error when TYPE is not GPTQ), else NULL. */
+static const char *option(int c, const char *v, hc_quant_opts *o, hc_gptq_opts *g)
+{
+    switch (c) {
+    case 't': o->nthreads = (int)hc_opt_int("-t", v, 1, 256); return NULL;
+    case 'q': o->quiet = 1; return NULL;
+    case OPT_ALLOW_REQ: o->allow_requantize = 1; return NULL;
+    case OPT_PURE: o->pure = 1; return NULL;
+    case OPT_OUT_TYPE:
+    case OPT_EMB_TYPE: {
+        int t = target_type(v);
+        if (t < 0) hc_die("%s: unknown tensor type (expected Q8_0, Q4_0, F16, BF16 or F32)", v);
+        *(c == OPT_OUT_TYPE ? &o->output_type : &o->token_embd_type) = (uint32_t)t;
+        return NULL;
+    }
+    case OPT_CALIB: g->calib = v; return "--calib";
+    case OPT_GROUP: g->group_size = (int)hc_opt_int("--group-size", v, 1, INT_MAX); return "--group-size";
+    case OPT_ACT_ORDER: g->act_order = 1; return "--act-order";
+    case OPT_SYM: g->sym = 1; return "--sym";
+    case OPT_ASYM: g->sym = 0; return "--asym";
+    case OPT_DAMP: {
+        char *end;
+        g->damp = strtof(v, &end);
+        if (!*v || *end || !(g->damp >= 0.0f && g->damp < 1.0f))
+            hc_die("bad value for --damp: '%s' (expected a number in [0, 1))", v);
+        return "--damp";
+    }
+    case OPT_CALIB_TOKENS: g->calib_tokens = (int)hc_opt_int("--calib-tokens", v, 1, INT_MAX); return "--calib-tokens";
+    case OPT_CTX: g->ctx = (int)hc_opt_int("--ctx", v, 1, INT_MAX); return "--ctx";
+    case OPT_EXPORT:
+        if (strcasecmp(v, "q4_0") != 0 && strcasecmp(v, "q4_1") != 0)
+            hc_die("bad value for --export: '%s' (expected q4_0 or q4_1)", v);
+        g->export_type = (uint32_t)ggml_type_from_name(v);
+        return "--export";
+    case OPT_RTN: g->rtn = 1; return "--rtn";
+    }
+    return NULL;
+}
+
+/* 1 when --help was asked for (printed), else 0 with o and g filled from the
+ * options; *gptq_opt: the last GPTQ option seen (NULL: none); *verbose: -v. */
+static int parse(int argc, char **argv, hc_quant_opts *o, hc_gptq_opts *g, const char **gptq_opt, int *verbose)
 {
     static const struct option longopts[] = {
         { "threads", required_argument, NULL, 't' },
@@ -83,77 +125,57 @@ int main(int argc, char **argv)
         { "rtn", no_argument, NULL, OPT_RTN },
         { NULL, 0, NULL, 0 },
     };
+    int c;
+    while ((c = getopt_long(argc, argv, ":t:qvh", longopts, NULL)) != -1) {
+        if (c == 'h') { usage(stdout); return 1; }
+        if (c == HC_OPT_VERSION) hc_version();
+        if (c == 'v') { *verbose = 1; continue; }
+        if (c == '?' || c == ':') hc_bad_option(c, NULL, argv, longopts);
+        const char *name = option(c, optarg, o, g);
+        if (name) *gptq_opt = name;
+    }
+    return 0;
+}
+
+/* IN OUT TYPE into o; returns 1 for TYPE GPTQ, else 0 with o->type set. */
+static int validate(int argc, char **argv, hc_quant_opts *o, const char *gptq_opt)
+{
+    if (argc - optind != 3) {
+        usage(stderr);
+        exit(1);
+    }
+    o->in = argv[optind];
+    o->out = argv[optind + 1];
+    const char *type = argv[optind + 2];
+    if (strcasecmp(type, "GPTQ") == 0) return 1;
+    int t = target_type(type);
+    if (t < 0)
+        hc_die("%s: unknown type (expected Q8_0, Q4_0, F16, BF16, F32 or GPTQ)", type);
+    if (gptq_opt)
+        hc_die("%s: only applies to TYPE GPTQ", gptq_opt);
+    o->type = (uint32_t)t;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
     hc_prog = "hc-quantize";
     hc_quant_opts o = { .output_type = HC_TYPE_DEFAULT, .token_embd_type = HC_TYPE_DEFAULT };
     hc_gptq_opts g = { .sym = -1, .damp = 0.01f, .calib_tokens = 4096, .ctx = 256,
                        .export_type = HC_TYPE_DEFAULT };
-    const char *gptq_opt = NULL;   /* a GPTQ option seen, for the error when TYPE is not GPTQ */
-    int c, verbose = 0;
+    const char *gptq_opt = NULL;
+    int verbose = 0;
     o.nthreads = hc_default_threads(INT_MAX);
     o.quiet = -1;
-    while ((c = getopt_long(argc, argv, ":t:qvh", longopts, NULL)) != -1) {
-        switch (c) {
-        case 't': o.nthreads = (int)hc_opt_int("-t", optarg, 1, 256); break;
-        case 'q': o.quiet = 1; break;
-        case 'v': verbose = 1; break;
-        case HC_OPT_VERSION: hc_version();
-        case 'h': usage(stdout); return 0;
-        case OPT_ALLOW_REQ: o.allow_requantize = 1; break;
-        case OPT_PURE: o.pure = 1; break;
-        case OPT_OUT_TYPE:
-        case OPT_EMB_TYPE: {
-            int t = target_type(optarg);
-            if (t < 0)
-                hc_die("%s: unknown tensor type (expected Q8_0, Q4_0, F16, BF16 or F32)", optarg);
-            *(c == OPT_OUT_TYPE ? &o.output_type : &o.token_embd_type) = (uint32_t)t;
-            break;
-        }
-        case OPT_CALIB: g.calib = optarg; gptq_opt = "--calib"; break;
-        case OPT_GROUP: g.group_size = (int)hc_opt_int("--group-size", optarg, 1, INT_MAX); gptq_opt = "--group-size"; break;
-        case OPT_ACT_ORDER: g.act_order = 1; gptq_opt = "--act-order"; break;
-        case OPT_SYM: g.sym = 1; gptq_opt = "--sym"; break;
-        case OPT_ASYM: g.sym = 0; gptq_opt = "--asym"; break;
-        case OPT_DAMP: {
-            char *end;
-            g.damp = strtof(optarg, &end);
-            if (!*optarg || *end || !(g.damp >= 0.0f && g.damp < 1.0f))
-                hc_die("bad value for --damp: '%s' (expected a number in [0, 1))", optarg);
-            gptq_opt = "--damp";
-            break;
-        }
-        case OPT_CALIB_TOKENS: g.calib_tokens = (int)hc_opt_int("--calib-tokens", optarg, 1, INT_MAX); gptq_opt = "--calib-tokens"; break;
-        case OPT_CTX: g.ctx = (int)hc_opt_int("--ctx", optarg, 1, INT_MAX); gptq_opt = "--ctx"; break;
-        case OPT_EXPORT:
-            if (strcasecmp(optarg, "q4_0") != 0 && strcasecmp(optarg, "q4_1") != 0)
-                hc_die("bad value for --export: '%s' (expected q4_0 or q4_1)", optarg);
-            g.export_type = (uint32_t)ggml_type_from_name(optarg);
-            gptq_opt = "--export";
-            break;
-        case OPT_RTN: g.rtn = 1; gptq_opt = "--rtn"; break;
-        default: hc_bad_option(c, NULL, argv, longopts);
-        }
-    }
+    if (parse(argc, argv, &o, &g, &gptq_opt, &verbose)) return 0;
     /* as llama-quantize, a line per tensor; but only for a person watching */
     if (o.quiet < 0) o.quiet = !verbose && !isatty(STDOUT_FILENO);
-    if (argc - optind != 3) {
-        usage(stderr);
-        return 1;
-    }
-    o.in = argv[optind];
-    o.out = argv[optind + 1];
-    const char *type = argv[optind + 2];
-    const int gptq = strcasecmp(type, "GPTQ") == 0, t = gptq ? 0 : target_type(type);
-    if (t < 0)
-        hc_die("%s: unknown type (expected Q8_0, Q4_0, F16, BF16, F32 or GPTQ)", type);
-    if (gptq_opt && !gptq)
-        hc_die("%s: only applies to TYPE GPTQ", gptq_opt);
+    int gptq = validate(argc, argv, &o, gptq_opt);
     hc_check_outputs((const char *[]){ o.in, g.calib }, 2, &o.out, 1);
     char err[1024];
     /* what hc-run would refuse is not quantized (GPTQ loads the model to calibrate: the same checks) */
-    if (!gptq && hc_model_check(o.in, err, sizeof err) != 0)
-        hc_die("%s", err);
-    o.type = (uint32_t)t;
-    if ((gptq ? hc_gptq_quantize(&o, &g, err, sizeof err) : hc_quantize_model(&o, NULL, err, sizeof err)) != 0)
-        hc_die("%s", err);
+    if (!gptq && hc_model_check(o.in, err, sizeof err) != 0) hc_die("%s", err);
+    int rc = gptq ? hc_gptq_quantize(&o, &g, err, sizeof err) : hc_quantize_model(&o, NULL, err, sizeof err);
+    if (rc != 0) hc_die("%s", err);
     return 0;
 }

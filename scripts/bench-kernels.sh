@@ -1,23 +1,19 @@
 #!/bin/sh
 # Matvec kernel speed against the machine's memory bandwidth.
-# Builds the kernel objects (runtime/kernels*.c and weight.c), libhc_common, scripts/bench_membw.c and scripts/bench_kernels.c,
-# then prints read bandwidth by threads and, per weight type on a 4096 x 11008
-# matrix, B=1 GB/s of weights (and its share of the bandwidth) and B=16/64 GFLOP/s.
+# Builds scripts/bench_membw.c and scripts/bench_kernels.c with make (the
+# project's flags, into $O/bench), then prints read bandwidth by threads and,
+# per weight type on a 4096 x 11008 matrix, B=1 GB/s of weights (and its share
+# of the bandwidth) and B=16/64 GFLOP/s.
 # Usage: scripts/bench-kernels.sh [threads (default: online CPUs)] [isa: avx512|avx2|scalar]
-# Environment: O (build folder, default build/bench-kernels), CC.
+# Environment: O (make's build folder, default build), CC.
 set -e
 cd "$(dirname "$0")/.."
-O=${O:-build/bench-kernels}
-CC=${CC:-cc}
+O=${O:-build}
 T=${1:-$(nproc)}
 ISA=${2:-}
 
-# only the kernels from runtime/, so work in progress elsewhere there cannot break it
-KOBJ=$(for f in runtime/kernels*.c runtime/weight.c; do echo "$O/obj/${f%.c}.o"; done)
-make --no-print-directory -s O="$O" BIN="$O/bin" -j2 $KOBJ "$O/lib/libhc_common.a"
-"$CC" -O2 -pthread scripts/bench_membw.c -o "$O/bench_membw"
-"$CC" -O2 -std=c11 -D_GNU_SOURCE -pthread -Icommon -Iruntime scripts/bench_kernels.c \
-    $KOBJ "$O/lib/libhc_common.a" -lcjson -lm -o "$O/bench_kernels"
+make --no-print-directory -s O="$O" ${CC:+CC="$CC"} -j2 "$O/bench/bench_membw" "$O/bench/bench_kernels"
+O=$O/bench
 
 echo "== memory read bandwidth (GB/s by threads)"
 "$O/bench_membw" 512 "$T" | tee "$O/membw.txt"

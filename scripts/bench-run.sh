@@ -23,12 +23,14 @@ LLAMA_BENCH=${LLAMA_BENCH:-}
 T=$(mktemp -d "${TMPDIR:-/tmp}/hcbench.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 
-${CC:-cc} -O2 -pthread scripts/bench_membw.c -o "$T/bench_membw"
+O=${O:-build}
+make --no-print-directory -s O="$O" "$O/bench/bench_membw"
+MEMBW=$O/bench/bench_membw
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 printf '%-22s %3s %10s %10s %9s %9s %6s %10s\n' model thr "prompt t/s" "gen t/s" "wts GB/s" "mem GB/s" "ratio" "llama t/s"
 
 # membw T: best read GB/s with T threads (512 MiB, best of 3 passes)
-membw() { "$T/bench_membw" 512 "$1" | awk -v t="$1" '$1 == t {print $2}'; }
+membw() { "$MEMBW" 512 "$1" | awk -v t="$1" '$1 == t {print $2}'; }
 
 # bench NAME MODEL PROMPT: for each thread count, REPS generation runs and one prompt (--logits) run
 bench() {

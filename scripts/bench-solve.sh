@@ -5,14 +5,15 @@
 # reached, the solve time and the coverage against the greedy baseline.
 # Targets: under 10 s (7B) and 60 s (70B) with a gap <= 0.1%.
 #
-#   sh scripts/bench-solve.sh            (after make; HC_BIN=bin, HC_BUILD=build)
+#   sh scripts/bench-solve.sh            (HC_BIN=bin; O: make's build folder, default build)
 set -eu
 HC_BIN=${HC_BIN:-bin}
-HC_BUILD=${HC_BUILD:-build}
+O=${O:-build}
 T=$(mktemp -d "${TMPDIR:-/tmp}/hcbench.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 
-cc -std=c11 -D_GNU_SOURCE -O2 -Icommon scripts/solve-bench-gen.c "$HC_BUILD/lib/libhc_common.a" -lcjson -lm -o "$T/gen"
+make --no-print-directory -s O="$O" "$O/bench/solve-bench-gen"
+SOLVE_GEN=$O/bench/solve-bench-gen
 
 # A number from hc-solve's JSON (cJSON prints one "key": value per line).
 field() { grep -m1 "\"$1\":" "$2" | sed 's/.*:[[:space:]]*//; s/,$//; s/"//g'; }
@@ -23,7 +24,7 @@ MIN=512
 
 bench() {  # NAME N_LAYER N_FF LIMIT_S [hc-solve options]
     name=$1; nl=$2; nff=$3; limit=$4; shift 4
-    "$T/gen" "$T/$name.gguf" "$T/$name.stats" "$nl" "$nff"
+    "$SOLVE_GEN" "$T/$name.gguf" "$T/$name.stats" "$nl" "$nff"
     # The whole FFN fits in 1 TiB: learn the dense part and the FFN bytes.
     "$HC_BIN/hc-solve" -m "$T/$name.gguf" -s "$T/$name.stats" --vram-budget 1T --greedy --json \
         --min-layer-neurons 0 -o "$T/all.gpuidx" >"$T/all.json"

@@ -81,9 +81,9 @@ ifneq ($(filter-out model-clean,$(MODEL_GOALS)),)
 endif
 
 # no recipe: make -q model answers whether the artefacts are up to date
-model: $(OUT)/model.gpuidx
+model: $(OUT)/model.gpuidx ## convert, quantize, profile, solve: SRC=... CORPUS=... (scripts/model.mk)
 
-model-clean:
+model-clean: ## remove the artefacts of make model from OUT
 	rm -f $(addprefix $(OUT)/,model.gguf model-quant.gguf stats.gguf stats.shard*.gguf stats.shards.txt model.gpuidx \
 	      solve.json source.txt quant.txt profile.txt budget.txt)
 
@@ -161,14 +161,14 @@ endef
 # gpuidx-inputs: regenerate the committed model and statistics of models/ (when a tool's
 # output format changes), then make gpuidx-update
 m_in := models
-gpuidx-inputs: $(HC_CONVERT) $(HC_QUANTIZE) $(HC_PROFILE)
+gpuidx-inputs: $(HC_CONVERT) $(HC_QUANTIZE) $(HC_PROFILE) ## regenerate the committed model and statistics of models/
 	@mkdir -p build/gpuidx-inputs
 	$(HC_CONVERT) synth -o build/gpuidx-inputs/synth-relu.gguf --act relu --hot-fraction 0.1 --hot-skew 2
 	$(HC_QUANTIZE) -q build/gpuidx-inputs/synth-relu.gguf $(m_in)/synth-relu-q4_0.gguf Q4_0
 	$(HC_PROFILE) -m $(m_in)/synth-relu-q4_0.gguf -f $(m_in)/synth-corpus.txt -o $(m_in)/synth-relu.stats.gguf
 
-gpuidx-check: $(HC_SOLVE)
+gpuidx-check: $(HC_SOLVE) ## re-solve every committed .gpuidx (models/gpuidx.manifest), fail on a byte change
 	$(call m_gpuidx,check)
 
-gpuidx-update: $(HC_SOLVE)
+gpuidx-update: $(HC_SOLVE) ## rewrite the committed .gpuidx files
 	$(call m_gpuidx,update)

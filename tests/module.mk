@@ -40,17 +40,17 @@ $(O)/tests/test_regress: $(O)/obj/tests/test_regress.o $(call obj,$(FUZZ_SRCS) t
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(filter %.o,$^) -o $@ -Wl,--wrap=hc_die $(LINK_LIBS)
 
-fuzz:
+fuzz: ## libFuzzer targets built with clang, each run FUZZ_SECONDS (default 10)
 	@command -v clang >/dev/null || { echo "fuzz: needs clang (libFuzzer)"; exit 1; }
 	@$(MAKE) --no-print-directory O=$(FUZZ_O) BIN=$(FUZZ_O)/bin CC=clang OPT="$(FUZZ_OPT)" LDSAN= \
 	    $(patsubst %,$(FUZZ_O)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	@FUZZ_O=$(FUZZ_O) sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 .PHONY: valgrind faults
-valgrind:
+valgrind: ## the programs under valgrind (tests/test_valgrind.sh, ~45 s; not in make test)
 	@$(MAKE) --no-print-directory $(PROGRAMS)
 	@HC_VALGRIND=1 HC_BIN=$(abspath $(BIN)) sh tests/test_valgrind.sh
 
-faults:
+faults: ## full disk, kills, bad and huge inputs (tests/test_faults.sh; also in make test)
 	@$(MAKE) --no-print-directory $(PROGRAMS)
 	@HC_BIN=$(abspath $(BIN)) sh tests/test_faults.sh
