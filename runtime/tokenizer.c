@@ -215,6 +215,19 @@ static int model_kind(const gguf_file *f, char *err, size_t errlen)
 }
 
 /* The flags beyond llama.cpp's that runtime/tokenizer.c follows (docs/design/tokenizer.md). */
+/* BOS, EOS, UNK (llama.cpp's defaults 1, 2, 0) and the special ids the
+ * runtime does not use, each checked against the vocabulary of n tokens. */
+static void read_special_ids(hc_tokenizer *t, const gguf_file *f, int n, int *bad, char *err, size_t errlen)
+{
+    t->bos = get_id(f, "tokenizer.ggml.bos_token_id", 1, n, bad, err, errlen);
+    t->eos = get_id(f, "tokenizer.ggml.eos_token_id", 2, n, bad, err, errlen);
+    t->unk = get_id(f, "tokenizer.ggml.unknown_token_id", 0, n, bad, err, errlen);
+    static const char *const unused[] = { "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id",
+                                          "tokenizer.ggml.cls_token_id", "tokenizer.ggml.mask_token_id" };
+    for (size_t k = 0; k < sizeof unused / sizeof *unused; k++)
+        get_id(f, unused[k], -1, n, bad, err, errlen);
+}
+
 static void read_hotcold_flags(hc_tokenizer *t, const gguf_file *f, int is_bpe, int *bad, char *err, size_t errlen)
 {
     t->fuse_unk = get_flag(f, "hotcold.tokenizer.fuse_unk", 1, bad, err, errlen);
@@ -289,13 +302,7 @@ hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
     hc_tokenizer *t = calloc(1, sizeof *t);
     if (!t) goto oom;
     t->n_vocab = n;
-    t->bos = get_id(f, "tokenizer.ggml.bos_token_id", 1, n, &bad, err, errlen);
-    t->eos = get_id(f, "tokenizer.ggml.eos_token_id", 2, n, &bad, err, errlen);
-    t->unk = get_id(f, "tokenizer.ggml.unknown_token_id", 0, n, &bad, err, errlen);
-    static const char *const unused[] = { "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id",
-                                          "tokenizer.ggml.cls_token_id", "tokenizer.ggml.mask_token_id" };
-    for (size_t k = 0; k < sizeof unused / sizeof *unused; k++)   /* checked, not used */
-        get_id(f, unused[k], -1, n, &bad, err, errlen);
+    read_special_ids(t, f, n, &bad, err, errlen);
     t->add_bos = get_flag(f, "tokenizer.ggml.add_bos_token", 1, &bad, err, errlen);
     t->add_space_prefix = get_flag(f, "tokenizer.ggml.add_space_prefix", !is_bpe, &bad, err, errlen);
     t->add_eos = get_flag(f, "tokenizer.ggml.add_eos_token", 0, &bad, err, errlen);
