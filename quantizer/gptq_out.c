@@ -234,7 +234,7 @@ int hc_gptq_quantize(const hc_quant_opts *o, const hc_gptq_opts *g, char *err, s
         co.p.sym = want_sym;
         co.p.param = want_sym ? GPTQ_Q4_0 : GPTQ_Q4_1;
     } else if (g->sym < 0) {
-        co.p.sym = 1;
+        co.p.sym = 0;   /* asym: GPTQ lower or equal to sym on both models measured (docs/design/gptq.md) */
     }
     gptq_run run;
     if (gptq_calibrate(o->in, &co, &run, err, errlen) != 0) return -1;

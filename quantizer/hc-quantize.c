@@ -40,7 +40,7 @@ static void usage(FILE *fp)
         "      --group-size N            columns per quantization group (default 128; 32 with --export)\n"
         "      --act-order               quantize columns in order of decreasing Hessian diagonal\n"
         "                                (static groups: g_idx stays k / group size)\n"
-        "      --sym | --asym            symmetric (default) or asymmetric grid\n"
+        "      --sym | --asym            symmetric or asymmetric (default) grid; --export implies one\n"
         "      --damp F                  damping, fraction of the mean Hessian diagonal (default 0.01)\n"
         "      --calib-tokens N          calibration tokens (default 4096)\n"
         "      --ctx N                   tokens per calibration sequence (default 256)\n"

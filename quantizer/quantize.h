@@ -28,7 +28,7 @@ typedef struct {
     const char *calib;        /* --calib FILE: calibration text */
     int group_size;           /* --group-size; 0: 128 native, 32 with --export */
     int act_order;            /* --act-order */
-    int sym;                  /* --sym (1) or --asym (0); -1: unset (sym, or what --export implies) */
+    int sym;                  /* --sym (1) or --asym (0); -1: unset (asym, or what --export implies) */
     float damp;               /* --damp, fraction of the mean Hessian diagonal, default 0.01 */
     int calib_tokens;         /* --calib-tokens, default 4096 */
     int ctx;                  /* --ctx, tokens per calibration sequence, default 256 */
