@@ -47,17 +47,21 @@ void cv_vocab_free(cv_vocab *v);
 /* 1 if text is exactly a byte token "<0xHH>". */
 int cv_is_byte_token(const char *text, size_t len);
 
-/* LLaMA hyper-parameters and special token ids as written into the GGUF. */
+/* Hyper-parameters and special token ids as written into the GGUF. */
 typedef struct {
     uint32_t n_vocab, n_embd, n_ff, n_layer, n_head, n_head_kv, n_ctx;
     float eps;
+    const char *arch;        /* general.architecture and key prefix; NULL: "llama" */
+    uint32_t head_dim;       /* 0: n_embd / n_head */
+    int layer_norm;          /* eps is attention.layer_norm_epsilon (LayerNorm), not _rms_ */
+    int no_rope;             /* learned positions: no rope.dimension_count */
     const char *name;        /* general.name */
     uint32_t unk_id, bos_id, eos_id, pad_id;    /* pad: UINT32_MAX when none */
 } cv_hparams;
 
 /* The KVs every converter writes, in the order llama.cpp's llama2.c converter
  * writes them: vocab arrays, tokenizer model, architecture, name, special ids,
- * llama.* hyper-parameters. Callers append their own keys after these. */
+ * ARCH.* hyper-parameters. Callers append their own keys after these. */
 void cv_set_llama_kvs(gguf_writer *w, const cv_hparams *hp, const cv_vocab *v);
 /* 0 when the shape is one this toolchain and llama.cpp accept, else -1 + message. */
 int cv_check_hparams(const cv_hparams *hp, char *err, size_t errlen);
@@ -72,6 +76,7 @@ typedef enum {
     CV_COPY = 0,       /* output row r = source row r */
     CV_PERMUTE,        /* HF rotate-half -> GGUF adjacent pairs, over `heads` heads */
     CV_TRANSPOSE,      /* output row r = source column r (source has ne[1] columns) */
+    CV_FALCON_QKV,     /* Falcon's query_key_value, per KV group [its Q heads, K, V] -> all Q, all K, all V */
 } cv_layout;
 
 struct cv_tensor {
@@ -82,7 +87,8 @@ struct cv_tensor {
     const void *src;
     uint32_t src_type;
     cv_layout layout;
-    uint32_t heads;          /* CV_PERMUTE only */
+    uint32_t heads;          /* CV_PERMUTE, CV_FALCON_QKV */
+    uint32_t heads_kv;       /* CV_FALCON_QKV */
     cv_gen_fn gen;
     const void *gen_ctx;
     int64_t gen_id;          /* free for the generator (e.g. layer index) */
@@ -154,15 +160,15 @@ typedef struct {
 } cv_llama2c_opts;
 int cv_convert_llama2c(const cv_llama2c_opts *o, char *err, size_t errlen);
 
-/* Hugging Face LLaMA directory -> llama GGUF, or PowerInfer's sparse GGUF
- * (PWRI) with the predictors of predictors (NULL: none). */
+/* Hugging Face directory of a supported family (convert_hf.h) -> GGUF, or
+ * PowerInfer's sparse GGUF (PWRI) with the predictors of predictors (NULL: none). */
 typedef struct {
     const char *dir, *predictors, *out;
     uint32_t type;           /* GGML_TYPE_F32, F16 or BF16: 2-D weights */
 } cv_hf_opts;
 int cv_convert_hf(const cv_hf_opts *o, char *err, size_t errlen);
 
-/* A random well-formed llama GGUF, deterministic from seed, optionally with
+/* A random well-formed GGUF of a family, deterministic from seed, optionally with
  * a planted hot-neuron set (convert_synth.c). */
 typedef struct {
     const char *out;
@@ -172,6 +178,7 @@ typedef struct {
     uint64_t seed;
     double hot_fraction;     /* in (0, 1]; 0: nothing planted */
     double hot_skew;
+    const char *arch;        /* llama, qwen2, bamboo, opt or falcon: the family's tensor set */
 } cv_synth_opts;
 int cv_convert_synth(const cv_synth_opts *o, char *err, size_t errlen);
 

@@ -99,7 +99,11 @@ void cv_set_llama_kvs(gguf_writer *w, const cv_hparams *hp, const cv_vocab *v)
         gguf_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges, v->n_merges);
         if (v->pre) gguf_set_str(w, "tokenizer.ggml.pre", v->pre);
     }
-    gguf_set_str(w, "general.architecture", "llama");
+    const char *arch = hp->arch ? hp->arch : "llama";
+    uint32_t hd = hp->head_dim ? hp->head_dim : hp->n_embd / hp->n_head;
+    char k[96];
+#define AKEY(suffix) (snprintf(k, sizeof k, "%s.%s", arch, suffix), k)
+    gguf_set_str(w, "general.architecture", arch);
     gguf_set_str(w, "general.name", hp->name);
     if (!bpe || (hp->unk_id < v->n && v->types[hp->unk_id] == TOK_UNKNOWN))   /* a BPE may have none */
         gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", hp->unk_id);
@@ -119,14 +123,19 @@ void cv_set_llama_kvs(gguf_writer *w, const cv_hparams *hp, const cv_vocab *v)
     if (!v->fuse_unk) gguf_set_bool(w, "hotcold.tokenizer.fuse_unk", 0);
     if (v->prepend_scheme) gguf_set_str(w, "hotcold.tokenizer.prepend_scheme", v->prepend_scheme);
     if (v->unigram) gguf_set_bool(w, "hotcold.tokenizer.unigram", 1);
-    gguf_set_u32(w, "llama.context_length", hp->n_ctx);
-    gguf_set_u32(w, "llama.embedding_length", hp->n_embd);
-    gguf_set_u32(w, "llama.feed_forward_length", hp->n_ff);
-    gguf_set_u32(w, "llama.attention.head_count", hp->n_head);
-    gguf_set_u32(w, "llama.attention.head_count_kv", hp->n_head_kv);
-    gguf_set_u32(w, "llama.block_count", hp->n_layer);
-    gguf_set_u32(w, "llama.rope.dimension_count", hp->n_embd / hp->n_head);
-    gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", hp->eps);
+    /* llama.cpp's order; key/value_length only when the head dimension is not n_embd / n_head */
+    const int split = hd * hp->n_head != hp->n_embd;
+    const struct { const char *suffix; uint32_t v; int on; } dims[] = {
+        { "context_length", hp->n_ctx, 1 }, { "embedding_length", hp->n_embd, 1 },
+        { "feed_forward_length", hp->n_ff, 1 }, { "attention.head_count", hp->n_head, 1 },
+        { "attention.head_count_kv", hp->n_head_kv, 1 }, { "block_count", hp->n_layer, 1 },
+        { "attention.key_length", hd, split }, { "attention.value_length", hd, split },
+        { "rope.dimension_count", hd, !hp->no_rope },
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof *dims; i++)
+        if (dims[i].on) gguf_set_u32(w, AKEY(dims[i].suffix), dims[i].v);
+    gguf_set_f32(w, AKEY(hp->layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"), hp->eps);
+#undef AKEY
 }
 
 int cv_check_hparams(const cv_hparams *hp, char *err, size_t errlen)
@@ -134,9 +143,9 @@ int cv_check_hparams(const cv_hparams *hp, char *err, size_t errlen)
     const char *why = NULL;
     if (!hp->n_embd || !hp->n_ff || !hp->n_layer || !hp->n_head || !hp->n_head_kv || !hp->n_vocab)
         why = "a dimension is zero";
-    else if (hp->n_embd % hp->n_head)
+    else if (!hp->head_dim && hp->n_embd % hp->n_head)
         why = "embedding length is not a multiple of the head count";
-    else if ((hp->n_embd / hp->n_head) % 2)
+    else if ((hp->head_dim ? hp->head_dim : hp->n_embd / hp->n_head) % 2)
         why = "head dimension is odd (RoPE rotates pairs)";
     else if (hp->n_head % hp->n_head_kv)
         why = "head count is not a multiple of the KV head count";
@@ -202,6 +211,26 @@ static void cv_from_f32(uint32_t type, const float *src, void *dst, size_t n)
     }
 }
 
+/* The source row of output row r of a layout that reorders rows. */
+static int64_t source_row(const cv_tensor *t, int64_t r)
+{
+    if (t->layout == CV_PERMUTE) {
+        /* HF rows of a head are [first halves of the pairs | second halves];
+         * GGUF wants each pair adjacent: row 2i+j of a head = HF row j*half+i. */
+        int64_t hd = t->ne[1] / t->heads, half = hd / 2, h = r / hd, k = r % hd;
+        return h * hd + (k % 2) * half + k / 2;
+    }
+    if (t->layout == CV_FALCON_QKV) {
+        /* source: per KV group g, its qpg query heads, then its K head, then its V head */
+        int64_t qpg = t->heads / t->heads_kv, hd = t->ne[1] / (t->heads + 2 * (int64_t)t->heads_kv);
+        int64_t Q = (int64_t)t->heads * hd, KV = (int64_t)t->heads_kv * hd, group = (qpg + 2) * hd;
+        if (r < Q) return (r / hd / qpg) * group + (r / hd % qpg) * hd + r % hd;
+        if (r < Q + KV) return ((r - Q) / hd) * group + qpg * hd + (r - Q) % hd;
+        return ((r - Q - KV) / hd) * group + (qpg + 1) * hd + (r - Q - KV) % hd;
+    }
+    return r;
+}
+
 /* Output rows [r0, r0+nr) of t as F32 into out (nr * ne[0] floats). */
 static void fetch_rows(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
 {
@@ -220,13 +249,7 @@ static void fetch_rows(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
         free(tmp);
     } else {
         for (int64_t r = r0; r < r0 + nr; r++) {
-            int64_t s = r;
-            if (t->layout == CV_PERMUTE) {
-                /* HF rows of a head are [first halves of the pairs | second halves];
-                 * GGUF wants each pair adjacent: row 2i+j of a head = HF row j*half+i. */
-                int64_t hd = t->ne[1] / t->heads, half = hd / 2, h = r / hd, k = r % hd;
-                s = h * hd + (k % 2) * half + k / 2;
-            }
+            int64_t s = source_row(t, r);
             cv_to_f32(t->src_type, src + (size_t)s * (size_t)n * es, out + (r - r0) * n, (size_t)n);
         }
     }

@@ -76,6 +76,12 @@ static void gen_ones(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
     for (int64_t i = 0; i < nr * t->ne[0]; i++) out[i] = 1.0f;
 }
 
+static void gen_zeros(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
+{
+    (void)r0;
+    for (int64_t i = 0; i < nr * t->ne[0]; i++) out[i] = 0.0f;
+}
+
 static void gen_embd(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
 {
     const synth *sy = t->gen_ctx;
@@ -206,39 +212,72 @@ static void free_hot_set(synth *sy, long layers)
     free(sy->u);
 }
 
-/* The tensors of the model, in the order they are written. */
-static void synth_tensors(cv_tensors *ts, const synth *sy, const cv_synth_opts *o, const cv_hparams *hp)
+/* Add one generated tensor. */
+static void gen_t(cv_tensors *ts, const synth *sy, cv_gen_fn fn, uint32_t wtype, int64_t ne0, int64_t ne1, long layer,
+                  const char *name)
 {
-    const int64_t E = o->dim, F = o->n_ff, hd = o->dim / o->heads, KV = hd * hp->n_head_kv;
-#define GEN(fn, nd, ne0, ne1, layer, ...)                                                 \
-    do {                                                                                  \
-        cv_tensor *t_ = cv_add(ts, (nd) > 1 ? o->type : GGML_TYPE_F32, nd, ne0, ne1, __VA_ARGS__); \
-        t_->gen = fn;                                                                     \
-        t_->gen_ctx = sy;                                                                 \
-        t_->gen_id = layer;                                                               \
-    } while (0)
-    GEN(gen_embd, 2, E, o->vocab, 0, "token_embd.weight");
-    GEN(gen_ones, 1, E, 1, 0, "output_norm.weight");
-    GEN(gen_read, 2, E, o->vocab, 0, "output.weight");
-    for (long l = 0; l < o->layers; l++) {
-        GEN(gen_read, 2, E, E, l, "blk.%ld.attn_q.weight", l);
-        GEN(gen_read, 2, E, KV, l, "blk.%ld.attn_k.weight", l);
-        GEN(gen_read, 2, E, KV, l, "blk.%ld.attn_v.weight", l);
-        GEN(gen_write, 2, E, E, l, "blk.%ld.attn_output.weight", l);
-        GEN(gen_ones, 1, E, 1, l, "blk.%ld.attn_norm.weight", l);
-        GEN(gen_gate, 2, E, F, l, "blk.%ld.ffn_gate.weight", l);
-        GEN(gen_write, 2, F, E, l, "blk.%ld.ffn_down.weight", l);
-        GEN(gen_read, 2, E, F, l, "blk.%ld.ffn_up.weight", l);
-        GEN(gen_ones, 1, E, 1, l, "blk.%ld.ffn_norm.weight", l);
-    }
-#undef GEN
+    cv_tensor *t = cv_add(ts, ne1 > 1 ? wtype : GGML_TYPE_F32, ne1 > 1 ? 2 : 1, ne0, ne1, "%s", name);
+    t->gen = fn;
+    t->gen_ctx = sy;
+    t->gen_id = layer;
 }
 
-/* The KVs after the llama ones: rope base, file type, activation, seed and
+/* The tensors of a synthetic model of hp->arch (docs/formats.md, "Model families"). */
+static void synth_tensors(cv_tensors *ts, const synth *sy, const cv_synth_opts *o, const cv_hparams *hp)
+{
+    const uint32_t wtype = o->type;
+    const char *arch = hp->arch;
+    int opt = !strcmp(arch, "opt"), falcon = !strcmp(arch, "falcon"), seq = opt || falcon;
+    int ln = hp->layer_norm, qkv_bias = opt || !strcmp(arch, "qwen2");
+    const int64_t E = hp->n_embd, F = hp->n_ff, V = hp->n_vocab, KV = E / hp->n_head * hp->n_head_kv;
+    char nm[GGUF_MAX_NAME + 1];
+#define NAME(s) (snprintf(nm, sizeof nm, "blk.%ld." s, l), nm)
+    gen_t(ts, sy, gen_embd, wtype, E, V, 0, "token_embd.weight");
+    if (opt) gen_t(ts, sy, gen_read, wtype, E, hp->n_ctx, 0, "position_embd.weight");
+    gen_t(ts, sy, gen_ones, wtype, E, 1, 0, "output_norm.weight");
+    if (ln) gen_t(ts, sy, gen_zeros, wtype, E, 1, 0, "output_norm.bias");
+    gen_t(ts, sy, gen_read, wtype, E, V, 0, "output.weight");
+    for (long l = 0; l < (long)hp->n_layer; l++) {
+        if (falcon) {
+            gen_t(ts, sy, gen_read, wtype, E, E + 2 * KV, l, NAME("attn_qkv.weight"));
+        } else {
+            gen_t(ts, sy, gen_read, wtype, E, E, l, NAME("attn_q.weight"));
+            gen_t(ts, sy, gen_read, wtype, E, KV, l, NAME("attn_k.weight"));
+            gen_t(ts, sy, gen_read, wtype, E, KV, l, NAME("attn_v.weight"));
+        }
+        if (qkv_bias) {
+            gen_t(ts, sy, gen_zeros, wtype, E, 1, l, NAME("attn_q.bias"));
+            gen_t(ts, sy, gen_zeros, wtype, KV, 1, l, NAME("attn_k.bias"));
+            gen_t(ts, sy, gen_zeros, wtype, KV, 1, l, NAME("attn_v.bias"));
+        }
+        gen_t(ts, sy, gen_write, wtype, E, E, l, NAME("attn_output.weight"));
+        if (opt) gen_t(ts, sy, gen_zeros, wtype, E, 1, l, NAME("attn_output.bias"));
+        gen_t(ts, sy, gen_ones, wtype, E, 1, l, NAME("attn_norm.weight"));
+        if (ln) gen_t(ts, sy, gen_zeros, wtype, E, 1, l, NAME("attn_norm.bias"));
+        if (falcon) {
+            gen_t(ts, sy, gen_ones, wtype, E, 1, l, NAME("attn_norm_2.weight"));
+            gen_t(ts, sy, gen_zeros, wtype, E, 1, l, NAME("attn_norm_2.bias"));
+        }
+        if (!seq) gen_t(ts, sy, gen_gate, wtype, E, F, l, NAME("ffn_gate.weight"));
+        gen_t(ts, sy, gen_write, wtype, F, E, l, NAME("ffn_down.weight"));
+        if (opt) gen_t(ts, sy, gen_zeros, wtype, E, 1, l, NAME("ffn_down.bias"));
+        gen_t(ts, sy, seq ? gen_gate : gen_read, wtype, E, F, l, NAME("ffn_up.weight"));
+        if (opt) gen_t(ts, sy, gen_zeros, wtype, F, 1, l, NAME("ffn_up.bias"));
+        if (!falcon) gen_t(ts, sy, gen_ones, wtype, E, 1, l, NAME("ffn_norm.weight"));
+        if (opt) gen_t(ts, sy, gen_zeros, wtype, E, 1, l, NAME("ffn_norm.bias"));
+    }
+#undef NAME
+}
+
+/* The KVs after cv_set_llama_kvs: rope base, file type, activation, seed and
  * the planted set's parameters and per-layer orders. */
 static void synth_kvs(gguf_writer *w, const synth *sy, const cv_synth_opts *o)
 {
-    gguf_set_f32(w, "llama.rope.freq_base", 10000.0f);
+    if (strcmp(o->arch, "opt")) {   /* learned positions: no RoPE */
+        char key[64];
+        snprintf(key, sizeof key, "%s.rope.freq_base", o->arch);
+        gguf_set_f32(w, key, 10000.0f);
+    }
     gguf_set_u32(w, "general.file_type", o->type == GGML_TYPE_F32 ? 0 : 1);
     gguf_set_str(w, "hotcold.ffn_activation", o->relu ? "relu" : "silu");
     gguf_set_u64(w, "hotcold.synth.seed", o->seed);
@@ -262,6 +301,8 @@ int cv_convert_synth(const cv_synth_opts *o, char *err, size_t errlen)
         .n_head_kv = (uint32_t)(o->kv_heads ? o->kv_heads : o->heads),
         .n_ctx = (uint32_t)o->ctx, .eps = 1e-5f, .name = "synth",
         .unk_id = 0, .bos_id = 1, .eos_id = 2, .pad_id = UINT32_MAX,
+        .arch = o->arch, .layer_norm = !strcmp(o->arch, "opt") || !strcmp(o->arch, "falcon"),
+        .no_rope = !strcmp(o->arch, "opt"),
     };
     if (cv_check_hparams(&hp, err, errlen)) return -1;
 

@@ -74,9 +74,10 @@ static int llama2c_run(int argc, char **argv)
 static const char hf_usage[] =
     "usage: hc-convert hf DIR -o OUT.gguf [--outtype f32|f16|bf16] [--predictors DIR]\n"
     "\n"
-    "Convert a Hugging Face LLaMA checkpoint directory (config.json, model.safetensors\n"
+    "Convert a Hugging Face checkpoint directory (config.json, model.safetensors\n"
     "or sharded model-*.safetensors + model.safetensors.index.json, tokenizer.model\n"
-    "and/or tokenizer.json) into a llama GGUF.\n"
+    "and/or tokenizer.json) into a GGUF: Llama 1/2/3, Mistral and ProSparse (llama),\n"
+    "Qwen2 (qwen2), Bamboo (bamboo), OPT (opt), Falcon (falcon).\n"
     "\n"
     "  -o, --output FILE       output GGUF (written atomically)\n"
     "      --outtype TYPE      f32, f16 (default) or bf16 for 2-D weights; 1-D stay f32\n"
@@ -128,7 +129,7 @@ static int hf_run(int argc, char **argv)
 static const char synth_usage[] =
     "usage: hc-convert synth -o OUT.gguf [options]\n"
     "\n"
-    "Write a random, well-formed llama GGUF (deterministic from --seed).\n"
+    "Write a random, well-formed GGUF (deterministic from --seed).\n"
     "\n"
     "  -o, --output FILE     output GGUF (written atomically)\n"
     "      --dim N           embedding length (default 64)\n"
@@ -138,6 +139,9 @@ static const char synth_usage[] =
     "      --kv-heads N      KV heads (default: --heads)\n"
     "      --vocab N         vocabulary size, >= 259 (default 512)\n"
     "      --ctx N           context length (default 256)\n"
+    "      --arch NAME       llama (default), qwen2, bamboo, opt or falcon: that family's\n"
+    "                        tensors (biases zero, norms one); the hot set is planted in\n"
+    "                        the gate, or in up for opt/falcon (no gate)\n"
     "      --act relu|silu   FFN activation (default relu)\n"
     "      --type f32|f16    weight type of 2-D tensors (default f32)\n"
     "      --seed N          random seed (default 1)\n"
@@ -148,7 +152,16 @@ static const char synth_usage[] =
     "      --version         print the version\n"
     "  -h, --help            this help\n";
 
-enum { O_DIM = 256, O_FF, O_LAYERS, O_HEADS, O_KV, O_VOCAB, O_CTX, O_ACT, O_TYPE, O_SEED, O_HOT, O_SKEW };
+enum { O_DIM = 256, O_FF, O_LAYERS, O_HEADS, O_KV, O_VOCAB, O_CTX, O_ACT, O_TYPE, O_SEED, O_HOT, O_ARCH, O_SKEW };
+
+/* --arch: one of the families cv_convert_synth writes. */
+static const char *synth_arch(const char *name)
+{
+    static const char *const archs[] = { "llama", "qwen2", "bamboo", "opt", "falcon" };
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++)
+        if (!strcmp(name, archs[i])) return archs[i];
+    hc_die("bad value for --arch: '%s' (expected llama, qwen2, bamboo, opt or falcon)", name);
+}
 
 /* The value of synth's option c (not -o or -h) into o. */
 static void synth_option(int c, const char *v, cv_synth_opts *o)
@@ -180,6 +193,7 @@ static void synth_option(int c, const char *v, cv_synth_opts *o)
         if (*end || !(o->hot_fraction > 0 && o->hot_fraction <= 1))
             hc_die("bad value for --hot-fraction: '%s' (expected a number in (0, 1])", v);
         break;
+    case O_ARCH: o->arch = synth_arch(v); break;
     case O_SKEW:
         o->hot_skew = strtod(v, &end);
         if (*end || !(o->hot_skew > 0 && o->hot_skew <= 16))
@@ -199,7 +213,8 @@ static int synth_parse(int argc, char **argv, cv_synth_opts *o, int *have_skew)
         {"vocab", required_argument, 0, O_VOCAB}, {"ctx", required_argument, 0, O_CTX},
         {"act", required_argument, 0, O_ACT}, {"type", required_argument, 0, O_TYPE},
         {"seed", required_argument, 0, O_SEED}, {"hot-fraction", required_argument, 0, O_HOT},
-        {"hot-skew", required_argument, 0, O_SKEW}, HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"hot-skew", required_argument, 0, O_SKEW}, {"arch", required_argument, 0, O_ARCH}, HC_LONG_VERSION,
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     int c;
     optind = 1;
@@ -224,7 +239,7 @@ static int synth_run(int argc, char **argv)
 {
     cv_synth_opts o = {
         .dim = 64, .n_ff = 256, .layers = 2, .heads = 4, .vocab = 512, .ctx = 256,
-        .relu = 1, .type = GGML_TYPE_F32, .seed = 1, .hot_skew = 1,
+        .relu = 1, .type = GGML_TYPE_F32, .seed = 1, .hot_skew = 1, .arch = "llama",
     };
     int have_skew = 0;
     if (synth_parse(argc, argv, &o, &have_skew)) return 0;
@@ -242,12 +257,13 @@ static const hc_command commands[] = {
      "        llama2.c checkpoint (legacy or version 1) -> llama GGUF\n"},
     {"hf", hf_run,
      "  hf DIR -o OUT.gguf [--outtype f32|f16|bf16] [--predictors DIR]\n"
-     "        Hugging Face LLaMA directory (safetensors) -> llama GGUF; with\n"
+     "        Hugging Face directory (safetensors) of a supported family -> GGUF; with\n"
      "        --predictors, PowerInfer's sparse GGUF (PWRI) with predictor tensors\n"},
     {"synth", synth_run,
      "  synth -o OUT.gguf [--dim N --n-ff N --layers N --heads N --kv-heads N --vocab N\n"
-     "        --ctx N --act relu|silu --type f32|f16 --seed N --hot-fraction F --hot-skew S]\n"
-     "        random well-formed llama GGUF, optionally with a planted hot-neuron set\n"},
+     "        --ctx N --act relu|silu --type f32|f16 --seed N --hot-fraction F --hot-skew S\n"
+     "        --arch NAME] random well-formed GGUF of a family, optionally with a planted\n"
+     "        hot-neuron set\n"},
     {NULL, NULL, NULL},
 };
 

@@ -105,7 +105,10 @@ static size_t add_tensors(gguf_writer *w, const hc_model *m, const hc_pred_net *
             ot[(*n_ot)++] = (out_tensor){ T_DOWN_T, l, t };
             if (t->nbytes > max_bytes) max_bytes = t->nbytes;
         } else {
-            gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, NULL);
+            /* PowerInfer renames every ffn_down tensor: OPT's down bias is ffn_down_t.bias */
+            if (is_layer_tensor(t->name, "ffn_down.bias", &l)) snprintf(nm, sizeof nm, "blk.%d.ffn_down_t.bias", l);
+            else snprintf(nm, sizeof nm, "%s", t->name);
+            gguf_add_tensor(w, nm, t->type, t->n_dims, t->ne, NULL);
             ot[(*n_ot)++] = (out_tensor){ T_COPY, -1, t };
         }
     }

@@ -165,7 +165,7 @@ static void embed_windows(hc_ctx *ctx, const int32_t *toks, int W, int C, float 
     for (int w = 0; w < W; w++)
         for (int p = 0; p < C; p += n_batch) {
             int B = C - p < n_batch ? C - p : n_batch;
-            hc_embed(ctx, toks + (size_t)w * C + p, B, xs + ((size_t)w * C + (size_t)p) * E);
+            hc_embed(ctx, toks + (size_t)w * C + p, B, p, xs + ((size_t)w * C + (size_t)p) * E);
         }
 }
 
@@ -178,6 +178,7 @@ static int quantize_stage(hc_layer *ly, int l, int s, const float *X, float *H, 
     for (int i = 0; i < N_LINEARS; i++) {
         if (linears[i].stage != s) continue;
         hc_weight *w = (hc_weight *)((char *)ly + linears[i].off);
+        if (w->kind == HC_WEIGHT_NONE) continue;     /* no gate in a sequential FFN */
         char name[GGUF_MAX_NAME + 1];
         snprintf(name, sizeof name, "blk.%d.%s.weight", l, linears[i].name);
         if (w->n % co->min_cols_multiple == 0) {
@@ -216,6 +217,10 @@ int gptq_calibrate(const char *path, const gptq_calib_opts *co, gptq_run *run, c
             snprintf(err, errlen, "%s: blk.%d has no ffn_down.weight (PowerInfer ffn_down_t is not supported)", path, l);
             goto done;
         }
+    if (gguf_find_tensor(m->file, "blk.0.attn_qkv.weight") >= 0) {
+        snprintf(err, errlen, "%s: blk.0.attn_qkv.weight: GPTQ does not quantize a fused QKV (falcon)", path);
+        goto done;
+    }
     if (!(toks = calib_tokens(m, co, run, err, errlen))) goto done;
     const int T = run->tokens, W = run->windows;
     capture cap = { .point = -1 };

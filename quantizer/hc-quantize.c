@@ -29,6 +29,8 @@ static void usage(FILE *fp)
         "      --pure                    no mixture rules: every eligible tensor becomes TYPE\n"
         "      --output-tensor-type T    type of output.weight\n"
         "      --token-embedding-type T  type of token_embd.weight\n"
+        "      --powerinfer              PWRI files: ffn_down_t stays F16 unless TYPE is Q4_0 (the\n"
+        "                                types PowerInfer's down kernel runs)\n"
         "  -q, --quiet                   print nothing but errors\n"
         "  -v, --verbose                 print a line per tensor and the totals even when stdout\n"
         "                                is not a terminal (on a terminal that is the default)\n"
@@ -57,7 +59,7 @@ static int target_type(const char *name)
 }
 
 enum {
-    OPT_ALLOW_REQ = 256, OPT_PURE, OPT_OUT_TYPE, OPT_EMB_TYPE,
+    OPT_ALLOW_REQ = 256, OPT_PURE, OPT_OUT_TYPE, OPT_EMB_TYPE, OPT_POWERINFER,
     OPT_CALIB, OPT_GROUP, OPT_ACT_ORDER, OPT_SYM, OPT_ASYM, OPT_DAMP, OPT_CALIB_TOKENS, OPT_CTX, OPT_EXPORT, OPT_RTN,
 };
 
@@ -70,6 +72,7 @@ static const char *option(int c, const char *v, hc_quant_opts *o, hc_gptq_opts *
     case 'q': o->quiet = 1; return NULL;
     case OPT_ALLOW_REQ: o->allow_requantize = 1; return NULL;
     case OPT_PURE: o->pure = 1; return NULL;
+    case OPT_POWERINFER: o->powerinfer = 1; return NULL;
     case OPT_OUT_TYPE:
     case OPT_EMB_TYPE: {
         int t = target_type(v);
@@ -111,6 +114,7 @@ static int parse(int argc, char **argv, hc_quant_opts *o, hc_gptq_opts *g, const
         { "pure", no_argument, NULL, OPT_PURE },
         { "output-tensor-type", required_argument, NULL, OPT_OUT_TYPE },
         { "token-embedding-type", required_argument, NULL, OPT_EMB_TYPE },
+        { "powerinfer", no_argument, NULL, OPT_POWERINFER },
         { "quiet", no_argument, NULL, 'q' }, { "verbose", no_argument, NULL, 'v' },
         HC_LONG_VERSION, { "help", no_argument, NULL, 'h' },
         { "calib", required_argument, NULL, OPT_CALIB },

@@ -18,6 +18,7 @@ typedef struct {
     int pure;                 /* no mixture rules */
     uint32_t output_type;     /* --output-tensor-type, or HC_TYPE_DEFAULT */
     uint32_t token_embd_type; /* --token-embedding-type, or HC_TYPE_DEFAULT */
+    int powerinfer;           /* --powerinfer: ffn_down_t only F16 or Q4_0 (what PowerInfer runs) */
     int quiet;
 } hc_quant_opts;
 

@@ -114,6 +114,24 @@ static gguf_writer *declare(const gguf_file *f, const hc_quant_opts *o, const hc
     return w;
 }
 
+/* A PWRI file PowerInfer would misrun (docs/formats.md, "Which files run
+ * where"): one line, with the compatible choice. */
+static void warn_powerinfer(const hc_quant_opts *o, const gguf_file *f, const hc_quant_item *items)
+{
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        size_t n = strlen(items[i].t->name), k = strlen(".ffn_down_t.weight");
+        if (n < k || strcmp(items[i].t->name + n - k, ".ffn_down_t.weight")) continue;
+        uint32_t t = items[i].type;
+        if (t == GGML_TYPE_Q4_0)
+            hc_warn("%s: PowerInfer's Q4_0 down kernel rounds the activations to 8 bits: its text diverges from "
+                    "hc-run's", o->out);
+        else if (t != GGML_TYPE_F16)
+            hc_warn("%s: PowerInfer reads every ffn_down_t type but Q4_0 as F16 without a check, so it would print "
+                    "garbage with %s ffn_down_t; --powerinfer keeps them F16", o->out, ggml_type_name(t));
+        return;
+    }
+}
+
 int hc_quantize_model(const hc_quant_opts *o, const hc_tensor_hook *hook, char *err, size_t errlen)
 {
     const double t0 = hc_now();
@@ -123,6 +141,7 @@ int hc_quantize_model(const hc_quant_opts *o, const hc_tensor_hook *hook, char *
     posix_madvise((void *)f->base, f->size, POSIX_MADV_SEQUENTIAL);
     hc_quant_item *items = hc_quant_plan(f, o, hook, err, errlen);
     gguf_writer *w = items ? declare(f, o, hook, items, err, errlen) : NULL;
+    if (w && f->variant == GGUF_VARIANT_PWRI) warn_powerinfer(o, f, items);
     run r = { o, hook, w, NULL, 0, err, errlen };
     int rc = w ? gguf_writer_begin(w, o->out, err, errlen) : -1;
     if (rc == 0 && !o->quiet)

@@ -83,6 +83,9 @@ static uint32_t wanted_type(const gguf_file *f, const gguf_tensor *t, const hc_q
         type = o->token_embd_type;
     if (is_output && o->output_type != HC_TYPE_DEFAULT)
         type = o->output_type;
+    /* PowerInfer's CPU down kernel reads every type but Q4_0 as F16 */
+    if (o->powerinfer && ends_with(t->name, ".ffn_down_t.weight") && type != GGML_TYPE_Q4_0)
+        type = GGML_TYPE_F16;
     return type;
 }
 

@@ -19,7 +19,7 @@ struct hc_ctx {
     hc_hook_fn hook;  void *hook_user;   /* from hc_ctx_params; NULL: none */
     hc_ffn_fn ffn;    void *ffn_user;    /* NULL: the dense FFN */
     float *k_cache, *v_cache;   /* [n_layer][n_ctx][n_head_kv*head_dim] */
-    float *x, *xn, *tmp;        /* [n_batch][n_embd] */
+    float *x, *xn, *tmp, *tmp2; /* [n_batch][n_embd] */
     float *q, *att;             /* [n_batch][n_head*head_dim] */
     float *ffn_buf[2];          /* [n_batch][n_ff]: the FFN's scratch (hc_ctx_ffn_scratch) */
     float *h;                   /* [n_batch][n_ff] for HC_HOOK_FFN_ACT, with a hook only */

@@ -1,49 +1,87 @@
 /* The dense FFN: every neuron of a layer, the context's FFN unless
- * hc_ctx_params.ffn replaces it. Gated (hc_ffn_kind HC_FFN_GATED):
- * down(act(gate·x) * (up·x)), with act = SiLU (SwiGLU) or ReLU. */
+ * hc_ctx_params.ffn replaces it, for each hc_ffn_kind: gated
+ * down(act(gate·x) * (up·x)) (LLaMA: SiLU = SwiGLU, or ReLU), symmetric
+ * down(act(gate·x) * act(up·x)) (Bamboo's dReLU), sequential
+ * down(act(up·x + b)) (OPT, Falcon), each product with its bias if any. */
 #include "forward.h"
 
 #include <math.h>
 #include <string.h>
 
-void hc_ffn_act(int act, float *gate, const float *up, int n)
+float hc_act1(int act, float x)
 {
-    if (act == HC_ACT_RELU) {
-        for (int i = 0; i < n; i++) gate[i] = (gate[i] > 0.0f ? gate[i] : 0.0f) * up[i];
-    } else {
-        for (int i = 0; i < n; i++) {
-            float val = gate[i];
-            val *= (1.0f / (1.0f + expf(-val)));
-            gate[i] = val * up[i];
-        }
+    switch ((enum hc_act)act) {
+    case HC_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case HC_ACT_GELU: return 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2));
+    case HC_ACT_SILU: break;
     }
+    return x * (1.0f / (1.0f + expf(-x)));
 }
 
-/* The gated FFN; the activations are made in h when the context wants them. */
-static void gated(hc_ctx *ctx, int layer, const float *x_norm, int B, float *out, float *h)
+void hc_ffn_act(int act, float *gate, const float *up, int n)
+{
+    for (int i = 0; i < n; i++) gate[i] = hc_act1(act, gate[i]) * up[i];
+}
+
+/* y[B][n] += bias (NULL: none). */
+static void bias_rows(float *y, const float *bias, int B, int n)
+{
+    if (!bias) return;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < n; i++) y[(size_t)b * n + i] += bias[i];
+}
+
+/* out = down · H (+ its bias), through ffn_down or PWRI's ffn_down_t rows. */
+static void down(hc_ctx *ctx, const hc_layer *ly, const float *H, int B, float *out)
+{
+    const hc_hparams *hp = &hc_ctx_model(ctx)->hp;
+    if (ly->ffn_down.kind != HC_WEIGHT_NONE) {
+        hc_ctx_matvec(ctx, &ly->ffn_down, H, B, out);
+    } else {
+        memset(out, 0, sizeof(float) * (size_t)B * (size_t)hp->n_embd);
+        hc_ctx_down_accum(ctx, &ly->ffn_down_t, NULL, H, (size_t)hp->n_ff, hp->n_ff, B, out);
+    }
+    bias_rows(out, ly->ffn_down_b, B, hp->n_embd);
+}
+
+void hc_ffn_neurons(hc_ctx *ctx, int layer, const float *x_norm, int B, float *H)
 {
     const hc_hparams *hp = &hc_ctx_model(ctx)->hp;
     const hc_layer *ly = &hc_ctx_model(ctx)->layers[layer];
-    int F = hp->n_ff, E = hp->n_embd;
-    float *G = h ? h : hc_ctx_ffn_scratch(ctx, 0), *U = hc_ctx_ffn_scratch(ctx, 1);
-    void *ag, *au;
-    hc_ctx_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
-    hc_ctx_matvec_prepared(ctx, &ly->ffn_gate, ag, B, G, (size_t)F);
-    hc_ctx_matvec_prepared(ctx, &ly->ffn_up, au, B, U, (size_t)F);
-    for (int b = 0; b < B; b++) hc_ffn_act(hp->act, G + (size_t)b * F, U + (size_t)b * F, F);
-    if (ly->ffn_down.kind != HC_WEIGHT_NONE) {
-        hc_ctx_matvec(ctx, &ly->ffn_down, G, B, out);
+    int F = hp->n_ff;
+    size_t n = (size_t)B * (size_t)F;
+    float *U = hc_ctx_ffn_scratch(ctx, 1);
+    enum hc_ffn_kind kind = (enum hc_ffn_kind)hp->ffn_kind;
+    if (kind == HC_FFN_SEQUENTIAL) {
+        hc_ctx_matvec(ctx, &ly->ffn_up, x_norm, B, H);
     } else {
-        memset(out, 0, sizeof(float) * (size_t)B * E);
-        hc_ctx_down_accum(ctx, &ly->ffn_down_t, NULL, G, (size_t)F, F, B, out);
+        void *ag, *au;
+        hc_ctx_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
+        hc_ctx_matvec_prepared(ctx, &ly->ffn_gate, ag, B, H, (size_t)F);
+        hc_ctx_matvec_prepared(ctx, &ly->ffn_up, au, B, U, (size_t)F);
+        bias_rows(H, ly->ffn_gate_b, B, F);
+    }
+    switch (kind) {
+    case HC_FFN_GATED:
+        bias_rows(U, ly->ffn_up_b, B, F);
+        if (hp->act_threshold > 0)   /* FATReLU: below the threshold the neuron is off */
+            for (size_t i = 0; i < n; i++) if (H[i] < hp->act_threshold) H[i] = 0.0f;
+        hc_ffn_act(hp->act, H, U, (int)n);
+        break;
+    case HC_FFN_SYMMETRIC:
+        bias_rows(U, ly->ffn_up_b, B, F);
+        for (size_t i = 0; i < n; i++) H[i] = hc_act1(hp->act, H[i]) * hc_act1(hp->act, U[i]);
+        break;
+    case HC_FFN_SEQUENTIAL:
+        bias_rows(H, ly->ffn_up_b, B, F);
+        for (size_t i = 0; i < n; i++) H[i] = hc_act1(hp->act, H[i]);
+        break;
     }
 }
 
 void hc_ffn_dense(hc_ctx *ctx, int layer, const float *x_norm, int B, float *out, float *h)
 {
-    switch ((enum hc_ffn_kind)hc_ctx_model(ctx)->hp.ffn_kind) {
-    case HC_FFN_GATED:
-        gated(ctx, layer, x_norm, B, out, h);
-        break;
-    }
+    float *H = h ? h : hc_ctx_ffn_scratch(ctx, 0);
+    hc_ffn_neurons(ctx, layer, x_norm, B, H);
+    down(ctx, &hc_ctx_model(ctx)->layers[layer], H, B, out);
 }

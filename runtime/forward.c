@@ -32,14 +32,19 @@ static size_t max_act_bytes(const hc_model *m)
 }
 
 /* Rotation frequencies of a head's pairs: run.c's 1 / base^(i / head_size)
- * for even i. Rope scaling (hp->rope_scaling: linear, llama3) changes them here. */
-static void rope_freqs(const hc_hparams *hp, float *freq)
+ * for even i. Rope scaling (hp->rope_scaling) divides them: linear by
+ * rope.scaling.factor, llama3 by each pair's rope_freqs.weight factor. */
+static void rope_freqs(const hc_model *m, float *freq)
 {
-    switch ((enum hc_rope_scaling)hp->rope_scaling) {
-    case HC_ROPE_SCALING_NONE:
-        for (int i = 0; i < hp->head_dim; i += 2)
-            freq[i / 2] = 1.0f / powf(hp->rope_base, (float)i / (float)hp->head_dim);
-        break;
+    const hc_hparams *hp = &m->hp;
+    for (int i = 0; i < hp->head_dim; i += 2)
+        freq[i / 2] = 1.0f / powf(hp->rope_base, (float)i / (float)hp->head_dim);
+    for (int i = 0; i < hp->head_dim / 2; i++) {
+        switch ((enum hc_rope_scaling)hp->rope_scaling) {
+        case HC_ROPE_SCALING_NONE: break;
+        case HC_ROPE_SCALING_LINEAR: freq[i] /= hp->rope_scale; break;
+        case HC_ROPE_SCALING_FACTORS: freq[i] /= m->rope_factors[i]; break;
+        }
     }
 }
 
@@ -49,6 +54,11 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     int n_ctx = p && p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 2048 ? hp->n_ctx_train : 2048);
     if (n_ctx > hp->n_ctx_train) {
         snprintf(err, errlen, "%s: context %d exceeds the model's context_length %d", m->path, n_ctx, hp->n_ctx_train);
+        return NULL;
+    }
+    if (hp->sliding_window && n_ctx > hp->sliding_window) {
+        snprintf(err, errlen, "%s: context %d exceeds attention.sliding_window %d (sliding-window attention is "
+                 "not implemented; use -c %d or less)", m->path, n_ctx, hp->sliding_window, hp->sliding_window);
         return NULL;
     }
     int n_batch = p && p->n_batch > 0 ? p->n_batch : 512;
@@ -75,6 +85,7 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     ctx->x = xalloc(sizeof(float) * nb * E);
     ctx->xn = xalloc(sizeof(float) * nb * E);
     ctx->tmp = xalloc(sizeof(float) * nb * E);
+    ctx->tmp2 = xalloc(sizeof(float) * nb * E);
     ctx->q = xalloc(sizeof(float) * nb * Qd);
     ctx->att = xalloc(sizeof(float) * nb * Qd);
     ctx->ffn_buf[0] = xalloc(sizeof(float) * nb * F);
@@ -82,11 +93,11 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     ctx->h = ctx->hook ? xalloc(sizeof(float) * nb * F) : NULL;
     ctx->scores = xalloc(sizeof(float) * (size_t)nt * (size_t)n_ctx);
     ctx->rope_freq = xalloc(sizeof(float) * (size_t)hp->head_dim / 2);
-    if (!ctx->pool || !ctx->k_cache || !ctx->v_cache || !ctx->x || !ctx->xn || !ctx->tmp || !ctx->q || !ctx->att ||
+    if (!ctx->pool || !ctx->k_cache || !ctx->v_cache || !ctx->x || !ctx->xn || !ctx->tmp || !ctx->tmp2 || !ctx->q || !ctx->att ||
         !ctx->ffn_buf[0] || !ctx->ffn_buf[1] || (ctx->hook && !ctx->h) || !ctx->scores || !ctx->rope_freq)
         goto oom;
     hc_ctx_acts(ctx, 0, max_act_bytes(m));
-    rope_freqs(hp, ctx->rope_freq);
+    rope_freqs(m, ctx->rope_freq);
     return ctx;
 oom:
     snprintf(err, errlen, "%s: out of memory for a context of %d tokens", m->path, n_ctx);
@@ -98,7 +109,7 @@ void hc_ctx_free(hc_ctx *ctx)
 {
     if (!ctx) return;
     if (ctx->pool) hc_pool_free(ctx->pool);
-    void *bufs[] = { ctx->k_cache, ctx->v_cache, ctx->x, ctx->xn, ctx->tmp, ctx->q, ctx->att, ctx->ffn_buf[0],
+    void *bufs[] = { ctx->k_cache, ctx->v_cache, ctx->x, ctx->xn, ctx->tmp, ctx->tmp2, ctx->q, ctx->att, ctx->ffn_buf[0],
                      ctx->ffn_buf[1], ctx->h, ctx->scores, ctx->rope_freq, ctx->acts, ctx->acts2 };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(ctx);
@@ -124,15 +135,38 @@ static void rmsnorm(float *o, const float *x, const float *w, int n, float eps)
     for (int j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
 }
 
-/* o[B][n_embd] = the family's norm of x with weights w. */
-static void norm_rows(const hc_hparams *hp, const float *w, const float *x, float *o, int B)
+/* o = w * (x - mean) / sqrt(var + eps) + bias (bias may be NULL). */
+static void layernorm(float *o, const float *x, const float *w, const float *bias, int n, float eps)
+{
+    float mean = 0.0f, var = 0.0f;
+    for (int j = 0; j < n; j++) mean += x[j];
+    mean /= n;
+    for (int j = 0; j < n; j++) var += (x[j] - mean) * (x[j] - mean);
+    var /= n;
+    float inv = 1.0f / sqrtf(var + eps);
+    for (int j = 0; j < n; j++) o[j] = w[j] * ((x[j] - mean) * inv) + (bias ? bias[j] : 0.0f);
+}
+
+/* o[B][n_embd] = the family's norm of x with weights w (and bias, NULL if none). */
+static void norm_rows(const hc_hparams *hp, const float *w, const float *bias, const float *x, float *o, int B)
 {
     int E = hp->n_embd;
     switch ((enum hc_norm)hp->norm) {
     case HC_NORM_RMS:
         for (int b = 0; b < B; b++) rmsnorm(o + (size_t)b * E, x + (size_t)b * E, w, E, hp->rms_eps);
         break;
+    case HC_NORM_LAYER:
+        for (int b = 0; b < B; b++) layernorm(o + (size_t)b * E, x + (size_t)b * E, w, bias, E, hp->rms_eps);
+        break;
     }
+}
+
+/* y[B][n] += bias, when there is one. */
+static void add_bias(float *y, const float *bias, int B, int n)
+{
+    if (!bias) return;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < n; i++) y[(size_t)b * n + i] += bias[i];
 }
 
 /* Rotate adjacent pairs of n floats (whole heads) at position pos. */
@@ -150,7 +184,23 @@ static void rope(const hc_ctx *ctx, float *v, int n, int pos)
     }
 }
 
-/* The positions pos0.. of B rows of q ([B][q_dim]) and k ([B][kv_dim]). */
+/* Rotate the two halves of each head (NeoX style: element i with i + hd/2). */
+static void rope_neox(const hc_ctx *ctx, float *v, int n, int pos)
+{
+    int hd = ctx->model->hp.head_dim, half = hd / 2;
+    for (int i = 0; i < half; i++) {
+        float val = (float)pos * ctx->rope_freq[i];
+        float fcr = cosf(val), fci = sinf(val);
+        for (int j = i; j < n; j += hd) {
+            float v0 = v[j], v1 = v[j + half];
+            v[j] = v0 * fcr - v1 * fci;
+            v[j + half] = v0 * fci + v1 * fcr;
+        }
+    }
+}
+
+/* The positions pos0.. of B rows of q ([B][q_dim]) and k ([B][kv_dim]);
+ * learned positions were added by hc_embed. */
 static void positions(const hc_ctx *ctx, float *q, float *k, int B, int pos0)
 {
     const hc_hparams *hp = &ctx->model->hp;
@@ -162,6 +212,14 @@ static void positions(const hc_ctx *ctx, float *q, float *k, int B, int pos0)
             rope(ctx, k + (size_t)b * kv_dim, kv_dim, pos0 + b);
         }
         break;
+    case HC_POS_ROPE_NEOX:
+        for (int b = 0; b < B; b++) {
+            rope_neox(ctx, q + (size_t)b * q_dim, q_dim, pos0 + b);
+            rope_neox(ctx, k + (size_t)b * kv_dim, kv_dim, pos0 + b);
+        }
+        break;
+    case HC_POS_LEARNED:
+        break;
     }
 }
 
@@ -172,10 +230,17 @@ static void hook(hc_ctx *ctx, int layer, int point, const float *x, int B, int n
     if (ctx->hook) ctx->hook(ctx->hook_user, layer, point, x, B, n, pos0);
 }
 
-void hc_embed(hc_ctx *ctx, const int32_t *tokens, int B, float *x)
+void hc_embed(hc_ctx *ctx, const int32_t *tokens, int B, int pos0, float *x)
 {
-    int E = ctx->model->hp.n_embd;
-    for (int b = 0; b < B; b++) hc_weight_row(&ctx->model->token_embd, tokens[b], x + (size_t)b * E);
+    const hc_model *m = ctx->model;
+    int E = m->hp.n_embd;
+    for (int b = 0; b < B; b++) hc_weight_row(&m->token_embd, tokens[b], x + (size_t)b * E);
+    if (m->hp.pos != HC_POS_LEARNED) return;
+    for (int b = 0; b < B; b++) {
+        float *row = ctx->tmp;
+        hc_weight_row(&m->pos_embd, pos0 + b, row);
+        for (int i = 0; i < E; i++) x[(size_t)b * E + i] += row[i];
+    }
 }
 
 typedef struct {
@@ -245,6 +310,9 @@ static void qkv(hc_ctx *ctx, const hc_layer *ly, int B, float *kc, float *vc)
         }
     }
     hc_ctx_matvec_prepared(ctx, &ly->attn_v, av, B, vc, (size_t)kv_dim);
+    add_bias(ctx->q, ly->attn_q_b, B, q_dim);
+    add_bias(kc, ly->attn_k_b, B, kv_dim);
+    add_bias(vc, ly->attn_v_b, B, kv_dim);
 }
 
 /* out[B][n_embd] = the attention block of x (rows at positions pos0..). */
@@ -256,7 +324,7 @@ static void attention(hc_ctx *ctx, int layer, const float *x, int B, int pos0, f
     size_t cache_row = ((size_t)layer * (size_t)ctx->n_ctx + (size_t)pos0) * (size_t)kv_dim;
     float *kc = ctx->k_cache + cache_row, *vc = ctx->v_cache + cache_row;
 
-    norm_rows(hp, ly->attn_norm, x, ctx->xn, B);
+    norm_rows(hp, ly->attn_norm, ly->attn_norm_b, x, ctx->xn, B);
     hook(ctx, layer, HC_HOOK_ATTN_IN, ctx->xn, B, E, pos0);
     qkv(ctx, ly, B, kc, vc);
     positions(ctx, ctx->q, kc, B, pos0);
@@ -265,6 +333,7 @@ static void attention(hc_ctx *ctx, int layer, const float *x, int B, int pos0, f
     hc_pool_run(ctx->pool, attn_run, &at, at.n_chunks);
     hook(ctx, layer, HC_HOOK_ATTN_OUT, ctx->att, B, q_dim, pos0);
     hc_ctx_matvec(ctx, &ly->attn_output, ctx->att, B, out);
+    add_bias(out, ly->attn_output_b, B, E);
 }
 
 void hc_ffn_forward(hc_ctx *ctx, int layer, const float *ffn_inp, const float *x_norm, int B, int pos0, float *out)
@@ -280,7 +349,8 @@ static void ffn_block(hc_ctx *ctx, int layer, const float *x, int B, int pos0, f
 {
     const hc_hparams *hp = &ctx->model->hp;
     hook(ctx, layer, HC_HOOK_FFN_INP, x, B, hp->n_embd, pos0);
-    norm_rows(hp, ctx->model->layers[layer].ffn_norm, x, ctx->xn, B);
+    const hc_layer *ly = &ctx->model->layers[layer];
+    norm_rows(hp, ly->ffn_norm, ly->ffn_norm_b, x, ctx->xn, B);
     hook(ctx, layer, HC_HOOK_FFN_IN, ctx->xn, B, hp->n_embd, pos0);
     hc_ffn_forward(ctx, layer, x, ctx->xn, B, pos0, out);
 }
@@ -295,13 +365,18 @@ void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0)
         ffn_block(ctx, layer, x, B, pos0, ctx->tmp);
         for (size_t i = 0; i < n; i++) x[i] += ctx->tmp[i];
         break;
+    case HC_RESIDUAL_PARALLEL:   /* Falcon: x += ffn(norm2(x)) + attn(norm(x)) */
+        attention(ctx, layer, x, B, pos0, ctx->tmp);
+        ffn_block(ctx, layer, x, B, pos0, ctx->tmp2);
+        for (size_t i = 0; i < n; i++) x[i] += ctx->tmp2[i] + ctx->tmp[i];
+        break;
     }
 }
 
 void hc_output(hc_ctx *ctx, const float *x, int B, float *logits)
 {
     const hc_model *m = ctx->model;
-    norm_rows(&m->hp, m->output_norm, x, ctx->xn, B);
+    norm_rows(&m->hp, m->output_norm, m->output_norm_b, x, ctx->xn, B);
     hc_ctx_matvec(ctx, &m->output, ctx->xn, B, logits);
 }
 
@@ -320,7 +395,7 @@ int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *l
         }
     for (int s = 0; s < n_tokens; s += ctx->n_batch) {
         int B = n_tokens - s < ctx->n_batch ? n_tokens - s : ctx->n_batch;
-        hc_embed(ctx, tokens + s, B, ctx->x);
+        hc_embed(ctx, tokens + s, B, pos0 + s, ctx->x);
         for (int il = 0; il < hp->n_layer; il++) hc_layer_forward(ctx, il, ctx->x, B, pos0 + s);
         if (which == HC_LOGITS_ALL)
             hc_output(ctx, ctx->x, B, logits + (size_t)s * (size_t)hp->n_vocab);

@@ -13,7 +13,12 @@
 float *hc_ctx_ffn_scratch(hc_ctx *ctx, int which);
 /* Bytes between the prepared activations of hc_ctx_acts / hc_ctx_prepare (matmul.h). */
 size_t hc_ctx_act_stride(const hc_ctx *ctx);
-/* h = act(gate) * up over n values (SiLU written as run.c): the gated FFN's
+/* H[B][n_ff] = every neuron's activation (the input of down) of the layer's
+ * FFN kind, as the dense FFN computes it; uses FFN scratch 1. */
+void hc_ffn_neurons(hc_ctx *ctx, int layer, const float *x_norm, int B, float *H);
+/* act(x) for enum hc_act (SiLU written as run.c, GELU with erf). */
+float hc_act1(int act, float x);
+/* h = act(gate) * up over n values, in place of gate: the gated FFN's
  * neuron (hc_ffn_kind HC_FFN_GATED). */
 void hc_ffn_act(int act, float *gate, const float *up, int n);
 

@@ -16,7 +16,9 @@ typedef struct {
     hc_model *m;
     char *err;
     size_t errlen;
-    size_t n_norm;   /* norm floats handed out so far */
+    size_t n_norm;   /* vector floats handed out so far */
+    const char *arch;   /* the family's architecture name, prefix of its keys */
+    char key[96];       /* akey's result */
 } loader;
 
 __attribute__((format(printf, 2, 3)))
@@ -59,13 +61,24 @@ static int get_f32(loader *L, const char *key, int required, float *out)
 
 /* The model families (model.h, "Model families"): general.architecture and
  * the seam's values. A new family adds a row, and the compiler then names
- * every switch its new enum values must reach. */
+ * every switch its new enum values must reach. Key names are ARCH.*. */
 static const struct family {
     const char *arch;
-    int norm, pos, rope_scaling, ffn_kind, residual;
+    int norm, pos, ffn_kind, residual, act;
 } families[] = {
-    { "llama", HC_NORM_RMS, HC_POS_ROPE, HC_ROPE_SCALING_NONE, HC_FFN_GATED, HC_RESIDUAL_SEQUENTIAL },
+    { "llama",  HC_NORM_RMS,   HC_POS_ROPE,      HC_FFN_GATED,      HC_RESIDUAL_SEQUENTIAL, HC_ACT_SILU },
+    { "qwen2",  HC_NORM_RMS,   HC_POS_ROPE_NEOX, HC_FFN_GATED,      HC_RESIDUAL_SEQUENTIAL, HC_ACT_SILU },
+    { "bamboo", HC_NORM_RMS,   HC_POS_ROPE,      HC_FFN_SYMMETRIC,  HC_RESIDUAL_SEQUENTIAL, HC_ACT_RELU },
+    { "opt",    HC_NORM_LAYER, HC_POS_LEARNED,   HC_FFN_SEQUENTIAL, HC_RESIDUAL_SEQUENTIAL, HC_ACT_RELU },
+    { "falcon", HC_NORM_LAYER, HC_POS_ROPE_NEOX, HC_FFN_SEQUENTIAL, HC_RESIDUAL_PARALLEL,   HC_ACT_GELU },
 };
+
+/* "ARCH.suffix" for the model's architecture. */
+static const char *akey(loader *L, const char *suffix)
+{
+    snprintf(L->key, sizeof L->key, "%s.%s", L->arch, suffix);
+    return L->key;
+}
 
 static int load_family(loader *L)
 {
@@ -76,61 +89,101 @@ static int load_family(loader *L)
     const struct family *fam = NULL;
     for (size_t i = 0; i < sizeof families / sizeof *families; i++)
         if (strcmp(s, families[i].arch) == 0) fam = &families[i];
-    if (!fam) fail(L, "unsupported architecture '%s' (hc-run runs llama)", s);
+    if (!fam) fail(L, "unsupported architecture '%s' (hc-run runs llama, qwen2, bamboo, opt, falcon)", s);
     free(s);
     if (!fam) return -1;
+    L->arch = fam->arch;
     hp->norm = fam->norm;
     hp->pos = fam->pos;
-    hp->rope_scaling = fam->rope_scaling;
     hp->ffn_kind = fam->ffn_kind;
     hp->residual = fam->residual;
+    hp->act = fam->act;
+    return 0;
+}
+
+/* hotcold.ffn_activation, when present, overrides the family's activation. */
+static int load_activation(loader *L)
+{
+    static const char *const names[] = { [HC_ACT_SILU] = "silu", [HC_ACT_RELU] = "relu", [HC_ACT_GELU] = "gelu" };
+    char *s = NULL;
+    int rc = gguf_get_str(L->m->file, "hotcold.ffn_activation", &s);
+    if (rc == -1) return 0;
+    if (rc) return key_error(L, "hotcold.ffn_activation", rc, "string");
+    int act = -1;
+    for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
+        if (strcmp(s, names[i]) == 0) act = i;
+    if (act < 0) fail(L, "hotcold.ffn_activation '%s' is not relu, silu or gelu", s);
+    free(s);
+    if (act < 0) return -1;
+    L->m->hp.act = act;
+    return 0;
+}
+
+/* ARCH.rope.scaling.type: none or linear (with rope.scaling.factor); any
+ * other type is refused by name rather than run unscaled. */
+static int load_rope_scaling(loader *L)
+{
+    hc_hparams *hp = &L->m->hp;
+    char *s = NULL;
+    hp->rope_scale = 1.0f;
+    int rc = gguf_get_str(L->m->file, akey(L, "rope.scaling.type"), &s);
+    if (rc == -2) return key_error(L, L->key, rc, "string");
+    int ok = rc == -1 || strcmp(s, "none") == 0 || strcmp(s, "linear") == 0;
+    if (!ok) fail(L, "%s '%s' is not supported (none, linear; Llama 3 scaling is rope_freqs.weight)", L->key, s);
+    int linear = rc == 0 && strcmp(s, "linear") == 0;
+    free(s);
+    if (!ok) return -1;
+    if (get_f32(L, akey(L, "rope.scaling.factor"), linear, &hp->rope_scale)) return -1;
+    if (!(hp->rope_scale > 0)) return fail(L, "%s %g must be positive", L->key, hp->rope_scale);
+    hp->rope_scaling = linear && hp->rope_scale != 1.0f ? HC_ROPE_SCALING_LINEAR : HC_ROPE_SCALING_NONE;
+    return 0;
+}
+
+static int load_heads(loader *L)
+{
+    hc_hparams *hp = &L->m->hp;
+    hp->n_head_kv = hp->n_head;
+    if (get_dim(L, akey(L, "attention.head_count_kv"), 0, &hp->n_head_kv)) return -1;
+    if (hp->n_head % hp->n_head_kv)
+        return fail(L, "head_count %d is not a multiple of head_count_kv %d", hp->n_head, hp->n_head_kv);
+    hp->head_dim = hp->n_embd % hp->n_head ? 0 : hp->n_embd / hp->n_head;
+    if (get_dim(L, akey(L, "attention.key_length"), 0, &hp->head_dim)) return -1;
+    int v_dim = hp->head_dim;
+    if (get_dim(L, akey(L, "attention.value_length"), 0, &v_dim)) return -1;
+    if (hp->head_dim == 0) return fail(L, "n_embd %d is not a multiple of head_count %d", hp->n_embd, hp->n_head);
+    if (v_dim != hp->head_dim)
+        return fail(L, "%s %d differs from the key length %d (not supported)", L->key, v_dim, hp->head_dim);
+    if (hp->head_dim % 2) return fail(L, "head dimension %d is odd (RoPE rotates pairs)", hp->head_dim);
+    int n_rot = hp->head_dim;
+    if (get_dim(L, akey(L, "rope.dimension_count"), 0, &n_rot)) return -1;
+    if (n_rot != hp->head_dim && hp->pos != HC_POS_LEARNED)
+        return fail(L, "%s %d differs from the head dimension %d (partial rotary is not supported)",
+                    L->key, n_rot, hp->head_dim);
     return 0;
 }
 
 static int load_hparams(loader *L)
 {
     hc_hparams *hp = &L->m->hp;
-    gguf_file *f = L->m->file;
-    char *s = NULL;
-    int rc, ok;
     if (load_family(L)) return -1;
-
     hp->rope_base = 10000.0f;
-    hp->act = HC_ACT_SILU;
-    if (get_dim(L, "llama.context_length", 1, &hp->n_ctx_train) ||
-        get_dim(L, "llama.embedding_length", 1, &hp->n_embd) ||
-        get_dim(L, "llama.block_count", 1, &hp->n_layer) ||
-        get_dim(L, "llama.feed_forward_length", 1, &hp->n_ff) ||
-        get_dim(L, "llama.attention.head_count", 1, &hp->n_head) ||
-        get_f32(L, "llama.attention.layer_norm_rms_epsilon", 1, &hp->rms_eps) ||
-        get_f32(L, "llama.rope.freq_base", 0, &hp->rope_base) ||
-        get_f32(L, "powerinfer.sparse_threshold", 0, &hp->sparse_threshold))
+    const char *eps = hp->norm == HC_NORM_RMS ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon";
+    if (get_dim(L, akey(L, "context_length"), 1, &hp->n_ctx_train) ||
+        get_dim(L, akey(L, "embedding_length"), 1, &hp->n_embd) ||
+        get_dim(L, akey(L, "block_count"), 1, &hp->n_layer) ||
+        get_dim(L, akey(L, "feed_forward_length"), 1, &hp->n_ff) ||
+        get_dim(L, akey(L, "attention.head_count"), 1, &hp->n_head) ||
+        get_dim(L, akey(L, "attention.sliding_window"), 0, &hp->sliding_window) ||
+        get_f32(L, akey(L, eps), 1, &hp->rms_eps) ||
+        get_f32(L, akey(L, "rope.freq_base"), 0, &hp->rope_base) ||
+        get_f32(L, "powerinfer.sparse_threshold", 0, &hp->sparse_threshold) ||
+        get_f32(L, "hotcold.ffn_act_threshold", 0, &hp->act_threshold) ||
+        load_heads(L) || load_rope_scaling(L) || load_activation(L))
         return -1;
-    hp->n_head_kv = hp->n_head;
-    if (get_dim(L, "llama.attention.head_count_kv", 0, &hp->n_head_kv)) return -1;
-    if (hp->n_embd % hp->n_head || hp->n_head % hp->n_head_kv)
-        return fail(L, "n_embd %d, head_count %d, head_count_kv %d do not divide",
-                    hp->n_embd, hp->n_head, hp->n_head_kv);
-    hp->head_dim = hp->n_embd / hp->n_head;
-    if (hp->head_dim % 2) return fail(L, "head dimension %d is odd (RoPE rotates pairs)", hp->head_dim);
-    int n_rot = hp->head_dim;
-    if (get_dim(L, "llama.rope.dimension_count", 0, &n_rot)) return -1;
-    if (n_rot != hp->head_dim)
-        return fail(L, "llama.rope.dimension_count %d differs from the head dimension %d (invalid n_rot)",
-                    n_rot, hp->head_dim);
-    if (!(hp->rms_eps >= 0 && hp->rms_eps < 1)) return fail(L, "rms epsilon %g is out of range", hp->rms_eps);
-    if (!(hp->rope_base > 0)) return fail(L, "llama.rope.freq_base %g must be positive", hp->rope_base);
-
-    rc = gguf_get_str(f, "hotcold.ffn_activation", &s);
-    if (rc == -2) return key_error(L, "hotcold.ffn_activation", rc, "string");
-    if (rc == 0) {
-        ok = 1;
-        if (strcmp(s, "relu") == 0) hp->act = HC_ACT_RELU;
-        else if (strcmp(s, "silu") != 0) ok = 0;
-        if (!ok) fail(L, "hotcold.ffn_activation '%s' is neither relu nor silu", s);
-        free(s);
-        if (!ok) return -1;
-    }
+    if (!(hp->rms_eps >= 0 && hp->rms_eps < 1)) return fail(L, "norm epsilon %g is out of range", hp->rms_eps);
+    if (!(hp->rope_base > 0)) return fail(L, "%s.rope.freq_base %g must be positive", L->arch, hp->rope_base);
+    if (hp->act_threshold != 0 && !(hp->act_threshold > 0 && hp->act == HC_ACT_RELU && hp->ffn_kind == HC_FFN_GATED))
+        return fail(L, "hotcold.ffn_act_threshold %g needs a positive value and a gated ReLU FFN", hp->act_threshold);
     return 0;
 }
 
@@ -191,16 +244,59 @@ static int load_weight(loader *L, const char *name, int n, int rows, int require
     return 0;
 }
 
-/* A norm vector [n], widened to f32 into the model's norm storage. */
-static int load_norm(loader *L, const char *name, const float **out)
+/* A vector [n] (norm, bias, rope factors), widened to f32 into the model's
+ * vector storage; absent and optional: *out = NULL. */
+static int load_vec(loader *L, const char *name, int n, int required, const float **out)
 {
-    int n = L->m->hp.n_embd;
     hc_weight w;
-    if (load_weight(L, name, n, 1, 1, &w)) return -1;
+    *out = NULL;
+    if (load_weight(L, name, n, 1, required, &w)) return -1;
+    if (w.kind == HC_WEIGHT_NONE) return 0;
     float *dst = L->m->norms + L->n_norm;
     hc_weight_row(&w, 0, dst);
     L->n_norm += (size_t)n;
     *out = dst;
+    return 0;
+}
+
+/* Floats of every vector load_vec may hand out (norms, biases, factors). */
+static size_t vec_floats(const hc_hparams *hp)
+{
+    size_t E = (size_t)hp->n_embd, Q = (size_t)hp->n_head * (size_t)hp->head_dim;
+    size_t KV = (size_t)hp->n_head_kv * (size_t)hp->head_dim, F = (size_t)hp->n_ff;
+    return (size_t)hp->n_layer * (5 * E + Q + 2 * KV + 2 * F) + 2 * E + (size_t)hp->head_dim;
+}
+
+#define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s, il), nm)
+
+/* Rows [r0, r0 + rows) of a ggml weight, as a weight of its own. */
+static hc_weight row_view(const hc_weight *w, int r0, int rows)
+{
+    hc_weight v = *w;
+    v.data = (const char *)w->data + ggml_row_size(w->type, w->n) * (size_t)r0;
+    v.rows = rows;
+    return v;
+}
+
+/* q, k, v: three tensors, or one fused attn_qkv (Falcon) whose Q, K and V
+ * rows follow each other; its views share the mapping. */
+static int load_qkv(loader *L, int il, hc_layer *ly)
+{
+    const hc_hparams *hp = &L->m->hp;
+    int E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
+    char nm[GGUF_MAX_NAME + 1];
+    snprintf(nm, sizeof nm, "blk.%d.attn_qkv.weight", il);
+    if (gguf_find_tensor(L->m->file, nm) < 0) {
+        return load_weight(L, NAME("attn_q.weight"), E, Q, 1, &ly->attn_q) ||
+               load_weight(L, NAME("attn_k.weight"), E, KV, 1, &ly->attn_k) ||
+               load_weight(L, NAME("attn_v.weight"), E, KV, 1, &ly->attn_v) ? -1 : 0;
+    }
+    hc_weight qkv;
+    if (load_weight(L, nm, E, Q + 2 * KV, 1, &qkv)) return -1;
+    if (qkv.kind != HC_WEIGHT_GGML) return fail(L, "tensor %s must be stored as ggml rows", nm);
+    ly->attn_q = row_view(&qkv, 0, Q);
+    ly->attn_k = row_view(&qkv, Q, KV);
+    ly->attn_v = row_view(&qkv, Q + KV, KV);
     return 0;
 }
 
@@ -209,26 +305,74 @@ static int load_layer(loader *L, int il)
     const hc_hparams *hp = &L->m->hp;
     hc_layer *ly = &L->m->layers[il];
     int E = hp->n_embd, F = hp->n_ff, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
+    int gate = hp->ffn_kind != HC_FFN_SEQUENTIAL, shared_norm = 0;
     char nm[GGUF_MAX_NAME + 1];
-#define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s, il), nm)
-    if (load_norm(L, NAME("attn_norm.weight"), &ly->attn_norm) ||
-        load_norm(L, NAME("ffn_norm.weight"), &ly->ffn_norm) ||
-        load_weight(L, NAME("attn_q.weight"), E, Q, 1, &ly->attn_q) ||
-        load_weight(L, NAME("attn_k.weight"), E, KV, 1, &ly->attn_k) ||
-        load_weight(L, NAME("attn_v.weight"), E, KV, 1, &ly->attn_v) ||
+    /* Falcon: attn_norm_2 is the FFN's norm; without it both blocks share attn_norm */
+    if (hp->residual == HC_RESIDUAL_PARALLEL) {
+        shared_norm = gguf_find_tensor(L->m->file, NAME("attn_norm_2.weight")) < 0;
+        if (!shared_norm && (load_vec(L, nm, E, 1, &ly->ffn_norm) ||
+                             load_vec(L, NAME("attn_norm_2.bias"), E, 0, &ly->ffn_norm_b)))
+            return -1;
+    }
+    if (load_vec(L, NAME("attn_norm.weight"), E, 1, &ly->attn_norm) ||
+        load_vec(L, NAME("attn_norm.bias"), E, 0, &ly->attn_norm_b) ||
+        (hp->residual != HC_RESIDUAL_PARALLEL &&
+         (load_vec(L, NAME("ffn_norm.weight"), E, 1, &ly->ffn_norm) ||
+          load_vec(L, NAME("ffn_norm.bias"), E, 0, &ly->ffn_norm_b))) ||
+        load_qkv(L, il, ly) ||
+        load_vec(L, NAME("attn_q.bias"), Q, 0, &ly->attn_q_b) ||
+        load_vec(L, NAME("attn_k.bias"), KV, 0, &ly->attn_k_b) ||
+        load_vec(L, NAME("attn_v.bias"), KV, 0, &ly->attn_v_b) ||
         load_weight(L, NAME("attn_output.weight"), Q, E, 1, &ly->attn_output) ||
-        load_weight(L, NAME("ffn_gate.weight"), E, F, 1, &ly->ffn_gate) ||
+        load_vec(L, NAME("attn_output.bias"), E, 0, &ly->attn_output_b) ||
+        load_weight(L, NAME("ffn_gate.weight"), E, F, gate, &ly->ffn_gate) ||
+        load_vec(L, NAME("ffn_gate.bias"), F, 0, &ly->ffn_gate_b) ||
         load_weight(L, NAME("ffn_up.weight"), E, F, 1, &ly->ffn_up) ||
+        load_vec(L, NAME("ffn_up.bias"), F, 0, &ly->ffn_up_b) ||
         load_weight(L, NAME("ffn_down_t.weight"), E, F, 0, &ly->ffn_down_t) ||
         load_weight(L, NAME("ffn_down.weight"), F, E, ly->ffn_down_t.kind == HC_WEIGHT_NONE, &ly->ffn_down) ||
+        load_vec(L, ly->ffn_down_t.kind == HC_WEIGHT_NONE ? NAME("ffn_down.bias") : NAME("ffn_down_t.bias"), E, 0,
+                 &ly->ffn_down_b) ||
         load_weight(L, NAME("fc1.weight"), E, -1, 0, &ly->fc1))
         return -1;
+    if (shared_norm) {
+        ly->ffn_norm = ly->attn_norm;
+        ly->ffn_norm_b = ly->attn_norm_b;
+    }
+    if (!gate && ly->ffn_gate.kind != HC_WEIGHT_NONE)
+        return fail(L, "tensor %s: a %s FFN has no gate", NAME("ffn_gate.weight"), L->arch);
     if (ly->fc1.kind != HC_WEIGHT_NONE) {
         if (load_weight(L, NAME("fc2.weight"), ly->fc1.rows, F, 1, &ly->fc2)) return -1;
     } else if (gguf_find_tensor(L->m->file, NAME("fc2.weight")) >= 0) {
         return fail(L, "tensor %s has no blk.%d.fc1.weight", nm, il);
     }
 #undef NAME
+    return 0;
+}
+
+/* The model's own tensors: embeddings, learned positions, rope factors, output. */
+static int load_globals(loader *L)
+{
+    hc_model *m = L->m;
+    hc_hparams *hp = &m->hp;
+    if (load_weight(L, "token_embd.weight", hp->n_embd, hp->n_vocab, 1, &m->token_embd) ||
+        load_weight(L, "output.weight", hp->n_embd, hp->n_vocab, 0, &m->output) ||
+        load_vec(L, "output_norm.weight", hp->n_embd, 1, &m->output_norm) ||
+        load_vec(L, "output_norm.bias", hp->n_embd, 0, &m->output_norm_b) ||
+        load_weight(L, "position_embd.weight", hp->n_embd, hp->n_ctx_train, hp->pos == HC_POS_LEARNED,
+                    &m->pos_embd) ||
+        load_vec(L, "rope_freqs.weight", hp->head_dim / 2, 0, &m->rope_factors))
+        return -1;
+    if (m->output.kind == HC_WEIGHT_NONE) m->output = m->token_embd;   /* tied embeddings */
+    if (m->pos_embd.kind != HC_WEIGHT_NONE && hp->pos != HC_POS_LEARNED)
+        return fail(L, "tensor position_embd.weight: %s uses rotary positions", L->arch);
+    if (m->rope_factors) {
+        if (hp->rope_scaling != HC_ROPE_SCALING_NONE)
+            return fail(L, "rope_freqs.weight and %s.rope.scaling.type linear do not go together", L->arch);
+        hp->rope_scaling = HC_ROPE_SCALING_FACTORS;
+        for (int i = 0; i < hp->head_dim / 2; i++)
+            if (!(m->rope_factors[i] > 0)) return fail(L, "rope_freqs.weight[%d] = %g is not positive", i, m->rope_factors[i]);
+    }
     return 0;
 }
 
@@ -254,7 +398,7 @@ hc_model *hc_model_open(const char *path, char *err, size_t errlen)
         free(m);
         return NULL;
     }
-    loader L = { m, err, errlen, 0 };
+    loader L = { m, err, errlen, 0, "", "" };
     m->file = gguf_open(path, err, errlen);
     if (!m->file || load_hparams(&L)) goto bad;
     hc_hparams *hp = &m->hp;
@@ -264,17 +408,13 @@ hc_model *hc_model_open(const char *path, char *err, size_t errlen)
     if (te->ne[1] < 1 || te->ne[1] > INT32_MAX) { fail(&L, "token_embd.weight has %lld rows", (long long)te->ne[1]); goto bad; }
     hp->n_vocab = (int)te->ne[1];
     int vocab = hp->n_vocab;
-    if (get_dim(&L, "llama.vocab_size", 0, &vocab)) goto bad;
-    if (vocab != hp->n_vocab) { fail(&L, "llama.vocab_size %d differs from token_embd.weight's %d rows", vocab, hp->n_vocab); goto bad; }
+    if (get_dim(&L, akey(&L, "vocab_size"), 0, &vocab)) goto bad;
+    if (vocab != hp->n_vocab) { fail(&L, "%s %d differs from token_embd.weight's %d rows", L.key, vocab, hp->n_vocab); goto bad; }
 
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
-    m->norms = malloc(sizeof(float) * (size_t)hp->n_embd * (2 * (size_t)hp->n_layer + 1));
+    m->norms = malloc(sizeof(float) * vec_floats(hp));
     if (!m->layers || !m->norms) { fail(&L, "out of memory"); goto bad; }
-    if (load_weight(&L, "token_embd.weight", hp->n_embd, hp->n_vocab, 1, &m->token_embd) ||
-        load_weight(&L, "output.weight", hp->n_embd, hp->n_vocab, 0, &m->output) ||
-        load_norm(&L, "output_norm.weight", &m->output_norm))
-        goto bad;
-    if (m->output.kind == HC_WEIGHT_NONE) m->output = m->token_embd;   /* tied embeddings */
+    if (load_globals(&L)) goto bad;
     for (int il = 0; il < hp->n_layer; il++)
         if (load_layer(&L, il)) goto bad;
     return m;

@@ -3,8 +3,8 @@
  * Loading follows llama.cpp (docs/formats.md, "Model files"):
  * u32/f32 keys checked by type, rope.freq_base default 10000, head_count_kv
  * default head_count, output.weight optional (tied to token_embd). The string
- * KV `hotcold.ffn_activation` = "relu" | "silu" (default silu) selects the
- * FFN activation. A PowerInfer "PWRI" file stores blk.N.ffn_down_t.weight
+ * KV `hotcold.ffn_activation` = "relu" | "silu" | "gelu" (default: the
+ * family's) selects the FFN activation. A PowerInfer "PWRI" file stores blk.N.ffn_down_t.weight
  * {n_embd, n_ff} instead of ffn_down and may carry the predictor
  * blk.N.fc1.weight {n_embd, r} / blk.N.fc2.weight {r, n_ff}.
  *
@@ -13,29 +13,28 @@
  *
  * Model families. What differs between families is data in hc_hparams (the
  * enums below, one value per variant) read by a few small functions; the
- * layer (hc_layer_forward) and the kernels stay the same. LLaMA is the only
- * family today; a new one adds a row to the family table of model.c (its
- * architecture name and seam values), its keys and optional tensors to the
- * loader and hc_layer, and, for a new variant, an enum value and a case in
- * each function it reaches: each is a switch on the enum, so -Wswitch names
- * every one that lacks the new value.
- *  - norm (enum hc_norm): forward.c norm_rows. RMSNorm (LLaMA); LayerNorm
- *    with a bias adds the bias vectors next to attn_norm/ffn_norm.
+ * layer (hc_layer_forward) and the kernels stay the same. The family table
+ * of model.c maps general.architecture (llama, qwen2, bamboo, opt, falcon)
+ * to the seam's values; a new family adds a row there, its keys and optional
+ * tensors to the loader and hc_layer, and, for a new variant, an enum value
+ * and a case in each function it reaches: each is a switch on the enum, so
+ * -Wswitch names every one that lacks the new value (docs/design/runtime.md,
+ * "Model families").
+ *  - norm (enum hc_norm): forward.c norm_rows. RMSNorm, or LayerNorm with
+ *    the optional bias vectors next to attn_norm/ffn_norm.
  *  - attention: grouped-query by n_head_kv (multi-query is n_head_kv = 1);
  *    q/k/v/o biases are optional hc_layer vectors added after their products
- *    in forward.c attention().
- *  - position (enum hc_pos): forward.c positions(). RoPE on adjacent pairs,
- *    with the frequencies made once by rope_freqs(), where rope scaling
- *    (enum hc_rope_scaling: linear, llama3) changes them; learned absolute
- *    positions add a row of a position table in hc_embed instead.
- *  - FFN (enum hc_ffn_kind): dense.c hc_ffn_dense. Gated
- *    down(act(gate)·up) (LLaMA); symmetric down(act(gate)·act(up)) and
- *    sequential down(act(up)) (no gate) change which rows are products and
- *    what a neuron's activation is. The sparse FFN (sparse.c) must refuse a
- *    kind it does not implement (hc_sparse_check).
+ *    in forward.c; a fused attn_qkv is loaded as three row views.
+ *  - position (enum hc_pos): forward.c positions() and hc_embed. RoPE on
+ *    adjacent pairs or on halves (NeoX), with the frequencies made once by
+ *    rope_freqs(), where rope scaling (enum hc_rope_scaling) divides them;
+ *    learned absolute positions add a row of position_embd in hc_embed.
+ *  - FFN (enum hc_ffn_kind): dense.c hc_ffn_neurons, sparse.c (first_rows,
+ *    neuron_h) and the device kernel. Gated down(act(gate)·up), symmetric
+ *    down(act(gate)·act(up)), sequential down(act(up)) (no gate).
  *  - residual (enum hc_residual): forward.c hc_layer_forward. Sequential
- *    x += attn(norm(x)); x += ffn(norm(x)) (LLaMA); parallel feeds both
- *    blocks the same x and adds both outputs.
+ *    x += attn(norm(x)); x += ffn(norm(x)); parallel feeds both blocks the
+ *    same x and adds both outputs.
  *
  * Extension points (used by GPTQ, the profiler, predictors, hybrid):
  *  - hc_layer: every weight is an hc_weight a caller may replace;
@@ -55,21 +54,31 @@
 #include "tokenizer.h"
 #include "weight.h"
 
-enum hc_act { HC_ACT_SILU = 0, HC_ACT_RELU = 1 };
-/* The family seam (see "Model families" above): one value each today. */
-enum hc_norm { HC_NORM_RMS = 0 };                    /* next: LayerNorm with bias */
-enum hc_pos { HC_POS_ROPE = 0 };                     /* next: learned absolute */
-enum hc_rope_scaling { HC_ROPE_SCALING_NONE = 0 };   /* next: linear, llama3 */
-enum hc_ffn_kind { HC_FFN_GATED = 0 };               /* next: symmetric, sequential */
-enum hc_residual { HC_RESIDUAL_SEQUENTIAL = 0 };     /* next: parallel */
+enum hc_act { HC_ACT_SILU = 0, HC_ACT_RELU = 1, HC_ACT_GELU = 2 };   /* GELU: the exact (erf) form */
+/* The family seam (see "Model families" above). */
+enum hc_norm { HC_NORM_RMS = 0, HC_NORM_LAYER = 1 };     /* LayerNorm: optional bias vectors */
+/* RoPE on adjacent pairs (GGUF llama layout), on the halves of a head (NeoX:
+ * qwen2, falcon), or learned absolute positions (OPT's position_embd). */
+enum hc_pos { HC_POS_ROPE = 0, HC_POS_ROPE_NEOX = 1, HC_POS_LEARNED = 2 };
+/* Linear: every frequency / rope.scaling.factor; factors: each pair's
+ * frequency / rope_freqs.weight[i] (llama.cpp's form of Llama 3 scaling). */
+enum hc_rope_scaling { HC_ROPE_SCALING_NONE = 0, HC_ROPE_SCALING_LINEAR = 1, HC_ROPE_SCALING_FACTORS = 2 };
+/* gated down(act(gate)·up); symmetric down(act(gate)·act(up)) (Bamboo's
+ * dReLU); sequential down(act(up)) without a gate (OPT, Falcon). */
+enum hc_ffn_kind { HC_FFN_GATED = 0, HC_FFN_SYMMETRIC = 1, HC_FFN_SEQUENTIAL = 2 };
+enum hc_residual { HC_RESIDUAL_SEQUENTIAL = 0, HC_RESIDUAL_PARALLEL = 1 };
 
 typedef struct {
     int n_vocab, n_embd, n_layer, n_ff;
-    int n_head, n_head_kv, head_dim;   /* head_dim = n_embd / n_head */
-    int n_ctx_train;                   /* llama.context_length */
-    float rms_eps, rope_base;
+    int n_head, n_head_kv, head_dim;   /* head_dim: ARCH.attention.key_length, else n_embd / n_head */
+    int n_ctx_train;                   /* ARCH.context_length */
+    int sliding_window;                /* ARCH.attention.sliding_window; 0: none */
+    float rms_eps, rope_base;          /* rms_eps: the norm's epsilon (RMS or LayerNorm) */
+    float rope_scale;                  /* ARCH.rope.scaling.factor (linear scaling), else 1 */
     int act;                           /* enum hc_act */
     float sparse_threshold;            /* powerinfer.sparse_threshold (0 if absent) */
+    float act_threshold;               /* hotcold.ffn_act_threshold: ReLU as FATReLU, a = x >= T ? x : 0
+                                        * (ProSparse; gated FFN only); 0: plain ReLU */
     /* the family: set by the loader from general.architecture */
     int norm;                          /* enum hc_norm */
     int pos;                           /* enum hc_pos */
@@ -78,10 +87,14 @@ typedef struct {
     int residual;                      /* enum hc_residual */
 } hc_hparams;
 
+/* Vectors are f32 owned copies; a bias is NULL when the file has none. */
 typedef struct {
-    const float *attn_norm, *ffn_norm;           /* [n_embd], f32 (owned copies) */
-    hc_weight attn_q, attn_k, attn_v, attn_output;
-    hc_weight ffn_gate, ffn_up;                   /* rows = n_ff */
+    const float *attn_norm, *ffn_norm;           /* [n_embd]; ffn_norm = attn_norm when one norm is shared */
+    const float *attn_norm_b, *ffn_norm_b;       /* LayerNorm biases [n_embd] */
+    hc_weight attn_q, attn_k, attn_v, attn_output;   /* q/k/v may be row views of one attn_qkv */
+    const float *attn_q_b, *attn_k_b, *attn_v_b, *attn_output_b;
+    hc_weight ffn_gate, ffn_up;                   /* rows = n_ff; ffn_gate NONE for a sequential FFN */
+    const float *ffn_gate_b, *ffn_up_b, *ffn_down_b;
     hc_weight ffn_down;                           /* rows = n_embd, n = n_ff; NONE in PWRI files */
     hc_weight ffn_down_t;                         /* rows = n_ff, n = n_embd; PWRI only, else NONE */
     hc_weight fc1, fc2;                           /* PWRI predictor: rows r / n_ff; else NONE */
@@ -94,6 +107,9 @@ typedef struct {
     hc_weight token_embd;             /* rows = n_vocab */
     hc_weight output;                 /* = token_embd when tied */
     const float *output_norm;         /* [n_embd] */
+    const float *output_norm_b;       /* [n_embd] or NULL */
+    hc_weight pos_embd;               /* learned positions: rows = context_length; else NONE */
+    const float *rope_factors;        /* rope_freqs.weight [head_dim/2] (rope scaling factors) or NULL */
     hc_layer *layers;                 /* [n_layer] */
     float *norms;                     /* storage of every norm vector */
     struct hc_gptq **gptq;            /* INT4-GPTQ weights loaded (owned), n_gptq of them */
@@ -162,7 +178,7 @@ int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *l
 
 /* The pieces of hc_eval, for B <= n_batch rows (tokens must be valid), in
  * the order they run. */
-void hc_embed(hc_ctx *ctx, const int32_t *tokens, int B, float *x);        /* x[B][n_embd] */
+void hc_embed(hc_ctx *ctx, const int32_t *tokens, int B, int pos0, float *x);   /* x[B][n_embd] */
 void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0);  /* in place */
 /* The context's FFN of one layer (params.ffn, or the dense FFN) for rows at
  * positions pos0..: out[B][n_embd] = FFN(x_norm), then HC_HOOK_FFN_ACT. */

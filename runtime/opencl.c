@@ -25,15 +25,17 @@ struct hc_cl {
     size_t wg;
     cl_ulong mem_size;
     /* scratch shared by all layers (one token-layer in flight at a time) */
-    cl_mem x, mask, h, y;
-    size_t x_cap, mask_cap, h_cap, y_cap;
+    cl_mem x, mask, h, y, zeros;
+    size_t x_cap, mask_cap, h_cap, y_cap, zeros_cap;
     void *host_x, *host_mask;   /* staging: the caller may reuse its inputs at once */
 };
 
 struct hc_cl_layer {
     hc_cl *cl;
     int ti_gu, ti_down, k, n, B;   /* B: rows of the batch in flight */
-    cl_mem gate, up, down;
+    int kind;                      /* hc_cl_rows.kind */
+    cl_mem gate, up, down;         /* gate: the first rows; up NULL for a sequential FFN */
+    cl_mem first_b, up_b;          /* NULL: none (cl->zeros) */
     cl_event first, last;
 };
 
@@ -165,7 +167,7 @@ bad:
 void hc_cl_free(hc_cl *cl)
 {
     if (!cl) return;
-    cl_mem ms[] = { cl->x, cl->mask, cl->h, cl->y };
+    cl_mem ms[] = { cl->x, cl->mask, cl->h, cl->y, cl->zeros };
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) if (ms[i]) clReleaseMemObject(ms[i]);
     for (int i = 0; i < N_TYPES; i++) {
         if (cl->gate_up[i]) clReleaseKernel(cl->gate_up[i]);
@@ -184,9 +186,10 @@ const char *hc_cl_device(const hc_cl *cl) { return cl->device; }
 int hc_cl_is_gpu(const hc_cl *cl) { return cl->is_gpu; }
 uint64_t hc_cl_mem_size(const hc_cl *cl) { return cl->mem_size; }
 
-uint64_t hc_cl_layer_bytes(uint32_t gu_type, uint32_t down_type, int k, int n_embd)
+uint64_t hc_cl_layer_bytes(int kind, uint32_t gu_type, uint32_t down_type, int k, int n_embd)
 {
-    return (uint64_t)k * (2 * ggml_row_size(gu_type, n_embd) + ggml_row_size(down_type, n_embd));
+    uint64_t mats = kind == 2 ? 1 : 2;   /* a sequential FFN has no gate */
+    return (uint64_t)k * (mats * ggml_row_size(gu_type, n_embd) + ggml_row_size(down_type, n_embd));
 }
 
 /* Grow a scratch buffer (device and host staging) to `need` bytes. */
@@ -204,22 +207,34 @@ static int grow(hc_cl *cl, cl_mem *m, size_t *cap, size_t need, void **host, cha
     return 0;
 }
 
-hc_cl_layer *hc_cl_layer_new(hc_cl *cl, uint32_t gu_type, const void *gate, const void *up,
-                             uint32_t down_type, const void *down, int k, int n_embd, char *err, size_t errlen)
+hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_embd, char *err, size_t errlen)
 {
     hc_cl_layer *L = calloc(1, sizeof *L);
     if (!L) { snprintf(err, errlen, "OpenCL: out of memory"); return NULL; }
-    *L = (hc_cl_layer){ .cl = cl, .ti_gu = type_index(gu_type), .ti_down = type_index(down_type), .k = k, .n = n_embd };
+    uint32_t gu_type = rows->gu_type, down_type = rows->down_type;
+    *L = (hc_cl_layer){ .cl = cl, .ti_gu = type_index(gu_type), .ti_down = type_index(down_type), .k = k, .n = n_embd,
+                        .kind = rows->kind };
     if (L->ti_gu < 0 || L->ti_down < 0 || k < 1) {
         snprintf(err, errlen, "OpenCL: no kernel for %s/%s rows", ggml_type_name(gu_type), ggml_type_name(down_type));
         goto bad;
     }
     size_t gu_bytes = (size_t)k * ggml_row_size(gu_type, n_embd), dn_bytes = (size_t)k * ggml_row_size(down_type, n_embd);
+    size_t bb = sizeof(float) * (size_t)k;
     cl_mem_flags ro = CL_MEM_READ_ONLY;
-    if (!(L->gate = new_buffer(cl, ro, gu_bytes, gate, err, errlen)) ||
-        !(L->up = new_buffer(cl, ro, gu_bytes, up, err, errlen)) ||
-        !(L->down = new_buffer(cl, ro, dn_bytes, down, err, errlen)))
+    if (!(L->gate = new_buffer(cl, ro, gu_bytes, rows->first, err, errlen)) ||
+        (rows->up && !(L->up = new_buffer(cl, ro, gu_bytes, rows->up, err, errlen))) ||
+        !(L->down = new_buffer(cl, ro, dn_bytes, rows->down, err, errlen)) ||
+        (rows->first_b && !(L->first_b = new_buffer(cl, ro, bb, rows->first_b, err, errlen))) ||
+        (rows->up_b && !(L->up_b = new_buffer(cl, ro, bb, rows->up_b, err, errlen))))
         goto bad;
+    if (cl->zeros_cap < bb) {   /* the bias of rows without one */
+        float *z = calloc((size_t)k, sizeof *z);
+        if (cl->zeros) clReleaseMemObject(cl->zeros);
+        cl->zeros = z ? new_buffer(cl, ro, bb, z, err, errlen) : NULL;
+        cl->zeros_cap = cl->zeros ? bb : 0;
+        free(z);
+        if (!cl->zeros) goto bad;
+    }
     if (grow(cl, &cl->x, &cl->x_cap, hc_weight_act_bytes(&(hc_weight){ .kind = HC_WEIGHT_GGML, .type = gu_type, .n = n_embd }), &cl->host_x, err, errlen) ||
         grow(cl, &cl->mask, &cl->mask_cap, (size_t)k, &cl->host_mask, err, errlen) ||
         grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k, NULL, err, errlen) ||
@@ -237,6 +252,8 @@ void hc_cl_layer_free(hc_cl_layer *L)
     if (L->gate) clReleaseMemObject(L->gate);
     if (L->up) clReleaseMemObject(L->up);
     if (L->down) clReleaseMemObject(L->down);
+    if (L->first_b) clReleaseMemObject(L->first_b);
+    if (L->up_b) clReleaseMemObject(L->up_b);
     free(L);
 }
 
@@ -259,8 +276,11 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->x, CL_FALSE, 0, xb * (size_t)B, cl->host_x, 0, NULL, &L->first), "write x");
     CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->mask, CL_FALSE, 0, (size_t)k * (size_t)B, cl->host_mask, 0, NULL, NULL),
              "write mask");
+    cl_mem up = L->up ? L->up : L->gate, fb = L->first_b ? L->first_b : cl->zeros;
+    cl_mem ub = L->up_b ? L->up_b : cl->zeros;
+    cl_int kind = L->kind;
     CHECK_CL(clSetKernelArg(gu, 0, sizeof(cl_mem), &L->gate), "gate_up arg");
-    CHECK_CL(clSetKernelArg(gu, 1, sizeof(cl_mem), &L->up), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 1, sizeof(cl_mem), &up), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 2, sizeof(cl_mem), &cl->x), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 3, sizeof(cl_mem), &cl->mask), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 4, sizeof n, &n), "gate_up arg");
@@ -269,6 +289,9 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     CHECK_CL(clSetKernelArg(gu, 7, sizeof(cl_mem), &cl->h), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 8, sizeof k, &k), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 9, sizeof xbi, &xbi), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 10, sizeof kind, &kind), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 11, sizeof(cl_mem), &fb), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 12, sizeof(cl_mem), &ub), "gate_up arg");
     size_t g1[2] = { (size_t)k * cl->wg, (size_t)B }, l1[2] = { cl->wg, 1 };
     CHECK_CL(clEnqueueNDRangeKernel(cl->q, gu, 2, NULL, g1, l1, 0, NULL, NULL), "gate_up kernel");
     CHECK_CL(clSetKernelArg(dn, 0, sizeof(cl_mem), &L->down), "down arg");
@@ -309,23 +332,27 @@ bad:
     return -1;
 }
 
-void hc_cl_layer_ref(uint32_t gu_type, const void *gate, const void *up, uint32_t down_type, const void *down,
-                     int k, int n_embd, const void *x, const uint8_t *mask, int act, float t_act, float *y, float *h)
+void hc_cl_layer_ref(const hc_cl_rows *rows, int k, int n_embd, const void *x, const uint8_t *mask, int act,
+                     float t_act, float *y, float *h)
 {
-    const hc_weight wg = { .kind = HC_WEIGHT_GGML, .type = gu_type, .data = gate, .n = n_embd, .rows = k };
-    const hc_weight wu = { .kind = HC_WEIGHT_GGML, .type = gu_type, .data = up, .n = n_embd, .rows = k };
-    const hc_weight wd = { .kind = HC_WEIGHT_GGML, .type = down_type, .data = down, .n = n_embd, .rows = k };
+    const hc_weight wg = { .kind = HC_WEIGHT_GGML, .type = rows->gu_type, .data = rows->first, .n = n_embd, .rows = k };
+    const hc_weight wu = { .kind = HC_WEIGHT_GGML, .type = rows->gu_type, .data = rows->up, .n = n_embd, .rows = k };
+    const hc_weight wd = { .kind = HC_WEIGHT_GGML, .type = rows->down_type, .data = rows->down, .n = n_embd, .rows = k };
     memset(y, 0, sizeof(float) * (size_t)n_embd);
     for (int r = 0; r < k; r++) {
         h[r] = 0.0f;
         if (!mask[r]) continue;
         float g, u;
         hc_weight_matvec(&wg, HC_ISA_SCALAR, r, r + 1, x, 0, 1, &g, 1);
-        float a = g;
-        hc_ffn_act(act, &a, &(float){ 1.0f }, 1);
+        float a = hc_act1(act, g + (rows->first_b ? rows->first_b[r] : 0.0f));
         if (!hc_keep_act(a, t_act)) continue;
-        hc_weight_matvec(&wu, HC_ISA_SCALAR, r, r + 1, x, 0, 1, &u, 1);
-        h[r] = a * u;
+        if (rows->kind == 2) {
+            h[r] = a;
+        } else {
+            hc_weight_matvec(&wu, HC_ISA_SCALAR, r, r + 1, x, 0, 1, &u, 1);
+            u += rows->up_b ? rows->up_b[r] : 0.0f;
+            h[r] = a * (rows->kind == 1 ? hc_act1(act, u) : u);
+        }
         hc_weight_axpy(&wd, HC_ISA_SCALAR, r, 0, n_embd, h[r], y);
     }
 }

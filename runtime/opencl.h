@@ -5,7 +5,7 @@
  * inputs; F32, F16, Q8_0 or Q4_0) and down rows (ffn_down_t: n_embd outputs per
  * neuron). Per token the device computes, for hot row r with mask[r] set,
  *   g = gate_r · x,  a = act(g),  h_r = keep(a) ? a * (up_r · x) : 0
- * and y = Σ_r h_r · down_r, for B tokens at once (prompts). Every sum runs
+ * (the gated FFN; hc_cl_rows below gives every kind) and y = Σ_r h_r · down_r, for B tokens at once (prompts). Every sum runs
  * in a fixed order (no atomics), so the device's results are deterministic.
  * keep(a) = a != 0 && |a| >= t_act: ReLU zeros cost no up or down row.
  * x is the activation prepared for the gate type as the CPU kernels prepare it
@@ -34,11 +34,24 @@ uint64_t hc_cl_mem_size(const hc_cl *cl);      /* CL_DEVICE_GLOBAL_MEM_SIZE */
 /* 1 if the kernels handle rows of this type. */
 int hc_cl_supports(uint32_t type);
 
-/* Device bytes of a layer of k hot rows. */
-uint64_t hc_cl_layer_bytes(uint32_t gu_type, uint32_t down_type, int k, int n_embd);
-/* Upload k gathered rows each of gate, up (gu_type) and down (down_type). */
-hc_cl_layer *hc_cl_layer_new(hc_cl *cl, uint32_t gu_type, const void *gate, const void *up,
-                             uint32_t down_type, const void *down, int k, int n_embd, char *err, size_t errlen);
+/* A layer's hot rows as gathered on the host, for its FFN kind (model.h
+ * enum hc_ffn_kind: 0 gated, 1 symmetric, 2 sequential):
+ *   gated       h = keep(a) ? a * (up·x + up_b) : 0,       a = act(first·x + first_b)
+ *   symmetric   h = keep(a) ? a * act(up·x + up_b) : 0
+ *   sequential  h = keep(a) ? a : 0                         (first = the up rows, up NULL)
+ * first is the gate rows (the up rows without a gate); biases are k floats
+ * or NULL (none). */
+typedef struct {
+    int kind;
+    uint32_t gu_type, down_type;
+    const void *first, *up, *down;
+    const float *first_b, *up_b;
+} hc_cl_rows;
+
+/* Device bytes of a layer of k hot rows of that kind (biases not counted). */
+uint64_t hc_cl_layer_bytes(int kind, uint32_t gu_type, uint32_t down_type, int k, int n_embd);
+/* Upload k gathered rows. */
+hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_embd, char *err, size_t errlen);
 void hc_cl_layer_free(hc_cl_layer *L);
 /* Queue B tokens: token b's x (hc_weight_act_bytes of a gu_type weight of n_embd inputs) at
  * x + b * x_stride, its mask at mask[b * k .. b * k + k); copies both and
@@ -51,8 +64,8 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
 int hc_cl_layer_finish(hc_cl_layer *L, float *y, float *h, double *dev_s, char *err, size_t errlen);
 
 /* Scalar reference of start + finish. */
-void hc_cl_layer_ref(uint32_t gu_type, const void *gate, const void *up, uint32_t down_type, const void *down,
-                     int k, int n_embd, const void *x, const uint8_t *mask, int act, float t_act, float *y, float *h);
+void hc_cl_layer_ref(const hc_cl_rows *rows, int k, int n_embd, const void *x, const uint8_t *mask, int act,
+                     float t_act, float *y, float *h);
 
 /* The keep rule above, shared by the CPU and the reference. */
 static inline int hc_keep_act(float a, float t_act)

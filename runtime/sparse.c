@@ -44,7 +44,9 @@ static int check_down(const hc_model *m, int layer, char *err, size_t errlen)
 int hc_sparse_check(const hc_model *m, char *err, size_t errlen)
 {
     switch ((enum hc_ffn_kind)m->hp.ffn_kind) {
-    case HC_FFN_GATED:   /* cpu_part and the device kernels compute act(gate)·up */
+    case HC_FFN_GATED:       /* cpu_part and the device kernels: act(gate)·up */
+    case HC_FFN_SYMMETRIC:   /* act(gate)·act(up) */
+    case HC_FFN_SEQUENTIAL:  /* act(up), no gate */
         break;
     }
     for (int l = 0; l < m->hp.n_layer; l++)
@@ -143,10 +145,9 @@ struct hc_sparse {
     int E, F, r_max, k_max;
     /* scratch */
     int32_t *cand, *uni;     /* [F]: candidates; neurons some row keeps */
-    float *ones;             /* [F] */
     uint8_t *mask;           /* [B][k_max] device candidates */
     float *ydev, *hdev;      /* [B][E], [B][k_max] */
-    float *pred, *hidden, *upfull, *truth;  /* [B][F], [B][r], [B][F], [B][F] */
+    float *pred, *hidden, *truth;  /* [B][F], [B][r], [B][F] */
     int cap_b;               /* rows the [B] buffers hold (0: regrow) */
     double t_ffn, t_cpu, t_dev, t_wait;
     char dev_err[300];
@@ -167,8 +168,45 @@ static int is_candidate(const hc_sparse *s, const float *pred, int b, int j)
     return !pred || pred[(size_t)b * s->F + j] >= s->p.threshold;
 }
 
+/* The matrix whose activation decides whether a neuron is kept: the gate,
+ * or up for a sequential FFN (no gate); its bias; its prepared rows. */
+static const hc_weight *first_rows(const hc_layer *ly, int kind, const rows_in *in, const float **bias,
+                                   const void **acts)
+{
+    int seq = kind == HC_FFN_SEQUENTIAL;
+    *bias = seq ? ly->ffn_up_b : ly->ffn_gate_b;
+    *acts = seq ? in->act_u : in->act_g;
+    return seq ? &ly->ffn_up : &ly->ffn_gate;
+}
+
+/* h of the kept neurons uni[0..nu) of one row from a = act(first) (0 when not
+ * kept) and u = up (unused for a sequential FFN), per FFN kind. */
+static void neuron_h(const hc_sparse *s, const hc_layer *ly, const int32_t *uni, int nu, float *g, const float *u)
+{
+    int act = s->m->hp.act;
+    for (int i = 0; i < nu; i++) {
+        float h = 0.0f, up = 0.0f;
+        if (g[i] != 0.0f) {   /* kept <=> a != 0: a kept neuron's h as computed alone; others stay 0 (not -0) */
+            switch ((enum hc_ffn_kind)s->m->hp.ffn_kind) {
+            case HC_FFN_GATED:
+                up = u[i] + (ly->ffn_up_b ? ly->ffn_up_b[uni[i]] : 0.0f);
+                h = g[i] * up;
+                break;
+            case HC_FFN_SYMMETRIC:
+                up = hc_act1(act, u[i] + (ly->ffn_up_b ? ly->ffn_up_b[uni[i]] : 0.0f));
+                h = up != 0.0f ? g[i] * up : 0.0f;
+                break;
+            case HC_FFN_SEQUENTIAL:
+                h = g[i];
+                break;
+            }
+        }
+        g[i] = h;
+    }
+}
+
 /* The CPU's share of B rows: candidates among idx[0..n) (NULL: all neurons).
- * The gate rows of the neurons that are a candidate of any row are computed
+ * The first rows (gate, or up without a gate) of the neurons that are a candidate of any row are computed
  * for all B rows at once (the batched kernel reads each weight row once), a
  * row's non-candidates and act(gate) values that fail the keep rule are set
  * to 0, and the up and down rows are read only for the union of the neurons
@@ -185,23 +223,30 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
     int F = s->F, B = in->B;
     size_t sF = (size_t)F;
     float *G = hc_ctx_ffn_scratch(ctx, 0), *U = hc_ctx_ffn_scratch(ctx, 1);
-    int k = 0;
+    int k = 0, kind = s->m->hp.ffn_kind;
     const int32_t *cand = s->cand;
+    const float *fb;
+    const void *fa;
+    const hc_weight *first = first_rows(ly, kind, in, &fb, &fa);
     if (!idx && !in->pred && B > 1) {
         /* every neuron of a batch: the contiguous batched kernel (B = 1 takes
          * the gathered kernel over all rows below: measured faster, same bits) */
         k = F;
         cand = NULL;
-        hc_ctx_matvec_prepared(ctx, &ly->ffn_gate, in->act_g, B, G, sF);
+        hc_ctx_matvec_prepared(ctx, first, fa, B, G, sF);
     } else {
         for (int i = 0; i < n; i++) {
             int j = idx ? idx[i] : i, any = !in->pred;
             for (int b = 0; b < B && !any; b++) any = is_candidate(s, in->pred, b, j);
             if (any) s->cand[k++] = j;
         }
-        hc_ctx_matvec_rows(ctx, &ly->ffn_gate, s->cand, k, in->act_g, B, G, sF);
+        hc_ctx_matvec_rows(ctx, first, s->cand, k, fa, B, G, sF);
     }
-    for (int b = 0; b < B; b++) hc_ffn_act(s->m->hp.act, G + (size_t)b * sF, s->ones, k);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < k; i++) {
+            float *a = G + (size_t)b * sF + i;
+            *a = hc_act1(s->m->hp.act, fb ? *a + fb[cand ? cand[i] : i] : *a);
+        }
     /* keep rule per row; union; compact every row to the union (nu <= i) */
     int nu = 0;
     uint64_t kept = 0, hit = 0;
@@ -221,17 +266,12 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
     }
     L->st.computed += kept;
     L->st.hit += hit;
-    hc_ctx_matvec_rows(ctx, &ly->ffn_up, s->uni, nu, in->act_u, B, U, sF);
+    if (kind != HC_FFN_SEQUENTIAL) hc_ctx_matvec_rows(ctx, &ly->ffn_up, s->uni, nu, in->act_u, B, U, sF);
     uint64_t served = 0;
     for (int b = 0; b < B; b++) {
         float *g = G + (size_t)b * sF;
-        const float *u = U + (size_t)b * sF;
-        for (int i = 0; i < nu; i++) {
-            /* kept <=> a != 0: a kept neuron's h as computed alone; others stay 0 (not -0) */
-            float h = g[i] != 0.0f ? g[i] * u[i] : 0.0f;
-            g[i] = h;
-            served += h != 0.0f;
-        }
+        neuron_h(s, ly, s->uni, nu, g, U + (size_t)b * sF);
+        for (int i = 0; i < nu; i++) served += g[i] != 0.0f;
         if (in->hfull)
             for (int i = 0; i < nu; i++) in->hfull[(size_t)b * sF + s->uni[i]] = g[i];
     }
@@ -270,12 +310,12 @@ static int grow_rows(hc_sparse *s, int B)
 {
     if (B <= s->cap_b) return 0;
     size_t bf = sizeof(float) * (size_t)B * (size_t)s->F, kb = (size_t)B * (size_t)(s->k_max ? s->k_max : 1);
-    void **bufs[7] = { (void **)&s->pred, (void **)&s->hidden, (void **)&s->upfull, (void **)&s->truth,
+    void **bufs[6] = { (void **)&s->pred, (void **)&s->hidden, (void **)&s->truth,
                        (void **)&s->ydev, (void **)&s->mask, (void **)&s->hdev };
-    size_t sizes[7] = { bf, sizeof(float) * (size_t)B * (size_t)(s->r_max ? s->r_max : 1), bf, bf,
+    size_t sizes[6] = { bf, sizeof(float) * (size_t)B * (size_t)(s->r_max ? s->r_max : 1), bf,
                         sizeof(float) * (size_t)B * (size_t)s->E, kb, sizeof(float) * kb };
     int ok = 1;
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 6; i++) {
         void *p = realloc(*bufs[i], sizes[i]);
         if (p) *bufs[i] = p;
         else ok = 0;
@@ -285,14 +325,11 @@ static int grow_rows(hc_sparse *s, int B)
     return 0;
 }
 
-/* Truly active neurons of B rows: |act(gate) * up| above the profiler's cut. */
+/* Truly active neurons of B rows: |h| above the profiler's cut. */
 static void true_active(hc_sparse *s, hc_ctx *ctx, int layer, const float *x_norm, int B)
 {
-    const hc_layer *ly = &s->m->layers[layer];
     size_t n = (size_t)B * (size_t)s->F;
-    hc_ctx_matvec(ctx, &ly->ffn_gate, x_norm, B, s->truth);
-    hc_ctx_matvec(ctx, &ly->ffn_up, x_norm, B, s->upfull);
-    hc_ffn_act(s->m->hp.act, s->truth, s->upfull, (int)n);
+    hc_ffn_neurons(ctx, layer, x_norm, B, s->truth);
     float cut = s->m->hp.act == HC_ACT_RELU ? 0.0f : SILU_ACTIVE;
     for (size_t i = 0; i < n; i++) s->truth[i] = fabsf(s->truth[i]) > cut;
 }
@@ -320,7 +357,12 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
         hc_ctx_matvec(ctx, &ly->fc2, s->hidden, B, s->pred);
     }
     void *ag, *au;
-    hc_ctx_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
+    if (ly->ffn_gate.kind != HC_WEIGHT_NONE) {
+        hc_ctx_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
+    } else {
+        ag = au = hc_ctx_acts(ctx, 0, hc_weight_act_bytes(&ly->ffn_up));
+        hc_ctx_prepare(ctx, &ly->ffn_up, x_norm, B, au);
+    }
     if (h) memset(h, 0, sizeof(float) * (size_t)B * F);
     memset(out, 0, sizeof(float) * (size_t)B * E);
     rows_in in = { B, s->predictor ? s->pred : NULL, ag, au, out, h };
@@ -340,6 +382,9 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
     else cpu_part(s, ctx, layer, NULL, F, &in);
     s->t_cpu += hc_now() - t0;
     if (on_dev) finish_device(s, ctx, layer, &in);
+    if (ly->ffn_down_b)
+        for (int b = 0; b < B; b++)
+            for (int e = 0; e < E; e++) out[(size_t)b * E + e] += ly->ffn_down_b[e];
 
     L->st.tokens += (uint64_t)B;
     if (in.pred)
@@ -367,12 +412,11 @@ hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err
         else if (m->layers[l].fc1.rows > s->r_max) s->r_max = m->layers[l].fc1.rows;
     }
     s->t_act = s->predictor ? 0.0f : p->threshold;
+    if (hp->act_threshold > s->t_act) s->t_act = hp->act_threshold;   /* FATReLU is ReLU kept from T on */
     s->L = calloc((size_t)hp->n_layer, sizeof *s->L);
     s->cand = malloc(sizeof(int32_t) * (size_t)s->F);
     s->uni = malloc(sizeof(int32_t) * (size_t)s->F);
-    s->ones = malloc(sizeof(float) * (size_t)s->F);
-    if (!s->L || !s->cand || !s->uni || !s->ones) goto oom;
-    for (int j = 0; j < s->F; j++) s->ones[j] = 1.0f;
+    if (!s->L || !s->cand || !s->uni) goto oom;
     for (int l = 0; l < hp->n_layer; l++)
         if (down_rows(m, l, &s->L[l].down, &s->L[l].down_owned, err, errlen)) {
             hc_sparse_free(s);
@@ -394,8 +438,7 @@ void hc_sparse_free(hc_sparse *s)
         free(s->L[l].hot);
         hc_cl_layer_free(s->L[l].dev);
     }
-    void *bufs[] = { s->L, s->cand, s->uni, s->ones, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->upfull,
-                     s->truth };
+    void *bufs[] = { s->L, s->cand, s->uni, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->truth };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(s);
 }

@@ -11,6 +11,7 @@
 # the load average is printed at the start and the end. With LLAMA_BENCH=path
 # to llama.cpp's llama-bench, its generation speed on the same files and
 # thread count is printed beside ours. Takes about a minute (2 layers).
+# ARCHS="qwen2 opt ..." adds each family's 7B-layer-shaped synthetic model in Q4_0.
 # Writes its models to a temporary directory (F32: ~0.8 GB per layer).
 set -eu
 HC_BIN=${HC_BIN:-$(pwd)/bin}
@@ -77,5 +78,15 @@ for q in Q8_0 Q4_0; do
     "$HC_BIN/hc-quantize" -q "$T/big-f32.gguf" "$T/big-$q.gguf" "$q" >/dev/null
     bench "7B-shape x$LAYERS $q" "$T/big-$q.gguf" "$PROMPT"
     rm -f "$T/big-$q.gguf"
+done
+# ARCHS="llama qwen2 bamboo opt falcon": the same shapes as each family's tensor set
+# (hc-convert synth --arch), Q4_0, dense
+for a in ${ARCHS:-}; do
+    "$HC_BIN/hc-convert" synth --arch "$a" -o "$T/arch-f32.gguf" --dim 4096 --n-ff 11008 --layers "$LAYERS" \
+        --heads 32 --kv-heads 32 --vocab 512 --ctx 512 --act relu --type f32 --seed 1 >/dev/null 2>&1
+    "$HC_BIN/hc-quantize" -q "$T/arch-f32.gguf" "$T/arch-q4.gguf" Q4_0 >/dev/null
+    rm -f "$T/arch-f32.gguf"
+    bench "$a x$LAYERS Q4_0" "$T/arch-q4.gguf" "$PROMPT"
+    rm -f "$T/arch-q4.gguf"
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); kernels: $(sed -n 's/.*kernels: \([a-z0-9]*\).*/\1/p' "$T/gen.err" | head -1)"

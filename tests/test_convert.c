@@ -663,7 +663,7 @@ static void test_hf_errors(void)
     struct { const char *setup, *want; } cases[] = {
         {"rm -f DIR/config.json", "config.json: No such file"},
         {"echo '{\"hidden_size\": 32,' > DIR/config.json", "config.json: JSON does not parse"},
-        {"sed -i 's/LlamaForCausalLM/MistralForCausalLM/' DIR/config.json", "unsupported architecture 'MistralForCausalLM'"},
+        {"sed -i 's/LlamaForCausalLM/GPT2LMHeadModel/' DIR/config.json", "unsupported architecture 'GPT2LMHeadModel'"},
         {"sed -i 's/\"num_hidden_layers\":1/\"num_hidden_layers\":2/' DIR/config.json", "missing tensor 'model.layers.1"},
         {"sed -i 's/\"shape\":\\[32,32\\]/\"shape\":[32,33]/' DIR/model.safetensors", "byte size does not match dtype x shape"},
         {"sed -i 's/\"dtype\":\"F32\",\"shape\":\\[32\\]/\"dtype\":\"I32\",\"shape\":[32]/' DIR/model.safetensors", "unsupported dtype I32"},

@@ -142,7 +142,8 @@ static void make_rows(uint32_t type, int k, int n, float scale, void *dst)
     free(f);
 }
 
-/* Device gate/up/down of every type, both activations, a threshold and a
+/* Device gate/up/down of every type, FFN kind (gated, symmetric with
+ * biases, sequential with a bias), both activations, a threshold and a
  * mask, for a batch of NB tokens (each its own x and mask), against
  * hc_cl_layer_ref token by token; a second run gives the same bits. */
 static void test_kernels_vs_ref(void)
@@ -169,7 +170,12 @@ static void test_kernels_vs_ref(void)
                 for (int r = 0; r < K; r++) mask[b][r] = (r + b) % 7 != 3;
                 hc_weight_prepare(&(hc_weight){ .kind = HC_WEIGHT_GGML, .type = gt, .n = N }, hc_isa(), x, xp[b]);
             }
-            hc_cl_layer *L = hc_cl_layer_new(cl, gt, gate, up, dt, down, K, N, err, sizeof err);
+            float fbias[K], ubias[K];
+            for (int r = 0; r < K; r++) { fbias[r] = 0.2f * frand(); ubias[r] = 0.2f * frand(); }
+            for (int kind = 0; kind < 3; kind++) {
+            hc_cl_rows rows = { kind, gt, dt, gate, kind == 2 ? NULL : up, down, kind ? fbias : NULL,
+                                kind == 1 ? ubias : NULL };
+            hc_cl_layer *L = hc_cl_layer_new(cl, &rows, K, N, err, sizeof err);
             CHECKF(L, "%s", err);
             for (int act = 0; act < 2; act++) {
                 float t_act = act ? 0.0f : 0.05f;
@@ -178,28 +184,29 @@ static void test_kernels_vs_ref(void)
                 CHECKF(!hc_cl_layer_finish(L, &y[0][0], &h[0][0], &dev_s, err, sizeof err), "%s", err);
                 CHECKF(!hc_cl_layer_start(L, xp, XS, NB, &mask[0][0], act, t_act, err, sizeof err), "%s", err);
                 CHECKF(!hc_cl_layer_finish(L, &y2[0][0], &h2[0][0], &dev_s, err, sizeof err), "%s", err);
-                CHECKF(memcmp(y, y2, sizeof y) == 0 && memcmp(h, h2, sizeof h) == 0, "%s/%s act %d: runs differ",
-                       ggml_type_name(gt), ggml_type_name(dt), act);
+                CHECKF(memcmp(y, y2, sizeof y) == 0 && memcmp(h, h2, sizeof h) == 0, "%s/%s kind %d act %d: runs differ",
+                       ggml_type_name(gt), ggml_type_name(dt), kind, act);
                 for (int b = 0; b < NB; b++) {
-                    hc_cl_layer_ref(gt, gate, up, dt, down, K, N, xp[b], mask[b], act, t_act, yr, hr);
+                    hc_cl_layer_ref(&rows, K, N, xp[b], mask[b], act, t_act, yr, hr);
                     int zeros = 0, zr = 0;
                     for (int r = 0; r < K; r++) { zeros += h[b][r] == 0.0f; zr += hr[r] == 0.0f; }
                     /* 6 masked rows; ReLU zeros about half of the rest, SiLU only |a| < 0.05 */
                     CHECKF(zeros == zr && zeros >= 6 + (act ? 10 : 0) && zeros < K,
-                           "%s/%s act %d row %d: %d zero h, reference %d", ggml_type_name(gt), ggml_type_name(dt),
-                           act, b, zeros, zr);
+                           "%s/%s kind %d act %d row %d: %d zero h, reference %d", ggml_type_name(gt),
+                           ggml_type_name(dt), kind, act, b, zeros, zr);
                     double dh = rel_diff(h[b], hr, K), dy = rel_diff(y[b], yr, N);
-                    CHECKF(dh < 1e-5 && dy < 1e-5, "%s/%s act %d row %d: h %g, y %g", ggml_type_name(gt),
-                           ggml_type_name(dt), act, b, dh, dy);
+                    CHECKF(dh < 1e-5 && dy < 1e-5, "%s/%s kind %d act %d row %d: h %g, y %g", ggml_type_name(gt),
+                           ggml_type_name(dt), kind, act, b, dh, dy);
                 }
                 checked++;
             }
             hc_cl_layer_free(L);
+            }
             free(gate);
             free(up);
             free(down);
         }
-    CHECK(checked == 32);
+    CHECK(checked == 96);
     hc_cl_free(cl);
 }
 

@@ -136,6 +136,14 @@ cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_siz
        "head_dim": 8, "torch_dtype": "float32"}
 add("hfconfig", "seed-config.json", json.dumps(cfg))
 add("hfconfig", "seed-relu.json", json.dumps(dict(cfg, hidden_act="relu", tie_word_embeddings=True)))
+# the other families' keys (gguf-tools/convert_hf_config.c)
+add("hfconfig", "seed-llama3.json", json.dumps(dict(cfg, head_dim=16, rope_parameters={
+    "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 64})))
+add("hfconfig", "seed-opt.json", json.dumps(dict(cfg, architectures=["OPTForCausalLM"], ffn_dim=96,
+    activation_function="relu", do_layer_norm_before=True, word_embed_proj_dim=cfg["hidden_size"])))
+add("hfconfig", "seed-falcon.json", json.dumps(dict(cfg, architectures=["FalconForCausalLM"], ffn_hidden_size=96,
+    new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=2, parallel_attn=True, alibi=False)))
 
 def vocab_prefix(model, n_vocab):      # fuzz_hftok: mode byte, n_vocab - 1 (u16)
     return bytes([model]) + struct.pack("<H", n_vocab - 1)

@@ -1,0 +1,182 @@
+#!/bin/sh
+# Model families (issue 17): hc-convert hf + hc-run reproduce the logits that
+# transformers computed for every checkpoint of $HC_FIXTURES/hf-tiny (ref.json)
+# to 1e-5 of the largest logit; config keys that change the math are
+# implemented (old and new rope keys, tied embeddings stored either way,
+# sliding windows within the context) or refused by name; for the ReLU
+# families (gated, symmetric dReLU, sequential) the sparse FFN and the hybrid
+# split (hc-profile + hc-solve + --gpu-index on the OpenCL device) give the
+# dense logits.
+. tests/lib.sh
+C="$HC_BIN/hc-convert"
+R="$HC_BIN/hc-run"
+H="$HC_FIXTURES/hf-tiny"
+if [ ! -d "$H" ]; then skip families "no $H"; finish; fi
+if ! command -v python3 >/dev/null; then skip families "no python3"; finish; fi
+
+# logits_match NAME DIR [REF_DIR] [hc-run options]: convert DIR (f32) and compare
+# the last-position logits of REF_DIR/ref.json's prompt with its logits.
+logits_match() {
+    name=$1; dir=$2; ref=${3:-$2}; shift 2; [ $# -gt 0 ] && shift
+    prompt=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['prompt'])" "$ref/ref.json")
+    if ! "$C" hf "$dir" -o "$T/$name.gguf" --outtype f32 >/dev/null 2>"$T/err"; then
+        fail "$name" "convert: $(head -c 300 "$T/err")"; return
+    fi
+    if ! "$R" -m "$T/$name.gguf" -p "$prompt" --logits -n 0 -t 2 "$@" >"$T/$name.txt" 2>"$T/err"; then
+        fail "$name" "run: $(head -c 300 "$T/err")"; return
+    fi
+    if python3 - "$ref/ref.json" "$T/$name.txt" >"$T/why" <<'PY'
+import json, sys
+ref = json.load(open(sys.argv[1]))["logits"]
+got = [float(x) for x in open(sys.argv[2])]
+top = max(abs(x) for x in ref)
+d = max(abs(a - b) for a, b in zip(ref, got)) / top if len(got) == len(ref) else float("inf")
+print("%d logits, max difference %.3g of the largest" % (len(got), d))
+sys.exit(0 if d <= 1e-5 else 1)
+PY
+    then ok "$name"; else fail "$name" "$(cat "$T/why")"; fi
+}
+
+# variant NAME SRC PYTHON: a copy of SRC (links to its files) whose config.json
+# the Python statements edit as `c`.
+variant() {
+    mkdir -p "$T/$1"
+    for f in "$2"/*; do ln -sf "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")" "$T/$1/"; done
+    rm "$T/$1/config.json"
+    python3 -c "import json,sys; c=json.load(open(sys.argv[1])); $3; json.dump(c, open(sys.argv[2], 'w'))" \
+        "$2/config.json" "$T/$1/config.json"
+}
+
+for d in "$H"/*/; do
+    d=${d%/}
+    [ -f "$d/ref.json" ] && logits_match "$(basename "$d")" "$d"
+done
+
+# same_logits NAME A B: two logit files agree to 1e-6 of the largest
+same_logits() {
+    if python3 - "$2" "$3" >"$T/why" <<'PY'
+import sys
+a = [float(x) for x in open(sys.argv[1])]
+b = [float(x) for x in open(sys.argv[2])]
+d = max(abs(x - y) for x, y in zip(a, b)) / max(abs(x) for x in a) if len(a) == len(b) and a else float("inf")
+print("max difference %.3g of the largest" % d)
+sys.exit(0 if d <= 1e-6 else 1)
+PY
+    then ok "$1"; else fail "$1" "$(cat "$T/why")"; fi
+}
+
+P="The dog ran to the park and found a big red ball."
+for f in llama-relu:1000K opt:1700K bamboo:1000K; do
+    b=${f#*:}; f=${f%:*}; m="$T/$f.gguf"
+    "$R" -m "$m" -p "$P" --logits -n 0 -t 2 >"$T/dense.txt" 2>/dev/null
+    "$R" -m "$m" -p "$P" --logits -n 0 -t 2 --sparse >"$T/sparse.txt" 2>/dev/null
+    same_logits "sparse_equals_dense_$f" "$T/dense.txt" "$T/sparse.txt"
+    if "$HC_BIN/hc-profile" -m "$m" -f models/synth-corpus.txt -o "$T/$f.stats" >/dev/null 2>"$T/hybrid.err" &&
+       "$HC_BIN/hc-solve" -m "$m" -s "$T/$f.stats" --vram-budget "$b" --min-layer-neurons 0 -o "$T/$f.gpuidx" \
+           >/dev/null 2>"$T/hybrid.err" &&
+       "$R" -m "$m" -p "$P" --logits -n 0 -t 2 --gpu-index "$T/$f.gpuidx" --vram-budget "$b" >"$T/hybrid.txt" \
+           2>"$T/hybrid.err" && grep -q "^hybrid: .* on the device" "$T/hybrid.err"; then
+        same_logits "hybrid_equals_dense_$f" "$T/dense.txt" "$T/hybrid.txt"
+    elif grep -q "OpenCL" "$T/hybrid.err" 2>/dev/null; then
+        skip "hybrid_equals_dense_$f" "no OpenCL device: $(head -c 200 "$T/hybrid.err")"
+    else
+        fail "hybrid_equals_dense_$f" "$(tail -c 300 "$T/hybrid.err" 2>/dev/null)"
+    fi
+done
+
+# hc-convert synth --arch: every family's tensor set loads; sparse = dense
+for a in llama qwen2 bamboo opt falcon; do
+    if "$C" synth --arch "$a" --dim 64 --n-ff 256 --layers 2 --heads 4 --kv-heads 2 --hot-fraction 0.2 \
+           -o "$T/s-$a.gguf" >/dev/null 2>"$T/err" &&
+       "$HC_BIN/hc-gguf" dump "$T/s-$a.gguf" | grep -q "general.architecture .*\"$a\"" &&
+       "$R" -m "$T/s-$a.gguf" -p "the cat sat" --logits -n 0 >"$T/dense.txt" 2>"$T/err" &&
+       "$R" -m "$T/s-$a.gguf" -p "the cat sat" --logits -n 0 --sparse >"$T/sparse.txt" 2>"$T/err"; then
+        same_logits "synth_arch_$a" "$T/dense.txt" "$T/sparse.txt"
+    else
+        fail "synth_arch_$a" "$(head -c 300 "$T/err")"
+    fi
+done
+check_fails synth_bad_arch "expected llama, qwen2" "$C" synth --arch gpt2 -o "$T/x.gguf"
+
+# Llama 3 scaling in the old keys (rope_theta + rope_scaling), same model
+variant old-rope-keys "$H/llama3-ropescale" \
+    'p = c.pop("rope_parameters"); c["rope_theta"] = p.pop("rope_theta"); c["rope_scaling"] = p'
+logits_match old_rope_keys "$T/old-rope-keys" "$H/llama3-ropescale"
+
+# head_dim != hidden_size / heads, against a plain-Python reference forward pass
+mkdir -p "$T/headdim"
+ln -s "$(cd "$H/llama-silu" && pwd)/tokenizer.model" "$T/headdim/"
+if python3 tests/hf_headdim_ref.py "$H/llama-silu" "$T/headdim" 2>"$T/err"; then
+    logits_match head_dim_not_hidden_over_heads "$T/headdim"
+    check head_dim_keys sh -c "'$HC_BIN/hc-gguf' dump '$T/head_dim_not_hidden_over_heads.gguf' | grep -q 'llama.attention.key_length.*12'"
+else
+    fail head_dim_not_hidden_over_heads "reference: $(head -c 300 "$T/err")"
+fi
+
+# tied embeddings stored as lm_head.weight only
+mkdir -p "$T/tied-head"
+for f in config.json tokenizer.model ref.json; do ln -s "$(cd "$H/llama-tied-gqa" && pwd)/$f" "$T/tied-head/"; done
+python3 - "$H/llama-tied-gqa/model.safetensors" "$T/tied-head/model.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n])
+hdr["lm_head.weight"] = hdr.pop("model.embed_tokens.weight")
+h = json.dumps(hdr).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+PY
+logits_match tied_lm_head_only "$T/tied-head" "$H/llama-tied-gqa"
+
+# ProSparse: FATReLU with threshold 0 is ReLU (transformers' logits); with 0.05 the dense
+# FFN (zeroing gate values below it) and the sparse one (its keep rule) agree, and differ from ReLU
+variant fat0 "$H/llama-relu" 'c["architectures"] = ["SparseLlamaForCausalLM"]; c["hidden_act"] = "fatrelu"; c["hidden_act_param"] = 0.0'
+logits_match fatrelu_zero_is_relu "$T/fat0" "$H/llama-relu"
+variant fat "$H/llama-relu" 'c["architectures"] = ["SparseLlamaForCausalLM"]; c["hidden_act"] = "fatrelu"; c["hidden_act_param"] = 0.05'
+if "$C" hf "$T/fat" -o "$T/fat.gguf" --outtype f32 >/dev/null 2>&1 &&
+   "$HC_BIN/hc-gguf" dump "$T/fat.gguf" | grep -q "hotcold.ffn_act_threshold .*0.05" &&
+   "$R" -m "$T/fat.gguf" -p "$P" --logits -n 0 -t 2 >"$T/fd.txt" 2>/dev/null &&
+   "$R" -m "$T/fat.gguf" -p "$P" --logits -n 0 -t 2 --sparse >"$T/fs.txt" 2>/dev/null &&
+   "$R" -m "$T/llama-relu.gguf" -p "$P" --logits -n 0 -t 2 >"$T/fr.txt" 2>/dev/null; then
+    same_logits fatrelu_sparse_equals_dense "$T/fd.txt" "$T/fs.txt"
+    if cmp -s "$T/fd.txt" "$T/fr.txt"; then fail fatrelu_differs_from_relu "same logits"; else ok fatrelu_differs_from_relu; fi
+else
+    fail fatrelu_sparse_equals_dense "convert or run failed"
+fi
+
+# a sliding window: exact within it, a longer context refused by name
+variant window "$H/mistral" 'c["sliding_window"] = 64'
+logits_match sliding_window_within "$T/window" "$H/mistral" -c 64
+check_fails sliding_window_beyond "sliding_window 64" "$R" -m "$T/sliding_window_within.gguf" -p hi -n 1 -c 100
+check sliding_window_key sh -c "'$HC_BIN/hc-gguf' dump '$T/sliding_window_within.gguf' | grep -q 'llama.attention.sliding_window.*64'"
+
+# linear scaling: written as llama.cpp's keys and applied (positions / factor)
+variant linear "$H/llama-silu" 'c["rope_parameters"] = {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}'
+check linear_scaling sh -c "'$C' hf '$T/linear' -o '$T/lin.gguf' >/dev/null && '$HC_BIN/hc-gguf' dump '$T/lin.gguf' | grep -q 'rope.scaling.factor.*2' && '$R' -m '$T/lin.gguf' -p 'The dog' --logits -n 0 >'$T/lin.txt' && '$C' hf '$H/llama-silu' -o '$T/nolin.gguf' >/dev/null && '$R' -m '$T/nolin.gguf' -p 'The dog' --logits -n 0 >'$T/nolin.txt' && ! cmp -s '$T/lin.txt' '$T/nolin.txt'"
+
+# every key that changes the math and is not implemented: refused by name
+refuses() {
+    variant "r-$1" "$H/$2" "$3"
+    check_fails "refuses_$1" "$4" "$C" hf "$T/r-$1" -o "$T/r.gguf"
+}
+refuses yarn llama-silu 'c["rope_parameters"]["rope_type"] = "yarn"' "'yarn' is not supported"
+refuses old_dynamic llama-silu 'c.pop("rope_parameters"); c["rope_scaling"] = {"type": "dynamic", "factor": 2.0}' "rope_scaling.type.*dynamic"
+refuses partial_rotary llama-silu 'c["partial_rotary_factor"] = 0.5' "partial_rotary_factor"
+refuses attn_softcap llama-silu 'c["attn_logit_softcapping"] = 50.0' "attn_logit_softcapping"
+refuses final_softcap llama-silu 'c["final_logit_softcapping"] = 30.0' "final_logit_softcapping"
+refuses act_param_without_fatrelu llama-relu 'c["hidden_act_param"] = 0.01' "hidden_act_param"
+refuses gelu_llama llama-silu 'c["hidden_act"] = "gelu"' "hidden_act.*gelu"
+refuses attention_bias llama-silu 'c["attention_bias"] = True' "attention_bias"
+refuses qwen_window qwen2 'c["use_sliding_window"] = True; c["sliding_window"] = 16' "use_sliding_window"
+refuses layer_types qwen2 'c["layer_types"][1] = "sliding_attention"' "sliding_attention"
+refuses alibi falcon 'c["alibi"] = True' '"alibi": true'
+refuses sequential_falcon falcon 'c["parallel_attn"] = False' "parallel_attn"
+refuses falcon_one_norm_gqa falcon 'c["num_ln_in_parallel_attn"] = 1' "num_ln_in_parallel_attn"
+refuses falcon_rw falcon-mq 'c["multi_query"] = False' "multi_query"
+refuses falcon_bias falcon 'c["bias"] = True' '"bias"'
+refuses opt_postnorm opt 'c["do_layer_norm_before"] = False' "do_layer_norm_before"
+refuses opt_project opt 'c["word_embed_proj_dim"] = 48' "project_in"
+refuses opt_gelu opt 'c["activation_function"] = "gelu"' "activation_function"
+refuses parallel_residual llama-silu 'c["use_parallel_residual"] = True' "use_parallel_residual"
+refuses unknown_arch llama-silu 'c["architectures"] = ["GemmaForCausalLM"]' "GemmaForCausalLM"
+finish
