@@ -92,7 +92,8 @@ static const char *make_model(const char *name, int flags)
     /* PowerInfer's old type table has no BF16 */
     add(w, "blk.2.attn_k.weight", flags & PWRI ? GGML_TYPE_F16 : GGML_TYPE_BF16, 2, 64, 8, 1, 0);
     add(w, "blk.2.stack.weight", GGML_TYPE_F32, 3, 32, 2, 3, 0);
-    add(w, "rope_freqs.weight", GGML_TYPE_F32, 1, 32, 1, 1, 0);
+    add(w, "rope_freqs.weight", GGML_TYPE_F32, 1, 16, 1, 1, 0);   /* [head_dim / 2], positive: the loader checks */
+    for (int i = 0; i < 16; i++) ((float *)model_data[n_model_data - 1])[i] = 1.0f + (float)i;
     if (flags & PWRI) {
         add(w, "blk.2.fc1.weight", GGML_TYPE_F16, 2, 64, 32, 1, 0);
         add(w, "blk.2.fc2.weight", GGML_TYPE_F16, 2, 32, 64, 1, 0);
