@@ -107,8 +107,9 @@ endef
 $(foreach d,$(LIB_NAMES),$(eval $(call lib_rule,$(d))))
 
 # A program links its own folder's library, the runtime (which the profiler and
-# GPTQ drive) and common; hc-gguf and hc-solve need only their folder and common.
-prog_libs = $(foreach d,$(if $(filter hc-gguf hc-solve,$(2)),,runtime) $(filter-out runtime,$(1)) common,$(O)/lib/libhc_$(d).a)
+# GPTQ drive, and whose loader hc-solve validates models with through
+# common/model_check.h) and common; hc-gguf needs only its folder and common.
+prog_libs = $(foreach d,$(if $(filter hc-gguf,$(2)),,runtime) $(filter-out runtime,$(1)) common,$(O)/lib/libhc_$(d).a)
 define prog_rule
 $(BIN)/$(notdir $(basename $(1))): $(call obj,$(1)) $(call prog_libs,$(patsubst %/,%,$(dir $(1))),$(notdir $(basename $(1))))
 	@mkdir -p $$(dir $$@)

@@ -1,14 +1,54 @@
-/* Atomic output: temporary file beside the target, fsync, rename. */
+/* Atomic output: temporary file beside the target, fsync, rename; a registry
+ * of live temporaries, stale-temporary removal and commit groups. */
 #include "atomic_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* Temporaries of this process not yet renamed or removed. Slots are claimed
+ * with an atomic compare-and-swap and read by af_remove_temporaries, which a
+ * signal handler may run at any moment. */
+#define AF_MAX 32
+static char *volatile live[AF_MAX];
+static volatile pid_t live_pid;   /* a forked child must not remove its parent's files */
+
+/* Outputs of the open commit group: written and closed, waiting for a rename. */
+static struct { char *path, *tmp; } pending[AF_MAX];
+static int n_pending, grouping;
+
+void af_remove_temporaries(void)
+{
+    if (getpid() != live_pid) return;
+    for (int i = 0; i < AF_MAX; i++) {
+        char *t = live[i];
+        if (t) unlink(t);
+    }
+}
+
+static int track(char *tmp)
+{
+    static int exit_hook;
+    if (!exit_hook) exit_hook = atexit(af_remove_temporaries) == 0;
+    live_pid = getpid();
+    for (int i = 0; i < AF_MAX; i++)
+        if (__sync_bool_compare_and_swap(&live[i], NULL, tmp)) return 0;
+    return -1;
+}
+
+static void untrack(const char *tmp)
+{
+    for (int i = 0; tmp && i < AF_MAX; i++)
+        if (live[i] == tmp) live[i] = NULL;
+}
+
 static void clear(atomic_file *af)
 {
+    untrack(af->tmp);
     free(af->path);
     free(af->tmp);
     af->fp = NULL;
@@ -24,6 +64,34 @@ static char *dir_of(const char *path)
     return strndup(path, (size_t)(slash - path));
 }
 
+/* The writer's process id if name is ".BASE.tmpPID.N", else 0. */
+static long temporary_pid(const char *name, const char *base)
+{
+    size_t blen = strlen(base);
+    if (name[0] != '.' || strncmp(name + 1, base, blen) != 0 || strncmp(name + 1 + blen, ".tmp", 4) != 0) return 0;
+    char *end;
+    errno = 0;
+    long pid = strtol(name + blen + 5, &end, 10);
+    if (errno || pid <= 0 || *end != '.' || !end[1]) return 0;
+    for (const char *c = end + 1; *c; c++)
+        if (*c < '0' || *c > '9') return 0;
+    return pid;
+}
+
+/* Remove the temporaries of base in dir whose writer no longer runs (a
+ * SIGKILL leaves them). Best effort: a directory we cannot read is skipped. */
+static void remove_stale(const char *dir, const char *base)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        long pid = temporary_pid(e->d_name, base);
+        if (pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
 int af_open(atomic_file *af, const char *path, char *err, size_t errlen)
 {
     static unsigned counter;
@@ -37,11 +105,14 @@ int af_open(atomic_file *af, const char *path, char *err, size_t errlen)
     size_t len = strlen(path) + 64;
     af->path = strdup(path);
     af->tmp = malloc(len);
-    if (!af->path || !af->tmp) {
+    char *dir = dir_of(path);
+    if (!af->path || !af->tmp || !dir) {
         snprintf(err, errlen, "%s: out of memory", path);
+        free(dir);
         clear(af);
         return -1;
     }
+    remove_stale(dir, base);
     /* A hidden name in the same directory, so rename() stays on one file
      * system; O_EXCL so two writers never share a temporary. Mode 0666 lets
      * the umask decide the final permissions, as for any new file. */
@@ -53,11 +124,16 @@ int af_open(atomic_file *af, const char *path, char *err, size_t errlen)
         if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0) {
-        int e = errno;
-        char *dir = dir_of(path);
-        snprintf(err, errlen, "%s: cannot create a temporary file in %s: %s", path,
-                 dir ? dir : "its directory", strerror(e));
+        snprintf(err, errlen, "%s: cannot create a temporary file in %s: %s", path, dir, strerror(errno));
         free(dir);
+        clear(af);
+        return -1;
+    }
+    free(dir);
+    if (track(af->tmp) != 0) {
+        snprintf(err, errlen, "%s: more than %d outputs open at once", path, AF_MAX);
+        close(fd);
+        unlink(af->tmp);
         clear(af);
         return -1;
     }
@@ -97,6 +173,12 @@ int af_commit(atomic_file *af, char *err, size_t errlen)
     if (!e && fsync(fileno(af->fp)) != 0) e = errno;
     if (fclose(af->fp) != 0 && !e) e = errno;
     af->fp = NULL;
+    if (!e && grouping) {   /* the rename waits for af_group_commit */
+        pending[n_pending].path = af->path;
+        pending[n_pending++].tmp = af->tmp;
+        af->path = af->tmp = NULL;
+        return 0;
+    }
     if (!e && rename(af->tmp, af->path) != 0) e = errno;
     if (e) {
         snprintf(err, errlen, "%s: write failed: %s", af->path, strerror(e));
@@ -113,4 +195,42 @@ void af_abort(atomic_file *af)
     if (af->fp) fclose(af->fp);
     if (af->tmp) unlink(af->tmp);
     clear(af);
+}
+
+void af_group_begin(void)
+{
+    grouping = 1;
+}
+
+/* Forget pending output i (its temporary already renamed or removed). */
+static void drop_pending(int i)
+{
+    untrack(pending[i].tmp);
+    free(pending[i].path);
+    free(pending[i].tmp);
+}
+
+int af_group_commit(char *err, size_t errlen)
+{
+    int rc = 0;
+    for (int i = 0; i < n_pending; i++) {
+        if (rc == 0 && rename(pending[i].tmp, pending[i].path) != 0) {
+            snprintf(err, errlen, "%s: write failed: %s", pending[i].path, strerror(errno));
+            rc = -1;
+        }
+        if (rc == 0) sync_dir(pending[i].path);
+        else unlink(pending[i].tmp);
+        drop_pending(i);
+    }
+    n_pending = grouping = 0;
+    return rc;
+}
+
+void af_group_abort(void)
+{
+    for (int i = 0; i < n_pending; i++) {
+        unlink(pending[i].tmp);
+        drop_pending(i);
+    }
+    n_pending = grouping = 0;
 }

@@ -1,6 +1,11 @@
 /* Atomic output: write to a temporary file beside the target, fsync, rename
  * into place. A crash, a full disk or an error never leaves a partial file
- * under the final name. */
+ * under the final name.
+ *
+ * Every temporary this process has open is registered: an exit before its
+ * commit (hc_die included) and a SIGBUS on a mapped input (cli.h, hc_map_open)
+ * remove it. A temporary `.NAME.tmpPID.N` whose process PID is gone (killed
+ * with SIGKILL) is removed by the next af_open of NAME. */
 #ifndef HC_ATOMIC_FILE_H
 #define HC_ATOMIC_FILE_H
 
@@ -15,9 +20,23 @@ typedef struct {
 /* 0 on success; on failure -1 with a one-line message in err. */
 int af_open(atomic_file *af, const char *path, char *err, size_t errlen);
 /* Flush, fsync, close and rename into place. On failure the temporary file is
- * removed and -1 returned with a message naming the final path. */
+ * removed and -1 returned with a message naming the final path. Inside a
+ * commit group the rename waits for af_group_commit. */
 int af_commit(atomic_file *af, char *err, size_t errlen);
 /* Close and remove the temporary file (safe to call after a failed commit). */
 void af_abort(atomic_file *af);
+
+/* A program's outputs, committed together or not at all: after
+ * af_group_begin, af_commit writes, syncs and closes each file but renames
+ * none; af_group_commit then renames them all (every byte is already on disk,
+ * so only a rename can still fail, and each rename is atomic), and
+ * af_group_abort, or an exit before af_group_commit, removes them all. */
+void af_group_begin(void);
+int af_group_commit(char *err, size_t errlen);
+void af_group_abort(void);
+
+/* Remove every registered temporary of this process. Async-signal-safe
+ * (unlink only): signal handlers call it before _exit. */
+void af_remove_temporaries(void);
 
 #endif

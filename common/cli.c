@@ -3,9 +3,11 @@
 #include "cli.h"
 
 #include <ctype.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,8 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+
+#include "atomic_file.h"
 
 const char *hc_prog = "hc";
 
@@ -271,6 +275,88 @@ char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen)
     return buf;
 }
 
+/* A file that shrinks while mapped turns a read past its new end into
+ * SIGBUS. Every mapping is registered with its file name; the handler prints
+ * "PROG: FILE changed while being read", removes the output temporaries
+ * (atomic_file.h) and exits with status 1. It uses only async-signal-safe
+ * calls (write, unlink, _exit). A SIGBUS outside every mapping goes
+ * to the handler that was there before. */
+typedef struct watched {
+    const uint8_t *volatile base;   /* NULL: a free node, reused by the next mapping */
+    size_t size;
+    char path[4096];
+    struct watched *next;
+} watched;
+static watched *volatile watched_head;   /* nodes are never freed: the handler may walk them */
+static struct sigaction sigbus_before;
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;   /* watch/unwatch, not the handler */
+
+static void put(char *line, size_t *n, size_t cap, const char *s)
+{
+    for (; *s && *n < cap; s++)
+        line[(*n)++] = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *ctx)
+{
+    (void)ctx;
+    const uint8_t *a = si->si_addr;
+    for (watched *w = watched_head; w; w = w->next) {
+        const uint8_t *b = w->base;
+        if (!b || a < b || a >= b + w->size) continue;
+        char line[1024];
+        size_t n = 0;
+        put(line, &n, sizeof line - 1, hc_prog);
+        put(line, &n, sizeof line - 1, ": ");
+        put(line, &n, sizeof line - 1, w->path);
+        put(line, &n, sizeof line - 1, ": file changed while being read");
+        line[n++] = '\n';
+        ssize_t wr = write(STDERR_FILENO, line, n);
+        (void)wr;
+        af_remove_temporaries();
+        _exit(1);
+    }
+    sigaction(sig, &sigbus_before, NULL);   /* not ours: fault again under the old handler */
+}
+
+static int watch(const uint8_t *base, size_t size, const char *path)
+{
+    pthread_mutex_lock(&watch_lock);
+    static int installed;
+    if (!installed) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_sigbus;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        installed = sigaction(SIGBUS, &sa, &sigbus_before) == 0;
+    }
+    watched *w = watched_head;
+    while (w && w->base) w = w->next;
+    int fresh = !w;
+    if (fresh && !(w = calloc(1, sizeof *w))) {
+        pthread_mutex_unlock(&watch_lock);
+        return -1;
+    }
+    w->size = size;
+    snprintf(w->path, sizeof w->path, "%s", path);
+    w->base = base;   /* after size and path: the handler reads a complete node */
+    if (fresh) {
+        w->next = watched_head;
+        watched_head = w;
+    }
+    pthread_mutex_unlock(&watch_lock);
+    return 0;
+}
+
+static void unwatch(const uint8_t *base)
+{
+    pthread_mutex_lock(&watch_lock);
+    for (watched *w = watched_head; w; w = w->next)
+        if (w->base == base) w->base = NULL;
+    pthread_mutex_unlock(&watch_lock);
+}
+
 int hc_map_open(hc_map *m, const char *path, char *err, size_t errlen)
 {
     struct stat st;
@@ -299,13 +385,21 @@ int hc_map_open(hc_map *m, const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "%s: mmap: %s", path, strerror(e));
         return -1;
     }
+    if (watch(p, size, path) != 0) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        munmap(p, size);
+        return -1;
+    }
     *m = (hc_map){ p, size };
     return 0;
 }
 
 void hc_map_close(hc_map *m)
 {
-    if (m->data) munmap((void *)m->data, m->size);
+    if (m->data) {
+        unwatch(m->data);
+        munmap((void *)m->data, m->size);
+    }
     *m = (hc_map){ NULL, 0 };
 }
 

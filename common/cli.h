@@ -86,7 +86,10 @@ typedef struct {
     const uint8_t *data;
     size_t size;
 } hc_map;
-/* 0, or -1 with "path: why" in err (m then holds no mapping). */
+/* 0, or -1 with "path: why" in err (m then holds no mapping). If the file
+ * shrinks while mapped, a read past its new end prints "PROG: path: file
+ * changed while being read", removes the output temporaries and exits 1
+ * (instead of dying of SIGBUS). */
 int hc_map_open(hc_map *m, const char *path, char *err, size_t errlen);
 void hc_map_close(hc_map *m);
 

@@ -287,49 +287,55 @@ hc_stats *hc_stats_read(const char *path, char *err, size_t errlen)
     return s;
 }
 
-int hc_stats_check_model(const hc_stats *s, const gguf_file *model, const char *model_path,
-                         char *err, size_t errlen)
+int hc_model_ffn_shape(const gguf_file *model, const char *model_path, char arch[64], int64_t *n_layer,
+                       int64_t *n_ff, char *err, size_t errlen)
 {
-    char *arch = NULL;
-    if (gguf_get_str(model, "general.architecture", &arch) != 0) {
+    char *a = NULL, key[128];
+    if (gguf_get_str(model, "general.architecture", &a) != 0) {
         snprintf(err, errlen, "%s: general.architecture is missing or not a string", model_path);
         return -1;
     }
+    snprintf(arch, 64, "%s", a);
     int rc = -1;
-    char key[128];
+    snprintf(key, sizeof key, "%s.block_count", a);
+    if (gguf_get_int(model, key, n_layer) != 0) {
+        snprintf(err, errlen, "%s: %s is missing or not an integer", model_path, key);
+        goto out;
+    }
+    snprintf(key, sizeof key, "%s.feed_forward_length", a);
+    if (gguf_get_int(model, key, n_ff) != 0) {
+        snprintf(err, errlen, "%s: %s is missing or not an integer", model_path, key);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(a);
+    return rc;
+}
+
+int hc_stats_check_model(const hc_stats *s, const gguf_file *model, const char *model_path,
+                         char *err, size_t errlen)
+{
+    char arch[64];
     int64_t n_layer = -1, n_ff = -1;
+    if (hc_model_ffn_shape(model, model_path, arch, &n_layer, &n_ff, err, errlen) != 0) return -1;
     if (strcmp(arch, s->arch) != 0) {
         snprintf(err, errlen, "%s: architecture \"%s\", but the statistics are for \"%s\"", model_path, arch,
                  s->arch);
-        goto out;
-    }
-    snprintf(key, sizeof key, "%s.block_count", arch);
-    if (gguf_get_int(model, key, &n_layer) != 0) {
-        snprintf(err, errlen, "%s: %s is missing or not an integer", model_path, key);
-        goto out;
-    }
-    snprintf(key, sizeof key, "%s.feed_forward_length", arch);
-    if (gguf_get_int(model, key, &n_ff) != 0) {
-        snprintf(err, errlen, "%s: %s is missing or not an integer", model_path, key);
-        goto out;
+        return -1;
     }
     if (n_layer != (int64_t)s->n_layer || n_ff != (int64_t)s->n_ff) {
         snprintf(err, errlen, "%s: %" PRId64 " layers x %" PRId64 " FFN neurons, but the statistics are for %"
                  PRIu32 " x %" PRIu32, model_path, n_layer, n_ff, s->n_layer, s->n_ff);
-        goto out;
+        return -1;
     }
-    if (s->ffn_hash != 0) {
-        uint64_t h = hc_ffn_hash(model);
-        if (h != s->ffn_hash) {
-            snprintf(err, errlen, "%s: FFN weights hash %016" PRIx64 ", but the statistics were made on weights "
-                     "with hash %016" PRIx64 " (another model or another quantization)", model_path, h, s->ffn_hash);
-            goto out;
-        }
+    uint64_t h = s->ffn_hash ? hc_ffn_hash(model) : 0;
+    if (h != s->ffn_hash) {
+        snprintf(err, errlen, "%s: FFN weights hash %016" PRIx64 ", but the statistics were made on weights "
+                 "with hash %016" PRIx64 " (another model or another quantization)", model_path, h, s->ffn_hash);
+        return -1;
     }
-    rc = 0;
-out:
-    free(arch);
-    return rc;
+    return 0;
 }
 
 /* Tensors up to this size are hashed whole; larger ones by HASH_CHUNKS evenly

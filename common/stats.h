@@ -31,6 +31,11 @@ void hc_stats_free(hc_stats *s);
 int hc_stats_write(const hc_stats *s, const char *path, char *err, size_t errlen);
 /* Read and validate (every KV and tensor present with the right type and shape). */
 hc_stats *hc_stats_read(const char *path, char *err, size_t errlen);
+/* The model's architecture (general.architecture, truncated to 63 bytes),
+ * ARCH.block_count and ARCH.feed_forward_length; -1 with a message if one is
+ * missing. */
+int hc_model_ffn_shape(const gguf_file *model, const char *model_path, char arch[64], int64_t *n_layer,
+                       int64_t *n_ff, char *err, size_t errlen);
 /* 0 if the stats were made for this model (arch, n_layer, n_ff and, when known,
  * the FFN hash), else -1 with a message saying what differs. */
 int hc_stats_check_model(const hc_stats *s, const gguf_file *model, const char *model_path,

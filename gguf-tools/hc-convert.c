@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "outputs.h"
 #include "convert.h"
 #include "ggml_types.h"
 
@@ -63,6 +64,7 @@ static int llama2c_run(int argc, char **argv)
 {
     cv_llama2c_opts o = {0};
     if (llama2c_parse(argc, argv, &o)) return 0;
+    hc_check_outputs((const char *[]){ o.checkpoint, o.tokenizer }, 2, &o.out, 1);
     char err[512];
     return finish(cv_convert_llama2c(&o, err, sizeof err), err);
 }
@@ -117,6 +119,7 @@ static int hf_run(int argc, char **argv)
 {
     cv_hf_opts o = {.type = GGML_TYPE_F16};
     if (hf_parse(argc, argv, &o)) return 0;
+    hc_check_outputs((const char *[]){ o.dir, o.predictors }, 2, &o.out, 1);
     char err[512];
     return finish(cv_convert_hf(&o, err, sizeof err), err);
 }
@@ -241,6 +244,7 @@ static int synth_run(int argc, char **argv)
     int have_skew = 0;
     if (synth_parse(argc, argv, &o, &have_skew)) return 0;
     synth_validate(argc, &o, have_skew);
+    hc_check_outputs(NULL, 0, &o.out, 1);
     char err[512];
     return finish(cv_convert_synth(&o, err, sizeof err), err);
 }

@@ -53,19 +53,30 @@ static void fmt_real(char *buf, size_t len, double v, int is_f32)
 
 /* ------------------------------------------------------------------ text */
 
-static void print_escaped(const char *s, uint64_t n)
+/* s[0..n) with '"', '\\' and control bytes escaped (\n, \t, \r, \xHH), in a
+ * malloc'd string: names and values from a file never reach the terminal raw. */
+static char *escaped(const char *s, uint64_t n)
 {
-    putchar('"');
+    char *out = malloc(4 * n + 1), *o = out;
+    if (!out) hc_die("out of memory");
     for (uint64_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c == '\n') fputs("\\n", stdout);
-        else if (c == '\t') fputs("\\t", stdout);
-        else if (c == '\r') fputs("\\r", stdout);
-        else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
-        else putchar(c);
+        if (c == '"' || c == '\\') o += sprintf(o, "\\%c", c);
+        else if (c == '\n') o += sprintf(o, "\\n");
+        else if (c == '\t') o += sprintf(o, "\\t");
+        else if (c == '\r') o += sprintf(o, "\\r");
+        else if (c < 0x20 || c == 0x7f) o += sprintf(o, "\\x%02x", c);
+        else *o++ = (char)c;
     }
-    putchar('"');
+    *o = 0;
+    return out;
+}
+
+static void print_escaped(const char *s, uint64_t n)
+{
+    char *e = escaped(s, n);
+    printf("\"%s\"", e);
+    free(e);
 }
 
 static void print_elem(const gguf_kv *kv, uint64_t i)
@@ -117,7 +128,9 @@ static void dump_text(const gguf_file *f, int full)
             snprintf(type, sizeof type, "%s[%" PRIu64 "]", gguf_vtype_name(kv->arr_type), kv->n);
         else
             snprintf(type, sizeof type, "%s", gguf_vtype_name(kv->type));
-        printf("  %4" PRIu64 "  %-40s %-14s = ", i, kv->key, type);
+        char *key = escaped(kv->key, strlen(kv->key));
+        printf("  %4" PRIu64 "  %-40s %-14s = ", i, key, type);
+        free(key);
         if (kv->type != GGUF_TYPE_ARRAY) {
             print_elem(kv, 0);
         } else {
@@ -141,8 +154,10 @@ static void dump_text(const gguf_file *f, int full)
         for (uint32_t d = 0; d < t->n_dims; d++)
             n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%" PRId64, d ? ", " : "", t->ne[d]);
         snprintf(shape + n, sizeof shape - (size_t)n, "]");
+        char *name = escaped(t->name, strlen(t->name));
         printf("  %4" PRIu64 "  %-32s %-6s %-22s offset %-12" PRIu64 " %" PRIu64 " bytes\n",
-               i, t->name, ggml_type_name(t->type), shape, t->offset, t->nbytes);
+               i, name, ggml_type_name(t->type), shape, t->offset, t->nbytes);
+        free(name);
     }
 }
 

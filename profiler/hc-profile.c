@@ -14,6 +14,7 @@
 
 #include "calibrate.h"
 #include "cli.h"
+#include "outputs.h"
 #include "ggml_types.h"
 #include "predictors.h"
 #include "profile.h"
@@ -73,6 +74,7 @@ static int cmd_merge(int argc, char **argv)
     need_output(out);
     int n = argc - optind;
     if (n < 1) hc_die("merge: no input files");
+    hc_check_outputs((const char *const *)argv + optind, (size_t)n, &out, 1);
     hc_stats **in = calloc((size_t)n, sizeof *in);
     if (!in) hc_die("out of memory");
     char err[512];
@@ -108,6 +110,7 @@ static int cmd_import(int argc, char **argv)
     }
     need_output(out);
     if (argc - optind != 1) hc_die("import-powerinfer: expected one directory");
+    hc_check_outputs((const char *[]){ argv[optind], model }, 2, &out, 1);
     char err[512];
     hc_stats *s = hc_import_powerinfer(argv[optind], model, n_tokens, err, sizeof err);
     if (!s) hc_die("%s", err);
@@ -175,6 +178,7 @@ static int cmd_show(int argc, char **argv)
     }
     if (argc - optind != 1) hc_die("show: expected one statistics file");
     const char *path = argv[optind];
+    hc_check_outputs(&path, 1, &svg, 1);
     char err[512];
     hc_stats *s = hc_stats_read(path, err, sizeof err);
     if (!s) hc_die("%s", err);
@@ -319,6 +323,7 @@ static void predictors_validate(int argc, char **argv, hc_pred_opts *o, int type
     if (!o->model || !o->corpus) hc_die("need -m MODEL and -f CORPUS; see --help");
     if (!o->output) hc_die("no output file (-o); see --help");
     if (o->rank && o->rank_auto) hc_die("--rank and --rank-auto do not go together");
+    hc_check_outputs((const char *[]){ o->model, o->corpus }, 2, (const char *[]){ o->output, o->svg }, 2);
     char err[512];
     if (!type_set && hc_pred_default_type(o->model, &o->pred_type, err, sizeof err) != 0) hc_die("%s", err);
 }
@@ -492,6 +497,7 @@ static void profile_validate(int argc, char **argv, const hc_profile_opts *o, co
     if (optind != argc) hc_die("unexpected argument '%s' (see --help)", argv[optind]);
     if (!o->model || !o->corpus) hc_die("need -m MODEL and -f CORPUS (see --help)");
     need_output(out);
+    hc_check_outputs((const char *[]){ o->model, o->corpus }, 2, &out, 1);
 }
 
 static int cmd_profile(int argc, char **argv)

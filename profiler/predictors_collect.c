@@ -205,7 +205,7 @@ int hc_pred_collect(const hc_pred_opts *o, const hc_model *m, hc_pred_set *sets[
                  pl.ctx_len, hp->n_ctx_train);
         return -1;
     }
-    if (!(tok = hc_tokenizer_load(m->file, err, errlen))) return -1;
+    if (!(tok = hc_model_tokenizer(m, err, errlen))) return -1;
     int bos = hc_tokenizer_bos(tok);
     if (bos < 0) { snprintf(err, errlen, "%s: the vocabulary has no BOS token", o->model); goto done; }
     int64_t n_all;

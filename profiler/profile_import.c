@@ -11,10 +11,13 @@
 
 #include "cli.h"
 #include "gguf.h"
+#include "model_check.h"
 #include "profile.h"
+#include "stats.h"
 #include "ptfile.h"
 
 #define MAX_LAYERS 4096
+#define MAX_NEURONS (1 << 24)   /* per layer, as the model loader's dimension limit */
 
 /* "activation_<digits>.pt" -> layer index, else -1 */
 static long layer_of(const char *name)
@@ -23,11 +26,13 @@ static long layer_of(const char *name)
     char *end;
     if (strncmp(name, "activation_", strlen("activation_")) != 0 || *p < '0' || *p > '9') return -1;
     long l = strtol(p, &end, 10);
-    return strcmp(end, ".pt") == 0 && l < MAX_LAYERS ? l : -1;
+    return strcmp(end, ".pt") == 0 ? l : -1;
 }
 
-/* Which layers have a file; the count of layers (highest index + 1). */
-static int scan_dir(const char *dir, unsigned char *have, char *err, size_t errlen)
+/* Which layers have a file; the count of layers (highest index + 1). A file
+ * for a layer at or past max_layers is refused, not ignored. */
+static int scan_dir(const char *dir, long max_layers, const char *why, unsigned char *have, char *err,
+                    size_t errlen)
 {
     DIR *d = opendir(dir);
     if (!d) { snprintf(err, errlen, "%s: cannot open directory", dir); return -1; }
@@ -36,6 +41,11 @@ static int scan_dir(const char *dir, unsigned char *have, char *err, size_t errl
     while ((de = readdir(d))) {
         long l = layer_of(de->d_name);
         if (l < 0) continue;
+        if (l >= max_layers) {
+            snprintf(err, errlen, "%s/%s: layer %ld, but %s %ld layers", dir, de->d_name, l, why, max_layers);
+            closedir(d);
+            return -1;
+        }
         if (have[l]) {
             snprintf(err, errlen, "%s: two files for layer %ld (%s)", dir, l, de->d_name);
             closedir(d);
@@ -49,6 +59,26 @@ static int scan_dir(const char *dir, unsigned char *have, char *err, size_t errl
     for (int l = 0; l < n; l++)
         if (!have[l]) { snprintf(err, errlen, "%s: activation_%d.pt is missing (found up to layer %d)", dir, l, n - 1); return -1; }
     return n;
+}
+
+/* With -m, the model's layer count and FFN width bound what the files may
+ * declare, before any is inflated; without, MAX_LAYERS and MAX_NEURONS. */
+static int model_bounds(const char *path, long *max_layers, int64_t *max_neurons, char *err, size_t errlen)
+{
+    *max_layers = MAX_LAYERS;
+    *max_neurons = MAX_NEURONS;
+    if (!path) return 0;
+    if (hc_model_check(path, err, errlen) != 0) return -1;
+    gguf_file *f = gguf_open(path, err, errlen);
+    if (!f) return -1;
+    char arch[64];
+    int64_t n_layer, n_ff;
+    int rc = hc_model_ffn_shape(f, path, arch, &n_layer, &n_ff, err, errlen);
+    gguf_close(f);
+    if (rc) return -1;
+    if (n_layer < *max_layers) *max_layers = n_layer < 0 ? 0 : (long)n_layer;
+    if (n_ff < *max_neurons) *max_neurons = n_ff < 0 ? 0 : n_ff;
+    return 0;
 }
 
 /* Model identity from a GGUF: architecture, shape, FFN hash. */
@@ -77,7 +107,11 @@ hc_stats *hc_import_powerinfer(const char *dir, const char *model_path, uint64_t
                                char *err, size_t errlen)
 {
     unsigned char have[MAX_LAYERS] = { 0 };
-    int n_layer = scan_dir(dir, have, err, errlen);
+    long max_layers;
+    int64_t max_neurons;
+    if (model_bounds(model_path, &max_layers, &max_neurons, err, errlen)) return NULL;
+    int n_layer = scan_dir(dir, max_layers, model_path ? "the model has" : "import-powerinfer reads at most",
+                           have, err, errlen);
     if (n_layer < 0) return NULL;
     hc_stats *s = NULL;
     uint64_t max_count = 0, h = HC_FNV_INIT;
@@ -85,7 +119,7 @@ hc_stats *hc_import_powerinfer(const char *dir, const char *model_path, uint64_t
         char path[4096];
         int64_t n;
         snprintf(path, sizeof path, "%s/activation_%d.pt", dir, l);
-        double *v = hc_pt_read_vector(path, &n, err, errlen);
+        double *v = hc_pt_read_vector(path, s ? (int64_t)s->n_ff : max_neurons, &n, err, errlen);
         if (!v) goto fail;
         if (!s && n > 0 && n <= UINT32_MAX && !(s = hc_stats_new((uint32_t)n_layer, (uint32_t)n))) {
             snprintf(err, errlen, "%s: out of memory", path);

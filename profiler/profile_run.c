@@ -172,7 +172,7 @@ hc_stats *hc_profile_run(const hc_profile_opts *o, double *eval_s, char *err, si
                  ctx_len, hp->n_ctx_train);
         goto done;
     }
-    if (!(tok = hc_tokenizer_load(m->file, err, errlen))) goto done;
+    if (!(tok = hc_model_tokenizer(m, err, errlen))) goto done;
     int bos = hc_tokenizer_bos(tok);
     if (bos < 0) { snprintf(err, errlen, "%s: the vocabulary has no BOS token", o->model); goto done; }
     int64_t n_all;

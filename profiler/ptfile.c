@@ -46,7 +46,8 @@ static long find_pickle(const hc_zip *z, size_t *plen)
     return found;
 }
 
-static double *read_tensor(const hc_zip *z, const char *name, int64_t *n, char *err, size_t errlen)
+static double *read_tensor(const hc_zip *z, const char *name, int64_t max_elements, int64_t *n, char *err,
+                           size_t errlen)
 {
     size_t plen = 0, len;
     long ip = find_pickle(z, &plen);
@@ -60,14 +61,14 @@ static double *read_tensor(const hc_zip *z, const char *name, int64_t *n, char *
     snprintf(path, sizeof path, "%.*s/byteorder", (int)plen, prefix);
     long ib = hc_zip_find(z, path);
     if (ib >= 0) {
-        char *bo = hc_zip_read(z, (size_t)ib, &len, err, errlen);
+        char *bo = hc_zip_read(z, (size_t)ib, 16, &len, err, errlen);
         if (!bo) return NULL;
         int little = len == 6 && memcmp(bo, "little", 6) == 0;
         free(bo);
         if (!little) { snprintf(err, errlen, "%s: byteorder is not 'little' (big-endian files are not supported)", name); return NULL; }
     }
 
-    uint8_t *pkl = hc_zip_read(z, (size_t)ip, &len, err, errlen);
+    uint8_t *pkl = hc_zip_read(z, (size_t)ip, HC_PT_MAX_PICKLE, &len, err, errlen);
     if (!pkl) return NULL;
     hc_pickle_tensor t;
     int rc = hc_pickle_tensor_read(pkl, len, hc_zip_entry_at(z, (size_t)ip)->name, &t, err, errlen);
@@ -86,6 +87,11 @@ static double *read_tensor(const hc_zip *z, const char *name, int64_t *n, char *
     if (kind < 0) { snprintf(err, errlen, "%s: storage type torch.%s is not supported", name, t.storage_type); return NULL; }
     if (t.ndim != 1) { snprintf(err, errlen, "%s: expected a 1-D tensor, got %d dimensions", name, t.ndim); return NULL; }
     int64_t cnt = t.shape[0], st = t.stride[0];
+    if (cnt > max_elements || t.storage_numel > max_elements) {
+        snprintf(err, errlen, "%s: tensor of %lld elements in a storage of %lld: more than the %lld expected", name,
+                 (long long)cnt, (long long)t.storage_numel, (long long)max_elements);
+        return NULL;
+    }
     /* elements offset, offset+st, ... must lie in the storage */
     if (cnt < 0 || t.offset < 0 || (cnt > 0 && (st < 0 || t.offset >= t.storage_numel ||
                                                 (cnt > 1 && (st == 0 || (cnt - 1) > (t.storage_numel - 1 - t.offset) / st))))) {
@@ -103,7 +109,7 @@ static double *read_tensor(const hc_zip *z, const char *name, int64_t *n, char *
                  (unsigned long long)e->usize, (long long)t.storage_numel, esize);
         return NULL;
     }
-    uint8_t *data = hc_zip_read(z, (size_t)id, &len, err, errlen);
+    uint8_t *data = hc_zip_read(z, (size_t)id, e->usize, &len, err, errlen);
     if (!data) return NULL;
     double *v = malloc((size_t)(cnt ? cnt : 1) * sizeof *v);
     if (!v) { free(data); snprintf(err, errlen, "%s: out of memory", name); return NULL; }
@@ -120,18 +126,18 @@ static void *legacy(const char *name, char *err, size_t errlen)
     return NULL;
 }
 
-double *hc_pt_read_vector_mem(const void *buf, size_t size, const char *name, int64_t *n,
+double *hc_pt_read_vector_mem(const void *buf, size_t size, const char *name, int64_t max_elements, int64_t *n,
                               char *err, size_t errlen)
 {
     if (size > 0 && ((const uint8_t *)buf)[0] == 0x80) return legacy(name, err, errlen);
     hc_zip *z = hc_zip_open_mem(buf, size, name, err, errlen);
     if (!z) return NULL;
-    double *v = read_tensor(z, name, n, err, errlen);
+    double *v = read_tensor(z, name, max_elements, n, err, errlen);
     hc_zip_close(z);
     return v;
 }
 
-double *hc_pt_read_vector(const char *path, int64_t *n, char *err, size_t errlen)
+double *hc_pt_read_vector(const char *path, int64_t max_elements, int64_t *n, char *err, size_t errlen)
 {
     hc_zip *z = hc_zip_open(path, err, errlen);
     if (!z) {
@@ -140,7 +146,7 @@ double *hc_pt_read_vector(const char *path, int64_t *n, char *err, size_t errlen
         if (fp) fclose(fp);
         return c == 0x80 ? legacy(path, err, errlen) : NULL;
     }
-    double *v = read_tensor(z, path, n, err, errlen);
+    double *v = read_tensor(z, path, max_elements, n, err, errlen);
     hc_zip_close(z);
     return v;
 }

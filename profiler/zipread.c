@@ -269,10 +269,13 @@ long hc_zip_find(const hc_zip *z, const char *name)
     return -1;
 }
 
-void *hc_zip_read(const hc_zip *z, size_t i, size_t *len, char *err, size_t errlen)
+void *hc_zip_read(const hc_zip *z, size_t i, uint64_t max, size_t *len, char *err, size_t errlen)
 {
     if (i >= z->n) return fail(err, errlen, z->name, "no entry %zu", i);
     const hc_zip_entry *e = &z->e[i];
+    if (e->usize > max)
+        return fail(err, errlen, z->name, "entry '%s' declares %llu bytes, more than the %llu it may hold", e->name,
+                    (unsigned long long)e->usize, (unsigned long long)max);
     if (e->usize >= SIZE_MAX) return fail(err, errlen, z->name, "entry '%s' is too large", e->name);
     uint8_t *out = malloc((size_t)e->usize + 1);
     if (!out) return fail(err, errlen, z->name, "entry '%s': out of memory for %llu bytes", e->name,

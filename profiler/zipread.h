@@ -31,7 +31,10 @@ const hc_zip_entry *hc_zip_entry_at(const hc_zip *z, size_t i);
 /* Index of the entry with exactly this name, or -1. */
 long hc_zip_find(const hc_zip *z, const char *name);
 /* Uncompressed bytes of entry i in a malloc'd buffer (one extra NUL byte
- * after the data); NULL + message on a bad entry, bad data or CRC mismatch. */
-void *hc_zip_read(const hc_zip *z, size_t i, size_t *len, char *err, size_t errlen);
+ * after the data); NULL + message on a bad entry, bad data or CRC mismatch.
+ * An entry declaring more than max bytes is refused before anything is
+ * allocated or inflated (a zip bomb costs nothing); inflation writes only
+ * into the declared size and fails if the data would go past it. */
+void *hc_zip_read(const hc_zip *z, size_t i, uint64_t max, size_t *len, char *err, size_t errlen);
 
 #endif

@@ -72,7 +72,7 @@ static int32_t *calib_tokens(const hc_model *m, const gptq_calib_opts *co, gptq_
     char *text = hc_read_file(co->calib, &len, err, errlen);
     if (!text) return NULL;
     run->corpus_hash = hc_fnv1a64(text, len, HC_FNV_INIT);
-    hc_tokenizer *tok = hc_tokenizer_load(m->file, err, errlen);
+    hc_tokenizer *tok = hc_model_tokenizer(m, err, errlen);
     int32_t *all = NULL, *out = NULL;
     int n = tok ? hc_tokenize(tok, text, len, 0, 0, NULL, 0) : -1;
     if (tok && n >= 0 && (all = malloc(sizeof *all * (size_t)(n ? n : 1))) &&

@@ -9,6 +9,8 @@
 #include <strings.h>
 #include <unistd.h>
 #include "cli.h"
+#include "model_check.h"
+#include "outputs.h"
 #include "gptq.h"
 #include "quantize.h"
 
@@ -173,7 +175,10 @@ int main(int argc, char **argv)
     /* as llama-quantize, a line per tensor; but only for a person watching */
     if (o.quiet < 0) o.quiet = !verbose && !isatty(STDOUT_FILENO);
     int gptq = validate(argc, argv, &o, gptq_opt);
+    hc_check_outputs((const char *[]){ o.in, g.calib }, 2, &o.out, 1);
     char err[1024];
+    /* what hc-run would refuse is not quantized (GPTQ loads the model to calibrate: the same checks) */
+    if (!gptq && hc_model_check(o.in, err, sizeof err) != 0) hc_die("%s", err);
     int rc = gptq ? hc_gptq_quantize(&o, &g, err, sizeof err) : hc_quantize_model(&o, NULL, err, sizeof err);
     if (rc != 0) hc_die("%s", err);
     return 0;

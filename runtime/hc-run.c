@@ -497,11 +497,8 @@ int main(int argc, char **argv)
     double t0 = hc_now();
     hc_model *m = hc_model_load(o.model, err, sizeof err);
     if (!m) hc_die("%s", err);
-    hc_tokenizer *tok = hc_tokenizer_load(m->file, err, sizeof err);
-    if (!tok) hc_die("%s: %s", o.model, err);
-    if (hc_tokenizer_n_vocab(tok) != m->hp.n_vocab)
-        hc_die("%s: the vocabulary has %d tokens but token_embd.weight has %d rows", o.model,
-               hc_tokenizer_n_vocab(tok), m->hp.n_vocab);
+    hc_tokenizer *tok = hc_model_tokenizer(m, err, sizeof err);
+    if (!tok) hc_die("%s", err);   /* err names the file, once */
     fprintf(stderr, "load:       %.2f ms\n", (hc_now() - t0) * 1e3);
     if (o.verbose) print_model(m, &o);
     char idx[4096];

@@ -390,7 +390,7 @@ static void map_weights(const gguf_file *f)
 #endif
 }
 
-hc_model *hc_model_load(const char *path, char *err, size_t errlen)
+hc_model *hc_model_open(const char *path, char *err, size_t errlen)
 {
     hc_model *m = calloc(1, sizeof *m);
     if (!m || !(m->path = strdup(path))) {
@@ -417,11 +417,17 @@ hc_model *hc_model_load(const char *path, char *err, size_t errlen)
     if (load_globals(&L)) goto bad;
     for (int il = 0; il < hp->n_layer; il++)
         if (load_layer(&L, il)) goto bad;
-    map_weights(m->file);
     return m;
 bad:
     hc_model_free(m);
     return NULL;
+}
+
+hc_model *hc_model_load(const char *path, char *err, size_t errlen)
+{
+    hc_model *m = hc_model_open(path, err, errlen);
+    if (m) map_weights(m->file);
+    return m;
 }
 
 void hc_model_free(hc_model *m)

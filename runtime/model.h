@@ -51,6 +51,7 @@
 #include <stdint.h>
 #include "gguf.h"
 #include "threads.h"
+#include "tokenizer.h"
 #include "weight.h"
 
 enum hc_act { HC_ACT_SILU = 0, HC_ACT_RELU = 1, HC_ACT_GELU = 2 };   /* GELU: the exact (erf) form */
@@ -117,6 +118,12 @@ typedef struct {
 
 /* NULL + one line "PATH: what is wrong" in err for any file it cannot run. */
 hc_model *hc_model_load(const char *path, char *err, size_t errlen);
+/* The same checks and model, without faulting the weights in first
+ * (hc_model_check: programs that only validate). */
+hc_model *hc_model_open(const char *path, char *err, size_t errlen);
+/* The model's tokenizer, its vocabulary as large as token_embd.weight's rows;
+ * NULL + "PATH: what is wrong" (runtime/model_check.c). */
+hc_tokenizer *hc_model_tokenizer(const hc_model *m, char *err, size_t errlen);
 void hc_model_free(hc_model *m);
 /* Weight bytes one token reads (every matrix once, one embedding row). */
 uint64_t hc_model_token_bytes(const hc_model *m);

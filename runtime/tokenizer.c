@@ -100,18 +100,21 @@ static const gguf_kv *get_array(const gguf_file *f, const char *key, uint32_t et
     return NULL;
 }
 
-/* Optional u32 token id: def if absent, -1 if out of range (llama.cpp ignores those). */
+/* Optional u32 token id: def if absent, -1 for 0xFFFFFFFF (llama.cpp's "no
+ * such token"); any other id outside the vocabulary is an error naming the
+ * key, not a token silently dropped. */
 static int get_id(const gguf_file *f, const char *key, int def, int n_vocab, int *bad,
                   char *err, size_t errlen)
 {
     uint32_t v;
     int rc = gguf_get_u32(f, key, &v);
-    if (rc == -2) {
-        fail(err, errlen, f, "%s: expected type u32", key);
+    if (rc == -2 || (rc == 0 && v != UINT32_MAX && v >= (uint32_t)n_vocab)) {
+        if (!*bad && rc == -2) fail(err, errlen, f, "%s: expected type u32", key);
+        else if (!*bad) fail(err, errlen, f, "%s = %u is not a token id (the vocabulary has %d tokens)", key, v, n_vocab);
         *bad = 1;
         return -1;
     }
-    if (rc == 0) return v < (uint32_t)n_vocab ? (int)v : -1;
+    if (rc == 0) return v == UINT32_MAX ? -1 : (int)v;
     return def < n_vocab ? def : -1;
 }
 
@@ -212,6 +215,19 @@ static int model_kind(const gguf_file *f, char *err, size_t errlen)
 }
 
 /* The flags beyond llama.cpp's that runtime/tokenizer.c follows (docs/design/tokenizer.md). */
+/* BOS, EOS, UNK (llama.cpp's defaults 1, 2, 0) and the special ids the
+ * runtime does not use, each checked against the vocabulary of n tokens. */
+static void read_special_ids(hc_tokenizer *t, const gguf_file *f, int n, int *bad, char *err, size_t errlen)
+{
+    t->bos = get_id(f, "tokenizer.ggml.bos_token_id", 1, n, bad, err, errlen);
+    t->eos = get_id(f, "tokenizer.ggml.eos_token_id", 2, n, bad, err, errlen);
+    t->unk = get_id(f, "tokenizer.ggml.unknown_token_id", 0, n, bad, err, errlen);
+    static const char *const unused[] = { "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id",
+                                          "tokenizer.ggml.cls_token_id", "tokenizer.ggml.mask_token_id" };
+    for (size_t k = 0; k < sizeof unused / sizeof *unused; k++)
+        get_id(f, unused[k], -1, n, bad, err, errlen);
+}
+
 static void read_hotcold_flags(hc_tokenizer *t, const gguf_file *f, int is_bpe, int *bad, char *err, size_t errlen)
 {
     t->fuse_unk = get_flag(f, "hotcold.tokenizer.fuse_unk", 1, bad, err, errlen);
@@ -286,9 +302,7 @@ hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
     hc_tokenizer *t = calloc(1, sizeof *t);
     if (!t) goto oom;
     t->n_vocab = n;
-    t->bos = get_id(f, "tokenizer.ggml.bos_token_id", 1, n, &bad, err, errlen);
-    t->eos = get_id(f, "tokenizer.ggml.eos_token_id", 2, n, &bad, err, errlen);
-    t->unk = get_id(f, "tokenizer.ggml.unknown_token_id", 0, n, &bad, err, errlen);
+    read_special_ids(t, f, n, &bad, err, errlen);
     t->add_bos = get_flag(f, "tokenizer.ggml.add_bos_token", 1, &bad, err, errlen);
     t->add_space_prefix = get_flag(f, "tokenizer.ggml.add_space_prefix", !is_bpe, &bad, err, errlen);
     t->add_eos = get_flag(f, "tokenizer.ggml.add_eos_token", 0, &bad, err, errlen);

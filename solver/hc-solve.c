@@ -12,6 +12,8 @@
 #include "atomic_file.h"
 #include "cli.h"
 #include "gguf.h"
+#include "model_check.h"
+#include "outputs.h"
 #include "solve.h"
 #include "stats.h"
 
@@ -301,7 +303,15 @@ int main(int argc, char **argv)
     hc_prog = "hc-solve";
     options o;
     parse_args(argc, argv, &o);
+    char *out = NULL;
+    if (o.out)
+        out = strdup(o.out);
+    else if (!o.sweep && asprintf(&out, "%s.generated.gpuidx", o.model) < 0)
+        hc_die("out of memory");
+    hc_check_outputs((const char *[]){ o.model, o.stats }, 2, (const char *[]){ out, o.report, o.svg }, 3);
     char err[512];
+    if (hc_model_check(o.model, err, sizeof err))   /* exactly the models hc-run accepts */
+        hc_die("%s", err);
     gguf_file *model = gguf_open(o.model, err, sizeof err);
     if (!model)
         hc_die("%s", err);
@@ -337,25 +347,23 @@ int main(int argc, char **argv)
         r.capacity = capacity;
         solve(&o, &r);
         say_time_limit(&o, &r);
-        char *out = NULL;
-        if (o.out)
-            out = strdup(o.out);
-        else if (asprintf(&out, "%s.generated.gpuidx", o.model) < 0)
-            hc_die("out of memory");
         char *json = solve_report_json(&r);
+        af_group_begin();   /* the index, report and drawing land together or not at all */
         if (solve_write_gpuidx(&r, out, err, sizeof err))
             hc_die("%s", err);
         if (o.report)
             write_text(o.report, json);
         if (o.svg && solve_write_svg(&r, o.svg, err, sizeof err))
             hc_die("%s", err);
+        if (af_group_commit(err, sizeof err))
+            hc_die("%s", err);
         if (o.json)
             puts(json);
         else
             print_summary(&r, out);
         free(json);
-        free(out);
     }
+    free(out);
     solve_solution_free(&r.sol);
     solve_problem_free(&problem);
     solve_budget_free(&budget);

@@ -39,10 +39,12 @@ void th_run(const char *name, void (*fn)(void))
     fflush(stdout);
 }
 
+static pid_t tmpdir_owner;   /* a forked child that exits leaves the directory alone */
+
 static void remove_tmpdir(void)
 {
     char cmd[300];
-    if (!tmpdir[0]) return;
+    if (!tmpdir[0] || getpid() != tmpdir_owner) return;
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
 }
@@ -68,6 +70,7 @@ const char *th_tmpdir(void)
         const char *base = getenv("TMPDIR");
         snprintf(tmpdir, sizeof tmpdir, "%s/hctest.XXXXXX", base && *base ? base : "/tmp");
         if (!mkdtemp(tmpdir)) { perror("mkdtemp"); exit(2); }
+        tmpdir_owner = getpid();
         atexit(remove_tmpdir);
     }
     return tmpdir;

@@ -23,6 +23,13 @@ FUZZ_DEPS := $(call obj,$(wildcard common/*.c) tests/fuzz/util.c runtime/gpuidx.
                $(addprefix gguf-tools/convert_,out.c safetensors.c tokenizer.c bpe.c) \
                $(addprefix profiler/,zipread.c pickle.c ptfile.c))
 
+# fuzz_model drives the whole model loader: it links the runtime's objects.
+# The kernels are not what it fuzzes (the loader is), and clang's coverage and
+# sanitizer instrumentation of their intrinsics takes minutes per file: in the
+# fuzz build they are compiled without it.
+$(O)/fuzz/fuzz_model: $(call obj,$(call lib_srcs,runtime))
+$(FUZZ_O)/obj/runtime/kernels%.o: override OPT := -O1 -g
+
 # Built only inside `make fuzz` (O=build/fuzz, clang, FUZZ_OPT).
 $(O)/fuzz/fuzz_%: $(O)/obj/tests/fuzz/fuzz_%.o $(FUZZ_DEPS)
 	@mkdir -p $(dir $@)

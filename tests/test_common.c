@@ -9,7 +9,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifdef __x86_64__
@@ -299,6 +301,123 @@ static void test_progress_inactive_off_tty(void)
     hc_progress_end(&p);
 }
 
+/* Entries of dir whose name holds ".tmp" (temporaries of atomic_file). */
+static int count_temporaries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) n += strstr(e->d_name, ".tmp") != NULL;
+    if (d) closedir(d);
+    return n;
+}
+
+/* A fresh directory tmpdir/name (dir[512]) and two paths in it (a[600], b[600]). */
+static void dir_with(const char *name, char *dir, char *a, const char *an, char *b, const char *bn)
+{
+    snprintf(dir, 512, "%s", th_tmp(name));
+    mkdir(dir, 0777);
+    snprintf(a, 600, "%s/%s", dir, an);
+    snprintf(b, 600, "%s/%s", dir, bn);
+}
+
+/* Issue 19 item 2: a mapped input that shrinks turns the SIGBUS of the next
+ * read into one line "PROG: FILE: file changed while being read", exit 1,
+ * and the output's temporary is removed. Run in a child, which must die so. */
+static void test_sigbus_on_shrunk_map(void)
+{
+    char dir[512], in[600], out[600], errf[600];
+    dir_with("sigbus", dir, in, "in.bin", out, "out.bin");
+    snprintf(errf, sizeof errf, "%s/stderr", th_tmpdir());
+    static unsigned char big[1 << 20];
+    memset(big, 7, sizeof big);
+    CHECK(th_write(in, big, sizeof big) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+        dup2(fd, 2);
+        hc_prog = "hc-test";
+        char err[256];
+        atomic_file af;
+        hc_map m;
+        if (af_open(&af, out, err, sizeof err) || fputs("partial", af.fp) < 0 || hc_map_open(&m, in, err, sizeof err))
+            _exit(2);
+        if (truncate(in, 0) != 0) _exit(3);
+        volatile unsigned char c = m.data[600000];   /* past the new end: SIGBUS */
+        (void)c;
+        _exit(4);
+    }
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d (signal %d)", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+           WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    size_t len;
+    char *msg = (char *)th_read(errf, &len), want[700];
+    snprintf(want, sizeof want, "hc-test: %s: file changed while being read\n", in);
+    CHECKF(msg && len == strlen(want) && memcmp(msg, want, len) == 0, "stderr: %s", msg ? msg : "(none)");
+    free(msg);
+    CHECK(count_temporaries(dir) == 0 && access(out, F_OK) != 0);
+}
+
+/* Issue 19 item 10: af_open removes the temporaries of its target left by a
+ * process that no longer runs, and keeps those of a live one (this process). */
+static void test_stale_temporaries_removed(void)
+{
+    char dir[512], dead[700], live[700], other[700], path[600];
+    snprintf(dir, sizeof dir, "%s", th_tmp("stale"));
+    mkdir(dir, 0777);
+    fflush(NULL);
+    pid_t gone = fork();
+    if (gone == 0) _exit(0);
+    waitpid(gone, NULL, 0);   /* its pid now names no process */
+    snprintf(dead, sizeof dead, "%s/.x.gguf.tmp%ld.3", dir, (long)gone);
+    snprintf(live, sizeof live, "%s/.x.gguf.tmp%ld.99", dir, (long)getpid());
+    snprintf(other, sizeof other, "%s/.y.gguf.tmp%ld.3", dir, (long)gone);   /* another target's */
+    CHECK(th_write(dead, "x", 1) == 0 && th_write(live, "x", 1) == 0 && th_write(other, "x", 1) == 0);
+    snprintf(path, sizeof path, "%s/x.gguf", dir);
+    char err[256];
+    atomic_file af;
+    CHECKF(af_open(&af, path, err, sizeof err) == 0, "%s", err);
+    CHECK(af_commit(&af, err, sizeof err) == 0);
+    CHECK(access(dead, F_OK) != 0 && access(live, F_OK) == 0 && access(other, F_OK) == 0);
+    unlink(live);
+    unlink(other);
+}
+
+/* Issue 19 item 8: a commit group renames every output at af_group_commit,
+ * none before; af_group_abort, or an exit before the commit, removes them all. */
+static void test_commit_group(void)
+{
+    char dir[512], a[600], b[600], err[256];
+    dir_with("group", dir, a, "a", b, "b");
+    atomic_file af;
+    af_group_begin();
+    CHECK(af_open(&af, a, err, sizeof err) == 0 && fputs("A", af.fp) >= 0 && af_commit(&af, err, sizeof err) == 0);
+    CHECK(af_open(&af, b, err, sizeof err) == 0 && fputs("B", af.fp) >= 0 && af_commit(&af, err, sizeof err) == 0);
+    CHECK(access(a, F_OK) != 0 && access(b, F_OK) != 0 && count_temporaries(dir) == 2);
+    CHECKF(af_group_commit(err, sizeof err) == 0, "%s", err);
+    CHECK(access(a, F_OK) == 0 && access(b, F_OK) == 0 && count_temporaries(dir) == 0);
+    unlink(a);
+    unlink(b);
+    af_group_begin();
+    CHECK(af_open(&af, a, err, sizeof err) == 0 && af_commit(&af, err, sizeof err) == 0);
+    af_group_abort();
+    CHECK(access(a, F_OK) != 0 && count_temporaries(dir) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {   /* an error exit (hc_die) half-way through the group */
+        af_group_begin();
+        if (af_open(&af, a, err, sizeof err) == 0 && af_commit(&af, err, sizeof err) == 0 &&
+            af_open(&af, b, err, sizeof err) == 0)
+            exit(1);
+        _exit(2);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    CHECK(access(a, F_OK) != 0 && access(b, F_OK) != 0 && count_temporaries(dir) == 0);
+}
+
 static void test_progress_units(void)
 {
     hc_progress p = { .label = "converting", .total = 24u << 20, .done = 12u << 20, .unit = "B" };
@@ -326,6 +445,9 @@ int main(void)
     RUN(test_atomic_unwritable_dirs);
     RUN(test_read_file);
     RUN(test_progress_inactive_off_tty);
+    RUN(test_sigbus_on_shrunk_map);
+    RUN(test_stale_temporaries_removed);
+    RUN(test_commit_group);
     RUN(test_progress_units);
     return th_done();
 }

@@ -168,7 +168,8 @@ static void test_llama2c_errors(void)
 {
     const char *bin = th_fixture("stories260K.bin"), *tok = th_fixture("tok512.bin");
     if (!bin) SKIP("no fixtures");
-    const char *out = th_tmp("bad/out.gguf");
+    char out[512];   /* th_tmp's buffers rotate: keep a copy */
+    snprintf(out, sizeof out, "%s", th_tmp("bad/out.gguf"));
     th_sh("mkdir -p %s/bad", th_tmpdir());
     /* truncated checkpoint */
     CHECK(th_sh("head -c 1056536 %s > %s", bin, th_tmp("trunc.bin")) == 0);
@@ -656,7 +657,8 @@ static void test_hf_errors(void)
     hf_make(&m, "F32");
     char dir[512], p[600];
     snprintf(dir, sizeof dir, "%s/err/m", th_tmpdir());
-    const char *out = th_tmp("err/out/x.gguf");
+    char out[512];   /* th_tmp's buffers rotate: keep a copy */
+    snprintf(out, sizeof out, "%s", th_tmp("err/out/x.gguf"));
     th_sh("mkdir -p %s/err/out", th_tmpdir());
     struct { const char *setup, *want; } cases[] = {
         {"rm -f DIR/config.json", "config.json: No such file"},

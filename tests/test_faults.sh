@@ -195,6 +195,132 @@ no_output no_stray_outputs_huge "$T" x.gguf
 { printf GGUF; le32 3; le64 0; le64 2; gstr "$(printf 'a\nb')"; le32 4; le32 1; gstr "$(printf 'a\nb')"; le32 4; le32 2; } >"$T/ctl.gguf"
 refused control_bytes_one_line "duplicate key 'a?b'" "$G" check "$T/ctl.gguf"
 
+# ---------------------------------------------------------------- issue 19: data safety
+# 1. An output that is one of the inputs (same name, a symbolic link, a hard
+#    link), or given twice, is refused before any work; the inputs stay intact.
+ln -s "$M" "$T/link.gguf"; ln "$M" "$T/hard.gguf"
+refused same_solve_model "same file as the input" "$S" -m "$M" -s "$T/s.gguf" --vram-budget 1M --greedy -o "$M"
+refused same_solve_report "same file as the input $T/s.gguf" "$S" -m "$M" -s "$T/s.gguf" --vram-budget 1M --greedy -o "$T/x.gpuidx" --report "$T/s.gguf"
+refused same_solve_svg "same file as the input" "$S" -m "$M" -s "$T/s.gguf" --vram-budget 1M --greedy -o "$T/x.gpuidx" --svg "$M"
+refused same_solve_twice "given twice" "$S" -m "$M" -s "$T/s.gguf" --vram-budget 1M --greedy -o "$T/x.gpuidx" --report "$T/x.gpuidx"
+refused same_profile "same file as the input" "$P" -m "$M" -f "$T/corpus.txt" -o "$M" -c 16 -t 1
+refused same_profile_corpus "same file as the input" "$P" -m "$M" -f "$T/corpus.txt" -o "$T/corpus.txt" -c 16 -t 1
+refused same_quantize "same file as the input" "$Q" "$M" "$M" q8_0
+refused same_quantize_symlink "same file as the input" "$Q" "$T/link.gguf" "$M" q8_0
+refused same_quantize_hardlink "hard.gguf: output is the same file as the input" "$Q" "$M" "$T/hard.gguf" q8_0
+refused same_merge "same file as the input" "$P" merge "$T/s.gguf" "$T/s.gguf" -o "$T/s.gguf"
+refused same_show_svg "same file as the input" "$P" show "$T/s.gguf" --svg "$T/s.gguf"
+refused same_predictors "same file as the input" "$P" predictors -m "$M" -f "$T/corpus.txt" -o "$M"
+if have_fixtures; then
+    cp "$HC_FIXTURES/stories260K.bin" "$T/ck.bin"
+    refused same_llama2c "same file as the input" "$C" llama2c "$T/ck.bin" "$HC_FIXTURES/tok512.bin" -o "$T/ck.bin"
+    if cmp -s "$T/ck.bin" "$HC_FIXTURES/stories260K.bin"; then ok same_llama2c_intact; else fail same_llama2c_intact "changed"; fi
+fi
+mkdir -p "$T/hfin"
+cp "$T/hf1/config.json" "$T/hfin/"
+refused same_hf_dir_file "same file as the input" "$C" hf "$T/hfin" -o "$T/hfin/config.json"
+refused output_is_dir "output is a directory" "$Q" "$M" "$T/dir.gguf" q8_0
+rm -f "$T/link.gguf" "$T/hard.gguf"
+
+# 2. An input that shrinks while mapped: one line, exit 1, no temporary (the
+#    handler itself: tests/test_common.c test_sigbus_on_shrunk_map).
+mkdir -p "$T/shrink"
+cp "$T/big.gguf" "$T/shrink/in.gguf"
+"$Q" -t 1 "$T/shrink/in.gguf" "$T/shrink/q.gguf" f16 >/dev/null 2>"$T/shrink.err" &
+pid=$!
+i=0
+while [ $i -lt 600 ]; do
+    tmp=$(ls -A "$T/shrink" | grep '\.tmp' | head -1)
+    [ -n "$tmp" ] && [ "$(wc -c <"$T/shrink/$tmp" 2>/dev/null || echo 0)" -gt 100000 ] && break
+    sleep 0.05; i=$((i + 1))
+done
+[ -n "$tmp" ] && : >"$T/shrink/in.gguf"
+wait $pid; rc=$?
+if [ -z "$tmp" ]; then skip shrink_quantize "hc-quantize ended before the input could be truncated"
+elif [ $rc -eq 0 ]; then skip shrink_quantize "hc-quantize had read every tensor before the truncation"
+elif [ $rc -ne 1 ]; then fail shrink_quantize "exit $rc (want 1; 135 is SIGBUS)"
+elif ! grep -q "in.gguf: file changed while being read" "$T/shrink.err"; then fail shrink_quantize "$(tail -1 "$T/shrink.err")"
+else no_output shrink_quantize "$T/shrink" q.gguf; fi
+
+# 3. A zip bomb: activation_0.pt whose storage declares 256 MiB of deflated
+#    zeros (a 256 KiB file) is refused before inflating; peak memory stays small.
+mkdir -p "$T/bomb" "$T/bomb2"
+python3 - "$T/bomb/activation_0.pt" "$T/bomb2/activation_0.pt" <<'PY' || fail zip_bomb_setup "python3"
+import struct, sys, zipfile
+def pint(v): return b"J" + struct.pack("<i", v)
+def binunicode(s): return b"X" + struct.pack("<I", len(s)) + s.encode()
+def pickle(numel, n):   # torch.save of a 1-D FloatStorage tensor of n elements
+    return (b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\nq\x00((" + binunicode("storage") +
+            b"ctorch\nFloatStorage\nq\x01" + binunicode("0") + binunicode("cpu") + pint(numel) +
+            b"tq\x02Q" + pint(0) + pint(n) + b"\x85" + pint(1) + b"\x85\x89ccollections\nOrderedDict\n)Rtq\x03Rq\x04.")
+def write(path, numel, data):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("archive/data.pkl", pickle(numel, numel))
+        z.writestr("archive/data/0", data)
+write(sys.argv[1], 1 << 26, bytes(1 << 28))   # 2^26 floats: 256 MiB of zeros
+write(sys.argv[2], 65, struct.pack("<65f", *range(65)))   # one neuron more than the model's 64
+PY
+# peak RSS of the child in KiB (getrusage), written to bomb.rss; the exit status passes through
+python3 -c 'import resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:])
+open(sys.argv[1], "w").write("%d\n" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(rc)' "$T/bomb.rss" "$P" import-powerinfer "$T/bomb" -o "$T/x.gguf" 2>"$T/bomb.err"
+rc=$?
+last=$(tail -1 "$T/bomb.err")
+rss=$(cat "$T/bomb.rss")
+if [ $rc -ne 1 ] || ! printf '%s\n' "$last" | grep -q "more than the 16777216 expected"; then fail zip_bomb "exit $rc: $last"
+elif [ "$rss" -gt 65536 ]; then fail zip_bomb_memory "peak RSS ${rss} KiB (want < 64 MiB)"
+else ok zip_bomb; fi
+refused zip_bomb_model "more than the 64 expected" "$P" import-powerinfer "$T/bomb2" -m "$M" -o "$T/x.gguf"
+
+# 4. hc-gguf dump prints control bytes of tensor names escaped, on one line.
+{ printf GGUF; le32 3; le64 1; le64 0; gstr "$(printf 'a\nb\033[31m')"; le32 1; le64 1; le32 0; le64 0; printf '\0\0\0\0\0\0\0\0'; le32 0; } >"$T/ctlname.gguf"
+if "$G" dump "$T/ctlname.gguf" >"$T/dump.txt" 2>&1 && ! grep -q "$(printf '\033')" "$T/dump.txt" &&
+   grep -q 'a\\nb\\x1b\[31m' "$T/dump.txt"; then ok dump_escapes_tensor_names
+else fail dump_escapes_tensor_names "$(cat -v "$T/dump.txt" | tail -3)"; fi
+
+# 5, 7. A special token id outside the vocabulary is refused at load, naming
+#    the file (once) and the key.
+R19=tests/regress/model
+refused bos_out_of_range "bos-out-of-range.gguf: tokenizer.ggml.bos_token_id = 1000000000 is not a token id" "$R" -m "$R19/bos-out-of-range.gguf" -n 1
+if [ "$(grep -o 'bos-out-of-range.gguf' "$T/err" | wc -l)" -eq 1 ]; then ok tokenizer_error_names_file_once
+else fail tokenizer_error_names_file_once "$(tail -1 "$T/err")"; fi
+
+# 6. import-powerinfer refuses a layer file it cannot use instead of ignoring it.
+mkdir -p "$T/act"
+cp "$T/bomb2/activation_0.pt" "$T/act/activation_0.pt"
+cp "$T/bomb2/activation_0.pt" "$T/act/activation_5000.pt"
+refused import_layer_4096 "activation_5000.pt: layer 5000, but import-powerinfer reads at most 4096 layers" "$P" import-powerinfer "$T/act" -o "$T/x.gguf"
+rm "$T/act/activation_5000.pt"; cp "$T/act/activation_0.pt" "$T/act/activation_2.pt"; cp "$T/act/activation_0.pt" "$T/act/activation_1.pt"
+refused import_layer_past_model "activation_2.pt: layer 2, but the model has 2 layers" "$P" import-powerinfer "$T/act" -m "$M" -o "$T/x.gguf"
+
+# 8. hc-solve writes its index, report and drawing together or not at all:
+#    the drawing does not fit under the file size limit, so nothing is left.
+mkdir -p "$T/group"
+refused solve_outputs_together "x.svg: write failed" fsz 4 "$S" -m "$M" -s "$T/s.gguf" --vram-budget 1M --greedy -o "$T/group/x.gpuidx" --report "$T/group/x.json" --svg "$T/group/x.svg"
+if [ -z "$(ls -A "$T/group")" ]; then ok solve_outputs_together_clean; else fail solve_outputs_together_clean "left: $(ls -A "$T/group")"; fi
+
+# 9. hc-solve and import-powerinfer -m refuse a model hc-run refuses, with its message.
+refused solve_unrunnable_model "head dimension 1 is odd" "$S" -m "$R19/odd-head-dim.gguf" -s "$T/s.gguf" --vram-budget 1M -o "$T/x.gpuidx"
+refused solve_bad_bos "bos_token_id = 1000000000" "$S" -m "$R19/bos-out-of-range.gguf" -s "$T/s.gguf" --vram-budget 1M -o "$T/x.gpuidx"
+refused import_unrunnable_model "head dimension 1 is odd" "$P" import-powerinfer "$T/act" -m "$R19/odd-head-dim.gguf" -o "$T/x.gguf"
+
+# 10. A later write to the same target removes the temporaries of a writer
+#     that is gone (SIGKILL), and keeps those of one still running.
+mkdir -p "$T/stale"
+sh -c 'exit 0' & gone=$!; wait $gone
+: >"$T/stale/.s.gguf.tmp$gone.0"; : >"$T/stale/.s.gguf.tmp$$.0"
+"$C" synth -o "$T/stale/s.gguf" >/dev/null 2>&1
+if [ -e "$T/stale/.s.gguf.tmp$gone.0" ]; then fail stale_temporary_removed "the dead writer's temporary is still there"
+elif [ ! -e "$T/stale/.s.gguf.tmp$$.0" ]; then fail stale_temporary_removed "a live writer's temporary was removed"
+else ok stale_temporary_removed; fi
+rm -f "$T/stale/.s.gguf.tmp$$.0"
+
+# 11. hc-profile predictors checks that it can write its output before reading
+#     the corpus or training (the missing corpus would be the later error).
+refused predictors_output_first "cannot create a temporary file in $T/nodir" "$P" predictors -m "$M" -f "$T/none.txt" -o "$T/nodir/p.gguf"
+no_output no_stray_outputs_issue19 "$T" x.gguf
+
 # ---------------------------------------------------------------- inputs untouched
 after=$(sums $INPUTS)
 if [ "$before" = "$after" ]; then ok inputs_unchanged; else fail inputs_unchanged "a checksum changed"; fi

@@ -41,20 +41,46 @@ static void add(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims
     model_data[n_model_data++] = data;
 }
 
-/* A small LLaMA-like model, tensors deliberately out of llama.cpp's order. */
+/* The one layer hc-run needs (n_embd 64, n_ff 32, 2 heads): hc-quantize
+ * accepts only models hc-run accepts. */
+static const char *const layer0[] = { "attn_k", "attn_norm", "attn_output", "attn_q", "attn_v",
+                                       "ffn_down", "ffn_gate", "ffn_norm", "ffn_up" };
+
+/* A small LLaMA-like model: a runnable layer 0 and, beyond block_count,
+ * tensors hc-run ignores but the quantizer's rules must handle (blk.2,
+ * blk.10, 3-D, rope_freqs, ffn_gate_inp), deliberately out of llama.cpp's order. */
 static const char *make_model(const char *name, int flags)
 {
     const char *path = th_tmp(name);
     gguf_writer *w = gguf_writer_new(flags & PWRI ? GGUF_VARIANT_PWRI : GGUF_VARIANT_GGUF);
-    static const char *const toks[] = { "<unk>", "<s>", "</s>", "a" };
-    const int32_t types[4] = { 2, 3, 3, 1 };
+    static const char *const toks[16] = { "<unk>", "<s>", "</s>", "a", "b", "c", "d", "e",
+                                          "f", "g", "h", "i", "j", "k", "l", "m" };
+    int32_t types[16];
+    float scores[16];
+    for (int i = 0; i < 16; i++) {
+        types[i] = i == 0 ? 2 : i < 3 ? 3 : 1;
+        scores[i] = (float)-i;
+    }
     gguf_set_str(w, "general.architecture", "llama");
     gguf_set_u32(w, "general.file_type", 0);
     gguf_set_str(w, "general.name", "tiny");
-    gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, 4);
-    gguf_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, 4);
+    gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, 16);
+    gguf_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, 16);
+    gguf_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, 16);
     gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    gguf_set_u32(w, "llama.block_count", 11);
+    gguf_set_u32(w, "llama.block_count", 1);
+    gguf_set_u32(w, "llama.context_length", 64);
+    gguf_set_u32(w, "llama.embedding_length", 64);
+    gguf_set_u32(w, "llama.feed_forward_length", 32);
+    gguf_set_u32(w, "llama.attention.head_count", 2);
+    for (size_t i = 0; i < sizeof layer0 / sizeof *layer0; i++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "blk.0.%s.weight", layer0[i]);
+        int norm = strstr(layer0[i], "norm") != NULL, ff = strncmp(layer0[i], "ffn_", 4) == 0;
+        int rows = norm ? 1 : ff ? (strcmp(layer0[i], "ffn_down") ? 32 : 64) : 64;
+        add(w, nm, GGML_TYPE_F32, norm ? 1 : 2, strcmp(layer0[i], "ffn_down") ? 64 : 32, rows, 1, 0);
+    }
     add(w, "blk.10.ffn_up.weight", GGML_TYPE_F32, 2, 64, 4, 1, flags & WITH_INF);
     add(w, "blk.2.attn_q.weight", GGML_TYPE_F16, 2, 64, 64, 1, 0);
     add(w, "token_embd.weight", GGML_TYPE_F32, 2, 64, 16, 1, 0);
@@ -66,7 +92,8 @@ static const char *make_model(const char *name, int flags)
     /* PowerInfer's old type table has no BF16 */
     add(w, "blk.2.attn_k.weight", flags & PWRI ? GGML_TYPE_F16 : GGML_TYPE_BF16, 2, 64, 8, 1, 0);
     add(w, "blk.2.stack.weight", GGML_TYPE_F32, 3, 32, 2, 3, 0);
-    add(w, "rope_freqs.weight", GGML_TYPE_F32, 1, 32, 1, 1, 0);
+    add(w, "rope_freqs.weight", GGML_TYPE_F32, 1, 16, 1, 1, 0);   /* [head_dim / 2], positive: the loader checks */
+    for (int i = 0; i < 16; i++) ((float *)model_data[n_model_data - 1])[i] = 1.0f + (float)i;
     if (flags & PWRI) {
         add(w, "blk.2.fc1.weight", GGML_TYPE_F16, 2, 64, 32, 1, 0);
         add(w, "blk.2.fc2.weight", GGML_TYPE_F16, 2, 32, 64, 1, 0);
@@ -168,7 +195,7 @@ static void test_types_and_bytes_q4_0(void)
     gguf_close(a);
     gguf_close(b);
     CHECK(ok);
-    CHECK(ntens == 11);
+    CHECK(ntens == 20);
 }
 
 static void test_kvs_copied_and_set(void)
@@ -210,11 +237,14 @@ static void test_tensor_order(void)
     CHECK(b);
     static const char *const want[] = {
         "output.weight", "output_norm.weight", "rope_freqs.weight", "token_embd.weight",
+        "blk.0.attn_k.weight", "blk.0.attn_norm.weight", "blk.0.attn_output.weight", "blk.0.attn_q.weight",
+        "blk.0.attn_v.weight", "blk.0.ffn_down.weight", "blk.0.ffn_gate.weight", "blk.0.ffn_norm.weight",
+        "blk.0.ffn_up.weight",
         "blk.2.attn_k.weight", "blk.2.attn_norm.weight", "blk.2.attn_q.weight", "blk.2.ffn_down.weight",
         "blk.2.ffn_gate_inp.weight", "blk.2.stack.weight", "blk.10.ffn_up.weight",
     };
-    int ok = b->n_tensors == 11;
-    for (int i = 0; ok && i < 11; i++)
+    int ok = b->n_tensors == 20;
+    for (int i = 0; ok && i < 20; i++)
         ok = strcmp(b->tensors[i].name, want[i]) == 0;
     uint32_t ft = 0;
     ok = ok && gguf_get_u32(b, "general.file_type", &ft) == 0 && ft == 1;
@@ -329,9 +359,12 @@ static int dir_is_empty(const char *dir)
 
 static void test_bad_inputs(void)
 {
-    const char *good = make_model("good.gguf", 0);
+    char good[512];   /* th_tmp's buffers rotate: keep a copy */
+    const char *made = make_model("good.gguf", 0);
+    CHECK(made);
+    snprintf(good, sizeof good, "%s", made ? made : "");
     const char *notg = th_tmp("not.gguf"), *trunc = th_tmp("trunc.gguf");
-    CHECK(good && th_write(notg, "hello, world\n", 13) == 0);
+    CHECK(th_write(notg, "hello, world\n", 13) == 0);
     size_t n;
     unsigned char *b = th_read(good, &n);
     CHECK(b && th_write(trunc, b, n - 100) == 0);

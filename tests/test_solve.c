@@ -49,6 +49,30 @@ static void add(gguf_writer *w, const char *name, uint32_t type, int64_t ne0, in
     gguf_add_tensor(w, name, type, ne1 > 1 ? 2 : 1, ne, data);
 }
 
+/* The keys hc-run needs besides the shapes: hyperparameters and a vocabulary
+ * of NV tokens (hc-solve accepts exactly the models hc-run accepts). */
+static void set_runnable_kvs(gguf_writer *w)
+{
+    static char names[NV][8];
+    const char *tokens[NV];
+    float scores[NV];
+    int32_t types[NV];
+    for (int i = 0; i < NV; i++) {
+        snprintf(names[i], sizeof names[i], i < 3 ? (i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>") : "t%d", i);
+        tokens[i] = names[i];
+        scores[i] = (float)-i;
+        types[i] = i < 3 ? (i ? 3 : 2) : 1;
+    }
+    gguf_set_u32(w, "llama.context_length", NCTX);
+    gguf_set_u32(w, "llama.attention.head_count", 4);
+    gguf_set_u32(w, "llama.attention.head_count_kv", 2);
+    gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    gguf_set_arr_str(w, "tokenizer.ggml.tokens", tokens, NV);
+    gguf_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, NV);
+    gguf_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, NV);
+}
+
 static int write_model(const char *path, uint8_t poke)
 {
     static uint8_t data[NFF * NE * 4 + NV * NE * 4];
@@ -64,9 +88,7 @@ static int write_model(const char *path, uint8_t poke)
     gguf_set_u32(w, "llama.block_count", NL);
     gguf_set_u32(w, "llama.feed_forward_length", NFF);
     gguf_set_u32(w, "llama.embedding_length", NE);
-    gguf_set_u32(w, "llama.context_length", NCTX);
-    gguf_set_u32(w, "llama.attention.head_count", 4);
-    gguf_set_u32(w, "llama.attention.head_count_kv", 2);
+    set_runnable_kvs(w);
     add(w, "token_embd.weight", GGML_TYPE_F32, NE, NV, data);
     for (int l = 0; l < NL; l++) {
         char n[64];
@@ -478,12 +500,14 @@ static void add_gptq(gguf_writer *w, int l, const char *what, int64_t K, int64_t
 {
     char n[96];
     int64_t G = (K + GS - 1) / GS;
-#define C(sfx, type, a, b) (snprintf(n, sizeof n, "blk.%d.%s.weight." sfx, l, what), add(w, n, type, a, b, data))
-    C("qweight", GGML_TYPE_I32, N, (K + 7) / 8);
-    C("scales", GGML_TYPE_F16, N, G);
-    C("qzeros", GGML_TYPE_I32, (N + 7) / 8, G);
+#define C(sfx, type, a, b, d) (snprintf(n, sizeof n, "blk.%d.%s.weight." sfx, l, what), add(w, n, type, a, b, d))
+    C("qweight", GGML_TYPE_I32, N, (K + 7) / 8, data);
+    C("scales", GGML_TYPE_F16, N, G, data);
+    C("qzeros", GGML_TYPE_I32, (N + 7) / 8, G, data);
+    static int32_t groups[NFF];   /* input k in group k / GS: the order hc-run accepts */
+    for (int k = 0; k < NFF; k++) groups[k] = k / GS;
     if (g_idx)
-        C("g_idx", GGML_TYPE_I32, K, 1);
+        C("g_idx", GGML_TYPE_I32, K, 1, groups);
 #undef C
 }
 
@@ -500,7 +524,10 @@ static int write_gptq_model(const char *path)
     gguf_set_u32(w, "llama.block_count", NL);
     gguf_set_u32(w, "llama.feed_forward_length", NFF);
     gguf_set_u32(w, "llama.embedding_length", NE);
-    gguf_set_u32(w, "llama.context_length", NCTX);
+    gguf_set_u32(w, "hotcold.gptq.bits", 4);
+    gguf_set_u32(w, "hotcold.gptq.group_size", GS);
+    gguf_set_str(w, "hotcold.gptq.zero_format", "v2");
+    set_runnable_kvs(w);
     add(w, "token_embd.weight", GGML_TYPE_F32, NE, NV, data);
     gptq_dense = 0;
     for (int l = 0; l < NL; l++) {
@@ -597,7 +624,7 @@ static void test_gptq_model(void)
     hc_stats_free(s2);
     CHECK(th_sh("%s -m %s -s %s --vram-budget 1M --min-layer-neurons 0 -o %s", th_bin("hc-solve"), bad, st2,
                 out) == 1);
-    CHECKF(strstr(th_last_err(), "blk.1.ffn_up.weight.qzeros is missing"), "%s", th_last_err());
+    CHECKF(strstr(th_last_err(), "gptq-bad.gguf: missing tensor blk.1.ffn_up.weight.qzeros"), "%s", th_last_err());
 }
 
 int main(void)

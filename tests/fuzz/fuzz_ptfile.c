@@ -11,7 +11,7 @@ FUZZ_TARGET(fuzz_ptfile)
 {
     char err[512];
     int64_t n = -1;
-    double *v = hc_pt_read_vector_mem(data, size, "fuzz.pt", &n, err, sizeof err);
+    double *v = hc_pt_read_vector_mem(data, size, "fuzz.pt", 1 << 24, &n, err, sizeof err);
     if (!v) {
         fuzz_refused(err, "fuzz.pt");
         return 0;

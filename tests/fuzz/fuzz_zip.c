@@ -20,7 +20,7 @@ FUZZ_TARGET(fuzz_zip)
         FUZZ_ASSERT(hc_zip_find(z, e->name) >= 0);
         FUZZ_ASSERT(e->data_offset <= size && e->csize <= size - e->data_offset);
         size_t len;
-        uint8_t *p = hc_zip_read(z, i, &len, err, sizeof err);
+        uint8_t *p = hc_zip_read(z, i, (uint64_t)1 << 26, &len, err, sizeof err);
         if (!p) {
             fuzz_refused(err, "fuzz.zip");
             continue;

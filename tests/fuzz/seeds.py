@@ -240,6 +240,41 @@ for target in ("zip", "ptfile"):
 add("ptfile", "seed-long.pt", pt("LongStorage", struct.pack("<4q", 1, 2, 3, 4), 4))
 add("ptfile", "seed-half.pt", pt("HalfStorage", b"\0\x3c" * 5, 5, deflate=True))
 
+# ------------------------------------------------------------------ model
+# A runnable llama of n_embd 8, 2 heads, n_ff 16, one layer, the vocab above:
+# plain F32, PowerInfer's PWRI (ffn_down_t, predictor fc1/fc2), and attn_q as
+# GPTQ companions (group size 8).
+def llama(variant="plain", extra_kvs=()):
+    E, F, V = 8, 16, len(toks)
+    kvs = vocab_kvs + [("llama.context_length", U32, 32), ("llama.embedding_length", U32, E),
+                       ("llama.block_count", U32, 1), ("llama.feed_forward_length", U32, F),
+                       ("llama.attention.head_count", U32, 2),
+                       ("llama.attention.layer_norm_rms_epsilon", F32, 1e-5)]
+    kvs = [kv for kv in kvs if kv[0] not in {k for k, _, _ in extra_kvs}] + list(extra_kvs)   # extra ones win
+    def w(name, n, rows):
+        return (name, 0, [n, rows], f32s([0.01 * (i % 7) for i in range(n * rows)]))
+    ts = [w("token_embd.weight", E, V), w("output_norm.weight", E, 1), w("blk.0.attn_norm.weight", E, 1),
+          w("blk.0.ffn_norm.weight", E, 1), w("blk.0.attn_k.weight", E, E), w("blk.0.attn_v.weight", E, E),
+          w("blk.0.attn_output.weight", E, E), w("blk.0.ffn_gate.weight", E, F), w("blk.0.ffn_up.weight", E, F)]
+    if variant == "gptq":
+        kvs += [("hotcold.gptq.bits", U32, 4), ("hotcold.gptq.group_size", U32, 8),
+                ("hotcold.gptq.zero_format", STR, "v2")]
+        ts += [("blk.0.attn_q.weight.qweight", 26, [E, 1], i32s([0x76543210] * E)),
+               ("blk.0.attn_q.weight.scales", 1, [E, 1], b"\0\x3c" * E),
+               ("blk.0.attn_q.weight.qzeros", 26, [1, 1], i32s([0x77777777]))]
+    else:
+        ts.append(w("blk.0.attn_q.weight", E, E))
+    if variant == "pwri":
+        ts += [w("blk.0.ffn_down_t.weight", E, F), w("blk.0.fc1.weight", E, 8), w("blk.0.fc2.weight", 8, F)]
+        kvs.append(("powerinfer.sparse_threshold", F32, 0.0))
+    else:
+        ts.append(w("blk.0.ffn_down.weight", F, E))
+    return gguf(kvs, ts, magic=b"PWRI" if variant == "pwri" else b"GGUF")
+
+for v in ("plain", "pwri", "gptq"):
+    add("model", "seed-%s.gguf" % v, llama(v))
+add("model", "seed-bos.gguf", llama(extra_kvs=[("tokenizer.ggml.padding_token_id", U32, 0xFFFFFFFF)]))
+
 # ------------------------------------------------------------------ tokenizer text
 for i, text in enumerate(["\x01Hello world", "\x03 the  thing\n\tin ing", "\x07e\u2581t <|u|><|c|>",
                           "\x01\u65e5\u00e9 \xff\xfe broken".encode("utf-8", "surrogateescape").decode("latin-1")]):
