@@ -23,14 +23,6 @@ void hc_ffn_act(int act, float *gate, const float *up, int n)
     for (int i = 0; i < n; i++) gate[i] = hc_act1(act, gate[i]) * up[i];
 }
 
-/* y[B][n] += bias (NULL: none). */
-static void bias_rows(float *y, const float *bias, int B, int n)
-{
-    if (!bias) return;
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < n; i++) y[(size_t)b * n + i] += bias[i];
-}
-
 /* out = down · H (+ its bias), through ffn_down or PWRI's ffn_down_t rows. */
 static void down(hc_ctx *ctx, const hc_layer *ly, const float *H, int B, float *out)
 {
@@ -41,7 +33,7 @@ static void down(hc_ctx *ctx, const hc_layer *ly, const float *H, int B, float *
         memset(out, 0, sizeof(float) * (size_t)B * (size_t)hp->n_embd);
         hc_ctx_down_accum(ctx, &ly->ffn_down_t, NULL, H, (size_t)hp->n_ff, hp->n_ff, B, out);
     }
-    bias_rows(out, ly->ffn_down_b, B, hp->n_embd);
+    hc_add_bias(out, ly->ffn_down_b, B, hp->n_embd);
 }
 
 void hc_ffn_neurons(hc_ctx *ctx, int layer, const float *x_norm, int B, float *H)
@@ -59,21 +51,21 @@ void hc_ffn_neurons(hc_ctx *ctx, int layer, const float *x_norm, int B, float *H
         hc_ctx_prepare_gate_up(ctx, ly, x_norm, B, &ag, &au);
         hc_ctx_matvec_prepared(ctx, &ly->ffn_gate, ag, B, H, (size_t)F);
         hc_ctx_matvec_prepared(ctx, &ly->ffn_up, au, B, U, (size_t)F);
-        bias_rows(H, ly->ffn_gate_b, B, F);
+        hc_add_bias(H, ly->ffn_gate_b, B, F);
     }
     switch (kind) {
     case HC_FFN_GATED:
-        bias_rows(U, ly->ffn_up_b, B, F);
+        hc_add_bias(U, ly->ffn_up_b, B, F);
         if (hp->act_threshold > 0)   /* FATReLU: below the threshold the neuron is off */
             for (size_t i = 0; i < n; i++) if (H[i] < hp->act_threshold) H[i] = 0.0f;
         hc_ffn_act(hp->act, H, U, (int)n);
         break;
     case HC_FFN_SYMMETRIC:
-        bias_rows(U, ly->ffn_up_b, B, F);
+        hc_add_bias(U, ly->ffn_up_b, B, F);
         for (size_t i = 0; i < n; i++) H[i] = hc_act1(hp->act, H[i]) * hc_act1(hp->act, U[i]);
         break;
     case HC_FFN_SEQUENTIAL:
-        bias_rows(H, ly->ffn_up_b, B, F);
+        hc_add_bias(H, ly->ffn_up_b, B, F);
         for (size_t i = 0; i < n; i++) H[i] = hc_act1(hp->act, H[i]);
         break;
     }

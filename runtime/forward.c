@@ -164,8 +164,7 @@ static void norm_rows(const hc_hparams *hp, const float *w, const float *bias, c
     }
 }
 
-/* y[B][n] += bias, when there is one. */
-static void add_bias(float *y, const float *bias, int B, int n)
+void hc_add_bias(float *y, const float *bias, int B, int n)
 {
     if (!bias) return;
     for (int b = 0; b < B; b++)
@@ -350,9 +349,9 @@ static void qkv(hc_ctx *ctx, const hc_layer *ly, int B, float *kc, float *vc)
         }
     }
     hc_ctx_matvec_prepared(ctx, &ly->attn_v, av, B, vc, (size_t)kv_dim);
-    add_bias(ctx->q, ly->attn_q_b, B, q_dim);
-    add_bias(kc, ly->attn_k_b, B, kv_dim);
-    add_bias(vc, ly->attn_v_b, B, kv_dim);
+    hc_add_bias(ctx->q, ly->attn_q_b, B, q_dim);
+    hc_add_bias(kc, ly->attn_k_b, B, kv_dim);
+    hc_add_bias(vc, ly->attn_v_b, B, kv_dim);
 }
 
 /* out[B][n_embd] = the attention block of x (rows at positions pos0..). */
@@ -374,7 +373,7 @@ static void attention(hc_ctx *ctx, int layer, const float *x, int B, int pos0, f
     hc_pool_run(ctx->pool, attn_run, &at, at.n_chunks);
     hook(ctx, layer, HC_HOOK_ATTN_OUT, ctx->att, B, q_dim, pos0);
     hc_ctx_matvec(ctx, &ly->attn_output, ctx->att, B, out);
-    add_bias(out, ly->attn_output_b, B, E);
+    hc_add_bias(out, ly->attn_output_b, B, E);
 }
 
 void hc_ffn_forward(hc_ctx *ctx, int layer, const float *ffn_inp, const float *x_norm, int B, int pos0, float *out)

@@ -21,5 +21,7 @@ float hc_act1(int act, float x);
 /* h = act(gate) * up over n values, in place of gate: the gated FFN's
  * neuron (hc_ffn_kind HC_FFN_GATED). */
 void hc_ffn_act(int act, float *gate, const float *up, int n);
+/* y[B][n] += bias (NULL: none): the biases of q/k/v/o and of the FFN's matrices. */
+void hc_add_bias(float *y, const float *bias, int B, int n);
 
 #endif

@@ -188,7 +188,7 @@ uint64_t hc_cl_mem_size(const hc_cl *cl) { return cl->mem_size; }
 
 uint64_t hc_cl_layer_bytes(int kind, uint32_t gu_type, uint32_t down_type, int k, int n_embd)
 {
-    uint64_t mats = kind == 2 ? 1 : 2;   /* a sequential FFN has no gate */
+    uint64_t mats = kind == HC_FFN_SEQUENTIAL ? 1 : 2;   /* a sequential FFN has no gate */
     return (uint64_t)k * (mats * ggml_row_size(gu_type, n_embd) + ggml_row_size(down_type, n_embd));
 }
 

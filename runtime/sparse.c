@@ -407,9 +407,7 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
     s->t_cpu += hc_now() - t0;
     if (on_dev) finish_device(s, ctx, layer, &in);
     if (s->p.observe) s->p.observe(s->p.observe_user, layer, s->crit, B, F);
-    if (ly->ffn_down_b)
-        for (int b = 0; b < B; b++)
-            for (int e = 0; e < E; e++) out[(size_t)b * E + e] += ly->ffn_down_b[e];
+    hc_add_bias(out, ly->ffn_down_b, B, E);
 
     L->st.tokens += (uint64_t)B;
     if (in.pred)
