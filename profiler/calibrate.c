@@ -194,7 +194,7 @@ int hc_calibrate(const hc_calib_opts *o, hc_calib_layer **layers, int *n_layer, 
     *layers = NULL;
     hc_model *m = hc_model_load(o->model, err, errlen);
     if (!m) return -1;
-    hc_tokenizer *tok = hc_tokenizer_load(m->file, err, errlen);
+    hc_tokenizer *tok = hc_model_tokenizer(m, err, errlen);
     int32_t *toks = NULL;
     int rc = -1, n_win = 0;
     int ctx_len = o->ctx ? o->ctx : m->hp.n_ctx_train < 512 ? m->hp.n_ctx_train : 512;

@@ -429,7 +429,7 @@ static void calibrate_validate(int argc, char **argv, const hc_calib_opts *o)
     if (!o->output) hc_die("calibrate: no output file (-o; see --help)");
     if (o->target < 0) hc_die("calibrate: no --target-sparsity S (see --help)");
     if (o->global && o->criterion != HC_CRIT_GATE) hc_die("calibrate: --global needs --criterion gate");
-    if (strcmp(o->model, o->output) == 0) hc_die("calibrate: -o must not be the input model %s", o->model);
+    hc_check_outputs((const char *[]){ o->model, o->corpus }, 2, &o->output, 1);
 }
 
 static int cmd_calibrate(int argc, char **argv)

@@ -19,7 +19,7 @@ C="-m $M -f $T/c.txt -c 128"
 check_fails no_target "no --target-sparsity" "$P" calibrate $C -o "$T/o.gguf"
 check_fails target_one "bad value for --target-sparsity: '1'" "$P" calibrate $C -o "$T/o.gguf" --target-sparsity 1
 check_fails bad_criterion "bad value for --criterion: 'up'" "$P" calibrate $C -o "$T/o.gguf" --target-sparsity 0.5 --criterion up
-check_fails same_output "must not be the input" "$P" calibrate $C -o "$M" --target-sparsity 0.5
+check_fails same_output "same file as the input" "$P" calibrate $C -o "$M" --target-sparsity 0.5
 check_fails missing_corpus "nope.txt" "$P" calibrate -m "$M" -f "$T/nope.txt" -o "$T/o.gguf" --target-sparsity 0.5
 head -c 2000 "$T/c.txt" >"$T/short.txt"
 check_fails short_corpus "need at least 2048" "$P" calibrate -m "$M" -f "$T/short.txt" -c 2048 -o "$T/o.gguf" --target-sparsity 0.5
