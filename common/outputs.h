@@ -17,6 +17,4 @@
  * Otherwise one line "prog: OUT: why (naming the input)" and exit 1. */
 void hc_check_outputs(const char *const *in, size_t n_in, const char *const *out, size_t n_out);
 
-#define HC_COUNT(a) (sizeof(a) / sizeof *(a))
-
 #endif

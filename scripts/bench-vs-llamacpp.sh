@@ -75,7 +75,7 @@ model() {
 }
 
 # membw T: best read GB/s with T threads (512 MiB)
-membw() { "$T/bench_membw" 512 "$1" | awk -v t="$1" '$1 == t { print $2 }'; }
+membw() { "$MEMBW" 512 "$1" | awk -v t="$1" '$1 == t { print $2 }'; }
 
 # prompt_text N MODEL: a prompt that hc-run tokenizes to N tokens (BOS included)
 prompt_text() {
@@ -140,9 +140,10 @@ table() {
         printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", test, $2, $3, hc, ll, ratio, hb, lb, $7 }' "$T/raw"
 }
 
-need "${CC:-cc}" "a C compiler"
 build_peer
-"${CC:-cc}" -O2 -pthread scripts/bench_membw.c -o "$T/bench_membw"
+O=${O:-build}
+make --no-print-directory -s O="$O" "$O/bench/bench_membw"
+MEMBW=$O/bench/bench_membw
 isa=$("$HC_BIN/hc-run" -m "$(model F16)" -p "" -n 1 -t 1 -v 2>&1 >/dev/null | sed -n 's/.*kernels: \([a-z0-9]*\).*/\1/p')
 start_load=$(cut -d' ' -f1-3 /proc/loadavg)
 : >"$T/table"
