@@ -214,7 +214,6 @@ static int model_kind(const gguf_file *f, char *err, size_t errlen)
     return kind;
 }
 
-/* The flags beyond llama.cpp's that runtime/tokenizer.c follows (docs/design/tokenizer.md). */
 /* BOS, EOS, UNK (llama.cpp's defaults 1, 2, 0) and the special ids the
  * runtime does not use, each checked against the vocabulary of n tokens. */
 static void read_special_ids(hc_tokenizer *t, const gguf_file *f, int n, int *bad, char *err, size_t errlen)
@@ -228,6 +227,7 @@ static void read_special_ids(hc_tokenizer *t, const gguf_file *f, int n, int *ba
         get_id(f, unused[k], -1, n, bad, err, errlen);
 }
 
+/* The flags beyond llama.cpp's that runtime/tokenizer.c follows (docs/design/tokenizer.md). */
 static void read_hotcold_flags(hc_tokenizer *t, const gguf_file *f, int is_bpe, int *bad, char *err, size_t errlen)
 {
     t->fuse_unk = get_flag(f, "hotcold.tokenizer.fuse_unk", 1, bad, err, errlen);
@@ -245,7 +245,6 @@ static void set_unk_score(hc_tokenizer *t)
     t->unk_score = (double)lo - 10.0;
 }
 
-/* llama.cpp's byte_to_token: "<0xXX>", else the byte itself as a piece. */
 /* hotcold.tokenizer.lstrip / rstrip: ids of added tokens that take the
  * whitespace before / after them. */
 static int read_strip(hc_tokenizer *t, const gguf_file *f, char *err, size_t errlen)
@@ -269,6 +268,7 @@ static int read_strip(hc_tokenizer *t, const gguf_file *f, char *err, size_t err
     return 0;
 }
 
+/* llama.cpp's byte_to_token: "<0xXX>", else the byte itself as a piece. */
 static void find_byte_tokens(hc_tokenizer *t)
 {
     for (int b = 0; b < 256; b++) {
