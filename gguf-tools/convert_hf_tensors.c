@@ -179,15 +179,14 @@ static void map_falcon_layer(mapper *m)
     layer_t(m, P, "self_attention.dense.weight", E, E, "attn_output.weight");
     char src[128];
     snprintf(src, sizeof src, "%s.%u.ln_attn.weight", P, m->l);
-    const char *ln = st_find(m->s, src) >= 0 ? "ln_attn" : "input_layernorm";
-    char w[64];
-    snprintf(w, sizeof w, "%s.weight", ln);
-    layer_t(m, P, w, 0, E, "attn_norm.weight");
-    snprintf(w, sizeof w, "%s.bias", ln);
-    layer_t(m, P, w, 0, E, "attn_norm.bias");
-    if (!strcmp(ln, "ln_attn")) {    /* new decoder architecture: the FFN's own norm */
-        layer_t(m, P, "ln_mlp.weight", 0, E, "attn_norm_2.weight");
-        layer_t(m, P, "ln_mlp.bias", 0, E, "attn_norm_2.bias");
+    if (st_find(m->s, src) >= 0) {   /* new decoder architecture, named as llama.cpp names it */
+        layer_t(m, P, "ln_mlp.weight", 0, E, "attn_norm.weight");
+        layer_t(m, P, "ln_mlp.bias", 0, E, "attn_norm.bias");
+        layer_t(m, P, "ln_attn.weight", 0, E, "attn_norm_2.weight");
+        layer_t(m, P, "ln_attn.bias", 0, E, "attn_norm_2.bias");
+    } else {
+        layer_t(m, P, "input_layernorm.weight", 0, E, "attn_norm.weight");
+        layer_t(m, P, "input_layernorm.bias", 0, E, "attn_norm.bias");
     }
     layer_t(m, P, "mlp.dense_h_to_4h.weight", F, E, "ffn_up.weight");
     down_t(m, P, "mlp.dense_4h_to_h.weight", NULL);

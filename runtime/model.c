@@ -305,17 +305,19 @@ static int load_layer(loader *L, int il)
     const hc_hparams *hp = &L->m->hp;
     hc_layer *ly = &L->m->layers[il];
     int E = hp->n_embd, F = hp->n_ff, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
-    int gate = hp->ffn_kind != HC_FFN_SEQUENTIAL, shared_norm = 0;
+    int gate = hp->ffn_kind != HC_FFN_SEQUENTIAL;
     char nm[GGUF_MAX_NAME + 1];
-    /* Falcon: attn_norm_2 is the FFN's norm; without it both blocks share attn_norm */
-    if (hp->residual == HC_RESIDUAL_PARALLEL) {
-        shared_norm = gguf_find_tensor(L->m->file, NAME("attn_norm_2.weight")) < 0;
-        if (!shared_norm && (load_vec(L, nm, E, 1, &ly->ffn_norm) ||
-                             load_vec(L, NAME("attn_norm_2.bias"), E, 0, &ly->ffn_norm_b)))
-            return -1;
-    }
-    if (load_vec(L, NAME("attn_norm.weight"), E, 1, &ly->attn_norm) ||
-        load_vec(L, NAME("attn_norm.bias"), E, 0, &ly->attn_norm_b) ||
+    /* Falcon, as llama.cpp names it: with attn_norm_2 (new decoder architecture)
+     * attention uses attn_norm_2 (HF ln_attn) and the FFN attn_norm (HF ln_mlp);
+     * without it both blocks share attn_norm (Falcon-7B) */
+    int two_norms = hp->residual == HC_RESIDUAL_PARALLEL &&
+                    gguf_find_tensor(L->m->file, NAME("attn_norm_2.weight")) >= 0;
+    int shared_norm = hp->residual == HC_RESIDUAL_PARALLEL && !two_norms;
+    if (two_norms && (load_vec(L, NAME("attn_norm.weight"), E, 1, &ly->ffn_norm) ||
+                      load_vec(L, NAME("attn_norm.bias"), E, 0, &ly->ffn_norm_b)))
+        return -1;
+    if (load_vec(L, two_norms ? NAME("attn_norm_2.weight") : NAME("attn_norm.weight"), E, 1, &ly->attn_norm) ||
+        load_vec(L, two_norms ? NAME("attn_norm_2.bias") : NAME("attn_norm.bias"), E, 0, &ly->attn_norm_b) ||
         (hp->residual != HC_RESIDUAL_PARALLEL &&
          (load_vec(L, NAME("ffn_norm.weight"), E, 1, &ly->ffn_norm) ||
           load_vec(L, NAME("ffn_norm.bias"), E, 0, &ly->ffn_norm_b))) ||
