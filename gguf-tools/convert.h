@@ -165,6 +165,7 @@ int cv_convert_llama2c(const cv_llama2c_opts *o, char *err, size_t errlen);
 typedef struct {
     const char *dir, *predictors, *out;
     uint32_t type;           /* GGML_TYPE_F32, F16 or BF16: 2-D weights */
+    int relu_arch;           /* a dense ReLU llama as architecture "llama-relu" (docs/formats.md) */
 } cv_hf_opts;
 int cv_convert_hf(const cv_hf_opts *o, char *err, size_t errlen);
 

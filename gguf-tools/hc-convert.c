@@ -73,6 +73,7 @@ static int llama2c_run(int argc, char **argv)
 
 static const char hf_usage[] =
     "usage: hc-convert hf DIR -o OUT.gguf [--outtype f32|f16|bf16] [--predictors DIR]\n"
+    "                     [--relu-arch]\n"
     "\n"
     "Convert a Hugging Face checkpoint directory (config.json, model.safetensors\n"
     "or sharded model-*.safetensors + model.safetensors.index.json, tokenizer.model\n"
@@ -84,6 +85,9 @@ static const char hf_usage[] =
     "      --predictors DIR    PowerInfer predictors (model_N.safetensors with fc1.weight,\n"
     "                          fc2.weight; optional config.json with sparse_threshold):\n"
     "                          write PowerInfer's sparse GGUF (PWRI) with ffn_down_t\n"
+    "      --relu-arch         write a dense ReLU (or FATReLU) llama as architecture\n"
+    "                          llama-relu, which llama.cpp and PowerInfer refuse\n"
+    "                          instead of running it with SiLU; hotcold runs it as llama\n"
     "      --version           print the version\n"
     "  -h, --help              this help\n";
 
@@ -91,7 +95,7 @@ static int hf_parse(int argc, char **argv, cv_hf_opts *o)
 {
     static const struct option opts[] = {
         {"output", required_argument, 0, 'o'}, {"outtype", required_argument, 0, 't'},
-        {"predictors", required_argument, 0, 'p'}, HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"predictors", required_argument, 0, 'p'}, {"relu-arch", no_argument, 0, 'r'}, HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     int c;
     optind = 1;
@@ -99,6 +103,7 @@ static int hf_parse(int argc, char **argv, cv_hf_opts *o)
         switch (c) {
         case 'o': o->out = optarg; break;
         case 'p': o->predictors = optarg; break;
+        case 'r': o->relu_arch = 1; break;
         case 't':
             if (!strcmp(optarg, "f32")) o->type = GGML_TYPE_F32;
             else if (!strcmp(optarg, "f16")) o->type = GGML_TYPE_F16;
@@ -111,6 +116,8 @@ static int hf_parse(int argc, char **argv, cv_hf_opts *o)
         }
     }
     if (argc - optind != 1 || !o->out) hc_die("hf: needs DIR -o OUT.gguf (see --help)");
+    if (o->relu_arch && o->predictors)
+        hc_die("hf: --relu-arch is for dense files; PowerInfer runs the sparse file (--predictors) as ReLU");
     o->dir = argv[optind];
     return 0;
 }
@@ -256,7 +263,7 @@ static const hc_command commands[] = {
      "  llama2c CHECKPOINT.bin TOKENIZER.bin -o OUT.gguf [--ctx N]\n"
      "        llama2.c checkpoint (legacy or version 1) -> llama GGUF\n"},
     {"hf", hf_run,
-     "  hf DIR -o OUT.gguf [--outtype f32|f16|bf16] [--predictors DIR]\n"
+     "  hf DIR -o OUT.gguf [--outtype f32|f16|bf16] [--predictors DIR] [--relu-arch]\n"
      "        Hugging Face directory (safetensors) of a supported family -> GGUF; with\n"
      "        --predictors, PowerInfer's sparse GGUF (PWRI) with predictor tensors\n"},
     {"synth", synth_run,

@@ -67,6 +67,8 @@ static const struct family {
     int norm, pos, ffn_kind, residual, act;
 } families[] = {
     { "llama",  HC_NORM_RMS,   HC_POS_ROPE,      HC_FFN_GATED,      HC_RESIDUAL_SEQUENTIAL, HC_ACT_SILU },
+    /* a dense ReLU llama that llama.cpp and PowerInfer refuse instead of running with SiLU */
+    { "llama-relu", HC_NORM_RMS, HC_POS_ROPE,    HC_FFN_GATED,      HC_RESIDUAL_SEQUENTIAL, HC_ACT_RELU },
     { "qwen2",  HC_NORM_RMS,   HC_POS_ROPE_NEOX, HC_FFN_GATED,      HC_RESIDUAL_SEQUENTIAL, HC_ACT_SILU },
     { "bamboo", HC_NORM_RMS,   HC_POS_ROPE,      HC_FFN_SYMMETRIC,  HC_RESIDUAL_SEQUENTIAL, HC_ACT_RELU },
     { "opt",    HC_NORM_LAYER, HC_POS_LEARNED,   HC_FFN_SEQUENTIAL, HC_RESIDUAL_SEQUENTIAL, HC_ACT_RELU },
@@ -89,7 +91,7 @@ static int load_family(loader *L)
     const struct family *fam = NULL;
     for (size_t i = 0; i < sizeof families / sizeof *families; i++)
         if (strcmp(s, families[i].arch) == 0) fam = &families[i];
-    if (!fam) fail(L, "unsupported architecture '%s' (hc-run runs llama, qwen2, bamboo, opt, falcon)", s);
+    if (!fam) fail(L, "unsupported architecture '%s' (hc-run runs llama, llama-relu, qwen2, bamboo, opt, falcon)", s);
     free(s);
     if (!fam) return -1;
     L->arch = fam->arch;
@@ -182,6 +184,8 @@ static int load_hparams(loader *L)
         return -1;
     if (!(hp->rms_eps >= 0 && hp->rms_eps < 1)) return fail(L, "norm epsilon %g is out of range", hp->rms_eps);
     if (!(hp->rope_base > 0)) return fail(L, "%s.rope.freq_base %g must be positive", L->arch, hp->rope_base);
+    if (!strcmp(L->arch, "llama-relu") && hp->act != HC_ACT_RELU)
+        return fail(L, "hotcold.ffn_activation must be relu in a llama-relu file");
     if (hp->act_threshold != 0 && !(hp->act_threshold > 0 && hp->act == HC_ACT_RELU && hp->ffn_kind == HC_FFN_GATED))
         return fail(L, "hotcold.ffn_act_threshold %g needs a positive value and a gated ReLU FFN", hp->act_threshold);
     return 0;

@@ -144,6 +144,39 @@ else
     fail fatrelu_sparse_equals_dense "convert or run failed"
 fi
 
+# ProSparse as SparseLLM/prosparse-llama-2-7b's and -13b's config.json write it (every key of
+# theirs, on llama-relu's shapes): SparseLlamaForCausalLM, model_type sparsellama, hidden_act
+# fatrelu, hidden_act_param 0.01, pretraining_tp 1, max_length, rope_scaling null, auto_map
+variant prosparse "$H/llama-relu" 'c.pop("rope_parameters"); c.update({"_name_or_path": "SparseLLM/prosparse-llama-2-7b",
+    "architectures": ["SparseLlamaForCausalLM"], "auto_map": {"AutoConfig": "configuration_sparsellama.SparseLlamaConfig",
+    "AutoModel": "modeling_sparsellama.SparseLlamaForCausalLM", "AutoModelForCausalLM": "modeling_sparsellama.SparseLlamaForCausalLM"},
+    "hidden_act": "fatrelu", "hidden_act_param": 0.01, "model_type": "sparsellama", "pretraining_tp": 1, "pad_token_id": 0,
+    "rope_scaling": None, "torch_dtype": "bfloat16", "transformers_version": "4.31.0.dev0", "max_length": 4096})'
+if "$C" hf "$T/prosparse" -o "$T/prosparse.gguf" --outtype f32 >/dev/null 2>"$T/err" &&
+   "$HC_BIN/hc-gguf" dump "$T/prosparse.gguf" >"$T/dump" &&
+   grep -q "hotcold.ffn_act_threshold .*0.01" "$T/dump" && grep -q 'hotcold.ffn_activation .*"relu"' "$T/dump" &&
+   grep -q 'general.architecture .*"llama"' "$T/dump" && grep -q "llama.rope.freq_base .*10000" "$T/dump"; then
+    ok prosparse_real_config_keys
+else
+    fail prosparse_real_config_keys "$(head -c 300 "$T/err")"
+fi
+
+# --relu-arch: a dense ReLU llama as architecture llama-relu (which llama.cpp does not know,
+# so it refuses the file); hc-run gives the plain llama file's logits bit for bit, and the
+# plain file's warning names the option
+if "$C" hf "$H/llama-relu" -o "$T/relu-arch.gguf" --outtype f32 --relu-arch >/dev/null 2>"$T/err" &&
+   ! grep -q "SiLU" "$T/err" &&
+   "$HC_BIN/hc-gguf" dump "$T/relu-arch.gguf" | grep -q 'general.architecture .*"llama-relu"' &&
+   "$R" -m "$T/relu-arch.gguf" -p "$P" --logits -n 0 -t 2 >"$T/ra.txt" 2>"$T/err" &&
+   "$R" -m "$T/llama-relu.gguf" -p "$P" --logits -n 0 -t 2 >"$T/rl.txt" 2>>"$T/err" && cmp -s "$T/ra.txt" "$T/rl.txt"; then
+    ok relu_arch_runs_as_llama_relu
+else
+    fail relu_arch_runs_as_llama_relu "$(head -c 300 "$T/err")"
+fi
+check warning_names_relu_arch sh -c "'$C' hf '$H/llama-relu' -o '$T/plain.gguf' 2>&1 >/dev/null | grep -q -- 'SiLU.*--relu-arch'"
+check_fails relu_arch_refuses_silu "relu-arch is for ReLU llama models" "$C" hf "$H/llama-silu" -o "$T/x.gguf" --relu-arch
+check_fails relu_arch_refuses_opt "relu-arch is for ReLU llama models" "$C" hf "$H/opt" -o "$T/x.gguf" --relu-arch
+
 # a sliding window: exact within it, a longer context refused by name
 variant window "$H/mistral" 'c["sliding_window"] = 64'
 logits_match sliding_window_within "$T/window" "$H/mistral" -c 64
