@@ -7,7 +7,8 @@
 # Once, under $PEER (default build/peer, ignored by git; no third-party code is
 # committed): `pip download` of PyPI's llama-cpp-python sdist (VERSION, default
 # 0.3.36 = llama.cpp 0c1e570), unpacked, and its vendored llama.cpp built for the
-# CPU (Release, GGML_NATIVE=ON) with only llama-bench and llama-quantize, at
+# CPU (Release, GGML_NATIVE=ON) with only llama-bench, llama-quantize, and
+# llama-simple and llama-tokenize (for scripts/families-vs-llamacpp.sh), at
 # `nice` (10). Needs: pip, cmake, a C++ compiler (Debian: `apt-get install
 # cmake g++`), network access to PyPI the first time. A later run reuses the build.
 #
@@ -50,7 +51,8 @@ need() { command -v "$1" >/dev/null 2>&1 || { echo "bench-vs-llamacpp: needs $1 
 
 # build_peer: download and build llama.cpp once
 build_peer() {
-    [ -x "$LB/llama-bench" ] && [ -x "$LB/llama-quantize" ] && return 0
+    [ -x "$LB/llama-bench" ] && [ -x "$LB/llama-quantize" ] && [ -x "$LB/llama-simple" ] &&
+        [ -x "$LB/llama-tokenize" ] && return 0
     need pip "python3-pip, or any pip"
     need cmake "Debian: apt-get install cmake"
     need c++ "Debian: apt-get install g++"
@@ -61,7 +63,8 @@ build_peer() {
     nice cmake -S "$src" -B "$PEER/llama-build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
         -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF \
         -DLLAMA_BUILD_EXAMPLES=OFF >"$PEER/cmake.log"
-    nice cmake --build "$PEER/llama-build" -j2 --target llama-bench llama-quantize >"$PEER/build.log"
+    nice cmake --build "$PEER/llama-build" -j2 --target llama-bench llama-quantize llama-simple llama-tokenize \
+        >"$PEER/build.log"
 }
 
 # model TYPE: path of the synthetic model in TYPE, made once
