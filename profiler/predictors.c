@@ -186,8 +186,14 @@ int hc_predictors_run(const hc_pred_opts *oin, hc_pred_report *rep, char *err, s
     rep->n_ff = hp->n_ff;
     /* a calibrated model: active = kept by its calibrated sparse FFN (h != 0) */
     int calibrated = gguf_find_kv(m->file, HC_KEY_SPARSE_THRESHOLDS) >= 0;
-    rep->act_threshold = o.act_threshold_set ? o.act_threshold
-                         : hp->act == HC_ACT_RELU || calibrated ? 0.0f : HC_SILU_THRESHOLD;
+    if (hp->act != HC_ACT_RELU && !calibrated && !o.act_threshold_set) {
+        /* SiLU and GELU are never exactly 0: "active" needs a definition */
+        snprintf(err, errlen, "%s: predictors need a ReLU model; this one's FFN activation is %s, never exactly 0: "
+                 "calibrate it first (hc-profile calibrate) or define active as |h| > T with --act-threshold T",
+                 o.model, hp->act == HC_ACT_GELU ? "GELU" : "SiLU");
+        goto done;
+    }
+    rep->act_threshold = o.act_threshold_set ? o.act_threshold : 0.0f;
     if (!(rep->layers = calloc((size_t)L, sizeof *rep->layers)) || !(nets = calloc((size_t)L, sizeof *nets))) {
         snprintf(err, errlen, "%s: out of memory", o.model);
         goto done;

@@ -233,7 +233,8 @@ static void test_deterministic(void)
     free(dc);
 }
 
-/* SiLU: runs end to end and reports what it measured; hc-run loads the file. */
+/* SiLU: refused without --act-threshold; with it, runs end to end and reports
+ * what it measured; hc-run loads the file. */
 static void test_stories260k(void)
 {
     const char *m = th_fixture("stories260K.gguf"), *text = th_fixture("tinystories-calib.txt");
@@ -243,6 +244,11 @@ static void test_stories260k(void)
     hc_pred_opts o = { .model = m, .corpus = text, .output = out, .ctx = 256, .max_tokens = 12000, .n_threads = 2,
                        .seed = 1, .pred_type = GGML_TYPE_F16 };
     hc_pred_report rep;
+    /* SiLU is never exactly 0: refused until "active" is defined */
+    CHECK(hc_predictors_run(&o, &rep, err, sizeof err) == -1 && strstr(err, "predictors need a ReLU model") &&
+          strstr(err, "SiLU") && strstr(err, "--act-threshold"));
+    o.act_threshold_set = 1;
+    o.act_threshold = 0.01f;
     int rc = hc_predictors_run(&o, &rep, err, sizeof err);
     CHECKF(rc == 0, "%s", err);
     CHECK(rep.act_threshold == 0.01f && rep.n_layer == 5);
