@@ -10,9 +10,13 @@
 uint64_t hc_hybrid_bytes(const hc_model *m, const hc_sparse *s, const hc_gpuidx *g)
 {
     uint64_t b = 0;
-    for (int l = 0; l < m->hp.n_layer; l++)
-        b += hc_cl_layer_bytes(m->hp.ffn_kind, m->layers[l].ffn_up.type, hc_sparse_down(s, l)->type, g->n_gpu[l],
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const hc_layer *ly = &m->layers[l];
+        /* the per-row biases upload_layer stores: the first product's and up's */
+        int n_bias = (m->hp.ffn_kind != HC_FFN_SEQUENTIAL && ly->ffn_gate_b) + (ly->ffn_up_b != NULL);
+        b += hc_cl_layer_bytes(m->hp.ffn_kind, ly->ffn_up.type, hc_sparse_down(s, l)->type, n_bias, g->n_gpu[l],
                                m->hp.n_embd);
+    }
     return b;
 }
 

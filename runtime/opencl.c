@@ -186,10 +186,11 @@ const char *hc_cl_device(const hc_cl *cl) { return cl->device; }
 int hc_cl_is_gpu(const hc_cl *cl) { return cl->is_gpu; }
 uint64_t hc_cl_mem_size(const hc_cl *cl) { return cl->mem_size; }
 
-uint64_t hc_cl_layer_bytes(int kind, uint32_t gu_type, uint32_t down_type, int k, int n_embd)
+uint64_t hc_cl_layer_bytes(int kind, uint32_t gu_type, uint32_t down_type, int n_bias, int k, int n_embd)
 {
     uint64_t mats = kind == HC_FFN_SEQUENTIAL ? 1 : 2;   /* a sequential FFN has no gate */
-    return (uint64_t)k * (mats * ggml_row_size(gu_type, n_embd) + ggml_row_size(down_type, n_embd));
+    return (uint64_t)k * (mats * ggml_row_size(gu_type, n_embd) + ggml_row_size(down_type, n_embd) +
+                          (uint64_t)n_bias * sizeof(float));
 }
 
 /* Grow a scratch buffer (device and host staging) to `need` bytes. */

@@ -48,8 +48,9 @@ typedef struct {
     const float *first_b, *up_b;
 } hc_cl_rows;
 
-/* Device bytes of a layer of k hot rows of that kind (biases not counted). */
-uint64_t hc_cl_layer_bytes(int kind, uint32_t gu_type, uint32_t down_type, int k, int n_embd);
+/* Device bytes of a layer of k hot rows of that kind, n_bias (0..2) of its
+ * products with a per-row bias (a float per row each). */
+uint64_t hc_cl_layer_bytes(int kind, uint32_t gu_type, uint32_t down_type, int n_bias, int k, int n_embd);
 /* Upload k gathered rows. */
 hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_embd, char *err, size_t errlen);
 void hc_cl_layer_free(hc_cl_layer *L);

@@ -24,7 +24,8 @@ extern const char *const solve_fixed_names[FIX_COUNT];
 
 typedef struct {
     uint32_t n_layer, n_ff, n_embd;
-    uint64_t *neuron_bytes;    /* [n_layer]: gate row + up row + one ffn_down_t row (GPTQ: 1/n_ff of the companions) */
+    uint64_t *neuron_bytes;    /* [n_layer]: gate row + up row + one ffn_down_t row (GPTQ: 1/n_ff of the companions)
+                                  + a float per gate/up bias */
     uint64_t fixed[FIX_COUNT];
     uint64_t fixed_total;
     uint32_t ctx;              /* KV cache charged for this context length */

@@ -145,7 +145,9 @@ static int check_weight(const gguf_file *m, uint32_t l, const char *what, const 
  * for Q8_0/Q4_0, whose blocks run along n_ff). A GPTQ weight is
  * charged its companions' bytes (qweight, scales, qzeros and g_idx) spread
  * evenly over the n_ff neurons, the layer's sum rounded up to a whole byte:
- * a neuron's codes, scales and zero points, and g_idx amortized. */
+ * a neuron's codes, scales and zero points, and g_idx amortized. A bias of
+ * the gate or up product (OPT's up) adds the neuron's float, as the device
+ * stores it (runtime/hybrid.c); ffn_down's bias is per output, not per neuron. */
 static int neuron_bytes(const gguf_file *m, uint32_t l, uint32_t n_embd, uint32_t n_ff, uint64_t *out,
                         char *err, size_t errlen)
 {
@@ -189,6 +191,11 @@ static int neuron_bytes(const gguf_file *m, uint32_t l, uint32_t n_embd, uint32_
         }
         sum += ggml_row_size(type, n_embd);
     }
+    char name[64];
+    snprintf(name, sizeof name, "blk.%" PRIu32 ".ffn_gate.bias", l);
+    sum += has_gate && gguf_find_tensor(m, name) >= 0 ? sizeof(float) : 0;
+    snprintf(name, sizeof name, "blk.%" PRIu32 ".ffn_up.bias", l);
+    sum += gguf_find_tensor(m, name) >= 0 ? sizeof(float) : 0;
     *out = sum + (gptq + n_ff - 1) / n_ff;
     return 0;
 }

@@ -84,6 +84,33 @@ for f in llama-relu:1000K opt:1700K bamboo:1000K; do
     fi
 done
 
+# hc-solve's bytes per neuron count the per-neuron biases the device stores: OPT (F32) has
+# an up row, a down row and ffn_up.bias (2·n_embd·4 + 4), llama-relu three rows; the sum over
+# the chosen neurons is what hc-run then puts on the device
+neuron_bytes() {   # NAME BUDGET EXPECTED
+    e=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['hidden_size'])" "$H/$1/config.json")
+    want=$(( $3 * e * 4 ${4:-} ))
+    if "$HC_BIN/hc-profile" -m "$T/$1.gguf" -f models/synth-corpus.txt -o "$T/nb.stats" >/dev/null 2>"$T/err" &&
+       "$HC_BIN/hc-solve" -m "$T/$1.gguf" -s "$T/nb.stats" --vram-budget "$2" --min-layer-neurons 0 -o "$T/nb.gpuidx" \
+           --report "$T/nb.json" >/dev/null 2>"$T/err" &&
+       python3 - "$T/nb.json" "$want" >"$T/why" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+got = {l["neuron_bytes"] for l in j["layers"]}
+print("neuron_bytes %s, expected %s; gpu_bytes %d" % (sorted(got), sys.argv[2], j["totals"]["gpu_bytes"]))
+sys.exit(0 if got == {int(sys.argv[2])} and j["totals"]["gpu_neurons"] > 0 else 1)
+PY
+    then ok "solver_neuron_bytes_$1"; else fail "solver_neuron_bytes_$1" "$(cat "$T/why" "$T/err" | head -c 300)"; fi
+    kib=$(python3 -c "import json,sys; print('%.1f KiB' % (json.load(open(sys.argv[1]))['totals']['gpu_bytes'] / 1024))" "$T/nb.json")
+    if "$R" -m "$T/$1.gguf" -p hi -n 1 --gpu-index "$T/nb.gpuidx" --vram-budget "$2" >/dev/null 2>"$T/err"; then
+        if grep -q "on the device ($kib)" "$T/err"; then ok "device_bytes_equal_solver_$1"
+        else fail "device_bytes_equal_solver_$1" "solver $kib; $(grep hybrid "$T/err")"; fi
+    elif grep -q "OpenCL" "$T/err"; then skip "device_bytes_equal_solver_$1" "no OpenCL device"
+    else fail "device_bytes_equal_solver_$1" "$(head -c 300 "$T/err")"; fi
+}
+neuron_bytes opt 1700K 2 "+ 4"
+neuron_bytes llama-relu 1000K 3
+
 # hc-convert synth --arch: every family's tensor set loads; sparse = dense
 for a in llama qwen2 bamboo opt falcon; do
     if "$C" synth --arch "$a" --dim 64 --n-ff 256 --layers 2 --heads 4 --kv-heads 2 --hot-fraction 0.2 \
