@@ -5,8 +5,10 @@
  * (q/k/v, output, gate/up, down), and before each stage the block is re-run
  * on its inputs with the earlier stages' quantized weights in place, so
  * every layer's Hessian comes from the inputs it will really see. Layers
- * that read one input (q/k/v; gate/up) share one Hessian. After the last
- * stage one more run gives the next block's inputs.
+ * that read one input (q/k/v; gate/up) share one Hessian. Falcon's fused
+ * attn_qkv (one input) is quantized as the one layer it is, and its Q, K
+ * and V views then read its dequantized rows. After the last stage one more
+ * run gives the next block's inputs.
  *
  * Windows: the text is tokenized without BOS and cut into windows of ctx
  * tokens, each BOS followed by ctx-1 text tokens, at most calib_tokens in all. */
@@ -169,12 +171,40 @@ static void embed_windows(hc_ctx *ctx, const int32_t *toks, int W, int C, float 
         }
 }
 
+/* Falcon's fused attn_qkv of block l (ly's q, k, v are views of its rows,
+ * runtime/model.c) as one weight on H, the views then reading its
+ * dequantized rows; appended to run->res. */
+static int quantize_qkv(hc_layer *ly, int l, const float *X, float *H, int T, const gptq_calib_opts *co,
+                        gptq_run *run, char *err, size_t errlen)
+{
+    hc_weight qkv = ly->attn_q;
+    qkv.rows = ly->attn_q.rows + ly->attn_k.rows + ly->attn_v.rows;
+    if (qkv.n % co->min_cols_multiple) return 0;
+    char name[GGUF_MAX_NAME + 1];
+    snprintf(name, sizeof name, "blk.%d.attn_qkv.weight", l);
+    if (H) gptq_hessian(X, T, qkv.n, H);
+    int rc = quantize_one(&qkv, name, H, X, T, co, &run->res[run->n_res], err, errlen);
+    run->n_res++;   /* on failure: frees what it allocated */
+    if (rc != 0) return -1;
+    hc_weight *views[3] = { &ly->attn_q, &ly->attn_k, &ly->attn_v };
+    for (int i = 0, r0 = 0; i < 3; r0 += views[i]->rows, i++) {
+        views[i]->data = (const float *)qkv.data + (size_t)r0 * (size_t)qkv.n;
+        views[i]->type = GGML_TYPE_F32;
+    }
+    return 0;
+}
+
 /* Quantize the linears of stage s of block l (ly) on the captured inputs
- * X[T][.] and their Hessian (H NULL: RTN), appending to run->res. */
-static int quantize_stage(hc_layer *ly, int l, int s, const float *X, float *H, int T, const gptq_calib_opts *co,
-                          gptq_run *run, hc_progress *pr, char *err, size_t errlen)
+ * X[T][.] and their Hessian (H NULL: RTN), appending to run->res; `fused`:
+ * q, k and v are the rows of one attn_qkv. */
+static int quantize_stage(hc_layer *ly, int l, int s, int fused, const float *X, float *H, int T,
+                          const gptq_calib_opts *co, gptq_run *run, hc_progress *pr, char *err, size_t errlen)
 {
     int hessian_done = 0;
+    if (s == 0 && fused) {
+        hc_progress_update(pr, (uint64_t)l * N_LINEARS + 3);
+        return quantize_qkv(ly, l, X, H, T, co, run, err, errlen);
+    }
     for (int i = 0; i < N_LINEARS; i++) {
         if (linears[i].stage != s) continue;
         hc_weight *w = (hc_weight *)((char *)ly + linears[i].off);
@@ -217,10 +247,7 @@ int gptq_calibrate(const char *path, const gptq_calib_opts *co, gptq_run *run, c
             snprintf(err, errlen, "%s: blk.%d has no ffn_down.weight (PowerInfer ffn_down_t is not supported)", path, l);
             goto done;
         }
-    if (gguf_find_tensor(m->file, "blk.0.attn_qkv.weight") >= 0) {
-        snprintf(err, errlen, "%s: blk.0.attn_qkv.weight: GPTQ does not quantize a fused QKV (falcon)", path);
-        goto done;
-    }
+    const int fused = gguf_find_tensor(m->file, "blk.0.attn_qkv.weight") >= 0;
     if (!(toks = calib_tokens(m, co, run, err, errlen))) goto done;
     const int T = run->tokens, W = run->windows;
     capture cap = { .point = -1 };
@@ -249,7 +276,7 @@ int gptq_calibrate(const char *path, const gptq_calib_opts *co, gptq_run *run, c
             cap.point = stage_point[s];
             run_block(ctx, &cap, l, xs, W, C, 1, scratch);
             cap.point = -1;
-            if (quantize_stage(&m->layers[l], l, s, X, H, T, co, run, &pr, err, errlen) != 0) {
+            if (quantize_stage(&m->layers[l], l, s, fused, X, H, T, co, run, &pr, err, errlen) != 0) {
                 hc_progress_end(&pr);
                 goto done;
             }

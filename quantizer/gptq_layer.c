@@ -78,9 +78,12 @@ static int inverse_factor(float *H, int K, float *damp, char *err, size_t errlen
         }
         const float lambda = (float)(f * mean);
         for (int i = 0; i < K; i++) H[(size_t)i * K + i] = diag[i] + lambda;
+        int nt = openblas_get_num_threads();
+        openblas_set_num_threads(1);
         spotrf_("L", &K, H, &K, &info);
         if (info == 0) spotri_("L", &K, H, &K, &info);
         if (info == 0) spotrf_("L", &K, H, &K, &info);
+        openblas_set_num_threads(nt);
         if (info == 0) break;
     }
     free(diag);

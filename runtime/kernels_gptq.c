@@ -80,11 +80,23 @@ int hc_gptq_load(hc_gptq *g, int n, int rows, int gs, const int32_t *qweight, co
     return 0;
 }
 
+hc_gptq hc_gptq_rows(const hc_gptq *g, int r0, int rows)
+{
+    hc_gptq v = *g;
+    v.rows = rows;
+    v.codes = g->codes + (size_t)r0 * (size_t)(g->kp / 2);
+    v.sm = g->sm + (size_t)r0 * 2 * (size_t)g->n_groups;
+    v.view = 1;
+    return v;
+}
+
 void hc_gptq_free(hc_gptq *g)
 {
-    free(g->codes);
-    free(g->sm);
-    free(g->perm);
+    if (!g->view) {
+        free(g->codes);
+        free(g->sm);
+        free(g->perm);
+    }
     g->codes = NULL;
     g->sm = NULL;
     g->perm = NULL;

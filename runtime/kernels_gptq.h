@@ -26,7 +26,12 @@ typedef struct hc_gptq {
     uint8_t *codes;           /* rows × kp/2 bytes */
     float *sm;                /* rows × n_groups × {scale, -scale*zero} */
     int32_t *perm;            /* NULL, or [n]: position i holds input perm[i] */
+    int view;                 /* rows of another hc_gptq (hc_gptq_rows): owns no storage */
 } hc_gptq;
+
+/* Rows [r0, r0 + rows) of g as a weight of their own, sharing g's storage
+ * (Falcon's fused attn_qkv: its Q, K and V rows); g must outlive it. */
+hc_gptq hc_gptq_rows(const hc_gptq *g, int r0, int rows);
 
 /* Repack from the file layout: qweight [ceil(n/8)][rows] I32, scales [G][rows]
  * F16, qzeros [G][ceil(rows/8)] I32 (true zero points), g_idx [n] I32 or NULL

@@ -200,23 +200,33 @@ static const char *shape_str(const gguf_tensor *t, char *buf, size_t len)
     return buf;
 }
 
-/* The GPTQ companions of name as weight w (kernels_gptq.h): 1 if there are none. */
-static int load_gptq(loader *L, const char *name, int n, int rows, hc_weight *w)
+/* g (malloc'd, loaded) into the model's GPTQ weights, freed with the model;
+ * out of memory: g freed, -1. */
+static int keep_gptq(loader *L, hc_gptq *g)
 {
-    hc_gptq *g = malloc(sizeof *g);
-    hc_gptq **list = g ? realloc(L->m->gptq, sizeof *list * (size_t)(L->m->n_gptq + 1)) : NULL;
+    hc_gptq **list = realloc(L->m->gptq, sizeof *list * (size_t)(L->m->n_gptq + 1));
     if (!list) {
+        hc_gptq_free(g);
         free(g);
         return fail(L, "out of memory");
     }
     L->m->gptq = list;
+    list[L->m->n_gptq++] = g;
+    return 0;
+}
+
+/* The GPTQ companions of name as weight w (kernels_gptq.h): 1 if there are none. */
+static int load_gptq(loader *L, const char *name, int n, int rows, hc_weight *w)
+{
+    hc_gptq *g = malloc(sizeof *g);
+    if (!g) return fail(L, "out of memory");
     char msg[256];
     int rc = hc_gptq_from_gguf(L->m->file, name, n, rows, g, msg, sizeof msg);
     if (rc != 0) {
         free(g);
         return rc > 0 ? 1 : fail(L, "%s", msg);
     }
-    list[L->m->n_gptq++] = g;
+    if (keep_gptq(L, g)) return -1;
     *w = (hc_weight){ .kind = HC_WEIGHT_GPTQ, .type = GGML_TYPE_I32, .n = n, .rows = g->rows, .ext = g };
     return 0;
 }
@@ -274,34 +284,42 @@ static size_t vec_floats(const hc_hparams *hp)
 #define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s, il), nm)
 
 /* Rows [r0, r0 + rows) of a ggml weight, as a weight of its own. */
-static hc_weight row_view(const hc_weight *w, int r0, int rows)
+/* Rows [r0, r0 + rows) of w as *v: ggml rows share the mapping, GPTQ rows the
+ * repacked weight (a view kept with the model's GPTQ weights). */
+static int row_view(loader *L, const hc_weight *w, int r0, int rows, hc_weight *v)
 {
-    hc_weight v = *w;
-    v.data = (const char *)w->data + ggml_row_size(w->type, w->n) * (size_t)r0;
-    v.rows = rows;
-    return v;
+    *v = *w;
+    v->rows = rows;
+    if (w->kind == HC_WEIGHT_GGML) {
+        v->data = (const char *)w->data + ggml_row_size(w->type, w->n) * (size_t)r0;
+        return 0;
+    }
+    hc_gptq *g = malloc(sizeof *g);
+    if (!g) return fail(L, "out of memory");
+    *g = hc_gptq_rows(w->ext, r0, rows);
+    v->ext = g;
+    return keep_gptq(L, g);
 }
 
-/* q, k, v: three tensors, or one fused attn_qkv (Falcon) whose Q, K and V
- * rows follow each other; its views share the mapping. */
+/* q, k, v: three tensors, or one fused attn_qkv (Falcon; ggml rows or
+ * INT4-GPTQ) whose Q, K and V rows follow each other; its views share it. */
 static int load_qkv(loader *L, int il, hc_layer *ly)
 {
     const hc_hparams *hp = &L->m->hp;
     int E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
     char nm[GGUF_MAX_NAME + 1];
-    snprintf(nm, sizeof nm, "blk.%d.attn_qkv.weight", il);
-    if (gguf_find_tensor(L->m->file, nm) < 0) {
+    if (gguf_find_tensor(L->m->file, NAME("attn_qkv.weight")) < 0 &&
+        gguf_find_tensor(L->m->file, NAME("attn_qkv.weight.qweight")) < 0) {
         return load_weight(L, NAME("attn_q.weight"), E, Q, 1, &ly->attn_q) ||
                load_weight(L, NAME("attn_k.weight"), E, KV, 1, &ly->attn_k) ||
                load_weight(L, NAME("attn_v.weight"), E, KV, 1, &ly->attn_v) ? -1 : 0;
     }
     hc_weight qkv;
-    if (load_weight(L, nm, E, Q + 2 * KV, 1, &qkv)) return -1;
-    if (qkv.kind != HC_WEIGHT_GGML) return fail(L, "tensor %s must be stored as ggml rows", nm);
-    ly->attn_q = row_view(&qkv, 0, Q);
-    ly->attn_k = row_view(&qkv, Q, KV);
-    ly->attn_v = row_view(&qkv, Q + KV, KV);
-    return 0;
+    if (load_weight(L, NAME("attn_qkv.weight"), E, Q + 2 * KV, 1, &qkv)) return -1;
+    if (qkv.kind != HC_WEIGHT_GGML && qkv.kind != HC_WEIGHT_GPTQ)
+        return fail(L, "tensor %s must be stored as ggml rows or INT4-GPTQ", nm);
+    return row_view(L, &qkv, 0, Q, &ly->attn_q) || row_view(L, &qkv, Q, KV, &ly->attn_k) ||
+           row_view(L, &qkv, Q + KV, KV, &ly->attn_v) ? -1 : 0;
 }
 
 static int load_layer(loader *L, int il)

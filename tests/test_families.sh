@@ -111,6 +111,37 @@ PY
 neuron_bytes opt 1700K 2 "+ 4"
 neuron_bytes llama-relu 1000K 3
 
+# GPTQ of Falcon's fused attn_qkv, quantized as the one layer it is: the same file whatever
+# -t, hc-run loads the native companions (Q, K, V as row views) and the Q4_0 export, and the
+# perplexity stays within 2% of F32's (the tiny random models' is ~510)
+CAL=$HC_FIXTURES/tinystories-calib.txt
+for f in falcon falcon-mq; do
+    if [ ! -f "$CAL" ]; then skip "gptq_$f" "no $CAL"; continue; fi
+    head -c 20000 "$CAL" >"$T/eval.txt"
+    g="GPTQ --calib $CAL --ctx 64 --calib-tokens 1024 --group-size 32"
+    if "$HC_BIN/hc-quantize" -q "$T/$f.gguf" "$T/$f-g1.gguf" $g -t 1 >/dev/null 2>"$T/err" &&
+       "$HC_BIN/hc-quantize" -q "$T/$f.gguf" "$T/$f-g2.gguf" $g -t 2 >/dev/null 2>>"$T/err" &&
+       "$HC_BIN/hc-quantize" -q "$T/$f.gguf" "$T/$f-q4.gguf" GPTQ --calib "$CAL" --ctx 64 --calib-tokens 1024 \
+           --export q4_0 >/dev/null 2>>"$T/err" &&
+       "$HC_BIN/hc-gguf" dump "$T/$f-g1.gguf" | grep -q "blk.0.attn_qkv.weight.qweight" &&
+       "$HC_BIN/hc-gguf" dump "$T/$f-q4.gguf" | grep -q "blk.0.attn_qkv.weight  *Q4_0"; then
+        if cmp -s "$T/$f-g1.gguf" "$T/$f-g2.gguf"; then ok "gptq_${f}_threads_same_file"
+        else fail "gptq_${f}_threads_same_file" "-t 1 and -t 2 differ"; fi
+        for m in "$f" "$f-g1" "$f-q4"; do
+            "$R" -m "$T/$m.gguf" --perplexity "$T/eval.txt" -c 128 -t 2 2>/dev/null | sed -n 's/^perplexity: //p' >"$T/$m.ppl"
+        done
+        if python3 - "$T/$f.ppl" "$T/$f-g1.ppl" "$T/$f-q4.ppl" >"$T/why" <<'PY'
+import sys
+base, native, q4 = (float(open(p).read() or "nan") for p in sys.argv[1:])
+print("perplexity F32 %.3f, GPTQ native %.3f, GPTQ Q4_0 %.3f" % (base, native, q4))
+sys.exit(0 if abs(native / base - 1) < 0.02 and abs(q4 / base - 1) < 0.02 else 1)
+PY
+        then ok "gptq_${f}_perplexity"; else fail "gptq_${f}_perplexity" "$(cat "$T/why")"; fi
+    else
+        fail "gptq_$f" "$(head -c 300 "$T/err")"
+    fi
+done
+
 # hc-convert synth --arch: every family's tensor set loads; sparse = dense
 for a in llama qwen2 bamboo opt falcon; do
     if "$C" synth --arch "$a" --dim 64 --n-ff 256 --layers 2 --heads 4 --kv-heads 2 --hot-fraction 0.2 \
