@@ -11,7 +11,10 @@
 # the load average is printed at the start and the end. With LLAMA_BENCH=path
 # to llama.cpp's llama-bench, its generation speed on the same files and
 # thread count is printed beside ours. Takes about a minute (2 layers).
-# ARCHS="qwen2 opt ..." adds each family's 7B-layer-shaped synthetic model in Q4_0.
+# ARCHS="qwen2 opt ..." adds each family's 7B-layer-shaped synthetic model in Q4_0
+# (made from an F16 synth: ~0.4 GB per layer, deleted once quantized); BASE=0
+# leaves out stories260K and the F32/Q8_0/Q4_0 llama rows (e.g. for LAYERS=32:
+# a full 7B-shaped model, ~3.6 GB in Q4_0, per family).
 # Writes its models to a temporary directory (F32: ~0.8 GB per layer).
 set -eu
 HC_BIN=${HC_BIN:-$(pwd)/bin}
@@ -64,28 +67,33 @@ bench() {
     done
 }
 
-if [ -f "$HC_FIXTURES/stories260K.gguf" ]; then
+PROMPT=$(awk 'BEGIN { for (i = 0; i < 30; i++) printf "a b c d " }')
+if [ "${BASE:-1}" = 0 ]; then
+    :
+elif [ -f "$HC_FIXTURES/stories260K.gguf" ]; then
     bench stories260K "$HC_FIXTURES/stories260K.gguf" "$(head -c 1200 "$HC_FIXTURES/tinystories-calib.txt")"
 else
     echo "stories260K: no fixtures, skipped"
 fi
 
-"$HC_BIN/hc-convert" synth -o "$T/big-f32.gguf" --dim 4096 --n-ff 11008 --layers "$LAYERS" \
-    --heads 32 --kv-heads 32 --vocab 512 --ctx 512 --act silu --type f32 --seed 1 >/dev/null
-PROMPT=$(awk 'BEGIN { for (i = 0; i < 30; i++) printf "a b c d " }')
-bench "7B-shape x$LAYERS F32" "$T/big-f32.gguf" "$PROMPT"
-for q in Q8_0 Q4_0; do
-    "$HC_BIN/hc-quantize" -q "$T/big-f32.gguf" "$T/big-$q.gguf" "$q" >/dev/null
-    bench "7B-shape x$LAYERS $q" "$T/big-$q.gguf" "$PROMPT"
-    rm -f "$T/big-$q.gguf"
-done
+if [ "${BASE:-1}" != 0 ]; then
+    "$HC_BIN/hc-convert" synth -o "$T/big-f32.gguf" --dim 4096 --n-ff 11008 --layers "$LAYERS" \
+        --heads 32 --kv-heads 32 --vocab 512 --ctx 512 --act silu --type f32 --seed 1 >/dev/null
+    bench "7B-shape x$LAYERS F32" "$T/big-f32.gguf" "$PROMPT"
+    for q in Q8_0 Q4_0; do
+        "$HC_BIN/hc-quantize" -q "$T/big-f32.gguf" "$T/big-$q.gguf" "$q" >/dev/null
+        bench "7B-shape x$LAYERS $q" "$T/big-$q.gguf" "$PROMPT"
+        rm -f "$T/big-$q.gguf"
+    done
+    rm -f "$T/big-f32.gguf"
+fi
 # ARCHS="llama qwen2 bamboo opt falcon": the same shapes as each family's tensor set
 # (hc-convert synth --arch), Q4_0, dense
 for a in ${ARCHS:-}; do
-    "$HC_BIN/hc-convert" synth --arch "$a" -o "$T/arch-f32.gguf" --dim 4096 --n-ff 11008 --layers "$LAYERS" \
-        --heads 32 --kv-heads 32 --vocab 512 --ctx 512 --act relu --type f32 --seed 1 >/dev/null 2>&1
-    "$HC_BIN/hc-quantize" -q "$T/arch-f32.gguf" "$T/arch-q4.gguf" Q4_0 >/dev/null
-    rm -f "$T/arch-f32.gguf"
+    "$HC_BIN/hc-convert" synth --arch "$a" -o "$T/arch-f16.gguf" --dim 4096 --n-ff 11008 --layers "$LAYERS" \
+        --heads 32 --kv-heads 32 --vocab 512 --ctx 512 --act relu --type f16 --seed 1 >/dev/null 2>&1
+    "$HC_BIN/hc-quantize" -q "$T/arch-f16.gguf" "$T/arch-q4.gguf" Q4_0 >/dev/null
+    rm -f "$T/arch-f16.gguf"
     bench "$a x$LAYERS Q4_0" "$T/arch-q4.gguf" "$PROMPT"
     rm -f "$T/arch-q4.gguf"
 done
