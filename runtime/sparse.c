@@ -503,6 +503,8 @@ void hc_sparse_free(hc_sparse *s)
 int hc_sparse_uses_predictor(const hc_sparse *s) { return s->predictor; }
 const hc_weight *hc_sparse_down(const hc_sparse *s, int layer) { return &s->L[layer].down; }
 
+const float *hc_sparse_down_norm(const hc_sparse *s, int layer) { return s->L[layer].norm; }
+
 int hc_sparse_set_hot(hc_sparse *s, int layer, const int32_t *bucket, int k, hc_cl_layer *dev)
 {
     layer_state *L = &s->L[layer];
