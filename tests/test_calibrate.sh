@@ -61,5 +61,17 @@ check sweep_json python3 -c "import json, sys; d = json.load(open('$T/s.json'));
 # the predictors skip on top of the calibrated rule: at least the exact contribution's fraction
 check sweep_predicted_skips_more python3 -c "import json, sys; r = json.load(open('$T/s.json'))['rows']; sys.exit(not (r[5]['criterion'] == 'predicted' and r[5]['skipped'] >= r[4]['skipped'] - 0.02))"
 check sweep_svg sh -c "grep -c '<polyline' '$T/s.svg' | grep -qx 3 && grep -q 'perplexity (held-out)' '$T/s.svg' && grep -q 'skipped FFN neurons' '$T/s.svg'"
+# the recall chosen for a target perplexity: a loose target takes the lowest recall of the list
+# (most skipped) and writes its model; one the calibrated thresholds already miss is refused
+CR="sh scripts/choose-recall.sh -m $T/contribution.gguf -f $T/c.txt -e $T/held.txt -c 128 -P --epochs=2 -r"
+check choose_recall sh -c "HC_BIN='$HC_BIN' $CR '0.5 0.99' --target-ppl-increase 100000 -o '$T/chosen.gguf' >'$T/cr.md' 2>'$T/cr.err'"
+check choose_recall_lowest grep -q '^chosen: recall 0.5: perplexity' "$T/cr.md"
+check choose_recall_rows grep -q '^| 0.5 | 0\.[0-9]* | [0-9.]*% | [0-9.]*% | [0-9.]*% | [0-9.]* (+' "$T/cr.md"
+check choose_recall_model sh -c "'$HC_BIN/hc-gguf' dump '$T/chosen.gguf' | grep -q 'blk.0.fc1'"
+if HC_BIN="$HC_BIN" $CR '0.5 0.99' --target-ppl-increase 0.0001 -o "$T/none.gguf" >/dev/null 2>"$T/cr0.err"; then
+    fail choose_recall_unreachable "succeeded"
+elif grep -q "calibrated thresholds alone give perplexity" "$T/cr0.err" && [ ! -e "$T/none.gguf" ]; then
+    ok choose_recall_unreachable
+else fail choose_recall_unreachable "$(cat "$T/cr0.err")"; fi
 }
 finish
