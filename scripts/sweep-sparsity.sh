@@ -68,7 +68,8 @@ measure() {
 }
 
 echo "dense" >&2
-set -- $(measure "$model" --dense)
+res=$(measure "$model" --dense)   # a failed run stops the script here (set -e)
+set -- $res
 dense=$1
 for c in $crits; do printf '0\t%s\t%s\t%s\t%s\n' "$c" "$1" "$2" "$3" >>"$rows"; done
 # calibrate CRITERION S: the calibrated model's path on stdout (made once)
@@ -96,7 +97,8 @@ for s in $targets; do
         else
             out=$(calibrate "$c" "$s")
         fi
-        set -- $(measure "$out" "")
+        res=$(measure "$out" "")
+        set -- $res
         printf '%s\t%s\t%s\t%s\t%s\n' "$s" "$c" "$1" "$2" "$3" >>"$rows"
     done
 done
