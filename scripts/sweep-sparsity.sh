@@ -22,7 +22,9 @@ usage="usage: scripts/sweep-sparsity.sh -m MODEL.gguf -f CALIB.txt -e HELDOUT.tx
   -k LIST        criteria (default \"global gate contribution predicted\")
   -r RECALL      predictors' target recall for 'predicted' (default 0.95)
   -P OPTS        more hc-profile predictors options for 'predicted' (e.g. \"--epochs 4\")
-  -d DIR         keep the calibrated models and logs in DIR (default: a temporary folder)
+  -d DIR         keep the calibrated models and logs in DIR (default: a temporary folder);
+                 models already there (by criterion, S and recall) are reused, so a second
+                 run with more criteria or targets computes only what is missing
   --json FILE    the rows as JSON
   --svg FILE     perplexity against skipped fraction, one curve per criterion
   -h, --help     this help
@@ -89,11 +91,11 @@ for s in $targets; do
     for c in $crits; do
         echo "S = $s, $c" >&2
         if [ "$c" = predicted ]; then
-            out="$dir/predicted-$s.gguf"
+            out="$dir/predicted-$s-r$recall.gguf"
             cal=$(calibrate contribution "$s")
             # shellcheck disable=SC2086
-            "$BIN/hc-profile" predictors -m "$cal" -f "$calib" -c "$ctx" $threads --recall "$recall" $popts -o "$out" \
-                >"$dir/predicted-$s.txt" 2>"$dir/predicted-$s.err" || { cat "$dir/predicted-$s.err" >&2; exit 1; }
+            [ -f "$out" ] || "$BIN/hc-profile" predictors -m "$cal" -f "$calib" -c "$ctx" $threads --recall "$recall" $popts -o "$out" \
+                >"$out.txt" 2>"$out.err" || { cat "$out.err" >&2; exit 1; }
         else
             out=$(calibrate "$c" "$s")
         fi
