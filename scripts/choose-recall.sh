@@ -22,7 +22,8 @@ usage="usage: scripts/choose-recall.sh -m CALIBRATED.gguf -f CALIB.txt -e HELDOU
   -r LIST                  target recalls to choose from (default \"0.8 0.85 0.9 0.95 0.98 0.99 0.995\")
   -P OPTS                  more hc-profile predictors options (e.g. \"--epochs 4\")
   -o OUT                   write the chosen predictor model (PWRI) to OUT
-  -d DIR                   keep the models and logs in DIR (default: a temporary folder)
+  -d DIR                   keep the models and logs in DIR (default: a temporary folder);
+                           predictor models already there (rR.gguf) are reused
   -h, --help               this help
 Prints one row per recall tried: the recall and predicted-active fraction hc-run
 measures on the held-out text (against the calibrated active set), the skipped
@@ -92,7 +93,7 @@ while [ "$lo" -le "$hi" ]; do
     mid=$(( (lo + hi) / 2 ))
     r=$(printf '%s\n' "$recalls" | sed -n "${mid}p")
     # shellcheck disable=SC2086 # $threads, $popts: several words
-    "$BIN/hc-profile" predictors -m "$model" -f "$calib" -c "$ctx" $threads --recall "$r" $popts -o "$dir/r$r.gguf" \
+    [ -f "$dir/r$r.gguf" ] || "$BIN/hc-profile" predictors -m "$model" -f "$calib" -c "$ctx" $threads --recall "$r" $popts -o "$dir/r$r.gguf" \
         >"$dir/r$r.txt" 2>"$dir/r$r.err" || { cat "$dir/r$r.err" >&2; exit 1; }
     res=$(measure "$dir/r$r.gguf" "")
     set -- $res
