@@ -7,7 +7,7 @@
 # run kept and nothing else, (1 - skipped) of the dense bytes.
 #   HC_BIN=bin [HC_FIXTURES=../shared/fixtures] [THREADS=1] [GEN=256] [MODEL=M.gguf] sh scripts/bench-silu.sh
 # MODEL: another SiLU model (default stories260K.gguf of the fixtures).
-# The thresholds are calibrated on the first 60 KB of tinystories-calib.txt;
+# The thresholds are calibrated on the first CALIB_BYTES (default 60000) bytes of tinystories-calib.txt;
 # the predictors are trained there too (--recall 0.9). Generation is greedy from
 # the prompt "Once upon a time", one token per step (the bytes of each token).
 set -eu
@@ -15,11 +15,12 @@ HC_BIN=${HC_BIN:-bin}
 HC_FIXTURES=${HC_FIXTURES:-../shared/fixtures}
 THREADS=${THREADS:-1}
 GEN=${GEN:-256}
+CALIB_BYTES=${CALIB_BYTES:-60000}
 M=${MODEL:-$HC_FIXTURES/stories260K.gguf}
 [ -f "$M" ] && [ -f "$HC_FIXTURES/tinystories-calib.txt" ] || { echo "bench-silu: no fixtures in $HC_FIXTURES (skipped)"; exit 0; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/bench-silu.XXXXXX")
 trap 'rm -rf "$T"' EXIT
-head -c 60000 "$HC_FIXTURES/tinystories-calib.txt" >"$T/calib.txt"
+head -c "$CALIB_BYTES" "$HC_FIXTURES/tinystories-calib.txt" >"$T/calib.txt"
 "$HC_BIN/hc-profile" calibrate -m "$M" -f "$T/calib.txt" -c 256 --target-sparsity 0.5 --criterion gate -o "$T/gate.gguf" >/dev/null
 "$HC_BIN/hc-profile" calibrate -m "$M" -f "$T/calib.txt" -c 256 --target-sparsity 0.5 -o "$T/contribution.gguf" >/dev/null
 "$HC_BIN/hc-profile" predictors -m "$T/contribution.gguf" -f "$T/calib.txt" -c 256 --recall 0.9 \
