@@ -65,7 +65,7 @@ measure() {
     "$BIN/hc-run" -m "$1" --perplexity "$held" -c "$ctx" $threads $2 >"$dir/ppl.out" 2>"$dir/ppl.err" ||
         { cat "$dir/ppl.err" >&2; exit 1; }
     awk '/^perplexity:/ { p = $2 } END { printf "%s ", p }' "$dir/ppl.out"
-    awk '/^sparse: all layers: skipped/ { s = $5; sub("%", "", s); b = $NF; gsub("[()%]", "", b) }
+    awk '/^sparse: all layers: skipped/ { s = $5; sub("%", "", s); match($0, /\([0-9.]+%\)/); b = substr($0, RSTART + 1, RLENGTH - 3) }
          END { if (s == "") { s = 0; b = 100 } printf "%s %s\n", s, b }' "$dir/ppl.err"
 }
 
