@@ -230,7 +230,7 @@ static const char predictors_usage[] =
     "                         calibration tokens (default 0.99)\n"
     "      --holdout F        fraction of windows held out: half calibration, half test (default 0.2)\n"
     "      --act-threshold T  a neuron is active when |act(gate)*up| > T (default 0 for ReLU\n"
-    "                         models, 0.01 for SiLU models)\n"
+    "                         and calibrated models, 0.01 for SiLU)\n"
     "      --pred-type TYPE   f32 or f16 for fc1/fc2 (default f16 if ffn_up is not F32, else f32)\n"
     "      --mem SIZE         memory for kept samples (default 2G); beyond it each set keeps a\n"
     "                         uniform random subsample of its tokens\n"
