@@ -1,6 +1,10 @@
 /* Profiling: run the corpus through the model in windows and count, per
  * layer and neuron, the tokens on which |h| > T, h = act(gate)*up being the
- * input of ffn_down (the runtime's HC_HOOK_FFN_ACT).
+ * input of ffn_down (the runtime's HC_HOOK_FFN_ACT). A model calibrated by
+ * hc-profile calibrate (hotcold.sparse_thresholds) runs with its calibrated
+ * sparse FFN (hc_ffn_setup, as hc-run runs it) and T defaults to 0, so the
+ * counts are of its calibrated active sets (criterion >= the layer's
+ * threshold, the earlier layers sparse as at run time).
  *
  * Windows: the corpus is tokenized once (no BOS); window w holds corpus
  * tokens [w*(ctx-1), (w+1)*(ctx-1)) after a BOS, evaluated as one batch from
@@ -17,8 +21,10 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ffn_setup.h"
 #include "model.h"
 #include "profile.h"
+#include "sparse.h"
 #include "tokenizer.h"
 
 #define SUM_SCALE 16777216.0   /* 2^24: fixed-point unit of the sums */
@@ -69,6 +75,8 @@ static void hook(void *user, int layer, int point, const float *x, int B, int n,
     hc_pool_run(pool, count_task, c, c->n_chunks);
 }
 
+static int is_calibrated(const hc_model *m) { return gguf_find_kv(m->file, HC_KEY_SPARSE_THRESHOLDS) >= 0; }
+
 /* Corpus tokens in window w (the last one may be short). */
 static int64_t window_len(int64_t w, int64_t per, int64_t n_used)
 {
@@ -86,9 +94,9 @@ static int describe(hc_stats *s, const hc_model *m, const hc_profile_opts *o, ch
     }
     snprintf(s->arch, sizeof s->arch, "%s", arch);
     free(arch);
-    int relu = m->hp.act == HC_ACT_RELU;
+    int relu = m->hp.act == HC_ACT_RELU, calibrated = is_calibrated(m);
     snprintf(s->activation, sizeof s->activation, "%s", relu ? "relu" : "silu");
-    s->threshold = o->threshold_set ? o->threshold : relu ? 0.0f : HC_SILU_THRESHOLD;
+    s->threshold = o->threshold_set ? o->threshold : relu || calibrated ? 0.0f : HC_SILU_THRESHOLD;
     s->n_embd = (uint32_t)m->hp.n_embd;
     s->ffn_hash = hc_ffn_hash(m->file);
     return 0;
@@ -113,6 +121,7 @@ static int count_windows(const hc_profile_opts *o, const hc_model *m, const int3
     const int ctx_len = (int)s->ctx;
     int rc = -1;
     hc_ctx *ctx = NULL;
+    hc_ffn *ffn = NULL;
     int32_t *win = malloc((size_t)ctx_len * sizeof *win);
     if (!win) {
         snprintf(err, errlen, "%s: out of memory", o->model);
@@ -121,6 +130,12 @@ static int count_windows(const hc_profile_opts *o, const hc_model *m, const int3
     counter c = { .count = s->count, .sumq = sumq, .thr = s->threshold };
     atomic_init(&c.bad_layer, -1);
     hc_ctx_params cp = { .n_ctx = ctx_len, .n_batch = ctx_len, .n_threads = o->n_threads, .hook = hook, .hook_user = &c };
+    /* a calibrated model: its calibrated sparse FFN, as hc-run runs it */
+    hc_ffn_opts fo = { .no_gpu_index = 1 };
+    if (is_calibrated(m)) {
+        if (!(ffn = hc_ffn_setup(m, &fo, stderr, err, errlen))) goto done;
+        hc_ffn_attach(ffn, &cp);
+    }
     if (!(ctx = hc_ctx_new(m, &cp, err, errlen))) goto done;
     c.ctx = ctx;
 
@@ -153,6 +168,7 @@ static int count_windows(const hc_profile_opts *o, const hc_model *m, const int3
     rc = 0;
 done:
     hc_ctx_free(ctx);
+    hc_ffn_free(ffn);
     free(win);
     return rc;
 }

@@ -104,12 +104,6 @@ static int place_hot(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, const c
     hc_gpuidx *g = hc_gpuidx_load(idx, m->hp.n_layer, m->hp.n_ff, err, errlen);
     if (!g) return -1;
     char sz[2][32], msg[512];
-    if (f->contribution) {
-        hc_warn("%s: the device kernels skip by |act(gate)| only, not by the contribution criterion; running on the "
-                "CPU only", idx);
-        hc_gpuidx_free(g);
-        return 0;
-    }
     if (o->vram_budget && o->vram_budget < g->vram_capacity) {
         /* PowerInfer treats such an index as stale */
         hc_warn("%s: made for %s of device memory (split.vram_capacity), more than --vram-budget %s; running on the "

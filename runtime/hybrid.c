@@ -30,7 +30,7 @@ static void *gather(const hc_weight *w, const int32_t *bucket, int k)
     return out;
 }
 
-/* bias[bucket[i]] for i < k, or NULL when there is no bias (or no memory: *oom). */
+/* v[bucket[i]] for i < k (a bias, the down norms), or NULL when v is NULL (or no memory: *oom). */
 static float *gather_bias(const float *bias, const int32_t *bucket, int k, int *oom)
 {
     if (!bias) return NULL;
@@ -41,7 +41,8 @@ static float *gather_bias(const float *bias, const int32_t *bucket, int k, int *
 }
 
 /* The hot rows of layer l onto the device: the first rows (gate; up without
- * a gate), up, down, and the per-row biases of the first and up products. */
+ * a gate), up, down, the per-row biases of the first and up products, and
+ * the down rows' norms with the contribution criterion. */
 static int upload_layer(hc_sparse *s, hc_cl *cl, const hc_model *m, const hc_gpuidx *g, int l, char *msg, size_t msglen)
 {
     const hc_layer *ly = &m->layers[l];
@@ -52,11 +53,13 @@ static int upload_layer(hc_sparse *s, hc_cl *cl, const hc_model *m, const hc_gpu
     void *down = gather(hc_sparse_down(s, l), bk, k);
     float *fb = gather_bias(seq ? ly->ffn_up_b : ly->ffn_gate_b, bk, k, &oom);
     float *ub = seq ? NULL : gather_bias(ly->ffn_up_b, bk, k, &oom);
+    float *dn = gather_bias(hc_sparse_down_norm(s, l), bk, k, &oom);
     rows.first = first;
     rows.up = up;
     rows.down = down;
     rows.first_b = fb;
     rows.up_b = ub;
+    rows.down_norm = dn;
     int rc = -1;
     if (!first || (!seq && !up) || !down || oom) {
         snprintf(msg, msglen, "out of memory gathering the device rows of layer %d", l);
@@ -69,7 +72,7 @@ static int upload_layer(hc_sparse *s, hc_cl *cl, const hc_model *m, const hc_gpu
             rc = L ? 0 : -1;
         }
     }
-    void *bufs[] = { first, up, down, fb, ub };
+    void *bufs[] = { first, up, down, fb, ub, dn };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     return rc;
 }

@@ -3,6 +3,7 @@
 #include "opencl.h"
 
 #include <CL/cl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,7 @@ struct hc_cl_layer {
     int kind;                      /* hc_cl_rows.kind */
     cl_mem gate, up, down;         /* gate: the first rows; up NULL for a sequential FFN */
     cl_mem first_b, up_b;          /* NULL: none (cl->zeros) */
+    cl_mem down_norm;              /* NULL: the gate criterion (cl->zeros unused) */
     cl_event first, last;
 };
 
@@ -226,7 +228,8 @@ hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_emb
         (rows->up && !(L->up = new_buffer(cl, ro, gu_bytes, rows->up, err, errlen))) ||
         !(L->down = new_buffer(cl, ro, dn_bytes, rows->down, err, errlen)) ||
         (rows->first_b && !(L->first_b = new_buffer(cl, ro, bb, rows->first_b, err, errlen))) ||
-        (rows->up_b && !(L->up_b = new_buffer(cl, ro, bb, rows->up_b, err, errlen))))
+        (rows->up_b && !(L->up_b = new_buffer(cl, ro, bb, rows->up_b, err, errlen))) ||
+        (rows->down_norm && !(L->down_norm = new_buffer(cl, ro, bb, rows->down_norm, err, errlen))))
         goto bad;
     if (cl->zeros_cap < bb) {   /* the bias of rows without one */
         float *z = calloc((size_t)k, sizeof *z);
@@ -255,6 +258,7 @@ void hc_cl_layer_free(hc_cl_layer *L)
     if (L->down) clReleaseMemObject(L->down);
     if (L->first_b) clReleaseMemObject(L->first_b);
     if (L->up_b) clReleaseMemObject(L->up_b);
+    if (L->down_norm) clReleaseMemObject(L->down_norm);
     free(L);
 }
 
@@ -278,8 +282,8 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->mask, CL_FALSE, 0, (size_t)k * (size_t)B, cl->host_mask, 0, NULL, NULL),
              "write mask");
     cl_mem up = L->up ? L->up : L->gate, fb = L->first_b ? L->first_b : cl->zeros;
-    cl_mem ub = L->up_b ? L->up_b : cl->zeros;
-    cl_int kind = L->kind;
+    cl_mem ub = L->up_b ? L->up_b : cl->zeros, dnorm = L->down_norm ? L->down_norm : cl->zeros;
+    cl_int kind = L->kind, contrib = L->down_norm != NULL;
     CHECK_CL(clSetKernelArg(gu, 0, sizeof(cl_mem), &L->gate), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 1, sizeof(cl_mem), &up), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 2, sizeof(cl_mem), &cl->x), "gate_up arg");
@@ -293,6 +297,8 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     CHECK_CL(clSetKernelArg(gu, 10, sizeof kind, &kind), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 11, sizeof(cl_mem), &fb), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 12, sizeof(cl_mem), &ub), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 13, sizeof(cl_mem), &dnorm), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 14, sizeof contrib, &contrib), "gate_up arg");
     size_t g1[2] = { (size_t)k * cl->wg, (size_t)B }, l1[2] = { cl->wg, 1 };
     CHECK_CL(clEnqueueNDRangeKernel(cl->q, gu, 2, NULL, g1, l1, 0, NULL, NULL), "gate_up kernel");
     CHECK_CL(clSetKernelArg(dn, 0, sizeof(cl_mem), &L->down), "down arg");
@@ -346,7 +352,7 @@ void hc_cl_layer_ref(const hc_cl_rows *rows, int k, int n_embd, const void *x, c
         float g, u;
         hc_weight_matvec(&wg, HC_ISA_SCALAR, r, r + 1, x, 0, 1, &g, 1);
         float a = hc_act1(act, g + (rows->first_b ? rows->first_b[r] : 0.0f));
-        if (!hc_keep_act(a, t_act)) continue;
+        if (!hc_keep_act(a, rows->down_norm ? 0.0f : t_act)) continue;
         if (rows->kind == 2) {
             h[r] = a;
         } else {
@@ -354,6 +360,7 @@ void hc_cl_layer_ref(const hc_cl_rows *rows, int k, int n_embd, const void *x, c
             u += rows->up_b ? rows->up_b[r] : 0.0f;
             h[r] = a * (rows->kind == 1 ? hc_act1(act, u) : u);
         }
+        if (rows->down_norm && !hc_keep_act(fabsf(h[r]) * rows->down_norm[r], t_act)) h[r] = 0.0f;
         hc_weight_axpy(&wd, HC_ISA_SCALAR, r, 0, n_embd, h[r], y);
     }
 }

@@ -40,12 +40,15 @@ int hc_cl_supports(uint32_t type);
  *   symmetric   h = keep(a) ? a * act(up·x + up_b) : 0
  *   sequential  h = keep(a) ? a : 0                         (first = the up rows, up NULL)
  * first is the gate rows (the up rows without a gate); biases are k floats
- * or NULL (none). */
+ * or NULL (none). down_norm (k floats, ‖down_r‖, or NULL) selects the
+ * contribution criterion (sparse.h): then keep(a) is a != 0 and h is set to 0
+ * unless hc_keep_act(|h| * down_norm[r], t_act). */
 typedef struct {
     int kind;
     uint32_t gu_type, down_type;
     const void *first, *up, *down;
     const float *first_b, *up_b;
+    const float *down_norm;
 } hc_cl_rows;
 
 /* Device bytes of a layer of k hot rows of that kind, n_bias (0..2) of its

@@ -122,7 +122,8 @@ static int down_rows(const hc_model *m, int layer, hc_weight *out, void **owned,
 /* ------------------------------------------------------------ state */
 
 /* "Truly active" for the recall check, as hc-profile counts: |h| > 0 for
- * ReLU, |h| > 0.01 for SiLU (whose h is almost never exactly 0). */
+ * ReLU, |h| > 0.01 for SiLU (whose h is almost never exactly 0); with
+ * calibrated thresholds, kept by the layer's calibrated rule. */
 #define SILU_ACTIVE 0.01f
 
 typedef struct {
@@ -143,6 +144,7 @@ struct hc_sparse {
     const hc_model *m;
     hc_sparse_params p;
     int predictor;
+    int calibrated;          /* per-layer thresholds were given (layer_thr) */
     layer_state *L;
     int E, F, r_max, k_max;
     /* scratch */
@@ -347,13 +349,27 @@ static int grow_rows(hc_sparse *s, int B)
     return 0;
 }
 
-/* Truly active neurons of B rows: |h| above the profiler's cut. */
+/* Truly active neurons of B rows: |h| above the profiler's cut, or with
+ * calibrated thresholds the layer's rule computed for every neuron (the
+ * contribution of h, or act(first) for the gate criterion). */
 static void true_active(hc_sparse *s, hc_ctx *ctx, int layer, const float *x_norm, int B)
 {
-    size_t n = (size_t)B * (size_t)s->F;
+    const layer_state *L = &s->L[layer];
+    const hc_layer *ly = &s->m->layers[layer];
+    size_t F = (size_t)s->F, n = (size_t)B * F;
+    if (s->calibrated && !L->norm) {
+        int seq = s->m->hp.ffn_kind == HC_FFN_SEQUENTIAL;
+        const float *fb = seq ? ly->ffn_up_b : ly->ffn_gate_b;
+        hc_ctx_matvec(ctx, seq ? &ly->ffn_up : &ly->ffn_gate, x_norm, B, s->truth);
+        for (size_t i = 0; i < n; i++)
+            s->truth[i] = hc_keep_act(hc_act1(s->m->hp.act, s->truth[i] + (fb ? fb[i % F] : 0.0f)), L->t_act);
+        return;
+    }
     hc_ffn_neurons(ctx, layer, x_norm, B, s->truth);
     float cut = s->m->hp.act == HC_ACT_RELU ? 0.0f : SILU_ACTIVE;
-    for (size_t i = 0; i < n; i++) s->truth[i] = fabsf(s->truth[i]) > cut;
+    for (size_t i = 0; i < n; i++)
+        s->truth[i] = s->calibrated ? hc_keep_act(hc_contribution(s->truth[i], L->norm[i % F]), L->t_act)
+                                    : fabsf(s->truth[i]) > cut;
 }
 
 /* All B rows (a prompt batch, or one generated token) in one pass: the device
@@ -458,6 +474,7 @@ hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err
         if (m->layers[l].fc1.kind == HC_WEIGHT_NONE) s->predictor = 0;
         else if (m->layers[l].fc1.rows > s->r_max) s->r_max = m->layers[l].fc1.rows;
     }
+    s->calibrated = p->layer_thr != NULL;
     s->p.layer_thr = NULL;   /* copied into the layers below */
     s->L = calloc((size_t)hp->n_layer, sizeof *s->L);
     s->cand = malloc(sizeof(int32_t) * (size_t)s->F);
@@ -502,6 +519,8 @@ void hc_sparse_free(hc_sparse *s)
 
 int hc_sparse_uses_predictor(const hc_sparse *s) { return s->predictor; }
 const hc_weight *hc_sparse_down(const hc_sparse *s, int layer) { return &s->L[layer].down; }
+
+const float *hc_sparse_down_norm(const hc_sparse *s, int layer) { return s->L[layer].norm; }
 
 int hc_sparse_set_hot(hc_sparse *s, int layer, const int32_t *bucket, int k, hc_cl_layer *dev)
 {

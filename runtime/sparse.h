@@ -82,6 +82,8 @@ void hc_sparse_free(hc_sparse *s);
 int hc_sparse_uses_predictor(const hc_sparse *s);
 /* Layer's down rows: one row of n_embd per neuron, rows = n_ff. */
 const hc_weight *hc_sparse_down(const hc_sparse *s, int layer);
+/* Layer's ‖down_j‖ per neuron with the contribution criterion, else NULL. */
+const float *hc_sparse_down_norm(const hc_sparse *s, int layer);
 /* Make the device compute neurons bucket[0..k) (ascending) of a layer; the
  * sparse FFN owns dev from now on. The CPU computes the others; k = 0 (dev
  * NULL) puts the layer back on the CPU. 0 or -1 (out of memory). */

@@ -5,6 +5,9 @@
 #   global        one threshold on |act(gate)| for all layers (hc-profile calibrate --global)
 #   gate          per-layer quantile of |act(gate)| (CATS; calibrate --criterion gate)
 #   contribution  per-layer quantile of |act(gate)*up|*|down_j| (calibrate, the default)
+#   predicted     the contribution thresholds with PowerInfer-style predictors trained on
+#                 the calibrated active set (hc-profile predictors --recall R): gate, up
+#                 and down rows of the neurons predicted inactive are skipped too
 # For each target S the thresholds are calibrated on CALIB and the perplexity
 # measured with hc-run --perplexity on HELDOUT; the skipped fraction and the FFN
 # bytes are the ones hc-run measures on HELDOUT.
@@ -16,15 +19,19 @@ usage="usage: scripts/sweep-sparsity.sh -m MODEL.gguf -f CALIB.txt -e HELDOUT.tx
   -c CTX         window length for both (default 256)
   -t N           threads (default: hc-run's)
   -s LIST        target sparsities (default \"0.2 0.3 0.4 0.5 0.6 0.7\"; S = 0 is the dense run)
-  -k LIST        criteria (default \"global gate contribution\")
-  -d DIR         keep the calibrated models and logs in DIR (default: a temporary folder)
+  -k LIST        criteria (default \"global gate contribution predicted\")
+  -r RECALL      predictors' target recall for 'predicted' (default 0.95)
+  -P OPTS        more hc-profile predictors options for 'predicted' (e.g. \"--epochs 4\")
+  -d DIR         keep the calibrated models and logs in DIR (default: a temporary folder);
+                 models already there (by criterion, S and recall) are reused, so a second
+                 run with more criteria or targets computes only what is missing
   --json FILE    the rows as JSON
   --svg FILE     perplexity against skipped fraction, one curve per criterion
   -h, --help     this help
 Prints a Markdown table: per target S and criterion the perplexity (change against
-dense) and the measured skipped fraction."
+dense), the measured skipped fraction and the FFN weight bytes read (% of dense)."
 BIN=${HC_BIN:-$(dirname "$0")/../bin}
-model= calib= held= ctx=256 threads= targets="0.2 0.3 0.4 0.5 0.6 0.7" crits="global gate contribution" dir= json= svg=
+model= calib= held= ctx=256 threads= targets="0.2 0.3 0.4 0.5 0.6 0.7" crits="global gate contribution predicted" recall=0.95 popts= dir= json= svg=
 while [ $# -gt 0 ]; do
     case $1 in
     -m) model=$2; shift 2 ;;
@@ -34,6 +41,8 @@ while [ $# -gt 0 ]; do
     -t) threads="-t $2"; shift 2 ;;
     -s) targets=$2; shift 2 ;;
     -k) crits=$2; shift 2 ;;
+    -r) recall=$2; shift 2 ;;
+    -P) popts=$2; shift 2 ;;
     -d) dir=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
     --svg) svg=$2; shift 2 ;;
@@ -43,7 +52,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$model" ] && [ -n "$calib" ] && [ -n "$held" ] || { echo "sweep-sparsity.sh: need -m, -f and -e (see --help)" >&2; exit 1; }
 for c in $crits; do
-    case $c in global|gate|contribution) ;; *) echo "sweep-sparsity.sh: unknown criterion '$c'" >&2; exit 1 ;; esac
+    case $c in global|gate|contribution|predicted) ;; *) echo "sweep-sparsity.sh: unknown criterion '$c'" >&2; exit 1 ;; esac
 done
 if [ -z "$dir" ]; then dir=$(mktemp -d "${TMPDIR:-/tmp}/sweep.XXXXXX"); trap 'rm -rf "$dir"' EXIT; fi
 mkdir -p "$dir"
@@ -56,27 +65,42 @@ measure() {
     "$BIN/hc-run" -m "$1" --perplexity "$held" -c "$ctx" $threads $2 >"$dir/ppl.out" 2>"$dir/ppl.err" ||
         { cat "$dir/ppl.err" >&2; exit 1; }
     awk '/^perplexity:/ { p = $2 } END { printf "%s ", p }' "$dir/ppl.out"
-    awk '/^sparse: all layers: skipped/ { s = $5; sub("%", "", s); b = $NF; gsub("[()%]", "", b) }
+    awk '/^sparse: all layers: skipped/ { s = $5; sub("%", "", s); match($0, /\([0-9.]+%\)/); b = substr($0, RSTART + 1, RLENGTH - 3) }
          END { if (s == "") { s = 0; b = 100 } printf "%s %s\n", s, b }' "$dir/ppl.err"
 }
 
 echo "dense" >&2
-set -- $(measure "$model" --dense)
+res=$(measure "$model" --dense)   # a failed run stops the script here (set -e)
+set -- $res
 dense=$1
 for c in $crits; do printf '0\t%s\t%s\t%s\t%s\n' "$c" "$1" "$2" "$3" >>"$rows"; done
+# calibrate CRITERION S: the calibrated model's path on stdout (made once)
+calibrate() {
+    out="$dir/$1-$2.gguf"
+    case $1 in
+    global) opts="--criterion gate --global" ;;
+    gate) opts="--criterion gate" ;;
+    contribution) opts="--criterion contribution" ;;
+    esac
+    # shellcheck disable=SC2086 # $threads, $opts: several words
+    [ -f "$out" ] || "$BIN/hc-profile" calibrate -m "$model" -f "$calib" -c "$ctx" $threads --target-sparsity "$2" \
+        $opts -o "$out" >"$dir/$1-$2.txt" || exit 1
+    echo "$out"
+}
 for s in $targets; do
     for c in $crits; do
         echo "S = $s, $c" >&2
-        case $c in
-        global) opts="--criterion gate --global" ;;
-        gate) opts="--criterion gate" ;;
-        contribution) opts="--criterion contribution" ;;
-        esac
-        out="$dir/$c-$s.gguf"
-        # shellcheck disable=SC2086
-        "$BIN/hc-profile" calibrate -m "$model" -f "$calib" -c "$ctx" $threads --target-sparsity "$s" $opts \
-            -o "$out" >"$dir/$c-$s.txt"
-        set -- $(measure "$out" "")
+        if [ "$c" = predicted ]; then
+            out="$dir/predicted-$s-r$recall.gguf"
+            cal=$(calibrate contribution "$s")
+            # shellcheck disable=SC2086
+            [ -f "$out" ] || "$BIN/hc-profile" predictors -m "$cal" -f "$calib" -c "$ctx" $threads --recall "$recall" $popts -o "$out" \
+                >"$out.txt" 2>"$out.err" || { cat "$out.err" >&2; exit 1; }
+        else
+            out=$(calibrate "$c" "$s")
+        fi
+        res=$(measure "$out" "")
+        set -- $res
         printf '%s\t%s\t%s\t%s\t%s\n' "$s" "$c" "$1" "$2" "$3" >>"$rows"
     done
 done
@@ -85,7 +109,7 @@ done
 awk -F '\t' -v dense="$dense" -v crits="$crits" '
     BEGIN { nc = split(crits, C, " ") }
     { if (!($1 in seen)) { seen[$1] = 1; S[++ns] = $1 }
-      cell[$1, $2] = sprintf("%.3f (%+.1f%%), %.1f%% skipped", $3, 100 * ($3 / dense - 1), $4) }
+      cell[$1, $2] = sprintf("%.3f (%+.1f%%), %.1f%% skipped, %.0f%% bytes", $3, 100 * ($3 / dense - 1), $4, $5) }
     END {
         printf "| target S |"; for (i = 1; i <= nc; i++) printf " %s |", C[i]; printf "\n| --- |"
         for (i = 1; i <= nc; i++) printf " --- |"; printf "\n"
@@ -93,16 +117,16 @@ awk -F '\t' -v dense="$dense" -v crits="$crits" '
     }' "$rows"
 
 if [ -n "$json" ]; then
-    awk -F '\t' -v model="$model" -v held="$held" -v calib="$calib" -v ctx="$ctx" -v dense="$dense" '
-        BEGIN { printf "{\"model\": \"%s\", \"calibration\": \"%s\", \"heldout\": \"%s\", \"ctx\": %d, \"dense_perplexity\": %s, \"rows\": [", model, calib, held, ctx, dense }
+    awk -F '\t' -v model="$model" -v held="$held" -v calib="$calib" -v ctx="$ctx" -v dense="$dense" -v recall="$recall" '
+        BEGIN { printf "{\"model\": \"%s\", \"calibration\": \"%s\", \"heldout\": \"%s\", \"ctx\": %d, \"predictor_recall\": %s, \"dense_perplexity\": %s, \"rows\": [", model, calib, held, ctx, recall, dense }
         { printf "%s\n  {\"target\": %s, \"criterion\": \"%s\", \"perplexity\": %s, \"skipped\": %s, \"ffn_bytes_pct\": %s}", (NR > 1 ? "," : ""), $1, $2, $3, $4 / 100, $5 }
         END { printf "\n]}\n" }' "$rows" >"$json.tmp" && mv "$json.tmp" "$json"
 fi
 
 if [ -n "$svg" ]; then
-    awk -F '\t' -v title="$(basename "$model"): held-out perplexity on $(basename "$held") (-c $ctx), thresholds calibrated on $(basename "$calib")" \
+    awk -F '\t' -v title="$(basename "$model"): held-out perplexity on $(basename "$held") (-c $ctx), thresholds calibrated on $(basename "$calib"), predictors' recall $recall" \
         -v crits="$crits" '
-        BEGIN { nc = split(crits, C, " "); col["global"] = "#1f77b4"; col["gate"] = "#2ca02c"; col["contribution"] = "#d62728"
+        BEGIN { nc = split(crits, C, " "); col["global"] = "#1f77b4"; col["gate"] = "#2ca02c"; col["contribution"] = "#d62728"; col["predicted"] = "#9467bd"
                 X0 = 70; X1 = 560; Y0 = 40; Y1 = 340; ymin = 1e30; ymax = -1e30 }
         { n[$2]++; x[$2, n[$2]] = $4 / 100; y[$2, n[$2]] = $3; if ($3 < ymin) ymin = $3; if ($3 > ymax) ymax = $3 }
         function px(v) { return X0 + v / 0.8 * (X1 - X0) }

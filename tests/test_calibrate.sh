@@ -55,9 +55,27 @@ then ok predictors_true_sparsity; else fail predictors_true_sparsity "$(cat "$T/
 check predictors_run grep -q "calibrated per-layer thresholds on .*, candidates chosen by the predictor" "$T/p.err"
 # the sweep: table, JSON and SVG
 head -c 6000 "$T/c.txt" >"$T/held.txt"
-check sweep sh -c "HC_BIN='$HC_BIN' sh scripts/sweep-sparsity.sh -m '$M' -f '$T/c.txt' -e '$T/held.txt' -c 128 -s 0.5 -k 'gate contribution' --json '$T/s.json' --svg '$T/s.svg' >'$T/s.md' 2>/dev/null"
-check sweep_table grep -q '^| 0.5 | .* skipped | .* skipped |$' "$T/s.md"
-check sweep_json python3 -c "import json, sys; d = json.load(open('$T/s.json')); sys.exit(len(d['rows']) != 4 or d['rows'][3]['criterion'] != 'contribution')"
-check sweep_svg sh -c "grep -c '<polyline' '$T/s.svg' | grep -qx 2 && grep -q 'perplexity (held-out)' '$T/s.svg' && grep -q 'skipped FFN neurons' '$T/s.svg'"
+check sweep sh -c "HC_BIN='$HC_BIN' sh scripts/sweep-sparsity.sh -m '$M' -f '$T/c.txt' -e '$T/held.txt' -c 128 -s 0.5 -k 'gate contribution predicted' -P '--epochs 2' -d '$T/sw' --json '$T/s.json' --svg '$T/s.svg' >'$T/s.md' 2>/dev/null"
+check sweep_table grep -q '^| 0.5 | .* skipped, .* bytes | .* skipped, .* bytes | .* skipped, .* bytes |$' "$T/s.md"
+check sweep_json python3 -c "import json, sys; d = json.load(open('$T/s.json')); sys.exit(len(d['rows']) != 6 or d['rows'][4]['criterion'] != 'contribution')"
+# the predictors skip on top of the calibrated rule: at least the exact contribution's fraction
+check sweep_predicted_skips_more python3 -c "import json, sys; r = json.load(open('$T/s.json'))['rows']; sys.exit(not (r[5]['criterion'] == 'predicted' and r[5]['skipped'] >= r[4]['skipped'] - 0.02))"
+# the bytes of a predictor row are hc-run's "FFN weights read ... (Z%)" (not its predicted-active %)
+"$R" -m "$T/sw/predicted-0.5-r0.95.gguf" --perplexity "$T/held.txt" -c 128 2>&1 >/dev/null |
+    sed -n 's/^sparse: all layers: .*(\([0-9.]*\)%).*/\1/p' >"$T/pb.txt"
+check sweep_predicted_bytes python3 -c "import json, sys; r = json.load(open('$T/s.json'))['rows'][5]; sys.exit(abs(r['ffn_bytes_pct'] - float(open('$T/pb.txt').read())) > 1e-9)"
+check sweep_svg sh -c "grep -c '<polyline' '$T/s.svg' | grep -qx 3 && grep -q 'perplexity (held-out)' '$T/s.svg' && grep -q 'skipped FFN neurons' '$T/s.svg'"
+# the recall chosen for a target perplexity: a loose target takes the lowest recall of the list
+# (most skipped) and writes its model; one the calibrated thresholds already miss is refused
+CR="sh scripts/choose-recall.sh -m $T/contribution.gguf -f $T/c.txt -e $T/held.txt -c 128 -P --epochs=2 -r"
+check choose_recall sh -c "HC_BIN='$HC_BIN' $CR '0.5 0.99' --target-ppl-increase 100000 -o '$T/chosen.gguf' >'$T/cr.md' 2>'$T/cr.err'"
+check choose_recall_lowest grep -q '^chosen: recall 0.5: perplexity' "$T/cr.md"
+check choose_recall_rows grep -q '^| 0.5 | 0\.[0-9]* | [0-9.]*% | [0-9.]*% | [0-9.]*% | [0-9.]* (+' "$T/cr.md"
+check choose_recall_model sh -c "'$HC_BIN/hc-gguf' dump '$T/chosen.gguf' | grep -q 'blk.0.fc1'"
+if HC_BIN="$HC_BIN" $CR '0.5 0.99' --target-ppl-increase 0.0001 -o "$T/none.gguf" >/dev/null 2>"$T/cr0.err"; then
+    fail choose_recall_unreachable "succeeded"
+elif grep -q "calibrated thresholds alone give perplexity" "$T/cr0.err" && [ ! -e "$T/none.gguf" ]; then
+    ok choose_recall_unreachable
+else fail choose_recall_unreachable "$(cat "$T/cr0.err")"; fi
 }
 finish

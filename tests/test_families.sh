@@ -52,19 +52,6 @@ for d in "$H"/*/; do
     [ -f "$d/ref.json" ] && logits_match "$(basename "$d")" "$d"
 done
 
-# same_logits NAME A B: two logit files agree to 1e-6 of the largest
-same_logits() {
-    if python3 - "$2" "$3" >"$T/why" <<'PY'
-import sys
-a = [float(x) for x in open(sys.argv[1])]
-b = [float(x) for x in open(sys.argv[2])]
-d = max(abs(x - y) for x, y in zip(a, b)) / max(abs(x) for x in a) if len(a) == len(b) and a else float("inf")
-print("max difference %.3g of the largest" % d)
-sys.exit(0 if d <= 1e-6 else 1)
-PY
-    then ok "$1"; else fail "$1" "$(cat "$T/why")"; fi
-}
-
 P="The dog ran to the park and found a big red ball."
 for f in llama-relu:1000K opt:1700K bamboo:1000K; do
     b=${f#*:}; f=${f%:*}; m="$T/$f.gguf"

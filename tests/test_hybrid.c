@@ -143,9 +143,10 @@ static void make_rows(uint32_t type, int k, int n, float scale, void *dst)
 }
 
 /* Device gate/up/down of every type, FFN kind (gated, symmetric with
- * biases, sequential with a bias), both activations, a threshold and a
- * mask, for a batch of NB tokens (each its own x and mask), against
- * hc_cl_layer_ref token by token; a second run gives the same bits. */
+ * biases, sequential with a bias), both activations, a threshold on |a| or
+ * on the contribution |h|·‖down_r‖, and a mask, for a batch of NB tokens
+ * (each its own x and mask), against hc_cl_layer_ref token by token; a
+ * second run gives the same bits. */
 static void test_kernels_vs_ref(void)
 {
     hc_cl *cl = open_cl();
@@ -170,33 +171,34 @@ static void test_kernels_vs_ref(void)
                 for (int r = 0; r < K; r++) mask[b][r] = (r + b) % 7 != 3;
                 hc_weight_prepare(&(hc_weight){ .kind = HC_WEIGHT_GGML, .type = gt, .n = N }, hc_isa(), x, xp[b]);
             }
-            float fbias[K], ubias[K];
-            for (int r = 0; r < K; r++) { fbias[r] = 0.2f * frand(); ubias[r] = 0.2f * frand(); }
-            for (int kind = 0; kind < 3; kind++) {
+            float fbias[K], ubias[K], dnorm[K];
+            for (int r = 0; r < K; r++) { fbias[r] = 0.2f * frand(); ubias[r] = 0.2f * frand(); dnorm[r] = 2 * fabsf(frand()); }
+            for (int kc = 0; kc < 6; kc++) {
+            int kind = kc % 3, contrib = kc / 3;
             hc_cl_rows rows = { kind, gt, dt, gate, kind == 2 ? NULL : up, down, kind ? fbias : NULL,
-                                kind == 1 ? ubias : NULL };
+                                kind == 1 ? ubias : NULL, contrib ? dnorm : NULL };
             hc_cl_layer *L = hc_cl_layer_new(cl, &rows, K, N, err, sizeof err);
             CHECKF(L, "%s", err);
             for (int act = 0; act < 2; act++) {
-                float t_act = act ? 0.0f : 0.05f;
+                float t_act = act && !contrib ? 0.0f : 0.05f;
                 double dev_s = 0;
                 CHECKF(!hc_cl_layer_start(L, xp, XS, NB, &mask[0][0], act, t_act, err, sizeof err), "%s", err);
                 CHECKF(!hc_cl_layer_finish(L, &y[0][0], &h[0][0], &dev_s, err, sizeof err), "%s", err);
                 CHECKF(!hc_cl_layer_start(L, xp, XS, NB, &mask[0][0], act, t_act, err, sizeof err), "%s", err);
                 CHECKF(!hc_cl_layer_finish(L, &y2[0][0], &h2[0][0], &dev_s, err, sizeof err), "%s", err);
-                CHECKF(memcmp(y, y2, sizeof y) == 0 && memcmp(h, h2, sizeof h) == 0, "%s/%s kind %d act %d: runs differ",
-                       ggml_type_name(gt), ggml_type_name(dt), kind, act);
+                CHECKF(memcmp(y, y2, sizeof y) == 0 && memcmp(h, h2, sizeof h) == 0, "%s/%s kind %d contrib %d act %d: runs differ",
+                       ggml_type_name(gt), ggml_type_name(dt), kind, contrib, act);
                 for (int b = 0; b < NB; b++) {
                     hc_cl_layer_ref(&rows, K, N, xp[b], mask[b], act, t_act, yr, hr);
                     int zeros = 0, zr = 0;
                     for (int r = 0; r < K; r++) { zeros += h[b][r] == 0.0f; zr += hr[r] == 0.0f; }
                     /* 6 masked rows; ReLU zeros about half of the rest, SiLU only |a| < 0.05 */
                     CHECKF(zeros == zr && zeros >= 6 + (act ? 10 : 0) && zeros < K,
-                           "%s/%s kind %d act %d row %d: %d zero h, reference %d", ggml_type_name(gt),
-                           ggml_type_name(dt), kind, act, b, zeros, zr);
+                           "%s/%s kind %d contrib %d act %d row %d: %d zero h, reference %d", ggml_type_name(gt),
+                           ggml_type_name(dt), kind, contrib, act, b, zeros, zr);
                     double dh = rel_diff(h[b], hr, K), dy = rel_diff(y[b], yr, N);
-                    CHECKF(dh < 1e-5 && dy < 1e-5, "%s/%s kind %d act %d row %d: h %g, y %g", ggml_type_name(gt),
-                           ggml_type_name(dt), kind, act, b, dh, dy);
+                    CHECKF(dh < 1e-5 && dy < 1e-5, "%s/%s kind %d contrib %d act %d row %d: h %g, y %g", ggml_type_name(gt),
+                           ggml_type_name(dt), kind, contrib, act, b, dh, dy);
                 }
                 checked++;
             }
@@ -206,7 +208,7 @@ static void test_kernels_vs_ref(void)
             free(up);
             free(down);
         }
-    CHECK(checked == 96);
+    CHECK(checked == 192);
     hc_cl_free(cl);
 }
 
