@@ -195,6 +195,8 @@ static void check_columns(int n, int rows, int gs, int shuffled)
     CHECK(hc_gptq_bytes(&c) == (size_t)n * ((size_t)c.kp / 2 + 4) + (size_t)f.G * (size_t)rows * 8);
     const hc_weight cw = { .kind = HC_WEIGHT_GPTQ, .n = rows, .rows = n, .ext = &c };
     float *row = malloc(sizeof(float) * (size_t)rows), *y = malloc(sizeof(float) * (size_t)rows);
+    float *y0 = malloc(sizeof(float) * (size_t)rows);
+    for (int e = 0; e < rows; e++) y0[e] = frand();
     int bad = 0, axpy_bad = 0, group_bad = 0;
     const char *isas[] = { "scalar", "avx2", "avx512" };
     for (int j = 0; j < n; j++) {
@@ -204,9 +206,9 @@ static void check_columns(int n, int rows, int gs, int shuffled)
         const int c0 = j % 2 ? 32 : 0, c1 = j % 3 ? rows : rows - rows % 32;
         for (size_t i = 0; i < sizeof isas / sizeof *isas; i++) {
             if (hc_kernel_force(isas[i]) != 0) continue;
-            memset(y, 0, sizeof(float) * (size_t)rows);
+            for (int e = 0; e < rows; e++) y[e] = y0[e];
             hc_weight_axpy(&cw, hc_isa(), j, c0, c1, -0.75f, y);
-            for (int e = c0; e < c1; e++) axpy_bad += y[e - c0] != -0.75f * row[e];
+            for (int e = c0; e < c1; e++) axpy_bad += y[e - c0] != y0[e - c0] + -0.75f * row[e];
         }
         hc_kernel_force(NULL);
     }
@@ -233,6 +235,7 @@ static void check_columns(int n, int rows, int gs, int shuffled)
     free(b);
     free(row);
     free(y);
+    free(y0);
     hc_gptq_free(&gc);
     hc_gptq_free(&gw);
     hc_gptq_free(&c);
