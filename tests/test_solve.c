@@ -628,6 +628,29 @@ static void test_gptq_model(void)
     CHECK(th_sh("%s -m %s -s %s --vram-budget 1M --min-layer-neurons 0 -o %s", th_bin("hc-solve"), bad, st2,
                 out) == 1);
     CHECKF(strstr(th_last_err(), "gptq-bad.gguf: missing tensor blk.1.ffn_up.weight.qzeros"), "%s", th_last_err());
+    /* a GPTQ ffn_down_t (hc-run has no sparse rows for it) is refused by name */
+    f = gguf_open(m, err, sizeof err);
+    CHECK(f);
+    w = gguf_writer_new(GGUF_VARIANT_GGUF);
+    for (uint64_t i = 0; i < f->n_kv; i++) gguf_set_kv(w, &f->kv[i]);
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        if (strncmp(t->name, "blk.0.ffn_down.weight.", 22))
+            gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data);
+    }
+    static uint8_t zeros[NFF * NE];
+    add_gptq(w, 0, "ffn_down_t", NE, NFF, 0, zeros);
+    const char *dt = th_tmp("gptq-down-t.gguf");
+    CHECK(gguf_writer_write(w, dt, err, sizeof err) == 0);
+    gguf_writer_free(w);
+    gguf_close(f);
+    s2 = write_stats(st2, dt, 11);
+    CHECKF(s2, "%s", err);
+    hc_stats_free(s2);
+    CHECK(th_sh("%s -m %s -s %s --vram-budget 1M --min-layer-neurons 0 -o %s", th_bin("hc-solve"), dt, st2,
+                out) == 1);
+    CHECKF(strstr(th_last_err(), "gptq-down-t.gguf: blk.0: an INT4-GPTQ ffn_down_t has no sparse rows"), "%s",
+           th_last_err());
 }
 
 int main(void)
