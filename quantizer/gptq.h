@@ -81,6 +81,11 @@ typedef struct {
     int dead;                 /* columns with H_jj = 0 */
 } gptq_stats;
 
+/* The native layout's grid when hc-quantize GPTQ is given no option
+ * (docs/design/gptq.md, "Choosing the defaults"): groups of 128, asymmetric. */
+#define GPTQ_NATIVE_GROUP 128
+#define GPTQ_NATIVE_SYM 0
+
 /* Groups of a row of K columns. */
 static inline int gptq_groups(int K, int gs) { return (K + gs - 1) / gs; }
 

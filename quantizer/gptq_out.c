@@ -14,7 +14,6 @@
 #include "gptq.h"
 
 /* GPTQ-side defaults for the options hc-quantize leaves unset. */
-#define NATIVE_GROUP 128
 #define EXPORT_GROUP 32
 
 static const gptq_result *find_result(const gptq_run *run, const char *name)
@@ -207,7 +206,7 @@ int hc_gptq_quantize(const hc_quant_opts *o, const hc_gptq_opts *g, char *err, s
 {
     const int export = g->export_type != HC_TYPE_DEFAULT;
     gptq_calib_opts co = {
-        .p = { .group_size = g->group_size ? g->group_size : export ? EXPORT_GROUP : NATIVE_GROUP,
+        .p = { .group_size = g->group_size ? g->group_size : export ? EXPORT_GROUP : GPTQ_NATIVE_GROUP,
                .sym = g->sym, .act_order = g->act_order, .damp = g->damp },
         .rtn = g->rtn, .calib_tokens = g->calib_tokens, .ctx = g->ctx, .nthreads = o->nthreads,
         .min_cols_multiple = export ? 32 : 1, .calib = g->calib, .quiet = o->quiet,
@@ -234,7 +233,7 @@ int hc_gptq_quantize(const hc_quant_opts *o, const hc_gptq_opts *g, char *err, s
         co.p.sym = want_sym;
         co.p.param = want_sym ? GPTQ_Q4_0 : GPTQ_Q4_1;
     } else if (g->sym < 0) {
-        co.p.sym = 0;   /* asym: GPTQ lower or equal to sym on both models measured (docs/design/gptq.md) */
+        co.p.sym = GPTQ_NATIVE_SYM;   /* asym: GPTQ lower or equal to sym on both models measured */
     }
     gptq_run run;
     if (gptq_calibrate(o->in, &co, &run, err, errlen) != 0) return -1;

@@ -167,7 +167,7 @@ hc_ffn *hc_ffn_setup(const hc_model *m, const hc_ffn_opts *o, FILE *log, char *e
     }
     if (o->dense || !(o->sparse || o->have_threshold || predictors || idx || calib)) return f;
     if (hc_sparse_check(m, msg, sizeof msg)) {
-        /* e.g. INT4-GPTQ: no sparse kernels; the dense FFN computes the same model */
+        /* e.g. an INT4-GPTQ ffn_down_t: the dense FFN computes the same model */
         hc_warn("%s; running the dense FFN%s", msg, idx ? " (GPU index not used)" : "");
         return f;
     }

@@ -8,7 +8,7 @@
  * (unless no_gpu_index) and the OpenCL device is a GPU (on a CPU device the
  * split usually costs more than it saves: a warning says it is not used).
  * dense forbids all of it. A model the sparse FFN
- * cannot take (hc_sparse_check: INT4-GPTQ) runs dense with a warning; an
+ * cannot take (hc_sparse_check: e.g. an INT4-GPTQ ffn_down_t) runs dense with a warning; an
  * index that cannot be placed (stale for the budget, no device, too large)
  * leaves every neuron on the CPU with a warning. */
 #ifndef HC_FFN_SETUP_H

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "cli.h"
 #include "ggml_types.h"
+#include "kernels_gptq.h"
 
 uint64_t hc_hybrid_bytes(const hc_model *m, const hc_sparse *s, const hc_gpuidx *g)
 {
@@ -13,21 +14,29 @@ uint64_t hc_hybrid_bytes(const hc_model *m, const hc_sparse *s, const hc_gpuidx 
     for (int l = 0; l < m->hp.n_layer; l++) {
         const hc_layer *ly = &m->layers[l];
         /* the per-row biases upload_layer stores: the first product's and up's */
-        int n_bias = (m->hp.ffn_kind != HC_FFN_SEQUENTIAL && ly->ffn_gate_b) + (ly->ffn_up_b != NULL);
-        b += hc_cl_layer_bytes(m->hp.ffn_kind, ly->ffn_up.type, hc_sparse_down(s, l)->type, n_bias, g->n_gpu[l],
-                               m->hp.n_embd);
+        int k = g->n_gpu[l], n_bias = (m->hp.ffn_kind != HC_FFN_SEQUENTIAL && ly->ffn_gate_b) + (ly->ffn_up_b != NULL);
+        b += hc_cl_rows_bytes(&ly->ffn_up, k) * (m->hp.ffn_kind == HC_FFN_SEQUENTIAL ? 1 : 2) +
+             (k ? hc_cl_rows_bytes(hc_sparse_down(s, l), k) : 0) + (uint64_t)k * (uint64_t)n_bias * sizeof(float);
     }
     return b;
 }
 
-/* Rows bucket[0..k) of w, packed. */
-static void *gather(const hc_weight *w, const int32_t *bucket, int k)
+/* Rows bucket[0..k) of w, packed into *out: ggml rows copied (free out->data),
+ * GPTQ rows gathered into *q (hc_gptq_free it). 0, or -1 out of memory. */
+static int gather(const hc_weight *w, const int32_t *bucket, int k, hc_weight *out, hc_gptq *q)
 {
+    *out = *w;
+    out->rows = k;
+    if (w->kind == HC_WEIGHT_GPTQ) {
+        out->ext = q;
+        return hc_gptq_gather(w->ext, bucket, k, q);
+    }
     size_t rb = ggml_row_size(w->type, w->n);
-    char *out = malloc(rb * (size_t)k);
-    if (out)
-        for (int i = 0; i < k; i++) memcpy(out + (size_t)i * rb, (const char *)w->data + (size_t)bucket[i] * rb, rb);
-    return out;
+    char *rows = malloc(rb * (size_t)k);
+    out->data = rows;
+    if (!rows) return -1;
+    for (int i = 0; i < k; i++) memcpy(rows + (size_t)i * rb, (const char *)w->data + (size_t)bucket[i] * rb, rb);
+    return 0;
 }
 
 /* v[bucket[i]] for i < k (a bias, the down norms), or NULL when v is NULL (or no memory: *oom). */
@@ -48,20 +57,19 @@ static int upload_layer(hc_sparse *s, hc_cl *cl, const hc_model *m, const hc_gpu
     const hc_layer *ly = &m->layers[l];
     const int32_t *bk = g->bucket[l];
     int k = g->n_gpu[l], seq = m->hp.ffn_kind == HC_FFN_SEQUENTIAL, oom = 0;
-    hc_cl_rows rows = { .kind = m->hp.ffn_kind, .gu_type = ly->ffn_up.type, .down_type = hc_sparse_down(s, l)->type };
-    void *first = gather(seq ? &ly->ffn_up : &ly->ffn_gate, bk, k), *up = seq ? NULL : gather(&ly->ffn_up, bk, k);
-    void *down = gather(hc_sparse_down(s, l), bk, k);
+    hc_cl_rows rows = { .kind = m->hp.ffn_kind };
+    hc_gptq q[3] = { { 0 } };
+    oom |= gather(seq ? &ly->ffn_up : &ly->ffn_gate, bk, k, &rows.first, &q[0]);
+    if (!seq) oom |= gather(&ly->ffn_up, bk, k, &rows.up, &q[1]);
+    oom |= gather(hc_sparse_down(s, l), bk, k, &rows.down, &q[2]);
     float *fb = gather_bias(seq ? ly->ffn_up_b : ly->ffn_gate_b, bk, k, &oom);
     float *ub = seq ? NULL : gather_bias(ly->ffn_up_b, bk, k, &oom);
     float *dn = gather_bias(hc_sparse_down_norm(s, l), bk, k, &oom);
-    rows.first = first;
-    rows.up = up;
-    rows.down = down;
     rows.first_b = fb;
     rows.up_b = ub;
     rows.down_norm = dn;
     int rc = -1;
-    if (!first || (!seq && !up) || !down || oom) {
+    if (oom) {
         snprintf(msg, msglen, "out of memory gathering the device rows of layer %d", l);
     } else {
         hc_cl_layer *L = hc_cl_layer_new(cl, &rows, k, m->hp.n_embd, msg, msglen);
@@ -72,27 +80,30 @@ static int upload_layer(hc_sparse *s, hc_cl *cl, const hc_model *m, const hc_gpu
             rc = L ? 0 : -1;
         }
     }
-    void *bufs[] = { first, up, down, fb, ub, dn };
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
+    const hc_weight *ws[3] = { &rows.first, &rows.up, &rows.down };
+    for (int i = 0; i < 3; i++) {
+        hc_gptq_free(&q[i]);
+        if (ws[i]->kind == HC_WEIGHT_GGML) free((void *)ws[i]->data);
+    }
+    free(fb);
+    free(ub);
+    free(dn);
     return rc;
 }
 
-/* The layer's device rows must be ggml rows of a type the kernels take. */
+/* The layer's device rows must be of a type the kernels take, gate and up of
+ * one type sharing one prepared activation. */
 static int check_layer(hc_sparse *s, const hc_model *m, int l, char *msg, size_t msglen)
 {
     const hc_layer *ly = &m->layers[l];
     const hc_weight *dn = hc_sparse_down(s, l);
     int gate = m->hp.ffn_kind != HC_FFN_SEQUENTIAL;
-    if ((gate && ly->ffn_gate.kind == HC_WEIGHT_GPTQ) || ly->ffn_up.kind == HC_WEIGHT_GPTQ) {
-        snprintf(msg, msglen, "layer %d: ffn_gate/ffn_up are INT4-GPTQ: the device kernels take ggml rows "
-                 "(F32, F16, Q8_0 or Q4_0; no GPTQ device kernels)", l);
-        return -1;
-    }
-    if ((gate && (ly->ffn_gate.kind != HC_WEIGHT_GGML || ly->ffn_gate.type != ly->ffn_up.type)) ||
-        ly->ffn_up.kind != HC_WEIGHT_GGML || !hc_cl_supports(ly->ffn_up.type) || !hc_cl_supports(dn->type)) {
+    if ((gate && (ly->ffn_gate.kind != ly->ffn_up.kind || ly->ffn_gate.type != ly->ffn_up.type ||
+                  !hc_weight_same_act(&ly->ffn_gate, &ly->ffn_up))) ||
+        !hc_cl_supports(&ly->ffn_up, 0) || !hc_cl_supports(dn, 1)) {
         snprintf(msg, msglen, "layer %d: ffn_gate/ffn_up %s/%s, down rows %s: the device kernels take F32, F16, "
-                 "Q8_0 or Q4_0 with gate and up of one type", l, gate ? ggml_type_name(ly->ffn_gate.type) : "none",
-                 ggml_type_name(ly->ffn_up.type), ggml_type_name(dn->type));
+                 "Q8_0, Q4_0 or INT4-GPTQ with gate and up of one type and one prepared input", l,
+                 gate ? hc_weight_type_name(&ly->ffn_gate) : "none", hc_weight_type_name(&ly->ffn_up), hc_weight_type_name(dn));
         return -1;
     }
     return 0;

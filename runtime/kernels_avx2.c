@@ -519,5 +519,35 @@ T static float dot_gptq(const hc_weight *w, int r, const void *act)
     return acc;
 }
 
-const hc_kernel hc_avx2_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .axpy = hc_ref_gptq_axpy };
+/* Down columns (groups of one element, no perm: kernels_gptq.h), 8 elements
+ * per step: y += a·(s·q + (−s·z)) with separate multiplies and adds in the
+ * reference's order, so its bits; other GPTQ rows take the reference. */
+T static void axpy_gptq(const hc_weight *w, int r, int c0, int c1, float a, float *y)
+{
+    const hc_gptq *g = w->ext;
+    if (g->gs != 1 || g->perm || c0 % 8) {
+        hc_ref_gptq_axpy(w, r, c0, c1, a, y);
+        return;
+    }
+    const uint8_t *row = hc_gptq_codes(g, r);
+    const float *sm = hc_gptq_sm(g, r);
+    const __m256 va = _mm256_set1_ps(a);
+    int c = c0;
+    for (; c + 8 <= c1; c += 8) {
+        __m128i b = _mm_loadl_epi64((const __m128i *)(row + (c / 32) * 16 + c % 16));
+        if (c % 32 >= 16) b = _mm_srli_epi16(b, 4);
+        const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(b, _mm_set1_epi8(15))));
+        /* pairs (s0 m0 .. s3 m3), (s4 m4 .. s7 m7) -> s0..s7 and m0..m7 */
+        const __m256 p0 = _mm256_loadu_ps(sm + 2 * c), p1 = _mm256_loadu_ps(sm + 2 * c + 8);
+        const __m256 s = _mm256_castpd_ps(_mm256_permute4x64_pd(
+            _mm256_castps_pd(_mm256_shuffle_ps(p0, p1, _MM_SHUFFLE(2, 0, 2, 0))), _MM_SHUFFLE(3, 1, 2, 0)));
+        const __m256 m = _mm256_castpd_ps(_mm256_permute4x64_pd(
+            _mm256_castps_pd(_mm256_shuffle_ps(p0, p1, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0)));
+        const __m256 v = _mm256_add_ps(_mm256_mul_ps(s, q), m);
+        _mm256_storeu_ps(y + (c - c0), _mm256_add_ps(_mm256_loadu_ps(y + (c - c0)), _mm256_mul_ps(va, v)));
+    }
+    if (c < c1) hc_ref_gptq_axpy(w, r, c, c1, a, y + (c - c0));
+}
+
+const hc_kernel hc_avx2_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .axpy = axpy_gptq };
 #endif

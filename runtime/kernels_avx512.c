@@ -577,5 +577,33 @@ T static float dot_gptq(const hc_weight *w, int r, const void *act)
     return acc;
 }
 
-const hc_kernel hc_avx512_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .axpy = hc_ref_gptq_axpy };
+/* Down columns (groups of one element, no perm: kernels_gptq.h), 16 elements
+ * per step: y += a·(s·q + (−s·z)) with separate multiplies and adds in the
+ * reference's order, so its bits; other GPTQ rows take the reference. */
+T static void axpy_gptq(const hc_weight *w, int r, int c0, int c1, float a, float *y)
+{
+    const hc_gptq *g = w->ext;
+    if (g->gs != 1 || g->perm || c0 % 16) {
+        hc_ref_gptq_axpy(w, r, c0, c1, a, y);
+        return;
+    }
+    const uint8_t *row = hc_gptq_codes(g, r);
+    const float *sm = hc_gptq_sm(g, r);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512 va = _mm512_set1_ps(a);
+    int c = c0;
+    for (; c + 16 <= c1; c += 16) {
+        __m128i b = _mm_loadu_si128((const __m128i *)(row + (c / 32) * 16));
+        if (c % 32) b = _mm_srli_epi16(b, 4);
+        const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(b, _mm_set1_epi8(15))));
+        const __m512 p0 = _mm512_loadu_ps(sm + 2 * c), p1 = _mm512_loadu_ps(sm + 2 * c + 16);
+        const __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_permutex2var_ps(p0, even, p1), q),
+                                       _mm512_permutex2var_ps(p0, odd, p1));
+        _mm512_storeu_ps(y + (c - c0), _mm512_add_ps(_mm512_loadu_ps(y + (c - c0)), _mm512_mul_ps(va, v)));
+    }
+    if (c < c1) hc_ref_gptq_axpy(w, r, c, c1, a, y + (c - c0));
+}
+
+const hc_kernel hc_avx512_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .axpy = axpy_gptq };
 #endif

@@ -9,6 +9,12 @@
 
 static inline int nib(const int32_t *words, size_t i, int j) { return (int)(((uint32_t)words[i] >> (4 * j)) & 15u); }
 
+/* Code q at position k of a repacked row (zero before). */
+static void set_code(uint8_t *row, int k, int q)
+{
+    row[(k / 32) * 16 + (k % 16)] |= (uint8_t)(k % 32 < 16 ? q : q << 4);
+}
+
 /* perm from g_idx: inputs stably sorted by group; NULL when g_idx is k / gs. */
 static int sort_by_group(hc_gptq *g, const int32_t *g_idx, char *err, size_t errlen)
 {
@@ -51,6 +57,7 @@ int hc_gptq_load(hc_gptq *g, int n, int rows, int gs, const int32_t *qweight, co
     g->gs = gs;
     g->n_groups = (n + gs - 1) / gs;
     g->kp = (n + 31) / 32 * 32;
+    g->n_sm = rows;
     if (g_idx && sort_by_group(g, g_idx, err, errlen) != 0) {
         hc_gptq_free(g);
         return -1;
@@ -67,8 +74,7 @@ int hc_gptq_load(hc_gptq *g, int n, int rows, int gs, const int32_t *qweight, co
         uint8_t *row = g->codes + (size_t)r * rb;
         for (int i = 0; i < n; i++) {
             const int k = g->perm ? g->perm[i] : i;
-            const int q = nib(qweight, (size_t)(k / 8) * (size_t)rows + (size_t)r, k % 8);
-            row[(i / 32) * 16 + (i % 16)] |= (uint8_t)(i % 32 < 16 ? q : q << 4);
+            set_code(row, i, nib(qweight, (size_t)(k / 8) * (size_t)rows + (size_t)r, k % 8));
         }
         for (size_t j = 0; j < G; j++) {
             const float s = fp16_to_fp32(scales[j * (size_t)rows + (size_t)r]);
@@ -85,7 +91,8 @@ hc_gptq hc_gptq_rows(const hc_gptq *g, int r0, int rows)
     hc_gptq v = *g;
     v.rows = rows;
     v.codes = g->codes + (size_t)r0 * (size_t)(g->kp / 2);
-    v.sm = g->sm + (size_t)r0 * 2 * (size_t)g->n_groups;
+    if (g->sm_row) v.sm_row = g->sm_row + r0;   /* shared pairs: the same table */
+    else v.sm = g->sm + (size_t)r0 * 2 * (size_t)g->n_groups;
     v.view = 1;
     return v;
 }
@@ -96,10 +103,12 @@ void hc_gptq_free(hc_gptq *g)
         free(g->codes);
         free(g->sm);
         free(g->perm);
+        free(g->sm_row);
     }
     g->codes = NULL;
     g->sm = NULL;
     g->perm = NULL;
+    g->sm_row = NULL;
 }
 
 size_t hc_gptq_act_bytes(const hc_gptq *g) { return sizeof(float) * ((size_t)g->kp + (size_t)g->n_groups); }
@@ -133,7 +142,61 @@ void hc_gptq_row(const hc_gptq *g, int r, float *out)
     }
 }
 
-size_t hc_gptq_bytes(const hc_gptq *g)
+size_t hc_gptq_rows_bytes(const hc_gptq *g, int k)
 {
-    return (size_t)g->rows * ((size_t)g->kp / 2 + sizeof(float) * 2 * (size_t)g->n_groups);
+    const size_t pairs = sizeof(float) * 2 * (size_t)g->n_groups;
+    if (!g->sm_row) return (size_t)k * ((size_t)g->kp / 2 + pairs);
+    return (size_t)k * ((size_t)g->kp / 2 + sizeof(int32_t)) + (size_t)g->n_sm * pairs;
+}
+
+size_t hc_gptq_bytes(const hc_gptq *g) { return hc_gptq_rows_bytes(g, g->rows); }
+
+int hc_gptq_columns(const hc_gptq *w, hc_gptq *c)
+{
+    const int E = w->rows, F = w->n;
+    *c = (hc_gptq){ .n = E, .rows = F, .gs = 1, .n_groups = E, .kp = (E + 31) / 32 * 32, .n_sm = w->n_groups };
+    const size_t rb = (size_t)c->kp / 2, pairs = 2 * (size_t)E;
+    c->codes = calloc((size_t)F, rb);
+    c->sm = malloc(sizeof(float) * pairs * (size_t)c->n_sm);
+    c->sm_row = malloc(sizeof(int32_t) * (size_t)F);
+    if (!c->codes || !c->sm || !c->sm_row) {
+        hc_gptq_free(c);
+        return -1;
+    }
+    /* position i of w's rows is input (neuron) perm[i], of group i / gs */
+    for (int i = 0; i < F; i++) c->sm_row[w->perm ? w->perm[i] : i] = i / w->gs;
+    for (int e = 0; e < E; e++) {
+        const uint8_t *src = hc_gptq_codes(w, e);
+        const float *sm = hc_gptq_sm(w, e);
+        for (int i = 0; i < F; i++) set_code(c->codes + (size_t)(w->perm ? w->perm[i] : i) * rb, e, hc_gptq_code(src, i));
+        for (int j = 0; j < w->n_groups; j++) {
+            c->sm[(size_t)j * pairs + 2 * (size_t)e] = sm[2 * j];
+            c->sm[(size_t)j * pairs + 2 * (size_t)e + 1] = sm[2 * j + 1];
+        }
+    }
+    return 0;
+}
+
+int hc_gptq_gather(const hc_gptq *w, const int32_t *idx, int k, hc_gptq *out)
+{
+    const size_t rb = (size_t)w->kp / 2, pairs = 2 * (size_t)w->n_groups;
+    *out = *w;
+    out->rows = k;
+    out->n_sm = w->sm_row ? w->n_sm : k;
+    out->codes = malloc(rb * (size_t)k);
+    out->sm = malloc(sizeof(float) * pairs * (size_t)out->n_sm);
+    out->perm = w->perm ? malloc(sizeof(int32_t) * (size_t)w->n) : NULL;
+    out->sm_row = w->sm_row ? malloc(sizeof(int32_t) * (size_t)k) : NULL;
+    if (!out->codes || !out->sm || (w->perm && !out->perm) || (w->sm_row && !out->sm_row)) {
+        hc_gptq_free(out);
+        return -1;
+    }
+    if (w->perm) memcpy(out->perm, w->perm, sizeof(int32_t) * (size_t)w->n);
+    if (w->sm_row) memcpy(out->sm, w->sm, sizeof(float) * pairs * (size_t)w->n_sm);
+    for (int i = 0; i < k; i++) {
+        memcpy(out->codes + (size_t)i * rb, hc_gptq_codes(w, idx[i]), rb);
+        if (w->sm_row) out->sm_row[i] = w->sm_row[idx[i]];
+        else memcpy(out->sm + (size_t)i * pairs, hc_gptq_sm(w, idx[i]), sizeof(float) * pairs);
+    }
+    return 0;
 }

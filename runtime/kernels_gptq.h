@@ -11,7 +11,15 @@
  *
  * Product: y_r = Σ_g s_g·(Σ_{k∈g} q_k x_k) + (−s_g z_g)·X_g, where the group
  * sums X_g = Σ_{k∈g} x_k are computed once per activation vector (the
- * zero point costs one multiply-add per group, not per weight). */
+ * zero point costs one multiply-add per group, not per weight).
+ *
+ * Down columns (the sparse FFN's down rows of a GPTQ ffn_down, see
+ * hc_gptq_columns): neuron j is input column j of ffn_down, so its n_embd
+ * codes each have their own scale and zero, those of output row e at group
+ * g_idx[j]. Stored as rows of the same kind with groups of one element
+ * (gs = 1) whose {scale, -scale*zero} pairs are not per row but per source
+ * group: sm holds one row of n_embd pairs per group of ffn_down and sm_row[j]
+ * names neuron j's, so the gs neurons of a group share them. */
 #ifndef HC_KERNELS_GPTQ_H
 #define HC_KERNELS_GPTQ_H
 
@@ -24,9 +32,11 @@ typedef struct hc_gptq {
     int gs, n_groups;         /* group size, ceil(n / gs) */
     int kp;                   /* n rounded up to 32 */
     uint8_t *codes;           /* rows × kp/2 bytes */
-    float *sm;                /* rows × n_groups × {scale, -scale*zero} */
+    float *sm;                /* n_sm × n_groups × {scale, -scale*zero} */
     int32_t *perm;            /* NULL, or [n]: position i holds input perm[i] */
     int view;                 /* rows of another hc_gptq (hc_gptq_rows): owns no storage */
+    int32_t *sm_row;          /* NULL: row r's pairs are sm row r (n_sm = rows); else sm row sm_row[r] */
+    int n_sm;
 } hc_gptq;
 
 /* Rows [r0, r0 + rows) of g as a weight of their own, sharing g's storage
@@ -59,7 +69,10 @@ int hc_gptq_same_act(const hc_gptq *a, const hc_gptq *b);
  * (hc_ref_gptq, hc_avx2_gptq, hc_avx512_gptq: AVX2/AVX-512 when gs % 32 == 0,
  * else the scalar reference). Their row accessors: */
 static inline const uint8_t *hc_gptq_codes(const hc_gptq *g, int r) { return g->codes + (size_t)r * ((size_t)g->kp / 2); }
-static inline const float *hc_gptq_sm(const hc_gptq *g, int r) { return g->sm + (size_t)r * 2 * (size_t)g->n_groups; }
+static inline const float *hc_gptq_sm(const hc_gptq *g, int r)
+{
+    return g->sm + (size_t)(g->sm_row ? g->sm_row[r] : r) * 2 * (size_t)g->n_groups;
+}
 /* Code of position k in a repacked row. */
 static inline int hc_gptq_code(const uint8_t *row, int k)
 {
@@ -71,7 +84,18 @@ static inline int hc_gptq_group_end(const hc_gptq *g, int j) { return j == g->n_
 
 /* Row r dequantized (scale·(q − zero)), in input order. */
 void hc_gptq_row(const hc_gptq *g, int r, float *out);
-/* Bytes the product reads (codes and group parameters). */
+/* Bytes the product reads (codes, group parameters, sm_row). */
 size_t hc_gptq_bytes(const hc_gptq *g);
+/* Bytes of k of its rows gathered (hc_gptq_gather): hc_gptq_bytes for k = rows. */
+size_t hc_gptq_rows_bytes(const hc_gptq *g, int k);
+
+/* The down columns of ffn_down w (n = n_ff inputs, rows = n_embd) into *c:
+ * rows = n_ff neurons of n = n_embd elements, gs = 1, n_sm = w's groups;
+ * element e of neuron j is exactly w's element (e, j) (hc_gptq_row gives
+ * the same floats). 0, or -1 out of memory. */
+int hc_gptq_columns(const hc_gptq *w, hc_gptq *c);
+/* Rows idx[0..k) of w into *out (perm kept; per-row pairs gathered, or the
+ * whole shared sm with sm_row gathered). 0, or -1 out of memory. */
+int hc_gptq_gather(const hc_gptq *w, const int32_t *idx, int k, hc_gptq *out);
 
 #endif

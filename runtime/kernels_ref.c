@@ -108,15 +108,20 @@ static float dot_gptq(const hc_weight *w, int r, const void *act)
     return acc;
 }
 
-/* Column c of row r is at position i with perm[i] == c (i == c without perm). */
+/* Column c of row r is at position i with perm[i] == c (i == c without perm:
+ * then only positions [c0, c1) are visited). */
 void hc_ref_gptq_axpy(const hc_weight *w, int r, int c0, int c1, float a, float *y)
 {
     const hc_gptq *g = w->ext;
     const uint8_t *row = hc_gptq_codes(g, r);
     const float *sm = hc_gptq_sm(g, r);
-    for (int i = 0; i < g->n; i++) {
-        int c = g->perm ? g->perm[i] : i, j = i / g->gs;
-        if (c >= c0 && c < c1) y[c - c0] += a * (sm[2 * j] * (float)hc_gptq_code(row, i) + sm[2 * j + 1]);
+    const int i0 = g->perm ? 0 : c0, i1 = g->perm ? g->n : c1;
+    for (int j = i0 / g->gs; j < g->n_groups && j * g->gs < i1; j++) {
+        const int k0 = j * g->gs > i0 ? j * g->gs : i0, k1 = (j + 1) * g->gs < i1 ? (j + 1) * g->gs : i1;
+        for (int i = k0; i < k1; i++) {
+            const int c = g->perm ? g->perm[i] : i;
+            if (c >= c0 && c < c1) y[c - c0] += a * (sm[2 * j] * (float)hc_gptq_code(row, i) + sm[2 * j + 1]);
+        }
     }
 }
 

@@ -10,11 +10,13 @@
 #include "forward.h"
 #include "ggml_types.h"
 #include "kernels.h"
+#include "kernels_gptq.h"
 #include "opencl_kernels.h"
 
-enum { N_TYPES = 4, WG_MAX = 64 };
-static const uint32_t cl_types[N_TYPES] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
-static const char *const cl_type_names[N_TYPES] = { "f32", "f16", "q8_0", "q4_0" };
+/* The kernels' types: the ggml ones, then INT4-GPTQ (T_GPTQ). */
+enum { N_GGML = 4, T_GPTQ = N_GGML, N_TYPES, WG_MAX = 64 };
+static const uint32_t cl_types[N_GGML] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+static const char *const cl_type_names[N_TYPES] = { "f32", "f16", "q8_0", "q4_0", "gptq" };
 
 struct hc_cl {
     cl_context ctx;
@@ -35,20 +37,29 @@ struct hc_cl_layer {
     hc_cl *cl;
     int ti_gu, ti_down, k, n, B;   /* B: rows of the batch in flight */
     int kind;                      /* hc_cl_rows.kind */
+    int rb_gu, rb_down, gs;        /* bytes of a row on the device; GPTQ group size of gate/up (else 1) */
+    size_t xb;                     /* bytes of one prepared x */
     cl_mem gate, up, down;         /* gate: the first rows; up NULL for a sequential FFN */
     cl_mem first_b, up_b;          /* NULL: none (cl->zeros) */
     cl_mem down_norm;              /* NULL: the gate criterion (cl->zeros unused) */
+    cl_mem pairs, pair_row;        /* GPTQ down columns: the pairs table and each row's entry; else NULL */
     cl_event first, last;
 };
 
-static int type_index(uint32_t type)
+static int type_index(const hc_weight *w)
 {
-    for (int i = 0; i < N_TYPES; i++)
-        if (cl_types[i] == type) return i;
+    if (w->kind == HC_WEIGHT_GPTQ) return T_GPTQ;
+    for (int i = 0; i < N_GGML; i++)
+        if (w->kind == HC_WEIGHT_GGML && cl_types[i] == w->type) return i;
     return -1;
 }
 
-int hc_cl_supports(uint32_t type) { return type_index(type) >= 0; }
+int hc_cl_supports(const hc_weight *w, int down)
+{
+    const hc_gptq *g = w->ext;
+    if (w->kind == HC_WEIGHT_GPTQ) return down ? g->sm_row && g->gs == 1 && !g->perm : !g->sm_row;
+    return type_index(w) >= 0;
+}
 
 static const char *cl_error_name(cl_int e)
 {
@@ -188,11 +199,10 @@ const char *hc_cl_device(const hc_cl *cl) { return cl->device; }
 int hc_cl_is_gpu(const hc_cl *cl) { return cl->is_gpu; }
 uint64_t hc_cl_mem_size(const hc_cl *cl) { return cl->mem_size; }
 
-uint64_t hc_cl_layer_bytes(int kind, uint32_t gu_type, uint32_t down_type, int n_bias, int k, int n_embd)
+uint64_t hc_cl_rows_bytes(const hc_weight *w, int k)
 {
-    uint64_t mats = kind == HC_FFN_SEQUENTIAL ? 1 : 2;   /* a sequential FFN has no gate */
-    return (uint64_t)k * (mats * ggml_row_size(gu_type, n_embd) + ggml_row_size(down_type, n_embd) +
-                          (uint64_t)n_bias * sizeof(float));
+    if (w->kind == HC_WEIGHT_GPTQ) return hc_gptq_rows_bytes(w->ext, k);
+    return (uint64_t)k * ggml_row_size(w->type, w->n);
 }
 
 /* Grow a scratch buffer (device and host staging) to `need` bytes. */
@@ -210,23 +220,55 @@ static int grow(hc_cl *cl, cl_mem *m, size_t *cap, size_t need, void **host, cha
     return 0;
 }
 
+/* A device buffer of w's rows (*rb bytes each): ggml rows as they are, a GPTQ
+ * row as its codes then (gate/up) its pairs; a GPTQ down column's pairs
+ * table and entries go to *pairs and *pair_row. */
+static cl_mem rows_buffer(hc_cl *cl, const hc_weight *w, int *rb, cl_mem *pairs, cl_mem *pair_row, char *err,
+                          size_t errlen)
+{
+    if (w->kind != HC_WEIGHT_GPTQ) {
+        *rb = (int)ggml_row_size(w->type, w->n);
+        return new_buffer(cl, CL_MEM_READ_ONLY, (size_t)*rb * (size_t)w->rows, w->data, err, errlen);
+    }
+    const hc_gptq *g = w->ext;
+    size_t cb = (size_t)g->kp / 2, pb = sizeof(float) * 2 * (size_t)g->n_groups, own = g->sm_row ? 0 : pb;
+    *rb = (int)(cb + own);
+    if (g->sm_row &&
+        (!(*pairs = new_buffer(cl, CL_MEM_READ_ONLY, pb * (size_t)g->n_sm, g->sm, err, errlen)) ||
+         !(*pair_row = new_buffer(cl, CL_MEM_READ_ONLY, sizeof(int32_t) * (size_t)g->rows, g->sm_row, err, errlen))))
+        return NULL;
+    char *host = malloc((size_t)*rb * (size_t)g->rows);
+    if (!host) {
+        snprintf(err, errlen, "OpenCL: out of memory");
+        return NULL;
+    }
+    for (int r = 0; r < g->rows; r++) {
+        memcpy(host + (size_t)r * (size_t)*rb, hc_gptq_codes(g, r), cb);
+        memcpy(host + (size_t)r * (size_t)*rb + cb, hc_gptq_sm(g, r), own);
+    }
+    cl_mem m = new_buffer(cl, CL_MEM_READ_ONLY, (size_t)*rb * (size_t)g->rows, host, err, errlen);
+    free(host);
+    return m;
+}
+
 hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_embd, char *err, size_t errlen)
 {
     hc_cl_layer *L = calloc(1, sizeof *L);
     if (!L) { snprintf(err, errlen, "OpenCL: out of memory"); return NULL; }
-    uint32_t gu_type = rows->gu_type, down_type = rows->down_type;
-    *L = (hc_cl_layer){ .cl = cl, .ti_gu = type_index(gu_type), .ti_down = type_index(down_type), .k = k, .n = n_embd,
-                        .kind = rows->kind };
-    if (L->ti_gu < 0 || L->ti_down < 0 || k < 1) {
-        snprintf(err, errlen, "OpenCL: no kernel for %s/%s rows", ggml_type_name(gu_type), ggml_type_name(down_type));
+    const hc_weight *gu = &rows->first, *dn = &rows->down;
+    *L = (hc_cl_layer){ .cl = cl, .ti_gu = type_index(gu), .ti_down = type_index(dn), .k = k, .n = n_embd,
+                        .kind = rows->kind, .gs = gu->kind == HC_WEIGHT_GPTQ ? ((const hc_gptq *)gu->ext)->gs : 1 };
+    if (!hc_cl_supports(gu, 0) || !hc_cl_supports(dn, 1) || k < 1 || gu->rows != k || dn->rows != k ||
+        gu->n != n_embd || dn->n != n_embd) {
+        snprintf(err, errlen, "OpenCL: no kernel for %s/%s rows", hc_weight_type_name(gu), hc_weight_type_name(dn));
         goto bad;
     }
-    size_t gu_bytes = (size_t)k * ggml_row_size(gu_type, n_embd), dn_bytes = (size_t)k * ggml_row_size(down_type, n_embd);
+    L->xb = hc_weight_act_bytes(gu);
     size_t bb = sizeof(float) * (size_t)k;
     cl_mem_flags ro = CL_MEM_READ_ONLY;
-    if (!(L->gate = new_buffer(cl, ro, gu_bytes, rows->first, err, errlen)) ||
-        (rows->up && !(L->up = new_buffer(cl, ro, gu_bytes, rows->up, err, errlen))) ||
-        !(L->down = new_buffer(cl, ro, dn_bytes, rows->down, err, errlen)) ||
+    if (!(L->gate = rows_buffer(cl, gu, &L->rb_gu, NULL, NULL, err, errlen)) ||
+        (rows->up.kind != HC_WEIGHT_NONE && !(L->up = rows_buffer(cl, &rows->up, &L->rb_gu, NULL, NULL, err, errlen))) ||
+        !(L->down = rows_buffer(cl, dn, &L->rb_down, &L->pairs, &L->pair_row, err, errlen)) ||
         (rows->first_b && !(L->first_b = new_buffer(cl, ro, bb, rows->first_b, err, errlen))) ||
         (rows->up_b && !(L->up_b = new_buffer(cl, ro, bb, rows->up_b, err, errlen))) ||
         (rows->down_norm && !(L->down_norm = new_buffer(cl, ro, bb, rows->down_norm, err, errlen))))
@@ -239,7 +281,7 @@ hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_emb
         free(z);
         if (!cl->zeros) goto bad;
     }
-    if (grow(cl, &cl->x, &cl->x_cap, hc_weight_act_bytes(&(hc_weight){ .kind = HC_WEIGHT_GGML, .type = gu_type, .n = n_embd }), &cl->host_x, err, errlen) ||
+    if (grow(cl, &cl->x, &cl->x_cap, L->xb, &cl->host_x, err, errlen) ||
         grow(cl, &cl->mask, &cl->mask_cap, (size_t)k, &cl->host_mask, err, errlen) ||
         grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k, NULL, err, errlen) ||
         grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n_embd, NULL, err, errlen))
@@ -259,6 +301,8 @@ void hc_cl_layer_free(hc_cl_layer *L)
     if (L->first_b) clReleaseMemObject(L->first_b);
     if (L->up_b) clReleaseMemObject(L->up_b);
     if (L->down_norm) clReleaseMemObject(L->down_norm);
+    if (L->pairs) clReleaseMemObject(L->pairs);
+    if (L->pair_row) clReleaseMemObject(L->pair_row);
     free(L);
 }
 
@@ -268,8 +312,8 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     hc_cl *cl = L->cl;
     cl_int n = L->n, k = L->k, a = act;
     cl_kernel gu = cl->gate_up[L->ti_gu], dn = cl->down[L->ti_down];
-    size_t xb = hc_weight_act_bytes(&(hc_weight){ .kind = HC_WEIGHT_GGML, .type = cl_types[L->ti_gu], .n = L->n });
-    cl_int xbi = (cl_int)xb;
+    size_t xb = L->xb;
+    cl_int xbi = (cl_int)xb, rbg = L->rb_gu, rbd = L->rb_down, gs = L->gs;
     if (grow(cl, &cl->x, &cl->x_cap, xb * (size_t)B, &cl->host_x, err, errlen) ||
         grow(cl, &cl->mask, &cl->mask_cap, (size_t)k * (size_t)B, &cl->host_mask, err, errlen) ||
         grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k * (size_t)B, NULL, err, errlen) ||
@@ -299,6 +343,8 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     CHECK_CL(clSetKernelArg(gu, 12, sizeof(cl_mem), &ub), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 13, sizeof(cl_mem), &dnorm), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 14, sizeof contrib, &contrib), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 15, sizeof rbg, &rbg), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 16, sizeof gs, &gs), "gate_up arg");
     size_t g1[2] = { (size_t)k * cl->wg, (size_t)B }, l1[2] = { cl->wg, 1 };
     CHECK_CL(clEnqueueNDRangeKernel(cl->q, gu, 2, NULL, g1, l1, 0, NULL, NULL), "gate_up kernel");
     CHECK_CL(clSetKernelArg(dn, 0, sizeof(cl_mem), &L->down), "down arg");
@@ -306,6 +352,10 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     CHECK_CL(clSetKernelArg(dn, 2, sizeof k, &k), "down arg");
     CHECK_CL(clSetKernelArg(dn, 3, sizeof n, &n), "down arg");
     CHECK_CL(clSetKernelArg(dn, 4, sizeof(cl_mem), &cl->y), "down arg");
+    cl_mem pairs = L->pairs ? L->pairs : cl->zeros, pair_row = L->pair_row ? L->pair_row : cl->zeros;
+    CHECK_CL(clSetKernelArg(dn, 5, sizeof rbd, &rbd), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 6, sizeof(cl_mem), &pairs), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 7, sizeof(cl_mem), &pair_row), "down arg");
     /* a group covers 4 * min(wg, 8) columns (opencl_kernels.c: DCOLS) */
     size_t dcols = 4 * (cl->wg < 8 ? cl->wg : 8);
     size_t g2[2] = { ((size_t)n + dcols - 1) / dcols * cl->wg, (size_t)B }, l2[2] = { cl->wg, 1 };
@@ -342,25 +392,22 @@ bad:
 void hc_cl_layer_ref(const hc_cl_rows *rows, int k, int n_embd, const void *x, const uint8_t *mask, int act,
                      float t_act, float *y, float *h)
 {
-    const hc_weight wg = { .kind = HC_WEIGHT_GGML, .type = rows->gu_type, .data = rows->first, .n = n_embd, .rows = k };
-    const hc_weight wu = { .kind = HC_WEIGHT_GGML, .type = rows->gu_type, .data = rows->up, .n = n_embd, .rows = k };
-    const hc_weight wd = { .kind = HC_WEIGHT_GGML, .type = rows->down_type, .data = rows->down, .n = n_embd, .rows = k };
     memset(y, 0, sizeof(float) * (size_t)n_embd);
     for (int r = 0; r < k; r++) {
         h[r] = 0.0f;
         if (!mask[r]) continue;
         float g, u;
-        hc_weight_matvec(&wg, HC_ISA_SCALAR, r, r + 1, x, 0, 1, &g, 1);
+        hc_weight_matvec(&rows->first, HC_ISA_SCALAR, r, r + 1, x, 0, 1, &g, 1);
         float a = hc_act1(act, g + (rows->first_b ? rows->first_b[r] : 0.0f));
         if (!hc_keep_act(a, rows->down_norm ? 0.0f : t_act)) continue;
         if (rows->kind == 2) {
             h[r] = a;
         } else {
-            hc_weight_matvec(&wu, HC_ISA_SCALAR, r, r + 1, x, 0, 1, &u, 1);
+            hc_weight_matvec(&rows->up, HC_ISA_SCALAR, r, r + 1, x, 0, 1, &u, 1);
             u += rows->up_b ? rows->up_b[r] : 0.0f;
             h[r] = a * (rows->kind == 1 ? hc_act1(act, u) : u);
         }
         if (rows->down_norm && !hc_keep_act(fabsf(h[r]) * rows->down_norm[r], t_act)) h[r] = 0.0f;
-        hc_weight_axpy(&wd, HC_ISA_SCALAR, r, 0, n_embd, h[r], y);
+        hc_weight_axpy(&rows->down, HC_ISA_SCALAR, r, 0, n_embd, h[r], y);
     }
 }

@@ -2,14 +2,19 @@
  *
  * A layer's hot neurons (PowerInfer's gpu_bucket) live on the device as three
  * compact matrices of k rows in their stored type: gate and up rows (n_embd
- * inputs; F32, F16, Q8_0 or Q4_0) and down rows (ffn_down_t: n_embd outputs per
- * neuron). Per token the device computes, for hot row r with mask[r] set,
+ * inputs; F32, F16, Q8_0, Q4_0 or INT4-GPTQ) and down rows (ffn_down_t: n_embd
+ * outputs per neuron; a GPTQ ffn_down's columns, kernels_gptq.h). INT4 stays
+ * INT4 on the device: a GPTQ gate/up row is uploaded as its codes followed by
+ * its groups' {scale, -scale*zero}; down columns as their codes, one group
+ * index each, and the pairs of the groups of ffn_down (shared by the columns
+ * of a group). Per token the device computes, for hot row r with mask[r] set,
  *   g = gate_r · x,  a = act(g),  h_r = keep(a) ? a * (up_r · x) : 0
  * (the gated FFN; hc_cl_rows below gives every kind) and y = Σ_r h_r · down_r, for B tokens at once (prompts). Every sum runs
  * in a fixed order (no atomics), so the device's results are deterministic.
  * keep(a) = a != 0 && |a| >= t_act: ReLU zeros cost no up or down row.
  * x is the activation prepared for the gate type as the CPU kernels prepare it
- * (hc_weight_prepare: f32, or Q8_0 blocks for Q8_0/Q4_0 weights).
+ * (hc_weight_prepare: f32, Q8_0 blocks for Q8_0/Q4_0 weights, the gathered
+ * f32 positions and group sums for GPTQ).
  *
  * hc_cl_layer_ref is the scalar C reference of the two kernels (built from
  * the kernels.h references); the tests hold the device against it. */
@@ -18,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "weight.h"
 
 typedef struct hc_cl hc_cl;
 typedef struct hc_cl_layer hc_cl_layer;
@@ -31,33 +37,36 @@ const char *hc_cl_platform(const hc_cl *cl);
 const char *hc_cl_device(const hc_cl *cl);
 int hc_cl_is_gpu(const hc_cl *cl);
 uint64_t hc_cl_mem_size(const hc_cl *cl);      /* CL_DEVICE_GLOBAL_MEM_SIZE */
-/* 1 if the kernels handle rows of this type. */
-int hc_cl_supports(uint32_t type);
+/* 1 if the kernels handle rows of this weight: ggml F32, F16, Q8_0, Q4_0, or
+ * INT4-GPTQ (gate/up rows with their own pairs, down columns with a table). */
+int hc_cl_supports(const hc_weight *w, int down);
 
 /* A layer's hot rows as gathered on the host, for its FFN kind (model.h
  * enum hc_ffn_kind: 0 gated, 1 symmetric, 2 sequential):
  *   gated       h = keep(a) ? a * (up·x + up_b) : 0,       a = act(first·x + first_b)
  *   symmetric   h = keep(a) ? a * act(up·x + up_b) : 0
  *   sequential  h = keep(a) ? a : 0                         (first = the up rows, up NULL)
- * first is the gate rows (the up rows without a gate); biases are k floats
- * or NULL (none). down_norm (k floats, ‖down_r‖, or NULL) selects the
- * contribution criterion (sparse.h): then keep(a) is a != 0 and h is set to 0
- * unless hc_keep_act(|h| * down_norm[r], t_act). */
+ * first is the gate rows (the up rows without a gate; up is then kind
+ * NONE), each weight k rows of n_embd (gate and up of one type taking one
+ * prepared x); biases are k floats or NULL (none). down_norm (k floats,
+ * ‖down_r‖, or NULL) selects the contribution criterion (sparse.h): then
+ * keep(a) is a != 0 and h is set to 0 unless hc_keep_act(|h| * down_norm[r], t_act). */
 typedef struct {
     int kind;
-    uint32_t gu_type, down_type;
-    const void *first, *up, *down;
+    hc_weight first, up, down;
     const float *first_b, *up_b;
     const float *down_norm;
 } hc_cl_rows;
 
-/* Device bytes of a layer of k hot rows of that kind, n_bias (0..2) of its
- * products with a per-row bias (a float per row each). */
-uint64_t hc_cl_layer_bytes(int kind, uint32_t gu_type, uint32_t down_type, int n_bias, int k, int n_embd);
+/* Device bytes of k rows of weight w (the layer's gate/up or down rows; for
+ * k of a GPTQ weight's rows, as gathered: hc_gptq_rows_bytes). A layer is
+ * gate + up + down (no gate for a sequential FFN) + a float per row for each
+ * per-row bias (the caller adds those). */
+uint64_t hc_cl_rows_bytes(const hc_weight *w, int k);
 /* Upload k gathered rows. */
 hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_embd, char *err, size_t errlen);
 void hc_cl_layer_free(hc_cl_layer *L);
-/* Queue B tokens: token b's x (hc_weight_act_bytes of a gu_type weight of n_embd inputs) at
+/* Queue B tokens: token b's x (hc_weight_act_bytes of the first rows) at
  * x + b * x_stride, its mask at mask[b * k .. b * k + k); copies both and
  * returns at once (the device works while the caller computes the cold
  * neurons). */

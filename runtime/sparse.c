@@ -10,6 +10,7 @@
 #include "forward.h"
 #include "ggml_types.h"
 #include "kernels.h"
+#include "kernels_gptq.h"
 #include "quants.h"
 
 /* ------------------------------------------------------------ down rows */
@@ -24,20 +25,21 @@
  * again to Q8_0 with ggml's reference quantizer (quants.h). Q8_0 rather than
  * Q4_0 for both because a second 4-bit rounding would double the error of the
  * first one; re-rounding to 8 bits adds at most half a step of 1/127 of each
- * 32-block's largest value. Rows of n_embd not a multiple of 32 stay F32. */
+ * 32-block's largest value. Rows of n_embd not a multiple of 32 stay F32.
+ * An INT4-GPTQ ffn_down keeps its codes, scales and zeros exactly: its input
+ * columns become the down columns of kernels_gptq.h (hc_gptq_columns). */
 
-/* The down projection of a layer must be ggml rows (checked for all layers
- * before anything is made). */
+/* The down projection of a layer must be ggml rows or a GPTQ ffn_down
+ * (checked for all layers before anything is made). */
 static int check_down(const hc_model *m, int layer, char *err, size_t errlen)
 {
     const hc_layer *ly = &m->layers[layer];
     int t = ly->ffn_down_t.kind != HC_WEIGHT_NONE;
     const hc_weight *w = t ? &ly->ffn_down_t : &ly->ffn_down;
-    if (w->kind == HC_WEIGHT_GGML) return 0;
-    snprintf(err, errlen, "%s: blk.%d.%s.weight is %s; the sparse FFN needs ggml rows for the down projection%s",
-             m->path, layer, t ? "ffn_down_t" : "ffn_down",
-             w->kind == HC_WEIGHT_GPTQ ? "INT4-GPTQ" : "not stored as ggml rows",
-             w->kind == HC_WEIGHT_GPTQ ? " (no GPTQ sparse kernels)" : "");
+    if (w->kind == HC_WEIGHT_GGML || (!t && w->kind == HC_WEIGHT_GPTQ)) return 0;
+    snprintf(err, errlen, "%s: blk.%d.%s.weight is %s; the sparse FFN needs ggml rows or an INT4-GPTQ ffn_down for "
+             "the down projection", m->path, layer, t ? "ffn_down_t" : "ffn_down",
+             w->kind == HC_WEIGHT_GPTQ ? "INT4-GPTQ" : "not stored as ggml rows");
     return -1;
 }
 
@@ -55,8 +57,10 @@ int hc_sparse_check(const hc_model *m, char *err, size_t errlen)
 }
 
 /* Down rows for one layer: ffn_down_t, or a transpose of ffn_down in *owned
- * (free it). 0 or -1 with err. */
-static int down_rows(const hc_model *m, int layer, hc_weight *out, void **owned, char *err, size_t errlen)
+ * (free it), or a GPTQ ffn_down's columns in *cols (hc_gptq_free it). 0 or -1
+ * with err. */
+static int down_rows(const hc_model *m, int layer, hc_weight *out, void **owned, hc_gptq *cols, char *err,
+                     size_t errlen)
 {
     const hc_layer *ly = &m->layers[layer];
     int E = m->hp.n_embd, F = m->hp.n_ff;
@@ -67,6 +71,14 @@ static int down_rows(const hc_model *m, int layer, hc_weight *out, void **owned,
         return 0;
     }
     const hc_weight *w = &ly->ffn_down;
+    if (w->kind == HC_WEIGHT_GPTQ) {
+        if (hc_gptq_columns(w->ext, cols)) {
+            snprintf(err, errlen, "%s: out of memory for the down columns of blk.%d.ffn_down", m->path, layer);
+            return -1;
+        }
+        *out = (hc_weight){ .kind = HC_WEIGHT_GPTQ, .type = w->type, .n = E, .rows = F, .ext = cols };
+        return 0;
+    }
     uint32_t type = w->type;
     int quant = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0;
     if (quant) type = E % QK8_0 ? GGML_TYPE_F32 : GGML_TYPE_Q8_0;
@@ -129,6 +141,7 @@ static int down_rows(const hc_model *m, int layer, hc_weight *out, void **owned,
 typedef struct {
     hc_weight down;          /* one row per neuron */
     void *down_owned;
+    hc_gptq down_cols;       /* the rows of a GPTQ ffn_down (down.ext) */
     int32_t *cold;           /* neurons the CPU computes; NULL = all */
     int n_cold;
     int32_t *hot;            /* bucket: neurons on the device */
@@ -483,7 +496,7 @@ hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err
     for (int l = 0; l < hp->n_layer; l++) {
         layer_state *L = &s->L[l];
         const hc_layer *ly = &m->layers[l];
-        if (down_rows(m, l, &L->down, &L->down_owned, err, errlen)) {
+        if (down_rows(m, l, &L->down, &L->down_owned, &L->down_cols, err, errlen)) {
             hc_sparse_free(s);
             return NULL;
         }
@@ -507,6 +520,7 @@ void hc_sparse_free(hc_sparse *s)
     if (!s) return;
     for (int l = 0; s->L && l < s->m->hp.n_layer; l++) {
         free(s->L[l].down_owned);
+        hc_gptq_free(&s->L[l].down_cols);
         free(s->L[l].norm);
         free(s->L[l].cold);
         free(s->L[l].hot);

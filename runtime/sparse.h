@@ -69,9 +69,9 @@ static inline float hc_contribution(float h, float down_norm) { return (h < 0 ? 
 typedef struct hc_sparse hc_sparse;
 
 /* 0 if the sparse FFN can run model m, else -1 with one line in err naming
- * the first weight it cannot take: the down projection (ffn_down_t, else
- * ffn_down) must be ggml rows; INT4-GPTQ is refused (there are no GPTQ
- * sparse kernels), so a caller can fall back to the dense FFN. */
+ * the first weight it cannot take: the down projection must be ggml rows
+ * (ffn_down_t, else ffn_down) or an INT4-GPTQ ffn_down, so a caller can fall
+ * back to the dense FFN. */
 int hc_sparse_check(const hc_model *m, char *err, size_t errlen);
 /* Down rows of every layer are made here (may take a while for a large
  * model without ffn_down_t). NULL + one line in err (hc_sparse_check's

@@ -91,6 +91,11 @@ int hc_weight_same_act(const hc_weight *a, const hc_weight *b)
     return a->kind == b->kind && a->type == b->type && a->n == b->n && a->kind == HC_WEIGHT_GGML;
 }
 
+const char *hc_weight_type_name(const hc_weight *w)
+{
+    return w->kind == HC_WEIGHT_GPTQ ? "INT4-GPTQ" : ggml_type_name(w->type);
+}
+
 void hc_weight_row(const hc_weight *w, int r, float *out) { hc_traits(w)->row_f32(w, r, out); }
 
 size_t hc_weight_bytes(const hc_weight *w)

@@ -48,6 +48,8 @@ void hc_weight_matvec_rows(const hc_weight *w, int isa, const int32_t *idx, int 
 void hc_weight_axpy(const hc_weight *w, int isa, int r, int c0, int c1, float a, float *y);
 /* Row r widened to f32 (w->n floats). */
 void hc_weight_row(const hc_weight *w, int r, float *out);
+/* "INT4-GPTQ", or the ggml type's name. */
+const char *hc_weight_type_name(const hc_weight *w);
 /* Bytes of weight data read by one full matvec (for bandwidth figures). */
 size_t hc_weight_bytes(const hc_weight *w);
 

@@ -258,7 +258,7 @@ rm -f "$out/run-sparse.txt" "$out/run-hybrid.txt"
 # same_text KIND: compare run-KIND.txt with the dense text
 same_text() {
     if grep -q 'running the dense FFN' "$out/logs/run-$1.err"; then
-        echo "      note: hc-run has no $1 FFN for this model (e.g. GPTQ): it ran the dense FFN"; return
+        echo "      note: hc-run has no $1 FFN for this model (e.g. an INT4-GPTQ ffn_down_t): it ran the dense FFN"; return
     fi
     if cmp -s "$out/run-dense.txt" "$out/run-$1.txt"; then echo "      $1 text = dense text"
     else echo "      note: $1 text differs from the dense text (exact only for ReLU models)"; fi

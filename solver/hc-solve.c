@@ -227,7 +227,7 @@ static void print_summary(const solve_result *r, const char *out)
     printf("dense    ");
     for (int i = 0; i < FIX_COUNT; i++)
         printf(" %s %s%s", solve_fixed_names[i], hc_format_size(b->fixed[i], s1, sizeof s1),
-               i == FIX_KV ? "" : ",");
+               i == FIX_COUNT - 1 ? "" : ",");
     printf(" (ctx %" PRIu32 ")\n", b->ctx);
     printf("placed    %" PRIu64 " of %" PRIu64 " neurons (%.2f%%), %s\n", neurons, (uint64_t)p->n_layer * p->n_ff,
            100.0 * (double)neurons / ((double)p->n_layer * p->n_ff), hc_format_size(r->sol.bytes, s1, sizeof s1));

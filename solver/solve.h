@@ -18,13 +18,15 @@
 
 /* ---------------------------------------------------------------- budget (solve_budget.c) */
 
-/* Dense parts charged before any FFN neuron, in PowerInfer's offloading priority order. */
-enum { FIX_ATTN, FIX_PRED, FIX_NORM, FIX_OUTPUT, FIX_KV, FIX_COUNT };
+/* Dense parts charged before any FFN neuron, in PowerInfer's offloading priority order;
+ * then the INT4-GPTQ down columns' pairs tables, which a layer's device rows
+ * share (runtime/kernels_gptq.h: one table per layer with hot neurons). */
+enum { FIX_ATTN, FIX_PRED, FIX_NORM, FIX_OUTPUT, FIX_KV, FIX_GPTQ_PAIRS, FIX_COUNT };
 extern const char *const solve_fixed_names[FIX_COUNT];
 
 typedef struct {
     uint32_t n_layer, n_ff, n_embd;
-    uint64_t *neuron_bytes;    /* [n_layer]: gate row + up row + one ffn_down_t row (GPTQ: 1/n_ff of the companions)
+    uint64_t *neuron_bytes;    /* [n_layer]: gate row + up row + one ffn_down_t row, as the runtime stores them,
                                   + a float per gate/up bias */
     uint64_t fixed[FIX_COUNT];
     uint64_t fixed_total;

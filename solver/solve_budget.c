@@ -7,7 +7,8 @@
 #include "cli.h"
 #include "solve.h"
 
-const char *const solve_fixed_names[FIX_COUNT] = { "attention", "predictors", "norms", "output", "kv_cache" };
+const char *const solve_fixed_names[FIX_COUNT] = { "attention", "predictors", "norms", "output", "kv_cache",
+                                                   "gptq_down_pairs" };
 
 /* ggml's KV cache is F16 by default (PowerInfer's llama.cpp too). */
 #define KV_ELT_BYTES 2
@@ -67,7 +68,6 @@ static const gguf_tensor *layer_tensor(const gguf_file *m, uint32_t l, const cha
 typedef struct {
     const gguf_tensor *t;          /* ggml tensor, or NULL */
     const gguf_tensor *qweight;    /* GPTQ: I32 [N outputs, ceil(K inputs / 8)], or NULL */
-    uint64_t gptq_bytes;           /* GPTQ: bytes of every companion (g_idx included) */
 } stored_weight;
 
 /* 1 found, 0 absent, -1 with a message (GPTQ companions incomplete or mistyped). */
@@ -92,7 +92,6 @@ static int layer_weight(const gguf_file *m, uint32_t l, const char *what, stored
         }
         if (c == 0)
             w->qweight = t;
-        w->gptq_bytes += t->nbytes;
     }
     return 1;
 }
@@ -139,17 +138,22 @@ static int check_weight(const gguf_file *m, uint32_t l, const char *what, const 
     return 0;
 }
 
+/* INT4-GPTQ as the runtime stores it (docs/design/gptq.md, "Sparse and hybrid
+ * rows"): a gate/up row of k inputs is its codes (k rounded up to 32, two per
+ * byte) and one f32 {scale, -scale*zero} pair per group; a down column (input
+ * j of ffn_down) is its n_embd codes and a 4-byte group index, and the layer's
+ * columns share one pairs table, n_embd pairs per group of ffn_down. */
+static uint64_t gptq_row_bytes(uint64_t k, uint64_t gs) { return (k + 31) / 32 * 16 + 8 * ((k + gs - 1) / gs); }
+
 /* Bytes of one neuron of layer l: a gate row, an up row and a down_t row, each
  * n_embd elements of the type the runtime stores it in (an untransposed
  * ffn_down is gathered per neuron into n_embd elements of its type, or of Q8_0
- * for Q8_0/Q4_0, whose blocks run along n_ff). A GPTQ weight is
- * charged its companions' bytes (qweight, scales, qzeros and g_idx) spread
- * evenly over the n_ff neurons, the layer's sum rounded up to a whole byte:
- * a neuron's codes, scales and zero points, and g_idx amortized. A bias of
- * the gate or up product (OPT's up) adds the neuron's float, as the device
- * stores it (runtime/hybrid.c); ffn_down's bias is per output, not per neuron. */
+ * for Q8_0/Q4_0, whose blocks run along n_ff; a GPTQ ffn_down into down
+ * columns, whose shared pairs table goes to *pairs). A bias of the gate or up
+ * product (OPT's up) adds the neuron's float, as the device stores it
+ * (runtime/hybrid.c); ffn_down's bias is per output, not per neuron. */
 static int neuron_bytes(const gguf_file *m, uint32_t l, uint32_t n_embd, uint32_t n_ff, uint64_t *out,
-                        char *err, size_t errlen)
+                        uint64_t *pairs, char *err, size_t errlen)
 {
     stored_weight up, gate, down_t, down;
     int has_up, has_gate, has_down_t, has_down = 0;
@@ -169,13 +173,26 @@ static int neuron_bytes(const gguf_file *m, uint32_t l, uint32_t n_embd, uint32_
         (has_down && check_weight(m, l, "ffn_down.weight", &down, n_ff, n_embd, err, errlen)))
         return -1;
     const stored_weight *rows[3] = { has_gate ? &gate : NULL, &up, has_down_t ? &down_t : &down };
-    uint64_t sum = 0, gptq = 0;
+    uint64_t sum = 0;
+    *pairs = 0;
     for (int i = 0; i < 3; i++) {
         if (!rows[i])
             continue;
         const gguf_tensor *t = rows[i]->t;
         if (!t) {
-            gptq += rows[i]->gptq_bytes;
+            uint32_t gs = 0;
+            if (rows[i] == &down_t || gguf_get_u32(m, "hotcold.gptq.group_size", &gs) || gs < 1) {
+                snprintf(err, errlen, "%s: blk.%" PRIu32 ": %s", m->path, l, rows[i] == &down_t ?
+                         "an INT4-GPTQ ffn_down_t has no sparse rows in hc-run (GPTQ ffn_down does)" :
+                         "INT4-GPTQ weights need hotcold.gptq.group_size (u32)");
+                return -1;
+            }
+            if (rows[i] == &down) {
+                sum += (n_embd + 31) / 32 * 16 + 4;
+                *pairs = (uint64_t)8 * n_embd * ((n_ff + gs - 1) / gs);
+            } else {
+                sum += gptq_row_bytes(n_embd, gs);
+            }
             continue;
         }
         uint32_t type = t->type;
@@ -196,7 +213,7 @@ static int neuron_bytes(const gguf_file *m, uint32_t l, uint32_t n_embd, uint32_
     sum += has_gate && gguf_find_tensor(m, name) >= 0 ? sizeof(float) : 0;
     snprintf(name, sizeof name, "blk.%" PRIu32 ".ffn_up.bias", l);
     sum += gguf_find_tensor(m, name) >= 0 ? sizeof(float) : 0;
-    *out = sum + (gptq + n_ff - 1) / n_ff;
+    *out = sum;
     return 0;
 }
 
@@ -220,8 +237,10 @@ int solve_budget_read(solve_budget *b, const gguf_file *m, int64_t ctx, char *er
     ctx = b->ctx;
     b->neuron_bytes = solve_alloc(b->n_layer * sizeof *b->neuron_bytes);
     for (uint32_t l = 0; l < b->n_layer; l++) {
-        if (neuron_bytes(m, l, b->n_embd, b->n_ff, &b->neuron_bytes[l], err, errlen))
+        uint64_t pairs;
+        if (neuron_bytes(m, l, b->n_embd, b->n_ff, &b->neuron_bytes[l], &pairs, err, errlen))
             goto fail;
+        b->fixed[FIX_GPTQ_PAIRS] += pairs;
         /* K and V of every position: the rows of attn_k and attn_v (GQA-aware). */
         stored_weight k, v;
         int has_k = layer_weight(m, l, "attn_k.weight", &k, err, errlen);

@@ -17,7 +17,7 @@
 #define BH 26
 
 static const char *const part_colors[FIX_COUNT + 2] = {
-    "#8c6bb1", "#e7298a", "#a6761d", "#666666", "#1b9e77", "#d95f02", "#dddddd",
+    "#8c6bb1", "#e7298a", "#a6761d", "#666666", "#1b9e77", "#e6ab02", "#d95f02", "#dddddd",
 };
 
 static void coverage_chart(FILE *f, const solve_result *r)

@@ -1,7 +1,8 @@
 /* The runtime's INT4-GPTQ weights: repacking from the HF layout, the scalar
  * reference against a product computed straight from qweight/scales/qzeros
  * (g_idx included), every SIMD path against the reference, dequantized
- * rows, and bad g_idx refused. */
+ * rows, bad g_idx refused, and the sparse FFN's down columns and gathered
+ * rows against the file layout. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +179,74 @@ static void test_same_act(void)
     free_weight(&f2);
 }
 
+/* Down columns of an ffn_down of n_ff = n inputs and n_embd = rows outputs:
+ * neuron j's element e is the file's W[e][j] with the scale and zero of
+ * group g_idx[j]; its AXPY on every instruction set adds exactly a times it;
+ * gathered rows (of the columns and of the weight) are the rows named. */
+static void check_columns(int n, int rows, int gs, int shuffled)
+{
+    file_weight f;
+    make_weight(&f, n, rows, gs, shuffled);
+    hc_gptq g, c, gc, gw;
+    char err[256];
+    CHECKF(hc_gptq_load(&g, n, rows, gs, f.qw, f.sc, f.qz, f.gi, err, sizeof err) == 0, "%s", err);
+    CHECK(hc_gptq_columns(&g, &c) == 0);
+    CHECK(c.rows == n && c.n == rows && c.gs == 1 && c.n_sm == f.G && !c.perm && c.sm_row);
+    CHECK(hc_gptq_bytes(&c) == (size_t)n * ((size_t)c.kp / 2 + 4) + (size_t)f.G * (size_t)rows * 8);
+    const hc_weight cw = { .kind = HC_WEIGHT_GPTQ, .n = rows, .rows = n, .ext = &c };
+    float *row = malloc(sizeof(float) * (size_t)rows), *y = malloc(sizeof(float) * (size_t)rows);
+    float *y0 = malloc(sizeof(float) * (size_t)rows);
+    for (int e = 0; e < rows; e++) y0[e] = frand();
+    int bad = 0, axpy_bad = 0, group_bad = 0;
+    const char *isas[] = { "scalar", "avx2", "avx512" };
+    for (int j = 0; j < n; j++) {
+        group_bad += c.sm_row[j] != (f.gi ? f.gi[j] : j / gs);
+        hc_gptq_row(&c, j, row);
+        for (int e = 0; e < rows; e++) bad += row[e] != (float)file_value(&f, e, j);
+        const int c0 = j % 2 ? 32 : 0, c1 = j % 3 ? rows : rows - rows % 32;
+        for (size_t i = 0; i < sizeof isas / sizeof *isas; i++) {
+            if (hc_kernel_force(isas[i]) != 0) continue;
+            for (int e = 0; e < rows; e++) y[e] = y0[e];
+            hc_weight_axpy(&cw, hc_isa(), j, c0, c1, -0.75f, y);
+            for (int e = c0; e < c1; e++) axpy_bad += y[e - c0] != y0[e - c0] + -0.75f * row[e];
+        }
+        hc_kernel_force(NULL);
+    }
+    CHECKF(!bad && !axpy_bad && !group_bad, "n=%d rows=%d gs=%d shuffled=%d: %d values, %d AXPY values, %d groups wrong",
+           n, rows, gs, shuffled, bad, axpy_bad, group_bad);
+    int32_t idx[5] = { n - 1, 0, n / 2, 3, n / 3 }, ridx[3] = { rows - 1, 0, rows / 2 };
+    CHECK(hc_gptq_gather(&c, idx, 5, &gc) == 0 && hc_gptq_gather(&g, ridx, 3, &gw) == 0);
+    CHECK(gc.rows == 5 && gc.n_sm == c.n_sm && gw.rows == 3 && gw.n_sm == 3 && !gw.sm_row && !gw.perm == !g.perm);
+    float *a = malloc(sizeof(float) * (size_t)(n > rows ? n : rows)), *b = malloc(sizeof(float) * (size_t)(n > rows ? n : rows));
+    for (int i = 0; i < 5; i++) {
+        hc_gptq_row(&c, idx[i], a);
+        hc_gptq_row(&gc, i, b);
+        CHECKF(memcmp(a, b, sizeof(float) * (size_t)rows) == 0, "gathered column %d", idx[i]);
+        if (i >= 3) continue;
+        hc_gptq_row(&g, ridx[i], a);
+        hc_gptq_row(&gw, i, b);
+        CHECKF(memcmp(a, b, sizeof(float) * (size_t)n) == 0, "gathered row %d", ridx[i]);
+    }
+    free(a);
+    free(b);
+    free(row);
+    free(y);
+    free(y0);
+    hc_gptq_free(&gc);
+    hc_gptq_free(&gw);
+    hc_gptq_free(&c);
+    hc_gptq_free(&g);
+    free_weight(&f);
+}
+
+static void test_down_columns(void)
+{
+    check_columns(256, 64, 128, 0);
+    check_columns(172, 40, 32, 0);   /* partial last group, n_embd not whole 32s */
+    check_columns(256, 96, 64, 1);   /* act-order g_idx */
+    check_columns(200, 48, 32, 1);
+}
+
 static void test_bad_g_idx(void)
 {
     file_weight f;
@@ -198,6 +267,7 @@ int main(void)
     RUN(test_plain_groups);
     RUN(test_act_order_g_idx);
     RUN(test_same_act);
+    RUN(test_down_columns);
     RUN(test_bad_g_idx);
     return th_done();
 }

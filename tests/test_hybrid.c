@@ -1,8 +1,9 @@
 /* Sparse and hybrid FFN: the OpenCL kernels against their scalar reference,
  * the .gpuidx validator, sparse CPU = dense (ReLU), hybrid = dense for
- * all-CPU, all-device and mixed splits in F32/F16/Q8_0/Q4_0, the predictor
- * path, SiLU thresholds, and hc-run's flags. Models come from hc-convert
- * synth (ReLU, planted hot set) and hc-quantize. */
+ * all-CPU, all-device and mixed splits in F32/F16/Q8_0/Q4_0 and INT4-GPTQ
+ * (with and without act-order g_idx), the predictor path, SiLU thresholds,
+ * and hc-run's flags. Models come from hc-convert synth (ReLU, planted hot
+ * set) and hc-quantize. */
 #include "harness.h"
 
 #include <math.h>
@@ -14,6 +15,7 @@
 #include "gpuidx.h"
 #include "hybrid.h"
 #include "kernels.h"
+#include "kernels_gptq.h"
 #include "model.h"
 #include "opencl.h"
 #include "quants.h"
@@ -142,11 +144,78 @@ static void make_rows(uint32_t type, int k, int n, float scale, void *dst)
     free(f);
 }
 
-/* Device gate/up/down of every type, FFN kind (gated, symmetric with
- * biases, sequential with a bias), both activations, a threshold on |a| or
- * on the contribution |h|·‖down_r‖, and a mask, for a batch of NB tokens
- * (each its own x and mask), against hc_cl_layer_ref token by token; a
- * second run gives the same bits. */
+/* Groups of gs among n inputs in a shuffled order (act-order's g_idx); the
+ * same for every call with the same n and gs. */
+static void shuffled_groups(int n, int gs, int32_t *gi)
+{
+    uint64_t keep = rng;
+    rng = (uint64_t)n * 1000 + (uint64_t)gs;
+    for (int k = 0; k < n; k++) gi[k] = k / gs;
+    for (int k = n - 1; k > 0; k--) {
+        frand();
+        int j = (int)((rng >> 33) % (uint64_t)(k + 1)), t = gi[k];
+        gi[k] = gi[j];
+        gi[j] = t;
+    }
+    rng = keep;
+}
+
+/* A random INT4-GPTQ weight of `in` inputs and `out` outputs in the file
+ * layout, groups of gs in act-order (shuffled_groups), loaded into *g. */
+static void random_gptq(int in, int out, int gs, hc_gptq *g)
+{
+    int G = (in + gs - 1) / gs, zw = (out + 7) / 8;
+    int32_t *qw = calloc((size_t)(in + 7) / 8 * (size_t)out, sizeof *qw), *qz = calloc((size_t)G * zw, sizeof *qz);
+    int32_t *gi = malloc(sizeof *gi * (size_t)in);
+    uint16_t *sc = malloc(sizeof *sc * (size_t)G * out);
+    for (int k = 0; k < in; k++)
+        for (int r = 0; r < out; r++) {
+            frand();
+            qw[(k / 8) * out + r] |= (int32_t)((rng >> 60) << (4 * (k % 8)));
+        }
+    for (int j = 0; j < G; j++)
+        for (int r = 0; r < out; r++) {
+            sc[j * out + r] = fp32_to_fp16(0.01f + 0.02f * (frand() + 1.0f));
+            qz[j * zw + r / 8] |= (int32_t)((rng >> 60) << (4 * (r % 8)));
+        }
+    shuffled_groups(in, gs, gi);
+    char err[256];
+    if (hc_gptq_load(g, in, out, gs, qw, sc, qz, gi, err, sizeof err)) th_fail(__FILE__, __LINE__, "gptq: %s", err);
+    free(qw);
+    free(qz);
+    free(gi);
+    free(sc);
+}
+
+/* k rows of n as *w of type index ti: types[ti], or (ti = 4) INT4-GPTQ: gate/up
+ * rows in act-order groups of 32 (gate and up share g_idx, so one prepared
+ * x), or down the columns of a GPTQ ffn_down of k inputs (act-order groups of
+ * 16). The storage is *mem or *q. */
+enum { N_KT = 5 };
+static void make_weight_rows(int ti, int down, int k, int n, hc_weight *w, void **mem, hc_gptq *q)
+{
+    *mem = NULL;
+    if (ti < 4) {
+        *mem = malloc(ggml_row_size(types[ti], n) * (size_t)k);
+        make_rows(types[ti], k, n, 0.3f, *mem);
+        *w = (hc_weight){ .kind = HC_WEIGHT_GGML, .type = types[ti], .data = *mem, .n = n, .rows = k };
+        return;
+    }
+    if (down) {
+        hc_gptq src;
+        random_gptq(k, n, 16, &src);
+        if (hc_gptq_columns(&src, q)) th_fail(__FILE__, __LINE__, "gptq columns: out of memory");
+        hc_gptq_free(&src);
+    } else {
+        random_gptq(n, k, 32, q);
+    }
+    *w = (hc_weight){ .kind = HC_WEIGHT_GPTQ, .type = GGML_TYPE_I32, .n = n, .rows = k, .ext = q };
+}
+
+/* Device gate/up/down of every type (INT4-GPTQ included), FFN kind (gated,
+ * symmetric with biases, sequential with a bias), both activations, a
+ * threshold on |a| or on the contribution |h|·‖down_r‖, and a mask, for a batch of NB tokens (each its own x and mask),
+ * against hc_cl_layer_ref token by token; a second run gives the same bits. */
 static void test_kernels_vs_ref(void)
 {
     hc_cl *cl = open_cl();
@@ -154,28 +223,30 @@ static void test_kernels_vs_ref(void)
     enum { K = 45, N = 96, NB = 3 };
     char err[256];
     int checked = 0;
-    for (int ti = 0; ti < 4; ti++)
-        for (int di = 0; di < 4; di++) {
-            uint32_t gt = types[ti], dt = types[di];
-            size_t gb = ggml_row_size(gt, N) * K, db = ggml_row_size(dt, N) * K;
-            char *gate = malloc(gb), *up = malloc(gb), *down = malloc(db);
-            make_rows(gt, K, N, 0.3f, gate);
-            make_rows(gt, K, N, 0.3f, up);
-            make_rows(dt, K, N, 0.3f, down);
+    for (int ti = 0; ti < N_KT; ti++)
+        for (int di = 0; di < N_KT; di++) {
+            hc_weight gate, up, down;
+            void *mem[3];
+            hc_gptq q[3];
+            make_weight_rows(ti, 0, K, N, &gate, &mem[0], &q[0]);
+            make_weight_rows(ti, 0, K, N, &up, &mem[1], &q[1]);
+            make_weight_rows(di, 1, K, N, &down, &mem[2], &q[2]);
+            const char *gt = hc_weight_type_name(&gate), *dt = hc_weight_type_name(&down);
             float x[N], y[NB][N], y2[NB][N], yr[N], h[NB][K], h2[NB][K], hr[K];
             uint8_t mask[NB][K];
-            enum { XS = N * 4 + 8 };   /* a stride larger than the prepared vector */
+            enum { XS = N * 4 + 64 };   /* a stride larger than the prepared vector */
             char xp[NB][XS];
+            CHECK(hc_weight_act_bytes(&gate) < XS);
             for (int b = 0; b < NB; b++) {
                 for (int i = 0; i < N; i++) x[i] = frand();
                 for (int r = 0; r < K; r++) mask[b][r] = (r + b) % 7 != 3;
-                hc_weight_prepare(&(hc_weight){ .kind = HC_WEIGHT_GGML, .type = gt, .n = N }, hc_isa(), x, xp[b]);
+                hc_weight_prepare(&gate, hc_isa(), x, xp[b]);
             }
             float fbias[K], ubias[K], dnorm[K];
             for (int r = 0; r < K; r++) { fbias[r] = 0.2f * frand(); ubias[r] = 0.2f * frand(); dnorm[r] = 2 * fabsf(frand()); }
             for (int kc = 0; kc < 6; kc++) {
             int kind = kc % 3, contrib = kc / 3;
-            hc_cl_rows rows = { kind, gt, dt, gate, kind == 2 ? NULL : up, down, kind ? fbias : NULL,
+            hc_cl_rows rows = { kind, gate, kind == 2 ? (hc_weight){ 0 } : up, down, kind ? fbias : NULL,
                                 kind == 1 ? ubias : NULL, contrib ? dnorm : NULL };
             hc_cl_layer *L = hc_cl_layer_new(cl, &rows, K, N, err, sizeof err);
             CHECKF(L, "%s", err);
@@ -186,29 +257,30 @@ static void test_kernels_vs_ref(void)
                 CHECKF(!hc_cl_layer_finish(L, &y[0][0], &h[0][0], &dev_s, err, sizeof err), "%s", err);
                 CHECKF(!hc_cl_layer_start(L, xp, XS, NB, &mask[0][0], act, t_act, err, sizeof err), "%s", err);
                 CHECKF(!hc_cl_layer_finish(L, &y2[0][0], &h2[0][0], &dev_s, err, sizeof err), "%s", err);
-                CHECKF(memcmp(y, y2, sizeof y) == 0 && memcmp(h, h2, sizeof h) == 0, "%s/%s kind %d contrib %d act %d: runs differ",
-                       ggml_type_name(gt), ggml_type_name(dt), kind, contrib, act);
+                CHECKF(memcmp(y, y2, sizeof y) == 0 && memcmp(h, h2, sizeof h) == 0,
+                       "%s/%s kind %d contrib %d act %d: runs differ", gt, dt, kind, contrib, act);
                 for (int b = 0; b < NB; b++) {
                     hc_cl_layer_ref(&rows, K, N, xp[b], mask[b], act, t_act, yr, hr);
                     int zeros = 0, zr = 0;
                     for (int r = 0; r < K; r++) { zeros += h[b][r] == 0.0f; zr += hr[r] == 0.0f; }
                     /* 6 masked rows; ReLU zeros about half of the rest, SiLU only |a| < 0.05 */
                     CHECKF(zeros == zr && zeros >= 6 + (act ? 10 : 0) && zeros < K,
-                           "%s/%s kind %d contrib %d act %d row %d: %d zero h, reference %d", ggml_type_name(gt),
-                           ggml_type_name(dt), kind, contrib, act, b, zeros, zr);
+                           "%s/%s kind %d contrib %d act %d row %d: %d zero h, reference %d", gt, dt, kind, contrib,
+                           act, b, zeros, zr);
                     double dh = rel_diff(h[b], hr, K), dy = rel_diff(y[b], yr, N);
-                    CHECKF(dh < 1e-5 && dy < 1e-5, "%s/%s kind %d contrib %d act %d row %d: h %g, y %g", ggml_type_name(gt),
-                           ggml_type_name(dt), kind, contrib, act, b, dh, dy);
+                    CHECKF(dh < 1e-5 && dy < 1e-5, "%s/%s kind %d contrib %d act %d row %d: h %g, y %g", gt, dt, kind,
+                           contrib, act, b, dh, dy);
                 }
                 checked++;
             }
             hc_cl_layer_free(L);
             }
-            free(gate);
-            free(up);
-            free(down);
+            for (int i = 0; i < 3; i++) {
+                free(mem[i]);
+                if (!mem[i]) hc_gptq_free(&q[i]);
+            }
         }
-    CHECK(checked == 192);
+    CHECK(checked == N_KT * N_KT * 12);
     hc_cl_free(cl);
 }
 
@@ -369,6 +441,103 @@ static void test_hybrid_equals_dense(void)
     }
 }
 
+/* The relu synth model quantized by hc-quantize GPTQ (groups of 32); with
+ * act_order, every GPTQ weight then given a shuffled g_idx (shuffled_groups:
+ * one order per input width, so gate and up still share their input), a
+ * valid act-order file whose inputs the runtime gathers by group. */
+static const char *gptq_model(int act_order)
+{
+    static char paths[2][512];
+    if (paths[act_order][0]) return paths[act_order];
+    const char *base = model_path("relu", GGML_TYPE_F32, 0);
+    char q[512], err[256];
+    strcpy(q, th_tmp("relu-gptq.gguf"));
+    if (!base || th_sh("test -f %s || %s -q -t 2 %s %s GPTQ --calib models/synth-corpus.txt --calib-tokens 512 "
+                       "--ctx 64 --group-size 32", q, th_bin("hc-quantize"), base, q))
+        return NULL;
+    if (!act_order) return strcpy(paths[0], q);
+    gguf_file *f = gguf_open(q, err, sizeof err);
+    if (!f) return NULL;
+    gguf_writer *w = gguf_writer_new(f->variant);
+    for (uint64_t i = 0; i < f->n_kv; i++) gguf_set_kv(w, &f->kv[i]);
+    int32_t *gis[64];
+    int n_gi = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        size_t len = strlen(t->name);
+        if (len > 6 && strcmp(t->name + len - 6, ".g_idx") == 0) continue;
+        gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data);
+        if (len < 8 || strcmp(t->name + len - 8, ".qweight") != 0 || n_gi == 64) continue;
+        int64_t n = t->ne[1] * 8;   /* DIM and FF are multiples of 8 */
+        char nm[GGUF_MAX_NAME + 16];
+        snprintf(nm, sizeof nm, "%.*s.g_idx", (int)(len - 8), t->name);
+        gis[n_gi] = malloc(sizeof(int32_t) * (size_t)n);
+        shuffled_groups((int)n, 32, gis[n_gi]);
+        gguf_add_tensor(w, nm, GGML_TYPE_I32, 1, &n, gis[n_gi++]);
+    }
+    const char *path = th_tmp("relu-gptq-act-order.gguf");
+    int rc = gguf_writer_write(w, path, err, sizeof err);
+    gguf_writer_free(w);
+    gguf_close(f);
+    for (int i = 0; i < n_gi; i++) free(gis[i]);
+    return rc ? NULL : strcpy(paths[1], path);
+}
+
+/* INT4-GPTQ models, plain and act-order: sparse on the CPU (-t 1 and -t 2 the
+ * same bits) and hybrid with every split equal the dense FFN (the same INT4
+ * values added in another order) with the same greedy tokens, skip inactive
+ * neurons, and the device holds the rows as priced: per neuron gate and up
+ * rows of 64 codes and 2 pairs (48 bytes), a down column of 64 codes and its
+ * group index (36 bytes); per layer 8 groups x 64 pairs (4 KiB). */
+static void test_gptq_equals_dense(void)
+{
+    int (*const splits[3])(int, int) = { on_none, on_all, on_mixed };
+    const char *names[3] = { "all-CPU", "all-device", "mixed" };
+    for (int ao = 0; ao < 2; ao++) {
+        const char *path = gptq_model(ao);
+        CHECKF(path, "no GPTQ model (hc-quantize in HC_BIN?)");
+        hc_model *m = load(path);
+        CHECK(m && m->layers[0].ffn_down.kind == HC_WEIGHT_GPTQ && m->layers[1].ffn_gate.kind == HC_WEIGHT_GPTQ);
+        CHECK(!((const hc_gptq *)m->layers[0].ffn_down.ext)->perm == !ao);
+        static run_out dense, sp, sp1, hy;
+        size_t n = (size_t)NPROMPT * m->hp.n_vocab;
+        CHECK(run(m, NULL, 2, &dense) == 0);
+        hc_sparse *s = new_sparse(m, 0.0f, 0, 1);
+        CHECK(s && run(m, s, 2, &sp) == 0);
+        hc_sparse_stats st = hc_sparse_get_stats(s, -1);
+        double skipped = 1.0 - (double)st.computed / ((double)st.tokens * FF), d = rel_diff(sp.logits, dense.logits, n);
+        CHECKF(d < 1e-4 && memcmp(sp.gen, dense.gen, sizeof sp.gen) == 0 && skipped > 0.3 && skipped < 0.99 &&
+               st.hit == st.truth, "act-order %d: sparse vs dense %g, skipped %.3f", ao, d, skipped);
+        hc_sparse_free(s);
+        s = new_sparse(m, 0.0f, 0, 0);
+        CHECK(s && run(m, s, 1, &sp1) == 0 && memcmp(sp.logits, sp1.logits, sizeof(float) * n) == 0);
+        hc_sparse_free(s);
+        for (int si = 0; si < 3; si++) {
+            char err[512], gname[32];
+            snprintf(gname, sizeof gname, "g%d.gpuidx", si);
+            hc_gpuidx *g = hc_gpuidx_load(write_gpuidx(gname, NL, FF, splits[si], 0), NL, FF, err, sizeof err);
+            s = new_sparse(m, 0.0f, 0, 0);
+            CHECK(g && s);
+            hc_cl *cl = hc_hybrid_setup(s, m, g, 0, err, sizeof err);
+            CHECKF(cl, "act-order %d %s: %s", ao, names[si], err);
+            long hot = 0;
+            for (int l = 0; l < NL; l++) hot += g->n_gpu[l];
+            CHECK(hc_hybrid_bytes(m, s, g) == (uint64_t)hot * (2 * 48 + 36) + (uint64_t)(si ? NL : 0) * 8 * 64 * 8);
+            CHECK(run(m, s, 2, &hy) == 0);
+            d = rel_diff(hy.logits, dense.logits, n);
+            st = hc_sparse_get_stats(s, -1);
+            CHECKF(d < 1e-4 && memcmp(hy.gen, dense.gen, sizeof hy.gen) == 0 && (si == 0) == (st.served_dev == 0) &&
+                   (si == 1) == (st.served_cpu == 0) && !hc_sparse_device_error(s) &&
+                   st.computed < st.tokens * FF * 7 / 10, "act-order %d %s: logits %g, device %llu, cpu %llu", ao,
+                   names[si], d, (unsigned long long)st.served_dev, (unsigned long long)st.served_cpu);
+            hc_sparse_free(s);
+            hc_cl_free(cl);
+            hc_gpuidx_free(g);
+        }
+        hc_model_free(m);
+    }
+}
+
 /* A budget below the split's size leaves everything on the CPU. */
 static void test_budget_fallback(void)
 {
@@ -466,8 +635,8 @@ static void test_batch_equals_rows(void)
     const char *mixed = write_gpuidx("bm.gpuidx", NL, FF, on_mixed, 0);
     hc_model *f16 = load(model_path("relu", GGML_TYPE_F16, 0)), *q4t = load(model_path("relu", GGML_TYPE_Q4_0, 1));
     hc_model *rm = load(pwri_model(model_path("relu", GGML_TYPE_F32, 0), "pr.gguf", 1.0f));
-    hc_model *silu = load(model_path("silu", GGML_TYPE_F32, 0));
-    CHECK(f16 && q4t && rm && silu && mixed);
+    hc_model *silu = load(model_path("silu", GGML_TYPE_F32, 0)), *gq = load(gptq_model(1));
+    CHECK(f16 && q4t && rm && silu && gq && mixed);
     for (int t = 1; t <= 2; t++) {
         hook_calls = 0;
         batch_case(f16, 0.0f, 0, NULL, t, "relu f16");
@@ -476,11 +645,14 @@ static void test_batch_equals_rows(void)
         batch_case(rm, 0.0f, 1, NULL, t, "predictor");
         batch_case(rm, 0.0f, 1, mixed, t, "predictor hybrid");
         batch_case(silu, 0.05f, 0, NULL, t, "silu 0.05");
+        batch_case(gq, 0.0f, 0, NULL, t, "relu gptq act-order");
+        batch_case(gq, 0.0f, 0, mixed, t, "relu gptq act-order hybrid");
     }
     hc_model_free(f16);
     hc_model_free(q4t);
     hc_model_free(rm);
     hc_model_free(silu);
+    hc_model_free(gq);
 }
 
 /* ------------------------------------------------------------ predictor */
@@ -661,6 +833,7 @@ int main(void)
     RUN(test_gpuidx_validation);
     RUN(test_sparse_cpu_equals_dense);
     RUN(test_hybrid_equals_dense);
+    RUN(test_gptq_equals_dense);
     RUN(test_budget_fallback);
     RUN(test_batch_equals_rows);
     RUN(test_predictor);

@@ -562,9 +562,13 @@ static int write_gptq_model(const char *path)
     return rc;
 }
 
-/* A GPTQ model is priced from its companions: a neuron is 1/n_ff of its
- * layer's gate + up + down companion bytes (rounded up), the attention
- * companions and the KV cache (rows of attn_k/v from qweight) are dense. */
+/* A GPTQ model is priced as hc-run stores it (docs/design/gptq.md, "Sparse
+ * and hybrid rows"): a GPTQ gate/up row is its codes (n_embd rounded up to
+ * 32, two per byte) and an f32 pair per group, a GPTQ down column its codes
+ * and a 4-byte group index, and each layer's down columns share a table of
+ * n_embd pairs per group of ffn_down (gptq_down_pairs, charged before the
+ * FFN); the attention companions and the KV cache (rows of attn_k/v from
+ * qweight) are dense. */
 static void test_gptq_model(void)
 {
     const char *m = th_tmp("gptq.gguf"), *st = th_tmp("gptq.stats"), *out = th_tmp("gptq.gpuidx");
@@ -572,14 +576,12 @@ static void test_gptq_model(void)
     CHECKF(write_gptq_model(m) == 0, "%s", err);
     hc_stats *s = write_stats(st, m, 11);
     CHECKF(s, "%s", err);
-    uint64_t nb[NL], ffn = 0;
+    uint64_t nb[NL], ffn = 0, codes = (NE + 31) / 32 * 16, pairs = (uint64_t)NL * 8 * NE * ((NFF + GS - 1) / GS);
     for (int l = 0; l < NL; l++) {
-        uint64_t g = gptq_bytes(NFF, NE, l == 1) + (l < 2 ? 2 * gptq_bytes(NE, NFF, l == 1) : 0);
-        nb[l] = (g + NFF - 1) / NFF + (l < 2 ? 0 : 2 * NE * 2);
+        nb[l] = codes + 4 + (l < 2 ? 2 * (codes + 8 * ((NE + GS - 1) / GS)) : 2 * NE * 2);
         ffn += NFF * nb[l];
     }
-    CHECK(nb[1] * NFF != gptq_bytes(NFF, NE, 1) + 2 * gptq_bytes(NE, NFF, 1));   /* rounding is exercised */
-    uint64_t budget = gptq_dense + ffn / 2;
+    uint64_t dense = gptq_dense + pairs, budget = dense + ffn / 2;
     int rc = th_sh("%s -m %s -s %s --vram-budget %" PRIu64 " --batch %d --ctx %d --min-layer-neurons 0 -o %s "
                    "--report %s", th_bin("hc-solve"), m, st, budget, BATCH, CTX, out, rep);
     CHECKF(rc == 0, "%s", th_last_err());
@@ -588,11 +590,12 @@ static void test_gptq_model(void)
     cJSON *j = text ? cJSON_ParseWithLength(text, len) : NULL;
     free(text);
     CHECK(j);
-    CHECKF(num(j, "budget.dense_total") == (double)gptq_dense, "dense %g, expected %" PRIu64,
-           num(j, "budget.dense_total"), gptq_dense);
+    CHECKF(num(j, "budget.dense_total") == (double)dense, "dense %g, expected %" PRIu64, num(j, "budget.dense_total"),
+           dense);
     CHECK(num(j, "budget.kv_cache") == (double)NL * CTX * 2 * NKV * 2);
-    CHECK(num(j, "budget.ffn_capacity") == (double)(budget - gptq_dense));
-    CHECK(num(j, "totals.gpu_bytes") <= (double)(budget - gptq_dense) && num(j, "totals.gpu_neurons") > 0);
+    CHECK(num(j, "budget.gptq_down_pairs") == (double)pairs);
+    CHECK(num(j, "budget.ffn_capacity") == (double)(budget - dense));
+    CHECK(num(j, "totals.gpu_bytes") <= (double)(budget - dense) && num(j, "totals.gpu_neurons") > 0);
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(j, "layers");
     CHECK(cJSON_GetArraySize(layers) == NL);
     for (int l = 0; l < NL; l++)
@@ -625,6 +628,29 @@ static void test_gptq_model(void)
     CHECK(th_sh("%s -m %s -s %s --vram-budget 1M --min-layer-neurons 0 -o %s", th_bin("hc-solve"), bad, st2,
                 out) == 1);
     CHECKF(strstr(th_last_err(), "gptq-bad.gguf: missing tensor blk.1.ffn_up.weight.qzeros"), "%s", th_last_err());
+    /* a GPTQ ffn_down_t (hc-run has no sparse rows for it) is refused by name */
+    f = gguf_open(m, err, sizeof err);
+    CHECK(f);
+    w = gguf_writer_new(GGUF_VARIANT_GGUF);
+    for (uint64_t i = 0; i < f->n_kv; i++) gguf_set_kv(w, &f->kv[i]);
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        if (strncmp(t->name, "blk.0.ffn_down.weight.", 22))
+            gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data);
+    }
+    static uint8_t zeros[NFF * NE];
+    add_gptq(w, 0, "ffn_down_t", NE, NFF, 0, zeros);
+    const char *dt = th_tmp("gptq-down-t.gguf");
+    CHECK(gguf_writer_write(w, dt, err, sizeof err) == 0);
+    gguf_writer_free(w);
+    gguf_close(f);
+    s2 = write_stats(st2, dt, 11);
+    CHECKF(s2, "%s", err);
+    hc_stats_free(s2);
+    CHECK(th_sh("%s -m %s -s %s --vram-budget 1M --min-layer-neurons 0 -o %s", th_bin("hc-solve"), dt, st2,
+                out) == 1);
+    CHECKF(strstr(th_last_err(), "gptq-down-t.gguf: blk.0: an INT4-GPTQ ffn_down_t has no sparse rows"), "%s",
+           th_last_err());
 }
 
 int main(void)
