@@ -113,7 +113,8 @@ void hc_ctx_free(hc_ctx *ctx)
     if (!ctx) return;
     if (ctx->pool) hc_pool_free(ctx->pool);
     void *bufs[] = { ctx->k_cache, ctx->v_cache, ctx->x, ctx->xn, ctx->tmp, ctx->tmp2, ctx->q, ctx->att, ctx->ffn_buf[0],
-                     ctx->ffn_buf[1], ctx->h, ctx->scores, ctx->rope_freq, ctx->acts, ctx->acts2 };
+                     ctx->ffn_buf[1], ctx->h, ctx->scores, ctx->rope_freq, ctx->acts, ctx->acts2,
+                     ctx->arranged };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(ctx);
 }

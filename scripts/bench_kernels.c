@@ -79,6 +79,15 @@ int main(int argc, char **argv)
         size_t as = hc_weight_act_bytes(&w);
         char *acts = malloc(as * 64);
         for (int b = 0; b < 64; b++) hc_weight_prepare(&w, hc_isa(), x + (size_t)b * N, acts + as * (size_t)b);
+        size_t xs = hc_weight_arranged_bytes(&w, hc_isa());
+        if (xs) {   /* arranged once, as hc_ctx_matvec does */
+            char *xa = NULL;
+            if (posix_memalign((void **)&xa, 64, xs * 64)) hc_die("out of memory");
+            hc_weight_arrange(&w, hc_isa(), acts, as, 64, xa);
+            free(acts);
+            acts = xa;
+            as = xs;
+        }
         printf("%-5s %8.1f", ggml_type_name(type), bytes / 1048576.0);
         for (int nt = 1; nt <= maxt; nt++) {
             int iters = 2 * copies > 12 ? 2 * copies : 12;

@@ -30,7 +30,14 @@ static void matvec_on(int isa, uint32_t t, const void *W, int n, int r0, int r1,
                       float *y, size_t ys)
 {
     hc_weight w = view(t, W, n, r1);
-    hc_weight_matvec(&w, isa, r0, r1, acts, as, B, y, ys);
+    size_t xs = hc_weight_arranged_bytes(&w, isa);
+    void *xa = NULL;
+    if (xs) {   /* arranged once for the product, as hc_ctx_matvec does */
+        CHECK(posix_memalign(&xa, 64, xs * (size_t)B) == 0);
+        hc_weight_arrange(&w, isa, acts, as, B, xa);
+    }
+    hc_weight_matvec(&w, isa, r0, r1, xs ? xa : acts, xs ? xs : as, B, y, ys);
+    free(xa);
 }
 static void matvec(uint32_t t, const void *W, int n, int r0, int r1, const void *acts, size_t as, int B, float *y, size_t ys)
 { matvec_on(hc_isa(), t, W, n, r0, r1, acts, as, B, y, ys); }
@@ -42,7 +49,14 @@ static void matvec_rows(uint32_t t, const void *W, int n, const int32_t *idx, in
     int rows = 0;
     for (int i = 0; i < k; i++) rows = idx[i] >= rows ? idx[i] + 1 : rows;
     hc_weight w = view(t, W, n, rows);
-    hc_weight_matvec_rows(&w, hc_isa(), idx, k, act, y);
+    size_t xs = hc_weight_arranged_bytes(&w, hc_isa());
+    void *xa = NULL;
+    if (xs) {
+        CHECK(posix_memalign(&xa, 64, xs) == 0);
+        hc_weight_arrange(&w, hc_isa(), act, 0, 1, xa);
+    }
+    hc_weight_matvec_rows(&w, hc_isa(), idx, k, xs ? xa : act, y);
+    free(xa);
 }
 static void axpy(uint32_t t, const void *row, int n, float a, float *y) { hc_weight w = view(t, row, n, 1); hc_weight_axpy(&w, hc_isa(), 0, 0, n, a, y); }
 static void axpy_ref(uint32_t t, const void *row, int n, float a, float *y) { hc_weight w = view(t, row, n, 1); hc_weight_axpy(&w, HC_ISA_SCALAR, 0, 0, n, a, y); }
