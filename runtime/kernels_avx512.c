@@ -19,10 +19,11 @@
 #define T __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 #define TI static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
-/* Software prefetch distance (bytes ahead in the row being read). The B = 1
- * loops read one ascending stream per thread; without it the hardware
- * prefetcher left Q4_0 at 11 GB/s from DRAM (24 with it), F32 at 29 (34). */
-#define PF_FLOAT 2048
+/* Software prefetch distance (bytes ahead in the row being read) of the
+ * quantized B = 1 loops, which read one ascending stream per thread: without
+ * it the hardware prefetcher left Q4_0 at 11 GB/s from DRAM (24 with it). The
+ * float dot has none: on Zen 4 its prefetch 2 KiB ahead halved F16 and cut
+ * F32 by a fifth (docs/measurements.md, "Matrix-vector kernels"). */
 #define PF_Q 4096
 
 /* ---- F32 / F16 / BF16: one body, specialised by the constant k (a ggml
@@ -45,8 +46,6 @@ TI float dot_float(int k, const void *row, const float *x, int n)
     const __mmask16 all = 0xffff;
     int i = 0;
     for (; i + 64 <= n; i += 64) {
-        _mm_prefetch((const char *)row + (k == GGML_TYPE_F32 ? 4 : 2) * (size_t)i + PF_FLOAT, _MM_HINT_T0);
-        if (k == GGML_TYPE_F32) _mm_prefetch((const char *)row + 4 * (size_t)i + 64 + PF_FLOAT, _MM_HINT_T0);
         a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
         a1 = _mm512_fmadd_ps(load16(k, row, i + 16, all), _mm512_loadu_ps(x + i + 16), a1);
         a2 = _mm512_fmadd_ps(load16(k, row, i + 32, all), _mm512_loadu_ps(x + i + 32), a2);
