@@ -40,23 +40,28 @@ TI __m512 load16(int k, const void *p, int i, __mmask16 m)
 
 TI __mmask16 tail_mask(int m) { return (__mmask16)((1u << m) - 1); }
 
+/* Two accumulators: a0 gets elements [32c, 32c + 16), a1 [32c + 16, 32c + 32)
+ * for c = 0, 1, ...; then a0 one more 16-element step, a1 the masked tail;
+ * the result is reduce_add(a0 + a1). Two FMA chains keep up with memory at
+ * B = 1, and leave the register tile room for 4 x 3 (row, vector) pairs. */
 TI float dot_float(int k, const void *row, const float *x, int n)
 {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
     const __mmask16 all = 0xffff;
     int i = 0;
-    for (; i + 64 <= n; i += 64) {
+    for (; i + 32 <= n; i += 32) {
         a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
         a1 = _mm512_fmadd_ps(load16(k, row, i + 16, all), _mm512_loadu_ps(x + i + 16), a1);
-        a2 = _mm512_fmadd_ps(load16(k, row, i + 32, all), _mm512_loadu_ps(x + i + 32), a2);
-        a3 = _mm512_fmadd_ps(load16(k, row, i + 48, all), _mm512_loadu_ps(x + i + 48), a3);
     }
-    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
+    if (i + 16 <= n) {
+        a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
+        i += 16;
+    }
     if (i < n) {
         __mmask16 m = tail_mask(n - i);
-        a0 = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), a0);
+        a1 = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), a1);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
 T static float dot_f(const hc_weight *w, int r, const void *x)
@@ -83,72 +88,54 @@ T static void axpy_f(const hc_weight *w, int r, int c0, int c1, float a, float *
     else axpy_float(GGML_TYPE_BF16, row, c1 - c0, a, y);
 }
 
-/* The float tile. dot_float sums a row in four 16-lane accumulators:
- * a_j gets elements [64c + 16j, 64c + 16j + 16) for c = 0, 1, ... in order,
- * then a_0 the remaining 16-element steps and the masked tail, and the result
- * is reduce_add((a0 + a1) + (a2 + a3)). Holding four accumulators for each of
- * R x T (row, vector) pairs would not fit in 32 registers, so the tile walks
- * one accumulator lane group j at a time over a block of KB elements (the
- * chains are independent), keeps the R x T partial sums in registers and parks
- * them in memory between groups and blocks: every pair sees dot_float's FMAs in
- * dot_float's order, only interleaved with the other pairs. */
+/* The float tile: R rows x T vectors, both of dot_float's accumulators of
+ * every pair in registers (24 of the 32) for the whole row, so every pair
+ * gets dot_float's FMAs in dot_float's order. Per 16 elements the T
+ * activation loads are shared by the rows and each row's load (and F16/BF16
+ * widening) by the vectors: 4 + 3 loads per 12 FMAs, the rows and vectors
+ * read as ascending streams (llamafile's tinyBLAS uses 4 x 6 with one
+ * accumulator per pair; docs/design/kernels.md). */
 #define RM 4              /* rows per tile */
-#define TM 4              /* vectors per tile */
-#define KB 512            /* elements per block of the k loop (a multiple of 64) */
+#define TM 3              /* vectors per tile */
 
-/* acc[r][t] += w_r[i..i+16) * x_t[i..i+16) for i = i0, i0 + step, ... < i1 (masked by m). */
-TI void run(int k, int R, int Tn, const void *const *w, const float *const *x, int i0, int i1, int step,
-            __mmask16 m, __m512 acc[RM][TM])
+/* acc[r][t] += w_r[i..i+16) * x_t[i..i+16) (lanes outside m: zero). */
+TI void step(int k, int R, int Tn, const void *const *w, const float *const *x, int i, __mmask16 m,
+             __m512 acc[RM][TM])
 {
-    __m512 a[RM][TM];
+    __m512 xv[TM];
     _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
+    for (int t = 0; t < Tn; t++) xv[t] = _mm512_maskz_loadu_ps(m, x[t] + i);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++) {
+        __m512 wv = load16(k, w[r], i, m);
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) a[r][t] = acc[r][t];
-    for (int i = i0; i < i1; i += step) {
-        __m512 wv[RM];
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) wv[r] = load16(k, w[r], i, m);
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) {
-            __m512 xv = _mm512_maskz_loadu_ps(m, x[t] + i);
-            _Pragma("GCC unroll 4")
-            for (int r = 0; r < R; r++) a[r][t] = _mm512_fmadd_ps(wv[r], xv, a[r][t]);
-        }
+        for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
     }
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) acc[r][t] = a[r][t];
 }
 
 /* y[t * R + r] = dot_float(k, w[r], x[t], n) for r < R, t < Tn. */
 TI void tile(int k, int R, int Tn, const void *const *w, const float *const *x, int n, float *y)
 {
-    __m512 acc[4][RM][TM];
-    _Pragma("GCC unroll 4")
-    for (int j = 0; j < 4; j++)
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++)
-            _Pragma("GCC unroll 4")
-            for (int t = 0; t < Tn; t++) acc[j][r][t] = _mm512_setzero_ps();
-    int n64 = n / 64 * 64, i = n64;
-    for (int kb = 0; kb < n64; kb += KB) {
-        int ke = n64 - kb < KB ? n64 : kb + KB;
-        _Pragma("GCC unroll 4")
-        for (int j = 0; j < 4; j++) run(k, R, Tn, w, x, kb + 16 * j, ke, 64, 0xffff, acc[j]);
-    }
-    if (n - i >= 16) {
-        run(k, R, Tn, w, x, i, n - 15, 16, 0xffff, acc[0]);
-        i += (n - i) / 16 * 16;
-    }
-    if (i < n) run(k, R, Tn, w, x, i, i + 1, 16, (__mmask16)((1u << (n - i)) - 1), acc[0]);
+    __m512 a0[RM][TM], a1[RM][TM];
+    const __mmask16 all = 0xffff;
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++)
-            y[t * R + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0][r][t], acc[1][r][t]),
-                                                              _mm512_add_ps(acc[2][r][t], acc[3][r][t])));
+        for (int t = 0; t < Tn; t++) a0[r][t] = a1[r][t] = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        step(k, R, Tn, w, x, i, all, a0);
+        step(k, R, Tn, w, x, i + 16, all, a1);
+    }
+    if (i + 16 <= n) {
+        step(k, R, Tn, w, x, i, all, a0);
+        i += 16;
+    }
+    if (i < n) step(k, R, Tn, w, x, i, tail_mask(n - i), a1);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r][t], a1[r][t]));
 }
 
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
