@@ -174,9 +174,10 @@ TI __m512 scales(__m512i v, int w1)
     return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, v)));
 }
 
-/* The Q8_0 activation of a Q8_0 matvec, rearranged once per row loop so the
- * inner loop only loads it: per pair of blocks the 64 quant bytes and the
- * scales as 16 floats (8 lanes per block). */
+/* The Q8_0 activation of a Q8_0 matvec, rearranged once per product so the
+ * inner loop only loads it: per pair of blocks the 64 quant bytes plus 128,
+ * as unsigned bytes (x ^ 0x80), and the scales as 16 floats (8 lanes per
+ * block). A missing second block of a pair (odd block count) is zero. */
 typedef struct {
     __m512i q;
     __m512 d;
@@ -190,7 +191,8 @@ T static void arrange_q8(const void *act, int n, void *xa)
     for (int b = 0; b < nb; b += 2) {
         int two = b + 1 < nb;
         xpair *o = xp + b / 2;
-        o->q = join(load32(x[b].qs), two ? load32(x[b + 1].qs) : _mm256_setzero_si256());
+        o->q = _mm512_xor_si512(join(load32(x[b].qs), two ? load32(x[b + 1].qs) : _mm256_setzero_si256()),
+                                _mm512_set1_epi8((char)0x80));
         o->d = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(x[b].d)), _mm256_set1_ps(two ? _cvtsh_ss(x[b + 1].d) : 0), 1);
     }
 }
@@ -200,41 +202,53 @@ static size_t arranged_q8(int n) { return sizeof(xpair) * (size_t)((n / QK8_0 + 
 /* Row r of a Q8_0 / Q4_0 weight (blocks of type B). */
 #define QROW(B, w, r) ((const B *)(w)->data + (size_t)(r) * (size_t)((w)->n / QK8_0))
 
-/* 64 signed bytes of w times 64 of x -> 16 int32 partial sums as floats:
- * |w| (unsigned, so -128 too) times x with w's sign, summed by vpdpbusd. */
-TI __m512 mul_sum_i8(__m512i w, __m512i x)
+/* -128 times each int32 lane's 4 bytes of w summed: the correction that
+ * turns vpdpbusd of (x + 128) with w into the exact Σ x·w (|Σ| <= 4·255·128). */
+TI __m512i w_corr(__m512i w)
 {
-    __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
-    return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), sx));
+    __m512i c = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), w);
+    return _mm512_sub_epi32(_mm512_setzero_si512(), c);
 }
 
-/* acc + the dot of blocks b and, if two (see load_pair), b+1 of row w with
- * the arranged pair xp. two is a constant after inlining. Int32 sums: lanes
- * 0-7 block b, 8-15 b+1. */
+/* 64 signed bytes of w times 64 of x (given as xu = x + 128) -> 16 int32
+ * partial sums as floats; corr = w_corr(w), shared by every vector. */
+TI __m512 mul_sum_i8(__m512i w, __m512i corr, __m512i xu)
+{
+    return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, xu, w));
+}
+
+/* Blocks b and, if two (see load_pair), b+1 of row w as the 64 weight bytes
+ * (a missing block zero) and the two scales (lanes 0-7, 8-15). */
+TI __m512i pair_q(const block_q8_0 *w, int two)
+{
+    return join(load32(w[0].qs), two ? load32(w[1].qs) : _mm256_setzero_si256());
+}
+
+/* acc + the dot of blocks b and, if two, b+1 of row w with the arranged pair
+ * xp. two is a constant after inlining. Int32 sums: lanes 0-7 block b, 8-15 b+1. */
 TI __m512 q_pair(const block_q8_0 *w, const xpair *xp, int b, int two, __m512 acc)
 {
     w += b;
     _mm_prefetch((const char *)w + PF_Q, _MM_HINT_T0);
-    __m512 p = mul_sum_i8(join(load32(w[0].qs), two ? load32(w[1].qs) : _mm256_setzero_si256()), xp->q);
+    __m512i wv = pair_q(w, two);
+    __m512 p = mul_sum_i8(wv, w_corr(wv), xp->q);
     __m512 dw = scales(load_pair(w, two), 17);
     return _mm512_fmadd_ps(_mm512_mul_ps(dw, xp->d), p, acc);
 }
 
-/* Two accumulators (even and odd pairs) keep the FMA latency off the critical path. */
+/* One accumulator, pairs in order, the last one half when the row has an odd
+ * block count. Its FMA chain (4 cycles per 68 bytes of row) stays well ahead
+ * of memory at B = 1. */
 T static float dot_q8(const hc_weight *w, int r, const void *xa)
 {
     const block_q8_0 *q = QROW(block_q8_0, w, r);
     const xpair *xp = xa;
-    __m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
+    __m512 acc = _mm512_setzero_ps();
     int b = 0, nb = w->n / QK8_0;
-    for (; b + 6 <= nb; b += 4) {
-        acc[0] = q_pair(q, xp + b / 2, b, 2, acc[0]);
-        acc[1] = q_pair(q, xp + b / 2 + 1, b + 2, 2, acc[1]);
-    }
-    if (b + 4 <= nb) { acc[0] = q_pair(q, xp + b / 2, b, 2, acc[0]); b += 2; }
-    if (b + 2 <= nb) { acc[b / 2 % 2] = q_pair(q, xp + b / 2, b, 1, acc[b / 2 % 2]); b += 2; }
-    if (b < nb) acc[b / 2 % 2] = q_pair(q, xp + b / 2, b, 0, acc[b / 2 % 2]);
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1]));
+    for (; b + 4 <= nb; b += 2) acc = q_pair(q, xp + b / 2, b, 2, acc);
+    if (b + 2 <= nb) { acc = q_pair(q, xp + b / 2, b, 1, acc); b += 2; }
+    if (b < nb) acc = q_pair(q, xp + b / 2, b, 0, acc);
+    return _mm512_reduce_add_ps(acc);
 }
 
 #define RQ 4              /* the most rows and vectors a quantized tile holds */
@@ -243,43 +257,27 @@ T static float dot_q8(const hc_weight *w, int r, const void *xa)
 #define T8 4
 #define R4 2              /* Q4_0 tile: rows x vectors */
 #define T4 4
-#define KBP 16            /* Q8_0: block pairs per step of the k loop (even) */
 
-/* acc[r][t] += pairs p = p0, p0 + 2, ... < p1 of row r with vector t (two: 1
- * a full pair, 0 the last, half pair). mul_sum_i8 with
- * |w| and w's sign shared by the vectors. */
-TI void q8_run(int R, int Tn, const block_q8_0 *const *w, const xpair *const *xp, int p0, int p1, int two,
+/* acc[r][t] += pair p of row r with vector t (two: 1 a full pair, 0 a half
+ * pair), as q_pair: the weight bytes, their correction and scales loaded once
+ * for the vectors, the activation bytes and scales once per row. */
+TI void q8_step(int R, int Tn, const block_q8_0 *const *w, const xpair *const *xp, int p, int two,
                 __m512 acc[RQ][TQN])
 {
-    __m512 a[RQ][TQN];
     _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < R; r++) {
+        const block_q8_0 *wb = w[r] + 2 * p;
+        __m512i wv = pair_q(wb, two), corr = w_corr(wv);
+        __m512 dw = scales(load_pair(wb, 2 * two), 17);
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) a[r][t] = acc[r][t];
-    for (int p = p0; p < p1; p += 2) {
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) {
-            const block_q8_0 *wb = w[r] + 2 * p;
-            __m512i wv = join(load32(wb[0].qs), two ? load32(wb[1].qs) : _mm256_setzero_si256());
-            __mmask64 neg = _mm512_movepi8_mask(wv);
-            __m512i aw = _mm512_abs_epi8(wv);
-            __m512 dw = scales(load_pair(wb, 2 * two), 17);
-            _Pragma("GCC unroll 4")
-            for (int t = 0; t < Tn; t++) {
-                __m512i xq = xp[t][p].q;
-                __m512i sx = _mm512_mask_sub_epi8(xq, neg, _mm512_setzero_si512(), xq);
-                __m512 s = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx));
-                a[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xp[t][p].d), s, a[r][t]);
-            }
-        }
+        for (int t = 0; t < Tn; t++)
+            acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xp[t][p].d), mul_sum_i8(wv, corr, xp[t][p].q), acc[r][t]);
     }
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) acc[r][t] = a[r][t];
 }
 
-/* The Q8_0 tile, as dot_q8: pair p goes to accumulator p % 2; y = reduce(acc0 + acc1). */
+/* The Q8_0 tile, as dot_q8: one accumulator per pair of (row, vector) in
+ * registers for the whole row, pairs in order, the last one half when the
+ * block count is odd. */
 T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
     enum { R = R8, Tn = T8 };
@@ -287,24 +285,18 @@ T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *x
     const xpair *const *xp = (const xpair *const *)xv;
     const int nb = wt->n / QK8_0;
     for (int r = 0; r < R; r++) w[r] = QROW(block_q8_0, wt, rows[r]);
-    __m512 acc[2][RQ][TQN];
-    _Pragma("GCC unroll 2")
-    for (int j = 0; j < 2; j++)
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++)
-            _Pragma("GCC unroll 4")
-            for (int t = 0; t < Tn; t++) acc[j][r][t] = _mm512_setzero_ps();
-    int np = nb / 2;
-    for (int pb = 0; pb < np; pb += KBP) {
-        int pe = np - pb < KBP ? np : pb + KBP;
-        q8_run(R, Tn, w, xp, pb, pe, 1, acc[0]);
-        q8_run(R, Tn, w, xp, pb + 1, pe, 1, acc[1]);
-    }
-    if (nb % 2) q8_run(R, Tn, w, xp, np, np + 1, 0, acc[np % 2]);
+    __m512 acc[RQ][TQN];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r][t], acc[1][r][t]));
+        for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_setzero_ps();
+    int p = 0;
+    for (; 2 * p + 2 <= nb; p++) q8_step(R, Tn, w, xp, p, 1, acc);
+    if (2 * p < nb) q8_step(R, Tn, w, xp, p, 0, acc);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
 /* y[0..32) += a * (q * d): q*d is exact in float, then one FMA. */
