@@ -367,10 +367,11 @@ static int matvec_tiled(const char *isa)
 
 static void test_matvec_tiled(void) { each_isa(matvec_tiled); }
 
-/* F32/F16/BF16 batches go through register-tiled kernels (R rows x T vectors,
- * the k loop in blocks): each (row, vector) must equal the B = 1 dot bit for
+/* F32/F16/BF16 batches go through register-tiled kernels (R rows x T vectors
+ * over the whole row): each (row, vector) must equal the B = 1 dot bit for
  * bit, for n off the vector width and across blocks, row counts and B off the
- * tile, row splits, and weight panels of more than 256 KiB. */
+ * tile, row splits, and weights of several panels (3/4 of L2 each: 2.6 MiB
+ * covers L2 caches up to 2 MiB). */
 static int tiled_float_case(const char *isa, uint32_t t, int n, int rows, int B)
 {
     int row0 = (int)(rnd() % (unsigned)rows), row1 = row0 + 1 + (int)(rnd() % (unsigned)(rows - row0));
@@ -410,7 +411,7 @@ static int tiled_float_all(const char *isa)
             int n = ns[rnd() % (sizeof ns / sizeof ns[0])], rows = 1 + (int)(rnd() % 14), B = 2 + (int)(rnd() % 11);
             if (!tiled_float_case(isa, ft[ti], n, rows, B)) return 0;
         }
-        if (!tiled_float_case(isa, ft[ti], 4099, 45, 7)) return 0;   /* 720 KiB of F32: several panels */
+        if (!tiled_float_case(isa, ft[ti], 4099, 160, 7)) return 0;   /* 2.6 MiB of F32: several panels */
         if (!tiled_float_case(isa, ft[ti], 33, 70, 9)) return 0;
     }
     return 1;
@@ -435,7 +436,7 @@ static int tiled_quant_all(const char *isa)
             int nb = nbs[rnd() % (sizeof nbs / sizeof nbs[0])], rows = 1 + (int)(rnd() % 19), B = 2 + (int)(rnd() % 15);
             if (!tiled_float_case(isa, qt[ti], 32 * nb, rows, B)) return 0;
         }
-        if (!tiled_float_case(isa, qt[ti], 32 * 344, 61, 7)) return 0;   /* 368 KiB of Q8_0: several panels */
+        if (!tiled_float_case(isa, qt[ti], 32 * 344, 240, 7)) return 0;   /* 2.6 MiB of Q8_0 (1.4 of Q4_0): several panels */
         if (!tiled_float_case(isa, qt[ti], 32 * 25, 70, 9)) return 0;
     }
     return 1;
