@@ -27,6 +27,8 @@ struct hc_ctx {
     float *rope_freq;           /* [head_dim/2] */
     void *acts, *acts2;         /* prepared activations, [n_batch] each */
     size_t act_stride;          /* bytes per prepared vector */
+    void *arranged;             /* the product's activations arranged for its kernels (matmul.c) */
+    size_t arranged_cap;        /* its bytes */
     char err[256];
 };
 

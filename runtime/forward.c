@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ATT_TOKENS 4   /* tokens of one head per attention work item (attn_run) */
+#define ATT_TOKENS 16   /* tokens of one head per attention work item (attn_run): each K/V
+                          * row, a cache miss, is read once for them (4: 22 % of a 512-token
+                          * Q4_0 prompt's time against the weight products, 16: 15 %) */
 
 static void *xalloc(size_t n)
 {
@@ -113,7 +115,8 @@ void hc_ctx_free(hc_ctx *ctx)
     if (!ctx) return;
     if (ctx->pool) hc_pool_free(ctx->pool);
     void *bufs[] = { ctx->k_cache, ctx->v_cache, ctx->x, ctx->xn, ctx->tmp, ctx->tmp2, ctx->q, ctx->att, ctx->ffn_buf[0],
-                     ctx->ffn_buf[1], ctx->h, ctx->scores, ctx->rope_freq, ctx->acts, ctx->acts2 };
+                     ctx->ffn_buf[1], ctx->h, ctx->scores, ctx->rope_freq, ctx->acts, ctx->acts2,
+                     ctx->arranged };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(ctx);
 }
@@ -256,7 +259,7 @@ typedef struct {
  * the scores are B²/2 of these per head). A fixed order: the same bits for
  * any thread count or batch. */
 #define ATT_LANES 8
-static float att_dot(const float *q, const float *k, int n)
+static inline __attribute__((always_inline)) float att_dot(const float *q, const float *k, int n)
 {
     float s[ATT_LANES] = { 0 };
     int i = 0;
@@ -271,7 +274,7 @@ static float att_dot(const float *q, const float *k, int n)
 /* out += a · v over n floats, ATT_LANES at a time with restrict so the
  * compiler uses vector registers (each out[i] gets the same operations in the
  * same order either way). */
-static void att_axpy(float *restrict out, float a, const float *restrict v, int n)
+static inline __attribute__((always_inline)) void att_axpy(float *restrict out, float a, const float *restrict v, int n)
 {
     int i = 0;
     for (; i + ATT_LANES <= n; i += ATT_LANES)
@@ -292,7 +295,10 @@ static void softmax(float *att, int n)
  * 0..pos, softmax, mix of V. Each key and value row is read once for the
  * item's tokens; every token still gets its own operations in its own order
  * (positions ascending), so the bits do not depend on the grouping. */
-static void attn_run(void *arg, int chunk, int ith)
+/* Compiled for AVX-512 and AVX2 as well (chosen at load time): the lanes of
+ * att_dot and att_axpy then fill one wider register, with the same operations
+ * per lane, so the bits do not change. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void attn_run(void *arg, int chunk, int ith)
 {
     const attn_task *t = arg;
     hc_ctx *ctx = t->ctx;

@@ -5,7 +5,10 @@
 #include <cpuid.h>
 #endif
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "cli.h"
 
 static const char *const names[HC_ISA_COUNT] = { "scalar", "avx2", "avx512" };
 
@@ -32,6 +35,19 @@ static int best_isa(void)
     return HC_ISA_SCALAR;
 }
 
+/* The instruction set named by $HC_KERNELS (the best this CPU runs when unset
+ * or empty): an unknown name or one this CPU does not run is refused. */
+static int env_isa(void)
+{
+    const char *e = getenv("HC_KERNELS");
+    int best = best_isa();
+    if (!e || !*e) return best;
+    for (int i = best; i >= 0; i--)
+        if (!strcmp(names[i], e)) return i;
+    hc_die("HC_KERNELS: '%s' is not an instruction set this CPU runs (%s%s%s)", e, best >= HC_ISA_AVX512 ? "avx512, " : "",
+           best >= HC_ISA_AVX2 ? "avx2, " : "", "scalar");
+}
+
 /* Chosen on first use (-1: not yet); threads racing here all store the same
  * value. Tests and benchmarks change it with hc_kernel_force between runs. */
 static atomic_int cur_isa = -1;
@@ -40,7 +56,7 @@ int hc_isa(void)
 {
     int is = atomic_load_explicit(&cur_isa, memory_order_relaxed);
     if (is < 0) {
-        is = best_isa();
+        is = env_isa();
         atomic_store_explicit(&cur_isa, is, memory_order_relaxed);
     }
     return is;

@@ -59,7 +59,9 @@ const hc_type_traits *hc_traits(const hc_weight *w);
 /* 1 if the runtime has kernels for ggml weights of this type. */
 int hc_kernel_supports(uint32_t type);
 
-/* The instruction set in use: the best this CPU runs, or the one forced. */
+/* The instruction set in use: the best this CPU runs, the one $HC_KERNELS
+ * names ("avx512", "avx2", "scalar"; refused when this CPU does not run it)
+ * or the one forced. */
 int hc_isa(void);
 /* Its name ("avx512", "avx2", "scalar"). */
 const char *hc_kernel_isa(void);

@@ -50,23 +50,28 @@ TI const void *pad_tail(int k, const void *row, int i, int m, float buf[8])
     return buf;
 }
 
+/* Two accumulators: a0 gets elements [16c, 16c + 8), a1 [16c + 8, 16c + 16)
+ * for c = 0, 1, ...; then a0 one more 8-element step, a1 the zero-padded
+ * tail; the result is hsum(a0 + a1). Two FMA chains keep up with memory at
+ * B = 1 and leave the register tile room for its (row, vector) pairs. */
 TI float dot_float(int k, const void *row, const float *x, int n)
 {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
     int i = 0;
-    for (; i + 32 <= n; i += 32) {
+    for (; i + 16 <= n; i += 16) {
         a0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), a0);
         a1 = _mm256_fmadd_ps(load8(k, row, i + 8), _mm256_loadu_ps(x + i + 8), a1);
-        a2 = _mm256_fmadd_ps(load8(k, row, i + 16), _mm256_loadu_ps(x + i + 16), a2);
-        a3 = _mm256_fmadd_ps(load8(k, row, i + 24), _mm256_loadu_ps(x + i + 24), a3);
     }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), a0);
+    if (i + 8 <= n) {
+        a0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), a0);
+        i += 8;
+    }
     if (i < n) {
         float wb[8], xb[8] = {0};
         memcpy(xb, x + i, (size_t)(n - i) * sizeof(float));
-        a0 = _mm256_fmadd_ps(load8(k, pad_tail(k, row, i, n - i, wb), 0), _mm256_loadu_ps(xb), a0);
+        a1 = _mm256_fmadd_ps(load8(k, pad_tail(k, row, i, n - i, wb), 0), _mm256_loadu_ps(xb), a1);
     }
-    return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    return hsum(_mm256_add_ps(a0, a1));
 }
 
 T static float dot_f(const hc_weight *w, int r, const void *x)
@@ -98,62 +103,44 @@ T static void axpy_f(const hc_weight *w, int r, int c0, int c1, float a, float *
     else axpy_float(GGML_TYPE_BF16, row, c1 - c0, a, y);
 }
 
-/* The float tile. dot_float sums a row in four 8-lane accumulators: a_j gets
- * elements [32c + 8j, 32c + 8j + 8) for c = 0, 1, ... in order, then a_0 the
- * remaining 8-element steps and the zero-padded tail, and the result is
- * hsum((a0 + a1) + (a2 + a3)). As the AVX-512 tile, the tile walks one
- * accumulator lane group at a time over a block of the row, with the R x T
- * partial sums in registers, so every (row, vector) pair sees dot_float's
- * FMAs in dot_float's order. */
+/* The float tile: R rows x T vectors, both of dot_float's accumulators of
+ * every pair in registers for the whole row (12 of the 16), so every pair gets
+ * dot_float's FMAs in dot_float's order; per 8 elements the T activation
+ * loads are shared by the rows and each row's load (and widening) by the
+ * vectors (docs/design/kernels.md). */
 #define RM 3              /* rows per tile */
-#define TM 4              /* vectors per tile */
-#define KB 512            /* elements per block of the k loop (a multiple of 32) */
+#define TM 2              /* vectors per tile */
 
-/* acc[r][t] += w_r[i..i+8) * x_t[i..i+8) for i = i0, i0 + step, ... < i1. */
-TI void run(int k, int R, int Tn, const void *const *w, const float *const *x, int i0, int i1, int step,
-            __m256 acc[RM][TM])
+/* acc[r][t] += w_r[i..i+8) * x_t[i..i+8). */
+TI void step(int k, int R, int Tn, const void *const *w, const float *const *x, int i, __m256 acc[RM][TM])
 {
-    __m256 a[RM][TM];
+    __m256 xv[TM];
     _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
+    for (int t = 0; t < Tn; t++) xv[t] = _mm256_loadu_ps(x[t] + i);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++) {
+        __m256 wv = load8(k, w[r], i);
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) a[r][t] = acc[r][t];
-    for (int i = i0; i < i1; i += step) {
-        __m256 wv[RM];
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) wv[r] = load8(k, w[r], i);
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) {
-            __m256 xv = _mm256_loadu_ps(x[t] + i);
-            _Pragma("GCC unroll 4")
-            for (int r = 0; r < R; r++) a[r][t] = _mm256_fmadd_ps(wv[r], xv, a[r][t]);
-        }
+        for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
     }
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) acc[r][t] = a[r][t];
 }
 
 /* y[t * R + r] = dot_float(k, w[r], x[t], n) for r < R, t < Tn. */
 TI void tile(int k, int R, int Tn, const void *const *w, const float *const *x, int n, float *y)
 {
-    __m256 acc[4][RM][TM];
+    __m256 a0[RM][TM], a1[RM][TM];
     _Pragma("GCC unroll 4")
-    for (int j = 0; j < 4; j++)
+    for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++)
-            _Pragma("GCC unroll 4")
-            for (int t = 0; t < Tn; t++) acc[j][r][t] = _mm256_setzero_ps();
-    int n32 = n / 32 * 32, i = n32;
-    for (int kb = 0; kb < n32; kb += KB) {
-        int ke = n32 - kb < KB ? n32 : kb + KB;
-        _Pragma("GCC unroll 4")
-        for (int j = 0; j < 4; j++) run(k, R, Tn, w, x, kb + 8 * j, ke, 32, acc[j]);
+        for (int t = 0; t < Tn; t++) a0[r][t] = a1[r][t] = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        step(k, R, Tn, w, x, i, a0);
+        step(k, R, Tn, w, x, i + 8, a1);
     }
-    if (n - i >= 8) {
-        run(k, R, Tn, w, x, i, n - 7, 8, acc[0]);
-        i += (n - i) / 8 * 8;
+    if (i + 8 <= n) {
+        step(k, R, Tn, w, x, i, a0);
+        i += 8;
     }
     if (i < n) {
         float wb[RM][8], xb[TM][8];
@@ -167,14 +154,12 @@ TI void tile(int k, int R, int Tn, const void *const *w, const float *const *x, 
             memcpy(xb[t], x[t] + i, (size_t)(n - i) * sizeof(float));
             xt[t] = xb[t];
         }
-        run(k, R, Tn, wt, xt, 0, 1, 8, acc[0]);
+        step(k, R, Tn, wt, xt, 0, a1);
     }
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++)
-            y[t * R + r] = hsum(_mm256_add_ps(_mm256_add_ps(acc[0][r][t], acc[1][r][t]),
-                                              _mm256_add_ps(acc[2][r][t], acc[3][r][t])));
+        for (int t = 0; t < Tn; t++) y[t * R + r] = hsum(_mm256_add_ps(a0[r][t], a1[r][t]));
 }
 
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)

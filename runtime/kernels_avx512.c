@@ -19,10 +19,11 @@
 #define T __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 #define TI static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
-/* Software prefetch distance (bytes ahead in the row being read). The B = 1
- * loops read one ascending stream per thread; without it the hardware
- * prefetcher left Q4_0 at 11 GB/s from DRAM (24 with it), F32 at 29 (34). */
-#define PF_FLOAT 2048
+/* Software prefetch distance (bytes ahead in the row being read) of the
+ * quantized B = 1 loops, which read one ascending stream per thread: without
+ * it the hardware prefetcher left Q4_0 at 11 GB/s from DRAM (24 with it). The
+ * float dot has none: on Zen 4 its prefetch 2 KiB ahead halved F16 and cut
+ * F32 by a fifth (docs/measurements.md, "Matrix-vector kernels"). */
 #define PF_Q 4096
 
 /* ---- F32 / F16 / BF16: one body, specialised by the constant k (a ggml
@@ -39,25 +40,28 @@ TI __m512 load16(int k, const void *p, int i, __mmask16 m)
 
 TI __mmask16 tail_mask(int m) { return (__mmask16)((1u << m) - 1); }
 
+/* Two accumulators: a0 gets elements [32c, 32c + 16), a1 [32c + 16, 32c + 32)
+ * for c = 0, 1, ...; then a0 one more 16-element step, a1 the masked tail;
+ * the result is reduce_add(a0 + a1). Two FMA chains keep up with memory at
+ * B = 1, and leave the register tile room for 4 x 3 (row, vector) pairs. */
 TI float dot_float(int k, const void *row, const float *x, int n)
 {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
     const __mmask16 all = 0xffff;
     int i = 0;
-    for (; i + 64 <= n; i += 64) {
-        _mm_prefetch((const char *)row + (k == GGML_TYPE_F32 ? 4 : 2) * (size_t)i + PF_FLOAT, _MM_HINT_T0);
-        if (k == GGML_TYPE_F32) _mm_prefetch((const char *)row + 4 * (size_t)i + 64 + PF_FLOAT, _MM_HINT_T0);
+    for (; i + 32 <= n; i += 32) {
         a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
         a1 = _mm512_fmadd_ps(load16(k, row, i + 16, all), _mm512_loadu_ps(x + i + 16), a1);
-        a2 = _mm512_fmadd_ps(load16(k, row, i + 32, all), _mm512_loadu_ps(x + i + 32), a2);
-        a3 = _mm512_fmadd_ps(load16(k, row, i + 48, all), _mm512_loadu_ps(x + i + 48), a3);
     }
-    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
+    if (i + 16 <= n) {
+        a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
+        i += 16;
+    }
     if (i < n) {
         __mmask16 m = tail_mask(n - i);
-        a0 = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), a0);
+        a1 = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), a1);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
 T static float dot_f(const hc_weight *w, int r, const void *x)
@@ -84,72 +88,54 @@ T static void axpy_f(const hc_weight *w, int r, int c0, int c1, float a, float *
     else axpy_float(GGML_TYPE_BF16, row, c1 - c0, a, y);
 }
 
-/* The float tile. dot_float sums a row in four 16-lane accumulators:
- * a_j gets elements [64c + 16j, 64c + 16j + 16) for c = 0, 1, ... in order,
- * then a_0 the remaining 16-element steps and the masked tail, and the result
- * is reduce_add((a0 + a1) + (a2 + a3)). Holding four accumulators for each of
- * R x T (row, vector) pairs would not fit in 32 registers, so the tile walks
- * one accumulator lane group j at a time over a block of KB elements (the
- * chains are independent), keeps the R x T partial sums in registers and parks
- * them in memory between groups and blocks: every pair sees dot_float's FMAs in
- * dot_float's order, only interleaved with the other pairs. */
+/* The float tile: R rows x T vectors, both of dot_float's accumulators of
+ * every pair in registers (24 of the 32) for the whole row, so every pair
+ * gets dot_float's FMAs in dot_float's order. Per 16 elements the T
+ * activation loads are shared by the rows and each row's load (and F16/BF16
+ * widening) by the vectors: 4 + 3 loads per 12 FMAs, the rows and vectors
+ * read as ascending streams (llamafile's tinyBLAS uses 4 x 6 with one
+ * accumulator per pair; docs/design/kernels.md). */
 #define RM 4              /* rows per tile */
-#define TM 4              /* vectors per tile */
-#define KB 512            /* elements per block of the k loop (a multiple of 64) */
+#define TM 3              /* vectors per tile */
 
-/* acc[r][t] += w_r[i..i+16) * x_t[i..i+16) for i = i0, i0 + step, ... < i1 (masked by m). */
-TI void run(int k, int R, int Tn, const void *const *w, const float *const *x, int i0, int i1, int step,
-            __mmask16 m, __m512 acc[RM][TM])
+/* acc[r][t] += w_r[i..i+16) * x_t[i..i+16) (lanes outside m: zero). */
+TI void step(int k, int R, int Tn, const void *const *w, const float *const *x, int i, __mmask16 m,
+             __m512 acc[RM][TM])
 {
-    __m512 a[RM][TM];
+    __m512 xv[TM];
     _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
+    for (int t = 0; t < Tn; t++) xv[t] = _mm512_maskz_loadu_ps(m, x[t] + i);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++) {
+        __m512 wv = load16(k, w[r], i, m);
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) a[r][t] = acc[r][t];
-    for (int i = i0; i < i1; i += step) {
-        __m512 wv[RM];
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) wv[r] = load16(k, w[r], i, m);
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) {
-            __m512 xv = _mm512_maskz_loadu_ps(m, x[t] + i);
-            _Pragma("GCC unroll 4")
-            for (int r = 0; r < R; r++) a[r][t] = _mm512_fmadd_ps(wv[r], xv, a[r][t]);
-        }
+        for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
     }
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) acc[r][t] = a[r][t];
 }
 
 /* y[t * R + r] = dot_float(k, w[r], x[t], n) for r < R, t < Tn. */
 TI void tile(int k, int R, int Tn, const void *const *w, const float *const *x, int n, float *y)
 {
-    __m512 acc[4][RM][TM];
-    _Pragma("GCC unroll 4")
-    for (int j = 0; j < 4; j++)
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++)
-            _Pragma("GCC unroll 4")
-            for (int t = 0; t < Tn; t++) acc[j][r][t] = _mm512_setzero_ps();
-    int n64 = n / 64 * 64, i = n64;
-    for (int kb = 0; kb < n64; kb += KB) {
-        int ke = n64 - kb < KB ? n64 : kb + KB;
-        _Pragma("GCC unroll 4")
-        for (int j = 0; j < 4; j++) run(k, R, Tn, w, x, kb + 16 * j, ke, 64, 0xffff, acc[j]);
-    }
-    if (n - i >= 16) {
-        run(k, R, Tn, w, x, i, n - 15, 16, 0xffff, acc[0]);
-        i += (n - i) / 16 * 16;
-    }
-    if (i < n) run(k, R, Tn, w, x, i, i + 1, 16, (__mmask16)((1u << (n - i)) - 1), acc[0]);
+    __m512 a0[RM][TM], a1[RM][TM];
+    const __mmask16 all = 0xffff;
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++)
-            y[t * R + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0][r][t], acc[1][r][t]),
-                                                              _mm512_add_ps(acc[2][r][t], acc[3][r][t])));
+        for (int t = 0; t < Tn; t++) a0[r][t] = a1[r][t] = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        step(k, R, Tn, w, x, i, all, a0);
+        step(k, R, Tn, w, x, i + 16, all, a1);
+    }
+    if (i + 16 <= n) {
+        step(k, R, Tn, w, x, i, all, a0);
+        i += 16;
+    }
+    if (i < n) step(k, R, Tn, w, x, i, tail_mask(n - i), a1);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r][t], a1[r][t]));
 }
 
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
@@ -188,9 +174,10 @@ TI __m512 scales(__m512i v, int w1)
     return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, v)));
 }
 
-/* The Q8_0 activation of a Q8_0 matvec, rearranged once per row loop so the
- * inner loop only loads it: per pair of blocks the 64 quant bytes and the
- * scales as 16 floats (8 lanes per block). */
+/* The Q8_0 activation of a Q8_0 matvec, rearranged once per product so the
+ * inner loop only loads it: per pair of blocks the 64 quant bytes plus 128,
+ * as unsigned bytes (x ^ 0x80), and the scales as 16 floats (8 lanes per
+ * block). A missing second block of a pair (odd block count) is zero. */
 typedef struct {
     __m512i q;
     __m512 d;
@@ -204,7 +191,8 @@ T static void arrange_q8(const void *act, int n, void *xa)
     for (int b = 0; b < nb; b += 2) {
         int two = b + 1 < nb;
         xpair *o = xp + b / 2;
-        o->q = join(load32(x[b].qs), two ? load32(x[b + 1].qs) : _mm256_setzero_si256());
+        o->q = _mm512_xor_si512(join(load32(x[b].qs), two ? load32(x[b + 1].qs) : _mm256_setzero_si256()),
+                                _mm512_set1_epi8((char)0x80));
         o->d = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(x[b].d)), _mm256_set1_ps(two ? _cvtsh_ss(x[b + 1].d) : 0), 1);
     }
 }
@@ -214,41 +202,53 @@ static size_t arranged_q8(int n) { return sizeof(xpair) * (size_t)((n / QK8_0 + 
 /* Row r of a Q8_0 / Q4_0 weight (blocks of type B). */
 #define QROW(B, w, r) ((const B *)(w)->data + (size_t)(r) * (size_t)((w)->n / QK8_0))
 
-/* 64 signed bytes of w times 64 of x -> 16 int32 partial sums as floats:
- * |w| (unsigned, so -128 too) times x with w's sign, summed by vpdpbusd. */
-TI __m512 mul_sum_i8(__m512i w, __m512i x)
+/* -128 times each int32 lane's 4 bytes of w summed: the correction that
+ * turns vpdpbusd of (x + 128) with w into the exact Σ x·w (|Σ| <= 4·255·128). */
+TI __m512i w_corr(__m512i w)
 {
-    __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
-    return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), sx));
+    __m512i c = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), w);
+    return _mm512_sub_epi32(_mm512_setzero_si512(), c);
 }
 
-/* acc + the dot of blocks b and, if two (see load_pair), b+1 of row w with
- * the arranged pair xp. two is a constant after inlining. Int32 sums: lanes
- * 0-7 block b, 8-15 b+1. */
+/* 64 signed bytes of w times 64 of x (given as xu = x + 128) -> 16 int32
+ * partial sums as floats; corr = w_corr(w), shared by every vector. */
+TI __m512 mul_sum_i8(__m512i w, __m512i corr, __m512i xu)
+{
+    return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, xu, w));
+}
+
+/* Blocks b and, if two (see load_pair), b+1 of row w as the 64 weight bytes
+ * (a missing block zero) and the two scales (lanes 0-7, 8-15). */
+TI __m512i pair_q(const block_q8_0 *w, int two)
+{
+    return join(load32(w[0].qs), two ? load32(w[1].qs) : _mm256_setzero_si256());
+}
+
+/* acc + the dot of blocks b and, if two, b+1 of row w with the arranged pair
+ * xp. two is a constant after inlining. Int32 sums: lanes 0-7 block b, 8-15 b+1. */
 TI __m512 q_pair(const block_q8_0 *w, const xpair *xp, int b, int two, __m512 acc)
 {
     w += b;
     _mm_prefetch((const char *)w + PF_Q, _MM_HINT_T0);
-    __m512 p = mul_sum_i8(join(load32(w[0].qs), two ? load32(w[1].qs) : _mm256_setzero_si256()), xp->q);
+    __m512i wv = pair_q(w, two);
+    __m512 p = mul_sum_i8(wv, w_corr(wv), xp->q);
     __m512 dw = scales(load_pair(w, two), 17);
     return _mm512_fmadd_ps(_mm512_mul_ps(dw, xp->d), p, acc);
 }
 
-/* Two accumulators (even and odd pairs) keep the FMA latency off the critical path. */
+/* One accumulator, pairs in order, the last one half when the row has an odd
+ * block count. Its FMA chain (4 cycles per 68 bytes of row) stays well ahead
+ * of memory at B = 1. */
 T static float dot_q8(const hc_weight *w, int r, const void *xa)
 {
     const block_q8_0 *q = QROW(block_q8_0, w, r);
     const xpair *xp = xa;
-    __m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
+    __m512 acc = _mm512_setzero_ps();
     int b = 0, nb = w->n / QK8_0;
-    for (; b + 6 <= nb; b += 4) {
-        acc[0] = q_pair(q, xp + b / 2, b, 2, acc[0]);
-        acc[1] = q_pair(q, xp + b / 2 + 1, b + 2, 2, acc[1]);
-    }
-    if (b + 4 <= nb) { acc[0] = q_pair(q, xp + b / 2, b, 2, acc[0]); b += 2; }
-    if (b + 2 <= nb) { acc[b / 2 % 2] = q_pair(q, xp + b / 2, b, 1, acc[b / 2 % 2]); b += 2; }
-    if (b < nb) acc[b / 2 % 2] = q_pair(q, xp + b / 2, b, 0, acc[b / 2 % 2]);
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1]));
+    for (; b + 4 <= nb; b += 2) acc = q_pair(q, xp + b / 2, b, 2, acc);
+    if (b + 2 <= nb) { acc = q_pair(q, xp + b / 2, b, 1, acc); b += 2; }
+    if (b < nb) acc = q_pair(q, xp + b / 2, b, 0, acc);
+    return _mm512_reduce_add_ps(acc);
 }
 
 #define RQ 4              /* the most rows and vectors a quantized tile holds */
@@ -257,43 +257,27 @@ T static float dot_q8(const hc_weight *w, int r, const void *xa)
 #define T8 4
 #define R4 2              /* Q4_0 tile: rows x vectors */
 #define T4 4
-#define KBP 16            /* Q8_0: block pairs per step of the k loop (even) */
 
-/* acc[r][t] += pairs p = p0, p0 + 2, ... < p1 of row r with vector t (two: 1
- * a full pair, 0 the last, half pair). mul_sum_i8 with
- * |w| and w's sign shared by the vectors. */
-TI void q8_run(int R, int Tn, const block_q8_0 *const *w, const xpair *const *xp, int p0, int p1, int two,
+/* acc[r][t] += pair p of row r with vector t (two: 1 a full pair, 0 a half
+ * pair), as q_pair: the weight bytes, their correction and scales loaded once
+ * for the vectors, the activation bytes and scales once per row. */
+TI void q8_step(int R, int Tn, const block_q8_0 *const *w, const xpair *const *xp, int p, int two,
                 __m512 acc[RQ][TQN])
 {
-    __m512 a[RQ][TQN];
     _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < R; r++) {
+        const block_q8_0 *wb = w[r] + 2 * p;
+        __m512i wv = pair_q(wb, two), corr = w_corr(wv);
+        __m512 dw = scales(load_pair(wb, 2 * two), 17);
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) a[r][t] = acc[r][t];
-    for (int p = p0; p < p1; p += 2) {
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) {
-            const block_q8_0 *wb = w[r] + 2 * p;
-            __m512i wv = join(load32(wb[0].qs), two ? load32(wb[1].qs) : _mm256_setzero_si256());
-            __mmask64 neg = _mm512_movepi8_mask(wv);
-            __m512i aw = _mm512_abs_epi8(wv);
-            __m512 dw = scales(load_pair(wb, 2 * two), 17);
-            _Pragma("GCC unroll 4")
-            for (int t = 0; t < Tn; t++) {
-                __m512i xq = xp[t][p].q;
-                __m512i sx = _mm512_mask_sub_epi8(xq, neg, _mm512_setzero_si512(), xq);
-                __m512 s = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx));
-                a[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xp[t][p].d), s, a[r][t]);
-            }
-        }
+        for (int t = 0; t < Tn; t++)
+            acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xp[t][p].d), mul_sum_i8(wv, corr, xp[t][p].q), acc[r][t]);
     }
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) acc[r][t] = a[r][t];
 }
 
-/* The Q8_0 tile, as dot_q8: pair p goes to accumulator p % 2; y = reduce(acc0 + acc1). */
+/* The Q8_0 tile, as dot_q8: one accumulator per pair of (row, vector) in
+ * registers for the whole row, pairs in order, the last one half when the
+ * block count is odd. */
 T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
     enum { R = R8, Tn = T8 };
@@ -301,24 +285,18 @@ T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *x
     const xpair *const *xp = (const xpair *const *)xv;
     const int nb = wt->n / QK8_0;
     for (int r = 0; r < R; r++) w[r] = QROW(block_q8_0, wt, rows[r]);
-    __m512 acc[2][RQ][TQN];
-    _Pragma("GCC unroll 2")
-    for (int j = 0; j < 2; j++)
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++)
-            _Pragma("GCC unroll 4")
-            for (int t = 0; t < Tn; t++) acc[j][r][t] = _mm512_setzero_ps();
-    int np = nb / 2;
-    for (int pb = 0; pb < np; pb += KBP) {
-        int pe = np - pb < KBP ? np : pb + KBP;
-        q8_run(R, Tn, w, xp, pb, pe, 1, acc[0]);
-        q8_run(R, Tn, w, xp, pb + 1, pe, 1, acc[1]);
-    }
-    if (nb % 2) q8_run(R, Tn, w, xp, np, np + 1, 0, acc[np % 2]);
+    __m512 acc[RQ][TQN];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r][t], acc[1][r][t]));
+        for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_setzero_ps();
+    int p = 0;
+    for (; 2 * p + 2 <= nb; p++) q8_step(R, Tn, w, xp, p, 1, acc);
+    if (2 * p < nb) q8_step(R, Tn, w, xp, p, 0, acc);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
 /* y[0..32) += a * (q * d): q*d is exact in float, then one FMA. */

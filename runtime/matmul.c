@@ -34,10 +34,34 @@ void hc_ctx_prepare(hc_ctx *ctx, const hc_weight *w, const float *x, int B, void
         hc_weight_prepare(w, isa, x + (size_t)b * (size_t)w->n, (char *)acts + (size_t)b * ctx->act_stride);
 }
 
+/* The B prepared activations at acts as w's kernels on isa read them: arranged
+ * once for the whole product into the context's buffer (every thread reads
+ * it), or acts itself when the kernels need no arrangement. *xs: the stride. */
+static const void *arranged(hc_ctx *ctx, const hc_weight *w, int isa, const void *acts, int B, size_t *xs)
+{
+    size_t ab = hc_weight_arranged_bytes(w, isa), need = ab * (size_t)B;
+    *xs = ctx->act_stride;
+    if (!ab) return acts;
+    if (need > ctx->arranged_cap) {
+        free(ctx->arranged);
+        ctx->arranged = NULL;
+        ctx->arranged_cap = 0;
+        if (posix_memalign(&ctx->arranged, 64, need)) {
+            hc_warn("out of memory for arranged activations");
+            abort();
+        }
+        ctx->arranged_cap = need;
+    }
+    hc_weight_arrange(w, isa, acts, ctx->act_stride, B, ctx->arranged);
+    *xs = ab;
+    return ctx->arranged;
+}
+
 typedef struct {
     const hc_weight *w;
-    const void *acts;
-    size_t act_stride, y_stride;
+    int isa;
+    const void *xa;          /* the activations the kernels read (see arranged) */
+    size_t xs, y_stride;
     int B, n_chunks;
     float *y;
 } matvec_task;
@@ -48,14 +72,15 @@ static void matvec_chunk(void *arg, int chunk, int ith)
     int lo, hi;
     (void)ith;
     hc_split(t->w->rows, ROW_UNIT, chunk, t->n_chunks, &lo, &hi);
-    if (lo < hi) hc_weight_matvec(t->w, hc_isa(), lo, hi, t->acts, t->act_stride, t->B, t->y + lo, t->y_stride);
+    if (lo < hi) hc_weight_matvec(t->w, t->isa, lo, hi, t->xa, t->xs, t->B, t->y + lo, t->y_stride);
 }
 
 void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride)
 {
     size_t work = (size_t)w->rows * (size_t)w->n * (size_t)B;
     int nc = hc_pool_chunks(ctx->pool, (w->rows + ROW_UNIT - 1) / ROW_UNIT, work);
-    matvec_task t = { w, acts, ctx->act_stride, y_stride, B, nc, y };
+    matvec_task t = { w, hc_isa(), NULL, 0, y_stride, B, nc, y };
+    t.xa = arranged(ctx, w, t.isa, acts, B, &t.xs);
     hc_pool_run(ctx->pool, matvec_chunk, &t, nc);
 }
 
@@ -170,9 +195,10 @@ void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, cons
 
 typedef struct {
     const hc_weight *w;
+    int isa;
     const int32_t *idx;
-    const void *acts;
-    size_t act_stride, y_stride;
+    const void *xa;          /* the activations the kernels read (see arranged) */
+    size_t xs, y_stride;
     int k, B, n_chunks, tile;
     char *scratch;           /* [pool size][tile rows] for B > 1 */
     float *y;
@@ -189,10 +215,9 @@ static void rows_chunk(void *arg, int chunk, int ith)
     int lo, hi;
     hc_split(t->k, ROW_UNIT, chunk, t->n_chunks, &lo, &hi);
     if (lo >= hi) return;
-    int isa = hc_isa();
     if (t->B == 1 || t->w->kind != HC_WEIGHT_GGML) {
         for (int b = 0; b < t->B; b++)
-            hc_weight_matvec_rows(t->w, isa, t->idx + lo, hi - lo, (const char *)t->acts + (size_t)b * t->act_stride,
+            hc_weight_matvec_rows(t->w, t->isa, t->idx + lo, hi - lo, (const char *)t->xa + (size_t)b * t->xs,
                                   t->y + (size_t)b * t->y_stride + lo);
         return;
     }
@@ -213,7 +238,7 @@ static void rows_chunk(void *arg, int chunk, int ith)
         hc_weight tile = *t->w;
         tile.data = rows;
         tile.rows = n;
-        hc_weight_matvec(&tile, isa, 0, n, t->acts, t->act_stride, t->B, t->y + i0, t->y_stride);
+        hc_weight_matvec(&tile, t->isa, 0, n, t->xa, t->xs, t->B, t->y + i0, t->y_stride);
     }
 }
 
@@ -226,7 +251,8 @@ void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int
     if (k <= 0) return;
     size_t work = (size_t)k * (size_t)w->n * (size_t)B;
     int nc = hc_pool_chunks(ctx->pool, (k + ROW_UNIT - 1) / ROW_UNIT, work);
-    rows_task t = { w, idx, acts, ctx->act_stride, y_stride, k, B, nc, 0, NULL, y };
+    rows_task t = { w, hc_isa(), idx, NULL, 0, y_stride, k, B, nc, 0, NULL, y };
+    t.xa = arranged(ctx, w, t.isa, acts, B, &t.xs);
     if (B > 1 && w->kind == HC_WEIGHT_GGML) {
         size_t rb = ggml_row_size(w->type, w->n);
         t.tile = (int)(GATHER_BYTES / rb) / ROW_UNIT * ROW_UNIT;
@@ -238,7 +264,7 @@ void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int
         rows_task one = t;
         one.B = 1;
         for (int b = 0; b < B; b++) {
-            one.acts = (const char *)acts + (size_t)b * ctx->act_stride;
+            one.xa = (const char *)t.xa + (size_t)b * t.xs;
             one.y = y + (size_t)b * y_stride;
             hc_pool_run(ctx->pool, rows_chunk, &one, nc);
         }

@@ -34,15 +34,26 @@ size_t hc_weight_act_bytes(const hc_weight *w);
 void hc_weight_prepare(const hc_weight *w, int isa, const float *x, void *act);
 /* 1 if two weights take the same prepared activation (so q/k/v, gate/up share it). */
 int hc_weight_same_act(const hc_weight *a, const hc_weight *b);
+/* Bytes of one arranged activation vector (a multiple of 64) for w's kernels
+ * on isa; 0 when they read the prepared activation as is. */
+size_t hc_weight_arranged_bytes(const hc_weight *w, int isa);
+/* The B prepared activations (act_stride apart) rearranged for the inner
+ * loops of w's kernels on isa, into xa (hc_weight_arranged_bytes apart, xa
+ * aligned to 64). Done once per product, before the rows are split among
+ * threads: only when hc_weight_arranged_bytes is not 0. */
+void hc_weight_arrange(const hc_weight *w, int isa, const void *acts, size_t act_stride, int B, void *xa);
 /* y[b*y_stride + r - row0] = row r · activation b, for r in [row0, row1), b < B;
- * activation b at (char *)acts + b*act_stride. B = 1 streams the rows one at a
- * time; B > 1 (prompts) runs register tiles over panels of rows that stay in
- * L2. Each value is the bits of the row's dot whatever B, row0 or row1, so any
- * split of rows among threads gives identical results. */
-void hc_weight_matvec(const hc_weight *w, int isa, int row0, int row1, const void *acts,
-                      size_t act_stride, int B, float *y, size_t y_stride);
-/* Gathered rows, one activation: y[i] = row idx[i] · act, i < k. */
-void hc_weight_matvec_rows(const hc_weight *w, int isa, const int32_t *idx, int k, const void *act, float *y);
+ * activation b at (char *)xa + b*xs: arranged (hc_weight_arrange) when
+ * hc_weight_arranged_bytes(w, isa) is not 0, else the prepared one. B = 1
+ * streams the rows one at a time; B > 1 (prompts) runs register tiles over
+ * panels of rows that stay in L2. Each value is the bits of the row's dot
+ * whatever B, row0 or row1, so any split of rows among threads gives
+ * identical results. */
+void hc_weight_matvec(const hc_weight *w, int isa, int row0, int row1, const void *xa, size_t xs, int B, float *y,
+                      size_t y_stride);
+/* Gathered rows, one activation (arranged as for hc_weight_matvec):
+ * y[i] = row idx[i] · xa, i < k. */
+void hc_weight_matvec_rows(const hc_weight *w, int isa, const int32_t *idx, int k, const void *xa, float *y);
 /* y[0 .. c1 - c0) += a · columns [c0, c1) of row r (c0 a multiple of 32):
  * the down projection of one neuron stored as a row (ffn_down_t). */
 void hc_weight_axpy(const hc_weight *w, int isa, int r, int c0, int c1, float a, float *y);

@@ -12,7 +12,7 @@
 # `nice` (10). Needs: pip, cmake, a C++ compiler (Debian: `apt-get install
 # cmake g++`), network access to PyPI the first time. A later run reuses the build.
 #
-# Models (kept in $PEER/models): `hc-convert synth` writes a random LLaMA-shaped
+# Models (kept in $MODELS, default $PEER/models): `hc-convert synth` writes a random LLaMA-shaped
 # F16 model (DIM × NFF, LAYERS layers, vocab 512), and `hc-quantize --pure` makes
 # the other TYPES from it. Both programs then run the same file with the same
 # thread count, interleaved (hc, llama.cpp, hc, ...), REPS rounds; the table
@@ -20,14 +20,16 @@
 #   decode   GEN tokens after an empty prompt (hc-run -p "" -n GEN; llama-bench -p 0 -n GEN)
 #   ppN      one prompt of N tokens (hc-run --logits; llama-bench -p N -n 0)
 #   quant    F16 -> TYPE, seconds (hc-quantize --pure -t; llama-quantize --pure), TYPES
-#            Q8_0/Q4_0 only; output written to $PEER/models and deleted
+#            Q8_0/Q4_0 only; output written to a temporary directory and deleted
 # "% bw" = weight bytes per token (hc-run -v) × decode t/s ÷ the read bandwidth
 # that scripts/bench_membw.c measures with the same thread count just before and
 # after that type's rows (the higher of the two). "load" = the 1-minute load
 # average when the row finished: on a shared machine, read the figures with it.
 #
 # Environment (defaults): TYPES="F32 F16 BF16 Q8_0 Q4_0" THREADS="1 2" TESTS="decode
-# pp128 pp512 quant" REPS=3 GEN=32 DIM=4096 NFF=11008 LAYERS=8 VERSION=0.3.36.
+# pp128 pp512 quant" REPS=3 GEN=32 DIM=4096 NFF=11008 LAYERS=8 VERSION=0.3.36
+# MODELS=$PEER/models. HC_KERNELS=avx2 (or avx512, scalar) makes hc-run and
+# hc-quantize use that instruction set's kernels (docs/hc-run.md, ENVIRONMENT).
 set -eu
 HC_BIN=${HC_BIN:-$(pwd)/bin}
 PEER=${PEER:-$(pwd)/build/peer}
@@ -41,8 +43,10 @@ DIM=${DIM:-4096}
 NFF=${NFF:-11008}
 LAYERS=${LAYERS:-8}
 
-mkdir -p "$PEER/models"
+MODELS=${MODELS:-$PEER/models}
+mkdir -p "$PEER" "$MODELS"
 PEER=$(cd "$PEER" && pwd)
+MODELS=$(cd "$MODELS" && pwd)
 LB=$PEER/llama-build/bin
 T=$(mktemp -d "${TMPDIR:-/tmp}/hcvs.XXXXXX")
 trap 'rm -rf "$T"' EXIT INT TERM
@@ -69,7 +73,7 @@ build_peer() {
 
 # model TYPE: path of the synthetic model in TYPE, made once
 model() {
-    base=$PEER/models/synth-$DIM-$NFF-$LAYERS
+    base=$MODELS/synth-$DIM-$NFF-$LAYERS
     [ -f "$base-F16.gguf" ] || "$HC_BIN/hc-convert" synth -o "$base-F16.gguf" --dim "$DIM" --n-ff "$NFF" \
         --layers "$LAYERS" --heads 32 --kv-heads 32 --vocab 512 --ctx 1024 --act silu --type f16 \
         --seed 1 >/dev/null

@@ -1,7 +1,12 @@
 /* Matvec speed per weight type on a 4096 x 11008 matrix (LLaMA-7B ffn_up):
  * B = 1 as GB/s of weights streamed (enough copies rotate to defeat the
  * last-level cache), B = 16/64 as GFLOP/s. Built and run by bench-kernels.sh.
- * Usage: bench_kernels [max threads (default 2)] [isa (default: best)] */
+ * Usage: bench_kernels [max threads (default 2)] [isa (default: best)]
+ *        bench_kernels cpu ISA N ROWS B [REPS]: one thread, one N x ROWS
+ *        product with B vectors (arranged once, as hc_ctx_matvec), best of
+ *        REPS (3) in the thread's CPU time, which a loaded machine disturbs
+ *        far less than wall time: GFLOP/s (and GB/s of weights for B = 1). */
+#include <time.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,33 +43,105 @@ static void matvec_threads(uint32_t type, const char *W, const void *acts, size_
     for (int t = 1; t < nt; t++) pthread_join(th[t], NULL);
 }
 
-static void fill_rows(uint32_t type, char *W, const float *x)
+/* rows x n weights of type from the 64 vectors of n floats at x (repeating:
+ * the values do not matter). */
+static void fill_rows(uint32_t type, char *W, const float *x, int n, int rows)
 {
-    size_t rb = ggml_row_size(type, N);
-    for (int r = 0; r < ROWS; r++) {
+    size_t rb = ggml_row_size(type, n);
+    for (int r = 0; r < rows; r++) {
         char *row = W + rb * (size_t)r;
-        const float *xr = x + (size_t)(r % 64) * N;   /* 64 distinct rows repeat: values do not matter */
+        const float *xr = x + (size_t)(r % 64) * (size_t)n;
         uint16_t *h = (uint16_t *)row;
         switch (type) {
         case GGML_TYPE_F32: memcpy(row, xr, rb); break;
-        case GGML_TYPE_F16: for (int i = 0; i < N; i++) h[i] = fp32_to_fp16(xr[i]); break;
-        case GGML_TYPE_BF16: for (int i = 0; i < N; i++) h[i] = fp32_to_bf16(xr[i]); break;
-        case GGML_TYPE_Q8_0: quantize_row_q8_0(xr, (block_q8_0 *)row, N); break;
-        case GGML_TYPE_Q4_0: quantize_row_q4_0(xr, (block_q4_0 *)row, N); break;
+        case GGML_TYPE_F16: for (int i = 0; i < n; i++) h[i] = fp32_to_fp16(xr[i]); break;
+        case GGML_TYPE_BF16: for (int i = 0; i < n; i++) h[i] = fp32_to_bf16(xr[i]); break;
+        case GGML_TYPE_Q8_0: quantize_row_q8_0(xr, (block_q8_0 *)row, n); break;
+        case GGML_TYPE_Q4_0: quantize_row_q4_0(xr, (block_q4_0 *)row, n); break;
         }
     }
+}
+
+/* Random floats in [-0.5, 0.5). */
+static float *random_floats(size_t count)
+{
+    float *x = malloc(count * sizeof *x);
+    unsigned s = 1;
+    if (!x) hc_die("out of memory");
+    for (size_t i = 0; i < count; i++) x[i] = (float)((s = s * 1103515245u + 12345u) >> 8) / 16777216.0f - 0.5f;
+    return x;
+}
+
+/* The prepared (and, if the kernels want it, arranged) activations of the B
+ * vectors at x for w; *stride: bytes per vector. */
+static char *activations(const hc_weight *w, const float *x, int B, size_t *stride)
+{
+    size_t as = hc_weight_act_bytes(w), xs = hc_weight_arranged_bytes(w, hc_isa());
+    char *acts = malloc(as * (size_t)B), *xa = NULL;
+    if (!acts) hc_die("out of memory");
+    for (int b = 0; b < B; b++) hc_weight_prepare(w, hc_isa(), x + (size_t)b * (size_t)w->n, acts + as * (size_t)b);
+    *stride = as;
+    if (!xs) return acts;
+    if (posix_memalign((void **)&xa, 64, xs * (size_t)B)) hc_die("out of memory");
+    hc_weight_arrange(w, hc_isa(), acts, as, B, xa);
+    free(acts);
+    *stride = xs;
+    return xa;
+}
+
+static double thread_cpu(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* bench_kernels cpu ISA N ROWS B [REPS] (see the top of the file). */
+static int cpu_mode(int argc, char **argv)
+{
+    static const uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    if (argc < 6) hc_die("usage: bench_kernels cpu ISA N ROWS B [REPS]");
+    if (hc_kernel_force(argv[2])) hc_die("instruction set %s is not available", argv[2]);
+    int n = atoi(argv[3]), rows = atoi(argv[4]), B = atoi(argv[5]), reps = argc > 6 ? atoi(argv[6]) : 3;
+    if (n < 32 || n % 32 || rows < 1 || B < 1 || reps < 1) hc_die("N must be a multiple of 32; ROWS, B, REPS >= 1");
+    int nx = B > 64 ? B : 64;
+    float *x = random_floats((size_t)nx * (size_t)n), *y = malloc(sizeof(float) * (size_t)B * (size_t)rows);
+    if (!y) hc_die("out of memory");
+    printf("isa %s, one thread, %d x %d, B = %d, best of %d in CPU time\n", hc_kernel_isa(), n, rows, B, reps);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        size_t bytes = ggml_row_size(types[ti], n) * (size_t)rows, xs;
+        char *W = malloc(bytes);
+        if (!W) hc_die("out of memory");
+        fill_rows(types[ti], W, x, n, rows);
+        hc_weight w = { .kind = HC_WEIGHT_GGML, .type = types[ti], .data = W, .n = n, .rows = rows };
+        char *xa = activations(&w, x, B, &xs);
+        double best = 1e30;
+        for (int r = 0; r < reps; r++) {
+            double t0 = thread_cpu();
+            hc_weight_matvec(&w, hc_isa(), 0, rows, xa, xs, B, y, (size_t)rows);
+            double t = thread_cpu() - t0;
+            if (t < best) best = t;
+        }
+        printf("%-5s %8.2f GFLOP/s", ggml_type_name(types[ti]), 2.0 * n * rows * B / best / 1e9);
+        if (B == 1) printf(" %8.2f GB/s", (double)bytes / best / 1e9);
+        printf("\n");
+        free(W);
+        free(xa);
+    }
+    free(x);
+    free(y);
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     static const uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
-    int maxt = argc > 1 ? atoi(argv[1]) : 2;
     hc_prog = "bench_kernels";
+    if (argc > 1 && !strcmp(argv[1], "cpu")) return cpu_mode(argc, argv);
+    int maxt = argc > 1 ? atoi(argv[1]) : 2;
     if (maxt < 1 || maxt > 64) hc_die("threads must be 1..64");
     if (argc > 2 && hc_kernel_force(argv[2])) hc_die("instruction set %s is not available", argv[2]);
-    float *x = malloc((size_t)64 * N * sizeof *x), *y = malloc((size_t)64 * ROWS * sizeof *y);
-    unsigned s = 1;
-    for (size_t i = 0; i < (size_t)64 * N; i++) x[i] = (float)((s = s * 1103515245u + 12345u) >> 8) / 16777216.0f - 0.5f;
+    float *x = random_floats((size_t)64 * N), *y = malloc((size_t)64 * ROWS * sizeof *y);
     printf("isa %s, %d x %d\n", hc_kernel_isa(), N, ROWS);
     printf("%-5s %8s %s\n", "type", "MiB", "B=1 GB/s by threads 1..N | B=16, B=64 GFLOP/s (N threads)");
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -73,12 +150,11 @@ int main(int argc, char **argv)
         int copies = (int)(ROTATE_BYTES / bytes) + 1;
         char *W = malloc(bytes * (size_t)copies);
         if (!W) hc_die("out of memory");
-        fill_rows(type, W, x);
+        fill_rows(type, W, x, N, ROWS);
         for (int c = 1; c < copies; c++) memcpy(W + bytes * (size_t)c, W, bytes);
         hc_weight w = { .kind = HC_WEIGHT_GGML, .type = type, .n = N, .rows = ROWS };
-        size_t as = hc_weight_act_bytes(&w);
-        char *acts = malloc(as * 64);
-        for (int b = 0; b < 64; b++) hc_weight_prepare(&w, hc_isa(), x + (size_t)b * N, acts + as * (size_t)b);
+        size_t as;
+        char *acts = activations(&w, x, 64, &as);
         printf("%-5s %8.1f", ggml_type_name(type), bytes / 1048576.0);
         for (int nt = 1; nt <= maxt; nt++) {
             int iters = 2 * copies > 12 ? 2 * copies : 12;

@@ -2,7 +2,8 @@
 # hc-run's llama.cpp habits: -f FILE and -f -/-p - (prompt from a file or
 # standard input), -i (interactive: a line read after each generation is
 # appended and generation goes on in the same context), -ngl N (accepted with a
-# one-line note; -ngl 0 = --disable-gpu-index), "[end of text]" on stderr at EOS.
+# one-line note; -ngl 0 = --disable-gpu-index), "[end of text]" on stderr at EOS,
+# HC_KERNELS (the kernels' instruction set for the run).
 . tests/lib.sh
 R=$HC_BIN/hc-run
 M=$T/m.gguf
@@ -41,6 +42,10 @@ for a in "-ngl 99" "--n-gpu-layers 99" "-ngl 0"; do
 done
 check_fails run_ngl_says_why "changes nothing: hotcold puts hot FFN neurons, not layers" sh -c "'$R' -m '$M' -p x -n 1 -ngl 5 && exit 1"
 check_fails run_ngl_bad "bad value for -ngl: 'x'" run -ngl x
+
+# HC_KERNELS: the scalar reference runs on every CPU (-v names it); an unknown set is refused
+check run_hc_kernels_scalar sh -c "HC_KERNELS=scalar '$R' -m '$M' --temp 0 -t 1 -p x -n 2 -v 2>&1 >/dev/null | grep -q 'kernels: scalar;'"
+check_fails run_hc_kernels_unknown "HC_KERNELS: 'avx9' is not an instruction set this CPU runs" env HC_KERNELS=avx9 "$R" -m "$M" -p x -n 1
 
 # --reset-gpu-index: MODEL.generated.gpuidx made again by hc-solve for the budget
 # (the same bytes as hc-solve run by hand), then used (asked for: even on a CPU device)
