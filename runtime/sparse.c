@@ -371,8 +371,8 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
         hc_ffn_dense(ctx, layer, x_norm, B, out, h);
         return;
     }
+    if (s->p.check) true_active(s, ctx, layer, x_norm, B);   /* not timed: the dense FFN again */
     double t_start = hc_now(), t0 = t_start;
-    if (s->p.check) true_active(s, ctx, layer, x_norm, B);
     if (s->crit) memset(s->crit, 0, sizeof(float) * (size_t)B * F);
     if (s->predictor) {
         L->st.bytes += (uint64_t)B * (hc_weight_bytes(&ly->fc1) + hc_weight_bytes(&ly->fc2));
@@ -605,7 +605,9 @@ static void report_line(const hc_sparse *s, FILE *f, const char *what, int layer
         fprintf(f, ", FFN weights read %s/token of %s (%.1f%%)", hc_format_size((uint64_t)per_tok, sz[0], sizeof sz[0]),
                 hc_format_size((uint64_t)dense, sz[1], sizeof sz[1]), 100.0 * per_tok / dense);
     if (s->predictor) fprintf(f, ", predicted active %5.1f%%", slots > 0 ? 100.0 * (double)st->predicted / slots : 0.0);
-    if (s->p.check) fprintf(f, ", recall %.4f", ratio(st->hit, st->truth));
+    if (s->p.check)
+        fprintf(f, ", truly active %5.1f%%, recall %.4f", slots > 0 ? 100.0 * (double)st->truth / slots : 0.0,
+                ratio(st->hit, st->truth));
     fputc('\n', f);
 }
 
@@ -621,7 +623,8 @@ void hc_sparse_report(const hc_sparse *s, FILE *f, int per_layer)
     report_line(s, f, "sparse: all layers", -1, &t);
     int any_dev = 0;
     for (int l = 0; l < s->m->hp.n_layer; l++) any_dev |= s->L[l].dev != NULL;
-    fprintf(f, "sparse: FFN time %.2f ms: CPU %.2f ms", s->t_ffn * 1e3, s->t_cpu * 1e3);
+    fprintf(f, "sparse: FFN time %.2f ms for %llu tokens: CPU %.2f ms", s->t_ffn * 1e3,
+            (unsigned long long)(t.tokens / (uint64_t)s->m->hp.n_layer), s->t_cpu * 1e3);
     if (any_dev)
         fprintf(f, ", device %.2f ms (waited %.2f ms); device served %.1f%% of activations",
                 s->t_dev * 1e3, s->t_wait * 1e3, 100.0 * ratio(t.served_dev, t.served_dev + t.served_cpu));
