@@ -103,6 +103,17 @@ void hc_weight_axpy(const hc_weight *w, int isa, int r, int c0, int c1, float a,
     kernel(w, isa)->axpy(w, r, c0, c1, a, y);
 }
 
+void hc_weight_axpy_multi(const hc_weight *w, int isa, int r, int c0, int c1, int nt, const float *a,
+                          const int32_t *rows, float *y, size_t y_stride)
+{
+    const hc_kernel *k = kernel(w, isa);
+    if (k->axpy_multi) {
+        k->axpy_multi(w, r, c0, c1, nt, a, rows, y, y_stride);
+        return;
+    }
+    for (int t = 0; t < nt; t++) k->axpy(w, r, c0, c1, a[t], y + (size_t)rows[t] * y_stride);
+}
+
 /* Room for `bytes` aligned to 64: the caller's stack buffer when it fits. */
 static void *scratch(void *stack, size_t bytes)
 {
