@@ -15,12 +15,17 @@
 #include "model.h"
 #include "tokenizer.h"
 
+/* The default number of epochs gives at least this many Adam steps: fewer
+ * leave the predictor underfitted, flagging many inactive neurons at the
+ * calibrated recall (docs/design/predictors.md, "Training length"). */
+#define HC_PRED_MIN_STEPS 8000
+
 typedef struct {
     const char *model, *corpus, *output, *svg;   /* output/svg may be NULL (no file) */
     int rank;              /* predictor hidden size; 0: n_embd/4 (multiple of 8, >= 8) */
     int rank_auto;         /* try a few ranks per layer, keep the cheapest (see docs) */
-    int epochs;            /* 0: 10 */
-    int batch;             /* minibatch rows; 0: 128 */
+    int epochs;            /* 0: at least 10 and HC_PRED_MIN_STEPS minibatch steps */
+    int batch;             /* minibatch rows; 0: 32 */
     float lr;              /* Adam step; 0: 3e-3 (cosine decay to 0) */
     float pos_weight;      /* BCE weight of active targets; 0: sqrt(inactive/active), >= 1 */
     float recall;          /* target recall of active neurons; 0: 0.99 */
@@ -53,6 +58,7 @@ typedef struct {
     float act_threshold;
     float global_threshold;          /* powerinfer.sparse_threshold: +1 or -1 */
     double collect_s, train_s;
+    int epochs, batch;               /* what training used */
     hc_pred_layer *layers;           /* [n_layer], malloc'd */
 } hc_pred_report;
 
