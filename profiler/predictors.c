@@ -115,7 +115,6 @@ static hc_pred_opts with_defaults(const hc_pred_opts *oin)
 {
     hc_pred_opts o = *oin;
     if (!o.batch) o.batch = 32;
-    if (o.lr == 0) o.lr = 3e-3f;
     if (o.recall == 0) o.recall = 0.99f;
     if (o.holdout == 0) o.holdout = 0.2f;
     if (!o.mem) o.mem = 2ull << 30;
@@ -148,6 +147,8 @@ static int train_layers(const hc_pred_opts *o, int n_embd, hc_pred_set *sets[HC_
     hc_pred_opts ot = *o;    /* every layer keeps the same number of training tokens */
     int64_t n = sets[HC_PRED_TRAIN][0].n > 0 ? sets[HC_PRED_TRAIN][0].n : 1;
     if (!ot.epochs) ot.epochs = (int)fmax(10.0, ceil((double)HC_PRED_MIN_STEPS * ot.batch / (double)n));
+    if (ot.lr == 0) ot.lr = fminf(3e-3f, HC_PRED_LR_WIDTH / (float)n_embd);
+    rep->lr = ot.lr;
     rep->epochs = ot.epochs;
     rep->batch = ot.batch;
     o = &ot;
