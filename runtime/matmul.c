@@ -99,8 +99,14 @@ static void down_chunk(void *arg, int chunk, int ith)
     int isa = hc_isa();
     const hc_kernel *kern = hc_traits(t->w)->isa[isa];
     if (t->B == 1) {
-        for (int i = 0; i < t->k; i++)
-            if (t->h[i] != 0.0f) kern->axpy(t->w, t->idx ? t->idx[i] : i, lo, hi, t->h[i], t->out + lo);
+        int next = 0;   /* the next listed neuron with non-zero h, its row fetched ahead */
+        while (next < t->k && t->h[next] == 0.0f) next++;
+        while (next < t->k) {
+            int i = next++;
+            while (next < t->k && t->h[next] == 0.0f) next++;
+            if (next < t->k && t->idx) hc_weight_prefetch(t->w, t->idx[next], lo, hi);
+            kern->axpy(t->w, t->idx ? t->idx[i] : i, lo, hi, t->h[i], t->out + lo);
+        }
         return;
     }
     int slab = (int)(DOWN_OUT_BYTES / sizeof(float) / (size_t)t->B) / COL_UNIT * COL_UNIT;

@@ -20,7 +20,9 @@
 # default), TOKENS, EPOCHS, RANK (part 1); part 2: DIM/NFF/LAYERS
 # (1024/4096/4), ACTIVE (0.08), GATE_RANK (32), PRANK (predictor rank, 128),
 # TRAIN (training corpus bytes, 16000), TRAIN_THREADS (hc-profile's -t:
-# THREADS), GEN (generated tokens, 128), REPS (3).
+# THREADS), GEN (generated tokens, 128), REPS (3), WORK (a folder kept for
+# part 2's model, trained predictors and texts, reused when there: rerun the
+# speed rows without training again; default: a temporary folder).
 set -eu
 HC_BIN=${HC_BIN:-$(pwd)/bin}
 THREADS=${THREADS:-$(nproc)}
@@ -60,20 +62,24 @@ fi
 # Random bytes (each a token of the synthetic vocabulary: byte tokens and
 # printable characters) cover what the random model generates; a corpus of
 # a few words would train the predictors on a few dozen inputs only.
-LC_ALL=C awk -v n="$TRAIN" 'BEGIN { srand(3); for (i = 0; i < n; i++) { c = int(rand() * 255) + 1; printf "%c", c == 13 ? 32 : c } }' >"$T/train.txt"
-LC_ALL=C awk 'BEGIN { srand(4); for (i = 0; i < 4000; i++) { c = int(rand() * 255) + 1; printf "%c", c == 13 ? 32 : c } }' >"$T/heldout.txt"
+W=${WORK:-$T}
+mkdir -p "$W"
+if [ ! -f "$W/m.sparse.gguf" ]; then
+LC_ALL=C awk -v n="$TRAIN" 'BEGIN { srand(3); for (i = 0; i < n; i++) { c = int(rand() * 255) + 1; printf "%c", c == 13 ? 32 : c } }' >"$W/train.txt"
+LC_ALL=C awk 'BEGIN { srand(4); for (i = 0; i < 4000; i++) { c = int(rand() * 255) + 1; printf "%c", c == 13 ? 32 : c } }' >"$W/heldout.txt"
 
 echo "== sparse FFN with predictors: synthetic ReLU model dim $DIM, n_ff $NFF, $LAYERS layers, F16,"
 echo "   --active-fraction $ACTIVE --gate-rank $GATE_RANK; predictors rank $PRANK on $TRAIN corpus tokens"
 echo "   ($TRAIN_THREADS training threads); hc-run: $THREADS threads"
-"$HC_BIN/hc-convert" synth -o "$T/m.gguf" --dim "$DIM" --n-ff "$NFF" --layers "$LAYERS" --act relu --type f16 \
+"$HC_BIN/hc-convert" synth -o "$W/m.gguf" --dim "$DIM" --n-ff "$NFF" --layers "$LAYERS" --act relu --type f16 \
     --active-fraction "$ACTIVE" --gate-rank "$GATE_RANK" --ctx 512 >/dev/null
-"$HC_BIN/hc-profile" predictors -m "$T/m.gguf" -f "$T/train.txt" -o "$T/m.sparse.gguf" -c 256 --rank "$PRANK" \
-    -t "$TRAIN_THREADS" >"$T/m.txt"
-sed 's/^[^:]*: //' "$T/m.txt"
+"$HC_BIN/hc-profile" predictors -m "$W/m.gguf" -f "$W/train.txt" -o "$W/m.sparse.gguf" -c 256 --rank "$PRANK" \
+    -t "$TRAIN_THREADS" >"$W/m.txt"
+fi
+sed 's/^[^:]*: //' "$W/m.txt"
 
 # held-out accuracy, as hc-run counts it (every token's true active set computed beside)
-"$HC_BIN/hc-run" -m "$T/m.sparse.gguf" --perplexity "$T/heldout.txt" -c 256 -t "$THREADS" -v 2>&1 >/dev/null |
+"$HC_BIN/hc-run" -m "$W/m.sparse.gguf" --perplexity "$W/heldout.txt" -c 256 -t "$THREADS" -v 2>&1 >/dev/null |
     awk '/all layers: skipped/ { for (i = 1; i <= NF; i++) { if ($i == "predicted") p = $(i + 2); if ($i == "truly") t = $(i + 2)
                                                              if ($i == "recall") r = $(i + 1) }
                                   sub(/%,?/, "", p); sub(/%,?/, "", t)
@@ -95,9 +101,9 @@ bw=$("$MEMBW_BIN" 512 "$THREADS" | awk -v t="$THREADS" '$1 == t { print $2 }')
 echo "read bandwidth ($THREADS threads, bench_membw): $bw GB/s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 # interleaved runs: dense (-v for its FFN time), exact sparsity, predictors
 for r in $(seq "$REPS"); do
-    run -m "$T/m.gguf" --dense -v >>"$T/dense.r"
-    run -m "$T/m.gguf" --sparse >>"$T/exact.r"
-    run -m "$T/m.sparse.gguf" >>"$T/pred.r"
+    run -m "$W/m.gguf" --dense -v >>"$T/dense.r"
+    run -m "$W/m.gguf" --sparse >>"$T/exact.r"
+    run -m "$W/m.sparse.gguf" >>"$T/pred.r"
 done
 # the dense bytes come from the sparse runs' report (the dense FFN prints none)
 db=$(awk '{ print $4 }' "$T/exact.r" | head -n 1)
