@@ -55,8 +55,7 @@ static void clear(atomic_file *af)
     af->path = af->tmp = NULL;
 }
 
-/* Directory part of path ("." when there is none), malloc'd. */
-static char *dir_of(const char *path)
+char *af_dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
     if (!slash) return strdup(".");
@@ -105,7 +104,7 @@ int af_open(atomic_file *af, const char *path, char *err, size_t errlen)
     size_t len = strlen(path) + 64;
     af->path = strdup(path);
     af->tmp = malloc(len);
-    char *dir = dir_of(path);
+    char *dir = af_dir_of(path);
     if (!af->path || !af->tmp || !dir) {
         snprintf(err, errlen, "%s: out of memory", path);
         free(dir);
@@ -151,7 +150,7 @@ int af_open(atomic_file *af, const char *path, char *err, size_t errlen)
 /* fsync the directory so the rename itself survives a crash. */
 static void sync_dir(const char *path)
 {
-    char *dir = dir_of(path);
+    char *dir = af_dir_of(path);
     if (!dir) return;
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {

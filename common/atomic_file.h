@@ -39,4 +39,7 @@ void af_group_abort(void);
  * (unlink only): signal handlers call it before _exit. */
 void af_remove_temporaries(void);
 
+/* Directory part of path ("." when there is none, "/" for the root), malloc'd. */
+char *af_dir_of(const char *path);
+
 #endif

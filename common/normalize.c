@@ -1,7 +1,7 @@
 /* tokenizer.json normalizers over UTF-8 text (see normalize.h). */
 #include "normalize.h"
+#include "pretok.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
 #include <cjson/cJSON.h>
 #include <pcre2.h>
 #include <unicase.h>
@@ -57,16 +57,9 @@ static int add_replace(step *s, const cJSON *o, char *err, size_t errlen)
         return s->pattern ? 0 : (snprintf(err, errlen, "out of memory"), -1);
     }
     if (!cJSON_IsString(rx)) return snprintf(err, errlen, "normalizer Replace without a String or Regex pattern"), -1;
-    int code;
-    PCRE2_SIZE at;
     s->kind = N_REPLACE_RX;
-    s->rx = pcre2_compile((PCRE2_SPTR)rx->valuestring, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &at, NULL);
-    if (s->rx) return 0;
-    PCRE2_UCHAR msg[256];
-    pcre2_get_error_message(code, msg, sizeof msg);
-    snprintf(err, errlen, "normalizer Replace regex '%s': PCRE2: %s at offset %zu", rx->valuestring, (const char *)msg,
-             (size_t)at);
-    return -1;
+    s->rx = hc_regex_compile("normalizer Replace regex", rx->valuestring, err, errlen);
+    return s->rx ? 0 : -1;
 }
 
 static int add_step(hc_normalizer *n, const cJSON *o, char *err, size_t errlen)

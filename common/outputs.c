@@ -27,7 +27,7 @@ static int identify(const char *path, file_id *id)
         return 0;
     }
     const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    char *dir = af_dir_of(path);
     int rc = dir && stat(dir, &st) == 0 ? 0 : -1;
     free(dir);
     *id = (file_id){ st.st_dev, st.st_ino, slash ? slash + 1 : path };

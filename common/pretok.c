@@ -3,9 +3,6 @@
  * only cuts the gap it falls in. */
 #include "pretok.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +46,21 @@ struct hc_pretok {
     pcre2_code **re;
 };
 
+pcre2_code *hc_regex_compile(const char *what, const char *pattern, char *err, size_t errlen)
+{
+    int code;
+    PCRE2_SIZE at;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &at, NULL);
+    if (re) {
+        pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);   /* the interpreter when JIT is unavailable */
+        return re;
+    }
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(code, msg, sizeof msg);
+    snprintf(err, errlen, "%s '%s': PCRE2: %s at offset %zu", what, pattern, (const char *)msg, (size_t)at);
+    return NULL;
+}
+
 hc_pretok *hc_pretok_new(const char *const *regex, int n, char *err, size_t errlen)
 {
     hc_pretok *p = calloc(1, sizeof *p);
@@ -59,18 +71,11 @@ hc_pretok *hc_pretok_new(const char *const *regex, int n, char *err, size_t errl
         return NULL;
     }
     for (p->n = 0; p->n < n; p->n++) {
-        int code;
-        PCRE2_SIZE at;
-        p->re[p->n] = pcre2_compile((PCRE2_SPTR)regex[p->n], PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
-                                    &code, &at, NULL);
+        p->re[p->n] = hc_regex_compile("regex", regex[p->n], err, errlen);
         if (!p->re[p->n]) {
-            PCRE2_UCHAR msg[256];
-            pcre2_get_error_message(code, msg, sizeof msg);
-            snprintf(err, errlen, "regex '%s': PCRE2: %s at offset %zu", regex[p->n], (const char *)msg, (size_t)at);
             hc_pretok_free(p);
             return NULL;
         }
-        pcre2_jit_compile(p->re[p->n], PCRE2_JIT_COMPLETE);   /* the interpreter when JIT is unavailable */
     }
     return p;
 }

@@ -9,6 +9,11 @@
 
 #include <stddef.h>
 
+#ifndef PCRE2_CODE_UNIT_WIDTH
+#define PCRE2_CODE_UNIT_WIDTH 8
+#endif
+#include <pcre2.h>
+
 /* A pre-tokenizer llama.cpp knows by name (GGUF tokenizer.ggml.pre): its
  * regexes as tokenizer.json states them, and whether its BPE skips the merges
  * of a word that is itself a token (tokenizers' ignore_merges). */
@@ -25,6 +30,10 @@ const hc_pretok_def *hc_pretok_by_name(const char *name);
 /* llama.cpp's name for these regexes (the first that fits, preferring one
  * with the same ignore_merges), or NULL. */
 const hc_pretok_def *hc_pretok_by_regex(const char *const *regex, int n, int ignore_merges);
+
+/* One tokenizer.json regex compiled with UTF and UCP (and JIT where PCRE2 has
+ * it), or NULL + "WHAT 'PATTERN': PCRE2: message at offset N" in err. */
+pcre2_code *hc_regex_compile(const char *what, const char *pattern, char *err, size_t errlen);
 
 typedef struct hc_pretok hc_pretok;
 

@@ -1,6 +1,7 @@
 /* hc-gguf: inspect (dump) and validate (check) GGUF and PowerInfer PWRI files. */
 #include "cli.h"
 #include "gguf.h"
+#include "pretok.h"
 
 #include <cjson/cJSON.h>
 #include <getopt.h>
@@ -176,19 +177,6 @@ static cJSON *json_u64(uint64_t v)
     return xcheck(cJSON_CreateRaw(buf));   /* exact digits: a double would round above 2^53 */
 }
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0. */
-static size_t utf8_len(const unsigned char *s, uint64_t n)
-{
-    size_t len = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : s[0] >= 0xe0 && s[0] < 0xf0 ? 3
-               : s[0] >= 0xf0 && s[0] < 0xf5 ? 4 : 0;
-    if (!len || len > n) return 0;
-    for (size_t k = 1; k < len; k++)
-        if ((s[k] & 0xc0) != 0x80) return 0;
-    if (len == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) return 0;
-    if (len == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))) return 0;
-    return len;
-}
-
 /* A JSON string; invalid UTF-8 bytes become U+FFFD and NUL bytes are dropped,
  * so the output always parses. */
 static cJSON *json_str(const char *s, uint64_t n)
@@ -197,7 +185,7 @@ static cJSON *json_str(const char *s, uint64_t n)
     size_t o = 0;
     for (uint64_t i = 0; i < n;) {
         const unsigned char *p = (const unsigned char *)s + i;
-        size_t len = utf8_len(p, n - i);
+        size_t len = (size_t)hc_utf8_valid_len(p, (size_t)(n - i));
         if (len) {
             if (p[0]) { memcpy(buf + o, p, len); o += len; }
             i += len;

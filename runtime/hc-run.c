@@ -19,7 +19,8 @@
 static const char usage[] =
     "usage: hc-run -m MODEL.gguf [-p PROMPT] [-n N] [options]\n"
     "  -m, --model FILE        GGUF model (llama architecture; F32/F16/BF16/Q8_0/Q4_0)\n"
-    "  -p, --prompt TEXT       prompt (BOS is prepended; \"\" = BOS only; - = standard input)\n"
+    "  -p, --prompt TEXT       prompt (BOS first when the vocabulary adds it; \"\" = BOS\n"
+    "                          only; - = standard input)\n"
     "  -f, --file FILE         prompt from a file (- = standard input); one final newline\n"
     "                          is dropped, as llama.cpp does\n"
     "  -i, --interactive       after generating, read a line from standard input, append\n"
@@ -220,15 +221,21 @@ static hc_ctx *new_ctx(const hc_model *m, const options *o, hc_ffn *ffn, int n_c
     return ctx;
 }
 
+/* The ids of text; one pass for nearly every text (an id per byte plus the
+ * specials), a second only when the first's room was short. */
 static int32_t *tokenize(const hc_tokenizer *tok, const char *what, const char *text, size_t len, int add_bos,
                          int parse_special, int *n)
 {
-    int need = hc_tokenize(tok, text, len, add_bos, parse_special, NULL, 0);
-    int32_t *t = need >= 0 ? malloc(sizeof *t * (size_t)(need ? need : 1)) : NULL;
-    if (!t || hc_tokenize(tok, text, len, add_bos, parse_special, t, need) != need)
-        hc_die("%s: cannot tokenize", what);
+    int cap = len < (size_t)(1 << 28) ? (int)len + 16 : 0;
+    int32_t *t = malloc(sizeof *t * (size_t)(cap + 1));
+    int need = t ? hc_tokenize(tok, text, len, add_bos, parse_special, t, cap) : -1;
+    if (need > cap) {
+        int32_t *more = realloc(t, sizeof *t * (size_t)(need + 1));
+        if (!more || hc_tokenize(tok, text, len, add_bos, parse_special, t = more, need) != need) need = -1;
+    }
+    if (need < 0) hc_die("%s: cannot tokenize", what);
     *n = need;
-    return t;
+    return t;   /* room for one more id */
 }
 
 /* --tokenize: the vocabulary only, no weights loaded. */
@@ -240,16 +247,9 @@ static void print_tokens(const options *o)
     if (!tok) hc_die("%s", err);
     size_t len = o->prompt_len;
     double t0 = hc_now();
-    int bos = hc_tokenizer_add_bos(tok), eos = hc_tokenizer_add_eos(tok) && hc_tokenizer_eos(tok) >= 0;
-    int cap = len < (size_t)(1 << 28) ? (int)len + 16 : 0;     /* most texts: one pass */
-    int32_t *ids = malloc(sizeof *ids * (size_t)(cap + 1));
-    int n = ids ? hc_tokenize(tok, o->prompt, len, bos, 1, ids, cap) : -1;
-    if (n > cap) {
-        int32_t *more = realloc(ids, sizeof *ids * (size_t)(n + 1));
-        n = more ? hc_tokenize(tok, o->prompt, len, bos, 1, ids = more, n) : -1;
-    }
-    if (n < 0) hc_die("prompt: cannot tokenize");
-    if (eos) ids[n++] = hc_tokenizer_eos(tok);
+    int n;
+    int32_t *ids = tokenize(tok, "prompt", o->prompt, len, hc_tokenizer_add_bos(tok), 1, &n);
+    if (hc_tokenizer_add_eos(tok) && hc_tokenizer_eos(tok) >= 0) ids[n++] = hc_tokenizer_eos(tok);
     double dt = hc_now() - t0;
     for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
     putchar('\n');
@@ -267,16 +267,17 @@ static void print_piece(const hc_tokenizer *tok, int prev, int id)
     if (n > 0) fwrite(buf, 1, (size_t)n, stdout);
 }
 
-/* Mean negative log-likelihood: llama.cpp's perplexity (first token of each
- * window replaced by BOS; positions n_ctx/2 .. n_ctx-2 predict the next token). */
+/* Mean negative log-likelihood: llama.cpp's perplexity (for a vocabulary that
+ * adds BOS, the first token of each window replaced by BOS; positions
+ * n_ctx/2 .. n_ctx-2 predict the next token). */
 static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options *o, hc_ffn *ffn)
 {
     char err[512];
     size_t len;
     char *text = hc_read_file(o->ppl_file, &len, err, sizeof err);
     if (!text) hc_die("%s", err);
-    int n_tok;
-    int32_t *toks = tokenize(tok, o->ppl_file, text, len, 1, 0, &n_tok);
+    int n_tok, bos = hc_tokenizer_add_bos(tok);
+    int32_t *toks = tokenize(tok, o->ppl_file, text, len, bos, 0, &n_tok);
     free(text);
     int n_ctx = o->n_ctx ? o->n_ctx : (m->hp.n_ctx_train < 512 ? m->hp.n_ctx_train : 512);
     if (n_ctx < 4) hc_die("-c %d is too small for --perplexity (need 4 or more)", n_ctx);
@@ -293,7 +294,7 @@ static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options
     for (int c = 0; c < n_chunk; c++) {
         const int32_t *w = toks + (size_t)c * n_ctx;
         memcpy(win, w, sizeof *win * (size_t)n_ctx);
-        win[0] = hc_tokenizer_bos(tok);
+        if (bos) win[0] = hc_tokenizer_bos(tok);
         if (hc_eval(ctx, win, n_ctx, 0, logits, HC_LOGITS_ALL)) hc_die("%s: %s", o->ppl_file, hc_ctx_error(ctx));
         for (int i = first; i < n_ctx - 1; i++) {
             const float *l = logits + (size_t)i * V;
@@ -399,7 +400,8 @@ static void interact(gen_state *g, const options *o)
 static void generate(const hc_model *m, const hc_tokenizer *tok, const options *o, hc_ffn *ffn)
 {
     int n_prompt;
-    int32_t *prompt = tokenize(tok, "prompt", o->prompt, o->prompt_len, 1, 1, &n_prompt);
+    int32_t *prompt = tokenize(tok, "prompt", o->prompt, o->prompt_len, hc_tokenizer_add_bos(tok), 1, &n_prompt);
+    if (n_prompt == 0) hc_die("%s: the vocabulary adds no BOS and the prompt is empty: give one (-p)", o->model);
     int n_ctx = o->n_ctx;
     if (!n_ctx) {
         long want = o->interactive ? m->hp.n_ctx_train : (long)n_prompt + (o->logits ? 0 : o->n_predict);
@@ -419,7 +421,7 @@ static void generate(const hc_model *m, const hc_tokenizer *tok, const options *
     if (o->logits) {
         for (int i = 0; i < V; i++) printf("%.9g\n", g.logits[i]);
     } else {
-        for (int i = 1; i < n_prompt; i++) print_piece(tok, prompt[i - 1], prompt[i]);
+        for (int i = 0; i < n_prompt; i++) print_piece(tok, i ? prompt[i - 1] : -1, prompt[i]);
         fflush(stdout);
         if (!gen_run(&g, o->n_predict) && o->interactive) interact(&g, o);
     }

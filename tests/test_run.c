@@ -482,6 +482,49 @@ static void test_perplexity(void)
     CHECKF(strstr(err_buf, "need at least 64"), "%s", err_buf);
 }
 
+/* A vocabulary with add_bos_token = false (Qwen2's, say): generation and
+ * perplexity add no BOS, as llama.cpp; an empty prompt is refused, not run. */
+static void test_no_bos_vocabulary(void)
+{
+    const char *model = th_fixture("stories260K.gguf"), *calib = th_fixture("tinystories-calib.txt");
+    if (!model || !calib) SKIP("no fixtures");
+    char err[512];
+    gguf_file *f = gguf_open(model, err, sizeof err);
+    CHECKF(f, "%s", err);
+    gguf_writer *w = gguf_writer_new(f->variant);
+    for (uint64_t i = 0; i < f->n_kv; i++) gguf_set_kv(w, &f->kv[i]);
+    gguf_set_bool(w, "tokenizer.ggml.add_bos_token", 0);
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        gguf_add_tensor(w, f->tensors[i].name, f->tensors[i].type, f->tensors[i].n_dims, f->tensors[i].ne,
+                        f->tensors[i].data);
+    char nobos[600];
+    snprintf(nobos, sizeof nobos, "%s", th_tmp("nobos.gguf"));   /* th_tmp's buffer is reused */
+    CHECKF(gguf_writer_write(w, nobos, err, sizeof err) == 0, "%s", err);
+    gguf_writer_free(w);
+    gguf_close(f);
+    int n_bos = 0, n_nobos = 0;
+    CHECK(th_sh("'%s' -m '%s' -p 'Once upon a time' -n 0", th_bin("hc-run"), model) == 0);
+    grab();
+    CHECKF(sscanf(strstr(err_buf, "prompt:") ? strstr(err_buf, "prompt:") : "", "prompt: %d", &n_bos) == 1, "%s", err_buf);
+    CHECK(th_sh("'%s' -m '%s' -p 'Once upon a time' -n 0", th_bin("hc-run"), nobos) == 0);
+    grab();
+    CHECKF(sscanf(strstr(err_buf, "prompt:") ? strstr(err_buf, "prompt:") : "", "prompt: %d", &n_nobos) == 1, "%s", err_buf);
+    CHECKF(n_nobos > 0 && n_bos == n_nobos + 1, "%d tokens with BOS, %d without", n_bos, n_nobos);
+    CHECK(th_sh("'%s' -m '%s' -p '' -n 2", th_bin("hc-run"), nobos) == 1);
+    grab();
+    CHECKF(strstr(err_buf, "nobos.gguf: the vocabulary adds no BOS and the prompt is empty") && !out_buf[0], "%s", err_buf);
+    const char *txt = th_tmp("calib-nobos.txt");
+    CHECK(th_sh("head -c 6000 '%s' > '%s'", calib, txt) == 0);
+    double p1 = 0, p2 = 0;
+    CHECK(th_sh("'%s' -m '%s' --perplexity '%s' -c 128", th_bin("hc-run"), model, txt) == 0);
+    grab();
+    CHECK(sscanf(out_buf, "perplexity: %lf", &p1) == 1);
+    CHECKF(th_sh("'%s' -m '%s' --perplexity '%s' -c 128", th_bin("hc-run"), nobos, txt) == 0, "%s", th_last_err());
+    grab();
+    CHECK(sscanf(out_buf, "perplexity: %lf", &p2) == 1);
+    CHECKF(isfinite(p2) && p2 > 1 && p1 != p2, "with BOS %g, without %g", p1, p2);
+}
+
 /* hc-run refuses each broken file with one line "hc-run: PATH: ...", exit 1, no stdout. */
 static void expect_error(const char *path, const char *pattern)
 {
@@ -548,6 +591,7 @@ int main(int argc, char **argv)
     RUN(test_split);
     RUN(test_pool);
     RUN(test_perplexity);
+    RUN(test_no_bos_vocabulary);
     RUN(test_load_errors);
     return th_done();
 }
