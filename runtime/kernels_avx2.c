@@ -105,15 +105,15 @@ TI void axpy_multi_float(int k, const void *row, int n, int nt, const float *a, 
 {
     int i = 0;
     for (; i + 32 <= n; i += 32) {
-        __m256 v0 = load8(k, row, i), v1 = load8(k, row, i + 8), v2 = load8(k, row, i + 16), v3 = load8(k, row, i + 24);
-        for (int t = 0; t < nt; t++) {
-            __m256 va = _mm256_set1_ps(a[t]);
-            float *yt = y + (size_t)rows[t] * ys + i;
-            _mm256_storeu_ps(yt, _mm256_fmadd_ps(va, v0, _mm256_loadu_ps(yt)));
-            _mm256_storeu_ps(yt + 8, _mm256_fmadd_ps(va, v1, _mm256_loadu_ps(yt + 8)));
-            _mm256_storeu_ps(yt + 16, _mm256_fmadd_ps(va, v2, _mm256_loadu_ps(yt + 16)));
-            _mm256_storeu_ps(yt + 24, _mm256_fmadd_ps(va, v3, _mm256_loadu_ps(yt + 24)));
-        }
+        __m256 v[4];
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < 4; j++) v[j] = load8(k, row, i + 8 * j);
+        for (int t = 0; t < nt; t++)
+            _Pragma("GCC unroll 4")
+            for (int j = 0; j < 4; j++) {
+                float *yt = y + (size_t)rows[t] * ys + i + 8 * j;
+                _mm256_storeu_ps(yt, _mm256_fmadd_ps(_mm256_set1_ps(a[t]), v[j], _mm256_loadu_ps(yt)));
+            }
     }
     if (i < n) {
         size_t es = k == GGML_TYPE_F32 ? 4 : 2;

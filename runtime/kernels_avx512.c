@@ -90,16 +90,14 @@ TI void axpy_multi_float(int k, const void *row, int n, int nt, const float *a, 
 {
     const __mmask16 all = 0xffff;
     int i = 0;
-    for (; i + 64 <= n; i += 64) {
-        __m512 v0 = load16(k, row, i, all), v1 = load16(k, row, i + 16, all);
-        __m512 v2 = load16(k, row, i + 32, all), v3 = load16(k, row, i + 48, all);
+    for (; i + 64 <= n; i += 64) {   /* four registers of the row, then every output */
+        __m512 v[4] = { load16(k, row, i, all), load16(k, row, i + 16, all), load16(k, row, i + 32, all),
+                        load16(k, row, i + 48, all) };
         for (int t = 0; t < nt; t++) {
-            __m512 va = _mm512_set1_ps(a[t]);
             float *yt = y + (size_t)rows[t] * ys + i;
-            _mm512_storeu_ps(yt, _mm512_fmadd_ps(va, v0, _mm512_loadu_ps(yt)));
-            _mm512_storeu_ps(yt + 16, _mm512_fmadd_ps(va, v1, _mm512_loadu_ps(yt + 16)));
-            _mm512_storeu_ps(yt + 32, _mm512_fmadd_ps(va, v2, _mm512_loadu_ps(yt + 32)));
-            _mm512_storeu_ps(yt + 48, _mm512_fmadd_ps(va, v3, _mm512_loadu_ps(yt + 48)));
+            _Pragma("GCC unroll 4")
+            for (int j = 0; j < 4; j++)
+                _mm512_storeu_ps(yt + 16 * j, _mm512_fmadd_ps(_mm512_set1_ps(a[t]), v[j], _mm512_loadu_ps(yt + 16 * j)));
         }
     }
     for (; i < n; i += 16) {
@@ -115,10 +113,13 @@ TI void axpy_multi_float(int k, const void *row, int n, int nt, const float *a, 
 T static void axpy_multi_f(const hc_weight *w, int r, int c0, int c1, int nt, const float *a, const int32_t *rows,
                            float *y, size_t ys)
 {
+    /* the type as a constant in each call, so the inlined loads are specialised */
     const char *row = hc_float_row(w, r, c0);
-    if (w->type == GGML_TYPE_F32) axpy_multi_float(GGML_TYPE_F32, row, c1 - c0, nt, a, rows, y, ys);
-    else if (w->type == GGML_TYPE_F16) axpy_multi_float(GGML_TYPE_F16, row, c1 - c0, nt, a, rows, y, ys);
-    else axpy_multi_float(GGML_TYPE_BF16, row, c1 - c0, nt, a, rows, y, ys);
+    switch (w->type) {
+    case GGML_TYPE_F32: axpy_multi_float(GGML_TYPE_F32, row, c1 - c0, nt, a, rows, y, ys); break;
+    case GGML_TYPE_F16: axpy_multi_float(GGML_TYPE_F16, row, c1 - c0, nt, a, rows, y, ys); break;
+    default: axpy_multi_float(GGML_TYPE_BF16, row, c1 - c0, nt, a, rows, y, ys); break;
+    }
 }
 
 /* The float tile. dot_float sums a row in four 16-lane accumulators:
