@@ -107,12 +107,26 @@ for r in $(seq "$REPS"); do
 done
 # the dense bytes come from the sparse runs' report (the dense FFN prints none)
 db=$(awk '{ print $4 }' "$T/exact.r" | head -n 1)
-printf '%-12s %9s %12s %14s %12s %9s\n' FFN "tok/s" "FFN ms/tok" "FFN MiB/tok" "ideal ms" "x ideal"
+# "x ideal": FFN time / (bytes read at bench_membw's bandwidth); "x dense rate": FFN time /
+# (bytes read at the rate the dense FFN reached in the same runs)
+dms=$(sort -n -k 2 "$T/dense.r" | awk 'NR == 1 { print $2 }')
+printf '%-12s %9s %12s %14s %12s %9s %13s\n' FFN "tok/s" "FFN ms/tok" "FFN MiB/tok" "ideal ms" "x ideal" "x dense rate"
 for name in dense exact pred; do
-    sort -n -k 2 "$T/$name.r" | awk -v n="$name" -v bw="$bw" -v db="$db" 'NR == 1 {
+    sort -n -k 2 "$T/$name.r" | awk -v n="$name" -v bw="$bw" -v db="$db" -v dms="$dms" 'NR == 1 {
         rd = n == "dense" ? db : $3; ideal = rd / (bw * 1e9) * 1e3
-        printf "%-12s %9.1f %12.3f %14.2f %12.3f %9.2f\n", n, $1, $2, rd / 1048576, ideal, $2 / ideal }'
+        printf "%-12s %9.1f %12.3f %14.2f %12.3f %9.2f %13.2f\n", n, $1, $2, rd / 1048576, ideal, $2 / ideal, $2 / (dms * rd / db) }'
 done
+# prompts: 256-token windows of the held-out text (the multi-token kernels), FFN ms per token
+pp() {
+    "$HC_BIN/hc-run" "$@" --perplexity "$W/heldout.txt" -c 256 -t "$THREADS" 2>&1 >/dev/null |
+        awk '/FFN time/ { for (i = 1; i <= NF; i++) if ($i == "time") printf "%.3f\n", $(i + 1) / $(i + 4) }'
+}
+for r in $(seq "$REPS"); do
+    pp -m "$W/m.gguf" --dense -v >>"$T/dense.p"
+    pp -m "$W/m.sparse.gguf" >>"$T/pred.p"
+done
+printf 'prompt (256-token windows) FFN ms/token, best of %s: dense %s, predictors %s\n' "$REPS" \
+    "$(sort -n "$T/dense.p" | head -n 1)" "$(sort -n "$T/pred.p" | head -n 1)"
 awk -v d="$(sort -n -k 2 "$T/dense.r" | head -n 1)" -v p="$(sort -n -k 2 "$T/pred.r" | head -n 1)" 'BEGIN {
     split(d, a, " "); split(p, b, " ")
     printf "predictors vs dense: decode %.2fx, FFN time %.2fx (runs with the lowest FFN time of %s)\n", b[1] / a[1], a[2] / b[2], "'"$REPS"'" }'
