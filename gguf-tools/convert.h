@@ -179,6 +179,8 @@ typedef struct {
     uint64_t seed;
     double hot_fraction;     /* in (0, 1]; 0: nothing planted */
     double hot_skew;
+    double active_fraction;  /* in (0, 1): every neuron's firing rate; 0: not planted */
+    long gate_rank;          /* gate rows of this rank; 0: full rank */
     const char *arch;        /* llama, qwen2, bamboo, opt or falcon: the family's tensor set */
 } cv_synth_opts;
 int cv_convert_synth(const cv_synth_opts *o, char *err, size_t errlen);

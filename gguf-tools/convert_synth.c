@@ -16,7 +16,19 @@
  * with H = round(F n_ff): the H top neurons fire on most tokens, the rest ever
  * more rarely (a Zipf-Mandelbrot law). Attention output and down projections
  * are kept small (gain 0.2) so later layers' residual streams keep the
- * direction. The order (hottest first) is stored per layer in KVs. */
+ * direction. The order (hottest first) is stored per layer in KVs.
+ *
+ * Uniform firing (--active-fraction P): the same construction with p_j = P for
+ * every neuron, so about P of a layer's neurons fire on each token.
+ *
+ * Low-rank gate (--gate-rank K): gate row j is c_j . V / sqrt(K), V the K unit
+ * rows of a per-layer random basis (orthogonal to u), c_j unit-variance
+ * noise: same per-element variance as a full-rank row, but every
+ * pre-activation of a layer is a function of the K numbers V.h and h.u, so
+ * which neurons fire is exactly what a predictor of hidden size >= 2K + 2 can
+ * represent (sign(g_j) does not change with the RMSNorm scale). Real ReLU
+ * models' activations are predictable in this way (PowerInfer's predictors);
+ * full-rank random gates are not. */
 #include "convert.h"
 
 #include <math.h>
@@ -35,8 +47,10 @@ typedef struct {
     int64_t dim, n_ff;
     float *u;                /* bias direction (unit), or NULL: nothing planted */
     float **gate_shift;      /* [layer][neuron] b_j * sqrt(dim) = Phi^-1(p_j) */
-    int32_t **order;         /* [layer] neurons hottest first (planted only) */
-    uint32_t n_hot;          /* H = round(F n_ff), at least 1 (planted only) */
+    int32_t **order;         /* [layer] neurons hottest first (hot set only) */
+    uint32_t n_hot;          /* H = round(F n_ff), at least 1 (hot set only) */
+    int64_t gate_rank;       /* K, or 0: full-rank gate rows */
+    float **basis;           /* [layer][K][dim] unit rows orthogonal to u (gate_rank only) */
 } synth;
 
 /* Uniform on (-sqrt3, sqrt3): mean 0, variance 1. */
@@ -107,10 +121,26 @@ static void gen_write(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
     for (int64_t r = 0; r < nr; r++) noise_row(t->gen_ctx, t, r0 + r, WRITE_GAIN, out + r * t->ne[0]);
 }
 
+/* A gate row of rank K: c . V / sqrt(K), c from the row's stream. */
+static void low_rank_row(const synth *sy, const cv_tensor *t, int64_t r, float *out)
+{
+    uint64_t s = row_state(sy, t, r);
+    const float *V = sy->basis[t->gen_id];
+    const float inv = 1.0f / sqrtf((float)sy->gate_rank);
+    memset(out, 0, (size_t)sy->dim * sizeof *out);
+    for (int64_t k = 0; k < sy->gate_rank; k++) {
+        const float c = unit_noise(&s) * inv;
+        for (int64_t i = 0; i < sy->dim; i++) out[i] += c * V[k * sy->dim + i];
+    }
+}
+
 static void gen_gate(const cv_tensor *t, int64_t r0, int64_t nr, float *out)
 {
     const synth *sy = t->gen_ctx;
-    gen_read(t, r0, nr, out);
+    if (sy->gate_rank)
+        for (int64_t r = 0; r < nr; r++) low_rank_row(sy, t, r0 + r, out + r * t->ne[0]);
+    else
+        gen_read(t, r0, nr, out);
     if (!sy->u) return;
     const float inv = 1.0f / sqrtf((float)sy->dim);
     for (int64_t r = 0; r < nr; r++) {
@@ -163,14 +193,16 @@ static void synth_vocab(cv_vocab *v, uint32_t n)
     }
 }
 
-/* The planted hot set of o->layers layers: the unit direction u, and per
- * layer a random rank order of the neurons and each neuron's gate shift. */
+/* The planted firing rates of o->layers layers: the unit direction u, and per
+ * layer a random rank order of the neurons and each neuron's gate shift
+ * (the hot set's law, or P for every neuron with --active-fraction). */
 static void plant_hot_set(synth *sy, const cv_synth_opts *o)
 {
     const long layers = o->layers, n_ff = o->n_ff;
     uint64_t s = o->seed ^ 0x5eed0fb1a5d1u;
     sy->n_hot = (uint32_t)lround(o->hot_fraction * (double)n_ff);
     if (!sy->n_hot) sy->n_hot = 1;
+    const double uniform = o->active_fraction > 0 ? probit(o->active_fraction) : 0;
     sy->u = malloc((size_t)o->dim * sizeof *sy->u);
     double *shift_of_rank = malloc((size_t)n_ff * sizeof *shift_of_rank);
     sy->gate_shift = malloc((size_t)layers * sizeof *sy->gate_shift);
@@ -183,7 +215,7 @@ static void plant_hot_set(synth *sy, const cv_synth_opts *o)
     }
     for (long i = 0; i < o->dim; i++) sy->u[i] = (float)(sy->u[i] / sqrt(norm));
     for (long k = 0; k < n_ff; k++)
-        shift_of_rank[k] = probit(P_MAX * pow(1.0 + (double)k / sy->n_hot, -o->hot_skew));
+        shift_of_rank[k] = o->active_fraction > 0 ? uniform : probit(P_MAX * pow(1.0 + (double)k / sy->n_hot, -o->hot_skew));
     for (long l = 0; l < layers; l++) {
         int32_t *order = sy->order[l] = malloc((size_t)n_ff * sizeof *order);
         sy->gate_shift[l] = malloc((size_t)n_ff * sizeof **sy->gate_shift);
@@ -200,8 +232,31 @@ static void plant_hot_set(synth *sy, const cv_synth_opts *o)
     free(shift_of_rank);
 }
 
+/* The per-layer bases of --gate-rank K: K noise rows, made orthogonal to u
+ * and normalized (they need not be orthogonal to each other). */
+static void make_gate_basis(synth *sy, const cv_synth_opts *o)
+{
+    uint64_t s = o->seed ^ 0xba5150fa7e5u;
+    sy->basis = malloc((size_t)o->layers * sizeof *sy->basis);
+    if (!sy->basis) hc_die("out of memory");
+    for (long l = 0; l < o->layers; l++) {
+        float *V = sy->basis[l] = malloc((size_t)(sy->gate_rank * sy->dim) * sizeof *V);
+        if (!V) hc_die("out of memory");
+        for (int64_t k = 0; k < sy->gate_rank; k++) {
+            float *v = V + k * sy->dim;
+            for (int64_t i = 0; i < sy->dim; i++) v[i] = unit_noise(&s);
+            orthogonalize(sy, v);
+            double n = 0;
+            for (int64_t i = 0; i < sy->dim; i++) n += (double)v[i] * v[i];
+            for (int64_t i = 0; i < sy->dim; i++) v[i] = (float)(v[i] / sqrt(n));
+        }
+    }
+}
+
 static void free_hot_set(synth *sy, long layers)
 {
+    for (long l = 0; sy->basis && l < layers; l++) free(sy->basis[l]);
+    free(sy->basis);
     if (!sy->u) return;
     for (long l = 0; l < layers; l++) {
         free(sy->order[l]);
@@ -281,7 +336,9 @@ static void synth_kvs(gguf_writer *w, const synth *sy, const cv_synth_opts *o)
     gguf_set_u32(w, "general.file_type", o->type == GGML_TYPE_F32 ? 0 : 1);
     gguf_set_str(w, "hotcold.ffn_activation", o->relu ? "relu" : "silu");
     gguf_set_u64(w, "hotcold.synth.seed", o->seed);
-    if (!sy->u) return;
+    if (sy->gate_rank) gguf_set_u32(w, "hotcold.synth.gate_rank", (uint32_t)sy->gate_rank);
+    if (o->active_fraction > 0) gguf_set_f32(w, "hotcold.synth.active_fraction", (float)o->active_fraction);
+    if (!sy->u || o->active_fraction > 0) return;
     gguf_set_f32(w, "hotcold.synth.hot_fraction", (float)o->hot_fraction);
     gguf_set_f32(w, "hotcold.synth.hot_skew", (float)o->hot_skew);
     gguf_set_u32(w, "hotcold.synth.hot_count", sy->n_hot);
@@ -306,8 +363,9 @@ int cv_convert_synth(const cv_synth_opts *o, char *err, size_t errlen)
     };
     if (cv_check_hparams(&hp, err, errlen)) return -1;
 
-    synth sy = {.seed = o->seed, .dim = o->dim, .n_ff = o->n_ff};
-    if (o->hot_fraction > 0) plant_hot_set(&sy, o);
+    synth sy = {.seed = o->seed, .dim = o->dim, .n_ff = o->n_ff, .gate_rank = o->gate_rank};
+    if (o->hot_fraction > 0 || o->active_fraction > 0) plant_hot_set(&sy, o);
+    if (sy.gate_rank) make_gate_basis(&sy, o);
     cv_vocab v;
     synth_vocab(&v, (uint32_t)o->vocab);
     cv_tensors ts = {0};

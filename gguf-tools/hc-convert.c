@@ -156,10 +156,15 @@ static const char synth_usage[] =
     "                        most tokens (0 < F <= 1; default: nothing planted)\n"
     "      --hot-skew S      firing rate of the neuron of rank k: 0.9 (1 + (k-1)/H)^-S,\n"
     "                        H = F n_ff (default 1)\n"
+    "      --active-fraction P  plant uniform firing instead: every neuron fires on about\n"
+    "                        P of the tokens (0 < P < 1; not with --hot-fraction)\n"
+    "      --gate-rank K     gate rows of rank K (1 <= K <= dim; default: full rank): which\n"
+    "                        neurons fire is then predictable from K + 1 numbers of the\n"
+    "                        input, as predictors assume (up rows for opt/falcon)\n"
     "      --version         print the version\n"
     "  -h, --help            this help\n";
 
-enum { O_DIM = 256, O_FF, O_LAYERS, O_HEADS, O_KV, O_VOCAB, O_CTX, O_ACT, O_TYPE, O_SEED, O_HOT, O_ARCH, O_SKEW };
+enum { O_DIM = 256, O_FF, O_LAYERS, O_HEADS, O_KV, O_VOCAB, O_CTX, O_ACT, O_TYPE, O_SEED, O_HOT, O_ARCH, O_SKEW, O_ACTIVE, O_RANK };
 
 /* --arch: one of the families cv_convert_synth writes. */
 static const char *synth_arch(const char *name)
@@ -206,6 +211,12 @@ static void synth_option(int c, const char *v, cv_synth_opts *o)
         if (*end || !(o->hot_skew > 0 && o->hot_skew <= 16))
             hc_die("bad value for --hot-skew: '%s' (expected a number in (0, 16])", v);
         break;
+    case O_ACTIVE:
+        o->active_fraction = strtod(v, &end);
+        if (*end || !(o->active_fraction > 0 && o->active_fraction < 1))
+            hc_die("bad value for --active-fraction: '%s' (expected a number in (0, 1))", v);
+        break;
+    case O_RANK: o->gate_rank = (long)hc_opt_int("--gate-rank", v, 1, MAX_COUNT); break;
     }
 }
 
@@ -220,7 +231,8 @@ static int synth_parse(int argc, char **argv, cv_synth_opts *o, int *have_skew)
         {"vocab", required_argument, 0, O_VOCAB}, {"ctx", required_argument, 0, O_CTX},
         {"act", required_argument, 0, O_ACT}, {"type", required_argument, 0, O_TYPE},
         {"seed", required_argument, 0, O_SEED}, {"hot-fraction", required_argument, 0, O_HOT},
-        {"hot-skew", required_argument, 0, O_SKEW}, {"arch", required_argument, 0, O_ARCH}, HC_LONG_VERSION,
+        {"hot-skew", required_argument, 0, O_SKEW}, {"arch", required_argument, 0, O_ARCH},
+        {"active-fraction", required_argument, 0, O_ACTIVE}, {"gate-rank", required_argument, 0, O_RANK}, HC_LONG_VERSION,
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     int c;
@@ -229,7 +241,7 @@ static int synth_parse(int argc, char **argv, cv_synth_opts *o, int *have_skew)
         if (c == 'o') o->out = optarg;
         else if (c == 'h') { fputs(synth_usage, stdout); return 1; }
         else if (c == HC_OPT_VERSION) hc_version();
-        else if (c >= O_DIM && c <= O_SKEW) synth_option(c, optarg, o);
+        else if (c >= O_DIM && c <= O_RANK) synth_option(c, optarg, o);
         else hc_bad_option(c, "synth", argv, opts);
         *have_skew |= c == O_SKEW;
     }
@@ -240,6 +252,8 @@ static void synth_validate(int argc, const cv_synth_opts *o, int have_skew)
 {
     if (argc != optind || !o->out) hc_die("synth: needs -o OUT.gguf and no other arguments (see --help)");
     if (have_skew && !o->hot_fraction) hc_die("--hot-skew needs --hot-fraction");
+    if (o->active_fraction > 0 && o->hot_fraction > 0) hc_die("--active-fraction and --hot-fraction exclude each other");
+    if (o->gate_rank > o->dim) hc_die("bad value for --gate-rank: %ld (expected at most --dim, %ld)", o->gate_rank, o->dim);
 }
 
 static int synth_run(int argc, char **argv)

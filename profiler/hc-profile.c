@@ -222,9 +222,11 @@ static const char predictors_usage[] =
     "      --rank R           predictor hidden size (default n_embd/4, a multiple of 8)\n"
     "      --rank-auto        per layer, try n_embd/16, /8, /4, /2 and keep the cheapest:\n"
     "                         predictor weights + FFN weights it leaves to compute\n"
-    "      --epochs E         passes over the training tokens (default 10)\n"
-    "      --batch N          minibatch rows (default 128)\n"
-    "      --lr X             Adam step size, cosine-decayed to 0 (default 0.003)\n"
+    "      --epochs E         passes over the training tokens (default: enough for 8000\n"
+    "                         minibatch steps, at least 10)\n"
+    "      --batch N          minibatch rows (default 32)\n"
+    "      --lr X             Adam step size, cosine-decayed to 0 (default 0.3/n_embd, at most\n"
+    "                         0.003)\n"
     "      --pos-weight W     loss weight of active targets (default sqrt(inactive/active), >= 1)\n"
     "      --recall R         recall of active neurons each layer's threshold reaches on the\n"
     "                         calibration tokens (default 0.99)\n"
@@ -332,9 +334,10 @@ static void predictors_validate(int argc, char **argv, hc_pred_opts *o, int type
 static void print_report(const hc_pred_report *r, const char *out)
 {
     printf("%s: sparse_threshold %g; %" PRId64 " corpus tokens (%.1f s); per layer kept %" PRId64 " of %" PRId64 " training, %" PRId64
-           " of %" PRId64 " calibration, %" PRId64 " of %" PRId64 " test tokens; active |h| > %g; training %.1f s\n",
+           " of %" PRId64 " calibration, %" PRId64 " of %" PRId64 " test tokens; active |h| > %g; training %.1f s"
+           " (%d epochs of %d-token minibatches, step %g)\n",
            out ? out : "(no output)", (double)r->global_threshold, r->n_tokens, r->collect_s, r->n_train, r->seen_train, r->n_calib,
-           r->seen_calib, r->n_test, r->seen_test, (double)r->act_threshold, r->train_s);
+           r->seen_calib, r->n_test, r->seen_test, (double)r->act_threshold, r->train_s, r->epochs, r->batch, (double)r->lr);
     printf("layer  rank  recall  precision  pred_sparsity  true_sparsity     params       bytes  threshold    loss  "
            "train_s\n");
     for (int l = 0; l < r->n_layer; l++) {

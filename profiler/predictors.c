@@ -114,9 +114,7 @@ static int finish_layer(const hc_pred_opts *o, const hc_pred_set *te, int l, flo
 static hc_pred_opts with_defaults(const hc_pred_opts *oin)
 {
     hc_pred_opts o = *oin;
-    if (!o.epochs) o.epochs = 10;
-    if (!o.batch) o.batch = 128;
-    if (o.lr == 0) o.lr = 3e-3f;
+    if (!o.batch) o.batch = 32;
     if (o.recall == 0) o.recall = 0.99f;
     if (o.holdout == 0) o.holdout = 0.2f;
     if (!o.mem) o.mem = 2ull << 30;
@@ -146,6 +144,14 @@ static int train_layers(const hc_pred_opts *o, int n_embd, hc_pred_set *sets[HC_
 {
     const int L = rep->n_layer;
     int cand[4], n_cand = rank_candidates(o, n_embd, cand);
+    hc_pred_opts ot = *o;    /* every layer keeps the same number of training tokens */
+    int64_t n = sets[HC_PRED_TRAIN][0].n > 0 ? sets[HC_PRED_TRAIN][0].n : 1;
+    if (!ot.epochs) ot.epochs = (int)fmax(10.0, ceil((double)HC_PRED_MIN_STEPS * ot.batch / (double)n));
+    if (ot.lr == 0) ot.lr = fminf(3e-3f, HC_PRED_LR_WIDTH / (float)n_embd);
+    rep->lr = ot.lr;
+    rep->epochs = ot.epochs;
+    rep->batch = ot.batch;
+    o = &ot;
     hc_progress bar;
     int done_steps = 0;
     hc_progress_start(&bar, "train", (uint64_t)L * (uint64_t)n_cand, "fits");

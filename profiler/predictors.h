@@ -15,13 +15,23 @@
 #include "model.h"
 #include "tokenizer.h"
 
+/* The default number of epochs gives at least this many Adam steps: fewer
+ * leave the predictor underfitted, flagging many inactive neurons at the
+ * calibrated recall (docs/design/predictors.md, "Training length"). */
+#define HC_PRED_MIN_STEPS 8000
+/* The default Adam step is min(0.003, this / n_embd): a step moves every
+ * fc1 weight by about the step size, so a hidden unit's input moves by about
+ * step · n_embd; larger steps killed the hidden units of wide models
+ * (docs/design/predictors.md, "Training length"). */
+#define HC_PRED_LR_WIDTH 0.3f
+
 typedef struct {
     const char *model, *corpus, *output, *svg;   /* output/svg may be NULL (no file) */
     int rank;              /* predictor hidden size; 0: n_embd/4 (multiple of 8, >= 8) */
     int rank_auto;         /* try a few ranks per layer, keep the cheapest (see docs) */
-    int epochs;            /* 0: 10 */
-    int batch;             /* minibatch rows; 0: 128 */
-    float lr;              /* Adam step; 0: 3e-3 (cosine decay to 0) */
+    int epochs;            /* 0: at least 10 and HC_PRED_MIN_STEPS minibatch steps */
+    int batch;             /* minibatch rows; 0: 32 */
+    float lr;              /* Adam step; 0: min(3e-3, HC_PRED_LR_WIDTH / n_embd) (cosine decay to 0) */
     float pos_weight;      /* BCE weight of active targets; 0: sqrt(inactive/active), >= 1 */
     float recall;          /* target recall of active neurons; 0: 0.99 */
     float holdout;         /* fraction of windows held out; 0: 0.2 */
@@ -53,6 +63,8 @@ typedef struct {
     float act_threshold;
     float global_threshold;          /* powerinfer.sparse_threshold: +1 or -1 */
     double collect_s, train_s;
+    int epochs, batch;               /* what training used */
+    float lr;
     hc_pred_layer *layers;           /* [n_layer], malloc'd */
 } hc_pred_report;
 

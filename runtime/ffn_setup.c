@@ -17,6 +17,7 @@ struct hc_ffn {
     hc_sparse *sparse;       /* NULL: the dense FFN */
     hc_cl *cl;               /* the device of the hot neurons, or NULL */
     double dense_s;          /* time in the dense FFN (verbose) */
+    uint64_t dense_tokens;   /* tokens through layer 0 of the dense FFN (verbose) */
 };
 
 /* The dense FFN, timed to compare with the sparse FFN's report. */
@@ -28,6 +29,7 @@ static void timed_dense(void *user, hc_ctx *ctx, int layer, const float *ffn_inp
     (void)ffn_inp;
     hc_ffn_dense(ctx, layer, x_norm, B, out, h);
     f->dense_s += hc_now() - t0;
+    if (layer == 0) f->dense_tokens += (uint64_t)B;
 }
 
 static int has_predictors(const hc_model *m)
@@ -195,7 +197,8 @@ void hc_ffn_attach(hc_ffn *f, hc_ctx_params *p)
 void hc_ffn_report(const hc_ffn *f, FILE *out)
 {
     if (f->sparse) hc_sparse_report(f->sparse, out, f->verbose);
-    else if (f->verbose) fprintf(out, "dense: FFN time %.2f ms\n", f->dense_s * 1e3);
+    else if (f->verbose)
+        fprintf(out, "dense: FFN time %.2f ms for %llu tokens\n", f->dense_s * 1e3, (unsigned long long)f->dense_tokens);
 }
 
 void hc_ffn_free(hc_ffn *f)

@@ -42,6 +42,12 @@ typedef struct hc_kernel {
     int rm, tm;
     /* y[0 .. c1 - c0) += a · columns [c0, c1) of row r (c0 on a block boundary). */
     void (*axpy)(const hc_weight *w, int r, int c0, int c1, float a, float *y);
+    /* Optional (NULL: axpy per t): the multi-token AXPY of a prompt's sparse
+     * down rows: for t < nt, (y + rows[t] * y_stride)[0 .. c1 - c0) += a[t] ·
+     * columns [c0, c1) of row r, the bits of nt axpy calls, with the row read
+     * and converted to floats once for all nt outputs. */
+    void (*axpy_multi)(const hc_weight *w, int r, int c0, int c1, int nt, const float *a, const int32_t *rows, float *y,
+                       size_t y_stride);
 } hc_kernel;
 
 /* One weight type: what does not depend on the instruction set, and its

@@ -103,6 +103,38 @@ T static void axpy_f(const hc_weight *w, int r, int c0, int c1, float a, float *
     else axpy_float(GGML_TYPE_BF16, row, c1 - c0, a, y);
 }
 
+/* axpy_float's FMAs for nt outputs, 32 columns of the row in registers at a
+ * time; the tail through axpy_float itself. */
+TI void axpy_multi_float(int k, const void *row, int n, int nt, const float *a, const int32_t *rows, float *y,
+                         size_t ys)
+{
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256 v[4];
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < 4; j++) v[j] = load8(k, row, i + 8 * j);
+        for (int t = 0; t < nt; t++)
+            _Pragma("GCC unroll 4")
+            for (int j = 0; j < 4; j++) {
+                float *yt = y + (size_t)rows[t] * ys + i + 8 * j;
+                _mm256_storeu_ps(yt, _mm256_fmadd_ps(_mm256_set1_ps(a[t]), v[j], _mm256_loadu_ps(yt)));
+            }
+    }
+    if (i < n) {
+        size_t es = k == GGML_TYPE_F32 ? 4 : 2;
+        for (int t = 0; t < nt; t++) axpy_float(k, (const char *)row + (size_t)i * es, n - i, a[t], y + (size_t)rows[t] * ys + i);
+    }
+}
+
+T static void axpy_multi_f(const hc_weight *w, int r, int c0, int c1, int nt, const float *a, const int32_t *rows,
+                           float *y, size_t ys)
+{
+    const char *row = hc_float_row(w, r, c0);
+    if (w->type == GGML_TYPE_F32) axpy_multi_float(GGML_TYPE_F32, row, c1 - c0, nt, a, rows, y, ys);
+    else if (w->type == GGML_TYPE_F16) axpy_multi_float(GGML_TYPE_F16, row, c1 - c0, nt, a, rows, y, ys);
+    else axpy_multi_float(GGML_TYPE_BF16, row, c1 - c0, nt, a, rows, y, ys);
+}
+
 /* The float tile: R rows x T vectors, both of dot_float's accumulators of
  * every pair in registers for the whole row (12 of the 16), so every pair gets
  * dot_float's FMAs in dot_float's order; per 8 elements the T activation
@@ -172,7 +204,7 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
 }
 
 const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
-                                  .axpy = axpy_f };
+                                  .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- Q8_0 / Q4_0 against Q8_0 activations ---- */
 
@@ -202,6 +234,21 @@ TI void axpy_q32(__m256i q, float d, float a, float *y)
     }
 }
 
+/* axpy_q32 for nt outputs: the block's q * d once, then one FMA per output. */
+TI void axpy_multi_q32(__m256i q, float d, int nt, const float *a, const int32_t *rows, float *y, size_t ys)
+{
+    __m256 vd = _mm256_set1_ps(d), wv[4];
+    for (int j = 0; j < 4; j++) {
+        __m128i q8 = j & 2 ? _mm256_extracti128_si256(q, 1) : _mm256_castsi256_si128(q);
+        wv[j] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(j & 1 ? _mm_srli_si128(q8, 8) : q8)), vd);
+    }
+    for (int t = 0; t < nt; t++) {
+        __m256 va = _mm256_set1_ps(a[t]);
+        float *yt = y + (size_t)rows[t] * ys;
+        for (int j = 0; j < 4; j++) _mm256_storeu_ps(yt + 8 * j, _mm256_fmadd_ps(va, wv[j], _mm256_loadu_ps(yt + 8 * j)));
+    }
+}
+
 /* Row r of a Q8_0 / Q4_0 weight (blocks of type B). */
 #define QROW(B, w, r) ((const B *)(w)->data + (size_t)(r) * (size_t)((w)->n / QK8_0))
 
@@ -221,6 +268,14 @@ T static void axpy_q8(const hc_weight *w, int r, int c0, int c1, float a, float 
     const block_q8_0 *wb = QROW(block_q8_0, w, r);
     for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0)
         axpy_q32(_mm256_loadu_si256((const __m256i *)wb[b].qs), _cvtsh_ss(wb[b].d), a, y);
+}
+
+T static void axpy_multi_q8(const hc_weight *w, int r, int c0, int c1, int nt, const float *a, const int32_t *rows,
+                            float *y, size_t ys)
+{
+    const block_q8_0 *wb = QROW(block_q8_0, w, r);
+    for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0)
+        axpy_multi_q32(_mm256_loadu_si256((const __m256i *)wb[b].qs), _cvtsh_ss(wb[b].d), nt, a, rows, y, ys);
 }
 
 #define RQ 4              /* the most rows and vectors a quantized tile holds */
@@ -305,7 +360,8 @@ T static void prepare_q8(const hc_weight *w, const float *x, void *act)
 }
 
 const hc_kernel hc_avx2_q8_0 = { .prepare = prepare_q8, .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8,
-                                 .axpy = axpy_q8 };
+                                 .axpy = axpy_q8,
+                                 .axpy_multi = axpy_multi_q8 };
 
 /* ---- Q4_0: 8 blocks per step, summed in integers to one int32 per block,
  * so one convert and one FMA cover 8 blocks ---- */
@@ -404,6 +460,14 @@ T static void axpy_q4(const hc_weight *w, int r, int c0, int c1, float a, float 
         axpy_q32(_mm256_sub_epi8(nibbles(wb[b].qs), _mm256_set1_epi8(8)), _cvtsh_ss(wb[b].d), a, y);
 }
 
+T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, const float *a, const int32_t *rows,
+                            float *y, size_t ys)
+{
+    const block_q4_0 *wb = QROW(block_q4_0, w, r);
+    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0)
+        axpy_multi_q32(_mm256_sub_epi8(nibbles(wb[b].qs), _mm256_set1_epi8(8)), _cvtsh_ss(wb[b].d), nt, a, rows, y, ys);
+}
+
 /* q4_chunk for R rows (8 whole blocks at wq[r]) x Tn vectors. */
 TI void q4_chunk_tile(int R, int Tn, const block_q4_0 *const *wq, const xq4 *const *xc, int c, __m256 acc[RQ][TQN])
 {
@@ -474,7 +538,8 @@ T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *x
 }
 
 const hc_kernel hc_avx2_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q4, .arrange = arrange_q4,
-                                 .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .axpy = axpy_q4 };
+                                 .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .axpy = axpy_q4,
+                                 .axpy_multi = axpy_multi_q4 };
 
 /* ---- INT4-GPTQ (kernels_gptq.h): per group 32 codes per step widened to
  * float, four accumulators; groups that are not whole steps take the

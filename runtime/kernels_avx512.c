@@ -88,6 +88,44 @@ T static void axpy_f(const hc_weight *w, int r, int c0, int c1, float a, float *
     else axpy_float(GGML_TYPE_BF16, row, c1 - c0, a, y);
 }
 
+/* axpy_float's FMAs for nt outputs, 64 columns of the row in registers at a time. */
+TI void axpy_multi_float(int k, const void *row, int n, int nt, const float *a, const int32_t *rows, float *y,
+                         size_t ys)
+{
+    const __mmask16 all = 0xffff;
+    int i = 0;
+    for (; i + 64 <= n; i += 64) {   /* four registers of the row, then every output */
+        __m512 v[4] = { load16(k, row, i, all), load16(k, row, i + 16, all), load16(k, row, i + 32, all),
+                        load16(k, row, i + 48, all) };
+        for (int t = 0; t < nt; t++) {
+            float *yt = y + (size_t)rows[t] * ys + i;
+            _Pragma("GCC unroll 4")
+            for (int j = 0; j < 4; j++)
+                _mm512_storeu_ps(yt + 16 * j, _mm512_fmadd_ps(_mm512_set1_ps(a[t]), v[j], _mm512_loadu_ps(yt + 16 * j)));
+        }
+    }
+    for (; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? all : tail_mask(n - i);
+        __m512 v = load16(k, row, i, m);
+        for (int t = 0; t < nt; t++) {
+            float *yt = y + (size_t)rows[t] * ys + i;
+            _mm512_mask_storeu_ps(yt, m, _mm512_fmadd_ps(_mm512_set1_ps(a[t]), v, _mm512_maskz_loadu_ps(m, yt)));
+        }
+    }
+}
+
+T static void axpy_multi_f(const hc_weight *w, int r, int c0, int c1, int nt, const float *a, const int32_t *rows,
+                           float *y, size_t ys)
+{
+    /* the type as a constant in each call, so the inlined loads are specialised */
+    const char *row = hc_float_row(w, r, c0);
+    switch (w->type) {
+    case GGML_TYPE_F32: axpy_multi_float(GGML_TYPE_F32, row, c1 - c0, nt, a, rows, y, ys); break;
+    case GGML_TYPE_F16: axpy_multi_float(GGML_TYPE_F16, row, c1 - c0, nt, a, rows, y, ys); break;
+    default: axpy_multi_float(GGML_TYPE_BF16, row, c1 - c0, nt, a, rows, y, ys); break;
+    }
+}
+
 /* The float tile: R rows x T vectors, both of dot_float's accumulators of
  * every pair in registers (24 of the 32) for the whole row, so every pair
  * gets dot_float's FMAs in dot_float's order. Per 16 elements the T
@@ -148,7 +186,7 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
 }
 
 const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
-                                    .axpy = axpy_f };
+                                    .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- Q8_0 against Q8_0 activations: two blocks per register ---- */
 
@@ -315,6 +353,28 @@ T static void axpy_q8(const hc_weight *w, int r, int c0, int c1, float a, float 
     for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0) axpy_q32(load32(wb[b].qs), _cvtsh_ss(wb[b].d), a, y);
 }
 
+/* axpy_q32 for nt outputs: the block's q * d once, then one FMA per output. */
+TI void axpy_multi_q32(__m256i q, float d, int nt, const float *a, const int32_t *rows, float *y, size_t ys)
+{
+    __m512 vd = _mm512_set1_ps(d);
+    __m512 w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))), vd);
+    __m512 w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))), vd);
+    for (int t = 0; t < nt; t++) {
+        __m512 va = _mm512_set1_ps(a[t]);
+        float *yt = y + (size_t)rows[t] * ys;
+        _mm512_storeu_ps(yt, _mm512_fmadd_ps(va, w0, _mm512_loadu_ps(yt)));
+        _mm512_storeu_ps(yt + 16, _mm512_fmadd_ps(va, w1, _mm512_loadu_ps(yt + 16)));
+    }
+}
+
+T static void axpy_multi_q8(const hc_weight *w, int r, int c0, int c1, int nt, const float *a, const int32_t *rows,
+                            float *y, size_t ys)
+{
+    const block_q8_0 *wb = QROW(block_q8_0, w, r);
+    for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0)
+        axpy_multi_q32(load32(wb[b].qs), _cvtsh_ss(wb[b].d), nt, a, rows, y, ys);
+}
+
 /* roundf (half away from zero) for |v| < 2^23: truncate, then step away from
  * zero where the dropped fraction (exact) is >= 0.5. */
 TI __m512i roundf_epi32(__m512 v)
@@ -342,7 +402,8 @@ T static void prepare_q8(const hc_weight *w, const float *x, void *act)
 }
 
 const hc_kernel hc_avx512_q8_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q8, .arrange = arrange_q8,
-                                   .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .axpy = axpy_q8 };
+                                   .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .axpy = axpy_q8,
+                                   .axpy_multi = axpy_multi_q8 };
 
 /* ---- Q4_0 against Q8_0 activations: 16 blocks per step, summed in integers
  * to one int32 per block, so one convert and one FMA cover 16 blocks ---- */
@@ -515,19 +576,31 @@ T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *x
         for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
+/* Block b of a Q4_0 row as 32 signed values -8..7 in element order. */
+TI __m256i q4_values(const block_q4_0 *blk)
+{
+    __m128i t = _mm_loadu_si128((const __m128i *)blk->qs);
+    __m256i q = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_sub_epi8(_mm256_and_si256(q, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
+}
+
 T static void axpy_q4(const hc_weight *w, int r, int c0, int c1, float a, float *y)
 {
     const block_q4_0 *wb = QROW(block_q4_0, w, r);
-    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0) {
-        __m128i t = _mm_loadu_si128((const __m128i *)wb[b].qs);
-        __m256i q = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
-        q = _mm256_sub_epi8(_mm256_and_si256(q, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
-        axpy_q32(q, _cvtsh_ss(wb[b].d), a, y);
-    }
+    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0) axpy_q32(q4_values(&wb[b]), _cvtsh_ss(wb[b].d), a, y);
+}
+
+T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, const float *a, const int32_t *rows,
+                            float *y, size_t ys)
+{
+    const block_q4_0 *wb = QROW(block_q4_0, w, r);
+    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0)
+        axpy_multi_q32(q4_values(&wb[b]), _cvtsh_ss(wb[b].d), nt, a, rows, y, ys);
 }
 
 const hc_kernel hc_avx512_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q4, .arrange = arrange_q4,
-                                   .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .axpy = axpy_q4 };
+                                   .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .axpy = axpy_q4,
+                                   .axpy_multi = axpy_multi_q4 };
 
 /* ---- INT4-GPTQ (kernels_gptq.h): per group 32 codes per step widened to
  * float, two accumulators; groups that are not whole steps take the

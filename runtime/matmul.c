@@ -97,23 +97,22 @@ typedef struct {
     const float *h;          /* [B][h_stride], value i belongs to neuron idx[i] (or i) */
     size_t h_stride;
     int k, B, n_chunks, unit;
-    const int32_t *nz_i;     /* B > 1: row b's non-zero list positions, nz_i[nz_at[b] ..] */
+    const int32_t *nz_b;     /* B > 1: the rows with non-zero h of list position i, nz_b[nz_at[i] ..] */
     const float *nz_h;       /* and their h */
-    const size_t *nz_at;     /* [B + 1] */
+    const size_t *nz_at;     /* [k + 1] */
     float *out;              /* [B][n_embd] += */
 } down_rows_task;
 
 /* A chunk is a column range of the output, to which the neurons are added in
  * list order, so the sums are the same for any thread count. Zero
- * activations (ReLU) skip their row. B > 1 (prompts) takes each row's
- * non-zero h from a list made once, and walks the range in slabs of
- * DOWN_SLAB columns and the neurons in tiles of DOWN_TILE, every row b for
- * one tile before the next: a tile's row slices are read from memory once for
- * all B, and a row's slab of the output stays in L1 while the tile is added to
- * it. Each output still gets its neurons in list order, so B > 1 gives the
+ * activations (ReLU) skip their row. B > 1 (prompts): each neuron's row is
+ * read once for all the rows b of the batch with non-zero h (the multi-token
+ * AXPY, kernels.h), from per-neuron lists made once, over slabs of columns
+ * small enough that the B output slabs stay in L2 while the neurons are
+ * added. Each output still gets its neurons in list order, so B > 1 gives the
  * same bits as B = 1 row by row. */
 #define DOWN_SLAB 512
-#define DOWN_TILE 64
+#define DOWN_OUT_BYTES (256 * 1024)   /* the B output slabs of one slab of columns */
 static void down_chunk(void *arg, int chunk, int ith)
 {
     const down_rows_task *t = arg;
@@ -122,30 +121,28 @@ static void down_chunk(void *arg, int chunk, int ith)
     hc_split(E, t->unit, chunk, t->n_chunks, &lo, &hi);
     if (lo >= hi) return;
     /* the traits entry's kernel, straight to the instruction set's row AXPY */
-    const hc_kernel *kern = hc_traits(t->w)->isa[hc_isa()];
+    int isa = hc_isa();
+    const hc_kernel *kern = hc_traits(t->w)->isa[isa];
     if (t->B == 1) {
-        for (int i = 0; i < t->k; i++)
-            if (t->h[i] != 0.0f) kern->axpy(t->w, t->idx ? t->idx[i] : i, lo, hi, t->h[i], t->out + lo);
+        int next = 0;   /* the next listed neuron with non-zero h, its row fetched ahead */
+        while (next < t->k && t->h[next] == 0.0f) next++;
+        while (next < t->k) {
+            int i = next++;
+            while (next < t->k && t->h[next] == 0.0f) next++;
+            if (next < t->k && t->idx) hc_weight_prefetch(t->w, t->idx[next], lo, hi);
+            kern->axpy(t->w, t->idx ? t->idx[i] : i, lo, hi, t->h[i], t->out + lo);
+        }
         return;
     }
-    for (int c0 = lo; c0 < hi; c0 += DOWN_SLAB) {
-        int c1 = c0 + DOWN_SLAB < hi ? c0 + DOWN_SLAB : hi;
-        for (int i0 = 0; i0 < t->k; i0 += DOWN_TILE) {
-            int i1 = i0 + DOWN_TILE;
-            for (int b = 0; b < t->B; b++) {
-                float *y = t->out + (size_t)b * E + c0;
-                /* row b's entries of this tile: binary search for the first >= i0 */
-                size_t p, end = t->nz_at[b + 1], lo_p = t->nz_at[b], hi_p = end;
-                while (lo_p < hi_p) {
-                    size_t mid = lo_p + (hi_p - lo_p) / 2;
-                    if (t->nz_i[mid] < i0) lo_p = mid + 1;
-                    else hi_p = mid;
-                }
-                for (p = lo_p; p < end && t->nz_i[p] < i1; p++) {
-                    int i = t->nz_i[p];
-                    kern->axpy(t->w, t->idx ? t->idx[i] : i, c0, c1, t->nz_h[p], y);
-                }
-            }
+    int slab = (int)(DOWN_OUT_BYTES / sizeof(float) / (size_t)t->B) / COL_UNIT * COL_UNIT;
+    slab = slab < COL_UNIT ? COL_UNIT : slab > DOWN_SLAB ? DOWN_SLAB : slab;
+    for (int c0 = lo; c0 < hi; c0 += slab) {
+        int c1 = c0 + slab < hi ? c0 + slab : hi;
+        for (int i = 0; i < t->k; i++) {
+            size_t p = t->nz_at[i], n = t->nz_at[i + 1] - p;
+            if (n)
+                hc_weight_axpy_multi(t->w, isa, t->idx ? t->idx[i] : i, c0, c1, (int)n, t->nz_h + p, t->nz_b + p,
+                                     t->out + c0, (size_t)E);
         }
     }
 }
@@ -156,15 +153,15 @@ void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, cons
     if (k <= 0) return;
     size_t work = (size_t)k * (size_t)w->n * (size_t)B;
     int unit = COL_UNIT;
-    int32_t *nz_i = NULL;
+    int32_t *nz_b = NULL;
     float *nz_h = NULL;
     size_t *nz_at = NULL;
     if (B > 1) {
-        nz_i = malloc(sizeof(int32_t) * (size_t)B * (size_t)k);
+        nz_b = malloc(sizeof(int32_t) * (size_t)B * (size_t)k);
         nz_h = malloc(sizeof(float) * (size_t)B * (size_t)k);
-        nz_at = malloc(sizeof(size_t) * ((size_t)B + 1));
-        if (!nz_i || !nz_h || !nz_at) {   /* out of memory: one row at a time (same sums) */
-            free(nz_i);
+        nz_at = malloc(sizeof(size_t) * ((size_t)k + 1));
+        if (!nz_b || !nz_h || !nz_at) {   /* out of memory: one row at a time (same sums) */
+            free(nz_b);
             free(nz_h);
             free(nz_at);
             for (int b = 0; b < B; b++)
@@ -172,23 +169,23 @@ void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, cons
             return;
         }
         size_t n = 0;
-        for (int b = 0; b < B; b++) {
-            const float *hb = h + (size_t)b * h_stride;
-            nz_at[b] = n;
-            for (int i = 0; i < k; i++) {   /* branch-free: ReLU zeros are unpredictable */
-                nz_i[n] = i;
-                nz_h[n] = hb[i];
-                n += hb[i] != 0.0f;
+        for (int i = 0; i < k; i++) {
+            nz_at[i] = n;
+            for (int b = 0; b < B; b++) {   /* branch-free: ReLU zeros are unpredictable */
+                float hb = h[(size_t)b * h_stride + (size_t)i];
+                nz_b[n] = b;
+                nz_h[n] = hb;
+                n += hb != 0.0f;
             }
         }
-        nz_at[B] = n;
+        nz_at[k] = n;
         work = n * (size_t)w->n;
         unit = DOWN_SLAB;
     }
     int nc = hc_pool_chunks(ctx->pool, (w->n + unit - 1) / unit, work);
-    down_rows_task t = { w, idx, h, h_stride, k, B, nc, unit, nz_i, nz_h, nz_at, out };
+    down_rows_task t = { w, idx, h, h_stride, k, B, nc, unit, nz_b, nz_h, nz_at, out };
     hc_pool_run(ctx->pool, down_chunk, &t, nc);
-    free(nz_i);
+    free(nz_b);
     free(nz_h);
     free(nz_at);
 }

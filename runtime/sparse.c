@@ -162,6 +162,9 @@ struct hc_sparse {
     int E, F, r_max, k_max;
     /* scratch */
     int32_t *cand, *uni;     /* [F]: candidates; neurons some row keeps */
+    int32_t *row_idx, *row_pos;  /* [F]: one batch row's neurons and their list positions */
+    float *row_y;            /* [F]: their products */
+    uint8_t *any;            /* [F]: some batch row keeps list position i */
     uint8_t *mask;           /* [B][k_max] device candidates */
     float *ydev, *hdev;      /* [B][E], [B][k_max] */
     float *pred, *hidden, *truth;  /* [B][F], [B][r], [B][F] */
@@ -223,6 +226,75 @@ static void neuron_h(const hc_sparse *s, const hc_layer *ly, const int32_t *uni,
     }
 }
 
+/* Which (row, list position) pairs a product of B rows needs: the
+ * candidates (the gate, with a predictor), or the positions a row keeps
+ * (up: a non-zero act(gate) in G). */
+enum need { NEED_CANDIDATE, NEED_KEPT };
+
+static int needs(const hc_sparse *s, enum need what, const float *pred, const float *G, int b, int i, int j)
+{
+    return what == NEED_CANDIDATE ? is_candidate(s, pred, b, j) : G[(size_t)b * s->F + i] != 0.0f;
+}
+
+/* Y[b][i] = row list[i] of w · activation b for the pairs that need it, 0
+ * for the others; pairs: how many need it. When rows need few of the listed
+ * neurons (a quarter or less on average: a prompt's union is much larger
+ * than each token's set), each row gathers its own neurons (the rows it
+ * shares are read from cache); otherwise all B rows at once for the whole
+ * list. A product's value does not depend on B or on where the row is read
+ * from (kernels.h), so both give the same bits. */
+static void rows_needed(hc_sparse *s, hc_ctx *ctx, const hc_weight *w, const int32_t *list, int k, const void *acts,
+                        int B, float *Y, enum need what, const float *pred, const float *G, uint64_t pairs)
+{
+    size_t sF = (size_t)s->F;
+    if (B == 1 || pairs * 4 > (uint64_t)B * (uint64_t)k) {
+        hc_ctx_matvec_rows(ctx, w, list, k, acts, B, Y, sF);
+        return;
+    }
+    for (int b = 0; b < B; b++) {
+        float *y = Y + (size_t)b * sF;
+        int n = 0;
+        for (int i = 0; i < k; i++) {
+            s->row_pos[n] = i;
+            s->row_idx[n] = list[i];
+            n += needs(s, what, pred, G, b, i, list[i]);
+        }
+        hc_ctx_matvec_rows(ctx, w, s->row_idx, n, (const char *)acts + (size_t)b * hc_ctx_act_stride(ctx), 1, s->row_y,
+                           sF);
+        memset(y, 0, sizeof(float) * (size_t)k);
+        for (int i = 0; i < n; i++) y[s->row_pos[i]] = s->row_y[i];
+    }
+}
+
+/* The gate rule on B rows of act(gate) values G[b][i] of list positions i <
+ * k (neurons cand[i], or i): a value not kept becomes 0; s->uni gets the
+ * neurons some row keeps (their number returned, kept pairs added to *n_up)
+ * and every row is compacted to them. Row by row: G's rows are far apart. */
+static int keep_union(hc_sparse *s, float *G, const int32_t *cand, int k, int B, float t_gate, const float *pred,
+                      uint64_t *n_up)
+{
+    size_t sF = (size_t)s->F;
+    memset(s->any, 0, (size_t)k);
+    for (int b = 0; b < B; b++) {
+        float *g = G + (size_t)b * sF;
+        for (int i = 0; i < k; i++) {
+            int keep = hc_keep_act(g[i], t_gate) && is_candidate(s, pred, b, cand ? cand[i] : i);
+            if (!keep) g[i] = 0.0f;
+            s->any[i] |= (uint8_t)keep;
+            *n_up += (uint64_t)keep;
+        }
+    }
+    int nu = 0;
+    for (int i = 0; i < k; i++)
+        if (s->any[i]) s->uni[nu++] = cand ? cand[i] : i;
+    for (int b = 0; nu < k && b < B; b++) {
+        float *g = G + (size_t)b * sF;
+        for (int i = 0, u = 0; i < k; i++)
+            if (s->any[i]) g[u++] = g[i];
+    }
+    return nu;
+}
+
 /* The CPU's share of B rows: candidates among idx[0..n) (NULL: all neurons).
  * The first rows (gate, or up without a gate) of the neurons that are a candidate of any row are computed
  * for all B rows at once (the batched kernel reads each weight row once), a
@@ -265,7 +337,8 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
             }
             if (any) s->cand[k++] = j;
         }
-        hc_ctx_matvec_rows(ctx, first, s->cand, k, fa, B, G, sF);
+        rows_needed(s, ctx, first, s->cand, k, fa, B, G, NEED_CANDIDATE, in->pred, NULL,
+                    in->pred ? n_cand : (uint64_t)B * (uint64_t)k);
     }
     for (int b = 0; b < B; b++)
         for (int i = 0; i < k; i++) {
@@ -273,22 +346,8 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
             *a = hc_act1(s->m->hp.act, fb ? *a + fb[cand ? cand[i] : i] : *a);
             if (s->crit && !contrib) s->crit[(size_t)b * sF + (size_t)(cand ? cand[i] : i)] = fabsf(*a);
         }
-    /* gate rule per row; union; compact every row to the union (nu <= i) */
-    int nu = 0;
-    for (int i = 0; i < k; i++) {
-        int j = cand ? cand[i] : i, any = 0;
-        for (int b = 0; b < B; b++) {
-            float *a = G + (size_t)b * sF + i;
-            int keep = hc_keep_act(*a, t_gate) && is_candidate(s, in->pred, b, j);
-            if (!keep) *a = 0.0f;
-            any |= keep;
-            n_up += (uint64_t)keep;
-        }
-        if (!any) continue;
-        for (int b = 0; b < B; b++) G[(size_t)b * sF + nu] = G[(size_t)b * sF + i];
-        s->uni[nu++] = j;
-    }
-    if (kind != HC_FFN_SEQUENTIAL) hc_ctx_matvec_rows(ctx, &ly->ffn_up, s->uni, nu, in->act_u, B, U, sF);
+    int nu = keep_union(s, G, cand, k, B, t_gate, in->pred, &n_up);
+    if (kind != HC_FFN_SEQUENTIAL) rows_needed(s, ctx, &ly->ffn_up, s->uni, nu, in->act_u, B, U, NEED_KEPT, NULL, G, n_up);
     uint64_t served = 0, hit = 0;
     for (int b = 0; b < B; b++) {
         float *g = G + (size_t)b * sF;
@@ -400,8 +459,8 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
         hc_ffn_dense(ctx, layer, x_norm, B, out, h);
         return;
     }
+    if (s->p.check) true_active(s, ctx, layer, x_norm, B);   /* not timed: the dense FFN again */
     double t_start = hc_now(), t0 = t_start;
-    if (s->p.check) true_active(s, ctx, layer, x_norm, B);
     if (s->crit) memset(s->crit, 0, sizeof(float) * (size_t)B * F);
     if (s->predictor) {
         L->st.bytes += (uint64_t)B * (hc_weight_bytes(&ly->fc1) + hc_weight_bytes(&ly->fc2));
@@ -492,7 +551,11 @@ hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err
     s->L = calloc((size_t)hp->n_layer, sizeof *s->L);
     s->cand = malloc(sizeof(int32_t) * (size_t)s->F);
     s->uni = malloc(sizeof(int32_t) * (size_t)s->F);
-    if (!s->L || !s->cand || !s->uni) goto oom;
+    s->row_idx = malloc(sizeof(int32_t) * (size_t)s->F);
+    s->row_pos = malloc(sizeof(int32_t) * (size_t)s->F);
+    s->row_y = malloc(sizeof(float) * (size_t)s->F);
+    s->any = malloc((size_t)s->F);
+    if (!s->L || !s->cand || !s->uni || !s->row_idx || !s->row_pos || !s->row_y || !s->any) goto oom;
     for (int l = 0; l < hp->n_layer; l++) {
         layer_state *L = &s->L[l];
         const hc_layer *ly = &m->layers[l];
@@ -526,7 +589,7 @@ void hc_sparse_free(hc_sparse *s)
         free(s->L[l].hot);
         hc_cl_layer_free(s->L[l].dev);
     }
-    void *bufs[] = { s->L, s->cand, s->uni, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->truth, s->crit };
+    void *bufs[] = { s->L, s->cand, s->uni, s->row_idx, s->row_pos, s->row_y, s->any, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->truth, s->crit };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(s);
 }
@@ -638,7 +701,9 @@ static void report_line(const hc_sparse *s, FILE *f, const char *what, int layer
         fprintf(f, ", FFN weights read %s/token of %s (%.1f%%)", hc_format_size((uint64_t)per_tok, sz[0], sizeof sz[0]),
                 hc_format_size((uint64_t)dense, sz[1], sizeof sz[1]), 100.0 * per_tok / dense);
     if (s->predictor) fprintf(f, ", predicted active %5.1f%%", slots > 0 ? 100.0 * (double)st->predicted / slots : 0.0);
-    if (s->p.check) fprintf(f, ", recall %.4f", ratio(st->hit, st->truth));
+    if (s->p.check)
+        fprintf(f, ", truly active %5.1f%%, recall %.4f", slots > 0 ? 100.0 * (double)st->truth / slots : 0.0,
+                ratio(st->hit, st->truth));
     fputc('\n', f);
 }
 
@@ -654,7 +719,8 @@ void hc_sparse_report(const hc_sparse *s, FILE *f, int per_layer)
     report_line(s, f, "sparse: all layers", -1, &t);
     int any_dev = 0;
     for (int l = 0; l < s->m->hp.n_layer; l++) any_dev |= s->L[l].dev != NULL;
-    fprintf(f, "sparse: FFN time %.2f ms: CPU %.2f ms", s->t_ffn * 1e3, s->t_cpu * 1e3);
+    fprintf(f, "sparse: FFN time %.2f ms for %llu tokens: CPU %.2f ms", s->t_ffn * 1e3,
+            (unsigned long long)(t.tokens / (uint64_t)s->m->hp.n_layer), s->t_cpu * 1e3);
     if (any_dev)
         fprintf(f, ", device %.2f ms (waited %.2f ms); device served %.1f%% of activations",
                 s->t_dev * 1e3, s->t_wait * 1e3, 100.0 * ratio(t.served_dev, t.served_dev + t.served_cpu));

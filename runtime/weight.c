@@ -112,6 +112,25 @@ void hc_weight_axpy(const hc_weight *w, int isa, int r, int c0, int c1, float a,
     kernel(w, isa)->axpy(w, r, c0, c1, a, y);
 }
 
+void hc_weight_prefetch(const hc_weight *w, int r, int c0, int c1)
+{
+    if (w->kind != HC_WEIGHT_GGML) return;
+    size_t rb = hc_traits(w)->row_bytes(w);
+    const char *row = (const char *)w->data + (size_t)r * rb;
+    for (size_t o = rb * (size_t)c0 / (size_t)w->n; o < rb * (size_t)c1 / (size_t)w->n; o += 64) __builtin_prefetch(row + o);
+}
+
+void hc_weight_axpy_multi(const hc_weight *w, int isa, int r, int c0, int c1, int nt, const float *a,
+                          const int32_t *rows, float *y, size_t y_stride)
+{
+    const hc_kernel *k = kernel(w, isa);
+    if (k->axpy_multi) {
+        k->axpy_multi(w, r, c0, c1, nt, a, rows, y, y_stride);
+        return;
+    }
+    for (int t = 0; t < nt; t++) k->axpy(w, r, c0, c1, a[t], y + (size_t)rows[t] * y_stride);
+}
+
 size_t hc_weight_arranged_bytes(const hc_weight *w, int isa)
 {
     const hc_kernel *k = kernel(w, isa);
@@ -130,7 +149,14 @@ void hc_weight_arrange(const hc_weight *w, int isa, const void *acts, size_t act
  * four rows halved the speed of Q8_0/Q4_0 on Zen). */
 static void dots(const hc_weight *w, const hc_kernel *k, const int32_t *idx, int r0, int nr, const void *xa, float *y)
 {
-    for (int i = 0; i < nr; i++) y[i] = k->dot(w, idx ? idx[i] : r0 + i, xa);
+    if (idx) {   /* gathered rows: no stream to follow, so fetch the next listed row meanwhile */
+        for (int i = 0; i < nr; i++) {
+            if (i + 1 < nr) hc_weight_prefetch(w, idx[i + 1], 0, w->n);
+            y[i] = k->dot(w, idx[i], xa);
+        }
+    } else {
+        for (int i = 0; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
+    }
 }
 
 /* Bytes per panel: measured once (threads racing here store the same value). */

@@ -57,6 +57,15 @@ void hc_weight_matvec_rows(const hc_weight *w, int isa, const int32_t *idx, int 
 /* y[0 .. c1 - c0) += a · columns [c0, c1) of row r (c0 a multiple of 32):
  * the down projection of one neuron stored as a row (ffn_down_t). */
 void hc_weight_axpy(const hc_weight *w, int isa, int r, int c0, int c1, float a, float *y);
+/* Ask the cache for columns [c0, c1) of row r of ggml rows (no-op for other
+ * kinds): listed rows (the sparse FFN's) form no stream a hardware
+ * prefetcher follows, so the loops over them fetch the next row meanwhile
+ * (measured 2.5-5x on 8 % of a matrix's F16 rows; docs/design/sparse-hybrid.md). */
+void hc_weight_prefetch(const hc_weight *w, int r, int c0, int c1);
+/* The same for nt outputs y + rows[t] * y_stride with their own a[t], the row
+ * read once: the bits of nt hc_weight_axpy calls (kernels.h, axpy_multi). */
+void hc_weight_axpy_multi(const hc_weight *w, int isa, int r, int c0, int c1, int nt, const float *a,
+                          const int32_t *rows, float *y, size_t y_stride);
 /* Row r widened to f32 (w->n floats). */
 void hc_weight_row(const hc_weight *w, int r, float *out);
 /* "INT4-GPTQ", or the ggml type's name. */

@@ -775,19 +775,18 @@ static void count_hook(void *user, int layer, int point, const float *x, int B, 
     if (layer == 0) c->tokens += B;
 }
 
-/* Run the model over text: the planted hot neurons must be the ones that fire. */
-static void test_synth_hot_set_is_hot(void)
+/* Run the model at path over NTOK tokens of random lowercase words (many
+ * distinct tokens, as real text has): per layer and neuron, the number of
+ * tokens it fired on, into *fired ([layers][ff], free it; NULL on failure). */
+enum { NTOK = 400 };
+static void fire_counts(const char *path, int layers, int ff, int64_t **fired)
 {
-    enum { FF = 512, LAYERS = 4, NTOK = 400 };
-    const char *p = th_tmp("syn_hot.gguf");
-    CHECK(th_sh("%s synth --dim 128 --n-ff %d --layers %d --heads 4 --vocab 1024 --ctx 512 "
-                "--hot-fraction 0.1 --hot-skew 1 --seed 3 -o %s", CONVERT, FF, LAYERS, p) == 0);
     char err[256];
-    hc_model *m = hc_model_load(p, err, sizeof err);
+    *fired = NULL;
+    hc_model *m = hc_model_load(path, err, sizeof err);
     CHECKF(m, "%s", err);
     hc_tokenizer *t = hc_tokenizer_load(m->file, err, sizeof err);
     CHECK(t);
-    /* text of random lowercase words: many distinct tokens, as real text has */
     char text[8192];
     size_t len = 0;
     uint32_t s = 99;
@@ -803,21 +802,40 @@ static void test_synth_hot_set_is_hot(void)
     int32_t *ids = malloc(4096 * sizeof *ids);
     int n = hc_tokenize(t, text, len, 1, 0, ids, 4096);
     CHECK(n >= NTOK);
-    fire_count fc = {.n_ff = FF, .fired = calloc(LAYERS * FF, sizeof(int64_t))};
+    fire_count fc = {.n_ff = ff, .fired = calloc((size_t)layers * (size_t)ff, sizeof(int64_t))};
     hc_ctx_params cp = {.n_ctx = 512, .n_batch = 64, .n_threads = 1, .hook = count_hook, .hook_user = &fc};
     hc_ctx *ctx = hc_ctx_new(m, &cp, err, sizeof err);
     CHECKF(ctx, "%s", err);
     CHECKF(hc_eval(ctx, ids, NTOK, 0, NULL, HC_LOGITS_NONE) == 0, "%s", hc_ctx_error(ctx));
     CHECK(fc.tokens == NTOK);
+    free(ids);
+    hc_ctx_free(ctx);
+    hc_tokenizer_free(t);
+    hc_model_free(m);
+    *fired = fc.fired;
+}
 
+/* Run the model over text: the planted hot neurons must be the ones that fire. */
+static void test_synth_hot_set_is_hot(void)
+{
+    enum { FF = 512, LAYERS = 4 };
+    const char *p = th_tmp("syn_hot.gguf");
+    CHECK(th_sh("%s synth --dim 128 --n-ff %d --layers %d --heads 4 --vocab 1024 --ctx 512 "
+                "--hot-fraction 0.1 --hot-skew 1 --seed 3 -o %s", CONVERT, FF, LAYERS, p) == 0);
+    int64_t *fired;
+    fire_counts(p, LAYERS, FF, &fired);
+    CHECK(fired);
+    char err[256];
+    gguf_file *f = gguf_open(p, err, sizeof err);
+    CHECKF(f, "%s", err);
     uint32_t n_hot;
-    CHECK(gguf_get_u32(m->file, "hotcold.synth.hot_count", &n_hot) == 0 && n_hot == 51);
+    CHECK(gguf_get_u32(f, "hotcold.synth.hot_count", &n_hot) == 0 && n_hot == 51);
     for (int l = 0; l < LAYERS; l++) {
         char key[64];
         snprintf(key, sizeof key, "hotcold.synth.order.%d", l);
-        const gguf_kv *o = kv(m->file, key);
+        const gguf_kv *o = kv(f, key);
         CHECK(o && o->n == FF);
-        const int64_t *cnt = fc.fired + (size_t)l * FF;
+        const int64_t *cnt = fired + (size_t)l * FF;
         double hot_rate = 0, cold_rate = 0, err_sum = 0;
         int n_cold = 0;
         for (int k = 0; k < FF; k++) {
@@ -843,11 +861,69 @@ static void test_synth_hot_set_is_hot(void)
         CHECKF(in_top >= (int)(0.95 * n_hot), "layer %d: %d of %u planted hot neurons in the measured top 2H",
                l, in_top, n_hot);
     }
-    free(fc.fired);
-    free(ids);
-    hc_ctx_free(ctx);
-    hc_tokenizer_free(t);
+    free(fired);
+    gguf_close(f);
+}
+
+/* The number of linearly independent rows of w (Gram-Schmidt in double, a
+ * row counts when its remainder keeps more than 1e-4 of its norm). */
+static int matrix_rank(const hc_weight *w)
+{
+    int n = w->n, rank = 0;
+    double *basis = malloc(sizeof(double) * (size_t)n * (size_t)n);
+    float *row = malloc(sizeof(float) * (size_t)n);
+    double *v = malloc(sizeof(double) * (size_t)n);
+    for (int r = 0; r < w->rows && rank < n; r++) {
+        hc_weight_row(w, r, row);
+        double n0 = 0, n1 = 0;
+        for (int i = 0; i < n; i++) n0 += (double)row[i] * row[i];
+        for (int i = 0; i < n; i++) v[i] = row[i];
+        for (int k = 0; k < rank; k++) {
+            const double *b = basis + (size_t)k * n;
+            double d = 0;
+            for (int i = 0; i < n; i++) d += v[i] * b[i];
+            for (int i = 0; i < n; i++) v[i] -= d * b[i];
+        }
+        for (int i = 0; i < n; i++) n1 += v[i] * v[i];
+        if (n1 <= 1e-8 * n0) continue;
+        for (int i = 0; i < n; i++) basis[(size_t)rank * n + i] = v[i] / sqrt(n1);
+        rank++;
+    }
+    free(basis);
+    free(row);
+    free(v);
+    return rank;
+}
+
+/* --active-fraction P: every layer's neurons fire on about P of the tokens;
+ * --gate-rank K: the gate has rank K + 1 (K directions and u), the other
+ * matrices full rank. */
+static void test_synth_active_fraction_gate_rank(void)
+{
+    enum { FF = 512, LAYERS = 3, DIM = 128 };
+    const char *p = th_tmp("syn_act.gguf");
+    CHECK(th_sh("%s synth --dim %d --n-ff %d --layers %d --heads 4 --vocab 1024 --ctx 512 "
+                "--active-fraction 0.08 --gate-rank 8 --seed 3 -o %s", CONVERT, DIM, FF, LAYERS, p) == 0);
+    int64_t *fired;
+    fire_counts(p, LAYERS, FF, &fired);
+    CHECK(fired);
+    for (int l = 0; fired && l < LAYERS; l++) {
+        double rate = 0;
+        for (int j = 0; j < FF; j++) rate += (double)fired[(size_t)l * FF + j] / ((double)NTOK * FF);
+        CHECKF(rate > 0.06 && rate < 0.10, "layer %d: %.4f of neurons fire, planted 0.08", l, rate);
+    }
+    free(fired);
+    char err[256];
+    hc_model *m = hc_model_load(p, err, sizeof err);
+    CHECKF(m, "%s", err);
+    if (!m) return;
+    CHECKF(matrix_rank(&m->layers[1].ffn_gate) == 9, "gate rank %d", matrix_rank(&m->layers[1].ffn_gate));
+    CHECK(matrix_rank(&m->layers[1].ffn_up) == DIM - 1);   /* orthogonal to u */
     hc_model_free(m);
+    CHECK(th_sh("%s synth --active-fraction 0.1 --hot-fraction 0.1 -o %s 2>/dev/null", CONVERT, th_tmp("syn_bad.gguf")) == 1);
+    CHECK(th_sh("%s synth --dim 64 --gate-rank 65 -o %s 2>/dev/null", CONVERT, th_tmp("syn_bad.gguf")) == 1);
+    CHECK(th_sh("%s synth --active-fraction 1 -o %s 2>/dev/null", CONVERT, th_tmp("syn_bad.gguf")) == 1);
+    CHECK(!file_exists(th_tmp("syn_bad.gguf")));
 }
 
 int main(void)
@@ -866,5 +942,6 @@ int main(void)
     RUN(test_synth_valid_deterministic);
     RUN(test_synth_vocab_tokenizes);
     RUN(test_synth_hot_set_is_hot);
+    RUN(test_synth_active_fraction_gate_rank);
     return th_done();
 }

@@ -532,6 +532,44 @@ static int axpy_range_all(const char *isa)
 }
 static void test_axpy_range(void) { each_isa(axpy_range_all); }
 
+/* The multi-token AXPY (a prompt's sparse down rows): nt outputs at rows of a
+ * strided buffer, each with its own factor, over a column range, give the
+ * bits of nt axpy calls of the same instruction set; outputs not listed and
+ * columns outside the range are untouched. */
+static int axpy_multi_all(const char *isa)
+{
+    enum { ROWS = 9, YS = 400 };
+    for (int ti = 0; ti < NTYPE; ti++)
+        for (int c = 0; c < 20; c++) {
+            uint32_t t = types[ti];
+            int n = random_n(t) % 320 + (is_quant(t) ? 32 : 1);
+            n -= is_quant(t) ? n % 32 : 0;
+            void *w = make_weights(t, 3, n);
+            hc_weight wt = view(t, w, n, 3);
+            int c0 = is_quant(t) ? 32 * (int)(rnd() % (unsigned)(n / 32)) : (int)(rnd() % (unsigned)n);
+            int c1 = c0 + (is_quant(t) ? 32 * (1 + (int)(rnd() % (unsigned)((n - c0) / 32))) : 1 + (int)(rnd() % (unsigned)(n - c0)));
+            int nt = (int)(rnd() % ROWS) + 1;
+            int32_t rows[ROWS];
+            float a[ROWS], *y = malloc(sizeof(float) * ROWS * YS), *yr = malloc(sizeof(float) * ROWS * YS);
+            for (int i = 0; i < ROWS * YS; i++) y[i] = yr[i] = frand();
+            for (int i = 0; i < nt; i++) {   /* distinct rows in a random order */
+                rows[i] = (int32_t)((c * 7 + i * 4) % ROWS);
+                a[i] = frand() * 3;
+            }
+            hc_weight_axpy_multi(&wt, hc_isa(), 2, c0, c1, nt, a, rows, y + c0, YS);
+            for (int i = 0; i < nt; i++) hc_weight_axpy(&wt, hc_isa(), 2, c0, c1, a[i], yr + (size_t)rows[i] * YS + c0);
+            int same = !memcmp(y, yr, sizeof(float) * ROWS * YS);
+            free(w), free(y), free(yr);
+            if (!same) {
+                th_fail(__FILE__, __LINE__, "%s %s n=%d [%d, %d) nt=%d: axpy_multi differs from axpy per output", isa,
+                        ggml_type_name(t), n, c0, c1, nt);
+                return 0;
+            }
+        }
+    return 1;
+}
+static void test_axpy_multi(void) { each_isa(axpy_multi_all); }
+
 /* axpy against its definition in doubles, on the reference itself. */
 static void test_axpy_ref_definition(void)
 {
@@ -564,6 +602,7 @@ int main(void)
     RUN(test_matvec_rows);
     RUN(test_axpy);
     RUN(test_axpy_range);
+    RUN(test_axpy_multi);
     RUN(test_axpy_ref_definition);
     return th_done();
 }
