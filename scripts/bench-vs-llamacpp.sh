@@ -30,6 +30,9 @@
 # pp128 pp512 quant" REPS=3 GEN=32 DIM=4096 NFF=11008 LAYERS=8 VERSION=0.3.36
 # MODELS=$PEER/models. HC_KERNELS=avx2 (or avx512, scalar) makes hc-run and
 # hc-quantize use that instruction set's kernels (docs/hc-run.md, ENVIRONMENT).
+# LLAMA_ISA=avx2 builds and runs llama.cpp without AVX-512 (AVX2, FMA, F16C;
+# under $PEER/llama-build-avx2): with HC_KERNELS=avx2, the AVX2-only comparison on
+# an AVX-512 machine. Default: native (GGML_NATIVE, under $PEER/llama-build).
 set -eu
 HC_BIN=${HC_BIN:-$(pwd)/bin}
 PEER=${PEER:-$(pwd)/build/peer}
@@ -47,7 +50,13 @@ MODELS=${MODELS:-$PEER/models}
 mkdir -p "$PEER" "$MODELS"
 PEER=$(cd "$PEER" && pwd)
 MODELS=$(cd "$MODELS" && pwd)
-LB=$PEER/llama-build/bin
+case ${LLAMA_ISA:=native} in
+native) LBUILD=$PEER/llama-build; ISA_FLAGS=-DGGML_NATIVE=ON ;;
+avx2) LBUILD=$PEER/llama-build-avx2
+      ISA_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF" ;;
+*) echo "bench-vs-llamacpp: LLAMA_ISA is native or avx2, not '$LLAMA_ISA'" >&2; exit 1 ;;
+esac
+LB=$LBUILD/bin
 T=$(mktemp -d "${TMPDIR:-/tmp}/hcvs.XXXXXX")
 trap 'rm -rf "$T"' EXIT INT TERM
 
@@ -62,13 +71,15 @@ build_peer() {
     need c++ "Debian: apt-get install g++"
     sdist=$PEER/llama_cpp_python-$VERSION.tar.gz
     [ -f "$sdist" ] || pip download --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$PEER"
-    rm -rf "$PEER/src" && mkdir "$PEER/src" && tar xzf "$sdist" -C "$PEER/src"
     src=$PEER/src/llama_cpp_python-$VERSION/vendor/llama.cpp
-    nice cmake -S "$src" -B "$PEER/llama-build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    [ -d "$src" ] || { rm -rf "$PEER/src" && mkdir "$PEER/src" && tar xzf "$sdist" -C "$PEER/src"; }
+    # llama-simple is one of llama.cpp's examples
+    # shellcheck disable=SC2086   # ISA_FLAGS: several words
+    nice cmake -S "$src" -B "$LBUILD" -DCMAKE_BUILD_TYPE=Release $ISA_FLAGS \
         -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF \
-        -DLLAMA_BUILD_EXAMPLES=OFF >"$PEER/cmake.log"
-    nice cmake --build "$PEER/llama-build" -j2 --target llama-bench llama-quantize llama-simple llama-tokenize \
-        >"$PEER/build.log"
+        -DLLAMA_BUILD_EXAMPLES=ON >"$LBUILD.cmake.log"
+    nice cmake --build "$LBUILD" -j2 --target llama-bench llama-quantize llama-simple llama-tokenize \
+        >"$LBUILD.build.log"
 }
 
 # model TYPE: path of the synthetic model in TYPE, made once
