@@ -197,7 +197,7 @@ int hc_calibrate(const hc_calib_opts *o, hc_calib_layer **layers, int *n_layer, 
     hc_tokenizer *tok = hc_model_tokenizer(m, err, errlen);
     int32_t *toks = NULL;
     int rc = -1, n_win = 0;
-    int ctx_len = o->ctx ? o->ctx : m->hp.n_ctx_train < 512 ? m->hp.n_ctx_train : 512;
+    int ctx_len = hc_window_len(&m->hp, o->ctx);
     if (!tok) {
         /* err is set */
     } else if (hc_tokenizer_bos(tok) < 0) {

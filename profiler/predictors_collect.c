@@ -199,7 +199,7 @@ int hc_pred_collect(const hc_pred_opts *o, const hc_model *m, hc_pred_set *sets[
     hc_tokenizer *tok = NULL;
     memset(sets, 0, sizeof(hc_pred_set *) * HC_PRED_NSETS);
 
-    plan pl = { .ctx_len = o->ctx ? o->ctx : hp->n_ctx_train < 512 ? hp->n_ctx_train : 512 };
+    plan pl = { .ctx_len = hc_window_len(hp, o->ctx) };
     if (pl.ctx_len < 2 || pl.ctx_len > hp->n_ctx_train) {
         snprintf(err, errlen, "%s: context %d must be in [2, %d] (the model's context length)", o->model,
                  pl.ctx_len, hp->n_ctx_train);

@@ -182,7 +182,7 @@ hc_stats *hc_profile_run(const hc_profile_opts *o, double *eval_s, char *err, si
     hc_model *m = hc_model_load(o->model, err, errlen);
     if (!m) return NULL;
     const hc_hparams *hp = &m->hp;
-    int ctx_len = o->ctx ? o->ctx : hp->n_ctx_train > 0 && hp->n_ctx_train < 512 ? hp->n_ctx_train : 512;
+    int ctx_len = hc_window_len(hp, o->ctx);
     if (ctx_len < 2 || (hp->n_ctx_train > 0 && ctx_len > hp->n_ctx_train)) {
         snprintf(err, errlen, "%s: context %d must be in [2, %d] (the model's context length)", o->model,
                  ctx_len, hp->n_ctx_train);

@@ -279,7 +279,7 @@ static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options
     int n_tok, bos = hc_tokenizer_add_bos(tok);
     int32_t *toks = tokenize(tok, o->ppl_file, text, len, bos, 0, &n_tok);
     free(text);
-    int n_ctx = o->n_ctx ? o->n_ctx : (m->hp.n_ctx_train < 512 ? m->hp.n_ctx_train : 512);
+    int n_ctx = hc_window_len(&m->hp, o->n_ctx);
     if (n_ctx < 4) hc_die("-c %d is too small for --perplexity (need 4 or more)", n_ctx);
     if (n_tok < n_ctx) hc_die("%s: %d tokens, need at least %d (one window of -c)", o->ppl_file, n_tok, n_ctx);
     hc_ctx *ctx = new_ctx(m, o, ffn, n_ctx);

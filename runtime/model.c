@@ -454,6 +454,12 @@ hc_model *hc_model_load(const char *path, char *err, size_t errlen)
     return m;
 }
 
+int hc_window_len(const hc_hparams *hp, int ctx)
+{
+    if (ctx) return ctx;
+    return hp->n_ctx_train > 0 && hp->n_ctx_train < 512 ? hp->n_ctx_train : 512;
+}
+
 void hc_model_free(hc_model *m)
 {
     if (!m) return;

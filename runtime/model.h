@@ -125,6 +125,10 @@ hc_model *hc_model_open(const char *path, char *err, size_t errlen);
  * NULL + "PATH: what is wrong" (runtime/model_check.c). */
 hc_tokenizer *hc_model_tokenizer(const hc_model *m, char *err, size_t errlen);
 void hc_model_free(hc_model *m);
+/* The window of a perplexity or profiling pass: ctx when given (non-zero),
+ * else 512 tokens or the model's training context if shorter (llama.cpp's
+ * perplexity default). */
+int hc_window_len(const hc_hparams *hp, int ctx);
 /* Weight bytes one token reads (every matrix once, one embedding row). */
 uint64_t hc_model_token_bytes(const hc_model *m);
 
