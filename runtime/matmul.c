@@ -11,18 +11,23 @@
 
 #define COL_UNIT 32      /* a quant block: column ranges start on block boundaries */
 
+/* bytes aligned to 64 for the kernels' vector loads; out of memory exits. */
+static void *buffer64(size_t bytes, const char *what)
+{
+    void *p;
+    if (posix_memalign(&p, 64, bytes)) hc_die("out of memory for %s (%zu bytes)", what, bytes);
+    return p;
+}
+
 void *hc_ctx_acts(hc_ctx *ctx, int second, size_t stride)
 {
     if (stride > ctx->act_stride) {
         free(ctx->acts);
         free(ctx->acts2);
-        ctx->acts = ctx->acts2 = NULL;
         ctx->act_stride = (stride + 63) & ~(size_t)63;
         size_t bytes = ctx->act_stride * (size_t)ctx->n_batch;
-        if (posix_memalign(&ctx->acts, 64, bytes) || posix_memalign(&ctx->acts2, 64, bytes)) {
-            hc_warn("out of memory for activations");
-            abort();
-        }
+        ctx->acts = buffer64(bytes, "activations");
+        ctx->acts2 = buffer64(bytes, "activations");
     }
     return second ? ctx->acts2 : ctx->acts;
 }
@@ -44,12 +49,7 @@ static const void *arranged(hc_ctx *ctx, const hc_weight *w, int isa, const void
     if (!ab) return acts;
     if (need > ctx->arranged_cap) {
         free(ctx->arranged);
-        ctx->arranged = NULL;
-        ctx->arranged_cap = 0;
-        if (posix_memalign(&ctx->arranged, 64, need)) {
-            hc_warn("out of memory for arranged activations");
-            abort();
-        }
+        ctx->arranged = buffer64(need, "arranged activations");
         ctx->arranged_cap = need;
     }
     hc_weight_arrange(w, isa, acts, ctx->act_stride, B, ctx->arranged);
