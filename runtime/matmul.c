@@ -147,6 +147,31 @@ static void down_chunk(void *arg, int chunk, int ith)
     }
 }
 
+/* The rows b (ascending) with non-zero h of each list position i < k:
+ * nz_b/nz_h[nz_at[i] .. nz_at[i + 1]). Counted, then filled, row by row
+ * (h's rows are far apart; walking a column touches a line per row). */
+static void nonzero_lists(const float *h, size_t h_stride, int k, int B, int32_t *nz_b, float *nz_h, size_t *nz_at)
+{
+    memset(nz_at, 0, sizeof(size_t) * ((size_t)k + 1));
+    for (int b = 0; b < B; b++) {
+        const float *hb = h + (size_t)b * h_stride;
+        for (int i = 0; i < k; i++) nz_at[i + 1] += hb[i] != 0.0f;
+    }
+    for (int i = 0; i < k; i++) nz_at[i + 1] += nz_at[i];
+    /* fill with nz_at[i] as position i's cursor, which ends at nz_at[i + 1]; then shift back */
+    for (int b = 0; b < B; b++) {
+        const float *hb = h + (size_t)b * h_stride;
+        for (int i = 0; i < k; i++)
+            if (hb[i] != 0.0f) {
+                size_t p = nz_at[i]++;
+                nz_b[p] = b;
+                nz_h[p] = hb[i];
+            }
+    }
+    for (int i = k; i > 0; i--) nz_at[i] = nz_at[i - 1];
+    nz_at[0] = 0;
+}
+
 void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, const float *h, size_t h_stride,
                        int k, int B, float *out)
 {
@@ -168,18 +193,8 @@ void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, cons
                 hc_ctx_down_accum(ctx, w, idx, h + (size_t)b * h_stride, 0, k, 1, out + (size_t)b * w->n);
             return;
         }
-        size_t n = 0;
-        for (int i = 0; i < k; i++) {
-            nz_at[i] = n;
-            for (int b = 0; b < B; b++) {   /* branch-free: ReLU zeros are unpredictable */
-                float hb = h[(size_t)b * h_stride + (size_t)i];
-                nz_b[n] = b;
-                nz_h[n] = hb;
-                n += hb != 0.0f;
-            }
-        }
-        nz_at[k] = n;
-        work = n * (size_t)w->n;
+        nonzero_lists(h, h_stride, k, B, nz_b, nz_h, nz_at);
+        work = nz_at[k] * (size_t)w->n;
         unit = DOWN_SLAB;
     }
     int nc = hc_pool_chunks(ctx->pool, (w->n + unit - 1) / unit, work);

@@ -266,6 +266,51 @@ static void rows_needed(hc_sparse *s, hc_ctx *ctx, const hc_weight *w, const int
     }
 }
 
+/* The neurons among idx[0..n) (NULL: 0..n-1) that are a candidate of some
+ * row, ascending, into s->cand (their number returned); *n_cand += the
+ * candidate (row, neuron) pairs when there is a predictor (without one every
+ * neuron is a candidate). Row by row: pred's rows are far apart. */
+static int candidates(hc_sparse *s, const int32_t *idx, int n, const float *pred, int B, uint64_t *n_cand)
+{
+    int k = 0;
+    if (!pred) {
+        for (int i = 0; i < n; i++) s->cand[i] = idx ? idx[i] : i;
+        return n;
+    }
+    memset(s->any, 0, (size_t)n);
+    for (int b = 0; b < B; b++) {
+        uint64_t c = 0;
+        for (int i = 0; i < n; i++) {
+            int is = is_candidate(s, pred, b, idx ? idx[i] : i);
+            s->any[i] |= (uint8_t)is;
+            c += (uint64_t)is;
+        }
+        *n_cand += c;
+    }
+    for (int i = 0; i < n; i++)
+        if (s->any[i]) s->cand[k++] = idx ? idx[i] : i;
+    return k;
+}
+
+/* a = act(a + bias) on B rows of list positions i < k (neurons cand[i], or
+ * i), and crit (NULL: none) = |a| there. Without a bias a zero is left as it
+ * is (a prompt's rows hold zeros for the neurons they do not need): act(0)
+ * is +-0, which the gate rule drops like a 0, and crit is already 0. */
+static void activate(const hc_sparse *s, float *G, const int32_t *cand, int k, int B, const float *bias, float *crit)
+{
+    int act = s->m->hp.act;
+    size_t sF = (size_t)s->F;
+    for (int b = 0; b < B; b++) {
+        float *g = G + (size_t)b * sF;
+        for (int i = 0; i < k; i++) {
+            int j = cand ? cand[i] : i;
+            if (!bias && g[i] == 0.0f) continue;
+            g[i] = hc_act1(act, bias ? g[i] + bias[j] : g[i]);
+            if (crit) crit[(size_t)b * sF + (size_t)j] = fabsf(g[i]);
+        }
+    }
+}
+
 /* The gate rule on B rows of act(gate) values G[b][i] of list positions i <
  * k (neurons cand[i], or i): a value not kept becomes 0; s->uni gets the
  * neurons some row keeps (their number returned, kept pairs added to *n_up)
@@ -278,7 +323,7 @@ static int keep_union(hc_sparse *s, float *G, const int32_t *cand, int k, int B,
     for (int b = 0; b < B; b++) {
         float *g = G + (size_t)b * sF;
         for (int i = 0; i < k; i++) {
-            int keep = hc_keep_act(g[i], t_gate) && is_candidate(s, pred, b, cand ? cand[i] : i);
+            int keep = hc_keep_act(g[i], t_gate) & is_candidate(s, pred, b, cand ? cand[i] : i);
             if (!keep) g[i] = 0.0f;
             s->any[i] |= (uint8_t)keep;
             *n_up += (uint64_t)keep;
@@ -328,24 +373,11 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
         cand = NULL;
         hc_ctx_matvec_prepared(ctx, first, fa, B, G, sF);
     } else {
-        for (int i = 0; i < n; i++) {
-            int j = idx ? idx[i] : i, any = !in->pred;
-            for (int b = 0; b < B; b++) {
-                int c = is_candidate(s, in->pred, b, j);
-                any |= c;
-                n_cand += (uint64_t)(in->pred && c);
-            }
-            if (any) s->cand[k++] = j;
-        }
+        k = candidates(s, idx, n, in->pred, B, &n_cand);
         rows_needed(s, ctx, first, s->cand, k, fa, B, G, NEED_CANDIDATE, in->pred, NULL,
                     in->pred ? n_cand : (uint64_t)B * (uint64_t)k);
     }
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < k; i++) {
-            float *a = G + (size_t)b * sF + i;
-            *a = hc_act1(s->m->hp.act, fb ? *a + fb[cand ? cand[i] : i] : *a);
-            if (s->crit && !contrib) s->crit[(size_t)b * sF + (size_t)(cand ? cand[i] : i)] = fabsf(*a);
-        }
+    activate(s, G, cand, k, B, fb, contrib ? NULL : s->crit);
     int nu = keep_union(s, G, cand, k, B, t_gate, in->pred, &n_up);
     if (kind != HC_FFN_SEQUENTIAL) rows_needed(s, ctx, &ly->ffn_up, s->uni, nu, in->act_u, B, U, NEED_KEPT, NULL, G, n_up);
     uint64_t served = 0, hit = 0;
