@@ -140,6 +140,7 @@ static void down_chunk(void *arg, int chunk, int ith)
         int c1 = c0 + slab < hi ? c0 + slab : hi;
         for (int i = 0; i < t->k; i++) {
             size_t p = t->nz_at[i], n = t->nz_at[i + 1] - p;
+            if (i + 1 < t->k) hc_weight_prefetch(t->w, t->idx ? t->idx[i + 1] : i + 1, c0, c1);
             if (n)
                 hc_weight_axpy_multi(t->w, isa, t->idx ? t->idx[i] : i, c0, c1, (int)n, t->nz_h + p, t->nz_b + p,
                                      t->out + c0, (size_t)E);

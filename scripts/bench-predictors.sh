@@ -116,17 +116,25 @@ for name in dense exact pred; do
         rd = n == "dense" ? db : $3; ideal = rd / (bw * 1e9) * 1e3
         printf "%-12s %9.1f %12.3f %14.2f %12.3f %9.2f %13.2f\n", n, $1, $2, rd / 1048576, ideal, $2 / ideal, $2 / (dms * rd / db) }'
 done
-# prompts: 256-token windows of the held-out text (the multi-token kernels), FFN ms per token
+# prompts: 256-token windows of the held-out text (the multi-token kernels): FFN ms per
+# token and FFN bytes per token as hc-run counts them (each token's own rows, the
+# predictor once per token), against the same ideal
 pp() {
     "$HC_BIN/hc-run" "$@" --perplexity "$W/heldout.txt" -c 256 -t "$THREADS" 2>&1 >/dev/null |
-        awk '/FFN time/ { for (i = 1; i <= NF; i++) if ($i == "time") printf "%.3f\n", $(i + 1) / $(i + 4) }'
+        awk 'function b(v, u) { return v * (u == "KiB" ? 1024 : u == "MiB" ? 1048576 : u == "GiB" ? 1073741824 : 1) }
+             /FFN time/ { for (i = 1; i <= NF; i++) if ($i == "time") ms = $(i + 1) / $(i + 4) }
+             /all layers: skipped/ { for (i = 1; i <= NF; i++) if ($i == "read") { u = $(i + 2); sub(/\/token$/, "", u)
+                                        rd = b($(i + 1), u) } }
+             END { printf "%.3f %s\n", ms, rd }'
 }
 for r in $(seq "$REPS"); do
     pp -m "$W/m.gguf" --dense -v >>"$T/dense.p"
     pp -m "$W/m.sparse.gguf" >>"$T/pred.p"
 done
 printf 'prompt (256-token windows) FFN ms/token, best of %s: dense %s, predictors %s\n' "$REPS" \
-    "$(sort -n "$T/dense.p" | head -n 1)" "$(sort -n "$T/pred.p" | head -n 1)"
+    "$(sort -n "$T/dense.p" | awk 'NR == 1 { print $1 }')" "$(sort -n "$T/pred.p" | awk 'NR == 1 { print $1 }')"
+sort -n "$T/pred.p" | awk -v bw="$bw" 'NR == 1 { ideal = $2 / (bw * 1e9) * 1e3
+    printf "prompt predictors: FFN %.2f MiB/token, ideal %.3f ms/token, x ideal %.2f\n", $2 / 1048576, ideal, $1 / ideal }'
 awk -v d="$(sort -n -k 2 "$T/dense.r" | head -n 1)" -v p="$(sort -n -k 2 "$T/pred.r" | head -n 1)" 'BEGIN {
     split(d, a, " "); split(p, b, " ")
     printf "predictors vs dense: decode %.2fx, FFN time %.2fx (runs with the lowest FFN time of %s)\n", b[1] / a[1], a[2] / b[2], "'"$REPS"'" }'
