@@ -287,6 +287,38 @@ void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int
     free(t.scratch);
 }
 
+typedef struct {
+    const hc_weight *w;
+    int isa;
+    const int32_t *idx;
+    const size_t *at;        /* [B + 1]: activation b's rows are idx[at[b] .. at[b + 1]) */
+    const void *xa;          /* the activations the kernels read (see arranged) */
+    size_t xs;
+    int B, n_chunks;
+    float *y;
+} each_task;
+
+static void each_chunk(void *arg, int chunk, int ith)
+{
+    const each_task *t = arg;
+    int lo, hi;
+    (void)ith;
+    hc_split(t->B, 1, chunk, t->n_chunks, &lo, &hi);
+    for (int b = lo; b < hi; b++)
+        hc_weight_matvec_rows(t->w, t->isa, t->idx + t->at[b], (int)(t->at[b + 1] - t->at[b]),
+                              (const char *)t->xa + (size_t)b * t->xs, t->y + t->at[b]);
+}
+
+void hc_ctx_matvec_rows_each(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, const size_t *at, const void *acts,
+                             int B, float *y)
+{
+    if (at[B] == 0) return;
+    int nc = hc_pool_chunks(ctx->pool, B, at[B] * (size_t)w->n);
+    each_task t = { w, hc_isa(), idx, at, NULL, 0, B, nc, y };
+    t.xa = arranged(ctx, w, t.isa, acts, B, &t.xs);
+    hc_pool_run(ctx->pool, each_chunk, &t, nc);
+}
+
 void hc_ctx_prepare_gate_up(hc_ctx *ctx, const hc_layer *ly, const float *x_norm, int B, void **ag, void **au)
 {
     size_t need = hc_weight_act_bytes(&ly->ffn_gate);

@@ -162,8 +162,11 @@ struct hc_sparse {
     int E, F, r_max, k_max;
     /* scratch */
     int32_t *cand, *uni;     /* [F]: candidates; neurons some row keeps */
-    int32_t *row_idx, *row_pos;  /* [F]: one batch row's neurons and their list positions */
-    float *row_y;            /* [F]: their products */
+    /* rows_needed's (row, neuron) pairs, row b's at [pair_at[b], pair_at[b + 1]): neuron, list position, product */
+    int32_t *pair_row, *pair_pos;
+    float *pair_y;
+    size_t *pair_at;         /* [cap_b + 1] */
+    size_t cap_pairs;
     uint8_t *any;            /* [F]: some batch row keeps list position i */
     uint8_t *mask;           /* [B][k_max] device candidates */
     float *ydev, *hdev;      /* [B][E], [B][k_max] */
@@ -236,6 +239,23 @@ static int needs(const hc_sparse *s, enum need what, const float *pred, const fl
     return what == NEED_CANDIDATE ? is_candidate(s, pred, b, j) : G[(size_t)b * s->F + i] != 0.0f;
 }
 
+/* rows_needed's pair buffers for B rows and n pairs (out of memory exits). */
+static void grow_pairs(hc_sparse *s, int B, size_t n)
+{
+    size_t *at = realloc(s->pair_at, sizeof(size_t) * ((size_t)B + 1));
+    if (!at) hc_die("out of memory for the sparse FFN's lists of %d rows", B);
+    s->pair_at = at;
+    if (n <= s->cap_pairs) return;
+    int32_t *r = realloc(s->pair_row, sizeof(int32_t) * n);
+    if (r) s->pair_row = r;
+    int32_t *p = realloc(s->pair_pos, sizeof(int32_t) * n);
+    if (p) s->pair_pos = p;
+    float *y = realloc(s->pair_y, sizeof(float) * n);
+    if (y) s->pair_y = y;
+    if (!r || !p || !y) hc_die("out of memory for the sparse FFN's lists of %zu neurons", n);
+    s->cap_pairs = n;
+}
+
 /* Y[b][i] = row list[i] of w · activation b for the pairs that need it, 0
  * for the others; pairs: how many need it. When rows need few of the listed
  * neurons (a quarter or less on average: a prompt's union is much larger
@@ -251,18 +271,22 @@ static void rows_needed(hc_sparse *s, hc_ctx *ctx, const hc_weight *w, const int
         hc_ctx_matvec_rows(ctx, w, list, k, acts, B, Y, sF);
         return;
     }
+    grow_pairs(s, B, pairs + 1);   /* + 1: the list below writes one slot past the last pair */
+    size_t n = 0;
+    for (int b = 0; b < B; b++) {
+        s->pair_at[b] = n;
+        for (int i = 0; i < k; i++) {
+            s->pair_pos[n] = i;
+            s->pair_row[n] = list[i];
+            n += (size_t)needs(s, what, pred, G, b, i, list[i]);
+        }
+    }
+    s->pair_at[B] = n;
+    hc_ctx_matvec_rows_each(ctx, w, s->pair_row, s->pair_at, acts, B, s->pair_y);
     for (int b = 0; b < B; b++) {
         float *y = Y + (size_t)b * sF;
-        int n = 0;
-        for (int i = 0; i < k; i++) {
-            s->row_pos[n] = i;
-            s->row_idx[n] = list[i];
-            n += needs(s, what, pred, G, b, i, list[i]);
-        }
-        hc_ctx_matvec_rows(ctx, w, s->row_idx, n, (const char *)acts + (size_t)b * hc_ctx_act_stride(ctx), 1, s->row_y,
-                           sF);
         memset(y, 0, sizeof(float) * (size_t)k);
-        for (int i = 0; i < n; i++) y[s->row_pos[i]] = s->row_y[i];
+        for (size_t p = s->pair_at[b]; p < s->pair_at[b + 1]; p++) y[s->pair_pos[p]] = s->pair_y[p];
     }
 }
 
@@ -583,11 +607,8 @@ hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err
     s->L = calloc((size_t)hp->n_layer, sizeof *s->L);
     s->cand = malloc(sizeof(int32_t) * (size_t)s->F);
     s->uni = malloc(sizeof(int32_t) * (size_t)s->F);
-    s->row_idx = malloc(sizeof(int32_t) * (size_t)s->F);
-    s->row_pos = malloc(sizeof(int32_t) * (size_t)s->F);
-    s->row_y = malloc(sizeof(float) * (size_t)s->F);
     s->any = malloc((size_t)s->F);
-    if (!s->L || !s->cand || !s->uni || !s->row_idx || !s->row_pos || !s->row_y || !s->any) goto oom;
+    if (!s->L || !s->cand || !s->uni || !s->any) goto oom;
     for (int l = 0; l < hp->n_layer; l++) {
         layer_state *L = &s->L[l];
         const hc_layer *ly = &m->layers[l];
@@ -621,7 +642,7 @@ void hc_sparse_free(hc_sparse *s)
         free(s->L[l].hot);
         hc_cl_layer_free(s->L[l].dev);
     }
-    void *bufs[] = { s->L, s->cand, s->uni, s->row_idx, s->row_pos, s->row_y, s->any, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->truth, s->crit };
+    void *bufs[] = { s->L, s->cand, s->uni, s->pair_row, s->pair_pos, s->pair_y, s->pair_at, s->any, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->truth, s->crit };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(s);
 }
