@@ -215,6 +215,7 @@ typedef struct {
     int k, B, n_chunks, tile;
     char *scratch;           /* [pool size][tile rows] for B > 1 */
     float *y;
+    const size_t *at;        /* hc_ctx_matvec_rows_each: activation b's rows are idx[at[b] .. at[b + 1]) */
 } rows_task;
 
 /* B = 1: the gathered kernel. B > 1: the listed rows in tiles of t->tile; a
@@ -264,7 +265,7 @@ void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int
     if (k <= 0) return;
     size_t work = (size_t)k * (size_t)w->n * (size_t)B;
     int nc = hc_pool_chunks(ctx->pool, (k + ROW_UNIT - 1) / ROW_UNIT, work);
-    rows_task t = { w, hc_isa(), idx, NULL, 0, y_stride, k, B, nc, 0, NULL, y };
+    rows_task t = { w, hc_isa(), idx, NULL, 0, y_stride, k, B, nc, 0, NULL, y, NULL };
     t.xa = arranged(ctx, w, t.isa, acts, B, &t.xs);
     if (B > 1 && w->kind == HC_WEIGHT_GGML) {
         size_t rb = ggml_row_size(w->type, w->n);
@@ -287,20 +288,9 @@ void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int
     free(t.scratch);
 }
 
-typedef struct {
-    const hc_weight *w;
-    int isa;
-    const int32_t *idx;
-    const size_t *at;        /* [B + 1]: activation b's rows are idx[at[b] .. at[b + 1]) */
-    const void *xa;          /* the activations the kernels read (see arranged) */
-    size_t xs;
-    int B, n_chunks;
-    float *y;
-} each_task;
-
 static void each_chunk(void *arg, int chunk, int ith)
 {
-    const each_task *t = arg;
+    const rows_task *t = arg;
     int lo, hi;
     (void)ith;
     hc_split(t->B, 1, chunk, t->n_chunks, &lo, &hi);
@@ -314,7 +304,7 @@ void hc_ctx_matvec_rows_each(hc_ctx *ctx, const hc_weight *w, const int32_t *idx
 {
     if (at[B] == 0) return;
     int nc = hc_pool_chunks(ctx->pool, B, at[B] * (size_t)w->n);
-    each_task t = { w, hc_isa(), idx, at, NULL, 0, B, nc, y };
+    rows_task t = { w, hc_isa(), idx, NULL, 0, 0, 0, B, nc, 0, NULL, y, at };
     t.xa = arranged(ctx, w, t.isa, acts, B, &t.xs);
     hc_pool_run(ctx->pool, each_chunk, &t, nc);
 }
