@@ -25,10 +25,21 @@
 # that scripts/bench_membw.c measures with the same thread count just before and
 # after that type's rows (the higher of the two). "load" = the 1-minute load
 # average when the row finished: on a shared machine, read the figures with it.
+# ppN rows also give each side's GFLOP/s, counting the products' FLOPs each side
+# does (2 per weight element and token; attention scores, norms and the like,
+# under 1 % at these sizes, not counted): llama.cpp computes the last layer's
+# FFN (after the attention output product) only for the token whose logits
+# are wanted, and both sides compute the classifier for that token only.
+# HC_PRUNE says what hc-run leaves out in the last layer: "ffn" (the same as
+# llama.cpp, default), "wo+ffn" (the attention output product too) or "none"
+# (builds before that pruning). "hc % peak" = hc's GFLOP/s ÷ (threads × one
+# core's f32 FMA peak at hc's instruction set, scripts/bench_peak.c, measured
+# once per run; the vdpbf16ps peak is printed below the table where the CPU
+# has AVX512_BF16).
 #
 # Environment (defaults): TYPES="F32 F16 BF16 Q8_0 Q4_0" THREADS="1 2" TESTS="decode
 # pp128 pp512 quant" REPS=3 GEN=32 DIM=4096 NFF=11008 LAYERS=8 VERSION=0.3.36
-# MODELS=$PEER/models. HC_KERNELS=avx2 (or avx512, scalar) makes hc-run and
+# MODELS=$PEER/models HC_PRUNE=ffn. HC_KERNELS=avx2 (or avx512, scalar) makes hc-run and
 # hc-quantize use that instruction set's kernels (docs/hc-run.md, ENVIRONMENT).
 # LLAMA_ISA=avx2 builds and runs llama.cpp without AVX-512 (AVX2, FMA, F16C;
 # under $PEER/llama-build-avx2): with HC_KERNELS=avx2, the AVX2-only comparison on
@@ -45,6 +56,9 @@ GEN=${GEN:-32}
 DIM=${DIM:-4096}
 NFF=${NFF:-11008}
 LAYERS=${LAYERS:-8}
+HC_PRUNE=${HC_PRUNE:-ffn}
+case $HC_PRUNE in ffn|wo+ffn|none) ;; *) echo "bench-vs-llamacpp: HC_PRUNE is ffn, wo+ffn or none, not '$HC_PRUNE'" >&2; exit 1 ;; esac
+VOCAB=512
 
 MODELS=${MODELS:-$PEER/models}
 mkdir -p "$PEER" "$MODELS"
@@ -86,7 +100,7 @@ build_peer() {
 model() {
     base=$MODELS/synth-$DIM-$NFF-$LAYERS
     [ -f "$base-F16.gguf" ] || "$HC_BIN/hc-convert" synth -o "$base-F16.gguf" --dim "$DIM" --n-ff "$NFF" \
-        --layers "$LAYERS" --heads 32 --kv-heads 32 --vocab 512 --ctx 1024 --act silu --type f16 \
+        --layers "$LAYERS" --heads 32 --kv-heads 32 --vocab "$VOCAB" --ctx 1024 --act silu --type f16 \
         --seed 1 >/dev/null
     [ -f "$base-$1.gguf" ] || "$HC_BIN/hc-quantize" -q --pure "$base-F16.gguf" "$base-$1.gguf" "$1"
     echo "$base-$1.gguf"
@@ -143,26 +157,40 @@ row() {
     echo "$test $type $t $(median <"$T/hc") $(median <"$T/ll") ${bytes:-0} $(cut -d' ' -f1 /proc/loadavg)" >>"$T/raw"
 }
 
-# table BW: the rows in $T/raw as markdown, "% bw" against BW GB/s
+# table BW PEAK: the rows in $T/raw as markdown, "% bw" against BW GB/s,
+# "% peak" against PEAK GFLOP/s per thread
 table() {
-    awk -v bw="$1" '{
-        test = $1; hc = $4; ll = $5; bytes = $6
+    awk -v bw="$1" -v peak="$2" -v d="$DIM" -v f="$NFF" -v l="$LAYERS" -v v="$VOCAB" -v prune="$HC_PRUNE" '
+    # FLOPs of one prompt of n tokens; cut = the last layer products done for the last token only
+    function flops(n, cut) { return 2 * (n * l * (4 * d * d + 3 * d * f) - (n - 1) * cut + v * d) }
+    {
+        test = $1; hc = $4; ll = $5; bytes = $6; t = $3
         if (hc == "-" || ll == "-" || hc == 0 || ll == 0) ratio = "-"
         else ratio = sprintf("%.2f", test == "quant" ? ll / hc : hc / ll)
-        hb = lb = "-"
+        hb = lb = hg = lg = hp = "-"
         if (test == "decode" && bw > 0) {
             if (hc != "-") hb = sprintf("%.0f%%", 100 * bytes * hc / 1e9 / bw)
             if (ll != "-") lb = sprintf("%.0f%%", 100 * bytes * ll / 1e9 / bw)
         }
+        if (test ~ /^pp/) {
+            n = substr(test, 3) + 0
+            hcut = prune == "none" ? 0 : 3 * d * f + (prune == "wo+ffn" ? d * d : 0)
+            if (hc != "-") { hg = sprintf("%.0f", flops(n, hcut) / n * hc / 1e9)
+                             if (peak > 0) hp = sprintf("%.0f%%", 100 * hg / (peak * t)) }
+            if (ll != "-") lg = sprintf("%.0f", flops(n, 3 * d * f) / n * ll / 1e9)
+        }
         if (test != "quant") { if (hc != "-") hc = sprintf("%.1f", hc); if (ll != "-") ll = sprintf("%.1f", ll) }
-        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", test, $2, $3, hc, ll, ratio, hb, lb, $7 }' "$T/raw"
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", test, $2, t, hc, ll, ratio, hb, lb, hg, lg, hp, $7 }' "$T/raw"
 }
 
 build_peer
 O=${O:-build}
-make --no-print-directory -s O="$O" "$O/bench/bench_membw"
+make --no-print-directory -s O="$O" "$O/bench/bench_membw" "$O/bench/bench_peak"
 MEMBW=$O/bench/bench_membw
 isa=$("$HC_BIN/hc-run" -m "$(model F16)" -p "" -n 1 -t 1 -v 2>&1 >/dev/null | sed -n 's/.*kernels: \([a-z0-9]*\).*/\1/p')
+"$O/bench/bench_peak" >"$T/peak"
+case $isa in avx512) peak_name=fma512 ;; avx2) peak_name=fma256 ;; *) peak_name=none ;; esac
+peak=$(awk -v n="$peak_name" '$1 == n { print $2 }' "$T/peak")
 start_load=$(cut -d' ' -f1-3 /proc/loadavg)
 : >"$T/table"
 for type in $TYPES; do
@@ -176,7 +204,7 @@ for type in $TYPES; do
         done
         bw2=$(membw "$t")
         bw=$(echo "$bw1 $bw2" | awk '{ print ($1 > $2) ? $1 : $2 }')   # the conservative ratio
-        table "$bw" >>"$T/table"
+        table "$bw" "${peak:-0}" >>"$T/table"
         echo "$type -t $t: read bandwidth $bw1 / $bw2 GB/s (before / after)" >>"$T/bw"
     done
 done
@@ -186,9 +214,10 @@ echo "model: hc-convert synth, dim $DIM, n_ff $NFF, $LAYERS layers, vocab 512; $
 echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs, $(grep -o -w 'avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "load average at start: $start_load; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| test | type | threads | hc | llama.cpp | hc ÷ llama.cpp | hc % bw | llama.cpp % bw | load |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| test | type | threads | hc | llama.cpp | hc ÷ llama.cpp | hc % bw | llama.cpp % bw | hc GFLOP/s | llama.cpp GFLOP/s | hc % peak | load |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 cat "$T/table"
 echo
-echo "(decode and ppN: tokens/s; quant: seconds, and the ratio is llama.cpp's time ÷ hc's)"
+echo "(decode and ppN: tokens/s; quant: seconds, and the ratio is llama.cpp's time ÷ hc's; GFLOP/s: hc-run leaves out '$HC_PRUNE' in the last layer, llama.cpp 'ffn')"
+echo "one core's peak, GFLOP/s (bench_peak, thread CPU time): $(tr '\n' ' ' <"$T/peak")(hc % peak against $peak_name)"
 cat "$T/bw"
