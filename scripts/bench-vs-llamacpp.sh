@@ -16,7 +16,11 @@
 # F16 model (DIM × NFF, LAYERS layers, vocab 512), and `hc-quantize --pure` makes
 # the other TYPES from it. Both programs then run the same file with the same
 # thread count, interleaved (hc, llama.cpp, hc, ...), REPS rounds; the table
-# shows medians:
+# shows medians. TYPES may name GPTQ (not in the default list: making it takes
+# minutes): `hc-quantize GPTQ` (native INT4, g128 asym, 4.5 bits per weight)
+# calibrated on CALIB_TOKENS tokens (default 256, in windows of 64) of a
+# generated text, run by hc-run against llama.cpp on the Q4_0 file (llama.cpp
+# cannot read GPTQ; Q4_0 is its type of the same size), decode and ppN only:
 #   decode   GEN tokens after an empty prompt (hc-run -p "" -n GEN; llama-bench -p 0 -n GEN)
 #   ppN      one prompt of N tokens (hc-run --logits; llama-bench -p N -n 0)
 #   quant    F16 -> TYPE, seconds (hc-quantize --pure -t; llama-quantize --pure), TYPES
@@ -59,6 +63,7 @@ LAYERS=${LAYERS:-8}
 HC_PRUNE=${HC_PRUNE:-ffn}
 case $HC_PRUNE in ffn|wo+ffn|none) ;; *) echo "bench-vs-llamacpp: HC_PRUNE is ffn, wo+ffn or none, not '$HC_PRUNE'" >&2; exit 1 ;; esac
 VOCAB=512
+CALIB_TOKENS=${CALIB_TOKENS:-256}
 
 MODELS=${MODELS:-$PEER/models}
 mkdir -p "$PEER" "$MODELS"
@@ -102,7 +107,14 @@ model() {
     [ -f "$base-F16.gguf" ] || "$HC_BIN/hc-convert" synth -o "$base-F16.gguf" --dim "$DIM" --n-ff "$NFF" \
         --layers "$LAYERS" --heads 32 --kv-heads 32 --vocab "$VOCAB" --ctx 1024 --act silu --type f16 \
         --seed 1 >/dev/null
-    [ -f "$base-$1.gguf" ] || "$HC_BIN/hc-quantize" -q --pure "$base-F16.gguf" "$base-$1.gguf" "$1"
+    [ -f "$base-$1.gguf" ] || case $1 in
+    GPTQ) awk 'BEGIN { srand(1); split("the cat sat on a mat and looked at big red ball she was happy day", w);
+                       for (i = 0; i < 4000; i++) printf "%s%s", w[int(rand() * 16) + 1], (i % 12 == 11) ? ".\n" : " " }' \
+              >"$T/calib.txt"
+          "$HC_BIN/hc-quantize" -q "$base-F16.gguf" "$base-GPTQ.gguf" GPTQ --calib "$T/calib.txt" \
+              --calib-tokens "$CALIB_TOKENS" --ctx 64 ;;
+    *) "$HC_BIN/hc-quantize" -q --pure "$base-F16.gguf" "$base-$1.gguf" "$1" ;;
+    esac
     echo "$base-$1.gguf"
 }
 
@@ -137,15 +149,17 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (
 # row TEST TYPE THREADS: REPS interleaved rounds, medians appended to $T/raw
 row() {
     test=$1 type=$2 t=$3 m=$(model "$2")
+    lm=$m   # llama.cpp's file: the same, or Q4_0 for GPTQ
+    [ "$type" = GPTQ ] && lm=$(model Q4_0)
     : >"$T/hc" && : >"$T/ll"
     case $test in pp*) p=$(prompt_text "${test#pp}" "$m") ;; esac
     i=0
     while [ "$i" -lt "$REPS" ]; do
         case $test in
         decode) hc_ts generation -m "$m" -p "" -n "$GEN" --temp 0 -t "$t" >>"$T/hc"
-                llama_ts -m "$m" -p 0 -n "$GEN" -t "$t" >>"$T/ll" ;;
+                llama_ts -m "$lm" -p 0 -n "$GEN" -t "$t" >>"$T/ll" ;;
         pp*)    hc_ts prompt -m "$m" -p "$p" --logits -t "$t" >>"$T/hc"
-                llama_ts -m "$m" -p "${test#pp}" -n 0 -t "$t" >>"$T/ll" ;;
+                llama_ts -m "$lm" -p "${test#pp}" -n 0 -t "$t" >>"$T/ll" ;;
         quant)  secs_of "$HC_BIN/hc-quantize" -q --pure -t "$t" "$(model F16)" "$T/q.gguf" "$type" >>"$T/hc"
                 echo >>"$T/hc"; rm -f "$T/q.gguf"
                 secs_of "$LB/llama-quantize" --pure "$(model F16)" "$T/q.gguf" "$type" "$t" >>"$T/ll"
@@ -218,6 +232,6 @@ echo "| test | type | threads | hc | llama.cpp | hc ÷ llama.cpp | hc % bw | lla
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 cat "$T/table"
 echo
-echo "(decode and ppN: tokens/s; quant: seconds, and the ratio is llama.cpp's time ÷ hc's; GFLOP/s: hc-run leaves out '$HC_PRUNE' in the last layer, llama.cpp 'ffn')"
+echo "(decode and ppN: tokens/s; quant: seconds, and the ratio is llama.cpp's time ÷ hc's; GFLOP/s: hc-run leaves out '$HC_PRUNE' in the last layer, llama.cpp 'ffn'; GPTQ rows: llama.cpp runs the Q4_0 file)"
 echo "one core's peak, GFLOP/s (bench_peak, thread CPU time): $(tr '\n' ' ' <"$T/peak")(hc % peak against $peak_name)"
 cat "$T/bw"
