@@ -146,16 +146,16 @@ void quantize_row_q8_0_at(const float *x, block_q8_0 *y, int64_t k, int level)
 
 void fp16_row_to_f32_at(const uint16_t *h, float *y, int64_t n, int level)
 {
-    switch (clamp_level(level)) {
 #if defined(__x86_64__) || defined(__i386__)
-    case HC_SIMD_AVX512: fp16_row_to_f32_avx512(h, y, n); return;
-    case HC_SIMD_AVX2:   fp16_row_to_f32_avx2(h, y, n); return;
-#endif
-    default:
-        for (int64_t j = 0; j < n; j++)
-            y[j] = fp16_to_fp32(h[j]);
+    static void (*const simd[])(const uint16_t *, float *, int64_t) = {
+        [HC_SIMD_AVX2] = fp16_row_to_f32_avx2, [HC_SIMD_AVX512] = fp16_row_to_f32_avx512 };
+    if (clamp_level(level) > HC_SIMD_SCALAR) {
+        simd[clamp_level(level)](h, y, n);
         return;
     }
+#endif
+    for (int64_t j = 0; j < n; j++)
+        y[j] = fp16_to_fp32(h[j]);
 }
 
 void quantize_row_q4_0(const float *x, block_q4_0 *y, int64_t k)

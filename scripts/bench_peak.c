@@ -44,14 +44,14 @@ static volatile float sink;
     sink = s;                                                                   \
     return t;
 
-__attribute__((target("avx512f"))) static double fma512(void)
-{
-    const __m512 x = _mm512_set1_ps(seed), y = _mm512_set1_ps(seed * 1e-7f);
+/* Each measure's chain start, step (x and y: its operands) and sum. */
 #define I512(v) v = _mm512_set1_ps(seed),
 #define S512(v) v = _mm512_fmadd_ps(v, x, y);
 #define R512(v) s += _mm512_reduce_add_ps(v);
-    PEAK_BODY(__m512, I512, S512, R512)
-}
+#define I256(v) v = _mm256_set1_ps(seed),
+#define S256(v) v = _mm256_fmadd_ps(v, x, y);
+#define R256(v) s += sum8(v);
+#define SBF(v) v = _mm512_dpbf16_ps(v, x, x);
 
 __attribute__((target("avx2,fma"))) static float sum8(__m256 v)
 {
@@ -60,19 +60,21 @@ __attribute__((target("avx2,fma"))) static float sum8(__m256 v)
     return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
 
+__attribute__((target("avx512f"))) static double fma512(void)
+{
+    const __m512 x = _mm512_set1_ps(seed), y = _mm512_set1_ps(seed * 1e-7f);
+    PEAK_BODY(__m512, I512, S512, R512)
+}
+
 __attribute__((target("avx2,fma"))) static double fma256(void)
 {
     const __m256 x = _mm256_set1_ps(seed), y = _mm256_set1_ps(seed * 1e-7f);
-#define I256(v) v = _mm256_set1_ps(seed),
-#define S256(v) v = _mm256_fmadd_ps(v, x, y);
-#define R256(v) s += sum8(v);
     PEAK_BODY(__m256, I256, S256, R256)
 }
 
 __attribute__((target("avx512f,avx512bf16"))) static double dpbf16(void)
 {
     const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(seed), _mm512_set1_ps(seed * 0.5f));
-#define SBF(v) v = _mm512_dpbf16_ps(v, x, x);
     PEAK_BODY(__m512, I512, SBF, R512)
 }
 
