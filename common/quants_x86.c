@@ -118,7 +118,7 @@ AVX2 void quantize_row_q8_0_avx2(const float *x, block_q8_0 *y, int64_t k)
     }
 }
 
-AVX2 __attribute__((target("f16c"))) void fp16_row_to_f32_avx2(const uint16_t *h, float *y, int64_t n)
+__attribute__((target("avx2,f16c"))) void fp16_row_to_f32_avx2(const uint16_t *h, float *y, int64_t n)
 {
     int64_t j = 0;
     for (; j + 8 <= n; j += 8)
