@@ -37,9 +37,13 @@
 # HC_PRUNE says what hc-run leaves out in the last layer: "ffn" (the same as
 # llama.cpp, default), "wo+ffn" (the attention output product too) or "none"
 # (builds before that pruning). "hc % peak" = hc's GFLOP/s ÷ (threads × one
-# core's f32 FMA peak at hc's instruction set, scripts/bench_peak.c, measured
-# once per run; the vdpbf16ps peak is printed below the table where the CPU
-# has AVX512_BF16).
+# core's peak at hc's instruction set, scripts/bench_peak.c, measured once per
+# run): the f32 FMA peak for the float types and GPTQ, the vpdpbusd (int8)
+# peak for Q8_0/Q4_0 where the kernels use it (AVX-512 VNNI; on AVX2 the FMA
+# peak, so a quantized kernel can pass 100 %). It is wall-clock, so a shared
+# machine lowers it; "hc kernel % peak" is the kernel alone in thread CPU time
+# (bench_kernels cpu ISA DIM 2048 N: the type's product with N vectors), which
+# load hardly moves. The vdpbf16ps peak is printed below the table.
 #
 # Environment (defaults): TYPES="F32 F16 BF16 Q8_0 Q4_0" THREADS="1 2" TESTS="decode
 # pp128 pp512 quant" REPS=3 GEN=32 DIM=4096 NFF=11008 LAYERS=8 VERSION=0.3.36
@@ -168,20 +172,24 @@ row() {
         i=$((i + 1))
     done
     bytes=$(awk '/weights read per token:/ { print $5 }' "$T/hc.err" 2>/dev/null || true)
-    echo "$test $type $t $(median <"$T/hc") $(median <"$T/ll") ${bytes:-0} $(cut -d' ' -f1 /proc/loadavg)" >>"$T/raw"
+    kg=-   # ppN: hc's kernel alone, thread CPU time (bench_kernels cpu: DIM x 2048, B = N)
+    case $test in pp*) kg=$("$O/bench/bench_kernels" cpu "$isa" "$DIM" 2048 "${test#pp}" 3 2>/dev/null |
+                           awk -v ty="$type" '$1 == ty { print $2 }') ;; esac
+    echo "$test $type $t $(median <"$T/hc") $(median <"$T/ll") ${bytes:-0} $(cut -d' ' -f1 /proc/loadavg) ${kg:--}" >>"$T/raw"
 }
 
-# table BW PEAK: the rows in $T/raw as markdown, "% bw" against BW GB/s,
-# "% peak" against PEAK GFLOP/s per thread
+# table BW FPEAK QPEAK: the rows in $T/raw as markdown, "% bw" against BW GB/s,
+# "% peak" against FPEAK (float types) or QPEAK (Q8_0/Q4_0) GFLOP/s per thread
 table() {
-    awk -v bw="$1" -v peak="$2" -v d="$DIM" -v f="$NFF" -v l="$LAYERS" -v v="$VOCAB" -v prune="$HC_PRUNE" '
+    awk -v bw="$1" -v fpeak="$2" -v qpeak="$3" -v d="$DIM" -v f="$NFF" -v l="$LAYERS" -v v="$VOCAB" -v prune="$HC_PRUNE" '
     # FLOPs of one prompt of n tokens; cut = the last layer products done for the last token only
     function flops(n, cut) { return 2 * (n * l * (4 * d * d + 3 * d * f) - (n - 1) * cut + v * d) }
     {
         test = $1; hc = $4; ll = $5; bytes = $6; t = $3
+        peak = ($2 ~ /^Q/ && qpeak > 0) ? qpeak : fpeak
         if (hc == "-" || ll == "-" || hc == 0 || ll == 0) ratio = "-"
         else ratio = sprintf("%.2f", test == "quant" ? ll / hc : hc / ll)
-        hb = lb = hg = lg = hp = "-"
+        hb = lb = hg = lg = hp = kp = "-"
         if (test == "decode" && bw > 0) {
             if (hc != "-") hb = sprintf("%.0f%%", 100 * bytes * hc / 1e9 / bw)
             if (ll != "-") lb = sprintf("%.0f%%", 100 * bytes * ll / 1e9 / bw)
@@ -192,19 +200,22 @@ table() {
             if (hc != "-") { hg = sprintf("%.0f", flops(n, hcut) / n * hc / 1e9)
                              if (peak > 0) hp = sprintf("%.0f%%", 100 * hg / (peak * t)) }
             if (ll != "-") lg = sprintf("%.0f", flops(n, 3 * d * f) / n * ll / 1e9)
+            if ($8 != "-" && peak > 0) kp = sprintf("%.0f%%", 100 * $8 / peak)
         }
         if (test != "quant") { if (hc != "-") hc = sprintf("%.1f", hc); if (ll != "-") ll = sprintf("%.1f", ll) }
-        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", test, $2, t, hc, ll, ratio, hb, lb, hg, lg, hp, $7 }' "$T/raw"
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", test, $2, t, hc, ll, ratio, hb, lb, hg, lg, hp, kp, $7 }' "$T/raw"
 }
 
 build_peer
 O=${O:-build}
-make --no-print-directory -s O="$O" "$O/bench/bench_membw" "$O/bench/bench_peak"
+make --no-print-directory -s O="$O" "$O/bench/bench_membw" "$O/bench/bench_peak" "$O/bench/bench_kernels"
 MEMBW=$O/bench/bench_membw
 isa=$("$HC_BIN/hc-run" -m "$(model F16)" -p "" -n 1 -t 1 -v 2>&1 >/dev/null | sed -n 's/.*kernels: \([a-z0-9]*\).*/\1/p')
 "$O/bench/bench_peak" >"$T/peak"
 case $isa in avx512) peak_name=fma512 ;; avx2) peak_name=fma256 ;; *) peak_name=none ;; esac
 peak=$(awk -v n="$peak_name" '$1 == n { print $2 }' "$T/peak")
+qpeak=0
+[ "$isa" = avx512 ] && qpeak=$(awk '$1 == "dpbusd" { print $2 }' "$T/peak")
 start_load=$(cut -d' ' -f1-3 /proc/loadavg)
 : >"$T/table"
 for type in $TYPES; do
@@ -218,7 +229,7 @@ for type in $TYPES; do
         done
         bw2=$(membw "$t")
         bw=$(echo "$bw1 $bw2" | awk '{ print ($1 > $2) ? $1 : $2 }')   # the conservative ratio
-        table "$bw" "${peak:-0}" >>"$T/table"
+        table "$bw" "${peak:-0}" "${qpeak:-0}" >>"$T/table"
         echo "$type -t $t: read bandwidth $bw1 / $bw2 GB/s (before / after)" >>"$T/bw"
     done
 done
@@ -228,10 +239,10 @@ echo "model: hc-convert synth, dim $DIM, n_ff $NFF, $LAYERS layers, vocab 512; $
 echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs, $(grep -o -w 'avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "load average at start: $start_load; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| test | type | threads | hc | llama.cpp | hc ÷ llama.cpp | hc % bw | llama.cpp % bw | hc GFLOP/s | llama.cpp GFLOP/s | hc % peak | load |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| test | type | threads | hc | llama.cpp | hc ÷ llama.cpp | hc % bw | llama.cpp % bw | hc GFLOP/s | llama.cpp GFLOP/s | hc % peak | hc kernel % peak | load |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 cat "$T/table"
 echo
 echo "(decode and ppN: tokens/s; quant: seconds, and the ratio is llama.cpp's time ÷ hc's; GFLOP/s: hc-run leaves out '$HC_PRUNE' in the last layer, llama.cpp 'ffn'; GPTQ rows: llama.cpp runs the Q4_0 file)"
-echo "one core's peak, GFLOP/s (bench_peak, thread CPU time): $(tr '\n' ' ' <"$T/peak")(hc % peak against $peak_name)"
+echo "one core's peak, GFLOP/s (bench_peak, thread CPU time): $(tr '\n' ' ' <"$T/peak")(hc % peak against $peak_name$([ "${qpeak:-0}" != 0 ] && echo ", Q8_0/Q4_0 against dpbusd"))"
 cat "$T/bw"

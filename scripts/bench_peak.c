@@ -1,13 +1,15 @@
 /* One core's arithmetic peak, for the "% of peak" of scripts/bench-vs-llamacpp.sh:
  * 12 independent chains of fused multiply-adds (enough to cover the FMA
  * latency on every current x86 core), at the AVX-512 (zmm) and AVX2 (ymm)
- * widths, and, where the CPU has AVX512_BF16, 12 chains of vdpbf16ps. The
+ * widths, and, where the CPU has AVX512_BF16 / AVX512_VNNI, 12 chains of
+ * vdpbf16ps / vpdpbusd (the int8 products of the quantized kernels). The
  * time is the thread's CPU time, so other processes on a shared machine only
  * lengthen the run; best of 5 passes.
  * Usage: bench_peak
- * Prints "NAME GFLOP/s" per line, NAME in fma512, fma256, dpbf16 (a line only
- * where the CPU runs it). FLOPs: an FMA is 2 per lane; vdpbf16ps adds two
- * bf16 products to each f32 lane, 4 per lane. */
+ * Prints "NAME GFLOP/s" per line, NAME in fma512, fma256, dpbf16, dpbusd (a
+ * line only where the CPU runs it). FLOPs: an FMA is 2 per lane; vdpbf16ps
+ * adds two bf16 products to each f32 lane, 4 per lane; vpdpbusd four int8
+ * products to each int32 lane, 8 "FLOPs" (integer operations) per lane. */
 #include <stdio.h>
 #include <time.h>
 
@@ -52,6 +54,9 @@ static volatile float sink;
 #define S256(v) v = _mm256_fmadd_ps(v, x, y);
 #define R256(v) s += sum8(v);
 #define SBF(v) v = _mm512_dpbf16_ps(v, x, x);
+#define IDP(v) v = _mm512_set1_epi32((int)(seed * 100)),
+#define SDP(v) v = _mm512_dpbusd_epi32(v, x, x);
+#define RDP(v) s += (float)_mm512_reduce_add_epi32(v);
 
 __attribute__((target("avx2,fma"))) static float sum8(__m256 v)
 {
@@ -78,6 +83,12 @@ __attribute__((target("avx512f,avx512bf16"))) static double dpbf16(void)
     PEAK_BODY(__m512, I512, SBF, R512)
 }
 
+__attribute__((target("avx512f,avx512vnni"))) static double dpbusd(void)
+{
+    const __m512i x = _mm512_set1_epi8((char)(seed * 3));
+    PEAK_BODY(__m512i, IDP, SDP, RDP)
+}
+
 /* Best GFLOP/s of 5 passes of one measure doing flops_per_op per instruction. */
 static void report(const char *name, double (*run)(void), double flops_per_op)
 {
@@ -95,6 +106,7 @@ int main(void)
     if (__builtin_cpu_supports("avx512f")) report("fma512", fma512, 2.0 * 16);
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) report("fma256", fma256, 2.0 * 8);
     if (__builtin_cpu_supports("avx512bf16")) report("dpbf16", dpbf16, 4.0 * 16);
+    if (__builtin_cpu_supports("avx512vnni")) report("dpbusd", dpbusd, 8.0 * 16);
     return 0;
 }
 #else
