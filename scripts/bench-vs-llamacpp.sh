@@ -34,9 +34,9 @@
 # under 1 % at these sizes, not counted): llama.cpp computes the last layer's
 # FFN (after the attention output product) only for the token whose logits
 # are wanted, and both sides compute the classifier for that token only.
-# HC_PRUNE says what hc-run leaves out in the last layer: "ffn" (the same as
-# llama.cpp, default), "wo+ffn" (the attention output product too) or "none"
-# (builds before that pruning). "hc % peak" = hc's GFLOP/s ÷ (threads × one
+# HC_PRUNE says what hc-run does in the last layer for the tokens before the
+# last: "kv" (only their k and v products: hc-run since that pruning, default),
+# "ffn" (all but the FFN, as llama.cpp) or "none" (everything: older builds). "hc % peak" = hc's GFLOP/s ÷ (threads × one
 # core's peak at hc's instruction set, scripts/bench_peak.c, measured once per
 # run): the f32 FMA peak for the float types and GPTQ, the vpdpbusd (int8)
 # peak for Q8_0/Q4_0 where the kernels use it (AVX-512 VNNI; on AVX2 the FMA
@@ -47,7 +47,7 @@
 #
 # Environment (defaults): TYPES="F32 F16 BF16 Q8_0 Q4_0" THREADS="1 2" TESTS="decode
 # pp128 pp512 quant" REPS=3 GEN=32 DIM=4096 NFF=11008 LAYERS=8 VERSION=0.3.36
-# MODELS=$PEER/models HC_PRUNE=ffn. HC_KERNELS=avx2 (or avx512, scalar) makes hc-run and
+# MODELS=$PEER/models HC_PRUNE=kv. HC_KERNELS=avx2 (or avx512, scalar) makes hc-run and
 # hc-quantize use that instruction set's kernels (docs/hc-run.md, ENVIRONMENT).
 # LLAMA_ISA=avx2 builds and runs llama.cpp without AVX-512 (AVX2, FMA, F16C;
 # under $PEER/llama-build-avx2): with HC_KERNELS=avx2, the AVX2-only comparison on
@@ -64,8 +64,8 @@ GEN=${GEN:-32}
 DIM=${DIM:-4096}
 NFF=${NFF:-11008}
 LAYERS=${LAYERS:-8}
-HC_PRUNE=${HC_PRUNE:-ffn}
-case $HC_PRUNE in ffn|wo+ffn|none) ;; *) echo "bench-vs-llamacpp: HC_PRUNE is ffn, wo+ffn or none, not '$HC_PRUNE'" >&2; exit 1 ;; esac
+HC_PRUNE=${HC_PRUNE:-kv}
+case $HC_PRUNE in kv|ffn|none) ;; *) echo "bench-vs-llamacpp: HC_PRUNE is kv, ffn or none, not '$HC_PRUNE'" >&2; exit 1 ;; esac
 VOCAB=512
 CALIB_TOKENS=${CALIB_TOKENS:-256}
 
@@ -196,7 +196,7 @@ table() {
         }
         if (test ~ /^pp/) {
             n = substr(test, 3) + 0
-            hcut = prune == "none" ? 0 : 3 * d * f + (prune == "wo+ffn" ? d * d : 0)
+            hcut = prune == "none" ? 0 : 3 * d * f + (prune == "kv" ? 2 * d * d : 0)   # kv: q and wo too
             if (hc != "-") { hg = sprintf("%.0f", flops(n, hcut) / n * hc / 1e9)
                              if (peak > 0) hp = sprintf("%.0f%%", 100 * hg / (peak * t)) }
             if (ll != "-") lg = sprintf("%.0f", flops(n, 3 * d * f) / n * ll / 1e9)
@@ -243,6 +243,6 @@ echo "| test | type | threads | hc | llama.cpp | hc ÷ llama.cpp | hc % bw | lla
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 cat "$T/table"
 echo
-echo "(decode and ppN: tokens/s; quant: seconds, and the ratio is llama.cpp's time ÷ hc's; GFLOP/s: hc-run leaves out '$HC_PRUNE' in the last layer, llama.cpp 'ffn'; GPTQ rows: llama.cpp runs the Q4_0 file)"
+echo "(decode and ppN: tokens/s; quant: seconds, and the ratio is llama.cpp's time ÷ hc's; GFLOP/s: last layer for the earlier tokens: hc-run HC_PRUNE=$HC_PRUNE, llama.cpp ffn; GPTQ rows: llama.cpp runs the Q4_0 file)"
 echo "one core's peak, GFLOP/s (bench_peak, thread CPU time): $(tr '\n' ' ' <"$T/peak")(hc % peak against $peak_name$([ "${qpeak:-0}" != 0 ] && echo ", Q8_0/Q4_0 against dpbusd"))"
 cat "$T/bw"
