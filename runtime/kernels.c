@@ -21,6 +21,17 @@ static int has_f16c(void)
 }
 #endif
 
+/* AVX512_BF16 (vdpbf16ps): cpuid leaf 7, subleaf 1, eax bit 5. */
+static int has_avx512bf16(void)
+{
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+#else
+    return 0;
+#endif
+}
+
 static int best_isa(void)
 {
 #if defined(__x86_64__)
@@ -71,4 +82,23 @@ int hc_kernel_force(const char *name)
     for (int i = best; i >= 0; i--)    /* the best and everything below it run here */
         if (!strcmp(names[i], name)) { atomic_store(&cur_isa, i); return 0; }
     return -1;
+}
+
+/* -1: not yet asked; then 0 or 1 (hc_bf16_dot). */
+static atomic_int bf16_dot = -1;
+
+int hc_bf16_dot(void)
+{
+    int on = atomic_load_explicit(&bf16_dot, memory_order_relaxed);
+    if (on < 0) {
+        on = has_avx512bf16();
+        atomic_store_explicit(&bf16_dot, on, memory_order_relaxed);
+    }
+    return on;
+}
+
+int hc_kernel_bf16_dot(int on)
+{
+    atomic_store(&bf16_dot, on && has_avx512bf16());
+    return hc_bf16_dot();
 }

@@ -120,6 +120,7 @@ static double abs_dot(uint32_t t, const void *row, const void *act, int n)
     float *w = malloc((size_t)n * sizeof *w), *x = malloc((size_t)n * sizeof *x);
     row_to_f32(t, row, n, w);
     if (is_quant(t)) dequantize_row_q8_0(act, x, n);
+    else if (t == GGML_TYPE_BF16) row_to_f32(t, act, n, x);   /* the bf16 activation: a row's layout */
     else memcpy(x, act, (size_t)n * sizeof *x);
     double s = 0;
     for (int i = 0; i < n; i++) s += fabs((double)w[i] * x[i]);
@@ -167,7 +168,7 @@ static void test_dispatch(void)
     hc_kernel_force(NULL);
     for (int i = 0; i < NTYPE; i++) CHECK(hc_kernel_supports(types[i]));
     CHECK(!hc_kernel_supports(GGML_TYPE_Q2_K) && !hc_kernel_supports(GGML_TYPE_I32));
-    CHECK(act_bytes(GGML_TYPE_F16, 7) == 28);
+    CHECK(act_bytes(GGML_TYPE_F16, 7) == 28 && act_bytes(GGML_TYPE_BF16, 7) == 14);
     CHECK(act_bytes(GGML_TYPE_Q4_0, 64) == 68 && act_bytes(GGML_TYPE_Q8_0, 4096) == 128 * 34);
 }
 
