@@ -210,24 +210,15 @@ TBI __m512i load32bf(const uint16_t *p, int i, __mmask32 m) { return _mm512_mask
 
 TBI __mmask32 tail_mask32(int m) { return (__mmask32)((1ull << m) - 1); }
 
-/* Two accumulators, as dot_float with 32 elements per step: a0 gets
- * elements [64c, 64c + 32), a1 [64c + 32, 64c + 64); then a0 one more step,
- * a1 the masked tail; the result is reduce_add(a0 + a1). */
+/* One accumulator: a += the pairs of elements [32c, 32c + 32) for c = 0, 1,
+ * ..., the tail masked; the result is reduce_add(a). */
 TBI float dot_bf16(int dp, const uint16_t *row, const uint16_t *x, int n)
 {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
-    const __mmask32 all = 0xffffffffu;
+    __m512 a = _mm512_setzero_ps();
     int i = 0;
-    for (; i + 64 <= n; i += 64) {
-        a0 = dot_pairs(dp, a0, load32bf(row, i, all), load32bf(x, i, all));
-        a1 = dot_pairs(dp, a1, load32bf(row, i + 32, all), load32bf(x, i + 32, all));
-    }
-    if (i + 32 <= n) {
-        a0 = dot_pairs(dp, a0, load32bf(row, i, all), load32bf(x, i, all));
-        i += 32;
-    }
-    if (i < n) a1 = dot_pairs(dp, a1, load32bf(row, i, tail_mask32(n - i)), load32bf(x, i, tail_mask32(n - i)));
-    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    for (; i + 32 <= n; i += 32) a = dot_pairs(dp, a, load32bf(row, i, 0xffffffffu), load32bf(x, i, 0xffffffffu));
+    if (i < n) a = dot_pairs(dp, a, load32bf(row, i, tail_mask32(n - i)), load32bf(x, i, tail_mask32(n - i)));
+    return _mm512_reduce_add_ps(a);
 }
 
 TB static float dot_b(const hc_weight *w, int r, const void *x)
@@ -236,21 +227,25 @@ TB static float dot_b(const hc_weight *w, int r, const void *x)
     return hc_bf16_dot() ? dot_bf16(1, row, x, w->n) : dot_bf16(0, row, x, w->n);
 }
 
-/* The bf16 tile: BRM rows x BTM vectors, both accumulators of every pair in
+/* The bf16 tile: BRM rows x BTM vectors, the accumulator of every pair in
  * registers (24 of the 32) for the whole row, every pair through dot_bf16's
- * operations in its order: per 32 elements 4 + 3 loads for 12 vdpbf16ps. */
+ * operations in its order: per 32 elements 4 + 6 loads for 24 vdpbf16ps
+ * (llamafile's tinyBLAS shape). One accumulator per pair (not dot_float's
+ * two) leaves room for 4 x 6: 154 GFLOP/s at B = 128 against 147 for 4 x 3
+ * with two, and the B = 1 dot, one vdpbf16ps chain, still outruns DRAM
+ * (docs/measurements.md). */
 #define BRM 4
-#define BTM 3
+#define BTM 6
 
 TBI void step_bf16(int dp, const uint16_t *const *w, const uint16_t *const *x, int i, __mmask32 m, __m512 acc[BRM][BTM])
 {
     __m512i xv[BTM];
-    _Pragma("GCC unroll 4")
+    _Pragma("GCC unroll 8")
     for (int t = 0; t < BTM; t++) xv[t] = load32bf(x[t], i, m);
-    _Pragma("GCC unroll 4")
+    _Pragma("GCC unroll 8")
     for (int r = 0; r < BRM; r++) {
         __m512i wv = load32bf(w[r], i, m);
-        _Pragma("GCC unroll 4")
+        _Pragma("GCC unroll 8")
         for (int t = 0; t < BTM; t++) acc[r][t] = dot_pairs(dp, acc[r][t], wv, xv[t]);
     }
 }
@@ -258,26 +253,18 @@ TBI void step_bf16(int dp, const uint16_t *const *w, const uint16_t *const *x, i
 /* y[t * BRM + r] = dot_bf16(dp, w[r], x[t], n). */
 TBI void tile_bf16(int dp, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
 {
-    __m512 a0[BRM][BTM], a1[BRM][BTM];
-    const __mmask32 all = 0xffffffffu;
-    _Pragma("GCC unroll 4")
+    __m512 acc[BRM][BTM];
+    _Pragma("GCC unroll 8")
     for (int r = 0; r < BRM; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < BTM; t++) a0[r][t] = a1[r][t] = _mm512_setzero_ps();
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < BTM; t++) acc[r][t] = _mm512_setzero_ps();
     int i = 0;
-    for (; i + 64 <= n; i += 64) {
-        step_bf16(dp, w, x, i, all, a0);
-        step_bf16(dp, w, x, i + 32, all, a1);
-    }
-    if (i + 32 <= n) {
-        step_bf16(dp, w, x, i, all, a0);
-        i += 32;
-    }
-    if (i < n) step_bf16(dp, w, x, i, tail_mask32(n - i), a1);
-    _Pragma("GCC unroll 4")
+    for (; i + 32 <= n; i += 32) step_bf16(dp, w, x, i, 0xffffffffu, acc);
+    if (i < n) step_bf16(dp, w, x, i, tail_mask32(n - i), acc);
+    _Pragma("GCC unroll 8")
     for (int r = 0; r < BRM; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < BTM; t++) y[t * BRM + r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r][t], a1[r][t]));
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < BTM; t++) y[t * BRM + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
 TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, float *y)
