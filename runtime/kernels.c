@@ -59,19 +59,22 @@ static int env_isa(void)
            best >= HC_ISA_AVX2 ? "avx2, " : "", "scalar");
 }
 
-/* Chosen on first use (-1: not yet); threads racing here all store the same
- * value. Tests and benchmarks change it with hc_kernel_force between runs. */
+/* *v, set to choose() on first use (-1: not yet); threads racing here all
+ * store the same value. */
+static int chosen(atomic_int *v, int (*choose)(void))
+{
+    int c = atomic_load_explicit(v, memory_order_relaxed);
+    if (c < 0) {
+        c = choose();
+        atomic_store_explicit(v, c, memory_order_relaxed);
+    }
+    return c;
+}
+
+/* Tests and benchmarks change it with hc_kernel_force between runs. */
 static atomic_int cur_isa = -1;
 
-int hc_isa(void)
-{
-    int is = atomic_load_explicit(&cur_isa, memory_order_relaxed);
-    if (is < 0) {
-        is = env_isa();
-        atomic_store_explicit(&cur_isa, is, memory_order_relaxed);
-    }
-    return is;
-}
+int hc_isa(void) { return chosen(&cur_isa, env_isa); }
 
 const char *hc_kernel_isa(void) { return names[hc_isa()]; }
 
@@ -84,18 +87,10 @@ int hc_kernel_force(const char *name)
     return -1;
 }
 
-/* -1: not yet asked; then 0 or 1 (hc_bf16_dot). */
+/* Tests and benchmarks change it with hc_kernel_bf16_dot between runs. */
 static atomic_int bf16_dot = -1;
 
-int hc_bf16_dot(void)
-{
-    int on = atomic_load_explicit(&bf16_dot, memory_order_relaxed);
-    if (on < 0) {
-        on = has_avx512bf16();
-        atomic_store_explicit(&bf16_dot, on, memory_order_relaxed);
-    }
-    return on;
-}
+int hc_bf16_dot(void) { return chosen(&bf16_dot, has_avx512bf16); }
 
 int hc_kernel_bf16_dot(int on)
 {
