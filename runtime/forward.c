@@ -204,24 +204,16 @@ static void rope_neox(const hc_ctx *ctx, float *v, int n, int pos)
     }
 }
 
-/* The positions pos0.. of B rows of q ([B][q_dim]) and k ([B][kv_dim]);
- * learned positions were added by hc_embed. */
-static void positions(const hc_ctx *ctx, float *q, float *k, int B, int pos0)
+/* The positions pos0.. of n rows of v ([n][dim], q or k); learned positions
+ * were added by hc_embed. */
+static void positions(const hc_ctx *ctx, float *v, int dim, int n, int pos0)
 {
-    const hc_hparams *hp = &ctx->model->hp;
-    int kv_dim = hp->n_head_kv * hp->head_dim, q_dim = hp->n_head * hp->head_dim;
-    switch ((enum hc_pos)hp->pos) {
+    switch ((enum hc_pos)ctx->model->hp.pos) {
     case HC_POS_ROPE:
-        for (int b = 0; b < B; b++) {
-            rope(ctx, q + (size_t)b * q_dim, q_dim, pos0 + b);
-            rope(ctx, k + (size_t)b * kv_dim, kv_dim, pos0 + b);
-        }
+        for (int b = 0; b < n; b++) rope(ctx, v + (size_t)b * dim, dim, pos0 + b);
         break;
     case HC_POS_ROPE_NEOX:
-        for (int b = 0; b < B; b++) {
-            rope_neox(ctx, q + (size_t)b * q_dim, q_dim, pos0 + b);
-            rope_neox(ctx, k + (size_t)b * kv_dim, kv_dim, pos0 + b);
-        }
+        for (int b = 0; b < n; b++) rope_neox(ctx, v + (size_t)b * dim, dim, pos0 + b);
         break;
     case HC_POS_LEARNED:
         break;
@@ -330,9 +322,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void attn_ru
     }
 }
 
-/* q, k, v of ctx->xn; they share one prepared input when their types agree;
- * k and v go straight into the cache rows of positions pos0.. */
-static void qkv(hc_ctx *ctx, const hc_layer *ly, int B, float *kc, float *vc)
+/* k and v of ctx->xn's B rows, straight into the cache rows of positions
+ * pos0.., and q of its last keep rows; they share one prepared input when
+ * their types agree. */
+static void qkv(hc_ctx *ctx, const hc_layer *ly, int B, int keep, float *kc, float *vc)
 {
     const hc_hparams *hp = &ctx->model->hp;
     int kv_dim = hp->n_head_kv * hp->head_dim, q_dim = hp->n_head * hp->head_dim;
@@ -341,7 +334,9 @@ static void qkv(hc_ctx *ctx, const hc_layer *ly, int B, float *kc, float *vc)
     if (hc_weight_act_bytes(&ly->attn_v) > need) need = hc_weight_act_bytes(&ly->attn_v);
     void *aq = hc_ctx_acts(ctx, 0, need), *ak = aq, *av = aq;
     hc_ctx_prepare(ctx, &ly->attn_q, ctx->xn, B, aq);
-    hc_ctx_matvec_prepared(ctx, &ly->attn_q, aq, B, ctx->q, (size_t)q_dim);
+    if (keep)
+        hc_ctx_matvec_prepared(ctx, &ly->attn_q, (char *)aq + (size_t)(B - keep) * ctx->act_stride, keep, ctx->q,
+                               (size_t)q_dim);
     if (!hc_weight_same_act(&ly->attn_q, &ly->attn_k)) {
         ak = hc_ctx_acts(ctx, 1, need);
         hc_ctx_prepare(ctx, &ly->attn_k, ctx->xn, B, ak);
@@ -355,31 +350,35 @@ static void qkv(hc_ctx *ctx, const hc_layer *ly, int B, float *kc, float *vc)
         }
     }
     hc_ctx_matvec_prepared(ctx, &ly->attn_v, av, B, vc, (size_t)kv_dim);
-    hc_add_bias(ctx->q, ly->attn_q_b, B, q_dim);
+    hc_add_bias(ctx->q, ly->attn_q_b, keep, q_dim);
     hc_add_bias(kc, ly->attn_k_b, B, kv_dim);
     hc_add_bias(vc, ly->attn_v_b, B, kv_dim);
 }
 
-/* out[B][n_embd] = the attention block of x (rows at positions pos0..). */
-static void attention(hc_ctx *ctx, int layer, const float *x, int B, int pos0, float *out)
+/* out[keep][n_embd] = the attention block of the last keep of x's B rows
+ * (rows at positions pos0..); the k and v of all B go to the cache. */
+static void attention(hc_ctx *ctx, int layer, const float *x, int B, int keep, int pos0, float *out)
 {
     const hc_hparams *hp = &ctx->model->hp;
     const hc_layer *ly = &ctx->model->layers[layer];
     int E = hp->n_embd, kv_dim = hp->n_head_kv * hp->head_dim, q_dim = hp->n_head * hp->head_dim;
+    int pos_keep = pos0 + B - keep;
     size_t cache_row = ((size_t)layer * (size_t)ctx->n_ctx + (size_t)pos0) * (size_t)kv_dim;
     float *kc = ctx->k_cache + cache_row, *vc = ctx->v_cache + cache_row;
 
     norm_rows(hp, ly->attn_norm, ly->attn_norm_b, x, ctx->xn, B);
     hook(ctx, layer, HC_HOOK_ATTN_IN, ctx->xn, B, E, pos0);
-    qkv(ctx, ly, B, kc, vc);
-    positions(ctx, ctx->q, kc, B, pos0);
-    size_t work = 2 * (size_t)B * (size_t)q_dim * (size_t)(pos0 + B);
-    int items = (B + ATT_TOKENS - 1) / ATT_TOKENS * hp->n_head;
-    attn_task at = { ctx, layer, B, pos0, hc_pool_chunks(ctx->pool, items, work) };
+    qkv(ctx, ly, B, keep, kc, vc);
+    positions(ctx, kc, kv_dim, B, pos0);
+    if (!keep) return;
+    positions(ctx, ctx->q, q_dim, keep, pos_keep);
+    size_t work = 2 * (size_t)keep * (size_t)q_dim * (size_t)(pos0 + B);
+    int items = (keep + ATT_TOKENS - 1) / ATT_TOKENS * hp->n_head;
+    attn_task at = { ctx, layer, keep, pos_keep, hc_pool_chunks(ctx->pool, items, work) };
     hc_pool_run(ctx->pool, attn_run, &at, at.n_chunks);
-    hook(ctx, layer, HC_HOOK_ATTN_OUT, ctx->att, B, q_dim, pos0);
-    hc_ctx_matvec(ctx, &ly->attn_output, ctx->att, B, out);
-    hc_add_bias(out, ly->attn_output_b, B, E);
+    hook(ctx, layer, HC_HOOK_ATTN_OUT, ctx->att, keep, q_dim, pos_keep);
+    hc_ctx_matvec(ctx, &ly->attn_output, ctx->att, keep, out);
+    hc_add_bias(out, ly->attn_output_b, keep, E);
 }
 
 void hc_ffn_forward(hc_ctx *ctx, int layer, const float *ffn_inp, const float *x_norm, int B, int pos0, float *out)
@@ -401,23 +400,31 @@ static void ffn_block(hc_ctx *ctx, int layer, const float *x, int B, int pos0, f
     hc_ffn_forward(ctx, layer, x, ctx->xn, B, pos0, out);
 }
 
-void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0)
+/* The layer on x's B rows in place, keeping only the last keep: the others
+ * only leave their k and v in the cache (the rest of them would feed nothing
+ * after the last layer, which is where hc_eval asks for keep < B, as
+ * llama.cpp does). Each kept row gets the same bits as with keep = B. */
+static void layer_forward(hc_ctx *ctx, int layer, float *x, int B, int keep, int pos0)
 {
-    size_t n = (size_t)B * (size_t)ctx->model->hp.n_embd;
+    int E = ctx->model->hp.n_embd, pos_keep = pos0 + B - keep;
+    float *xk = x + (size_t)(B - keep) * (size_t)E;
+    size_t n = (size_t)keep * (size_t)E;
+    attention(ctx, layer, x, B, keep, pos0, ctx->tmp);
+    if (!keep) return;
     switch ((enum hc_residual)ctx->model->hp.residual) {
     case HC_RESIDUAL_SEQUENTIAL:
-        attention(ctx, layer, x, B, pos0, ctx->tmp);
-        for (size_t i = 0; i < n; i++) x[i] += ctx->tmp[i];
-        ffn_block(ctx, layer, x, B, pos0, ctx->tmp);
-        for (size_t i = 0; i < n; i++) x[i] += ctx->tmp[i];
+        for (size_t i = 0; i < n; i++) xk[i] += ctx->tmp[i];
+        ffn_block(ctx, layer, xk, keep, pos_keep, ctx->tmp);
+        for (size_t i = 0; i < n; i++) xk[i] += ctx->tmp[i];
         break;
     case HC_RESIDUAL_PARALLEL:   /* Falcon: x += ffn(norm2(x)) + attn(norm(x)) */
-        attention(ctx, layer, x, B, pos0, ctx->tmp);
-        ffn_block(ctx, layer, x, B, pos0, ctx->tmp2);
-        for (size_t i = 0; i < n; i++) x[i] += ctx->tmp2[i] + ctx->tmp[i];
+        ffn_block(ctx, layer, xk, keep, pos_keep, ctx->tmp2);
+        for (size_t i = 0; i < n; i++) xk[i] += ctx->tmp2[i] + ctx->tmp[i];
         break;
     }
 }
+
+void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0) { layer_forward(ctx, layer, x, B, B, pos0); }
 
 void hc_output(hc_ctx *ctx, const float *x, int B, float *logits)
 {
@@ -442,7 +449,10 @@ int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *l
     for (int s = 0; s < n_tokens; s += ctx->n_batch) {
         int B = n_tokens - s < ctx->n_batch ? n_tokens - s : ctx->n_batch;
         hc_embed(ctx, tokens + s, B, pos0 + s, ctx->x);
-        for (int il = 0; il < hp->n_layer; il++) hc_layer_forward(ctx, il, ctx->x, B, pos0 + s);
+        /* HC_LOGITS_LAST without a hook: the last layer only for the row whose logits are wanted */
+        int keep_last = which != HC_LOGITS_LAST || ctx->hook ? B : s + B == n_tokens;
+        for (int il = 0; il < hp->n_layer; il++)
+            layer_forward(ctx, il, ctx->x, B, il == hp->n_layer - 1 ? keep_last : B, pos0 + s);
         if (which == HC_LOGITS_ALL)
             hc_output(ctx, ctx->x, B, logits + (size_t)s * (size_t)hp->n_vocab);
         else if (which == HC_LOGITS_LAST && s + B == n_tokens)

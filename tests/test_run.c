@@ -258,6 +258,39 @@ static void test_batch_equals_sequential(void)
     }
 }
 
+/* HC_LOGITS_LAST runs the last layer for the last row only (the others leave
+ * just their k and v): the same bits as the last row of HC_LOGITS_ALL, in one
+ * batch or in chunks, and the cache it leaves gives the next token the same
+ * logits too. */
+static void test_last_equals_all(void)
+{
+    uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        synth s = { .type = types[i], .relu = i % 2 };
+        hc_model *m = load(write_model("last.gguf", &s));
+        CHECK(m != NULL);
+        float *all = run_all(m, 2, 24, 24), last[V], next_all[V], next_last[V];
+        int ok = all != NULL;
+        for (int nb = 7; ok && nb <= 24; nb += 17) {
+            hc_ctx *ca = new_ctx(m, 2, 24), *cl = new_ctx(m, 2, nb);
+            float *scratch = malloc(sizeof(float) * V * 23);
+            ok = ca && cl && scratch && hc_eval(cl, toks, 23, 0, last, HC_LOGITS_LAST) == 0 &&
+                 hc_eval(ca, toks, 23, 0, scratch, HC_LOGITS_ALL) == 0 &&
+                 memcmp(last, scratch + (size_t)V * 22, sizeof last) == 0 &&
+                 hc_eval(cl, toks + 23, 1, 23, next_last, HC_LOGITS_LAST) == 0 &&
+                 hc_eval(ca, toks + 23, 1, 23, next_all, HC_LOGITS_LAST) == 0 &&
+                 memcmp(next_last, next_all, sizeof next_all) == 0 &&
+                 memcmp(next_last, all + (size_t)V * 23, sizeof next_all) == 0;
+            free(scratch);
+            hc_ctx_free(ca);
+            hc_ctx_free(cl);
+        }
+        free(all);
+        hc_model_free(m);
+        CHECKF(ok, "type %s", ggml_type_name(types[i]));
+    }
+}
+
 /* A PWRI model (ffn_down_t, predictors) computes the same function as the
  * model whose ffn_down it stores transposed (same random stream). */
 static void test_down_t_equals_down(void)
@@ -349,7 +382,8 @@ static void test_hooks(void)
     CHECK(ok);
     CHECKF(zeros > FF / 10 && zeros < FF, "ReLU FFN activation has %d zeros of %d", zeros, FF);
     CHECK(memcmp(L.ffn_act0, Lu.ffn_act0, sizeof L.ffn_act0) == 0);
-    CHECKF(u.calls == 3 * NL && u.with_h == u.calls && plain.calls == 3 * NL && plain.with_h == 0,
+    /* unhooked, HC_LOGITS_LAST runs the last layer's FFN for the final chunk only */
+    CHECKF(u.calls == 3 * NL && u.with_h == u.calls && plain.calls == 3 * (NL - 1) + 1 && plain.with_h == 0,
            "replacement FFN: %d calls, %d with h; unhooked %d, %d", u.calls, u.with_h, plain.calls, plain.with_h);
     CHECK(memcmp(lg, lgu, sizeof lg) == 0 && memcmp(lg, lgp, sizeof lg) == 0);
 }
@@ -585,6 +619,7 @@ int main(int argc, char **argv)
     RUN(test_logits_threads_cli);
     RUN(test_threads_bit_identical);
     RUN(test_batch_equals_sequential);
+    RUN(test_last_equals_all);
     RUN(test_down_t_equals_down);
     RUN(test_hooks);
     RUN(test_tied_and_eval_errors);
