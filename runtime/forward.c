@@ -245,33 +245,68 @@ typedef struct {
     int layer, B, pos0, n_chunks;
 } attn_task;
 
-/* q · k over n floats in ATT_LANES interleaved partial sums, added pairwise at
- * the end: independent chains the compiler keeps in vector registers, where
- * one running sum would wait on each add's latency (with a prompt of B tokens
- * the scores are B²/2 of these per head). A fixed order: the same bits for
- * any thread count or batch. */
+/* q · k over n floats in ATT_LANES interleaved partial sums (the tail into
+ * lane 0), added pairwise at the end: independent chains in vector
+ * registers, where one running sum would wait on each add's latency (with a
+ * prompt of B tokens the scores are B²/2 of these per head). A fixed order:
+ * the same bits for any thread count or batch. The dots and mixes run G
+ * tokens at a time (G = ATT_GROUP, or 1 for a single token), each key and
+ * value load shared by the G tokens and their sums kept in registers; every
+ * token still gets its own operations in its own order. */
 #define ATT_LANES 8
-static inline __attribute__((always_inline)) float att_dot(const float *q, const float *k, int n)
+#define ATT_GROUP 8
+typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
+
+/* sc[g] = q[g] · k over n floats for g < G. */
+static inline __attribute__((always_inline)) void att_dots(int G, const float *const *q, const float *k, int n,
+                                                           float *sc)
 {
-    float s[ATT_LANES] = { 0 };
+    att_vec s[ATT_GROUP] = { 0 };
     int i = 0;
-    for (; i + ATT_LANES <= n; i += ATT_LANES)
-        for (int j = 0; j < ATT_LANES; j++) s[j] += q[i + j] * k[i + j];
-    for (; i < n; i++) s[0] += q[i] * k[i];
-    for (int w = ATT_LANES / 2; w > 0; w /= 2)
-        for (int j = 0; j < w; j++) s[j] += s[j + w];
-    return s[0];
+    for (; i + ATT_LANES <= n; i += ATT_LANES) {
+        att_vec kv, qv;
+        memcpy(&kv, k + i, sizeof kv);
+        _Pragma("GCC unroll 8")
+        for (int g = 0; g < G; g++) {
+            memcpy(&qv, q[g] + i, sizeof qv);
+            s[g] += qv * kv;
+        }
+    }
+    for (int g = 0; g < G; g++) {
+        float l[ATT_LANES];
+        memcpy(l, &s[g], sizeof l);
+        for (int r = i; r < n; r++) l[0] += q[g][r] * k[r];
+        _Pragma("GCC unroll 4")
+        for (int w = ATT_LANES / 2; w > 0; w /= 2)
+            _Pragma("GCC unroll 4")
+            for (int j = 0; j < w; j++) l[j] += l[j + w];
+        sc[g] = l[0];
+    }
 }
 
-/* out += a · v over n floats, ATT_LANES at a time with restrict so the
- * compiler uses vector registers (each out[i] gets the same operations in the
- * same order either way). */
-static inline __attribute__((always_inline)) void att_axpy(float *restrict out, float a, const float *restrict v, int n)
+/* out[g][i0 + j] = Σ_p a[g][p] · v_p[i0 + j] for j < ATT_LANES, g < G, p from 0
+ * to last[g] ascending (v_p = v + p·v_stride), starting from 0 as a zeroed
+ * output would. Positions up to p_all are within every token's range. */
+static inline __attribute__((always_inline)) void att_mix(int G, const float *const *a, const int *last, int p_all,
+                                                          const float *v, size_t v_stride, int i0,
+                                                          float *const *out)
 {
-    int i = 0;
-    for (; i + ATT_LANES <= n; i += ATT_LANES)
-        for (int j = 0; j < ATT_LANES; j++) out[i + j] += a * v[i + j];
-    for (; i < n; i++) out[i] += a * v[i];
+    att_vec o[ATT_GROUP] = { 0 };
+    int p = 0;
+    for (; p <= p_all; p++) {
+        att_vec vv;
+        memcpy(&vv, v + (size_t)p * v_stride + i0, sizeof vv);
+        _Pragma("GCC unroll 8")
+        for (int g = 0; g < G; g++) o[g] += a[g][p] * vv;
+    }
+    for (; p <= last[G - 1]; p++) {
+        att_vec vv;
+        memcpy(&vv, v + (size_t)p * v_stride + i0, sizeof vv);
+        _Pragma("GCC unroll 8")
+        for (int g = 0; g < G; g++)
+            if (p <= last[g]) o[g] += a[g][p] * vv;
+    }
+    for (int g = 0; g < G; g++) memcpy(out[g] + i0, &o[g], sizeof o[g]);
 }
 
 /* Softmax of att[0..n) in place. */
@@ -283,12 +318,47 @@ static void softmax(float *att, int n)
     for (int p = 0; p < n; p++) att[p] /= sum;
 }
 
+/* G <= GN consecutive tokens of one head, the first at position pos (GN is a
+ * constant at each call: 1, or ATT_GROUP with a short group repeating its
+ * last token): token g's scores over positions 0..pos + g into sc + g·sc_stride,
+ * their softmax, and its mix of the values into out + g·q_dim. */
+static inline __attribute__((always_inline)) void attn_group(int GN, int G, const float *q, int q_dim, const float *kc,
+                                                             const float *vc, int kv_dim, int hd, int pos, float scale,
+                                                             float *sc, int sc_stride, float *out)
+{
+    const float *qg[ATT_GROUP], *ag[ATT_GROUP];
+    float *sg[ATT_GROUP], *og[ATT_GROUP];
+    int last[ATT_GROUP];
+    for (int g = 0; g < GN; g++) {
+        int r = g < G ? g : G - 1;
+        qg[g] = q + (size_t)r * q_dim;
+        ag[g] = sg[g] = sc + (size_t)r * sc_stride;
+        og[g] = out + (size_t)r * q_dim;
+        last[g] = pos + r;
+    }
+    for (int p = 0; p <= last[GN - 1]; p++) {
+        float d[ATT_GROUP];
+        att_dots(GN, qg, kc + (size_t)p * kv_dim, hd, d);
+        for (int g = 0; g < GN; g++)
+            if (p <= last[g]) sg[g][p] = d[g] / scale;
+    }
+    for (int g = 0; g < G; g++) softmax(sg[g], last[g] + 1);
+    int i0 = 0;
+    for (; i0 + ATT_LANES <= hd; i0 += ATT_LANES) att_mix(GN, ag, last, pos, vc, (size_t)kv_dim, i0, og);
+    for (; i0 < hd; i0++)   /* a head size that is not whole lanes */
+        for (int g = 0; g < G; g++) {
+            float o = 0.0f;
+            for (int p = 0; p <= last[g]; p++) o += ag[g][p] * vc[(size_t)p * kv_dim + i0];
+            og[g][i0] = o;
+        }
+}
+
 /* One head and up to ATT_TOKENS consecutive tokens per work item: scores over
  * 0..pos, softmax, mix of V. Each key and value row is read once for the
  * item's tokens; every token still gets its own operations in its own order
  * (positions ascending), so the bits do not depend on the grouping. */
 /* Compiled for AVX-512 and AVX2 as well (chosen at load time): the lanes of
- * att_dot and att_axpy then fill one wider register, with the same operations
+ * att_dots and att_mix then fill one wider register, with the same operations
  * per lane, so the bits do not change. */
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void attn_run(void *arg, int chunk, int ith)
 {
@@ -303,22 +373,19 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void attn_ru
     hc_split(n_tb * hp->n_head, 1, chunk, t->n_chunks, &lo, &hi);
     for (int item = lo; item < hi; item++) {
         int b0 = item / hp->n_head * ATT_TOKENS, h = item % hp->n_head;
-        int nb = t->B - b0 < ATT_TOKENS ? t->B - b0 : ATT_TOKENS, last = t->pos0 + b0 + nb - 1;
+        int nb = t->B - b0 < ATT_TOKENS ? t->B - b0 : ATT_TOKENS;
         size_t koff = (size_t)(h / group) * hd;
         const float *kc = ctx->k_cache + layer_off + koff, *vc = ctx->v_cache + layer_off + koff;
         const float *q = ctx->q + (size_t)b0 * q_dim + (size_t)h * hd;
         float *att = ctx->scores + (size_t)ith * ATT_TOKENS * (size_t)ctx->n_ctx;
         float *out = ctx->att + (size_t)b0 * q_dim + (size_t)h * hd;
-        for (int p = 0; p <= last; p++)   /* token j sees positions 0..pos0 + b0 + j */
-            for (int j = p - (t->pos0 + b0) > 0 ? p - (t->pos0 + b0) : 0; j < nb; j++)
-                att[(size_t)j * ctx->n_ctx + p] = att_dot(q + (size_t)j * q_dim, kc + (size_t)p * kv_dim, hd) / scale;
-        for (int j = 0; j < nb; j++) {
-            softmax(att + (size_t)j * ctx->n_ctx, t->pos0 + b0 + j + 1);
-            memset(out + (size_t)j * q_dim, 0, sizeof(float) * (size_t)hd);
+        for (int g0 = 0; g0 < nb; g0 += ATT_GROUP) {
+            int G = nb - g0 < ATT_GROUP ? nb - g0 : ATT_GROUP, pos = t->pos0 + b0 + g0;
+            const float *qg = q + (size_t)g0 * q_dim;
+            float *sc = att + (size_t)g0 * ctx->n_ctx, *og = out + (size_t)g0 * q_dim;
+            if (G == 1) attn_group(1, 1, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, og);
+            else attn_group(ATT_GROUP, G, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, og);
         }
-        for (int p = 0; p <= last; p++)
-            for (int j = p - (t->pos0 + b0) > 0 ? p - (t->pos0 + b0) : 0; j < nb; j++)
-                att_axpy(out + (size_t)j * q_dim, att[(size_t)j * ctx->n_ctx + p], vc + (size_t)p * kv_dim, hd);
     }
 }
 
