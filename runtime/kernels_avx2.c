@@ -140,8 +140,10 @@ T static void axpy_multi_f(const hc_weight *w, int r, int c0, int c1, int nt, co
  * dot_float's FMAs in dot_float's order; per 8 elements the T activation
  * loads are shared by the rows and each row's load (and widening) by the
  * vectors (docs/design/kernels.md). */
+#ifndef RM
 #define RM 3              /* rows per tile */
 #define TM 2              /* vectors per tile */
+#endif
 
 /* acc[r][t] += w_r[i..i+8) * x_t[i..i+8). */
 TI void step(int k, int R, int Tn, const void *const *w, const float *const *x, int i, __m256 acc[RM][TM])

@@ -40,26 +40,37 @@ TI __m512 load16(int k, const void *p, int i, __mmask16 m)
 
 TI __mmask16 tail_mask(int m) { return (__mmask16)((1u << m) - 1); }
 
-/* Two accumulators: a0 gets elements [32c, 32c + 16), a1 [32c + 16, 32c + 32)
- * for c = 0, 1, ...; then a0 one more 16-element step, a1 the masked tail;
- * the result is reduce_add(a0 + a1). Two FMA chains keep up with memory at
- * B = 1, and leave the register tile room for 4 x 3 (row, vector) pairs. */
+/* Two accumulators: a row is cut into chunks of CHUNK elements, a0 sums
+ * the even chunks and a1 the odd ones, each chunk in ascending 16-element
+ * steps (the tail of the row masked); the result is reduce_add(a0 + a1). At
+ * B = 1 the row is read as one ascending stream, chunk after chunk, and the
+ * out-of-order core overlaps the two accumulators' FMA chains; the register
+ * tile needs one accumulator per (row, vector) pair for a chunk and parks the
+ * other parity's between chunks (tile below). (Two accumulators over the two
+ * halves of the row, or over chunks read side by side, cut F16 decode from
+ * about 20 to 12 GB/s: two streams per row; chunks of 256 and 512 elements
+ * cost the tile 10 % and 6 % in parking.) */
+#define CHUNK 1024        /* elements */
+
+/* acc + row · x over elements [i0, i1) (none when i0 >= i1) in 16-element
+ * steps, the last one masked at i1. */
+TI __m512 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m512 acc)
+{
+    int i = i0;
+    for (; i + 16 <= i1; i += 16) acc = _mm512_fmadd_ps(load16(k, row, i, 0xffff), _mm512_loadu_ps(x + i), acc);
+    if (i < i1) {
+        __mmask16 m = tail_mask(i1 - i);
+        acc = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), acc);
+    }
+    return acc;
+}
+
 TI float dot_float(int k, const void *row, const float *x, int n)
 {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0;
-    const __mmask16 all = 0xffff;
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
-        a1 = _mm512_fmadd_ps(load16(k, row, i + 16, all), _mm512_loadu_ps(x + i + 16), a1);
-    }
-    if (i + 16 <= n) {
-        a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
-        i += 16;
-    }
-    if (i < n) {
-        __mmask16 m = tail_mask(n - i);
-        a1 = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), a1);
+    for (int c = 0; c < n; c += 2 * CHUNK) {
+        a0 = chunk_sum(k, row, x, c, n - c < CHUNK ? n : c + CHUNK, a0);
+        a1 = chunk_sum(k, row, x, c + CHUNK, n - c < 2 * CHUNK ? n : c + 2 * CHUNK, a1);
     }
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
@@ -126,66 +137,70 @@ T static void axpy_multi_f(const hc_weight *w, int r, int c0, int c1, int nt, co
     }
 }
 
-/* The float tile: R rows x T vectors, both of dot_float's accumulators of
- * every pair in registers (24 of the 32) for the whole row, so every pair
- * gets dot_float's FMAs in dot_float's order. Per 16 elements the T
- * activation loads are shared by the rows and each row's load (and F16/BF16
- * widening) by the vectors: 4 + 3 loads per 12 FMAs, the rows and vectors
- * read as ascending streams (llamafile's tinyBLAS uses 4 x 6 with one
- * accumulator per pair; docs/design/kernels.md). */
+/* The float tile: RM rows x TM vectors, one accumulator per pair in
+ * registers (24 of the 32, with the TM activation loads and a weight
+ * register). Every pair gets dot_float's FMAs in dot_float's order: chunk by
+ * chunk, each into the pair's even or odd accumulator, the other one parked
+ * in memory meanwhile; then reduce_add of their sum. Per 16 elements each
+ * activation load is shared by the RM rows and each weight load (and
+ * F16/BF16 widening) by the TM vectors: 4 + 6 loads per 24 FMAs (the shape of
+ * llamafile's tinyBLAS; docs/design/kernels.md). */
 #define RM 4              /* rows per tile */
-#define TM 3              /* vectors per tile */
+#define TM 6              /* vectors per tile */
 
 /* acc[r][t] += w_r[i..i+16) * x_t[i..i+16) (lanes outside m: zero). */
-TI void step(int k, int R, int Tn, const void *const *w, const float *const *x, int i, __mmask16 m,
-             __m512 acc[RM][TM])
+TI void step(int k, const void *const *w, const float *const *x, int i, __mmask16 m, __m512 acc[RM][TM])
 {
     __m512 xv[TM];
-    _Pragma("GCC unroll 4")
-    for (int t = 0; t < Tn; t++) xv[t] = _mm512_maskz_loadu_ps(m, x[t] + i);
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++) {
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < TM; t++) xv[t] = _mm512_maskz_loadu_ps(m, x[t] + i);
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++) {
         __m512 wv = load16(k, w[r], i, m);
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < TM; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
     }
 }
 
-/* y[t * R + r] = dot_float(k, w[r], x[t], n) for r < R, t < Tn. */
-TI void tile(int k, int R, int Tn, const void *const *w, const float *const *x, int n, float *y)
+/* park[r][t] += the sums over elements [i0, i1) (chunk_sum's steps). */
+TI void chunk_tile(int k, const void *const *w, const float *const *x, int i0, int i1, float park[RM][TM][16])
 {
-    __m512 a0[RM][TM], a1[RM][TM];
-    const __mmask16 all = 0xffff;
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) a0[r][t] = a1[r][t] = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        step(k, R, Tn, w, x, i, all, a0);
-        step(k, R, Tn, w, x, i + 16, all, a1);
-    }
-    if (i + 16 <= n) {
-        step(k, R, Tn, w, x, i, all, a0);
-        i += 16;
-    }
-    if (i < n) step(k, R, Tn, w, x, i, tail_mask(n - i), a1);
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r][t], a1[r][t]));
+    __m512 acc[RM][TM];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < TM; t++) acc[r][t] = _mm512_load_ps(park[r][t]);
+    int i = i0;
+    for (; i + 16 <= i1; i += 16) step(k, w, x, i, 0xffff, acc);
+    if (i < i1) step(k, w, x, i, tail_mask(i1 - i), acc);
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < TM; t++) _mm512_store_ps(park[r][t], acc[r][t]);
+}
+
+/* y[t * RM + r] = dot_float(k, w[r], x[t], n) for r < RM, t < TM. */
+TI void tile(int k, const void *const *w, const float *const *x, int n, float *y)
+{
+    _Alignas(64) float park[2][RM][TM][16];
+    memset(park, 0, sizeof park);
+    for (int c = 0; c < n; c += CHUNK) chunk_tile(k, w, x, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
+    for (int r = 0; r < RM; r++)
+        for (int t = 0; t < TM; t++)
+            y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(park[0][r][t]), _mm512_load_ps(park[1][r][t])));
 }
 
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    if (w->type == GGML_TYPE_F32) tile(GGML_TYPE_F32, RM, TM, rows, (const float *const *)x, w->n, y);
-    else if (w->type == GGML_TYPE_F16) tile(GGML_TYPE_F16, RM, TM, rows, (const float *const *)x, w->n, y);
-    else tile(GGML_TYPE_BF16, RM, TM, rows, (const float *const *)x, w->n, y);
+    if (w->type == GGML_TYPE_F32) tile(GGML_TYPE_F32, rows, (const float *const *)x, w->n, y);
+    else if (w->type == GGML_TYPE_F16) tile(GGML_TYPE_F16, rows, (const float *const *)x, w->n, y);
+    else tile(GGML_TYPE_BF16, rows, (const float *const *)x, w->n, y);
 }
 
-const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
+const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
+                                    .arrange = hc_float_arrange, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
                                     .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- Q8_0 against Q8_0 activations: two blocks per register ---- */
