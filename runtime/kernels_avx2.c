@@ -50,26 +50,35 @@ TI const void *pad_tail(int k, const void *row, int i, int m, float buf[8])
     return buf;
 }
 
-/* Two accumulators: a0 gets elements [16c, 16c + 8), a1 [16c + 8, 16c + 16)
- * for c = 0, 1, ...; then a0 one more 8-element step, a1 the zero-padded
- * tail; the result is hsum(a0 + a1). Two FMA chains keep up with memory at
- * B = 1 and leave the register tile room for its (row, vector) pairs. */
+/* Two accumulators, as the AVX-512 dot: a row is cut into chunks of CHUNK
+ * elements, a0 sums the even chunks and a1 the odd ones, each chunk in
+ * ascending 8-element steps (the last n % 8 elements zero-padded); the result
+ * is hsum(a0 + a1). At B = 1 the row is one ascending stream and the
+ * out-of-order core overlaps the two FMA chains; the register tile needs one
+ * accumulator per (row, vector) pair for a chunk and parks the other
+ * parity's between chunks. */
+#define CHUNK 1024        /* elements */
+
+/* acc + row · x over elements [i0, i1) (none when i0 >= i1) in 8-element
+ * steps, the last one zero-padded at i1. */
+TI __m256 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m256 acc)
+{
+    int i = i0;
+    for (; i + 8 <= i1; i += 8) acc = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), acc);
+    if (i < i1) {
+        float wb[8], xb[8] = {0};
+        memcpy(xb, x + i, (size_t)(i1 - i) * sizeof(float));
+        acc = _mm256_fmadd_ps(load8(k, pad_tail(k, row, i, i1 - i, wb), 0), _mm256_loadu_ps(xb), acc);
+    }
+    return acc;
+}
+
 TI float dot_float(int k, const void *row, const float *x, int n)
 {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), a0);
-        a1 = _mm256_fmadd_ps(load8(k, row, i + 8), _mm256_loadu_ps(x + i + 8), a1);
-    }
-    if (i + 8 <= n) {
-        a0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), a0);
-        i += 8;
-    }
-    if (i < n) {
-        float wb[8], xb[8] = {0};
-        memcpy(xb, x + i, (size_t)(n - i) * sizeof(float));
-        a1 = _mm256_fmadd_ps(load8(k, pad_tail(k, row, i, n - i, wb), 0), _mm256_loadu_ps(xb), a1);
+    for (int c = 0; c < n; c += 2 * CHUNK) {
+        a0 = chunk_sum(k, row, x, c, n - c < CHUNK ? n : c + CHUNK, a0);
+        a1 = chunk_sum(k, row, x, c + CHUNK, n - c < 2 * CHUNK ? n : c + 2 * CHUNK, a1);
     }
     return hsum(_mm256_add_ps(a0, a1));
 }
@@ -135,77 +144,80 @@ T static void axpy_multi_f(const hc_weight *w, int r, int c0, int c1, int nt, co
     else axpy_multi_float(GGML_TYPE_BF16, row, c1 - c0, nt, a, rows, y, ys);
 }
 
-/* The float tile: R rows x T vectors, both of dot_float's accumulators of
- * every pair in registers for the whole row (12 of the 16), so every pair gets
- * dot_float's FMAs in dot_float's order; per 8 elements the T activation
- * loads are shared by the rows and each row's load (and widening) by the
- * vectors (docs/design/kernels.md). */
-#ifndef RM
+/* The float tile: RM rows x TM vectors, one accumulator per pair in
+ * registers (12 of the 16, with the RM weight registers and an activation
+ * load; 2 x 6 and 4 x 3 measured slower, docs/measurements.md). Every pair gets dot_float's FMAs in dot_float's order: chunk by
+ * chunk, each into the pair's even or odd accumulator, the other one parked
+ * in memory meanwhile; then hsum of their sum. Per 8 elements each weight
+ * load (and F16/BF16 widening) is shared by the TM vectors and each
+ * activation load by the RM rows (docs/design/kernels.md). */
 #define RM 3              /* rows per tile */
-#define TM 2              /* vectors per tile */
-#endif
+#define TM 4              /* vectors per tile */
 
 /* acc[r][t] += w_r[i..i+8) * x_t[i..i+8). */
-TI void step(int k, int R, int Tn, const void *const *w, const float *const *x, int i, __m256 acc[RM][TM])
+TI void step(int k, const void *const *w, const float *const *x, int i, __m256 acc[RM][TM])
 {
-    __m256 xv[TM];
-    _Pragma("GCC unroll 4")
-    for (int t = 0; t < Tn; t++) xv[t] = _mm256_loadu_ps(x[t] + i);
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++) {
-        __m256 wv = load8(k, w[r], i);
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+    __m256 wv[RM];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++) wv[r] = load8(k, w[r], i);
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < TM; t++) {
+        __m256 xv = _mm256_loadu_ps(x[t] + i);
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < RM; r++) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
     }
 }
 
-/* y[t * R + r] = dot_float(k, w[r], x[t], n) for r < R, t < Tn. */
-TI void tile(int k, int R, int Tn, const void *const *w, const float *const *x, int n, float *y)
+/* park[r][t] += the sums over elements [i0, i1) (chunk_sum's steps). */
+TI void chunk_tile(int k, const void *const *w, const float *const *x, int i0, int i1, float park[RM][TM][8])
 {
-    __m256 a0[RM][TM], a1[RM][TM];
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) a0[r][t] = a1[r][t] = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        step(k, R, Tn, w, x, i, a0);
-        step(k, R, Tn, w, x, i + 8, a1);
-    }
-    if (i + 8 <= n) {
-        step(k, R, Tn, w, x, i, a0);
-        i += 8;
-    }
-    if (i < n) {
+    __m256 acc[RM][TM];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < TM; t++) acc[r][t] = _mm256_load_ps(park[r][t]);
+    int i = i0;
+    for (; i + 8 <= i1; i += 8) step(k, w, x, i, acc);
+    if (i < i1) {
         float wb[RM][8], xb[TM][8];
         const void *wt[RM];
         const float *xt[TM];
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) wt[r] = pad_tail(k, w[r], i, n - i, wb[r]);
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) {
+        for (int r = 0; r < RM; r++) wt[r] = pad_tail(k, w[r], i, i1 - i, wb[r]);
+        for (int t = 0; t < TM; t++) {
             memset(xb[t], 0, sizeof xb[t]);
-            memcpy(xb[t], x[t] + i, (size_t)(n - i) * sizeof(float));
+            memcpy(xb[t], x[t] + i, (size_t)(i1 - i) * sizeof(float));
             xt[t] = xb[t];
         }
-        step(k, R, Tn, wt, xt, 0, a1);
+        step(k, wt, xt, 0, acc);
     }
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) y[t * R + r] = hsum(_mm256_add_ps(a0[r][t], a1[r][t]));
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < TM; t++) _mm256_store_ps(park[r][t], acc[r][t]);
+}
+
+/* y[t * RM + r] = dot_float(k, w[r], x[t], n) for r < RM, t < TM. */
+TI void tile(int k, const void *const *w, const float *const *x, int n, float *y)
+{
+    _Alignas(32) float park[2][RM][TM][8];
+    memset(park, 0, sizeof park);
+    for (int c = 0; c < n; c += CHUNK) chunk_tile(k, w, x, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
+    for (int r = 0; r < RM; r++)
+        for (int t = 0; t < TM; t++)
+            y[t * RM + r] = hsum(_mm256_add_ps(_mm256_load_ps(park[0][r][t]), _mm256_load_ps(park[1][r][t])));
 }
 
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    if (w->type == GGML_TYPE_F32) tile(GGML_TYPE_F32, RM, TM, rows, (const float *const *)x, w->n, y);
-    else if (w->type == GGML_TYPE_F16) tile(GGML_TYPE_F16, RM, TM, rows, (const float *const *)x, w->n, y);
-    else tile(GGML_TYPE_BF16, RM, TM, rows, (const float *const *)x, w->n, y);
+    if (w->type == GGML_TYPE_F32) tile(GGML_TYPE_F32, rows, (const float *const *)x, w->n, y);
+    else if (w->type == GGML_TYPE_F16) tile(GGML_TYPE_F16, rows, (const float *const *)x, w->n, y);
+    else tile(GGML_TYPE_BF16, rows, (const float *const *)x, w->n, y);
 }
 
-const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
+const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
+                                  .arrange = hc_float_arrange, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
                                   .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- Q8_0 / Q4_0 against Q8_0 activations ---- */
