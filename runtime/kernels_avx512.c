@@ -40,16 +40,43 @@ TI __m512 load16(int k, const void *p, int i, __mmask16 m)
 
 TI __mmask16 tail_mask(int m) { return (__mmask16)((1u << m) - 1); }
 
-/* Two accumulators: a row is cut into chunks of CHUNK elements, a0 sums
+/* The single-row dots keep two accumulators a0, a1 and return
+ * reduce_add(a0 + a1); which elements go to which differs by type, and the
+ * register tile (below) repeats exactly that order for every pair.
+ *
+ * F16 and BF16 (dot_steps): a0 gets elements [32c, 32c + 16), a1
+ * [32c + 16, 32c + 32) for c = 0, 1, ...; then a0 one more 16-element step,
+ * a1 the masked tail. Two FMA chains side by side in one ascending stream:
+ * F16 decode is the most sensitive to the dot's shape (every other order
+ * tried lost 10-15 % of its memory speed, docs/design/kernels.md). */
+TI float dot_steps(int k, const void *row, const float *x, int n)
+{
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    const __mmask16 all = 0xffff;
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
+        a1 = _mm512_fmadd_ps(load16(k, row, i + 16, all), _mm512_loadu_ps(x + i + 16), a1);
+    }
+    if (i + 16 <= n) {
+        a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
+        i += 16;
+    }
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        a1 = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), a1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+/* F32 (dot_chunks): the row is cut into chunks of CHUNK elements, a0 sums
  * the even chunks and a1 the odd ones, each chunk in ascending 16-element
- * steps (the tail of the row masked); the result is reduce_add(a0 + a1). At
- * B = 1 the row is read as one ascending stream, chunk after chunk, and the
- * out-of-order core overlaps the two accumulators' FMA chains; the register
- * tile needs one accumulator per (row, vector) pair for a chunk and parks the
- * other parity's between chunks (tile below). (Two accumulators over the two
- * halves of the row, or over chunks read side by side, cut F16 decode from
- * about 20 to 12 GB/s: two streams per row; chunks of 256 and 512 elements
- * cost the tile 10 % and 6 % in parking.) */
+ * steps, the tail of the row masked. At B = 1 the row is read chunk after
+ * chunk as one ascending stream and the out-of-order core overlaps the two
+ * chains; the tile needs one accumulator per (row, vector) pair for a chunk,
+ * which lets it hold 4 x 6 pairs. (Accumulators over the two halves of the
+ * row, or chunks read side by side, halved decode: two streams per row;
+ * chunks of 256 or 512 elements cost the tile 10 % or 6 % in parking.) */
 #define CHUNK 1024        /* elements */
 
 /* acc + row · x over elements [i0, i1) (none when i0 >= i1) in 16-element
@@ -65,7 +92,7 @@ TI __m512 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m5
     return acc;
 }
 
-TI float dot_float(int k, const void *row, const float *x, int n)
+TI float dot_chunks(int k, const void *row, const float *x, int n)
 {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0;
     for (int c = 0; c < n; c += 2 * CHUNK) {
@@ -78,8 +105,8 @@ TI float dot_float(int k, const void *row, const float *x, int n)
 T static float dot_f(const hc_weight *w, int r, const void *x)
 {
     const char *row = hc_float_row(w, r, 0);
-    if (w->type == GGML_TYPE_F32) return dot_float(GGML_TYPE_F32, row, x, w->n);
-    return w->type == GGML_TYPE_F16 ? dot_float(GGML_TYPE_F16, row, x, w->n) : dot_float(GGML_TYPE_BF16, row, x, w->n);
+    if (w->type == GGML_TYPE_F32) return dot_chunks(GGML_TYPE_F32, row, x, w->n);
+    return w->type == GGML_TYPE_F16 ? dot_steps(GGML_TYPE_F16, row, x, w->n) : dot_steps(GGML_TYPE_BF16, row, x, w->n);
 }
 
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
@@ -137,32 +164,37 @@ T static void axpy_multi_f(const hc_weight *w, int r, int c0, int c1, int nt, co
     }
 }
 
-/* The float tile: RM rows x TM vectors, one accumulator per pair in
- * registers (24 of the 32, with the TM activation loads and a weight
- * register). Every pair gets dot_float's FMAs in dot_float's order: chunk by
- * chunk, each into the pair's even or odd accumulator, the other one parked
- * in memory meanwhile; then reduce_add of their sum. Per 16 elements each
- * activation load is shared by the RM rows and each weight load (and
- * F16/BF16 widening) by the TM vectors: 4 + 6 loads per 24 FMAs (the shape of
- * llamafile's tinyBLAS; docs/design/kernels.md). */
+/* The float tile: RM rows x TM vectors. Per 16 elements each activation
+ * load is shared by the rows and each weight load (and F16/BF16 widening) by
+ * the vectors, and every pair gets its dot's FMAs in its dot's order, so the
+ * result is the dot's bits.
+ * - F32 (tile_chunks): 4 x 6 pairs, one accumulator each in registers (24
+ *   of the 32, with the 6 activation loads and a weight register; 4 + 6
+ *   loads per 24 FMAs, llamafile's tinyBLAS shape), chunk by chunk into the
+ *   even or odd chunks' set, the other set parked in memory meanwhile. F32
+ *   is the type whose 4-byte weights and activations made the old 4 x 3
+ *   tile L2-bound (docs/design/kernels.md).
+ * - F16/BF16 (tile_steps): dot_steps' two accumulators of 4 x 3 pairs in
+ *   registers for the whole row, for vectors 0-2 and then 3-5. */
 #define RM 4              /* rows per tile */
 #define TM 6              /* vectors per tile */
+#define TS 3              /* vectors per pass of tile_steps */
 
-/* acc[r][t] += w_r[i..i+16) * x_t[i..i+16) (lanes outside m: zero). */
-TI void step(int k, const void *const *w, const float *const *x, int i, __mmask16 m, __m512 acc[RM][TM])
+/* acc[r][t] += w_r[i..i+16) * x_t[i..i+16) for r < RM, t < Tn (lanes outside m: zero). */
+TI void step(int k, int Tn, const void *const *w, const float *const *x, int i, __mmask16 m, __m512 acc[RM][TM])
 {
     __m512 xv[TM];
     _Pragma("GCC unroll 8")
-    for (int t = 0; t < TM; t++) xv[t] = _mm512_maskz_loadu_ps(m, x[t] + i);
+    for (int t = 0; t < Tn; t++) xv[t] = _mm512_maskz_loadu_ps(m, x[t] + i);
     _Pragma("GCC unroll 8")
     for (int r = 0; r < RM; r++) {
         __m512 wv = load16(k, w[r], i, m);
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < TM; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+        for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
     }
 }
 
-/* park[r][t] += the sums over elements [i0, i1) (chunk_sum's steps). */
+/* park[r][t] += chunk_sum's steps over elements [i0, i1). */
 TI void chunk_tile(int k, const void *const *w, const float *const *x, int i0, int i1, float park[RM][TM][16])
 {
     __m512 acc[RM][TM];
@@ -171,16 +203,16 @@ TI void chunk_tile(int k, const void *const *w, const float *const *x, int i0, i
         _Pragma("GCC unroll 8")
         for (int t = 0; t < TM; t++) acc[r][t] = _mm512_load_ps(park[r][t]);
     int i = i0;
-    for (; i + 16 <= i1; i += 16) step(k, w, x, i, 0xffff, acc);
-    if (i < i1) step(k, w, x, i, tail_mask(i1 - i), acc);
+    for (; i + 16 <= i1; i += 16) step(k, TM, w, x, i, 0xffff, acc);
+    if (i < i1) step(k, TM, w, x, i, tail_mask(i1 - i), acc);
     _Pragma("GCC unroll 8")
     for (int r = 0; r < RM; r++)
         _Pragma("GCC unroll 8")
         for (int t = 0; t < TM; t++) _mm512_store_ps(park[r][t], acc[r][t]);
 }
 
-/* y[t * RM + r] = dot_float(k, w[r], x[t], n) for r < RM, t < TM. */
-TI void tile(int k, const void *const *w, const float *const *x, int n, float *y)
+/* y[t * RM + r] = dot_chunks(k, w[r], x[t], n) for r < RM, t < TM. */
+TI void tile_chunks(int k, const void *const *w, const float *const *x, int n, float *y)
 {
     _Alignas(64) float park[2][RM][TM][16];
     memset(park, 0, sizeof park);
@@ -190,13 +222,45 @@ TI void tile(int k, const void *const *w, const float *const *x, int n, float *y
             y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(park[0][r][t]), _mm512_load_ps(park[1][r][t])));
 }
 
+/* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < TS. */
+TI void tile_steps(int k, const void *const *w, const float *const *x, int n, float *y)
+{
+    __m512 a0[RM][TM], a1[RM][TM];
+    const __mmask16 all = 0xffff;
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < TS; t++) a0[r][t] = a1[r][t] = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        step(k, TS, w, x, i, all, a0);
+        step(k, TS, w, x, i + 16, all, a1);
+    }
+    if (i + 16 <= n) {
+        step(k, TS, w, x, i, all, a0);
+        i += 16;
+    }
+    if (i < n) step(k, TS, w, x, i, tail_mask(n - i), a1);
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < TS; t++) y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r][t], a1[r][t]));
+}
+
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
+    const float *const *xf = (const float *const *)x;
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    if (w->type == GGML_TYPE_F32) tile(GGML_TYPE_F32, rows, (const float *const *)x, w->n, y);
-    else if (w->type == GGML_TYPE_F16) tile(GGML_TYPE_F16, rows, (const float *const *)x, w->n, y);
-    else tile(GGML_TYPE_BF16, rows, (const float *const *)x, w->n, y);
+    if (w->type == GGML_TYPE_F32) {
+        tile_chunks(GGML_TYPE_F32, rows, xf, w->n, y);
+    } else if (w->type == GGML_TYPE_F16) {
+        tile_steps(GGML_TYPE_F16, rows, xf, w->n, y);
+        tile_steps(GGML_TYPE_F16, rows, xf + TS, w->n, y + TS * RM);
+    } else {
+        tile_steps(GGML_TYPE_BF16, rows, xf, w->n, y);
+        tile_steps(GGML_TYPE_BF16, rows, xf + TS, w->n, y + TS * RM);
+    }
 }
 
 const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
