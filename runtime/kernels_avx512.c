@@ -247,20 +247,28 @@ TI void tile_steps(int k, const void *const *w, const float *const *x, int n, fl
         for (int t = 0; t < TS; t++) y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r][t], a1[r][t]));
 }
 
+/* Both passes of tile_steps, the second one only if the edge of the batch
+ * did not fill it with copies of vector TS - 1 (weight.c repeats the last
+ * vector). */
+TI void tile_steps_all(int k, const void *const *w, const float *const *x, int n, float *y)
+{
+    tile_steps(k, w, x, n, y);
+    if (x[TS] != x[TS - 1]) {
+        tile_steps(k, w, x + TS, n, y + TS * RM);
+        return;
+    }
+    for (int t = TS; t < TM; t++)
+        for (int r = 0; r < RM; r++) y[t * RM + r] = y[(TS - 1) * RM + r];
+}
+
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
     const float *const *xf = (const float *const *)x;
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    if (w->type == GGML_TYPE_F32) {
-        tile_chunks(GGML_TYPE_F32, rows, xf, w->n, y);
-    } else if (w->type == GGML_TYPE_F16) {
-        tile_steps(GGML_TYPE_F16, rows, xf, w->n, y);
-        tile_steps(GGML_TYPE_F16, rows, xf + TS, w->n, y + TS * RM);
-    } else {
-        tile_steps(GGML_TYPE_BF16, rows, xf, w->n, y);
-        tile_steps(GGML_TYPE_BF16, rows, xf + TS, w->n, y + TS * RM);
-    }
+    if (w->type == GGML_TYPE_F32) tile_chunks(GGML_TYPE_F32, rows, xf, w->n, y);
+    else if (w->type == GGML_TYPE_F16) tile_steps_all(GGML_TYPE_F16, rows, xf, w->n, y);
+    else tile_steps_all(GGML_TYPE_BF16, rows, xf, w->n, y);
 }
 
 const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
