@@ -1,7 +1,7 @@
 /* AVX2 + FMA + F16C kernels (8 floats / 32 int8 per register), selected at run
  * time by kernels.c. Q8_0 dots use ggml's sign trick: |w| (unsigned) times
- * x·sign(w) with maddubs, pairs summed to int32 with madd, one FMA per block;
- * Q4_0 sums 8 blocks to one int32 each, then one FMA for the 8.
+ * x·sign(w) with maddubs, pairs summed to int32 with madd; Q8_0 and Q4_0 sum
+ * 8 blocks to one int32 each, then one convert and one FMA for the 8.
  *
  * The register tiles (batched products, B > 1) compute RM rows x TM vectors
  * at once, each weight load shared by the vectors and each activation load by
@@ -19,7 +19,7 @@
 #define T __attribute__((target("avx2,fma,f16c")))
 #define TI static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
-/* Software prefetch distance in the Q4_0 row being read (as the AVX-512 kernels). */
+/* Software prefetch distance in the Q8_0 / Q4_0 row being read (as the AVX-512 kernels). */
 #define PF_Q 4096
 
 TI float hsum(__m256 v)
@@ -252,13 +252,121 @@ TI void axpy_multi_q32(__m256i q, float d, int nt, const float *a, const int32_t
 /* Row r of a Q8_0 / Q4_0 weight (blocks of type B). */
 #define QROW(B, w, r) ((const B *)(w)->data + (size_t)(r) * (size_t)((w)->n / QK8_0))
 
-T static float dot_q8(const hc_weight *w, int r, const void *act)
+/* ---- Q8_0: 8 blocks per step, each summed in integers to one int32, so one
+ * convert and one FMA cover 8 blocks (as Q4_0 below) ---- */
+
+/* The Q8_0 activation rearranged for 8 blocks of a row (a chunk), as 4 pairs
+ * of blocks: lo[p] holds the first 16 bytes of blocks 2p and 2p+1 (one per
+ * 128-bit lane), hi[p] their last 16, as the tile loads the weights. After
+ * the reduction (q8_chunk_sums) lane 4m+p holds block 2p+m; d is that
+ * block's activation scale, in the same order. */
+typedef struct {
+    __m256i lo[4], hi[4];
+    __m256 d;
+} xq8;
+
+#define Q8_CHUNK 8
+
+T static void arrange_q8(const void *act, int n, void *xa)
 {
-    const block_q8_0 *wb = QROW(block_q8_0, w, r), *x = act;
+    const block_q8_0 *x = act;
+    xq8 *xc = xa;
+    int nb = n / QK8_0;
+    for (int c = 0; c < (nb + Q8_CHUNK - 1) / Q8_CHUNK; c++) {
+        int8_t lo[4][32] = {{0}}, hi[4][32] = {{0}};
+        float d[8] = {0};
+        for (int p = 0; p < 4; p++)
+            for (int m = 0; m < 2; m++) {
+                int b = c * Q8_CHUNK + 2 * p + m;
+                if (b >= nb) continue;
+                memcpy(lo[p] + 16 * m, x[b].qs, 16);
+                memcpy(hi[p] + 16 * m, x[b].qs + 16, 16);
+                d[4 * m + p] = _cvtsh_ss(x[b].d);
+            }
+        for (int p = 0; p < 4; p++) {
+            xc[c].lo[p] = _mm256_loadu_si256((const __m256i *)lo[p]);
+            xc[c].hi[p] = _mm256_loadu_si256((const __m256i *)hi[p]);
+        }
+        xc[c].d = _mm256_loadu_ps(d);
+    }
+}
+
+static size_t arranged_q8(int n) { return sizeof(xq8) * (size_t)((n / QK8_0 + Q8_CHUNK - 1) / Q8_CHUNK); }
+
+/* One row's 8 blocks (whole blocks at q) loaded as the activation is
+ * arranged: w[2p] / w[2p+1] the first / last 16 bytes of blocks 2p, 2p+1;
+ * a = |w| (unsigned, 128 for -128); dw the 8 scales in lane order 4m+p. */
+typedef struct {
+    __m256i w[8], a[8];
+    __m256 dw;
+} wq8;
+
+TI void q8_load(const block_q8_0 *q, wq8 *r)
+{
+    for (int p = 0; p < 4; p++) {
+        r->w[2 * p] = _mm256_loadu2_m128i((const __m128i *)q[2 * p + 1].qs, (const __m128i *)q[2 * p].qs);
+        r->w[2 * p + 1] = _mm256_loadu2_m128i((const __m128i *)(q[2 * p + 1].qs + 16), (const __m128i *)(q[2 * p].qs + 16));
+        r->a[2 * p] = _mm256_sign_epi8(r->w[2 * p], r->w[2 * p]);
+        r->a[2 * p + 1] = _mm256_sign_epi8(r->w[2 * p + 1], r->w[2 * p + 1]);
+    }
+    r->dw = _mm256_cvtph_ps(_mm_setr_epi16((short)q[0].d, (short)q[2].d, (short)q[4].d, (short)q[6].d,
+                                           (short)q[1].d, (short)q[3].d, (short)q[5].d, (short)q[7].d));
+}
+
+/* Blocks 2p, 2p+1 of a row against chunk x: their 4 + 4 int32 partial sums
+ * (lanes 0-3 block 2p, 4-7 block 2p+1). Exact: maddubs' int16 pairs are at
+ * most 2·128·127, a block's sum at most 32·128·127. */
+TI __m256i q8_pair(const wq8 *r, const xq8 *x, int p)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i l = _mm256_maddubs_epi16(r->a[2 * p], _mm256_sign_epi8(x->lo[p], r->w[2 * p]));
+    __m256i h = _mm256_maddubs_epi16(r->a[2 * p + 1], _mm256_sign_epi8(x->hi[p], r->w[2 * p + 1]));
+    return _mm256_add_epi32(_mm256_madd_epi16(l, ones), _mm256_madd_epi16(h, ones));
+}
+
+/* The in-lane sums of two vectors' 32- (h = 0) or 64-bit (h = 1) halves,
+ * interleaved: hadd's result with shuffles and an add, which this Zen 4 runs
+ * four times as fast as vphaddd (on other pipes than the multiplies). */
+TI __m256i sum_halves(__m256i a, __m256i b, int h)
+{
+    if (h) return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+}
+
+/* acc + the 8 blocks' integer sums (lane 4m+p = block 2p+m) times dw·dx. */
+TI __m256 q8_chunk(const wq8 *r, const xq8 *x, __m256 acc)
+{
+    __m256i s01 = sum_halves(q8_pair(r, x, 0), q8_pair(r, x, 1), 0);   /* blocks 0 2 0 2 | 1 3 1 3 */
+    __m256i s23 = sum_halves(q8_pair(r, x, 2), q8_pair(r, x, 3), 0);   /* blocks 4 6 4 6 | 5 7 5 7 */
+    __m256i s = sum_halves(s01, s23, 1);
+    return _mm256_fmadd_ps(_mm256_mul_ps(r->dw, x->d), _mm256_cvtepi32_ps(s), acc);
+}
+
+/* The last blocks of a row (fewer than a chunk), zero-padded to one. */
+TI void q8_load_tail(const block_q8_0 *q, int nb, wq8 *r)
+{
+    block_q8_0 pad[Q8_CHUNK];
+    memset(pad, 0, sizeof pad);
+    memcpy(pad, q, (size_t)nb * sizeof(block_q8_0));
+    q8_load(pad, r);
+}
+
+T static float dot_q8(const hc_weight *w, int r, const void *xa)
+{
+    const block_q8_0 *q = QROW(block_q8_0, w, r);
+    const xq8 *xc = xa;
     __m256 acc = _mm256_setzero_ps();
-    for (int b = 0; b < w->n / QK8_0; b++) {
-        __m256 p = mul_sum_i8(_mm256_loadu_si256((const __m256i *)wb[b].qs), _mm256_loadu_si256((const __m256i *)x[b].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(wb[b].d) * _cvtsh_ss(x[b].d)), p, acc);
+    int c = 0, nb = w->n / QK8_0;
+    wq8 wr;
+    for (; (c + 1) * Q8_CHUNK <= nb; c++) {
+        const block_q8_0 *qc = q + c * Q8_CHUNK;
+        for (int i = 0; i < 5; i++) _mm_prefetch((const char *)qc + PF_Q + 64 * i, _MM_HINT_T0);
+        q8_load(qc, &wr);
+        acc = q8_chunk(&wr, xc + c, acc);
+    }
+    if (c * Q8_CHUNK < nb) {
+        q8_load_tail(q + c * Q8_CHUNK, nb - c * Q8_CHUNK, &wr);
+        acc = q8_chunk(&wr, xc + c, acc);
     }
     return hsum(acc);
 }
@@ -280,44 +388,31 @@ T static void axpy_multi_q8(const hc_weight *w, int r, int c0, int c1, int nt, c
 
 #define RQ 4              /* the most rows and vectors a quantized tile holds */
 #define TQN 8
-#define R8 2              /* Q8_0 tile: rows x vectors */
-#define T8 4
+#define R8 1              /* Q8_0 tile: rows x vectors */
+#define T8 8
 #define R4 1              /* Q4_0 tile: rows x vectors */
 #define T4 4
 
-/* The Q8_0 tile: dot_q8 for R rows x Tn vectors, |w| and w's sign shared by
- * the vectors: one accumulator, blocks in order. */
+/* The Q8_0 tile, as dot_q8: whole chunks in order, then the last blocks
+ * zero-padded to a chunk; each row's chunk loaded once for the vectors. */
 T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
-    enum { R = R8, Tn = T8 };
-    const block_q8_0 *w[R], *const *x = (const block_q8_0 *const *)xv;
+    enum { Tn = T8 };
+    const block_q8_0 *w = QROW(block_q8_0, wt, rows[0]);
+    const xq8 *const *xc = (const xq8 *const *)xv;
     const int nb = wt->n / QK8_0;
-    for (int r = 0; r < R; r++) w[r] = QROW(block_q8_0, wt, rows[r]);
-    __m256 acc[RQ][TQN];
-    const __m256i ones = _mm256_set1_epi16(1);
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
+    __m256 acc[TQN];
+    wq8 wr;
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < Tn; t++) acc[t] = _mm256_setzero_ps();
+    for (int c = 0; c * Q8_CHUNK < nb; c++) {
+        if ((c + 1) * Q8_CHUNK <= nb) q8_load(w + c * Q8_CHUNK, &wr);
+        else q8_load_tail(w + c * Q8_CHUNK, nb - c * Q8_CHUNK, &wr);
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) {
-            const block_q8_0 *wb = w[r] + b;
-            __m256i wv = _mm256_loadu_si256((const __m256i *)wb->qs), aw = _mm256_sign_epi8(wv, wv);
-            float dw = _cvtsh_ss(wb->d);
-            _Pragma("GCC unroll 8")
-            for (int t = 0; t < Tn; t++) {
-                __m256i xv = _mm256_loadu_si256((const __m256i *)x[t][b].qs);
-                __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv));
-                __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * _cvtsh_ss(x[t][b].d)), p, acc[r][t]);
-            }
-        }
+        for (int t = 0; t < Tn; t++) acc[t] = q8_chunk(&wr, xc[t] + c, acc[t]);
     }
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < Tn; t++) y[t * R + r] = hsum(acc[r][t]);
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < Tn; t++) y[t] = hsum(acc[t]);
 }
 
 /* roundf (half away from zero) of values |v| < 2^23: truncate, then step away
@@ -359,7 +454,8 @@ T static void prepare_q8(const hc_weight *w, const float *x, void *act)
     }
 }
 
-const hc_kernel hc_avx2_q8_0 = { .prepare = prepare_q8, .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8,
+const hc_kernel hc_avx2_q8_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q8, .arrange = arrange_q8,
+                                 .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8,
                                  .axpy = axpy_q8,
                                  .axpy_multi = axpy_multi_q8 };
 
