@@ -333,12 +333,20 @@ TI __m256i sum_halves(__m256i a, __m256i b, int h)
     return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
 }
 
+/* P[p] holds 4 int32 partial sums of block 2p in its low 128-bit lane and 4
+ * of block 2p+1 in its high lane: the 8 blocks' sums, lane 4m+p = block 2p+m. */
+TI __m256i block_sums(const __m256i P[4])
+{
+    __m256i s01 = sum_halves(P[0], P[1], 0);   /* blocks 0 2 0 2 | 1 3 1 3 */
+    __m256i s23 = sum_halves(P[2], P[3], 0);   /* blocks 4 6 4 6 | 5 7 5 7 */
+    return sum_halves(s01, s23, 1);
+}
+
 /* acc + the 8 blocks' integer sums (lane 4m+p = block 2p+m) times dw·dx. */
 TI __m256 q8_chunk(const wq8 *r, const xq8 *x, __m256 acc)
 {
-    __m256i s01 = sum_halves(q8_pair(r, x, 0), q8_pair(r, x, 1), 0);   /* blocks 0 2 0 2 | 1 3 1 3 */
-    __m256i s23 = sum_halves(q8_pair(r, x, 2), q8_pair(r, x, 3), 0);   /* blocks 4 6 4 6 | 5 7 5 7 */
-    __m256i s = sum_halves(s01, s23, 1);
+    __m256i P[4] = { q8_pair(r, x, 0), q8_pair(r, x, 1), q8_pair(r, x, 2), q8_pair(r, x, 3) };
+    __m256i s = block_sums(P);
     return _mm256_fmadd_ps(_mm256_mul_ps(r->dw, x->d), _mm256_cvtepi32_ps(s), acc);
 }
 
@@ -518,11 +526,7 @@ TI __m256 q4_chunk(const block_q4_0 *q, const xq4 *xc, __m256 acc)
         __m256i d16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xc->lo[p]), _mm256_maddubs_epi16(hi, xc->hi[p]));
         P[p] = _mm256_madd_epi16(d16, ones);
     }
-    /* |P| <= 8·15·128: the int16 packs are exact; two levels of pairwise
-     * sums leave lane 4m+p = block 2p+m */
-    __m256i A = _mm256_madd_epi16(_mm256_packs_epi32(P[0], P[1]), ones);
-    __m256i B = _mm256_madd_epi16(_mm256_packs_epi32(P[2], P[3]), ones);
-    __m256i C = _mm256_add_epi32(_mm256_madd_epi16(_mm256_packs_epi32(A, B), ones), xc->corr);
+    __m256i C = _mm256_add_epi32(block_sums(P), xc->corr);
     /* block 2p+m's scale to lane 4m+p (word inserts beat a gather here) */
     __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)q[0].d, (short)q[2].d, (short)q[4].d, (short)q[6].d,
                                                (short)q[1].d, (short)q[3].d, (short)q[5].d, (short)q[7].d));
@@ -589,9 +593,7 @@ TI void q4_chunk_tile(int R, int Tn, const block_q4_0 *const *wq, const xq4 *con
                 __m256i d16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[p], x->lo[p]), _mm256_maddubs_epi16(hi[p], x->hi[p]));
                 P[p] = _mm256_madd_epi16(d16, ones);
             }
-            __m256i A = _mm256_madd_epi16(_mm256_packs_epi32(P[0], P[1]), ones);
-            __m256i B = _mm256_madd_epi16(_mm256_packs_epi32(P[2], P[3]), ones);
-            __m256i C = _mm256_add_epi32(_mm256_madd_epi16(_mm256_packs_epi32(A, B), ones), x->corr);
+            __m256i C = _mm256_add_epi32(block_sums(P), x->corr);
             acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, x->d), _mm256_cvtepi32_ps(C), acc[r][t]);
         }
     }
