@@ -341,29 +341,38 @@ T static float dot_q8(const hc_weight *w, int r, const void *xa)
 
 #define RQ 4              /* the most rows and vectors a quantized tile holds */
 #define TQN 8
-#define R8 1              /* Q8_0 tile: rows x vectors */
-#define T8 6
+#define R8 2              /* Q8_0 tile: rows x vectors */
+#define T8 8
 #define R4 2              /* Q4_0 tile: rows x vectors */
 #define T4 4
 
-/* The Q8_0 tile, as dot_q8: each row chunk loaded once for the vectors. */
+/* The Q8_0 tile, as dot_q8: each row chunk spread once for the vectors,
+ * each activation chunk loaded once for the rows. */
 T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
-    enum { Tn = T8 };
-    const block_q8_0 *q = QROW(block_q8_0, wt, rows[0]);
+    enum { R = R8, Tn = T8 };
+    const block_q8_0 *q[R];
     const xq8 *const *xc = (const xq8 *const *)xv;
     const int nb = wt->n / QK8_0;
-    __m512 acc[TQN];
-    wq8 wc;
-    _Pragma("GCC unroll 8")
-    for (int t = 0; t < Tn; t++) acc[t] = _mm512_setzero_ps();
-    for (int c = 0; c * Q8_CHUNK < nb; c++) {
-        q8_load(q + c * Q8_CHUNK, nb - c * Q8_CHUNK, &wc);
+    for (int r = 0; r < R; r++) q[r] = QROW(block_q8_0, wt, rows[r]);
+    __m512 acc[RQ][TQN];
+    wq8 wc[RQ];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < Tn; t++) acc[t] = q8_fma(&wc, xc[t] + c, acc[t]);
+        for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int c = 0; c * Q8_CHUNK < nb; c++) {
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) q8_load(q[r] + c * Q8_CHUNK, nb - c * Q8_CHUNK, &wc[r]);
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < Tn; t++)
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) acc[r][t] = q8_fma(&wc[r], xc[t] + c, acc[r][t]);
     }
-    _Pragma("GCC unroll 8")
-    for (int t = 0; t < Tn; t++) y[t] = _mm512_reduce_add_ps(acc[t]);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
 /* y[0..32) += a * (q * d): q*d is exact in float, then one FMA. */
