@@ -402,7 +402,9 @@ T static void axpy_multi_q8(const hc_weight *w, int r, int c0, int c1, int nt, c
 #define T4 4
 
 /* The Q8_0 tile, as dot_q8: whole chunks in order, then the last blocks
- * zero-padded to a chunk; each row's chunk loaded once for the vectors. */
+ * zero-padded to a chunk; each row chunk loaded once for the vectors, and
+ * each block pair's weights held while all the vectors pass (the same int32
+ * block sums as block_sums). */
 T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
     enum { Tn = T8 };
@@ -416,8 +418,17 @@ T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *x
     for (int c = 0; c * Q8_CHUNK < nb; c++) {
         if ((c + 1) * Q8_CHUNK <= nb) q8_load(w + c * Q8_CHUNK, &wr);
         else q8_load_tail(w + c * Q8_CHUNK, nb - c * Q8_CHUNK, &wr);
+        __m256i u[2][TQN], S[TQN];
+        _Pragma("GCC unroll 2")
+        for (int h = 0; h < 2; h++) {
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < Tn; t++) S[t] = q8_pair(&wr, xc[t] + c, 2 * h);
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < Tn; t++) u[h][t] = sum_halves(S[t], q8_pair(&wr, xc[t] + c, 2 * h + 1), 0);
+        }
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < Tn; t++) acc[t] = q8_chunk(&wr, xc[t] + c, acc[t]);
+        for (int t = 0; t < Tn; t++)
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(wr.dw, xc[t][c].d), _mm256_cvtepi32_ps(sum_halves(u[0][t], u[1][t], 1)), acc[t]);
     }
     _Pragma("GCC unroll 8")
     for (int t = 0; t < Tn; t++) y[t] = hsum(acc[t]);
