@@ -19,7 +19,8 @@
 #define T __attribute__((target("avx2,fma,f16c")))
 #define TI static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
-/* Software prefetch distance in the Q8_0 / Q4_0 row being read (as the AVX-512 kernels). */
+/* Software prefetch distance in the Q4_0 row being read (as the AVX-512 kernels;
+ * Q8_0 reads 14-20 % slower with it on Zen 4, docs/measurements.md). */
 #define PF_Q 4096
 
 TI float hsum(__m256 v)
@@ -258,7 +259,7 @@ TI void axpy_multi_q32(__m256i q, float d, int nt, const float *a, const int32_t
 /* The Q8_0 activation rearranged for 8 blocks of a row (a chunk), as 4 pairs
  * of blocks: lo[p] holds the first 16 bytes of blocks 2p and 2p+1 (one per
  * 128-bit lane), hi[p] their last 16, as the tile loads the weights. After
- * the reduction (q8_chunk_sums) lane 4m+p holds block 2p+m; d is that
+ * the reduction (block_sums) lane 4m+p holds block 2p+m; d is that
  * block's activation scale, in the same order. */
 typedef struct {
     __m256i lo[4], hi[4];
@@ -293,37 +294,6 @@ T static void arrange_q8(const void *act, int n, void *xa)
 
 static size_t arranged_q8(int n) { return sizeof(xq8) * (size_t)((n / QK8_0 + Q8_CHUNK - 1) / Q8_CHUNK); }
 
-/* One row's 8 blocks (whole blocks at q) loaded as the activation is
- * arranged: w[2p] / w[2p+1] the first / last 16 bytes of blocks 2p, 2p+1;
- * a = |w| (unsigned, 128 for -128); dw the 8 scales in lane order 4m+p. */
-typedef struct {
-    __m256i w[8], a[8];
-    __m256 dw;
-} wq8;
-
-TI void q8_load(const block_q8_0 *q, wq8 *r)
-{
-    for (int p = 0; p < 4; p++) {
-        r->w[2 * p] = _mm256_loadu2_m128i((const __m128i *)q[2 * p + 1].qs, (const __m128i *)q[2 * p].qs);
-        r->w[2 * p + 1] = _mm256_loadu2_m128i((const __m128i *)(q[2 * p + 1].qs + 16), (const __m128i *)(q[2 * p].qs + 16));
-        r->a[2 * p] = _mm256_sign_epi8(r->w[2 * p], r->w[2 * p]);
-        r->a[2 * p + 1] = _mm256_sign_epi8(r->w[2 * p + 1], r->w[2 * p + 1]);
-    }
-    r->dw = _mm256_cvtph_ps(_mm_setr_epi16((short)q[0].d, (short)q[2].d, (short)q[4].d, (short)q[6].d,
-                                           (short)q[1].d, (short)q[3].d, (short)q[5].d, (short)q[7].d));
-}
-
-/* Blocks 2p, 2p+1 of a row against chunk x: their 4 + 4 int32 partial sums
- * (lanes 0-3 block 2p, 4-7 block 2p+1). Exact: maddubs' int16 pairs are at
- * most 2·128·127, a block's sum at most 32·128·127. */
-TI __m256i q8_pair(const wq8 *r, const xq8 *x, int p)
-{
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i l = _mm256_maddubs_epi16(r->a[2 * p], _mm256_sign_epi8(x->lo[p], r->w[2 * p]));
-    __m256i h = _mm256_maddubs_epi16(r->a[2 * p + 1], _mm256_sign_epi8(x->hi[p], r->w[2 * p + 1]));
-    return _mm256_add_epi32(_mm256_madd_epi16(l, ones), _mm256_madd_epi16(h, ones));
-}
-
 /* The in-lane sums of two vectors' 32- (h = 0) or 64-bit (h = 1) halves,
  * interleaved: hadd's result with shuffles and an add, which this Zen 4 runs
  * four times as fast as vphaddd (on other pipes than the multiplies). */
@@ -342,21 +312,78 @@ TI __m256i block_sums(const __m256i P[4])
     return sum_halves(s01, s23, 1);
 }
 
-/* acc + the 8 blocks' integer sums (lane 4m+p = block 2p+m) times dw·dx. */
-TI __m256 q8_chunk(const wq8 *r, const xq8 *x, __m256 acc)
+/* Half h (the first or last 16 bytes) of blocks 2p and 2p+1 at q, one per
+ * 128-bit lane: as the activation's lo[p] / hi[p]. */
+TI __m256i q8_half(const block_q8_0 *q, int p, int h)
 {
-    __m256i P[4] = { q8_pair(r, x, 0), q8_pair(r, x, 1), q8_pair(r, x, 2), q8_pair(r, x, 3) };
-    __m256i s = block_sums(P);
-    return _mm256_fmadd_ps(_mm256_mul_ps(r->dw, x->d), _mm256_cvtepi32_ps(s), acc);
+    return _mm256_loadu2_m128i((const __m128i *)(q[2 * p + 1].qs + 16 * h), (const __m128i *)(q[2 * p].qs + 16 * h));
 }
 
-/* The last blocks of a row (fewer than a chunk), zero-padded to one. */
-TI void q8_load_tail(const block_q8_0 *q, int nb, wq8 *r)
+/* The scales of the 8 blocks at q as floats, in lane order 4m+p (block 2p+m). */
+TI __m256 q8_scales(const block_q8_0 *q)
 {
-    block_q8_0 pad[Q8_CHUNK];
-    memset(pad, 0, sizeof pad);
+    return _mm256_cvtph_ps(_mm_setr_epi16((short)q[0].d, (short)q[2].d, (short)q[4].d, (short)q[6].d,
+                                          (short)q[1].d, (short)q[3].d, (short)q[5].d, (short)q[7].d));
+}
+
+/* ggml's sign trick on 32 bytes: a = |w| (unsigned, 128 for -128) times x with
+ * w's sign, pairs summed to 8 int32. Exact: maddubs' int16 pairs are at most
+ * 2·128·127, a block's sum at most 32·128·127. */
+TI __m256i q8_dot32(__m256i w, __m256i a, __m256i x)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(x, w)), _mm256_set1_epi16(1));
+}
+
+/* acc + the 8 blocks' integer sums P (see block_sums) times dw·dx. */
+TI __m256 q8_fma(const __m256i P[4], __m256 dw, const xq8 *x, __m256 acc)
+{
+    return _mm256_fmadd_ps(_mm256_mul_ps(dw, x->d), _mm256_cvtepi32_ps(block_sums(P)), acc);
+}
+
+/* acc + the dot of the 8 whole blocks at q with chunk x, straight from the
+ * row (B = 1): P[p] holds blocks 2p, 2p+1's partial sums (lanes 0-3, 4-7). */
+TI __m256 q8_chunk(const block_q8_0 *q, const xq8 *x, __m256 acc)
+{
+    __m256i P[4];
+    for (int p = 0; p < 4; p++) {
+        __m256i l = q8_half(q, p, 0), h = q8_half(q, p, 1);
+        P[p] = _mm256_add_epi32(q8_dot32(l, _mm256_sign_epi8(l, l), x->lo[p]), q8_dot32(h, _mm256_sign_epi8(h, h), x->hi[p]));
+    }
+    return q8_fma(P, q8_scales(q), x, acc);
+}
+
+/* One row's 8 blocks loaded for a tile: w[2p + h] = q8_half(q, p, h), a = |w|,
+ * dw = q8_scales(q). */
+typedef struct {
+    __m256i w[8], a[8];
+    __m256 dw;
+} wq8;
+
+TI void q8_load(const block_q8_0 *q, wq8 *r)
+{
+    for (int p = 0; p < 4; p++) {
+        r->w[2 * p] = q8_half(q, p, 0);
+        r->w[2 * p + 1] = q8_half(q, p, 1);
+        r->a[2 * p] = _mm256_sign_epi8(r->w[2 * p], r->w[2 * p]);
+        r->a[2 * p + 1] = _mm256_sign_epi8(r->w[2 * p + 1], r->w[2 * p + 1]);
+    }
+    r->dw = q8_scales(q);
+}
+
+/* Blocks 2p, 2p+1 of a loaded row against chunk x, as in q8_chunk. */
+TI __m256i q8_pair(const wq8 *r, const xq8 *x, int p)
+{
+    return _mm256_add_epi32(q8_dot32(r->w[2 * p], r->a[2 * p], x->lo[p]), q8_dot32(r->w[2 * p + 1], r->a[2 * p + 1], x->hi[p]));
+}
+
+/* The chunk at q when it is whole (nb >= 8 blocks left), else its nb blocks
+ * copied into pad, zeros after them. */
+TI const block_q8_0 *q8_whole(const block_q8_0 *q, int nb, block_q8_0 pad[Q8_CHUNK])
+{
+    if (nb >= Q8_CHUNK) return q;
+    memset(pad, 0, Q8_CHUNK * sizeof(block_q8_0));
     memcpy(pad, q, (size_t)nb * sizeof(block_q8_0));
-    q8_load(pad, r);
+    return pad;
 }
 
 T static float dot_q8(const hc_weight *w, int r, const void *xa)
@@ -365,16 +392,10 @@ T static float dot_q8(const hc_weight *w, int r, const void *xa)
     const xq8 *xc = xa;
     __m256 acc = _mm256_setzero_ps();
     int c = 0, nb = w->n / QK8_0;
-    wq8 wr;
-    for (; (c + 1) * Q8_CHUNK <= nb; c++) {
-        const block_q8_0 *qc = q + c * Q8_CHUNK;
-        for (int i = 0; i < 5; i++) _mm_prefetch((const char *)qc + PF_Q + 64 * i, _MM_HINT_T0);
-        q8_load(qc, &wr);
-        acc = q8_chunk(&wr, xc + c, acc);
-    }
-    if (c * Q8_CHUNK < nb) {
-        q8_load_tail(q + c * Q8_CHUNK, nb - c * Q8_CHUNK, &wr);
-        acc = q8_chunk(&wr, xc + c, acc);
+    for (; (c + 1) * Q8_CHUNK <= nb; c++) acc = q8_chunk(q + c * Q8_CHUNK, xc + c, acc);
+    if (c * Q8_CHUNK < nb) {   /* the last blocks, zero-padded to a chunk */
+        block_q8_0 pad[Q8_CHUNK];
+        acc = q8_chunk(q8_whole(q + c * Q8_CHUNK, nb - c * Q8_CHUNK, pad), xc + c, acc);
     }
     return hsum(acc);
 }
@@ -416,8 +437,9 @@ T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *x
     _Pragma("GCC unroll 8")
     for (int t = 0; t < Tn; t++) acc[t] = _mm256_setzero_ps();
     for (int c = 0; c * Q8_CHUNK < nb; c++) {
+        block_q8_0 pad[Q8_CHUNK];
         if ((c + 1) * Q8_CHUNK <= nb) q8_load(w + c * Q8_CHUNK, &wr);
-        else q8_load_tail(w + c * Q8_CHUNK, nb - c * Q8_CHUNK, &wr);
+        else q8_load(q8_whole(w + c * Q8_CHUNK, nb - c * Q8_CHUNK, pad), &wr);
         __m256i u[2][TQN], S[TQN];
         _Pragma("GCC unroll 2")
         for (int h = 0; h < 2; h++) {
