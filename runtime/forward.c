@@ -204,24 +204,16 @@ static void rope_neox(const hc_ctx *ctx, float *v, int n, int pos)
     }
 }
 
-/* The positions pos0.. of B rows of q ([B][q_dim]) and k ([B][kv_dim]);
- * learned positions were added by hc_embed. */
-static void positions(const hc_ctx *ctx, float *q, float *k, int B, int pos0)
+/* The positions pos0.. of n rows of v ([n][dim], q or k); learned positions
+ * were added by hc_embed. */
+static void positions(const hc_ctx *ctx, float *v, int dim, int n, int pos0)
 {
-    const hc_hparams *hp = &ctx->model->hp;
-    int kv_dim = hp->n_head_kv * hp->head_dim, q_dim = hp->n_head * hp->head_dim;
-    switch ((enum hc_pos)hp->pos) {
+    switch ((enum hc_pos)ctx->model->hp.pos) {
     case HC_POS_ROPE:
-        for (int b = 0; b < B; b++) {
-            rope(ctx, q + (size_t)b * q_dim, q_dim, pos0 + b);
-            rope(ctx, k + (size_t)b * kv_dim, kv_dim, pos0 + b);
-        }
+        for (int b = 0; b < n; b++) rope(ctx, v + (size_t)b * dim, dim, pos0 + b);
         break;
     case HC_POS_ROPE_NEOX:
-        for (int b = 0; b < B; b++) {
-            rope_neox(ctx, q + (size_t)b * q_dim, q_dim, pos0 + b);
-            rope_neox(ctx, k + (size_t)b * kv_dim, kv_dim, pos0 + b);
-        }
+        for (int b = 0; b < n; b++) rope_neox(ctx, v + (size_t)b * dim, dim, pos0 + b);
         break;
     case HC_POS_LEARNED:
         break;
@@ -253,33 +245,68 @@ typedef struct {
     int layer, B, pos0, n_chunks;
 } attn_task;
 
-/* q · k over n floats in ATT_LANES interleaved partial sums, added pairwise at
- * the end: independent chains the compiler keeps in vector registers, where
- * one running sum would wait on each add's latency (with a prompt of B tokens
- * the scores are B²/2 of these per head). A fixed order: the same bits for
- * any thread count or batch. */
+/* q · k over n floats in ATT_LANES interleaved partial sums (the tail into
+ * lane 0), added pairwise at the end: independent chains in vector
+ * registers, where one running sum would wait on each add's latency (with a
+ * prompt of B tokens the scores are B²/2 of these per head). A fixed order:
+ * the same bits for any thread count or batch. The dots and mixes run G
+ * tokens at a time (G = ATT_GROUP, or 1 for a single token), each key and
+ * value load shared by the G tokens and their sums kept in registers; every
+ * token still gets its own operations in its own order. */
 #define ATT_LANES 8
-static inline __attribute__((always_inline)) float att_dot(const float *q, const float *k, int n)
+#define ATT_GROUP 8
+typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
+
+/* sc[g] = q[g] · k over n floats for g < G. */
+static inline __attribute__((always_inline)) void att_dots(int G, const float *const *q, const float *k, int n,
+                                                           float *sc)
 {
-    float s[ATT_LANES] = { 0 };
+    att_vec s[ATT_GROUP] = { 0 };
     int i = 0;
-    for (; i + ATT_LANES <= n; i += ATT_LANES)
-        for (int j = 0; j < ATT_LANES; j++) s[j] += q[i + j] * k[i + j];
-    for (; i < n; i++) s[0] += q[i] * k[i];
-    for (int w = ATT_LANES / 2; w > 0; w /= 2)
-        for (int j = 0; j < w; j++) s[j] += s[j + w];
-    return s[0];
+    for (; i + ATT_LANES <= n; i += ATT_LANES) {
+        att_vec kv, qv;
+        memcpy(&kv, k + i, sizeof kv);
+        _Pragma("GCC unroll 8")
+        for (int g = 0; g < G; g++) {
+            memcpy(&qv, q[g] + i, sizeof qv);
+            s[g] += qv * kv;
+        }
+    }
+    for (int g = 0; g < G; g++) {
+        float l[ATT_LANES];
+        memcpy(l, &s[g], sizeof l);
+        for (int r = i; r < n; r++) l[0] += q[g][r] * k[r];
+        _Pragma("GCC unroll 4")
+        for (int w = ATT_LANES / 2; w > 0; w /= 2)
+            _Pragma("GCC unroll 4")
+            for (int j = 0; j < w; j++) l[j] += l[j + w];
+        sc[g] = l[0];
+    }
 }
 
-/* out += a · v over n floats, ATT_LANES at a time with restrict so the
- * compiler uses vector registers (each out[i] gets the same operations in the
- * same order either way). */
-static inline __attribute__((always_inline)) void att_axpy(float *restrict out, float a, const float *restrict v, int n)
+/* out[g][i0 + j] = Σ_p a[g][p] · v_p[i0 + j] for j < ATT_LANES, g < G, p from 0
+ * to last[g] ascending (v_p = v + p·v_stride), starting from 0 as a zeroed
+ * output would. Positions up to p_all are within every token's range. */
+static inline __attribute__((always_inline)) void att_mix(int G, const float *const *a, const int *last, int p_all,
+                                                          const float *v, size_t v_stride, int i0,
+                                                          float *const *out)
 {
-    int i = 0;
-    for (; i + ATT_LANES <= n; i += ATT_LANES)
-        for (int j = 0; j < ATT_LANES; j++) out[i + j] += a * v[i + j];
-    for (; i < n; i++) out[i] += a * v[i];
+    att_vec o[ATT_GROUP] = { 0 };
+    int p = 0;
+    for (; p <= p_all; p++) {
+        att_vec vv;
+        memcpy(&vv, v + (size_t)p * v_stride + i0, sizeof vv);
+        _Pragma("GCC unroll 8")
+        for (int g = 0; g < G; g++) o[g] += a[g][p] * vv;
+    }
+    for (; p <= last[G - 1]; p++) {
+        att_vec vv;
+        memcpy(&vv, v + (size_t)p * v_stride + i0, sizeof vv);
+        _Pragma("GCC unroll 8")
+        for (int g = 0; g < G; g++)
+            if (p <= last[g]) o[g] += a[g][p] * vv;
+    }
+    for (int g = 0; g < G; g++) memcpy(out[g] + i0, &o[g], sizeof o[g]);
 }
 
 /* Softmax of att[0..n) in place. */
@@ -291,12 +318,47 @@ static void softmax(float *att, int n)
     for (int p = 0; p < n; p++) att[p] /= sum;
 }
 
+/* G <= GN consecutive tokens of one head, the first at position pos (GN is a
+ * constant at each call: 1, or ATT_GROUP with a short group repeating its
+ * last token): token g's scores over positions 0..pos + g into sc + g·sc_stride,
+ * their softmax, and its mix of the values into out + g·q_dim. */
+static inline __attribute__((always_inline)) void attn_group(int GN, int G, const float *q, int q_dim, const float *kc,
+                                                             const float *vc, int kv_dim, int hd, int pos, float scale,
+                                                             float *sc, int sc_stride, float *out)
+{
+    const float *qg[ATT_GROUP], *ag[ATT_GROUP];
+    float *sg[ATT_GROUP], *og[ATT_GROUP];
+    int last[ATT_GROUP];
+    for (int g = 0; g < GN; g++) {
+        int r = g < G ? g : G - 1;
+        qg[g] = q + (size_t)r * q_dim;
+        ag[g] = sg[g] = sc + (size_t)r * sc_stride;
+        og[g] = out + (size_t)r * q_dim;
+        last[g] = pos + r;
+    }
+    for (int p = 0; p <= last[GN - 1]; p++) {
+        float d[ATT_GROUP];
+        att_dots(GN, qg, kc + (size_t)p * kv_dim, hd, d);
+        for (int g = 0; g < GN; g++)
+            if (p <= last[g]) sg[g][p] = d[g] / scale;
+    }
+    for (int g = 0; g < G; g++) softmax(sg[g], last[g] + 1);
+    int i0 = 0;
+    for (; i0 + ATT_LANES <= hd; i0 += ATT_LANES) att_mix(GN, ag, last, pos, vc, (size_t)kv_dim, i0, og);
+    for (; i0 < hd; i0++)   /* a head size that is not whole lanes */
+        for (int g = 0; g < G; g++) {
+            float o = 0.0f;
+            for (int p = 0; p <= last[g]; p++) o += ag[g][p] * vc[(size_t)p * kv_dim + i0];
+            og[g][i0] = o;
+        }
+}
+
 /* One head and up to ATT_TOKENS consecutive tokens per work item: scores over
  * 0..pos, softmax, mix of V. Each key and value row is read once for the
  * item's tokens; every token still gets its own operations in its own order
  * (positions ascending), so the bits do not depend on the grouping. */
 /* Compiled for AVX-512 and AVX2 as well (chosen at load time): the lanes of
- * att_dot and att_axpy then fill one wider register, with the same operations
+ * att_dots and att_mix then fill one wider register, with the same operations
  * per lane, so the bits do not change. */
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void attn_run(void *arg, int chunk, int ith)
 {
@@ -311,28 +373,26 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void attn_ru
     hc_split(n_tb * hp->n_head, 1, chunk, t->n_chunks, &lo, &hi);
     for (int item = lo; item < hi; item++) {
         int b0 = item / hp->n_head * ATT_TOKENS, h = item % hp->n_head;
-        int nb = t->B - b0 < ATT_TOKENS ? t->B - b0 : ATT_TOKENS, last = t->pos0 + b0 + nb - 1;
+        int nb = t->B - b0 < ATT_TOKENS ? t->B - b0 : ATT_TOKENS;
         size_t koff = (size_t)(h / group) * hd;
         const float *kc = ctx->k_cache + layer_off + koff, *vc = ctx->v_cache + layer_off + koff;
         const float *q = ctx->q + (size_t)b0 * q_dim + (size_t)h * hd;
         float *att = ctx->scores + (size_t)ith * ATT_TOKENS * (size_t)ctx->n_ctx;
         float *out = ctx->att + (size_t)b0 * q_dim + (size_t)h * hd;
-        for (int p = 0; p <= last; p++)   /* token j sees positions 0..pos0 + b0 + j */
-            for (int j = p - (t->pos0 + b0) > 0 ? p - (t->pos0 + b0) : 0; j < nb; j++)
-                att[(size_t)j * ctx->n_ctx + p] = att_dot(q + (size_t)j * q_dim, kc + (size_t)p * kv_dim, hd) / scale;
-        for (int j = 0; j < nb; j++) {
-            softmax(att + (size_t)j * ctx->n_ctx, t->pos0 + b0 + j + 1);
-            memset(out + (size_t)j * q_dim, 0, sizeof(float) * (size_t)hd);
+        for (int g0 = 0; g0 < nb; g0 += ATT_GROUP) {
+            int G = nb - g0 < ATT_GROUP ? nb - g0 : ATT_GROUP, pos = t->pos0 + b0 + g0;
+            const float *qg = q + (size_t)g0 * q_dim;
+            float *sc = att + (size_t)g0 * ctx->n_ctx, *og = out + (size_t)g0 * q_dim;
+            if (G == 1) attn_group(1, 1, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, og);
+            else attn_group(ATT_GROUP, G, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, og);
         }
-        for (int p = 0; p <= last; p++)
-            for (int j = p - (t->pos0 + b0) > 0 ? p - (t->pos0 + b0) : 0; j < nb; j++)
-                att_axpy(out + (size_t)j * q_dim, att[(size_t)j * ctx->n_ctx + p], vc + (size_t)p * kv_dim, hd);
     }
 }
 
-/* q, k, v of ctx->xn; they share one prepared input when their types agree;
- * k and v go straight into the cache rows of positions pos0.. */
-static void qkv(hc_ctx *ctx, const hc_layer *ly, int B, float *kc, float *vc)
+/* k and v of ctx->xn's B rows, straight into the cache rows of positions
+ * pos0.., and q of its last keep rows; they share one prepared input when
+ * their types agree. */
+static void qkv(hc_ctx *ctx, const hc_layer *ly, int B, int keep, float *kc, float *vc)
 {
     const hc_hparams *hp = &ctx->model->hp;
     int kv_dim = hp->n_head_kv * hp->head_dim, q_dim = hp->n_head * hp->head_dim;
@@ -341,7 +401,9 @@ static void qkv(hc_ctx *ctx, const hc_layer *ly, int B, float *kc, float *vc)
     if (hc_weight_act_bytes(&ly->attn_v) > need) need = hc_weight_act_bytes(&ly->attn_v);
     void *aq = hc_ctx_acts(ctx, 0, need), *ak = aq, *av = aq;
     hc_ctx_prepare(ctx, &ly->attn_q, ctx->xn, B, aq);
-    hc_ctx_matvec_prepared(ctx, &ly->attn_q, aq, B, ctx->q, (size_t)q_dim);
+    if (keep)
+        hc_ctx_matvec_prepared(ctx, &ly->attn_q, (char *)aq + (size_t)(B - keep) * ctx->act_stride, keep, ctx->q,
+                               (size_t)q_dim);
     if (!hc_weight_same_act(&ly->attn_q, &ly->attn_k)) {
         ak = hc_ctx_acts(ctx, 1, need);
         hc_ctx_prepare(ctx, &ly->attn_k, ctx->xn, B, ak);
@@ -355,31 +417,35 @@ static void qkv(hc_ctx *ctx, const hc_layer *ly, int B, float *kc, float *vc)
         }
     }
     hc_ctx_matvec_prepared(ctx, &ly->attn_v, av, B, vc, (size_t)kv_dim);
-    hc_add_bias(ctx->q, ly->attn_q_b, B, q_dim);
+    hc_add_bias(ctx->q, ly->attn_q_b, keep, q_dim);
     hc_add_bias(kc, ly->attn_k_b, B, kv_dim);
     hc_add_bias(vc, ly->attn_v_b, B, kv_dim);
 }
 
-/* out[B][n_embd] = the attention block of x (rows at positions pos0..). */
-static void attention(hc_ctx *ctx, int layer, const float *x, int B, int pos0, float *out)
+/* out[keep][n_embd] = the attention block of the last keep of x's B rows
+ * (rows at positions pos0..); the k and v of all B go to the cache. */
+static void attention(hc_ctx *ctx, int layer, const float *x, int B, int keep, int pos0, float *out)
 {
     const hc_hparams *hp = &ctx->model->hp;
     const hc_layer *ly = &ctx->model->layers[layer];
     int E = hp->n_embd, kv_dim = hp->n_head_kv * hp->head_dim, q_dim = hp->n_head * hp->head_dim;
+    int pos_keep = pos0 + B - keep;
     size_t cache_row = ((size_t)layer * (size_t)ctx->n_ctx + (size_t)pos0) * (size_t)kv_dim;
     float *kc = ctx->k_cache + cache_row, *vc = ctx->v_cache + cache_row;
 
     norm_rows(hp, ly->attn_norm, ly->attn_norm_b, x, ctx->xn, B);
     hook(ctx, layer, HC_HOOK_ATTN_IN, ctx->xn, B, E, pos0);
-    qkv(ctx, ly, B, kc, vc);
-    positions(ctx, ctx->q, kc, B, pos0);
-    size_t work = 2 * (size_t)B * (size_t)q_dim * (size_t)(pos0 + B);
-    int items = (B + ATT_TOKENS - 1) / ATT_TOKENS * hp->n_head;
-    attn_task at = { ctx, layer, B, pos0, hc_pool_chunks(ctx->pool, items, work) };
+    qkv(ctx, ly, B, keep, kc, vc);
+    positions(ctx, kc, kv_dim, B, pos0);
+    if (!keep) return;
+    positions(ctx, ctx->q, q_dim, keep, pos_keep);
+    size_t work = 2 * (size_t)keep * (size_t)q_dim * (size_t)(pos0 + B);
+    int items = (keep + ATT_TOKENS - 1) / ATT_TOKENS * hp->n_head;
+    attn_task at = { ctx, layer, keep, pos_keep, hc_pool_chunks(ctx->pool, items, work) };
     hc_pool_run(ctx->pool, attn_run, &at, at.n_chunks);
-    hook(ctx, layer, HC_HOOK_ATTN_OUT, ctx->att, B, q_dim, pos0);
-    hc_ctx_matvec(ctx, &ly->attn_output, ctx->att, B, out);
-    hc_add_bias(out, ly->attn_output_b, B, E);
+    hook(ctx, layer, HC_HOOK_ATTN_OUT, ctx->att, keep, q_dim, pos_keep);
+    hc_ctx_matvec(ctx, &ly->attn_output, ctx->att, keep, out);
+    hc_add_bias(out, ly->attn_output_b, keep, E);
 }
 
 void hc_ffn_forward(hc_ctx *ctx, int layer, const float *ffn_inp, const float *x_norm, int B, int pos0, float *out)
@@ -401,23 +467,31 @@ static void ffn_block(hc_ctx *ctx, int layer, const float *x, int B, int pos0, f
     hc_ffn_forward(ctx, layer, x, ctx->xn, B, pos0, out);
 }
 
-void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0)
+/* The layer on x's B rows in place, keeping only the last keep: the others
+ * only leave their k and v in the cache (the rest of them would feed nothing
+ * after the last layer, which is where hc_eval asks for keep < B, as
+ * llama.cpp does). Each kept row gets the same bits as with keep = B. */
+static void layer_forward(hc_ctx *ctx, int layer, float *x, int B, int keep, int pos0)
 {
-    size_t n = (size_t)B * (size_t)ctx->model->hp.n_embd;
+    int E = ctx->model->hp.n_embd, pos_keep = pos0 + B - keep;
+    float *xk = x + (size_t)(B - keep) * (size_t)E;
+    size_t n = (size_t)keep * (size_t)E;
+    attention(ctx, layer, x, B, keep, pos0, ctx->tmp);
+    if (!keep) return;
     switch ((enum hc_residual)ctx->model->hp.residual) {
     case HC_RESIDUAL_SEQUENTIAL:
-        attention(ctx, layer, x, B, pos0, ctx->tmp);
-        for (size_t i = 0; i < n; i++) x[i] += ctx->tmp[i];
-        ffn_block(ctx, layer, x, B, pos0, ctx->tmp);
-        for (size_t i = 0; i < n; i++) x[i] += ctx->tmp[i];
+        for (size_t i = 0; i < n; i++) xk[i] += ctx->tmp[i];
+        ffn_block(ctx, layer, xk, keep, pos_keep, ctx->tmp);
+        for (size_t i = 0; i < n; i++) xk[i] += ctx->tmp[i];
         break;
     case HC_RESIDUAL_PARALLEL:   /* Falcon: x += ffn(norm2(x)) + attn(norm(x)) */
-        attention(ctx, layer, x, B, pos0, ctx->tmp);
-        ffn_block(ctx, layer, x, B, pos0, ctx->tmp2);
-        for (size_t i = 0; i < n; i++) x[i] += ctx->tmp2[i] + ctx->tmp[i];
+        ffn_block(ctx, layer, xk, keep, pos_keep, ctx->tmp2);
+        for (size_t i = 0; i < n; i++) xk[i] += ctx->tmp2[i] + ctx->tmp[i];
         break;
     }
 }
+
+void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0) { layer_forward(ctx, layer, x, B, B, pos0); }
 
 void hc_output(hc_ctx *ctx, const float *x, int B, float *logits)
 {
@@ -442,7 +516,10 @@ int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *l
     for (int s = 0; s < n_tokens; s += ctx->n_batch) {
         int B = n_tokens - s < ctx->n_batch ? n_tokens - s : ctx->n_batch;
         hc_embed(ctx, tokens + s, B, pos0 + s, ctx->x);
-        for (int il = 0; il < hp->n_layer; il++) hc_layer_forward(ctx, il, ctx->x, B, pos0 + s);
+        /* HC_LOGITS_LAST without a hook: the last layer only for the row whose logits are wanted */
+        int keep_last = which != HC_LOGITS_LAST || ctx->hook ? B : s + B == n_tokens;
+        for (int il = 0; il < hp->n_layer; il++)
+            layer_forward(ctx, il, ctx->x, B, il == hp->n_layer - 1 ? keep_last : B, pos0 + s);
         if (which == HC_LOGITS_ALL)
             hc_output(ctx, ctx->x, B, logits + (size_t)s * (size_t)hp->n_vocab);
         else if (which == HC_LOGITS_LAST && s + B == n_tokens)

@@ -176,7 +176,9 @@ const char *hc_ctx_error(const hc_ctx *ctx);
 enum hc_logits { HC_LOGITS_NONE, HC_LOGITS_LAST, HC_LOGITS_ALL };
 /* Evaluate tokens at positions pos0 .. pos0+n_tokens-1 (the cache must hold
  * 0 .. pos0-1), in batches of at most n_batch with causal attention.
- * logits: n_vocab floats (LAST) or n_tokens*n_vocab (ALL). 0, or -1 with the
+ * logits: n_vocab floats (LAST) or n_tokens*n_vocab (ALL). LAST without a
+ * hook runs the last layer for the last token only (the others leave their k
+ * and v in the cache); its logits are the same bits. 0, or -1 with the
  * reason in hc_ctx_error (position past n_ctx, token id out of range). */
 int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *logits, int which);
 

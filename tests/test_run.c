@@ -240,20 +240,59 @@ static void test_threads_bit_identical(void)
     }
 }
 
+/* A batch, chunks of 7 and token-by-token evaluation give the same bits: a
+ * row's products do not depend on the batch, and attention gives each token
+ * its own operations whether it runs alone or in a group of ATT_GROUP
+ * (forward.c; a short group repeats its last token). */
 static void test_batch_equals_sequential(void)
 {
-    uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_Q8_0 };
-    for (size_t i = 0; i < 2; i++) {
+    uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         synth s = { .type = types[i] };
         hc_model *m = load(write_model("batch.gguf", &s));
         CHECK(m != NULL);
         float *seq = run_all(m, 2, 1, 24), *all = run_all(m, 2, 24, 24), *chunks = run_all(m, 2, 7, 24);
         CHECK(seq && all && chunks);
+        int same_all = memcmp(all, seq, sizeof(float) * V * 24) == 0;
+        int same_chunks = memcmp(chunks, seq, sizeof(float) * V * 24) == 0;
         double d1 = max_rel_diff(all, seq, (size_t)V * 24), d2 = max_rel_diff(chunks, seq, (size_t)V * 24);
         free(seq); free(all); free(chunks);
         hc_model_free(m);
-        CHECKF(d1 < 1e-5 && d2 < 1e-5, "%s: batched vs sequential rel diff %g, chunked %g",
+        CHECKF(same_all && same_chunks, "%s: batched vs sequential rel diff %g, chunked %g",
                ggml_type_name(types[i]), d1, d2);
+    }
+}
+
+/* HC_LOGITS_LAST runs the last layer for the last row only (the others leave
+ * just their k and v): the same bits as the last row of HC_LOGITS_ALL, in one
+ * batch or in chunks, and the cache it leaves gives the next token the same
+ * logits too. */
+static void test_last_equals_all(void)
+{
+    uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        synth s = { .type = types[i], .relu = i % 2 };
+        hc_model *m = load(write_model("last.gguf", &s));
+        CHECK(m != NULL);
+        float *all = run_all(m, 2, 24, 24), last[V], next_all[V], next_last[V];
+        int ok = all != NULL;
+        for (int nb = 7; ok && nb <= 24; nb += 17) {
+            hc_ctx *ca = new_ctx(m, 2, 24), *cl = new_ctx(m, 2, nb);
+            float *scratch = malloc(sizeof(float) * V * 23);
+            ok = ca && cl && scratch && hc_eval(cl, toks, 23, 0, last, HC_LOGITS_LAST) == 0 &&
+                 hc_eval(ca, toks, 23, 0, scratch, HC_LOGITS_ALL) == 0 &&
+                 memcmp(last, scratch + (size_t)V * 22, sizeof last) == 0 &&
+                 hc_eval(cl, toks + 23, 1, 23, next_last, HC_LOGITS_LAST) == 0 &&
+                 hc_eval(ca, toks + 23, 1, 23, next_all, HC_LOGITS_LAST) == 0 &&
+                 memcmp(next_last, next_all, sizeof next_all) == 0 &&
+                 memcmp(next_last, all + (size_t)V * 23, sizeof next_all) == 0;
+            free(scratch);
+            hc_ctx_free(ca);
+            hc_ctx_free(cl);
+        }
+        free(all);
+        hc_model_free(m);
+        CHECKF(ok, "type %s", ggml_type_name(types[i]));
     }
 }
 
@@ -348,7 +387,8 @@ static void test_hooks(void)
     CHECK(ok);
     CHECKF(zeros > FF / 10 && zeros < FF, "ReLU FFN activation has %d zeros of %d", zeros, FF);
     CHECK(memcmp(L.ffn_act0, Lu.ffn_act0, sizeof L.ffn_act0) == 0);
-    CHECKF(u.calls == 3 * NL && u.with_h == u.calls && plain.calls == 3 * NL && plain.with_h == 0,
+    /* unhooked, HC_LOGITS_LAST runs the last layer's FFN for the final chunk only */
+    CHECKF(u.calls == 3 * NL && u.with_h == u.calls && plain.calls == 3 * (NL - 1) + 1 && plain.with_h == 0,
            "replacement FFN: %d calls, %d with h; unhooked %d, %d", u.calls, u.with_h, plain.calls, plain.with_h);
     CHECK(memcmp(lg, lgu, sizeof lg) == 0 && memcmp(lg, lgp, sizeof lg) == 0);
 }
@@ -584,6 +624,7 @@ int main(int argc, char **argv)
     RUN(test_logits_threads_cli);
     RUN(test_threads_bit_identical);
     RUN(test_batch_equals_sequential);
+    RUN(test_last_equals_all);
     RUN(test_down_t_equals_down);
     RUN(test_hooks);
     RUN(test_tied_and_eval_errors);
