@@ -268,28 +268,36 @@ typedef struct {
 
 #define Q8_CHUNK 8
 
+/* Chunk c (8 blocks, zero past nb) of a Q8_0 activation x in the layout both
+ * AVX2 arrangements share: lo[p] / hi[p] the first / last 16 bytes of blocks
+ * 2p, 2p+1, and each block's scale and (if corr) its -8·Σx in lane 4m+p. */
+TI void arrange_pairs(const block_q8_0 *x, int nb, int c, __m256i lo[4], __m256i hi[4], __m256 *d, __m256i *corr)
+{
+    int8_t l[4][32] = {{0}}, h[4][32] = {{0}};
+    int32_t cs[8] = {0};
+    float ds[8] = {0};
+    for (int p = 0; p < 4; p++)
+        for (int m = 0; m < 2; m++) {
+            int b = 8 * c + 2 * p + m, sum = 0;
+            if (b >= nb) continue;
+            memcpy(l[p] + 16 * m, x[b].qs, 16);
+            memcpy(h[p] + 16 * m, x[b].qs + 16, 16);
+            for (int j = 0; corr && j < QK8_0; j++) sum += x[b].qs[j];
+            cs[4 * m + p] = -8 * sum;
+            ds[4 * m + p] = _cvtsh_ss(x[b].d);
+        }
+    for (int p = 0; p < 4; p++) {
+        lo[p] = _mm256_loadu_si256((const __m256i *)l[p]);
+        hi[p] = _mm256_loadu_si256((const __m256i *)h[p]);
+    }
+    *d = _mm256_loadu_ps(ds);
+    if (corr) *corr = _mm256_loadu_si256((const __m256i *)cs);
+}
+
 T static void arrange_q8(const void *act, int n, void *xa)
 {
-    const block_q8_0 *x = act;
     xq8 *xc = xa;
-    int nb = n / QK8_0;
-    for (int c = 0; c < (nb + Q8_CHUNK - 1) / Q8_CHUNK; c++) {
-        int8_t lo[4][32] = {{0}}, hi[4][32] = {{0}};
-        float d[8] = {0};
-        for (int p = 0; p < 4; p++)
-            for (int m = 0; m < 2; m++) {
-                int b = c * Q8_CHUNK + 2 * p + m;
-                if (b >= nb) continue;
-                memcpy(lo[p] + 16 * m, x[b].qs, 16);
-                memcpy(hi[p] + 16 * m, x[b].qs + 16, 16);
-                d[4 * m + p] = _cvtsh_ss(x[b].d);
-            }
-        for (int p = 0; p < 4; p++) {
-            xc[c].lo[p] = _mm256_loadu_si256((const __m256i *)lo[p]);
-            xc[c].hi[p] = _mm256_loadu_si256((const __m256i *)hi[p]);
-        }
-        xc[c].d = _mm256_loadu_ps(d);
-    }
+    for (int c = 0; c * Q8_CHUNK < n / QK8_0; c++) arrange_pairs(act, n / QK8_0, c, xc[c].lo, xc[c].hi, &xc[c].d, NULL);
 }
 
 static size_t arranged_q8(int n) { return sizeof(xq8) * (size_t)((n / QK8_0 + Q8_CHUNK - 1) / Q8_CHUNK); }
@@ -518,30 +526,9 @@ typedef struct {
 
 T static void arrange_q4(const void *act, int n, void *xa)
 {
-    const block_q8_0 *x = act;
     xq4 *xc = xa;
-    int nb = n / QK8_0;
-    for (int c = 0; c < (nb + Q4_CHUNK - 1) / Q4_CHUNK; c++) {
-        int8_t lo[4][32] = {{0}}, hi[4][32] = {{0}};
-        int32_t corr[8] = {0};
-        float d[8] = {0};
-        for (int p = 0; p < 4; p++)
-            for (int m = 0; m < 2; m++) {
-                int b = c * Q4_CHUNK + 2 * p + m, s = 0;
-                if (b >= nb) continue;
-                memcpy(lo[p] + 16 * m, x[b].qs, 16);
-                memcpy(hi[p] + 16 * m, x[b].qs + 16, 16);
-                for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
-                corr[4 * m + p] = -8 * s;
-                d[4 * m + p] = _cvtsh_ss(x[b].d);
-            }
-        for (int p = 0; p < 4; p++) {
-            xc[c].lo[p] = _mm256_loadu_si256((const __m256i *)lo[p]);
-            xc[c].hi[p] = _mm256_loadu_si256((const __m256i *)hi[p]);
-        }
-        xc[c].corr = _mm256_loadu_si256((const __m256i *)corr);
-        xc[c].d = _mm256_loadu_ps(d);
-    }
+    for (int c = 0; c * Q4_CHUNK < n / QK8_0; c++)
+        arrange_pairs(act, n / QK8_0, c, xc[c].lo, xc[c].hi, &xc[c].d, &xc[c].corr);
 }
 
 static size_t arranged_q4(int n) { return sizeof(xq4) * (size_t)((n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK); }
