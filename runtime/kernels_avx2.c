@@ -209,14 +209,6 @@ const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .dot = dot_f, .tile = 
 
 /* ---- Q8_0 / Q4_0 against Q8_0 activations ---- */
 
-/* 32 signed bytes of w times 32 of x, as 8 int32 partial sums converted to float.
- * Exact: |w| <= 128 and |x| <= 127 keep maddubs' int16 pairs from saturating. */
-TI __m256 mul_sum_i8(__m256i w, __m256i x)
-{
-    __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
-}
-
 /* 16 bytes of nibbles -> 32 values 0..15 in element order (low nibbles first). */
 TI __m256i nibbles(const uint8_t *qs)
 {
