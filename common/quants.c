@@ -1,6 +1,9 @@
 /* ggml's Q4_0/Q8_0 reference quantizers and dequantizers, bit for bit as
  * llama.cpp's x86-64 build computes them (docs/formats.md, "Q8_0 and Q4_0 blocks").
  * The fast entry points dispatch to quants_x86.c when the CPU allows. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <math.h>
 #include <string.h>
 #include "quants.h"
@@ -92,12 +95,22 @@ void dequantize_row_q8_0(const block_q8_0 *x, float *y, int64_t k)
 
 /* ------------------------------------------------------------ dispatch */
 
+int hc_cpu_has_f16c(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+#else
+    return 0;
+#endif
+}
+
 int hc_quant_simd_level(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
         return HC_SIMD_AVX512;
-    if (__builtin_cpu_supports("avx2"))
+    if (__builtin_cpu_supports("avx2") && hc_cpu_has_f16c())
         return HC_SIMD_AVX2;
 #endif
     return HC_SIMD_SCALAR;
@@ -129,6 +142,20 @@ void quantize_row_q8_0_at(const float *x, block_q8_0 *y, int64_t k, int level)
 #endif
     default:             quantize_row_q8_0_ref(x, y, k); return;
     }
+}
+
+void fp16_row_to_f32_at(const uint16_t *h, float *y, int64_t n, int level)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    static void (*const simd[])(const uint16_t *, float *, int64_t) = {
+        [HC_SIMD_AVX2] = fp16_row_to_f32_avx2, [HC_SIMD_AVX512] = fp16_row_to_f32_avx512 };
+    if (clamp_level(level) > HC_SIMD_SCALAR) {
+        simd[clamp_level(level)](h, y, n);
+        return;
+    }
+#endif
+    for (int64_t j = 0; j < n; j++)
+        y[j] = fp16_to_fp32(h[j]);
 }
 
 void quantize_row_q4_0(const float *x, block_q4_0 *y, int64_t k)

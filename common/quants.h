@@ -22,9 +22,14 @@ void quantize_row_q8_0(const float *x, block_q8_0 *y, int64_t k);
  * can hold every SIMD level against the reference. A level above what the CPU
  * supports falls back to the best one it does. */
 enum { HC_SIMD_SCALAR = 0, HC_SIMD_AVX2 = 1, HC_SIMD_AVX512 = 2 };
-int hc_quant_simd_level(void);    /* best level of this CPU */
+int hc_quant_simd_level(void);    /* best level of this CPU (AVX2 counts with F16C only) */
+/* 1 if the CPU has F16C (cpuid leaf 1: clang's __builtin_cpu_supports does not know it). */
+int hc_cpu_has_f16c(void);
 void quantize_row_q4_0_at(const float *x, block_q4_0 *y, int64_t k, int level);
 void quantize_row_q8_0_at(const float *x, block_q8_0 *y, int64_t k, int level);
+/* n F16 values to F32, the bits fp16_to_fp32 gives (vcvtph2ps: exact, NaNs
+ * quieted the same way), at a SIMD level as above. */
+void fp16_row_to_f32_at(const uint16_t *h, float *y, int64_t n, int level);
 
 /* (int8_t)v as x86-64 executes it (cvttss2si, low byte; 0 for NaN and out of
  * range), which ggml's x86 build does where C leaves the result undefined. */
@@ -35,5 +40,7 @@ void quantize_row_q4_0_avx2(const float *x, block_q4_0 *y, int64_t k);
 void quantize_row_q8_0_avx2(const float *x, block_q8_0 *y, int64_t k);
 void quantize_row_q4_0_avx512(const float *x, block_q4_0 *y, int64_t k);
 void quantize_row_q8_0_avx512(const float *x, block_q8_0 *y, int64_t k);
+void fp16_row_to_f32_avx2(const uint16_t *h, float *y, int64_t n);
+void fp16_row_to_f32_avx512(const uint16_t *h, float *y, int64_t n);
 
 #endif

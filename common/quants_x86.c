@@ -118,6 +118,15 @@ AVX2 void quantize_row_q8_0_avx2(const float *x, block_q8_0 *y, int64_t k)
     }
 }
 
+__attribute__((target("avx2,f16c"))) void fp16_row_to_f32_avx2(const uint16_t *h, float *y, int64_t n)
+{
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(y + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + j))));
+    for (; j < n; j++)
+        y[j] = fp16_to_fp32(h[j]);
+}
+
 /* --------------------------------------------------------------- AVX-512 */
 
 #define AVX512 __attribute__((target("avx512f,avx512bw")))
@@ -176,6 +185,15 @@ AVX512 void quantize_row_q8_0_avx512(const float *x, block_q8_0 *y, int64_t k)
         _mm_storeu_si128((__m128i *)(y[i].qs + 16),
                          _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(round_away16(_mm512_mul_ps(v1, id)))));
     }
+}
+
+AVX512 void fp16_row_to_f32_avx512(const uint16_t *h, float *y, int64_t n)
+{
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(y + j, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + j))));
+    for (; j < n; j++)
+        y[j] = fp16_to_fp32(h[j]);
 }
 
 #else

@@ -1,10 +1,12 @@
 /* Row conversion between tensor types, split over threads by whole rows so
  * the bytes never depend on the thread count. Sources other than F32 are
- * widened to F32 first, as llama-quantize does. */
+ * widened to F32 first, as llama-quantize does. The SIMD level is the
+ * runtime's instruction set ($HC_KERNELS), so one variable picks both. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include "kernels.h"
 #include "quantize.h"
 #include "quants.h"
 
@@ -26,11 +28,11 @@ int hc_can_convert(uint32_t src_type, uint32_t dst_type)
 }
 
 /* One row to F32: src itself when it is F32, else widened into tmp. */
-static const float *widen(uint32_t type, const void *src, float *tmp, int64_t n)
+static const float *widen(uint32_t type, const void *src, float *tmp, int64_t n, int level)
 {
     switch (type) {
     case GGML_TYPE_F32:  return src;
-    case GGML_TYPE_F16:  for (int64_t j = 0; j < n; j++) tmp[j] = fp16_to_fp32(((const uint16_t *)src)[j]); break;
+    case GGML_TYPE_F16:  fp16_row_to_f32_at(src, tmp, n, level); break;
     case GGML_TYPE_BF16: for (int64_t j = 0; j < n; j++) tmp[j] = bf16_to_fp32(((const uint16_t *)src)[j]); break;
     case GGML_TYPE_Q8_0: dequantize_row_q8_0(src, tmp, n); break;
     case GGML_TYPE_Q4_0: dequantize_row_q4_0(src, tmp, n); break;
@@ -39,14 +41,14 @@ static const float *widen(uint32_t type, const void *src, float *tmp, int64_t n)
     return tmp;
 }
 
-static void narrow(uint32_t type, const float *x, void *dst, int64_t n)
+static void narrow(uint32_t type, const float *x, void *dst, int64_t n, int level)
 {
     switch (type) {
     case GGML_TYPE_F32:  memcpy(dst, x, (size_t)n * sizeof *x); break;
     case GGML_TYPE_F16:  for (int64_t j = 0; j < n; j++) ((uint16_t *)dst)[j] = fp32_to_fp16(x[j]); break;
     case GGML_TYPE_BF16: for (int64_t j = 0; j < n; j++) ((uint16_t *)dst)[j] = fp32_to_bf16(x[j]); break;
-    case GGML_TYPE_Q8_0: quantize_row_q8_0(x, dst, n); break;
-    case GGML_TYPE_Q4_0: quantize_row_q4_0(x, dst, n); break;
+    case GGML_TYPE_Q8_0: quantize_row_q8_0_at(x, dst, n, level); break;
+    case GGML_TYPE_Q4_0: quantize_row_q4_0_at(x, dst, n, level); break;
     }
 }
 
@@ -55,6 +57,7 @@ typedef struct {
     const uint8_t *src;
     uint8_t *dst;
     int64_t row0, row1, n;
+    int level;   /* HC_SIMD_* */
 } job;
 
 static void *run_job(void *arg)
@@ -65,8 +68,8 @@ static void *run_job(void *arg)
     if (j->src_type != GGML_TYPE_F32 && !tmp)
         abort();   /* a row of floats: nothing sensible to do without it */
     for (int64_t r = j->row0; r < j->row1; r++)
-        narrow(j->dst_type, widen(j->src_type, j->src + (size_t)r * src_row, tmp, j->n),
-               j->dst + (size_t)r * dst_row, j->n);
+        narrow(j->dst_type, widen(j->src_type, j->src + (size_t)r * src_row, tmp, j->n, j->level),
+               j->dst + (size_t)r * dst_row, j->n, j->level);
     free(tmp);
     return NULL;
 }
@@ -81,8 +84,10 @@ void hc_convert_rows(uint32_t src_type, const void *src, uint32_t dst_type, void
     if (nthreads > nrows) nthreads = (int)nrows;
     if (nthreads < 1) nthreads = 1;
     int started[MAX_THREADS];
+    const int isa = hc_isa();
+    const int level = isa == HC_ISA_AVX512 ? HC_SIMD_AVX512 : isa == HC_ISA_AVX2 ? HC_SIMD_AVX2 : HC_SIMD_SCALAR;
     for (int i = 0; i < nthreads; i++) {
-        jobs[i] = (job){ src_type, dst_type, src, dst, nrows * i / nthreads, nrows * (i + 1) / nthreads, n };
+        jobs[i] = (job){ src_type, dst_type, src, dst, nrows * i / nthreads, nrows * (i + 1) / nthreads, n, level };
         /* the caller takes the last share, and any share a thread failed to start for */
         started[i] = i < nthreads - 1 && pthread_create(&tid[i], NULL, run_job, &jobs[i]) == 0;
         if (!started[i])

@@ -1,31 +1,20 @@
 /* The run-time choice of instruction set (kernels.h). */
 #include "kernels.h"
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "quants.h"
 
 static const char *const names[HC_ISA_COUNT] = { "scalar", "avx2", "avx512" };
-
-#if defined(__x86_64__)
-/* clang's __builtin_cpu_supports does not know "f16c": ask cpuid (leaf 1, ecx). */
-static int has_f16c(void)
-{
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-}
-#endif
 
 static int best_isa(void)
 {
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    int base = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
+    int base = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && hc_cpu_has_f16c();
     if (base && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512vnni"))

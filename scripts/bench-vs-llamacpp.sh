@@ -16,7 +16,11 @@
 # F16 model (DIM × NFF, LAYERS layers, vocab 512), and `hc-quantize --pure` makes
 # the other TYPES from it. Both programs then run the same file with the same
 # thread count, interleaved (hc, llama.cpp, hc, ...), REPS rounds; the table
-# shows medians:
+# shows medians. TYPES may name GPTQ (not in the default list: making it takes
+# minutes): `hc-quantize GPTQ` (native INT4, g128 asym, 4.5 bits per weight)
+# calibrated on CALIB_TOKENS tokens (default 256, in windows of 64) of a
+# generated text, run by hc-run against llama.cpp on the Q4_0 file (llama.cpp
+# cannot read GPTQ; Q4_0 is its type of the same size), decode and ppN only:
 #   decode   GEN tokens after an empty prompt (hc-run -p "" -n GEN; llama-bench -p 0 -n GEN)
 #   ppN      one prompt of N tokens (hc-run --logits; llama-bench -p N -n 0)
 #   quant    F16 -> TYPE, seconds (hc-quantize --pure -t; llama-quantize --pure), TYPES
@@ -25,10 +29,25 @@
 # that scripts/bench_membw.c measures with the same thread count just before and
 # after that type's rows (the higher of the two). "load" = the 1-minute load
 # average when the row finished: on a shared machine, read the figures with it.
+# ppN rows also give each side's GFLOP/s, counting the products' FLOPs each side
+# does (2 per weight element and token; attention scores, norms and the like,
+# under 1 % at these sizes, not counted): llama.cpp computes the last layer's
+# FFN (after the attention output product) only for the token whose logits
+# are wanted, and both sides compute the classifier for that token only.
+# HC_PRUNE says what hc-run does in the last layer for the tokens before the
+# last: "kv" (only their k and v products: hc-run since that pruning, default),
+# "ffn" (all but the FFN, as llama.cpp) or "none" (everything: older builds). "hc % peak" = hc's GFLOP/s ÷ (threads × one
+# core's peak at hc's instruction set, scripts/bench_peak.c, measured once per
+# run): the f32 FMA peak for the float types and GPTQ, the vpdpbusd (int8)
+# peak for Q8_0/Q4_0 where the kernels use it (AVX-512 VNNI; on AVX2 the FMA
+# peak, so a quantized kernel can pass 100 %). It is wall-clock, so a shared
+# machine lowers it; "hc kernel % peak" is the kernel alone in thread CPU time
+# (bench_kernels cpu ISA DIM 2048 N: the type's product with N vectors), which
+# load hardly moves. The vdpbf16ps peak is printed below the table.
 #
 # Environment (defaults): TYPES="F32 F16 BF16 Q8_0 Q4_0" THREADS="1 2" TESTS="decode
 # pp128 pp512 quant" REPS=3 GEN=32 DIM=4096 NFF=11008 LAYERS=8 VERSION=0.3.36
-# MODELS=$PEER/models. HC_KERNELS=avx2 (or avx512, scalar) makes hc-run and
+# MODELS=$PEER/models HC_PRUNE=kv. HC_KERNELS=avx2 (or avx512, scalar) makes hc-run and
 # hc-quantize use that instruction set's kernels (docs/hc-run.md, ENVIRONMENT).
 # LLAMA_ISA=avx2 builds and runs llama.cpp without AVX-512 (AVX2, FMA, F16C;
 # under $PEER/llama-build-avx2): with HC_KERNELS=avx2, the AVX2-only comparison on
@@ -45,6 +64,10 @@ GEN=${GEN:-32}
 DIM=${DIM:-4096}
 NFF=${NFF:-11008}
 LAYERS=${LAYERS:-8}
+HC_PRUNE=${HC_PRUNE:-kv}
+case $HC_PRUNE in kv|ffn|none) ;; *) echo "bench-vs-llamacpp: HC_PRUNE is kv, ffn or none, not '$HC_PRUNE'" >&2; exit 1 ;; esac
+VOCAB=512
+CALIB_TOKENS=${CALIB_TOKENS:-256}
 
 MODELS=${MODELS:-$PEER/models}
 mkdir -p "$PEER" "$MODELS"
@@ -86,9 +109,16 @@ build_peer() {
 model() {
     base=$MODELS/synth-$DIM-$NFF-$LAYERS
     [ -f "$base-F16.gguf" ] || "$HC_BIN/hc-convert" synth -o "$base-F16.gguf" --dim "$DIM" --n-ff "$NFF" \
-        --layers "$LAYERS" --heads 32 --kv-heads 32 --vocab 512 --ctx 1024 --act silu --type f16 \
+        --layers "$LAYERS" --heads 32 --kv-heads 32 --vocab "$VOCAB" --ctx 1024 --act silu --type f16 \
         --seed 1 >/dev/null
-    [ -f "$base-$1.gguf" ] || "$HC_BIN/hc-quantize" -q --pure "$base-F16.gguf" "$base-$1.gguf" "$1"
+    [ -f "$base-$1.gguf" ] || case $1 in
+    GPTQ) awk 'BEGIN { srand(1); split("the cat sat on a mat and looked at big red ball she was happy day", w);
+                       for (i = 0; i < 4000; i++) printf "%s%s", w[int(rand() * 16) + 1], (i % 12 == 11) ? ".\n" : " " }' \
+              >"$T/calib.txt"
+          "$HC_BIN/hc-quantize" -q "$base-F16.gguf" "$base-GPTQ.gguf" GPTQ --calib "$T/calib.txt" \
+              --calib-tokens "$CALIB_TOKENS" --ctx 64 ;;
+    *) "$HC_BIN/hc-quantize" -q --pure "$base-F16.gguf" "$base-$1.gguf" "$1" ;;
+    esac
     echo "$base-$1.gguf"
 }
 
@@ -123,15 +153,17 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (
 # row TEST TYPE THREADS: REPS interleaved rounds, medians appended to $T/raw
 row() {
     test=$1 type=$2 t=$3 m=$(model "$2")
+    lm=$m   # llama.cpp's file: the same, or Q4_0 for GPTQ
+    [ "$type" = GPTQ ] && lm=$(model Q4_0)
     : >"$T/hc" && : >"$T/ll"
     case $test in pp*) p=$(prompt_text "${test#pp}" "$m") ;; esac
     i=0
     while [ "$i" -lt "$REPS" ]; do
         case $test in
         decode) hc_ts generation -m "$m" -p "" -n "$GEN" --temp 0 -t "$t" >>"$T/hc"
-                llama_ts -m "$m" -p 0 -n "$GEN" -t "$t" >>"$T/ll" ;;
+                llama_ts -m "$lm" -p 0 -n "$GEN" -t "$t" >>"$T/ll" ;;
         pp*)    hc_ts prompt -m "$m" -p "$p" --logits -t "$t" >>"$T/hc"
-                llama_ts -m "$m" -p "${test#pp}" -n 0 -t "$t" >>"$T/ll" ;;
+                llama_ts -m "$lm" -p "${test#pp}" -n 0 -t "$t" >>"$T/ll" ;;
         quant)  secs_of "$HC_BIN/hc-quantize" -q --pure -t "$t" "$(model F16)" "$T/q.gguf" "$type" >>"$T/hc"
                 echo >>"$T/hc"; rm -f "$T/q.gguf"
                 secs_of "$LB/llama-quantize" --pure "$(model F16)" "$T/q.gguf" "$type" "$t" >>"$T/ll"
@@ -140,29 +172,50 @@ row() {
         i=$((i + 1))
     done
     bytes=$(awk '/weights read per token:/ { print $5 }' "$T/hc.err" 2>/dev/null || true)
-    echo "$test $type $t $(median <"$T/hc") $(median <"$T/ll") ${bytes:-0} $(cut -d' ' -f1 /proc/loadavg)" >>"$T/raw"
+    kg=-   # ppN: hc's kernel alone, thread CPU time (bench_kernels cpu: DIM x 2048, B = N)
+    case $test in pp*) kg=$("$O/bench/bench_kernels" cpu "$isa" "$DIM" 2048 "${test#pp}" 3 2>/dev/null |
+                           awk -v ty="$type" '$1 == ty { print $2 }') ;; esac
+    echo "$test $type $t $(median <"$T/hc") $(median <"$T/ll") ${bytes:-0} $(cut -d' ' -f1 /proc/loadavg) ${kg:--}" >>"$T/raw"
 }
 
-# table BW: the rows in $T/raw as markdown, "% bw" against BW GB/s
+# table BW FPEAK QPEAK: the rows in $T/raw as markdown, "% bw" against BW GB/s,
+# "% peak" against FPEAK (float types) or QPEAK (Q8_0/Q4_0) GFLOP/s per thread
 table() {
-    awk -v bw="$1" '{
-        test = $1; hc = $4; ll = $5; bytes = $6
+    awk -v bw="$1" -v fpeak="$2" -v qpeak="$3" -v d="$DIM" -v f="$NFF" -v l="$LAYERS" -v v="$VOCAB" -v prune="$HC_PRUNE" '
+    # FLOPs of one prompt of n tokens; cut = the last layer products done for the last token only
+    function flops(n, cut) { return 2 * (n * l * (4 * d * d + 3 * d * f) - (n - 1) * cut + v * d) }
+    {
+        test = $1; hc = $4; ll = $5; bytes = $6; t = $3
+        peak = ($2 ~ /^Q/ && qpeak > 0) ? qpeak : fpeak
         if (hc == "-" || ll == "-" || hc == 0 || ll == 0) ratio = "-"
         else ratio = sprintf("%.2f", test == "quant" ? ll / hc : hc / ll)
-        hb = lb = "-"
+        hb = lb = hg = lg = hp = kp = "-"
         if (test == "decode" && bw > 0) {
             if (hc != "-") hb = sprintf("%.0f%%", 100 * bytes * hc / 1e9 / bw)
             if (ll != "-") lb = sprintf("%.0f%%", 100 * bytes * ll / 1e9 / bw)
         }
+        if (test ~ /^pp/) {
+            n = substr(test, 3) + 0
+            hcut = prune == "none" ? 0 : 3 * d * f + (prune == "kv" ? 2 * d * d : 0)   # kv: q and wo too
+            if (hc != "-") { hg = sprintf("%.0f", flops(n, hcut) / n * hc / 1e9)
+                             if (peak > 0) hp = sprintf("%.0f%%", 100 * hg / (peak * t)) }
+            if (ll != "-") lg = sprintf("%.0f", flops(n, 3 * d * f) / n * ll / 1e9)
+            if ($8 != "-" && peak > 0) kp = sprintf("%.0f%%", 100 * $8 / peak)
+        }
         if (test != "quant") { if (hc != "-") hc = sprintf("%.1f", hc); if (ll != "-") ll = sprintf("%.1f", ll) }
-        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", test, $2, $3, hc, ll, ratio, hb, lb, $7 }' "$T/raw"
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", test, $2, t, hc, ll, ratio, hb, lb, hg, lg, hp, kp, $7 }' "$T/raw"
 }
 
 build_peer
 O=${O:-build}
-make --no-print-directory -s O="$O" "$O/bench/bench_membw"
+make --no-print-directory -s O="$O" "$O/bench/bench_membw" "$O/bench/bench_peak" "$O/bench/bench_kernels"
 MEMBW=$O/bench/bench_membw
 isa=$("$HC_BIN/hc-run" -m "$(model F16)" -p "" -n 1 -t 1 -v 2>&1 >/dev/null | sed -n 's/.*kernels: \([a-z0-9]*\).*/\1/p')
+"$O/bench/bench_peak" >"$T/peak"
+case $isa in avx512) peak_name=fma512 ;; avx2) peak_name=fma256 ;; *) peak_name=none ;; esac
+peak=$(awk -v n="$peak_name" '$1 == n { print $2 }' "$T/peak")
+qpeak=0
+[ "$isa" = avx512 ] && qpeak=$(awk '$1 == "dpbusd" { print $2 }' "$T/peak")
 start_load=$(cut -d' ' -f1-3 /proc/loadavg)
 : >"$T/table"
 for type in $TYPES; do
@@ -176,7 +229,7 @@ for type in $TYPES; do
         done
         bw2=$(membw "$t")
         bw=$(echo "$bw1 $bw2" | awk '{ print ($1 > $2) ? $1 : $2 }')   # the conservative ratio
-        table "$bw" >>"$T/table"
+        table "$bw" "${peak:-0}" "${qpeak:-0}" >>"$T/table"
         echo "$type -t $t: read bandwidth $bw1 / $bw2 GB/s (before / after)" >>"$T/bw"
     done
 done
@@ -186,9 +239,10 @@ echo "model: hc-convert synth, dim $DIM, n_ff $NFF, $LAYERS layers, vocab 512; $
 echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs, $(grep -o -w 'avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "load average at start: $start_load; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| test | type | threads | hc | llama.cpp | hc ÷ llama.cpp | hc % bw | llama.cpp % bw | load |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| test | type | threads | hc | llama.cpp | hc ÷ llama.cpp | hc % bw | llama.cpp % bw | hc GFLOP/s | llama.cpp GFLOP/s | hc % peak | hc kernel % peak | load |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 cat "$T/table"
 echo
-echo "(decode and ppN: tokens/s; quant: seconds, and the ratio is llama.cpp's time ÷ hc's)"
+echo "(decode and ppN: tokens/s; quant: seconds, and the ratio is llama.cpp's time ÷ hc's; GFLOP/s: last layer for the earlier tokens: hc-run HC_PRUNE=$HC_PRUNE, llama.cpp ffn; GPTQ rows: llama.cpp runs the Q4_0 file)"
+echo "one core's peak, GFLOP/s (bench_peak, thread CPU time): $(tr '\n' ' ' <"$T/peak")(hc % peak against $peak_name$([ "${qpeak:-0}" != 0 ] && echo ", Q8_0/Q4_0 against dpbusd"))"
 cat "$T/bw"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # hc-quantize from the command line: help, usage errors, the progress lines
-# (-v; quiet by default when stdout is not a terminal), --quiet, and a full disk (ulimit -f) leaving nothing behind.
+# (-v; quiet by default when stdout is not a terminal), --quiet, HC_KERNELS, and a full disk (ulimit -f) leaving nothing behind.
 . tests/lib.sh
 Q=$HC_BIN/hc-quantize
 
@@ -28,6 +28,20 @@ fi
 check quiet sh -c "[ -z \"\$($Q --quiet '$IN' '$T/q.gguf' Q4_0 2>&1)\" ] && [ -s '$T/q.gguf' ]"
 # stdout not a terminal and no -v: quiet, as a script wants it
 check quiet_when_piped sh -c "[ -z \"\$($Q '$IN' '$T/q2.gguf' Q4_0 2>&1)\" ] && cmp '$T/q.gguf' '$T/q2.gguf'"
+
+# HC_KERNELS picks the quantizers' instruction set: the same bytes from every
+# one this CPU runs; an unknown name is refused and leaves no file
+for k in scalar avx2 avx512; do
+    if HC_KERNELS=$k "$Q" -q "$IN" "$T/k-$k.gguf" Q4_0 2>"$T/k.err"; then
+        check "kernels_$k" cmp "$T/q.gguf" "$T/k-$k.gguf"
+    elif grep -q "is not an instruction set this CPU runs" "$T/k.err"; then
+        skip "kernels_$k" "this CPU does not run $k"
+    else
+        fail "kernels_$k" "$(cat "$T/k.err")"
+    fi
+done
+check_fails kernels_unknown "HC_KERNELS: 'avx9' is not an instruction set" env HC_KERNELS=avx9 "$Q" -q "$IN" "$T/k9.gguf" Q4_0
+check kernels_unknown_no_file test ! -e "$T/k9.gguf"
 
 # A file-size limit stands in for a full disk: with SIGXFSZ ignored, writes fail
 # with EFBIG. The error must name the output, and no file (not even the

@@ -196,6 +196,30 @@ static void test_simd_unaligned(void)
     CHECK(memcmp(r4, s4, sizeof r4) == 0 && memcmp(r8, s8, sizeof r8) == 0);
 }
 
+/* Every one of the 65536 halves (NaNs, infinities, subnormals included),
+ * at odd lengths and offsets, widened at every level: the reference's bits. */
+static void test_fp16_rows(void)
+{
+    enum { N = 65536 + 7 };
+    uint16_t *h = malloc(N * sizeof *h);
+    float *want = malloc(N * sizeof *want), *got = malloc(N * sizeof *got);
+    CHECK(h && want && got);
+    for (int i = 0; i < N; i++) {
+        h[i] = (uint16_t)(i * 40503u);   /* odd multiplier: a permutation of the halves */
+        want[i] = fp16_to_fp32(h[i]);
+    }
+    for (int l = 1; l < N_LEVELS; l++) {
+        if (levels[l] > hc_quant_simd_level()) continue;
+        for (int off = 0; off < 3; off++) {
+            memset(got, 0, N * sizeof *got);
+            fp16_row_to_f32_at(h + off, got + off, N - 7 + off, levels[l]);
+            CHECKF(memcmp(got + off, want + off, (size_t)(N - 7 + off) * sizeof *got) == 0,
+                   "level %d offset %d", levels[l], off);
+        }
+    }
+    free(h); free(want); free(got);
+}
+
 int main(void)
 {
     RUN(test_hand_blocks_q4_0);
@@ -205,5 +229,6 @@ int main(void)
     RUN(test_x86_conversion);
     RUN(test_simd_equals_ref);
     RUN(test_simd_unaligned);
+    RUN(test_fp16_rows);
     return th_done();
 }
