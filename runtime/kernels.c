@@ -1,6 +1,9 @@
 /* The run-time choice of instruction set (kernels.h). */
 #include "kernels.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +12,17 @@
 #include "quants.h"
 
 static const char *const names[HC_ISA_COUNT] = { "scalar", "avx2", "avx512" };
+
+/* AVX512_BF16 (vdpbf16ps): cpuid leaf 7, subleaf 1, eax bit 5. */
+static int has_avx512bf16(void)
+{
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+#else
+    return 0;
+#endif
+}
 
 static int best_isa(void)
 {
@@ -37,19 +51,22 @@ static int env_isa(void)
            best >= HC_ISA_AVX2 ? "avx2, " : "", "scalar");
 }
 
-/* Chosen on first use (-1: not yet); threads racing here all store the same
- * value. Tests and benchmarks change it with hc_kernel_force between runs. */
+/* *v, set to choose() on first use (-1: not yet); threads racing here all
+ * store the same value. */
+static int chosen(atomic_int *v, int (*choose)(void))
+{
+    int c = atomic_load_explicit(v, memory_order_relaxed);
+    if (c < 0) {
+        c = choose();
+        atomic_store_explicit(v, c, memory_order_relaxed);
+    }
+    return c;
+}
+
+/* Tests and benchmarks change it with hc_kernel_force between runs. */
 static atomic_int cur_isa = -1;
 
-int hc_isa(void)
-{
-    int is = atomic_load_explicit(&cur_isa, memory_order_relaxed);
-    if (is < 0) {
-        is = env_isa();
-        atomic_store_explicit(&cur_isa, is, memory_order_relaxed);
-    }
-    return is;
-}
+int hc_isa(void) { return chosen(&cur_isa, env_isa); }
 
 const char *hc_kernel_isa(void) { return names[hc_isa()]; }
 
@@ -60,4 +77,15 @@ int hc_kernel_force(const char *name)
     for (int i = best; i >= 0; i--)    /* the best and everything below it run here */
         if (!strcmp(names[i], name)) { atomic_store(&cur_isa, i); return 0; }
     return -1;
+}
+
+/* Tests and benchmarks change it with hc_kernel_bf16_dot between runs. */
+static atomic_int bf16_dot = -1;
+
+int hc_bf16_dot(void) { return chosen(&bf16_dot, has_avx512bf16); }
+
+int hc_kernel_bf16_dot(int on)
+{
+    atomic_store(&bf16_dot, on && has_avx512bf16());
+    return hc_bf16_dot();
 }

@@ -11,7 +11,8 @@
  * against and the fallback where no SIMD path runs; the instruction set is
  * chosen at run time (kernels.c). A weight matrix is w->rows rows of w->n
  * elements (weight.h); activations are "prepared" once per vector for the
- * weight's type, as ggml does (F32/F16/BF16 weights: the f32 vector itself;
+ * weight's type, as ggml does (F32/F16 weights: the f32 vector itself; BF16
+ * weights: the vector rounded to bf16, as ggml's vec_dot_type for BF16;
  * Q8_0/Q4_0 weights: Q8_0 blocks; INT4-GPTQ: see kernels_gptq.h). */
 #ifndef HC_KERNELS_H
 #define HC_KERNELS_H
@@ -75,12 +76,21 @@ const char *hc_kernel_isa(void);
  * for the best. 0 if this CPU runs it. */
 int hc_kernel_force(const char *isa);
 
-/* The kernels of each instruction set file. The float kernels serve F32, F16
- * and BF16 (they read w->type). */
-extern const hc_kernel hc_ref_float, hc_ref_q8_0, hc_ref_q4_0, hc_ref_gptq;
+/* 1 when the AVX-512 BF16 kernels use vdpbf16ps: the CPU has AVX512_BF16 and
+ * it was not turned off. Without it (Ice Lake; or turned off) they widen the
+ * bf16 pairs and FMA them in vdpbf16ps's order (docs/design/kernels.md). */
+int hc_bf16_dot(void);
+/* Tests and benchmarks: on = 0 turns vdpbf16ps off, 1 on where the CPU has
+ * it. Returns hc_bf16_dot(). */
+int hc_kernel_bf16_dot(int on);
+
+/* The kernels of each instruction set file. The float kernels serve F32 and
+ * F16 (they read w->type); their AXPY serves BF16 rows too (an AXPY has no
+ * activation), which the bf16 kernels borrow. */
+extern const hc_kernel hc_ref_float, hc_ref_bf16, hc_ref_q8_0, hc_ref_q4_0, hc_ref_gptq;
 #if defined(__x86_64__)
-extern const hc_kernel hc_avx2_float, hc_avx2_q8_0, hc_avx2_q4_0, hc_avx2_gptq;
-extern const hc_kernel hc_avx512_float, hc_avx512_q8_0, hc_avx512_q4_0, hc_avx512_gptq;
+extern const hc_kernel hc_avx2_float, hc_avx2_bf16, hc_avx2_q8_0, hc_avx2_q4_0, hc_avx2_gptq;
+extern const hc_kernel hc_avx512_float, hc_avx512_bf16, hc_avx512_q8_0, hc_avx512_q4_0, hc_avx512_gptq;
 #endif
 
 /* Row r of a F32, F16 or BF16 weight, from column c. */
@@ -91,8 +101,11 @@ static inline const char *hc_float_row(const hc_weight *w, int r, int c)
 }
 
 /* Shared by every instruction set: the prepared activation of the float
- * kernels (x itself), and GPTQ's activation and row AXPY (kernels_ref.c). */
+ * kernels (x itself), of the bf16 kernels (x rounded to bf16 as ggml's
+ * fp32_to_bf16: nearest even, NaN kept and quieted), and GPTQ's activation
+ * and row AXPY (kernels_ref.c). */
 void hc_act_copy(const hc_weight *w, const float *x, void *act);
+void hc_act_bf16(const hc_weight *w, const float *x, void *act);
 void hc_ref_gptq_prepare(const hc_weight *w, const float *x, void *act);
 void hc_ref_gptq_axpy(const hc_weight *w, int r, int c0, int c1, float a, float *y);
 

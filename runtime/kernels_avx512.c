@@ -67,8 +67,7 @@ TI float dot_float(int k, const void *row, const float *x, int n)
 T static float dot_f(const hc_weight *w, int r, const void *x)
 {
     const char *row = hc_float_row(w, r, 0);
-    if (w->type == GGML_TYPE_F32) return dot_float(GGML_TYPE_F32, row, x, w->n);
-    return w->type == GGML_TYPE_F16 ? dot_float(GGML_TYPE_F16, row, x, w->n) : dot_float(GGML_TYPE_BF16, row, x, w->n);
+    return w->type == GGML_TYPE_F32 ? dot_float(GGML_TYPE_F32, row, x, w->n) : dot_float(GGML_TYPE_F16, row, x, w->n);
 }
 
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
@@ -181,12 +180,104 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     const void *rows[RM];
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
     if (w->type == GGML_TYPE_F32) tile(GGML_TYPE_F32, RM, TM, rows, (const float *const *)x, w->n, y);
-    else if (w->type == GGML_TYPE_F16) tile(GGML_TYPE_F16, RM, TM, rows, (const float *const *)x, w->n, y);
-    else tile(GGML_TYPE_BF16, RM, TM, rows, (const float *const *)x, w->n, y);
+    else tile(GGML_TYPE_F16, RM, TM, rows, (const float *const *)x, w->n, y);
 }
 
 const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
                                     .axpy = axpy_f, .axpy_multi = axpy_multi_f };
+
+/* ---- BF16 against bf16 activations (ggml's numerics): 32 pairs of bf16
+ * per register. With AVX512_BF16 one vdpbf16ps per register: lane j gets
+ * acc + w[2j+1]·x[2j+1], rounded, then + w[2j]·x[2j], rounded (products of
+ * bf16 are exact in f32; subnormal inputs and results are zero). Without it
+ * (hc_bf16_dot() == 0) the pairs are widened by shifts and FMAed in that
+ * order: the same bits unless something is subnormal. ---- */
+
+#define TB __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c")))
+#define TBI static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c")))
+
+/* acc + the 16 pairs of w times those of x, as vdpbf16ps (dp) or its FMAs. */
+TBI __m512 dot_pairs(int dp, __m512 acc, __m512i w, __m512i x)
+{
+    if (dp) return _mm512_dpbf16_ps(acc, (__m512bh)w, (__m512bh)x);
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w, hi)), _mm512_castsi512_ps(_mm512_and_si512(x, hi)), acc);
+    return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), _mm512_castsi512_ps(_mm512_slli_epi32(x, 16)), acc);
+}
+
+/* bf16 elements [i, i+32) of p masked by m (lanes outside m read nothing and are zero). */
+TBI __m512i load32bf(const uint16_t *p, int i, __mmask32 m) { return _mm512_maskz_loadu_epi16(m, p + i); }
+
+TBI __mmask32 tail_mask32(int m) { return (__mmask32)((1ull << m) - 1); }
+
+/* One accumulator: a += the pairs of elements [32c, 32c + 32) for c = 0, 1,
+ * ..., the tail masked; the result is reduce_add(a). */
+TBI float dot_bf16(int dp, const uint16_t *row, const uint16_t *x, int n)
+{
+    __m512 a = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) a = dot_pairs(dp, a, load32bf(row, i, 0xffffffffu), load32bf(x, i, 0xffffffffu));
+    if (i < n) a = dot_pairs(dp, a, load32bf(row, i, tail_mask32(n - i)), load32bf(x, i, tail_mask32(n - i)));
+    return _mm512_reduce_add_ps(a);
+}
+
+TB static float dot_b(const hc_weight *w, int r, const void *x)
+{
+    const uint16_t *row = (const uint16_t *)hc_float_row(w, r, 0);
+    return hc_bf16_dot() ? dot_bf16(1, row, x, w->n) : dot_bf16(0, row, x, w->n);
+}
+
+/* The bf16 tile: BRM rows x BTM vectors, the accumulator of every pair in
+ * registers (24 of the 32) for the whole row, every pair through dot_bf16's
+ * operations in its order: per 32 elements 4 + 6 loads for 24 vdpbf16ps
+ * (llamafile's tinyBLAS shape). One accumulator per pair (not dot_float's
+ * two) leaves room for 4 x 6: 154 GFLOP/s at B = 128 against 147 for 4 x 3
+ * with two, and the B = 1 dot, one vdpbf16ps chain, still outruns DRAM
+ * (docs/measurements.md). */
+#define BRM 4
+#define BTM 6
+
+TBI void step_bf16(int dp, const uint16_t *const *w, const uint16_t *const *x, int i, __mmask32 m, __m512 acc[BRM][BTM])
+{
+    __m512i xv[BTM];
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < BTM; t++) xv[t] = load32bf(x[t], i, m);
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < BRM; r++) {
+        __m512i wv = load32bf(w[r], i, m);
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < BTM; t++) acc[r][t] = dot_pairs(dp, acc[r][t], wv, xv[t]);
+    }
+}
+
+/* y[t * BRM + r] = dot_bf16(dp, w[r], x[t], n). */
+TBI void tile_bf16(int dp, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
+{
+    __m512 acc[BRM][BTM];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < BRM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < BTM; t++) acc[r][t] = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) step_bf16(dp, w, x, i, 0xffffffffu, acc);
+    if (i < n) step_bf16(dp, w, x, i, tail_mask32(n - i), acc);
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < BRM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < BTM; t++) y[t * BRM + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, float *y)
+{
+    const uint16_t *rows[BRM];
+    for (int i = 0; i < BRM; i++) rows[i] = (const uint16_t *)hc_float_row(w, r[i], 0);
+    if (hc_bf16_dot()) tile_bf16(1, rows, (const uint16_t *const *)x, w->n, y);
+    else tile_bf16(0, rows, (const uint16_t *const *)x, w->n, y);
+}
+
+/* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
+const hc_kernel hc_avx512_bf16 = { .prepare = hc_act_bf16, .dot = dot_b, .tile = tile_b, .rm = BRM, .tm = BTM,
+                                   .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- Q8_0 against Q8_0 activations: 16 blocks per step ---- */
 

@@ -1,6 +1,8 @@
 /* Portable scalar kernels: the reference every SIMD path is tested against,
  * and the fallback where no SIMD path runs. Float dots accumulate in double
- * (as ggml's scalar vec_dot_f32 does); quantized dots follow
+ * (as ggml's scalar vec_dot_f32 does); BF16 dots multiply the bf16 weights by
+ * the bf16-rounded activation (exact products) and sum in double, as
+ * ggml_vec_dot_bf16's scalar loop does (docs/design/kernels.md); quantized dots follow
  * ggml_vec_dot_q{4,8}_0_q8_0_generic: an integer sum per block, scaled by
  * d_w*d_x. No arranged activations and no register tiles: the shared loops
  * (weight.c) take one row and one vector at a time. */
@@ -13,6 +15,12 @@
 #include "quants.h"
 
 void hc_act_copy(const hc_weight *w, const float *x, void *act) { memcpy(act, x, (size_t)w->n * sizeof(float)); }
+
+void hc_act_bf16(const hc_weight *w, const float *x, void *act)
+{
+    uint16_t *h = act;
+    for (int i = 0; i < w->n; i++) h[i] = fp32_to_bf16(x[i]);
+}
 
 static const void *ggml_row(const hc_weight *w, int r)
 {
@@ -33,6 +41,14 @@ static float dot_float(const hc_weight *w, int r, const void *act)
     const float *x = act;
     double s = 0;
     for (int i = 0; i < w->n; i++) s += (double)elem(w->type, row, i) * x[i];
+    return (float)s;
+}
+
+static float dot_bf16(const hc_weight *w, int r, const void *act)
+{
+    const uint16_t *row = ggml_row(w, r), *x = act;
+    double s = 0;
+    for (int i = 0; i < w->n; i++) s += (double)bf16_to_fp32(row[i]) * bf16_to_fp32(x[i]);
     return (float)s;
 }
 
@@ -128,6 +144,7 @@ void hc_ref_gptq_axpy(const hc_weight *w, int r, int c0, int c1, float a, float 
 void hc_ref_gptq_prepare(const hc_weight *w, const float *x, void *act) { hc_gptq_act_prepare(w->ext, x, act); }
 
 const hc_kernel hc_ref_float = { .prepare = hc_act_copy, .dot = dot_float, .axpy = axpy_float };
+const hc_kernel hc_ref_bf16 = { .prepare = hc_act_bf16, .dot = dot_bf16, .axpy = axpy_float };
 const hc_kernel hc_ref_q8_0 = { .prepare = prepare_q8, .dot = dot_q8_0, .axpy = axpy_q8_0 };
 const hc_kernel hc_ref_q4_0 = { .prepare = prepare_q8, .dot = dot_q4_0, .axpy = axpy_q4_0 };
 const hc_kernel hc_ref_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .axpy = hc_ref_gptq_axpy };

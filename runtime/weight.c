@@ -25,6 +25,7 @@
 enum { T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_0, T_GPTQ };
 
 static size_t act_f32(const hc_weight *w) { return (size_t)w->n * sizeof(float); }
+static size_t act_bf16(const hc_weight *w) { return (size_t)w->n * sizeof(uint16_t); }
 static size_t act_q8(const hc_weight *w) { return (size_t)(w->n / QK8_0) * sizeof(block_q8_0); }
 static size_t act_gptq(const hc_weight *w) { return hc_gptq_act_bytes(w->ext); }
 
@@ -55,7 +56,7 @@ static void row_gptq(const hc_weight *w, int r, float *out) { hc_gptq_row(w->ext
 static const hc_type_traits traits[] = {
     [T_F32]  = { act_f32,  row_bytes_ggml, row_ggml, KERNELS(float) },
     [T_F16]  = { act_f32,  row_bytes_ggml, row_ggml, KERNELS(float) },
-    [T_BF16] = { act_f32,  row_bytes_ggml, row_ggml, KERNELS(float) },
+    [T_BF16] = { act_bf16, row_bytes_ggml, row_ggml, KERNELS(bf16) },
     [T_Q8_0] = { act_q8,   row_bytes_ggml, row_ggml, KERNELS(q8_0) },
     [T_Q4_0] = { act_q8,   row_bytes_ggml, row_ggml, KERNELS(q4_0) },
     [T_GPTQ] = { act_gptq, row_bytes_gptq, row_gptq, KERNELS(gptq) },

@@ -40,10 +40,11 @@
 # core's peak at hc's instruction set, scripts/bench_peak.c, measured once per
 # run): the f32 FMA peak for the float types and GPTQ, the vpdpbusd (int8)
 # peak for Q8_0/Q4_0 where the kernels use it (AVX-512 VNNI; on AVX2 the FMA
-# peak, so a quantized kernel can pass 100 %). It is wall-clock, so a shared
+# peak, so a quantized kernel can pass 100 %), the vdpbf16ps peak for BF16 where
+# the CPU has it (AVX-512 BF16; otherwise the FMA peak). It is wall-clock, so a shared
 # machine lowers it; "hc kernel % peak" is the kernel alone in thread CPU time
 # (bench_kernels cpu ISA DIM 2048 N: the type's product with N vectors), which
-# load hardly moves. The vdpbf16ps peak is printed below the table.
+# load hardly moves. The peaks are printed below the table.
 #
 # Environment (defaults): TYPES="F32 F16 BF16 Q8_0 Q4_0" THREADS="1 2" TESTS="decode
 # pp128 pp512 quant" REPS=3 GEN=32 DIM=4096 NFF=11008 LAYERS=8 VERSION=0.3.36
@@ -178,15 +179,15 @@ row() {
     echo "$test $type $t $(median <"$T/hc") $(median <"$T/ll") ${bytes:-0} $(cut -d' ' -f1 /proc/loadavg) ${kg:--}" >>"$T/raw"
 }
 
-# table BW FPEAK QPEAK: the rows in $T/raw as markdown, "% bw" against BW GB/s,
-# "% peak" against FPEAK (float types) or QPEAK (Q8_0/Q4_0) GFLOP/s per thread
+# table BW FPEAK QPEAK BPEAK: the rows in $T/raw as markdown, "% bw" against BW GB/s,
+# "% peak" against FPEAK (float types), QPEAK (Q8_0/Q4_0) or BPEAK (BF16) GFLOP/s per thread
 table() {
-    awk -v bw="$1" -v fpeak="$2" -v qpeak="$3" -v d="$DIM" -v f="$NFF" -v l="$LAYERS" -v v="$VOCAB" -v prune="$HC_PRUNE" '
+    awk -v bw="$1" -v fpeak="$2" -v qpeak="$3" -v bpeak="$4" -v d="$DIM" -v f="$NFF" -v l="$LAYERS" -v v="$VOCAB" -v prune="$HC_PRUNE" '
     # FLOPs of one prompt of n tokens; cut = the last layer products done for the last token only
     function flops(n, cut) { return 2 * (n * l * (4 * d * d + 3 * d * f) - (n - 1) * cut + v * d) }
     {
         test = $1; hc = $4; ll = $5; bytes = $6; t = $3
-        peak = ($2 ~ /^Q/ && qpeak > 0) ? qpeak : fpeak
+        peak = ($2 ~ /^Q/ && qpeak > 0) ? qpeak : ($2 == "BF16" && bpeak > 0) ? bpeak : fpeak
         if (hc == "-" || ll == "-" || hc == 0 || ll == 0) ratio = "-"
         else ratio = sprintf("%.2f", test == "quant" ? ll / hc : hc / ll)
         hb = lb = hg = lg = hp = kp = "-"
@@ -215,7 +216,9 @@ isa=$("$HC_BIN/hc-run" -m "$(model F16)" -p "" -n 1 -t 1 -v 2>&1 >/dev/null | se
 case $isa in avx512) peak_name=fma512 ;; avx2) peak_name=fma256 ;; *) peak_name=none ;; esac
 peak=$(awk -v n="$peak_name" '$1 == n { print $2 }' "$T/peak")
 qpeak=0
-[ "$isa" = avx512 ] && qpeak=$(awk '$1 == "dpbusd" { print $2 }' "$T/peak")
+bpeak=0
+[ "$isa" = avx512 ] && qpeak=$(awk '$1 == "dpbusd" { print $2 }' "$T/peak") &&
+    bpeak=$(awk '$1 == "dpbf16" { print $2 }' "$T/peak")
 start_load=$(cut -d' ' -f1-3 /proc/loadavg)
 : >"$T/table"
 for type in $TYPES; do
@@ -229,7 +232,7 @@ for type in $TYPES; do
         done
         bw2=$(membw "$t")
         bw=$(echo "$bw1 $bw2" | awk '{ print ($1 > $2) ? $1 : $2 }')   # the conservative ratio
-        table "$bw" "${peak:-0}" "${qpeak:-0}" >>"$T/table"
+        table "$bw" "${peak:-0}" "${qpeak:-0}" "${bpeak:-0}" >>"$T/table"
         echo "$type -t $t: read bandwidth $bw1 / $bw2 GB/s (before / after)" >>"$T/bw"
     done
 done
@@ -244,5 +247,5 @@ echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | 
 cat "$T/table"
 echo
 echo "(decode and ppN: tokens/s; quant: seconds, and the ratio is llama.cpp's time ÷ hc's; GFLOP/s: last layer for the earlier tokens: hc-run HC_PRUNE=$HC_PRUNE, llama.cpp ffn; GPTQ rows: llama.cpp runs the Q4_0 file)"
-echo "one core's peak, GFLOP/s (bench_peak, thread CPU time): $(tr '\n' ' ' <"$T/peak")(hc % peak against $peak_name$([ "${qpeak:-0}" != 0 ] && echo ", Q8_0/Q4_0 against dpbusd"))"
+echo "one core's peak, GFLOP/s (bench_peak, thread CPU time): $(tr '\n' ' ' <"$T/peak")(hc % peak against $peak_name$([ "${qpeak:-0}" != 0 ] && echo ", Q8_0/Q4_0 against dpbusd")$([ "${bpeak:-0}" != 0 ] && echo ", BF16 against dpbf16"))"
 cat "$T/bw"

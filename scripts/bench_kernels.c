@@ -5,7 +5,8 @@
  *        bench_kernels cpu ISA N ROWS B [REPS]: one thread, one N x ROWS
  *        product with B vectors (arranged once, as hc_ctx_matvec), best of
  *        REPS (3) in the thread's CPU time, which a loaded machine disturbs
- *        far less than wall time: GFLOP/s (and GB/s of weights for B = 1). */
+ *        far less than wall time: GFLOP/s (and GB/s of weights for B = 1).
+ *        ISA avx512-nobf16: the AVX-512 BF16 kernels without vdpbf16ps. */
 #include <time.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -101,13 +102,18 @@ static int cpu_mode(int argc, char **argv)
 {
     static const uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
     if (argc < 6) hc_die("usage: bench_kernels cpu ISA N ROWS B [REPS]");
-    if (hc_kernel_force(argv[2])) hc_die("instruction set %s is not available", argv[2]);
+    char isa[32];
+    snprintf(isa, sizeof isa, "%s", argv[2]);
+    char *nobf16 = strstr(isa, "-nobf16");   /* avx512-nobf16: BF16 without vdpbf16ps */
+    if (nobf16) *nobf16 = 0, hc_kernel_bf16_dot(0);
+    if (hc_kernel_force(isa)) hc_die("instruction set %s is not available", argv[2]);
     int n = atoi(argv[3]), rows = atoi(argv[4]), B = atoi(argv[5]), reps = argc > 6 ? atoi(argv[6]) : 3;
     if (n < 32 || n % 32 || rows < 1 || B < 1 || reps < 1) hc_die("N must be a multiple of 32; ROWS, B, REPS >= 1");
     int nx = B > 64 ? B : 64;
     float *x = random_floats((size_t)nx * (size_t)n), *y = malloc(sizeof(float) * (size_t)B * (size_t)rows);
     if (!y) hc_die("out of memory");
-    printf("isa %s, one thread, %d x %d, B = %d, best of %d in CPU time\n", hc_kernel_isa(), n, rows, B, reps);
+    printf("isa %s%s, one thread, %d x %d, B = %d, best of %d in CPU time\n", hc_kernel_isa(),
+           hc_isa() == HC_ISA_AVX512 && hc_bf16_dot() ? " (BF16: vdpbf16ps)" : "", n, rows, B, reps);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         size_t bytes = ggml_row_size(types[ti], n) * (size_t)rows, xs;
         char *W = malloc(bytes);

@@ -120,6 +120,7 @@ static double abs_dot(uint32_t t, const void *row, const void *act, int n)
     float *w = malloc((size_t)n * sizeof *w), *x = malloc((size_t)n * sizeof *x);
     row_to_f32(t, row, n, w);
     if (is_quant(t)) dequantize_row_q8_0(act, x, n);
+    else if (t == GGML_TYPE_BF16) row_to_f32(t, act, n, x);   /* the bf16 activation: a row's layout */
     else memcpy(x, act, (size_t)n * sizeof *x);
     double s = 0;
     for (int i = 0; i < n; i++) s += fabs((double)w[i] * x[i]);
@@ -167,7 +168,7 @@ static void test_dispatch(void)
     hc_kernel_force(NULL);
     for (int i = 0; i < NTYPE; i++) CHECK(hc_kernel_supports(types[i]));
     CHECK(!hc_kernel_supports(GGML_TYPE_Q2_K) && !hc_kernel_supports(GGML_TYPE_I32));
-    CHECK(act_bytes(GGML_TYPE_F16, 7) == 28);
+    CHECK(act_bytes(GGML_TYPE_F16, 7) == 28 && act_bytes(GGML_TYPE_BF16, 7) == 14);
     CHECK(act_bytes(GGML_TYPE_Q4_0, 64) == 68 && act_bytes(GGML_TYPE_Q8_0, 4096) == 128 * 34);
 }
 
@@ -624,6 +625,68 @@ static int axpy_multi_all(const char *isa)
 static void test_axpy_multi(void) { each_isa(axpy_multi_all); }
 
 /* axpy against its definition in doubles, on the reference itself. */
+/* BF16 weights take the activation rounded to bf16 as ggml's fp32_to_bf16
+ * (nearest even, NaN quieted) on every ISA, and dot it with exact products:
+ * x = 1 + 2^-9 rounds to 1, so a row of ones gives n, not n·x. */
+static int bf16_act_and_dot(const char *isa)
+{
+    static const uint32_t in[] = { 0x3f808000, 0x3f818000, 0x3f808001, 0x7f800001, 0xff800000, 0x80000000,
+                                   0x00000001, 0x7f7fffff, 0xbf7fffff };
+    static const uint16_t want[] = { 0x3f80, 0x3f82, 0x3f81, 0x7fc0, 0xff80, 0x8000, 0x0000, 0x7f80, 0xbf80 };
+    enum { NI = sizeof in / sizeof in[0] };
+    float x[NI];
+    uint16_t got[NI];
+    memcpy(x, in, sizeof x);
+    act_prepare(GGML_TYPE_BF16, x, NI, got);
+    for (int i = 0; i < NI; i++)
+        if (got[i] != want[i]) {
+            th_fail(__FILE__, __LINE__, "%s: bf16 activation of 0x%08x is 0x%04x, want 0x%04x", isa, in[i], got[i], want[i]);
+            return 0;
+        }
+    enum { N = 100 };
+    uint16_t ones[N], act[N];
+    float xs[N], y;
+    for (int i = 0; i < N; i++) ones[i] = 0x3f80, xs[i] = 1 + 0x1p-9f;
+    act_prepare(GGML_TYPE_BF16, xs, N, act);
+    matvec(GGML_TYPE_BF16, ones, N, 0, 1, act, 0, 1, &y, 0);
+    if (y != N) {
+        th_fail(__FILE__, __LINE__, "%s: BF16 dot of ones with 1 + 2^-9 is %.9g, want %d", isa, y, N);
+        return 0;
+    }
+    return 1;
+}
+
+static void test_bf16_act_and_dot(void) { each_isa(bf16_act_and_dot); }
+
+/* The AVX-512 BF16 kernels without vdpbf16ps (as on Ice Lake): against the
+ * reference and their own B = 1 dot, and the very bits vdpbf16ps gives on
+ * normal numbers (it runs the same two roundings per pair in the same order). */
+static void test_bf16_without_vdpbf16ps(void)
+{
+    if (hc_kernel_force("avx512")) SKIP("no AVX-512 kernels on this CPU");
+    int had = hc_bf16_dot();
+    CHECK(hc_kernel_bf16_dot(0) == 0);
+    for (int c = 0; c < 40 && !th_failed_case; c++) CHECK(matvec_case("avx512-nobf16", GGML_TYPE_BF16));
+    for (int c = 0; c < 30 && !th_failed_case; c++) {
+        static const int ns[] = { 1, 31, 32, 33, 63, 64, 65, 100, 1023, 1025, 4099 };
+        int n = ns[rnd() % (sizeof ns / sizeof ns[0])], rows = 1 + (int)(rnd() % 14), B = 2 + (int)(rnd() % 11);
+        CHECK(tiled_float_case("avx512-nobf16", GGML_TYPE_BF16, n, rows, B));
+    }
+    if (had) {
+        int n = 1000, rows = 13, B = 7;
+        size_t as;
+        char *w = make_weights(GGML_TYPE_BF16, rows, n), *a = make_acts(GGML_TYPE_BF16, n, B, &as);
+        float y0[7 * 13], y1[7 * 13];
+        matvec(GGML_TYPE_BF16, w, n, 0, rows, a, as, B, y0, (size_t)rows);
+        CHECK(hc_kernel_bf16_dot(1) == 1);
+        matvec(GGML_TYPE_BF16, w, n, 0, rows, a, as, B, y1, (size_t)rows);
+        CHECK(!memcmp(y0, y1, sizeof y0));
+        free(w), free(a);
+    }
+    hc_kernel_bf16_dot(1);
+    hc_kernel_force(NULL);
+}
+
 static void test_axpy_ref_definition(void)
 {
     for (int ti = 0; ti < NTYPE; ti++) {
@@ -658,5 +721,7 @@ int main(void)
     RUN(test_axpy_range);
     RUN(test_axpy_multi);
     RUN(test_axpy_ref_definition);
+    RUN(test_bf16_act_and_dot);
+    RUN(test_bf16_without_vdpbf16ps);
     return th_done();
 }

@@ -59,13 +59,14 @@ static void add_matrix(gguf_writer *w, const synth *s, const char *name, int n, 
     if (s->reshape && strcmp(name, s->reshape) == 0) rows--;
     if (s->omit && strcmp(name, s->omit) == 0) { free(f); return; }
     void *data = f;
-    if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_F16) {
+    if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16) {
         data = malloc(ggml_row_size(type, n) * (size_t)rows);
         for (int r = 0; r < rows; r++) {
             char *dst = (char *)data + ggml_row_size(type, n) * (size_t)r;
             const float *src = f + (size_t)r * n;
             if (type == GGML_TYPE_Q8_0) quantize_row_q8_0_ref(src, (block_q8_0 *)dst, n);
             else if (type == GGML_TYPE_Q4_0) quantize_row_q4_0_ref(src, (block_q4_0 *)dst, n);
+            else if (type == GGML_TYPE_BF16) for (int c = 0; c < n; c++) ((uint16_t *)dst)[c] = fp32_to_bf16(src[c]);
             else for (int c = 0; c < n; c++) ((uint16_t *)dst)[c] = fp32_to_fp16(src[c]);
         }
         free(f);
@@ -225,7 +226,7 @@ static void test_logits_threads_cli(void)
  * parallel paths (split tails, several weight types). */
 static void test_threads_bit_identical(void)
 {
-    uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_BF16 };
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         synth s = { .type = types[i], .relu = i % 2 };
         hc_model *m = load(write_model("thr.gguf", &s));
