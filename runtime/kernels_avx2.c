@@ -51,11 +51,17 @@ TI const void *pad_tail(int k, const void *row, int i, int m, float buf[8])
     return buf;
 }
 
-/* Two accumulators: a0 gets elements [16c, 16c + 8), a1 [16c + 8, 16c + 16)
- * for c = 0, 1, ...; then a0 one more 8-element step, a1 the zero-padded
- * tail; the result is hsum(a0 + a1). Two FMA chains keep up with memory at
- * B = 1 and leave the register tile room for its (row, vector) pairs. */
-TI float dot_float(int k, const void *row, const float *x, int n)
+/* The single-row dots keep two accumulators a0, a1 and return
+ * hsum(a0 + a1), the elements split between them as on AVX-512 (8-element
+ * steps; the last n % 8 elements go through zero-padded copies, so every
+ * element takes the same vector path). The register tile (below) repeats
+ * exactly that order for every pair.
+ *
+ * F16 (dot_steps): a0 gets elements [16c, 16c + 8), a1
+ * [16c + 8, 16c + 16) for c = 0, 1, ...; then a0 one more 8-element step,
+ * a1 the tail: two FMA chains side by side in one ascending stream (what F16
+ * decode needs, docs/design/kernels.md). */
+TI float dot_steps(int k, const void *row, const float *x, int n)
 {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0;
     int i = 0;
@@ -75,10 +81,40 @@ TI float dot_float(int k, const void *row, const float *x, int n)
     return hsum(_mm256_add_ps(a0, a1));
 }
 
+/* F32 (dot_chunks): a0 sums the even chunks of CHUNK elements and a1 the odd
+ * ones, each chunk in ascending 8-element steps, the row's tail last: one
+ * ascending stream at B = 1, and one accumulator per (row, vector) pair in
+ * the tile. */
+#define CHUNK 1024        /* elements */
+
+/* acc + row · x over elements [i0, i1) (none when i0 >= i1) in 8-element
+ * steps, the last one zero-padded at i1. */
+TI __m256 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m256 acc)
+{
+    int i = i0;
+    for (; i + 8 <= i1; i += 8) acc = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), acc);
+    if (i < i1) {
+        float wb[8], xb[8] = {0};
+        memcpy(xb, x + i, (size_t)(i1 - i) * sizeof(float));
+        acc = _mm256_fmadd_ps(load8(k, pad_tail(k, row, i, i1 - i, wb), 0), _mm256_loadu_ps(xb), acc);
+    }
+    return acc;
+}
+
+TI float dot_chunks(int k, const void *row, const float *x, int n)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    for (int c = 0; c < n; c += 2 * CHUNK) {
+        a0 = chunk_sum(k, row, x, c, n - c < CHUNK ? n : c + CHUNK, a0);
+        a1 = chunk_sum(k, row, x, c + CHUNK, n - c < 2 * CHUNK ? n : c + 2 * CHUNK, a1);
+    }
+    return hsum(_mm256_add_ps(a0, a1));
+}
+
 T static float dot_f(const hc_weight *w, int r, const void *x)
 {
     const char *row = hc_float_row(w, r, 0);
-    return w->type == GGML_TYPE_F32 ? dot_float(GGML_TYPE_F32, row, x, w->n) : dot_float(GGML_TYPE_F16, row, x, w->n);
+    return w->type == GGML_TYPE_F32 ? dot_chunks(GGML_TYPE_F32, row, x, w->n) : dot_steps(GGML_TYPE_F16, row, x, w->n);
 }
 
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
@@ -135,74 +171,126 @@ T static void axpy_multi_f(const hc_weight *w, int r, int c0, int c1, int nt, co
     else axpy_multi_float(GGML_TYPE_BF16, row, c1 - c0, nt, a, rows, y, ys);
 }
 
-/* The float tile: R rows x T vectors, both of dot_float's accumulators of
- * every pair in registers for the whole row (12 of the 16), so every pair gets
- * dot_float's FMAs in dot_float's order; per 8 elements the T activation
- * loads are shared by the rows and each row's load (and widening) by the
- * vectors (docs/design/kernels.md). */
+/* The float tile: RM rows x TM vectors; per 8 elements each weight load
+ * (and F16 widening) is shared by the vectors and each activation load
+ * by the rows, and every pair gets its dot's FMAs in its dot's order.
+ * - F32 (tile_chunks): 3 x 4 pairs, one accumulator each in registers (12 of
+ *   the 16, with the 3 weight registers and an activation load; 2 x 6 and
+ *   4 x 3 measured slower), chunk by chunk into the even or odd chunks' set,
+ *   the other set parked in memory meanwhile.
+ * - F16 (tile_steps): dot_steps' two accumulators of 3 x 2 pairs in
+ *   registers for the whole row, for vectors 0-1 and then 2-3
+ *   (docs/design/kernels.md). */
 #define RM 3              /* rows per tile */
-#define TM 2              /* vectors per tile */
+#define TM 4              /* vectors per tile */
+#define TS 2              /* vectors per pass of tile_steps */
 
-/* acc[r][t] += w_r[i..i+8) * x_t[i..i+8). */
-TI void step(int k, int R, int Tn, const void *const *w, const float *const *x, int i, __m256 acc[RM][TM])
+/* acc[r][t] += w_r[i..i+8) * x_t[i..i+8) for r < RM, t < Tn. */
+TI void step(int k, int Tn, const void *const *w, const float *const *x, int i, __m256 acc[RM][TM])
 {
-    __m256 xv[TM];
-    _Pragma("GCC unroll 4")
-    for (int t = 0; t < Tn; t++) xv[t] = _mm256_loadu_ps(x[t] + i);
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++) {
-        __m256 wv = load8(k, w[r], i);
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+    __m256 wv[RM];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++) wv[r] = load8(k, w[r], i);
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < Tn; t++) {
+        __m256 xv = _mm256_loadu_ps(x[t] + i);
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < RM; r++) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
     }
 }
 
-/* y[t * R + r] = dot_float(k, w[r], x[t], n) for r < R, t < Tn. */
-TI void tile(int k, int R, int Tn, const void *const *w, const float *const *x, int n, float *y)
+/* step over elements [i, e) (e - i < 8) through zero-padded copies. */
+TI void tail_step(int k, int Tn, const void *const *w, const float *const *x, int i, int e, __m256 acc[RM][TM])
+{
+    float wb[RM][8], xb[TM][8];
+    const void *wt[RM];
+    const float *xt[TM];
+    for (int r = 0; r < RM; r++) wt[r] = pad_tail(k, w[r], i, e - i, wb[r]);
+    for (int t = 0; t < Tn; t++) {
+        memset(xb[t], 0, sizeof xb[t]);
+        memcpy(xb[t], x[t] + i, (size_t)(e - i) * sizeof(float));
+        xt[t] = xb[t];
+    }
+    step(k, Tn, wt, xt, 0, acc);
+}
+
+/* park[r][t] += chunk_sum's steps over elements [i0, i1). */
+TI void chunk_tile(int k, const void *const *w, const float *const *x, int i0, int i1, float park[RM][TM][8])
+{
+    __m256 acc[RM][TM];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < TM; t++) acc[r][t] = _mm256_load_ps(park[r][t]);
+    int i = i0;
+    for (; i + 8 <= i1; i += 8) step(k, TM, w, x, i, acc);
+    if (i < i1) tail_step(k, TM, w, x, i, i1, acc);
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < TM; t++) _mm256_store_ps(park[r][t], acc[r][t]);
+}
+
+/* y[t * RM + r] = dot_chunks(k, w[r], x[t], n) for r < RM, t < TM. */
+TI void tile_chunks(int k, const void *const *w, const float *const *x, int n, float *y)
+{
+    _Alignas(32) float park[2][RM][TM][8];
+    memset(park, 0, sizeof park);
+    for (int c = 0; c < n; c += CHUNK) chunk_tile(k, w, x, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
+    for (int r = 0; r < RM; r++)
+        for (int t = 0; t < TM; t++)
+            y[t * RM + r] = hsum(_mm256_add_ps(_mm256_load_ps(park[0][r][t]), _mm256_load_ps(park[1][r][t])));
+}
+
+/* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < TS. */
+TI void tile_steps(int k, const void *const *w, const float *const *x, int n, float *y)
 {
     __m256 a0[RM][TM], a1[RM][TM];
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) a0[r][t] = a1[r][t] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < TS; t++) a0[r][t] = a1[r][t] = _mm256_setzero_ps();
     int i = 0;
     for (; i + 16 <= n; i += 16) {
-        step(k, R, Tn, w, x, i, a0);
-        step(k, R, Tn, w, x, i + 8, a1);
+        step(k, TS, w, x, i, a0);
+        step(k, TS, w, x, i + 8, a1);
     }
     if (i + 8 <= n) {
-        step(k, R, Tn, w, x, i, a0);
+        step(k, TS, w, x, i, a0);
         i += 8;
     }
-    if (i < n) {
-        float wb[RM][8], xb[TM][8];
-        const void *wt[RM];
-        const float *xt[TM];
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) wt[r] = pad_tail(k, w[r], i, n - i, wb[r]);
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) {
-            memset(xb[t], 0, sizeof xb[t]);
-            memcpy(xb[t], x[t] + i, (size_t)(n - i) * sizeof(float));
-            xt[t] = xb[t];
-        }
-        step(k, R, Tn, wt, xt, 0, a1);
+    if (i < n) tail_step(k, TS, w, x, i, n, a1);
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < TS; t++) y[t * RM + r] = hsum(_mm256_add_ps(a0[r][t], a1[r][t]));
+}
+
+/* Both passes of tile_steps, the second one only if the edge of the batch
+ * did not fill it with copies of vector TS - 1 (weight.c repeats the last
+ * vector). */
+TI void tile_steps_all(int k, const void *const *w, const float *const *x, int n, float *y)
+{
+    tile_steps(k, w, x, n, y);
+    if (x[TS] != x[TS - 1]) {
+        tile_steps(k, w, x + TS, n, y + TS * RM);
+        return;
     }
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) y[t * R + r] = hsum(_mm256_add_ps(a0[r][t], a1[r][t]));
+    for (int t = TS; t < TM; t++)
+        for (int r = 0; r < RM; r++) y[t * RM + r] = y[(TS - 1) * RM + r];
 }
 
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
+    const float *const *xf = (const float *const *)x;
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    if (w->type == GGML_TYPE_F32) tile(GGML_TYPE_F32, RM, TM, rows, (const float *const *)x, w->n, y);
-    else tile(GGML_TYPE_F16, RM, TM, rows, (const float *const *)x, w->n, y);
+    if (w->type == GGML_TYPE_F32) tile_chunks(GGML_TYPE_F32, rows, xf, w->n, y);
+    else tile_steps_all(GGML_TYPE_F16, rows, xf, w->n, y);
 }
 
-const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
+const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
+                                  .arrange = hc_float_arrange, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
                                   .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 16 bf16 per

@@ -40,11 +40,16 @@ TI __m512 load16(int k, const void *p, int i, __mmask16 m)
 
 TI __mmask16 tail_mask(int m) { return (__mmask16)((1u << m) - 1); }
 
-/* Two accumulators: a0 gets elements [32c, 32c + 16), a1 [32c + 16, 32c + 32)
- * for c = 0, 1, ...; then a0 one more 16-element step, a1 the masked tail;
- * the result is reduce_add(a0 + a1). Two FMA chains keep up with memory at
- * B = 1, and leave the register tile room for 4 x 3 (row, vector) pairs. */
-TI float dot_float(int k, const void *row, const float *x, int n)
+/* The single-row dots keep two accumulators a0, a1 and return
+ * reduce_add(a0 + a1); which elements go to which differs by type, and the
+ * register tile (below) repeats exactly that order for every pair.
+ *
+ * F16 (dot_steps): a0 gets elements [32c, 32c + 16), a1
+ * [32c + 16, 32c + 32) for c = 0, 1, ...; then a0 one more 16-element step,
+ * a1 the masked tail. Two FMA chains side by side in one ascending stream:
+ * F16 decode is the most sensitive to the dot's shape (every other order
+ * tried lost 10-15 % of its memory speed, docs/design/kernels.md). */
+TI float dot_steps(int k, const void *row, const float *x, int n)
 {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0;
     const __mmask16 all = 0xffff;
@@ -64,10 +69,43 @@ TI float dot_float(int k, const void *row, const float *x, int n)
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
+/* F32 (dot_chunks): the row is cut into chunks of CHUNK elements, a0 sums
+ * the even chunks and a1 the odd ones, each chunk in ascending 16-element
+ * steps, the tail of the row masked. At B = 1 the row is read chunk after
+ * chunk as one ascending stream and the out-of-order core overlaps the two
+ * chains; the tile needs one accumulator per (row, vector) pair for a chunk,
+ * which lets it hold 4 x 6 pairs. (Accumulators over the two halves of the
+ * row, or chunks read side by side, halved decode: two streams per row;
+ * chunks of 256 or 512 elements cost the tile 10 % or 6 % in parking.) */
+#define CHUNK 1024        /* elements */
+
+/* acc + row · x over elements [i0, i1) (none when i0 >= i1) in 16-element
+ * steps, the last one masked at i1. */
+TI __m512 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m512 acc)
+{
+    int i = i0;
+    for (; i + 16 <= i1; i += 16) acc = _mm512_fmadd_ps(load16(k, row, i, 0xffff), _mm512_loadu_ps(x + i), acc);
+    if (i < i1) {
+        __mmask16 m = tail_mask(i1 - i);
+        acc = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), acc);
+    }
+    return acc;
+}
+
+TI float dot_chunks(int k, const void *row, const float *x, int n)
+{
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    for (int c = 0; c < n; c += 2 * CHUNK) {
+        a0 = chunk_sum(k, row, x, c, n - c < CHUNK ? n : c + CHUNK, a0);
+        a1 = chunk_sum(k, row, x, c + CHUNK, n - c < 2 * CHUNK ? n : c + 2 * CHUNK, a1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
 T static float dot_f(const hc_weight *w, int r, const void *x)
 {
     const char *row = hc_float_row(w, r, 0);
-    return w->type == GGML_TYPE_F32 ? dot_float(GGML_TYPE_F32, row, x, w->n) : dot_float(GGML_TYPE_F16, row, x, w->n);
+    return w->type == GGML_TYPE_F32 ? dot_chunks(GGML_TYPE_F32, row, x, w->n) : dot_steps(GGML_TYPE_F16, row, x, w->n);
 }
 
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
@@ -125,65 +163,114 @@ T static void axpy_multi_f(const hc_weight *w, int r, int c0, int c1, int nt, co
     }
 }
 
-/* The float tile: R rows x T vectors, both of dot_float's accumulators of
- * every pair in registers (24 of the 32) for the whole row, so every pair
- * gets dot_float's FMAs in dot_float's order. Per 16 elements the T
- * activation loads are shared by the rows and each row's load (and F16/BF16
- * widening) by the vectors: 4 + 3 loads per 12 FMAs, the rows and vectors
- * read as ascending streams (llamafile's tinyBLAS uses 4 x 6 with one
- * accumulator per pair; docs/design/kernels.md). */
+/* The float tile: RM rows x TM vectors. Per 16 elements each activation
+ * load is shared by the rows and each weight load (and F16 widening) by
+ * the vectors, and every pair gets its dot's FMAs in its dot's order, so the
+ * result is the dot's bits.
+ * - F32 (tile_chunks): 4 x 6 pairs, one accumulator each in registers (24
+ *   of the 32, with the 6 activation loads and a weight register; 4 + 6
+ *   loads per 24 FMAs, llamafile's tinyBLAS shape), chunk by chunk into the
+ *   even or odd chunks' set, the other set parked in memory meanwhile. F32
+ *   is the type whose 4-byte weights and activations made the old 4 x 3
+ *   tile L2-bound (docs/design/kernels.md).
+ * - F16 (tile_steps): dot_steps' two accumulators of 4 x 3 pairs in
+ *   registers for the whole row, for vectors 0-2 and then 3-5. */
 #define RM 4              /* rows per tile */
-#define TM 3              /* vectors per tile */
+#define TM 6              /* vectors per tile */
+#define TS 3              /* vectors per pass of tile_steps */
 
-/* acc[r][t] += w_r[i..i+16) * x_t[i..i+16) (lanes outside m: zero). */
-TI void step(int k, int R, int Tn, const void *const *w, const float *const *x, int i, __mmask16 m,
-             __m512 acc[RM][TM])
+/* acc[r][t] += w_r[i..i+16) * x_t[i..i+16) for r < RM, t < Tn (lanes outside m: zero). */
+TI void step(int k, int Tn, const void *const *w, const float *const *x, int i, __mmask16 m, __m512 acc[RM][TM])
 {
     __m512 xv[TM];
-    _Pragma("GCC unroll 4")
+    _Pragma("GCC unroll 8")
     for (int t = 0; t < Tn; t++) xv[t] = _mm512_maskz_loadu_ps(m, x[t] + i);
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++) {
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++) {
         __m512 wv = load16(k, w[r], i, m);
-        _Pragma("GCC unroll 4")
+        _Pragma("GCC unroll 8")
         for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
     }
 }
 
-/* y[t * R + r] = dot_float(k, w[r], x[t], n) for r < R, t < Tn. */
-TI void tile(int k, int R, int Tn, const void *const *w, const float *const *x, int n, float *y)
+/* park[r][t] += chunk_sum's steps over elements [i0, i1). */
+TI void chunk_tile(int k, const void *const *w, const float *const *x, int i0, int i1, float park[RM][TM][16])
+{
+    __m512 acc[RM][TM];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < TM; t++) acc[r][t] = _mm512_load_ps(park[r][t]);
+    int i = i0;
+    for (; i + 16 <= i1; i += 16) step(k, TM, w, x, i, 0xffff, acc);
+    if (i < i1) step(k, TM, w, x, i, tail_mask(i1 - i), acc);
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < TM; t++) _mm512_store_ps(park[r][t], acc[r][t]);
+}
+
+/* y[t * RM + r] = dot_chunks(k, w[r], x[t], n) for r < RM, t < TM. */
+TI void tile_chunks(int k, const void *const *w, const float *const *x, int n, float *y)
+{
+    _Alignas(64) float park[2][RM][TM][16];
+    memset(park, 0, sizeof park);
+    for (int c = 0; c < n; c += CHUNK) chunk_tile(k, w, x, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
+    for (int r = 0; r < RM; r++)
+        for (int t = 0; t < TM; t++)
+            y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(park[0][r][t]), _mm512_load_ps(park[1][r][t])));
+}
+
+/* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < TS. */
+TI void tile_steps(int k, const void *const *w, const float *const *x, int n, float *y)
 {
     __m512 a0[RM][TM], a1[RM][TM];
     const __mmask16 all = 0xffff;
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) a0[r][t] = a1[r][t] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < TS; t++) a0[r][t] = a1[r][t] = _mm512_setzero_ps();
     int i = 0;
     for (; i + 32 <= n; i += 32) {
-        step(k, R, Tn, w, x, i, all, a0);
-        step(k, R, Tn, w, x, i + 16, all, a1);
+        step(k, TS, w, x, i, all, a0);
+        step(k, TS, w, x, i + 16, all, a1);
     }
     if (i + 16 <= n) {
-        step(k, R, Tn, w, x, i, all, a0);
+        step(k, TS, w, x, i, all, a0);
         i += 16;
     }
-    if (i < n) step(k, R, Tn, w, x, i, tail_mask(n - i), a1);
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r][t], a1[r][t]));
+    if (i < n) step(k, TS, w, x, i, tail_mask(n - i), a1);
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < TS; t++) y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r][t], a1[r][t]));
+}
+
+/* Both passes of tile_steps, the second one only if the edge of the batch
+ * did not fill it with copies of vector TS - 1 (weight.c repeats the last
+ * vector). */
+TI void tile_steps_all(int k, const void *const *w, const float *const *x, int n, float *y)
+{
+    tile_steps(k, w, x, n, y);
+    if (x[TS] != x[TS - 1]) {
+        tile_steps(k, w, x + TS, n, y + TS * RM);
+        return;
+    }
+    for (int t = TS; t < TM; t++)
+        for (int r = 0; r < RM; r++) y[t * RM + r] = y[(TS - 1) * RM + r];
 }
 
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
+    const float *const *xf = (const float *const *)x;
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    if (w->type == GGML_TYPE_F32) tile(GGML_TYPE_F32, RM, TM, rows, (const float *const *)x, w->n, y);
-    else tile(GGML_TYPE_F16, RM, TM, rows, (const float *const *)x, w->n, y);
+    if (w->type == GGML_TYPE_F32) tile_chunks(GGML_TYPE_F32, rows, xf, w->n, y);
+    else tile_steps_all(GGML_TYPE_F16, rows, xf, w->n, y);
 }
 
-const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
+const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
+                                    .arrange = hc_float_arrange, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
                                     .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 32 pairs of bf16

@@ -22,6 +22,16 @@ void hc_act_bf16(const hc_weight *w, const float *x, void *act)
     for (int i = 0; i < w->n; i++) h[i] = fp32_to_bf16(x[i]);
 }
 
+/* A whole number of 4 KiB pages plus 4 cache lines: vector v of a batch
+ * starts 4v lines further into the page than vector 0, so the register
+ * tile's activation streams and its weight rows (whose strides are often
+ * multiples of 4 KiB) do not all fall into the same sets of the 8-way L1
+ * cache (unpadded 16 KiB strides held the AVX-512 F32 tile at 64 GFLOP/s,
+ * padded it reaches 93: docs/measurements.md). */
+size_t hc_float_arranged_bytes(int n) { return ((size_t)n * sizeof(float) + 4095) / 4096 * 4096 + 256; }
+
+void hc_float_arrange(const void *act, int n, void *xa) { memcpy(xa, act, (size_t)n * sizeof(float)); }
+
 static const void *ggml_row(const hc_weight *w, int r)
 {
     return (const char *)w->data + (size_t)r * ggml_row_size(w->type, w->n);

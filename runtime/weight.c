@@ -21,6 +21,12 @@
  * L3 once per panel: on Zen 4 (1 MiB L2) 256 KiB panels held F16 rows of
  * 11008 to 58 GFLOP/s at B = 512, 768 KiB ones reach 86. */
 #define PANEL_DEFAULT (256 * 1024)
+/* ... and of at least PANEL_ROWS rows, so that long rows still make panels
+ * high enough for the vectors' L3 traffic (each vector read once per panel)
+ * to stay small: 3/4 of L2 is 17 F32 rows of 11008, whose 512 vectors (22
+ * MiB) then came from L3 or memory for every 16 rows (F32 71 GFLOP/s at B =
+ * 512; 64-row panels of 2.7 MiB, read from L3 by the tiles: 87). */
+#define PANEL_ROWS 64
 
 enum { T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_0, T_GPTQ };
 
@@ -182,8 +188,8 @@ static void tiles(const hc_weight *w, const hc_kernel *k, int r0, int nr, const 
 {
     size_t rb = hc_traits(w)->row_bytes(w);
     size_t pb = panel_bytes();
-    int rm = k->rm, tm = k->tm, panel = nr;
-    if ((size_t)nr * rb > pb) panel = rb * (size_t)rm >= pb ? rm : (int)(pb / rb) / rm * rm;
+    int rm = k->rm, tm = k->tm, panel = (int)(pb / rb) > PANEL_ROWS ? (int)(pb / rb) : PANEL_ROWS;
+    panel = panel < nr ? (panel + rm - 1) / rm * rm : nr;
     for (int p0 = 0; p0 < nr; p0 += panel) {
         int p1 = nr - p0 < panel ? nr : p0 + panel;
         for (int b0 = 0; b0 < B; b0 += tm) {
