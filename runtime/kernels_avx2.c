@@ -1,7 +1,7 @@
 /* AVX2 + FMA + F16C kernels (8 floats / 32 int8 per register), selected at run
  * time by kernels.c. Q8_0 dots use ggml's sign trick: |w| (unsigned) times
- * x·sign(w) with maddubs, pairs summed to int32 with madd, one FMA per block;
- * Q4_0 sums 8 blocks to one int32 each, then one FMA for the 8.
+ * x·sign(w) with maddubs, pairs summed to int32 with madd; Q8_0 and Q4_0 sum
+ * 8 blocks to one int32 each, then one convert and one FMA for the 8.
  *
  * The register tiles (batched products, B > 1) compute RM rows x TM vectors
  * at once, each weight load shared by the vectors and each activation load by
@@ -19,7 +19,8 @@
 #define T __attribute__((target("avx2,fma,f16c")))
 #define TI static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
-/* Software prefetch distance in the Q4_0 row being read (as the AVX-512 kernels). */
+/* Software prefetch distance in the Q4_0 row being read (as the AVX-512 kernels;
+ * Q8_0 reads 14-20 % slower with it on Zen 4, docs/measurements.md). */
 #define PF_Q 4096
 
 TI float hsum(__m256 v)
@@ -384,14 +385,6 @@ const hc_kernel hc_avx2_bf16 = { .prepare = hc_act_bf16, .dot = dot_b, .tile = t
 
 /* ---- Q8_0 / Q4_0 against Q8_0 activations ---- */
 
-/* 32 signed bytes of w times 32 of x, as 8 int32 partial sums converted to float.
- * Exact: |w| <= 128 and |x| <= 127 keep maddubs' int16 pairs from saturating. */
-TI __m256 mul_sum_i8(__m256i w, __m256i x)
-{
-    __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
-}
-
 /* 16 bytes of nibbles -> 32 values 0..15 in element order (low nibbles first). */
 TI __m256i nibbles(const uint8_t *qs)
 {
@@ -428,13 +421,157 @@ TI void axpy_multi_q32(__m256i q, float d, int nt, const float *a, const int32_t
 /* Row r of a Q8_0 / Q4_0 weight (blocks of type B). */
 #define QROW(B, w, r) ((const B *)(w)->data + (size_t)(r) * (size_t)((w)->n / QK8_0))
 
-T static float dot_q8(const hc_weight *w, int r, const void *act)
+/* ---- Q8_0: 8 blocks per step, each summed in integers to one int32, so one
+ * convert and one FMA cover 8 blocks (as Q4_0 below) ---- */
+
+/* The Q8_0 activation rearranged for 8 blocks of a row (a chunk), as 4 pairs
+ * of blocks: lo[p] holds the first 16 bytes of blocks 2p and 2p+1 (one per
+ * 128-bit lane), hi[p] their last 16, as the tile loads the weights. After
+ * the reduction (block_sums) lane 4m+p holds block 2p+m; d is that
+ * block's activation scale, in the same order. */
+typedef struct {
+    __m256i lo[4], hi[4];
+    __m256 d;
+} xq8;
+
+#define Q8_CHUNK 8
+
+/* Chunk c (8 blocks, zero past nb) of a Q8_0 activation x in the layout both
+ * AVX2 arrangements share: lo[p] / hi[p] the first / last 16 bytes of blocks
+ * 2p, 2p+1, and each block's scale and (if corr) its -8·Σx in lane 4m+p. */
+TI void arrange_pairs(const block_q8_0 *x, int nb, int c, __m256i lo[4], __m256i hi[4], __m256 *d, __m256i *corr)
 {
-    const block_q8_0 *wb = QROW(block_q8_0, w, r), *x = act;
+    int8_t l[4][32] = {{0}}, h[4][32] = {{0}};
+    int32_t cs[8] = {0};
+    float ds[8] = {0};
+    for (int p = 0; p < 4; p++)
+        for (int m = 0; m < 2; m++) {
+            int b = 8 * c + 2 * p + m, sum = 0;
+            if (b >= nb) continue;
+            memcpy(l[p] + 16 * m, x[b].qs, 16);
+            memcpy(h[p] + 16 * m, x[b].qs + 16, 16);
+            for (int j = 0; corr && j < QK8_0; j++) sum += x[b].qs[j];
+            cs[4 * m + p] = -8 * sum;
+            ds[4 * m + p] = _cvtsh_ss(x[b].d);
+        }
+    for (int p = 0; p < 4; p++) {
+        lo[p] = _mm256_loadu_si256((const __m256i *)l[p]);
+        hi[p] = _mm256_loadu_si256((const __m256i *)h[p]);
+    }
+    *d = _mm256_loadu_ps(ds);
+    if (corr) *corr = _mm256_loadu_si256((const __m256i *)cs);
+}
+
+T static void arrange_q8(const void *act, int n, void *xa)
+{
+    xq8 *xc = xa;
+    for (int c = 0; c * Q8_CHUNK < n / QK8_0; c++) arrange_pairs(act, n / QK8_0, c, xc[c].lo, xc[c].hi, &xc[c].d, NULL);
+}
+
+static size_t arranged_q8(int n) { return sizeof(xq8) * (size_t)((n / QK8_0 + Q8_CHUNK - 1) / Q8_CHUNK); }
+
+/* The in-lane sums of two vectors' 32- (h = 0) or 64-bit (h = 1) halves,
+ * interleaved: hadd's result with shuffles and an add, which this Zen 4 runs
+ * four times as fast as vphaddd (on other pipes than the multiplies). */
+TI __m256i sum_halves(__m256i a, __m256i b, int h)
+{
+    if (h) return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+}
+
+/* P[p] holds 4 int32 partial sums of block 2p in its low 128-bit lane and 4
+ * of block 2p+1 in its high lane: the 8 blocks' sums, lane 4m+p = block 2p+m. */
+TI __m256i block_sums(const __m256i P[4])
+{
+    __m256i s01 = sum_halves(P[0], P[1], 0);   /* blocks 0 2 0 2 | 1 3 1 3 */
+    __m256i s23 = sum_halves(P[2], P[3], 0);   /* blocks 4 6 4 6 | 5 7 5 7 */
+    return sum_halves(s01, s23, 1);
+}
+
+/* Half h (the first or last 16 bytes) of blocks 2p and 2p+1 at q, one per
+ * 128-bit lane: as the activation's lo[p] / hi[p]. */
+TI __m256i q8_half(const block_q8_0 *q, int p, int h)
+{
+    return _mm256_loadu2_m128i((const __m128i *)(q[2 * p + 1].qs + 16 * h), (const __m128i *)(q[2 * p].qs + 16 * h));
+}
+
+/* The scales of the 8 blocks at q as floats, in lane order 4m+p (block 2p+m). */
+TI __m256 q8_scales(const block_q8_0 *q)
+{
+    return _mm256_cvtph_ps(_mm_setr_epi16((short)q[0].d, (short)q[2].d, (short)q[4].d, (short)q[6].d,
+                                          (short)q[1].d, (short)q[3].d, (short)q[5].d, (short)q[7].d));
+}
+
+/* ggml's sign trick on 32 bytes: a = |w| (unsigned, 128 for -128) times x with
+ * w's sign, pairs summed to 8 int32. Exact: maddubs' int16 pairs are at most
+ * 2·128·127, a block's sum at most 32·128·127. */
+TI __m256i q8_dot32(__m256i w, __m256i a, __m256i x)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(x, w)), _mm256_set1_epi16(1));
+}
+
+/* acc + the 8 blocks' integer sums P (see block_sums) times dw·dx. */
+TI __m256 q8_fma(const __m256i P[4], __m256 dw, const xq8 *x, __m256 acc)
+{
+    return _mm256_fmadd_ps(_mm256_mul_ps(dw, x->d), _mm256_cvtepi32_ps(block_sums(P)), acc);
+}
+
+/* acc + the dot of the 8 whole blocks at q with chunk x, straight from the
+ * row (B = 1): P[p] holds blocks 2p, 2p+1's partial sums (lanes 0-3, 4-7). */
+TI __m256 q8_chunk(const block_q8_0 *q, const xq8 *x, __m256 acc)
+{
+    __m256i P[4];
+    for (int p = 0; p < 4; p++) {
+        __m256i l = q8_half(q, p, 0), h = q8_half(q, p, 1);
+        P[p] = _mm256_add_epi32(q8_dot32(l, _mm256_sign_epi8(l, l), x->lo[p]), q8_dot32(h, _mm256_sign_epi8(h, h), x->hi[p]));
+    }
+    return q8_fma(P, q8_scales(q), x, acc);
+}
+
+/* One row's 8 blocks loaded for a tile: w[2p + h] = q8_half(q, p, h), a = |w|,
+ * dw = q8_scales(q). */
+typedef struct {
+    __m256i w[8], a[8];
+    __m256 dw;
+} wq8;
+
+TI void q8_load(const block_q8_0 *q, wq8 *r)
+{
+    for (int p = 0; p < 4; p++) {
+        r->w[2 * p] = q8_half(q, p, 0);
+        r->w[2 * p + 1] = q8_half(q, p, 1);
+        r->a[2 * p] = _mm256_sign_epi8(r->w[2 * p], r->w[2 * p]);
+        r->a[2 * p + 1] = _mm256_sign_epi8(r->w[2 * p + 1], r->w[2 * p + 1]);
+    }
+    r->dw = q8_scales(q);
+}
+
+/* Blocks 2p, 2p+1 of a loaded row against chunk x, as in q8_chunk. */
+TI __m256i q8_pair(const wq8 *r, const xq8 *x, int p)
+{
+    return _mm256_add_epi32(q8_dot32(r->w[2 * p], r->a[2 * p], x->lo[p]), q8_dot32(r->w[2 * p + 1], r->a[2 * p + 1], x->hi[p]));
+}
+
+/* The chunk at q when it is whole (nb >= 8 blocks left), else its nb blocks
+ * copied into pad, zeros after them. */
+TI const block_q8_0 *q8_whole(const block_q8_0 *q, int nb, block_q8_0 pad[Q8_CHUNK])
+{
+    if (nb >= Q8_CHUNK) return q;
+    memset(pad, 0, Q8_CHUNK * sizeof(block_q8_0));
+    memcpy(pad, q, (size_t)nb * sizeof(block_q8_0));
+    return pad;
+}
+
+T static float dot_q8(const hc_weight *w, int r, const void *xa)
+{
+    const block_q8_0 *q = QROW(block_q8_0, w, r);
+    const xq8 *xc = xa;
     __m256 acc = _mm256_setzero_ps();
-    for (int b = 0; b < w->n / QK8_0; b++) {
-        __m256 p = mul_sum_i8(_mm256_loadu_si256((const __m256i *)wb[b].qs), _mm256_loadu_si256((const __m256i *)x[b].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(wb[b].d) * _cvtsh_ss(x[b].d)), p, acc);
+    int c = 0, nb = w->n / QK8_0;
+    for (; (c + 1) * Q8_CHUNK <= nb; c++) acc = q8_chunk(q + c * Q8_CHUNK, xc + c, acc);
+    if (c * Q8_CHUNK < nb) {   /* the last blocks, zero-padded to a chunk */
+        block_q8_0 pad[Q8_CHUNK];
+        acc = q8_chunk(q8_whole(q + c * Q8_CHUNK, nb - c * Q8_CHUNK, pad), xc + c, acc);
     }
     return hsum(acc);
 }
@@ -456,44 +593,43 @@ T static void axpy_multi_q8(const hc_weight *w, int r, int c0, int c1, int nt, c
 
 #define RQ 4              /* the most rows and vectors a quantized tile holds */
 #define TQN 8
-#define R8 2              /* Q8_0 tile: rows x vectors */
-#define T8 4
+#define R8 1              /* Q8_0 tile: rows x vectors */
+#define T8 8
 #define R4 1              /* Q4_0 tile: rows x vectors */
 #define T4 4
 
-/* The Q8_0 tile: dot_q8 for R rows x Tn vectors, |w| and w's sign shared by
- * the vectors: one accumulator, blocks in order. */
+/* The Q8_0 tile, as dot_q8: whole chunks in order, then the last blocks
+ * zero-padded to a chunk; each row chunk loaded once for the vectors, and
+ * each block pair's weights held while all the vectors pass (the same int32
+ * block sums as block_sums). */
 T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
-    enum { R = R8, Tn = T8 };
-    const block_q8_0 *w[R], *const *x = (const block_q8_0 *const *)xv;
+    enum { Tn = T8 };
+    const block_q8_0 *w = QROW(block_q8_0, wt, rows[0]);
+    const xq8 *const *xc = (const xq8 *const *)xv;
     const int nb = wt->n / QK8_0;
-    for (int r = 0; r < R; r++) w[r] = QROW(block_q8_0, wt, rows[r]);
-    __m256 acc[RQ][TQN];
-    const __m256i ones = _mm256_set1_epi16(1);
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) {
-            const block_q8_0 *wb = w[r] + b;
-            __m256i wv = _mm256_loadu_si256((const __m256i *)wb->qs), aw = _mm256_sign_epi8(wv, wv);
-            float dw = _cvtsh_ss(wb->d);
+    __m256 acc[TQN];
+    wq8 wr;
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < Tn; t++) acc[t] = _mm256_setzero_ps();
+    for (int c = 0; c * Q8_CHUNK < nb; c++) {
+        block_q8_0 pad[Q8_CHUNK];
+        if ((c + 1) * Q8_CHUNK <= nb) q8_load(w + c * Q8_CHUNK, &wr);
+        else q8_load(q8_whole(w + c * Q8_CHUNK, nb - c * Q8_CHUNK, pad), &wr);
+        __m256i u[2][TQN], S[TQN];
+        _Pragma("GCC unroll 2")
+        for (int h = 0; h < 2; h++) {
             _Pragma("GCC unroll 8")
-            for (int t = 0; t < Tn; t++) {
-                __m256i xv = _mm256_loadu_si256((const __m256i *)x[t][b].qs);
-                __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv));
-                __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * _cvtsh_ss(x[t][b].d)), p, acc[r][t]);
-            }
+            for (int t = 0; t < Tn; t++) S[t] = q8_pair(&wr, xc[t] + c, 2 * h);
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < Tn; t++) u[h][t] = sum_halves(S[t], q8_pair(&wr, xc[t] + c, 2 * h + 1), 0);
         }
-    }
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < Tn; t++) y[t * R + r] = hsum(acc[r][t]);
+        for (int t = 0; t < Tn; t++)
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(wr.dw, xc[t][c].d), _mm256_cvtepi32_ps(sum_halves(u[0][t], u[1][t], 1)), acc[t]);
+    }
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < Tn; t++) y[t] = hsum(acc[t]);
 }
 
 /* roundf (half away from zero) of values |v| < 2^23: truncate, then step away
@@ -535,7 +671,8 @@ T static void prepare_q8(const hc_weight *w, const float *x, void *act)
     }
 }
 
-const hc_kernel hc_avx2_q8_0 = { .prepare = prepare_q8, .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8,
+const hc_kernel hc_avx2_q8_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q8, .arrange = arrange_q8,
+                                 .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8,
                                  .axpy = axpy_q8,
                                  .axpy_multi = axpy_multi_q8 };
 
@@ -557,30 +694,9 @@ typedef struct {
 
 T static void arrange_q4(const void *act, int n, void *xa)
 {
-    const block_q8_0 *x = act;
     xq4 *xc = xa;
-    int nb = n / QK8_0;
-    for (int c = 0; c < (nb + Q4_CHUNK - 1) / Q4_CHUNK; c++) {
-        int8_t lo[4][32] = {{0}}, hi[4][32] = {{0}};
-        int32_t corr[8] = {0};
-        float d[8] = {0};
-        for (int p = 0; p < 4; p++)
-            for (int m = 0; m < 2; m++) {
-                int b = c * Q4_CHUNK + 2 * p + m, s = 0;
-                if (b >= nb) continue;
-                memcpy(lo[p] + 16 * m, x[b].qs, 16);
-                memcpy(hi[p] + 16 * m, x[b].qs + 16, 16);
-                for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
-                corr[4 * m + p] = -8 * s;
-                d[4 * m + p] = _cvtsh_ss(x[b].d);
-            }
-        for (int p = 0; p < 4; p++) {
-            xc[c].lo[p] = _mm256_loadu_si256((const __m256i *)lo[p]);
-            xc[c].hi[p] = _mm256_loadu_si256((const __m256i *)hi[p]);
-        }
-        xc[c].corr = _mm256_loadu_si256((const __m256i *)corr);
-        xc[c].d = _mm256_loadu_ps(d);
-    }
+    for (int c = 0; c * Q4_CHUNK < n / QK8_0; c++)
+        arrange_pairs(act, n / QK8_0, c, xc[c].lo, xc[c].hi, &xc[c].d, &xc[c].corr);
 }
 
 static size_t arranged_q4(int n) { return sizeof(xq4) * (size_t)((n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK); }
@@ -598,11 +714,7 @@ TI __m256 q4_chunk(const block_q4_0 *q, const xq4 *xc, __m256 acc)
         __m256i d16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xc->lo[p]), _mm256_maddubs_epi16(hi, xc->hi[p]));
         P[p] = _mm256_madd_epi16(d16, ones);
     }
-    /* |P| <= 8·15·128: the int16 packs are exact; two levels of pairwise
-     * sums leave lane 4m+p = block 2p+m */
-    __m256i A = _mm256_madd_epi16(_mm256_packs_epi32(P[0], P[1]), ones);
-    __m256i B = _mm256_madd_epi16(_mm256_packs_epi32(P[2], P[3]), ones);
-    __m256i C = _mm256_add_epi32(_mm256_madd_epi16(_mm256_packs_epi32(A, B), ones), xc->corr);
+    __m256i C = _mm256_add_epi32(block_sums(P), xc->corr);
     /* block 2p+m's scale to lane 4m+p (word inserts beat a gather here) */
     __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)q[0].d, (short)q[2].d, (short)q[4].d, (short)q[6].d,
                                                (short)q[1].d, (short)q[3].d, (short)q[5].d, (short)q[7].d));
@@ -669,9 +781,7 @@ TI void q4_chunk_tile(int R, int Tn, const block_q4_0 *const *wq, const xq4 *con
                 __m256i d16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[p], x->lo[p]), _mm256_maddubs_epi16(hi[p], x->hi[p]));
                 P[p] = _mm256_madd_epi16(d16, ones);
             }
-            __m256i A = _mm256_madd_epi16(_mm256_packs_epi32(P[0], P[1]), ones);
-            __m256i B = _mm256_madd_epi16(_mm256_packs_epi32(P[2], P[3]), ones);
-            __m256i C = _mm256_add_epi32(_mm256_madd_epi16(_mm256_packs_epi32(A, B), ones), x->corr);
+            __m256i C = _mm256_add_epi32(block_sums(P), x->corr);
             acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, x->d), _mm256_cvtepi32_ps(C), acc[r][t]);
         }
     }

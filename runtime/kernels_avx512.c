@@ -366,7 +366,7 @@ TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, fl
 const hc_kernel hc_avx512_bf16 = { .prepare = hc_act_bf16, .dot = dot_b, .tile = tile_b, .rm = BRM, .tm = BTM,
                                    .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
-/* ---- Q8_0 against Q8_0 activations: two blocks per register ---- */
+/* ---- Q8_0 against Q8_0 activations: 16 blocks per step ---- */
 
 TI __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
@@ -374,144 +374,182 @@ TI __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_casts
 
 #define W2(a, b) ((a) | (b) << 16)   /* two word indices per int32: gcc lacks _mm512_setr_epi16 */
 
-/* The first bytes of Q8_0 blocks b, b+1 of a row, as words: at least both
- * scales (words 0 and 17). two: 0 only
- * block b is there, 1 both, 2 both and 64 bytes of the row left, so a plain
- * load (masked loads that miss the cache are slow and train no prefetcher). */
-TI __m512i load_pair(const void *p, int two)
+/* Q8_0 products take 16 blocks (a chunk) per step and sum each block in
+ * integers before any float work: the chunk's weight bytes are spread over 8
+ * registers so that every int32 lane meets only one block (half a block: the
+ * 4 registers of a group hold 8 blocks x 2 halves), vpdpbusd accumulates the
+ * 8 registers straight into two int32 accumulators, one shuffle-add leaves one
+ * int32 per block, and one convert and one FMA cover the 16 blocks. The
+ * spreading (loads and in-lane unpacks) is done once per row chunk and shared
+ * by the tile's vectors; the activation is spread the same way once per
+ * product (arrange_q8). */
+#define Q8_CHUNK 16
+
+/* 16 blocks at b (whole) spread into U[8]: U[4G + i] holds group G (blocks
+ * 8G..8G+7); its 128-bit lane L, dword q is dword 4(L % 2) + i of block
+ * 8G + 2q + L / 2 (an 8 x 4 dword transpose per lane, with unpacks), so the
+ * int32 lane 4L + q of U[4G .. 4G+3] sees only one half of one block. */
+TI void q8_spread(const block_q8_0 *b, __m512i U[8])
 {
-    return two == 2 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(two ? 0x3ffff : 1, p);
+    #pragma GCC unroll 2
+    for (int G = 0; G < 2; G++) {
+        __m512i P[4];
+        #pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) P[q] = join(load32(b[8 * G + 2 * q].qs), load32(b[8 * G + 2 * q + 1].qs));
+        __m512i t0 = _mm512_unpacklo_epi32(P[0], P[1]), t1 = _mm512_unpackhi_epi32(P[0], P[1]);
+        __m512i t2 = _mm512_unpacklo_epi32(P[2], P[3]), t3 = _mm512_unpackhi_epi32(P[2], P[3]);
+        U[4 * G] = _mm512_unpacklo_epi64(t0, t2);
+        U[4 * G + 1] = _mm512_unpackhi_epi64(t0, t2);
+        U[4 * G + 2] = _mm512_unpacklo_epi64(t1, t3);
+        U[4 * G + 3] = _mm512_unpackhi_epi64(t1, t3);
+    }
 }
 
-/* The fp16 scales at words 0 and w1 of v, as floats in lanes 0-7 and 8-15. */
-TI __m512 scales(__m512i v, int w1)
+/* The two groups' half-block sums (a0: group 0, a1: group 1, lanes as in
+ * q8_spread) to one int32 per block: lane 4M + q holds block
+ * 8(M / 2) + 2q + M % 2. */
+TI __m512i q8_block_sums(__m512i a0, __m512i a1)
 {
-    __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, W2(w1, w1), W2(w1, w1), W2(w1, w1), W2(w1, w1), 0, 0, 0, 0, 0, 0, 0, 0);
-    return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, v)));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* The Q8_0 activation of a Q8_0 matvec, rearranged once per product so the
- * inner loop only loads it: per pair of blocks the 64 quant bytes plus 128,
- * as unsigned bytes (x ^ 0x80), and the scales as 16 floats (8 lanes per
- * block). A missing second block of a pair (odd block count) is zero. */
+/* The 16 scales of the blocks at b as floats, in q8_block_sums' lane order. */
+TI __m512 q8_scales(const block_q8_0 *b)
+{
+    const int s = (int)sizeof(block_q8_0);
+    const __m512i at = _mm512_setr_epi32(0, 2 * s, 4 * s, 6 * s, s, 3 * s, 5 * s, 7 * s, 8 * s, 10 * s, 12 * s,
+                                         14 * s, 9 * s, 11 * s, 13 * s, 15 * s);
+    /* the dword at a block's start: its scale in the low word */
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(at, (const void *)b, 1)));
+}
+
+/* The Q8_0 activation of a Q8_0 matvec, arranged once per product: per chunk
+ * the bytes spread as q8_spread does, plus 128 (unsigned, x ^ 0x80), and the
+ * 16 scales as floats. Blocks past the row's end are zero. */
 typedef struct {
-    __m512i q;
+    __m512i q[8];
     __m512 d;
-} xpair;
+} xq8;
+
+/* The chunk at b when it is whole, else its nb blocks copied into pad
+ * (zeros after them). */
+TI const block_q8_0 *q8_whole(const block_q8_0 *b, int nb, block_q8_0 pad[Q8_CHUNK])
+{
+    if (nb >= Q8_CHUNK) return b;
+    memset(pad, 0, Q8_CHUNK * sizeof(block_q8_0));
+    memcpy(pad, b, (size_t)nb * sizeof(block_q8_0));
+    return pad;
+}
 
 T static void arrange_q8(const void *act, int n, void *xa)
 {
     const block_q8_0 *x = act;
-    xpair *xp = xa;
+    xq8 *xc = xa;
     int nb = n / QK8_0;
-    for (int b = 0; b < nb; b += 2) {
-        int two = b + 1 < nb;
-        xpair *o = xp + b / 2;
-        o->q = _mm512_xor_si512(join(load32(x[b].qs), two ? load32(x[b + 1].qs) : _mm256_setzero_si256()),
-                                _mm512_set1_epi8((char)0x80));
-        o->d = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(x[b].d)), _mm256_set1_ps(two ? _cvtsh_ss(x[b + 1].d) : 0), 1);
+    for (int c = 0; c * Q8_CHUNK < nb; c++) {
+        block_q8_0 pad[Q8_CHUNK];
+        const block_q8_0 *b = q8_whole(x + c * Q8_CHUNK, nb - c * Q8_CHUNK, pad);
+        __m512i U[8];
+        q8_spread(b, U);
+        for (int i = 0; i < 8; i++) xc[c].q[i] = _mm512_xor_si512(U[i], _mm512_set1_epi8((char)0x80));
+        xc[c].d = q8_scales(b);
     }
 }
 
-static size_t arranged_q8(int n) { return sizeof(xpair) * (size_t)((n / QK8_0 + 1) / 2); }
+static size_t arranged_q8(int n) { return sizeof(xq8) * (size_t)((n / QK8_0 + Q8_CHUNK - 1) / Q8_CHUNK); }
 
 /* Row r of a Q8_0 / Q4_0 weight (blocks of type B). */
 #define QROW(B, w, r) ((const B *)(w)->data + (size_t)(r) * (size_t)((w)->n / QK8_0))
 
-/* -128 times each int32 lane's 4 bytes of w summed: the correction that
- * turns vpdpbusd of (x + 128) with w into the exact Σ x·w (|Σ| <= 4·255·128). */
-TI __m512i w_corr(__m512i w)
+/* One row chunk, spread (U), with each group's correction -128·Σw per lane
+ * (it turns vpdpbusd of x + 128 with w into the exact Σ x·w; |Σ| <= 16·255·128)
+ * and the 16 scales. */
+typedef struct {
+    __m512i U[8], corr[2];
+    __m512 dw;
+} wq8;
+
+TI void q8_load(const block_q8_0 *b, int nb, wq8 *w)
 {
-    __m512i c = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), w);
-    return _mm512_sub_epi32(_mm512_setzero_si512(), c);
+    block_q8_0 pad[Q8_CHUNK];
+    b = q8_whole(b, nb, pad);
+    q8_spread(b, w->U);
+    const __m512i u128 = _mm512_set1_epi8((char)0x80);
+    #pragma GCC unroll 2
+    for (int G = 0; G < 2; G++) {
+        __m512i c = _mm512_setzero_si512();
+        #pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) c = _mm512_dpbusd_epi32(c, u128, w->U[4 * G + i]);
+        w->corr[G] = _mm512_sub_epi32(_mm512_setzero_si512(), c);
+    }
+    w->dw = q8_scales(b);
 }
 
-/* 64 signed bytes of w times 64 of x (given as xu = x + 128) -> 16 int32
- * partial sums as floats; corr = w_corr(w), shared by every vector. */
-TI __m512 mul_sum_i8(__m512i w, __m512i corr, __m512i xu)
+/* acc + the dot of a loaded row chunk with activation chunk x: the 16 block
+ * sums in integers, then one convert and one FMA. */
+TI __m512 q8_fma(const wq8 *w, const xq8 *x, __m512 acc)
 {
-    return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, xu, w));
+    __m512i a[2];
+    #pragma GCC unroll 2
+    for (int G = 0; G < 2; G++) {
+        a[G] = w->corr[G];
+        #pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) a[G] = _mm512_dpbusd_epi32(a[G], x->q[4 * G + i], w->U[4 * G + i]);
+    }
+    return _mm512_fmadd_ps(_mm512_mul_ps(w->dw, x->d), _mm512_cvtepi32_ps(q8_block_sums(a[0], a[1])), acc);
 }
 
-/* Blocks b and, if two (see load_pair), b+1 of row w as the 64 weight bytes
- * (a missing block zero) and the two scales (lanes 0-7, 8-15). */
-TI __m512i pair_q(const block_q8_0 *w, int two)
-{
-    return join(load32(w[0].qs), two ? load32(w[1].qs) : _mm256_setzero_si256());
-}
-
-/* acc + the dot of blocks b and, if two, b+1 of row w with the arranged pair
- * xp. two is a constant after inlining. Int32 sums: lanes 0-7 block b, 8-15 b+1. */
-TI __m512 q_pair(const block_q8_0 *w, const xpair *xp, int b, int two, __m512 acc)
-{
-    w += b;
-    _mm_prefetch((const char *)w + PF_Q, _MM_HINT_T0);
-    __m512i wv = pair_q(w, two);
-    __m512 p = mul_sum_i8(wv, w_corr(wv), xp->q);
-    __m512 dw = scales(load_pair(w, two), 17);
-    return _mm512_fmadd_ps(_mm512_mul_ps(dw, xp->d), p, acc);
-}
-
-/* One accumulator, pairs in order, the last one half when the row has an odd
- * block count. Its FMA chain (4 cycles per 68 bytes of row) stays well ahead
- * of memory at B = 1. */
+/* Chunks in order, the last one zero-padded. */
 T static float dot_q8(const hc_weight *w, int r, const void *xa)
 {
     const block_q8_0 *q = QROW(block_q8_0, w, r);
-    const xpair *xp = xa;
+    const xq8 *xc = xa;
     __m512 acc = _mm512_setzero_ps();
-    int b = 0, nb = w->n / QK8_0;
-    for (; b + 4 <= nb; b += 2) acc = q_pair(q, xp + b / 2, b, 2, acc);
-    if (b + 2 <= nb) { acc = q_pair(q, xp + b / 2, b, 1, acc); b += 2; }
-    if (b < nb) acc = q_pair(q, xp + b / 2, b, 0, acc);
+    int nb = w->n / QK8_0;
+    wq8 wc;
+    for (int c = 0; c * Q8_CHUNK < nb; c++) {
+        const char *p = (const char *)(q + c * Q8_CHUNK);
+        for (int i = 0; i < 9; i++) _mm_prefetch(p + PF_Q + 64 * i, _MM_HINT_T0);
+        q8_load(q + c * Q8_CHUNK, nb - c * Q8_CHUNK, &wc);
+        acc = q8_fma(&wc, xc + c, acc);
+    }
     return _mm512_reduce_add_ps(acc);
 }
 
 #define RQ 4              /* the most rows and vectors a quantized tile holds */
 #define TQN 8
-#define R8 4              /* Q8_0 tile: rows x vectors */
-#define T8 4
+#define R8 2              /* Q8_0 tile: rows x vectors */
+#define T8 8
 #define R4 2              /* Q4_0 tile: rows x vectors */
 #define T4 4
 
-/* acc[r][t] += pair p of row r with vector t (two: 1 a full pair, 0 a half
- * pair), as q_pair: the weight bytes, their correction and scales loaded once
- * for the vectors, the activation bytes and scales once per row. */
-TI void q8_step(int R, int Tn, const block_q8_0 *const *w, const xpair *const *xp, int p, int two,
-                __m512 acc[RQ][TQN])
-{
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++) {
-        const block_q8_0 *wb = w[r] + 2 * p;
-        __m512i wv = pair_q(wb, two), corr = w_corr(wv);
-        __m512 dw = scales(load_pair(wb, 2 * two), 17);
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++)
-            acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xp[t][p].d), mul_sum_i8(wv, corr, xp[t][p].q), acc[r][t]);
-    }
-}
-
-/* The Q8_0 tile, as dot_q8: one accumulator per pair of (row, vector) in
- * registers for the whole row, pairs in order, the last one half when the
- * block count is odd. */
+/* The Q8_0 tile, as dot_q8: each row chunk spread once for the vectors,
+ * each activation chunk loaded once for the rows. */
 T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
     enum { R = R8, Tn = T8 };
-    const block_q8_0 *w[R];
-    const xpair *const *xp = (const xpair *const *)xv;
+    const block_q8_0 *q[R];
+    const xq8 *const *xc = (const xq8 *const *)xv;
     const int nb = wt->n / QK8_0;
-    for (int r = 0; r < R; r++) w[r] = QROW(block_q8_0, wt, rows[r]);
+    for (int r = 0; r < R; r++) q[r] = QROW(block_q8_0, wt, rows[r]);
     __m512 acc[RQ][TQN];
+    wq8 wc[RQ];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
+        _Pragma("GCC unroll 8")
         for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_setzero_ps();
-    int p = 0;
-    for (; 2 * p + 2 <= nb; p++) q8_step(R, Tn, w, xp, p, 1, acc);
-    if (2 * p < nb) q8_step(R, Tn, w, xp, p, 0, acc);
+    for (int c = 0; c * Q8_CHUNK < nb; c++) {
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) q8_load(q[r] + c * Q8_CHUNK, nb - c * Q8_CHUNK, &wc[r]);
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < Tn; t++)
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) acc[r][t] = q8_fma(&wc[r], xc[t] + c, acc[r][t]);
+    }
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
+        _Pragma("GCC unroll 8")
         for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 

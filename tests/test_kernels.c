@@ -421,9 +421,9 @@ static int tiled_float_all(const char *isa)
 static void test_matvec_tiled_float(void) { each_isa(tiled_float_all); }
 
 /* Q8_0/Q4_0 batches go through register-tiled integer kernels too: each
- * (row, vector) must equal the B = 1 dot bit for bit, for 1..40 blocks (odd
- * counts end on a half pair in Q8_0; 17 and 25 blocks end Q4_0 rows in a
- * partial chunk), rows and B off the tile, row splits, and several panels. */
+ * (row, vector) must equal the B = 1 dot bit for bit, for 1..40 blocks (rows
+ * end in a partial chunk of 8 (avx2) or 16 (avx512) blocks unless the count
+ * is a multiple), rows and B off the tile, row splits, and several panels. */
 static int tiled_quant_all(const char *isa)
 {
     static const uint32_t qt[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
@@ -444,6 +444,59 @@ static int tiled_quant_all(const char *isa)
 }
 
 static void test_matvec_tiled_quant(void) { each_isa(tiled_quant_all); }
+
+/* The integer block sums stay exact at the extremes: weights of -128 / 127
+ * (Q8_0) and -8 / 7 (Q4_0) with scale 1 against activations of ±127 with
+ * scale 1 make integer dots below 2^24, so every ISA, its tile (B > 1) and
+ * B = 1 must return them exactly: no int16 pair saturates, no partial sum is
+ * lost, for whole chunks and a partial last one. Vector 0 and row 0 are
+ * all-extreme (127 against -128: the largest products). */
+static int quant_extremes(const char *isa)
+{
+    enum { NB = 31, N = 32 * NB, ROWS = 5, B = 9 };
+    static block_q8_0 w8[ROWS][NB], x[B][NB];
+    static block_q4_0 w4[ROWS][NB];
+    static int8_t wv[2][ROWS][N];
+    for (int r = 0; r < ROWS; r++)
+        for (int b = 0; b < NB; b++) {
+            w8[r][b].d = w4[r][b].d = 0x3c00;   /* fp16 1.0 */
+            for (int j = 0; j < 32; j++) {
+                int hi = r && rnd() % 2;
+                w8[r][b].qs[j] = (int8_t)(hi ? 127 : -128);
+                int q4 = r && rnd() % 2 ? 15 : 0;   /* -8 or 7 */
+                if (j < 16) w4[r][b].qs[j] = (uint8_t)q4;
+                else w4[r][b].qs[j - 16] |= (uint8_t)(q4 << 4);
+                wv[0][r][32 * b + j] = w8[r][b].qs[j];
+                wv[1][r][32 * b + j] = (int8_t)(q4 - 8);
+            }
+        }
+    for (int v = 0; v < B; v++)
+        for (int b = 0; b < NB; b++) {
+            x[v][b].d = 0x3c00;
+            for (int j = 0; j < 32; j++) x[v][b].qs[j] = (int8_t)(v == 0 || (v > 1 && rnd() % 2) ? 127 : -127);
+        }
+    const uint32_t t[2] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    const void *W[2] = { w8, w4 };
+    for (int k = 0; k < 2; k++) {
+        float y[B * ROWS], y1[ROWS];
+        matvec(t[k], W[k], N, 0, ROWS, x, sizeof x[0], B, y, ROWS);
+        for (int v = 0; v < B; v++) {
+            matvec(t[k], W[k], N, 0, ROWS, x[v], 0, 1, y1, 0);
+            for (int r = 0; r < ROWS; r++) {
+                long want = 0;
+                for (int i = 0; i < N; i++) want += (long)wv[k][r][i] * x[v][i / 32].qs[i % 32];
+                if (y[v * ROWS + r] != (float)want || y1[r] != (float)want) {
+                    th_fail(__FILE__, __LINE__, "%s %s row %d vector %d: %.9g (B = 1: %.9g), want %ld", isa,
+                            ggml_type_name(t[k]), r, v, y[v * ROWS + r], y1[r], want);
+                    return 0;
+                }
+            }
+        }
+    }
+    return 1;
+}
+
+static void test_quant_extremes(void) { each_isa(quant_extremes); }
 
 /* Gathered rows equal the same rows of a dense matvec, bit for bit. */
 static int rows_case(const char *isa)
@@ -662,6 +715,7 @@ int main(void)
     RUN(test_matvec_tiled);
     RUN(test_matvec_tiled_float);
     RUN(test_matvec_tiled_quant);
+    RUN(test_quant_extremes);
     RUN(test_matvec_rows);
     RUN(test_axpy);
     RUN(test_axpy_range);
