@@ -165,8 +165,9 @@ struct hc_sparse {
     /* rows_needed's (row, neuron) pairs, row b's at [pair_at[b], pair_at[b + 1]): neuron, list position, product */
     int32_t *pair_row, *pair_pos;
     float *pair_y;
-    size_t *pair_at;         /* [cap_b + 1] */
+    size_t *pair_at;         /* [cap_rows + 1] */
     size_t cap_pairs;
+    int cap_rows;
     uint8_t *any;            /* [F]: some batch row keeps list position i */
     uint8_t *mask;           /* [B][k_max] device candidates */
     float *ydev, *hdev;      /* [B][E], [B][k_max] */
@@ -242,9 +243,12 @@ static int needs(const hc_sparse *s, enum need what, const float *pred, const fl
 /* rows_needed's pair buffers for B rows and n pairs (out of memory exits). */
 static void grow_pairs(hc_sparse *s, int B, size_t n)
 {
-    size_t *at = realloc(s->pair_at, sizeof(size_t) * ((size_t)B + 1));
-    if (!at) hc_die("out of memory for the sparse FFN's lists of %d rows", B);
-    s->pair_at = at;
+    if (B > s->cap_rows) {
+        size_t *at = realloc(s->pair_at, sizeof(size_t) * ((size_t)B + 1));
+        if (!at) hc_die("out of memory for the sparse FFN's lists of %d rows", B);
+        s->pair_at = at;
+        s->cap_rows = B;
+    }
     if (n <= s->cap_pairs) return;
     int32_t *r = realloc(s->pair_row, sizeof(int32_t) * n);
     if (r) s->pair_row = r;
