@@ -37,6 +37,9 @@ typedef struct hc_kernel {
     void (*arrange)(const void *act, int n, void *xa);
     /* Row r of w · xa. */
     float (*dot)(const hc_weight *w, int r, const void *xa);
+    /* Optional (NULL: dot per row): y[i] = row r0 + i · xa for i < nr, the
+     * bits dot gives. */
+    void (*dot_rows)(const hc_weight *w, int r0, int nr, const void *xa, float *y);
     /* Optional register tile (NULL: dot per pair): y[t * rm + i] = row r[i]
      * · x[t] for i < rm, t < tm, every value the bits dot gives. */
     void (*tile)(const hc_weight *w, const int *r, const void *const *x, float *y);

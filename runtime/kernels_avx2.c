@@ -61,24 +61,60 @@ TI const void *pad_tail(int k, const void *row, int i, int m, float buf[8])
  * [16c + 8, 16c + 16) for c = 0, 1, ...; then a0 one more 8-element step,
  * a1 the tail: two FMA chains side by side in one ascending stream (what F16
  * decode needs, docs/design/kernels.md). */
+TI void steps_range(int k, const void *row, const float *x, int i0, int i1, __m256 *a0, __m256 *a1, const char *next)
+{
+    __m256 s0 = *a0, s1 = *a1;   /* in registers for the loop */
+    int i = i0;
+    for (; i + 16 <= i1; i += 16) {
+        if (next && !((i - i0) & 31)) _mm_prefetch(next + 2 * (i - i0), _MM_HINT_T1);
+        s0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(load8(k, row, i + 8), _mm256_loadu_ps(x + i + 8), s1);
+    }
+    if (i + 8 <= i1) {
+        s0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), s0);
+        i += 8;
+    }
+    if (i < i1) {
+        float wb[8], xb[8] = {0};
+        memcpy(xb, x + i, (size_t)(i1 - i) * sizeof(float));
+        s1 = _mm256_fmadd_ps(load8(k, pad_tail(k, row, i, i1 - i, wb), 0), _mm256_loadu_ps(xb), s1);
+    }
+    *a0 = s0;
+    *a1 = s1;
+}
+
 TI float dot_steps(int k, const void *row, const float *x, int n)
 {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), a0);
-        a1 = _mm256_fmadd_ps(load8(k, row, i + 8), _mm256_loadu_ps(x + i + 8), a1);
-    }
-    if (i + 8 <= n) {
-        a0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), a0);
-        i += 8;
-    }
-    if (i < n) {
-        float wb[8], xb[8] = {0};
-        memcpy(xb, x + i, (size_t)(n - i) * sizeof(float));
-        a1 = _mm256_fmadd_ps(load8(k, pad_tail(k, row, i, n - i, wb), 0), _mm256_loadu_ps(xb), a1);
-    }
+    steps_range(k, row, x, 0, n, &a0, &a1, NULL);
     return hsum(_mm256_add_ps(a0, a1));
+}
+
+/* F16 decode of rows longer than KB elements: GR rows at a time in column
+ * blocks of KB, each piece prefetching the next into L2, as on AVX-512 (the
+ * reason is there). */
+#define KB 4096           /* elements per column block (a multiple of 32) */
+#define GR 16             /* rows per group */
+
+/* y[i] = dot_steps(F16, row r0 + i, x) for i < nr. */
+TI void dot_rows_blocked(const hc_weight *w, int r0, int nr, const float *x, float *y)
+{
+    const int n = w->n;
+    for (int g = 0; g < nr; g += GR) {
+        int gn = nr - g < GR ? nr - g : GR;
+        __m256 a0[GR], a1[GR];
+        for (int i = 0; i < gn; i++) a0[i] = a1[i] = _mm256_setzero_ps();
+        for (int c = 0; c < n; c += KB) {
+            int c1 = n - c <= KB ? n : c + KB;
+            for (int i = 0; i < gn; i++) {
+                const char *next = i + 1 < gn ? hc_float_row(w, r0 + g + i + 1, c)
+                                   : c1 < n ? hc_float_row(w, r0 + g, c1)
+                                   : g + gn < nr ? hc_float_row(w, r0 + g + gn, 0) : NULL;
+                steps_range(GGML_TYPE_F16, hc_float_row(w, r0 + g + i, 0), x, c, c1, &a0[i], &a1[i], next);
+            }
+        }
+        for (int i = 0; i < gn; i++) y[g + i] = hsum(_mm256_add_ps(a0[i], a1[i]));
+    }
 }
 
 /* F32 (dot_chunks): a0 sums the even chunks of CHUNK elements and a1 the odd
@@ -115,6 +151,15 @@ T static float dot_f(const hc_weight *w, int r, const void *x)
 {
     const char *row = hc_float_row(w, r, 0);
     return w->type == GGML_TYPE_F32 ? dot_chunks(GGML_TYPE_F32, row, x, w->n) : dot_steps(GGML_TYPE_F16, row, x, w->n);
+}
+
+T static void dot_rows_f(const hc_weight *w, int r0, int nr, const void *x, float *y)
+{
+    if (w->type == GGML_TYPE_F16 && w->n > KB) {
+        dot_rows_blocked(w, r0, nr, x, y);
+        return;
+    }
+    for (int i = 0; i < nr; i++) y[i] = dot_f(w, r0 + i, x);
 }
 
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
@@ -290,7 +335,7 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
 }
 
 const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
-                                  .arrange = hc_float_arrange, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
+                                  .arrange = hc_float_arrange, .dot = dot_f, .dot_rows = dot_rows_f, .tile = tile_f, .rm = RM, .tm = TM,
                                   .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 16 bf16 per

@@ -49,24 +49,72 @@ TI __mmask16 tail_mask(int m) { return (__mmask16)((1u << m) - 1); }
  * a1 the masked tail. Two FMA chains side by side in one ascending stream:
  * F16 decode is the most sensitive to the dot's shape (every other order
  * tried lost 10-15 % of its memory speed, docs/design/kernels.md). */
+/* *a0, *a1 += dot_steps' steps over elements [i0, i1): i0 a multiple of 32,
+ * i1 a multiple of 32 or n (only then the last step and the masked tail).
+ * With next (F16 only), one line of it is prefetched into L2 per 32
+ * elements, line for line with the row. */
+TI void steps_range(int k, const void *row, const float *x, int i0, int i1, __m512 *a0, __m512 *a1, const char *next)
+{
+    const __mmask16 all = 0xffff;
+    __m512 s0 = *a0, s1 = *a1;   /* in registers for the loop */
+    int i = i0;
+    for (; i + 32 <= i1; i += 32) {
+        if (next) _mm_prefetch(next + 2 * (i - i0), _MM_HINT_T1);
+        s0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), s0);
+        s1 = _mm512_fmadd_ps(load16(k, row, i + 16, all), _mm512_loadu_ps(x + i + 16), s1);
+    }
+    if (i + 16 <= i1) {
+        s0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), s0);
+        i += 16;
+    }
+    if (i < i1) {
+        __mmask16 m = tail_mask(i1 - i);
+        s1 = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), s1);
+    }
+    *a0 = s0;
+    *a1 = s1;
+}
+
 TI float dot_steps(int k, const void *row, const float *x, int n)
 {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0;
-    const __mmask16 all = 0xffff;
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
-        a1 = _mm512_fmadd_ps(load16(k, row, i + 16, all), _mm512_loadu_ps(x + i + 16), a1);
-    }
-    if (i + 16 <= n) {
-        a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
-        i += 16;
-    }
-    if (i < n) {
-        __mmask16 m = tail_mask(n - i);
-        a1 = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), a1);
-    }
+    steps_range(k, row, x, 0, n, &a0, &a1, NULL);
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+/* F16 decode (B = 1) of rows longer than KB elements, such as the down
+ * projection's 11008: the f32 activation (44 KiB) does not stay in the 32 KiB
+ * L1 beside the weight stream, and re-reading it from L2 for every row held
+ * the stream to 11-13 GB/s against 18-26 on 4096-wide rows. So GR rows at a
+ * time go through the row in column blocks of KB elements (16 KiB of the
+ * activation, which stays in L1), each row's two accumulators kept from
+ * block to block: the same steps in the same order, so dot_steps' bits. The
+ * hardware prefetchers do not follow the jumps from piece to piece (without
+ * help the blocks read slower than whole rows), so each piece prefetches the
+ * next one into L2, line for line (docs/design/kernels.md, "Decode"). */
+#define KB 4096           /* elements per column block (a multiple of 32) */
+#define GR 16             /* rows per group */
+
+/* y[i] = dot_steps(F16, row r0 + i, x) for i < nr. */
+TI void dot_rows_blocked(const hc_weight *w, int r0, int nr, const float *x, float *y)
+{
+    const int n = w->n;
+    for (int g = 0; g < nr; g += GR) {
+        int gn = nr - g < GR ? nr - g : GR;
+        __m512 a0[GR], a1[GR];
+        for (int i = 0; i < gn; i++) a0[i] = a1[i] = _mm512_setzero_ps();
+        for (int c = 0; c < n; c += KB) {
+            int c1 = n - c <= KB ? n : c + KB;
+            for (int i = 0; i < gn; i++) {
+                /* the next piece: the next row's block, the group's next block, the next group */
+                const char *next = i + 1 < gn ? hc_float_row(w, r0 + g + i + 1, c)
+                                   : c1 < n ? hc_float_row(w, r0 + g, c1)
+                                   : g + gn < nr ? hc_float_row(w, r0 + g + gn, 0) : NULL;
+                steps_range(GGML_TYPE_F16, hc_float_row(w, r0 + g + i, 0), x, c, c1, &a0[i], &a1[i], next);
+            }
+        }
+        for (int i = 0; i < gn; i++) y[g + i] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i], a1[i]));
+    }
 }
 
 /* F32 (dot_chunks): the row is cut into chunks of CHUNK elements, a0 sums
@@ -106,6 +154,15 @@ T static float dot_f(const hc_weight *w, int r, const void *x)
 {
     const char *row = hc_float_row(w, r, 0);
     return w->type == GGML_TYPE_F32 ? dot_chunks(GGML_TYPE_F32, row, x, w->n) : dot_steps(GGML_TYPE_F16, row, x, w->n);
+}
+
+T static void dot_rows_f(const hc_weight *w, int r0, int nr, const void *x, float *y)
+{
+    if (w->type == GGML_TYPE_F16 && w->n > KB) {
+        dot_rows_blocked(w, r0, nr, x, y);
+        return;
+    }
+    for (int i = 0; i < nr; i++) y[i] = dot_f(w, r0 + i, x);
 }
 
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
@@ -270,7 +327,7 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
 }
 
 const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
-                                    .arrange = hc_float_arrange, .dot = dot_f, .tile = tile_f, .rm = RM, .tm = TM,
+                                    .arrange = hc_float_arrange, .dot = dot_f, .dot_rows = dot_rows_f, .tile = tile_f, .rm = RM, .tm = TM,
                                     .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 32 pairs of bf16

@@ -161,6 +161,8 @@ static void dots(const hc_weight *w, const hc_kernel *k, const int32_t *idx, int
             if (i + 1 < nr) hc_weight_prefetch(w, idx[i + 1], 0, w->n);
             y[i] = k->dot(w, idx[i], xa);
         }
+    } else if (k->dot_rows) {
+        k->dot_rows(w, r0, nr, xa, y);
     } else {
         for (int i = 0; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
     }

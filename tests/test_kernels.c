@@ -445,6 +445,45 @@ static int tiled_quant_all(const char *isa)
 
 static void test_matvec_tiled_quant(void) { each_isa(tiled_quant_all); }
 
+/* F16 rows longer than 4096 elements go through column blocks at B = 1 (a
+ * group of rows block by block, each row's accumulators kept): every row must
+ * be the single-row dot's bits (a gathered row, the tile, a row split) for
+ * groups off their size and rows that end in a partial block, a partial
+ * step and a masked tail; and near the reference (a lane sums about n/32
+ * rounded terms: 3e-5 of the absolute sum for 11017). */
+static int f16_long_rows(const char *isa)
+{
+    static const int ns[] = { 4097, 4128, 8192, 8223, 11008, 11017 };
+    const uint32_t t = GGML_TYPE_F16;
+    for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+        int n = ns[c], rows = 37;
+        if (!tiled_float_case(isa, t, n, rows, 3)) return 0;
+        size_t as, rb = ggml_row_size(t, n);
+        char *w = make_weights(t, rows, n), *a = make_acts(t, n, 1, &as);
+        float *y = malloc((size_t)rows * sizeof *y), *yg = malloc((size_t)rows * sizeof *y);
+        float *yr = malloc((size_t)rows * sizeof *y);
+        int32_t idx[37];
+        for (int r = 0; r < rows; r++) idx[r] = rows - 1 - r;
+        matvec(t, w, n, 0, rows, a, 0, 1, y, 0);
+        matvec_rows(t, w, n, idx, rows, a, yg);
+        matvec_ref(t, w, n, 0, rows, a, as, 1, yr, 0);
+        int ok = 1;
+        for (int r = 0; ok && r < rows; r++) {
+            double bound = 3e-5 * abs_dot(t, w + rb * (size_t)r, a, n) + 1e-30;
+            if (memcmp(&y[r], &yg[rows - 1 - r], sizeof *y) || fabs((double)y[r] - yr[r]) > bound) {
+                th_fail(__FILE__, __LINE__, "%s F16 n=%d row %d: %.9g, gathered %.9g, ref %.9g", isa, n, r, y[r],
+                        yg[rows - 1 - r], yr[r]);
+                ok = 0;
+            }
+        }
+        free(w), free(a), free(y), free(yg), free(yr);
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+static void test_f16_long_rows(void) { each_isa(f16_long_rows); }
+
 /* The integer block sums stay exact at the extremes: weights of -128 / 127
  * (Q8_0) and -8 / 7 (Q4_0) with scale 1 against activations of ±127 with
  * scale 1 make integer dots below 2^24, so every ISA, its tile (B > 1) and
@@ -715,6 +754,7 @@ int main(void)
     RUN(test_matvec_tiled);
     RUN(test_matvec_tiled_float);
     RUN(test_matvec_tiled_quant);
+    RUN(test_f16_long_rows);
     RUN(test_quant_extremes);
     RUN(test_matvec_rows);
     RUN(test_axpy);
