@@ -485,7 +485,7 @@ TI __m512 q8_scales(const block_q8_0 *b)
  * the bytes spread as q8_spread does, plus 128 (unsigned, x ^ 0x80), and the
  * 16 scales as floats. Blocks past the row's end are zero. */
 typedef struct {
-    __m512i q[8];
+    __m512i q[8], corr[2];
     __m512 d;
 } xq8;
 
@@ -499,6 +499,21 @@ TI const block_q8_0 *q8_whole(const block_q8_0 *b, int nb, block_q8_0 pad[Q8_CHU
     return pad;
 }
 
+/* corr[G] = -128·Σx per int32 lane of group G of the spread chunk U: it
+ * turns vpdpbusd of the weights plus 128 (unsigned) with x into the exact
+ * Σ w·x (|Σ| <= 16·255·128). */
+TI void q8_corr(const __m512i U[8], __m512i corr[2])
+{
+    const __m512i u128 = _mm512_set1_epi8((char)0x80);
+    #pragma GCC unroll 2
+    for (int G = 0; G < 2; G++) {
+        __m512i c = _mm512_setzero_si512();
+        #pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) c = _mm512_dpbusd_epi32(c, u128, U[4 * G + i]);
+        corr[G] = _mm512_sub_epi32(_mm512_setzero_si512(), c);
+    }
+}
+
 T static void arrange_q8(const void *act, int n, void *xa)
 {
     const block_q8_0 *x = act;
@@ -507,9 +522,8 @@ T static void arrange_q8(const void *act, int n, void *xa)
     for (int c = 0; c * Q8_CHUNK < nb; c++) {
         block_q8_0 pad[Q8_CHUNK];
         const block_q8_0 *b = q8_whole(x + c * Q8_CHUNK, nb - c * Q8_CHUNK, pad);
-        __m512i U[8];
-        q8_spread(b, U);
-        for (int i = 0; i < 8; i++) xc[c].q[i] = _mm512_xor_si512(U[i], _mm512_set1_epi8((char)0x80));
+        q8_spread(b, xc[c].q);
+        q8_corr(xc[c].q, xc[c].corr);
         xc[c].d = q8_scales(b);
     }
 }
@@ -519,11 +533,11 @@ static size_t arranged_q8(int n) { return sizeof(xq8) * (size_t)((n / QK8_0 + Q8
 /* Row r of a Q8_0 / Q4_0 weight (blocks of type B). */
 #define QROW(B, w, r) ((const B *)(w)->data + (size_t)(r) * (size_t)((w)->n / QK8_0))
 
-/* One row chunk, spread (U), with each group's correction -128·Σw per lane
- * (it turns vpdpbusd of x + 128 with w into the exact Σ x·w; |Σ| <= 16·255·128)
- * and the 16 scales. */
+/* One row chunk, spread (U) and plus 128 (unsigned, w ^ 0x80: one xor per
+ * register, where a correction on the weights' side cost 8 vpdpbusd per
+ * chunk at B = 1), and the 16 scales. */
 typedef struct {
-    __m512i U[8], corr[2];
+    __m512i U[8];
     __m512 dw;
 } wq8;
 
@@ -532,14 +546,8 @@ TI void q8_load(const block_q8_0 *b, int nb, wq8 *w)
     block_q8_0 pad[Q8_CHUNK];
     b = q8_whole(b, nb, pad);
     q8_spread(b, w->U);
-    const __m512i u128 = _mm512_set1_epi8((char)0x80);
-    #pragma GCC unroll 2
-    for (int G = 0; G < 2; G++) {
-        __m512i c = _mm512_setzero_si512();
-        #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) c = _mm512_dpbusd_epi32(c, u128, w->U[4 * G + i]);
-        w->corr[G] = _mm512_sub_epi32(_mm512_setzero_si512(), c);
-    }
+    #pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) w->U[i] = _mm512_xor_si512(w->U[i], _mm512_set1_epi8((char)0x80));
     w->dw = q8_scales(b);
 }
 
@@ -550,9 +558,9 @@ TI __m512 q8_fma(const wq8 *w, const xq8 *x, __m512 acc)
     __m512i a[2];
     #pragma GCC unroll 2
     for (int G = 0; G < 2; G++) {
-        a[G] = w->corr[G];
+        a[G] = x->corr[G];
         #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) a[G] = _mm512_dpbusd_epi32(a[G], x->q[4 * G + i], w->U[4 * G + i]);
+        for (int i = 0; i < 4; i++) a[G] = _mm512_dpbusd_epi32(a[G], w->U[4 * G + i], x->q[4 * G + i]);
     }
     return _mm512_fmadd_ps(_mm512_mul_ps(w->dw, x->d), _mm512_cvtepi32_ps(q8_block_sums(a[0], a[1])), acc);
 }
