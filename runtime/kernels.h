@@ -37,9 +37,15 @@ typedef struct hc_kernel {
     void (*arrange)(const void *act, int n, void *xa);
     /* Row r of w · xa. */
     float (*dot)(const hc_weight *w, int r, const void *xa);
-    /* Optional (NULL: dot per row): y[i] = row r0 + i · xa for i < nr, the
-     * bits dot gives. */
-    void (*dot_rows)(const hc_weight *w, int r0, int nr, const void *xa, float *y);
+    /* Optional, F16 only (NULL: dot per row): F16 rows longer than
+     * HC_ROW_BLOCK at B = 1 go through column blocks (weight.c): piece adds
+     * columns [c0, c1) of row r to the row's two accumulators parked in acc
+     * (32 floats), in the order dot takes them (c0 and c1 multiples of 32, or
+     * c1 = n), and prefetches the next piece (NULL: none) into L2, one line
+     * per 64 bytes read; piece_sum gives the row's result from acc, the bits
+     * of dot. */
+    void (*piece)(const hc_weight *w, int r, int c0, int c1, const float *x, float *acc, const char *next);
+    float (*piece_sum)(const float *acc);
     /* Optional register tile (NULL: dot per pair): y[t * rm + i] = row r[i]
      * · x[t] for i < rm, t < tm, every value the bits dot gives. */
     void (*tile)(const hc_weight *w, const int *r, const void *const *x, float *y);
@@ -114,6 +120,7 @@ void hc_act_bf16(const hc_weight *w, const float *x, void *act);
 size_t hc_float_arranged_bytes(int n);
 void hc_float_arrange(const void *act, int n, void *xa);
 void hc_ref_gptq_prepare(const hc_weight *w, const float *x, void *act);
+
 void hc_ref_gptq_axpy(const hc_weight *w, int r, int c0, int c1, float a, float *y);
 
 #endif

@@ -90,32 +90,8 @@ TI float dot_steps(int k, const void *row, const float *x, int n)
     return hsum(_mm256_add_ps(a0, a1));
 }
 
-/* F16 decode of rows longer than KB elements: GR rows at a time in column
- * blocks of KB, each piece prefetching the next into L2, as on AVX-512 (the
- * reason is there). */
-#define KB 4096           /* elements per column block (a multiple of 32) */
-#define GR 16             /* rows per group */
-
-/* y[i] = dot_steps(F16, row r0 + i, x) for i < nr. */
-TI void dot_rows_blocked(const hc_weight *w, int r0, int nr, const float *x, float *y)
-{
-    const int n = w->n;
-    for (int g = 0; g < nr; g += GR) {
-        int gn = nr - g < GR ? nr - g : GR;
-        __m256 a0[GR], a1[GR];
-        for (int i = 0; i < gn; i++) a0[i] = a1[i] = _mm256_setzero_ps();
-        for (int c = 0; c < n; c += KB) {
-            int c1 = n - c <= KB ? n : c + KB;
-            for (int i = 0; i < gn; i++) {
-                const char *next = i + 1 < gn ? hc_float_row(w, r0 + g + i + 1, c)
-                                   : c1 < n ? hc_float_row(w, r0 + g, c1)
-                                   : g + gn < nr ? hc_float_row(w, r0 + g + gn, 0) : NULL;
-                steps_range(GGML_TYPE_F16, hc_float_row(w, r0 + g + i, 0), x, c, c1, &a0[i], &a1[i], next);
-            }
-        }
-        for (int i = 0; i < gn; i++) y[g + i] = hsum(_mm256_add_ps(a0[i], a1[i]));
-    }
-}
+/* dot_steps' result from its two accumulators parked at acc (hc_kernel.piece_sum). */
+T static float sum_f16(const float *acc) { return hsum(_mm256_add_ps(_mm256_load_ps(acc), _mm256_load_ps(acc + 8))); }
 
 /* F32 (dot_chunks): a0 sums the even chunks of CHUNK elements and a1 the odd
  * ones, each chunk in ascending 8-element steps, the row's tail last: one
@@ -153,13 +129,13 @@ T static float dot_f(const hc_weight *w, int r, const void *x)
     return w->type == GGML_TYPE_F32 ? dot_chunks(GGML_TYPE_F32, row, x, w->n) : dot_steps(GGML_TYPE_F16, row, x, w->n);
 }
 
-T static void dot_rows_f(const hc_weight *w, int r0, int nr, const void *x, float *y)
+/* hc_kernel.piece and piece_sum for F16 (weight.c's column blocks). */
+T static void piece_f16(const hc_weight *w, int r, int c0, int c1, const float *x, float *acc, const char *next)
 {
-    if (w->type == GGML_TYPE_F16 && w->n > KB) {
-        dot_rows_blocked(w, r0, nr, x, y);
-        return;
-    }
-    for (int i = 0; i < nr; i++) y[i] = dot_f(w, r0 + i, x);
+    __m256 a0 = _mm256_load_ps(acc), a1 = _mm256_load_ps(acc + 8);
+    steps_range(GGML_TYPE_F16, hc_float_row(w, r, 0), x, c0, c1, &a0, &a1, next);
+    _mm256_store_ps(acc, a0);
+    _mm256_store_ps(acc + 8, a1);
 }
 
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
@@ -335,7 +311,8 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
 }
 
 const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
-                                  .arrange = hc_float_arrange, .dot = dot_f, .dot_rows = dot_rows_f, .tile = tile_f, .rm = RM, .tm = TM,
+                                  .arrange = hc_float_arrange, .dot = dot_f, .piece = piece_f16, .piece_sum = sum_f16,
+                                  .tile = tile_f, .rm = RM, .tm = TM,
                                   .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 16 bf16 per

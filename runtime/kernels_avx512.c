@@ -23,7 +23,8 @@
  * quantized B = 1 loops, which read one ascending stream per thread: without
  * it the hardware prefetcher left Q4_0 at 11 GB/s from DRAM (24 with it). The
  * float dot has none: on Zen 4 its prefetch 2 KiB ahead halved F16 and cut
- * F32 by a fifth (docs/measurements.md, "Matrix-vector kernels"). */
+ * F32 by a fifth (docs/measurements.md, "Matrix-vector kernels"); F16 rows read
+ * in column blocks prefetch their next piece instead (piece_f16). */
 #define PF_Q 4096
 
 /* ---- F32 / F16 / BF16: one body, specialised by the constant k (a ggml
@@ -82,39 +83,10 @@ TI float dot_steps(int k, const void *row, const float *x, int n)
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
-/* F16 decode (B = 1) of rows longer than KB elements, such as the down
- * projection's 11008: the f32 activation (44 KiB) does not stay in the 32 KiB
- * L1 beside the weight stream, and re-reading it from L2 for every row held
- * the stream to 11-13 GB/s against 18-26 on 4096-wide rows. So GR rows at a
- * time go through the row in column blocks of KB elements (16 KiB of the
- * activation, which stays in L1), each row's two accumulators kept from
- * block to block: the same steps in the same order, so dot_steps' bits. The
- * hardware prefetchers do not follow the jumps from piece to piece (without
- * help the blocks read slower than whole rows), so each piece prefetches the
- * next one into L2, line for line (docs/design/kernels.md, "Decode"). */
-#define KB 4096           /* elements per column block (a multiple of 32) */
-#define GR 16             /* rows per group */
-
-/* y[i] = dot_steps(F16, row r0 + i, x) for i < nr. */
-TI void dot_rows_blocked(const hc_weight *w, int r0, int nr, const float *x, float *y)
+/* dot_steps' result from its two accumulators parked at acc (hc_kernel.piece_sum). */
+T static float sum_f16(const float *acc)
 {
-    const int n = w->n;
-    for (int g = 0; g < nr; g += GR) {
-        int gn = nr - g < GR ? nr - g : GR;
-        __m512 a0[GR], a1[GR];
-        for (int i = 0; i < gn; i++) a0[i] = a1[i] = _mm512_setzero_ps();
-        for (int c = 0; c < n; c += KB) {
-            int c1 = n - c <= KB ? n : c + KB;
-            for (int i = 0; i < gn; i++) {
-                /* the next piece: the next row's block, the group's next block, the next group */
-                const char *next = i + 1 < gn ? hc_float_row(w, r0 + g + i + 1, c)
-                                   : c1 < n ? hc_float_row(w, r0 + g, c1)
-                                   : g + gn < nr ? hc_float_row(w, r0 + g + gn, 0) : NULL;
-                steps_range(GGML_TYPE_F16, hc_float_row(w, r0 + g + i, 0), x, c, c1, &a0[i], &a1[i], next);
-            }
-        }
-        for (int i = 0; i < gn; i++) y[g + i] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i], a1[i]));
-    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(acc), _mm512_load_ps(acc + 16)));
 }
 
 /* F32 (dot_chunks): the row is cut into chunks of CHUNK elements, a0 sums
@@ -156,13 +128,13 @@ T static float dot_f(const hc_weight *w, int r, const void *x)
     return w->type == GGML_TYPE_F32 ? dot_chunks(GGML_TYPE_F32, row, x, w->n) : dot_steps(GGML_TYPE_F16, row, x, w->n);
 }
 
-T static void dot_rows_f(const hc_weight *w, int r0, int nr, const void *x, float *y)
+/* hc_kernel.piece and piece_sum for F16 (weight.c's column blocks). */
+T static void piece_f16(const hc_weight *w, int r, int c0, int c1, const float *x, float *acc, const char *next)
 {
-    if (w->type == GGML_TYPE_F16 && w->n > KB) {
-        dot_rows_blocked(w, r0, nr, x, y);
-        return;
-    }
-    for (int i = 0; i < nr; i++) y[i] = dot_f(w, r0 + i, x);
+    __m512 a0 = _mm512_load_ps(acc), a1 = _mm512_load_ps(acc + 16);
+    steps_range(GGML_TYPE_F16, hc_float_row(w, r, 0), x, c0, c1, &a0, &a1, next);
+    _mm512_store_ps(acc, a0);
+    _mm512_store_ps(acc + 16, a1);
 }
 
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
@@ -327,7 +299,8 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
 }
 
 const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
-                                    .arrange = hc_float_arrange, .dot = dot_f, .dot_rows = dot_rows_f, .tile = tile_f, .rm = RM, .tm = TM,
+                                    .arrange = hc_float_arrange, .dot = dot_f, .piece = piece_f16, .piece_sum = sum_f16,
+                                    .tile = tile_f, .rm = RM, .tm = TM,
                                     .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 32 pairs of bf16

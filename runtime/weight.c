@@ -151,6 +151,39 @@ void hc_weight_arrange(const hc_weight *w, int isa, const void *acts, size_t act
     for (int b = 0; b < B; b++) k->arrange((const char *)acts + (size_t)b * act_stride, w->n, (char *)xa + (size_t)b * xs);
 }
 
+/* F16 decode (B = 1) of rows longer than HC_ROW_BLOCK elements, such as the
+ * down projection's 11008: the f32 activation (44 KiB) did not stay in the
+ * 32 KiB L1 beside the weight stream, and re-reading it from L2 for every row
+ * held the stream to 11-13 GB/s against 18-26 on 4096-wide rows. So rows go
+ * in groups of HC_ROW_GROUP, each group in column blocks of HC_ROW_BLOCK (16
+ * KiB of activation, which stays in L1), each row's accumulators parked
+ * between blocks: the dot's steps in its order, so its bits. The hardware
+ * prefetchers do not follow the jumps from piece to piece, so each piece
+ * prefetches the next one (docs/design/kernels.md, "Decode"). */
+#define HC_ROW_BLOCK 4096   /* a multiple of 32 */
+#define HC_ROW_GROUP 16
+
+static void dots_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *x, float *y)
+{
+    const int n = w->n;
+    _Alignas(64) float acc[HC_ROW_GROUP][32];
+    for (int g = 0; g < nr; g += HC_ROW_GROUP) {
+        int gn = nr - g < HC_ROW_GROUP ? nr - g : HC_ROW_GROUP;
+        memset(acc, 0, sizeof acc);
+        for (int c = 0; c < n; c += HC_ROW_BLOCK) {
+            int c1 = n - c <= HC_ROW_BLOCK ? n : c + HC_ROW_BLOCK;
+            for (int i = 0; i < gn; i++) {
+                /* the next piece: the next row's block, the group's next block, the next group */
+                const char *next = i + 1 < gn ? hc_float_row(w, r0 + g + i + 1, c)
+                                   : c1 < n ? hc_float_row(w, r0 + g, c1)
+                                   : g + gn < nr ? hc_float_row(w, r0 + g + gn, 0) : NULL;
+                k->piece(w, r0 + g + i, c, c1, x, acc[i], next);
+            }
+        }
+        for (int i = 0; i < gn; i++) y[g + i] = k->piece_sum(acc[i]);
+    }
+}
+
 /* y[i] = row (idx ? idx[i] : r0 + i) · xa for i < nr, one row at a time: a
  * single ascending stream is what hardware prefetchers follow (interleaving
  * four rows halved the speed of Q8_0/Q4_0 on Zen). */
@@ -161,8 +194,8 @@ static void dots(const hc_weight *w, const hc_kernel *k, const int32_t *idx, int
             if (i + 1 < nr) hc_weight_prefetch(w, idx[i + 1], 0, w->n);
             y[i] = k->dot(w, idx[i], xa);
         }
-    } else if (k->dot_rows) {
-        k->dot_rows(w, r0, nr, xa, y);
+    } else if (k->piece && w->type == GGML_TYPE_F16 && w->n > HC_ROW_BLOCK) {
+        dots_blocked(w, k, r0, nr, xa, y);
     } else {
         for (int i = 0; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
     }
