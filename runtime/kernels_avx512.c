@@ -19,13 +19,12 @@
 #define T __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 #define TI static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
-/* Software prefetch distance (bytes ahead in the row being read) of the
- * quantized B = 1 loops, which read one ascending stream per thread: without
- * it the hardware prefetcher left Q4_0 at 11 GB/s from DRAM (24 with it). The
- * float dot has none: on Zen 4 its prefetch 2 KiB ahead halved F16 and cut
- * F32 by a fifth (docs/measurements.md, "Matrix-vector kernels"); F16 rows read
- * in column blocks prefetch their next piece instead (piece_f16). */
-#define PF_Q 4096
+/* The B = 1 loops read one ascending stream per thread with no software
+ * prefetch: on Zen 4 the float dot's prefetch 2 KiB ahead halved F16, and
+ * the quantized dots' 4 KiB ahead (which once lifted Q4_0 from 11 to 24
+ * GB/s) cost Q8_0 and Q4_0 10-30 % once their arithmetic became the
+ * integer-sum kernels below (docs/design/kernels.md, "Decode"). F16 rows
+ * read in column blocks prefetch their next piece (piece_f16). */
 
 /* ---- F32 / F16 / BF16: one body, specialised by the constant k (a ggml
  * type) when inlined ---- */
@@ -547,8 +546,6 @@ T static float dot_q8(const hc_weight *w, int r, const void *xa)
     int nb = w->n / QK8_0;
     wq8 wc;
     for (int c = 0; c * Q8_CHUNK < nb; c++) {
-        const char *p = (const char *)(q + c * Q8_CHUNK);
-        for (int i = 0; i < 9; i++) _mm_prefetch(p + PF_Q + 64 * i, _MM_HINT_T0);
         q8_load(q + c * Q8_CHUNK, nb - c * Q8_CHUNK, &wc);
         acc = q8_fma(&wc, xc + c, acc);
     }
@@ -768,8 +765,6 @@ TI __m512 q4_chunk(const char *p, const xq4 *xc, int tail, long rem, __m512 acc)
 {
     __m512i Z[5], lo[4], hi[4];
     __m512 dw;
-    if (!tail)
-        for (int i = 0; i < 5; i++) _mm_prefetch(p + PF_Q + 64 * i, _MM_HINT_T0);
     #pragma GCC unroll 5
     for (int i = 0; i < 5; i++) Z[i] = chunk_line(p, i, tail, rem);
     q4_unpack(Z, lo, hi, &dw);
