@@ -120,7 +120,6 @@ void hc_act_bf16(const hc_weight *w, const float *x, void *act);
 size_t hc_float_arranged_bytes(int n);
 void hc_float_arrange(const void *act, int n, void *xa);
 void hc_ref_gptq_prepare(const hc_weight *w, const float *x, void *act);
-
 void hc_ref_gptq_axpy(const hc_weight *w, int r, int c0, int c1, float a, float *y);
 
 #endif

@@ -61,6 +61,10 @@ TI const void *pad_tail(int k, const void *row, int i, int m, float buf[8])
  * [16c + 8, 16c + 16) for c = 0, 1, ...; then a0 one more 8-element step,
  * a1 the tail: two FMA chains side by side in one ascending stream (what F16
  * decode needs, docs/design/kernels.md). */
+/* *a0, *a1 += dot_steps' steps over elements [i0, i1): i0 a multiple of 32,
+ * i1 a multiple of 32 or n (only then the last step and the padded tail).
+ * With next (F16 only), one line of it is prefetched into L2 per 32
+ * elements, line for line with the row. */
 TI void steps_range(int k, const void *row, const float *x, int i0, int i1, __m256 *a0, __m256 *a1, const char *next)
 {
     __m256 s0 = *a0, s1 = *a1;   /* in registers for the loop */

@@ -454,8 +454,8 @@ TI __m512 q8_scales(const block_q8_0 *b)
 }
 
 /* The Q8_0 activation of a Q8_0 matvec, arranged once per product: per chunk
- * the bytes spread as q8_spread does, plus 128 (unsigned, x ^ 0x80), and the
- * 16 scales as floats. Blocks past the row's end are zero. */
+ * the bytes spread as q8_spread does (signed), their correction (q8_corr)
+ * and the 16 scales as floats. Blocks past the row's end are zero. */
 typedef struct {
     __m512i q[8], corr[2];
     __m512 d;
