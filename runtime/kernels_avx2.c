@@ -827,32 +827,89 @@ const hc_kernel hc_avx2_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arrang
                                  .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .axpy = axpy_q4,
                                  .axpy_multi = axpy_multi_q4 };
 
-/* ---- INT4-GPTQ (kernels_gptq.h): per group 32 codes per step widened to
- * float, four accumulators; groups that are not whole steps take the
- * reference ---- */
+/* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: per block the
+ * 32 codes times x̃ in integers (maddubs: codes unsigned, |pair| <= 2·15·127),
+ * then one FMA by d_b·s_g; the zero terms ({s, -s·z} pairs times {0, X̃})
+ * go into the same accumulator after the last block. Other group sizes take
+ * the reference. ---- */
+
+#define RG 2              /* GPTQ tile: rows x vectors */
+#define TG 4
+
+/* acc + (d_b·s)·isum_b for block b of the activation xc and codes q
+ * (nibbles of the block). */
+TI __m256 gq_block(__m256i q, const hc_gptq_xchunk *xc, int b, float s, __m256 acc)
+{
+    const hc_gptq_xchunk *c = xc + b / HC_GPTQ_CHUNK;
+    const int G = b % 16 / 4, m = b % 4;
+    const __m256i x = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(c->hi[G] + 16 * m)),
+                                       _mm_loadu_si128((const __m128i *)(c->lo[G] + 16 * m)));
+    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1));
+    return _mm256_fmadd_ps(_mm256_set1_ps(c->d[4 * m + G] * s), _mm256_cvtepi32_ps(p), acc);
+}
+
+/* Block b's group scale in the row's pairs sm. */
+TI float gq_scale(const float *sm, const hc_gptq_xchunk *xc, int b)
+{
+    return sm[xc[b / HC_GPTQ_CHUNK].sidx[4 * (b % 4) + b % 16 / 4]];
+}
+
+/* acc + the zero terms: the n2 floats of a row's pairs times xz, summed as
+ * one float: hsum(acc) then the pairs, 8 at a time. */
+TI float gq_zero(const float *sm, const float *xz, int n2, __m256 acc)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int i = 0; i < n2; i += 8) {
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n2 - i), lane);
+        acc = _mm256_fmadd_ps(_mm256_maskload_ps(sm + i, m), _mm256_loadu_ps(xz + i), acc);
+    }
+    return hsum(acc);
+}
 
 T static float dot_gptq(const hc_weight *w, int r, const void *act)
 {
     const hc_gptq *g = w->ext;
-    if (g->gs % 32) return hc_ref_gptq.dot(w, r, act);
+    if (!hc_gptq_int8(g)) return hc_ref_gptq.dot(w, r, act);
     const uint8_t *row = hc_gptq_codes(g, r);
-    const float *sm = hc_gptq_sm(g, r), *x = act, *sums = x + g->kp;
-    const __m128i mask = _mm_set1_epi8(15);
-    float acc = 0.0f;
-    for (int j = 0; j < g->n_groups; j++) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-        for (int k = j * g->gs; k < hc_gptq_group_end(g, j); k += 32) {
-            const __m128i q = _mm_loadu_si128((const __m128i *)(row + k / 2));
-            const __m128i lo = _mm_and_si128(q, mask), hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
-            a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)), _mm256_loadu_ps(x + k), a0);
-            a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))), _mm256_loadu_ps(x + k + 8), a1);
-            a2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)), _mm256_loadu_ps(x + k + 16), a2);
-            a3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))), _mm256_loadu_ps(x + k + 24), a3);
-        }
-        const float dot = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-        acc += sm[2 * j] * dot + sm[2 * j + 1] * sums[j];
+    const float *sm = hc_gptq_sm(g, r);
+    const hc_gptq_xchunk *x = act;
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < g->kp / 32; b++) acc = gq_block(nibbles(row + 16 * (size_t)b), x, b, gq_scale(sm, x, b), acc);
+    return gq_zero(sm, hc_gptq_xz(g, act), 2 * g->n_groups, acc);
+}
+
+/* The GPTQ tile, as dot_gptq: each block's codes unpacked once for the vectors. */
+T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    enum { R = RG, Tn = TG };
+    const hc_gptq *g = wt->ext;
+    if (!hc_gptq_int8(g)) {
+        for (int t = 0; t < Tn; t++)
+            for (int r = 0; r < R; r++) y[t * R + r] = hc_ref_gptq.dot(wt, rows[r], xv[t]);
+        return;
     }
-    return acc;
+    const uint8_t *w[R];
+    const float *sm[R];
+    const hc_gptq_xchunk *const *x = (const hc_gptq_xchunk *const *)xv;
+    __m256 acc[R][Tn];
+    _Pragma("GCC unroll 2")
+    for (int r = 0; r < R; r++) {
+        w[r] = hc_gptq_codes(g, rows[r]);
+        sm[r] = hc_gptq_sm(g, rows[r]);
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_setzero_ps();
+    }
+    for (int b = 0; b < g->kp / 32; b++) {
+        _Pragma("GCC unroll 2")
+        for (int r = 0; r < R; r++) {
+            const __m256i q = nibbles(w[r] + 16 * (size_t)b);
+            const float s = gq_scale(sm[r], x[0], b);
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < Tn; t++) acc[r][t] = gq_block(q, x[t], b, s, acc[r][t]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < Tn; t++) y[t * R + r] = gq_zero(sm[r], hc_gptq_xz(g, xv[t]), 2 * g->n_groups, acc[r][t]);
 }
 
 /* Down columns (groups of one element, no perm: kernels_gptq.h), 8 elements
@@ -885,5 +942,6 @@ T static void axpy_gptq(const hc_weight *w, int r, int c0, int c1, float a, floa
     if (c < c1) hc_ref_gptq_axpy(w, r, c, c1, a, y + (c - c0));
 }
 
-const hc_kernel hc_avx2_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .axpy = axpy_gptq };
+const hc_kernel hc_avx2_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .tile = tile_gptq, .rm = RG,
+                                 .tm = TG, .axpy = axpy_gptq };
 #endif

@@ -2,6 +2,7 @@
  * The product is in the instruction set files (see kernels_gptq.h). */
 #include "kernels_gptq.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,10 +112,49 @@ void hc_gptq_free(hc_gptq *g)
     g->sm_row = NULL;
 }
 
-size_t hc_gptq_act_bytes(const hc_gptq *g) { return sizeof(float) * ((size_t)g->kp + (size_t)g->n_groups); }
+size_t hc_gptq_act_bytes(const hc_gptq *g)
+{
+    if (hc_gptq_int8(g))
+        return sizeof(hc_gptq_xchunk) * (size_t)hc_gptq_chunks(g) + sizeof(float) * (((size_t)g->n_groups * 2 + 15) / 16 * 16);
+    return sizeof(float) * ((size_t)g->kp + (size_t)g->n_groups);
+}
+
+/* The int8 activation (kernels_gptq.h): per block of 32 positions ggml's
+ * Q8_0 rounding with an f32 scale; X̃_g summed block by block in float. */
+static void act_prepare_int8(const hc_gptq *g, const float *x, void *act)
+{
+    const int nb = g->kp / 32, gb = g->gs / 32;
+    hc_gptq_xchunk *xc = act;
+    float *xz = (float *)(xc + hc_gptq_chunks(g));
+    memset(act, 0, hc_gptq_act_bytes(g));
+    for (int b = 0; b < nb; b++) {
+        float v[32], amax = 0.0f;
+        for (int i = 0; i < 32; i++) {
+            const int k = 32 * b + i;
+            v[i] = k < g->n ? x[g->perm ? g->perm[k] : k] : 0.0f;
+            amax = fmaxf(amax, fabsf(v[i]));
+        }
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        hc_gptq_xchunk *c = xc + b / HC_GPTQ_CHUNK;
+        const int G = b % 16 / 4, m = b % 4;
+        int sum = 0;
+        for (int i = 0; i < 32; i++) {
+            const int8_t q = (int8_t)roundf(v[i] * id);
+            (i < 16 ? c->lo : c->hi)[G][16 * m + i % 16] = q;
+            sum += q;
+        }
+        c->d[4 * m + G] = d;
+        c->sidx[4 * m + G] = 2 * (b / gb);
+        xz[2 * (b / gb) + 1] += d * (float)sum;
+    }
+}
 
 void hc_gptq_act_prepare(const hc_gptq *g, const float *x, void *act)
 {
+    if (hc_gptq_int8(g)) {
+        act_prepare_int8(g, x, act);
+        return;
+    }
     float *xa = act, *sums = xa + g->kp;
     for (int i = 0; i < g->n; i++) xa[i] = x[g->perm ? g->perm[i] : i];
     for (int i = g->n; i < g->kp; i++) xa[i] = 0.0f;
