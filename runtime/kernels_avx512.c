@@ -826,7 +826,7 @@ const hc_kernel hc_avx512_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arra
  * after the last block. Other group sizes take the reference. ---- */
 
 #define RG 2              /* GPTQ tile: rows x vectors */
-#define TG 4
+#define TG 8
 
 /* One row's chunk: codes of group g in lo[g] / hi[g] (as xchunk's lo / hi),
  * and each block's group scale in xchunk's lane order. */
@@ -914,7 +914,7 @@ T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const 
     for (int r = 0; r < R; r++) {
         w[r] = hc_gptq_codes(g, rows[r]);
         sm[r] = hc_gptq_sm(g, rows[r]);
-        _Pragma("GCC unroll 4")
+        _Pragma("GCC unroll 8")
         for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_setzero_ps();
     }
     for (int c = 0; c < hc_gptq_chunks(g); c++) {
@@ -922,7 +922,7 @@ T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const 
         for (int r = 0; r < R; r++) {
             wgq wc;
             gq_load(w[r] + 256 * (size_t)c, rb - 256L * c, sm[r], x[0] + c, &wc);
-            _Pragma("GCC unroll 4")
+            _Pragma("GCC unroll 8")
             for (int t = 0; t < Tn; t++) acc[r][t] = gq_fma(&wc, x[t] + c, acc[r][t]);
         }
     }

@@ -143,8 +143,9 @@ static void act_prepare_int8(const hc_gptq *g, const float *x, void *act)
             (i < 16 ? c->lo : c->hi)[G][16 * m + i % 16] = q;
             sum += q;
         }
-        c->d[4 * m + G] = d;
-        c->sidx[4 * m + G] = 2 * (b / gb);
+        const int l8 = b % 16 / 8 * 8 + 4 * (b % 2) + b % 8 / 2;
+        c->d[4 * m + G] = c->d8[l8] = d;
+        c->sidx[4 * m + G] = c->sidx8[l8] = 2 * (b / gb);
         xz[2 * (b / gb) + 1] += d * (float)sum;
     }
 }

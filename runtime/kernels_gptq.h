@@ -85,6 +85,8 @@ typedef struct {
     float d[16];        /* lane 4m+g: the scale of block 4g+m */
     int8_t lo[4][64];   /* lo[g][16m + i]: element i of block 4g+m, i < 16 */
     int8_t hi[4][64];   /* hi[g][16m + i]: element 16 + i */
+    int32_t sidx8[16];  /* the same for the AVX2 kernels' halves of 8 blocks: */
+    float d8[16];       /* lane 8h + 4m + p is block 8h + 2p + m */
 } hc_gptq_xchunk;
 
 static inline int hc_gptq_chunks(const hc_gptq *g) { return (g->kp / 32 + HC_GPTQ_CHUNK - 1) / HC_GPTQ_CHUNK; }

@@ -180,6 +180,7 @@ static void test_plain_groups(void)
     check_shape(96, 9, 24, 0);      /* gs not a multiple of 32: scalar path */
     check_shape(1184, 19, 32, 0);   /* 37 blocks: two whole chunks of 16 and a masked one */
     check_shape(4096, 11, 128, 0);  /* LLaMA's rows: 8 chunks */
+    check_shape(384, 7, 96, 0);     /* three blocks a group: an AVX2 step meets four groups */
 }
 
 static void test_act_order_g_idx(void)
