@@ -938,23 +938,20 @@ T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const 
 {
     enum { R = RG, Tn = TG };
     const hc_gptq *g = wt->ext;
+    const int nb = g->kp / 32, n2 = g->gs == 32 ? -1 : 2 * g->n_groups;
     if (!hc_gptq_int8(g)) {
-        for (int t = 0; t < Tn; t++)
-            for (int r = 0; r < R; r++) y[t * R + r] = hc_ref_gptq.dot(wt, rows[r], xv[t]);
+        hc_ref_gptq_tile(wt, rows, R, xv, Tn, y);
         return;
     }
+    const hc_gptq_xchunk *const *x = (const hc_gptq_xchunk *const *)xv;
     const uint8_t *w[R];
     const float *sm[R];
-    const hc_gptq_xchunk *const *x = (const hc_gptq_xchunk *const *)xv;
+    hc_gptq_tile_rows(g, rows, R, w, sm);
     __m256 acc[R][Tn];
     _Pragma("GCC unroll 2")
-    for (int r = 0; r < R; r++) {
-        w[r] = hc_gptq_codes(g, rows[r]);
-        sm[r] = hc_gptq_sm(g, rows[r]);
+    for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
         for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_setzero_ps();
-    }
-    const int nb = g->kp / 32, n2 = g->gs == 32 ? -1 : 2 * g->n_groups;
     for (int c = 0; 16 * c < nb; c++) {
         _Pragma("GCC unroll 2")
         for (int h = 0; h < 2; h++) {

@@ -901,8 +901,7 @@ T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const 
     enum { R = RG, Tn = TG };
     const hc_gptq *g = wt->ext;
     if (!hc_gptq_int8(g)) {
-        for (int t = 0; t < Tn; t++)
-            for (int r = 0; r < R; r++) y[t * R + r] = hc_ref_gptq.dot(wt, rows[r], xv[t]);
+        hc_ref_gptq_tile(wt, rows, R, xv, Tn, y);
         return;
     }
     const uint8_t *w[R];
@@ -910,13 +909,11 @@ T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const 
     const hc_gptq_xchunk *const *x = (const hc_gptq_xchunk *const *)xv;
     const long rb = g->kp / 2;
     __m512 acc[R][Tn];
+    hc_gptq_tile_rows(g, rows, R, w, sm);
     _Pragma("GCC unroll 2")
-    for (int r = 0; r < R; r++) {
-        w[r] = hc_gptq_codes(g, rows[r]);
-        sm[r] = hc_gptq_sm(g, rows[r]);
+    for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 8")
         for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_setzero_ps();
-    }
     for (int c = 0; c < hc_gptq_chunks(g); c++) {
         _Pragma("GCC unroll 2")
         for (int r = 0; r < R; r++) {

@@ -131,6 +131,15 @@ static inline int hc_gptq_code(const uint8_t *row, int k)
 /* Positions of group j: [j*gs, end) where the last group runs to kp (zero padding). */
 static inline int hc_gptq_group_end(const hc_gptq *g, int j) { return j == g->n_groups - 1 ? g->kp : (j + 1) * g->gs; }
 
+/* The codes and pairs of the R rows a register tile takes. */
+static inline void hc_gptq_tile_rows(const hc_gptq *g, const int *rows, int R, const uint8_t **w, const float **sm)
+{
+    for (int r = 0; r < R; r++) {
+        w[r] = hc_gptq_codes(g, rows[r]);
+        sm[r] = hc_gptq_sm(g, rows[r]);
+    }
+}
+
 /* Row r dequantized (scale·(q − zero)), in input order. */
 void hc_gptq_row(const hc_gptq *g, int r, float *out);
 /* Bytes the product reads (codes, group parameters, sm_row). */

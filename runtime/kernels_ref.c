@@ -176,6 +176,12 @@ void hc_ref_gptq_axpy(const hc_weight *w, int r, int c0, int c1, float a, float 
 
 void hc_ref_gptq_prepare(const hc_weight *w, const float *x, void *act) { hc_gptq_act_prepare(w->ext, x, act); }
 
+void hc_ref_gptq_tile(const hc_weight *w, const int *rows, int rm, const void *const *x, int tm, float *y)
+{
+    for (int t = 0; t < tm; t++)
+        for (int r = 0; r < rm; r++) y[t * rm + r] = dot_gptq(w, rows[r], x[t]);
+}
+
 const hc_kernel hc_ref_float = { .prepare = hc_act_copy, .dot = dot_float, .axpy = axpy_float };
 const hc_kernel hc_ref_bf16 = { .prepare = hc_act_bf16, .dot = dot_bf16, .axpy = axpy_float };
 const hc_kernel hc_ref_q8_0 = { .prepare = prepare_q8, .dot = dot_q8_0, .axpy = axpy_q8_0 };
