@@ -876,6 +876,9 @@ TI void gq_load(const uint8_t *row, int nb, int c, int h, const float *sm, int n
     /* larger groups: the step's blocks lie in at most 4 groups from the
      * first one's (lane 0), whose 4 pairs one load holds */
     const int base = x->sidx8[8 * h];
+    /* the pairs are a second stream: fetched ahead, AVX2 GPTQ decode read
+     * 21-23 GB/s instead of 17-19 (the AVX-512 kernel lost by it) */
+    _mm_prefetch((const char *)(sm + base) + 1024, _MM_HINT_T0);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256 win = _mm256_maskload_ps(sm + base, _mm256_cmpgt_epi32(_mm256_set1_epi32(n2 - base), lane));
     w->s = _mm256_permutevar8x32_ps(win, _mm256_sub_epi32(idx, _mm256_set1_epi32(base)));

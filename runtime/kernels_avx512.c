@@ -835,9 +835,9 @@ typedef struct {
     __m512 s;
 } wgq;
 
-/* The chunk at p (rem bytes of the row left from p) and the scales of sm
- * that sidx names. */
-TI void gq_load(const uint8_t *p, long rem, const float *sm, const hc_gptq_xchunk *x, wgq *w)
+/* The chunk at p (rem bytes of the row left from p) and the scales of the
+ * row's n2 floats of pairs sm that sidx names (n2 < 0: groups of 32). */
+TI void gq_load(const uint8_t *p, long rem, const float *sm, int n2, const hc_gptq_xchunk *x, wgq *w)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const int tail = rem < 256;
@@ -849,7 +849,16 @@ TI void gq_load(const uint8_t *p, long rem, const float *sm, const hc_gptq_xchun
         w->lo[g] = _mm512_and_si512(z, m4);
         w->hi[g] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
     }
-    w->s = _mm512_i32gather_ps(_mm512_loadu_si512(x->sidx), sm, 4);
+    const __m512i idx = _mm512_loadu_si512(x->sidx);
+    if (n2 < 0) {   /* groups of 32: the 16 blocks have 16 scales */
+        w->s = _mm512_i32gather_ps(idx, sm, 4);
+        return;
+    }
+    /* larger groups: the chunk's blocks lie in at most 8 groups from the
+     * first one's (lane 0), whose 8 pairs one load holds */
+    const int base = x->sidx[0], left = n2 - base;
+    const __m512 win = _mm512_maskz_loadu_ps(left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1), sm + base);
+    w->s = _mm512_permutexvar_ps(_mm512_sub_epi32(idx, _mm512_set1_epi32(base)), win);
 }
 
 /* acc + (d_b·s_g)·isum_b over the chunk's 16 blocks. */
@@ -886,10 +895,11 @@ T static float dot_gptq(const hc_weight *w, int r, const void *act)
     const float *sm = hc_gptq_sm(g, r);
     const hc_gptq_xchunk *x = act;
     const long rb = g->kp / 2;
+    const int n2 = g->gs == 32 ? -1 : 2 * g->n_groups;
     __m512 acc = _mm512_setzero_ps();
     wgq wc;
     for (int c = 0; c < hc_gptq_chunks(g); c++) {
-        gq_load(row + 256 * (size_t)c, rb - 256L * c, sm, x + c, &wc);
+        gq_load(row + 256 * (size_t)c, rb - 256L * c, sm, n2, x + c, &wc);
         acc = gq_fma(&wc, x + c, acc);
     }
     return _mm512_reduce_add_ps(gq_zero(sm, hc_gptq_xz(g, act), 2 * g->n_groups, acc));
@@ -908,6 +918,7 @@ T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const 
     const float *sm[R];
     const hc_gptq_xchunk *const *x = (const hc_gptq_xchunk *const *)xv;
     const long rb = g->kp / 2;
+    const int n2 = g->gs == 32 ? -1 : 2 * g->n_groups;
     __m512 acc[R][Tn];
     hc_gptq_tile_rows(g, rows, R, w, sm);
     _Pragma("GCC unroll 2")
@@ -918,7 +929,7 @@ T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const 
         _Pragma("GCC unroll 2")
         for (int r = 0; r < R; r++) {
             wgq wc;
-            gq_load(w[r] + 256 * (size_t)c, rb - 256L * c, sm[r], x[0] + c, &wc);
+            gq_load(w[r] + 256 * (size_t)c, rb - 256L * c, sm[r], n2, x[0] + c, &wc);
             _Pragma("GCC unroll 8")
             for (int t = 0; t < Tn; t++) acc[r][t] = gq_fma(&wc, x[t] + c, acc[r][t]);
         }
