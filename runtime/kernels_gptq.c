@@ -71,18 +71,25 @@ int hc_gptq_load(hc_gptq *g, int n, int rows, int gs, const int32_t *qweight, co
         snprintf(err, errlen, "out of memory for a %d x %d GPTQ weight", rows, n);
         return -1;
     }
-    for (int r = 0; r < rows; r++) {
-        uint8_t *row = g->codes + (size_t)r * rb;
+    /* the file is input-major (word k/8 holds 8 inputs of every output):
+     * rows in blocks of 16, so each cache line of words read serves 16 rows
+     * (row by row, every word read was a line of its own; a 2-layer 4096 x
+     * 11008 model loaded in 1.6-2.0 s instead of 2.0-2.3: the per-code work
+     * is the rest) */
+    for (int r0 = 0; r0 < rows; r0 += 16) {
+        const int r1 = rows - r0 < 16 ? rows : r0 + 16;
         for (int i = 0; i < n; i++) {
             const int k = g->perm ? g->perm[i] : i;
-            set_code(row, i, nib(qweight, (size_t)(k / 8) * (size_t)rows + (size_t)r, k % 8));
+            const int32_t *words = qweight + (size_t)(k / 8) * (size_t)rows;
+            for (int r = r0; r < r1; r++) set_code(g->codes + (size_t)r * rb, i, nib(words, (size_t)r, k % 8));
         }
-        for (size_t j = 0; j < G; j++) {
-            const float s = fp16_to_fp32(scales[j * (size_t)rows + (size_t)r]);
-            const int z = nib(qzeros, j * zw + (size_t)(r / 8), r % 8);
-            g->sm[((size_t)r * G + j) * 2] = s;
-            g->sm[((size_t)r * G + j) * 2 + 1] = -s * (float)z;
-        }
+        for (size_t j = 0; j < G; j++)
+            for (int r = r0; r < r1; r++) {
+                const float s = fp16_to_fp32(scales[j * (size_t)rows + (size_t)r]);
+                const int z = nib(qzeros, j * zw + (size_t)(r / 8), r % 8);
+                g->sm[((size_t)r * G + j) * 2] = s;
+                g->sm[((size_t)r * G + j) * 2 + 1] = -s * (float)z;
+            }
     }
     return 0;
 }
