@@ -229,6 +229,8 @@ struct hc_sparse {
     float *pred, *hidden, *truth;  /* [B][F], [B][r], [B][F] */
     float *crit;             /* [B][F] criterion values for observe */
     int cap_b;               /* rows the [B] buffers hold (0: regrow) */
+    void *dec_buf;           /* decode_part's activations and counts */
+    size_t dec_cap;
     double t_ffn, t_cpu, t_dev, t_wait;
     char dev_err[300];
 };
@@ -424,6 +426,38 @@ static int keep_union(hc_sparse *s, float *G, const int32_t *cand, int k, int B,
     return nu;
 }
 
+/* After the gate and up rows: h of B rows in G (rows F apart) for the kept
+ * neurons s->uni[0..nu); the contribution criterion, the counts, the
+ * context's h, then the down rows. */
+static void finish_rows(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in, float *G, int nu, uint64_t n_cand,
+                        uint64_t n_up)
+{
+    layer_state *L = &s->L[layer];
+    int B = in->B, contrib = L->norm != NULL;
+    size_t sF = (size_t)s->F;
+    uint64_t served = 0, hit = 0;
+    for (int b = 0; b < B; b++) {
+        float *g = G + (size_t)b * sF;
+        for (int i = 0; i < nu; i++) {
+            size_t j = (size_t)b * sF + (size_t)s->uni[i];
+            if (contrib) {
+                float c = hc_contribution(g[i], L->norm[s->uni[i]]);
+                if (s->crit) s->crit[j] = c;
+                if (!hc_keep_act(c, L->t_act)) g[i] = 0.0f;
+            }
+            served += g[i] != 0.0f;
+            if (s->p.check && g[i] != 0.0f) hit += s->truth[j] != 0.0f;
+        }
+        if (in->hfull)
+            for (int i = 0; i < nu; i++) in->hfull[(size_t)b * sF + s->uni[i]] = g[i];
+    }
+    L->st.computed += served;
+    L->st.hit += hit;
+    L->st.served_cpu += served;
+    L->st.bytes += n_cand * L->rb_gate + n_up * L->rb_up + served * L->rb_down;
+    hc_ctx_down_accum(ctx, &L->down, s->uni, G, sF, nu, B, in->out);
+}
+
 /* The CPU's share of B rows: candidates among idx[0..n) (NULL: all neurons).
  * The first rows (gate, or up without a gate) of the neurons that are a candidate of any row are computed
  * for all B rows at once (the batched kernel reads each weight row once), a
@@ -464,28 +498,112 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
     activate(s, G, cand, k, B, fb, contrib ? NULL : s->crit);
     int nu = keep_union(s, G, cand, k, B, t_gate, in->pred, &n_up);
     if (kind != HC_FFN_SEQUENTIAL) rows_needed(s, ctx, &L->up, s->uni, nu, in->act_u, B, U, NEED_KEPT, NULL, G, n_up);
-    uint64_t served = 0, hit = 0;
-    for (int b = 0; b < B; b++) {
-        float *g = G + (size_t)b * sF;
-        neuron_h(s, ly, s->uni, nu, g, U + (size_t)b * sF);
-        for (int i = 0; i < nu; i++) {
-            size_t j = (size_t)b * sF + (size_t)s->uni[i];
-            if (contrib) {
-                float c = hc_contribution(g[i], L->norm[s->uni[i]]);
-                if (s->crit) s->crit[j] = c;
-                if (!hc_keep_act(c, L->t_act)) g[i] = 0.0f;
+    for (int b = 0; b < B; b++) neuron_h(s, ly, s->uni, nu, G + (size_t)b * sF, U + (size_t)b * sF);
+    finish_rows(s, ctx, layer, in, G, nu, n_cand, n_up);
+}
+
+/* One generated token with a predictor, every neuron on the CPU: the
+ * predictor's second product, the candidates, their gate rows, the keep
+ * rule, the kept neurons' up rows and h in one pool run over ranges of
+ * neurons (which neurons a range needs depends only on its own predictor
+ * outputs), instead of a run for each product: at 2 threads the waits of
+ * five runs per layer were a large part of a token's FFN time. Each value
+ * is the same dot of the same row as cpu_part's (kernels.h: a product does
+ * not depend on the range or where its rows are listed), so the bits are
+ * cpu_part's. */
+#define DECODE_UNIT 64   /* neurons: ranges start on multiples of it */
+
+typedef struct {
+    hc_sparse *s;
+    const hc_layer *ly;
+    const layer_state *L;
+    int isa, n_chunks;
+    const void *x2, *xg, *xu;    /* fc2's, the first rows' and up's activations (arranged when the kernels want) */
+    const float *fb;             /* the first rows' bias */
+    float *G, *U;                /* [F]: a range's values at its own positions */
+    int32_t *counts;             /* [n_chunks][2]: candidates, kept */
+} decode_task;
+
+static void decode_chunk(void *arg, int chunk, int ith)
+{
+    const decode_task *t = arg;
+    hc_sparse *s = t->s;
+    const layer_state *L = t->L;
+    int lo, hi, nc = 0, nu = 0, kind = s->m->hp.ffn_kind;
+    (void)ith;
+    hc_split(s->F, DECODE_UNIT, chunk, t->n_chunks, &lo, &hi);
+    if (lo < hi) {
+        hc_weight_matvec(&t->ly->fc2, t->isa, lo, hi, t->x2, 0, 1, s->pred + lo, 0);
+        int32_t *cand = s->cand + lo, *uni = s->uni + lo;
+        float *g = t->G + lo, t_gate = L->norm ? 0.0f : L->t_act;
+        for (int j = lo; j < hi; j++)
+            if (s->pred[j] >= s->p.threshold) cand[nc++] = j;
+        hc_weight_matvec_rows(&L->first, t->isa, cand, nc, t->xg, g);
+        activate(s, g, cand, nc, 1, t->fb, L->norm ? NULL : s->crit);
+        for (int i = 0; i < nc; i++)
+            if (hc_keep_act(g[i], t_gate)) {
+                uni[nu] = cand[i];
+                g[nu++] = g[i];
             }
-            served += g[i] != 0.0f;
-            if (s->p.check && g[i] != 0.0f) hit += s->truth[j] != 0.0f;
-        }
-        if (in->hfull)
-            for (int i = 0; i < nu; i++) in->hfull[(size_t)b * sF + s->uni[i]] = g[i];
+        if (kind != HC_FFN_SEQUENTIAL) hc_weight_matvec_rows(&L->up, t->isa, uni, nu, t->xu, t->U + lo);
+        neuron_h(s, t->ly, uni, nu, g, t->U + lo);
     }
-    L->st.computed += served;
-    L->st.hit += hit;
-    L->st.served_cpu += served;
-    L->st.bytes += n_cand * L->rb_gate + n_up * L->rb_up + served * L->rb_down;
-    hc_ctx_down_accum(ctx, &L->down, s->uni, G, sF, nu, B, in->out);
+    t->counts[2 * chunk] = nc;
+    t->counts[2 * chunk + 1] = nu;
+}
+
+/* w's kernels' arrangement of the prepared activation act in *at (advanced),
+ * or act itself when they need none. */
+static const void *arranged_one(const hc_weight *w, int isa, const void *act, char **at)
+{
+    size_t ab = hc_weight_arranged_bytes(w, isa);
+    if (!ab) return act;
+    char *xa = *at;
+    hc_weight_arrange(w, isa, act, 0, 1, xa);
+    *at += ab;
+    return xa;
+}
+
+static void decode_part(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in)
+{
+    const hc_layer *ly = &s->m->layers[layer];
+    const layer_state *L = &s->L[layer];
+    hc_pool *pool = hc_ctx_pool(ctx);
+    int isa = hc_isa(), F = s->F;
+    const void *fa;
+    decode_task t = { s, ly, L, isa, 0, NULL, NULL, NULL, NULL, hc_ctx_ffn_scratch(ctx, 0), hc_ctx_ffn_scratch(ctx, 1),
+                      NULL };
+    first_rows(L, ly, s->m->hp.ffn_kind, in, &t.fb, &fa);
+    t.n_chunks = hc_pool_chunks(pool, (F + DECODE_UNIT - 1) / DECODE_UNIT, (size_t)F * (size_t)ly->fc2.n);
+    size_t need = hc_weight_act_bytes(&ly->fc2) + hc_weight_arranged_bytes(&ly->fc2, isa) +
+                  hc_weight_arranged_bytes(&L->first, isa) + hc_weight_arranged_bytes(&L->up, isa) + 64 +
+                  sizeof(int32_t) * 2 * (size_t)t.n_chunks;
+    if (need > s->dec_cap) {
+        free(s->dec_buf);
+        if (posix_memalign(&s->dec_buf, 64, need)) hc_die("out of memory for the sparse FFN's activations");
+        s->dec_cap = need;
+    }
+    char *at = s->dec_buf, *x2 = at;
+    hc_weight_prepare(&ly->fc2, isa, s->hidden, x2);
+    at += (hc_weight_act_bytes(&ly->fc2) + 63) & ~(size_t)63;
+    t.x2 = arranged_one(&ly->fc2, isa, x2, &at);
+    t.xg = arranged_one(&L->first, isa, fa, &at);
+    t.xu = L->up.kind == HC_WEIGHT_NONE ? NULL : arranged_one(&L->up, isa, in->act_u, &at);
+    t.counts = (int32_t *)at;
+    hc_pool_run(pool, decode_chunk, &t, t.n_chunks);
+    /* the ranges' kept neurons and h, ascending, to the front */
+    uint64_t n_cand = 0, n_up = 0;
+    int nu = 0;
+    for (int c = 0; c < t.n_chunks; c++) {
+        int lo, hi, k = t.counts[2 * c + 1];
+        hc_split(F, DECODE_UNIT, c, t.n_chunks, &lo, &hi);
+        memmove(s->uni + nu, s->uni + lo, sizeof(int32_t) * (size_t)k);
+        memmove(t.G + nu, t.G + lo, sizeof(float) * (size_t)k);
+        nu += k;
+        n_cand += (uint64_t)t.counts[2 * c];
+        n_up += (uint64_t)k;
+    }
+    finish_rows(s, ctx, layer, in, t.G, nu, n_cand, n_up);
 }
 
 /* Device done or failed: add its share, or compute the hot neurons here. */
@@ -578,11 +696,12 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
     if (s->p.check) true_active(s, ctx, layer, x_norm, B);   /* not timed: the dense FFN again */
     double t_start = hc_now(), t0 = t_start;
     if (s->crit) memset(s->crit, 0, sizeof(float) * (size_t)B * F);
+    int fused = B == 1 && s->predictor && !L->dev;   /* decode_part computes fc2 with the rows */
     if (s->predictor) {
         L->st.bytes += (uint64_t)B * (hc_weight_bytes(&ly->fc1) + hc_weight_bytes(&ly->fc2));
         hc_ctx_matvec(ctx, &ly->fc1, ffn_inp, B, s->hidden);
         for (size_t i = 0; i < (size_t)B * (size_t)ly->fc1.rows; i++) if (s->hidden[i] < 0.0f) s->hidden[i] = 0.0f;
-        hc_ctx_matvec(ctx, &ly->fc2, s->hidden, B, s->pred);
+        if (!fused) hc_ctx_matvec(ctx, &ly->fc2, s->hidden, B, s->pred);
     }
     void *ag, *au;
     if (ly->ffn_gate.kind != HC_WEIGHT_NONE) {
@@ -606,7 +725,8 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
             on_dev = 0;
         }
     }
-    if (on_dev || !L->dev) cpu_part(s, ctx, layer, L->cold, L->cold ? L->n_cold : F, &in);
+    if (fused) decode_part(s, ctx, layer, &in);
+    else if (on_dev || !L->dev) cpu_part(s, ctx, layer, L->cold, L->cold ? L->n_cold : F, &in);
     else cpu_part(s, ctx, layer, NULL, F, &in);
     s->t_cpu += hc_now() - t0;
     if (on_dev) finish_device(s, ctx, layer, &in);
@@ -711,7 +831,7 @@ void hc_sparse_free(hc_sparse *s)
         free(s->L[l].hot);
         hc_cl_layer_free(s->L[l].dev);
     }
-    void *bufs[] = { s->L, s->cand, s->uni, s->pair_row, s->pair_pos, s->pair_y, s->pair_at, s->any, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->truth, s->crit };
+    void *bufs[] = { s->dec_buf, s->L, s->cand, s->uni, s->pair_row, s->pair_pos, s->pair_y, s->pair_at, s->any, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->truth, s->crit };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(s);
 }
