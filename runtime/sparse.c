@@ -606,6 +606,124 @@ static void decode_part(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in)
     finish_rows(s, ctx, layer, in, t.G, nu, n_cand, n_up);
 }
 
+/* prompt_part's end: the kept pairs' h in s->pair_* (n candidate pairs, m
+ * kept); the contribution criterion, the counts and the context's h as
+ * finish_rows, then the down rows from per-neuron lists of the rows with
+ * non-zero h (counted by neuron, filled in row order: rows ascending). */
+static void pairs_down(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in, size_t n, size_t m)
+{
+    layer_state *L = &s->L[layer];
+    int F = s->F, B = in->B;
+    size_t sF = (size_t)F, served = 0;
+    uint64_t hit = 0;
+    size_t *at = calloc(sF + 1, sizeof(size_t));
+    int32_t *nz_b = malloc(sizeof(int32_t) * (m + 1));
+    float *nz_h = malloc(sizeof(float) * (m + 1));
+    if (!at || !nz_b || !nz_h) hc_die("out of memory for the sparse FFN's lists of %zu neurons", m);
+    for (int b = 0; b < B; b++)
+        for (size_t p = s->pair_at[b]; p < s->pair_at[b + 1]; p++) {
+            int j = s->pair_row[p];
+            size_t bj = (size_t)b * sF + (size_t)j;
+            float h = s->pair_y[p];
+            if (L->norm) {
+                float c = hc_contribution(h, L->norm[j]);
+                if (s->crit) s->crit[bj] = c;
+                if (!hc_keep_act(c, L->t_act)) h = s->pair_y[p] = 0.0f;
+            }
+            if (in->hfull) in->hfull[bj] = h;
+            if (h == 0.0f) continue;
+            served++;
+            if (s->p.check) hit += s->truth[bj] != 0.0f;
+            at[j + 1]++;
+        }
+    L->st.computed += served;
+    L->st.hit += hit;
+    L->st.served_cpu += served;
+    L->st.bytes += n * L->rb_gate + m * L->rb_up + served * L->rb_down;
+    /* the neurons with some non-zero h, ascending, and their lists' starts */
+    int k = 0;
+    for (int j = 0; j < F; j++)
+        if (at[j + 1]) {
+            s->uni[k] = j;
+            at[k + 1] = at[k] + at[j + 1];
+            s->cand[j] = k++;   /* neuron j's list position, for the fill */
+        }
+    size_t *cur = malloc(sizeof(size_t) * ((size_t)k + 1));
+    if (!cur) hc_die("out of memory for the sparse FFN's lists of %d neurons", k);
+    memcpy(cur, at, sizeof(size_t) * ((size_t)k + 1));
+    for (int b = 0; b < B; b++)
+        for (size_t p = s->pair_at[b]; p < s->pair_at[b + 1]; p++)
+            if (s->pair_y[p] != 0.0f) {
+                size_t q = cur[s->cand[s->pair_row[p]]]++;
+                nz_b[q] = b;
+                nz_h[q] = s->pair_y[p];
+            }
+    hc_ctx_down_lists(ctx, &L->down, s->uni, k, B, nz_b, nz_h, at, in->out);
+    free(cur);
+    free(at);
+    free(nz_b);
+    free(nz_h);
+}
+
+/* A prompt's B rows with a predictor, every neuron on the CPU, when rows
+ * need few neurons each (a quarter of n_ff or less on average): the work
+ * follows each row's own (row, neuron) pairs instead of [B][union] passes
+ * (a prompt's union is nearly every neuron, so cpu_part's bookkeeping
+ * walked B x n_ff values some ten times per layer). Candidates per row, their
+ * gate rows (one pool run), act and the keep rule compacting the pairs, the
+ * kept pairs' up rows (one run), h, the counts, then the down rows from
+ * per-neuron lists made by counting. Every value is cpu_part's (same dots,
+ * same elementwise rules; each output gets its neurons in ascending order),
+ * so the bits are too. Returns 0 when rows need more (cpu_part then). */
+static int prompt_part(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in)
+{
+    const hc_layer *ly = &s->m->layers[layer];
+    layer_state *L = &s->L[layer];
+    int F = s->F, B = in->B, kind = s->m->hp.ffn_kind, act = s->m->hp.act;
+    size_t sF = (size_t)F, n = 0;
+    const float *fb;
+    const void *fa;
+    const hc_weight *first = first_rows(L, ly, kind, in, &fb, &fa);
+    for (int b = 0; b < B; b++) {
+        const float *pr = in->pred + (size_t)b * sF;
+        grow_pairs(s, B, n + sF);
+        s->pair_at[b] = n;
+        for (int j = 0; j < F; j++) {
+            s->pair_row[n] = j;
+            n += pr[j] >= s->p.threshold;
+        }
+    }
+    s->pair_at[B] = n;
+    if (n * 4 > (size_t)B * sF) return 0;
+    hc_ctx_matvec_rows_each(ctx, first, s->pair_row, s->pair_at, fa, B, s->pair_y);
+    /* act and the keep rule (activate's and keep_union's), the kept pairs compacted in place */
+    float t_gate = L->norm ? 0.0f : L->t_act, *crit = L->norm ? NULL : s->crit;
+    size_t m = 0;
+    for (int b = 0; b < B; b++) {
+        size_t p0 = s->pair_at[b], p1 = s->pair_at[b + 1];
+        s->pair_at[b] = m;
+        for (size_t p = p0; p < p1; p++) {
+            int j = s->pair_row[p];
+            float a = s->pair_y[p];
+            if (fb || a != 0.0f) {
+                a = hc_act1(act, fb ? a + fb[j] : a);
+                if (crit) crit[(size_t)b * sF + (size_t)j] = fabsf(a);
+            }
+            if (!hc_keep_act(a, t_gate)) continue;
+            s->pair_row[m] = j;
+            s->pair_y[m++] = a;
+        }
+    }
+    s->pair_at[B] = m;
+    float *U = hc_ctx_ffn_scratch(ctx, 1);
+    if (kind != HC_FFN_SEQUENTIAL) hc_ctx_matvec_rows_each(ctx, &L->up, s->pair_row, s->pair_at, in->act_u, B, U);
+    for (int b = 0; b < B; b++)
+        neuron_h(s, ly, s->pair_row + s->pair_at[b], (int)(s->pair_at[b + 1] - s->pair_at[b]), s->pair_y + s->pair_at[b],
+                 U + s->pair_at[b]);
+    pairs_down(s, ctx, layer, in, n, m);
+    return 1;
+}
+
 /* Device done or failed: add its share, or compute the hot neurons here. */
 static void finish_device(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in)
 {
@@ -726,6 +844,7 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
         }
     }
     if (fused) decode_part(s, ctx, layer, &in);
+    else if (B > 1 && in.pred && !L->dev && (!s->crit || !ly->ffn_gate_b) && prompt_part(s, ctx, layer, &in)) {}
     else if (on_dev || !L->dev) cpu_part(s, ctx, layer, L->cold, L->cold ? L->n_cold : F, &in);
     else cpu_part(s, ctx, layer, NULL, F, &in);
     s->t_cpu += hc_now() - t0;
