@@ -229,6 +229,9 @@ struct hc_sparse {
     float *pred, *hidden, *truth;  /* [B][F], [B][r], [B][F] */
     float *crit;             /* [B][F] criterion values for observe */
     int cap_b;               /* rows the [B] buffers hold (0: regrow) */
+    int32_t *nz_b;           /* pairs_down's per-neuron lists: rows, h ([nz_cap]), starts and cursors ([F + 1]) */
+    float *nz_h;
+    size_t nz_cap, *nz_at, *nz_cur;
     void *dec_buf;           /* decode_part's activations and counts */
     size_t dec_cap;
     double t_ffn, t_cpu, t_dev, t_wait;
@@ -616,10 +619,18 @@ static void pairs_down(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in, 
     int F = s->F, B = in->B;
     size_t sF = (size_t)F, served = 0;
     uint64_t hit = 0;
-    size_t *at = calloc(sF + 1, sizeof(size_t));
-    int32_t *nz_b = malloc(sizeof(int32_t) * (m + 1));
-    float *nz_h = malloc(sizeof(float) * (m + 1));
-    if (!at || !nz_b || !nz_h) hc_die("out of memory for the sparse FFN's lists of %zu neurons", m);
+    size_t *at = s->nz_at;
+    memset(at, 0, sizeof(size_t) * (sF + 1));
+    if (m > s->nz_cap) {
+        int32_t *nb = realloc(s->nz_b, sizeof(int32_t) * m);
+        if (nb) s->nz_b = nb;
+        float *nh = realloc(s->nz_h, sizeof(float) * m);
+        if (nh) s->nz_h = nh;
+        if (!nb || !nh) hc_die("out of memory for the sparse FFN's lists of %zu neurons", m);
+        s->nz_cap = m;
+    }
+    int32_t *nz_b = s->nz_b;
+    float *nz_h = s->nz_h;
     for (int b = 0; b < B; b++)
         for (size_t p = s->pair_at[b]; p < s->pair_at[b + 1]; p++) {
             int j = s->pair_row[p];
@@ -648,8 +659,7 @@ static void pairs_down(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in, 
             at[k + 1] = at[k] + at[j + 1];
             s->cand[j] = k++;   /* neuron j's list position, for the fill */
         }
-    size_t *cur = malloc(sizeof(size_t) * ((size_t)k + 1));
-    if (!cur) hc_die("out of memory for the sparse FFN's lists of %d neurons", k);
+    size_t *cur = s->nz_cur;
     memcpy(cur, at, sizeof(size_t) * ((size_t)k + 1));
     for (int b = 0; b < B; b++)
         for (size_t p = s->pair_at[b]; p < s->pair_at[b + 1]; p++)
@@ -659,10 +669,6 @@ static void pairs_down(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in, 
                 nz_h[q] = s->pair_y[p];
             }
     hc_ctx_down_lists(ctx, &L->down, s->uni, k, B, nz_b, nz_h, at, in->out);
-    free(cur);
-    free(at);
-    free(nz_b);
-    free(nz_h);
 }
 
 /* A prompt's B rows with a predictor, every neuron on the CPU, when rows
@@ -907,7 +913,9 @@ hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err
     s->cand = malloc(sizeof(int32_t) * (size_t)s->F);
     s->uni = malloc(sizeof(int32_t) * (size_t)s->F);
     s->any = malloc((size_t)s->F);
-    if (!s->L || !s->cand || !s->uni || !s->any) goto oom;
+    s->nz_at = malloc(sizeof(size_t) * ((size_t)s->F + 1));
+    s->nz_cur = malloc(sizeof(size_t) * ((size_t)s->F + 1));
+    if (!s->L || !s->cand || !s->uni || !s->any || !s->nz_at || !s->nz_cur) goto oom;
     for (int l = 0; l < hp->n_layer; l++) {
         layer_state *L = &s->L[l];
         const hc_layer *ly = &m->layers[l];
@@ -950,7 +958,7 @@ void hc_sparse_free(hc_sparse *s)
         free(s->L[l].hot);
         hc_cl_layer_free(s->L[l].dev);
     }
-    void *bufs[] = { s->dec_buf, s->L, s->cand, s->uni, s->pair_row, s->pair_pos, s->pair_y, s->pair_at, s->any, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->truth, s->crit };
+    void *bufs[] = { s->nz_b, s->nz_h, s->nz_at, s->nz_cur, s->dec_buf, s->L, s->cand, s->uni, s->pair_row, s->pair_pos, s->pair_y, s->pair_at, s->any, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->truth, s->crit };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(s);
 }
