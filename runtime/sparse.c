@@ -680,7 +680,10 @@ static void pairs_down(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in, 
  * kept pairs' up rows (one run), h, the counts, then the down rows from
  * per-neuron lists made by counting. Every value is cpu_part's (same dots,
  * same elementwise rules; each output gets its neurons in ascending order),
- * so the bits are too. Returns 0 when rows need more (cpu_part then). */
+ * so the bits are too. Returns 0, having changed nothing the caller reads,
+ * where it does not apply (cpu_part then): one row, no predictor, a device,
+ * an observer with a bias on the first rows (cpu_part also gives it the
+ * criterion of other rows' candidates), or rows needing more neurons. */
 static int prompt_part(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in)
 {
     const hc_layer *ly = &s->m->layers[layer];
@@ -690,6 +693,7 @@ static int prompt_part(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in)
     const float *fb;
     const void *fa;
     const hc_weight *first = first_rows(L, ly, kind, in, &fb, &fa);
+    if (B == 1 || !in->pred || L->dev || (s->crit && fb)) return 0;
     for (int b = 0; b < B; b++) {
         const float *pr = in->pred + (size_t)b * sF;
         grow_pairs(s, B, n + sF);
@@ -849,10 +853,12 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
             on_dev = 0;
         }
     }
-    if (fused) decode_part(s, ctx, layer, &in);
-    else if (B > 1 && in.pred && !L->dev && (!s->crit || !ly->ffn_gate_b) && prompt_part(s, ctx, layer, &in)) {}
-    else if (on_dev || !L->dev) cpu_part(s, ctx, layer, L->cold, L->cold ? L->n_cold : F, &in);
-    else cpu_part(s, ctx, layer, NULL, F, &in);
+    if (fused) {
+        decode_part(s, ctx, layer, &in);
+    } else if (!prompt_part(s, ctx, layer, &in)) {
+        if (on_dev || !L->dev) cpu_part(s, ctx, layer, L->cold, L->cold ? L->n_cold : F, &in);
+        else cpu_part(s, ctx, layer, NULL, F, &in);
+    }
     s->t_cpu += hc_now() - t0;
     if (on_dev) finish_device(s, ctx, layer, &in);
     if (s->p.observe) s->p.observe(s->p.observe_user, layer, s->crit, B, F);
