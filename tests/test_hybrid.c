@@ -571,7 +571,7 @@ static void test_budget_fallback(void)
  * one at a time (the generation path), the same counts and the same
  * HC_HOOK_FFN_ACT rows, at -t 1 and -t 2: ReLU on the CPU (F16 ffn_down,
  * Q4_0 ffn_down_t), ReLU split with a device, a predictor with and without a
- * device, and a SiLU threshold. */
+ * device, a predictor that flags few neurons, and a SiLU threshold. */
 enum { NBR = 13 };
 static float hook_rows[NBR][FF];
 static int hook_calls;
@@ -584,6 +584,9 @@ static void ffn_hook(void *user, int layer, int point, const float *x, int B, in
     hook_calls++;
 }
 
+/* a predictor threshold at which 5-10 % of the neurons are candidates: the
+ * prompt path of per-row pairs (sparse.c prompt_part) */
+#define PRED_FEW 6.0f
 static void batch_case(hc_model *m, float threshold, int pred, const char *gpuidx, int threads, const char *what)
 {
     char err[512];
@@ -646,6 +649,7 @@ static void test_batch_equals_rows(void)
         batch_case(q4t, 0.0f, 0, mixed, t, "relu q4_0 hybrid");
         batch_case(rm, 0.0f, 1, NULL, t, "predictor");
         batch_case(rm, 0.0f, 1, mixed, t, "predictor hybrid");
+        batch_case(rm, PRED_FEW, 1, NULL, t, "predictor, few neurons a row");
         batch_case(silu, 0.05f, 0, NULL, t, "silu 0.05");
         batch_case(gq, 0.0f, 0, NULL, t, "relu gptq act-order");
         batch_case(gq, 0.0f, 0, mixed, t, "relu gptq act-order hybrid");
