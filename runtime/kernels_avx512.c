@@ -19,12 +19,14 @@
 #define T __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 #define TI static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
-/* The B = 1 loops read one ascending stream per thread with no software
- * prefetch: on Zen 4 the float dot's prefetch 2 KiB ahead halved F16, and
- * the quantized dots' 4 KiB ahead (which once lifted Q4_0 from 11 to 24
- * GB/s) cost Q8_0 and Q4_0 10-30 % once their arithmetic became the
- * integer-sum kernels below (docs/design/kernels.md, "Decode"). F16 rows
- * read in column blocks prefetch their next piece (piece_f16). */
+/* The B = 1 loops read one ascending stream per thread. Software prefetch:
+ * none in the float, Q8_0 and Q4_0 dots (on Zen 4 the float dot's 2 KiB
+ * ahead halved F16, and the quantized dots' 4 KiB ahead, which once lifted
+ * Q4_0 from 11 to 24 GB/s, cost Q8_0 and Q4_0 10-30 % once their arithmetic
+ * became the integer-sum kernels below; docs/design/kernels.md, "Decode");
+ * PF_Q bytes ahead in the GPTQ dot; F16 rows read in column blocks prefetch
+ * their next piece (piece_f16). */
+#define PF_Q 4096
 
 /* ---- F32 / F16 / BF16: one body, specialised by the constant k (a ggml
  * type) when inlined ---- */
