@@ -37,14 +37,15 @@ typedef struct hc_kernel {
     void (*arrange)(const void *act, int n, void *xa);
     /* Row r of w · xa. */
     float (*dot)(const hc_weight *w, int r, const void *xa);
-    /* Optional, F16 only (NULL: dot per row): F16 rows longer than
-     * HC_ROW_BLOCK at B = 1 go through column blocks (weight.c): piece adds
-     * columns [c0, c1) of row r to the row's two accumulators parked in acc
-     * (32 floats), in the order dot takes them (c0 and c1 multiples of 32, or
-     * c1 = n), and prefetches the next piece (NULL: none) into L2, one line
-     * per 64 bytes read; piece_sum gives the row's result from acc, the bits
-     * of dot. */
-    void (*piece)(const hc_weight *w, int r, int c0, int c1, const float *x, float *acc, const char *next);
+    /* Optional (NULL: dot per row; F32, F16 and BF16 have them): rows
+     * longer than HC_ROW_BLOCK at B = 1 go through column blocks (weight.c):
+     * piece adds columns [c0, c1) of row r (x: the prepared activation) to
+     * the row's accumulators parked in acc (32 floats, zeroed before the
+     * first piece), in the order dot takes them (c0 and c1 multiples of
+     * HC_ROW_BLOCK, or c1 = n), and prefetches the next piece (NULL: none)
+     * into L2, one line per 64 bytes read; piece_sum gives the row's result
+     * from acc, the bits of dot. */
+    void (*piece)(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next);
     float (*piece_sum)(const float *acc);
     /* Optional register tile (NULL: dot per pair): y[t * rm + i] = row r[i]
      * · x[t] for i < rm, t < tm, every value the bits dot gives. */

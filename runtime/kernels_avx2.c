@@ -94,8 +94,9 @@ TI float dot_steps(int k, const void *row, const float *x, int n)
     return hsum(_mm256_add_ps(a0, a1));
 }
 
-/* dot_steps' result from its two accumulators parked at acc (hc_kernel.piece_sum). */
-T static float sum_f16(const float *acc) { return hsum(_mm256_add_ps(_mm256_load_ps(acc), _mm256_load_ps(acc + 8))); }
+/* dot_steps' (and dot_chunks') result from its two accumulators parked at
+ * acc (hc_kernel.piece_sum). */
+T static float sum_f(const float *acc) { return hsum(_mm256_add_ps(_mm256_load_ps(acc), _mm256_load_ps(acc + 8))); }
 
 /* F32 (dot_chunks): a0 sums the even chunks of CHUNK elements and a1 the odd
  * ones, each chunk in ascending 8-element steps, the row's tail last: one
@@ -104,11 +105,16 @@ T static float sum_f16(const float *acc) { return hsum(_mm256_add_ps(_mm256_load
 #define CHUNK 1024        /* elements */
 
 /* acc + row · x over elements [i0, i1) (none when i0 >= i1) in 8-element
- * steps, the last one zero-padded at i1. */
-TI __m256 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m256 acc)
+ * steps, the last one zero-padded at i1. With pf (F32 pieces only), one line
+ * of the next piece per 64 bytes read is prefetched into L2, line for line
+ * (pf: the next piece's element i0). */
+TI __m256 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m256 acc, const char *pf)
 {
     int i = i0;
-    for (; i + 8 <= i1; i += 8) acc = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), acc);
+    for (; i + 8 <= i1; i += 8) {
+        if (pf && !((i - i0) & 15)) _mm_prefetch(pf + 4 * (i - i0), _MM_HINT_T1);
+        acc = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), acc);
+    }
     if (i < i1) {
         float wb[8], xb[8] = {0};
         memcpy(xb, x + i, (size_t)(i1 - i) * sizeof(float));
@@ -117,13 +123,22 @@ TI __m256 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m2
     return acc;
 }
 
+/* *a0, *a1 += dot_chunks' chunks over elements [i0, i1): i0 a multiple of
+ * 2 * CHUNK, i1 one too or n. With next (F32 pieces), the next piece is
+ * prefetched into L2 line for line with the row. */
+TI void chunks_range(int k, const void *row, const float *x, int i0, int i1, __m256 *a0, __m256 *a1, const char *next)
+{
+    for (int c = i0; c < i1; c += 2 * CHUNK) {
+        const char *pf0 = next ? next + 4 * (c - i0) : NULL, *pf1 = next ? pf0 + 4 * CHUNK : NULL;
+        *a0 = chunk_sum(k, row, x, c, i1 - c < CHUNK ? i1 : c + CHUNK, *a0, pf0);
+        *a1 = chunk_sum(k, row, x, c + CHUNK, i1 - c < 2 * CHUNK ? i1 : c + 2 * CHUNK, *a1, pf1);
+    }
+}
+
 TI float dot_chunks(int k, const void *row, const float *x, int n)
 {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-    for (int c = 0; c < n; c += 2 * CHUNK) {
-        a0 = chunk_sum(k, row, x, c, n - c < CHUNK ? n : c + CHUNK, a0);
-        a1 = chunk_sum(k, row, x, c + CHUNK, n - c < 2 * CHUNK ? n : c + 2 * CHUNK, a1);
-    }
+    chunks_range(k, row, x, 0, n, &a0, &a1, NULL);
     return hsum(_mm256_add_ps(a0, a1));
 }
 
@@ -133,11 +148,14 @@ T static float dot_f(const hc_weight *w, int r, const void *x)
     return w->type == GGML_TYPE_F32 ? dot_chunks(GGML_TYPE_F32, row, x, w->n) : dot_steps(GGML_TYPE_F16, row, x, w->n);
 }
 
-/* hc_kernel.piece and piece_sum for F16 (weight.c's column blocks). */
-T static void piece_f16(const hc_weight *w, int r, int c0, int c1, const float *x, float *acc, const char *next)
+/* hc_kernel.piece for F32 and F16 (weight.c's column blocks): dot_f's two
+ * accumulators parked at acc (c0 a multiple of 4096, so of 2 * CHUNK). */
+T static void piece_f(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next)
 {
     __m256 a0 = _mm256_load_ps(acc), a1 = _mm256_load_ps(acc + 8);
-    steps_range(GGML_TYPE_F16, hc_float_row(w, r, 0), x, c0, c1, &a0, &a1, next);
+    const char *row = hc_float_row(w, r, 0);
+    if (w->type == GGML_TYPE_F32) chunks_range(GGML_TYPE_F32, row, x, c0, c1, &a0, &a1, next);
+    else steps_range(GGML_TYPE_F16, row, x, c0, c1, &a0, &a1, next);
     _mm256_store_ps(acc, a0);
     _mm256_store_ps(acc + 8, a1);
 }
@@ -315,7 +333,7 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
 }
 
 const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
-                                  .arrange = hc_float_arrange, .dot = dot_f, .piece = piece_f16, .piece_sum = sum_f16,
+                                  .arrange = hc_float_arrange, .dot = dot_f, .piece = piece_f, .piece_sum = sum_f,
                                   .tile = tile_f, .rm = RM, .tm = TM,
                                   .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
@@ -365,6 +383,29 @@ TI void step_bf16(int R, int Tn, const uint16_t *const *w, const uint16_t *const
     }
 }
 
+/* acc[r][t] += the pair sums of elements [i0, i1) of w[r] and x[t] (i0 a
+ * multiple of 16, i1 one too or n: then the padded tail). With next (a
+ * piece, R = Tn = 1), one line of it is prefetched into L2 per 64 bytes
+ * read, line for line. */
+TI void range_bf16(int R, int Tn, const uint16_t *const *w, const uint16_t *const *x, int i0, int i1,
+                   __m256 acc[BRM][BTM], const char *next)
+{
+    int i = i0;
+    for (; i + 16 <= i1; i += 16) {
+        if (next && !((i - i0) & 31)) _mm_prefetch(next + 2 * (i - i0), _MM_HINT_T1);
+        step_bf16(R, Tn, w, x, i, acc);
+    }
+    if (i < i1) {
+        uint16_t wb[BRM][16], xb[BTM][16];
+        const uint16_t *wt[BRM], *xt[BTM];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) wt[r] = pad_tail_bf16(w[r] + i, i1 - i, wb[r]);
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < Tn; t++) xt[t] = pad_tail_bf16(x[t] + i, i1 - i, xb[t]);
+        step_bf16(R, Tn, wt, xt, 0, acc);
+    }
+}
+
 /* y[t * R + r] = row w[r] · x[t] for r < R, t < Tn; R = Tn = 1 is the dot. */
 TI void tile_bf16(int R, int Tn, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
 {
@@ -373,17 +414,7 @@ TI void tile_bf16(int R, int Tn, const uint16_t *const *w, const uint16_t *const
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
         for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) step_bf16(R, Tn, w, x, i, acc);
-    if (i < n) {
-        uint16_t wb[BRM][16], xb[BTM][16];
-        const uint16_t *wt[BRM], *xt[BTM];
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) wt[r] = pad_tail_bf16(w[r] + i, n - i, wb[r]);
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) xt[t] = pad_tail_bf16(x[t] + i, n - i, xb[t]);
-        step_bf16(R, Tn, wt, xt, 0, acc);
-    }
+    range_bf16(R, Tn, w, x, 0, n, acc, NULL);
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
@@ -398,6 +429,19 @@ T static float dot_b(const hc_weight *w, int r, const void *x)
     return y;
 }
 
+/* hc_kernel.piece and piece_sum for BF16 (weight.c's column blocks): dot_b's
+ * accumulator parked at acc, x the prepared bf16 activation. */
+T static void piece_b(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next)
+{
+    const uint16_t *row = (const uint16_t *)hc_float_row(w, r, 0), *xs = x;
+    __m256 a[BRM][BTM];
+    a[0][0] = _mm256_load_ps(acc);
+    range_bf16(1, 1, &row, &xs, c0, c1, a, next);
+    _mm256_store_ps(acc, a[0][0]);
+}
+
+T static float sum_b(const float *acc) { return hsum(_mm256_load_ps(acc)); }
+
 T static void tile_b(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const uint16_t *rows[BRM];
@@ -406,7 +450,8 @@ T static void tile_b(const hc_weight *w, const int *r, const void *const *x, flo
 }
 
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
-const hc_kernel hc_avx2_bf16 = { .prepare = hc_act_bf16, .dot = dot_b, .tile = tile_b, .rm = BRM, .tm = BTM,
+const hc_kernel hc_avx2_bf16 = { .prepare = hc_act_bf16, .dot = dot_b, .piece = piece_b, .piece_sum = sum_b,
+                                 .tile = tile_b, .rm = BRM, .tm = BTM,
                                  .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- Q8_0 / Q4_0 against Q8_0 activations ---- */

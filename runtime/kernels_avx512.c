@@ -84,8 +84,9 @@ TI float dot_steps(int k, const void *row, const float *x, int n)
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
-/* dot_steps' result from its two accumulators parked at acc (hc_kernel.piece_sum). */
-T static float sum_f16(const float *acc)
+/* dot_steps' (and dot_chunks') result from its two accumulators parked at
+ * acc (hc_kernel.piece_sum). */
+T static float sum_f(const float *acc)
 {
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(acc), _mm512_load_ps(acc + 16)));
 }
@@ -101,11 +102,16 @@ T static float sum_f16(const float *acc)
 #define CHUNK 1024        /* elements */
 
 /* acc + row · x over elements [i0, i1) (none when i0 >= i1) in 16-element
- * steps, the last one masked at i1. */
-TI __m512 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m512 acc)
+ * steps, the last one masked at i1. With pf (F32 pieces only), the line of
+ * the next piece that lies where this step's 64 bytes lie in the piece is
+ * prefetched into L2 (pf: the next piece's element i0). */
+TI __m512 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m512 acc, const char *pf)
 {
     int i = i0;
-    for (; i + 16 <= i1; i += 16) acc = _mm512_fmadd_ps(load16(k, row, i, 0xffff), _mm512_loadu_ps(x + i), acc);
+    for (; i + 16 <= i1; i += 16) {
+        if (pf) _mm_prefetch(pf + 4 * (i - i0), _MM_HINT_T1);
+        acc = _mm512_fmadd_ps(load16(k, row, i, 0xffff), _mm512_loadu_ps(x + i), acc);
+    }
     if (i < i1) {
         __mmask16 m = tail_mask(i1 - i);
         acc = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), acc);
@@ -113,13 +119,22 @@ TI __m512 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m5
     return acc;
 }
 
+/* *a0, *a1 += dot_chunks' chunks over elements [i0, i1): i0 a multiple of
+ * 2 * CHUNK, i1 one too or n. With next (F32 pieces), the next piece is
+ * prefetched into L2 line for line with the row. */
+TI void chunks_range(int k, const void *row, const float *x, int i0, int i1, __m512 *a0, __m512 *a1, const char *next)
+{
+    for (int c = i0; c < i1; c += 2 * CHUNK) {
+        const char *pf0 = next ? next + 4 * (c - i0) : NULL, *pf1 = next ? pf0 + 4 * CHUNK : NULL;
+        *a0 = chunk_sum(k, row, x, c, i1 - c < CHUNK ? i1 : c + CHUNK, *a0, pf0);
+        *a1 = chunk_sum(k, row, x, c + CHUNK, i1 - c < 2 * CHUNK ? i1 : c + 2 * CHUNK, *a1, pf1);
+    }
+}
+
 TI float dot_chunks(int k, const void *row, const float *x, int n)
 {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0;
-    for (int c = 0; c < n; c += 2 * CHUNK) {
-        a0 = chunk_sum(k, row, x, c, n - c < CHUNK ? n : c + CHUNK, a0);
-        a1 = chunk_sum(k, row, x, c + CHUNK, n - c < 2 * CHUNK ? n : c + 2 * CHUNK, a1);
-    }
+    chunks_range(k, row, x, 0, n, &a0, &a1, NULL);
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
@@ -129,11 +144,14 @@ T static float dot_f(const hc_weight *w, int r, const void *x)
     return w->type == GGML_TYPE_F32 ? dot_chunks(GGML_TYPE_F32, row, x, w->n) : dot_steps(GGML_TYPE_F16, row, x, w->n);
 }
 
-/* hc_kernel.piece and piece_sum for F16 (weight.c's column blocks). */
-T static void piece_f16(const hc_weight *w, int r, int c0, int c1, const float *x, float *acc, const char *next)
+/* hc_kernel.piece for F32 and F16 (weight.c's column blocks): dot_f's two
+ * accumulators parked at acc (c0 a multiple of 4096, so of 2 * CHUNK). */
+T static void piece_f(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next)
 {
     __m512 a0 = _mm512_load_ps(acc), a1 = _mm512_load_ps(acc + 16);
-    steps_range(GGML_TYPE_F16, hc_float_row(w, r, 0), x, c0, c1, &a0, &a1, next);
+    const char *row = hc_float_row(w, r, 0);
+    if (w->type == GGML_TYPE_F32) chunks_range(GGML_TYPE_F32, row, x, c0, c1, &a0, &a1, next);
+    else steps_range(GGML_TYPE_F16, row, x, c0, c1, &a0, &a1, next);
     _mm512_store_ps(acc, a0);
     _mm512_store_ps(acc + 16, a1);
 }
@@ -300,7 +318,7 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
 }
 
 const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
-                                    .arrange = hc_float_arrange, .dot = dot_f, .piece = piece_f16, .piece_sum = sum_f16,
+                                    .arrange = hc_float_arrange, .dot = dot_f, .piece = piece_f, .piece_sum = sum_f,
                                     .tile = tile_f, .rm = RM, .tm = TM,
                                     .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
@@ -329,24 +347,42 @@ TBI __m512i load32bf(const uint16_t *p, int i, __mmask32 m) { return _mm512_mask
 TBI __mmask32 tail_mask32(int m) { return (__mmask32)((1ull << m) - 1); }
 
 /* One accumulator: a += the pairs of elements [32c, 32c + 32) for c = 0, 1,
- * ..., the tail masked; the result is reduce_add(a). */
-TBI float dot_bf16(int dp, const uint16_t *row, const uint16_t *x, int n)
+ * ..., the tail masked; the result is reduce_add(a). bf16_range takes those
+ * steps over [i0, i1) (i0 a multiple of 32, i1 one too or n); with next (a
+ * piece), one line of it is prefetched into L2 per step, line for line. */
+TBI __m512 bf16_range(int dp, const uint16_t *row, const uint16_t *x, int i0, int i1, __m512 a, const char *next)
 {
-    __m512 a = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) a = dot_pairs(dp, a, load32bf(row, i, 0xffffffffu), load32bf(x, i, 0xffffffffu));
-    if (i < n) a = dot_pairs(dp, a, load32bf(row, i, tail_mask32(n - i)), load32bf(x, i, tail_mask32(n - i)));
-    return _mm512_reduce_add_ps(a);
+    int i = i0;
+    for (; i + 32 <= i1; i += 32) {
+        if (next) _mm_prefetch(next + 2 * (i - i0), _MM_HINT_T1);
+        a = dot_pairs(dp, a, load32bf(row, i, 0xffffffffu), load32bf(x, i, 0xffffffffu));
+    }
+    if (i < i1) a = dot_pairs(dp, a, load32bf(row, i, tail_mask32(i1 - i)), load32bf(x, i, tail_mask32(i1 - i)));
+    return a;
 }
 
 TB static float dot_b(const hc_weight *w, int r, const void *x)
 {
     const uint16_t *row = (const uint16_t *)hc_float_row(w, r, 0);
-    return hc_bf16_dot() ? dot_bf16(1, row, x, w->n) : dot_bf16(0, row, x, w->n);
+    __m512 z = _mm512_setzero_ps();
+    return _mm512_reduce_add_ps(hc_bf16_dot() ? bf16_range(1, row, x, 0, w->n, z, NULL)
+                                              : bf16_range(0, row, x, 0, w->n, z, NULL));
 }
 
+/* hc_kernel.piece and piece_sum for BF16 (weight.c's column blocks): dot_b's
+ * accumulator parked at acc, x the prepared bf16 activation. */
+TB static void piece_b(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next)
+{
+    const uint16_t *row = (const uint16_t *)hc_float_row(w, r, 0);
+    __m512 a = _mm512_load_ps(acc);
+    a = hc_bf16_dot() ? bf16_range(1, row, x, c0, c1, a, next) : bf16_range(0, row, x, c0, c1, a, next);
+    _mm512_store_ps(acc, a);
+}
+
+TB static float sum_b(const float *acc) { return _mm512_reduce_add_ps(_mm512_load_ps(acc)); }
+
 /* The bf16 tile: BRM rows x BTM vectors, the accumulator of every pair in
- * registers (24 of the 32) for the whole row, every pair through dot_bf16's
+ * registers (24 of the 32) for the whole row, every pair through dot_b's
  * operations in its order: per 32 elements 4 + 6 loads for 24 vdpbf16ps
  * (llamafile's tinyBLAS shape). One accumulator per pair (not dot_float's
  * two) leaves room for 4 x 6: 154 GFLOP/s at B = 128 against 147 for 4 x 3
@@ -368,7 +404,7 @@ TBI void step_bf16(int dp, const uint16_t *const *w, const uint16_t *const *x, i
     }
 }
 
-/* y[t * BRM + r] = dot_bf16(dp, w[r], x[t], n). */
+/* y[t * BRM + r] = dot_b's value of row w[r] and x[t]. */
 TBI void tile_bf16(int dp, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
 {
     __m512 acc[BRM][BTM];
@@ -394,7 +430,8 @@ TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, fl
 }
 
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
-const hc_kernel hc_avx512_bf16 = { .prepare = hc_act_bf16, .dot = dot_b, .tile = tile_b, .rm = BRM, .tm = BTM,
+const hc_kernel hc_avx512_bf16 = { .prepare = hc_act_bf16, .dot = dot_b, .piece = piece_b, .piece_sum = sum_b,
+                                   .tile = tile_b, .rm = BRM, .tm = BTM,
                                    .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- Q8_0 against Q8_0 activations: 16 blocks per step ---- */

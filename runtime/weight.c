@@ -151,16 +151,17 @@ void hc_weight_arrange(const hc_weight *w, int isa, const void *acts, size_t act
     for (int b = 0; b < B; b++) k->arrange((const char *)acts + (size_t)b * act_stride, w->n, (char *)xa + (size_t)b * xs);
 }
 
-/* F16 decode (B = 1) of rows longer than HC_ROW_BLOCK elements, such as the
- * down projection's 11008: the f32 activation (44 KiB) did not stay in the
- * 32 KiB L1 beside the weight stream, and re-reading it from L2 for every row
- * held the stream to 11-13 GB/s against 18-26 on 4096-wide rows. So rows go
- * in groups of HC_ROW_GROUP, each group in column blocks of HC_ROW_BLOCK (16
- * KiB of activation, which stays in L1), each row's accumulators parked
- * between blocks: the dot's steps in its order, so its bits. The hardware
- * prefetchers do not follow the jumps from piece to piece, so each piece
- * prefetches the next one (docs/design/kernels.md, "Decode"). */
-#define HC_ROW_BLOCK 4096   /* a multiple of 32 */
+/* Decode (B = 1) of rows longer than HC_ROW_BLOCK elements, such as the down
+ * projection's 11008, for the types whose kernels have pieces (F32, F16,
+ * BF16): the activation (44 KiB in f32) did not stay in the 32 KiB L1 beside
+ * the weight stream, and re-reading it from L2 for every row held the stream
+ * to 11-19 GB/s against 18-26 on 4096-wide rows. So rows go in groups of
+ * HC_ROW_GROUP, each group in column blocks of HC_ROW_BLOCK (16 KiB of f32
+ * activation, which stays in L1), each row's accumulators parked between
+ * blocks: the dot's steps in its order, so its bits. The hardware prefetchers
+ * do not follow the jumps from piece to piece, so each piece prefetches the
+ * next one (docs/design/kernels.md, "Decode"). */
+#define HC_ROW_BLOCK 4096   /* a multiple of 32 (F16, BF16 steps) and of 2048 (F32's pair of chunks) */
 #define HC_ROW_GROUP 16
 
 static void dots_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *x, float *y)
@@ -194,7 +195,7 @@ static void dots(const hc_weight *w, const hc_kernel *k, const int32_t *idx, int
             if (i + 1 < nr) hc_weight_prefetch(w, idx[i + 1], 0, w->n);
             y[i] = k->dot(w, idx[i], xa);
         }
-    } else if (k->piece && w->type == GGML_TYPE_F16 && w->n > HC_ROW_BLOCK) {
+    } else if (k->piece && w->n > HC_ROW_BLOCK) {
         dots_blocked(w, k, r0, nr, xa, y);
     } else {
         for (int i = 0; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);

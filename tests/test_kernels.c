@@ -445,18 +445,20 @@ static int tiled_quant_all(const char *isa)
 
 static void test_matvec_tiled_quant(void) { each_isa(tiled_quant_all); }
 
-/* F16 rows longer than 4096 elements go through column blocks at B = 1 (a
- * group of rows block by block, each row's accumulators kept): every row must
- * be the single-row dot's bits (a gathered row, the tile, a row split) for
- * groups off their size and rows that end in a partial block, a partial
- * step and a masked tail; and near the reference (a lane sums about n/32
- * rounded terms: 3e-5 of the absolute sum for 11017). */
-static int f16_long_rows(const char *isa)
+/* F32, F16 and BF16 rows longer than 4096 elements go through column blocks
+ * at B = 1 (a group of rows block by block, each row's accumulators kept):
+ * every row must be the single-row dot's bits (a gathered row, the tile, a
+ * row split) for groups off their size and rows that end in a partial block,
+ * a partial step and a masked tail, F32 also in an empty or partial odd
+ * chunk (5120, 6145); and near the reference (a lane sums about n/32 rounded
+ * terms: 3e-5 of the absolute sum for 11017). */
+static int float_long_rows(const char *isa)
 {
-    static const int ns[] = { 4097, 4128, 8192, 8223, 11008, 11017 };
-    const uint32_t t = GGML_TYPE_F16;
-    for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
-        int n = ns[c], rows = 37;
+    static const int ns[] = { 4097, 4128, 5120, 6145, 8192, 8223, 11008, 11017 };
+    static const uint32_t ts[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
+    for (size_t c = 0; c < sizeof ns / sizeof ns[0] * 3; c++) {
+        int n = ns[c / 3], rows = 37;
+        uint32_t t = ts[c % 3];
         if (!tiled_float_case(isa, t, n, rows, 3)) return 0;
         size_t as, rb = ggml_row_size(t, n);
         char *w = make_weights(t, rows, n), *a = make_acts(t, n, 1, &as);
@@ -471,7 +473,7 @@ static int f16_long_rows(const char *isa)
         for (int r = 0; ok && r < rows; r++) {
             double bound = 3e-5 * abs_dot(t, w + rb * (size_t)r, a, n) + 1e-30;
             if (memcmp(&y[r], &yg[rows - 1 - r], sizeof *y) || fabs((double)y[r] - yr[r]) > bound) {
-                th_fail(__FILE__, __LINE__, "%s F16 n=%d row %d: %.9g, gathered %.9g, ref %.9g", isa, n, r, y[r],
+                th_fail(__FILE__, __LINE__, "%s %s n=%d row %d: %.9g, gathered %.9g, ref %.9g", isa, ggml_type_name(t), n, r, y[r],
                         yg[rows - 1 - r], yr[r]);
                 ok = 0;
             }
@@ -482,7 +484,7 @@ static int f16_long_rows(const char *isa)
     return 1;
 }
 
-static void test_f16_long_rows(void) { each_isa(f16_long_rows); }
+static void test_float_long_rows(void) { each_isa(float_long_rows); }
 
 /* The integer block sums stay exact at the extremes: weights of -128 / 127
  * (Q8_0) and -8 / 7 (Q4_0) with scale 1 against activations of ±127 with
@@ -711,6 +713,7 @@ static void test_bf16_without_vdpbf16ps(void)
         int n = ns[rnd() % (sizeof ns / sizeof ns[0])], rows = 1 + (int)(rnd() % 14), B = 2 + (int)(rnd() % 11);
         CHECK(tiled_float_case("avx512-nobf16", GGML_TYPE_BF16, n, rows, B));
     }
+    CHECK(tiled_float_case("avx512-nobf16", GGML_TYPE_BF16, 11017, 37, 3));   /* B = 1 in column blocks */
     if (had) {
         int n = 1000, rows = 13, B = 7;
         size_t as;
@@ -754,7 +757,7 @@ int main(void)
     RUN(test_matvec_tiled);
     RUN(test_matvec_tiled_float);
     RUN(test_matvec_tiled_quant);
-    RUN(test_f16_long_rows);
+    RUN(test_float_long_rows);
     RUN(test_quant_extremes);
     RUN(test_matvec_rows);
     RUN(test_axpy);
