@@ -40,11 +40,11 @@ typedef struct hc_kernel {
     /* Optional (NULL: dot per row; F32, F16 and BF16 have them): rows
      * longer than HC_ROW_BLOCK at B = 1 go through column blocks (weight.c):
      * piece adds columns [c0, c1) of row r (x: the prepared activation) to
-     * the row's accumulators parked in acc (32 floats, zeroed before the
-     * first piece), in the order dot takes them (c0 and c1 multiples of
-     * HC_ROW_BLOCK, or c1 = n), and prefetches the next piece (NULL: none)
-     * into L2, one line per 64 bytes read; piece_sum gives the row's result
-     * from acc, the bits of dot. */
+     * the row's accumulators parked in acc (32 floats aligned to 64, zeroed
+     * before the first piece), in the order dot takes them (c0 and c1
+     * multiples of HC_ROW_BLOCK, or c1 = n), and prefetches the next piece
+     * (NULL: none) into L2, one line per 64 bytes read; piece_sum gives the
+     * row's result from acc, the bits of dot. */
     void (*piece)(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next);
     float (*piece_sum)(const float *acc);
     /* Optional register tile (NULL: dot per pair): y[t * rm + i] = row r[i]

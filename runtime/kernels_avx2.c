@@ -128,11 +128,14 @@ TI __m256 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m2
  * prefetched into L2 line for line with the row. */
 TI void chunks_range(int k, const void *row, const float *x, int i0, int i1, __m256 *a0, __m256 *a1, const char *next)
 {
+    __m256 s0 = *a0, s1 = *a1;   /* in registers for the loop */
     for (int c = i0; c < i1; c += 2 * CHUNK) {
         const char *pf0 = next ? next + 4 * (c - i0) : NULL, *pf1 = next ? pf0 + 4 * CHUNK : NULL;
-        *a0 = chunk_sum(k, row, x, c, i1 - c < CHUNK ? i1 : c + CHUNK, *a0, pf0);
-        *a1 = chunk_sum(k, row, x, c + CHUNK, i1 - c < 2 * CHUNK ? i1 : c + 2 * CHUNK, *a1, pf1);
+        s0 = chunk_sum(k, row, x, c, i1 - c < CHUNK ? i1 : c + CHUNK, s0, pf0);
+        s1 = chunk_sum(k, row, x, c + CHUNK, i1 - c < 2 * CHUNK ? i1 : c + 2 * CHUNK, s1, pf1);
     }
+    *a0 = s0;
+    *a1 = s1;
 }
 
 TI float dot_chunks(int k, const void *row, const float *x, int n)
@@ -149,15 +152,13 @@ T static float dot_f(const hc_weight *w, int r, const void *x)
 }
 
 /* hc_kernel.piece for F32 and F16 (weight.c's column blocks): dot_f's two
- * accumulators parked at acc (c0 a multiple of 4096, so of 2 * CHUNK). */
+ * accumulators parked at acc, as two vectors (acc is aligned to 64; c0 is
+ * a multiple of 4096, so of 2 * CHUNK). */
 T static void piece_f(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next)
 {
-    __m256 a0 = _mm256_load_ps(acc), a1 = _mm256_load_ps(acc + 8);
-    const char *row = hc_float_row(w, r, 0);
-    if (w->type == GGML_TYPE_F32) chunks_range(GGML_TYPE_F32, row, x, c0, c1, &a0, &a1, next);
-    else steps_range(GGML_TYPE_F16, row, x, c0, c1, &a0, &a1, next);
-    _mm256_store_ps(acc, a0);
-    _mm256_store_ps(acc + 8, a1);
+    __m256 *a = (__m256 *)acc;
+    if (w->type == GGML_TYPE_F32) chunks_range(GGML_TYPE_F32, hc_float_row(w, r, 0), x, c0, c1, a, a + 1, next);
+    else steps_range(GGML_TYPE_F16, hc_float_row(w, r, 0), x, c0, c1, a, a + 1, next);
 }
 
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
