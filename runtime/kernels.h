@@ -110,6 +110,9 @@ void hc_act_bf16(const hc_weight *w, const float *x, void *act);
  * of a batch padded so that the vectors' strides are not multiples of 4 KiB. */
 size_t hc_float_arranged_bytes(int n);
 void hc_float_arrange(const void *act, int n, void *xa);
+/* The bf16 kernels' arrangement (SIMD paths): the same bf16, padded alike. */
+size_t hc_bf16_arranged_bytes(int n);
+void hc_bf16_arrange(const void *act, int n, void *xa);
 void hc_ref_gptq_prepare(const hc_weight *w, const float *x, void *act);
 void hc_ref_gptq_axpy(const hc_weight *w, int r, int c0, int c1, float a, float *y);
 

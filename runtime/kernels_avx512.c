@@ -363,7 +363,8 @@ TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, fl
 }
 
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
-const hc_kernel hc_avx512_bf16 = { .prepare = hc_act_bf16, .dot = dot_b, .tile = tile_b, .rm = BRM, .tm = BTM,
+const hc_kernel hc_avx512_bf16 = { .prepare = hc_act_bf16, .arranged_bytes = hc_bf16_arranged_bytes,
+    .arrange = hc_bf16_arrange, .dot = dot_b, .tile = tile_b, .rm = BRM, .tm = BTM,
                                    .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- Q8_0 against Q8_0 activations: 16 blocks per step ---- */

@@ -32,6 +32,11 @@ size_t hc_float_arranged_bytes(int n) { return ((size_t)n * sizeof(float) + 4095
 
 void hc_float_arrange(const void *act, int n, void *xa) { memcpy(xa, act, (size_t)n * sizeof(float)); }
 
+/* The same padding for the bf16 activations (8 KiB strides at 4096 columns). */
+size_t hc_bf16_arranged_bytes(int n) { return ((size_t)n * sizeof(uint16_t) + 4095) / 4096 * 4096 + 256; }
+
+void hc_bf16_arrange(const void *act, int n, void *xa) { memcpy(xa, act, (size_t)n * sizeof(uint16_t)); }
+
 static const void *ggml_row(const hc_weight *w, int r)
 {
     return (const char *)w->data + (size_t)r * ggml_row_size(w->type, w->n);
