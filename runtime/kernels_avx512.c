@@ -283,6 +283,25 @@ const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .arranged_bytes = hc
 #define TB __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c")))
 #define TBI static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c")))
 
+/* The bf16 activation, 16 floats per step with fp32_to_bf16's integer
+ * rounding (nearest even; NaN kept and quieted): the same bits as the
+ * reference's loop (vcvtneps2bf16 would flush subnormals). */
+TB static void act_bf16(const hc_weight *w, const float *x, void *act)
+{
+    uint16_t *h = act;
+    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(64);
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    int i = 0;
+    for (; i + 16 <= w->n; i += 16) {
+        __m512i u = _mm512_loadu_si512(x + i), hi = _mm512_srli_epi32(u, 16);
+        __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs), inf);
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(hi, one))), 16);
+        r = _mm512_mask_or_epi32(r, nan, hi, quiet);
+        _mm256_storeu_si256((__m256i *)(h + i), _mm512_cvtepi32_epi16(r));
+    }
+    for (; i < w->n; i++) h[i] = fp32_to_bf16(x[i]);
+}
+
 /* acc + the 16 pairs of w times those of x, as vdpbf16ps (dp) or its FMAs. */
 TBI __m512 dot_pairs(int dp, __m512 acc, __m512i w, __m512i x)
 {
@@ -392,7 +411,7 @@ TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, fl
 }
 
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
-const hc_kernel hc_avx512_bf16 = { .prepare = hc_act_bf16, .arranged_bytes = hc_bf16_arranged_bytes,
+const hc_kernel hc_avx512_bf16 = { .prepare = act_bf16, .arranged_bytes = hc_bf16_arranged_bytes,
     .arrange = hc_bf16_arrange, .dot = dot_b, .tile = tile_b, .rm = BRM, .tm = BTM,
                                    .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
