@@ -163,6 +163,24 @@ T static void axpy_multi_f(const hc_weight *w, int r, int c0, int c1, int nt, co
     }
 }
 
+/* The vectors an edge tile really has (at most tm): weight.c fills the
+ * batch's last tile with copies of its last vector, which the F32 and BF16
+ * tiles leave out (computing 2 or 4 vectors, not 6: at B = 128 the last of
+ * 22 tiles has 2, 3 % of the work). */
+static int real_vectors(const void *const *x, int tm)
+{
+    int t = 1;
+    while (t < tm && x[t] != x[t - 1]) t++;
+    return t;
+}
+
+/* y[t * rm + r] for t in [nt, tm): copies of vector nt - 1's. */
+static void copy_edge(float *y, int nt, int rm, int tm)
+{
+    for (int t = nt; t < tm; t++)
+        for (int r = 0; r < rm; r++) y[t * rm + r] = y[(nt - 1) * rm + r];
+}
+
 /* The float tile: RM rows x TM vectors. Per 16 elements each activation
  * load is shared by the rows and each weight load (and F16 widening) by
  * the vectors, and every pair gets its dot's FMAs in its dot's order, so the
@@ -193,32 +211,43 @@ TI void step(int k, int Tn, const void *const *w, const float *const *x, int i, 
     }
 }
 
-/* park[r][t] += chunk_sum's steps over elements [i0, i1). */
-TI void chunk_tile(int k, const void *const *w, const float *const *x, int i0, int i1, float park[RM][TM][16])
+/* park[r][t] += chunk_sum's steps over elements [i0, i1), t < nt. */
+TI void chunk_tile(int k, int nt, const void *const *w, const float *const *x, int i0, int i1, float park[RM][TM][16])
 {
     __m512 acc[RM][TM];
     _Pragma("GCC unroll 8")
     for (int r = 0; r < RM; r++)
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < TM; t++) acc[r][t] = _mm512_load_ps(park[r][t]);
+        for (int t = 0; t < nt; t++) acc[r][t] = _mm512_load_ps(park[r][t]);
     int i = i0;
-    for (; i + 16 <= i1; i += 16) step(k, TM, w, x, i, 0xffff, acc);
-    if (i < i1) step(k, TM, w, x, i, tail_mask(i1 - i), acc);
+    for (; i + 16 <= i1; i += 16) step(k, nt, w, x, i, 0xffff, acc);
+    if (i < i1) step(k, nt, w, x, i, tail_mask(i1 - i), acc);
     _Pragma("GCC unroll 8")
     for (int r = 0; r < RM; r++)
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < TM; t++) _mm512_store_ps(park[r][t], acc[r][t]);
+        for (int t = 0; t < nt; t++) _mm512_store_ps(park[r][t], acc[r][t]);
 }
 
-/* y[t * RM + r] = dot_chunks(k, w[r], x[t], n) for r < RM, t < TM. */
-TI void tile_chunks(int k, const void *const *w, const float *const *x, int n, float *y)
+/* y[t * RM + r] = dot_chunks(k, w[r], x[t], n) for r < RM, t < nt (a
+ * constant at every call). */
+TI void tile_chunks(int k, int nt, const void *const *w, const float *const *x, int n, float *y)
 {
     _Alignas(64) float park[2][RM][TM][16];
     memset(park, 0, sizeof park);
-    for (int c = 0; c < n; c += CHUNK) chunk_tile(k, w, x, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
+    for (int c = 0; c < n; c += CHUNK) chunk_tile(k, nt, w, x, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
     for (int r = 0; r < RM; r++)
-        for (int t = 0; t < TM; t++)
+        for (int t = 0; t < nt; t++)
             y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(park[0][r][t]), _mm512_load_ps(park[1][r][t])));
+}
+
+/* The F32 tile over the vectors it really has (see real_vectors). */
+TI void tile_chunks_any(const void *const *w, const float *const *x, int n, float *y)
+{
+    int tn = real_vectors((const void *const *)x, TM);
+    if (tn > 4) tile_chunks(GGML_TYPE_F32, TM, w, x, n, y);
+    else if (tn > 2) tile_chunks(GGML_TYPE_F32, 4, w, x, n, y);
+    else tile_chunks(GGML_TYPE_F32, 2, w, x, n, y);
+    copy_edge(y, tn > 4 ? TM : tn > 2 ? 4 : 2, RM, TM);
 }
 
 /* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < TS. */
@@ -265,7 +294,7 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     const void *rows[RM];
     const float *const *xf = (const float *const *)x;
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    if (w->type == GGML_TYPE_F32) tile_chunks(GGML_TYPE_F32, rows, xf, w->n, y);
+    if (w->type == GGML_TYPE_F32) tile_chunks_any(rows, xf, w->n, y);
     else tile_steps_all(GGML_TYPE_F16, rows, xf, w->n, y);
 }
 
@@ -376,30 +405,13 @@ TBI void tile_bf16(int dp, int nt, const uint16_t *const *w, const uint16_t *con
         for (int t = 0; t < nt; t++) y[t * BRM + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-/* The vectors the tile really has: weight.c fills the batch's edge tile
- * with copies of its last vector, which the edge tile (2 or 4 vectors, not
- * 6) leaves out: at B = 128 the last of 22 tiles has 2 (3 % of the work). */
-static int real_vectors(const void *const *x)
-{
-    int t = 1;
-    while (t < BTM && x[t] != x[t - 1]) t++;
-    return t;
-}
-
-/* tile_bf16 over the first nt vectors, the rest copies of vector nt - 1. */
-TBI void tile_bf16_edge(int dp, int nt, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
-{
-    tile_bf16(dp, nt, w, x, n, y);
-    for (int t = nt; t < BTM; t++)
-        for (int r = 0; r < BRM; r++) y[t * BRM + r] = y[(nt - 1) * BRM + r];
-}
-
 TBI void tile_bf16_any(int dp, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
 {
-    int tn = real_vectors((const void *const *)x);
+    int tn = real_vectors((const void *const *)x, BTM);
     if (tn > 4) tile_bf16(dp, BTM, w, x, n, y);
-    else if (tn > 2) tile_bf16_edge(dp, 4, w, x, n, y);
-    else tile_bf16_edge(dp, 2, w, x, n, y);
+    else if (tn > 2) tile_bf16(dp, 4, w, x, n, y);
+    else tile_bf16(dp, 2, w, x, n, y);
+    copy_edge(y, tn > 4 ? BTM : tn > 2 ? 4 : 2, BRM, BTM);
 }
 
 TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, float *y)
