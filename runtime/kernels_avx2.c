@@ -300,6 +300,7 @@ const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .arranged_bytes = hc_f
  * result is hsum(acc). Only the add is on the accumulator's dependency
  * chain: FMAing both products into it (vdpbf16ps's order) made a chain of two
  * FMAs per 16 elements that held the B = 1 dot to 15 GB/s. ---- */
+
 /* The bf16 activation, 8 floats per step with fp32_to_bf16's integer
  * rounding (nearest even; NaN kept and quieted): the reference's bits. */
 T static void act_bf16(const hc_weight *w, const float *x, void *act)

@@ -16,7 +16,9 @@
 
 void hc_act_copy(const hc_weight *w, const float *x, void *act) { memcpy(act, x, (size_t)w->n * sizeof(float)); }
 
-void hc_act_bf16(const hc_weight *w, const float *x, void *act)
+/* The bf16 activation, element by element (the SIMD kernels' act_bf16 give
+ * the same bits several at a time). */
+static void act_bf16(const hc_weight *w, const float *x, void *act)
 {
     uint16_t *h = act;
     for (int i = 0; i < w->n; i++) h[i] = fp32_to_bf16(x[i]);
@@ -159,7 +161,7 @@ void hc_ref_gptq_axpy(const hc_weight *w, int r, int c0, int c1, float a, float 
 void hc_ref_gptq_prepare(const hc_weight *w, const float *x, void *act) { hc_gptq_act_prepare(w->ext, x, act); }
 
 const hc_kernel hc_ref_float = { .prepare = hc_act_copy, .dot = dot_float, .axpy = axpy_float };
-const hc_kernel hc_ref_bf16 = { .prepare = hc_act_bf16, .dot = dot_bf16, .axpy = axpy_float };
+const hc_kernel hc_ref_bf16 = { .prepare = act_bf16, .dot = dot_bf16, .axpy = axpy_float };
 const hc_kernel hc_ref_q8_0 = { .prepare = prepare_q8, .dot = dot_q8_0, .axpy = axpy_q8_0 };
 const hc_kernel hc_ref_q4_0 = { .prepare = prepare_q8, .dot = dot_q4_0, .axpy = axpy_q4_0 };
 const hc_kernel hc_ref_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .axpy = hc_ref_gptq_axpy };
