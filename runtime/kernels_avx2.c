@@ -321,7 +321,6 @@ T static void act_bf16(const hc_weight *w, const float *x, void *act)
     for (; i < w->n; i++) h[i] = fp32_to_bf16(x[i]);
 }
 
-
 /* The 16 bf16 at p as their odd and even elements in f32. */
 TI void widen_bf16(const uint16_t *p, __m256 *odd, __m256 *even)
 {

@@ -405,6 +405,7 @@ TBI void tile_bf16(int dp, int nt, const uint16_t *const *w, const uint16_t *con
         for (int t = 0; t < nt; t++) y[t * BRM + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
+/* The bf16 tile over the vectors it really has (see real_vectors). */
 TBI void tile_bf16_any(int dp, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
 {
     int tn = real_vectors((const void *const *)x, BTM);
@@ -424,7 +425,7 @@ TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, fl
 
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
 const hc_kernel hc_avx512_bf16 = { .prepare = act_bf16, .arranged_bytes = hc_bf16_arranged_bytes,
-    .arrange = hc_bf16_arrange, .dot = dot_b, .tile = tile_b, .rm = BRM, .tm = BTM,
+                                   .arrange = hc_bf16_arrange, .dot = dot_b, .tile = tile_b, .rm = BRM, .tm = BTM,
                                    .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- Q8_0 against Q8_0 activations: 16 blocks per step ---- */

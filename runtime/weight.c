@@ -30,7 +30,7 @@
 /* The floor applies only where 3/4 of L2 holds fewer than PANEL_FEW rows: a
  * 4096-wide F32 row is 16 KiB, so 64 rows filled the whole 1 MiB L2 and the
  * panel no longer stayed there while the vectors passed (48 rows, 3/4 of L2:
- * AVX2 F32 70-71 -> 77-79 GFLOP/s at B = 128, AVX-512 85-91 -> 94-95); F16
+ * AVX2 F32 71-77 -> 75-81 GFLOP/s at B = 128, AVX-512 87-94 -> 88-97); F16
  * and BF16 rows of 11008 (34 rows in 3/4 of L2) keep their 64. */
 #define PANEL_FEW 40
 

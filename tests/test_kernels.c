@@ -646,8 +646,9 @@ static int bf16_act_and_dot(const char *isa)
     enum { NV = 1000 };   /* the SIMD loops: random bits and the cases above, against fp32_to_bf16 */
     uint32_t bits[NV];
     uint16_t hv[NV];
+    float xv[NV];
     for (int i = 0; i < NV; i++) bits[i] = i % 3 ? (uint32_t)rnd() : in[i % NI] ^ (uint32_t)(i & 1);
-    float *xv = (float *)bits;
+    memcpy(xv, bits, sizeof xv);
     act_prepare(GGML_TYPE_BF16, xv, NV, hv);
     for (int i = 0; i < NV; i++)
         if (hv[i] != fp32_to_bf16(xv[i])) {
