@@ -115,5 +115,8 @@ size_t hc_bf16_arranged_bytes(int n);
 void hc_bf16_arrange(const void *act, int n, void *xa);
 void hc_ref_gptq_prepare(const hc_weight *w, const float *x, void *act);
 void hc_ref_gptq_axpy(const hc_weight *w, int r, int c0, int c1, float a, float *y);
+/* The reference's dot for every pair of a rm x tm tile (the SIMD tiles on the
+ * f32 GPTQ activation, groups not a multiple of 32). */
+void hc_ref_gptq_tile(const hc_weight *w, const int *rows, int rm, const void *const *x, int tm, float *y);
 
 #endif

@@ -880,30 +880,125 @@ const hc_kernel hc_avx512_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arra
                                    .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .axpy = axpy_q4,
                                    .axpy_multi = axpy_multi_q4 };
 
-/* ---- INT4-GPTQ (kernels_gptq.h): per group 32 codes per step widened to
- * float, two accumulators; groups that are not whole steps take the
- * reference ---- */
+/* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: 16 blocks (256
+ * code bytes) per step, summed in integers to one int32 per block as Q4_0's
+ * chunks are (the codes are unsigned, so no correction), then one multiply
+ * (activation scale by group scale, gathered per block) and one FMA; the
+ * zero terms ({s, -s·z} pairs times {0, X̃}) go into the same accumulator
+ * after the last block. Other group sizes take the reference. ---- */
+
+#define RG 2              /* GPTQ tile: rows x vectors */
+#define TG 8
+
+/* One row's chunk: codes of group g in lo[g] / hi[g] (as xchunk's lo / hi),
+ * and each block's group scale in xchunk's lane order. */
+typedef struct {
+    __m512i lo[4], hi[4];
+    __m512 s;
+} wgq;
+
+/* The chunk at p (rem bytes of the row left from p) and the scales of the
+ * row's n2 floats of pairs sm that sidx names (n2 < 0: groups of 32). */
+TI void gq_load(const uint8_t *p, long rem, const float *sm, int n2, const hc_gptq_xchunk *x, wgq *w)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const int tail = rem < 256;
+    if (!tail)
+        for (int i = 0; i < 4; i++) _mm_prefetch((const char *)p + PF_Q + 64 * i, _MM_HINT_T0);
+    #pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        __m512i z = chunk_line((const char *)p, g, tail, rem);
+        w->lo[g] = _mm512_and_si512(z, m4);
+        w->hi[g] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+    }
+    const __m512i idx = _mm512_loadu_si512(x->sidx);
+    if (n2 < 0) {   /* groups of 32: the 16 blocks have 16 scales */
+        w->s = _mm512_i32gather_ps(idx, sm, 4);
+        return;
+    }
+    /* larger groups: the chunk's blocks lie in at most 8 groups from the
+     * first one's (lane 0), whose 8 pairs one load holds */
+    const int base = x->sidx[0], left = n2 - base;
+    const __m512 win = _mm512_maskz_loadu_ps(left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1), sm + base);
+    w->s = _mm512_permutexvar_ps(_mm512_sub_epi32(idx, _mm512_set1_epi32(base)), win);
+}
+
+/* acc + (d_b·s_g)·isum_b over the chunk's 16 blocks. */
+TI __m512 gq_fma(const wgq *w, const hc_gptq_xchunk *x, __m512 acc)
+{
+    const __m512i ones = _mm512_set1_epi16(1);
+    __m512i D[4];
+    #pragma GCC unroll 4
+    for (int g = 0; g < 4; g++)
+        D[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w->lo[g], _mm512_loadu_si512(x->lo[g])),
+                                   w->hi[g], _mm512_loadu_si512(x->hi[g]));
+    /* |D| <= 8·15·127: the int16 packs are exact; lane 4m+g = block 4g+m */
+    __m512i A = _mm512_madd_epi16(_mm512_packs_epi32(D[0], D[1]), ones);
+    __m512i B = _mm512_madd_epi16(_mm512_packs_epi32(D[2], D[3]), ones);
+    __m512i C = _mm512_madd_epi16(_mm512_packs_epi32(A, B), ones);
+    return _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(x->d), w->s), _mm512_cvtepi32_ps(C), acc);
+}
+
+/* acc + the zero terms: the n2 floats of a row's pairs times xz. */
+TI __m512 gq_zero(const float *sm, const float *xz, int n2, __m512 acc)
+{
+    for (int i = 0; i < n2; i += 16) {
+        const __mmask16 m = n2 - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n2 - i)) - 1);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, sm + i), _mm512_loadu_ps(xz + i), acc);
+    }
+    return acc;
+}
 
 T static float dot_gptq(const hc_weight *w, int r, const void *act)
 {
     const hc_gptq *g = w->ext;
-    if (g->gs % 32) return hc_ref_gptq.dot(w, r, act);
+    if (!hc_gptq_int8(g)) return hc_ref_gptq.dot(w, r, act);
     const uint8_t *row = hc_gptq_codes(g, r);
-    const float *sm = hc_gptq_sm(g, r), *x = act, *sums = x + g->kp;
-    const __m128i mask = _mm_set1_epi8(15);
-    float acc = 0.0f;
-    for (int j = 0; j < g->n_groups; j++) {
-        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-        for (int k = j * g->gs; k < hc_gptq_group_end(g, j); k += 32) {
-            const __m128i q = _mm_loadu_si128((const __m128i *)(row + k / 2));
-            const __m128i lo = _mm_and_si128(q, mask), hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
-            a0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lo)), _mm512_loadu_ps(x + k), a0);
-            a1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(hi)), _mm512_loadu_ps(x + k + 16), a1);
-        }
-        const float dot = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-        acc += sm[2 * j] * dot + sm[2 * j + 1] * sums[j];
+    const float *sm = hc_gptq_sm(g, r);
+    const hc_gptq_xchunk *x = act;
+    const long rb = g->kp / 2;
+    const int n2 = g->gs == 32 ? -1 : 2 * g->n_groups;
+    __m512 acc = _mm512_setzero_ps();
+    wgq wc;
+    for (int c = 0; c < hc_gptq_chunks(g); c++) {
+        gq_load(row + 256 * (size_t)c, rb - 256L * c, sm, n2, x + c, &wc);
+        acc = gq_fma(&wc, x + c, acc);
     }
-    return acc;
+    return _mm512_reduce_add_ps(gq_zero(sm, hc_gptq_xz(g, act), 2 * g->n_groups, acc));
+}
+
+/* The GPTQ tile, as dot_gptq: each row chunk unpacked once for the vectors. */
+T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    enum { R = RG, Tn = TG };
+    const hc_gptq *g = wt->ext;
+    if (!hc_gptq_int8(g)) {
+        hc_ref_gptq_tile(wt, rows, R, xv, Tn, y);
+        return;
+    }
+    const uint8_t *w[R];
+    const float *sm[R];
+    const hc_gptq_xchunk *const *x = (const hc_gptq_xchunk *const *)xv;
+    const long rb = g->kp / 2;
+    const int n2 = g->gs == 32 ? -1 : 2 * g->n_groups;
+    __m512 acc[R][Tn];
+    hc_gptq_tile_rows(g, rows, R, w, sm);
+    _Pragma("GCC unroll 2")
+    for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int c = 0; c < hc_gptq_chunks(g); c++) {
+        _Pragma("GCC unroll 2")
+        for (int r = 0; r < R; r++) {
+            wgq wc;
+            gq_load(w[r] + 256 * (size_t)c, rb - 256L * c, sm[r], n2, x[0] + c, &wc);
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < Tn; t++) acc[r][t] = gq_fma(&wc, x[t] + c, acc[r][t]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < Tn; t++)
+            y[t * R + r] = _mm512_reduce_add_ps(gq_zero(sm[r], hc_gptq_xz(g, xv[t]), 2 * g->n_groups, acc[r][t]));
 }
 
 /* Down columns (groups of one element, no perm: kernels_gptq.h), 16 elements
@@ -934,5 +1029,6 @@ T static void axpy_gptq(const hc_weight *w, int r, int c0, int c1, float a, floa
     if (c < c1) hc_ref_gptq_axpy(w, r, c, c1, a, y + (c - c0));
 }
 
-const hc_kernel hc_avx512_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .axpy = axpy_gptq };
+const hc_kernel hc_avx512_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .tile = tile_gptq, .rm = RG,
+                                   .tm = TG, .axpy = axpy_gptq };
 #endif

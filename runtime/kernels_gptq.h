@@ -13,6 +13,19 @@
  * sums X_g = Σ_{k∈g} x_k are computed once per activation vector (the
  * zero point costs one multiply-add per group, not per weight).
  *
+ * When gs % 32 == 0 (every GPTQ checkpoint: gs 32, 64, 128) the activation
+ * is first rounded as ggml rounds Q4_0's: blocks of 32 positions (in perm
+ * order) become int8 values x̃ = round(x/d) with d = max|x|/127 kept as f32,
+ * and X_g is the sum of those rounded values, X̃_g = Σ_b d_b·Σ_{k∈b} x̃_k
+ * (float, blocks in order). So the product is exactly the dequantized row
+ * times the rounded activation, Σ_k s_g(q_k − z_g)·d_b x̃_k, up to float
+ * rounding: the code sums are integers per block (Σ q·x̃, codes 0..15), then
+ * per block · d_b, per group · s_g, plus (−s_g z_g)·X̃_g. The reference
+ * (kernels_ref.c) sums a group's blocks in float, then the groups in order;
+ * the SIMD kernels take (d_b·s_g)·isum_b per block in lanes and add the zero
+ * terms last (docs/design/kernels.md). Other group sizes keep the f32
+ * activation and the reference's float product on every instruction set.
+ *
  * Down columns (the sparse FFN's down rows of a GPTQ ffn_down, see
  * hc_gptq_columns): neuron j is input column j of ffn_down, so its n_embd
  * codes each have their own scale and zero, those of output row e at group
@@ -58,16 +71,52 @@ void hc_gptq_free(hc_gptq *g);
 int hc_gptq_from_gguf(const gguf_file *f, const char *name, int n, int rows, hc_gptq *g,
                       char *err, size_t errlen);
 
-/* Prepared activation: kp floats of x (gathered by perm, zero-padded), then
- * the n_groups group sums. */
+/* 1 when the product runs on the int8 activation (gs % 32 == 0). */
+static inline int hc_gptq_int8(const hc_gptq *g) { return g->gs % 32 == 0; }
+
+/* Prepared activation, int8 product: kp / 32 blocks in chunks of 16, laid
+ * out for the SIMD kernels (lane 4m+g of a chunk's reductions is its block
+ * 4g+m: kernels_avx512.c), then the group sums as pairs {0, X̃_g} (so a row's
+ * {s, −s·z} pairs times them is the zero term), zero-padded to 16 floats.
+ * Blocks past kp / 32 are zero with sidx 0. */
+#define HC_GPTQ_CHUNK 16
+typedef struct {
+    int32_t sidx[16];   /* lane 4m+g: 2 x the group of block 4g+m (its scale's index in a row's pairs) */
+    float d[16];        /* lane 4m+g: the scale of block 4g+m */
+    int8_t lo[4][64];   /* lo[g][16m + i]: element i of block 4g+m, i < 16 */
+    int8_t hi[4][64];   /* hi[g][16m + i]: element 16 + i */
+    int32_t sidx8[16];  /* the same for the AVX2 kernels' halves of 8 blocks: */
+    float d8[16];       /* lane 8h + 4m + p is block 8h + 2p + m */
+} hc_gptq_xchunk;
+
+static inline int hc_gptq_chunks(const hc_gptq *g) { return (g->kp / 32 + HC_GPTQ_CHUNK - 1) / HC_GPTQ_CHUNK; }
+/* The {0, X̃_g} pairs after the chunks. */
+static inline const float *hc_gptq_xz(const hc_gptq *g, const void *act)
+{
+    return (const float *)((const hc_gptq_xchunk *)act + hc_gptq_chunks(g));
+}
+/* The rounded activation's value at position k, and block b's scale. */
+static inline int hc_gptq_xq(const void *act, int k)
+{
+    const hc_gptq_xchunk *c = (const hc_gptq_xchunk *)act + k / 512;
+    const int b = k / 32 % 16, i = k % 32;
+    return (i < 16 ? c->lo : c->hi)[b / 4][16 * (b % 4) + i % 16];
+}
+static inline float hc_gptq_xd(const void *act, int b)
+{
+    return ((const hc_gptq_xchunk *)act)[b / 16].d[4 * (b % 4) + b % 16 / 4];
+}
+
+/* Prepared activation otherwise: kp floats of x (gathered by perm,
+ * zero-padded), then the n_groups group sums. */
 size_t hc_gptq_act_bytes(const hc_gptq *g);
 void hc_gptq_act_prepare(const hc_gptq *g, const float *x, void *act);
 /* 1 if a prepared activation of a serves b. */
 int hc_gptq_same_act(const hc_gptq *a, const hc_gptq *b);
 
 /* The product itself is the hc_kernel of each instruction set file
- * (hc_ref_gptq, hc_avx2_gptq, hc_avx512_gptq: AVX2/AVX-512 when gs % 32 == 0,
- * else the scalar reference). Their row accessors: */
+ * (hc_ref_gptq, hc_avx2_gptq, hc_avx512_gptq: AVX2/AVX-512 on the int8
+ * activation, else the scalar reference). Their row accessors: */
 static inline const uint8_t *hc_gptq_codes(const hc_gptq *g, int r) { return g->codes + (size_t)r * ((size_t)g->kp / 2); }
 static inline const float *hc_gptq_sm(const hc_gptq *g, int r)
 {
@@ -81,6 +130,15 @@ static inline int hc_gptq_code(const uint8_t *row, int k)
 }
 /* Positions of group j: [j*gs, end) where the last group runs to kp (zero padding). */
 static inline int hc_gptq_group_end(const hc_gptq *g, int j) { return j == g->n_groups - 1 ? g->kp : (j + 1) * g->gs; }
+
+/* The codes and pairs of the R rows a register tile takes. */
+static inline void hc_gptq_tile_rows(const hc_gptq *g, const int *rows, int R, const uint8_t **w, const float **sm)
+{
+    for (int r = 0; r < R; r++) {
+        w[r] = hc_gptq_codes(g, rows[r]);
+        sm[r] = hc_gptq_sm(g, rows[r]);
+    }
+}
 
 /* Row r dequantized (scale·(q − zero)), in input order. */
 void hc_gptq_row(const hc_gptq *g, int r, float *out);

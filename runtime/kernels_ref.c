@@ -126,10 +126,33 @@ static void axpy_q4_0(const hc_weight *w, int r, int c0, int c1, float a, float 
 
 static void prepare_q8(const hc_weight *w, const float *x, void *act) { quantize_row_q8_0_ref(x, act, w->n); }
 
-/* INT4-GPTQ (kernels_gptq.h): per group the code·x sum, then scale and zero term. */
+/* INT4-GPTQ on the int8 activation (kernels_gptq.h): per block the integer
+ * sum of code·x̃, per group the blocks' isum·d_b summed in float, then the
+ * groups in order: s_g·that + (−s_g z_g)·X̃_g. */
+static float dot_gptq_int8(const hc_gptq *g, int r, const void *act)
+{
+    const uint8_t *row = hc_gptq_codes(g, r);
+    const float *sm = hc_gptq_sm(g, r), *xz = hc_gptq_xz(g, act);
+    const int gb = g->gs / 32, nb = g->kp / 32;
+    float acc = 0.0f;
+    for (int j = 0; j < g->n_groups; j++) {
+        float s = 0.0f;
+        for (int b = j * gb; b < (j + 1) * gb && b < nb; b++) {
+            int isum = 0;
+            for (int k = 32 * b; k < 32 * b + 32; k++) isum += hc_gptq_code(row, k) * hc_gptq_xq(act, k);
+            s += (float)isum * hc_gptq_xd(act, b);
+        }
+        acc += sm[2 * j] * s + sm[2 * j + 1] * xz[2 * j + 1];
+    }
+    return acc;
+}
+
+/* INT4-GPTQ on the f32 activation (gs % 32 != 0): per group the code·x sum,
+ * then scale and zero term. */
 static float dot_gptq(const hc_weight *w, int r, const void *act)
 {
     const hc_gptq *g = w->ext;
+    if (hc_gptq_int8(g)) return dot_gptq_int8(g, r, act);
     const uint8_t *row = hc_gptq_codes(g, r);
     const float *sm = hc_gptq_sm(g, r), *x = act, *sums = x + g->kp;
     float acc = 0.0f;
@@ -159,6 +182,12 @@ void hc_ref_gptq_axpy(const hc_weight *w, int r, int c0, int c1, float a, float 
 }
 
 void hc_ref_gptq_prepare(const hc_weight *w, const float *x, void *act) { hc_gptq_act_prepare(w->ext, x, act); }
+
+void hc_ref_gptq_tile(const hc_weight *w, const int *rows, int rm, const void *const *x, int tm, float *y)
+{
+    for (int t = 0; t < tm; t++)
+        for (int r = 0; r < rm; r++) y[t * rm + r] = dot_gptq(w, rows[r], x[t]);
+}
 
 const hc_kernel hc_ref_float = { .prepare = hc_act_copy, .dot = dot_float, .axpy = axpy_float };
 const hc_kernel hc_ref_bf16 = { .prepare = act_bf16, .dot = dot_bf16, .axpy = axpy_float };

@@ -195,15 +195,24 @@ void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, cons
             return;
         }
         nonzero_lists(h, h_stride, k, B, nz_b, nz_h, nz_at);
-        work = nz_at[k] * (size_t)w->n;
-        unit = DOWN_SLAB;
+        hc_ctx_down_lists(ctx, w, idx, k, B, nz_b, nz_h, nz_at, out);
+        free(nz_b);
+        free(nz_h);
+        free(nz_at);
+        return;
     }
     int nc = hc_pool_chunks(ctx->pool, (w->n + unit - 1) / unit, work);
-    down_rows_task t = { w, idx, h, h_stride, k, B, nc, unit, nz_b, nz_h, nz_at, out };
+    down_rows_task t = { w, idx, h, h_stride, k, B, nc, unit, NULL, NULL, NULL, out };
     hc_pool_run(ctx->pool, down_chunk, &t, nc);
-    free(nz_b);
-    free(nz_h);
-    free(nz_at);
+}
+
+void hc_ctx_down_lists(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int k, int B, const int32_t *nz_b,
+                       const float *nz_h, const size_t *nz_at, float *out)
+{
+    if (k <= 0 || !nz_at[k]) return;
+    int nc = hc_pool_chunks(ctx->pool, (w->n + DOWN_SLAB - 1) / DOWN_SLAB, nz_at[k] * (size_t)w->n);
+    down_rows_task t = { w, idx, NULL, 0, k, B, nc, DOWN_SLAB, nz_b, nz_h, nz_at, out };
+    hc_pool_run(ctx->pool, down_chunk, &t, nc);
 }
 
 typedef struct {

@@ -38,5 +38,11 @@ void hc_ctx_matvec_rows_each(hc_ctx *ctx, const hc_weight *w, const int32_t *idx
  * over columns and add in list order: the same sums for any thread count. */
 void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, const float *h, size_t h_stride,
                        int k, int B, float *out);
+/* The same for B > 1 rows from per-neuron lists already made: list position
+ * i (neuron idx[i], or i) adds nz_h[p] times its row to out row nz_b[p] for p
+ * in [nz_at[i], nz_at[i + 1]) (rows ascending; hc_ctx_down_accum makes
+ * these lists from h): the bits of hc_ctx_down_accum. */
+void hc_ctx_down_lists(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int k, int B, const int32_t *nz_b,
+                       const float *nz_h, const size_t *nz_at, float *out);
 
 #endif

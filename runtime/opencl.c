@@ -4,6 +4,7 @@
 
 #include <CL/cl.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,11 @@
 #include "kernels.h"
 #include "kernels_gptq.h"
 #include "opencl_kernels.h"
+
+/* The GPTQ int8 activation as the device kernel reads it (opencl_kernels.c, x_gptq). */
+_Static_assert(sizeof(hc_gptq_xchunk) == 768 && offsetof(hc_gptq_xchunk, d) == 64 &&
+               offsetof(hc_gptq_xchunk, lo) == 128 && offsetof(hc_gptq_xchunk, hi) == 384,
+               "hc_gptq_xchunk's layout is written into the OpenCL source");
 
 /* The kernels' types: the ggml ones, then INT4-GPTQ (T_GPTQ). */
 enum { N_GGML = 4, T_GPTQ = N_GGML, N_TYPES, WG_MAX = 64 };

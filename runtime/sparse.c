@@ -6,12 +6,65 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "cli.h"
 #include "forward.h"
 #include "ggml_types.h"
 #include "kernels.h"
 #include "kernels_gptq.h"
 #include "quants.h"
+
+/* ------------------------------------------------------------ row copies */
+
+/* The sparse FFN reads a few scattered rows of each matrix per token; with
+ * 4 KiB pages nearly every listed row costs a TLB miss (8 % of the 2 KiB
+ * rows of an n_embd 1024 F16 matrix: one row every 25 KiB). So the matrices
+ * it reads by rows (gate, up, down) are copied into anonymous memory advised
+ * to use 2 MiB pages (transparent huge pages, which a file mapping cannot
+ * get): decode FFN 17 % faster on the bench model (docs/measurements.md).
+ * The copied pages of the model's file mapping are dropped (clean file
+ * pages, faulted back from the page cache if a dense step reads them), so
+ * resident memory does not double. Advice only: where madvise fails the copy
+ * still holds the same bytes. */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static void *huge_alloc(size_t bytes)
+{
+    void *p;
+    size_t n = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    if (posix_memalign(&p, HUGE_PAGE, n ? n : HUGE_PAGE)) return NULL;
+    madvise(p, n, MADV_HUGEPAGE);
+    return p;
+}
+
+/* Drop the whole pages of [p, p + n) from this process when they lie in the
+ * model's own read-only file mapping (never anonymous memory: that would
+ * zero it). */
+static void drop_mapped(const hc_model *m, const void *p, size_t n)
+{
+    const gguf_file *f = m->file;
+    const uint8_t *a = p;
+    if (!f || !f->owns_map || a < f->base || a + n > f->base + f->size) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)a + page - 1) & ~(page - 1),
+              hi = ((uintptr_t)a + n) & ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* *w's rows copied into huge pages (*owned: free it); w unchanged when it is
+ * not ggml rows or memory is short (the same values either way). */
+static void huge_rows(const hc_model *m, hc_weight *w, void **owned)
+{
+    *owned = NULL;
+    if (w->kind != HC_WEIGHT_GGML || !w->rows) return;
+    size_t n = hc_weight_bytes(w);
+    void *p = huge_alloc(n);
+    if (!p) return;
+    memcpy(p, w->data, n);
+    drop_mapped(m, w->data, n);
+    w->data = p;
+    *owned = p;
+}
 
 /* ------------------------------------------------------------ down rows */
 
@@ -83,7 +136,7 @@ static int down_rows(const hc_model *m, int layer, hc_weight *out, void **owned,
     int quant = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0;
     if (quant) type = E % QK8_0 ? GGML_TYPE_F32 : GGML_TYPE_Q8_0;
     size_t rb = ggml_row_size(type, E);
-    char *dst = malloc(rb * (size_t)F);
+    char *dst = huge_alloc(rb * (size_t)F);
     float *col = quant ? malloc(sizeof(float) * (size_t)E * F) : NULL;
     if (!dst || (quant && !col)) {
         free(dst);
@@ -141,6 +194,8 @@ static int down_rows(const hc_model *m, int layer, hc_weight *out, void **owned,
 typedef struct {
     hc_weight down;          /* one row per neuron */
     void *down_owned;
+    hc_weight first, up;     /* the rows the CPU reads: gate (or up without a gate), up (huge_rows) */
+    void *first_owned, *up_owned;
     hc_gptq down_cols;       /* the rows of a GPTQ ffn_down (down.ext) */
     int32_t *cold;           /* neurons the CPU computes; NULL = all */
     int n_cold;
@@ -174,6 +229,11 @@ struct hc_sparse {
     float *pred, *hidden, *truth;  /* [B][F], [B][r], [B][F] */
     float *crit;             /* [B][F] criterion values for observe */
     int cap_b;               /* rows the [B] buffers hold (0: regrow) */
+    int32_t *nz_b;           /* pairs_down's per-neuron lists: rows, h ([nz_cap]), starts and cursors ([F + 1]) */
+    float *nz_h;
+    size_t nz_cap, *nz_at, *nz_cur;
+    void *dec_buf;           /* decode_part's activations and counts */
+    size_t dec_cap;
     double t_ffn, t_cpu, t_dev, t_wait;
     char dev_err[300];
 };
@@ -194,14 +254,15 @@ static int is_candidate(const hc_sparse *s, const float *pred, int b, int j)
 }
 
 /* The matrix whose activation decides whether a neuron is kept: the gate,
- * or up for a sequential FFN (no gate); its bias; its prepared rows. */
-static const hc_weight *first_rows(const hc_layer *ly, int kind, const rows_in *in, const float **bias,
-                                   const void **acts)
+ * or up for a sequential FFN (no gate) (its copy L->first); its bias; its
+ * prepared rows. */
+static const hc_weight *first_rows(const layer_state *L, const hc_layer *ly, int kind, const rows_in *in,
+                                   const float **bias, const void **acts)
 {
     int seq = kind == HC_FFN_SEQUENTIAL;
     *bias = seq ? ly->ffn_up_b : ly->ffn_gate_b;
     *acts = seq ? in->act_u : in->act_g;
-    return seq ? &ly->ffn_up : &ly->ffn_gate;
+    return &L->first;
 }
 
 /* h of the kept neurons uni[0..nu) of one row from a = act(first) (0 when not
@@ -368,6 +429,38 @@ static int keep_union(hc_sparse *s, float *G, const int32_t *cand, int k, int B,
     return nu;
 }
 
+/* After the gate and up rows: h of B rows in G (rows F apart) for the kept
+ * neurons s->uni[0..nu); the contribution criterion, the counts, the
+ * context's h, then the down rows. */
+static void finish_rows(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in, float *G, int nu, uint64_t n_cand,
+                        uint64_t n_up)
+{
+    layer_state *L = &s->L[layer];
+    int B = in->B, contrib = L->norm != NULL;
+    size_t sF = (size_t)s->F;
+    uint64_t served = 0, hit = 0;
+    for (int b = 0; b < B; b++) {
+        float *g = G + (size_t)b * sF;
+        for (int i = 0; i < nu; i++) {
+            size_t j = (size_t)b * sF + (size_t)s->uni[i];
+            if (contrib) {
+                float c = hc_contribution(g[i], L->norm[s->uni[i]]);
+                if (s->crit) s->crit[j] = c;
+                if (!hc_keep_act(c, L->t_act)) g[i] = 0.0f;
+            }
+            served += g[i] != 0.0f;
+            if (s->p.check && g[i] != 0.0f) hit += s->truth[j] != 0.0f;
+        }
+        if (in->hfull)
+            for (int i = 0; i < nu; i++) in->hfull[(size_t)b * sF + s->uni[i]] = g[i];
+    }
+    L->st.computed += served;
+    L->st.hit += hit;
+    L->st.served_cpu += served;
+    L->st.bytes += n_cand * L->rb_gate + n_up * L->rb_up + served * L->rb_down;
+    hc_ctx_down_accum(ctx, &L->down, s->uni, G, sF, nu, B, in->out);
+}
+
 /* The CPU's share of B rows: candidates among idx[0..n) (NULL: all neurons).
  * The first rows (gate, or up without a gate) of the neurons that are a candidate of any row are computed
  * for all B rows at once (the batched kernel reads each weight row once), a
@@ -393,7 +486,7 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
     const int32_t *cand = s->cand;
     const float *fb;
     const void *fa;
-    const hc_weight *first = first_rows(ly, kind, in, &fb, &fa);
+    const hc_weight *first = first_rows(L, ly, kind, in, &fb, &fa);
     if (!idx && !in->pred && B > 1) {
         /* every neuron of a batch: the contiguous batched kernel (B = 1 takes
          * the gathered kernel over all rows below: measured faster, same bits) */
@@ -407,29 +500,238 @@ static void cpu_part(hc_sparse *s, hc_ctx *ctx, int layer, const int32_t *idx, i
     }
     activate(s, G, cand, k, B, fb, contrib ? NULL : s->crit);
     int nu = keep_union(s, G, cand, k, B, t_gate, in->pred, &n_up);
-    if (kind != HC_FFN_SEQUENTIAL) rows_needed(s, ctx, &ly->ffn_up, s->uni, nu, in->act_u, B, U, NEED_KEPT, NULL, G, n_up);
-    uint64_t served = 0, hit = 0;
-    for (int b = 0; b < B; b++) {
-        float *g = G + (size_t)b * sF;
-        neuron_h(s, ly, s->uni, nu, g, U + (size_t)b * sF);
-        for (int i = 0; i < nu; i++) {
-            size_t j = (size_t)b * sF + (size_t)s->uni[i];
-            if (contrib) {
-                float c = hc_contribution(g[i], L->norm[s->uni[i]]);
-                if (s->crit) s->crit[j] = c;
-                if (!hc_keep_act(c, L->t_act)) g[i] = 0.0f;
+    if (kind != HC_FFN_SEQUENTIAL) rows_needed(s, ctx, &L->up, s->uni, nu, in->act_u, B, U, NEED_KEPT, NULL, G, n_up);
+    for (int b = 0; b < B; b++) neuron_h(s, ly, s->uni, nu, G + (size_t)b * sF, U + (size_t)b * sF);
+    finish_rows(s, ctx, layer, in, G, nu, n_cand, n_up);
+}
+
+/* One generated token with a predictor, every neuron on the CPU: the
+ * predictor's second product, the candidates, their gate rows, the keep
+ * rule, the kept neurons' up rows and h in one pool run over ranges of
+ * neurons (which neurons a range needs depends only on its own predictor
+ * outputs), instead of a run for each product: at 2 threads the waits of
+ * five runs per layer were a large part of a token's FFN time. Each value
+ * is the same dot of the same row as cpu_part's (kernels.h: a product does
+ * not depend on the range or where its rows are listed), so the bits are
+ * cpu_part's. */
+#define DECODE_UNIT 64   /* neurons: ranges start on multiples of it */
+
+typedef struct {
+    hc_sparse *s;
+    const hc_layer *ly;
+    const layer_state *L;
+    int isa, n_chunks;
+    const void *x2, *xg, *xu;    /* fc2's, the first rows' and up's activations (arranged when the kernels want) */
+    const float *fb;             /* the first rows' bias */
+    float *G, *U;                /* [F]: a range's values at its own positions */
+    int32_t *counts;             /* [n_chunks][2]: candidates, kept */
+} decode_task;
+
+static void decode_chunk(void *arg, int chunk, int ith)
+{
+    const decode_task *t = arg;
+    hc_sparse *s = t->s;
+    const layer_state *L = t->L;
+    int lo, hi, nc = 0, nu = 0, kind = s->m->hp.ffn_kind;
+    (void)ith;
+    hc_split(s->F, DECODE_UNIT, chunk, t->n_chunks, &lo, &hi);
+    if (lo < hi) {
+        hc_weight_matvec(&t->ly->fc2, t->isa, lo, hi, t->x2, 0, 1, s->pred + lo, 0);
+        int32_t *cand = s->cand + lo, *uni = s->uni + lo;
+        float *g = t->G + lo, t_gate = L->norm ? 0.0f : L->t_act;
+        for (int j = lo; j < hi; j++)
+            if (s->pred[j] >= s->p.threshold) cand[nc++] = j;
+        hc_weight_matvec_rows(&L->first, t->isa, cand, nc, t->xg, g);
+        activate(s, g, cand, nc, 1, t->fb, L->norm ? NULL : s->crit);
+        for (int i = 0; i < nc; i++)
+            if (hc_keep_act(g[i], t_gate)) {
+                uni[nu] = cand[i];
+                g[nu++] = g[i];
             }
-            served += g[i] != 0.0f;
-            if (s->p.check && g[i] != 0.0f) hit += s->truth[j] != 0.0f;
-        }
-        if (in->hfull)
-            for (int i = 0; i < nu; i++) in->hfull[(size_t)b * sF + s->uni[i]] = g[i];
+        if (kind != HC_FFN_SEQUENTIAL) hc_weight_matvec_rows(&L->up, t->isa, uni, nu, t->xu, t->U + lo);
+        neuron_h(s, t->ly, uni, nu, g, t->U + lo);
     }
+    t->counts[2 * chunk] = nc;
+    t->counts[2 * chunk + 1] = nu;
+}
+
+/* w's kernels' arrangement of the prepared activation act in *at (advanced),
+ * or act itself when they need none. */
+static const void *arranged_one(const hc_weight *w, int isa, const void *act, char **at)
+{
+    size_t ab = hc_weight_arranged_bytes(w, isa);
+    if (!ab) return act;
+    char *xa = *at;
+    hc_weight_arrange(w, isa, act, 0, 1, xa);
+    *at += ab;
+    return xa;
+}
+
+static void decode_part(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in)
+{
+    const hc_layer *ly = &s->m->layers[layer];
+    const layer_state *L = &s->L[layer];
+    hc_pool *pool = hc_ctx_pool(ctx);
+    int isa = hc_isa(), F = s->F;
+    const void *fa;
+    decode_task t = { s, ly, L, isa, 0, NULL, NULL, NULL, NULL, hc_ctx_ffn_scratch(ctx, 0), hc_ctx_ffn_scratch(ctx, 1),
+                      NULL };
+    first_rows(L, ly, s->m->hp.ffn_kind, in, &t.fb, &fa);
+    t.n_chunks = hc_pool_chunks(pool, (F + DECODE_UNIT - 1) / DECODE_UNIT, (size_t)F * (size_t)ly->fc2.n);
+    size_t need = hc_weight_act_bytes(&ly->fc2) + hc_weight_arranged_bytes(&ly->fc2, isa) +
+                  hc_weight_arranged_bytes(&L->first, isa) + hc_weight_arranged_bytes(&L->up, isa) + 64 +
+                  sizeof(int32_t) * 2 * (size_t)t.n_chunks;
+    if (need > s->dec_cap) {
+        free(s->dec_buf);
+        if (posix_memalign(&s->dec_buf, 64, need)) hc_die("out of memory for the sparse FFN's activations");
+        s->dec_cap = need;
+    }
+    char *at = s->dec_buf, *x2 = at;
+    hc_weight_prepare(&ly->fc2, isa, s->hidden, x2);
+    at += (hc_weight_act_bytes(&ly->fc2) + 63) & ~(size_t)63;
+    t.x2 = arranged_one(&ly->fc2, isa, x2, &at);
+    t.xg = arranged_one(&L->first, isa, fa, &at);
+    t.xu = L->up.kind == HC_WEIGHT_NONE ? NULL : arranged_one(&L->up, isa, in->act_u, &at);
+    t.counts = (int32_t *)at;
+    hc_pool_run(pool, decode_chunk, &t, t.n_chunks);
+    /* the ranges' kept neurons and h, ascending, to the front */
+    uint64_t n_cand = 0, n_up = 0;
+    int nu = 0;
+    for (int c = 0; c < t.n_chunks; c++) {
+        int lo, hi, k = t.counts[2 * c + 1];
+        hc_split(F, DECODE_UNIT, c, t.n_chunks, &lo, &hi);
+        memmove(s->uni + nu, s->uni + lo, sizeof(int32_t) * (size_t)k);
+        memmove(t.G + nu, t.G + lo, sizeof(float) * (size_t)k);
+        nu += k;
+        n_cand += (uint64_t)t.counts[2 * c];
+        n_up += (uint64_t)k;
+    }
+    finish_rows(s, ctx, layer, in, t.G, nu, n_cand, n_up);
+}
+
+/* prompt_part's end: the kept pairs' h in s->pair_* (n candidate pairs, m
+ * kept); the contribution criterion, the counts and the context's h as
+ * finish_rows, then the down rows from per-neuron lists of the rows with
+ * non-zero h (counted by neuron, filled in row order: rows ascending). */
+static void pairs_down(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in, size_t n, size_t m)
+{
+    layer_state *L = &s->L[layer];
+    int F = s->F, B = in->B;
+    size_t sF = (size_t)F, served = 0;
+    uint64_t hit = 0;
+    size_t *at = s->nz_at;
+    memset(at, 0, sizeof(size_t) * (sF + 1));
+    if (m > s->nz_cap) {
+        int32_t *nb = realloc(s->nz_b, sizeof(int32_t) * m);
+        if (nb) s->nz_b = nb;
+        float *nh = realloc(s->nz_h, sizeof(float) * m);
+        if (nh) s->nz_h = nh;
+        if (!nb || !nh) hc_die("out of memory for the sparse FFN's lists of %zu neurons", m);
+        s->nz_cap = m;
+    }
+    int32_t *nz_b = s->nz_b;
+    float *nz_h = s->nz_h;
+    for (int b = 0; b < B; b++)
+        for (size_t p = s->pair_at[b]; p < s->pair_at[b + 1]; p++) {
+            int j = s->pair_row[p];
+            size_t bj = (size_t)b * sF + (size_t)j;
+            float h = s->pair_y[p];
+            if (L->norm) {
+                float c = hc_contribution(h, L->norm[j]);
+                if (s->crit) s->crit[bj] = c;
+                if (!hc_keep_act(c, L->t_act)) h = s->pair_y[p] = 0.0f;
+            }
+            if (in->hfull) in->hfull[bj] = h;
+            if (h == 0.0f) continue;
+            served++;
+            if (s->p.check) hit += s->truth[bj] != 0.0f;
+            at[j + 1]++;
+        }
     L->st.computed += served;
     L->st.hit += hit;
     L->st.served_cpu += served;
-    L->st.bytes += n_cand * L->rb_gate + n_up * L->rb_up + served * L->rb_down;
-    hc_ctx_down_accum(ctx, &L->down, s->uni, G, sF, nu, B, in->out);
+    L->st.bytes += n * L->rb_gate + m * L->rb_up + served * L->rb_down;
+    /* the neurons with some non-zero h, ascending, and their lists' starts */
+    int k = 0;
+    for (int j = 0; j < F; j++)
+        if (at[j + 1]) {
+            s->uni[k] = j;
+            at[k + 1] = at[k] + at[j + 1];
+            s->cand[j] = k++;   /* neuron j's list position, for the fill */
+        }
+    size_t *cur = s->nz_cur;
+    memcpy(cur, at, sizeof(size_t) * ((size_t)k + 1));
+    for (int b = 0; b < B; b++)
+        for (size_t p = s->pair_at[b]; p < s->pair_at[b + 1]; p++)
+            if (s->pair_y[p] != 0.0f) {
+                size_t q = cur[s->cand[s->pair_row[p]]]++;
+                nz_b[q] = b;
+                nz_h[q] = s->pair_y[p];
+            }
+    hc_ctx_down_lists(ctx, &L->down, s->uni, k, B, nz_b, nz_h, at, in->out);
+}
+
+/* A prompt's B rows with a predictor, every neuron on the CPU, when rows
+ * need few neurons each (a quarter of n_ff or less on average): the work
+ * follows each row's own (row, neuron) pairs instead of [B][union] passes
+ * (a prompt's union is nearly every neuron, so cpu_part's bookkeeping
+ * walked B x n_ff values some ten times per layer). Candidates per row, their
+ * gate rows (one pool run), act and the keep rule compacting the pairs, the
+ * kept pairs' up rows (one run), h, the counts, then the down rows from
+ * per-neuron lists made by counting. Every value is cpu_part's (same dots,
+ * same elementwise rules; each output gets its neurons in ascending order),
+ * so the bits are too. Returns 0, having changed nothing the caller reads,
+ * where it does not apply (cpu_part then): one row, no predictor, a device,
+ * an observer with a bias on the first rows (cpu_part also gives it the
+ * criterion of other rows' candidates), or rows needing more neurons. */
+static int prompt_part(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in)
+{
+    const hc_layer *ly = &s->m->layers[layer];
+    layer_state *L = &s->L[layer];
+    int F = s->F, B = in->B, kind = s->m->hp.ffn_kind, act = s->m->hp.act;
+    size_t sF = (size_t)F, n = 0;
+    const float *fb;
+    const void *fa;
+    const hc_weight *first = first_rows(L, ly, kind, in, &fb, &fa);
+    if (B == 1 || !in->pred || L->dev || (s->crit && fb)) return 0;
+    for (int b = 0; b < B; b++) {
+        const float *pr = in->pred + (size_t)b * sF;
+        grow_pairs(s, B, n + sF);
+        s->pair_at[b] = n;
+        for (int j = 0; j < F; j++) {
+            s->pair_row[n] = j;
+            n += pr[j] >= s->p.threshold;
+        }
+    }
+    s->pair_at[B] = n;
+    if (n * 4 > (size_t)B * sF) return 0;
+    hc_ctx_matvec_rows_each(ctx, first, s->pair_row, s->pair_at, fa, B, s->pair_y);
+    /* act and the keep rule (activate's and keep_union's), the kept pairs compacted in place */
+    float t_gate = L->norm ? 0.0f : L->t_act, *crit = L->norm ? NULL : s->crit;
+    size_t m = 0;
+    for (int b = 0; b < B; b++) {
+        size_t p0 = s->pair_at[b], p1 = s->pair_at[b + 1];
+        s->pair_at[b] = m;
+        for (size_t p = p0; p < p1; p++) {
+            int j = s->pair_row[p];
+            float a = s->pair_y[p];
+            if (fb || a != 0.0f) {
+                a = hc_act1(act, fb ? a + fb[j] : a);
+                if (crit) crit[(size_t)b * sF + (size_t)j] = fabsf(a);
+            }
+            if (!hc_keep_act(a, t_gate)) continue;
+            s->pair_row[m] = j;
+            s->pair_y[m++] = a;
+        }
+    }
+    s->pair_at[B] = m;
+    float *U = hc_ctx_ffn_scratch(ctx, 1);
+    if (kind != HC_FFN_SEQUENTIAL) hc_ctx_matvec_rows_each(ctx, &L->up, s->pair_row, s->pair_at, in->act_u, B, U);
+    for (int b = 0; b < B; b++)
+        neuron_h(s, ly, s->pair_row + s->pair_at[b], (int)(s->pair_at[b + 1] - s->pair_at[b]), s->pair_y + s->pair_at[b],
+                 U + s->pair_at[b]);
+    pairs_down(s, ctx, layer, in, n, m);
+    return 1;
 }
 
 /* Device done or failed: add its share, or compute the hot neurons here. */
@@ -522,11 +824,12 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
     if (s->p.check) true_active(s, ctx, layer, x_norm, B);   /* not timed: the dense FFN again */
     double t_start = hc_now(), t0 = t_start;
     if (s->crit) memset(s->crit, 0, sizeof(float) * (size_t)B * F);
+    int fused = B == 1 && s->predictor && !L->dev;   /* decode_part computes fc2 with the rows */
     if (s->predictor) {
         L->st.bytes += (uint64_t)B * (hc_weight_bytes(&ly->fc1) + hc_weight_bytes(&ly->fc2));
         hc_ctx_matvec(ctx, &ly->fc1, ffn_inp, B, s->hidden);
         for (size_t i = 0; i < (size_t)B * (size_t)ly->fc1.rows; i++) if (s->hidden[i] < 0.0f) s->hidden[i] = 0.0f;
-        hc_ctx_matvec(ctx, &ly->fc2, s->hidden, B, s->pred);
+        if (!fused) hc_ctx_matvec(ctx, &ly->fc2, s->hidden, B, s->pred);
     }
     void *ag, *au;
     if (ly->ffn_gate.kind != HC_WEIGHT_NONE) {
@@ -550,8 +853,12 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
             on_dev = 0;
         }
     }
-    if (on_dev || !L->dev) cpu_part(s, ctx, layer, L->cold, L->cold ? L->n_cold : F, &in);
-    else cpu_part(s, ctx, layer, NULL, F, &in);
+    if (fused) {
+        decode_part(s, ctx, layer, &in);
+    } else if (!prompt_part(s, ctx, layer, &in)) {
+        if (on_dev || !L->dev) cpu_part(s, ctx, layer, L->cold, L->cold ? L->n_cold : F, &in);
+        else cpu_part(s, ctx, layer, NULL, F, &in);
+    }
     s->t_cpu += hc_now() - t0;
     if (on_dev) finish_device(s, ctx, layer, &in);
     if (s->p.observe) s->p.observe(s->p.observe_user, layer, s->crit, B, F);
@@ -612,7 +919,9 @@ hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err
     s->cand = malloc(sizeof(int32_t) * (size_t)s->F);
     s->uni = malloc(sizeof(int32_t) * (size_t)s->F);
     s->any = malloc((size_t)s->F);
-    if (!s->L || !s->cand || !s->uni || !s->any) goto oom;
+    s->nz_at = malloc(sizeof(size_t) * ((size_t)s->F + 1));
+    s->nz_cur = malloc(sizeof(size_t) * ((size_t)s->F + 1));
+    if (!s->L || !s->cand || !s->uni || !s->any || !s->nz_at || !s->nz_cur) goto oom;
     for (int l = 0; l < hp->n_layer; l++) {
         layer_state *L = &s->L[l];
         const hc_layer *ly = &m->layers[l];
@@ -620,9 +929,16 @@ hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err
             hc_sparse_free(s);
             return NULL;
         }
+        int seq = hp->ffn_kind == HC_FFN_SEQUENTIAL;
+        if (!L->down_owned) huge_rows(m, &L->down, &L->down_owned);
+        L->first = seq ? ly->ffn_up : ly->ffn_gate;
+        huge_rows(m, &L->first, &L->first_owned);
+        if (!seq) {
+            L->up = ly->ffn_up;
+            huge_rows(m, &L->up, &L->up_owned);
+        }
         L->t_act = p->layer_thr ? p->layer_thr[l] : s->predictor ? 0.0f : p->threshold;
         if (hp->act_threshold > L->t_act) L->t_act = hp->act_threshold;   /* FATReLU is ReLU kept from T on */
-        int seq = hp->ffn_kind == HC_FFN_SEQUENTIAL;
         L->rb_gate = row_bytes(seq ? &ly->ffn_up : &ly->ffn_gate);
         L->rb_up = seq ? 0 : row_bytes(&ly->ffn_up);
         L->rb_down = row_bytes(&L->down);
@@ -640,13 +956,15 @@ void hc_sparse_free(hc_sparse *s)
     if (!s) return;
     for (int l = 0; s->L && l < s->m->hp.n_layer; l++) {
         free(s->L[l].down_owned);
+        free(s->L[l].first_owned);
+        free(s->L[l].up_owned);
         hc_gptq_free(&s->L[l].down_cols);
         free(s->L[l].norm);
         free(s->L[l].cold);
         free(s->L[l].hot);
         hc_cl_layer_free(s->L[l].dev);
     }
-    void *bufs[] = { s->L, s->cand, s->uni, s->pair_row, s->pair_pos, s->pair_y, s->pair_at, s->any, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->truth, s->crit };
+    void *bufs[] = { s->nz_b, s->nz_h, s->nz_at, s->nz_cur, s->dec_buf, s->L, s->cand, s->uni, s->pair_row, s->pair_pos, s->pair_y, s->pair_at, s->any, s->mask, s->ydev, s->hdev, s->pred, s->hidden, s->truth, s->crit };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(s);
 }

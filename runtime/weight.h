@@ -60,7 +60,10 @@ void hc_weight_axpy(const hc_weight *w, int isa, int r, int c0, int c1, float a,
 /* Ask the cache for columns [c0, c1) of row r of ggml rows (no-op for other
  * kinds): listed rows (the sparse FFN's) form no stream a hardware
  * prefetcher follows, so the loops over them fetch the next row meanwhile
- * (measured 2.5-5x on 8 % of a matrix's F16 rows; docs/design/sparse-hybrid.md). */
+ * (measured 2.5-5x on 8 % of a matrix's F16 rows; docs/design/sparse-hybrid.md).
+ * Into L2 (prefetcht1), not L1: a 2 KiB row is 32 lines, more than L1 can
+ * have in flight, and the row's loads then wait on its own prefetches
+ * (sparse decode FFN 25 % faster than with prefetcht0, docs/measurements.md). */
 void hc_weight_prefetch(const hc_weight *w, int r, int c0, int c1);
 /* The same for nt outputs y + rows[t] * y_stride with their own a[t], the row
  * read once: the bits of nt hc_weight_axpy calls (kernels.h, axpy_multi). */

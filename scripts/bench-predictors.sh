@@ -9,7 +9,8 @@
 # every gate row computed, up/down rows only for active neurons) and the
 # predictors (gate, up and down rows only for predicted neurons), against the
 # ideal: the FFN weight bytes each token needs (predictor + rows read, as
-# hc-run -v counts them) at the read bandwidth bench_membw measures.
+# hc-run -v counts them) at the read bandwidth bench_membw measures; and the
+# read rate of scattered rows (bench_gather), the listed rows' own bound.
 #
 # (1) uses a one-layer synthetic model of that shape (hc-convert synth, F16,
 # planted hot set): its activations are synthetic, so recall/sparsity there
@@ -99,6 +100,11 @@ MEMBW_BIN=$(dirname "$HC_BIN")/build/bench/bench_membw
 [ -x "$MEMBW_BIN" ] || MEMBW_BIN=build/bench/bench_membw
 bw=$("$MEMBW_BIN" 512 "$THREADS" | awk -v t="$THREADS" '$1 == t { print $2 }')
 echo "read bandwidth ($THREADS threads, bench_membw): $bw GB/s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+# the sparse rows' own bound: scattered F16 rows of DIM at ACTIVE of the rows, 1 thread,
+# next row prefetched into L2, 2 MiB pages (as hc-run reads them), and its streaming pass
+"$(dirname "$MEMBW_BIN")/bench_gather" $((DIM * 2)) "$ACTIVE" 256 |
+    awk '$1 == "2M" && $2 == "L2" && $3 == 1 { g = $4 } $1 == "2M" && $2 == "stream" { s = $4 }
+         END { printf "scattered %d-byte rows (1 thread, bench_gather): %s GB/s; its sequential pass %s GB/s\n", '"$((DIM * 2))"', g, s }'
 # interleaved runs: dense (-v for its FFN time), exact sparsity, predictors
 for r in $(seq "$REPS"); do
     run -m "$W/m.gguf" --dense -v >>"$T/dense.r"

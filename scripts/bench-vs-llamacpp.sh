@@ -38,8 +38,8 @@
 # last: "kv" (only their k and v products: hc-run since that pruning, default),
 # "ffn" (all but the FFN, as llama.cpp) or "none" (everything: older builds). "hc % peak" = hc's GFLOP/s ÷ (threads × one
 # core's peak at hc's instruction set, scripts/bench_peak.c, measured once per
-# run): the f32 FMA peak for the float types and GPTQ, the vpdpbusd (int8)
-# peak for Q8_0/Q4_0 where the kernels use it (AVX-512 VNNI; on AVX2 the FMA
+# run): the f32 FMA peak for the float types, the vpdpbusd (int8)
+# peak for Q8_0/Q4_0/GPTQ where the kernels use it (AVX-512 VNNI; on AVX2 the FMA
 # peak, so a quantized kernel can pass 100 %), the vdpbf16ps peak for BF16 where
 # the CPU has it (AVX-512 BF16; otherwise the FMA peak). It is wall-clock, so a shared
 # machine lowers it; "hc kernel % peak" is the kernel alone in thread CPU time
@@ -180,14 +180,14 @@ row() {
 }
 
 # table BW FPEAK QPEAK BPEAK: the rows in $T/raw as markdown, "% bw" against BW GB/s,
-# "% peak" against FPEAK (float types), QPEAK (Q8_0/Q4_0) or BPEAK (BF16) GFLOP/s per thread
+# "% peak" against FPEAK (float types), QPEAK (Q8_0/Q4_0/GPTQ) or BPEAK (BF16) GFLOP/s per thread
 table() {
     awk -v bw="$1" -v fpeak="$2" -v qpeak="$3" -v bpeak="$4" -v d="$DIM" -v f="$NFF" -v l="$LAYERS" -v v="$VOCAB" -v prune="$HC_PRUNE" '
     # FLOPs of one prompt of n tokens; cut = the last layer products done for the last token only
     function flops(n, cut) { return 2 * (n * l * (4 * d * d + 3 * d * f) - (n - 1) * cut + v * d) }
     {
         test = $1; hc = $4; ll = $5; bytes = $6; t = $3
-        peak = ($2 ~ /^Q/ && qpeak > 0) ? qpeak : ($2 == "BF16" && bpeak > 0) ? bpeak : fpeak
+        peak = (($2 ~ /^Q/ || $2 == "GPTQ") && qpeak > 0) ? qpeak : ($2 == "BF16" && bpeak > 0) ? bpeak : fpeak
         if (hc == "-" || ll == "-" || hc == 0 || ll == 0) ratio = "-"
         else ratio = sprintf("%.2f", test == "quant" ? ll / hc : hc / ll)
         hb = lb = hg = lg = hp = kp = "-"
@@ -247,5 +247,5 @@ echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | 
 cat "$T/table"
 echo
 echo "(decode and ppN: tokens/s; quant: seconds, and the ratio is llama.cpp's time ÷ hc's; GFLOP/s: last layer for the earlier tokens: hc-run HC_PRUNE=$HC_PRUNE, llama.cpp ffn; GPTQ rows: llama.cpp runs the Q4_0 file)"
-echo "one core's peak, GFLOP/s (bench_peak, thread CPU time): $(tr '\n' ' ' <"$T/peak")(hc % peak against $peak_name$([ "${qpeak:-0}" != 0 ] && echo ", Q8_0/Q4_0 against dpbusd")$([ "${bpeak:-0}" != 0 ] && echo ", BF16 against dpbf16"))"
+echo "one core's peak, GFLOP/s (bench_peak, thread CPU time): $(tr '\n' ' ' <"$T/peak")(hc % peak against $peak_name$([ "${qpeak:-0}" != 0 ] && echo ", Q8_0/Q4_0/GPTQ against dpbusd")$([ "${bpeak:-0}" != 0 ] && echo ", BF16 against dpbf16"))"
 cat "$T/bw"

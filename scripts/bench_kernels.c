@@ -5,7 +5,8 @@
  *        bench_kernels cpu ISA N ROWS B [REPS]: one thread, one N x ROWS
  *        product with B vectors (arranged once, as hc_ctx_matvec), best of
  *        REPS (3) in the thread's CPU time, which a loaded machine disturbs
- *        far less than wall time: GFLOP/s (and GB/s of weights for B = 1).
+ *        far less than wall time: GFLOP/s (and GB/s of weights for B = 1),
+ *        for each ggml type and INT4-GPTQ (groups of 128).
  *        ISA avx512-nobf16: the AVX-512 BF16 kernels without vdpbf16ps. */
 #include <time.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include "cli.h"
 #include "ggml_types.h"
 #include "kernels.h"
+#include "kernels_gptq.h"
 #include "quants.h"
 
 enum { N = 4096, ROWS = 11008 };
@@ -63,6 +65,25 @@ static void fill_rows(uint32_t type, char *W, const float *x, int n, int rows)
     }
 }
 
+/* A random INT4-GPTQ weight of rows x n (groups of 128 inputs, no g_idx) in *g. */
+static void gptq_weight(int n, int rows, hc_gptq *g)
+{
+    const int gs = 128, G = (n + gs - 1) / gs;
+    int32_t *qw = malloc(sizeof(int32_t) * (size_t)(n / 8) * (size_t)rows);
+    int32_t *qz = malloc(sizeof(int32_t) * (size_t)G * (size_t)((rows + 7) / 8));
+    uint16_t *sc = malloc(sizeof(uint16_t) * (size_t)G * (size_t)rows);
+    char err[256];
+    unsigned s = 1;
+    if (!qw || !qz || !sc) hc_die("out of memory");
+    for (size_t i = 0; i < (size_t)(n / 8) * (size_t)rows; i++) qw[i] = (int32_t)(s = s * 1103515245u + 12345u);
+    for (size_t i = 0; i < (size_t)G * (size_t)((rows + 7) / 8); i++) qz[i] = (int32_t)(s = s * 1103515245u + 12345u);
+    for (size_t i = 0; i < (size_t)G * (size_t)rows; i++) sc[i] = fp32_to_fp16(0.01f);
+    if (hc_gptq_load(g, n, rows, gs, qw, sc, qz, NULL, err, sizeof err)) hc_die("%s", err);
+    free(qw);
+    free(qz);
+    free(sc);
+}
+
 /* Random floats in [-0.5, 0.5). */
 static float *random_floats(size_t count)
 {
@@ -77,9 +98,10 @@ static float *random_floats(size_t count)
  * vectors at x for w; *stride: bytes per vector. */
 static char *activations(const hc_weight *w, const float *x, int B, size_t *stride)
 {
-    size_t as = hc_weight_act_bytes(w), xs = hc_weight_arranged_bytes(w, hc_isa());
-    char *acts = malloc(as * (size_t)B), *xa = NULL;
-    if (!acts) hc_die("out of memory");
+    /* 64-byte aligned vectors, as the runtime's (hc_ctx_acts) */
+    size_t as = (hc_weight_act_bytes(w) + 63) & ~(size_t)63, xs = hc_weight_arranged_bytes(w, hc_isa());
+    char *acts = NULL, *xa = NULL;
+    if (posix_memalign((void **)&acts, 64, as * (size_t)B)) hc_die("out of memory");
     for (int b = 0; b < B; b++) hc_weight_prepare(w, hc_isa(), x + (size_t)b * (size_t)w->n, acts + as * (size_t)b);
     *stride = as;
     if (!xs) return acts;
@@ -100,7 +122,9 @@ static double thread_cpu(void)
 /* bench_kernels cpu ISA N ROWS B [REPS] (see the top of the file). */
 static int cpu_mode(int argc, char **argv)
 {
-    static const uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    /* the ggml types, then INT4-GPTQ (GGML_TYPE_COUNT here) */
+    static const uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
+                                      GGML_TYPE_COUNT };
     if (argc < 6) hc_die("usage: bench_kernels cpu ISA N ROWS B [REPS]");
     char isa[32];
     snprintf(isa, sizeof isa, "%s", argv[2]);
@@ -115,11 +139,19 @@ static int cpu_mode(int argc, char **argv)
     printf("isa %s%s, one thread, %d x %d, B = %d, best of %d in CPU time\n", hc_kernel_isa(),
            hc_isa() == HC_ISA_AVX512 && hc_bf16_dot() ? " (BF16: vdpbf16ps)" : "", n, rows, B, reps);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        size_t bytes = ggml_row_size(types[ti], n) * (size_t)rows, xs;
-        char *W = malloc(bytes);
-        if (!W) hc_die("out of memory");
-        fill_rows(types[ti], W, x, n, rows);
-        hc_weight w = { .kind = HC_WEIGHT_GGML, .type = types[ti], .data = W, .n = n, .rows = rows };
+        const int gptq = types[ti] == GGML_TYPE_COUNT;
+        hc_gptq g;
+        char *W = NULL;
+        hc_weight w = { .kind = HC_WEIGHT_GGML, .type = types[ti], .n = n, .rows = rows };
+        if (gptq) {
+            gptq_weight(n, rows, &g);
+            w = (hc_weight){ .kind = HC_WEIGHT_GPTQ, .type = GGML_TYPE_I32, .n = n, .rows = rows, .ext = &g };
+        } else {
+            if (!(W = malloc(ggml_row_size(types[ti], n) * (size_t)rows))) hc_die("out of memory");
+            fill_rows(types[ti], W, x, n, rows);
+            w.data = W;
+        }
+        size_t bytes = hc_weight_bytes(&w), xs;
         char *xa = activations(&w, x, B, &xs);
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
@@ -128,9 +160,10 @@ static int cpu_mode(int argc, char **argv)
             double t = thread_cpu() - t0;
             if (t < best) best = t;
         }
-        printf("%-5s %8.2f GFLOP/s", ggml_type_name(types[ti]), 2.0 * n * rows * B / best / 1e9);
+        printf("%-5s %8.2f GFLOP/s", gptq ? "GPTQ" : ggml_type_name(types[ti]), 2.0 * n * rows * B / best / 1e9);
         if (B == 1) printf(" %8.2f GB/s", (double)bytes / best / 1e9);
         printf("\n");
+        if (gptq) hc_gptq_free(&g);
         free(W);
         free(xa);
     }

@@ -72,6 +72,14 @@ static double file_value(const file_weight *f, int r, int k)
     return (double)fp16_to_fp32(f->sc[g * f->rows + r]) * (q - z);
 }
 
+/* The activation the product sees, in input order: x itself, or (int8
+ * activation, gs % 32 == 0) each position's d_b·x̃ from the prepared act. */
+static void seen_x(const hc_gptq *g, const float *x, const void *act, float *out)
+{
+    for (int i = 0; i < g->n; i++)
+        out[g->perm ? g->perm[i] : i] = hc_gptq_int8(g) ? hc_gptq_xd(act, i / 32) * (float)hc_gptq_xq(act, i) : x[i];
+}
+
 static void check_shape(int n, int rows, int gs, int shuffled)
 {
     enum { B = 3 };
@@ -92,20 +100,31 @@ static void check_shape(int n, int rows, int gs, int shuffled)
     for (int i = 0; i < n * B; i++) x[i] = frand();
     for (int b = 0; b < B; b++) hc_gptq_act_prepare(&g, x + (size_t)b * n, acts + (size_t)b * ab);
     hc_weight_matvec(&gw, HC_ISA_SCALAR, 0, rows, acts, ab, B, y_ref, (size_t)rows);
+    /* the reference: the file's weights times the activation it sees (x, or
+     * x rounded to int8 blocks: then within half a step of each block's
+     * scale of the exact product, times Σ|w|) */
     int bad = 0;
+    float *xs = malloc(sizeof(float) * (size_t)n);
     for (int r = 0; r < rows && !bad; r++) {
         hc_gptq_row(&g, r, row);
         for (int b = 0; b < B && !bad; b++) {
-            double want = 0, mag = 0;
+            const float *xb = x + (size_t)b * n;
+            seen_x(&g, xb, acts + (size_t)b * ab, xs);
+            double want = 0, exact = 0, mag = 0, step = 0;
             for (int k = 0; k < n; k++) {
                 const double w = file_value(&f, r, k);
-                want += w * x[(size_t)b * n + k];
-                mag += fabs(w * x[(size_t)b * n + k]);
+                want += w * xs[k];
+                exact += w * xb[k];
+                mag += fabs(w * xs[k]);
+                step += fabs(w) * fabs(xs[k] - xb[k]);
                 if (b == 0 && row[k] != (float)w) bad = 1;
+                if (fabs(xs[k] - xb[k]) > (hc_gptq_int8(&g) ? 1.0 / 254 + 1e-7 : 0)) bad = 6;
             }
             if (fabs(y_ref[(size_t)b * rows + r] - want) > 1e-5 * mag + 1e-6) bad = 2;
+            if (fabs(y_ref[(size_t)b * rows + r] - exact) > step + 1e-5 * mag + 1e-6) bad = 2;
         }
     }
+    free(xs);
     /* row AXPY: a times the dequantized row, over all columns and over a range */
     for (int r = 0; r < rows && !bad; r += 7) {
         const int c0 = n / 3, c1 = n - n / 4;
@@ -120,24 +139,30 @@ static void check_shape(int n, int rows, int gs, int shuffled)
             if (y[k - c0] != 0.5f * row[k]) bad = 5;
     }
     const char *isas[] = { "avx512", "avx2", "scalar" };
+    float *y1 = malloc(sizeof(float) * (size_t)rows);
     for (size_t i = 0; i < sizeof isas / sizeof *isas && !bad; i++) {
         if (hc_kernel_force(isas[i]) != 0) continue;   /* not on this CPU */
         hc_weight_matvec(&gw, hc_isa(), 0, rows, acts, ab, B, y, (size_t)rows);
         for (int j = 0; j < rows * B; j++)
-            if (fabsf(y[j] - y_ref[j]) > 1e-5f * (1.0f + fabsf(y_ref[j]))) bad = 3;
+            if (fabsf(y[j] - y_ref[j]) > 1e-5f * (1.0f + fabsf(y_ref[j])) && !bad) bad = 3;
+        /* the tile (B > 1) gives the bits of B = 1 */
+        for (int b = 0; b < B; b++) {
+            hc_weight_matvec(&gw, hc_isa(), 0, rows, acts + (size_t)b * ab, ab, 1, y1, (size_t)rows);
+            if (memcmp(y1, y + (size_t)b * rows, sizeof(float) * (size_t)rows) && !bad) bad = 7;
+        }
         /* any row split gives the same values */
         hc_weight_matvec(&gw, hc_isa(), rows / 2, rows, acts, ab, B, y, (size_t)rows);
         for (int b = 0; b < B; b++)
             for (int r = rows / 2; r < rows; r++)
                 if (fabsf(y[(size_t)b * rows + r - rows / 2] - y_ref[(size_t)b * rows + r]) >
-                    1e-5f * (1.0f + fabsf(y_ref[(size_t)b * rows + r])))
+                    1e-5f * (1.0f + fabsf(y_ref[(size_t)b * rows + r])) && !bad)
                     bad = 4;
     }
     hc_kernel_force(NULL);
-    if (bad)
-        th_fail(__FILE__, __LINE__, "n=%d rows=%d gs=%d shuffled=%d: %s", n, rows, gs, shuffled,
-                bad == 1 ? "row dequant" : bad == 2 ? "reference vs file layout" : bad == 3 ? "SIMD vs reference"
-                                                                                     : bad == 4 ? "row split" : "row AXPY");
+    static const char *what[] = { "", "row dequant", "reference vs file layout", "SIMD vs reference", "row split",
+                                  "row AXPY", "activation rounding", "tile vs B = 1" };
+    if (bad) th_fail(__FILE__, __LINE__, "n=%d rows=%d gs=%d shuffled=%d: %s", n, rows, gs, shuffled, what[bad]);
+    free(y1);
     free(x);
     free(row);
     free(acts);
@@ -153,12 +178,16 @@ static void test_plain_groups(void)
     check_shape(172, 64, 32, 0);    /* stories260K's ffn_down: partial last group, padded words */
     check_shape(64, 13, 128, 0);    /* one group shorter than gs */
     check_shape(96, 9, 24, 0);      /* gs not a multiple of 32: scalar path */
+    check_shape(1184, 19, 32, 0);   /* 37 blocks: two whole chunks of 16 and a masked one */
+    check_shape(4096, 11, 128, 0);  /* LLaMA's rows: 8 chunks */
+    check_shape(384, 7, 96, 0);     /* three blocks a group: an AVX2 step meets four groups */
 }
 
 static void test_act_order_g_idx(void)
 {
     check_shape(256, 21, 64, 1);
     check_shape(200, 16, 32, 1);
+    check_shape(2048, 9, 128, 1);
 }
 
 static void test_same_act(void)
