@@ -24,8 +24,8 @@
  * ahead halved F16, and the quantized dots' 4 KiB ahead, which once lifted
  * Q4_0 from 11 to 24 GB/s, cost Q8_0 and Q4_0 10-30 % once their arithmetic
  * became the integer-sum kernels below; docs/design/kernels.md, "Decode");
- * PF_Q bytes ahead in the GPTQ dot; F16 rows read in column blocks prefetch
- * their next piece (piece_f16). */
+ * PF_Q bytes ahead in the GPTQ dot; F32, F16 and BF16 rows read in column
+ * blocks prefetch their next piece (piece_f, piece_b). */
 #define PF_Q 4096
 
 /* ---- F32 / F16 / BF16: one body, specialised by the constant k (a ggml
