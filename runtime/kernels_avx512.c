@@ -124,14 +124,11 @@ TI __m512 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m5
  * prefetched into L2 line for line with the row. */
 TI void chunks_range(int k, const void *row, const float *x, int i0, int i1, __m512 *a0, __m512 *a1, const char *next)
 {
-    __m512 s0 = *a0, s1 = *a1;   /* in registers for the loop */
     for (int c = i0; c < i1; c += 2 * CHUNK) {
         const char *pf0 = next ? next + 4 * (c - i0) : NULL, *pf1 = next ? pf0 + 4 * CHUNK : NULL;
-        s0 = chunk_sum(k, row, x, c, i1 - c < CHUNK ? i1 : c + CHUNK, s0, pf0);
-        s1 = chunk_sum(k, row, x, c + CHUNK, i1 - c < 2 * CHUNK ? i1 : c + 2 * CHUNK, s1, pf1);
+        *a0 = chunk_sum(k, row, x, c, i1 - c < CHUNK ? i1 : c + CHUNK, *a0, pf0);
+        *a1 = chunk_sum(k, row, x, c + CHUNK, i1 - c < 2 * CHUNK ? i1 : c + 2 * CHUNK, *a1, pf1);
     }
-    *a0 = s0;
-    *a1 = s1;
 }
 
 TI float dot_chunks(int k, const void *row, const float *x, int n)
