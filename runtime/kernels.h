@@ -110,15 +110,18 @@ static inline const char *hc_float_row(const hc_weight *w, int r, int c)
 }
 
 /* Shared by every instruction set: the prepared activation of the float
- * kernels (x itself) and its arrangement, of the bf16 kernels (x rounded to
- * bf16 as ggml's fp32_to_bf16: nearest even, NaN kept and quieted), and
- * GPTQ's activation and row AXPY (kernels_ref.c). */
+ * kernels (x itself) and its arrangement, the bf16 kernels' arrangement (their
+ * activation is x rounded to bf16 as ggml's fp32_to_bf16: nearest even, NaN
+ * kept and quieted, by each instruction set's own prepare), and GPTQ's
+ * activation and row AXPY (kernels_ref.c). */
 void hc_act_copy(const hc_weight *w, const float *x, void *act);
-void hc_act_bf16(const hc_weight *w, const float *x, void *act);
 /* The float kernels' arrangement (SIMD paths): the same floats, each vector
  * of a batch padded so that the vectors' strides are not multiples of 4 KiB. */
 size_t hc_float_arranged_bytes(int n);
 void hc_float_arrange(const void *act, int n, void *xa);
+/* The bf16 kernels' arrangement (SIMD paths): the same bf16, padded alike. */
+size_t hc_bf16_arranged_bytes(int n);
+void hc_bf16_arrange(const void *act, int n, void *xa);
 void hc_ref_gptq_prepare(const hc_weight *w, const float *x, void *act);
 void hc_ref_gptq_axpy(const hc_weight *w, int r, int c0, int c1, float a, float *y);
 /* The reference's dot for every pair of a rm x tm tile (the SIMD tiles on the

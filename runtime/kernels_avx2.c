@@ -327,6 +327,26 @@ const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .arranged_bytes = hc_f
  * chain: FMAing both products into it (vdpbf16ps's order) made a chain of two
  * FMAs per 16 elements that held the B = 1 dot to 15 GB/s. ---- */
 
+/* The bf16 activation, 8 floats per step with fp32_to_bf16's integer
+ * rounding (nearest even; NaN kept and quieted): the reference's bits. */
+T static void act_bf16(const hc_weight *w, const float *x, void *act)
+{
+    uint16_t *h = act;
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), quiet = _mm256_set1_epi32(64);
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    int i = 0;
+    for (; i + 8 <= w->n; i += 8) {
+        __m256i u = _mm256_loadu_si256((const __m256i *)(x + i)), hi = _mm256_srli_epi32(u, 16);
+        __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
+        __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(hi, one))), 16);
+        r = _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan);
+        /* words 0-3 and 4-7 of the two lanes, then the lanes' low halves together */
+        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+        _mm_storeu_si128((__m128i *)(h + i), _mm256_castsi256_si128(p));
+    }
+    for (; i < w->n; i++) h[i] = fp32_to_bf16(x[i]);
+}
+
 /* The 16 bf16 at p as their odd and even elements in f32. */
 TI void widen_bf16(const uint16_t *p, __m256 *odd, __m256 *even)
 {
@@ -406,7 +426,8 @@ T static void tile_b(const hc_weight *w, const int *r, const void *const *x, flo
 }
 
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
-const hc_kernel hc_avx2_bf16 = { .prepare = hc_act_bf16, .dot = dot_b, .tile = tile_b, .rm = BRM, .tm = BTM,
+const hc_kernel hc_avx2_bf16 = { .prepare = act_bf16, .arranged_bytes = hc_bf16_arranged_bytes,
+                                 .arrange = hc_bf16_arrange, .dot = dot_b, .tile = tile_b, .rm = BRM, .tm = BTM,
                                  .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- Q8_0 / Q4_0 against Q8_0 activations ---- */

@@ -193,6 +193,24 @@ T static void axpy_multi_f(const hc_weight *w, int r, int c0, int c1, int nt, co
     }
 }
 
+/* The vectors an edge tile really has (at most tm): weight.c fills the
+ * batch's last tile with copies of its last vector, which the F32 and BF16
+ * tiles leave out (computing 2 or 4 vectors, not 6: at B = 128 the last of
+ * 22 tiles has 2, 3 % of the work). */
+static int real_vectors(const void *const *x, int tm)
+{
+    int t = 1;
+    while (t < tm && x[t] != x[t - 1]) t++;
+    return t;
+}
+
+/* y[t * rm + r] for t in [nt, tm): copies of vector nt - 1's. */
+static void copy_edge(float *y, int nt, int rm, int tm)
+{
+    for (int t = nt; t < tm; t++)
+        for (int r = 0; r < rm; r++) y[t * rm + r] = y[(nt - 1) * rm + r];
+}
+
 /* The float tile: RM rows x TM vectors. Per 16 elements each activation
  * load is shared by the rows and each weight load (and F16 widening) by
  * the vectors, and every pair gets its dot's FMAs in its dot's order, so the
@@ -223,32 +241,43 @@ TI void step(int k, int Tn, const void *const *w, const float *const *x, int i, 
     }
 }
 
-/* park[r][t] += chunk_sum's steps over elements [i0, i1). */
-TI void chunk_tile(int k, const void *const *w, const float *const *x, int i0, int i1, float park[RM][TM][16])
+/* park[r][t] += chunk_sum's steps over elements [i0, i1), t < nt. */
+TI void chunk_tile(int k, int nt, const void *const *w, const float *const *x, int i0, int i1, float park[RM][TM][16])
 {
     __m512 acc[RM][TM];
     _Pragma("GCC unroll 8")
     for (int r = 0; r < RM; r++)
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < TM; t++) acc[r][t] = _mm512_load_ps(park[r][t]);
+        for (int t = 0; t < nt; t++) acc[r][t] = _mm512_load_ps(park[r][t]);
     int i = i0;
-    for (; i + 16 <= i1; i += 16) step(k, TM, w, x, i, 0xffff, acc);
-    if (i < i1) step(k, TM, w, x, i, tail_mask(i1 - i), acc);
+    for (; i + 16 <= i1; i += 16) step(k, nt, w, x, i, 0xffff, acc);
+    if (i < i1) step(k, nt, w, x, i, tail_mask(i1 - i), acc);
     _Pragma("GCC unroll 8")
     for (int r = 0; r < RM; r++)
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < TM; t++) _mm512_store_ps(park[r][t], acc[r][t]);
+        for (int t = 0; t < nt; t++) _mm512_store_ps(park[r][t], acc[r][t]);
 }
 
-/* y[t * RM + r] = dot_chunks(k, w[r], x[t], n) for r < RM, t < TM. */
-TI void tile_chunks(int k, const void *const *w, const float *const *x, int n, float *y)
+/* y[t * RM + r] = dot_chunks(k, w[r], x[t], n) for r < RM, t < nt (a
+ * constant at every call). */
+TI void tile_chunks(int k, int nt, const void *const *w, const float *const *x, int n, float *y)
 {
     _Alignas(64) float park[2][RM][TM][16];
     memset(park, 0, sizeof park);
-    for (int c = 0; c < n; c += CHUNK) chunk_tile(k, w, x, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
+    for (int c = 0; c < n; c += CHUNK) chunk_tile(k, nt, w, x, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
     for (int r = 0; r < RM; r++)
-        for (int t = 0; t < TM; t++)
+        for (int t = 0; t < nt; t++)
             y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(park[0][r][t]), _mm512_load_ps(park[1][r][t])));
+}
+
+/* The F32 tile over the vectors it really has (see real_vectors). */
+TI void tile_chunks_any(const void *const *w, const float *const *x, int n, float *y)
+{
+    int tn = real_vectors((const void *const *)x, TM);
+    if (tn > 4) tile_chunks(GGML_TYPE_F32, TM, w, x, n, y);
+    else if (tn > 2) tile_chunks(GGML_TYPE_F32, 4, w, x, n, y);
+    else tile_chunks(GGML_TYPE_F32, 2, w, x, n, y);
+    copy_edge(y, tn > 4 ? TM : tn > 2 ? 4 : 2, RM, TM);
 }
 
 /* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < TS. */
@@ -295,7 +324,7 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     const void *rows[RM];
     const float *const *xf = (const float *const *)x;
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    if (w->type == GGML_TYPE_F32) tile_chunks(GGML_TYPE_F32, rows, xf, w->n, y);
+    if (w->type == GGML_TYPE_F32) tile_chunks_any(rows, xf, w->n, y);
     else tile_steps_all(GGML_TYPE_F16, rows, xf, w->n, y);
 }
 
@@ -313,6 +342,25 @@ const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .arranged_bytes = hc
 
 #define TB __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c")))
 #define TBI static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c")))
+
+/* The bf16 activation, 16 floats per step with fp32_to_bf16's integer
+ * rounding (nearest even; NaN kept and quieted): the same bits as the
+ * reference's loop (vcvtneps2bf16 would flush subnormals). */
+TB static void act_bf16(const hc_weight *w, const float *x, void *act)
+{
+    uint16_t *h = act;
+    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(64);
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    int i = 0;
+    for (; i + 16 <= w->n; i += 16) {
+        __m512i u = _mm512_loadu_si512(x + i), hi = _mm512_srli_epi32(u, 16);
+        __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs), inf);
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(hi, one))), 16);
+        r = _mm512_mask_or_epi32(r, nan, hi, quiet);
+        _mm256_storeu_si256((__m256i *)(h + i), _mm512_cvtepi32_epi16(r));
+    }
+    for (; i < w->n; i++) h[i] = fp32_to_bf16(x[i]);
+}
 
 /* acc + the 16 pairs of w times those of x, as vdpbf16ps (dp) or its FMAs. */
 TBI __m512 dot_pairs(int dp, __m512 acc, __m512i w, __m512i x)
@@ -355,46 +403,60 @@ TB static float dot_b(const hc_weight *w, int r, const void *x)
 #define BRM 4
 #define BTM 6
 
-TBI void step_bf16(int dp, const uint16_t *const *w, const uint16_t *const *x, int i, __mmask32 m, __m512 acc[BRM][BTM])
+/* acc[r][t] += the pairs of elements [i, i + 32) of w[r] and x[t], t < nt. */
+TBI void step_bf16(int dp, int nt, const uint16_t *const *w, const uint16_t *const *x, int i, __mmask32 m,
+                   __m512 acc[BRM][BTM])
 {
     __m512i xv[BTM];
     _Pragma("GCC unroll 8")
-    for (int t = 0; t < BTM; t++) xv[t] = load32bf(x[t], i, m);
+    for (int t = 0; t < nt; t++) xv[t] = load32bf(x[t], i, m);
     _Pragma("GCC unroll 8")
     for (int r = 0; r < BRM; r++) {
         __m512i wv = load32bf(w[r], i, m);
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < BTM; t++) acc[r][t] = dot_pairs(dp, acc[r][t], wv, xv[t]);
+        for (int t = 0; t < nt; t++) acc[r][t] = dot_pairs(dp, acc[r][t], wv, xv[t]);
     }
 }
 
-/* y[t * BRM + r] = dot_bf16(dp, w[r], x[t], n). */
-TBI void tile_bf16(int dp, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
+/* y[t * BRM + r] = dot_bf16(dp, w[r], x[t], n) for t < nt (a constant at
+ * every call, so the loops unroll into registers). */
+TBI void tile_bf16(int dp, int nt, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
 {
     __m512 acc[BRM][BTM];
     _Pragma("GCC unroll 8")
     for (int r = 0; r < BRM; r++)
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < BTM; t++) acc[r][t] = _mm512_setzero_ps();
+        for (int t = 0; t < nt; t++) acc[r][t] = _mm512_setzero_ps();
     int i = 0;
-    for (; i + 32 <= n; i += 32) step_bf16(dp, w, x, i, 0xffffffffu, acc);
-    if (i < n) step_bf16(dp, w, x, i, tail_mask32(n - i), acc);
+    for (; i + 32 <= n; i += 32) step_bf16(dp, nt, w, x, i, 0xffffffffu, acc);
+    if (i < n) step_bf16(dp, nt, w, x, i, tail_mask32(n - i), acc);
     _Pragma("GCC unroll 8")
     for (int r = 0; r < BRM; r++)
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < BTM; t++) y[t * BRM + r] = _mm512_reduce_add_ps(acc[r][t]);
+        for (int t = 0; t < nt; t++) y[t * BRM + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+/* The bf16 tile over the vectors it really has (see real_vectors). */
+TBI void tile_bf16_any(int dp, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
+{
+    int tn = real_vectors((const void *const *)x, BTM);
+    if (tn > 4) tile_bf16(dp, BTM, w, x, n, y);
+    else if (tn > 2) tile_bf16(dp, 4, w, x, n, y);
+    else tile_bf16(dp, 2, w, x, n, y);
+    copy_edge(y, tn > 4 ? BTM : tn > 2 ? 4 : 2, BRM, BTM);
 }
 
 TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const uint16_t *rows[BRM];
     for (int i = 0; i < BRM; i++) rows[i] = (const uint16_t *)hc_float_row(w, r[i], 0);
-    if (hc_bf16_dot()) tile_bf16(1, rows, (const uint16_t *const *)x, w->n, y);
-    else tile_bf16(0, rows, (const uint16_t *const *)x, w->n, y);
+    if (hc_bf16_dot()) tile_bf16_any(1, rows, (const uint16_t *const *)x, w->n, y);
+    else tile_bf16_any(0, rows, (const uint16_t *const *)x, w->n, y);
 }
 
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
-const hc_kernel hc_avx512_bf16 = { .prepare = hc_act_bf16, .dot = dot_b, .tile = tile_b, .rm = BRM, .tm = BTM,
+const hc_kernel hc_avx512_bf16 = { .prepare = act_bf16, .arranged_bytes = hc_bf16_arranged_bytes,
+                                   .arrange = hc_bf16_arrange, .dot = dot_b, .tile = tile_b, .rm = BRM, .tm = BTM,
                                    .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- Q8_0 against Q8_0 activations: 16 blocks per step ---- */

@@ -16,7 +16,9 @@
 
 void hc_act_copy(const hc_weight *w, const float *x, void *act) { memcpy(act, x, (size_t)w->n * sizeof(float)); }
 
-void hc_act_bf16(const hc_weight *w, const float *x, void *act)
+/* The bf16 activation, element by element (the SIMD kernels' act_bf16 give
+ * the same bits several at a time). */
+static void act_bf16(const hc_weight *w, const float *x, void *act)
 {
     uint16_t *h = act;
     for (int i = 0; i < w->n; i++) h[i] = fp32_to_bf16(x[i]);
@@ -31,6 +33,11 @@ void hc_act_bf16(const hc_weight *w, const float *x, void *act)
 size_t hc_float_arranged_bytes(int n) { return ((size_t)n * sizeof(float) + 4095) / 4096 * 4096 + 256; }
 
 void hc_float_arrange(const void *act, int n, void *xa) { memcpy(xa, act, (size_t)n * sizeof(float)); }
+
+/* The same padding for the bf16 activations (8 KiB strides at 4096 columns). */
+size_t hc_bf16_arranged_bytes(int n) { return ((size_t)n * sizeof(uint16_t) + 4095) / 4096 * 4096 + 256; }
+
+void hc_bf16_arrange(const void *act, int n, void *xa) { memcpy(xa, act, (size_t)n * sizeof(uint16_t)); }
 
 static const void *ggml_row(const hc_weight *w, int r)
 {
@@ -183,7 +190,7 @@ void hc_ref_gptq_tile(const hc_weight *w, const int *rows, int rm, const void *c
 }
 
 const hc_kernel hc_ref_float = { .prepare = hc_act_copy, .dot = dot_float, .axpy = axpy_float };
-const hc_kernel hc_ref_bf16 = { .prepare = hc_act_bf16, .dot = dot_bf16, .axpy = axpy_float };
+const hc_kernel hc_ref_bf16 = { .prepare = act_bf16, .dot = dot_bf16, .axpy = axpy_float };
 const hc_kernel hc_ref_q8_0 = { .prepare = prepare_q8, .dot = dot_q8_0, .axpy = axpy_q8_0 };
 const hc_kernel hc_ref_q4_0 = { .prepare = prepare_q8, .dot = dot_q4_0, .axpy = axpy_q4_0 };
 const hc_kernel hc_ref_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .axpy = hc_ref_gptq_axpy };

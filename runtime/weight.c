@@ -27,6 +27,12 @@
  * MiB) then came from L3 or memory for every 16 rows (F32 71 GFLOP/s at B =
  * 512; 64-row panels of 2.7 MiB, read from L3 by the tiles: 87). */
 #define PANEL_ROWS 64
+/* The floor applies only where 3/4 of L2 holds fewer than PANEL_FEW rows: a
+ * 4096-wide F32 row is 16 KiB, so 64 rows filled the whole 1 MiB L2 and the
+ * panel no longer stayed there while the vectors passed (48 rows, 3/4 of L2:
+ * AVX2 F32 71-77 -> 75-81 GFLOP/s at B = 128, AVX-512 87-94 -> 88-97); F16
+ * and BF16 rows of 11008 (34 rows in 3/4 of L2) keep their 64. */
+#define PANEL_FEW 40
 
 enum { T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_0, T_GPTQ };
 
@@ -223,7 +229,7 @@ static void tiles(const hc_weight *w, const hc_kernel *k, int r0, int nr, const 
 {
     size_t rb = hc_traits(w)->row_bytes(w);
     size_t pb = panel_bytes();
-    int rm = k->rm, tm = k->tm, panel = (int)(pb / rb) > PANEL_ROWS ? (int)(pb / rb) : PANEL_ROWS;
+    int rm = k->rm, tm = k->tm, panel = (int)(pb / rb) >= PANEL_FEW ? (int)(pb / rb) : PANEL_ROWS;
     panel = panel < nr ? (panel + rm - 1) / rm * rm : nr;
     for (int p0 = 0; p0 < nr; p0 += panel) {
         int p1 = nr - p0 < panel ? nr : p0 + panel;

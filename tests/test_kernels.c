@@ -682,6 +682,19 @@ static int bf16_act_and_dot(const char *isa)
             th_fail(__FILE__, __LINE__, "%s: bf16 activation of 0x%08x is 0x%04x, want 0x%04x", isa, in[i], got[i], want[i]);
             return 0;
         }
+    enum { NV = 1000 };   /* the SIMD loops: random bits and the cases above, against fp32_to_bf16 */
+    uint32_t bits[NV];
+    uint16_t hv[NV];
+    float xv[NV];
+    for (int i = 0; i < NV; i++) bits[i] = i % 3 ? (uint32_t)rnd() : in[i % NI] ^ (uint32_t)(i & 1);
+    memcpy(xv, bits, sizeof xv);
+    act_prepare(GGML_TYPE_BF16, xv, NV, hv);
+    for (int i = 0; i < NV; i++)
+        if (hv[i] != fp32_to_bf16(xv[i])) {
+            th_fail(__FILE__, __LINE__, "%s: bf16 activation of 0x%08x is 0x%04x, want 0x%04x", isa, bits[i], hv[i],
+                    fp32_to_bf16(xv[i]));
+            return 0;
+        }
     enum { N = 100 };
     uint16_t ones[N], act[N];
     float xs[N], y;
