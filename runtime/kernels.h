@@ -47,6 +47,11 @@ typedef struct hc_kernel {
      * row's result from acc, the bits of dot. */
     void (*piece)(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next);
     float (*piece_sum)(const float *acc);
+    /* Optional (NULL: dot per row; F32 has it): y[i] = row r[i] · xa for
+     * i < rm, the bits of dot, each activation load shared by the rows.
+     * Rows of at most HC_ROW_BLOCK elements at B = 1 are read as rm
+     * ascending streams through it (weight.c). */
+    void (*dots)(const hc_weight *w, const int *r, const void *xa, float *y);
     /* Optional register tile (NULL: dot per pair): y[t * rm + i] = row r[i]
      * · x[t] for i < rm, t < tm, every value the bits dot gives. */
     void (*tile)(const hc_weight *w, const int *r, const void *const *x, float *y);
@@ -99,8 +104,8 @@ int hc_kernel_bf16_dot(int on);
  * activation), which the bf16 kernels borrow. */
 extern const hc_kernel hc_ref_float, hc_ref_bf16, hc_ref_q8_0, hc_ref_q4_0, hc_ref_gptq;
 #if defined(__x86_64__)
-extern const hc_kernel hc_avx2_float, hc_avx2_bf16, hc_avx2_q8_0, hc_avx2_q4_0, hc_avx2_gptq;
-extern const hc_kernel hc_avx512_float, hc_avx512_bf16, hc_avx512_q8_0, hc_avx512_q4_0, hc_avx512_gptq;
+extern const hc_kernel hc_avx2_float, hc_avx2_f32, hc_avx2_bf16, hc_avx2_q8_0, hc_avx2_q4_0, hc_avx2_gptq;
+extern const hc_kernel hc_avx512_float, hc_avx512_f32, hc_avx512_bf16, hc_avx512_q8_0, hc_avx512_q4_0, hc_avx512_gptq;
 #endif
 
 /* Row r of a F32, F16 or BF16 weight, from column c. */

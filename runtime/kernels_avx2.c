@@ -255,31 +255,32 @@ TI void tail_step(int k, int Tn, const void *const *w, const float *const *x, in
     step(k, Tn, wt, xt, 0, acc);
 }
 
-/* park[r][t] += chunk_sum's steps over elements [i0, i1). */
-TI void chunk_tile(int k, const void *const *w, const float *const *x, int i0, int i1, float park[RM][TM][8])
+/* park[r][t] += chunk_sum's steps over elements [i0, i1), t < nt. */
+TI void chunk_tile(int k, int nt, const void *const *w, const float *const *x, int i0, int i1, float park[RM][TM][8])
 {
     __m256 acc[RM][TM];
     _Pragma("GCC unroll 8")
     for (int r = 0; r < RM; r++)
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < TM; t++) acc[r][t] = _mm256_load_ps(park[r][t]);
+        for (int t = 0; t < nt; t++) acc[r][t] = _mm256_load_ps(park[r][t]);
     int i = i0;
-    for (; i + 8 <= i1; i += 8) step(k, TM, w, x, i, acc);
-    if (i < i1) tail_step(k, TM, w, x, i, i1, acc);
+    for (; i + 8 <= i1; i += 8) step(k, nt, w, x, i, acc);
+    if (i < i1) tail_step(k, nt, w, x, i, i1, acc);
     _Pragma("GCC unroll 8")
     for (int r = 0; r < RM; r++)
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < TM; t++) _mm256_store_ps(park[r][t], acc[r][t]);
+        for (int t = 0; t < nt; t++) _mm256_store_ps(park[r][t], acc[r][t]);
 }
 
-/* y[t * RM + r] = dot_chunks(k, w[r], x[t], n) for r < RM, t < TM. */
-TI void tile_chunks(int k, const void *const *w, const float *const *x, int n, float *y)
+/* y[t * RM + r] = dot_chunks(k, w[r], x[t], n) for r < RM, t < nt (a
+ * constant at every call). */
+TI void tile_chunks(int k, int nt, const void *const *w, const float *const *x, int n, float *y)
 {
     _Alignas(32) float park[2][RM][TM][8];
     memset(park, 0, sizeof park);
-    for (int c = 0; c < n; c += CHUNK) chunk_tile(k, w, x, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
+    for (int c = 0; c < n; c += CHUNK) chunk_tile(k, nt, w, x, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
     for (int r = 0; r < RM; r++)
-        for (int t = 0; t < TM; t++)
+        for (int t = 0; t < nt; t++)
             y[t * RM + r] = hsum(_mm256_add_ps(_mm256_load_ps(park[0][r][t]), _mm256_load_ps(park[1][r][t])));
 }
 
@@ -321,19 +322,30 @@ TI void tile_steps_all(int k, const void *const *w, const float *const *x, int n
         for (int r = 0; r < RM; r++) y[t * RM + r] = y[(TS - 1) * RM + r];
 }
 
+/* hc_kernel.dots for F32: the tile's RM rows with one vector. */
+T static void dots_f(const hc_weight *w, const int *r, const void *x, float *y)
+{
+    const void *rows[RM];
+    const float *xf = x;
+    for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
+    tile_chunks(GGML_TYPE_F32, 1, rows, &xf, w->n, y);
+}
+
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
     const float *const *xf = (const float *const *)x;
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    if (w->type == GGML_TYPE_F32) tile_chunks(GGML_TYPE_F32, rows, xf, w->n, y);
+    if (w->type == GGML_TYPE_F32) tile_chunks(GGML_TYPE_F32, TM, rows, xf, w->n, y);
     else tile_steps_all(GGML_TYPE_F16, rows, xf, w->n, y);
 }
 
-const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
-                                  .arrange = hc_float_arrange, .dot = dot_f, .piece = piece_f, .piece_sum = sum_f,
-                                  .tile = tile_f, .rm = RM, .tm = TM,
-                                  .axpy = axpy_f, .axpy_multi = axpy_multi_f };
+/* F16's kernel and F32's, which also reads rows as streams (dots_f). */
+#define FLOAT_KERNEL                                                                                            \
+    .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
+    .piece = piece_f, .piece_sum = sum_f, .tile = tile_f, .rm = RM, .tm = TM, .axpy = axpy_f, .axpy_multi = axpy_multi_f
+const hc_kernel hc_avx2_float = { FLOAT_KERNEL };
+const hc_kernel hc_avx2_f32 = { FLOAT_KERNEL, .dots = dots_f };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 16 bf16 per
  * register, both operands widened by shifts (the odd elements by a mask, the

@@ -344,10 +344,21 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     else tile_steps_all(GGML_TYPE_F16, rows, xf, w->n, y);
 }
 
-const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
-                                    .arrange = hc_float_arrange, .dot = dot_f, .piece = piece_f, .piece_sum = sum_f,
-                                    .tile = tile_f, .rm = RM, .tm = TM,
-                                    .axpy = axpy_f, .axpy_multi = axpy_multi_f };
+/* hc_kernel.dots for F32: the tile's RM rows with one vector. */
+T static void dots_f(const hc_weight *w, const int *r, const void *x, float *y)
+{
+    const void *rows[RM];
+    const float *xf = x;
+    for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
+    tile_chunks(GGML_TYPE_F32, 1, rows, &xf, w->n, y);
+}
+
+/* F16's kernel and F32's, which also reads rows as streams (dots_f). */
+#define FLOAT_KERNEL                                                                                            \
+    .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
+    .piece = piece_f, .piece_sum = sum_f, .tile = tile_f, .rm = RM, .tm = TM, .axpy = axpy_f, .axpy_multi = axpy_multi_f
+const hc_kernel hc_avx512_float = { FLOAT_KERNEL };
+const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 32 pairs of bf16
  * per register. With AVX512_BF16 one vdpbf16ps per register: lane j gets

@@ -60,13 +60,14 @@ static void row_ggml(const hc_weight *w, int r, float *out)
 static void row_gptq(const hc_weight *w, int r, float *out) { hc_gptq_row(w->ext, r, out); }
 
 #if defined(__x86_64__)
-#define KERNELS(t) { &hc_ref_##t, &hc_avx2_##t, &hc_avx512_##t }
+#define KERNELS2(ref, t) { &hc_ref_##ref, &hc_avx2_##t, &hc_avx512_##t }
 #else
-#define KERNELS(t) { &hc_ref_##t }
+#define KERNELS2(ref, t) { &hc_ref_##ref }
 #endif
+#define KERNELS(t) KERNELS2(t, t)
 
 static const hc_type_traits traits[] = {
-    [T_F32]  = { act_f32,  row_bytes_ggml, row_ggml, KERNELS(float) },
+    [T_F32]  = { act_f32,  row_bytes_ggml, row_ggml, KERNELS2(float, f32) },
     [T_F16]  = { act_f32,  row_bytes_ggml, row_ggml, KERNELS(float) },
     [T_BF16] = { act_bf16, row_bytes_ggml, row_ggml, KERNELS(bf16) },
     [T_Q8_0] = { act_q8,   row_bytes_ggml, row_ggml, KERNELS(q8_0) },
@@ -191,9 +192,25 @@ static void dots_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr,
     }
 }
 
+/* y[i] = row r0 + i · xa for i < nr through hc_kernel.dots: the rows split
+ * into k->rm runs of q rows, row i of every run at once, so k->rm ascending
+ * streams; the last nr - k->rm * q rows one at a time. */
+static void dots_streams(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *xa, float *y)
+{
+    int q = nr / k->rm;
+    for (int i = 0; i < q; i++) {
+        int r[8];
+        float out[8];
+        for (int s = 0; s < k->rm; s++) r[s] = r0 + s * q + i;
+        k->dots(w, r, xa, out);
+        for (int s = 0; s < k->rm; s++) y[s * q + i] = out[s];
+    }
+    for (int i = k->rm * q; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
+}
+
 /* y[i] = row (idx ? idx[i] : r0 + i) · xa for i < nr, one row at a time: a
  * single ascending stream is what hardware prefetchers follow (interleaving
- * four rows halved the speed of Q8_0/Q4_0 on Zen). */
+ * four rows halved the speed of Q8_0/Q4_0 on Zen), except F32 (dots_streams). */
 static void dots(const hc_weight *w, const hc_kernel *k, const int32_t *idx, int r0, int nr, const void *xa, float *y)
 {
     if (idx) {   /* gathered rows: no stream to follow, so fetch the next listed row meanwhile */
@@ -203,6 +220,8 @@ static void dots(const hc_weight *w, const hc_kernel *k, const int32_t *idx, int
         }
     } else if (k->piece && w->n > HC_ROW_BLOCK) {
         dots_blocked(w, k, r0, nr, xa, y);
+    } else if (k->dots) {
+        dots_streams(w, k, r0, nr, xa, y);
     } else {
         for (int i = 0; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
     }

@@ -445,46 +445,67 @@ static int tiled_quant_all(const char *isa)
 
 static void test_matvec_tiled_quant(void) { each_isa(tiled_quant_all); }
 
+/* The B = 1 product of rows 0..rows of type t and width n: every row must be
+ * the single-row dot's bits (a gathered row, the tile, a row split) and near
+ * the reference (a lane sums about n/32 rounded terms: 3e-5 of the absolute
+ * sum for 11017). */
+static int b1_rows_case(const char *isa, uint32_t t, int n, int rows)
+{
+    if (!tiled_float_case(isa, t, n, rows, 3)) return 0;
+    size_t as, rb = ggml_row_size(t, n);
+    char *w = make_weights(t, rows, n), *a = make_acts(t, n, 1, &as);
+    float *y = malloc((size_t)rows * sizeof *y), *yg = malloc((size_t)rows * sizeof *y);
+    float *yr = malloc((size_t)rows * sizeof *y);
+    int32_t *idx = malloc((size_t)rows * sizeof *idx);
+    for (int r = 0; r < rows; r++) idx[r] = rows - 1 - r;
+    matvec(t, w, n, 0, rows, a, 0, 1, y, 0);
+    matvec_rows(t, w, n, idx, rows, a, yg);
+    matvec_ref(t, w, n, 0, rows, a, as, 1, yr, 0);
+    int ok = 1;
+    for (int r = 0; ok && r < rows; r++) {
+        double bound = 3e-5 * abs_dot(t, w + rb * (size_t)r, a, n) + 1e-30;
+        if (memcmp(&y[r], &yg[rows - 1 - r], sizeof *y) || fabs((double)y[r] - yr[r]) > bound) {
+            th_fail(__FILE__, __LINE__, "%s %s n=%d rows %d: row %d: %.9g, gathered %.9g, ref %.9g", isa, ggml_type_name(t), n,
+                    rows, r, y[r], yg[rows - 1 - r], yr[r]);
+            ok = 0;
+        }
+    }
+    free(w), free(a), free(y), free(yg), free(yr), free(idx);
+    return ok;
+}
+
 /* F32, F16 and BF16 rows longer than 4096 elements go through column blocks
  * at B = 1 (a group of rows block by block, each row's accumulators kept):
- * every row must be the single-row dot's bits (a gathered row, the tile, a
- * row split) for groups off their size and rows that end in a partial block,
- * a partial step and a masked tail, F32 also in an empty or partial odd
- * chunk (5120, 6145); and near the reference (a lane sums about n/32 rounded
- * terms: 3e-5 of the absolute sum for 11017). */
+ * b1_rows_case for groups off their size and rows that end in a partial
+ * block, a partial step and a masked tail, F32 also in an empty or partial
+ * odd chunk (5120, 6145). */
 static int float_long_rows(const char *isa)
 {
     static const int ns[] = { 4097, 4128, 5120, 6145, 8192, 8223, 11008, 11017 };
     static const uint32_t ts[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
-    for (size_t c = 0; c < sizeof ns / sizeof ns[0] * 3; c++) {
-        int n = ns[c / 3], rows = 37;
-        uint32_t t = ts[c % 3];
-        if (!tiled_float_case(isa, t, n, rows, 3)) return 0;
-        size_t as, rb = ggml_row_size(t, n);
-        char *w = make_weights(t, rows, n), *a = make_acts(t, n, 1, &as);
-        float *y = malloc((size_t)rows * sizeof *y), *yg = malloc((size_t)rows * sizeof *y);
-        float *yr = malloc((size_t)rows * sizeof *y);
-        int32_t idx[37];
-        for (int r = 0; r < rows; r++) idx[r] = rows - 1 - r;
-        matvec(t, w, n, 0, rows, a, 0, 1, y, 0);
-        matvec_rows(t, w, n, idx, rows, a, yg);
-        matvec_ref(t, w, n, 0, rows, a, as, 1, yr, 0);
-        int ok = 1;
-        for (int r = 0; ok && r < rows; r++) {
-            double bound = 3e-5 * abs_dot(t, w + rb * (size_t)r, a, n) + 1e-30;
-            if (memcmp(&y[r], &yg[rows - 1 - r], sizeof *y) || fabs((double)y[r] - yr[r]) > bound) {
-                th_fail(__FILE__, __LINE__, "%s %s n=%d row %d: %.9g, gathered %.9g, ref %.9g", isa, ggml_type_name(t), n, r, y[r],
-                        yg[rows - 1 - r], yr[r]);
-                ok = 0;
-            }
-        }
-        free(w), free(a), free(y), free(yg), free(yr);
-        if (!ok) return 0;
-    }
+    for (size_t c = 0; c < sizeof ns / sizeof ns[0] * 3; c++)
+        if (!b1_rows_case(isa, ts[c % 3], ns[c / 3], 37)) return 0;
     return 1;
 }
 
 static void test_float_long_rows(void) { each_isa(float_long_rows); }
+
+/* F32 rows of at most 4096 elements go through hc_kernel.dots at B = 1 (the
+ * rows in as many runs as the tile has rows, read side by side):
+ * b1_rows_case for row counts below, at and off a multiple of the runs
+ * (the last rows one at a time), widths in and across 1024-element chunks
+ * and with masked tails. */
+static int f32_row_streams(const char *isa)
+{
+    static const int ns[] = { 1, 17, 1000, 1024, 1025, 2048, 2100, 4096 };
+    static const int rows[] = { 1, 2, 3, 4, 5, 8, 12, 13, 37 };
+    for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++)
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+            if (!b1_rows_case(isa, GGML_TYPE_F32, ns[c], rows[r])) return 0;
+    return 1;
+}
+
+static void test_f32_row_streams(void) { each_isa(f32_row_streams); }
 
 /* The integer block sums stay exact at the extremes: weights of -128 / 127
  * (Q8_0) and -8 / 7 (Q4_0) with scale 1 against activations of ±127 with
@@ -771,6 +792,7 @@ int main(void)
     RUN(test_matvec_tiled_float);
     RUN(test_matvec_tiled_quant);
     RUN(test_float_long_rows);
+    RUN(test_f32_row_streams);
     RUN(test_quant_extremes);
     RUN(test_matvec_rows);
     RUN(test_axpy);
