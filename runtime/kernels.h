@@ -47,7 +47,7 @@ typedef struct hc_kernel {
      * row's result from acc, the bits of dot. */
     void (*piece)(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next);
     float (*piece_sum)(const float *acc);
-    /* Optional (NULL: dot per row; F32 has it): y[i] = row r[i] · xa for
+    /* Optional (NULL: dot per row; F32, and BF16 on AVX-512, have it): y[i] = row r[i] · xa for
      * i < rm, the bits of dot, each activation load shared by the rows.
      * Rows of at most HC_ROW_BLOCK elements at B = 1 are read as rm
      * ascending streams through it (weight.c). */

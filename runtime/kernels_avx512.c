@@ -499,9 +499,19 @@ TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, fl
     else tile_bf16_any(0, rows, (const uint16_t *const *)x, w->n, y);
 }
 
+/* hc_kernel.dots for BF16: the tile's BRM rows with one vector. */
+TB static void dots_b(const hc_weight *w, const int *r, const void *x, float *y)
+{
+    const uint16_t *rows[BRM], *xb = x;
+    for (int i = 0; i < BRM; i++) rows[i] = (const uint16_t *)hc_float_row(w, r[i], 0);
+    if (hc_bf16_dot()) tile_bf16(1, 1, rows, &xb, w->n, y);
+    else tile_bf16(0, 1, rows, &xb, w->n, y);
+}
+
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
 const hc_kernel hc_avx512_bf16 = { .prepare = act_bf16, .arranged_bytes = hc_bf16_arranged_bytes,
                                    .arrange = hc_bf16_arrange, .dot = dot_b, .piece = piece_b, .piece_sum = sum_b,
+                                   .dots = dots_b,
                                    .tile = tile_b, .rm = BRM, .tm = BTM,
                                    .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 

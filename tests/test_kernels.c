@@ -490,22 +490,25 @@ static int float_long_rows(const char *isa)
 
 static void test_float_long_rows(void) { each_isa(float_long_rows); }
 
-/* F32 rows of at most 4096 elements go through hc_kernel.dots at B = 1 (the
- * rows in as many runs as the tile has rows, read side by side):
- * b1_rows_case for row counts below, at and off a multiple of the runs
- * (the last rows one at a time), widths in and across 1024-element chunks
- * and with masked tails. */
-static int f32_row_streams(const char *isa)
+/* Rows of at most 4096 elements go through hc_kernel.dots at B = 1 where
+ * the kernel has it (F32; BF16 on AVX-512): the rows in as many runs as the
+ * tile has rows, read side by side. b1_rows_case for every float type, for
+ * row counts below, at and off a multiple of the runs (the last rows one at
+ * a time), widths in and across F32's 1024-element chunks and with masked
+ * tails. */
+static int float_row_streams(const char *isa)
 {
     static const int ns[] = { 1, 17, 1000, 1024, 1025, 2048, 2100, 4096 };
     static const int rows[] = { 1, 2, 3, 4, 5, 8, 12, 13, 37 };
-    for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++)
-        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
-            if (!b1_rows_case(isa, GGML_TYPE_F32, ns[c], rows[r])) return 0;
+    static const uint32_t ts[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
+    for (size_t t = 0; t < 3; t++)
+        for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++)
+            for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+                if (!b1_rows_case(isa, ts[t], ns[c], rows[r])) return 0;
     return 1;
 }
 
-static void test_f32_row_streams(void) { each_isa(f32_row_streams); }
+static void test_float_row_streams(void) { each_isa(float_row_streams); }
 
 /* The integer block sums stay exact at the extremes: weights of -128 / 127
  * (Q8_0) and -8 / 7 (Q4_0) with scale 1 against activations of ±127 with
@@ -748,6 +751,8 @@ static void test_bf16_without_vdpbf16ps(void)
         CHECK(tiled_float_case("avx512-nobf16", GGML_TYPE_BF16, n, rows, B));
     }
     CHECK(tiled_float_case("avx512-nobf16", GGML_TYPE_BF16, 11017, 37, 3));   /* B = 1 in column blocks */
+    CHECK(b1_rows_case("avx512-nobf16", GGML_TYPE_BF16, 1025, 13));            /* B = 1 through dots */
+    CHECK(b1_rows_case("avx512-nobf16", GGML_TYPE_BF16, 4096, 37));
     if (had) {
         int n = 1000, rows = 13, B = 7;
         size_t as;
@@ -792,7 +797,7 @@ int main(void)
     RUN(test_matvec_tiled_float);
     RUN(test_matvec_tiled_quant);
     RUN(test_float_long_rows);
-    RUN(test_f32_row_streams);
+    RUN(test_float_row_streams);
     RUN(test_quant_extremes);
     RUN(test_matvec_rows);
     RUN(test_axpy);
