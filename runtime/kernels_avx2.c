@@ -94,8 +94,8 @@ TI float dot_steps(int k, const void *row, const float *x, int n)
     return hsum(_mm256_add_ps(a0, a1));
 }
 
-/* dot_steps' (and dot_chunks') result from its two accumulators parked at
- * acc (hc_kernel.piece_sum). */
+/* dot_steps' result from its two accumulators parked at acc
+ * (hc_kernel.piece_sum). */
 T static float sum_f(const float *acc) { return hsum(_mm256_add_ps(_mm256_load_ps(acc), _mm256_load_ps(acc + 8))); }
 
 /* F32 (dot_chunks): a0 sums the even chunks of CHUNK elements and a1 the odd
@@ -105,16 +105,11 @@ T static float sum_f(const float *acc) { return hsum(_mm256_add_ps(_mm256_load_p
 #define CHUNK 1024        /* elements */
 
 /* acc + row · x over elements [i0, i1) (none when i0 >= i1) in 8-element
- * steps, the last one zero-padded at i1. With pf (F32 pieces only), one line
- * of the next piece per 64 bytes read is prefetched into L2, line for line
- * (pf: the next piece's element i0). */
-TI __m256 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m256 acc, const char *pf)
+ * steps, the last one zero-padded at i1. */
+TI __m256 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m256 acc)
 {
     int i = i0;
-    for (; i + 8 <= i1; i += 8) {
-        if (pf && !((i - i0) & 15)) _mm_prefetch(pf + 4 * (i - i0), _MM_HINT_T1);
-        acc = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), acc);
-    }
+    for (; i + 8 <= i1; i += 8) acc = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), acc);
     if (i < i1) {
         float wb[8], xb[8] = {0};
         memcpy(xb, x + i, (size_t)(i1 - i) * sizeof(float));
@@ -123,22 +118,13 @@ TI __m256 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m2
     return acc;
 }
 
-/* *a0, *a1 += dot_chunks' chunks over elements [i0, i1): i0 a multiple of
- * 2 * CHUNK, i1 one too or n. With next (F32 pieces), the next piece is
- * prefetched into L2 line for line with the row. */
-TI void chunks_range(int k, const void *row, const float *x, int i0, int i1, __m256 *a0, __m256 *a1, const char *next)
-{
-    for (int c = i0; c < i1; c += 2 * CHUNK) {
-        const char *pf0 = next ? next + 4 * (c - i0) : NULL, *pf1 = next ? pf0 + 4 * CHUNK : NULL;
-        *a0 = chunk_sum(k, row, x, c, i1 - c < CHUNK ? i1 : c + CHUNK, *a0, pf0);
-        *a1 = chunk_sum(k, row, x, c + CHUNK, i1 - c < 2 * CHUNK ? i1 : c + 2 * CHUNK, *a1, pf1);
-    }
-}
-
 TI float dot_chunks(int k, const void *row, const float *x, int n)
 {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-    chunks_range(k, row, x, 0, n, &a0, &a1, NULL);
+    for (int c = 0; c < n; c += 2 * CHUNK) {
+        a0 = chunk_sum(k, row, x, c, n - c < CHUNK ? n : c + CHUNK, a0);
+        a1 = chunk_sum(k, row, x, c + CHUNK, n - c < 2 * CHUNK ? n : c + 2 * CHUNK, a1);
+    }
     return hsum(_mm256_add_ps(a0, a1));
 }
 
@@ -148,14 +134,12 @@ T static float dot_f(const hc_weight *w, int r, const void *x)
     return w->type == GGML_TYPE_F32 ? dot_chunks(GGML_TYPE_F32, row, x, w->n) : dot_steps(GGML_TYPE_F16, row, x, w->n);
 }
 
-/* hc_kernel.piece for F32 and F16 (weight.c's column blocks): dot_f's two
- * accumulators parked at acc, as two vectors (acc is aligned to 64; c0 is
- * a multiple of 4096, so of 2 * CHUNK). */
+/* hc_kernel.piece for F16 (weight.c's column blocks): dot_steps' two
+ * accumulators parked at acc, as two vectors (acc is aligned to 64). */
 T static void piece_f(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next)
 {
     __m256 *a = (__m256 *)acc;
-    if (w->type == GGML_TYPE_F32) chunks_range(GGML_TYPE_F32, hc_float_row(w, r, 0), x, c0, c1, a, a + 1, next);
-    else steps_range(GGML_TYPE_F16, hc_float_row(w, r, 0), x, c0, c1, a, a + 1, next);
+    steps_range(GGML_TYPE_F16, hc_float_row(w, r, 0), x, c0, c1, a, a + 1, next);
 }
 
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
@@ -340,11 +324,12 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     else tile_steps_all(GGML_TYPE_F16, rows, xf, w->n, y);
 }
 
-/* F16's kernel and F32's, which also reads rows as streams (dots_f). */
+/* F16's kernel (long rows in column blocks: piece_f) and F32's (rows as
+ * streams: dots_f). */
 #define FLOAT_KERNEL                                                                                            \
     .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
-    .piece = piece_f, .piece_sum = sum_f, .tile = tile_f, .rm = RM, .tm = TM, .axpy = axpy_f, .axpy_multi = axpy_multi_f
-const hc_kernel hc_avx2_float = { FLOAT_KERNEL };
+    .tile = tile_f, .rm = RM, .tm = TM, .axpy = axpy_f, .axpy_multi = axpy_multi_f
+const hc_kernel hc_avx2_float = { FLOAT_KERNEL, .piece = piece_f, .piece_sum = sum_f };
 const hc_kernel hc_avx2_f32 = { FLOAT_KERNEL, .dots = dots_f };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 16 bf16 per

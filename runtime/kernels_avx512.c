@@ -24,8 +24,8 @@
  * ahead halved F16, and the quantized dots' 4 KiB ahead, which once lifted
  * Q4_0 from 11 to 24 GB/s, cost Q8_0 and Q4_0 10-30 % once their arithmetic
  * became the integer-sum kernels below; docs/design/kernels.md, "Decode");
- * PF_Q bytes ahead in the GPTQ dot; F32, F16 and BF16 rows read in column
- * blocks prefetch their next piece (piece_f, piece_b). */
+ * PF_Q bytes ahead in the GPTQ dot; F16 rows read in column blocks
+ * prefetch their next piece (piece_f). */
 #define PF_Q 4096
 
 /* ---- F32 / F16 / BF16: one body, specialised by the constant k (a ggml
@@ -84,8 +84,8 @@ TI float dot_steps(int k, const void *row, const float *x, int n)
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
-/* dot_steps' (and dot_chunks') result from its two accumulators parked at
- * acc (hc_kernel.piece_sum). */
+/* dot_steps' result from its two accumulators parked at acc
+ * (hc_kernel.piece_sum). */
 T static float sum_f(const float *acc)
 {
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(acc), _mm512_load_ps(acc + 16)));
@@ -102,16 +102,11 @@ T static float sum_f(const float *acc)
 #define CHUNK 1024        /* elements */
 
 /* acc + row · x over elements [i0, i1) (none when i0 >= i1) in 16-element
- * steps, the last one masked at i1. With pf (F32 pieces only), the line of
- * the next piece that lies where this step's 64 bytes lie in the piece is
- * prefetched into L2 (pf: the next piece's element i0). */
-TI __m512 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m512 acc, const char *pf)
+ * steps, the last one masked at i1. */
+TI __m512 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m512 acc)
 {
     int i = i0;
-    for (; i + 16 <= i1; i += 16) {
-        if (pf) _mm_prefetch(pf + 4 * (i - i0), _MM_HINT_T1);
-        acc = _mm512_fmadd_ps(load16(k, row, i, 0xffff), _mm512_loadu_ps(x + i), acc);
-    }
+    for (; i + 16 <= i1; i += 16) acc = _mm512_fmadd_ps(load16(k, row, i, 0xffff), _mm512_loadu_ps(x + i), acc);
     if (i < i1) {
         __mmask16 m = tail_mask(i1 - i);
         acc = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), acc);
@@ -119,22 +114,13 @@ TI __m512 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m5
     return acc;
 }
 
-/* *a0, *a1 += dot_chunks' chunks over elements [i0, i1): i0 a multiple of
- * 2 * CHUNK, i1 one too or n. With next (F32 pieces), the next piece is
- * prefetched into L2 line for line with the row. */
-TI void chunks_range(int k, const void *row, const float *x, int i0, int i1, __m512 *a0, __m512 *a1, const char *next)
-{
-    for (int c = i0; c < i1; c += 2 * CHUNK) {
-        const char *pf0 = next ? next + 4 * (c - i0) : NULL, *pf1 = next ? pf0 + 4 * CHUNK : NULL;
-        *a0 = chunk_sum(k, row, x, c, i1 - c < CHUNK ? i1 : c + CHUNK, *a0, pf0);
-        *a1 = chunk_sum(k, row, x, c + CHUNK, i1 - c < 2 * CHUNK ? i1 : c + 2 * CHUNK, *a1, pf1);
-    }
-}
-
 TI float dot_chunks(int k, const void *row, const float *x, int n)
 {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0;
-    chunks_range(k, row, x, 0, n, &a0, &a1, NULL);
+    for (int c = 0; c < n; c += 2 * CHUNK) {
+        a0 = chunk_sum(k, row, x, c, n - c < CHUNK ? n : c + CHUNK, a0);
+        a1 = chunk_sum(k, row, x, c + CHUNK, n - c < 2 * CHUNK ? n : c + 2 * CHUNK, a1);
+    }
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
@@ -144,14 +130,12 @@ T static float dot_f(const hc_weight *w, int r, const void *x)
     return w->type == GGML_TYPE_F32 ? dot_chunks(GGML_TYPE_F32, row, x, w->n) : dot_steps(GGML_TYPE_F16, row, x, w->n);
 }
 
-/* hc_kernel.piece for F32 and F16 (weight.c's column blocks): dot_f's two
- * accumulators parked at acc, as two vectors (acc is aligned to 64; c0 is
- * a multiple of 4096, so of 2 * CHUNK). */
+/* hc_kernel.piece for F16 (weight.c's column blocks): dot_steps' two
+ * accumulators parked at acc, as two vectors (acc is aligned to 64). */
 T static void piece_f(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next)
 {
     __m512 *a = (__m512 *)acc;
-    if (w->type == GGML_TYPE_F32) chunks_range(GGML_TYPE_F32, hc_float_row(w, r, 0), x, c0, c1, a, a + 1, next);
-    else steps_range(GGML_TYPE_F16, hc_float_row(w, r, 0), x, c0, c1, a, a + 1, next);
+    steps_range(GGML_TYPE_F16, hc_float_row(w, r, 0), x, c0, c1, a, a + 1, next);
 }
 
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
@@ -353,11 +337,12 @@ T static void dots_f(const hc_weight *w, const int *r, const void *x, float *y)
     tile_chunks(GGML_TYPE_F32, 1, rows, &xf, w->n, y);
 }
 
-/* F16's kernel and F32's, which also reads rows as streams (dots_f). */
+/* F16's kernel (long rows in column blocks: piece_f) and F32's (rows as
+ * streams: dots_f). */
 #define FLOAT_KERNEL                                                                                            \
     .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
-    .piece = piece_f, .piece_sum = sum_f, .tile = tile_f, .rm = RM, .tm = TM, .axpy = axpy_f, .axpy_multi = axpy_multi_f
-const hc_kernel hc_avx512_float = { FLOAT_KERNEL };
+    .tile = tile_f, .rm = RM, .tm = TM, .axpy = axpy_f, .axpy_multi = axpy_multi_f
+const hc_kernel hc_avx512_float = { FLOAT_KERNEL, .piece = piece_f, .piece_sum = sum_f };
 const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 32 pairs of bf16
@@ -404,39 +389,21 @@ TBI __m512i load32bf(const uint16_t *p, int i, __mmask32 m) { return _mm512_mask
 TBI __mmask32 tail_mask32(int m) { return (__mmask32)((1ull << m) - 1); }
 
 /* One accumulator: a += the pairs of elements [32c, 32c + 32) for c = 0, 1,
- * ..., the tail masked; the result is reduce_add(a). bf16_range takes those
- * steps over [i0, i1) (i0 a multiple of 32, i1 one too or n); with next (a
- * piece), one line of it is prefetched into L2 per step, line for line. */
-TBI __m512 bf16_range(int dp, const uint16_t *row, const uint16_t *x, int i0, int i1, __m512 a, const char *next)
+ * ..., the tail masked; the result is reduce_add(a). */
+TBI float bf16_dot(int dp, const uint16_t *row, const uint16_t *x, int n)
 {
-    int i = i0;
-    for (; i + 32 <= i1; i += 32) {
-        if (next) _mm_prefetch(next + 2 * (i - i0), _MM_HINT_T1);
-        a = dot_pairs(dp, a, load32bf(row, i, 0xffffffffu), load32bf(x, i, 0xffffffffu));
-    }
-    if (i < i1) a = dot_pairs(dp, a, load32bf(row, i, tail_mask32(i1 - i)), load32bf(x, i, tail_mask32(i1 - i)));
-    return a;
+    __m512 a = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) a = dot_pairs(dp, a, load32bf(row, i, 0xffffffffu), load32bf(x, i, 0xffffffffu));
+    if (i < n) a = dot_pairs(dp, a, load32bf(row, i, tail_mask32(n - i)), load32bf(x, i, tail_mask32(n - i)));
+    return _mm512_reduce_add_ps(a);
 }
 
 TB static float dot_b(const hc_weight *w, int r, const void *x)
 {
     const uint16_t *row = (const uint16_t *)hc_float_row(w, r, 0);
-    __m512 z = _mm512_setzero_ps();
-    return _mm512_reduce_add_ps(hc_bf16_dot() ? bf16_range(1, row, x, 0, w->n, z, NULL)
-                                              : bf16_range(0, row, x, 0, w->n, z, NULL));
+    return hc_bf16_dot() ? bf16_dot(1, row, x, w->n) : bf16_dot(0, row, x, w->n);
 }
-
-/* hc_kernel.piece and piece_sum for BF16 (weight.c's column blocks): dot_b's
- * accumulator parked at acc, x the prepared bf16 activation. */
-TB static void piece_b(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next)
-{
-    const uint16_t *row = (const uint16_t *)hc_float_row(w, r, 0);
-    __m512 a = _mm512_load_ps(acc);
-    a = hc_bf16_dot() ? bf16_range(1, row, x, c0, c1, a, next) : bf16_range(0, row, x, c0, c1, a, next);
-    _mm512_store_ps(acc, a);
-}
-
-TB static float sum_b(const float *acc) { return _mm512_reduce_add_ps(_mm512_load_ps(acc)); }
 
 /* The bf16 tile: BRM rows x BTM vectors, the accumulator of every pair in
  * registers (24 of the 32) for the whole row, every pair through dot_b's
@@ -510,8 +477,7 @@ TB static void dots_b(const hc_weight *w, const int *r, const void *x, float *y)
 
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
 const hc_kernel hc_avx512_bf16 = { .prepare = act_bf16, .arranged_bytes = hc_bf16_arranged_bytes,
-                                   .arrange = hc_bf16_arrange, .dot = dot_b, .piece = piece_b, .piece_sum = sum_b,
-                                   .dots = dots_b,
+                                   .arrange = hc_bf16_arrange, .dot = dot_b, .dots = dots_b,
                                    .tile = tile_b, .rm = BRM, .tm = BTM,
                                    .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 

@@ -159,8 +159,8 @@ void hc_weight_arrange(const hc_weight *w, int isa, const void *acts, size_t act
 }
 
 /* Decode (B = 1) of rows longer than HC_ROW_BLOCK elements, such as the down
- * projection's 11008, for the types whose kernels have pieces (F32, F16,
- * BF16): the activation (44 KiB in f32) did not stay in the 32 KiB L1 beside
+ * projection's 11008, for the types whose kernels have pieces (F16; BF16 on
+ * AVX2): the activation (44 KiB in f32) did not stay in the 32 KiB L1 beside
  * the weight stream, and re-reading it from L2 for every row held the stream
  * to 11-19 GB/s against 18-26 on 4096-wide rows. So rows go in groups of
  * HC_ROW_GROUP, each group in column blocks of HC_ROW_BLOCK (16 KiB of f32
@@ -168,7 +168,7 @@ void hc_weight_arrange(const hc_weight *w, int isa, const void *acts, size_t act
  * blocks: the dot's steps in its order, so its bits. The hardware prefetchers
  * do not follow the jumps from piece to piece, so each piece prefetches the
  * next one (docs/design/kernels.md, "Decode"). */
-#define HC_ROW_BLOCK 4096   /* a multiple of 32 (F16, BF16 steps) and of 2048 (F32's pair of chunks) */
+#define HC_ROW_BLOCK 4096   /* a multiple of 32 (F16, BF16 steps) */
 #define HC_ROW_GROUP 16
 
 static void dots_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *x, float *y)
@@ -208,9 +208,14 @@ static void dots_streams(const hc_weight *w, const hc_kernel *k, int r0, int nr,
     for (int i = k->rm * q; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
 }
 
-/* y[i] = row (idx ? idx[i] : r0 + i) · xa for i < nr, one row at a time: a
- * single ascending stream is what hardware prefetchers follow (interleaving
- * four rows halved the speed of Q8_0/Q4_0 on Zen), except F32 (dots_streams). */
+/* y[i] = row (idx ? idx[i] : r0 + i) · xa for i < nr. Where the kernel has
+ * dots (F32; BF16 on AVX-512), the rows as several streams (dots_streams:
+ * on Zen 4 one core reads 4 ascending streams about 25 % faster than one,
+ * and F32 and BF16 rows of any width read 13-40 % faster so than one at a
+ * time or in column blocks). Otherwise long rows in column blocks, and the
+ * rest one row at a time: for F16 four rows' weights beside its f32
+ * activation overflow L1, and interleaving four rows halved the speed of
+ * Q8_0/Q4_0 on Zen (docs/design/kernels.md, "Decode"). */
 static void dots(const hc_weight *w, const hc_kernel *k, const int32_t *idx, int r0, int nr, const void *xa, float *y)
 {
     if (idx) {   /* gathered rows: no stream to follow, so fetch the next listed row meanwhile */
@@ -218,10 +223,10 @@ static void dots(const hc_weight *w, const hc_kernel *k, const int32_t *idx, int
             if (i + 1 < nr) hc_weight_prefetch(w, idx[i + 1], 0, w->n);
             y[i] = k->dot(w, idx[i], xa);
         }
-    } else if (k->piece && w->n > HC_ROW_BLOCK) {
-        dots_blocked(w, k, r0, nr, xa, y);
     } else if (k->dots) {
         dots_streams(w, k, r0, nr, xa, y);
+    } else if (k->piece && w->n > HC_ROW_BLOCK) {
+        dots_blocked(w, k, r0, nr, xa, y);
     } else {
         for (int i = 0; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
     }

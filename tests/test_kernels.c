@@ -474,8 +474,9 @@ static int b1_rows_case(const char *isa, uint32_t t, int n, int rows)
     return ok;
 }
 
-/* F32, F16 and BF16 rows longer than 4096 elements go through column blocks
- * at B = 1 (a group of rows block by block, each row's accumulators kept):
+/* F16 rows longer than 4096 elements go through column blocks at B = 1 (a
+ * group of rows block by block, each row's accumulators kept), and so do
+ * BF16 rows on AVX2; F32 and AVX-512 BF16 rows through hc_kernel.dots:
  * b1_rows_case for groups off their size and rows that end in a partial
  * block, a partial step and a masked tail, F32 also in an empty or partial
  * odd chunk (5120, 6145). */
@@ -750,7 +751,7 @@ static void test_bf16_without_vdpbf16ps(void)
         int n = ns[rnd() % (sizeof ns / sizeof ns[0])], rows = 1 + (int)(rnd() % 14), B = 2 + (int)(rnd() % 11);
         CHECK(tiled_float_case("avx512-nobf16", GGML_TYPE_BF16, n, rows, B));
     }
-    CHECK(tiled_float_case("avx512-nobf16", GGML_TYPE_BF16, 11017, 37, 3));   /* B = 1 in column blocks */
+    CHECK(tiled_float_case("avx512-nobf16", GGML_TYPE_BF16, 11017, 37, 3));   /* B = 1 through dots, long rows */
     CHECK(b1_rows_case("avx512-nobf16", GGML_TYPE_BF16, 1025, 13));            /* B = 1 through dots */
     CHECK(b1_rows_case("avx512-nobf16", GGML_TYPE_BF16, 4096, 37));
     if (had) {
