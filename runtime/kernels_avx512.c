@@ -24,8 +24,7 @@
  * ahead halved F16, and the quantized dots' 4 KiB ahead, which once lifted
  * Q4_0 from 11 to 24 GB/s, cost Q8_0 and Q4_0 10-30 % once their arithmetic
  * became the integer-sum kernels below; docs/design/kernels.md, "Decode");
- * PF_Q bytes ahead in the GPTQ dot; F16 rows read in column blocks
- * prefetch their next piece (piece_f). */
+ * PF_Q bytes ahead in the GPTQ dot. */
 #define PF_Q 4096
 
 /* ---- F32 / F16 / BF16: one body, specialised by the constant k (a ggml
@@ -51,44 +50,24 @@ TI __mmask16 tail_mask(int m) { return (__mmask16)((1u << m) - 1); }
  * a1 the masked tail. Two FMA chains side by side in one ascending stream:
  * F16 decode is the most sensitive to the dot's shape (every other order
  * tried lost 10-15 % of its memory speed, docs/design/kernels.md). */
-/* *a0, *a1 += dot_steps' steps over elements [i0, i1): i0 a multiple of 32,
- * i1 a multiple of 32 or n (only then the last step and the masked tail).
- * With next (F16 only), one line of it is prefetched into L2 per 32
- * elements, line for line with the row. */
-TI void steps_range(int k, const void *row, const float *x, int i0, int i1, __m512 *a0, __m512 *a1, const char *next)
-{
-    const __mmask16 all = 0xffff;
-    __m512 s0 = *a0, s1 = *a1;   /* in registers for the loop */
-    int i = i0;
-    for (; i + 32 <= i1; i += 32) {
-        if (next) _mm_prefetch(next + 2 * (i - i0), _MM_HINT_T1);
-        s0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), s0);
-        s1 = _mm512_fmadd_ps(load16(k, row, i + 16, all), _mm512_loadu_ps(x + i + 16), s1);
-    }
-    if (i + 16 <= i1) {
-        s0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), s0);
-        i += 16;
-    }
-    if (i < i1) {
-        __mmask16 m = tail_mask(i1 - i);
-        s1 = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), s1);
-    }
-    *a0 = s0;
-    *a1 = s1;
-}
-
 TI float dot_steps(int k, const void *row, const float *x, int n)
 {
+    const __mmask16 all = 0xffff;
     __m512 a0 = _mm512_setzero_ps(), a1 = a0;
-    steps_range(k, row, x, 0, n, &a0, &a1, NULL);
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
+        a1 = _mm512_fmadd_ps(load16(k, row, i + 16, all), _mm512_loadu_ps(x + i + 16), a1);
+    }
+    if (i + 16 <= n) {
+        a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
+        i += 16;
+    }
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        a1 = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), a1);
+    }
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-}
-
-/* dot_steps' result from its two accumulators parked at acc
- * (hc_kernel.piece_sum). */
-T static float sum_f(const float *acc)
-{
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(acc), _mm512_load_ps(acc + 16)));
 }
 
 /* F32 (dot_chunks): the row is cut into chunks of CHUNK elements, a0 sums
@@ -128,14 +107,6 @@ T static float dot_f(const hc_weight *w, int r, const void *x)
 {
     const char *row = hc_float_row(w, r, 0);
     return w->type == GGML_TYPE_F32 ? dot_chunks(GGML_TYPE_F32, row, x, w->n) : dot_steps(GGML_TYPE_F16, row, x, w->n);
-}
-
-/* hc_kernel.piece for F16 (weight.c's column blocks): dot_steps' two
- * accumulators parked at acc, as two vectors (acc is aligned to 64). */
-T static void piece_f(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next)
-{
-    __m512 *a = (__m512 *)acc;
-    steps_range(GGML_TYPE_F16, hc_float_row(w, r, 0), x, c0, c1, a, a + 1, next);
 }
 
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
@@ -281,28 +252,28 @@ TI void tile_chunks_any(const void *const *w, const float *const *x, int n, floa
 }
 
 /* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < TS. */
-TI void tile_steps(int k, const void *const *w, const float *const *x, int n, float *y)
+TI void tile_steps(int k, int nt, const void *const *w, const float *const *x, int n, float *y)
 {
     __m512 a0[RM][TM], a1[RM][TM];
     const __mmask16 all = 0xffff;
     _Pragma("GCC unroll 8")
     for (int r = 0; r < RM; r++)
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < TS; t++) a0[r][t] = a1[r][t] = _mm512_setzero_ps();
+        for (int t = 0; t < nt; t++) a0[r][t] = a1[r][t] = _mm512_setzero_ps();
     int i = 0;
     for (; i + 32 <= n; i += 32) {
-        step(k, TS, w, x, i, all, a0);
-        step(k, TS, w, x, i + 16, all, a1);
+        step(k, nt, w, x, i, all, a0);
+        step(k, nt, w, x, i + 16, all, a1);
     }
     if (i + 16 <= n) {
-        step(k, TS, w, x, i, all, a0);
+        step(k, nt, w, x, i, all, a0);
         i += 16;
     }
-    if (i < n) step(k, TS, w, x, i, tail_mask(n - i), a1);
+    if (i < n) step(k, nt, w, x, i, tail_mask(n - i), a1);
     _Pragma("GCC unroll 8")
     for (int r = 0; r < RM; r++)
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < TS; t++) y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r][t], a1[r][t]));
+        for (int t = 0; t < nt; t++) y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r][t], a1[r][t]));
 }
 
 /* Both passes of tile_steps, the second one only if the edge of the batch
@@ -310,9 +281,9 @@ TI void tile_steps(int k, const void *const *w, const float *const *x, int n, fl
  * vector). */
 TI void tile_steps_all(int k, const void *const *w, const float *const *x, int n, float *y)
 {
-    tile_steps(k, w, x, n, y);
+    tile_steps(k, TS, w, x, n, y);
     if (x[TS] != x[TS - 1]) {
-        tile_steps(k, w, x + TS, n, y + TS * RM);
+        tile_steps(k, TS, w, x + TS, n, y + TS * RM);
         return;
     }
     for (int t = TS; t < TM; t++)
@@ -328,22 +299,19 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     else tile_steps_all(GGML_TYPE_F16, rows, xf, w->n, y);
 }
 
-/* hc_kernel.dots for F32: the tile's RM rows with one vector. */
+/* hc_kernel.dots for F32 and F16: the tile's RM rows with one vector. */
 T static void dots_f(const hc_weight *w, const int *r, const void *x, float *y)
 {
     const void *rows[RM];
     const float *xf = x;
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    tile_chunks(GGML_TYPE_F32, 1, rows, &xf, w->n, y);
+    if (w->type == GGML_TYPE_F32) tile_chunks(GGML_TYPE_F32, 1, rows, &xf, w->n, y);
+    else tile_steps(GGML_TYPE_F16, 1, rows, &xf, w->n, y);
 }
 
-/* F16's kernel (long rows in column blocks: piece_f) and F32's (rows as
- * streams: dots_f). */
-#define FLOAT_KERNEL                                                                                            \
-    .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
-    .tile = tile_f, .rm = RM, .tm = TM, .axpy = axpy_f, .axpy_multi = axpy_multi_f
-const hc_kernel hc_avx512_float = { FLOAT_KERNEL, .piece = piece_f, .piece_sum = sum_f };
-const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f };
+const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
+                                    .arrange = hc_float_arrange, .dot = dot_f, .dots = dots_f, .tile = tile_f, .rm = RM,
+                                    .tm = TM, .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 32 pairs of bf16
  * per register. With AVX512_BF16 one vdpbf16ps per register: lane j gets
