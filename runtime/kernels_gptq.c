@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ggml_types.h"
+#include "hugepage.h"
 
 static inline int nib(const int32_t *words, size_t i, int j) { return (int)(((uint32_t)words[i] >> (4 * j)) & 15u); }
 
@@ -64,13 +65,15 @@ int hc_gptq_load(hc_gptq *g, int n, int rows, int gs, const int32_t *qweight, co
         return -1;
     }
     const size_t rb = (size_t)g->kp / 2, G = (size_t)g->n_groups, zw = (size_t)(rows + 7) / 8;
-    g->codes = calloc((size_t)rows, rb);
-    g->sm = malloc(sizeof(float) * 2 * G * (size_t)rows);
+    /* 2 MiB pages: decode streams these rows (hugepage.c) */
+    g->codes = hc_huge_alloc((size_t)rows * rb);
+    g->sm = hc_huge_alloc(sizeof(float) * 2 * G * (size_t)rows);
     if (!g->codes || !g->sm) {
         hc_gptq_free(g);
         snprintf(err, errlen, "out of memory for a %d x %d GPTQ weight", rows, n);
         return -1;
     }
+    memset(g->codes, 0, (size_t)rows * rb);
     /* the file is input-major (word k/8 holds 8 inputs of every output):
      * rows in blocks of 16, so each cache line of words read serves 16 rows
      * (row by row, every word read was a line of its own; a 2-layer 4096 x
