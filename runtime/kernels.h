@@ -48,10 +48,11 @@ typedef struct hc_kernel {
     void (*piece)(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next);
     float (*piece_sum)(const float *acc);
     /* Optional (NULL: dot per row, or piece; F32, F16, and BF16 on AVX-512,
-     * have it): y[i] = row r[i] · xa for i < rm, the bits of dot, each activation
-     * load shared by the rows. Rows of any width at B = 1 are read as rm
-     * ascending streams through it (weight.c). */
-    void (*dots)(const hc_weight *w, const int *r, const void *xa, float *y);
+     * have it): y[i] = rows[i] · x[0] for i < rm (rows: where each row's
+     * data starts; x[0]: the arranged or prepared activation), the bits of
+     * dot, each activation load shared by the rows. Rows of any width at
+     * B = 1 are read as rm ascending streams through it (weight.c). */
+    void (*dots)(const hc_weight *w, const void *const *rows, const void *const *x, float *y);
     /* Optional register tile (NULL: dot per pair): y[t * rm + i] = row r[i]
      * · x[t] for i < rm, t < tm, every value the bits dot gives. */
     void (*tile)(const hc_weight *w, const int *r, const void *const *x, float *y);

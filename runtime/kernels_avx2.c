@@ -281,14 +281,11 @@ TI void tile_steps_all(int k, const void *const *w, const float *const *x, int n
         for (int r = 0; r < RM; r++) y[t * RM + r] = y[(TS - 1) * RM + r];
 }
 
-/* hc_kernel.dots for F32 and F16: the tile's RM rows with one vector. */
-T static void dots_f(const hc_weight *w, const int *r, const void *x, float *y)
+/* hc_kernel.dots for F32 and F16: the 3 x 4 or 3 x 2 tile with one vector. */
+T static void dots_f(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
 {
-    const void *rows[RM];
-    const float *xf = x;
-    for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    if (w->type == GGML_TYPE_F32) tile_chunks(GGML_TYPE_F32, 1, rows, &xf, w->n, y);
-    else tile_steps(GGML_TYPE_F16, 1, rows, &xf, w->n, y);
+    if (w->type == GGML_TYPE_F32) tile_chunks(GGML_TYPE_F32, 1, rows, (const float *const *)x, w->n, y);
+    else tile_steps(GGML_TYPE_F16, 1, rows, (const float *const *)x, w->n, y);
 }
 
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)

@@ -301,14 +301,11 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     else tile_steps_all(GGML_TYPE_F16, rows, xf, w->n, y);
 }
 
-/* hc_kernel.dots for F32 and F16: the tile's RM rows with one vector. */
-T static void dots_f(const hc_weight *w, const int *r, const void *x, float *y)
+/* hc_kernel.dots for F32 and F16: the 4 x 6 or 4 x 3 tile with one vector. */
+T static void dots_f(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
 {
-    const void *rows[RM];
-    const float *xf = x;
-    for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    if (w->type == GGML_TYPE_F32) tile_chunks(GGML_TYPE_F32, 1, rows, &xf, w->n, y);
-    else tile_steps(GGML_TYPE_F16, 1, rows, &xf, w->n, y);
+    if (w->type == GGML_TYPE_F32) tile_chunks(GGML_TYPE_F32, 1, rows, (const float *const *)x, w->n, y);
+    else tile_steps(GGML_TYPE_F16, 1, rows, (const float *const *)x, w->n, y);
 }
 
 const hc_kernel hc_avx512_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
@@ -437,12 +434,11 @@ TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, fl
 }
 
 /* hc_kernel.dots for BF16: the tile's BRM rows with one vector. */
-TB static void dots_b(const hc_weight *w, const int *r, const void *x, float *y)
+TB static void dots_b(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
 {
-    const uint16_t *rows[BRM], *xb = x;
-    for (int i = 0; i < BRM; i++) rows[i] = (const uint16_t *)hc_float_row(w, r[i], 0);
-    if (hc_bf16_dot()) tile_bf16(1, 1, rows, &xb, w->n, y);
-    else tile_bf16(0, 1, rows, &xb, w->n, y);
+    const uint16_t *const *wb = (const uint16_t *const *)rows, *const *xb = (const uint16_t *const *)x;
+    if (hc_bf16_dot()) tile_bf16(1, 1, wb, xb, w->n, y);
+    else tile_bf16(0, 1, wb, xb, w->n, y);
 }
 
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */

@@ -196,12 +196,13 @@ static void dots_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr,
  * streams; the last nr - k->rm * q rows one at a time. */
 static void dots_streams(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *xa, float *y)
 {
+    size_t rb = hc_traits(w)->row_bytes(w);
     int q = nr / k->rm;
     for (int i = 0; i < q; i++) {
-        int r[8];
+        const void *rows[8];
         float out[8];
-        for (int s = 0; s < k->rm; s++) r[s] = r0 + s * q + i;
-        k->dots(w, r, xa, out);
+        for (int s = 0; s < k->rm; s++) rows[s] = (const char *)w->data + (size_t)(r0 + s * q + i) * rb;
+        k->dots(w, rows, &xa, out);
         for (int s = 0; s < k->rm; s++) y[s * q + i] = out[s];
     }
     for (int i = k->rm * q; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
