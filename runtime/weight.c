@@ -240,16 +240,19 @@ static void tile_store(const hc_kernel *k, const float *out, int b0, int tn, int
         for (int i = 0; i < rn; i++) y[(size_t)(b0 + t) * ys + (size_t)(i0 + i)] = out[t * k->rm + i];
 }
 
-/* Column-blocked tiles (kernels with tile_part): rows in groups of at most
- * GROUP_TILES row tiles whose rows fill at most half the panel (they stay in
- * L2 while every vector passes; half, because the vectors also stream
- * through L2); for each vector tile, the columns in blocks of kb, each block
- * of the tile's vectors kept in L1 while every row tile of the group passes
- * over it, every pair's accumulators parked between blocks (the tile's
- * order, so its bits). On AVX2 F32 this cut the tile's reads from L2 from
- * 3 weight rows + 4 vectors to the 3 weight rows per step
- * (docs/design/kernels.md, "Float tiles, night"). */
+/* Column-blocked tiles (kernels with tile_part). The vectors go in passes
+ * of at most VECTOR_PASS_BYTES (a quarter of a 32 MiB L3), so that a pass
+ * stays in L3 while the row groups pass; the rows in groups of at most
+ * GROUP_TILES row tiles that fill at most half the panel (the group stays
+ * in L2 while the pass's vectors go by; half, because the vectors stream
+ * through L2 too). For each vector tile the columns go in blocks of kb, each
+ * block of the tile's vectors kept in L1 while every row tile of the group
+ * passes over it, each pair's accumulators parked between blocks: the
+ * tile's order, so its bits. Per step the tile then reads only its weight
+ * rows from L2, not its vectors too (docs/design/kernels.md, "Float tiles,
+ * night"). */
 #define GROUP_TILES 16
+#define VECTOR_PASS_BYTES ((size_t)8 << 20)
 
 static void tiles_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr, const char *xa, size_t xs, int B,
                           float *y, size_t ys)
@@ -257,29 +260,33 @@ static void tiles_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr
     int rm = k->rm, tm = k->tm, pf = k->tile_park, n = w->n;
     int g = (int)(panel_bytes() / 2 / hc_traits(w)->row_bytes(w)) / rm;
     g = g < 1 ? 1 : g > GROUP_TILES ? GROUP_TILES : g;
+    int passes = (int)(((size_t)B * xs + VECTOR_PASS_BYTES - 1) / VECTOR_PASS_BYTES);
+    int vp = (B + passes - 1) / passes;
+    vp = (vp + tm - 1) / tm * tm;
     size_t pb = (size_t)g * (size_t)pf * sizeof(float);
     float *park = aligned_alloc(64, (pb + 63) & ~(size_t)63);
     if (!park) hc_die("out of memory");
-    for (int p0 = 0; p0 < nr; p0 += g * rm) {
-        int p1 = nr - p0 < g * rm ? nr : p0 + g * rm;
-        for (int b0 = 0; b0 < B; b0 += tm) {
-            int tn = B - b0 < tm ? B - b0 : tm;
-            const void *x[8];
-            tile_vectors(tm, b0, tn, xa, xs, x);
-            memset(park, 0, pb);
-            for (int c0 = 0; c0 < n; c0 += k->kb)
+    for (int v0 = 0; v0 < B; v0 += vp)
+        for (int p0 = 0; p0 < nr; p0 += g * rm) {
+            int p1 = nr - p0 < g * rm ? nr : p0 + g * rm, v1 = B - v0 < vp ? B : v0 + vp;
+            for (int b0 = v0; b0 < v1; b0 += tm) {
+                int tn = v1 - b0 < tm ? v1 - b0 : tm;
+                const void *x[8];
+                tile_vectors(tm, b0, tn, xa, xs, x);
+                memset(park, 0, pb);
+                for (int c0 = 0; c0 < n; c0 += k->kb)
+                    for (int i0 = p0, j = 0; i0 < p1; i0 += rm, j++) {
+                        int rows[8];
+                        tile_rows(k, r0, i0, p1 - i0 < rm ? p1 - i0 : rm, rows);
+                        k->tile_part(w, rows, x, c0, n - c0 < k->kb ? n : c0 + k->kb, park + (size_t)j * (size_t)pf);
+                    }
                 for (int i0 = p0, j = 0; i0 < p1; i0 += rm, j++) {
-                    int rows[8];
-                    tile_rows(k, r0, i0, p1 - i0 < rm ? p1 - i0 : rm, rows);
-                    k->tile_part(w, rows, x, c0, n - c0 < k->kb ? n : c0 + k->kb, park + (size_t)j * (size_t)pf);
+                    float out[64];
+                    k->tile_sum(w, x, park + (size_t)j * (size_t)pf, out);
+                    tile_store(k, out, b0, tn, i0, p1 - i0 < rm ? p1 - i0 : rm, y, ys);
                 }
-            for (int i0 = p0, j = 0; i0 < p1; i0 += rm, j++) {
-                float out[64];
-                k->tile_sum(w, x, park + (size_t)j * (size_t)pf, out);
-                tile_store(k, out, b0, tn, i0, p1 - i0 < rm ? p1 - i0 : rm, y, ys);
             }
         }
-    }
     free(park);
 }
 
