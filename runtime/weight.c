@@ -241,8 +241,10 @@ static void tile_store(const hc_kernel *k, const float *out, int b0, int tn, int
 }
 
 /* Column-blocked tiles (kernels with tile_part). The vectors go in passes
- * of at most VECTOR_PASS_BYTES (a quarter of a 32 MiB L3), so that a pass
- * stays in L3 while the row groups pass; the rows in groups of at most
+ * of at most VECTOR_PASS_BYTES (an eighth of a 32 MiB L3, which the other
+ * cores and the weights share), so that a pass stays in L3 while the row
+ * groups go by (8 MiB was slower at 11008 x 4096, B = 512, on a loaded
+ * machine); the rows in groups of at most
  * GROUP_TILES row tiles that fill at most half the panel (the group stays
  * in L2 while the pass's vectors go by; half, because the vectors stream
  * through L2 too). For each vector tile the columns go in blocks of kb, each
@@ -252,7 +254,7 @@ static void tile_store(const hc_kernel *k, const float *out, int b0, int tn, int
  * rows from L2, not its vectors too (docs/design/kernels.md, "Float tiles,
  * night"). */
 #define GROUP_TILES 16
-#define VECTOR_PASS_BYTES ((size_t)8 << 20)
+#define VECTOR_PASS_BYTES ((size_t)4 << 20)
 
 static void tiles_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr, const char *xa, size_t xs, int B,
                           float *y, size_t ys)
