@@ -159,8 +159,9 @@ void hc_weight_arrange(const hc_weight *w, int isa, const void *acts, size_t act
 
 /* Decode (B = 1) of rows longer than HC_ROW_BLOCK elements, such as the down
  * projection's 11008, for the types whose kernels have pieces (BF16 on
- * AVX2; F16 and F32 before they took dots_streams): the activation (44 KiB in f32) did not stay in the 32 KiB L1 beside
- * the weight stream, and re-reading it from L2 for every row held the stream
+ * AVX2; F16 and F32 before they took dots_streams): the activation (44 KiB
+ * in f32) did not stay in the 32 KiB L1 beside the weight stream, and
+ * re-reading it from L2 for every row held the stream
  * to 11-19 GB/s against 18-26 on 4096-wide rows. So rows go in groups of
  * HC_ROW_GROUP, each group in column blocks of HC_ROW_BLOCK (16 KiB of f32
  * activation, which stays in L1), each row's accumulators parked between
