@@ -37,7 +37,7 @@ typedef struct hc_kernel {
     void (*arrange)(const void *act, int n, void *xa);
     /* Row r of w · xa. */
     float (*dot)(const hc_weight *w, int r, const void *xa);
-    /* Optional (NULL: dot per row; BF16 on AVX2 has them): rows
+    /* Optional (NULL: dot per row; F16, and BF16 on AVX2, have them): rows
      * longer than HC_ROW_BLOCK at B = 1 go through column blocks (weight.c):
      * piece adds columns [c0, c1) of row r (x: the prepared activation) to
      * the row's accumulators parked in acc (32 floats aligned to 64, zeroed
@@ -47,8 +47,8 @@ typedef struct hc_kernel {
      * row's result from acc, the bits of dot. */
     void (*piece)(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next);
     float (*piece_sum)(const float *acc);
-    /* Optional (NULL: dot per row, or piece; F32, F16, and BF16 on AVX-512,
-     * have it): y[i] = rows[i] · x[0] for i < rm (rows: where each row's
+    /* Optional (NULL: dot per row, or piece; F32, and BF16 on AVX-512, have
+     * it): y[i] = rows[i] · x[0] for i < rm (rows: where each row's
      * data starts; x[0]: the arranged or prepared activation), the bits of
      * dot, each activation load shared by the rows. Rows of any width at
      * B = 1 are read as rm ascending streams through it (weight.c). */
@@ -114,8 +114,8 @@ int hc_kernel_bf16_dot(int on);
  * activation), which the bf16 kernels borrow. */
 extern const hc_kernel hc_ref_float, hc_ref_bf16, hc_ref_q8_0, hc_ref_q4_0, hc_ref_gptq;
 #if defined(__x86_64__)
-extern const hc_kernel hc_avx2_float, hc_avx2_bf16, hc_avx2_q8_0, hc_avx2_q4_0, hc_avx2_gptq;
-extern const hc_kernel hc_avx512_float, hc_avx512_bf16, hc_avx512_q8_0, hc_avx512_q4_0, hc_avx512_gptq;
+extern const hc_kernel hc_avx2_float, hc_avx2_f32, hc_avx2_bf16, hc_avx2_q8_0, hc_avx2_q4_0, hc_avx2_gptq;
+extern const hc_kernel hc_avx512_float, hc_avx512_f32, hc_avx512_bf16, hc_avx512_q8_0, hc_avx512_q4_0, hc_avx512_gptq;
 #endif
 
 /* Row r of a F32, F16 or BF16 weight, from column c. */

@@ -61,25 +61,42 @@ TI const void *pad_tail(int k, const void *row, int i, int m, float buf[8])
  * [16c + 8, 16c + 16) for c = 0, 1, ...; then a0 one more 8-element step,
  * a1 the tail: two FMA chains side by side in one ascending stream (what F16
  * decode needs, docs/design/kernels.md). */
+/* *a0, *a1 += dot_steps' steps over elements [i0, i1): i0 a multiple of 32,
+ * i1 a multiple of 32 or n (only then the last step and the padded tail).
+ * With next (F16 only), one line of it is prefetched into L2 per 32
+ * elements, line for line with the row. */
+TI void steps_range(int k, const void *row, const float *x, int i0, int i1, __m256 *a0, __m256 *a1, const char *next)
+{
+    __m256 s0 = *a0, s1 = *a1;   /* in registers for the loop */
+    int i = i0;
+    for (; i + 16 <= i1; i += 16) {
+        if (next && !((i - i0) & 31)) _mm_prefetch(next + 2 * (i - i0), _MM_HINT_T1);
+        s0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(load8(k, row, i + 8), _mm256_loadu_ps(x + i + 8), s1);
+    }
+    if (i + 8 <= i1) {
+        s0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), s0);
+        i += 8;
+    }
+    if (i < i1) {
+        float wb[8], xb[8] = {0};
+        memcpy(xb, x + i, (size_t)(i1 - i) * sizeof(float));
+        s1 = _mm256_fmadd_ps(load8(k, pad_tail(k, row, i, i1 - i, wb), 0), _mm256_loadu_ps(xb), s1);
+    }
+    *a0 = s0;
+    *a1 = s1;
+}
+
 TI float dot_steps(int k, const void *row, const float *x, int n)
 {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), a0);
-        a1 = _mm256_fmadd_ps(load8(k, row, i + 8), _mm256_loadu_ps(x + i + 8), a1);
-    }
-    if (i + 8 <= n) {
-        a0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), a0);
-        i += 8;
-    }
-    if (i < n) {
-        float wb[8], xb[8] = {0};
-        memcpy(xb, x + i, (size_t)(n - i) * sizeof(float));
-        a1 = _mm256_fmadd_ps(load8(k, pad_tail(k, row, i, n - i, wb), 0), _mm256_loadu_ps(xb), a1);
-    }
+    steps_range(k, row, x, 0, n, &a0, &a1, NULL);
     return hsum(_mm256_add_ps(a0, a1));
 }
+
+/* dot_steps' result from its two accumulators parked at acc
+ * (hc_kernel.piece_sum). */
+T static float sum_f(const float *acc) { return hsum(_mm256_add_ps(_mm256_load_ps(acc), _mm256_load_ps(acc + 8))); }
 
 /* F32 (dot_chunks): a0 sums the even chunks of CHUNK elements and a1 the odd
  * ones, each chunk in ascending 8-element steps, the row's tail last: one
@@ -115,6 +132,14 @@ T static float dot_f(const hc_weight *w, int r, const void *x)
 {
     const char *row = hc_float_row(w, r, 0);
     return w->type == GGML_TYPE_F32 ? dot_chunks(GGML_TYPE_F32, row, x, w->n) : dot_steps(GGML_TYPE_F16, row, x, w->n);
+}
+
+/* hc_kernel.piece for F16 (weight.c's column blocks): dot_steps' two
+ * accumulators parked at acc, as two vectors (acc is aligned to 64). */
+T static void piece_f(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next)
+{
+    __m256 *a = (__m256 *)acc;
+    steps_range(GGML_TYPE_F16, hc_float_row(w, r, 0), x, c0, c1, a, a + 1, next);
 }
 
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
@@ -252,22 +277,22 @@ TI void chunks_part(int k, int nt, const void *const *w, const float *const *x, 
     }
 }
 
-/* a0, a1 += dot_steps' steps over elements [i0, i1) for RM rows x nt
+/* a0, a1 += dot_steps' steps over elements [i0, i1) for RM rows x TS
  * vectors: i0 a multiple of 32, i1 one too or n (only then the last step
- * and the padded tail). */
-TI void steps_tile(int k, int nt, const void *const *w, const float *const *x, int i0, int i1, __m256 a0[RM][TM],
+ * and the padded tail), as steps_range. */
+TI void steps_tile(int k, const void *const *w, const float *const *x, int i0, int i1, __m256 a0[RM][TM],
                    __m256 a1[RM][TM])
 {
     int i = i0;
     for (; i + 16 <= i1; i += 16) {
-        step(k, nt, w, x, i, a0);
-        step(k, nt, w, x, i + 8, a1);
+        step(k, TS, w, x, i, a0);
+        step(k, TS, w, x, i + 8, a1);
     }
     if (i + 8 <= i1) {
-        step(k, nt, w, x, i, a0);
+        step(k, TS, w, x, i, a0);
         i += 8;
     }
-    if (i < i1) tail_step(k, nt, w, x, i, i1, a1);
+    if (i < i1) tail_step(k, TS, w, x, i, i1, a1);
 }
 
 /* park[pass][0 or 1][r][t] += steps_tile over [c0, c1), vectors 0-1 then 2-3
@@ -281,7 +306,7 @@ TI void steps_part(int k, const void *const *w, const float *const *x, int c0, i
         for (int r = 0; r < RM; r++)
             _Pragma("GCC unroll 8")
             for (int t = 0; t < TS; t++) a0[r][t] = _mm256_load_ps(park[p][0][r][t]), a1[r][t] = _mm256_load_ps(park[p][1][r][t]);
-        steps_tile(k, TS, w, x + p * TS, c0, c1, a0, a1);
+        steps_tile(k, w, x + p * TS, c0, c1, a0, a1);
         _Pragma("GCC unroll 8")
         for (int r = 0; r < RM; r++)
             _Pragma("GCC unroll 8")
@@ -320,21 +345,13 @@ T static void sum_tile_f(const hc_weight *w, const void *const *x, const float *
     else steps_sum((const float (*)[2][RM][TM][8])park, (const float *const *)x, y);
 }
 
-/* hc_kernel.dots for F32 and F16: the tile's RM rows with one vector. */
+/* hc_kernel.dots for F32: the tile's RM rows with one vector. */
 T static void dots_f(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
 {
-    const float *const *xf = (const float *const *)x;
-    if (w->type == GGML_TYPE_F32) {
-        _Alignas(32) float park[2][RM][TM][8];
-        memset(park, 0, sizeof park);
-        chunks_part(GGML_TYPE_F32, 1, rows, xf, 0, w->n, park);
-        chunks_sum(1, (const float (*)[RM][TM][8])park, y);
-        return;
-    }
-    __m256 a0[RM][TM], a1[RM][TM];
-    for (int r = 0; r < RM; r++) a0[r][0] = a1[r][0] = _mm256_setzero_ps();
-    steps_tile(GGML_TYPE_F16, 1, rows, xf, 0, w->n, a0, a1);
-    for (int r = 0; r < RM; r++) y[r] = hsum(_mm256_add_ps(a0[r][0], a1[r][0]));
+    _Alignas(32) float park[2][RM][TM][8];
+    memset(park, 0, sizeof park);
+    chunks_part(GGML_TYPE_F32, 1, rows, (const float *const *)x, 0, w->n, park);
+    chunks_sum(1, (const float (*)[RM][TM][8])park, y);
 }
 
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
@@ -345,11 +362,14 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     sum_tile_f(w, x, park, y);
 }
 
-const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
-                                  .arrange = hc_float_arrange, .dot = dot_f, .dots = dots_f,
-                                  .tile = tile_f, .rm = RM, .tm = TM, .tile_part = part_f,
-                                  .tile_sum = sum_tile_f, .kb = KB_F, .tile_park = PARK_F,
-                                  .axpy = axpy_f, .axpy_multi = axpy_multi_f };
+/* F16's kernel (long rows in column blocks: piece_f) and F32's (rows as
+ * streams: dots_f). */
+#define FLOAT_KERNEL                                                                                            \
+    .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
+    .tile = tile_f, .rm = RM, .tm = TM, .tile_part = part_f, .tile_sum = sum_tile_f, .kb = KB_F,               \
+    .tile_park = PARK_F, .axpy = axpy_f, .axpy_multi = axpy_multi_f
+const hc_kernel hc_avx2_float = { FLOAT_KERNEL, .piece = piece_f, .piece_sum = sum_f };
+const hc_kernel hc_avx2_f32 = { FLOAT_KERNEL, .dots = dots_f };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 16 bf16 per
  * register, both operands widened by shifts (the odd elements by a mask, the

@@ -60,13 +60,14 @@ static void row_ggml(const hc_weight *w, int r, float *out)
 static void row_gptq(const hc_weight *w, int r, float *out) { hc_gptq_row(w->ext, r, out); }
 
 #if defined(__x86_64__)
-#define KERNELS(t) { &hc_ref_##t, &hc_avx2_##t, &hc_avx512_##t }
+#define KERNELS2(ref, t) { &hc_ref_##ref, &hc_avx2_##t, &hc_avx512_##t }
 #else
-#define KERNELS(t) { &hc_ref_##t }
+#define KERNELS2(ref, t) { &hc_ref_##ref }
 #endif
+#define KERNELS(t) KERNELS2(t, t)
 
 static const hc_type_traits traits[] = {
-    [T_F32]  = { act_f32,  row_bytes_ggml, row_ggml, KERNELS(float) },
+    [T_F32]  = { act_f32,  row_bytes_ggml, row_ggml, KERNELS2(float, f32) },
     [T_F16]  = { act_f32,  row_bytes_ggml, row_ggml, KERNELS(float) },
     [T_BF16] = { act_bf16, row_bytes_ggml, row_ggml, KERNELS(bf16) },
     [T_Q8_0] = { act_q8,   row_bytes_ggml, row_ggml, KERNELS(q8_0) },
@@ -158,8 +159,8 @@ void hc_weight_arrange(const hc_weight *w, int isa, const void *acts, size_t act
 }
 
 /* Decode (B = 1) of rows longer than HC_ROW_BLOCK elements, such as the down
- * projection's 11008, for the types whose kernels have pieces (BF16 on
- * AVX2; F16 and F32 before they took dots_streams): the activation (44 KiB
+ * projection's 11008, for the types whose kernels have pieces (F16; BF16 on
+ * AVX2; F32 before it took dots_streams): the activation (44 KiB
  * in f32) did not stay in the 32 KiB L1 beside the weight stream, and
  * re-reading it from L2 for every row held the stream
  * to 11-19 GB/s against 18-26 on 4096-wide rows. So rows go in groups of
@@ -168,7 +169,7 @@ void hc_weight_arrange(const hc_weight *w, int isa, const void *acts, size_t act
  * blocks: the dot's steps in its order, so its bits. The hardware prefetchers
  * do not follow the jumps from piece to piece, so each piece prefetches the
  * next one (docs/design/kernels.md, "Decode"). */
-#define HC_ROW_BLOCK 4096   /* a multiple of 16 (AVX2 BF16 steps) */
+#define HC_ROW_BLOCK 4096   /* a multiple of 32 (F16, BF16 steps) */
 #define HC_ROW_GROUP 16
 
 static void dots_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *x, float *y)
@@ -210,13 +211,14 @@ static void dots_streams(const hc_weight *w, const hc_kernel *k, int r0, int nr,
 }
 
 /* y[i] = row (idx ? idx[i] : r0 + i) · xa for i < nr. Where the kernel has
- * dots (F32, F16; BF16 on AVX-512), the rows as several streams
- * (dots_streams: on Zen 4 one core reads 4 ascending streams about 25 %
- * faster than one, and F32 and BF16 rows of any width read 13-40 % faster
- * so than one at a time or in column blocks; F16 decode 10 % faster end to
- * end). Otherwise long rows in column blocks, and the rest one row at a
- * time: interleaving four neighbouring rows halved the speed of Q8_0/Q4_0
- * on Zen (docs/design/kernels.md, "Decode"). */
+ * dots (F32; BF16 on AVX-512), the rows as several streams (dots_streams:
+ * on Zen 4 one core reads 4 ascending streams about 25 % faster than one,
+ * and F32 and BF16 rows of any width read 13-40 % faster so than one at a
+ * time or in column blocks). Otherwise long rows in column blocks, and the
+ * rest one row at a time: F16 lost with streams on a quiet machine (four
+ * F16 rows evict its f32 activation from L1), and interleaving four
+ * neighbouring rows halved the speed of Q8_0/Q4_0 on Zen
+ * (docs/design/kernels.md, "Decode"). */
 static void dots(const hc_weight *w, const hc_kernel *k, const int32_t *idx, int r0, int nr, const void *xa, float *y)
 {
     if (idx) {   /* gathered rows: no stream to follow, so fetch the next listed row meanwhile */

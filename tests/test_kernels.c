@@ -476,11 +476,12 @@ static int b1_rows_case(const char *isa, uint32_t t, int n, int rows)
     return ok;
 }
 
-/* BF16 rows longer than 4096 elements go through column blocks at B = 1 on
- * AVX2 (a group of rows block by block, each row's accumulators kept); F32,
- * F16 and AVX-512 BF16 rows through hc_kernel.dots: b1_rows_case for groups
- * off their size and rows that end in a partial block, a partial step and a
- * masked tail, F32 also in an empty or partial odd chunk (5120, 6145). */
+/* F16 rows longer than 4096 elements go through column blocks at B = 1 (a
+ * group of rows block by block, each row's accumulators kept), and so do
+ * BF16 rows on AVX2; F32 and AVX-512 BF16 rows through hc_kernel.dots:
+ * b1_rows_case for groups off their size and rows that end in a partial
+ * block, a partial step and a masked tail, F32 also in an empty or partial
+ * odd chunk (5120, 6145). */
 static int float_long_rows(const char *isa)
 {
     static const int ns[] = { 4097, 4128, 5120, 6145, 8192, 8223, 11008, 11017 };
@@ -493,7 +494,7 @@ static int float_long_rows(const char *isa)
 static void test_float_long_rows(void) { each_isa(float_long_rows); }
 
 /* Rows of at most 4096 elements go through hc_kernel.dots at B = 1 where
- * the kernel has it (F32, F16; BF16 on AVX-512): the rows in as many runs as the
+ * the kernel has it (F32; BF16 on AVX-512): the rows in as many runs as the
  * tile has rows, read side by side. b1_rows_case for every float type, for
  * row counts below, at and off a multiple of the runs (the last rows one at
  * a time), widths in and across F32's 1024-element chunks and with masked
