@@ -191,17 +191,12 @@ static void dots_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr,
     }
 }
 
-/* y[i] = row (idx ? idx[i] : r0 + i) · xa for i < nr, one row at a time: a
- * single ascending stream is what hardware prefetchers follow (interleaving
- * four rows halved the speed of Q8_0/Q4_0 on Zen). */
-static void dots(const hc_weight *w, const hc_kernel *k, const int32_t *idx, int r0, int nr, const void *xa, float *y)
+/* y[i] = row r0 + i · xa for i < nr, one row at a time: a single ascending
+ * stream is what hardware prefetchers follow (interleaving four rows halved
+ * the speed of Q8_0/Q4_0 on Zen). */
+static void dots(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *xa, float *y)
 {
-    if (idx) {   /* gathered rows: no stream to follow, so fetch the next listed row meanwhile */
-        for (int i = 0; i < nr; i++) {
-            if (i + 1 < nr) hc_weight_prefetch(w, idx[i + 1], 0, w->n);
-            y[i] = k->dot(w, idx[i], xa);
-        }
-    } else if (k->piece && w->n > HC_ROW_BLOCK) {
+    if (k->piece && w->n > HC_ROW_BLOCK) {
         dots_blocked(w, k, r0, nr, xa, y);
     } else {
         for (int i = 0; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
@@ -255,7 +250,7 @@ void hc_weight_matvec(const hc_weight *w, int isa, int row0, int row1, const voi
 {
     const hc_kernel *k = kernel(w, isa);
     if (B == 1) {
-        dots(w, k, NULL, row0, row1 - row0, xa, y);
+        dots(w, k, row0, row1 - row0, xa, y);
     } else if (k->tile) {
         tiles(w, k, row0, row1 - row0, (const char *)xa, xs, B, y, y_stride);
     } else {
@@ -265,7 +260,12 @@ void hc_weight_matvec(const hc_weight *w, int isa, int row0, int row1, const voi
     }
 }
 
-void hc_weight_matvec_rows(const hc_weight *w, int isa, const int32_t *idx, int k, const void *xa, float *y)
+/* Gathered rows form no stream to follow, so the next listed row is fetched meanwhile. */
+void hc_weight_matvec_rows(const hc_weight *w, int isa, const int32_t *idx, int k, int step, const void *xa, float *y)
 {
-    dots(w, kernel(w, isa), idx, 0, k, xa, y);
+    const hc_kernel *kern = kernel(w, isa);
+    for (int i = 0; i < k; i++) {
+        if (i + 1 < k) hc_weight_prefetch(w, step * idx[i + 1], 0, w->n);
+        y[i] = kern->dot(w, step * idx[i], xa);
+    }
 }
