@@ -20,11 +20,12 @@
 #define TI static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
 /* The B = 1 loops read one ascending stream per thread. Software prefetch:
- * none in the float, Q8_0 and Q4_0 dots (on Zen 4 the float dot's 2 KiB
+ * none in the float, Q8_0, Q4_0 and GPTQ dots (on Zen 4 the float dot's 2 KiB
  * ahead halved F16, and the quantized dots' 4 KiB ahead, which once lifted
  * Q4_0 from 11 to 24 GB/s, cost Q8_0 and Q4_0 10-30 % once their arithmetic
  * became the integer-sum kernels below; docs/design/kernels.md, "Decode");
- * PF_Q bytes ahead in the GPTQ dot; F32, F16 and BF16 rows read in column
+ * PF_Q bytes ahead in the GPTQ tile (the dot without it: 19-31 GB/s from
+ * memory instead of 15-26); F32, F16 and BF16 rows read in column
  * blocks prefetch their next piece (piece_f, piece_b). */
 #define PF_Q 4096
 
@@ -968,12 +969,13 @@ typedef struct {
 } wgq;
 
 /* The chunk at p (rem bytes of the row left from p) and the scales of the
- * row's n2 floats of pairs sm that sidx names (n2 < 0: groups of 32). */
-TI void gq_load(const uint8_t *p, long rem, const float *sm, int n2, const hc_gptq_xchunk *x, wgq *w)
+ * row's n2 floats of pairs sm that sidx names (n2 < 0: groups of 32); pf:
+ * prefetch PF_Q ahead (the tile only). */
+TI void gq_load(const uint8_t *p, long rem, const float *sm, int n2, const hc_gptq_xchunk *x, wgq *w, int pf)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const int tail = rem < 256;
-    if (!tail)
+    if (pf && !tail)
         for (int i = 0; i < 4; i++) _mm_prefetch((const char *)p + PF_Q + 64 * i, _MM_HINT_T0);
     #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
@@ -1031,7 +1033,7 @@ T static float dot_gptq(const hc_weight *w, int r, const void *act)
     __m512 acc = _mm512_setzero_ps();
     wgq wc;
     for (int c = 0; c < hc_gptq_chunks(g); c++) {
-        gq_load(row + 256 * (size_t)c, rb - 256L * c, sm, n2, x + c, &wc);
+        gq_load(row + 256 * (size_t)c, rb - 256L * c, sm, n2, x + c, &wc, 0);
         acc = gq_fma(&wc, x + c, acc);
     }
     return _mm512_reduce_add_ps(gq_zero(sm, hc_gptq_xz(g, act), 2 * g->n_groups, acc));
@@ -1061,7 +1063,7 @@ T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const 
         _Pragma("GCC unroll 2")
         for (int r = 0; r < R; r++) {
             wgq wc;
-            gq_load(w[r] + 256 * (size_t)c, rb - 256L * c, sm[r], n2, x[0] + c, &wc);
+            gq_load(w[r] + 256 * (size_t)c, rb - 256L * c, sm[r], n2, x[0] + c, &wc, 1);
             _Pragma("GCC unroll 8")
             for (int t = 0; t < Tn; t++) acc[r][t] = gq_fma(&wc, x[t] + c, acc[r][t]);
         }

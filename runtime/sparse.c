@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "forward.h"
 #include "ggml_types.h"
+#include "hugepage.h"
 #include "kernels.h"
 #include "kernels_gptq.h"
 #include "quants.h"
@@ -27,17 +28,6 @@
  * pages, faulted back from the page cache if a dense step reads them), so
  * resident memory does not double. Advice only: where madvise fails the copy
  * still holds the same bytes. */
-#define HUGE_PAGE ((size_t)2 << 20)
-
-static void *huge_alloc(size_t bytes)
-{
-    void *p;
-    size_t n = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    if (posix_memalign(&p, HUGE_PAGE, n ? n : HUGE_PAGE)) return NULL;
-    madvise(p, n, MADV_HUGEPAGE);
-    return p;
-}
-
 /* Drop the whole pages of [p, p + n) from this process when they lie in the
  * model's own read-only file mapping (never anonymous memory: that would
  * zero it). */
@@ -58,7 +48,7 @@ static void huge_rows(const hc_model *m, hc_weight *w, void **owned)
     *owned = NULL;
     if (w->kind != HC_WEIGHT_GGML || !w->rows) return;
     size_t n = hc_weight_bytes(w);
-    void *p = huge_alloc(n);
+    void *p = hc_huge_alloc(n);
     if (!p) return;
     memcpy(p, w->data, n);
     drop_mapped(m, w->data, n);
@@ -81,7 +71,7 @@ static int pair_rows(const hc_model *m, hc_weight *gate, hc_weight *up, void **o
         gate->rows != up->rows || !gate->rows)
         return 1;
     size_t rb = hc_weight_bytes(gate) / (size_t)gate->rows;
-    char *p = huge_alloc(2 * rb * (size_t)gate->rows);
+    char *p = hc_huge_alloc(2 * rb * (size_t)gate->rows);
     if (!p) return 1;
     for (int j = 0; j < gate->rows; j++) {
         memcpy(p + 2 * (size_t)j * rb, (const char *)gate->data + (size_t)j * rb, rb);
@@ -166,7 +156,7 @@ static int down_rows(const hc_model *m, int layer, hc_weight *out, void **owned,
     int quant = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0;
     if (quant) type = E % QK8_0 ? GGML_TYPE_F32 : GGML_TYPE_Q8_0;
     size_t rb = ggml_row_size(type, E);
-    char *dst = huge_alloc(rb * (size_t)F);
+    char *dst = hc_huge_alloc(rb * (size_t)F);
     float *col = quant ? malloc(sizeof(float) * (size_t)E * F) : NULL;
     if (!dst || (quant && !col)) {
         free(dst);

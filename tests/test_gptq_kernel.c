@@ -2,12 +2,15 @@
  * reference against a product computed straight from qweight/scales/qzeros
  * (g_idx included), every SIMD path against the reference, dequantized
  * rows, bad g_idx refused, and the sparse FFN's down columns and gathered
- * rows against the file layout. */
+ * rows against the file layout; the repacked rows in 2 MiB-aligned memory
+ * with their padding codes zero. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ggml_types.h"
 #include "harness.h"
+#include "hugepage.h"
 #include "kernels.h"
 #include "kernels_gptq.h"
 
@@ -291,6 +294,29 @@ static void test_bad_g_idx(void)
     free_weight(&f);
 }
 
+/* The rows live in memory that can take 2 MiB pages (hugepage.h): the
+ * codes start on a 2 MiB boundary, and the padding past n is zero codes
+ * (the allocation is not zeroed memory, the load clears it). */
+static void test_huge_rows(void)
+{
+    void *p = hc_huge_alloc((size_t)3 << 20);
+    CHECK(p && (uintptr_t)p % ((uintptr_t)2 << 20) == 0);
+    if (p) memset(p, 1, (size_t)3 << 20);
+    free(p);
+    file_weight f;
+    make_weight(&f, 4090, 1100, 128, 0);   /* 2048-byte rows: 2.1 MiB of codes */
+    hc_gptq g;
+    char err[256];
+    CHECKF(hc_gptq_load(&g, 4090, 1100, 128, f.qw, f.sc, f.qz, NULL, err, sizeof err) == 0, "%s", err);
+    CHECK((uintptr_t)g.codes % ((uintptr_t)2 << 20) == 0);
+    int pad = 0;
+    for (int r = 0; r < g.rows; r++)
+        for (int k = g.n; k < g.kp; k++) pad |= hc_gptq_code(hc_gptq_codes(&g, r), k);
+    CHECK(pad == 0);
+    hc_gptq_free(&g);
+    free_weight(&f);
+}
+
 int main(void)
 {
     RUN(test_plain_groups);
@@ -298,5 +324,6 @@ int main(void)
     RUN(test_same_act);
     RUN(test_down_columns);
     RUN(test_bad_g_idx);
+    RUN(test_huge_rows);
     return th_done();
 }
