@@ -184,6 +184,8 @@ hc_ffn *hc_ffn_setup(const hc_model *m, const hc_ffn_opts *o, FILE *log, char *e
     return f;
 }
 
+int hc_ffn_is_sparse(const hc_ffn *f) { return f->sparse != NULL; }
+
 void hc_ffn_attach(hc_ffn *f, hc_ctx_params *p)
 {
     if (f->sparse) {

@@ -35,6 +35,8 @@ typedef struct hc_ffn hc_ffn;
  * hot neurons). NULL + one line in err when a chosen part fails to load (the
  * sparse FFN's down rows, the index file). */
 hc_ffn *hc_ffn_setup(const hc_model *m, const hc_ffn_opts *o, FILE *log, char *err, size_t errlen);
+/* 1 when f is the sparse FFN: it reads its own copies of the FFN's rows. */
+int hc_ffn_is_sparse(const hc_ffn *f);
 /* Make the contexts created with p run f (nothing for the plain dense FFN). */
 void hc_ffn_attach(hc_ffn *f, hc_ctx_params *p);
 /* The FFN's figures on out: the sparse FFN's report (per layer with verbose),

@@ -51,6 +51,15 @@ typedef struct hc_kernel {
      * · x[t] for i < rm, t < tm, every value the bits dot gives. */
     void (*tile)(const hc_weight *w, const int *r, const void *const *x, float *y);
     int rm, tm;
+    /* Optional (NULL: tile over whole rows): the tile in column blocks of kb
+     * elements (weight.c keeps a row tile's block in L1 while every vector
+     * tile passes): tile_part adds columns [c0, c1) (c0 a multiple of kb; c1
+     * one too, or n) of the pairs to their accumulators parked at park
+     * (tile_park floats aligned to 64, zeroed before the first block), in
+     * the order tile takes them; tile_sum gives tile's y from park, its bits. */
+    void (*tile_part)(const hc_weight *w, const int *r, const void *const *x, int c0, int c1, float *park);
+    void (*tile_sum)(const hc_weight *w, const void *const *x, const float *park, float *y);
+    int kb, tile_park;
     /* y[0 .. c1 - c0) += a · columns [c0, c1) of row r (c0 on a block boundary). */
     void (*axpy)(const hc_weight *w, int r, int c0, int c1, float a, float *y);
     /* Optional (NULL: axpy per t): the multi-token AXPY of a prompt's sparse

@@ -272,67 +272,107 @@ TI void chunk_tile(int k, const void *const *w, const float *const *x, int i0, i
         for (int t = 0; t < TM; t++) _mm256_store_ps(park[r][t], acc[r][t]);
 }
 
-/* y[t * RM + r] = dot_chunks(k, w[r], x[t], n) for r < RM, t < TM. */
-TI void tile_chunks(int k, const void *const *w, const float *const *x, int n, float *y)
+/* y[t * RM + r] = dot_chunks(k, w[r], x[t], n) for r < RM, t < TM, from the
+ * two chunk sets parked by chunk_tile. */
+TI void chunks_sum(const float park[2][RM][TM][8], float *y)
 {
-    _Alignas(32) float park[2][RM][TM][8];
-    memset(park, 0, sizeof park);
-    for (int c = 0; c < n; c += CHUNK) chunk_tile(k, w, x, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
     for (int r = 0; r < RM; r++)
         for (int t = 0; t < TM; t++)
             y[t * RM + r] = hsum(_mm256_add_ps(_mm256_load_ps(park[0][r][t]), _mm256_load_ps(park[1][r][t])));
 }
 
-/* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < TS. */
-TI void tile_steps(int k, const void *const *w, const float *const *x, int n, float *y)
+/* park += dot_chunks' chunk steps over elements [c0, c1) for all RM x TM
+ * pairs, block by block within the chunks. */
+TI void chunks_part(int k, const void *const *w, const float *const *x, int c0, int c1, float park[2][RM][TM][8])
 {
-    __m256 a0[RM][TM], a1[RM][TM];
-    _Pragma("GCC unroll 8")
-    for (int r = 0; r < RM; r++)
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < TS; t++) a0[r][t] = a1[r][t] = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
+    for (int c = c0; c < c1;) {
+        int e = (c / CHUNK + 1) * CHUNK;
+        e = e < c1 ? e : c1;
+        chunk_tile(k, w, x, c, e, park[c / CHUNK % 2]);
+        c = e;
+    }
+}
+
+/* a0, a1 += dot_steps' steps over elements [i0, i1) for RM rows x TS
+ * vectors: i0 a multiple of 32, i1 one too or n (only then the last step
+ * and the padded tail), as steps_range. */
+TI void steps_tile(int k, const void *const *w, const float *const *x, int i0, int i1, __m256 a0[RM][TM],
+                   __m256 a1[RM][TM])
+{
+    int i = i0;
+    for (; i + 16 <= i1; i += 16) {
         step(k, TS, w, x, i, a0);
         step(k, TS, w, x, i + 8, a1);
     }
-    if (i + 8 <= n) {
+    if (i + 8 <= i1) {
         step(k, TS, w, x, i, a0);
         i += 8;
     }
-    if (i < n) tail_step(k, TS, w, x, i, n, a1);
-    _Pragma("GCC unroll 8")
-    for (int r = 0; r < RM; r++)
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < TS; t++) y[t * RM + r] = hsum(_mm256_add_ps(a0[r][t], a1[r][t]));
+    if (i < i1) tail_step(k, TS, w, x, i, i1, a1);
 }
 
-/* Both passes of tile_steps, the second one only if the edge of the batch
- * did not fill it with copies of vector TS - 1 (weight.c repeats the last
- * vector). */
-TI void tile_steps_all(int k, const void *const *w, const float *const *x, int n, float *y)
+/* park[pass][0 or 1][r][t] += steps_tile over [c0, c1), vectors 0-1 then 2-3
+ * (the second pass only if the batch's edge did not fill it with copies). */
+TI void steps_part(int k, const void *const *w, const float *const *x, int c0, int c1, float park[2][2][RM][TM][8])
 {
-    tile_steps(k, w, x, n, y);
-    if (x[TS] != x[TS - 1]) {
-        tile_steps(k, w, x + TS, n, y + TS * RM);
-        return;
+    for (int p = 0; p < TM / TS; p++) {
+        if (p && x[TS] == x[TS - 1]) return;
+        __m256 a0[RM][TM], a1[RM][TM];
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < RM; r++)
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < TS; t++) a0[r][t] = _mm256_load_ps(park[p][0][r][t]), a1[r][t] = _mm256_load_ps(park[p][1][r][t]);
+        steps_tile(k, w, x + p * TS, c0, c1, a0, a1);
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < RM; r++)
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < TS; t++) _mm256_store_ps(park[p][0][r][t], a0[r][t]), _mm256_store_ps(park[p][1][r][t], a1[r][t]);
     }
-    for (int t = TS; t < TM; t++)
-        for (int r = 0; r < RM; r++) y[t * RM + r] = y[(TS - 1) * RM + r];
 }
 
-T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
+/* y[t * RM + r] = dot_steps(k, w[r], x[t], n) from steps_part's park (vectors
+ * of an unrun second pass are copies of vector TS - 1). */
+TI void steps_sum(const float park[2][2][RM][TM][8], const float *const *x, float *y)
+{
+    for (int t = 0; t < TM; t++) {
+        int p = t / TS, u = t % TS;
+        if (p && x[TS] == x[TS - 1]) p = 0, u = TS - 1;
+        for (int r = 0; r < RM; r++)
+            y[t * RM + r] = hsum(_mm256_add_ps(_mm256_load_ps(park[p][0][r][u]), _mm256_load_ps(park[p][1][r][u])));
+    }
+}
+
+#define PARK_F (2 * 2 * RM * TM * 8)   /* floats parked per float tile (F16's two passes) */
+#define KB_F 1024                      /* columns per block of the float tile (hc_kernel.kb) */
+
+/* hc_kernel.tile_part and tile_sum of the float tile. */
+T static void part_f(const hc_weight *w, const int *r, const void *const *x, int c0, int c1, float *park)
 {
     const void *rows[RM];
     const float *const *xf = (const float *const *)x;
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    if (w->type == GGML_TYPE_F32) tile_chunks(GGML_TYPE_F32, rows, xf, w->n, y);
-    else tile_steps_all(GGML_TYPE_F16, rows, xf, w->n, y);
+    if (w->type == GGML_TYPE_F32) chunks_part(GGML_TYPE_F32, rows, xf, c0, c1, (float (*)[RM][TM][8])park);
+    else steps_part(GGML_TYPE_F16, rows, xf, c0, c1, (float (*)[2][RM][TM][8])park);
+}
+
+T static void sum_tile_f(const hc_weight *w, const void *const *x, const float *park, float *y)
+{
+    if (w->type == GGML_TYPE_F32) chunks_sum((const float (*)[RM][TM][8])park, y);
+    else steps_sum((const float (*)[2][RM][TM][8])park, (const float *const *)x, y);
+}
+
+T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
+{
+    _Alignas(64) float park[PARK_F];
+    memset(park, 0, sizeof park);
+    part_f(w, r, x, 0, w->n, park);
+    sum_tile_f(w, x, park, y);
 }
 
 const hc_kernel hc_avx2_float = { .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes,
                                   .arrange = hc_float_arrange, .dot = dot_f, .piece = piece_f, .piece_sum = sum_f,
-                                  .tile = tile_f, .rm = RM, .tm = TM,
+                                  .tile = tile_f, .rm = RM, .tm = TM, .tile_part = part_f,
+                                  .tile_sum = sum_tile_f, .kb = KB_F, .tile_park = PARK_F,
                                   .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 16 bf16 per

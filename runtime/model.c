@@ -469,6 +469,7 @@ void hc_model_free(hc_model *m)
         free(m->gptq[i]);
     }
     free(m->gptq);
+    free(m->weights_copy);
     free(m->layers);
     free(m->norms);
     free(m->path);

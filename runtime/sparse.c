@@ -6,8 +6,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 #include "cli.h"
 #include "forward.h"
 #include "ggml_types.h"
@@ -28,19 +26,6 @@
  * pages, faulted back from the page cache if a dense step reads them), so
  * resident memory does not double. Advice only: where madvise fails the copy
  * still holds the same bytes. */
-/* Drop the whole pages of [p, p + n) from this process when they lie in the
- * model's own read-only file mapping (never anonymous memory: that would
- * zero it). */
-static void drop_mapped(const hc_model *m, const void *p, size_t n)
-{
-    const gguf_file *f = m->file;
-    const uint8_t *a = p;
-    if (!f || !f->owns_map || a < f->base || a + n > f->base + f->size) return;
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)a + page - 1) & ~(page - 1),
-              hi = ((uintptr_t)a + n) & ~(page - 1);
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
-}
-
 /* *w's rows copied into huge pages (*owned: free it); w unchanged when it is
  * not ggml rows or memory is short (the same values either way). */
 static void huge_rows(const hc_model *m, hc_weight *w, void **owned)
@@ -51,7 +36,7 @@ static void huge_rows(const hc_model *m, hc_weight *w, void **owned)
     void *p = hc_huge_alloc(n);
     if (!p) return;
     memcpy(p, w->data, n);
-    drop_mapped(m, w->data, n);
+    hc_model_drop_mapped(m, w->data, n);
     w->data = p;
     *owned = p;
 }
@@ -77,8 +62,8 @@ static int pair_rows(const hc_model *m, hc_weight *gate, hc_weight *up, void **o
         memcpy(p + 2 * (size_t)j * rb, (const char *)gate->data + (size_t)j * rb, rb);
         memcpy(p + (2 * (size_t)j + 1) * rb, (const char *)up->data + (size_t)j * rb, rb);
     }
-    drop_mapped(m, gate->data, rb * (size_t)gate->rows);
-    drop_mapped(m, up->data, rb * (size_t)up->rows);
+    hc_model_drop_mapped(m, gate->data, rb * (size_t)gate->rows);
+    hc_model_drop_mapped(m, up->data, rb * (size_t)up->rows);
     gate->data = p;
     up->data = p + rb;
     gate->rows = up->rows = 2 * gate->rows - 1;   /* the rows each view can address */

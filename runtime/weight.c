@@ -216,6 +216,77 @@ static size_t panel_bytes(void)
     return p;
 }
 
+/* The rows of tile i0 (rn real ones, the last repeated) and the pointers to
+ * vectors b0.. of a tile group (tn real ones, the last repeated). */
+static void tile_rows(const hc_kernel *k, int r0, int i0, int rn, int *rows)
+{
+    for (int i = 0; i < k->rm; i++) rows[i] = r0 + i0 + (i < rn ? i : rn - 1);
+}
+
+static void tile_vectors(int n, int b0, int tn, const char *xa, size_t xs, const void **x)
+{
+    for (int t = 0; t < n; t++) x[t] = xa + (size_t)(b0 + (t < tn ? t : tn - 1)) * xs;
+}
+
+/* Only the real pairs of a tile's out[t * rm + i] are stored. */
+static void tile_store(const hc_kernel *k, const float *out, int b0, int tn, int i0, int rn, float *y, size_t ys)
+{
+    for (int t = 0; t < tn; t++)
+        for (int i = 0; i < rn; i++) y[(size_t)(b0 + t) * ys + (size_t)(i0 + i)] = out[t * k->rm + i];
+}
+
+/* Column-blocked tiles (kernels with tile_part). The vectors go in passes
+ * of at most VECTOR_PASS_BYTES (an eighth of a 32 MiB L3, which the other
+ * cores and the weights share), so that a pass stays in L3 while the row
+ * groups go by (8 MiB was slower at 11008 x 4096, B = 512, on a loaded
+ * machine); the rows in groups of at most
+ * GROUP_TILES row tiles that fill at most half the panel (the group stays
+ * in L2 while the pass's vectors go by; half, because the vectors stream
+ * through L2 too). For each vector tile the columns go in blocks of kb, each
+ * block of the tile's vectors kept in L1 while every row tile of the group
+ * passes over it, each pair's accumulators parked between blocks: the
+ * tile's order, so its bits. Per step the tile then reads only its weight
+ * rows from L2, not its vectors too (docs/design/kernels.md, "Float tiles,
+ * night"). */
+#define GROUP_TILES 16
+#define VECTOR_PASS_BYTES ((size_t)4 << 20)
+
+static void tiles_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr, const char *xa, size_t xs, int B,
+                          float *y, size_t ys)
+{
+    int rm = k->rm, tm = k->tm, pf = k->tile_park, n = w->n;
+    int g = (int)(panel_bytes() / 2 / hc_traits(w)->row_bytes(w)) / rm;
+    g = g < 1 ? 1 : g > GROUP_TILES ? GROUP_TILES : g;
+    int passes = (int)(((size_t)B * xs + VECTOR_PASS_BYTES - 1) / VECTOR_PASS_BYTES);
+    int vp = (B + passes - 1) / passes;
+    vp = (vp + tm - 1) / tm * tm;
+    size_t pb = (size_t)g * (size_t)pf * sizeof(float);
+    float *park = aligned_alloc(64, (pb + 63) & ~(size_t)63);
+    if (!park) hc_die("out of memory");
+    for (int v0 = 0; v0 < B; v0 += vp)
+        for (int p0 = 0; p0 < nr; p0 += g * rm) {
+            int p1 = nr - p0 < g * rm ? nr : p0 + g * rm, v1 = B - v0 < vp ? B : v0 + vp;
+            for (int b0 = v0; b0 < v1; b0 += tm) {
+                int tn = v1 - b0 < tm ? v1 - b0 : tm;
+                const void *x[8];
+                tile_vectors(tm, b0, tn, xa, xs, x);
+                memset(park, 0, pb);
+                for (int c0 = 0; c0 < n; c0 += k->kb)
+                    for (int i0 = p0, j = 0; i0 < p1; i0 += rm, j++) {
+                        int rows[8];
+                        tile_rows(k, r0, i0, p1 - i0 < rm ? p1 - i0 : rm, rows);
+                        k->tile_part(w, rows, x, c0, n - c0 < k->kb ? n : c0 + k->kb, park + (size_t)j * (size_t)pf);
+                    }
+                for (int i0 = p0, j = 0; i0 < p1; i0 += rm, j++) {
+                    float out[64];
+                    k->tile_sum(w, x, park + (size_t)j * (size_t)pf, out);
+                    tile_store(k, out, b0, tn, i0, p1 - i0 < rm ? p1 - i0 : rm, y, ys);
+                }
+            }
+        }
+    free(park);
+}
+
 /* The B arranged vectors (xs apart) times rows [r0, r0 + nr): panels of rows
  * that stay in L2, in each the vectors tm at a time and the rows rm at a
  * time. An edge tile repeats its last row or vector; only the real pairs are
@@ -223,6 +294,10 @@ static size_t panel_bytes(void)
 static void tiles(const hc_weight *w, const hc_kernel *k, int r0, int nr, const char *xa, size_t xs, int B,
                   float *y, size_t ys)
 {
+    if (k->tile_part) {
+        tiles_blocked(w, k, r0, nr, xa, xs, B, y, ys);
+        return;
+    }
     size_t rb = hc_traits(w)->row_bytes(w);
     size_t pb = panel_bytes();
     int rm = k->rm, tm = k->tm, panel = (int)(pb / rb) >= PANEL_FEW ? (int)(pb / rb) : PANEL_ROWS;
@@ -232,14 +307,13 @@ static void tiles(const hc_weight *w, const hc_kernel *k, int r0, int nr, const 
         for (int b0 = 0; b0 < B; b0 += tm) {
             int tn = B - b0 < tm ? B - b0 : tm;
             const void *x[8];
-            for (int t = 0; t < tm; t++) x[t] = xa + (size_t)(b0 + (t < tn ? t : tn - 1)) * xs;
+            tile_vectors(tm, b0, tn, xa, xs, x);
             for (int i0 = p0; i0 < p1; i0 += rm) {
                 int rn = p1 - i0 < rm ? p1 - i0 : rm, rows[8];
                 float out[64];
-                for (int i = 0; i < rm; i++) rows[i] = r0 + i0 + (i < rn ? i : rn - 1);
+                tile_rows(k, r0, i0, rn, rows);
                 k->tile(w, rows, x, out);
-                for (int t = 0; t < tn; t++)
-                    for (int i = 0; i < rn; i++) y[(size_t)(b0 + t) * ys + (size_t)(i0 + i)] = out[t * rm + i];
+                tile_store(k, out, b0, tn, i0, rn, y, ys);
             }
         }
     }

@@ -6,7 +6,10 @@
  * adds, bound it; its part is read as S streams side by side (S = 1, 2, 4, 8:
  * S sub-ranges advanced together, as the hardware prefetchers see several
  * rows), and the best of the stream counts and of P passes is kept. The time
- * of a pass is the slowest thread's wall time.
+ * of a pass is the slowest thread's wall time. The buffer is advised to use
+ * 2 MiB pages (transparent huge pages), as hc-run's weights are: with 4 KiB
+ * pages one core read 22-27 GB/s here against 33 in 2 MiB pages (the TLB
+ * misses, not the memory, bound it; scripts/bench_gather.c "stream").
  * Build: make build/bench/bench_membw
  * Usage: bench_membw [MiB (default 1024)] [max threads (default: online CPUs)] [passes (default 5)]
  * Prints "threads GB/s loads streams" per thread count (the best), then "best GB/s". */
@@ -15,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -116,8 +120,9 @@ int main(int argc, char **argv)
     else if (__builtin_cpu_supports("avx2")) read = read_avx2, loads = "32-byte";
 #endif
     size_t bytes = mib * 1024 * 1024;
-    char *buf = aligned_alloc(4096, bytes);
+    char *buf = aligned_alloc((size_t)2 << 20, bytes);
     if (!buf) { fprintf(stderr, "bench_membw: cannot allocate %zu MiB\n", mib); return 1; }
+    madvise(buf, bytes, MADV_HUGEPAGE);
     memset(buf, 1, bytes);   /* touch every page before timing */
     uint64_t sink = 0;
     double best = 0;

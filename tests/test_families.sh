@@ -52,6 +52,24 @@ for d in "$H"/*/; do
     [ -f "$d/ref.json" ] && logits_match "$(basename "$d")" "$d"
 done
 
+# The weights copied into 2 MiB pages (--no-mmap; the default where the kernel
+# gives them) or run from the file mapping (--mmap): the same bits for every
+# family (Falcon's q/k/v are row views of one tensor, tied embeddings share
+# theirs) and with the sparse FFN, which copies its own rows
+mmap_same() {   # NAME [hc-run options]
+    name=$1; shift
+    if "$R" -m "$T/$name.gguf" -p "the cat" --logits -n 0 -t 2 -v --mmap "$@" >"$T/map.txt" 2>"$T/map.err" &&
+       "$R" -m "$T/$name.gguf" -p "the cat" --logits -n 0 -t 2 -v --no-mmap "$@" >"$T/copy.txt" 2>"$T/copy.err" &&
+       grep -q "^weights: in the file mapping" "$T/map.err" && grep -q "^weights: copied" "$T/copy.err" &&
+       cmp -s "$T/map.txt" "$T/copy.txt"; then ok "mmap_same_bits_$name${1:-}"
+    else fail "mmap_same_bits_$name${1:-}" "logits differ or a run failed: $(tail -c 200 "$T/copy.err")"; fi
+}
+for d in "$H"/*/; do
+    d=$(basename "$d")
+    [ -f "$T/$d.gguf" ] && mmap_same "$d"
+done
+[ -f "$T/llama-relu.gguf" ] && mmap_same llama-relu --sparse
+
 P="The dog ran to the park and found a big red ball."
 for f in llama-relu:1000K opt:1700K bamboo:1000K; do
     b=${f#*:}; f=${f%:*}; m="$T/$f.gguf"
