@@ -221,7 +221,7 @@ typedef struct {
     const int32_t *idx;
     const void *xa;          /* the activations the kernels read (see arranged) */
     size_t xs, y_stride;
-    int k, B, n_chunks, tile;
+    int k, step, B, n_chunks, tile;   /* step: row step·idx[i] (hc_weight_matvec_rows) */
     char *scratch;           /* [pool size][tile rows] for B > 1 */
     float *y;
     const size_t *at;        /* hc_ctx_matvec_rows_each: activation b's rows are idx[at[b] .. at[b + 1]) */
@@ -240,7 +240,7 @@ static void rows_chunk(void *arg, int chunk, int ith)
     if (lo >= hi) return;
     if (t->B == 1 || t->w->kind != HC_WEIGHT_GGML) {
         for (int b = 0; b < t->B; b++)
-            hc_weight_matvec_rows(t->w, t->isa, t->idx + lo, hi - lo, (const char *)t->xa + (size_t)b * t->xs,
+            hc_weight_matvec_rows(t->w, t->isa, t->idx + lo, hi - lo, t->step, (const char *)t->xa + (size_t)b * t->xs,
                                   t->y + (size_t)b * t->y_stride + lo);
         return;
     }
@@ -250,12 +250,13 @@ static void rows_chunk(void *arg, int chunk, int ith)
         int n = hi - i0 < t->tile ? hi - i0 : t->tile;
         const int32_t *ix = t->idx + i0;
         int run = 1;
-        while (run < n && ix[run] == ix[0] + run) run++;
+        while (t->step == 1 && run < n && ix[run] == ix[0] + run) run++;
         const void *rows;
         if (run == n) {
             rows = (const char *)t->w->data + (size_t)ix[0] * rb;
         } else {
-            for (int i = 0; i < n; i++) memcpy(buf + (size_t)i * rb, (const char *)t->w->data + (size_t)ix[i] * rb, rb);
+            for (int i = 0; i < n; i++)
+                memcpy(buf + (size_t)i * rb, (const char *)t->w->data + (size_t)ix[i] * (size_t)t->step * rb, rb);
             rows = buf;
         }
         hc_weight tile = *t->w;
@@ -268,13 +269,13 @@ static void rows_chunk(void *arg, int chunk, int ith)
 /* Rows per gathered tile: about 128 KiB, a multiple of ROW_UNIT. */
 #define GATHER_BYTES (128 * 1024)
 
-void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int k, const void *acts, int B,
-                        float *y, size_t y_stride)
+void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int k, int step, const void *acts,
+                        int B, float *y, size_t y_stride)
 {
     if (k <= 0) return;
     size_t work = (size_t)k * (size_t)w->n * (size_t)B;
     int nc = hc_pool_chunks(ctx->pool, (k + ROW_UNIT - 1) / ROW_UNIT, work);
-    rows_task t = { w, hc_isa(), idx, NULL, 0, y_stride, k, B, nc, 0, NULL, y, NULL };
+    rows_task t = { w, hc_isa(), idx, NULL, 0, y_stride, k, step, B, nc, 0, NULL, y, NULL };
     t.xa = arranged(ctx, w, t.isa, acts, B, &t.xs);
     if (B > 1 && w->kind == HC_WEIGHT_GGML) {
         size_t rb = ggml_row_size(w->type, w->n);
@@ -304,16 +305,16 @@ static void each_chunk(void *arg, int chunk, int ith)
     (void)ith;
     hc_split(t->B, 1, chunk, t->n_chunks, &lo, &hi);
     for (int b = lo; b < hi; b++)
-        hc_weight_matvec_rows(t->w, t->isa, t->idx + t->at[b], (int)(t->at[b + 1] - t->at[b]),
+        hc_weight_matvec_rows(t->w, t->isa, t->idx + t->at[b], (int)(t->at[b + 1] - t->at[b]), t->step,
                               (const char *)t->xa + (size_t)b * t->xs, t->y + t->at[b]);
 }
 
-void hc_ctx_matvec_rows_each(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, const size_t *at, const void *acts,
-                             int B, float *y)
+void hc_ctx_matvec_rows_each(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, const size_t *at, int step,
+                             const void *acts, int B, float *y)
 {
     if (at[B] == 0) return;
     int nc = hc_pool_chunks(ctx->pool, B, at[B] * (size_t)w->n);
-    rows_task t = { w, hc_isa(), idx, NULL, 0, 0, 0, B, nc, 0, NULL, y, at };
+    rows_task t = { w, hc_isa(), idx, NULL, 0, 0, 0, step, B, nc, 0, NULL, y, at };
     t.xa = arranged(ctx, w, t.isa, acts, B, &t.xs);
     hc_pool_run(ctx->pool, each_chunk, &t, nc);
 }

@@ -22,17 +22,19 @@ void hc_ctx_prepare_gate_up(hc_ctx *ctx, const hc_layer *ly, const float *x_norm
 void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride);
 /* (hc_ctx_matvec, the public product of model.h: hc_ctx_prepare, then hc_ctx_matvec_prepared.) */
 
-/* y[b*y_stride + i] = row idx[i] of w · activation b (B prepared activations,
- * hc_ctx_act_stride(ctx) apart), i < k; threads split over the list. */
-void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int k, const void *acts, int B,
-                        float *y, size_t y_stride);
+/* y[b*y_stride + i] = row step·idx[i] of w · activation b (B prepared
+ * activations, hc_ctx_act_stride(ctx) apart), i < k; threads split over the
+ * list. step: 1, or 2 for one of two matrices stored side by side
+ * (hc_weight_matvec_rows). */
+void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int k, int step, const void *acts,
+                        int B, float *y, size_t y_stride);
 /* Rows listed per activation (a prompt's sparse FFN: each token's own
- * neurons): for b < B, y[at[b] + i] = row idx[at[b] + i] of w · activation b
+ * neurons): for b < B, y[at[b] + i] = row step·idx[at[b] + i] of w · activation b
  * for i < at[b + 1] - at[b]; acts as hc_ctx_matvec_prepared. One pool run,
  * the threads splitting the activations; a row's value is hc_ctx_matvec_rows'
  * (the gathered B = 1 kernel). */
-void hc_ctx_matvec_rows_each(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, const size_t *at, const void *acts,
-                             int B, float *y);
+void hc_ctx_matvec_rows_each(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, const size_t *at, int step,
+                             const void *acts, int B, float *y);
 /* out[b][w->n] += sum over i < k of h[b*h_stride + i] · row idx[i] of w (row i
  * when idx is NULL), w one row of n_embd per neuron (ffn_down_t). Threads split
  * over columns and add in list order: the same sums for any thread count. */

@@ -210,23 +210,17 @@ static void dots_streams(const hc_weight *w, const hc_kernel *k, int r0, int nr,
     for (int i = k->rm * q; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
 }
 
-/* y[i] = row (idx ? idx[i] : r0 + i) · xa for i < nr. Where the kernel has
- * dots (F32; BF16 on AVX-512), the rows as several streams (dots_streams:
- * on Zen 4 one core reads 4 ascending streams about 25 % faster than one,
- * and F32 and BF16 rows of any width read 13-40 % faster so than one at a
- * time or in column blocks). Otherwise long rows in column blocks, and the
- * rest one row at a time: F16 lost with streams on a quiet machine (four
- * F16 rows evict its f32 activation from L1), and interleaving four
- * neighbouring rows halved the speed of Q8_0/Q4_0 on Zen
- * (docs/design/kernels.md, "Decode"). */
-static void dots(const hc_weight *w, const hc_kernel *k, const int32_t *idx, int r0, int nr, const void *xa, float *y)
+/* y[i] = row r0 + i · xa for i < nr. Where the kernel has dots (F32; BF16
+ * on AVX-512), the rows as several streams (dots_streams: on Zen 4 one core
+ * reads 4 ascending streams about 25 % faster than one, and F32 and BF16
+ * rows of any width read 13-40 % faster so than one at a time or in column
+ * blocks). Otherwise long rows in column blocks, and the rest one row at a
+ * time: F16 lost with streams on a quiet machine (four F16 rows evict its
+ * f32 activation from L1), and interleaving four neighbouring rows halved
+ * the speed of Q8_0/Q4_0 on Zen (docs/design/kernels.md, "Decode"). */
+static void dots(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *xa, float *y)
 {
-    if (idx) {   /* gathered rows: no stream to follow, so fetch the next listed row meanwhile */
-        for (int i = 0; i < nr; i++) {
-            if (i + 1 < nr) hc_weight_prefetch(w, idx[i + 1], 0, w->n);
-            y[i] = k->dot(w, idx[i], xa);
-        }
-    } else if (k->dots) {
+    if (k->dots) {
         dots_streams(w, k, r0, nr, xa, y);
     } else if (k->piece && w->n > HC_ROW_BLOCK) {
         dots_blocked(w, k, r0, nr, xa, y);
@@ -356,7 +350,7 @@ void hc_weight_matvec(const hc_weight *w, int isa, int row0, int row1, const voi
 {
     const hc_kernel *k = kernel(w, isa);
     if (B == 1) {
-        dots(w, k, NULL, row0, row1 - row0, xa, y);
+        dots(w, k, row0, row1 - row0, xa, y);
     } else if (k->tile) {
         tiles(w, k, row0, row1 - row0, (const char *)xa, xs, B, y, y_stride);
     } else {
@@ -366,7 +360,12 @@ void hc_weight_matvec(const hc_weight *w, int isa, int row0, int row1, const voi
     }
 }
 
-void hc_weight_matvec_rows(const hc_weight *w, int isa, const int32_t *idx, int k, const void *xa, float *y)
+/* Gathered rows form no stream to follow, so the next listed row is fetched meanwhile. */
+void hc_weight_matvec_rows(const hc_weight *w, int isa, const int32_t *idx, int k, int step, const void *xa, float *y)
 {
-    dots(w, kernel(w, isa), idx, 0, k, xa, y);
+    const hc_kernel *kern = kernel(w, isa);
+    for (int i = 0; i < k; i++) {
+        if (i + 1 < k) hc_weight_prefetch(w, step * idx[i + 1], 0, w->n);
+        y[i] = kern->dot(w, step * idx[i], xa);
+    }
 }

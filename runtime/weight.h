@@ -52,8 +52,12 @@ void hc_weight_arrange(const hc_weight *w, int isa, const void *acts, size_t act
 void hc_weight_matvec(const hc_weight *w, int isa, int row0, int row1, const void *xa, size_t xs, int B, float *y,
                       size_t y_stride);
 /* Gathered rows, one activation (arranged as for hc_weight_matvec):
- * y[i] = row idx[i] · xa, i < k. */
-void hc_weight_matvec_rows(const hc_weight *w, int isa, const int32_t *idx, int k, const void *xa, float *y);
+ * y[i] = row step·idx[i] · xa, i < k. step 1: rows idx[i]; step 2: the rows
+ * of one of two matrices stored side by side, row by row (w->data at the
+ * first one's row 0 or the second one's; the sparse FFN's gate and up), each
+ * listed neuron's row read as from its own matrix. */
+void hc_weight_matvec_rows(const hc_weight *w, int isa, const int32_t *idx, int k, int step, const void *xa,
+                           float *y);
 /* y[0 .. c1 - c0) += a · columns [c0, c1) of row r (c0 a multiple of 32):
  * the down projection of one neuron stored as a row (ffn_down_t). */
 void hc_weight_axpy(const hc_weight *w, int isa, int r, int c0, int c1, float a, float *y);

@@ -10,7 +10,8 @@
 # predictors (gate, up and down rows only for predicted neurons), against the
 # ideal: the FFN weight bytes each token needs (predictor + rows read, as
 # hc-run -v counts them) at the read bandwidth bench_membw measures; and the
-# read rate of scattered rows (bench_gather), the listed rows' own bound.
+# read rate of scattered rows and of scattered pairs of rows (bench_gather),
+# the listed rows' own bound.
 #
 # (1) uses a one-layer synthetic model of that shape (hc-convert synth, F16,
 # planted hot set): its activations are synthetic, so recall/sparsity there
@@ -101,10 +102,13 @@ MEMBW_BIN=$(dirname "$HC_BIN")/build/bench/bench_membw
 bw=$("$MEMBW_BIN" 512 "$THREADS" | awk -v t="$THREADS" '$1 == t { print $2 }')
 echo "read bandwidth ($THREADS threads, bench_membw): $bw GB/s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 # the sparse rows' own bound: scattered F16 rows of DIM at ACTIVE of the rows, 1 thread,
-# next row prefetched into L2, 2 MiB pages (as hc-run reads them), and its streaming pass
-"$(dirname "$MEMBW_BIN")/bench_gather" $((DIM * 2)) "$ACTIVE" 256 |
-    awk '$1 == "2M" && $2 == "L2" && $3 == 1 { g = $4 } $1 == "2M" && $2 == "stream" { s = $4 }
-         END { printf "scattered %d-byte rows (1 thread, bench_gather): %s GB/s; its sequential pass %s GB/s\n", '"$((DIM * 2))"', g, s }'
+# next row prefetched into L2, 2 MiB pages (as hc-run reads them), and its streaming pass;
+# then runs of two rows (a neuron's gate and up rows side by side, as decode reads them)
+for rb in $((DIM * 2)) $((DIM * 4)); do
+    "$(dirname "$MEMBW_BIN")/bench_gather" "$rb" "$ACTIVE" 256 |
+        awk -v rb="$rb" '$1 == "2M" && $2 == "L2" && $3 == 1 { g = $4 } $1 == "2M" && $2 == "stream" { s = $4 }
+             END { printf "scattered %d-byte rows (1 thread, bench_gather): %s GB/s; its sequential pass %s GB/s\n", rb, g, s }'
+done
 # interleaved runs: dense (-v for its FFN time), exact sparsity, predictors
 for r in $(seq "$REPS"); do
     run -m "$W/m.gguf" --dense -v >>"$T/dense.r"

