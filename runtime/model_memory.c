@@ -121,13 +121,13 @@ int64_t hc_model_copy_weights(hc_model *m, int mode, int with_ffn, char *err, si
     }
     if (mode == HC_WEIGHTS_AUTO && (!huge_pages_on() || (double)total > 0.8 * (double)mem_available())) total = 0;
     uint8_t *buf = total ? hc_huge_alloc(total) : NULL;
-    if (total && !buf) {
+    if (!buf) {   /* nothing to copy, not worth it, or no memory */
         free(s);
-        if (mode == HC_WEIGHTS_AUTO) return 0;
+        if (!total || mode == HC_WEIGHTS_AUTO) return 0;
         goto no_memory;
     }
     size_t at = 0;
-    for (int i = 0, j; total && i < n; i = j) {
+    for (int i = 0, j; i < n; i = j) {
         j = run_end(s, n, i, &hi);
         at = place(at, s[i].lo);
         memcpy(buf + at, s[i].lo, (size_t)(hi - s[i].lo));
