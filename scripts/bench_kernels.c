@@ -1,6 +1,8 @@
 /* Matvec speed per weight type on a 4096 x 11008 matrix (LLaMA-7B ffn_up):
  * B = 1 as GB/s of weights streamed (enough copies rotate to defeat the
  * last-level cache), B = 16/64 as GFLOP/s. Built and run by bench-kernels.sh.
+ * The weights live in 2 MiB pages, as hc-run copies them (with 4 KiB pages
+ * the TLB misses, not the kernels, bound B = 1).
  * Usage: bench_kernels [max threads (default 2)] [isa (default: best)]
  *        bench_kernels cpu ISA N ROWS B [REPS]: one thread, one N x ROWS
  *        product with B vectors (arranged once, as hc_ctx_matvec), best of
@@ -16,6 +18,7 @@
 
 #include "cli.h"
 #include "ggml_types.h"
+#include "hugepage.h"
 #include "kernels.h"
 #include "kernels_gptq.h"
 #include "quants.h"
@@ -147,7 +150,7 @@ static int cpu_mode(int argc, char **argv)
             gptq_weight(n, rows, &g);
             w = (hc_weight){ .kind = HC_WEIGHT_GPTQ, .type = GGML_TYPE_I32, .n = n, .rows = rows, .ext = &g };
         } else {
-            if (!(W = malloc(ggml_row_size(types[ti], n) * (size_t)rows))) hc_die("out of memory");
+            if (!(W = hc_huge_alloc(ggml_row_size(types[ti], n) * (size_t)rows))) hc_die("out of memory");
             fill_rows(types[ti], W, x, n, rows);
             w.data = W;
         }
@@ -187,7 +190,7 @@ int main(int argc, char **argv)
         uint32_t type = types[ti];
         size_t bytes = ggml_row_size(type, N) * ROWS;
         int copies = (int)(ROTATE_BYTES / bytes) + 1;
-        char *W = malloc(bytes * (size_t)copies);
+        char *W = hc_huge_alloc(bytes * (size_t)copies);
         if (!W) hc_die("out of memory");
         fill_rows(type, W, x, N, ROWS);
         for (int c = 1; c < copies; c++) memcpy(W + bytes * (size_t)c, W, bytes);
