@@ -37,8 +37,8 @@ typedef struct hc_kernel {
     void (*arrange)(const void *act, int n, void *xa);
     /* Row r of w · xa. */
     float (*dot)(const hc_weight *w, int r, const void *xa);
-    /* Optional (NULL: dot per row; F16, and BF16 on AVX2, have them): rows
-     * longer than HC_ROW_BLOCK at B = 1 go through column blocks (weight.c):
+    /* Optional (NULL: dot per row; F16 on AVX2 has them): rows longer
+     * than HC_ROW_BLOCK at B = 1 go through column blocks (weight.c):
      * piece adds columns [c0, c1) of row r (x: the prepared activation) to
      * the row's accumulators parked in acc (32 floats aligned to 64, zeroed
      * before the first piece), in the order dot takes them (c0 and c1
@@ -47,12 +47,14 @@ typedef struct hc_kernel {
      * row's result from acc, the bits of dot. */
     void (*piece)(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next);
     float (*piece_sum)(const float *acc);
-    /* Optional (NULL: dot per row, or piece; F32, and BF16 on AVX-512, have
-     * it): y[i] = rows[i] · x[0] for i < rm (rows: where each row's
-     * data starts; x[0]: the arranged or prepared activation), the bits of
-     * dot, each activation load shared by the rows. Rows of any width at
-     * B = 1 are read as rm ascending streams through it (weight.c). */
+    /* Optional (NULL: dot per row, or piece; F32, BF16, and F16 on
+     * AVX-512, have it): y[i] = rows[i] · x[0] for i < rm (rows: where each
+     * row's data starts; x[0]: the arranged or prepared activation), the
+     * bits of dot, each activation load shared by the rows. Rows longer
+     * than HC_ROW_BLOCK at B = 1 are read as rm ascending streams through
+     * it (weight.c), and so are shorter ones where dots_short is set (F32). */
     void (*dots)(const hc_weight *w, const void *const *rows, const void *const *x, float *y);
+    int dots_short;
     /* Optional register tile (NULL: dot per pair): y[t * rm + i] = row r[i]
      * · x[t] for i < rm, t < tm, every value the bits dot gives. */
     void (*tile)(const hc_weight *w, const int *r, const void *const *x, float *y);

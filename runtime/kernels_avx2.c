@@ -362,14 +362,15 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     sum_tile_f(w, x, park, y);
 }
 
-/* F16's kernel (long rows in column blocks: piece_f) and F32's (rows as
- * streams: dots_f). */
+/* F16's kernel (long rows in column blocks: piece_f; as three streams they
+ * read 12 % slower here, docs/design/kernels.md) and F32's (rows of every
+ * width as streams: dots_f). */
 #define FLOAT_KERNEL                                                                                            \
     .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
     .tile = tile_f, .rm = RM, .tm = TM, .tile_part = part_f, .tile_sum = sum_tile_f, .kb = KB_F,               \
     .tile_park = PARK_F, .axpy = axpy_f, .axpy_multi = axpy_multi_f
 const hc_kernel hc_avx2_float = { FLOAT_KERNEL, .piece = piece_f, .piece_sum = sum_f };
-const hc_kernel hc_avx2_f32 = { FLOAT_KERNEL, .dots = dots_f };
+const hc_kernel hc_avx2_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_short = 1 };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 16 bf16 per
  * register, both operands widened by shifts (the odd elements by a mask, the
@@ -437,25 +438,19 @@ TI void step_bf16(int R, int Tn, const uint16_t *const *w, const uint16_t *const
     }
 }
 
-/* acc[r][t] += the pair sums of elements [i0, i1) of w[r] and x[t] (i0 a
- * multiple of 16, i1 one too or n: then the padded tail). With next (a
- * piece, R = Tn = 1), one line of it is prefetched into L2 per 64 bytes
- * read, line for line. */
-TI void range_bf16(int R, int Tn, const uint16_t *const *w, const uint16_t *const *x, int i0, int i1,
-                   __m256 acc[BRM][BTM], const char *next)
+/* acc[r][t] += the pair sums of elements [0, n) of w[r] and x[t] (the
+ * last n % 16 through padded copies). */
+TI void range_bf16(int R, int Tn, const uint16_t *const *w, const uint16_t *const *x, int n, __m256 acc[BRM][BTM])
 {
-    int i = i0;
-    for (; i + 16 <= i1; i += 16) {
-        if (next && !((i - i0) & 31)) _mm_prefetch(next + 2 * (i - i0), _MM_HINT_T1);
-        step_bf16(R, Tn, w, x, i, acc);
-    }
-    if (i < i1) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) step_bf16(R, Tn, w, x, i, acc);
+    if (i < n) {
         uint16_t wb[BRM][16], xb[BTM][16];
         const uint16_t *wt[BRM], *xt[BTM];
         _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) wt[r] = pad_tail_bf16(w[r] + i, i1 - i, wb[r]);
+        for (int r = 0; r < R; r++) wt[r] = pad_tail_bf16(w[r] + i, n - i, wb[r]);
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) xt[t] = pad_tail_bf16(x[t] + i, i1 - i, xb[t]);
+        for (int t = 0; t < Tn; t++) xt[t] = pad_tail_bf16(x[t] + i, n - i, xb[t]);
         step_bf16(R, Tn, wt, xt, 0, acc);
     }
 }
@@ -468,7 +463,7 @@ TI void tile_bf16(int R, int Tn, const uint16_t *const *w, const uint16_t *const
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
         for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_setzero_ps();
-    range_bf16(R, Tn, w, x, 0, n, acc, NULL);
+    range_bf16(R, Tn, w, x, n, acc);
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
@@ -483,18 +478,12 @@ T static float dot_b(const hc_weight *w, int r, const void *x)
     return y;
 }
 
-/* hc_kernel.piece and piece_sum for BF16 (weight.c's column blocks): dot_b's
- * accumulator parked at acc, x the prepared bf16 activation. */
-T static void piece_b(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next)
+/* hc_kernel.dots for BF16 (rows longer than 4096): the tile's BRM rows with
+ * one vector. */
+T static void dots_b(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
 {
-    const uint16_t *row = (const uint16_t *)hc_float_row(w, r, 0), *xs = x;
-    __m256 a[BRM][BTM];
-    a[0][0] = _mm256_load_ps(acc);
-    range_bf16(1, 1, &row, &xs, c0, c1, a, next);
-    _mm256_store_ps(acc, a[0][0]);
+    tile_bf16(BRM, 1, (const uint16_t *const *)rows, (const uint16_t *const *)x, w->n, y);
 }
-
-T static float sum_b(const float *acc) { return hsum(_mm256_load_ps(acc)); }
 
 T static void tile_b(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
@@ -505,7 +494,7 @@ T static void tile_b(const hc_weight *w, const int *r, const void *const *x, flo
 
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
 const hc_kernel hc_avx2_bf16 = { .prepare = act_bf16, .arranged_bytes = hc_bf16_arranged_bytes,
-                                 .arrange = hc_bf16_arrange, .dot = dot_b, .piece = piece_b, .piece_sum = sum_b,
+                                 .arrange = hc_bf16_arrange, .dot = dot_b, .dots = dots_b,
                                  .tile = tile_b, .rm = BRM, .tm = BTM,
                                  .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 

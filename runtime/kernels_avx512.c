@@ -19,15 +19,16 @@
 #define T __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 #define TI static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
-/* The B = 1 loops read one ascending stream per thread (F32 and BF16:
- * several, through hc_kernel.dots in weight.c). Software prefetch:
+/* The B = 1 loops read one ascending stream per thread (F32 rows, and F16
+ * and BF16 rows longer than 4096: several, through hc_kernel.dots in
+ * weight.c). Software prefetch:
  * none in the float, Q8_0, Q4_0 and GPTQ dots (on Zen 4 the float dot's 2 KiB
  * ahead halved F16, and the quantized dots' 4 KiB ahead, which once lifted
  * Q4_0 from 11 to 24 GB/s, cost Q8_0 and Q4_0 10-30 % once their arithmetic
  * became the integer-sum kernels below; docs/design/kernels.md, "Decode");
  * PF_Q bytes ahead in the GPTQ tile (the dot without it: 19-31 GB/s from
- * memory instead of 15-26); F16 rows read in column blocks prefetch their
- * next piece (piece_f). */
+ * memory instead of 15-26); none in the streams either (prefetcht0/t1/t2/nta
+ * 1-8 KiB ahead in the F16 streams: even or slower, docs/design/kernels.md). */
 #define PF_Q 4096
 
 /* ---- F32 / F16 / BF16: one body, specialised by the constant k (a ggml
@@ -53,44 +54,24 @@ TI __mmask16 tail_mask(int m) { return (__mmask16)((1u << m) - 1); }
  * a1 the masked tail. Two FMA chains side by side in one ascending stream:
  * F16 decode is the most sensitive to the dot's shape (every other order
  * tried lost 10-15 % of its memory speed, docs/design/kernels.md). */
-/* *a0, *a1 += dot_steps' steps over elements [i0, i1): i0 a multiple of 32,
- * i1 a multiple of 32 or n (only then the last step and the masked tail).
- * With next (F16 only), one line of it is prefetched into L2 per 32
- * elements, line for line with the row. */
-TI void steps_range(int k, const void *row, const float *x, int i0, int i1, __m512 *a0, __m512 *a1, const char *next)
-{
-    const __mmask16 all = 0xffff;
-    __m512 s0 = *a0, s1 = *a1;   /* in registers for the loop */
-    int i = i0;
-    for (; i + 32 <= i1; i += 32) {
-        if (next) _mm_prefetch(next + 2 * (i - i0), _MM_HINT_T1);
-        s0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), s0);
-        s1 = _mm512_fmadd_ps(load16(k, row, i + 16, all), _mm512_loadu_ps(x + i + 16), s1);
-    }
-    if (i + 16 <= i1) {
-        s0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), s0);
-        i += 16;
-    }
-    if (i < i1) {
-        __mmask16 m = tail_mask(i1 - i);
-        s1 = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), s1);
-    }
-    *a0 = s0;
-    *a1 = s1;
-}
-
 TI float dot_steps(int k, const void *row, const float *x, int n)
 {
+    const __mmask16 all = 0xffff;
     __m512 a0 = _mm512_setzero_ps(), a1 = a0;
-    steps_range(k, row, x, 0, n, &a0, &a1, NULL);
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
+        a1 = _mm512_fmadd_ps(load16(k, row, i + 16, all), _mm512_loadu_ps(x + i + 16), a1);
+    }
+    if (i + 16 <= n) {
+        a0 = _mm512_fmadd_ps(load16(k, row, i, all), _mm512_loadu_ps(x + i), a0);
+        i += 16;
+    }
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        a1 = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), a1);
+    }
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-}
-
-/* dot_steps' result from its two accumulators parked at acc
- * (hc_kernel.piece_sum). */
-T static float sum_f(const float *acc)
-{
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(acc), _mm512_load_ps(acc + 16)));
 }
 
 /* F32 (dot_chunks): the row is cut into chunks of CHUNK elements, a0 sums
@@ -130,14 +111,6 @@ T static float dot_f(const hc_weight *w, int r, const void *x)
 {
     const char *row = hc_float_row(w, r, 0);
     return w->type == GGML_TYPE_F32 ? dot_chunks(GGML_TYPE_F32, row, x, w->n) : dot_steps(GGML_TYPE_F16, row, x, w->n);
-}
-
-/* hc_kernel.piece for F16 (weight.c's column blocks): dot_steps' two
- * accumulators parked at acc, as two vectors (acc is aligned to 64). */
-T static void piece_f(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next)
-{
-    __m512 *a = (__m512 *)acc;
-    steps_range(GGML_TYPE_F16, hc_float_row(w, r, 0), x, c0, c1, a, a + 1, next);
 }
 
 TI void axpy_float(int k, const void *row, int n, float a, float *y)
@@ -336,13 +309,19 @@ T static void dots_f(const hc_weight *w, const void *const *rows, const void *co
     tile_chunks(GGML_TYPE_F32, 1, rows, (const float *const *)x, w->n, y);
 }
 
-/* F16's kernel (long rows in column blocks: piece_f) and F32's (rows as
- * streams: dots_f). */
+/* hc_kernel.dots for F16: tile_steps with one vector. */
+T static void dots_h(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
+{
+    tile_steps(GGML_TYPE_F16, 1, rows, (const float *const *)x, w->n, y);
+}
+
+/* F16's kernel (rows longer than 4096 as streams: dots_h) and F32's (rows of
+ * every width as streams: dots_f). */
 #define FLOAT_KERNEL                                                                                            \
     .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
     .tile = tile_f, .rm = RM, .tm = TM, .axpy = axpy_f, .axpy_multi = axpy_multi_f
-const hc_kernel hc_avx512_float = { FLOAT_KERNEL, .piece = piece_f, .piece_sum = sum_f };
-const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f };
+const hc_kernel hc_avx512_float = { FLOAT_KERNEL, .dots = dots_h };
+const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_short = 1 };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 32 pairs of bf16
  * per register. With AVX512_BF16 one vdpbf16ps per register: lane j gets

@@ -159,8 +159,8 @@ void hc_weight_arrange(const hc_weight *w, int isa, const void *acts, size_t act
 }
 
 /* Decode (B = 1) of rows longer than HC_ROW_BLOCK elements, such as the down
- * projection's 11008, for the types whose kernels have pieces (F16; BF16 on
- * AVX2; F32 before it took dots_streams): the activation (44 KiB
+ * projection's 11008, for the kernel that has pieces (F16 on AVX2; the
+ * others take dots_streams): the activation (44 KiB
  * in f32) did not stay in the 32 KiB L1 beside the weight stream, and
  * re-reading it from L2 for every row held the stream
  * to 11-19 GB/s against 18-26 on 4096-wide rows. So rows go in groups of
@@ -210,17 +210,18 @@ static void dots_streams(const hc_weight *w, const hc_kernel *k, int r0, int nr,
     for (int i = k->rm * q; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
 }
 
-/* y[i] = row r0 + i · xa for i < nr. Where the kernel has dots (F32; BF16
- * on AVX-512), the rows as several streams (dots_streams: on Zen 4 one core
- * reads 4 ascending streams about 25 % faster than one, and F32 and BF16
- * rows of any width read 13-40 % faster so than one at a time or in column
- * blocks). Otherwise long rows in column blocks, and the rest one row at a
- * time: F16 lost with streams on a quiet machine (four F16 rows evict its
- * f32 activation from L1), and interleaving four neighbouring rows halved
- * the speed of Q8_0/Q4_0 on Zen (docs/design/kernels.md, "Decode"). */
+/* y[i] = row r0 + i · xa for i < nr. Rows longer than HC_ROW_BLOCK as
+ * several streams where the kernel has dots (dots_streams; every float type
+ * but F16 on AVX2, which keeps its column blocks), shorter ones so only where
+ * it says dots_short (F32: on Zen 4 one core reads 4 ascending F32 streams
+ * about 25 % faster than one; 4096-wide F16 and BF16 rows read faster one at
+ * a time, their activation in L1 beside one stream). Otherwise long rows in
+ * column blocks, and the rest one row at a time: interleaving four
+ * neighbouring rows halved the speed of Q8_0/Q4_0 on Zen
+ * (docs/design/kernels.md, "Decode"). */
 static void dots(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *xa, float *y)
 {
-    if (k->dots) {
+    if (k->dots && (k->dots_short || w->n > HC_ROW_BLOCK)) {
         dots_streams(w, k, r0, nr, xa, y);
     } else if (k->piece && w->n > HC_ROW_BLOCK) {
         dots_blocked(w, k, r0, nr, xa, y);

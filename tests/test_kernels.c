@@ -476,26 +476,30 @@ static int b1_rows_case(const char *isa, uint32_t t, int n, int rows)
     return ok;
 }
 
-/* F16 rows longer than 4096 elements go through column blocks at B = 1 (a
- * group of rows block by block, each row's accumulators kept), and so do
- * BF16 rows on AVX2; F32 and AVX-512 BF16 rows through hc_kernel.dots:
- * b1_rows_case for groups off their size and rows that end in a partial
+/* Rows longer than 4096 elements go through hc_kernel.dots at B = 1 (as
+ * many runs as the tile has rows, read side by side), except F16 on AVX2,
+ * whose rows go through column blocks (a group of rows block by block, each
+ * row's accumulators kept): b1_rows_case for row counts below, at and off a
+ * multiple of the runs and of the groups, and rows that end in a partial
  * block, a partial step and a masked tail, F32 also in an empty or partial
  * odd chunk (5120, 6145). */
 static int float_long_rows(const char *isa)
 {
     static const int ns[] = { 4097, 4128, 5120, 6145, 8192, 8223, 11008, 11017 };
+    static const int rows[] = { 3, 4, 5, 37 };
     static const uint32_t ts[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
     for (size_t c = 0; c < sizeof ns / sizeof ns[0] * 3; c++)
-        if (!b1_rows_case(isa, ts[c % 3], ns[c / 3], 37)) return 0;
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+            if (!b1_rows_case(isa, ts[c % 3], ns[c / 3], rows[r])) return 0;
     return 1;
 }
 
 static void test_float_long_rows(void) { each_isa(float_long_rows); }
 
 /* Rows of at most 4096 elements go through hc_kernel.dots at B = 1 where
- * the kernel has it (F32; BF16 on AVX-512): the rows in as many runs as the
- * tile has rows, read side by side. b1_rows_case for every float type, for
+ * the kernel says dots_short (F32; the others one row at a time): the rows
+ * in as many runs as the tile has rows, read side by side. b1_rows_case for
+ * every float type, for
  * row counts below, at and off a multiple of the runs (the last rows one at
  * a time), widths in and across F32's 1024-element chunks and with masked
  * tails. */
@@ -767,7 +771,8 @@ static void test_bf16_without_vdpbf16ps(void)
         CHECK(tiled_float_case("avx512-nobf16", GGML_TYPE_BF16, n, rows, B));
     }
     CHECK(tiled_float_case("avx512-nobf16", GGML_TYPE_BF16, 11017, 37, 3));   /* B = 1 through dots, long rows */
-    CHECK(b1_rows_case("avx512-nobf16", GGML_TYPE_BF16, 1025, 13));            /* B = 1 through dots */
+    CHECK(b1_rows_case("avx512-nobf16", GGML_TYPE_BF16, 1025, 13));
+    CHECK(b1_rows_case("avx512-nobf16", GGML_TYPE_BF16, 5003, 13));            /* B = 1 through dots */
     CHECK(b1_rows_case("avx512-nobf16", GGML_TYPE_BF16, 4096, 37));
     if (had) {
         int n = 1000, rows = 13, B = 7;
