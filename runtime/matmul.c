@@ -75,13 +75,21 @@ static void matvec_chunk(void *arg, int chunk, int ith)
     if (lo < hi) hc_weight_matvec(t->w, t->isa, lo, hi, t->xa, t->xs, t->B, t->y + lo, t->y_stride);
 }
 
-void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride)
+void hc_pool_matvec(hc_pool *pool, const hc_weight *w, int isa, const void *xa, size_t xs, int B, float *y,
+                    size_t y_stride)
 {
     size_t work = (size_t)w->rows * (size_t)w->n * (size_t)B;
-    int nc = hc_pool_chunks(ctx->pool, (w->rows + ROW_UNIT - 1) / ROW_UNIT, work);
-    matvec_task t = { w, hc_isa(), NULL, 0, y_stride, B, nc, y };
-    t.xa = arranged(ctx, w, t.isa, acts, B, &t.xs);
-    hc_pool_run(ctx->pool, matvec_chunk, &t, nc);
+    int nc = hc_pool_chunks(pool, (w->rows + ROW_UNIT - 1) / ROW_UNIT, work);
+    matvec_task t = { w, isa, xa, xs, y_stride, B, nc, y };
+    hc_pool_run(pool, matvec_chunk, &t, nc);
+}
+
+void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride)
+{
+    int isa = hc_isa();
+    size_t xs;
+    const void *xa = arranged(ctx, w, isa, acts, B, &xs);
+    hc_pool_matvec(ctx->pool, w, isa, xa, xs, B, y, y_stride);
 }
 
 void hc_ctx_matvec(hc_ctx *ctx, const hc_weight *w, const float *x, int B, float *y)
