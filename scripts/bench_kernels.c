@@ -1,6 +1,8 @@
 /* Matvec speed per weight type on a 4096 x 11008 matrix (LLaMA-7B ffn_up):
  * B = 1 as GB/s of weights streamed (enough copies rotate to defeat the
- * last-level cache), B = 16/64 as GFLOP/s. Built and run by bench-kernels.sh.
+ * last-level cache), B = 16/64 as GFLOP/s, on the runtime's persistent pool
+ * (wall time: on a shared machine see "pool" below). Built and run by
+ * bench-kernels.sh.
  * The weights live in 2 MiB pages, as hc-run copies them (with 4 KiB pages
  * the TLB misses, not the kernels, bound B = 1).
  * Usage: bench_kernels [max threads (default 2)] [isa (default: best)]
@@ -23,7 +25,6 @@
 #include <time.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,27 +40,12 @@
 enum { N = 4096, ROWS = 11008 };
 #define ROTATE_BYTES (384u << 20)   /* > 10x a 32 MiB L3 */
 
-struct mv { uint32_t type; const char *W; const void *acts; size_t as; int B; float *y; int row0, row1; };
-
-static void *run_part(void *arg)
+/* One product of the N x ROWS weight of type at W with B vectors on pool
+ * (hc_pool_matvec: the runtime's persistent threads and split). */
+static void matvec_pool(hc_pool *pool, uint32_t type, const char *W, const void *acts, size_t as, int B, float *y)
 {
-    struct mv *m = arg;
-    hc_weight w = { .kind = HC_WEIGHT_GGML, .type = m->type, .data = m->W, .n = N, .rows = ROWS };
-    hc_weight_matvec(&w, hc_isa(), m->row0, m->row1, m->acts, m->as, m->B, m->y + m->row0, ROWS);
-    return NULL;
-}
-
-/* One matvec of W split over nt threads by rows, as the runtime does. */
-static void matvec_threads(uint32_t type, const char *W, const void *acts, size_t as, int B, float *y, int nt)
-{
-    pthread_t th[64];
-    struct mv m[64];
-    for (int t = 0; t < nt; t++) {
-        m[t] = (struct mv){ type, W, acts, as, B, y, ROWS * t / nt, ROWS * (t + 1) / nt };
-        if (t) pthread_create(&th[t], NULL, run_part, &m[t]);
-    }
-    run_part(&m[0]);
-    for (int t = 1; t < nt; t++) pthread_join(th[t], NULL);
+    hc_weight w = { .kind = HC_WEIGHT_GGML, .type = type, .data = W, .n = N, .rows = ROWS };
+    hc_pool_matvec(pool, &w, hc_isa(), acts, as, B, y, ROWS);
 }
 
 /* rows x n weights of type from the 64 vectors of n floats at x (repeating:
@@ -332,6 +318,9 @@ int main(int argc, char **argv)
     if (maxt < 1 || maxt > 64) hc_die("threads must be 1..64");
     if (argc > 2 && hc_kernel_force(argv[2])) hc_die("instruction set %s is not available", argv[2]);
     float *x = random_floats((size_t)64 * N), *y = malloc((size_t)64 * ROWS * sizeof *y);
+    hc_pool *pools[64];
+    for (int nt = 1; nt <= maxt; nt++)
+        if (!(pools[nt - 1] = hc_pool_new(nt))) hc_die("cannot start %d threads", nt);
     printf("isa %s, %d x %d\n", hc_kernel_isa(), N, ROWS);
     printf("%-5s %8s %s\n", "type", "MiB", "B=1 GB/s by threads 1..N | B=16, B=64 GFLOP/s (N threads)");
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -348,15 +337,16 @@ int main(int argc, char **argv)
         printf("%-5s %8.1f", ggml_type_name(type), bytes / 1048576.0);
         for (int nt = 1; nt <= maxt; nt++) {
             int iters = 2 * copies > 12 ? 2 * copies : 12;
-            matvec_threads(type, W, acts, as, 1, y, nt);   /* warm-up */
+            matvec_pool(pools[nt - 1], type, W, acts, as, 1, y);   /* warm-up */
             double t0 = hc_now();
-            for (int it = 0; it < iters; it++) matvec_threads(type, W + bytes * (size_t)(it % copies), acts, as, 1, y, nt);
+            for (int it = 0; it < iters; it++)
+                matvec_pool(pools[nt - 1], type, W + bytes * (size_t)(it % copies), acts, as, 1, y);
             printf(" %6.1f", (double)bytes * iters / (hc_now() - t0) / 1e9);
         }
         printf(" |");
         for (int B = 16; B <= 64; B *= 4) {
             double t0 = hc_now();
-            matvec_threads(type, W, acts, as, B, y, maxt);
+            matvec_pool(pools[maxt - 1], type, W, acts, as, B, y);
             printf(" %6.1f", 2.0 * N * ROWS * B / (hc_now() - t0) / 1e9);
         }
         printf("\n");
@@ -364,6 +354,7 @@ int main(int argc, char **argv)
         free(W);
         free(acts);
     }
+    for (int nt = 1; nt <= maxt; nt++) hc_pool_free(pools[nt - 1]);
     free(x);
     free(y);
     return 0;
