@@ -81,8 +81,9 @@ static void matvec_chunk(void *arg, int chunk, int ith)
  * about 1/(4·threads) of the product (a thread descheduled on a busy machine
  * still holds back only its chunk). At two threads that made Q8_0, Q4_0 and
  * GPTQ tokens about 1 % faster (0-5 %) than pieces taken in order, the
- * float types within +-1 % (docs/design/kernels.md, "Two threads"). B > 1 takes the
- * pieces in order. Which thread computes a row never changes its bits. */
+ * float types within +-1 % (docs/design/kernels.md, "Two threads"). B > 1
+ * takes the pieces in order. Which thread computes a row never changes its
+ * bits. */
 void hc_pool_matvec(hc_pool *pool, const hc_weight *w, int isa, const void *xa, size_t xs, int B, float *y,
                     size_t y_stride)
 {
