@@ -26,6 +26,14 @@ void hc_pool_run(hc_pool *p, hc_task_fn fn, void *arg, int n_chunks);
  * into: 1 when too small to be worth waking threads, else about 4 per thread. */
 int hc_pool_chunks(const hc_pool *p, int n_units, size_t work);
 
+/* The piece of the work that chunk `chunk` of n_chunks takes: the pieces
+ * (in work order) cut into `regions` runs of n_chunks / regions, and the
+ * chunks dealt to the runs in turn (chunk mod regions is the run, chunk /
+ * regions the place in it). With one run per thread and the threads claiming
+ * chunks in turn, each thread walks its own run from start to end. regions
+ * <= 1, or one that does not divide n_chunks: the chunk itself. */
+int hc_pool_piece(int chunk, int n_chunks, int regions);
+
 /* Range [*lo, *hi) of part i of nparts over [0, n), boundaries at multiples of unit. */
 void hc_split(int n, int unit, int i, int nparts, int *lo, int *hi);
 
