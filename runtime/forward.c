@@ -159,18 +159,32 @@ static void layernorm(float *o, const float *x, const float *w, const float *bia
     for (int j = 0; j < n; j++) o[j] = w[j] * ((x[j] - mean) * inv) + (bias ? bias[j] : 0.0f);
 }
 
-/* o[B][n_embd] = the family's norm of x with weights w (and bias, NULL if none). */
-static void norm_rows(const hc_hparams *hp, const float *w, const float *bias, const float *x, float *o, int B)
+typedef struct {
+    const hc_hparams *hp;
+    const float *w, *bias, *x;
+    float *o;
+} norm_task;
+
+static void norm_range(void *arg, int lo, int hi)
 {
-    int E = hp->n_embd;
-    switch ((enum hc_norm)hp->norm) {
-    case HC_NORM_RMS:
-        for (int b = 0; b < B; b++) rmsnorm(o + (size_t)b * E, x + (size_t)b * E, w, E, hp->rms_eps);
-        break;
-    case HC_NORM_LAYER:
-        for (int b = 0; b < B; b++) layernorm(o + (size_t)b * E, x + (size_t)b * E, w, bias, E, hp->rms_eps);
-        break;
+    const norm_task *t = arg;
+    const hc_hparams *hp = t->hp;
+    size_t E = (size_t)hp->n_embd;
+    for (int b = lo; b < hi; b++) {
+        switch ((enum hc_norm)hp->norm) {
+        case HC_NORM_RMS: rmsnorm(t->o + b * E, t->x + b * E, t->w, (int)E, hp->rms_eps); break;
+        case HC_NORM_LAYER: layernorm(t->o + b * E, t->x + b * E, t->w, t->bias, (int)E, hp->rms_eps); break;
+        }
     }
+}
+
+/* o[B][n_embd] = the family's norm of x with weights w (and bias, NULL if
+ * none), the rows split over the pool (each row's own sums, so its bits). */
+static void norm_rows(hc_ctx *ctx, const float *w, const float *bias, const float *x, float *o, int B)
+{
+    const hc_hparams *hp = &ctx->model->hp;
+    norm_task t = { hp, w, bias, x, o };
+    hc_pool_ranges(ctx->pool, norm_range, &t, B, (size_t)B * (size_t)hp->n_embd);
 }
 
 void hc_add_bias(float *y, const float *bias, int B, int n)
@@ -210,17 +224,33 @@ static void rope_neox(const hc_ctx *ctx, float *v, int n, int pos)
     }
 }
 
-/* The positions pos0.. of n rows of v ([n][dim], q or k); learned positions
- * were added by hc_embed. */
-static void positions(const hc_ctx *ctx, float *v, int dim, int n, int pos0)
+typedef struct {
+    const hc_ctx *ctx;
+    float *v;
+    int dim, pos0;
+} pos_task;
+
+static void pos_range(void *arg, int lo, int hi)
+{
+    const pos_task *t = arg;
+    for (int b = lo; b < hi; b++) {
+        float *row = t->v + (size_t)b * (size_t)t->dim;
+        if (t->ctx->model->hp.pos == HC_POS_ROPE) rope(t->ctx, row, t->dim, t->pos0 + b);
+        else rope_neox(t->ctx, row, t->dim, t->pos0 + b);
+    }
+}
+
+/* The positions pos0.. of n rows of v ([n][dim], q or k), the rows split
+ * over the pool; learned positions were added by hc_embed. */
+static void positions(hc_ctx *ctx, float *v, int dim, int n, int pos0)
 {
     switch ((enum hc_pos)ctx->model->hp.pos) {
     case HC_POS_ROPE:
-        for (int b = 0; b < n; b++) rope(ctx, v + (size_t)b * dim, dim, pos0 + b);
+    case HC_POS_ROPE_NEOX: {
+        pos_task t = { ctx, v, dim, pos0 };
+        hc_pool_ranges(ctx->pool, pos_range, &t, n, (size_t)n * (size_t)dim * 4);
         break;
-    case HC_POS_ROPE_NEOX:
-        for (int b = 0; b < n; b++) rope_neox(ctx, v + (size_t)b * dim, dim, pos0 + b);
-        break;
+    }
     case HC_POS_LEARNED:
         break;
     }
@@ -439,7 +469,7 @@ static void attention(hc_ctx *ctx, int layer, const float *x, int B, int keep, i
     size_t cache_row = ((size_t)layer * (size_t)ctx->n_ctx + (size_t)pos0) * (size_t)kv_dim;
     float *kc = ctx->k_cache + cache_row, *vc = ctx->v_cache + cache_row;
 
-    norm_rows(hp, ly->attn_norm, ly->attn_norm_b, x, ctx->xn, B);
+    norm_rows(ctx, ly->attn_norm, ly->attn_norm_b, x, ctx->xn, B);
     hook(ctx, layer, HC_HOOK_ATTN_IN, ctx->xn, B, E, pos0);
     qkv(ctx, ly, B, keep, kc, vc);
     positions(ctx, kc, kv_dim, B, pos0);
@@ -468,7 +498,7 @@ static void ffn_block(hc_ctx *ctx, int layer, const float *x, int B, int pos0, f
     const hc_hparams *hp = &ctx->model->hp;
     hook(ctx, layer, HC_HOOK_FFN_INP, x, B, hp->n_embd, pos0);
     const hc_layer *ly = &ctx->model->layers[layer];
-    norm_rows(hp, ly->ffn_norm, ly->ffn_norm_b, x, ctx->xn, B);
+    norm_rows(ctx, ly->ffn_norm, ly->ffn_norm_b, x, ctx->xn, B);
     hook(ctx, layer, HC_HOOK_FFN_IN, ctx->xn, B, hp->n_embd, pos0);
     hc_ffn_forward(ctx, layer, x, ctx->xn, B, pos0, out);
 }
@@ -502,7 +532,7 @@ void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0) { layer
 void hc_output(hc_ctx *ctx, const float *x, int B, float *logits)
 {
     const hc_model *m = ctx->model;
-    norm_rows(&m->hp, m->output_norm, m->output_norm_b, x, ctx->xn, B);
+    norm_rows(ctx, m->output_norm, m->output_norm_b, x, ctx->xn, B);
     hc_ctx_matvec(ctx, &m->output, ctx->xn, B, logits);
 }
 
