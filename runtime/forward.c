@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define ATT_GROUP 8      /* tokens whose dots and mixes share each key and value load (att_dots) */
+/* floats of attention scratch per thread: the scores of ATT_TOKENS tokens,
+ * then a group's q interleaved (attn_group) */
+#define ATT_SCRATCH(n_ctx, hd) ((size_t)ATT_TOKENS * (size_t)(n_ctx) + (size_t)ATT_GROUP * (size_t)(hd))
 #define ATT_TOKENS 16   /* tokens of one head per attention work item (attn_run): each K/V
                           * row, a cache miss, is read once for them (4: 22 % of a 512-token
                           * Q4_0 prompt's time against the weight products, 16: 15 %) */
@@ -102,7 +106,7 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     ctx->ffn_buf[0] = xalloc(sizeof(float) * nb * F);
     ctx->ffn_buf[1] = xalloc(sizeof(float) * nb * F);
     ctx->h = ctx->hook ? xalloc(sizeof(float) * nb * F) : NULL;
-    ctx->scores = xalloc(sizeof(float) * (size_t)nt * ATT_TOKENS * (size_t)n_ctx);
+    ctx->scores = xalloc(sizeof(float) * (size_t)nt * ATT_SCRATCH(n_ctx, hp->head_dim));
     ctx->rope_freq = xalloc(sizeof(float) * (size_t)hp->head_dim / 2);
     if (!ctx->pool || !ctx->k_cache || !ctx->v_cache || !ctx->x || !ctx->xn || !ctx->tmp || !ctx->tmp2 || !ctx->q || !ctx->att ||
         !ctx->ffn_buf[0] || !ctx->ffn_buf[1] || (ctx->hook && !ctx->h) || !ctx->scores || !ctx->rope_freq)
@@ -290,21 +294,22 @@ typedef struct {
  * value load shared by the G tokens and their sums kept in registers; every
  * token still gets its own operations in its own order. */
 #define ATT_LANES 8
-#define ATT_GROUP 8
 typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
 
-/* sc[g] = q[g] · k over n floats for g < G. */
-static inline __attribute__((always_inline)) void att_dots(int G, const float *const *q, const float *k, int n,
-                                                           float *sc)
+/* sc[g] = q[g] · k over n floats for g < G; qt: the whole lanes of the G
+ * rows interleaved (att_interleave), so that one pointer reaches all of
+ * them (eight row pointers left too few registers: a sum went to the stack). */
+static inline __attribute__((always_inline)) void att_dots(int G, const float *qt, const float *const *q,
+                                                           const float *k, int n, float *sc)
 {
     att_vec s[ATT_GROUP] = { 0 };
     int i = 0;
-    for (; i + ATT_LANES <= n; i += ATT_LANES) {
+    for (; i + ATT_LANES <= n; i += ATT_LANES, qt += G * ATT_LANES) {
         att_vec kv, qv;
         memcpy(&kv, k + i, sizeof kv);
         _Pragma("GCC unroll 8")
         for (int g = 0; g < G; g++) {
-            memcpy(&qv, q[g] + i, sizeof qv);
+            memcpy(&qv, qt + g * ATT_LANES, sizeof qv);
             s[g] += qv * kv;
         }
     }
@@ -357,10 +362,11 @@ static void softmax(float *att, int n)
 /* G <= GN consecutive tokens of one head, the first at position pos (GN is a
  * constant at each call: 1, or ATT_GROUP with a short group repeating its
  * last token): token g's scores over positions 0..pos + g into sc + g·sc_stride,
- * their softmax, and its mix of the values into out + g·q_dim. */
+ * their softmax, and its mix of the values into out + g·q_dim; qt: room for
+ * GN·head_dim floats. */
 static inline __attribute__((always_inline)) void attn_group(int GN, int G, const float *q, int q_dim, const float *kc,
                                                              const float *vc, int kv_dim, int hd, int pos, float scale,
-                                                             float *sc, int sc_stride, float *out)
+                                                             float *sc, int sc_stride, float *qt, float *out)
 {
     const float *qg[ATT_GROUP], *ag[ATT_GROUP];
     float *sg[ATT_GROUP], *og[ATT_GROUP];
@@ -372,9 +378,11 @@ static inline __attribute__((always_inline)) void attn_group(int GN, int G, cons
         og[g] = out + (size_t)r * q_dim;
         last[g] = pos + r;
     }
+    for (int c = 0; c + ATT_LANES <= hd; c += ATT_LANES)   /* q's lanes interleaved for att_dots */
+        for (int g = 0; g < GN; g++) memcpy(qt + (size_t)(c * GN + g * ATT_LANES), qg[g] + c, ATT_LANES * sizeof *qt);
     for (int p = 0; p <= last[GN - 1]; p++) {
         float d[ATT_GROUP];
-        att_dots(GN, qg, kc + (size_t)p * kv_dim, hd, d);
+        att_dots(GN, qt, qg, kc + (size_t)p * kv_dim, hd, d);
         for (int g = 0; g < GN; g++)
             if (p <= last[g]) sg[g][p] = d[g] / scale;
     }
@@ -406,21 +414,24 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void attn_ru
     size_t layer_off = (size_t)t->layer * (size_t)ctx->n_ctx * (size_t)kv_dim;
     float scale = sqrtf((float)hd);
     int lo, hi;
-    hc_split(n_tb * hp->n_head, 1, chunk, t->n_chunks, &lo, &hi);
+    /* the last tokens' chunks first: a token's work grows with its position,
+     * and the pool hands chunks out in order, so the costliest no longer
+     * come last, when the other threads have nothing left to take */
+    hc_split(n_tb * hp->n_head, 1, t->n_chunks - 1 - chunk, t->n_chunks, &lo, &hi);
     for (int item = lo; item < hi; item++) {
         int b0 = item / hp->n_head * ATT_TOKENS, h = item % hp->n_head;
         int nb = t->B - b0 < ATT_TOKENS ? t->B - b0 : ATT_TOKENS;
         size_t koff = (size_t)(h / group) * hd;
         const float *kc = ctx->k_cache + layer_off + koff, *vc = ctx->v_cache + layer_off + koff;
         const float *q = ctx->q + (size_t)b0 * q_dim + (size_t)h * hd;
-        float *att = ctx->scores + (size_t)ith * ATT_TOKENS * (size_t)ctx->n_ctx;
+        float *att = ctx->scores + (size_t)ith * ATT_SCRATCH(ctx->n_ctx, hd), *qt = att + ATT_TOKENS * (size_t)ctx->n_ctx;
         float *out = ctx->att + (size_t)b0 * q_dim + (size_t)h * hd;
         for (int g0 = 0; g0 < nb; g0 += ATT_GROUP) {
             int G = nb - g0 < ATT_GROUP ? nb - g0 : ATT_GROUP, pos = t->pos0 + b0 + g0;
             const float *qg = q + (size_t)g0 * q_dim;
             float *sc = att + (size_t)g0 * ctx->n_ctx, *og = out + (size_t)g0 * q_dim;
-            if (G == 1) attn_group(1, 1, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, og);
-            else attn_group(ATT_GROUP, G, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, og);
+            if (G == 1) attn_group(1, 1, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, qt, og);
+            else attn_group(ATT_GROUP, G, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, qt, og);
         }
     }
 }
