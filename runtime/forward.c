@@ -6,7 +6,6 @@
 #include "forward.h"
 #include "cli.h"
 #include "ctx_internal.h"
-#include "hugepage.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,14 +20,9 @@
                           * row, a cache miss, is read once for them (4: 22 % of a 512-token
                           * Q4_0 prompt's time against the weight products, 16: 15 %) */
 
-/* Buffers of 2 MiB or more in 2 MiB pages (hc_huge_alloc): a fresh
- * context's buffers are first written by its first prompt, and in 4 KiB
- * pages that took one page fault per 4 KiB (about 9000 for a 128-token
- * prompt of a 4096 x 11008 model, ~3 % of its time). */
 static void *xalloc(size_t n)
 {
     void *p = NULL;
-    if (n >= HC_HUGE_PAGE) return hc_huge_alloc(n);
     if (posix_memalign(&p, 64, n ? n : 1)) return NULL;
     return p;
 }

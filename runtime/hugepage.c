@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#define HUGE_PAGE ((size_t)2 << 20)
+
 void *hc_huge_alloc(size_t bytes)
 {
     void *p;
-    if (posix_memalign(&p, HC_HUGE_PAGE, bytes ? bytes : 1)) return NULL;
-    if (bytes >= HC_HUGE_PAGE) madvise(p, bytes & ~(HC_HUGE_PAGE - 1), MADV_HUGEPAGE);
+    if (posix_memalign(&p, HUGE_PAGE, bytes ? bytes : 1)) return NULL;
+    if (bytes >= HUGE_PAGE) madvise(p, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
     return p;
 }

@@ -1,12 +1,9 @@
 /* Anonymous memory for weights the runtime repacks or copies (INT4-GPTQ
- * rows, the sparse FFN's row matrices) and for the context's large buffers
- * (forward.c, matmul.c), advised to use 2 MiB pages. */
+ * rows, the sparse FFN's row matrices), advised to use 2 MiB pages. */
 #ifndef HC_HUGEPAGE_H
 #define HC_HUGEPAGE_H
 
 #include <stddef.h>
-
-#define HC_HUGE_PAGE ((size_t)2 << 20)
 
 /* bytes (> 0) aligned to 2 MiB, the whole 2 MiB extents of it advised to
  * use transparent huge pages (MADV_HUGEPAGE); a last partial extent keeps

@@ -7,20 +7,15 @@
 #include "cli.h"
 #include "ctx_internal.h"
 #include "ggml_types.h"
-#include "hugepage.h"
 #include "kernels.h"
 
 #define COL_UNIT 32      /* a quant block: column ranges start on block boundaries */
 
-/* bytes aligned to 64 for the kernels' vector loads, in 2 MiB pages from
- * 2 MiB on (fewer page faults when a prompt first writes them, as the
- * context's buffers: forward.c); out of memory exits. */
+/* bytes aligned to 64 for the kernels' vector loads; out of memory exits. */
 static void *buffer64(size_t bytes, const char *what)
 {
-    void *p = NULL;
-    if (bytes >= HC_HUGE_PAGE) p = hc_huge_alloc(bytes);
-    else if (posix_memalign(&p, 64, bytes)) p = NULL;
-    if (!p) hc_die("out of memory for %s (%zu bytes)", what, bytes);
+    void *p;
+    if (posix_memalign(&p, 64, bytes)) hc_die("out of memory for %s (%zu bytes)", what, bytes);
     return p;
 }
 
