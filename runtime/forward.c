@@ -12,13 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define ATT_TOKENS 16   /* tokens of one head per attention work item (attn_run): each K/V
+                          * row, a cache miss, is read once for them (4: 22 % of a 512-token
+                          * Q4_0 prompt's time against the weight products, 16: 15 %) */
 #define ATT_GROUP 8      /* tokens whose dots and mixes share each key and value load (att_dots) */
 /* floats of attention scratch per thread: the scores of ATT_TOKENS tokens,
  * then a group's q interleaved (attn_group) */
 #define ATT_SCRATCH(n_ctx, hd) ((size_t)ATT_TOKENS * (size_t)(n_ctx) + (size_t)ATT_GROUP * (size_t)(hd))
-#define ATT_TOKENS 16   /* tokens of one head per attention work item (attn_run): each K/V
-                          * row, a cache miss, is read once for them (4: 22 % of a 512-token
-                          * Q4_0 prompt's time against the weight products, 16: 15 %) */
 
 static void *xalloc(size_t n)
 {
@@ -291,8 +291,9 @@ typedef struct {
 typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
 
 /* sc[g] = q[g] · k over n floats for g < G; qt: the whole lanes of the G
- * rows interleaved (att_interleave), so that one pointer reaches all of
- * them (eight row pointers left too few registers: a sum went to the stack). */
+ * rows interleaved (by attn_group), so that one pointer reaches all of them
+ * (eight row pointers left too few registers: a sum went to the stack); the
+ * tail of a row that is not whole lanes is read from q. */
 static inline __attribute__((always_inline)) void att_dots(int G, const float *qt, const float *const *q,
                                                            const float *k, int n, float *sc)
 {
