@@ -8,6 +8,7 @@
 #define HC_MATMUL_H
 
 #include "model.h"
+#include "threads.h"
 
 /* Activation buffer 0 or 1 ([n_batch] vectors of hc_ctx_act_stride(ctx) bytes),
  * grown (contents lost) when a weight needs more than stride bytes. */
@@ -20,6 +21,12 @@ void hc_ctx_prepare_gate_up(hc_ctx *ctx, const hc_layer *ly, const float *x_norm
 
 /* y[b*y_stride + r] = row r of w · activation b, threads split over rows. */
 void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride);
+/* The same on a pool, with the activations already as w's kernels on isa
+ * read them (hc_weight_arrange, or the prepared ones when the kernels need no
+ * arrangement; xs bytes apart): the split hc_ctx_matvec_prepared runs
+ * (bench_kernels pool measures it). */
+void hc_pool_matvec(hc_pool *pool, const hc_weight *w, int isa, const void *xa, size_t xs, int B, float *y,
+                    size_t y_stride);
 /* (hc_ctx_matvec, the public product of model.h: hc_ctx_prepare, then hc_ctx_matvec_prepared.) */
 
 /* y[b*y_stride + i] = row step·idx[i] of w · activation b (B prepared

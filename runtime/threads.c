@@ -166,6 +166,12 @@ int hc_pool_chunks(const hc_pool *p, int n_units, size_t work)
     return c < 1 ? 1 : (int)c;
 }
 
+int hc_pool_piece(int chunk, int n_chunks, int regions)
+{
+    if (regions <= 1 || n_chunks % regions) return chunk;
+    return chunk % regions * (n_chunks / regions) + chunk / regions;
+}
+
 void hc_split(int n, int unit, int i, int nparts, int *lo, int *hi)
 {
     long units = (n + (long)unit - 1) / unit;

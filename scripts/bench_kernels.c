@@ -1,6 +1,8 @@
 /* Matvec speed per weight type on a 4096 x 11008 matrix (LLaMA-7B ffn_up):
  * B = 1 as GB/s of weights streamed (enough copies rotate to defeat the
- * last-level cache), B = 16/64 as GFLOP/s. Built and run by bench-kernels.sh.
+ * last-level cache), B = 16/64 as GFLOP/s, on the runtime's persistent pool
+ * (wall time: on a shared machine see "pool" below). Built and run by
+ * bench-kernels.sh.
  * The weights live in 2 MiB pages, as hc-run copies them (with 4 KiB pages
  * the TLB misses, not the kernels, bound B = 1).
  * Usage: bench_kernels [max threads (default 2)] [isa (default: best)]
@@ -9,9 +11,20 @@
  *        REPS (3) in the thread's CPU time, which a loaded machine disturbs
  *        far less than wall time: GFLOP/s (and GB/s of weights for B = 1),
  *        for each ggml type and INT4-GPTQ (groups of 128).
- *        ISA avx512-nobf16: the AVX-512 BF16 kernels without vdpbf16ps. */
+ *        ISA avx512-nobf16: the AVX-512 BF16 kernels without vdpbf16ps.
+ *        bench_kernels pool ISA N ROWS THREADS [REPS]: decode (B = 1) on the
+ *        runtime's persistent pool of THREADS threads, split as hc-run splits
+ *        it (hc_pool_matvec), each ggml type (TYPES="F16 Q4_0" picks some),
+ *        interleaved rep by rep with a plain read of the same bytes in the
+ *        same number of chunks (64-byte loads, 8 sums: what the product could
+ *        reach at that moment); weights rotate through copies that defeat
+ *        the LLC. A rep counts only if every thread ran for all of it (its
+ *        CPU time >= 95 % of the wall time: on a shared machine a thread
+ *        descheduled mid-product is not the product's speed). Prints the
+ *        medians of GB/s (product, read), their ratio and the reps kept. */
 #include <time.h>
-#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,32 +34,18 @@
 #include "hugepage.h"
 #include "kernels.h"
 #include "kernels_gptq.h"
+#include "matmul.h"
 #include "quants.h"
 
 enum { N = 4096, ROWS = 11008 };
 #define ROTATE_BYTES (384u << 20)   /* > 10x a 32 MiB L3 */
 
-struct mv { uint32_t type; const char *W; const void *acts; size_t as; int B; float *y; int row0, row1; };
-
-static void *run_part(void *arg)
+/* One product of the N x ROWS weight of type at W with B vectors on pool
+ * (hc_pool_matvec: the runtime's persistent threads and split). */
+static void matvec_pool(hc_pool *pool, uint32_t type, const char *W, const void *acts, size_t as, int B, float *y)
 {
-    struct mv *m = arg;
-    hc_weight w = { .kind = HC_WEIGHT_GGML, .type = m->type, .data = m->W, .n = N, .rows = ROWS };
-    hc_weight_matvec(&w, hc_isa(), m->row0, m->row1, m->acts, m->as, m->B, m->y + m->row0, ROWS);
-    return NULL;
-}
-
-/* One matvec of W split over nt threads by rows, as the runtime does. */
-static void matvec_threads(uint32_t type, const char *W, const void *acts, size_t as, int B, float *y, int nt)
-{
-    pthread_t th[64];
-    struct mv m[64];
-    for (int t = 0; t < nt; t++) {
-        m[t] = (struct mv){ type, W, acts, as, B, y, ROWS * t / nt, ROWS * (t + 1) / nt };
-        if (t) pthread_create(&th[t], NULL, run_part, &m[t]);
-    }
-    run_part(&m[0]);
-    for (int t = 1; t < nt; t++) pthread_join(th[t], NULL);
+    hc_weight w = { .kind = HC_WEIGHT_GGML, .type = type, .data = W, .n = N, .rows = ROWS };
+    hc_pool_matvec(pool, &w, hc_isa(), acts, as, B, y, ROWS);
 }
 
 /* rows x n weights of type from the 64 vectors of n floats at x (repeating:
@@ -175,15 +174,153 @@ static int cpu_mode(int argc, char **argv)
     return 0;
 }
 
+/* A pool task whose chunks each record their thread's CPU time, then wait
+ * (at most 20 ms) until every thread has: so each thread runs one chunk. */
+typedef struct {
+    double cpu[64];
+    atomic_int in;
+    int n;
+} stamp_task;
+
+static void stamp_chunk(void *arg, int chunk, int ith)
+{
+    stamp_task *s = arg;
+    (void)chunk;
+    s->cpu[ith] = thread_cpu();
+    atomic_fetch_add(&s->in, 1);
+    for (double t0 = hc_now(); atomic_load(&s->in) < s->n && hc_now() - t0 < 0.02;) {}
+}
+
+/* Every thread's CPU time now (-1: a thread that did not check in). */
+static void stamp(hc_pool *pool, stamp_task *s)
+{
+    s->n = hc_pool_size(pool);
+    atomic_store(&s->in, 0);
+    for (int i = 0; i < s->n; i++) s->cpu[i] = -1;
+    hc_pool_run(pool, stamp_chunk, s, s->n);
+}
+
+/* The plain read: chunk c of n_chunks sums its share of bytes with 64-byte
+ * vectors (AVX-512 loads where the CPU has them, else two AVX2 loads) in 8
+ * independent sums. */
+typedef uint64_t v8u __attribute__((vector_size(64), may_alias));
+typedef struct {
+    const char *p;
+    size_t bytes;
+    int n_chunks;
+    uint64_t sink[64];
+} read_task;
+
+static inline __attribute__((always_inline)) void read_body(read_task *t, int chunk, int ith)
+{
+    size_t lines = t->bytes / 64, l0 = lines * (size_t)chunk / (size_t)t->n_chunks,
+           l1 = lines * (size_t)(chunk + 1) / (size_t)t->n_chunks;
+    v8u acc[8] = { { 0 } };
+    for (size_t l = l0; l + 8 <= l1; l += 8)
+        for (int c = 0; c < 8; c++) acc[c] += *(const v8u *)(t->p + (l + (size_t)c) * 64);
+    for (int c = 1; c < 8; c++) acc[0] += acc[c];
+    t->sink[ith] += acc[0][0];
+}
+__attribute__((target("avx512f"))) static void read_avx512(void *arg, int chunk, int ith) { read_body(arg, chunk, ith); }
+__attribute__((target("avx2"))) static void read_avx2(void *arg, int chunk, int ith) { read_body(arg, chunk, ith); }
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One rep of the product (read = 0) or of the plain read of w's bytes on
+ * pool: GB/s, or 0 when some thread did not run for all of it. */
+static double pool_rep(hc_pool *pool, const hc_weight *w, const void *xa, size_t xs, float *y, int read)
+{
+    size_t bytes = hc_weight_bytes(w);
+    stamp_task s0, s1;
+    double w0 = hc_now();
+    stamp(pool, &s0);
+    double t0 = hc_now();
+    if (read) {
+        read_task rt = { w->data, bytes, hc_pool_chunks(pool, (w->rows + 15) / 16, (size_t)w->rows * (size_t)w->n),
+                         { 0 } };
+        hc_pool_run(pool, __builtin_cpu_supports("avx512f") ? read_avx512 : read_avx2, &rt, rt.n_chunks);
+    } else {
+        hc_pool_matvec(pool, w, hc_isa(), xa, xs, 1, y, (size_t)w->rows);
+    }
+    double t = hc_now() - t0;
+    stamp(pool, &s1);
+    double wall = hc_now() - w0;
+    for (int i = 0; i < hc_pool_size(pool); i++)
+        if (s0.cpu[i] < 0 || s1.cpu[i] < 0 || s1.cpu[i] - s0.cpu[i] < 0.95 * wall) return 0;
+    return (double)bytes / t / 1e9;
+}
+
+/* bench_kernels pool ISA N ROWS THREADS [REPS] (see the top of the file). */
+static int pool_mode(int argc, char **argv)
+{
+    static const uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    if (argc < 6) hc_die("usage: bench_kernels pool ISA N ROWS THREADS [REPS]");
+    if (hc_kernel_force(argv[2])) hc_die("instruction set %s is not available", argv[2]);
+    int n = atoi(argv[3]), rows = atoi(argv[4]), nt = atoi(argv[5]), reps = argc > 6 ? atoi(argv[6]) : 30;
+    if (n < 32 || n % 32 || rows < 1 || nt < 1 || nt > 64 || reps < 1)
+        hc_die("N must be a multiple of 32; ROWS, REPS >= 1; THREADS 1..64");
+    const char *only = getenv("TYPES");
+    hc_pool *pool = hc_pool_new(nt);
+    float *x = random_floats((size_t)64 * (size_t)n), *y = malloc(sizeof(float) * (size_t)rows);
+    double *gb = malloc(sizeof(double) * 2 * (size_t)reps);
+    if (!pool || !y || !gb) hc_die("out of memory");
+    printf("isa %s, %d threads (the runtime's pool and split), %d x %d, B = 1, medians of %d reps\n", hc_kernel_isa(),
+           nt, n, rows, reps);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        if (only && !strstr(only, ggml_type_name(types[ti]))) continue;
+        size_t bytes = ggml_row_size(types[ti], n) * (size_t)rows;
+        int copies = (int)(ROTATE_BYTES / bytes) + 1, kept[2] = { 0, 0 };
+        char *W = hc_huge_alloc(bytes * (size_t)copies);
+        if (!W) hc_die("out of memory");
+        hc_weight w = { .kind = HC_WEIGHT_GGML, .type = types[ti], .data = W, .n = n, .rows = rows };
+        fill_rows(types[ti], W, x, n, rows);
+        for (int c = 1; c < copies; c++) memcpy(W + bytes * (size_t)c, W, bytes);
+        size_t xs;
+        char *xa = activations(&w, x, 1, &xs);
+        for (int r = 0, it = 0; r < reps; r++)
+            for (int read = 0; read < 2; read++, it++) {
+                w.data = W + bytes * (size_t)(it % copies);
+                double v = pool_rep(pool, &w, xa, xs, y, read);
+                if (v > 0) gb[(size_t)read * (size_t)reps + (size_t)kept[read]++] = v;
+            }
+        printf("%-5s", ggml_type_name(types[ti]));
+        if (kept[0] && kept[1]) {
+            qsort(gb, (size_t)kept[0], sizeof(double), cmp_double);
+            qsort(gb + reps, (size_t)kept[1], sizeof(double), cmp_double);
+            double p = gb[kept[0] / 2], q = gb[reps + kept[1] / 2];
+            printf(" product %6.2f GB/s  read %6.2f GB/s  product/read %.2f  (reps kept %d, %d)\n", p, q, p / q,
+                   kept[0], kept[1]);
+        } else {
+            printf(" no rep in which every thread ran throughout (reps kept %d, %d)\n", kept[0], kept[1]);
+        }
+        fflush(stdout);
+        free(W);
+        free(xa);
+    }
+    hc_pool_free(pool);
+    free(gb);
+    free(x);
+    free(y);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
     hc_prog = "bench_kernels";
     if (argc > 1 && !strcmp(argv[1], "cpu")) return cpu_mode(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "pool")) return pool_mode(argc, argv);
     int maxt = argc > 1 ? atoi(argv[1]) : 2;
     if (maxt < 1 || maxt > 64) hc_die("threads must be 1..64");
     if (argc > 2 && hc_kernel_force(argv[2])) hc_die("instruction set %s is not available", argv[2]);
     float *x = random_floats((size_t)64 * N), *y = malloc((size_t)64 * ROWS * sizeof *y);
+    hc_pool *pools[64];
+    for (int nt = 1; nt <= maxt; nt++)
+        if (!(pools[nt - 1] = hc_pool_new(nt))) hc_die("cannot start %d threads", nt);
     printf("isa %s, %d x %d\n", hc_kernel_isa(), N, ROWS);
     printf("%-5s %8s %s\n", "type", "MiB", "B=1 GB/s by threads 1..N | B=16, B=64 GFLOP/s (N threads)");
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -200,15 +337,16 @@ int main(int argc, char **argv)
         printf("%-5s %8.1f", ggml_type_name(type), bytes / 1048576.0);
         for (int nt = 1; nt <= maxt; nt++) {
             int iters = 2 * copies > 12 ? 2 * copies : 12;
-            matvec_threads(type, W, acts, as, 1, y, nt);   /* warm-up */
+            matvec_pool(pools[nt - 1], type, W, acts, as, 1, y);   /* warm-up */
             double t0 = hc_now();
-            for (int it = 0; it < iters; it++) matvec_threads(type, W + bytes * (size_t)(it % copies), acts, as, 1, y, nt);
+            for (int it = 0; it < iters; it++)
+                matvec_pool(pools[nt - 1], type, W + bytes * (size_t)(it % copies), acts, as, 1, y);
             printf(" %6.1f", (double)bytes * iters / (hc_now() - t0) / 1e9);
         }
         printf(" |");
         for (int B = 16; B <= 64; B *= 4) {
             double t0 = hc_now();
-            matvec_threads(type, W, acts, as, B, y, maxt);
+            matvec_pool(pools[maxt - 1], type, W, acts, as, B, y);
             printf(" %6.1f", 2.0 * N * ROWS * B / (hc_now() - t0) / 1e9);
         }
         printf("\n");
@@ -216,6 +354,7 @@ int main(int argc, char **argv)
         free(W);
         free(acts);
     }
+    for (int nt = 1; nt <= maxt; nt++) hc_pool_free(pools[nt - 1]);
     free(x);
     free(y);
     return 0;

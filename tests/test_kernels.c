@@ -10,6 +10,7 @@
 
 #include "ggml_types.h"
 #include "kernels.h"
+#include "matmul.h"
 #include "quants.h"
 
 static const char *const isas[] = { "avx512", "avx2", "scalar" };
@@ -515,6 +516,49 @@ static int float_row_streams(const char *isa)
 
 static void test_float_row_streams(void) { each_isa(float_row_streams); }
 
+/* hc_pool_matvec, the threads' split of a product (at B = 1 one run of row
+ * pieces per thread, dealt in turn), gives the bits of one call over all the
+ * rows, for pools of 2 and 3 threads (8 and 12 chunks here). */
+static int pool_matvec_same(const char *isa)
+{
+    const int n = 512, rows = 1040;
+    int ok = 1;
+    for (int ti = 0; ti < NTYPE; ti++)
+        for (int B = 1; B <= 2; B++) {
+            uint32_t t = types[ti];
+            size_t as, yb = sizeof(float) * (size_t)B * (size_t)rows;
+            char *w = make_weights(t, rows, n), *a = make_acts(t, n, B, &as);
+            float *y = malloc(yb), *yp = malloc(yb);
+            matvec(t, w, n, 0, rows, a, as, B, y, (size_t)rows);
+            hc_weight wv = view(t, w, n, rows);
+            size_t xs = hc_weight_arranged_bytes(&wv, hc_isa());
+            void *xa = NULL;
+            if (xs && posix_memalign(&xa, 64, xs * (size_t)B)) xa = NULL;
+            if (xs && xa) hc_weight_arrange(&wv, hc_isa(), a, as, B, xa);
+            for (int nt = 2; nt <= 3; nt++) {
+                hc_pool *p = hc_pool_new(nt);
+                if (!p || !y || !yp || (xs && !xa)) {
+                    th_fail(__FILE__, __LINE__, "out of memory or threads");
+                    hc_pool_free(p);
+                    ok = 0;
+                    break;
+                }
+                memset(yp, 0xff, yb);
+                hc_pool_matvec(p, &wv, hc_isa(), xs ? xa : a, xs ? xs : as, B, yp, (size_t)rows);
+                hc_pool_free(p);
+                if (memcmp(y, yp, yb)) {
+                    th_fail(__FILE__, __LINE__, "%s %s B=%d: %d threads change the product", isa, ggml_type_name(t),
+                            B, nt);
+                    ok = 0;
+                }
+            }
+            free(xa), free(w), free(a), free(y), free(yp);
+        }
+    return ok;
+}
+
+static void test_pool_matvec(void) { each_isa(pool_matvec_same); }
+
 /* The integer block sums stay exact at the extremes: weights of -128 / 127
  * (Q8_0) and -8 / 7 (Q4_0) with scale 1 against activations of ±127 with
  * scale 1 make integer dots below 2^24, so every ISA, its tile (B > 1) and
@@ -816,6 +860,7 @@ int main(void)
     RUN(test_matvec_tiled_quant);
     RUN(test_float_long_rows);
     RUN(test_float_row_streams);
+    RUN(test_pool_matvec);
     RUN(test_quant_extremes);
     RUN(test_matvec_rows);
     RUN(test_axpy);

@@ -453,6 +453,17 @@ static void test_split(void)
             }
             CHECK(next == n);
         }
+    /* hc_pool_piece: a permutation of the chunks; with r runs, chunks i, i + r,
+     * i + 2r, ... (one thread's claims in turn) are run i's pieces in order */
+    for (int nc = 1; nc <= 24; nc++)
+        for (int r = 0; r <= 4; r++) {
+            int seen[24] = { 0 }, runs = r > 1 && nc % r == 0;
+            for (int c = 0; c < nc; c++) {
+                int p = hc_pool_piece(c, nc, r);
+                CHECK(p >= 0 && p < nc && !seen[p]++);
+                CHECK(runs ? p == c % r * (nc / r) + c / r : p == c);
+            }
+        }
 }
 
 typedef struct {
