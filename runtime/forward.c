@@ -15,6 +15,10 @@
 #define ATT_TOKENS 16   /* tokens of one head per attention work item (attn_run): each K/V
                           * row, a cache miss, is read once for them (4: 22 % of a 512-token
                           * Q4_0 prompt's time against the weight products, 16: 15 %) */
+#define ATT_GROUP 8      /* tokens whose dots and mixes share each key and value load (att_dots) */
+/* floats of attention scratch per thread: the scores of ATT_TOKENS tokens,
+ * then a group's q interleaved (attn_group) */
+#define ATT_SCRATCH(n_ctx, hd) ((size_t)ATT_TOKENS * (size_t)(n_ctx) + (size_t)ATT_GROUP * (size_t)(hd))
 
 static void *xalloc(size_t n)
 {
@@ -96,7 +100,7 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     ctx->ffn_buf[0] = xalloc(sizeof(float) * nb * F);
     ctx->ffn_buf[1] = xalloc(sizeof(float) * nb * F);
     ctx->h = ctx->hook ? xalloc(sizeof(float) * nb * F) : NULL;
-    ctx->scores = xalloc(sizeof(float) * (size_t)nt * ATT_TOKENS * (size_t)n_ctx);
+    ctx->scores = xalloc(sizeof(float) * (size_t)nt * ATT_SCRATCH(n_ctx, hp->head_dim));
     ctx->rope_freq = xalloc(sizeof(float) * (size_t)hp->head_dim / 2);
     if (!ctx->pool || !ctx->k_cache || !ctx->v_cache || !ctx->x || !ctx->xn || !ctx->tmp || !ctx->tmp2 || !ctx->q || !ctx->att ||
         !ctx->ffn_buf[0] || !ctx->ffn_buf[1] || (ctx->hook && !ctx->h) || !ctx->scores || !ctx->rope_freq)
@@ -153,18 +157,32 @@ static void layernorm(float *o, const float *x, const float *w, const float *bia
     for (int j = 0; j < n; j++) o[j] = w[j] * ((x[j] - mean) * inv) + (bias ? bias[j] : 0.0f);
 }
 
-/* o[B][n_embd] = the family's norm of x with weights w (and bias, NULL if none). */
-static void norm_rows(const hc_hparams *hp, const float *w, const float *bias, const float *x, float *o, int B)
+typedef struct {
+    const hc_hparams *hp;
+    const float *w, *bias, *x;
+    float *o;
+} norm_task;
+
+static void norm_range(void *arg, int lo, int hi)
 {
-    int E = hp->n_embd;
-    switch ((enum hc_norm)hp->norm) {
-    case HC_NORM_RMS:
-        for (int b = 0; b < B; b++) rmsnorm(o + (size_t)b * E, x + (size_t)b * E, w, E, hp->rms_eps);
-        break;
-    case HC_NORM_LAYER:
-        for (int b = 0; b < B; b++) layernorm(o + (size_t)b * E, x + (size_t)b * E, w, bias, E, hp->rms_eps);
-        break;
+    const norm_task *t = arg;
+    const hc_hparams *hp = t->hp;
+    size_t E = (size_t)hp->n_embd;
+    for (int b = lo; b < hi; b++) {
+        switch ((enum hc_norm)hp->norm) {
+        case HC_NORM_RMS: rmsnorm(t->o + b * E, t->x + b * E, t->w, (int)E, hp->rms_eps); break;
+        case HC_NORM_LAYER: layernorm(t->o + b * E, t->x + b * E, t->w, t->bias, (int)E, hp->rms_eps); break;
+        }
     }
+}
+
+/* o[B][n_embd] = the family's norm of x with weights w (and bias, NULL if
+ * none), the rows split over the pool (each row's own sums, so its bits). */
+static void norm_rows(hc_ctx *ctx, const float *w, const float *bias, const float *x, float *o, int B)
+{
+    const hc_hparams *hp = &ctx->model->hp;
+    norm_task t = { hp, w, bias, x, o };
+    hc_pool_ranges(ctx->pool, norm_range, &t, B, (size_t)B * (size_t)hp->n_embd);
 }
 
 void hc_add_bias(float *y, const float *bias, int B, int n)
@@ -204,17 +222,33 @@ static void rope_neox(const hc_ctx *ctx, float *v, int n, int pos)
     }
 }
 
-/* The positions pos0.. of n rows of v ([n][dim], q or k); learned positions
- * were added by hc_embed. */
-static void positions(const hc_ctx *ctx, float *v, int dim, int n, int pos0)
+typedef struct {
+    const hc_ctx *ctx;
+    float *v;
+    int dim, pos0;
+} pos_task;
+
+static void pos_range(void *arg, int lo, int hi)
+{
+    const pos_task *t = arg;
+    for (int b = lo; b < hi; b++) {
+        float *row = t->v + (size_t)b * (size_t)t->dim;
+        if (t->ctx->model->hp.pos == HC_POS_ROPE) rope(t->ctx, row, t->dim, t->pos0 + b);
+        else rope_neox(t->ctx, row, t->dim, t->pos0 + b);
+    }
+}
+
+/* The positions pos0.. of n rows of v ([n][dim], q or k), the rows split
+ * over the pool; learned positions were added by hc_embed. */
+static void positions(hc_ctx *ctx, float *v, int dim, int n, int pos0)
 {
     switch ((enum hc_pos)ctx->model->hp.pos) {
     case HC_POS_ROPE:
-        for (int b = 0; b < n; b++) rope(ctx, v + (size_t)b * dim, dim, pos0 + b);
+    case HC_POS_ROPE_NEOX: {
+        pos_task t = { ctx, v, dim, pos0 };
+        hc_pool_ranges(ctx->pool, pos_range, &t, n, (size_t)n * (size_t)dim * 4);
         break;
-    case HC_POS_ROPE_NEOX:
-        for (int b = 0; b < n; b++) rope_neox(ctx, v + (size_t)b * dim, dim, pos0 + b);
-        break;
+    }
     case HC_POS_LEARNED:
         break;
     }
@@ -254,21 +288,23 @@ typedef struct {
  * value load shared by the G tokens and their sums kept in registers; every
  * token still gets its own operations in its own order. */
 #define ATT_LANES 8
-#define ATT_GROUP 8
 typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
 
-/* sc[g] = q[g] · k over n floats for g < G. */
-static inline __attribute__((always_inline)) void att_dots(int G, const float *const *q, const float *k, int n,
-                                                           float *sc)
+/* sc[g] = q[g] · k over n floats for g < G; qt: the whole lanes of the G
+ * rows interleaved (by attn_group), so that one pointer reaches all of them
+ * (eight row pointers left too few registers: a sum went to the stack); the
+ * tail of a row that is not whole lanes is read from q. */
+static inline __attribute__((always_inline)) void att_dots(int G, const float *qt, const float *const *q,
+                                                           const float *k, int n, float *sc)
 {
     att_vec s[ATT_GROUP] = { 0 };
     int i = 0;
-    for (; i + ATT_LANES <= n; i += ATT_LANES) {
+    for (; i + ATT_LANES <= n; i += ATT_LANES, qt += G * ATT_LANES) {
         att_vec kv, qv;
         memcpy(&kv, k + i, sizeof kv);
         _Pragma("GCC unroll 8")
         for (int g = 0; g < G; g++) {
-            memcpy(&qv, q[g] + i, sizeof qv);
+            memcpy(&qv, qt + g * ATT_LANES, sizeof qv);
             s[g] += qv * kv;
         }
     }
@@ -321,10 +357,11 @@ static void softmax(float *att, int n)
 /* G <= GN consecutive tokens of one head, the first at position pos (GN is a
  * constant at each call: 1, or ATT_GROUP with a short group repeating its
  * last token): token g's scores over positions 0..pos + g into sc + g·sc_stride,
- * their softmax, and its mix of the values into out + g·q_dim. */
+ * their softmax, and its mix of the values into out + g·q_dim; qt: room for
+ * GN·head_dim floats. */
 static inline __attribute__((always_inline)) void attn_group(int GN, int G, const float *q, int q_dim, const float *kc,
                                                              const float *vc, int kv_dim, int hd, int pos, float scale,
-                                                             float *sc, int sc_stride, float *out)
+                                                             float *sc, int sc_stride, float *qt, float *out)
 {
     const float *qg[ATT_GROUP], *ag[ATT_GROUP];
     float *sg[ATT_GROUP], *og[ATT_GROUP];
@@ -336,9 +373,11 @@ static inline __attribute__((always_inline)) void attn_group(int GN, int G, cons
         og[g] = out + (size_t)r * q_dim;
         last[g] = pos + r;
     }
+    for (int c = 0; c + ATT_LANES <= hd; c += ATT_LANES)   /* q's lanes interleaved for att_dots */
+        for (int g = 0; g < GN; g++) memcpy(qt + (size_t)(c * GN + g * ATT_LANES), qg[g] + c, ATT_LANES * sizeof *qt);
     for (int p = 0; p <= last[GN - 1]; p++) {
         float d[ATT_GROUP];
-        att_dots(GN, qg, kc + (size_t)p * kv_dim, hd, d);
+        att_dots(GN, qt, qg, kc + (size_t)p * kv_dim, hd, d);
         for (int g = 0; g < GN; g++)
             if (p <= last[g]) sg[g][p] = d[g] / scale;
     }
@@ -370,21 +409,24 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void attn_ru
     size_t layer_off = (size_t)t->layer * (size_t)ctx->n_ctx * (size_t)kv_dim;
     float scale = sqrtf((float)hd);
     int lo, hi;
-    hc_split(n_tb * hp->n_head, 1, chunk, t->n_chunks, &lo, &hi);
+    /* the last tokens' chunks first: a token's work grows with its position,
+     * and the pool hands chunks out in order, so the costliest no longer
+     * come last, when the other threads have nothing left to take */
+    hc_split(n_tb * hp->n_head, 1, t->n_chunks - 1 - chunk, t->n_chunks, &lo, &hi);
     for (int item = lo; item < hi; item++) {
         int b0 = item / hp->n_head * ATT_TOKENS, h = item % hp->n_head;
         int nb = t->B - b0 < ATT_TOKENS ? t->B - b0 : ATT_TOKENS;
         size_t koff = (size_t)(h / group) * hd;
         const float *kc = ctx->k_cache + layer_off + koff, *vc = ctx->v_cache + layer_off + koff;
         const float *q = ctx->q + (size_t)b0 * q_dim + (size_t)h * hd;
-        float *att = ctx->scores + (size_t)ith * ATT_TOKENS * (size_t)ctx->n_ctx;
+        float *att = ctx->scores + (size_t)ith * ATT_SCRATCH(ctx->n_ctx, hd), *qt = att + ATT_TOKENS * (size_t)ctx->n_ctx;
         float *out = ctx->att + (size_t)b0 * q_dim + (size_t)h * hd;
         for (int g0 = 0; g0 < nb; g0 += ATT_GROUP) {
             int G = nb - g0 < ATT_GROUP ? nb - g0 : ATT_GROUP, pos = t->pos0 + b0 + g0;
             const float *qg = q + (size_t)g0 * q_dim;
             float *sc = att + (size_t)g0 * ctx->n_ctx, *og = out + (size_t)g0 * q_dim;
-            if (G == 1) attn_group(1, 1, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, og);
-            else attn_group(ATT_GROUP, G, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, og);
+            if (G == 1) attn_group(1, 1, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, qt, og);
+            else attn_group(ATT_GROUP, G, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, qt, og);
         }
     }
 }
@@ -433,7 +475,7 @@ static void attention(hc_ctx *ctx, int layer, const float *x, int B, int keep, i
     size_t cache_row = ((size_t)layer * (size_t)ctx->n_ctx + (size_t)pos0) * (size_t)kv_dim;
     float *kc = ctx->k_cache + cache_row, *vc = ctx->v_cache + cache_row;
 
-    norm_rows(hp, ly->attn_norm, ly->attn_norm_b, x, ctx->xn, B);
+    norm_rows(ctx, ly->attn_norm, ly->attn_norm_b, x, ctx->xn, B);
     hook(ctx, layer, HC_HOOK_ATTN_IN, ctx->xn, B, E, pos0);
     qkv(ctx, ly, B, keep, kc, vc);
     positions(ctx, kc, kv_dim, B, pos0);
@@ -462,7 +504,7 @@ static void ffn_block(hc_ctx *ctx, int layer, const float *x, int B, int pos0, f
     const hc_hparams *hp = &ctx->model->hp;
     hook(ctx, layer, HC_HOOK_FFN_INP, x, B, hp->n_embd, pos0);
     const hc_layer *ly = &ctx->model->layers[layer];
-    norm_rows(hp, ly->ffn_norm, ly->ffn_norm_b, x, ctx->xn, B);
+    norm_rows(ctx, ly->ffn_norm, ly->ffn_norm_b, x, ctx->xn, B);
     hook(ctx, layer, HC_HOOK_FFN_IN, ctx->xn, B, hp->n_embd, pos0);
     hc_ffn_forward(ctx, layer, x, ctx->xn, B, pos0, out);
 }
@@ -496,7 +538,7 @@ void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0) { layer
 void hc_output(hc_ctx *ctx, const float *x, int B, float *logits)
 {
     const hc_model *m = ctx->model;
-    norm_rows(&m->hp, m->output_norm, m->output_norm_b, x, ctx->xn, B);
+    norm_rows(ctx, m->output_norm, m->output_norm_b, x, ctx->xn, B);
     hc_ctx_matvec(ctx, &m->output, ctx->xn, B, logits);
 }
 

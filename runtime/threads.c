@@ -179,3 +179,25 @@ void hc_split(int n, int unit, int i, int nparts, int *lo, int *hi)
     *lo = (int)(a < n ? a : n);
     *hi = (int)(b < n ? b : n);
 }
+
+typedef struct {
+    hc_range_fn fn;
+    void *arg;
+    int n, n_chunks;
+} range_task;
+
+static void range_chunk(void *arg, int chunk, int ith)
+{
+    const range_task *t = arg;
+    int lo, hi;
+    (void)ith;
+    hc_split(t->n, 1, chunk, t->n_chunks, &lo, &hi);
+    if (lo < hi) t->fn(t->arg, lo, hi);
+}
+
+void hc_pool_ranges(hc_pool *p, hc_range_fn fn, void *arg, int n, size_t work)
+{
+    if (n <= 0) return;
+    range_task t = { fn, arg, n, hc_pool_chunks(p, n, work) };
+    hc_pool_run(p, range_chunk, &t, t.n_chunks);
+}

@@ -26,6 +26,13 @@ void hc_pool_run(hc_pool *p, hc_task_fn fn, void *arg, int n_chunks);
  * into: 1 when too small to be worth waking threads, else about 4 per thread. */
 int hc_pool_chunks(const hc_pool *p, int n_units, size_t work);
 
+/* fn(arg, lo, hi) over ranges that cover [0, n) once, split over the pool
+ * like a task of hc_pool_chunks(p, n, work) chunks: for items that do not
+ * depend on each other (the rows of a batch), whose values then do not
+ * depend on the split. */
+typedef void (*hc_range_fn)(void *arg, int lo, int hi);
+void hc_pool_ranges(hc_pool *p, hc_range_fn fn, void *arg, int n, size_t work);
+
 /* The piece of the work that chunk `chunk` of n_chunks takes: the pieces
  * (in work order) cut into `regions` runs of n_chunks / regions, and the
  * chunks dealt to the runs in turn (chunk mod regions is the run, chunk /

@@ -277,37 +277,63 @@ static void tile_store(const hc_kernel *k, const float *out, int b0, int tn, int
  * night"). */
 #define GROUP_TILES 16
 #define VECTOR_PASS_BYTES ((size_t)4 << 20)
+#define SEGMENT_COLS 4096
+
+/* Row tiles [p0, p1) (group j's tile at park + (vt * g + j) * pf for vector
+ * tile vt of the pass from v0) over columns [s0, s1) for every vector tile of
+ * the pass [v0, v1). */
+static void blocked_segment(const hc_weight *w, const hc_kernel *k, int r0, int p0, int p1, int g, int s0, int s1,
+                            int v0, int v1, const char *xa, size_t xs, float *park)
+{
+    int rm = k->rm, tm = k->tm, pf = k->tile_park;
+    for (int b0 = v0, vt = 0; b0 < v1; b0 += tm, vt++) {
+        const void *x[8];
+        tile_vectors(tm, b0, v1 - b0 < tm ? v1 - b0 : tm, xa, xs, x);
+        for (int c0 = s0; c0 < s1; c0 += k->kb)
+            for (int i0 = p0, j = 0; i0 < p1; i0 += rm, j++) {
+                int rows[8];
+                tile_rows(k, r0, i0, p1 - i0 < rm ? p1 - i0 : rm, rows);
+                k->tile_part(w, rows, x, c0, s1 - c0 < k->kb ? s1 : c0 + k->kb,
+                             park + ((size_t)vt * (size_t)g + (size_t)j) * (size_t)pf);
+            }
+    }
+}
 
 static void tiles_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr, const char *xa, size_t xs, int B,
                           float *y, size_t ys)
 {
     int rm = k->rm, tm = k->tm, pf = k->tile_park, n = w->n;
-    int g = (int)(panel_bytes() / 2 / hc_traits(w)->row_bytes(w)) / rm;
+    /* rows longer than SEGMENT_COLS go in segments of it (whole blocks), so
+     * a group of a segment holds more rows */
+    int sw = n > SEGMENT_COLS ? SEGMENT_COLS / k->kb * k->kb : n;
+    size_t seg_bytes = hc_traits(w)->row_bytes(w) / (size_t)n * (size_t)sw;
+    int g = (int)(panel_bytes() / 2 / seg_bytes) / rm;
     g = g < 1 ? 1 : g > GROUP_TILES ? GROUP_TILES : g;
     int passes = (int)(((size_t)B * xs + VECTOR_PASS_BYTES - 1) / VECTOR_PASS_BYTES);
     int vp = (B + passes - 1) / passes;
     vp = (vp + tm - 1) / tm * tm;
-    size_t pb = (size_t)g * (size_t)pf * sizeof(float);
+    /* whole rows: one vector tile's parking at a time; segments: the pass's */
+    int vts = sw < n ? vp / tm : 1;
+    size_t pb = (size_t)vts * (size_t)g * (size_t)pf * sizeof(float);
     float *park = aligned_alloc(64, (pb + 63) & ~(size_t)63);
     if (!park) hc_die("out of memory");
     for (int v0 = 0; v0 < B; v0 += vp)
         for (int p0 = 0; p0 < nr; p0 += g * rm) {
             int p1 = nr - p0 < g * rm ? nr : p0 + g * rm, v1 = B - v0 < vp ? B : v0 + vp;
-            for (int b0 = v0; b0 < v1; b0 += tm) {
-                int tn = v1 - b0 < tm ? v1 - b0 : tm;
-                const void *x[8];
-                tile_vectors(tm, b0, tn, xa, xs, x);
+            for (int b0 = v0; b0 < v1; b0 += tm * vts) {
+                int b1 = v1 - b0 < tm * vts ? v1 : b0 + tm * vts;
                 memset(park, 0, pb);
-                for (int c0 = 0; c0 < n; c0 += k->kb)
+                for (int s0 = 0; s0 < n; s0 += sw)
+                    blocked_segment(w, k, r0, p0, p1, g, s0, n - s0 < sw ? n : s0 + sw, b0, b1, xa, xs, park);
+                for (int t0 = b0, vt = 0; t0 < b1; t0 += tm, vt++) {
+                    int tn = b1 - t0 < tm ? b1 - t0 : tm;
+                    const void *x[8];
+                    tile_vectors(tm, t0, tn, xa, xs, x);
                     for (int i0 = p0, j = 0; i0 < p1; i0 += rm, j++) {
-                        int rows[8];
-                        tile_rows(k, r0, i0, p1 - i0 < rm ? p1 - i0 : rm, rows);
-                        k->tile_part(w, rows, x, c0, n - c0 < k->kb ? n : c0 + k->kb, park + (size_t)j * (size_t)pf);
+                        float out[64];
+                        k->tile_sum(w, x, park + ((size_t)vt * (size_t)g + (size_t)j) * (size_t)pf, out);
+                        tile_store(k, out, t0, tn, i0, p1 - i0 < rm ? p1 - i0 : rm, y, ys);
                     }
-                for (int i0 = p0, j = 0; i0 < p1; i0 += rm, j++) {
-                    float out[64];
-                    k->tile_sum(w, x, park + (size_t)j * (size_t)pf, out);
-                    tile_store(k, out, b0, tn, i0, p1 - i0 < rm ? p1 - i0 : rm, y, ys);
                 }
             }
         }

@@ -417,6 +417,8 @@ static int tiled_float_all(const char *isa)
         if (!tiled_float_case(isa, ft[ti], 33, 70, 9)) return 0;
         /* 8.5 MiB of f32 vectors: AVX2's column-blocked tiles take them in three passes */
         if (!tiled_float_case(isa, ft[ti], 11008, 7, 201)) return 0;
+        /* rows of several column segments (4096) and row groups */
+        if (!tiled_float_case(isa, ft[ti], 9000, 60, 30)) return 0;
     }
     return 1;
 }

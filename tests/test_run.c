@@ -513,6 +513,30 @@ static void test_pool(void)
     }
 }
 
+static void range_hits(void *arg, int lo, int hi)
+{
+    int *hits = arg;
+    for (int i = lo; i < hi; i++) __atomic_fetch_add(&hits[i], 1, __ATOMIC_RELAXED);
+}
+
+/* hc_pool_ranges covers [0, n) exactly once, with work too small to split
+ * (one range on the caller) and large enough for every thread. */
+static void test_pool_ranges(void)
+{
+    hc_pool *p = hc_pool_new(3);
+    CHECK(p != NULL);
+    static int hits[1000];
+    int ok = 1;
+    for (int n = 0; n <= 1000; n += 37)
+        for (size_t work = 1; work < ((size_t)1 << 32); work <<= 8) {
+            memset(hits, 0, sizeof hits);
+            hc_pool_ranges(p, range_hits, hits, n, work);
+            for (int i = 0; i < 1000; i++) ok &= hits[i] == (i < n);
+        }
+    hc_pool_free(p);
+    CHECK(ok);
+}
+
 static void test_perplexity(void)
 {
     const char *model = th_fixture("stories260K.gguf"), *calib = th_fixture("tinystories-calib.txt");
@@ -643,6 +667,7 @@ int main(int argc, char **argv)
     RUN(test_sampler);
     RUN(test_split);
     RUN(test_pool);
+    RUN(test_pool_ranges);
     RUN(test_perplexity);
     RUN(test_no_bos_vocabulary);
     RUN(test_load_errors);
