@@ -40,6 +40,10 @@
 enum { N = 4096, ROWS = 11008 };
 #define ROTATE_BYTES (384u << 20)   /* > 10x a 32 MiB L3 */
 
+/* The ggml types the pool and default modes measure. */
+static const uint32_t ggml_types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+#define N_GGML_TYPES (sizeof ggml_types / sizeof ggml_types[0])
+
 /* One product of the N x ROWS weight of type at W with B vectors on pool
  * (hc_pool_matvec: the runtime's persistent threads and split). */
 static void matvec_pool(hc_pool *pool, uint32_t type, const char *W, const void *acts, size_t as, int B, float *y)
@@ -65,6 +69,20 @@ static void fill_rows(uint32_t type, char *W, const float *x, int n, int rows)
         case GGML_TYPE_Q4_0: quantize_row_q4_0(xr, (block_q4_0 *)row, n); break;
         }
     }
+}
+
+/* Enough copies (*copies) of rows x n weights of type, filled by fill_rows,
+ * to pass ROTATE_BYTES, one after another in 2 MiB pages: reading them in
+ * turn defeats the last-level cache. */
+static char *rotating_weights(uint32_t type, const float *x, int n, int rows, int *copies)
+{
+    size_t bytes = ggml_row_size(type, n) * (size_t)rows;
+    *copies = (int)(ROTATE_BYTES / bytes) + 1;
+    char *W = hc_huge_alloc(bytes * (size_t)*copies);
+    if (!W) hc_die("out of memory");
+    fill_rows(type, W, x, n, rows);
+    for (int c = 1; c < *copies; c++) memcpy(W + bytes * (size_t)c, W, bytes);
+    return W;
 }
 
 /* A random INT4-GPTQ weight of rows x n (groups of 128 inputs, no g_idx) in *g. */
@@ -257,7 +275,6 @@ static double pool_rep(hc_pool *pool, const hc_weight *w, const void *xa, size_t
 /* bench_kernels pool ISA N ROWS THREADS [REPS] (see the top of the file). */
 static int pool_mode(int argc, char **argv)
 {
-    static const uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
     if (argc < 6) hc_die("usage: bench_kernels pool ISA N ROWS THREADS [REPS]");
     if (hc_kernel_force(argv[2])) hc_die("instruction set %s is not available", argv[2]);
     int n = atoi(argv[3]), rows = atoi(argv[4]), nt = atoi(argv[5]), reps = argc > 6 ? atoi(argv[6]) : 30;
@@ -270,15 +287,12 @@ static int pool_mode(int argc, char **argv)
     if (!pool || !y || !gb) hc_die("out of memory");
     printf("isa %s, %d threads (the runtime's pool and split), %d x %d, B = 1, medians of %d reps\n", hc_kernel_isa(),
            nt, n, rows, reps);
-    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        if (only && !strstr(only, ggml_type_name(types[ti]))) continue;
-        size_t bytes = ggml_row_size(types[ti], n) * (size_t)rows;
-        int copies = (int)(ROTATE_BYTES / bytes) + 1, kept[2] = { 0, 0 };
-        char *W = hc_huge_alloc(bytes * (size_t)copies);
-        if (!W) hc_die("out of memory");
-        hc_weight w = { .kind = HC_WEIGHT_GGML, .type = types[ti], .data = W, .n = n, .rows = rows };
-        fill_rows(types[ti], W, x, n, rows);
-        for (int c = 1; c < copies; c++) memcpy(W + bytes * (size_t)c, W, bytes);
+    for (size_t ti = 0; ti < N_GGML_TYPES; ti++) {
+        if (only && !strstr(only, ggml_type_name(ggml_types[ti]))) continue;
+        size_t bytes = ggml_row_size(ggml_types[ti], n) * (size_t)rows;
+        int copies, kept[2] = { 0, 0 };
+        char *W = rotating_weights(ggml_types[ti], x, n, rows, &copies);
+        hc_weight w = { .kind = HC_WEIGHT_GGML, .type = ggml_types[ti], .data = W, .n = n, .rows = rows };
         size_t xs;
         char *xa = activations(&w, x, 1, &xs);
         for (int r = 0, it = 0; r < reps; r++)
@@ -287,7 +301,7 @@ static int pool_mode(int argc, char **argv)
                 double v = pool_rep(pool, &w, xa, xs, y, read);
                 if (v > 0) gb[(size_t)read * (size_t)reps + (size_t)kept[read]++] = v;
             }
-        printf("%-5s", ggml_type_name(types[ti]));
+        printf("%-5s", ggml_type_name(ggml_types[ti]));
         if (kept[0] && kept[1]) {
             qsort(gb, (size_t)kept[0], sizeof(double), cmp_double);
             qsort(gb + reps, (size_t)kept[1], sizeof(double), cmp_double);
@@ -310,7 +324,6 @@ static int pool_mode(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    static const uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
     hc_prog = "bench_kernels";
     if (argc > 1 && !strcmp(argv[1], "cpu")) return cpu_mode(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "pool")) return pool_mode(argc, argv);
@@ -323,14 +336,11 @@ int main(int argc, char **argv)
         if (!(pools[nt - 1] = hc_pool_new(nt))) hc_die("cannot start %d threads", nt);
     printf("isa %s, %d x %d\n", hc_kernel_isa(), N, ROWS);
     printf("%-5s %8s %s\n", "type", "MiB", "B=1 GB/s by threads 1..N | B=16, B=64 GFLOP/s (N threads)");
-    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        uint32_t type = types[ti];
+    for (size_t ti = 0; ti < N_GGML_TYPES; ti++) {
+        uint32_t type = ggml_types[ti];
         size_t bytes = ggml_row_size(type, N) * ROWS;
-        int copies = (int)(ROTATE_BYTES / bytes) + 1;
-        char *W = hc_huge_alloc(bytes * (size_t)copies);
-        if (!W) hc_die("out of memory");
-        fill_rows(type, W, x, N, ROWS);
-        for (int c = 1; c < copies; c++) memcpy(W + bytes * (size_t)c, W, bytes);
+        int copies;
+        char *W = rotating_weights(type, x, N, ROWS, &copies);
         hc_weight w = { .kind = HC_WEIGHT_GGML, .type = type, .n = N, .rows = ROWS };
         size_t as;
         char *acts = activations(&w, x, 64, &as);
