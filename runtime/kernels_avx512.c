@@ -255,7 +255,8 @@ TI void tile_chunks_any(const void *const *w, const float *const *x, int n, floa
     copy_edge(y, tn > 4 ? TM : tn > 2 ? 4 : 2, RM, TM);
 }
 
-/* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < TS. */
+/* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < nt (TS in
+ * the tile, 1 in dots_h). */
 TI void tile_steps(int k, int nt, const void *const *w, const float *const *x, int n, float *y)
 {
     __m512 a0[RM][TM], a1[RM][TM];

@@ -169,7 +169,7 @@ void hc_weight_arrange(const hc_weight *w, int isa, const void *acts, size_t act
  * blocks: the dot's steps in its order, so its bits. The hardware prefetchers
  * do not follow the jumps from piece to piece, so each piece prefetches the
  * next one (docs/design/kernels.md, "Decode"). */
-#define HC_ROW_BLOCK 4096   /* a multiple of 32 (F16, BF16 steps) */
+#define HC_ROW_BLOCK 4096   /* a multiple of 32 (F16 steps) */
 #define HC_ROW_GROUP 16
 
 static void dots_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *x, float *y)
