@@ -106,6 +106,16 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
         !ctx->ffn_buf[0] || !ctx->ffn_buf[1] || (ctx->hook && !ctx->h) || !ctx->scores || !ctx->rope_freq)
         goto oom;
     hc_ctx_acts(ctx, 0, max_act_bytes(m));
+    /* The batch scratch is written once now, so its pages fault in with the
+     * model's load and not in the middle of the first prompt's products (5 %
+     * of a 128-token BF16 prompt; llama.cpp's tools pay theirs in a warm-up
+     * run). Not the KV cache: it fills position by position, and at n_ctx it
+     * can be far larger than a session uses. */
+    size_t fb = sizeof(float) * nb, ab = ctx->act_stride * nb;
+    void *scratch[] = { ctx->x, ctx->xn, ctx->tmp, ctx->tmp2, ctx->q, ctx->att, ctx->ffn_buf[0], ctx->ffn_buf[1], ctx->h,
+                        ctx->acts, ctx->acts2 };
+    size_t bytes[] = { fb * E, fb * E, fb * E, fb * E, fb * Qd, fb * Qd, fb * F, fb * F, ctx->h ? fb * F : 0, ab, ab };
+    for (size_t i = 0; i < sizeof scratch / sizeof *scratch; i++) memset(scratch[i], 0, bytes[i]);
     rope_freqs(m, ctx->rope_freq);
     return ctx;
 oom:
