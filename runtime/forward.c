@@ -115,7 +115,8 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     void *scratch[] = { ctx->x, ctx->xn, ctx->tmp, ctx->tmp2, ctx->q, ctx->att, ctx->ffn_buf[0], ctx->ffn_buf[1], ctx->h,
                         ctx->acts, ctx->acts2 };
     size_t bytes[] = { fb * E, fb * E, fb * E, fb * E, fb * Qd, fb * Qd, fb * F, fb * F, ctx->h ? fb * F : 0, ab, ab };
-    for (size_t i = 0; i < sizeof scratch / sizeof *scratch; i++) memset(scratch[i], 0, bytes[i]);
+    for (size_t i = 0; i < sizeof scratch / sizeof *scratch; i++)
+        if (bytes[i]) memset(scratch[i], 0, bytes[i]);   /* h is NULL without a hook */
     rope_freqs(m, ctx->rope_freq);
     return ctx;
 oom:
