@@ -299,7 +299,23 @@ typedef struct {
  * value load shared by the G tokens and their sums kept in registers; every
  * token still gets its own operations in its own order. */
 #define ATT_LANES 8
+#define ATT_POS 4      /* positions whose dots one token computes side by side (att_dots_pos) */
+#define MIX_GROUPS 8   /* lane groups of its output one token mixes at once (att_mix_one) */
 typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
+
+/* The dot of a q row and a key row from its lane sums s (elements up to
+ * i): the tail [i, n) added to lane 0, then the lanes summed pairwise. */
+static inline __attribute__((always_inline)) float att_lanes_sum(att_vec s, const float *q, const float *k, int i, int n)
+{
+    float l[ATT_LANES];
+    memcpy(l, &s, sizeof l);
+    for (int r = i; r < n; r++) l[0] += q[r] * k[r];
+    _Pragma("GCC unroll 4")
+    for (int w = ATT_LANES / 2; w > 0; w /= 2)
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < w; j++) l[j] += l[j + w];
+    return l[0];
+}
 
 /* sc[g] = q[g] · k over n floats for g < G; qt: the whole lanes of the G
  * rows interleaved (by attn_group), so that one pointer reaches all of them
@@ -319,16 +335,27 @@ static inline __attribute__((always_inline)) void att_dots(int G, const float *q
             s[g] += qv * kv;
         }
     }
-    for (int g = 0; g < G; g++) {
-        float l[ATT_LANES];
-        memcpy(l, &s[g], sizeof l);
-        for (int r = i; r < n; r++) l[0] += q[g][r] * k[r];
-        _Pragma("GCC unroll 4")
-        for (int w = ATT_LANES / 2; w > 0; w /= 2)
-            _Pragma("GCC unroll 4")
-            for (int j = 0; j < w; j++) l[j] += l[j + w];
-        sc[g] = l[0];
+    for (int g = 0; g < G; g++) sc[g] = att_lanes_sum(s[g], q[g], k, i, n);
+}
+
+/* One token: sc[j] = q · k_j over n floats for j < P (k_j = k + j·k_stride),
+ * att_dots' operations for each position, the P sums side by side (one
+ * after another, each waited on the last add of the one before). */
+static inline __attribute__((always_inline)) void att_dots_pos(int P, const float *q, const float *k, size_t k_stride,
+                                                               int n, float *sc)
+{
+    att_vec s[ATT_POS] = { 0 };
+    int i = 0;
+    for (; i + ATT_LANES <= n; i += ATT_LANES) {
+        att_vec qv, kv;
+        memcpy(&qv, q + i, sizeof qv);
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < P; j++) {
+            memcpy(&kv, k + (size_t)j * k_stride + i, sizeof kv);
+            s[j] += qv * kv;
+        }
     }
+    for (int j = 0; j < P; j++) sc[j] = att_lanes_sum(s[j], q, k + (size_t)j * k_stride, i, n);
 }
 
 /* out[g][i0 + j] = Σ_p a[g][p] · v_p[i0 + j] for j < ATT_LANES, g < G, p from 0
@@ -354,6 +381,26 @@ static inline __attribute__((always_inline)) void att_mix(int G, const float *co
             if (p <= last[g]) o[g] += a[g][p] * vv;
     }
     for (int g = 0; g < G; g++) memcpy(out[g] + i0, &o[g], sizeof o[g]);
+}
+
+/* One token: out[i0 + c] = Σ_p a[p] · v_p[i0 + c] for c < G·ATT_LANES, p
+ * from 0 to last ascending, att_mix's operations for each lane, G lane
+ * groups at once (one group at a time, each position's add waited on the
+ * one before). */
+static inline __attribute__((always_inline)) void att_mix_one(int G, const float *a, int last, const float *v,
+                                                              size_t v_stride, int i0, float *out)
+{
+    att_vec o[MIX_GROUPS] = { 0 };
+    for (int p = 0; p <= last; p++) {
+        const float *vp = v + (size_t)p * v_stride + i0;
+        _Pragma("GCC unroll 8")
+        for (int g = 0; g < G; g++) {
+            att_vec vv;
+            memcpy(&vv, vp + g * ATT_LANES, sizeof vv);
+            o[g] += a[p] * vv;
+        }
+    }
+    memcpy(out + i0, o, (size_t)G * sizeof *o);
 }
 
 /* Softmax of att[0..n) in place. */
@@ -403,6 +450,36 @@ static inline __attribute__((always_inline)) void attn_group(int GN, int G, cons
         }
 }
 
+/* One token of one head at position pos (attn_group's operations with G =
+ * 1, so its bits): its scores over positions 0..pos into sc, their softmax,
+ * and its mix of the values into out; ATT_POS positions' dots and
+ * MIX_GROUPS lane groups of the mix at a time. */
+static inline __attribute__((always_inline)) void attn_one(const float *q, const float *kc, const float *vc, int kv_dim,
+                                                           int hd, int pos, float scale, float *sc, float *out)
+{
+    int p = 0;
+    for (; p + ATT_POS <= pos + 1; p += ATT_POS) {
+        float d[ATT_POS];
+        att_dots_pos(ATT_POS, q, kc + (size_t)p * kv_dim, (size_t)kv_dim, hd, d);
+        for (int j = 0; j < ATT_POS; j++) sc[p + j] = d[j] / scale;
+    }
+    for (; p <= pos; p++) {
+        float d;
+        att_dots_pos(1, q, kc + (size_t)p * kv_dim, (size_t)kv_dim, hd, &d);
+        sc[p] = d / scale;
+    }
+    softmax(sc, pos + 1);
+    int i0 = 0;
+    for (; i0 + MIX_GROUPS * ATT_LANES <= hd; i0 += MIX_GROUPS * ATT_LANES)
+        att_mix_one(MIX_GROUPS, sc, pos, vc, (size_t)kv_dim, i0, out);
+    for (; i0 + ATT_LANES <= hd; i0 += ATT_LANES) att_mix_one(1, sc, pos, vc, (size_t)kv_dim, i0, out);
+    for (; i0 < hd; i0++) {   /* a head size that is not whole lanes */
+        float o = 0.0f;
+        for (p = 0; p <= pos; p++) o += sc[p] * vc[(size_t)p * kv_dim + i0];
+        out[i0] = o;
+    }
+}
+
 /* One head and up to ATT_TOKENS consecutive tokens per work item: scores over
  * 0..pos, softmax, mix of V. Each key and value row is read once for the
  * item's tokens; every token still gets its own operations in its own order
@@ -436,7 +513,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void attn_ru
             int G = nb - g0 < ATT_GROUP ? nb - g0 : ATT_GROUP, pos = t->pos0 + b0 + g0;
             const float *qg = q + (size_t)g0 * q_dim;
             float *sc = att + (size_t)g0 * ctx->n_ctx, *og = out + (size_t)g0 * q_dim;
-            if (G == 1) attn_group(1, 1, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, qt, og);
+            if (G == 1) attn_one(qg, kc, vc, kv_dim, hd, pos, scale, sc, og);
             else attn_group(ATT_GROUP, G, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, qt, og);
         }
     }
