@@ -6,6 +6,7 @@
 #include "forward.h"
 #include "cli.h"
 #include "ctx_internal.h"
+#include "hugepage.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -89,8 +90,11 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     size_t KV = (size_t)hp->n_head_kv * (size_t)hp->head_dim, nb = (size_t)n_batch, F = (size_t)hp->n_ff;
     size_t kv_bytes = sizeof(float) * (size_t)hp->n_layer * (size_t)n_ctx * KV;
     ctx->pool = hc_pool_new(nt);
-    ctx->k_cache = xalloc(kv_bytes);
-    ctx->v_cache = xalloc(kv_bytes);
+    /* in 2 MiB pages: one token's attention reads a head's slice of every
+     * position, kv_dim floats apart, so with 4 KiB pages nearly each key and
+     * value row cost a TLB miss */
+    ctx->k_cache = hc_huge_alloc(kv_bytes);
+    ctx->v_cache = hc_huge_alloc(kv_bytes);
     ctx->x = xalloc(sizeof(float) * nb * E);
     ctx->xn = xalloc(sizeof(float) * nb * E);
     ctx->tmp = xalloc(sizeof(float) * nb * E);
