@@ -307,12 +307,13 @@ typedef struct {
 #define MIX_GROUPS 8   /* lane groups of its output one token mixes at once (att_mix_one) */
 typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
 
-/* The dot of a q row and a key row from its lane sums s (elements up to
+/* The dot of a q row and a key row from its lane sums *s (elements up to
  * i): the tail [i, n) added to lane 0, then the lanes summed pairwise. */
-static inline __attribute__((always_inline)) float att_lanes_sum(att_vec s, const float *q, const float *k, int i, int n)
+static inline __attribute__((always_inline)) float att_lanes_sum(const att_vec *s, const float *q, const float *k, int i,
+                                                                 int n)
 {
     float l[ATT_LANES];
-    memcpy(l, &s, sizeof l);
+    memcpy(l, s, sizeof l);
     for (int r = i; r < n; r++) l[0] += q[r] * k[r];
     _Pragma("GCC unroll 4")
     for (int w = ATT_LANES / 2; w > 0; w /= 2)
@@ -339,7 +340,7 @@ static inline __attribute__((always_inline)) void att_dots(int G, const float *q
             s[g] += qv * kv;
         }
     }
-    for (int g = 0; g < G; g++) sc[g] = att_lanes_sum(s[g], q[g], k, i, n);
+    for (int g = 0; g < G; g++) sc[g] = att_lanes_sum(&s[g], q[g], k, i, n);
 }
 
 /* One token: sc[j] = q · k_j over n floats for j < P (k_j = k + j·k_stride),
@@ -359,7 +360,7 @@ static inline __attribute__((always_inline)) void att_dots_pos(int P, const floa
             s[j] += qv * kv;
         }
     }
-    for (int j = 0; j < P; j++) sc[j] = att_lanes_sum(s[j], q, k + (size_t)j * k_stride, i, n);
+    for (int j = 0; j < P; j++) sc[j] = att_lanes_sum(&s[j], q, k + (size_t)j * k_stride, i, n);
 }
 
 /* out[g][i0 + j] = Σ_p a[g][p] · v_p[i0 + j] for j < ATT_LANES, g < G, p from 0
