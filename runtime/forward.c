@@ -28,6 +28,18 @@ static void *xalloc(size_t n)
     return p;
 }
 
+/* The batch scratch: written once now, so its pages fault in with the
+ * model's load and not in the middle of the first prompt's products (5 % of
+ * a 128-token BF16 prompt; llama.cpp's tools pay theirs in a warm-up run).
+ * Not the KV cache: it fills position by position, and at n_ctx it can be
+ * far larger than a session uses. */
+static void *scratch_alloc(size_t n)
+{
+    void *p = xalloc(n);
+    if (p) memset(p, 0, n);
+    return p;
+}
+
 static size_t max_act_bytes(const hc_model *m)
 {
     size_t b = hc_weight_act_bytes(&m->output);
@@ -95,32 +107,23 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
      * value row cost a TLB miss */
     ctx->k_cache = hc_huge_alloc(kv_bytes);
     ctx->v_cache = hc_huge_alloc(kv_bytes);
-    ctx->x = xalloc(sizeof(float) * nb * E);
-    ctx->xn = xalloc(sizeof(float) * nb * E);
-    ctx->tmp = xalloc(sizeof(float) * nb * E);
-    ctx->tmp2 = xalloc(sizeof(float) * nb * E);
-    ctx->q = xalloc(sizeof(float) * nb * Qd);
-    ctx->att = xalloc(sizeof(float) * nb * Qd);
-    ctx->ffn_buf[0] = xalloc(sizeof(float) * nb * F);
-    ctx->ffn_buf[1] = xalloc(sizeof(float) * nb * F);
-    ctx->h = ctx->hook ? xalloc(sizeof(float) * nb * F) : NULL;
+    ctx->x = scratch_alloc(sizeof(float) * nb * E);
+    ctx->xn = scratch_alloc(sizeof(float) * nb * E);
+    ctx->tmp = scratch_alloc(sizeof(float) * nb * E);
+    ctx->tmp2 = scratch_alloc(sizeof(float) * nb * E);
+    ctx->q = scratch_alloc(sizeof(float) * nb * Qd);
+    ctx->att = scratch_alloc(sizeof(float) * nb * Qd);
+    ctx->ffn_buf[0] = scratch_alloc(sizeof(float) * nb * F);
+    ctx->ffn_buf[1] = scratch_alloc(sizeof(float) * nb * F);
+    ctx->h = ctx->hook ? scratch_alloc(sizeof(float) * nb * F) : NULL;
     ctx->scores = xalloc(sizeof(float) * (size_t)nt * ATT_SCRATCH(n_ctx, hp->head_dim));
     ctx->rope_freq = xalloc(sizeof(float) * (size_t)hp->head_dim / 2);
     if (!ctx->pool || !ctx->k_cache || !ctx->v_cache || !ctx->x || !ctx->xn || !ctx->tmp || !ctx->tmp2 || !ctx->q || !ctx->att ||
         !ctx->ffn_buf[0] || !ctx->ffn_buf[1] || (ctx->hook && !ctx->h) || !ctx->scores || !ctx->rope_freq)
         goto oom;
     hc_ctx_acts(ctx, 0, max_act_bytes(m));
-    /* The batch scratch is written once now, so its pages fault in with the
-     * model's load and not in the middle of the first prompt's products (5 %
-     * of a 128-token BF16 prompt; llama.cpp's tools pay theirs in a warm-up
-     * run). Not the KV cache: it fills position by position, and at n_ctx it
-     * can be far larger than a session uses. */
-    size_t fb = sizeof(float) * nb, ab = ctx->act_stride * nb;
-    void *scratch[] = { ctx->x, ctx->xn, ctx->tmp, ctx->tmp2, ctx->q, ctx->att, ctx->ffn_buf[0], ctx->ffn_buf[1], ctx->h,
-                        ctx->acts, ctx->acts2 };
-    size_t bytes[] = { fb * E, fb * E, fb * E, fb * E, fb * Qd, fb * Qd, fb * F, fb * F, ctx->h ? fb * F : 0, ab, ab };
-    for (size_t i = 0; i < sizeof scratch / sizeof *scratch; i++)
-        if (bytes[i]) memset(scratch[i], 0, bytes[i]);   /* h is NULL without a hook */
+    memset(ctx->acts, 0, ctx->act_stride * nb);   /* batch scratch too (scratch_alloc) */
+    memset(ctx->acts2, 0, ctx->act_stride * nb);
     rope_freqs(m, ctx->rope_freq);
     return ctx;
 oom:
@@ -298,10 +301,10 @@ typedef struct {
  * lane 0), added pairwise at the end: independent chains in vector
  * registers, where one running sum would wait on each add's latency (with a
  * prompt of B tokens the scores are B²/2 of these per head). A fixed order:
- * the same bits for any thread count or batch. The dots and mixes run G
- * tokens at a time (G = ATT_GROUP, or 1 for a single token), each key and
- * value load shared by the G tokens and their sums kept in registers; every
- * token still gets its own operations in its own order. */
+ * the same bits for any thread count or batch. The dots and mixes run
+ * ATT_GROUP tokens at a time, each key and value load shared by them and
+ * their sums kept in registers; a single token runs attn_one. Every token
+ * still gets its own operations in its own order. */
 #define ATT_LANES 8
 #define ATT_POS 4      /* positions whose dots one token computes side by side (att_dots_pos) */
 #define MIX_GROUPS 8   /* lane groups of its output one token mixes at once (att_mix_one) */
@@ -417,19 +420,27 @@ static void softmax(float *att, int n)
     for (int p = 0; p < n; p++) att[p] /= sum;
 }
 
-/* G <= GN consecutive tokens of one head, the first at position pos (GN is a
- * constant at each call: 1, or ATT_GROUP with a short group repeating its
- * last token): token g's scores over positions 0..pos + g into sc + g·sc_stride,
- * their softmax, and its mix of the values into out + g·q_dim; qt: room for
- * GN·head_dim floats. */
-static inline __attribute__((always_inline)) void attn_group(int GN, int G, const float *q, int q_dim, const float *kc,
+/* Σ_p a[p] · v_p for p from 0 to last ascending (v_p = v + p·v_stride): one
+ * output of a head size that is not whole lanes. */
+static inline __attribute__((always_inline)) float att_mix_lane(const float *a, int last, const float *v, size_t v_stride)
+{
+    float o = 0.0f;
+    for (int p = 0; p <= last; p++) o += a[p] * v[(size_t)p * v_stride];
+    return o;
+}
+
+/* G <= ATT_GROUP consecutive tokens of one head, the first at position pos
+ * (a short group repeats its last token): token g's scores over positions
+ * 0..pos + g into sc + g·sc_stride, their softmax, and its mix of the values
+ * into out + g·q_dim; qt: room for ATT_GROUP·head_dim floats. */
+static inline __attribute__((always_inline)) void attn_group(int G, const float *q, int q_dim, const float *kc,
                                                              const float *vc, int kv_dim, int hd, int pos, float scale,
                                                              float *sc, int sc_stride, float *qt, float *out)
 {
     const float *qg[ATT_GROUP], *ag[ATT_GROUP];
     float *sg[ATT_GROUP], *og[ATT_GROUP];
     int last[ATT_GROUP];
-    for (int g = 0; g < GN; g++) {
+    for (int g = 0; g < ATT_GROUP; g++) {
         int r = g < G ? g : G - 1;
         qg[g] = q + (size_t)r * q_dim;
         ag[g] = sg[g] = sc + (size_t)r * sc_stride;
@@ -437,26 +448,22 @@ static inline __attribute__((always_inline)) void attn_group(int GN, int G, cons
         last[g] = pos + r;
     }
     for (int c = 0; c + ATT_LANES <= hd; c += ATT_LANES)   /* q's lanes interleaved for att_dots */
-        for (int g = 0; g < GN; g++) memcpy(qt + (size_t)(c * GN + g * ATT_LANES), qg[g] + c, ATT_LANES * sizeof *qt);
-    for (int p = 0; p <= last[GN - 1]; p++) {
+        for (int g = 0; g < ATT_GROUP; g++) memcpy(qt + (size_t)(c * ATT_GROUP + g * ATT_LANES), qg[g] + c, ATT_LANES * sizeof *qt);
+    for (int p = 0; p <= last[ATT_GROUP - 1]; p++) {
         float d[ATT_GROUP];
-        att_dots(GN, qt, qg, kc + (size_t)p * kv_dim, hd, d);
-        for (int g = 0; g < GN; g++)
+        att_dots(ATT_GROUP, qt, qg, kc + (size_t)p * kv_dim, hd, d);
+        for (int g = 0; g < ATT_GROUP; g++)
             if (p <= last[g]) sg[g][p] = d[g] / scale;
     }
     for (int g = 0; g < G; g++) softmax(sg[g], last[g] + 1);
     int i0 = 0;
-    for (; i0 + ATT_LANES <= hd; i0 += ATT_LANES) att_mix(GN, ag, last, pos, vc, (size_t)kv_dim, i0, og);
+    for (; i0 + ATT_LANES <= hd; i0 += ATT_LANES) att_mix(ATT_GROUP, ag, last, pos, vc, (size_t)kv_dim, i0, og);
     for (; i0 < hd; i0++)   /* a head size that is not whole lanes */
-        for (int g = 0; g < G; g++) {
-            float o = 0.0f;
-            for (int p = 0; p <= last[g]; p++) o += ag[g][p] * vc[(size_t)p * kv_dim + i0];
-            og[g][i0] = o;
-        }
+        for (int g = 0; g < G; g++) og[g][i0] = att_mix_lane(ag[g], last[g], vc + i0, (size_t)kv_dim);
 }
 
-/* One token of one head at position pos (attn_group's operations with G =
- * 1, so its bits): its scores over positions 0..pos into sc, their softmax,
+/* One token of one head at position pos (the operations attn_group gives a
+ * group of one, so its bits): its scores over positions 0..pos into sc, their softmax,
  * and its mix of the values into out; ATT_POS positions' dots and
  * MIX_GROUPS lane groups of the mix at a time. */
 static inline __attribute__((always_inline)) void attn_one(const float *q, const float *kc, const float *vc, int kv_dim,
@@ -478,11 +485,7 @@ static inline __attribute__((always_inline)) void attn_one(const float *q, const
     for (; i0 + MIX_GROUPS * ATT_LANES <= hd; i0 += MIX_GROUPS * ATT_LANES)
         att_mix_one(MIX_GROUPS, sc, pos, vc, (size_t)kv_dim, i0, out);
     for (; i0 + ATT_LANES <= hd; i0 += ATT_LANES) att_mix_one(1, sc, pos, vc, (size_t)kv_dim, i0, out);
-    for (; i0 < hd; i0++) {   /* a head size that is not whole lanes */
-        float o = 0.0f;
-        for (p = 0; p <= pos; p++) o += sc[p] * vc[(size_t)p * kv_dim + i0];
-        out[i0] = o;
-    }
+    for (; i0 < hd; i0++) out[i0] = att_mix_lane(sc, pos, vc + i0, (size_t)kv_dim);   /* not whole lanes */
 }
 
 /* One head and up to ATT_TOKENS consecutive tokens per work item: scores over
@@ -519,7 +522,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void attn_ru
             const float *qg = q + (size_t)g0 * q_dim;
             float *sc = att + (size_t)g0 * ctx->n_ctx, *og = out + (size_t)g0 * q_dim;
             if (G == 1) attn_one(qg, kc, vc, kv_dim, hd, pos, scale, sc, og);
-            else attn_group(ATT_GROUP, G, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, qt, og);
+            else attn_group(G, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, ctx->n_ctx, qt, og);
         }
     }
 }
