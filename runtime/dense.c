@@ -51,17 +51,18 @@ static void act_range(void *arg, int lo, int hi)
     int F = hp->n_ff, B = hi - lo;
     size_t n = (size_t)B * (size_t)F;
     float *H = t->H + (size_t)lo * (size_t)F, *U = t->U + (size_t)lo * (size_t)F;
-    switch ((enum hc_ffn_kind)hp->ffn_kind) {
-    case HC_FFN_GATED:
+    enum hc_ffn_kind kind = (enum hc_ffn_kind)hp->ffn_kind;
+    if (kind != HC_FFN_SEQUENTIAL) {
         hc_add_bias(H, ly->ffn_gate_b, B, F);
         hc_add_bias(U, ly->ffn_up_b, B, F);
+    }
+    switch (kind) {
+    case HC_FFN_GATED:
         if (hp->act_threshold > 0)   /* FATReLU: below the threshold the neuron is off */
             for (size_t i = 0; i < n; i++) if (H[i] < hp->act_threshold) H[i] = 0.0f;
         hc_ffn_act(hp->act, H, U, (int)n);
         break;
     case HC_FFN_SYMMETRIC:
-        hc_add_bias(H, ly->ffn_gate_b, B, F);
-        hc_add_bias(U, ly->ffn_up_b, B, F);
         for (size_t i = 0; i < n; i++) H[i] = hc_act1(hp->act, H[i]) * hc_act1(hp->act, U[i]);
         break;
     case HC_FFN_SEQUENTIAL:
