@@ -11,7 +11,6 @@
  * rounded) weights on test tokens that neither training nor calibration saw. */
 #include "predictors.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +33,9 @@ static double ratio(uint64_t a, uint64_t b, double if_zero) { return b ? (double
 
 /* Train the candidates of layer l, keep the cheapest (predictor weights plus
  * the FFN rows it leaves to compute, on the calibration set) in *best. */
-static int fit_layer(const hc_pred_opts *o, hc_pred_set *sets[HC_PRED_NSETS], int l, const int *cand, int n_cand,
-                     hc_progress *bar, int *done, hc_pred_net *best, hc_pred_layer *out, char *err, size_t errlen)
+static int fit_layer(hc_pool *pool, const hc_pred_opts *o, hc_pred_set *sets[HC_PRED_NSETS], int l,
+                     const int *cand, int n_cand, hc_progress *bar, int *done, hc_pred_net *best,
+                     hc_pred_layer *out, char *err, size_t errlen)
 {
     const hc_pred_set *tr = &sets[HC_PRED_TRAIN][l], *ca = &sets[HC_PRED_CALIB][l];
     const int E = tr->n_embd, F = tr->n_ff;
@@ -49,13 +49,13 @@ static int fit_layer(const hc_pred_opts *o, hc_pred_set *sets[HC_PRED_NSETS], in
         hc_pred_net net;
         hc_pred_train_opts to = { cand[c], o->epochs, o->batch, o->lr, pw,
                                   o->seed * 0x9e3779b97f4a7c15ULL + (uint64_t)l * 1000003u + (uint64_t)cand[c] };
-        if (hc_pred_train(tr, &to, &net, &loss) != 0) goto oom;
+        if (hc_pred_train(pool, tr, &to, &net, &loss) != 0) goto oom;
         hc_pred_net_round(&net, o->pred_type);
         float t = -1.0f;    /* no active calibration pair: keep the scale */
-        int rc = hc_pred_calibrate(&net, ca, o->recall, &t);
+        int rc = hc_pred_calibrate(pool, &net, ca, o->recall, &t);
         double cost = 0;
         hc_pred_counts k;
-        if (rc < 0 || (n_cand > 1 && hc_pred_evaluate(&net, ca, t, &k) != 0)) { hc_pred_net_free(&net); goto oom; }
+        if (rc < 0 || (n_cand > 1 && hc_pred_evaluate(pool, &net, ca, t, &k) != 0)) { hc_pred_net_free(&net); goto oom; }
         if (n_cand > 1)
             cost = (double)cand[c] * (E + F) + 3.0 * E * F * ratio(k.tp + k.fp, k.tp + k.fp + k.tn + k.fn, 1);
         if (cost < best_cost) {
@@ -82,8 +82,8 @@ oom:
 
 /* Fold layer l's threshold into its fc2 (global threshold g = +-1), round,
  * and measure the stored predictor on the test tokens. */
-static int finish_layer(const hc_pred_opts *o, const hc_pred_set *te, int l, float g, hc_pred_net *net,
-                        hc_pred_layer *out, char *err, size_t errlen)
+static int finish_layer(hc_pool *pool, const hc_pred_opts *o, const hc_pred_set *te, int l, float g,
+                        hc_pred_net *net, hc_pred_layer *out, char *err, size_t errlen)
 {
     const size_t n2 = (size_t)net->n_ff * net->r;
     float t = out->threshold;
@@ -98,7 +98,7 @@ static int finish_layer(const hc_pred_opts *o, const hc_pred_set *te, int l, flo
             return -1;
         }
     hc_pred_counts k;
-    if (hc_pred_evaluate(net, te, g, &k) != 0) {
+    if (hc_pred_evaluate(pool, net, te, g, &k) != 0) {
         snprintf(err, errlen, "%s: layer %d: out of memory", o->model, l);
         return -1;
     }
@@ -139,8 +139,8 @@ static int rank_candidates(const hc_pred_opts *o, int n_embd, int cand[4])
 }
 
 /* Train every layer, choose the global threshold and fold it into each fc2. */
-static int train_layers(const hc_pred_opts *o, int n_embd, hc_pred_set *sets[HC_PRED_NSETS], hc_pred_net *nets,
-                        hc_pred_report *rep, char *err, size_t errlen)
+static int train_layers(hc_pool *pool, const hc_pred_opts *o, int n_embd, hc_pred_set *sets[HC_PRED_NSETS],
+                        hc_pred_net *nets, hc_pred_report *rep, char *err, size_t errlen)
 {
     const int L = rep->n_layer;
     int cand[4], n_cand = rank_candidates(o, n_embd, cand);
@@ -157,7 +157,7 @@ static int train_layers(const hc_pred_opts *o, int n_embd, hc_pred_set *sets[HC_
     hc_progress_start(&bar, "train", (uint64_t)L * (uint64_t)n_cand, "fits");
     double t0 = hc_now();
     for (int l = 0; l < L; l++)
-        if (fit_layer(o, sets, l, cand, n_cand, &bar, &done_steps, &nets[l], &rep->layers[l], err, errlen) != 0) {
+        if (fit_layer(pool, o, sets, l, cand, n_cand, &bar, &done_steps, &nets[l], &rep->layers[l], err, errlen) != 0) {
             hc_progress_end(&bar);
             return -1;
         }
@@ -169,7 +169,7 @@ static int train_layers(const hc_pred_opts *o, int n_embd, hc_pred_set *sets[HC_
     for (int l = 0; l < L; l++)
         if (rep->layers[l].threshold < T_FLOOR) rep->global_threshold = -1.0f;
     for (int l = 0; l < L; l++)
-        if (finish_layer(o, &sets[HC_PRED_TEST][l], l, rep->global_threshold, &nets[l], &rep->layers[l], err,
+        if (finish_layer(pool, o, &sets[HC_PRED_TEST][l], l, rep->global_threshold, &nets[l], &rep->layers[l], err,
                          errlen) != 0)
             return -1;
     return 0;
@@ -182,6 +182,7 @@ int hc_predictors_run(const hc_pred_opts *oin, hc_pred_report *rep, char *err, s
 
     hc_pred_set *sets[HC_PRED_NSETS] = { 0 };
     hc_pred_net *nets = NULL;
+    hc_pool *pool = NULL;
     int rc = -1, L = 0;
     hc_model *m = hc_model_load(o.model, err, errlen);
     if (!m) return -1;
@@ -210,9 +211,12 @@ int hc_predictors_run(const hc_pred_opts *oin, hc_pred_report *rep, char *err, s
                      o.model, l);
             goto done;
         }
-    openblas_set_num_threads(o.n_threads);
     if (hc_pred_collect(&o, m, sets, rep, err, errlen) != 0) goto done;
-    if (train_layers(&o, hp->n_embd, sets, nets, rep, err, errlen) != 0) goto done;
+    if (!(pool = hc_pool_new(o.n_threads))) {
+        snprintf(err, errlen, "%s: cannot start %d threads", o.model, o.n_threads);
+        goto done;
+    }
+    if (train_layers(pool, &o, hp->n_embd, sets, nets, rep, err, errlen) != 0) goto done;
     if (o.output && hc_pred_write(m, nets, &o, rep, err, errlen) != 0) goto done;
     if (o.svg) {
         char title[512];
@@ -225,6 +229,7 @@ done:
     for (int k = 0; k < HC_PRED_NSETS; k++) hc_pred_sets_free(sets[k], L);
     for (int l = 0; nets && l < L; l++) hc_pred_net_free(&nets[l]);
     free(nets);
+    if (pool) hc_pool_free(pool);
     hc_model_free(m);
     return rc;
 }

@@ -103,9 +103,10 @@ typedef struct {
 } hc_pred_train_opts;
 
 /* Train a predictor on s (Adam, weighted BCE on the logits fc2·relu(fc1·x)).
- * Deterministic for the same inputs and OpenBLAS thread count. loss (may be
- * NULL): mean loss of the last epoch. 0, or -1 (out of memory). */
-int hc_pred_train(const hc_pred_set *s, const hc_pred_train_opts *o, hc_pred_net *net, double *loss);
+ * Products on pool (NULL: the caller); the result depends on the inputs
+ * alone, not on the pool's size. loss (may be NULL): mean loss of the last
+ * epoch. 0, or -1 (out of memory). */
+int hc_pred_train(hc_pool *pool, const hc_pred_set *s, const hc_pred_train_opts *o, hc_pred_net *net, double *loss);
 void hc_pred_net_free(hc_pred_net *net);
 /* Round the weights as they will be stored (f16 round trip for F16; none for F32). */
 void hc_pred_net_round(hc_pred_net *net, uint32_t type);
@@ -113,13 +114,13 @@ void hc_pred_net_round(hc_pred_net *net, uint32_t type);
 /* The threshold t reaching recall R on s: at least ceil(R * positives) of the
  * active pairs have a logit >= t. 0; 1 (t untouched) if s has no active pair;
  * -1 out of memory. */
-int hc_pred_calibrate(const hc_pred_net *net, const hc_pred_set *s, double recall, float *t);
+int hc_pred_calibrate(hc_pool *pool, const hc_pred_net *net, const hc_pred_set *s, double recall, float *t);
 
 typedef struct {
     uint64_t tp, fp, fn, tn;
 } hc_pred_counts;
 /* Confusion counts of "logit >= t" against the true active sets of s. */
-int hc_pred_evaluate(const hc_pred_net *net, const hc_pred_set *s, float t, hc_pred_counts *c);
+int hc_pred_evaluate(hc_pool *pool, const hc_pred_net *net, const hc_pred_set *s, float t, hc_pred_counts *c);
 
 /* Active (token, neuron) pairs of s. */
 uint64_t hc_pred_count_active(const hc_pred_set *s);

@@ -9,19 +9,20 @@
  * while training and the factor is folded into W1 at the end, so the stored
  * predictor reads the raw residual stream.
  *
- * Every matrix product is one cblas_sgemm (row-major):
+ * Every matrix product is one hc_sgemm (row-major; OpenBLAS in pieces fixed
+ * by the shape, blas_fixed.h):
  *   forward   A1 = X·W1ᵀ [B][r]   H1 = relu(A1)   Z = H1·W2ᵀ [B][n_ff]
  *   backward  dZ = ∂loss/∂Z       dW2 = dZᵀ·H1    dH1 = dZ·W2
  *             dA1 = dH1 ⊙ [A1 > 0]                 dW1 = dA1ᵀ·X
  * The elementwise steps run in a fixed order, so a run depends only on its
- * inputs, the seed and OpenBLAS's own thread count (see the docs). */
+ * inputs and the seed, not on the thread count. */
 #include "predictors.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas_fixed.h"
 #include "cli.h"
 #include "ggml_types.h"
 
@@ -54,12 +55,12 @@ void hc_pred_net_round(hc_pred_net *net, uint32_t type)
 }
 
 /* z[n][n_ff] and a1[n][r] (relu applied in place) for n raw rows x. */
-static void forward(const hc_pred_net *net, const float *x, int n, float *a1, float *z)
+static void forward(hc_pool *pool, const hc_pred_net *net, const float *x, int n, float *a1, float *z)
 {
     int r = net->r, E = net->n_embd, F = net->n_ff;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, r, E, 1.0f, x, E, net->w1, E, 0.0f, a1, r);
+    hc_sgemm(pool, CblasNoTrans, CblasTrans, n, r, E, 1.0f, x, E, net->w1, E, 0.0f, a1, r);
     for (size_t i = 0; i < (size_t)n * r; i++) a1[i] = a1[i] > 0.0f ? a1[i] : 0.0f;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, F, r, 1.0f, a1, r, net->w2, r, 0.0f, z, F);
+    hc_sgemm(pool, CblasNoTrans, CblasTrans, n, F, r, 1.0f, a1, r, net->w2, r, 0.0f, z, F);
 }
 
 typedef struct {
@@ -95,7 +96,7 @@ typedef struct {
 
 /* One minibatch: rows perm[0..B) of s forward, the loss summed into *loss,
  * backward, and Adam step t of total (cosine-decayed step size). */
-static void train_batch(hc_pred_net *net, trainer *tr, const hc_pred_set *s, const int64_t *perm, int B,
+static void train_batch(hc_pool *pool, hc_pred_net *net, trainer *tr, const hc_pred_set *s, const int64_t *perm, int B,
                         const hc_pred_train_opts *o, int64_t t, int64_t total, double *loss)
 {
     const int E = s->n_embd, F = s->n_ff, r = net->r;
@@ -108,7 +109,7 @@ static void train_batch(hc_pred_net *net, trainer *tr, const hc_pred_set *s, con
         for (int k = 0; k < E; k++) X[(size_t)b * E + k] = xs[k] * tr->inv;
         for (int j = 0; j < F; j++) Y[(size_t)b * F + j] = (float)bit(ys, j);
     }
-    forward(net, X, B, A1, Z);
+    forward(pool, net, X, B, A1, Z);
     /* dZ in place, loss on the side */
     const float scale = 1.0f / (float)B;
     for (size_t i = 0; i < (size_t)B * F; i++) {
@@ -122,10 +123,10 @@ static void train_batch(hc_pred_net *net, trainer *tr, const hc_pred_set *s, con
         }
     }
     /* dW2 = dZᵀ·H1, dH1 = dZ·W2 (before W2 moves), dA1, dW1 = dA1ᵀ·X */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, F, r, B, 1.0f, Z, F, A1, r, 0.0f, tr->p2.g, r);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, r, F, 1.0f, Z, F, net->w2, r, 0.0f, dH, r);
+    hc_sgemm(pool, CblasTrans, CblasNoTrans, F, r, B, 1.0f, Z, F, A1, r, 0.0f, tr->p2.g, r);
+    hc_sgemm(pool, CblasNoTrans, CblasNoTrans, B, r, F, 1.0f, Z, F, net->w2, r, 0.0f, dH, r);
     for (size_t i = 0; i < (size_t)B * r; i++) dH[i] = A1[i] > 0.0f ? dH[i] : 0.0f;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r, E, B, 1.0f, dH, r, X, E, 0.0f, tr->p1.g, E);
+    hc_sgemm(pool, CblasTrans, CblasNoTrans, r, E, B, 1.0f, dH, r, X, E, 0.0f, tr->p1.g, E);
     float lr = o->lr * 0.5f * (1.0f + cosf(3.14159265f * (float)(t - 1) / (float)total));
     adam_step(&tr->p1, lr, (int)(t < 1 << 30 ? t : 1 << 30));
     adam_step(&tr->p2, lr, (int)(t < 1 << 30 ? t : 1 << 30));
@@ -156,7 +157,7 @@ static void train_init(hc_pred_net *net, trainer *tr, float *buf, const hc_pred_
     for (size_t i = 0; i < n2; i++) net->w2[i] = uniform(rng, a2);
 }
 
-int hc_pred_train(const hc_pred_set *s, const hc_pred_train_opts *o, hc_pred_net *net, double *loss)
+int hc_pred_train(hc_pool *pool, const hc_pred_set *s, const hc_pred_train_opts *o, hc_pred_net *net, double *loss)
 {
     const int E = s->n_embd, F = s->n_ff, r = o->rank, Bm = o->batch;
     const size_t n1 = (size_t)r * E, n2 = (size_t)F * r;
@@ -189,7 +190,7 @@ int hc_pred_train(const hc_pred_set *s, const hc_pred_train_opts *o, hc_pred_net
         epoch_loss = 0;
         for (int64_t b0 = 0; b0 < s->n; b0 += Bm) {
             int B = (int)(s->n - b0 < Bm ? s->n - b0 : Bm);
-            train_batch(net, &tr, s, perm + b0, B, o, ++t, total, &epoch_loss);
+            train_batch(pool, net, &tr, s, perm + b0, B, o, ++t, total, &epoch_loss);
         }
     }
     for (size_t i = 0; i < n1; i++) net->w1[i] *= tr.inv;   /* read raw x */
@@ -202,14 +203,14 @@ int hc_pred_train(const hc_pred_set *s, const hc_pred_train_opts *o, hc_pred_net
 /* Call fn on the logits of every chunk of rows of s. */
 typedef void (*chunk_fn)(void *user, const hc_pred_set *s, int64_t row0, int n, const float *z);
 
-static int for_each_chunk(const hc_pred_net *net, const hc_pred_set *s, chunk_fn fn, void *user)
+static int for_each_chunk(hc_pool *pool, const hc_pred_net *net, const hc_pred_set *s, chunk_fn fn, void *user)
 {
     float *a1 = malloc(sizeof(float) * EVAL_ROWS * (size_t)net->r);
     float *z = malloc(sizeof(float) * EVAL_ROWS * (size_t)net->n_ff);
     if (!a1 || !z) { free(a1); free(z); return -1; }
     for (int64_t r0 = 0; r0 < s->n; r0 += EVAL_ROWS) {
         int n = (int)(s->n - r0 < EVAL_ROWS ? s->n - r0 : EVAL_ROWS);
-        forward(net, s->x + (size_t)r0 * net->n_embd, n, a1, z);
+        forward(pool, net, s->x + (size_t)r0 * net->n_embd, n, a1, z);
         fn(user, s, r0, n, z);
     }
     free(a1);
@@ -246,12 +247,12 @@ uint64_t hc_pred_count_active(const hc_pred_set *s)
     return n;
 }
 
-int hc_pred_calibrate(const hc_pred_net *net, const hc_pred_set *s, double recall, float *t)
+int hc_pred_calibrate(hc_pool *pool, const hc_pred_net *net, const hc_pred_set *s, double recall, float *t)
 {
     uint64_t P = hc_pred_count_active(s);
     if (P == 0) return 1;
     pos_list p = { malloc(sizeof(float) * P), 0 };
-    if (!p.pos || for_each_chunk(net, s, collect_pos, &p) != 0) { free(p.pos); return -1; }
+    if (!p.pos || for_each_chunk(pool, net, s, collect_pos, &p) != 0) { free(p.pos); return -1; }
     qsort(p.pos, P, sizeof *p.pos, cmp_float);
     /* may miss the k lowest active logits; 1e-6 absorbs the rounding of (1-R)·P */
     uint64_t k = (uint64_t)floor((1.0 - recall) * (double)P + 1e-6);
@@ -282,10 +283,10 @@ static void count_chunk(void *user, const hc_pred_set *s, int64_t row0, int n, c
     }
 }
 
-int hc_pred_evaluate(const hc_pred_net *net, const hc_pred_set *s, float t, hc_pred_counts *c)
+int hc_pred_evaluate(hc_pool *pool, const hc_pred_net *net, const hc_pred_set *s, float t, hc_pred_counts *c)
 {
     eval_acc a = { { 0, 0, 0, 0 }, t };
-    int rc = for_each_chunk(net, s, count_chunk, &a);
+    int rc = for_each_chunk(pool, net, s, count_chunk, &a);
     *c = a.c;
     return rc;
 }

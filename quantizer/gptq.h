@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include "gguf.h"
 #include "quantize.h"
+#include "threads.h"
 
 #define GPTQ_MAXQ 15          /* 4-bit codes 0..15 */
 #define GPTQ_BLOCK 128        /* lazy-batch width of the column loop */
@@ -94,16 +95,16 @@ static inline int gptq_groups(int K, int gs) { return (K + gs - 1) / gs; }
  * Outputs codes[N][K] and grids[G][N] (group g of row n at grids[g*N + n]);
  * with act_order the groups are static, so g_idx[k] = k / gs always.
  * Damping is retried ×10 up to 4 times when the Cholesky fails, then
- * -1 with a message. Single-threaded BLAS/LAPACK results do not depend on
- * the caller's thread count; see gptq_layer.c. */
-int gptq_quantize_layer(const float *W, int N, int K, float *H, const gptq_params *p,
+ * -1 with a message. The products run on pool (NULL: the caller) in pieces
+ * fixed by their shape, so no result depends on its thread count. */
+int gptq_quantize_layer(hc_pool *pool, const float *W, int N, int K, float *H, const gptq_params *p,
                         uint8_t *codes, gptq_grid *grids, gptq_stats *st, char *err, size_t errlen);
 /* Dequantized weights Q[N][K] from codes and grids. */
 void gptq_dequant(const uint8_t *codes, const gptq_grid *grids, int N, int K, int gs, float *Q);
-/* H[K][K] = 2/T Σ_t x_t x_tᵀ over X[T][K] (ssyrk, both triangles filled). */
-void gptq_hessian(const float *X, int T, int K, float *H);
+/* H[K][K] = 2/T Σ_t x_t x_tᵀ over X[T][K] (both triangles filled). */
+void gptq_hessian(hc_pool *pool, const float *X, int T, int K, float *H);
 /* ‖(W - Q) X‖ / ‖W X‖ over inputs X[T][K] (0 when W X = 0). */
-double gptq_rel_error(const float *W, const float *Q, int N, int K, const float *X, int T);
+double gptq_rel_error(hc_pool *pool, const float *W, const float *Q, int N, int K, const float *X, int T);
 
 /* ------------------------------------------------------------ calibration */
 

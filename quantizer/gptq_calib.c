@@ -12,7 +12,6 @@
  *
  * Windows: the text is tokenized without BOS and cut into windows of ctx
  * tokens, each BOS followed by ctx-1 text tokens, at most calib_tokens in all. */
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,7 +103,7 @@ static int32_t *calib_tokens(const hc_model *m, const gptq_calib_opts *co, gptq_
 }
 
 /* Quantize one weight on Hessian H (NULL: RTN), put the dequantized copy in its place. */
-static int quantize_one(hc_weight *w, const char *name, const float *H, const float *X, int T,
+static int quantize_one(hc_pool *pool, hc_weight *w, const char *name, const float *H, const float *X, int T,
                         const gptq_calib_opts *co, gptq_result *r, char *err, size_t errlen)
 {
     const double t0 = hc_now();
@@ -128,7 +127,7 @@ static int quantize_one(hc_weight *w, const char *name, const float *H, const fl
     if (Hc) memcpy(Hc, H, sizeof(float) * (size_t)K * K);
     gptq_stats st;
     char lerr[256];
-    int rc = gptq_quantize_layer(W, N, K, Hc, &co->p, r->codes, r->grids, &st, lerr, sizeof lerr);
+    int rc = gptq_quantize_layer(pool, W, N, K, Hc, &co->p, r->codes, r->grids, &st, lerr, sizeof lerr);
     free(Hc);
     if (rc != 0) {
         free(W);
@@ -138,7 +137,7 @@ static int quantize_one(hc_weight *w, const char *name, const float *H, const fl
     if (st.damp != co->p.damp)
         hc_warn("%s: Cholesky failed with --damp %g; used %g", name, (double)co->p.damp, (double)st.damp);
     gptq_dequant(r->codes, r->grids, N, K, co->p.group_size, r->deq);
-    r->rel_err = gptq_rel_error(W, r->deq, N, K, X, T);
+    r->rel_err = gptq_rel_error(pool, W, r->deq, N, K, X, T);
     free(W);
     *w = (hc_weight){ .kind = HC_WEIGHT_GGML, .type = GGML_TYPE_F32, .data = r->deq, .n = K, .rows = N };
     r->seconds = hc_now() - t0;
@@ -174,7 +173,7 @@ static void embed_windows(hc_ctx *ctx, const int32_t *toks, int W, int C, float 
 /* Falcon's fused attn_qkv of block l (ly's q, k, v are views of its rows,
  * runtime/model.c) as one weight on H, the views then reading its
  * dequantized rows; appended to run->res. */
-static int quantize_qkv(hc_layer *ly, int l, const float *X, float *H, int T, const gptq_calib_opts *co,
+static int quantize_qkv(hc_pool *pool, hc_layer *ly, int l, const float *X, float *H, int T, const gptq_calib_opts *co,
                         gptq_run *run, char *err, size_t errlen)
 {
     hc_weight qkv = ly->attn_q;
@@ -182,8 +181,8 @@ static int quantize_qkv(hc_layer *ly, int l, const float *X, float *H, int T, co
     if (qkv.n % co->min_cols_multiple) return 0;
     char name[GGUF_MAX_NAME + 1];
     snprintf(name, sizeof name, "blk.%d.attn_qkv.weight", l);
-    if (H) gptq_hessian(X, T, qkv.n, H);
-    int rc = quantize_one(&qkv, name, H, X, T, co, &run->res[run->n_res], err, errlen);
+    if (H) gptq_hessian(pool, X, T, qkv.n, H);
+    int rc = quantize_one(pool, &qkv, name, H, X, T, co, &run->res[run->n_res], err, errlen);
     run->n_res++;   /* on failure: frees what it allocated */
     if (rc != 0) return -1;
     hc_weight *views[3] = { &ly->attn_q, &ly->attn_k, &ly->attn_v };
@@ -197,13 +196,13 @@ static int quantize_qkv(hc_layer *ly, int l, const float *X, float *H, int T, co
 /* Quantize the linears of stage s of block l (ly) on the captured inputs
  * X[T][.] and their Hessian (H NULL: RTN), appending to run->res; `fused`:
  * q, k and v are the rows of one attn_qkv. */
-static int quantize_stage(hc_layer *ly, int l, int s, int fused, const float *X, float *H, int T,
+static int quantize_stage(hc_pool *pool, hc_layer *ly, int l, int s, int fused, const float *X, float *H, int T,
                           const gptq_calib_opts *co, gptq_run *run, hc_progress *pr, char *err, size_t errlen)
 {
     int hessian_done = 0;
     if (s == 0 && fused) {
         hc_progress_update(pr, (uint64_t)l * N_LINEARS + 3);
-        return quantize_qkv(ly, l, X, H, T, co, run, err, errlen);
+        return quantize_qkv(pool, ly, l, X, H, T, co, run, err, errlen);
     }
     for (int i = 0; i < N_LINEARS; i++) {
         if (linears[i].stage != s) continue;
@@ -212,9 +211,9 @@ static int quantize_stage(hc_layer *ly, int l, int s, int fused, const float *X,
         char name[GGUF_MAX_NAME + 1];
         snprintf(name, sizeof name, "blk.%d.%s.weight", l, linears[i].name);
         if (w->n % co->min_cols_multiple == 0) {
-            if (H && !hessian_done) gptq_hessian(X, T, w->n, H);
+            if (H && !hessian_done) gptq_hessian(pool, X, T, w->n, H);
             hessian_done = 1;
-            if (quantize_one(w, name, H, X, T, co, &run->res[run->n_res], err, errlen) != 0) {
+            if (quantize_one(pool, w, name, H, X, T, co, &run->res[run->n_res], err, errlen) != 0) {
                 run->n_res++;   /* frees what it allocated */
                 return -1;
             }
@@ -229,7 +228,6 @@ int gptq_calibrate(const char *path, const gptq_calib_opts *co, gptq_run *run, c
 {
     memset(run, 0, sizeof *run);
     err[0] = 0;
-    openblas_set_num_threads(co->nthreads);
     hc_model *m = hc_model_load(path, err, errlen);
     if (!m) return -1;
     const hc_hparams *hp = &m->hp;
@@ -276,7 +274,7 @@ int gptq_calibrate(const char *path, const gptq_calib_opts *co, gptq_run *run, c
             cap.point = stage_point[s];
             run_block(ctx, &cap, l, xs, W, C, 1, scratch);
             cap.point = -1;
-            if (quantize_stage(&m->layers[l], l, s, fused, X, H, T, co, run, &pr, err, errlen) != 0) {
+            if (quantize_stage(hc_ctx_pool(ctx), &m->layers[l], l, s, fused, X, H, T, co, run, &pr, err, errlen) != 0) {
                 hc_progress_end(&pr);
                 goto done;
             }

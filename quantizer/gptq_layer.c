@@ -1,5 +1,8 @@
 /* GPTQ on one linear layer (docs/design/gptq.md; IST-DASLab/gptq, gptq.py:
- * fasterquant), with OpenBLAS and LAPACK doing every O(K³) and O(N·K²) step.
+ * fasterquant), with OpenBLAS and LAPACK doing every O(K³) and O(N·K²) step,
+ * each on one OpenBLAS thread; the products are cut into pieces fixed by
+ * their shape and shared over the pool (blas_fixed.h), so no bit depends on
+ * the thread count.
  *
  * The working copy is W transposed, Wt[K][N], so that column j of W (what
  * the loop quantizes, for all N rows at once) is one contiguous row. The
@@ -8,11 +11,11 @@
  * own transpose, and LAPACK's lower triangle is our upper one, so potrf('L')
  * -> potri('L') -> potrf('L') leaves U (H⁻¹ = UᵀU) in our upper triangle while
  * our lower triangle still holds the damped H (used to retry). */
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "blas_fixed.h"
 #include "gptq.h"
 
 extern void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
@@ -20,14 +23,12 @@ extern void spotri_(const char *uplo, const int *n, float *a, const int *lda, in
 
 #define DAMP_RETRIES 4
 
-void gptq_hessian(const float *X, int T, int K, float *H)
+void gptq_hessian(hc_pool *pool, const float *X, int T, int K, float *H)
 {
-    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, K, T, 2.0f / (float)T, X, K, 0.0f, H, K);
-    for (int i = 0; i < K; i++)
-        for (int j = i + 1; j < K; j++) H[(size_t)j * K + i] = H[(size_t)i * K + j];
+    hc_gram(pool, X, T, K, 2.0f / (float)T, H);
 }
 
-double gptq_rel_error(const float *W, const float *Q, int N, int K, const float *X, int T)
+double gptq_rel_error(hc_pool *pool, const float *W, const float *Q, int N, int K, const float *X, int T)
 {
     const size_t nk = (size_t)N * K, nt = (size_t)N * T;
     float *D = malloc(sizeof(float) * nk), *E = malloc(sizeof(float) * nt), *R = malloc(sizeof(float) * nt);
@@ -36,8 +37,8 @@ double gptq_rel_error(const float *W, const float *Q, int N, int K, const float 
         return NAN;
     }
     for (size_t i = 0; i < nk; i++) D[i] = W[i] - Q[i];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, T, K, 1.0f, D, K, X, K, 0.0f, E, T);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, T, K, 1.0f, W, K, X, K, 0.0f, R, T);
+    hc_sgemm(pool, CblasNoTrans, CblasTrans, N, T, K, 1.0f, D, K, X, K, 0.0f, E, T);
+    hc_sgemm(pool, CblasNoTrans, CblasTrans, N, T, K, 1.0f, W, K, X, K, 0.0f, R, T);
     double e = 0, r = 0;
     for (size_t i = 0; i < nt; i++) {
         e += (double)E[i] * E[i];
@@ -78,12 +79,10 @@ static int inverse_factor(float *H, int K, float *damp, char *err, size_t errlen
         }
         const float lambda = (float)(f * mean);
         for (int i = 0; i < K; i++) H[(size_t)i * K + i] = diag[i] + lambda;
-        int nt = openblas_get_num_threads();
-        openblas_set_num_threads(1);
+        hc_blas_one_thread();   /* threaded potrf/potri round differently */
         spotrf_("L", &K, H, &K, &info);
         if (info == 0) spotri_("L", &K, H, &K, &info);
         if (info == 0) spotrf_("L", &K, H, &K, &info);
-        openblas_set_num_threads(nt);
         if (info == 0) break;
     }
     free(diag);
@@ -110,7 +109,7 @@ static int by_diag_desc(const void *pa, const void *pb)
  * weights that have received every earlier column's update. */
 static int block_cols(int gs) { return gs >= GPTQ_BLOCK ? gs : GPTQ_BLOCK / gs * gs; }
 
-int gptq_quantize_layer(const float *W, int N, int K, float *H, const gptq_params *p,
+int gptq_quantize_layer(hc_pool *pool, const float *W, int N, int K, float *H, const gptq_params *p,
                         uint8_t *codes, gptq_grid *grids, gptq_stats *st, char *err, size_t errlen)
 {
     const int gs = p->group_size, B = block_cols(gs), fb = H != NULL;
@@ -151,6 +150,7 @@ int gptq_quantize_layer(const float *W, int N, int K, float *H, const gptq_param
         memcpy(Wt, tmp, sizeof(float) * (size_t)K * N);
     }
     if (fb && inverse_factor(H, K, &st->damp, err, errlen) != 0) goto done;
+    hc_blas_one_thread();   /* for sger */
     const float *U = H;
 
     for (int i1 = 0; i1 < K; i1 += B) {
@@ -174,8 +174,8 @@ int gptq_quantize_layer(const float *W, int N, int K, float *H, const gptq_param
                            Wt + (size_t)(j + 1) * N, N);
         }
         if (fb && i2 < K)   /* W[:, i2:] -= Err1 · U[i1:i2, i2:] */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K - i2, N, i2 - i1, -1.0f,
-                        U + (size_t)i1 * K + i2, K, err1, N, 1.0f, Wt + (size_t)i2 * N, N);
+            hc_sgemm(pool, CblasTrans, CblasNoTrans, K - i2, N, i2 - i1, -1.0f, U + (size_t)i1 * K + i2, K,
+                     err1, N, 1.0f, Wt + (size_t)i2 * N, N);
     }
     rc = 0;
 done:

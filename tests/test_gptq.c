@@ -144,13 +144,13 @@ static int run_layer(const float *W, int N, int K, const float *X, int T, const 
     o->codes = malloc((size_t)N * K);
     o->grids = malloc(sizeof *o->grids * (size_t)G * N);
     o->Q = malloc(sizeof(float) * (size_t)N * K);
-    if (H) gptq_hessian(X, T, K, H);
+    if (H) gptq_hessian(NULL, X, T, K, H);
     char err[256];
-    int rc = gptq_quantize_layer(W, N, K, H, p, o->codes, o->grids, &o->st, err, sizeof err);
+    int rc = gptq_quantize_layer(NULL, W, N, K, H, p, o->codes, o->grids, &o->st, err, sizeof err);
     free(H);
     if (rc == 0) {
         gptq_dequant(o->codes, o->grids, N, K, p->group_size, o->Q);
-        o->err = gptq_rel_error(W, o->Q, N, K, X, T);
+        o->err = gptq_rel_error(NULL, W, o->Q, N, K, X, T);
     }
     return rc;
 }

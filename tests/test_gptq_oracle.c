@@ -78,15 +78,15 @@ static void run_case(const oracle_case *c)
     uint8_t *codes = malloc((size_t)N * K);
     gptq_grid *grids = malloc(sizeof *grids * (size_t)G * N);
     make_layer(c, W, X);
-    gptq_hessian(X, T, K, H);
+    gptq_hessian(NULL, X, T, K, H);
     memcpy(Hw, H, sizeof(float) * (size_t)K * K);
     const gptq_params p = { .group_size = c->gs, .sym = c->sym, .act_order = c->act_order, .param = c->param,
                             .damp = c->damp };
     gptq_stats st;
     char err[256];
-    int rc = gptq_quantize_layer(W, N, K, c->rtn ? NULL : Hw, &p, codes, grids, &st, err, sizeof err);
+    int rc = gptq_quantize_layer(NULL, W, N, K, c->rtn ? NULL : Hw, &p, codes, grids, &st, err, sizeof err);
     gptq_dequant(codes, grids, N, K, c->gs, Q);
-    const double rel = gptq_rel_error(W, Q, N, K, X, T);
+    const double rel = gptq_rel_error(NULL, W, Q, N, K, X, T);
     for (int i = 0; i < G * N; i++) {
         d[i] = grids[i].d;
         m[i] = grids[i].m;
