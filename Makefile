@@ -3,6 +3,7 @@
 # Conventions (so each tool's folder can grow without touching this file):
 #   common/*.c                          -> libhc_common.a  (GGUF I/O, types, CLI helpers)
 #   runtime/*.c  except hc-run.c        -> libhc_runtime.a (model, kernels, tokenizer, ...)
+#     with runtime/opencl/ (the OpenCL device; with OPENCL=0 its stub none.c)
 #   D/*.c except D/hc-*.c, for each tool folder D -> libhc_D.a
 #   D/hc-NAME.c                         -> bin/hc-NAME (linked with every library)
 #   tests/test_*.c                      -> build/tests/test_* ; tests/test_*.sh run as-is
@@ -18,6 +19,7 @@
 # make help           every target, one line each
 # make                build everything          make test      build and run the suite
 # make SANITIZE=1     ASan+UBSan build (in build/asan, programs in build/asan/bin)
+# make OPENCL=0       no OpenCL: no device, no libOpenCL (in build/noopencl, programs in build/noopencl/bin)
 # make install PREFIX=/usr/local DESTDIR=   (programs and manual pages)
 # make man            regenerate man/*.1 from docs/hc-*.md (needs pandoc)
 
@@ -26,11 +28,17 @@ PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
 
+OPENCL  ?= 1
 ifeq ($(SANITIZE),1)
   O     ?= build/asan
   BIN   ?= $(O)/bin
   OPT   := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
   LDSAN := -fsanitize=address,undefined
+else ifeq ($(OPENCL),0)
+  O     ?= build/noopencl
+  BIN   ?= $(O)/bin
+  OPT   := -O2 -g
+  LDSAN :=
 else
   O     ?= build
   BIN   ?= bin
@@ -39,9 +47,10 @@ else
 endif
 
 PKG_CONFIG ?= pkg-config
-PKGS    := zlib openblas OpenCL libcjson libpcre2-8
+PKGS    := zlib openblas $(if $(filter 0,$(OPENCL)),,OpenCL) libcjson libpcre2-8
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -lz -lopenblas -lOpenCL -lcjson -lpcre2-8)
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || \
+                echo -lz -lopenblas $(if $(filter 0,$(OPENCL)),,-lOpenCL) -lcjson -lpcre2-8)
 
 # -ffp-contract=off: no fused multiply-add anywhere by default, so quantizers
 # round exactly as ggml's x86-64 build (docs/formats.md, "The FMA caveat").
@@ -60,10 +69,18 @@ USES_solver     := common solver
 USES_tests      := common runtime gguf-tools quantizer profiler solver
 USES_scripts    := $(USES_tests)
 
+# The runtime's OpenCL folder: plain C always, OpenCL calls and the kernels
+# (runtime/opencl/kernels/*.cl, embedded as C strings by runtime/module.mk)
+# unless OPENCL=0.
+CL_KERNELS := $(wildcard runtime/opencl/kernels/*.cl)
+EXTRA_SRCS_runtime := runtime/opencl/rows.c runtime/opencl/device.c \
+    $(if $(filter 0,$(OPENCL)),runtime/opencl/none.c,runtime/opencl/cl.c runtime/opencl/hot_rows.c \
+        $(patsubst runtime/opencl/kernels/%.cl,$(O)/gen/%_cl.c,$(CL_KERNELS)))
+
 TOOL_DIRS := gguf-tools quantizer profiler solver
 LIB_NAMES := $(TOOL_DIRS) runtime common
 
-lib_srcs = $(filter-out $(1)/hc-%.c,$(wildcard $(1)/*.c))
+lib_srcs = $(filter-out $(1)/hc-%.c,$(wildcard $(1)/*.c)) $(EXTRA_SRCS_$(1))
 obj      = $(patsubst %.c,$(O)/obj/%.o,$(1))
 LIBS     := $(foreach d,$(LIB_NAMES),$(O)/lib/libhc_$(d).a)
 

@@ -114,14 +114,17 @@ static int place_hot(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, const c
         hc_gpuidx_free(g);
         return 0;
     }
-    f->cl = hc_hybrid_setup(f->sparse, m, g, o->vram_budget, msg, sizeof msg);
+    f->cl = hc_hybrid_setup(f->sparse, m, g, o->device, o->vram_budget, msg, sizeof msg);
     if (!f->cl) {
         hc_warn("%s: %s; running on the CPU only", idx, msg);
     } else {
         long hot = 0;
         for (int l = 0; l < m->hp.n_layer; l++) hot += g->n_gpu[l];
-        fprintf(log, "opencl: platform '%s', device '%s'%s\n", hc_cl_platform(f->cl), hc_cl_device(f->cl),
-                hc_cl_is_gpu(f->cl) ? "" : " (a CPU device: the 'device' share runs on this machine's cores)");
+        const hc_cl_info *d = hc_cl_about(f->cl);
+        char line[512], hint[1024];
+        hc_cl_describe(d, hc_cl_index(f->cl), line, sizeof line);
+        fprintf(log, "opencl: %s%s\n", line, d->is_gpu ? "" : ": the 'device' share runs on this machine's cores");
+        if (!d->is_gpu && hc_cl_icd_hint(hint, sizeof hint)) hc_warn("%s", hint);
         fprintf(log, "hybrid: %s: %ld of %ld neurons on the device (%s)\n", idx, hot, (long)m->hp.n_layer * m->hp.n_ff,
                 hc_format_size(hc_hybrid_bytes(m, f->sparse, g), sz[0], sizeof sz[0]));
     }
@@ -132,18 +135,20 @@ static int place_hot(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, const c
 /* MODEL.generated.gpuidx is used unasked only with a GPU: on a CPU OpenCL
  * device (PoCL) the split runs on the same cores and usually costs more than
  * it saves (docs/measurements.md, "Sparse and hybrid FFN"). --gpu-index FILE
- * still forces it. */
-static int auto_index_usable(const char *idx)
+ * still forces it. Asks the device list only: nothing is built. */
+static int auto_index_usable(const char *idx, const char *device)
 {
-    char err[512];
-    hc_cl *cl = hc_cl_open(err, sizeof err);
-    int gpu = cl && hc_cl_is_gpu(cl);
-    if (!gpu && cl)
+    char err[512], hint[1024];
+    hc_cl_info list[HC_CL_MAX_DEVICES];
+    int n = hc_cl_list(list, HC_CL_MAX_DEVICES, err, sizeof err);
+    int i = n < 0 ? -1 : hc_cl_pick(list, n, device, err, sizeof err);
+    int gpu = i >= 0 && list[i].is_gpu;
+    if (!gpu && i >= 0)
         hc_warn("%s: not used: the OpenCL device '%s' is a CPU device, where the split usually costs more "
-                "than it saves; running on the CPU (--gpu-index FILE forces it)", idx, hc_cl_device(cl));
+                "than it saves; running on the CPU (--gpu-index FILE forces it)", idx, list[i].name);
     else if (!gpu)
         hc_warn("%s: not used: %s; running on the CPU", idx, err);
-    hc_cl_free(cl);
+    if (!gpu && hc_cl_icd_hint(hint, sizeof hint)) hc_warn("%s", hint);
     return gpu;
 }
 
@@ -173,7 +178,7 @@ hc_ffn *hc_ffn_setup(const hc_model *m, const hc_ffn_opts *o, FILE *log, char *e
         hc_warn("%s; running the dense FFN%s", msg, idx ? " (GPU index not used)" : "");
         return f;
     }
-    if (idx == auto_idx && !auto_index_usable(idx)) {
+    if (idx == auto_idx && !auto_index_usable(idx, o->device)) {
         idx = NULL;
         if (!(o->sparse || o->have_threshold || predictors || calib)) return f;
     }

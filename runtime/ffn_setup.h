@@ -26,6 +26,7 @@ typedef struct {
     const char *gpu_index;   /* .gpuidx; NULL: MODEL.generated.gpuidx when it exists */
     int no_gpu_index;        /* do not look for MODEL.generated.gpuidx */
     uint64_t vram_budget;    /* device bytes for the hot neurons; 0: the device's */
+    const char *device;      /* OpenCL device number (--device); NULL: $HC_OPENCL_DEVICE, else the first GPU */
     int verbose;             /* the sparse FFN checks its recall; the dense FFN is timed */
 } hc_ffn_opts;
 

@@ -58,6 +58,9 @@ static const char usage[] =
     "                          MODEL.stats.gguf)\n"
     "      --vram-budget SIZE  device memory for the hot neurons (K/M/G = 1024-based;\n"
     "                          default: the device's); a larger split runs on the CPU\n"
+    "      --device N          the OpenCL device to use (a number from --list-devices;\n"
+    "                          default: $HC_OPENCL_DEVICE, else the first GPU, else 0)\n"
+    "      --list-devices      list the OpenCL devices, one per line, and exit\n"
     "  -ngl, --n-gpu-layers N  for llama.cpp habits: hotcold places FFN neurons, not layers,\n"
     "                          on the GPU (--gpu-index, --vram-budget): -ngl N > 0 changes\n"
     "                          nothing (a note says so), -ngl 0 = --disable-gpu-index\n"
@@ -76,7 +79,7 @@ typedef struct {
     const char *model, *prompt, *prompt_file, *ppl_file, *stats;
     size_t prompt_len;
     char *prompt_buf;    /* the prompt read from a file or stdin, freed at the end */
-    int n_predict, threads, n_ctx, n_batch, logits, verbose, interactive, ngl, reset_index, tokenize;
+    int n_predict, threads, n_ctx, n_batch, logits, verbose, interactive, ngl, reset_index, tokenize, list_devices;
     int weights_mem;     /* enum hc_weights_mem: --mmap, --no-mmap or neither */
     hc_ffn_opts fo;
     hc_sampler_params sp;
@@ -127,6 +130,16 @@ static void gpu_layers_note(options *o)
     }
 }
 
+/* --device N names a listed device: a device asked for by number that is not
+ * there is an error, not a quiet run on the CPU. */
+static void check_device(const char *device)
+{
+    char err[512];
+    hc_cl_info list[HC_CL_MAX_DEVICES];
+    int n = hc_cl_list(list, HC_CL_MAX_DEVICES, err, sizeof err);
+    if (n < 0 || hc_cl_pick(list, n, device, err, sizeof err) < 0) hc_die("%s", err);
+}
+
 /* The options that do not go together; then the prompt and -ngl's note. */
 static void check_args(options *o)
 {
@@ -142,8 +155,33 @@ static void check_args(options *o)
     if (o->stats && !o->reset_index) hc_die("--stats is for --reset-gpu-index");
     if (o->fo.dense && (o->fo.sparse || o->fo.have_threshold || o->fo.gpu_index))
         hc_die("--dense does not go with --sparse, --sparse-threshold or --gpu-index");
+    if (o->fo.device) check_device(o->fo.device);
     gpu_layers_note(o);
     read_prompt(o);
+}
+
+/* --list-devices: every OpenCL device, the one a run would use marked, and
+ * why a GPU may be missing; then exit (as llama.cpp's). */
+static _Noreturn void list_devices(const char *device)
+{
+    char err[512], line[512], hint[1024];
+    hc_cl_info list[HC_CL_MAX_DEVICES];
+    int n = hc_cl_list(list, HC_CL_MAX_DEVICES, err, sizeof err);
+    if (n < 0) {
+        if (hc_cl_icd_hint(hint, sizeof hint)) hc_warn("%s", hint);
+        hc_die("%s", err);
+    }
+    int use = hc_cl_pick(list, n, device, err, sizeof err), gpu = 0;
+    printf("OpenCL devices:\n");
+    for (int i = 0; i < n; i++) {
+        hc_cl_describe(&list[i], i, line, sizeof line);
+        printf("%c %s\n", i == use ? '*' : ' ', line);
+        gpu |= list[i].is_gpu;
+    }
+    if (use < 0) hc_warn("%s", err);
+    if (!gpu && hc_cl_icd_hint(hint, sizeof hint)) hc_warn("%s", hint);
+    if (fflush(stdout) || ferror(stdout)) hc_die("standard output: write error");
+    exit(use < 0);
 }
 
 static void parse_args(int argc, char **argv, options *o)
@@ -162,6 +200,7 @@ static void parse_args(int argc, char **argv, options *o)
         { "n-gpu-layers", required_argument, 0, 'g' }, { "reset-gpu-index", no_argument, 0, 'E' },
         { "stats", required_argument, 0, 'A' }, { "tokenize", no_argument, 0, 'Z' },
         { "mmap", no_argument, 0, 'M' }, { "no-mmap", no_argument, 0, 'Y' },
+        { "device", required_argument, 0, 'Q' }, { "list-devices", no_argument, 0, 'W' },
         { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION,
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
@@ -210,6 +249,11 @@ static void parse_args(int argc, char **argv, options *o)
             if (hc_parse_size(optarg, &o->fo.vram_budget) || !o->fo.vram_budget)
                 hc_die("bad value for --vram-budget: '%s' (bytes, or K/M/G/T)", optarg);
             break;
+        case 'Q':
+            hc_opt_int("--device", optarg, 0, HC_CL_MAX_DEVICES - 1);
+            o->fo.device = optarg;
+            break;
+        case 'W': o->list_devices = 1; break;
         case 'v': o->verbose = o->fo.verbose = 1; break;
         case HC_OPT_VERSION: hc_version();
         case 'h': fputs(usage, stdout); exit(0);
@@ -217,6 +261,7 @@ static void parse_args(int argc, char **argv, options *o)
         }
     }
     if (optind < argc) hc_die("unexpected argument '%s' (see --help)", argv[optind]);
+    if (o->list_devices) list_devices(o->fo.device);
     check_args(o);
 }
 
@@ -455,10 +500,11 @@ static void reset_gpu_index(options *o, char *idx, size_t idx_len)
     snprintf(stats, sizeof stats, o->stats ? "%s" : "%s.stats.gguf", o->stats ? o->stats : o->model);
     uint64_t bytes = o->fo.vram_budget;
     if (!bytes) {
-        hc_cl *cl = hc_cl_open(err, sizeof err);
-        if (!cl) hc_die("--reset-gpu-index: no device to take the budget from (%s); give --vram-budget SIZE", err);
-        bytes = hc_cl_mem_size(cl);
-        hc_cl_free(cl);
+        hc_cl_info list[HC_CL_MAX_DEVICES];
+        int n = hc_cl_list(list, HC_CL_MAX_DEVICES, err, sizeof err);
+        int i = n < 0 ? -1 : hc_cl_pick(list, n, o->fo.device, err, sizeof err);
+        if (i < 0) hc_die("--reset-gpu-index: no device to take the budget from (%s); give --vram-budget SIZE", err);
+        bytes = list[i].mem_size;
     }
     snprintf(budget, sizeof budget, "%llu", (unsigned long long)bytes);
     ssize_t n = readlink("/proc/self/exe", solve, sizeof solve - 16);

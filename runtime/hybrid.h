@@ -18,10 +18,11 @@
 
 /* Device bytes the split of g needs for model m with s's down rows. */
 uint64_t hc_hybrid_bytes(const hc_model *m, const hc_sparse *s, const hc_gpuidx *g);
-/* Open a device and hand it g's hot neurons. budget: device bytes for the
- * split, 0 = the device's global memory. Returns the device (the caller frees
+/* Open a device (hc_cl_open(device)) and hand it g's hot neurons. budget:
+ * device bytes for the split, 0 = the device's global memory. Returns the device (the caller frees
  * it after s), or NULL with a one-line reason in msg: then s is unchanged and
  * every neuron runs on the CPU. */
-hc_cl *hc_hybrid_setup(hc_sparse *s, const hc_model *m, const hc_gpuidx *g, uint64_t budget, char *msg, size_t msglen);
+hc_cl *hc_hybrid_setup(hc_sparse *s, const hc_model *m, const hc_gpuidx *g, const char *device, uint64_t budget,
+                       char *msg, size_t msglen);
 
 #endif

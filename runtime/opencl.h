@@ -28,15 +28,42 @@
 typedef struct hc_cl hc_cl;
 typedef struct hc_cl_layer hc_cl_layer;
 
-/* The first GPU of any platform, else the first device of any type (PoCL's
- * CPU device), with the kernels built. NULL + one line in err when there is no
- * platform or device or a call fails. */
-hc_cl *hc_cl_open(char *err, size_t errlen);
+/* One OpenCL device as listed: no context made, no kernels built. */
+typedef struct {
+    char platform[128], name[160], version[96];
+    int is_gpu;
+    unsigned compute_units;
+    uint64_t mem_size;          /* CL_DEVICE_GLOBAL_MEM_SIZE */
+} hc_cl_info;
+
+enum { HC_CL_MAX_DEVICES = 32 };
+
+/* Every device of every platform, platform by platform (the numbers that
+ * --device and HC_OPENCL_DEVICE take), up to max. The count (0 when the
+ * platforms have no device), or -1 + one line in err when OpenCL cannot be
+ * asked (no platform installed, a build without OpenCL). */
+int hc_cl_list(hc_cl_info *out, int max, char *err, size_t errlen);
+/* The device a run uses among n listed: device ("N", from --device) when
+ * not NULL, else $HC_OPENCL_DEVICE when set and not empty, else the first GPU,
+ * else device 0. -1 + one line in err for a number that is not listed. */
+int hc_cl_pick(const hc_cl_info *list, int n, const char *device, char *err, size_t errlen);
+/* "device I: 'NAME' (platform 'P', VERSION, N compute units, SIZE, GPU|a CPU
+ * device)": the line a run prints whenever it uses a device. */
+void hc_cl_describe(const hc_cl_info *d, int index, char *line, size_t len);
+/* When a vendor's OpenCL library is installed but no ICD file names it (so
+ * the OpenCL loader cannot see that GPU; usual in containers): one line in
+ * hint saying how to register it, and 1. 0 (hint empty) otherwise. Looks in
+ * $LD_LIBRARY_PATH and the usual library folders, and in $OCL_ICD_VENDORS or
+ * /etc/OpenCL/vendors for the ICD files. */
+int hc_cl_icd_hint(char *hint, size_t len);
+
+/* The device hc_cl_pick(device) chooses, with the kernels built. NULL + one
+ * line in err when there is none or a call fails. */
+hc_cl *hc_cl_open(const char *device, char *err, size_t errlen);
 void hc_cl_free(hc_cl *cl);
-const char *hc_cl_platform(const hc_cl *cl);
-const char *hc_cl_device(const hc_cl *cl);
-int hc_cl_is_gpu(const hc_cl *cl);
-uint64_t hc_cl_mem_size(const hc_cl *cl);      /* CL_DEVICE_GLOBAL_MEM_SIZE */
+/* The opened device: its number in hc_cl_list and what it is. */
+int hc_cl_index(const hc_cl *cl);
+const hc_cl_info *hc_cl_about(const hc_cl *cl);
 /* 1 if the kernels handle rows of this weight: ggml F32, F16, Q8_0, Q4_0, or
  * INT4-GPTQ (gate/up rows with their own pairs, down columns with a table). */
 int hc_cl_supports(const hc_weight *w, int down);

@@ -122,7 +122,7 @@ static double tol_of(uint32_t type, int down_t) { return exact_down(type, down_t
 static hc_cl *open_cl(void)
 {
     char err[256];
-    hc_cl *cl = hc_cl_open(err, sizeof err);
+    hc_cl *cl = hc_cl_open(NULL, err, sizeof err);
     if (!cl) fprintf(stderr, "opencl: %s\n", err);
     return cl;
 }
@@ -422,7 +422,7 @@ static void test_hybrid_equals_dense(void)
             CHECKF(g, "%s", err);
             hc_sparse *s = new_sparse(m, 0.0f, 0, 0);
             CHECK(s);
-            hc_cl *cl = hc_hybrid_setup(s, m, g, 0, err, sizeof err);
+            hc_cl *cl = hc_hybrid_setup(s, m, g, NULL, 0, err, sizeof err);
             CHECKF(cl, "%s: %s", names[si], err);
             CHECK(run(m, s, 2, &hy) == 0);
             double d = rel_diff(hy.logits, dense.logits, (size_t)NPROMPT * m->hp.n_vocab);
@@ -520,7 +520,7 @@ static void test_gptq_equals_dense(void)
             hc_gpuidx *g = hc_gpuidx_load(write_gpuidx(gname, NL, FF, splits[si], 0), NL, FF, err, sizeof err);
             s = new_sparse(m, 0.0f, 0, 0);
             CHECK(g && s);
-            hc_cl *cl = hc_hybrid_setup(s, m, g, 0, err, sizeof err);
+            hc_cl *cl = hc_hybrid_setup(s, m, g, NULL, 0, err, sizeof err);
             CHECKF(cl, "act-order %d %s: %s", ao, names[si], err);
             long hot = 0;
             for (int l = 0; l < NL; l++) hot += g->n_gpu[l];
@@ -552,12 +552,12 @@ static void test_budget_fallback(void)
     CHECK(m && g && s);
     uint64_t need = hc_hybrid_bytes(m, s, g);
     CHECK(need == (uint64_t)NL * FF * 3 * DIM * 2);
-    hc_cl *cl = hc_hybrid_setup(s, m, g, need - 1, err, sizeof err);
+    hc_cl *cl = hc_hybrid_setup(s, m, g, NULL, need - 1, err, sizeof err);
     CHECKF(!cl && strstr(err, "more than the --vram-budget"), "%s", cl ? "accepted" : err);
     static run_out dense, sp;
     CHECK(run(m, NULL, 1, &dense) == 0 && run(m, s, 1, &sp) == 0);
     CHECK(hc_sparse_get_stats(s, -1).served_dev == 0 && memcmp(sp.gen, dense.gen, sizeof sp.gen) == 0);
-    cl = hc_hybrid_setup(s, m, g, need, err, sizeof err);
+    cl = hc_hybrid_setup(s, m, g, NULL, need, err, sizeof err);
     CHECKF(cl, "%s", err);
     hc_sparse_free(s);
     hc_cl_free(cl);
@@ -592,8 +592,8 @@ static void batch_case(hc_model *m, float threshold, int pred, const char *gpuid
     char err[512];
     hc_gpuidx *g = gpuidx ? hc_gpuidx_load(gpuidx, NL, FF, err, sizeof err) : NULL;
     hc_sparse *s1 = new_sparse(m, threshold, pred, 1), *sb = new_sparse(m, threshold, pred, 1);
-    hc_cl *c1 = g ? hc_hybrid_setup(s1, m, g, 0, err, sizeof err) : NULL;
-    hc_cl *cb = g ? hc_hybrid_setup(sb, m, g, 0, err, sizeof err) : NULL;
+    hc_cl *c1 = g ? hc_hybrid_setup(s1, m, g, NULL, 0, err, sizeof err) : NULL;
+    hc_cl *cb = g ? hc_hybrid_setup(sb, m, g, NULL, 0, err, sizeof err) : NULL;
     int b0 = 0;
     hc_ctx_params p1 = { .n_ctx = CTX, .n_threads = threads, .hook = ffn_hook, .hook_user = &b0 }, pb = p1;
     if (s1) hc_sparse_attach(s1, &p1);
@@ -744,7 +744,7 @@ static void test_predictor(void)
     char err[512];
     hc_gpuidx *g = hc_gpuidx_load(write_gpuidx("pm.gpuidx", NL, FF, on_mixed, 0), NL, FF, err, sizeof err);
     s = new_sparse(rm, 0.0f, 1, 1);
-    hc_cl *cl = g && s ? hc_hybrid_setup(s, rm, g, 0, err, sizeof err) : NULL;
+    hc_cl *cl = g && s ? hc_hybrid_setup(s, rm, g, NULL, 0, err, sizeof err) : NULL;
     CHECKF(cl, "%s", err);
     CHECK(run(rm, s, 2, &o) == 0);
     hc_sparse_stats sh = hc_sparse_get_stats(s, -1);
@@ -803,7 +803,7 @@ static void test_cli(void)
     CHECKF(th_sh("%s -m %s -p hello -n 8 --temp 0 -t 2 --gpu-index %s --verbose > %s", run, path, gi,
                  th_tmp("hy.txt")) == 0, "%s", th_last_err());
     const char *e = th_last_err();
-    CHECKF(strstr(e, "opencl: platform") && strstr(e, "device served") && strstr(e, "layer  1: skipped"), "%s", e);
+    CHECKF(strstr(e, "opencl: device 0: '") && strstr(e, "device served") && strstr(e, "layer  1: skipped"), "%s", e);
     CHECK(th_sh("cmp %s %s", th_tmp("dense.txt"), th_tmp("hy.txt")) == 0);
     /* the model's default index, as PowerInfer looks for it: used on a GPU; on a
      * CPU OpenCL device (PoCL) not used unasked, said in one line, same text */
@@ -812,7 +812,7 @@ static void test_cli(void)
     e = th_last_err();
     int served = strstr(e, "device served") != NULL, cpu = strstr(e, "is a CPU device") != NULL;
     CHECKF(strstr(e, "generated.gpuidx") && served != cpu, "%s", e);
-    if (cpu) CHECKF(strstr(e, "(--gpu-index FILE forces it)\n") && !strstr(e, "opencl: platform"), "%s", e);
+    if (cpu) CHECKF(strstr(e, "(--gpu-index FILE forces it)\n") && !strstr(e, "opencl: device"), "%s", e);
     CHECK(th_sh("cmp %s %s", th_tmp("dense.txt"), th_tmp("auto.txt")) == 0);
     CHECK(th_sh("rm %s.generated.gpuidx", path) == 0);
     /* no OpenCL platform: CPU only, same text */
@@ -833,6 +833,40 @@ static void test_cli(void)
     CHECK(th_sh("%s -m %s -p hi -n 2 --gpu-index %s", run, path, c) == 1 && strstr(th_last_err(), "not ascending"));
 }
 
+/* Listing and choosing the device: --list-devices marks the one a run uses,
+ * --device N and HC_OPENCL_DEVICE choose it, a number that is not listed is
+ * refused in one line; a vendor library without its ICD file is named with
+ * how to register it, and not once an ICD file names it. */
+static void test_devices(void)
+{
+    const char *run = th_bin("hc-run");
+    if (th_sh("%s --list-devices", run) != 0) SKIP("no OpenCL platform");
+    CHECKF(strstr(th_last_out(), "* device 0: '"), "%s", th_last_out());
+    CHECK(th_sh("HC_OPENCL_DEVICE=0 %s --list-devices", run) == 0 && strstr(th_last_out(), "* device 0: '"));
+    CHECK(th_sh("HC_OPENCL_DEVICE=31 %s --list-devices", run) == 1);
+    CHECKF(strstr(th_last_err(), "HC_OPENCL_DEVICE 31: no such OpenCL device ("), "%s", th_last_err());
+    CHECK(th_sh("HC_OPENCL_DEVICE=0 %s --list-devices --device 31", run) == 1);
+    CHECKF(strstr(th_last_err(), "--device 31: no such OpenCL device ("), "%s", th_last_err());
+    const char *path = model_path("relu", GGML_TYPE_F16, 1);
+    const char *gi = write_gpuidx("dev.gpuidx", NL, FF, on_mixed, 0);
+    CHECK(path && gi);
+    CHECK(th_sh("%s -m %s -p hi -n 2 --gpu-index %s --device 31", run, path, gi) == 1);
+    CHECKF(strstr(th_last_err(), "--device 31: no such OpenCL device"), "%s", th_last_err());
+    CHECK(th_sh("%s -m %s -p hi -n 2 --gpu-index %s --device 0", run, path, gi) == 0);
+    CHECKF(strstr(th_last_err(), "opencl: device 0: '"), "%s", th_last_err());
+
+    char lib[512], icd[512];
+    snprintf(lib, sizeof lib, "%s/libnvidia-opencl.so.1", th_tmpdir());
+    snprintf(icd, sizeof icd, "%s/icd", th_tmpdir());
+    CHECK(th_write(lib, "", 0) == 0 && th_sh("mkdir -p %s && echo %s > %s/nvidia.icd", icd, lib, icd) == 0);
+    th_sh("LD_LIBRARY_PATH=%s %s --list-devices", th_tmpdir(), run);
+    if (strstr(th_last_out(), "GPU)")) SKIP("a GPU is listed: no hint is due");
+    CHECKF(strstr(th_last_err(), "libnvidia-opencl.so.1 is installed but no ICD file names it") &&
+           strstr(th_last_err(), "/etc/OpenCL/vendors/nvidia.icd"), "%s", th_last_err());
+    th_sh("LD_LIBRARY_PATH=%s OCL_ICD_VENDORS=%s %s --list-devices", th_tmpdir(), icd, run);
+    CHECKF(!strstr(th_last_err(), "no ICD file names it"), "%s", th_last_err());
+}
+
 int main(void)
 {
     RUN(test_kernels_vs_ref);
@@ -845,5 +879,6 @@ int main(void)
     RUN(test_predictor);
     RUN(test_silu_threshold);
     RUN(test_cli);
+    RUN(test_devices);
     return th_done();
 }

@@ -1,0 +1,162 @@
+/* The OpenCL device: listing, opening (context, queue, the kernels built)
+ * and closing (runtime/opencl.h). Every OpenCL call is checked; a failure
+ * becomes one line in err. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl_internal.h"
+#include "kernels_gptq.h"
+
+/* The GPTQ int8 activation as the device kernel reads it (kernels/hot_rows.cl, x_gptq). */
+_Static_assert(sizeof(hc_gptq_xchunk) == 768 && offsetof(hc_gptq_xchunk, d) == 64 &&
+               offsetof(hc_gptq_xchunk, lo) == 128 && offsetof(hc_gptq_xchunk, hi) == 384,
+               "hc_gptq_xchunk's layout is written into the OpenCL source");
+
+const char *hc_cl_error_name(cl_int e)
+{
+    switch (e) {
+    case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
+    case CL_DEVICE_NOT_AVAILABLE: return "CL_DEVICE_NOT_AVAILABLE";
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+    case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
+    case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
+    case CL_BUILD_PROGRAM_FAILURE: return "CL_BUILD_PROGRAM_FAILURE";
+    case CL_INVALID_VALUE: return "CL_INVALID_VALUE";
+    case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
+    case CL_INVALID_WORK_GROUP_SIZE: return "CL_INVALID_WORK_GROUP_SIZE";
+    case CL_INVALID_KERNEL_ARGS: return "CL_INVALID_KERNEL_ARGS";
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR (no OpenCL platform installed)";
+    default: return "OpenCL error";
+    }
+}
+
+cl_mem hc_cl_buffer(hc_cl *cl, cl_mem_flags flags, size_t bytes, const void *host, char *err, size_t errlen)
+{
+    cl_int rc;
+    cl_mem m = clCreateBuffer(cl->ctx, flags | (host ? CL_MEM_COPY_HOST_PTR : 0), bytes ? bytes : 1, (void *)host, &rc);
+    if (rc != CL_SUCCESS) {
+        snprintf(err, errlen, "OpenCL: a device buffer of %zu bytes: %d %s", bytes, rc, hc_cl_error_name(rc));
+        return NULL;
+    }
+    return m;
+}
+
+/* Up to max devices of every platform, platform by platform: what each is
+ * (out) and its id (ids). The count, or -1 + err. */
+static int list_devices(hc_cl_info *out, cl_device_id *ids, int max, char *err, size_t errlen)
+{
+    cl_uint np = 0;
+    cl_platform_id ps[16];
+    int n = 0;
+    CHECK_CL(clGetPlatformIDs(16, ps, &np), "clGetPlatformIDs");
+    if (np > 16) np = 16;
+    for (cl_uint p = 0; p < np && n < max; p++) {
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(ps[p], CL_DEVICE_TYPE_ALL, (cl_uint)(max - n), ids + n, &nd) != CL_SUCCESS) continue;
+        if (nd > (cl_uint)(max - n)) nd = (cl_uint)(max - n);
+        for (cl_uint d = 0; d < nd; d++, n++) {
+            hc_cl_info *i = &out[n];
+            cl_device_type type;
+            cl_uint cu;
+            cl_ulong mem;
+            memset(i, 0, sizeof *i);
+            CHECK_CL(clGetPlatformInfo(ps[p], CL_PLATFORM_NAME, sizeof i->platform - 1, i->platform, NULL),
+                     "platform name");
+            CHECK_CL(clGetDeviceInfo(ids[n], CL_DEVICE_NAME, sizeof i->name - 1, i->name, NULL), "device name");
+            CHECK_CL(clGetDeviceInfo(ids[n], CL_DEVICE_VERSION, sizeof i->version - 1, i->version, NULL),
+                     "device version");
+            CHECK_CL(clGetDeviceInfo(ids[n], CL_DEVICE_TYPE, sizeof type, &type, NULL), "device type");
+            CHECK_CL(clGetDeviceInfo(ids[n], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL), "compute units");
+            CHECK_CL(clGetDeviceInfo(ids[n], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL), "memory size");
+            i->is_gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
+            i->compute_units = cu;
+            i->mem_size = mem;
+        }
+    }
+    return n;
+bad:
+    return -1;
+}
+
+int hc_cl_list(hc_cl_info *out, int max, char *err, size_t errlen)
+{
+    cl_device_id ids[HC_CL_MAX_DEVICES];
+    return list_devices(out, ids, max < HC_CL_MAX_DEVICES ? max : HC_CL_MAX_DEVICES, err, errlen);
+}
+
+hc_cl *hc_cl_open(const char *device, char *err, size_t errlen)
+{
+    hc_cl *cl = calloc(1, sizeof *cl);
+    hc_cl_info list[HC_CL_MAX_DEVICES];
+    cl_device_id ids[HC_CL_MAX_DEVICES];
+    cl_int rc;
+    if (!cl) { snprintf(err, errlen, "OpenCL: out of memory"); return NULL; }
+    int n = list_devices(list, ids, HC_CL_MAX_DEVICES, err, errlen);
+    if (n < 0 || (cl->index = hc_cl_pick(list, n, device, err, errlen)) < 0) goto bad;
+    cl->info = list[cl->index];
+    cl_device_id dev = ids[cl->index];
+    size_t wg_max;
+    CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg_max, &wg_max, NULL), "work group size");
+    for (cl->wg = HC_CL_WG_MAX; cl->wg > wg_max; cl->wg /= 2) {}
+
+    cl->ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &rc);
+    CHECK_CL(rc, "clCreateContext");
+    cl->q = clCreateCommandQueue(cl->ctx, dev, CL_QUEUE_PROFILING_ENABLE, &rc);
+    CHECK_CL(rc, "clCreateCommandQueue");
+    const char *src = hc_cl_hot_rows_source;
+    cl->prog = clCreateProgramWithSource(cl->ctx, 1, &src, NULL, &rc);
+    CHECK_CL(rc, "clCreateProgramWithSource");
+    char opts[64];
+    snprintf(opts, sizeof opts, "-DWG=%zu", cl->wg);
+    rc = clBuildProgram(cl->prog, 1, &dev, opts, NULL, NULL);
+    if (rc != CL_SUCCESS) {
+        char log[512] = "";
+        clGetProgramBuildInfo(cl->prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+        for (char *p = log; *p; p++) if (*p == '\n') *p = ' ';
+        snprintf(err, errlen, "OpenCL: building the kernels failed: %d %s: %.300s", rc, hc_cl_error_name(rc), log);
+        goto bad;
+    }
+    for (int i = 0; i < HC_CL_N_TYPES; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "gate_up_%s", hc_cl_type_names[i]);
+        cl->gate_up[i] = clCreateKernel(cl->prog, name, &rc);
+        CHECK_CL(rc, "clCreateKernel");
+        snprintf(name, sizeof name, "down_%s", hc_cl_type_names[i]);
+        cl->down[i] = clCreateKernel(cl->prog, name, &rc);
+        CHECK_CL(rc, "clCreateKernel");
+        size_t kwg, kwg2;
+        CHECK_CL(clGetKernelWorkGroupInfo(cl->gate_up[i], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL),
+                 "kernel work group size");
+        CHECK_CL(clGetKernelWorkGroupInfo(cl->down[i], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg2, &kwg2, NULL),
+                 "kernel work group size");
+        if (kwg2 < kwg) kwg = kwg2;
+        if (kwg < cl->wg) {
+            snprintf(err, errlen, "OpenCL: the device runs work groups of %zu, the kernels need %zu", kwg, cl->wg);
+            goto bad;
+        }
+    }
+    return cl;
+bad:
+    hc_cl_free(cl);
+    return NULL;
+}
+
+void hc_cl_free(hc_cl *cl)
+{
+    if (!cl) return;
+    cl_mem ms[] = { cl->x, cl->mask, cl->h, cl->y, cl->zeros };
+    for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) if (ms[i]) clReleaseMemObject(ms[i]);
+    for (int i = 0; i < HC_CL_N_TYPES; i++) {
+        if (cl->gate_up[i]) clReleaseKernel(cl->gate_up[i]);
+        if (cl->down[i]) clReleaseKernel(cl->down[i]);
+    }
+    if (cl->prog) clReleaseProgram(cl->prog);
+    if (cl->q) clReleaseCommandQueue(cl->q);
+    if (cl->ctx) clReleaseContext(cl->ctx);
+    free(cl->host_x);
+    free(cl->host_mask);
+    free(cl);
+}
+
+int hc_cl_index(const hc_cl *cl) { return cl->index; }
+const hc_cl_info *hc_cl_about(const hc_cl *cl) { return &cl->info; }

@@ -1,0 +1,45 @@
+/* What the OpenCL files share: the opened device and checked calls. Only
+ * runtime/opencl/ includes CL/cl.h. */
+#ifndef HC_CL_INTERNAL_H
+#define HC_CL_INTERNAL_H
+
+#include <CL/cl.h>
+#include <stdio.h>
+
+#include "opencl.h"
+#include "types.h"
+
+enum { HC_CL_WG_MAX = 64 };
+
+struct hc_cl {
+    hc_cl_info info;
+    int index;                  /* in hc_cl_list */
+    cl_context ctx;
+    cl_command_queue q;
+    cl_program prog;
+    cl_kernel gate_up[HC_CL_N_TYPES], down[HC_CL_N_TYPES];
+    size_t wg;
+    /* scratch shared by all layers (one token-layer in flight at a time) */
+    cl_mem x, mask, h, y, zeros;
+    size_t x_cap, mask_cap, h_cap, y_cap, zeros_cap;
+    void *host_x, *host_mask;   /* staging: the caller may reuse its inputs at once */
+};
+
+/* kernels/hot_rows.cl as a C string (made by the build, runtime/module.mk). */
+extern const char hc_cl_hot_rows_source[];
+
+const char *hc_cl_error_name(cl_int e);
+
+/* Check one call: on failure say which in err and goto bad. */
+#define CHECK_CL(call, what) do { \
+        cl_int rc_ = (call); \
+        if (rc_ != CL_SUCCESS) { \
+            snprintf(err, errlen, "OpenCL: %s failed: %d %s", what, rc_, hc_cl_error_name(rc_)); \
+            goto bad; \
+        } \
+    } while (0)
+
+/* A buffer of bytes (at least 1), copied from host when not NULL. */
+cl_mem hc_cl_buffer(hc_cl *cl, cl_mem_flags flags, size_t bytes, const void *host, char *err, size_t errlen);
+
+#endif

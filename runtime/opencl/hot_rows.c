@@ -1,0 +1,206 @@
+/* A layer's hot rows on the device and the launches of their two kernels
+ * (runtime/opencl.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl_internal.h"
+#include "ggml_types.h"
+#include "kernels_gptq.h"
+
+struct hc_cl_layer {
+    hc_cl *cl;
+    int ti_gu, ti_down, k, n, B;   /* B: rows of the batch in flight */
+    int kind;                      /* hc_cl_rows.kind */
+    int rb_gu, rb_down, gs;        /* bytes of a row on the device; GPTQ group size of gate/up (else 1) */
+    size_t xb;                     /* bytes of one prepared x */
+    cl_mem gate, up, down;         /* gate: the first rows; up NULL for a sequential FFN */
+    cl_mem first_b, up_b;          /* NULL: none (cl->zeros) */
+    cl_mem down_norm;              /* NULL: the gate criterion (cl->zeros unused) */
+    cl_mem pairs, pair_row;        /* GPTQ down columns: the pairs table and each row's entry; else NULL */
+    cl_event first, last;
+};
+
+/* Grow a scratch buffer (device and host staging) to `need` bytes. */
+static int grow(hc_cl *cl, cl_mem *m, size_t *cap, size_t need, void **host, char *err, size_t errlen)
+{
+    if (need <= *cap) return 0;
+    if (*m) clReleaseMemObject(*m);
+    *m = hc_cl_buffer(cl, CL_MEM_READ_WRITE, need, NULL, err, errlen);
+    *cap = *m ? need : 0;
+    if (!*m) return -1;
+    if (host) {
+        free(*host);
+        if (!(*host = malloc(need))) { snprintf(err, errlen, "OpenCL: out of host memory"); return -1; }
+    }
+    return 0;
+}
+
+/* A device buffer of w's rows (*rb bytes each): ggml rows as they are, a GPTQ
+ * row as its codes then (gate/up) its pairs; a GPTQ down column's pairs
+ * table and entries go to *pairs and *pair_row. */
+static cl_mem rows_buffer(hc_cl *cl, const hc_weight *w, int *rb, cl_mem *pairs, cl_mem *pair_row, char *err,
+                          size_t errlen)
+{
+    if (w->kind != HC_WEIGHT_GPTQ) {
+        *rb = (int)ggml_row_size(w->type, w->n);
+        return hc_cl_buffer(cl, CL_MEM_READ_ONLY, (size_t)*rb * (size_t)w->rows, w->data, err, errlen);
+    }
+    const hc_gptq *g = w->ext;
+    size_t cb = (size_t)g->kp / 2, pb = sizeof(float) * 2 * (size_t)g->n_groups, own = g->sm_row ? 0 : pb;
+    *rb = (int)(cb + own);
+    if (g->sm_row &&
+        (!(*pairs = hc_cl_buffer(cl, CL_MEM_READ_ONLY, pb * (size_t)g->n_sm, g->sm, err, errlen)) ||
+         !(*pair_row = hc_cl_buffer(cl, CL_MEM_READ_ONLY, sizeof(int32_t) * (size_t)g->rows, g->sm_row, err, errlen))))
+        return NULL;
+    char *host = malloc((size_t)*rb * (size_t)g->rows);
+    if (!host) {
+        snprintf(err, errlen, "OpenCL: out of memory");
+        return NULL;
+    }
+    for (int r = 0; r < g->rows; r++) {
+        memcpy(host + (size_t)r * (size_t)*rb, hc_gptq_codes(g, r), cb);
+        memcpy(host + (size_t)r * (size_t)*rb + cb, hc_gptq_sm(g, r), own);
+    }
+    cl_mem m = hc_cl_buffer(cl, CL_MEM_READ_ONLY, (size_t)*rb * (size_t)g->rows, host, err, errlen);
+    free(host);
+    return m;
+}
+
+hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_embd, char *err, size_t errlen)
+{
+    hc_cl_layer *L = calloc(1, sizeof *L);
+    if (!L) { snprintf(err, errlen, "OpenCL: out of memory"); return NULL; }
+    const hc_weight *gu = &rows->first, *dn = &rows->down;
+    *L = (hc_cl_layer){ .cl = cl, .ti_gu = hc_cl_type_index(gu), .ti_down = hc_cl_type_index(dn), .k = k, .n = n_embd,
+                        .kind = rows->kind, .gs = gu->kind == HC_WEIGHT_GPTQ ? ((const hc_gptq *)gu->ext)->gs : 1 };
+    if (!hc_cl_supports(gu, 0) || !hc_cl_supports(dn, 1) || k < 1 || gu->rows != k || dn->rows != k ||
+        gu->n != n_embd || dn->n != n_embd) {
+        snprintf(err, errlen, "OpenCL: no kernel for %s/%s rows", hc_weight_type_name(gu), hc_weight_type_name(dn));
+        goto bad;
+    }
+    L->xb = hc_weight_act_bytes(gu);
+    size_t bb = sizeof(float) * (size_t)k;
+    cl_mem_flags ro = CL_MEM_READ_ONLY;
+    if (!(L->gate = rows_buffer(cl, gu, &L->rb_gu, NULL, NULL, err, errlen)) ||
+        (rows->up.kind != HC_WEIGHT_NONE && !(L->up = rows_buffer(cl, &rows->up, &L->rb_gu, NULL, NULL, err, errlen))) ||
+        !(L->down = rows_buffer(cl, dn, &L->rb_down, &L->pairs, &L->pair_row, err, errlen)) ||
+        (rows->first_b && !(L->first_b = hc_cl_buffer(cl, ro, bb, rows->first_b, err, errlen))) ||
+        (rows->up_b && !(L->up_b = hc_cl_buffer(cl, ro, bb, rows->up_b, err, errlen))) ||
+        (rows->down_norm && !(L->down_norm = hc_cl_buffer(cl, ro, bb, rows->down_norm, err, errlen))))
+        goto bad;
+    if (cl->zeros_cap < bb) {   /* the bias of rows without one */
+        float *z = calloc((size_t)k, sizeof *z);
+        if (cl->zeros) clReleaseMemObject(cl->zeros);
+        cl->zeros = z ? hc_cl_buffer(cl, ro, bb, z, err, errlen) : NULL;
+        cl->zeros_cap = cl->zeros ? bb : 0;
+        free(z);
+        if (!cl->zeros) goto bad;
+    }
+    if (grow(cl, &cl->x, &cl->x_cap, L->xb, &cl->host_x, err, errlen) ||
+        grow(cl, &cl->mask, &cl->mask_cap, (size_t)k, &cl->host_mask, err, errlen) ||
+        grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k, NULL, err, errlen) ||
+        grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n_embd, NULL, err, errlen))
+        goto bad;
+    return L;
+bad:
+    hc_cl_layer_free(L);
+    return NULL;
+}
+
+void hc_cl_layer_free(hc_cl_layer *L)
+{
+    if (!L) return;
+    if (L->gate) clReleaseMemObject(L->gate);
+    if (L->up) clReleaseMemObject(L->up);
+    if (L->down) clReleaseMemObject(L->down);
+    if (L->first_b) clReleaseMemObject(L->first_b);
+    if (L->up_b) clReleaseMemObject(L->up_b);
+    if (L->down_norm) clReleaseMemObject(L->down_norm);
+    if (L->pairs) clReleaseMemObject(L->pairs);
+    if (L->pair_row) clReleaseMemObject(L->pair_row);
+    free(L);
+}
+
+int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, const uint8_t *mask, int act, float t_act,
+                      char *err, size_t errlen)
+{
+    hc_cl *cl = L->cl;
+    cl_int n = L->n, k = L->k, a = act;
+    cl_kernel gu = cl->gate_up[L->ti_gu], dn = cl->down[L->ti_down];
+    size_t xb = L->xb;
+    cl_int xbi = (cl_int)xb, rbg = L->rb_gu, rbd = L->rb_down, gs = L->gs;
+    if (grow(cl, &cl->x, &cl->x_cap, xb * (size_t)B, &cl->host_x, err, errlen) ||
+        grow(cl, &cl->mask, &cl->mask_cap, (size_t)k * (size_t)B, &cl->host_mask, err, errlen) ||
+        grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k * (size_t)B, NULL, err, errlen) ||
+        grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n * (size_t)B, NULL, err, errlen))
+        return -1;
+    L->B = B;
+    for (int b = 0; b < B; b++) memcpy((char *)cl->host_x + (size_t)b * xb, (const char *)x + (size_t)b * x_stride, xb);
+    memcpy(cl->host_mask, mask, (size_t)k * (size_t)B);
+    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->x, CL_FALSE, 0, xb * (size_t)B, cl->host_x, 0, NULL, &L->first), "write x");
+    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->mask, CL_FALSE, 0, (size_t)k * (size_t)B, cl->host_mask, 0, NULL, NULL),
+             "write mask");
+    cl_mem up = L->up ? L->up : L->gate, fb = L->first_b ? L->first_b : cl->zeros;
+    cl_mem ub = L->up_b ? L->up_b : cl->zeros, dnorm = L->down_norm ? L->down_norm : cl->zeros;
+    cl_int kind = L->kind, contrib = L->down_norm != NULL;
+    CHECK_CL(clSetKernelArg(gu, 0, sizeof(cl_mem), &L->gate), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 1, sizeof(cl_mem), &up), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 2, sizeof(cl_mem), &cl->x), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 3, sizeof(cl_mem), &cl->mask), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 4, sizeof n, &n), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 5, sizeof a, &a), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 6, sizeof t_act, &t_act), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 7, sizeof(cl_mem), &cl->h), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 8, sizeof k, &k), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 9, sizeof xbi, &xbi), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 10, sizeof kind, &kind), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 11, sizeof(cl_mem), &fb), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 12, sizeof(cl_mem), &ub), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 13, sizeof(cl_mem), &dnorm), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 14, sizeof contrib, &contrib), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 15, sizeof rbg, &rbg), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 16, sizeof gs, &gs), "gate_up arg");
+    size_t g1[2] = { (size_t)k * cl->wg, (size_t)B }, l1[2] = { cl->wg, 1 };
+    CHECK_CL(clEnqueueNDRangeKernel(cl->q, gu, 2, NULL, g1, l1, 0, NULL, NULL), "gate_up kernel");
+    CHECK_CL(clSetKernelArg(dn, 0, sizeof(cl_mem), &L->down), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 1, sizeof(cl_mem), &cl->h), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 2, sizeof k, &k), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 3, sizeof n, &n), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 4, sizeof(cl_mem), &cl->y), "down arg");
+    cl_mem pairs = L->pairs ? L->pairs : cl->zeros, pair_row = L->pair_row ? L->pair_row : cl->zeros;
+    CHECK_CL(clSetKernelArg(dn, 5, sizeof rbd, &rbd), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 6, sizeof(cl_mem), &pairs), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 7, sizeof(cl_mem), &pair_row), "down arg");
+    /* a group covers 4 * min(wg, 8) columns (kernels/hot_rows.cl: DCOLS) */
+    size_t dcols = 4 * (cl->wg < 8 ? cl->wg : 8);
+    size_t g2[2] = { ((size_t)n + dcols - 1) / dcols * cl->wg, (size_t)B }, l2[2] = { cl->wg, 1 };
+    CHECK_CL(clEnqueueNDRangeKernel(cl->q, dn, 2, NULL, g2, l2, 0, NULL, NULL), "down kernel");
+    CHECK_CL(clFlush(cl->q), "clFlush");
+    return 0;
+bad:
+    if (L->first) clReleaseEvent(L->first);
+    L->first = NULL;
+    return -1;
+}
+
+int hc_cl_layer_finish(hc_cl_layer *L, float *y, float *h, double *dev_s, char *err, size_t errlen)
+{
+    hc_cl *cl = L->cl;
+    cl_ulong t0, t1;
+    size_t B = (size_t)L->B;
+    CHECK_CL(clEnqueueReadBuffer(cl->q, cl->h, CL_FALSE, 0, sizeof(float) * (size_t)L->k * B, h, 0, NULL, NULL), "read h");
+    CHECK_CL(clEnqueueReadBuffer(cl->q, cl->y, CL_TRUE, 0, sizeof(float) * (size_t)L->n * B, y, 0, NULL, &L->last), "read y");
+    CHECK_CL(clGetEventProfilingInfo(L->first, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL), "profiling");
+    CHECK_CL(clGetEventProfilingInfo(L->last, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL), "profiling");
+    if (t1 > t0) *dev_s += (double)(t1 - t0) * 1e-9;
+    clReleaseEvent(L->first);
+    clReleaseEvent(L->last);
+    L->first = L->last = NULL;
+    return 0;
+bad:
+    if (L->first) clReleaseEvent(L->first);
+    if (L->last) clReleaseEvent(L->last);
+    L->first = L->last = NULL;
+    return -1;
+}
+

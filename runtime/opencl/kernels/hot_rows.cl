@@ -1,0 +1,228 @@
+/* The hybrid FFN's hot-row kernels (runtime/opencl.h), OpenCL C 1.2. The
+ * build embeds this file as a C string (runtime/module.mk); the runtime
+ * compiles it for the device it opens.
+ * One gate_up_T and one down_T kernel per stored type T, from one body each.
+ * Block layouts are ggml's: Q8_0 = half d + 32 int8, Q4_0 = half d + 16 bytes
+ * (low nibbles are elements 0..15, high nibbles 16..31), value = d * (q - 8).
+ * INT4-GPTQ rows (kernels_gptq.h) use the same nibble order without d: a
+ * gate/up row is its codes then its groups' {scale, -scale*zero} floats, a
+ * down column is its codes, with the pairs of its ffn_down group in a table;
+ * value = scale * q + (-scale*zero).
+ * WG (work-group size, a power of two) is defined by the host. Sums run in a
+ * fixed order (per-item partial sums, then a tree in local memory), so the
+ * device's results do not change from run to run. */
+#pragma OPENCL FP_CONTRACT OFF
+
+/* Partial dot products of one work item (lid of WG); items read consecutive
+   vectors (4 floats / halves, a 32-value block, or a GPTQ code), so a
+   group's loads are contiguous. gs: the GPTQ group size (others ignore it). */
+
+int hsum16(int16 v) { int8 a = v.lo + v.hi; int4 b = a.lo + a.hi; int2 c = b.lo + b.hi; return c.x + c.y; }
+float hsum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+
+float dot_f32(__global const uchar *w, __global const uchar *x, int n, int gs, int lid) {
+    __global const float *a = (__global const float *)w, *b = (__global const float *)x;
+    float s = 0.0f;
+    for (int i = lid; i < n / 4; i += WG) s += hsum4(vload4(i, a) * vload4(i, b));
+    for (int i = n / 4 * 4 + lid; i < n; i += WG) s += a[i] * b[i];
+    return s;
+}
+float dot_f16(__global const uchar *w, __global const uchar *x, int n, int gs, int lid) {
+    __global const half *a = (__global const half *)w;
+    __global const float *b = (__global const float *)x;
+    float s = 0.0f;
+    for (int i = lid; i < n / 4; i += WG) s += hsum4(vload_half4(i, a) * vload4(i, b));
+    for (int i = n / 4 * 4 + lid; i < n; i += WG) s += vload_half(i, a) * b[i];
+    return s;
+}
+/* Q8_0 activation blocks as the CPU prepares them; an integer sum per block
+   scaled by d_w * d_x, as ggml. */
+float dot_q8_0(__global const uchar *w, __global const uchar *x, int n, int gs, int lid) {
+    float s = 0.0f;
+    for (int b = lid; b < n / 32; b += WG) {
+        __global const uchar *bw = w + (size_t)b * 34, *bx = x + (size_t)b * 34;
+        __global const char *qw = (__global const char *)(bw + 2), *qx = (__global const char *)(bx + 2);
+        int sum = hsum16(convert_int16(vload16(0, qw)) * convert_int16(vload16(0, qx)))
+                + hsum16(convert_int16(vload16(1, qw)) * convert_int16(vload16(1, qx)));
+        s += (float)sum * (vload_half(0, (__global const half *)bw) * vload_half(0, (__global const half *)bx));
+    }
+    return s;
+}
+float dot_q4_0(__global const uchar *w, __global const uchar *x, int n, int gs, int lid) {
+    float s = 0.0f;
+    for (int b = lid; b < n / 32; b += WG) {
+        __global const uchar *bw = w + (size_t)b * 18, *bx = x + (size_t)b * 34;
+        __global const char *qx = (__global const char *)(bx + 2);
+        int16 q = convert_int16(vload16(0, bw + 2));
+        int sum = hsum16(((q & 15) - 8) * convert_int16(vload16(0, qx)))
+                + hsum16(((q >> 4) - 8) * convert_int16(vload16(1, qx)));
+        s += (float)sum * (vload_half(0, (__global const half *)bw) * vload_half(0, (__global const half *)bx));
+    }
+    return s;
+}
+/* x: the prepared GPTQ activation (kernels_gptq.h): for gs % 32 == 0 the
+   int8 blocks in chunks of 16 (768 bytes: sidx[16] at 0, d[16] at 64,
+   lo[4][64] at 128, hi[4][64] at 384; block 4g+m's scale is d[4m+g], its
+   element i < 16 lo[g][16m+i], 16 + i hi[g][16m+i]), else kp floats in the
+   row's position order. Each code dequantized with its group's pair, then
+   times the activation's value. */
+int code_gptq(__global const uchar *w, int k) {
+    uchar b = w[(k / 32) * 16 + k % 16];
+    return k % 32 < 16 ? b & 15 : b >> 4;
+}
+float x_gptq(__global const uchar *x, int k, int gs) {
+    if (gs % 32) return ((__global const float *)x)[k];
+    __global const uchar *c = x + (size_t)(k / 512) * 768;
+    int b = k / 32 % 16, i = k % 32;
+    float d = ((__global const float *)(c + 64))[4 * (b % 4) + b / 4];
+    return d * (float)((__global const char *)c)[(i < 16 ? 128 : 384) + 64 * (b / 4) + 16 * (b % 4) + i % 16];
+}
+float dot_gptq(__global const uchar *w, __global const uchar *x, int n, int gs, int lid) {
+    __global const float *sm = (__global const float *)(w + (n + 31) / 32 * 16);
+    float s = 0.0f;
+    for (int k = lid; k < n; k += WG) {
+        int j = k / gs;
+        s += (sm[2 * j] * (float)code_gptq(w, k) + sm[2 * j + 1]) * x_gptq(x, k, gs);
+    }
+    return s;
+}
+
+/* Elements c..c+3 of a row (c a multiple of 4, c + 3 < n), widened; p: the
+   row's GPTQ pairs (others ignore it). */
+float4 elem4_f32(__global const uchar *w, int c, __global const float *p) { return vload4(c / 4, (__global const float *)w); }
+float4 elem4_f16(__global const uchar *w, int c, __global const float *p) { return vload_half4(c / 4, (__global const half *)w); }
+float4 elem4_q8_0(__global const uchar *w, int c, __global const float *p) {
+    __global const uchar *b = w + (size_t)(c / 32) * 34;
+    return convert_float4(vload4(0, (__global const char *)(b + 2) + c % 32)) * vload_half(0, (__global const half *)b);
+}
+float4 elem4_q4_0(__global const uchar *w, int c, __global const float *p) {
+    __global const uchar *b = w + (size_t)(c / 32) * 18;
+    int j = c % 32;
+    int4 q = convert_int4(vload4(0, b + 2 + j % 16));
+    q = j < 16 ? (q & 15) : (q >> 4);
+    return convert_float4(q - 8) * vload_half(0, (__global const half *)b);
+}
+/* Element c of a row, widened (the tail of a row when n % 4 != 0). */
+float elem_f32(__global const uchar *w, int c, __global const float *p) { return ((__global const float *)w)[c]; }
+float elem_f16(__global const uchar *w, int c, __global const float *p) { return vload_half(c, (__global const half *)w); }
+float elem_q8_0(__global const uchar *w, int c, __global const float *p) {
+    __global const uchar *b = w + (size_t)(c / 32) * 34;
+    return (float)((__global const char *)(b + 2))[c % 32] * vload_half(0, (__global const half *)b);
+}
+float elem_q4_0(__global const uchar *w, int c, __global const float *p) {
+    __global const uchar *b = w + (size_t)(c / 32) * 18;
+    int j = c % 32, q = j < 16 ? (b[2 + j] & 15) : (b[2 + j - 16] >> 4);
+    return (float)(q - 8) * vload_half(0, (__global const half *)b);
+}
+float4 elem4_gptq(__global const uchar *w, int c, __global const float *p) {
+    int j = c % 32;
+    int4 q = convert_int4(vload4(0, w + (c / 32) * 16 + j % 16));
+    q = j < 16 ? (q & 15) : (q >> 4);
+    float8 sm = vload8(0, p + 2 * c);
+    return sm.even * convert_float4(q) + sm.odd;
+}
+float elem_gptq(__global const uchar *w, int c, __global const float *p) {
+    return p[2 * c] * (float)code_gptq(w, c) + p[2 * c + 1];
+}
+/* The pairs of down row r: a GPTQ column's are the table row smrow[r]. */
+#define PAIRS_f32(sm, smrow, r, n) (sm)
+#define PAIRS_f16(sm, smrow, r, n) (sm)
+#define PAIRS_q8_0(sm, smrow, r, n) (sm)
+#define PAIRS_q4_0(sm, smrow, r, n) (sm)
+#define PAIRS_gptq(sm, smrow, r, n) ((sm) + (size_t)smrow[r] * 2 * (n))
+
+/* Sum of v over the work group in a fixed tree order (deterministic). */
+float group_sum(__local float *red, float v, int lid) {
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s) red[lid] += red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+/* act: 0 SiLU (as run.c), 1 ReLU, 2 GELU (erf), model.h enum hc_act. */
+float act_fn(float g, int act) {
+    if (act == 1) return g > 0.0f ? g : 0.0f;
+    if (act == 2) return 0.5f * g * (1.0f + erf(g * M_SQRT1_2_F));
+    return g * (1.0f / (1.0f + exp(-g)));
+}
+
+/* One work group per (hot row, token): dimension 1 is the token b of B, whose
+   x, mask and h are at b * x_bytes, b * k, b * k. Every branch depends on
+   values the whole group shares, so no barrier is skipped by part of a group.
+   kind (opencl.h hc_cl_rows): 0 gated a * u, 1 symmetric a * act(u),
+   2 sequential a (gate holds the up rows); fb, ub: per-row biases; rb: bytes
+   of a row; gs: the GPTQ group size.
+   contrib: keep by the contribution |h| * dn[r] >= t_act instead of |a| >= t_act. */
+#define GATE_UP(T) \
+__kernel void gate_up_##T(__global const uchar *gate, __global const uchar *up, __global const uchar *x, \
+                          __global const uchar *mask, int n, int act, float t_act, __global float *h, \
+                          int k, int x_bytes, int kind, __global const float *fb, \
+                          __global const float *ub, __global const float *dn, int contrib, int rb, int gs) { \
+    __local float red[WG]; \
+    int r = get_group_id(0), lid = get_local_id(0), b = get_global_id(1); \
+    x += (size_t)b * x_bytes; mask += (size_t)b * k; h += (size_t)b * k; \
+    if (!mask[r]) { if (lid == 0) h[r] = 0.0f; return; } \
+    float g = group_sum(red, dot_##T(gate + (size_t)r * rb, x, n, gs, lid), lid); \
+    float a = act_fn(g + fb[r], act); \
+    float tg = contrib ? 0.0f : t_act; \
+    if (a == 0.0f || (a < tg && -a < tg)) { if (lid == 0) h[r] = 0.0f; return; } \
+    float v = a; \
+    if (kind != 2) { \
+        float u = group_sum(red, dot_##T(up + (size_t)r * rb, x, n, gs, lid), lid) + ub[r]; \
+        v = a * (kind == 1 ? act_fn(u, act) : u); \
+    } \
+    if (contrib) { float c = fabs(v) * dn[r]; if (c == 0.0f || c < t_act) v = 0.0f; } \
+    if (lid == 0) h[r] = v; \
+}
+/* One work group per DCOLS output columns of one token (dimension 1 = b):
+   DITEMS items each own 4 adjacent columns and LANES lanes split the hot rows
+   (lane l adds rows l, l + LANES, ... in order, zero h skipped), so the items
+   of a lane read one contiguous stretch of a row; the lanes' sums are then
+   added in a fixed tree order in local memory (deterministic). rb: bytes of
+   a row; sm, smrow: the GPTQ pairs table and each row's entry (PAIRS_T). */
+#define DITEMS (WG < 8 ? WG : 8)
+#define LANES (WG / DITEMS)
+#define DCOLS (4 * DITEMS)
+#define DOWN(T) \
+__kernel void down_##T(__global const uchar *down, __global const float *h, int k, int n, __global float *y, \
+                       int rb, __global const float *sm, __global const int *smrow) { \
+    __local float4 red[WG]; \
+    int lid = get_local_id(0), item = lid % DITEMS, lane = lid / DITEMS, b = get_global_id(1); \
+    int c = get_group_id(0) * DCOLS + 4 * item; \
+    h += (size_t)b * k; y += (size_t)b * n; \
+    float4 acc = (float4)(0.0f); \
+    if (c + 3 < n) { \
+        for (int r = lane; r < k; r += LANES) { \
+            float hr = h[r]; \
+            if (hr != 0.0f) acc += hr * elem4_##T(down + (size_t)r * rb, c, PAIRS_##T(sm, smrow, r, n)); \
+        } \
+    } else { \
+        for (int r = lane; r < k; r += LANES) { \
+            float hr = h[r]; \
+            if (hr == 0.0f) continue; \
+            __global const uchar *row = down + (size_t)r * rb; \
+            __global const float *p = PAIRS_##T(sm, smrow, r, n); \
+            if (c < n) acc.x += hr * elem_##T(row, c, p); \
+            if (c + 1 < n) acc.y += hr * elem_##T(row, c + 1, p); \
+            if (c + 2 < n) acc.z += hr * elem_##T(row, c + 2, p); \
+        } \
+    } \
+    red[lid] = acc; \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    for (int s = LANES / 2; s > 0; s >>= 1) { \
+        if (lane < s) red[lid] += red[lid + s * DITEMS]; \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+    } \
+    if (lane == 0) { \
+        float4 v = red[lid]; \
+        if (c + 3 < n) vstore4(v, c / 4, y); \
+        else { if (c < n) y[c] = v.x; if (c + 1 < n) y[c + 1] = v.y; if (c + 2 < n) y[c + 2] = v.z; } \
+    } \
+}
+GATE_UP(f32) GATE_UP(f16) GATE_UP(q8_0) GATE_UP(q4_0) GATE_UP(gptq)
+DOWN(f32) DOWN(f16) DOWN(q8_0) DOWN(q4_0) DOWN(gptq)

@@ -1,0 +1,50 @@
+/* A build without OpenCL (make OPENCL=0): there is no device, and asking for
+ * one says so. hc_cl_layer_* are never reached without an opened device. */
+#include <stdio.h>
+
+#include "opencl.h"
+
+static const char *const none = "OpenCL: this build has none (made with OPENCL=0)";
+
+int hc_cl_list(hc_cl_info *out, int max, char *err, size_t errlen)
+{
+    (void)out;
+    (void)max;
+    snprintf(err, errlen, "%s", none);
+    return -1;
+}
+
+hc_cl *hc_cl_open(const char *device, char *err, size_t errlen)
+{
+    (void)device;
+    snprintf(err, errlen, "%s", none);
+    return NULL;
+}
+
+void hc_cl_free(hc_cl *cl) { (void)cl; }
+int hc_cl_index(const hc_cl *cl) { (void)cl; return -1; }
+const hc_cl_info *hc_cl_about(const hc_cl *cl) { (void)cl; return NULL; }
+
+hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_embd, char *err, size_t errlen)
+{
+    (void)cl; (void)rows; (void)k; (void)n_embd;
+    snprintf(err, errlen, "%s", none);
+    return NULL;
+}
+
+void hc_cl_layer_free(hc_cl_layer *L) { (void)L; }
+
+int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, const uint8_t *mask, int act,
+                      float t_act, char *err, size_t errlen)
+{
+    (void)L; (void)x; (void)x_stride; (void)B; (void)mask; (void)act; (void)t_act;
+    snprintf(err, errlen, "%s", none);
+    return -1;
+}
+
+int hc_cl_layer_finish(hc_cl_layer *L, float *y, float *h, double *dev_s, char *err, size_t errlen)
+{
+    (void)L; (void)y; (void)h; (void)dev_s;
+    snprintf(err, errlen, "%s", none);
+    return -1;
+}
