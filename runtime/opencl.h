@@ -61,6 +61,11 @@ int hc_cl_icd_hint(char *hint, size_t len);
  * line in err when there is none or a call fails. */
 hc_cl *hc_cl_open(const char *device, char *err, size_t errlen);
 void hc_cl_free(hc_cl *cl);
+/* The device's copy bandwidth: one buffer of `bytes` copied into another
+ * reps times (after one untimed copy), read plus written bytes per second;
+ * the ceiling its kernels are measured against (scripts/bench-gpu.sh).
+ * -1 + err on failure. */
+double hc_cl_copy_bandwidth(hc_cl *cl, size_t bytes, int reps, char *err, size_t errlen);
 /* The opened device: its number in hc_cl_list and what it is. */
 int hc_cl_index(const hc_cl *cl);
 const hc_cl_info *hc_cl_about(const hc_cl *cl);

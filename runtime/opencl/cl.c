@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cl_internal.h"
+#include "cli.h"
 #include "kernels_gptq.h"
 
 /* The GPTQ int8 activation as the device kernel reads it (kernels/hot_rows.cl, x_gptq). */
@@ -156,6 +157,26 @@ void hc_cl_free(hc_cl *cl)
     free(cl->host_x);
     free(cl->host_mask);
     free(cl);
+}
+
+double hc_cl_copy_bandwidth(hc_cl *cl, size_t bytes, int reps, char *err, size_t errlen)
+{
+    cl_mem a = hc_cl_buffer(cl, CL_MEM_READ_WRITE, bytes, NULL, err, errlen), b = NULL;
+    double t0 = 0, gbps = -1;
+    if (!a || !(b = hc_cl_buffer(cl, CL_MEM_READ_WRITE, bytes, NULL, err, errlen))) goto bad;
+    for (int r = 0; r <= reps; r++) {
+        if (r == 1) {
+            CHECK_CL(clFinish(cl->q), "clFinish");
+            t0 = hc_now();
+        }
+        CHECK_CL(clEnqueueCopyBuffer(cl->q, a, b, 0, 0, bytes, 0, NULL, NULL), "copy");
+    }
+    CHECK_CL(clFinish(cl->q), "clFinish");
+    gbps = 2.0 * (double)bytes * reps / (hc_now() - t0);
+bad:
+    if (a) clReleaseMemObject(a);
+    if (b) clReleaseMemObject(b);
+    return gbps;
 }
 
 int hc_cl_index(const hc_cl *cl) { return cl->index; }

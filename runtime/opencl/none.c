@@ -22,6 +22,13 @@ hc_cl *hc_cl_open(const char *device, char *err, size_t errlen)
 }
 
 void hc_cl_free(hc_cl *cl) { (void)cl; }
+
+double hc_cl_copy_bandwidth(hc_cl *cl, size_t bytes, int reps, char *err, size_t errlen)
+{
+    (void)cl; (void)bytes; (void)reps;
+    snprintf(err, errlen, "%s", none);
+    return -1;
+}
 int hc_cl_index(const hc_cl *cl) { (void)cl; return -1; }
 const hc_cl_info *hc_cl_about(const hc_cl *cl) { (void)cl; return NULL; }
 
