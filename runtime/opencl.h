@@ -95,6 +95,16 @@ typedef struct {
  * gate + up + down (no gate for a sequential FFN) + a float per row for each
  * per-row bias (the caller adds those). */
 uint64_t hc_cl_rows_bytes(const hc_weight *w, int k);
+
+/* Launch geometry, from the device (work groups of wg items, cu compute
+ * units). gate_up: one group per (hot row, token). down: n outputs in
+ * blocks of hc_cl_down_cols(wg) columns, times the slices of the k hot rows
+ * that hc_cl_down_splits cuts so that one token's launch has at least twice
+ * as many groups as the device has compute units (while every lane keeps
+ * two rows or more): a 4096-wide layer is 128 blocks, fewer than an H200's
+ * 132 units. The slices' sums are added in a fixed order (kernels/hot_rows.cl). */
+int hc_cl_down_cols(int wg);
+int hc_cl_down_splits(int n, int k, int wg, unsigned cu);
 /* Upload k gathered rows. */
 hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_embd, char *err, size_t errlen);
 void hc_cl_layer_free(hc_cl_layer *L);

@@ -284,6 +284,29 @@ static void test_kernels_vs_ref(void)
     hc_cl_free(cl);
 }
 
+/* The launches fill a GPU: for 7B-, 13B- and 70B-shaped layers on devices of
+ * 16 to 132 compute units, one token's down launch has at least twice as
+ * many work groups as units (a 4096-wide layer alone is 128 blocks, fewer
+ * than an H200's 132 units) and gate_up one per hot row; and the kernel test
+ * above runs the sliced down path on PoCL's 2 units. Plain arithmetic: it
+ * fails on any machine when a change would starve a GPU. */
+static void test_launch_geometry(void)
+{
+    static const int shapes[][2] = { { 4096, 11008 }, { 5120, 13824 }, { 8192, 28672 } };
+    static const unsigned units[] = { 132, 108, 82, 46, 16 };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t u = 0; u < sizeof units / sizeof units[0]; u++)
+            for (int wg = 32; wg <= 64; wg *= 2) {
+                const int n = shapes[s][0], k = shapes[s][1], cols = hc_cl_down_cols(wg);
+                const long groups = (long)(n + cols - 1) / cols * hc_cl_down_splits(n, k, wg, units[u]);
+                CHECKF(groups >= 2 * (long)units[u] && k >= (long)units[u], "n %d, k %d, wg %d, %u units: %ld groups",
+                       n, k, wg, units[u], groups);
+            }
+    CHECK(hc_cl_down_splits(4096, 11008, 64, 132) > 1);
+    CHECK(hc_cl_down_splits(96, 45, 64, 2) == 2);   /* test_kernels_vs_ref's layer on PoCL */
+    CHECK(hc_cl_down_splits(4096, 8, 64, 132) == 1); /* too few rows to slice */
+}
+
 /* ------------------------------------------------------------ .gpuidx */
 
 /* A .gpuidx for nl layers of n_ff neurons; layer l puts neuron j on the
@@ -870,6 +893,7 @@ static void test_devices(void)
 int main(void)
 {
     RUN(test_kernels_vs_ref);
+    RUN(test_launch_geometry);
     RUN(test_gpuidx_validation);
     RUN(test_sparse_cpu_equals_dense);
     RUN(test_hybrid_equals_dense);

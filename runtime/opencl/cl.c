@@ -117,6 +117,8 @@ hc_cl *hc_cl_open(const char *device, char *err, size_t errlen)
         snprintf(err, errlen, "OpenCL: building the kernels failed: %d %s: %.300s", rc, hc_cl_error_name(rc), log);
         goto bad;
     }
+    cl->down_sum = clCreateKernel(cl->prog, "down_sum", &rc);
+    CHECK_CL(rc, "clCreateKernel");
     for (int i = 0; i < HC_CL_N_TYPES; i++) {
         char name[32];
         snprintf(name, sizeof name, "gate_up_%s", hc_cl_type_names[i]);
@@ -145,12 +147,13 @@ bad:
 void hc_cl_free(hc_cl *cl)
 {
     if (!cl) return;
-    cl_mem ms[] = { cl->x, cl->mask, cl->h, cl->y, cl->zeros };
+    cl_mem ms[] = { cl->x, cl->mask, cl->h, cl->y, cl->part, cl->zeros };
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) if (ms[i]) clReleaseMemObject(ms[i]);
     for (int i = 0; i < HC_CL_N_TYPES; i++) {
         if (cl->gate_up[i]) clReleaseKernel(cl->gate_up[i]);
         if (cl->down[i]) clReleaseKernel(cl->down[i]);
     }
+    if (cl->down_sum) clReleaseKernel(cl->down_sum);
     if (cl->prog) clReleaseProgram(cl->prog);
     if (cl->q) clReleaseCommandQueue(cl->q);
     if (cl->ctx) clReleaseContext(cl->ctx);

@@ -17,11 +17,11 @@ struct hc_cl {
     cl_context ctx;
     cl_command_queue q;
     cl_program prog;
-    cl_kernel gate_up[HC_CL_N_TYPES], down[HC_CL_N_TYPES];
+    cl_kernel gate_up[HC_CL_N_TYPES], down[HC_CL_N_TYPES], down_sum;
     size_t wg;
     /* scratch shared by all layers (one token-layer in flight at a time) */
-    cl_mem x, mask, h, y, zeros;
-    size_t x_cap, mask_cap, h_cap, y_cap, zeros_cap;
+    cl_mem x, mask, h, y, part, zeros;   /* part: the down slices' sums */
+    size_t x_cap, mask_cap, h_cap, y_cap, part_cap, zeros_cap;
     void *host_x, *host_mask;   /* staging: the caller may reuse its inputs at once */
 };
 

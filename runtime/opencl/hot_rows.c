@@ -10,6 +10,7 @@
 struct hc_cl_layer {
     hc_cl *cl;
     int ti_gu, ti_down, k, n, B;   /* B: rows of the batch in flight */
+    int splits;                    /* slices of the rows in the down launch (hc_cl_down_splits) */
     int kind;                      /* hc_cl_rows.kind */
     int rb_gu, rb_down, gs;        /* bytes of a row on the device; GPTQ group size of gate/up (else 1) */
     size_t xb;                     /* bytes of one prepared x */
@@ -79,6 +80,7 @@ hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_emb
         goto bad;
     }
     L->xb = hc_weight_act_bytes(gu);
+    L->splits = hc_cl_down_splits(n_embd, k, (int)cl->wg, cl->info.compute_units);
     size_t bb = sizeof(float) * (size_t)k;
     cl_mem_flags ro = CL_MEM_READ_ONLY;
     if (!(L->gate = rows_buffer(cl, gu, &L->rb_gu, NULL, NULL, err, errlen)) ||
@@ -132,7 +134,9 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     if (grow(cl, &cl->x, &cl->x_cap, xb * (size_t)B, &cl->host_x, err, errlen) ||
         grow(cl, &cl->mask, &cl->mask_cap, (size_t)k * (size_t)B, &cl->host_mask, err, errlen) ||
         grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k * (size_t)B, NULL, err, errlen) ||
-        grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n * (size_t)B, NULL, err, errlen))
+        grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n * (size_t)B, NULL, err, errlen) ||
+        grow(cl, &cl->part, &cl->part_cap, sizeof(float) * (size_t)n * (size_t)B * (size_t)L->splits, NULL, err,
+             errlen))
         return -1;
     L->B = B;
     for (int b = 0; b < B; b++) memcpy((char *)cl->host_x + (size_t)b * xb, (const char *)x + (size_t)b * x_stride, xb);
@@ -171,10 +175,21 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     CHECK_CL(clSetKernelArg(dn, 5, sizeof rbd, &rbd), "down arg");
     CHECK_CL(clSetKernelArg(dn, 6, sizeof(cl_mem), &pairs), "down arg");
     CHECK_CL(clSetKernelArg(dn, 7, sizeof(cl_mem), &pair_row), "down arg");
-    /* a group covers 4 * min(wg, 8) columns (kernels/hot_rows.cl: DCOLS) */
-    size_t dcols = 4 * (cl->wg < 8 ? cl->wg : 8);
-    size_t g2[2] = { ((size_t)n + dcols - 1) / dcols * cl->wg, (size_t)B }, l2[2] = { cl->wg, 1 };
+    cl_int splits = L->splits;
+    CHECK_CL(clSetKernelArg(dn, 8, sizeof splits, &splits), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 9, sizeof(cl_mem), &cl->part), "down arg");
+    const size_t dcols = (size_t)hc_cl_down_cols((int)cl->wg), blocks = ((size_t)n + dcols - 1) / dcols;
+    size_t g2[2] = { blocks * (size_t)splits * cl->wg, (size_t)B }, l2[2] = { cl->wg, 1 };
     CHECK_CL(clEnqueueNDRangeKernel(cl->q, dn, 2, NULL, g2, l2, 0, NULL, NULL), "down kernel");
+    if (splits > 1) {
+        cl_kernel sum = cl->down_sum;
+        size_t g3[2] = { ((size_t)n + cl->wg - 1) / cl->wg * cl->wg, (size_t)B }, l3[2] = { cl->wg, 1 };
+        CHECK_CL(clSetKernelArg(sum, 0, sizeof(cl_mem), &cl->part), "down_sum arg");
+        CHECK_CL(clSetKernelArg(sum, 1, sizeof splits, &splits), "down_sum arg");
+        CHECK_CL(clSetKernelArg(sum, 2, sizeof n, &n), "down_sum arg");
+        CHECK_CL(clSetKernelArg(sum, 3, sizeof(cl_mem), &cl->y), "down_sum arg");
+        CHECK_CL(clEnqueueNDRangeKernel(cl->q, sum, 2, NULL, g3, l3, 0, NULL, NULL), "down_sum kernel");
+    }
     CHECK_CL(clFlush(cl->q), "clFlush");
     return 0;
 bad:

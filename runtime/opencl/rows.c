@@ -34,6 +34,20 @@ uint64_t hc_cl_rows_bytes(const hc_weight *w, int k)
     return (uint64_t)k * ggml_row_size(w->type, w->n);
 }
 
+/* kernels/hot_rows.cl: DITEMS items of 4 columns, LANES = wg / DITEMS */
+static int down_items(int wg) { return wg < 8 ? wg : 8; }
+
+int hc_cl_down_cols(int wg) { return 4 * down_items(wg); }
+
+int hc_cl_down_splits(int n, int k, int wg, unsigned cu)
+{
+    const long blocks = (n + hc_cl_down_cols(wg) - 1) / hc_cl_down_cols(wg), lanes = wg / down_items(wg);
+    long s = (2 * (long)cu + blocks - 1) / blocks, most = k / (2 * lanes);
+    if (s > most) s = most;
+    if (s > 64) s = 64;
+    return s < 1 ? 1 : (int)s;
+}
+
 void hc_cl_layer_ref(const hc_cl_rows *rows, int k, int n_embd, const void *x, const uint8_t *mask, int act,
                      float t_act, float *y, float *h)
 {

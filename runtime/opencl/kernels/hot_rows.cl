@@ -179,30 +179,38 @@ __kernel void gate_up_##T(__global const uchar *gate, __global const uchar *up, 
     if (contrib) { float c = fabs(v) * dn[r]; if (c == 0.0f || c < t_act) v = 0.0f; } \
     if (lid == 0) h[r] = v; \
 }
-/* One work group per DCOLS output columns of one token (dimension 1 = b):
-   DITEMS items each own 4 adjacent columns and LANES lanes split the hot rows
-   (lane l adds rows l, l + LANES, ... in order, zero h skipped), so the items
-   of a lane read one contiguous stretch of a row; the lanes' sums are then
-   added in a fixed tree order in local memory (deterministic). rb: bytes of
-   a row; sm, smrow: the GPTQ pairs table and each row's entry (PAIRS_T). */
+/* One work group per DCOLS output columns of one token (dimension 1 = b) and
+   slice of the hot rows: the k rows are cut into `splits` slices (the host
+   chooses enough to fill the device: opencl/rows.c, hc_cl_down_splits), and
+   group g takes columns (g % blocks) * DCOLS.. of slice g / blocks. DITEMS
+   items each own 4 adjacent columns and LANES lanes split the slice's rows
+   (lane l adds rows lo + l, lo + l + LANES, ... in order, zero h skipped), so
+   the items of a lane read one contiguous stretch of a row; the lanes' sums
+   are then added in a fixed tree order in local memory. One slice writes y;
+   several write part[slice][b][n], which down_sum adds in slice order: no
+   result depends on scheduling. rb: bytes of a row; sm, smrow: the GPTQ
+   pairs table and each row's entry (PAIRS_T). */
 #define DITEMS (WG < 8 ? WG : 8)
 #define LANES (WG / DITEMS)
 #define DCOLS (4 * DITEMS)
 #define DOWN(T) \
 __kernel void down_##T(__global const uchar *down, __global const float *h, int k, int n, __global float *y, \
-                       int rb, __global const float *sm, __global const int *smrow) { \
+                       int rb, __global const float *sm, __global const int *smrow, int splits, \
+                       __global float *part) { \
     __local float4 red[WG]; \
     int lid = get_local_id(0), item = lid % DITEMS, lane = lid / DITEMS, b = get_global_id(1); \
-    int c = get_group_id(0) * DCOLS + 4 * item; \
-    h += (size_t)b * k; y += (size_t)b * n; \
+    int blocks = (n + DCOLS - 1) / DCOLS, g = get_group_id(0), s = g / blocks; \
+    int c = g % blocks * DCOLS + 4 * item, lo = (int)((long)k * s / splits), hi = (int)((long)k * (s + 1) / splits); \
+    h += (size_t)b * k; \
+    y = splits == 1 ? y + (size_t)b * n : part + ((size_t)s * get_global_size(1) + b) * n; \
     float4 acc = (float4)(0.0f); \
     if (c + 3 < n) { \
-        for (int r = lane; r < k; r += LANES) { \
+        for (int r = lo + lane; r < hi; r += LANES) { \
             float hr = h[r]; \
             if (hr != 0.0f) acc += hr * elem4_##T(down + (size_t)r * rb, c, PAIRS_##T(sm, smrow, r, n)); \
         } \
     } else { \
-        for (int r = lane; r < k; r += LANES) { \
+        for (int r = lo + lane; r < hi; r += LANES) { \
             float hr = h[r]; \
             if (hr == 0.0f) continue; \
             __global const uchar *row = down + (size_t)r * rb; \
@@ -223,6 +231,14 @@ __kernel void down_##T(__global const uchar *down, __global const float *h, int 
         if (c + 3 < n) vstore4(v, c / 4, y); \
         else { if (c < n) y[c] = v.x; if (c + 1 < n) y[c + 1] = v.y; if (c + 2 < n) y[c + 2] = v.z; } \
     } \
+}
+/* y[b][c] = the slices' partial sums of column c in slice order (one item each). */
+__kernel void down_sum(__global const float *part, int splits, int n, __global float *y) {
+    int c = get_global_id(0), b = get_global_id(1), B = get_global_size(1);
+    if (c >= n) return;
+    float v = part[(size_t)b * n + c];
+    for (int s = 1; s < splits; s++) v += part[((size_t)s * B + b) * n + c];
+    y[(size_t)b * n + c] = v;
 }
 GATE_UP(f32) GATE_UP(f16) GATE_UP(q8_0) GATE_UP(q4_0) GATE_UP(gptq)
 DOWN(f32) DOWN(f16) DOWN(q8_0) DOWN(q4_0) DOWN(gptq)
