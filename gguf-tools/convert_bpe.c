@@ -160,7 +160,7 @@ static int set_pretok(const char *path, pre_walk *p, int ignore_merges, cv_vocab
     hc_pretok *re = hc_pretok_new((const char *const *)p->rx, p->n, msg, sizeof msg);
     if (!re) return refuse(err, errlen, path, "pre_tokenizer: %s", msg);
     hc_pretok_free(re);
-    const hc_pretok_def *def = hc_pretok_by_regex((const char *const *)p->rx, p->n, ignore_merges);
+    const hc_pretok_def *def = hc_pretok_by_regex((const char *const *)p->rx, p->n, 0, ignore_merges);
     if (def) {
         v->pre = def->name;
         if (def->ignore_merges != ignore_merges) v->ignore_merges = ignore_merges;
