@@ -1,5 +1,6 @@
-/* Tokenizer: llama.cpp's SPM test vectors, llama2.c's vectors, stories260K
- * round trips, byte fallback, BOS, special tokens, malformed input. */
+/* Tokenizer: llama.cpp's vocabulary test vectors (llama-spm, falcon,
+ * $HC_LLAMA_VOCAB), llama2.c's vectors, stories260K round trips, byte
+ * fallback, BOS, special tokens, malformed input. */
 #include "harness.h"
 
 #include <stdint.h>
