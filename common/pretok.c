@@ -7,18 +7,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The regexes as Llama 3, Qwen2, GPT-2 and StarCoder's tokenizer.json state
- * them (llama.cpp's names; it spells the same patterns its own way). */
+/* The regexes as the models' tokenizer.json state them (llama.cpp's names;
+ * it spells some patterns its own way, with the same splits). */
 #define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define RE_LLAMA3(num) "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" num \
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Qwen3.5: Qwen2's with marks (\p{M}) kept in words */
+#define RE_QWEN35 "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}" \
+    "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* DeepSeek: CJK runs (the U+0800..U+4E00 range is theirs) */
+#define RE_DEEPSEEK_CJK "[一-龥ࠀ-一가-퟿]+"
+#define RE_FALCON_3DIGITS "[0-9][0-9][0-9]"
 
 static const hc_pretok_def defs[] = {
-    { "llama-bpe", 1, { RE_LLAMA3("\\p{N}{1,3}") }, 1, 1 },
-    { "smaug-bpe", 1, { RE_LLAMA3("\\p{N}{1,3}") }, 0, 0 },
-    { "qwen2", 1, { RE_LLAMA3("\\p{N}") }, 0, 0 },
-    { "gpt-2", 1, { RE_GPT2 }, 0, 0 },
-    { "starcoder", 2, { "\\p{N}", RE_GPT2 }, 0, 0 },
+    { "llama-bpe", 1, { RE_LLAMA3("\\p{N}{1,3}") }, 1, 1, 0, 0, { 0 } },
+    { "smaug-bpe", 1, { RE_LLAMA3("\\p{N}{1,3}") }, 0, 0, 0, 0, { 0 } },
+    { "qwen2", 1, { RE_LLAMA3("\\p{N}") }, 0, 0, 0, 0, { 0 } },
+    { "gpt-2", 1, { RE_GPT2 }, 0, 0, 0, 0, { 0 } },
+    { "starcoder", 2, { "\\p{N}", RE_GPT2 }, 0, 0, 0, 0, { 0 } },
+    /* Falcon's tokenizer.json is Punctuation (Contiguous), ByteLevel with
+     * GPT-2's regex, then Digits and the 3-digit Split on GPT-2 characters;
+     * llama.cpp runs the 3-digit split on the text and no Digits. */
+    { "falcon", 3, { HC_RE_PUNCT "+", RE_GPT2, RE_FALCON_3DIGITS }, 0, 0,
+      4, 2, { HC_RE_PUNCT "+", RE_GPT2, "\\p{N}+", RE_FALCON_3DIGITS } },
+    /* the same splits as gpt-2 and starcoder under other names */
+    { "mpt", 1, { RE_GPT2 }, 0, 0, 0, 0, { 0 } },
+    { "refact", 2, { "\\p{N}", RE_GPT2 }, 0, 0, 0, 0, { 0 } },
+    { "command-r", 2, { "\\p{N}", RE_GPT2 }, 0, 0, 0, 0, { 0 } },
+    { "qwen35", 1, { RE_QWEN35 }, 0, 0, 0, 0, { 0 } },
+    { "deepseek-llm", 6, { "[\r\n]",
+      "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
+      "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", RE_DEEPSEEK_CJK, "\\p{N}+" }, 0, 0, 0, 0, { 0 } },
+    { "deepseek-coder", 5, { "[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_DEEPSEEK_CJK, "\\p{N}" }, 0, 0, 0, 0, { 0 } },
 };
 enum { N_DEFS = sizeof defs / sizeof *defs };
 
@@ -29,16 +49,32 @@ const hc_pretok_def *hc_pretok_by_name(const char *name)
     return NULL;
 }
 
-const hc_pretok_def *hc_pretok_by_regex(const char *const *regex, int n, int ignore_merges)
+static int same_list(const char *const *a, int na, const char *const *b, int nb)
+{
+    int same = na == nb;
+    for (int k = 0; same && k < na; k++) same = !strcmp(a[k], b[k]);
+    return same;
+}
+
+const hc_pretok_def *hc_pretok_by_regex(const char *const *regex, int n, int n_after_byte_level, int ignore_merges)
 {
     const hc_pretok_def *found = NULL;
     for (int i = 0; i < N_DEFS; i++) {
-        int same = defs[i].n_regex == n;
-        for (int k = 0; same && k < n; k++) same = !strcmp(defs[i].regex[k], regex[k]);
-        if (same && (!found || defs[i].ignore_merges == ignore_merges)) found = &defs[i];
+        const hc_pretok_def *d = &defs[i];
+        int same = n_after_byte_level ? d->n_after_byte_level == n_after_byte_level && same_list(d->json, d->n_json, regex, n)
+                                      : same_list(d->regex, d->n_regex, regex, n);
+        if (same && (!found || d->ignore_merges == ignore_merges)) found = d;
         if (found && found->ignore_merges == ignore_merges) break;
     }
     return found;
+}
+
+void hc_pretok_names(char *buf, size_t cap)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < N_DEFS && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", defs[i].name);
 }
 
 struct hc_pretok {

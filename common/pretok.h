@@ -14,22 +14,36 @@
 #endif
 #include <pcre2.h>
 
-/* A pre-tokenizer llama.cpp knows by name (GGUF tokenizer.ggml.pre): its
- * regexes as tokenizer.json states them, and whether its BPE skips the merges
- * of a word that is itself a token (tokenizers' ignore_merges). */
+/* tokenizers' Punctuation pre-tokenizer: one character that Rust's
+ * is_ascii_punctuation or a Unicode P category takes (so the ASCII symbols
+ * $+<=>^`|~ too); with behaviour Contiguous, runs of them. */
+#define HC_RE_PUNCT "[\\p{P}\\$\\+<=>\\^~\\|`]"
+
+/* A pre-tokenizer llama.cpp knows by name (GGUF tokenizer.ggml.pre): the
+ * regexes it runs, in the spelling of tokenizer.json, and whether its BPE
+ * skips the merges of a word that is itself a token (tokenizers'
+ * ignore_merges). When the model's tokenizer.json has steps llama.cpp does
+ * not run (Falcon's digits split again after ByteLevel, on GPT-2
+ * characters), `json` holds the converter's regexes for that file: the last
+ * n_after_byte_level of them come after ByteLevel. */
 typedef struct {
     const char *name;
     int n_regex;
-    const char *regex[2];
+    const char *regex[6];
     int ignore_merges;
     int add_bos;            /* llama.cpp's default when the GGUF does not say */
+    int n_json, n_after_byte_level;
+    const char *json[4];
 } hc_pretok_def;
 
 /* The definition of a llama.cpp name, or NULL when this toolchain has none. */
 const hc_pretok_def *hc_pretok_by_name(const char *name);
-/* llama.cpp's name for these regexes (the first that fits, preferring one
- * with the same ignore_merges), or NULL. */
-const hc_pretok_def *hc_pretok_by_regex(const char *const *regex, int n, int ignore_merges);
+/* llama.cpp's name for these regexes, the last n_after_byte_level of which
+ * come after ByteLevel (the first that fits, preferring one with the same
+ * ignore_merges), or NULL. */
+const hc_pretok_def *hc_pretok_by_regex(const char *const *regex, int n, int n_after_byte_level, int ignore_merges);
+/* The names this build knows, comma-separated, into buf. */
+void hc_pretok_names(char *buf, size_t cap);
 
 /* One tokenizer.json regex compiled with UTF and UCP (and JIT where PCRE2 has
  * it), or NULL + "WHAT 'PATTERN': PCRE2: message at offset N" in err. */

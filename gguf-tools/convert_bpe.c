@@ -79,7 +79,9 @@ typedef struct {
     size_t errlen;
     char *rx[16];
     int n;
-    int byte_level;        /* a ByteLevel seen: nothing may split after it */
+    int byte_level;        /* a ByteLevel seen */
+    int n_at_byte_level;   /* regexes up to ByteLevel's own */
+    const char *after;     /* the first step after ByteLevel (it sees GPT-2 characters) */
 } pre_walk;
 
 static int add_regex(pre_walk *p, const char *rx, size_t len)
@@ -125,8 +127,7 @@ static int walk_split(pre_walk *p, const cJSON *pre)
 static int walk_pre(pre_walk *p, const cJSON *pre)
 {
     const char *type = type_of(pre);
-    if (p->byte_level)
-        return refuse(p->err, p->errlen, p->path, "pre_tokenizer: %s after ByteLevel is not supported", type);
+    if (p->byte_level && !p->after) p->after = type;
     if (!strcmp(type, "Sequence")) {
         const cJSON *e, *seq = item(pre, "pretokenizers");
         if (!cJSON_IsArray(seq)) return refuse(p->err, p->errlen, p->path, "pre_tokenizer: Sequence without pretokenizers");
@@ -138,29 +139,45 @@ static int walk_pre(pre_walk *p, const cJSON *pre)
         const char *rx = cJSON_IsTrue(item(pre, "individual_digits")) ? "\\p{N}" : "\\p{N}+";
         return add_regex(p, rx, strlen(rx));
     }
+    if (!strcmp(type, "Punctuation")) {
+        const cJSON *beh = item(pre, "behavior");
+        const char *b = cJSON_IsString(beh) ? beh->valuestring : "Isolated";   /* tokenizers' default */
+        if (!strcmp(b, "Isolated")) return add_regex(p, HC_RE_PUNCT, strlen(HC_RE_PUNCT));
+        if (!strcmp(b, "Contiguous")) return add_regex(p, HC_RE_PUNCT "+", strlen(HC_RE_PUNCT "+"));
+        return refuse(p->err, p->errlen, p->path, "pre_tokenizer: Punctuation with behavior '%s' is not supported "
+                      "(Isolated, Contiguous)", b);
+    }
     if (!strcmp(type, "ByteLevel")) {
+        if (p->byte_level)
+            return refuse(p->err, p->errlen, p->path, "pre_tokenizer: ByteLevel after ByteLevel is not supported");
         if (cJSON_IsTrue(item(pre, "add_prefix_space")))
             return refuse(p->err, p->errlen, p->path, "pre_tokenizer: ByteLevel with add_prefix_space is not supported");
         p->byte_level = 1;
         /* use_regex defaults to true: GPT-2's own regex */
         const cJSON *use = item(pre, "use_regex");
-        if (cJSON_IsFalse(use)) return 0;
         const hc_pretok_def *gpt2 = hc_pretok_by_name("gpt-2");
-        return add_regex(p, gpt2->regex[0], strlen(gpt2->regex[0]));
+        int rc = cJSON_IsFalse(use) ? 0 : add_regex(p, gpt2->regex[0], strlen(gpt2->regex[0]));
+        p->n_at_byte_level = p->n;
+        return rc;
     }
     return refuse(p->err, p->errlen, p->path, "pre_tokenizer type '%s' is not supported "
-                  "(Split, ByteLevel, Digits, Sequence)", type);
+                  "(Split, ByteLevel, Digits, Punctuation, Sequence)", type);
 }
 
 /* llama.cpp's name for the regexes, else the regexes themselves (checked
- * with PCRE2 now, so a pattern it refuses is refused here with its message). */
+ * with PCRE2 now, so a pattern it refuses is refused here with its message).
+ * Splits after ByteLevel see GPT-2 characters, which the runtime's regexes
+ * never do: only a file llama.cpp knows by name may have them (Falcon's). */
 static int set_pretok(const char *path, pre_walk *p, int ignore_merges, cv_vocab *v, char *err, size_t errlen)
 {
     char msg[400];
     hc_pretok *re = hc_pretok_new((const char *const *)p->rx, p->n, msg, sizeof msg);
     if (!re) return refuse(err, errlen, path, "pre_tokenizer: %s", msg);
     hc_pretok_free(re);
-    const hc_pretok_def *def = hc_pretok_by_regex((const char *const *)p->rx, p->n, ignore_merges);
+    int n_after = p->byte_level ? p->n - p->n_at_byte_level : 0;
+    const hc_pretok_def *def = hc_pretok_by_regex((const char *const *)p->rx, p->n, n_after, ignore_merges);
+    if (!def && n_after)
+        return refuse(err, errlen, path, "pre_tokenizer: %s after ByteLevel is not supported", p->after);
     if (def) {
         v->pre = def->name;
         if (def->ignore_merges != ignore_merges) v->ignore_merges = ignore_merges;

@@ -133,8 +133,10 @@ static int load_pretok(hc_bpe *b, const gguf_file *f, int *add_bos, char *err, s
         int rc = gguf_get_str(f, "tokenizer.ggml.pre", &name);
         if (rc == 0) def = hc_pretok_by_name(name);
         if (!def) {
-            if (rc == 0) snprintf(err, errlen, "tokenizer.ggml.pre '%s' is not a pre-tokenizer this build knows "
-                                  "(llama-bpe, smaug-bpe, qwen2, gpt-2, starcoder)", name);
+            char known[256];
+            hc_pretok_names(known, sizeof known);
+            if (rc == 0) snprintf(err, errlen, "tokenizer.ggml.pre '%s' is not a pre-tokenizer this build knows (%s)",
+                                  name, known);
             else snprintf(err, errlen, "no tokenizer.ggml.pre: the pre-tokenizer of this BPE vocabulary is unknown");
             free(name);
             return -1;

@@ -75,6 +75,12 @@ VARIANTS = [
     ("starcoder", {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, BL]},
      None, False, "starcoder", None, 0),
     ("smaug", BASE["pre_tokenizer"], None, False, "smaug-bpe", None, 0),
+    # Falcon's tokenizer.json: digits split again after ByteLevel (llama.cpp's "falcon")
+    ("falcon", {"type": "Sequence", "pretokenizers": [{"type": "Punctuation", "behavior": "Contiguous"}, BL,
+                                                      {"type": "Digits", "individual_digits": False},
+                                                      split("[0-9][0-9][0-9]")]},
+     None, False, "falcon", None, 0),
+    ("punctuation", {"type": "Sequence", "pretokenizers": [{"type": "Punctuation"}, BL]}, None, False, None, None, 0),
     ("custom", {"type": "Sequence", "pretokenizers": [split(LLAMA3.replace("\\p{N}{1,3}", "\\p{N}{1,2}")),
                                                       {"type": "Digits", "individual_digits": False}, BL_NOREGEX]},
      None, True, None, None, 0),

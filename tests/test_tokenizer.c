@@ -1,24 +1,34 @@
-/* Tokenizer: llama.cpp's SPM test vectors, llama2.c's vectors, stories260K
- * round trips, byte fallback, BOS, special tokens, malformed input. */
+/* Tokenizer: llama.cpp's vocabulary test vectors (llama-spm, falcon,
+ * $HC_LLAMA_VOCAB), llama2.c's vectors, stories260K round trips, byte
+ * fallback, BOS, special tokens, malformed input. */
 #include "harness.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <unistd.h>
 
 #include "gguf.h"
 #include "tokenizer.h"
 
 #define MAXTOK 4096
 
+/* The tokenizer of a GGUF, or NULL with the load error in err. */
+static hc_tokenizer *load_err(const char *path, char *err, size_t cap)
+{
+    gguf_file *f = gguf_open(path, err, cap);
+    if (!f) return NULL;
+    hc_tokenizer *t = hc_tokenizer_load(f, err, cap);
+    gguf_close(f);   /* the tokenizer keeps copies: closing early must be fine */
+    return t;
+}
+
 static hc_tokenizer *load(const char *path)
 {
     char err[512];
-    gguf_file *f = gguf_open(path, err, sizeof err);
-    if (!f) { fprintf(stderr, "%s\n", err); return NULL; }
-    hc_tokenizer *t = hc_tokenizer_load(f, err, sizeof err);
+    hc_tokenizer *t = load_err(path, err, sizeof err);
     if (!t) fprintf(stderr, "%s\n", err);
-    gguf_close(f);   /* the tokenizer keeps copies: closing early must be fine */
     return t;
 }
 
@@ -64,46 +74,120 @@ static void fmt_ids(char *buf, size_t cap, const int32_t *ids, int n)
     for (int i = 0; i < n && o + 12 < cap; i++) o += (size_t)snprintf(buf + o, cap - o, " %d", ids[i]);
 }
 
-/* llama.cpp models/ggml-vocab-llama-spm.gguf.{inp,out}: no BOS, no parse_special. */
-static void test_llama_spm_vectors(void)
+/* llama.cpp's test vectors of a vocabulary (models/ggml-vocab-NAME.gguf;
+ * .inp: texts separated by "\n__ggml_vocab_test__\n", the empty text after
+ * the last one included; .out: one line of ids per text), run as its
+ * test-tokenizer-0 does: no BOS, no special tokens. Returns the number of
+ * cases, all the same ids, or -1 with the first difference in msg. */
+static int vocab_vectors(const hc_tokenizer *t, const char *gguf, char *msg, size_t cap)
 {
-    NEED_FIXTURES();
-    hc_tokenizer *t = load_fixture("ggml-vocab-llama-spm.gguf");
-    CHECK(t);
-    size_t ilen, olen;
-    char *inp = (char *)th_read(th_fixture("ggml-vocab-llama-spm.gguf.inp"), &ilen);
-    char *out = (char *)th_read(th_fixture("ggml-vocab-llama-spm.gguf.out"), &olen);
-    CHECK(inp && out);
     static const char sep[] = "\n__ggml_vocab_test__\n";
     static int32_t got[MAXTOK], want[MAXTOK];
-    char *s = inp, *line = out;
-    int ncase = 0, bad = -1;
-    char msg[2048] = "";
-    for (char *e; (e = strstr(s, sep)) != NULL; s = e + strlen(sep), ncase++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s.inp", gguf);
+    char *inp = (char *)th_read(path, NULL);
+    snprintf(path, sizeof path, "%s.out", gguf);
+    char *out = (char *)th_read(path, NULL);
+    int ncase = 0, ok = inp && out;
+    if (!ok) snprintf(msg, cap, "cannot read %s.inp or .out", gguf);
+    for (char *s = inp, *line = out, *e; ok; s = e + strlen(sep)) {
+        e = strstr(s, sep);
+        size_t len = e ? (size_t)(e - s) : strlen(s);
         char *nl = strchr(line, '\n');
-        CHECKF(nl, "case %d: .out has too few lines", ncase);
-        *nl = 0;
+        if (nl) *nl = 0;
         int nw = 0;
         for (char *p = line, *q; nw < MAXTOK; p = q) {
             long v = strtol(p, &q, 10);
             if (q == p) break;
             want[nw++] = (int32_t)v;
         }
-        line = nl + 1;
-        int ng = tok(t, s, (size_t)(e - s), 0, 0, got);
-        if (bad < 0 && !same(got, ng, want, nw)) {
+        line = nl ? nl + 1 : line + strlen(line);
+        int ng = tok(t, s, len, 0, 0, got);
+        if (!same(got, ng, want, nw)) {
             char g[900], w[900];
             fmt_ids(g, sizeof g, got, ng);
             fmt_ids(w, sizeof w, want, nw);
-            snprintf(msg, sizeof msg, "case %d \"%.*s\": got%s want%s", ncase, (int)(e - s), s, g, w);
-            bad = ncase;
+            snprintf(msg, cap, "case %d \"%.*s\": got%s want%s", ncase, (int)(len < 200 ? len : 200), s, g, w);
+            ok = 0;
+            break;
+        }
+        ncase++;
+        if (!e) {
+            if (*line) snprintf(msg, cap, "%s.out has more lines than .inp has texts", gguf), ok = 0;
+            break;
         }
     }
     free(inp);
     free(out);
+    return ok ? ncase : -1;
+}
+
+static void test_llama_spm_vectors(void)
+{
+    NEED_FIXTURES();
+    hc_tokenizer *t = load_fixture("ggml-vocab-llama-spm.gguf");
+    CHECK(t);
+    char msg[2048];
+    int n = vocab_vectors(t, th_fixture("ggml-vocab-llama-spm.gguf"), msg, sizeof msg);
     hc_tokenizer_free(t);
-    CHECKF(bad < 0, "%s", msg);
-    CHECKF(ncase == 46, "%d cases", ncase);
+    CHECKF(n == 47, "%s", n < 0 ? msg : "not 47 cases");
+}
+
+/* Falcon's byte-level BPE (tokenizer.ggml.pre "falcon"), from llama.cpp. */
+static void test_falcon_vectors(void)
+{
+    NEED_FIXTURES();
+    const char *g = th_fixture("llama-vocab/ggml-vocab-falcon.gguf");
+    hc_tokenizer *t = load(g);
+    CHECK(t);
+    char msg[2048];
+    int n = vocab_vectors(t, g, msg, sizeof msg);
+    hc_tokenizer_free(t);
+    CHECKF(n == 47, "%s", n < 0 ? msg : "not 47 cases");
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Every ggml-vocab-*.gguf with .inp/.out in $HC_LLAMA_VOCAB (llama.cpp's
+ * models/, fetched by scripts/llama-vocab.sh): each gives llama.cpp's ids on
+ * every case, or is refused in one line naming the tokenizer model or
+ * pre-tokenizer it lacks. One line per vocabulary on stderr. */
+static void test_llama_vocab_dir(void)
+{
+    const char *dir = getenv("HC_LLAMA_VOCAB");
+    if (!dir) SKIP("HC_LLAMA_VOCAB not set (the folder of llama.cpp's models/ggml-vocab-*: scripts/llama-vocab.sh)");
+    DIR *d = opendir(dir);
+    CHECKF(d, "cannot open HC_LLAMA_VOCAB=%s", dir);
+    char *names[256];
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL && n < 256;) {
+        size_t len = strlen(e->d_name);
+        if (!strncmp(e->d_name, "ggml-vocab-", 11) && len > 5 && !strcmp(e->d_name + len - 5, ".gguf"))
+            names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, by_name);
+    int tested = 0, bad = 0;
+    for (int i = 0; i < n; i++) {
+        char path[4096], err[512], msg[2048];
+        snprintf(path, sizeof path, "%s/%s.inp", dir, names[i]);
+        if (access(path, R_OK) == 0) {
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+            hc_tokenizer *t = load_err(path, err, sizeof err);
+            int k = t ? vocab_vectors(t, path, msg, sizeof msg) : 0;
+            int refused = !t && !strchr(err, '\n') &&
+                          (strstr(err, "tokenizer.ggml.model is") || strstr(err, "tokenizer.ggml.pre '"));
+            if (!t) fprintf(stderr, "%s: refused: %s\n", names[i], err);
+            else if (k < 0) fprintf(stderr, "%s: %s\n", names[i], msg);
+            else fprintf(stderr, "%s: %d/%d\n", names[i], k, k);
+            bad += t ? k < 0 : !refused;
+            tested++;
+            hc_tokenizer_free(t);
+        }
+        free(names[i]);
+    }
+    CHECKF(tested > 0, "no ggml-vocab-*.gguf with .inp in %s", dir);
+    CHECKF(bad == 0, "%d of %d vocabularies differ from llama.cpp or are refused without naming why", bad, tested);
 }
 
 /* karpathy/llama2.c test.c, with BOS, on the same 32k vocabulary. */
@@ -402,6 +486,8 @@ static void test_load_errors(void)
 int main(void)
 {
     RUN(test_llama_spm_vectors);
+    RUN(test_falcon_vectors);
+    RUN(test_llama_vocab_dir);
     RUN(test_llama2c_vectors);
     RUN(test_stories_vocab);
     RUN(test_round_trip_ascii);

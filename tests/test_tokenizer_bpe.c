@@ -265,8 +265,15 @@ static void test_refusals(void)
 {
     if (!th_fixture("")) SKIP("no fixtures");
     CHECK(refused("pre_tokenizer", "{\"type\":\"Whitespace\"}", "pre_tokenizer type 'Whitespace' is not supported"));
-    CHECK(refused("pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Punctuation\"},"
-                  "{\"type\":\"ByteLevel\",\"use_regex\":false}]}", "pre_tokenizer type 'Punctuation'"));
+    CHECK(refused("pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"UnicodeScripts\"},"
+                  "{\"type\":\"ByteLevel\",\"use_regex\":false}]}", "pre_tokenizer type 'UnicodeScripts'"));
+    CHECK(refused("pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Punctuation\",\"behavior\":"
+                  "\"Removed\"},{\"type\":\"ByteLevel\"}]}",
+                  "Punctuation with behavior 'Removed' is not supported"));
+    /* Falcon's steps after ByteLevel, but not all of them */
+    CHECK(refused("pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Punctuation\",\"behavior\":"
+                  "\"Contiguous\"},{\"type\":\"ByteLevel\"},{\"type\":\"Digits\"}]}",
+                  "pre_tokenizer: Digits after ByteLevel is not supported"));
     CHECK(refused("normalizer", "{\"type\":\"BertNormalizer\"}", "normalizer type 'BertNormalizer' is not supported"));
     CHECK(refused("normalizer", "{\"type\":\"Replace\",\"pattern\":{\"Regex\":\"(a\"},\"content\":\"\"}",
                   "normalizer Replace regex '(a': PCRE2: missing closing parenthesis"));
@@ -314,7 +321,8 @@ static void test_runtime_refusals(void)
     CHECK(strstr(runtime_refusal(NULL, "llama-bpe", NULL), "no tokenizer.ggml.merges"));
     CHECK(strstr(runtime_refusal("a c", "llama-bpe", NULL), "tokenizer.ggml.merges[0] 'a c'"));
     CHECK(strstr(runtime_refusal("ab", "llama-bpe", NULL), "not two pieces"));
-    CHECK(strstr(runtime_refusal("a b", "falcon", NULL), "tokenizer.ggml.pre 'falcon' is not"));
+    CHECK(!strcmp(runtime_refusal("a b", "falcon", NULL), "accepted"));
+    CHECK(strstr(runtime_refusal("a b", "tekken", NULL), "tokenizer.ggml.pre 'tekken' is not"));
     CHECK(strstr(runtime_refusal("a b", NULL, NULL), "no tokenizer.ggml.pre"));
     CHECK(strstr(runtime_refusal("a b", NULL, "(a"), "PCRE2: missing closing parenthesis"));
 }
