@@ -47,10 +47,10 @@ else
 endif
 
 PKG_CONFIG ?= pkg-config
-PKGS    := zlib openblas $(if $(filter 0,$(OPENCL)),,OpenCL) libcjson libpcre2-8
+PKGS    := zlib libzip openblas $(if $(filter 0,$(OPENCL)),,OpenCL) libcjson libpcre2-8
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || \
-                echo -lz -lopenblas $(if $(filter 0,$(OPENCL)),,-lOpenCL) -lcjson -lpcre2-8)
+                echo -lz -lzip -lopenblas $(if $(filter 0,$(OPENCL)),,-lOpenCL) -lcjson -lpcre2-8)
 
 # -ffp-contract=off: no fused multiply-add anywhere by default, so quantizers
 # round exactly as ggml's x86-64 build (docs/formats.md, "The FMA caveat").

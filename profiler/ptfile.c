@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "ggml_types.h"
 #include "pickle.h"
 #include "zipread.h"
@@ -139,14 +140,9 @@ double *hc_pt_read_vector_mem(const void *buf, size_t size, const char *name, in
 
 double *hc_pt_read_vector(const char *path, int64_t max_elements, int64_t *n, char *err, size_t errlen)
 {
-    hc_zip *z = hc_zip_open(path, err, errlen);
-    if (!z) {
-        FILE *fp = fopen(path, "rb");
-        int c = fp ? fgetc(fp) : EOF;
-        if (fp) fclose(fp);
-        return c == 0x80 ? legacy(path, err, errlen) : NULL;
-    }
-    double *v = read_tensor(z, path, max_elements, n, err, errlen);
-    hc_zip_close(z);
+    hc_map m;
+    if (hc_map_open(&m, path, err, errlen)) return NULL;
+    double *v = hc_pt_read_vector_mem(m.data, m.size, path, max_elements, n, err, errlen);
+    hc_map_close(&m);
     return v;
 }

@@ -23,7 +23,7 @@ Installs the Debian/Ubuntu packages hotcold needs to build, test and run
   -h, --help     this help
 EOF
 }
-PKGS="build-essential pkg-config clang libclang-rt-dev libglpk-dev zlib1g-dev libopenblas-dev
+PKGS="build-essential pkg-config clang libclang-rt-dev libglpk-dev zlib1g-dev libzip-dev libopenblas-dev
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libcjson-dev libpcre2-dev libunistring-dev valgrind"
 OPTIONAL="slurm-wlm munge"
 

@@ -244,9 +244,11 @@ else no_output shrink_quantize "$T/shrink" q.gguf; fi
 
 # 3. A zip bomb: activation_0.pt whose storage declares 256 MiB of deflated
 #    zeros (a 256 KiB file) is refused before inflating; peak memory stays small.
-mkdir -p "$T/bomb" "$T/bomb2"
-python3 - "$T/bomb/activation_0.pt" "$T/bomb2/activation_0.pt" <<'PY' || fail zip_bomb_setup "python3"
-import struct, sys, zipfile
+#    bomb3: a 1 MB file whose storage declares the 16 MiB its tensor needs but
+#    inflates to 1 GiB is refused after reading 16 MiB + 1 byte.
+mkdir -p "$T/bomb" "$T/bomb2" "$T/bomb3"
+python3 - "$T/bomb/activation_0.pt" "$T/bomb2/activation_0.pt" "$T/bomb3/activation_0.pt" <<'PY' || fail zip_bomb_setup "python3"
+import struct, sys, zipfile, zlib
 def pint(v): return b"J" + struct.pack("<i", v)
 def binunicode(s): return b"X" + struct.pack("<I", len(s)) + s.encode()
 def pickle(numel, n):   # torch.save of a 1-D FloatStorage tensor of n elements
@@ -259,12 +261,27 @@ def write(path, numel, data):
         z.writestr("archive/data/0", data)
 write(sys.argv[1], 1 << 26, bytes(1 << 28))   # 2^26 floats: 256 MiB of zeros
 write(sys.argv[2], 65, struct.pack("<65f", *range(65)))   # one neuron more than the model's 64
+def rawzip(path, entries):   # (name, method, data as stored, declared size, crc): zipfile cannot lie
+    out, cd = b"", b""
+    for name, method, data, size, crc in entries:
+        head = struct.pack("<HHHIIIIHH", 20, 0, method, 0, crc, len(data), size, len(name), 0) + name.encode()
+        cd += struct.pack("<IH", 0x02014b50, 20) + head[:-len(name)] + struct.pack("<HHHII", 0, 0, 0, 0, len(out)) + name.encode()
+        out += struct.pack("<I", 0x04034b50) + head + data
+    open(path, "wb").write(out + cd + struct.pack("<IHHHHIIH", 0x06054b50, 0, 0, len(entries), len(entries), len(cd), len(out), 0))
+c = zlib.compressobj(9, zlib.DEFLATED, -15)   # 1 MiB of zeros after a full flush repeats: 1 GiB in 1 MB
+gib = (c.compress(bytes(1 << 20)) + c.flush(zlib.Z_FULL_FLUSH)) * 1024 + b"\x03\x00"
+pk = pickle(1 << 22, 1 << 22)
+rawzip(sys.argv[3], [("archive/data.pkl", 0, pk, len(pk), zlib.crc32(pk)), ("archive/data/0", 8, gib, 1 << 24, 0)])
 PY
-# peak RSS of the child in KiB (getrusage), written to bomb.rss; the exit status passes through
-python3 -c 'import resource, subprocess, sys
+# peak_rss CMD...: runs CMD (stderr into bomb.err), writes its peak RSS in KiB
+# (getrusage) to bomb.rss; the exit status passes through
+peak_rss() {
+    python3 -c 'import resource, subprocess, sys
 rc = subprocess.call(sys.argv[2:])
 open(sys.argv[1], "w").write("%d\n" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-sys.exit(rc)' "$T/bomb.rss" "$P" import-powerinfer "$T/bomb" -o "$T/x.gguf" 2>"$T/bomb.err"
+sys.exit(rc)' "$T/bomb.rss" "$@" 2>"$T/bomb.err"
+}
+peak_rss "$P" import-powerinfer "$T/bomb" -o "$T/x.gguf"
 rc=$?
 last=$(tail -1 "$T/bomb.err")
 rss=$(cat "$T/bomb.rss")
@@ -272,6 +289,14 @@ if [ $rc -ne 1 ] || ! printf '%s\n' "$last" | grep -q "more than the 16777216 ex
 elif [ "$rss" -gt 65536 ]; then fail zip_bomb_memory "peak RSS ${rss} KiB (want < 64 MiB)"
 else ok zip_bomb; fi
 refused zip_bomb_model "more than the 64 expected" "$P" import-powerinfer "$T/bomb2" -m "$M" -o "$T/x.gguf"
+peak_rss "$P" import-powerinfer "$T/bomb3" -o "$T/x.gguf"
+rc=$?
+last=$(tail -1 "$T/bomb.err")
+rss=$(cat "$T/bomb.rss")
+if [ $rc -ne 1 ] || ! printf '%s\n' "$last" | grep -q "bomb3/activation_0.pt: entry 'archive/data/0' of 16777216 bytes: more data than declared"; then
+    fail zip_bomb_inflated "exit $rc: $last"
+elif [ "$rss" -gt 65536 ]; then fail zip_bomb_inflated_memory "peak RSS ${rss} KiB (want < 64 MiB)"
+else ok zip_bomb_inflated; fi
 
 # 4. hc-gguf dump prints control bytes of tensor names escaped, on one line.
 { printf GGUF; le32 3; le64 1; le64 0; gstr "$(printf 'a\nb\033[31m')"; le32 1; le64 1; le32 0; le64 0; printf '\0\0\0\0\0\0\0\0'; le32 0; } >"$T/ctlname.gguf"

@@ -1,4 +1,4 @@
-/* Zip reader, torch pickle reader, .pt tensors and hc-profile import-powerinfer.
+/* Zip reader (libzip underneath), torch pickle reader, .pt tensors and hc-profile import-powerinfer.
  * The archives are built here byte by byte as torch.save writes them
  * (stored entries, or deflated with zlib; optional zip64 records). */
 #include <stdint.h>
@@ -30,6 +30,7 @@ static void put16(buf *b, unsigned v) { put8(b, v & 0xff); put8(b, v >> 8 & 0xff
 static void put32(buf *b, uint32_t v) { put16(b, v & 0xffff); put16(b, v >> 16); }
 static void put64(buf *b, uint64_t v) { put32(b, (uint32_t)v); put32(b, (uint32_t)(v >> 32)); }
 static void puts_(buf *b, const char *s) { put(b, s, strlen(s)); }
+static void wr32(uint8_t *p, uint32_t v) { for (int k = 0; k < 4; k++) p[k] = (uint8_t)(v >> 8 * k); }
 
 /* ------------------------------------------------------------ zip writer */
 
@@ -37,10 +38,11 @@ typedef struct {
     const char *name;
     const void *data;
     size_t len;
-    int deflate;
+    int deflate;      /* 0 stored, 1 deflated, RAW: data is a buf of raw deflate data, len what it declares */
 } entry;
 
 enum { Z_PLAIN = 0, Z_ZIP64 = 1 };
+enum { RAW = 2 };
 
 /* A zip of the entries; zip64: saturated EOCD + zip64 records, and sizes of
  * the central entries moved into zip64 extra fields. */
@@ -49,7 +51,10 @@ static buf zip_build(const entry *e, int n, int zip64)
     buf z = { 0 }, cd = { 0 };
     for (int i = 0; i < n; i++) {
         buf data = { 0 };
-        if (e[i].deflate) {
+        if (e[i].deflate == RAW) {
+            const buf *raw = e[i].data;
+            put(&data, raw->p, raw->n);
+        } else if (e[i].deflate) {
             z_stream s = { 0 };
             deflateInit2(&s, 9, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
             uLong bound = deflateBound(&s, (uLong)e[i].len);
@@ -64,7 +69,7 @@ static buf zip_build(const entry *e, int n, int zip64)
         } else {
             put(&data, e[i].data, e[i].len);
         }
-        uint32_t crc = (uint32_t)crc32(0, e[i].data, (uInt)e[i].len);
+        uint32_t crc = e[i].deflate == RAW ? 0 : (uint32_t)crc32(0, e[i].data, (uInt)e[i].len);
         uint32_t off = (uint32_t)z.n;
         size_t nl = strlen(e[i].name);
         put32(&z, 0x04034b50); put16(&z, 20); put16(&z, 0); put16(&z, e[i].deflate ? 8 : 0);
@@ -200,13 +205,13 @@ static void test_zip_stored_and_deflated(void)
     }
 }
 
-/* Open (and read every entry of) a damaged archive: must fail mentioning `want`. */
+/* Open (and read every entry of, up to 1 MiB each) a damaged archive: must fail mentioning `want`. */
 static int zip_fails(const uint8_t *p, size_t n, const char *want)
 {
     hc_zip *z = hc_zip_open_mem(p, n, "bad.zip", err, sizeof err);
     for (size_t i = 0; z && i < hc_zip_count(z); i++) {
         size_t len;
-        void *d = hc_zip_read(z, i, UINT64_MAX, &len, err, sizeof err);
+        void *d = hc_zip_read(z, i, 1 << 20, &len, err, sizeof err);
         if (!d) { hc_zip_close(z); z = NULL; break; }
         free(d);
     }
@@ -224,24 +229,89 @@ static void test_zip_corrupt(void)
     size_t loc1 = 30 + 3 + 4 + 7;                     /* second local header */
     size_t cd = z.n - 22 - 2 * (46 + 3);              /* central directory */
 #define MUT(what, stmt, want) do { memcpy(c, z.p, z.n); stmt; CHECKF(zip_fails(c, z.n, want), "%s: %s", what, err); } while (0)
+    /* the same 16-, 32-bit field of entry k in its local header and in the central directory */
+#define BOTH16(k, field, v) (c[(k ? loc1 : 0) + 8 + field - 10] = (uint8_t)(v), c[cd + k * 49 + field] = (uint8_t)(v))
+#define BOTH32(k, field, v) (wr32(c + (k ? loc1 : 0) + 8 + field - 10, v), wr32(c + cd + k * 49 + field, v))
     CHECK(zip_fails(z.p, z.n - 1, "no end of central directory"));
     CHECK(zip_fails(z.p, 10, "not a zip"));
-    MUT("stored byte", c[30 + 3 + 4] ^= 1, "CRC mismatch");
+    CHECK(zip_fails(z.p, 0, "not a zip"));
+    MUT("stored byte", c[30 + 3 + 4] ^= 1, "entry 'd/s' of 7 bytes: CRC mismatch");
     MUT("deflate byte", c[loc1 + 30 + 3 + 4 + 5] ^= 0x55, "d/z");
-    MUT("local sig", c[loc1] = 'X', "no local header");
-    MUT("method", c[cd + 10] = 12, "compression method 12");
+    MUT("deflate crc", BOTH32(1, 16, 0x12345678), "entry 'd/z' of 3000 bytes: CRC mismatch");
+    MUT("local sig", c[loc1] = 'X', "local header is missing");
+    MUT("method", c[cd + 10] = 12, "inconsistent");
+    MUT("method both", BOTH16(0, 10, 12), "entry 'd/s': compression method 12 is not supported");
     MUT("encrypted", c[cd + 8] |= 1, "encrypted");
-    MUT("bomb", (c[cd + 46 + 3 + 24 + 3] = 0x7f), "impossible");
-    MUT("stored sizes", c[cd + 20] = 9, "impossible");
-    MUT("cd offset", c[z.n - 4] = 0x10, "outside the file");
-    MUT("entry count", (c[z.n - 14] = 3, c[z.n - 12] = 3), "cannot hold 3 entries");
-    MUT("name len", c[cd + 28] = 200, "runs past");
-    MUT("dup name", (c[cd + 2 * 46 + 3 + 2] = 's', c[loc1 + 30 + 2] = 's'), "appears twice");
-    MUT("local name", c[30 + 2] = 'q', "names another file");
-    MUT("local offset", c[cd + 46 + 3 + 42] = 1, "no local header");
+    MUT("bomb", (c[cd + 46 + 3 + 24 + 3] = 0x7f), "inconsistent");
+    MUT("bomb both", BOTH32(1, 24, 0x7f000bb8), "entry 'd/z' declares 2130709432 bytes, more than the 1048576");
+    MUT("longer", BOTH32(1, 24, 2000), "entry 'd/z' of 2000 bytes: more data than declared");
+    MUT("shorter", BOTH32(1, 24, 3100), "entry 'd/z' of 3100 bytes: less data than declared");
+    MUT("no data", BOTH32(0, 20, 0), "entry 'd/s' of 7 bytes: less data than declared");
+    MUT("stored sizes", c[cd + 20] = 9, "inconsistent");
+    MUT("stored sizes both", (BOTH32(0, 20, 9), BOTH32(0, 24, 9)), "entry 'd/s' of 9 bytes: CRC mismatch");
+    MUT("past the directory", BOTH32(1, 20, 4000), "local header is missing or out of place");
+    MUT("cd offset", c[z.n - 4] = 0x10, "inconsistent");
+    MUT("entry count", (c[z.n - 14] = 3, c[z.n - 12] = 3), "inconsistent");
+    MUT("name len", c[cd + 28] = 200, "inconsistent");
+    MUT("dup name", (c[cd + 2 * 46 + 3 + 2] = 's', c[loc1 + 30 + 2] = 's'), "an entry name appears twice");
+    MUT("local name", c[30 + 2] = 'q', "inconsistent");
+    MUT("local offset", c[cd + 46 + 3 + 42] = 1, "local header is missing");
+#undef BOTH32
+#undef BOTH16
 #undef MUT
     free(c);
     free(z.p);
+}
+
+/* 1 GiB of zeros as raw deflate data of about 1 MB: 1 MiB deflated after a full
+ * flush refers to nothing before it, so it can repeat; then a last, empty block. */
+static buf gib_of_zeros(void)
+{
+    static uint8_t zeros[1 << 20];
+    uint8_t chunk[4096];
+    z_stream s = { 0 };
+    deflateInit2(&s, 9, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+    s.next_in = zeros;
+    s.avail_in = sizeof zeros;
+    s.next_out = chunk;
+    s.avail_out = sizeof chunk;
+    deflate(&s, Z_FULL_FLUSH);
+    size_t n = sizeof chunk - s.avail_out;
+    deflateEnd(&s);
+    buf b = { 0 };
+    for (int i = 0; i < 1024; i++) put(&b, chunk, n);
+    put8(&b, 3); put8(&b, 0);
+    return b;
+}
+
+/* A zip bomb is read no further than the size it declares (and the caller
+ * allows): an entry declaring 256 bytes inflates 257 and is refused. */
+static void test_zip_bomb(void)
+{
+    buf bomb = gib_of_zeros();
+    CHECKF(bomb.n < 1100000, "%zu bytes", bomb.n);
+    entry e[2] = { { "b/small", &bomb, 256, RAW }, { "b/huge", &bomb, (size_t)1 << 30, RAW } };
+    buf z = zip_build(e, 2, Z_PLAIN);
+    hc_zip *zr = hc_zip_open_mem(z.p, z.n, "bomb.zip", err, sizeof err);
+    CHECKF(zr, "%s", err);
+    size_t len;
+    CHECK(!hc_zip_read(zr, 0, 256, &len, err, sizeof err));
+    CHECKF(strcmp(err, "bomb.zip: entry 'b/small' of 256 bytes: more data than declared") == 0, "%s", err);
+    CHECK(!hc_zip_read(zr, 1, 1 << 20, &len, err, sizeof err));
+    CHECKF(strstr(err, "entry 'b/huge' declares 1073741824 bytes, more than the 1048576 it may hold"), "%s", err);
+    hc_zip_close(zr);
+    free(z.p);
+    /* the same in a .pt: a storage of 64 floats whose data inflates to 1 GiB */
+    int64_t sh[1] = { 64 }, st[1] = { 1 };
+    buf pk = torch_pickle("FloatStorage", 64, 0, 1, sh, st);
+    entry pe[2] = { { "a/data.pkl", pk.p, pk.n, 0 }, { "a/data/0", &bomb, 256, RAW } };
+    int64_t n;
+    z = zip_build(pe, 2, Z_PLAIN);
+    CHECK(!hc_pt_read_vector_mem(z.p, z.n, "bomb.pt", 1 << 24, &n, err, sizeof err));
+    CHECKF(strcmp(err, "bomb.pt: entry 'a/data/0' of 256 bytes: more data than declared") == 0, "%s", err);
+    free(z.p);
+    free(pk.p);
+    free(bomb.p);
 }
 
 /* ------------------------------------------------------------ pickle / .pt tests */
@@ -472,6 +542,7 @@ int main(void)
 {
     RUN(test_zip_stored_and_deflated);
     RUN(test_zip_corrupt);
+    RUN(test_zip_bomb);
     RUN(test_pickle_tensor);
     RUN(test_pickle_rejects);
     RUN(test_pt_vectors);

@@ -1,5 +1,5 @@
-/* ZIP archives (profiler/zipread.c): the directory, then every entry's data
- * (stored or deflated, CRC-checked). */
+/* ZIP archives (profiler/zipread.c over libzip): the directory, then every
+ * entry's data (stored or deflated, CRC-checked, bounded by its declared size). */
 #include "fuzz.h"
 
 #include <stdlib.h>
@@ -17,8 +17,7 @@ FUZZ_TARGET(fuzz_zip)
     }
     for (size_t i = 0; i < hc_zip_count(z); i++) {
         const hc_zip_entry *e = hc_zip_entry_at(z, i);
-        FUZZ_ASSERT(hc_zip_find(z, e->name) >= 0);
-        FUZZ_ASSERT(e->data_offset <= size && e->csize <= size - e->data_offset);
+        FUZZ_ASSERT(hc_zip_find(z, e->name) == (long)i);   /* names are unique */
         size_t len;
         uint8_t *p = hc_zip_read(z, i, (uint64_t)1 << 26, &len, err, sizeof err);
         if (!p) {
