@@ -5,6 +5,7 @@
  * pieces must not follow the thread count, only the shape. */
 #include "blas_fixed.h"
 
+#include <pthread.h>
 #include <stddef.h>
 
 enum {
@@ -13,7 +14,14 @@ enum {
     MIN_SPLIT_WORK = 1 << 18    /* multiply-adds below which one call does it all */
 };
 
-void hc_blas_one_thread(void) { openblas_set_num_threads(1); }
+static void one_thread(void) { openblas_set_num_threads(1); }
+
+/* once per process: the products of a training loop call it every step */
+void hc_blas_one_thread(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, one_thread);
+}
 
 typedef struct {
     enum CBLAS_TRANSPOSE ta, tb;
