@@ -139,13 +139,11 @@ static int place_hot(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, const c
 static int auto_index_usable(const char *idx, const char *device)
 {
     char err[512], hint[1024];
-    hc_cl_info list[HC_CL_MAX_DEVICES];
-    int n = hc_cl_list(list, HC_CL_MAX_DEVICES, err, sizeof err);
-    int i = n < 0 ? -1 : hc_cl_pick(list, n, device, err, sizeof err);
-    int gpu = i >= 0 && list[i].is_gpu;
+    hc_cl_info d;
+    int i = hc_cl_choose(device, &d, err, sizeof err), gpu = i >= 0 && d.is_gpu;
     if (!gpu && i >= 0)
         hc_warn("%s: not used: the OpenCL device '%s' is a CPU device, where the split usually costs more "
-                "than it saves; running on the CPU (--gpu-index FILE forces it)", idx, list[i].name);
+                "than it saves; running on the CPU (--gpu-index FILE forces it)", idx, d.name);
     else if (!gpu)
         hc_warn("%s: not used: %s; running on the CPU", idx, err);
     if (!gpu && hc_cl_icd_hint(hint, sizeof hint)) hc_warn("%s", hint);

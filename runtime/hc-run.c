@@ -135,9 +135,8 @@ static void gpu_layers_note(options *o)
 static void check_device(const char *device)
 {
     char err[512];
-    hc_cl_info list[HC_CL_MAX_DEVICES];
-    int n = hc_cl_list(list, HC_CL_MAX_DEVICES, err, sizeof err);
-    if (n < 0 || hc_cl_pick(list, n, device, err, sizeof err) < 0) hc_die("%s", err);
+    hc_cl_info d;
+    if (hc_cl_choose(device, &d, err, sizeof err) < 0) hc_die("%s", err);
 }
 
 /* The options that do not go together; then the prompt and -ngl's note. */
@@ -500,11 +499,10 @@ static void reset_gpu_index(options *o, char *idx, size_t idx_len)
     snprintf(stats, sizeof stats, o->stats ? "%s" : "%s.stats.gguf", o->stats ? o->stats : o->model);
     uint64_t bytes = o->fo.vram_budget;
     if (!bytes) {
-        hc_cl_info list[HC_CL_MAX_DEVICES];
-        int n = hc_cl_list(list, HC_CL_MAX_DEVICES, err, sizeof err);
-        int i = n < 0 ? -1 : hc_cl_pick(list, n, o->fo.device, err, sizeof err);
-        if (i < 0) hc_die("--reset-gpu-index: no device to take the budget from (%s); give --vram-budget SIZE", err);
-        bytes = list[i].mem_size;
+        hc_cl_info d;
+        if (hc_cl_choose(o->fo.device, &d, err, sizeof err) < 0)
+            hc_die("--reset-gpu-index: no device to take the budget from (%s); give --vram-budget SIZE", err);
+        bytes = d.mem_size;
     }
     snprintf(budget, sizeof budget, "%llu", (unsigned long long)bytes);
     ssize_t n = readlink("/proc/self/exe", solve, sizeof solve - 16);

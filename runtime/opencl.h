@@ -47,6 +47,10 @@ int hc_cl_list(hc_cl_info *out, int max, char *err, size_t errlen);
  * not NULL, else $HC_OPENCL_DEVICE when set and not empty, else the first GPU,
  * else device 0. -1 + one line in err for a number that is not listed. */
 int hc_cl_pick(const hc_cl_info *list, int n, const char *device, char *err, size_t errlen);
+/* The device a run would use (hc_cl_list, then hc_cl_pick(device)): its
+ * number, and what it is in *info; -1 + one line in err when there is none
+ * or the number is not listed. Builds nothing. */
+int hc_cl_choose(const char *device, hc_cl_info *info, char *err, size_t errlen);
 /* "device I: 'NAME' (platform 'P', VERSION, N compute units, SIZE, GPU|a CPU
  * device)": the line a run prints whenever it uses a device. */
 void hc_cl_describe(const hc_cl_info *d, int index, char *line, size_t len);

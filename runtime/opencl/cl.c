@@ -31,6 +31,12 @@ const char *hc_cl_error_name(cl_int e)
     }
 }
 
+void hc_cl_release(cl_mem *ms, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ms[i]) clReleaseMemObject(ms[i]);
+}
+
 cl_mem hc_cl_buffer(hc_cl *cl, cl_mem_flags flags, size_t bytes, const void *host, char *err, size_t errlen)
 {
     cl_int rc;
@@ -148,7 +154,7 @@ void hc_cl_free(hc_cl *cl)
 {
     if (!cl) return;
     cl_mem ms[] = { cl->x, cl->mask, cl->h, cl->y, cl->part, cl->zeros };
-    for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) if (ms[i]) clReleaseMemObject(ms[i]);
+    hc_cl_release(ms, sizeof ms / sizeof *ms);
     for (int i = 0; i < HC_CL_N_TYPES; i++) {
         if (cl->gate_up[i]) clReleaseKernel(cl->gate_up[i]);
         if (cl->down[i]) clReleaseKernel(cl->down[i]);
@@ -177,8 +183,7 @@ double hc_cl_copy_bandwidth(hc_cl *cl, size_t bytes, int reps, char *err, size_t
     CHECK_CL(clFinish(cl->q), "clFinish");
     gbps = 2.0 * (double)bytes * reps / (hc_now() - t0);
 bad:
-    if (a) clReleaseMemObject(a);
-    if (b) clReleaseMemObject(b);
+    hc_cl_release((cl_mem[]){ a, b }, 2);
     return gbps;
 }
 

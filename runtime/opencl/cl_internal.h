@@ -39,6 +39,9 @@ const char *hc_cl_error_name(cl_int e);
         } \
     } while (0)
 
+/* Release the buffers of ms that are not NULL. */
+void hc_cl_release(cl_mem *ms, size_t n);
+
 /* A buffer of bytes (at least 1), copied from host when not NULL. */
 cl_mem hc_cl_buffer(hc_cl *cl, cl_mem_flags flags, size_t bytes, const void *host, char *err, size_t errlen);
 

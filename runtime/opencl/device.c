@@ -32,6 +32,15 @@ int hc_cl_pick(const hc_cl_info *list, int n, const char *device, char *err, siz
     return -1;
 }
 
+int hc_cl_choose(const char *device, hc_cl_info *info, char *err, size_t errlen)
+{
+    hc_cl_info list[HC_CL_MAX_DEVICES];
+    int n = hc_cl_list(list, HC_CL_MAX_DEVICES, err, errlen);
+    int i = n < 0 ? -1 : hc_cl_pick(list, n, device, err, errlen);
+    if (i >= 0) *info = list[i];
+    return i;
+}
+
 void hc_cl_describe(const hc_cl_info *d, int index, char *line, size_t len)
 {
     char sz[32];

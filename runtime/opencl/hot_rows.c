@@ -112,14 +112,8 @@ bad:
 void hc_cl_layer_free(hc_cl_layer *L)
 {
     if (!L) return;
-    if (L->gate) clReleaseMemObject(L->gate);
-    if (L->up) clReleaseMemObject(L->up);
-    if (L->down) clReleaseMemObject(L->down);
-    if (L->first_b) clReleaseMemObject(L->first_b);
-    if (L->up_b) clReleaseMemObject(L->up_b);
-    if (L->down_norm) clReleaseMemObject(L->down_norm);
-    if (L->pairs) clReleaseMemObject(L->pairs);
-    if (L->pair_row) clReleaseMemObject(L->pair_row);
+    cl_mem ms[] = { L->gate, L->up, L->down, L->first_b, L->up_b, L->down_norm, L->pairs, L->pair_row };
+    hc_cl_release(ms, sizeof ms / sizeof *ms);
     free(L);
 }
 
@@ -135,8 +129,8 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
         grow(cl, &cl->mask, &cl->mask_cap, (size_t)k * (size_t)B, &cl->host_mask, err, errlen) ||
         grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k * (size_t)B, NULL, err, errlen) ||
         grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n * (size_t)B, NULL, err, errlen) ||
-        grow(cl, &cl->part, &cl->part_cap, sizeof(float) * (size_t)n * (size_t)B * (size_t)L->splits, NULL, err,
-             errlen))
+        (L->splits > 1 && grow(cl, &cl->part, &cl->part_cap, sizeof(float) * (size_t)n * (size_t)B * (size_t)L->splits,
+                               NULL, err, errlen)))
         return -1;
     L->B = B;
     for (int b = 0; b < B; b++) memcpy((char *)cl->host_x + (size_t)b * xb, (const char *)x + (size_t)b * x_stride, xb);
@@ -177,7 +171,8 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     CHECK_CL(clSetKernelArg(dn, 7, sizeof(cl_mem), &pair_row), "down arg");
     cl_int splits = L->splits;
     CHECK_CL(clSetKernelArg(dn, 8, sizeof splits, &splits), "down arg");
-    CHECK_CL(clSetKernelArg(dn, 9, sizeof(cl_mem), &cl->part), "down arg");
+    cl_mem part = splits > 1 ? cl->part : cl->y;   /* one slice writes y and never reads part */
+    CHECK_CL(clSetKernelArg(dn, 9, sizeof(cl_mem), &part), "down arg");
     const size_t dcols = (size_t)hc_cl_down_cols((int)cl->wg), blocks = ((size_t)n + dcols - 1) / dcols;
     size_t g2[2] = { blocks * (size_t)splits * cl->wg, (size_t)B }, l2[2] = { cl->wg, 1 };
     CHECK_CL(clEnqueueNDRangeKernel(cl->q, dn, 2, NULL, g2, l2, 0, NULL, NULL), "down kernel");
