@@ -1,0 +1,125 @@
+/* The compute steps of the forward pass, behind one table per device.
+ *
+ * forward.c says what to compute, in llama2.c's order; a backend says where
+ * and how: runtime/cpu/ (the host's threads and kernels, always there) and
+ * runtime/opencl/ (one OpenCL device). Each fills one hc_backend_ops table;
+ * forward.c and the dense FFN call nothing else to compute. Every step is
+ * one the forward pass ran before the table existed (docs/design/runtime.md,
+ * "Backends"), so the CPU keeps its exact bits; a device stays within
+ * tolerance of the CPU's scalar reference and gives the same result on
+ * every run (no atomics, sums in a fixed order).
+ *
+ * Memory. A backend owns its buffers (hc_buf); a view is a byte offset in
+ * one. Activations are f32 rows. Nothing moves between backends unless the
+ * caller asks (read / write): forward.c moves the residual stream where a
+ * layer runs, and the logits back.
+ *
+ * Errors. Compute steps return nothing: a backend that fails (a device lost,
+ * out of memory) records the first failure and does nothing more until the
+ * context drops it; sync and read report it (-1 and the line in err), and
+ * the context then runs on the CPU (forward.c, "Device failures"). */
+#ifndef HC_BACKEND_H
+#define HC_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "model.h"
+
+typedef struct hc_backend hc_backend;
+typedef struct hc_backend_ops hc_backend_ops;
+typedef struct hc_buf hc_buf;   /* memory a backend owns */
+typedef struct hc_kv hc_kv;     /* a KV cache in a backend's memory */
+
+/* Bytes at offset off of buf. */
+typedef struct {
+    hc_buf *buf;
+    size_t off;
+} hc_view;
+
+static inline hc_view hc_view_at(hc_view v, size_t bytes) { return (hc_view){ v.buf, v.off + bytes }; }
+
+/* A matrix as the backends read it: the host's (the CPU computes with it)
+ * and a device's copy (from mat_new; NULL on the CPU). */
+typedef struct {
+    const hc_weight *host;
+    void *dev;
+} hc_bmat;
+/* A vector (norm weights, a bias, the RoPE frequencies): n host floats
+ * (NULL: absent, e.g. no bias) and a device's copy (vec_new). */
+typedef struct {
+    const float *host;
+    int n;
+    void *dev;
+} hc_bvec;
+
+/* One product of matmul: for input rows b in [b0, B),
+ *   y[(b - b0) * y_stride + r] = row r of w · x_b,   r < w->rows,
+ * or, transposed (PowerInfer's ffn_down_t: a row per input),
+ *   y[(b - b0) * y_stride + c] = Σ_i x_b[i] · row i of w,   c < w->n.
+ * y_stride in floats. */
+typedef struct {
+    const hc_bmat *w;
+    int b0, transposed;
+    hc_view y;
+    size_t y_stride;
+} hc_mm;
+
+struct hc_backend_ops {
+    const char *name;
+    void (*free)(hc_backend *be);
+    /* memory: buf_new NULL when out of memory (err says so) */
+    hc_buf *(*buf_new)(hc_backend *be, size_t bytes, char *err, size_t errlen);
+    void (*buf_free)(hc_backend *be, hc_buf *b);
+    void (*write)(hc_backend *be, hc_view dst, const void *src, size_t bytes);
+    /* returns when dst holds the bytes: 0, or -1 + err (the first failure
+     * since the backend was made, this read's or an earlier step's) */
+    int (*read)(hc_backend *be, hc_view src, void *dst, size_t bytes, char *err, size_t errlen);
+    /* the floats of v when they are host memory (the CPU), else NULL */
+    float *(*host)(hc_view v);
+    /* the backend's copy of a weight: NULL when its kernels do not take w
+     * (err names the type) or out of memory; CPU: not needed (NULL) */
+    void *(*mat_new)(hc_backend *be, const hc_weight *w, char *err, size_t errlen);
+    void *(*vec_new)(hc_backend *be, const float *v, int n, char *err, size_t errlen);
+    void (*dev_free)(hc_backend *be, void *dev);
+
+    /* The steps, on B rows. x[B][w->n] in, items sharing that input (q, k
+     * and v; gate and up) computed from it together. */
+    void (*matmul)(hc_backend *be, hc_view x, int B, const hc_mm *items, int n_items);
+    /* o[B][n_embd] = hp->norm of x with w (+ b): RMSNorm or LayerNorm, hp->rms_eps */
+    void (*norm)(hc_backend *be, const hc_hparams *hp, const hc_bvec *w, const hc_bvec *b, hc_view x, hc_view o,
+                 int B);
+    /* rotate n rows of dim floats (whole heads) at positions pos0.. per hp->pos
+     * (adjacent pairs, NeoX halves; learned positions: nothing), freq[head_dim/2] */
+    void (*rope)(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, hc_view v, int dim, int n, int pos0);
+    /* y[B][n] += bias (nothing when bias->host is NULL) */
+    void (*add_bias)(hc_backend *be, hc_view y, const hc_bvec *bias, int B, int n);
+    /* x[i] += a[i] (b.buf NULL), or x[i] += a[i] + b[i] (the parallel residual), i < n */
+    void (*add)(hc_backend *be, hc_view x, hc_view a, hc_view b, size_t n);
+    /* The FFN kind's neuron, in place of g ([B][n_ff]): gate and up biases
+     * added, then gated act(g)·u (FATReLU below hp->act_threshold), symmetric
+     * act(g)·act(u), or sequential act(g + up_b) (g is up·x, u unused). */
+    void (*ffn_act)(hc_backend *be, const hc_hparams *hp, const hc_bvec *gate_b, const hc_bvec *up_b, hc_view g,
+                    hc_view u, int B);
+
+    /* The KV cache: k and v rows of n_head_kv·head_dim floats for positions
+     * 0..n_ctx-1 of the layers with on[layer] set. One sequence today; the
+     * cache is reached only through these calls, so it can become blocks of
+     * positions shared by several sequences (vLLM's paged cache). */
+    hc_kv *(*kv_new)(hc_backend *be, const hc_hparams *hp, int n_ctx, const uint8_t *on, char *err, size_t errlen);
+    void (*kv_free)(hc_backend *be, hc_kv *kv);
+    /* store k[B][kv_dim] and v[B][kv_dim] at positions pos0.. of layer */
+    void (*kv_store)(hc_backend *be, hc_kv *kv, int layer, int pos0, int B, hc_view k, hc_view v);
+    /* out[B][n_head·head_dim] = causal grouped-query attention of q[B][...]
+     * (row b at position pos0 + b, over positions 0..pos0 + b of layer):
+     * scores q·k / sqrt(head_dim), softmax, the mix of v */
+    void (*attention)(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int B, int pos0,
+                      hc_view out);
+    /* wait for every step queued: 0, or -1 + err as read */
+    int (*sync)(hc_backend *be, char *err, size_t errlen);
+};
+
+struct hc_backend {
+    const hc_backend_ops *ops;
+};
+
+#endif
