@@ -64,6 +64,17 @@ typedef struct {
     size_t y_stride;
 } hc_mm;
 
+/* A layer as its backends read it: every weight's host copy, and a device's
+ * copy of those that run there (place.h). */
+typedef struct {
+    int dev;        /* 1: the layer's attention, norms and residual run on the device */
+    int ffn_dev;    /* 1: its dense FFN runs on the device too (else on the CPU, by the context's FFN) */
+    hc_bvec attn_norm, attn_norm_b, ffn_norm, ffn_norm_b;
+    hc_bvec q_b, k_b, v_b, o_b, gate_b, up_b, down_b;
+    hc_bmat q, k, v, o, gate, up, down;   /* down: ffn_down, or ffn_down_t (down_t set) */
+    int down_t;
+} hc_blayer;
+
 struct hc_backend_ops {
     const char *name;
     void (*free)(hc_backend *be);

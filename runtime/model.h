@@ -178,6 +178,11 @@ typedef struct {
     int n_threads;   /* 0: 1 */
     hc_hook_fn hook;  void *hook_user;   /* NULL: no hooks */
     hc_ffn_fn ffn;    void *ffn_user;    /* NULL: the dense FFN (hc_ffn_dense) */
+    /* NULL: everything on the CPU; else the layers and head it puts on a
+     * device (place.h). A context with a hook ignores it (hooks read every
+     * row on the host), and one with a placement runs hc_eval only: the
+     * pieces below are the CPU's. */
+    const struct hc_place *place;
 } hc_ctx_params;
 
 /* NULL + message in err (too large a context, out of memory). */

@@ -1,0 +1,318 @@
+/* The CPU's KV cache and attention: the cache in 2 MiB pages, and causal
+ * grouped-query attention over it written for the host's vector units
+ * (scores, softmax and the mix of the values as llama2.c's run.c computes
+ * them, in an order that does not depend on the thread count or batch). */
+#include "cpu_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hugepage.h"
+
+#define ATT_TOKENS 16   /* tokens of one head per attention work item (attn_run): each K/V
+                          * row, a cache miss, is read once for them (4: 22 % of a 512-token
+                          * Q4_0 prompt's time against the weight products, 16: 15 %) */
+#define ATT_GROUP 8      /* tokens whose dots and mixes share each key and value load (att_dots) */
+/* floats of attention scratch per thread: the scores of ATT_TOKENS tokens,
+ * then a group's q interleaved (attn_group) */
+#define ATT_SCRATCH(n_ctx, hd) ((size_t)ATT_TOKENS * (size_t)(n_ctx) + (size_t)ATT_GROUP * (size_t)(hd))
+
+struct hc_kv {
+    int n_ctx, kv_dim;
+    float *k, *v;          /* [n_layer][n_ctx][kv_dim] each (layers that are off: never touched) */
+    float *scores;         /* [n_threads][ATT_SCRATCH] */
+};
+
+hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_ctx, const uint8_t *on, char *err, size_t errlen)
+{
+    hc_cpu *c = (hc_cpu *)be;
+    (void)on;   /* the pages of a layer that is off are never written, so never made */
+    hc_kv *kv = calloc(1, sizeof *kv);
+    size_t kv_dim = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+    size_t bytes = sizeof(float) * (size_t)hp->n_layer * (size_t)n_ctx * kv_dim;
+    size_t scratch = sizeof(float) * (size_t)hc_pool_size(c->pool) * ATT_SCRATCH(n_ctx, hp->head_dim);
+    if (kv) {
+        kv->n_ctx = n_ctx;
+        kv->kv_dim = (int)kv_dim;
+        /* in 2 MiB pages: one token's attention reads a head's slice of every
+         * position, kv_dim floats apart, so with 4 KiB pages nearly each key and
+         * value row cost a TLB miss */
+        kv->k = hc_huge_alloc(bytes);
+        kv->v = hc_huge_alloc(bytes);
+        kv->scores = hc_cpu_alloc(scratch);
+    }
+    if (!kv || !kv->k || !kv->v || !kv->scores) {
+        snprintf(err, errlen, "out of memory for a KV cache of %d positions", n_ctx);
+        hc_cpu_kv_free(be, kv);
+        return NULL;
+    }
+    return kv;
+}
+
+void hc_cpu_kv_free(hc_backend *be, hc_kv *kv)
+{
+    (void)be;
+    if (!kv) return;
+    free(kv->k);
+    free(kv->v);
+    free(kv->scores);
+    free(kv);
+}
+
+void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int pos0, int B, hc_view k, hc_view v)
+{
+    (void)be;
+    size_t row = ((size_t)layer * (size_t)kv->n_ctx + (size_t)pos0) * (size_t)kv->kv_dim;
+    size_t bytes = sizeof(float) * (size_t)B * (size_t)kv->kv_dim;
+    memcpy(kv->k + row, hc_cpu_host(k), bytes);
+    memcpy(kv->v + row, hc_cpu_host(v), bytes);
+}
+
+typedef struct {
+    const hc_kv *kv;
+    const hc_hparams *hp;
+    const float *q;
+    float *out;
+    int layer, B, pos0, n_chunks;
+} attn_task;
+
+/* q · k over n floats in ATT_LANES interleaved partial sums (the tail into
+ * lane 0), added pairwise at the end: independent chains in vector
+ * registers, where one running sum would wait on each add's latency (with a
+ * prompt of B tokens the scores are B²/2 of these per head). A fixed order:
+ * the same bits for any thread count or batch. The dots and mixes run
+ * ATT_GROUP tokens at a time, each key and value load shared by them and
+ * their sums kept in registers; a single token runs attn_one. Every token
+ * still gets its own operations in its own order. */
+#define ATT_LANES 8
+#define ATT_POS 4      /* positions whose dots one token computes side by side (att_dots_pos) */
+#define MIX_GROUPS 8   /* lane groups of its output one token mixes at once (att_mix_one) */
+typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
+
+/* The dot of a q row and a key row from its lane sums *s (elements up to
+ * i): the tail [i, n) added to lane 0, then the lanes summed pairwise. */
+static inline __attribute__((always_inline)) float att_lanes_sum(const att_vec *s, const float *q, const float *k, int i,
+                                                                 int n)
+{
+    float l[ATT_LANES];
+    memcpy(l, s, sizeof l);
+    for (int r = i; r < n; r++) l[0] += q[r] * k[r];
+    _Pragma("GCC unroll 4")
+    for (int w = ATT_LANES / 2; w > 0; w /= 2)
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < w; j++) l[j] += l[j + w];
+    return l[0];
+}
+
+/* sc[g] = q[g] · k over n floats for g < G; qt: the whole lanes of the G
+ * rows interleaved (by attn_group), so that one pointer reaches all of them
+ * (eight row pointers left too few registers: a sum went to the stack); the
+ * tail of a row that is not whole lanes is read from q. */
+static inline __attribute__((always_inline)) void att_dots(int G, const float *qt, const float *const *q,
+                                                           const float *k, int n, float *sc)
+{
+    att_vec s[ATT_GROUP] = { 0 };
+    int i = 0;
+    for (; i + ATT_LANES <= n; i += ATT_LANES, qt += G * ATT_LANES) {
+        att_vec kv, qv;
+        memcpy(&kv, k + i, sizeof kv);
+        _Pragma("GCC unroll 8")
+        for (int g = 0; g < G; g++) {
+            memcpy(&qv, qt + g * ATT_LANES, sizeof qv);
+            s[g] += qv * kv;
+        }
+    }
+    for (int g = 0; g < G; g++) sc[g] = att_lanes_sum(&s[g], q[g], k, i, n);
+}
+
+/* One token: sc[j] = q · k_j over n floats for j < P (k_j = k + j·k_stride),
+ * att_dots' operations for each position, the P sums side by side (one
+ * after another, each waited on the last add of the one before). */
+static inline __attribute__((always_inline)) void att_dots_pos(int P, const float *q, const float *k, size_t k_stride,
+                                                               int n, float *sc)
+{
+    att_vec s[ATT_POS] = { 0 };
+    int i = 0;
+    for (; i + ATT_LANES <= n; i += ATT_LANES) {
+        att_vec qv, kv;
+        memcpy(&qv, q + i, sizeof qv);
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < P; j++) {
+            memcpy(&kv, k + (size_t)j * k_stride + i, sizeof kv);
+            s[j] += qv * kv;
+        }
+    }
+    for (int j = 0; j < P; j++) sc[j] = att_lanes_sum(&s[j], q, k + (size_t)j * k_stride, i, n);
+}
+
+/* out[g][i0 + j] = Σ_p a[g][p] · v_p[i0 + j] for j < ATT_LANES, g < G, p from 0
+ * to last[g] ascending (v_p = v + p·v_stride), starting from 0 as a zeroed
+ * output would. Positions up to p_all are within every token's range. */
+static inline __attribute__((always_inline)) void att_mix(int G, const float *const *a, const int *last, int p_all,
+                                                          const float *v, size_t v_stride, int i0,
+                                                          float *const *out)
+{
+    att_vec o[ATT_GROUP] = { 0 };
+    int p = 0;
+    for (; p <= p_all; p++) {
+        att_vec vv;
+        memcpy(&vv, v + (size_t)p * v_stride + i0, sizeof vv);
+        _Pragma("GCC unroll 8")
+        for (int g = 0; g < G; g++) o[g] += a[g][p] * vv;
+    }
+    for (; p <= last[G - 1]; p++) {
+        att_vec vv;
+        memcpy(&vv, v + (size_t)p * v_stride + i0, sizeof vv);
+        _Pragma("GCC unroll 8")
+        for (int g = 0; g < G; g++)
+            if (p <= last[g]) o[g] += a[g][p] * vv;
+    }
+    for (int g = 0; g < G; g++) memcpy(out[g] + i0, &o[g], sizeof o[g]);
+}
+
+/* One token: out[i0 + c] = Σ_p a[p] · v_p[i0 + c] for c < G·ATT_LANES, p
+ * from 0 to last ascending, att_mix's operations for each lane, G lane
+ * groups at once (one group at a time, each position's add waited on the
+ * one before). */
+static inline __attribute__((always_inline)) void att_mix_one(int G, const float *a, int last, const float *v,
+                                                              size_t v_stride, int i0, float *out)
+{
+    att_vec o[MIX_GROUPS] = { 0 };
+    for (int p = 0; p <= last; p++) {
+        const float *vp = v + (size_t)p * v_stride + i0;
+        _Pragma("GCC unroll 8")
+        for (int g = 0; g < G; g++) {
+            att_vec vv;
+            memcpy(&vv, vp + g * ATT_LANES, sizeof vv);
+            o[g] += a[p] * vv;
+        }
+    }
+    memcpy(out + i0, o, (size_t)G * sizeof *o);
+}
+
+/* Softmax of att[0..n) in place. */
+static void softmax(float *att, int n)
+{
+    float max = att[0], sum = 0.0f;
+    for (int p = 1; p < n; p++) if (att[p] > max) max = att[p];
+    for (int p = 0; p < n; p++) { att[p] = expf(att[p] - max); sum += att[p]; }
+    for (int p = 0; p < n; p++) att[p] /= sum;
+}
+
+/* Σ_p a[p] · v_p for p from 0 to last ascending (v_p = v + p·v_stride): one
+ * output of a head size that is not whole lanes. */
+static inline __attribute__((always_inline)) float att_mix_lane(const float *a, int last, const float *v, size_t v_stride)
+{
+    float o = 0.0f;
+    for (int p = 0; p <= last; p++) o += a[p] * v[(size_t)p * v_stride];
+    return o;
+}
+
+/* G <= ATT_GROUP consecutive tokens of one head, the first at position pos
+ * (a short group repeats its last token): token g's scores over positions
+ * 0..pos + g into sc + g·sc_stride, their softmax, and its mix of the values
+ * into out + g·q_dim; qt: room for ATT_GROUP·head_dim floats. */
+static inline __attribute__((always_inline)) void attn_group(int G, const float *q, int q_dim, const float *kc,
+                                                             const float *vc, int kv_dim, int hd, int pos, float scale,
+                                                             float *sc, int sc_stride, float *qt, float *out)
+{
+    const float *qg[ATT_GROUP], *ag[ATT_GROUP];
+    float *sg[ATT_GROUP], *og[ATT_GROUP];
+    int last[ATT_GROUP];
+    for (int g = 0; g < ATT_GROUP; g++) {
+        int r = g < G ? g : G - 1;
+        qg[g] = q + (size_t)r * q_dim;
+        ag[g] = sg[g] = sc + (size_t)r * sc_stride;
+        og[g] = out + (size_t)r * q_dim;
+        last[g] = pos + r;
+    }
+    for (int c = 0; c + ATT_LANES <= hd; c += ATT_LANES)   /* q's lanes interleaved for att_dots */
+        for (int g = 0; g < ATT_GROUP; g++) memcpy(qt + (size_t)(c * ATT_GROUP + g * ATT_LANES), qg[g] + c, ATT_LANES * sizeof *qt);
+    for (int p = 0; p <= last[ATT_GROUP - 1]; p++) {
+        float d[ATT_GROUP];
+        att_dots(ATT_GROUP, qt, qg, kc + (size_t)p * kv_dim, hd, d);
+        for (int g = 0; g < ATT_GROUP; g++)
+            if (p <= last[g]) sg[g][p] = d[g] / scale;
+    }
+    for (int g = 0; g < G; g++) softmax(sg[g], last[g] + 1);
+    int i0 = 0;
+    for (; i0 + ATT_LANES <= hd; i0 += ATT_LANES) att_mix(ATT_GROUP, ag, last, pos, vc, (size_t)kv_dim, i0, og);
+    for (; i0 < hd; i0++)   /* a head size that is not whole lanes */
+        for (int g = 0; g < G; g++) og[g][i0] = att_mix_lane(ag[g], last[g], vc + i0, (size_t)kv_dim);
+}
+
+/* One token of one head at position pos (the operations attn_group gives a
+ * group of one, so its bits): its scores over positions 0..pos into sc, their softmax,
+ * and its mix of the values into out; ATT_POS positions' dots and
+ * MIX_GROUPS lane groups of the mix at a time. */
+static inline __attribute__((always_inline)) void attn_one(const float *q, const float *kc, const float *vc, int kv_dim,
+                                                           int hd, int pos, float scale, float *sc, float *out)
+{
+    int p = 0;
+    for (; p + ATT_POS <= pos + 1; p += ATT_POS) {
+        float d[ATT_POS];
+        att_dots_pos(ATT_POS, q, kc + (size_t)p * kv_dim, (size_t)kv_dim, hd, d);
+        for (int j = 0; j < ATT_POS; j++) sc[p + j] = d[j] / scale;
+    }
+    for (; p <= pos; p++) {
+        float d;
+        att_dots_pos(1, q, kc + (size_t)p * kv_dim, (size_t)kv_dim, hd, &d);
+        sc[p] = d / scale;
+    }
+    softmax(sc, pos + 1);
+    int i0 = 0;
+    for (; i0 + MIX_GROUPS * ATT_LANES <= hd; i0 += MIX_GROUPS * ATT_LANES)
+        att_mix_one(MIX_GROUPS, sc, pos, vc, (size_t)kv_dim, i0, out);
+    for (; i0 + ATT_LANES <= hd; i0 += ATT_LANES) att_mix_one(1, sc, pos, vc, (size_t)kv_dim, i0, out);
+    for (; i0 < hd; i0++) out[i0] = att_mix_lane(sc, pos, vc + i0, (size_t)kv_dim);   /* not whole lanes */
+}
+
+/* One head and up to ATT_TOKENS consecutive tokens per work item: scores over
+ * 0..pos, softmax, mix of V. Each key and value row is read once for the
+ * item's tokens; every token still gets its own operations in its own order
+ * (positions ascending), so the bits do not depend on the grouping. */
+/* Compiled for AVX-512 and AVX2 as well (chosen at load time): the lanes of
+ * att_dots and att_mix then fill one wider register, with the same operations
+ * per lane, so the bits do not change. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void attn_run(void *arg, int chunk, int ith)
+{
+    const attn_task *t = arg;
+    const hc_kv *kv = t->kv;
+    const hc_hparams *hp = t->hp;
+    int hd = hp->head_dim, kv_dim = hp->n_head_kv * hd, q_dim = hp->n_head * hd, n_ctx = kv->n_ctx;
+    int group = hp->n_head / hp->n_head_kv, n_tb = (t->B + ATT_TOKENS - 1) / ATT_TOKENS;
+    size_t layer_off = (size_t)t->layer * (size_t)n_ctx * (size_t)kv_dim;
+    float scale = sqrtf((float)hd);
+    int lo, hi;
+    /* the last tokens' chunks first: a token's work grows with its position,
+     * and the pool hands chunks out in order, so the costliest no longer
+     * come last, when the other threads have nothing left to take */
+    hc_split(n_tb * hp->n_head, 1, t->n_chunks - 1 - chunk, t->n_chunks, &lo, &hi);
+    for (int item = lo; item < hi; item++) {
+        int b0 = item / hp->n_head * ATT_TOKENS, h = item % hp->n_head;
+        int nb = t->B - b0 < ATT_TOKENS ? t->B - b0 : ATT_TOKENS;
+        size_t koff = (size_t)(h / group) * hd;
+        const float *kc = kv->k + layer_off + koff, *vc = kv->v + layer_off + koff;
+        const float *q = t->q + (size_t)b0 * q_dim + (size_t)h * hd;
+        float *att = kv->scores + (size_t)ith * ATT_SCRATCH(n_ctx, hd), *qt = att + ATT_TOKENS * (size_t)n_ctx;
+        float *out = t->out + (size_t)b0 * q_dim + (size_t)h * hd;
+        for (int g0 = 0; g0 < nb; g0 += ATT_GROUP) {
+            int G = nb - g0 < ATT_GROUP ? nb - g0 : ATT_GROUP, pos = t->pos0 + b0 + g0;
+            const float *qg = q + (size_t)g0 * q_dim;
+            float *sc = att + (size_t)g0 * n_ctx, *og = out + (size_t)g0 * q_dim;
+            if (G == 1) attn_one(qg, kc, vc, kv_dim, hd, pos, scale, sc, og);
+            else attn_group(G, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, n_ctx, qt, og);
+        }
+    }
+}
+
+void hc_cpu_attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int B, int pos0,
+                      hc_view out)
+{
+    hc_pool *pool = ((hc_cpu *)be)->pool;
+    size_t work = 2 * (size_t)B * (size_t)hp->n_head * (size_t)hp->head_dim * (size_t)(pos0 + B);
+    int items = (B + ATT_TOKENS - 1) / ATT_TOKENS * hp->n_head;
+    attn_task t = { kv, hp, hc_cpu_host(q), hc_cpu_host(out), layer, B, pos0, hc_pool_chunks(pool, items, work) };
+    hc_pool_run(pool, attn_run, &t, t.n_chunks);
+}

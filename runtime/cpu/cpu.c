@@ -1,0 +1,309 @@
+/* The CPU backend's table (backend.h): host buffers, the threaded products
+ * of matmul.h, and the family's norms, positions and FFN neuron on the
+ * pool, each row's operations in run.c's order whatever the thread count. */
+#include "cpu_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ctx_internal.h"
+#include "forward.h"
+
+void *hc_cpu_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 1)) return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+static hc_buf all_memory = { NULL };
+
+hc_view hc_cpu_view(const void *p) { return (hc_view){ &all_memory, (size_t)(uintptr_t)p }; }
+
+static float *cpu_host(hc_view v) { return hc_cpu_host(v); }
+float *hc_cpu_ptr(hc_view v) { return hc_cpu_host(v); }
+
+static hc_buf *cpu_buf_new(hc_backend *be, size_t bytes, char *err, size_t errlen)
+{
+    (void)be;
+    hc_buf *b = malloc(sizeof *b);
+    if (b && !(b->p = hc_cpu_alloc(bytes))) {
+        free(b);
+        b = NULL;
+    }
+    if (!b) snprintf(err, errlen, "out of memory for %zu bytes of activations", bytes);
+    return b;
+}
+
+static void cpu_buf_free(hc_backend *be, hc_buf *b)
+{
+    (void)be;
+    if (b) free(b->p);
+    free(b);
+}
+
+static void cpu_write(hc_backend *be, hc_view dst, const void *src, size_t bytes)
+{
+    (void)be;
+    memcpy(hc_cpu_host(dst), src, bytes);
+}
+
+static int cpu_read(hc_backend *be, hc_view src, void *dst, size_t bytes, char *err, size_t errlen)
+{
+    (void)be, (void)err, (void)errlen;
+    memcpy(dst, hc_cpu_host(src), bytes);
+    return 0;
+}
+
+/* The items' products on one input: each weight's prepared activations made
+ * once and shared by the items that take the same form (q, k and v; gate and
+ * up), in the context's two buffers, sized for the largest first (growing
+ * one loses both). A transposed item (ffn_down_t) adds its rows in list
+ * order (hc_ctx_down_accum). */
+static void cpu_matmul(hc_backend *be, hc_view x, int B, const hc_mm *items, int n_items)
+{
+    hc_ctx *ctx = ((hc_cpu *)be)->ctx;
+    const float *xs = hc_cpu_host(x);
+    size_t need = 0;
+    for (int i = 0; i < n_items; i++)
+        if (!items[i].transposed && hc_weight_act_bytes(items[i].w->host) > need) need = hc_weight_act_bytes(items[i].w->host);
+    const hc_weight *held[2] = { NULL, NULL };   /* the weight whose form each buffer holds */
+    void *acts[2] = { NULL, NULL };
+    if (need) {
+        acts[0] = hc_ctx_acts(ctx, 0, need);
+        acts[1] = hc_ctx_acts(ctx, 1, need);
+    }
+    for (int i = 0; i < n_items; i++) {
+        const hc_mm *it = &items[i];
+        const hc_weight *w = it->w->host;
+        float *y = hc_cpu_host(it->y);
+        int rows = B - it->b0;
+        if (it->transposed) {
+            memset(y, 0, sizeof(float) * (size_t)rows * (size_t)w->n);
+            hc_ctx_down_accum(ctx, w, NULL, xs + (size_t)it->b0 * (size_t)w->rows, (size_t)w->rows, w->rows, rows, y);
+            continue;
+        }
+        int a = held[0] && hc_weight_same_act(held[0], w) ? 0 : held[1] && hc_weight_same_act(held[1], w) ? 1 : -1;
+        if (a < 0) {
+            a = held[0] ? 1 : 0;
+            hc_ctx_prepare(ctx, w, xs, B, acts[a]);
+            held[a] = w;
+        }
+        hc_ctx_matvec_prepared(ctx, w, (char *)acts[a] + (size_t)it->b0 * hc_ctx_act_stride(ctx), rows, y, it->y_stride);
+    }
+}
+
+/* o = w * x / sqrt(mean(x²) + eps), written as run.c does. */
+static void rmsnorm(float *o, const float *x, const float *w, int n, float eps)
+{
+    float ss = 0.0f;
+    for (int j = 0; j < n; j++) ss += x[j] * x[j];
+    ss /= n;
+    ss += eps;
+    ss = 1.0f / sqrtf(ss);
+    for (int j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
+}
+
+/* o = w * (x - mean) / sqrt(var + eps) + bias (bias may be NULL). */
+static void layernorm(float *o, const float *x, const float *w, const float *bias, int n, float eps)
+{
+    float mean = 0.0f, var = 0.0f;
+    for (int j = 0; j < n; j++) mean += x[j];
+    mean /= n;
+    for (int j = 0; j < n; j++) var += (x[j] - mean) * (x[j] - mean);
+    var /= n;
+    float inv = 1.0f / sqrtf(var + eps);
+    for (int j = 0; j < n; j++) o[j] = w[j] * ((x[j] - mean) * inv) + (bias ? bias[j] : 0.0f);
+}
+
+typedef struct {
+    const hc_hparams *hp;
+    const float *w, *bias, *x;
+    float *o;
+} norm_task;
+
+static void norm_range(void *arg, int lo, int hi)
+{
+    const norm_task *t = arg;
+    const hc_hparams *hp = t->hp;
+    size_t E = (size_t)hp->n_embd;
+    for (int b = lo; b < hi; b++) {
+        switch ((enum hc_norm)hp->norm) {
+        case HC_NORM_RMS: rmsnorm(t->o + b * E, t->x + b * E, t->w, (int)E, hp->rms_eps); break;
+        case HC_NORM_LAYER: layernorm(t->o + b * E, t->x + b * E, t->w, t->bias, (int)E, hp->rms_eps); break;
+        }
+    }
+}
+
+/* the rows split over the pool (each row's own sums, so its bits) */
+static void cpu_norm(hc_backend *be, const hc_hparams *hp, const hc_bvec *w, const hc_bvec *b, hc_view x, hc_view o,
+                     int B)
+{
+    norm_task t = { hp, w->host, b->host, hc_cpu_host(x), hc_cpu_host(o) };
+    hc_pool_ranges(((hc_cpu *)be)->pool, norm_range, &t, B, (size_t)B * (size_t)hp->n_embd);
+}
+
+/* Rotate adjacent pairs of n floats (whole heads) at position pos. */
+static void rope(const float *freq, int hd, float *v, int n, int pos)
+{
+    for (int i = 0; i < hd; i += 2) {
+        float val = (float)pos * freq[i / 2];
+        float fcr = cosf(val), fci = sinf(val);
+        for (int j = i; j < n; j += hd) {
+            float v0 = v[j], v1 = v[j + 1];
+            v[j] = v0 * fcr - v1 * fci;
+            v[j + 1] = v0 * fci + v1 * fcr;
+        }
+    }
+}
+
+/* Rotate the two halves of each head (NeoX style: element i with i + hd/2). */
+static void rope_neox(const float *freq, int hd, float *v, int n, int pos)
+{
+    int half = hd / 2;
+    for (int i = 0; i < half; i++) {
+        float val = (float)pos * freq[i];
+        float fcr = cosf(val), fci = sinf(val);
+        for (int j = i; j < n; j += hd) {
+            float v0 = v[j], v1 = v[j + half];
+            v[j] = v0 * fcr - v1 * fci;
+            v[j + half] = v0 * fci + v1 * fcr;
+        }
+    }
+}
+
+typedef struct {
+    const hc_hparams *hp;
+    const float *freq;
+    float *v;
+    int dim, pos0;
+} pos_task;
+
+static void pos_range(void *arg, int lo, int hi)
+{
+    const pos_task *t = arg;
+    for (int b = lo; b < hi; b++) {
+        float *row = t->v + (size_t)b * (size_t)t->dim;
+        if (t->hp->pos == HC_POS_ROPE) rope(t->freq, t->hp->head_dim, row, t->dim, t->pos0 + b);
+        else rope_neox(t->freq, t->hp->head_dim, row, t->dim, t->pos0 + b);
+    }
+}
+
+/* learned positions were added by hc_embed */
+static void cpu_rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, hc_view v, int dim, int n, int pos0)
+{
+    switch ((enum hc_pos)hp->pos) {
+    case HC_POS_ROPE:
+    case HC_POS_ROPE_NEOX: {
+        pos_task t = { hp, freq->host, hc_cpu_host(v), dim, pos0 };
+        hc_pool_ranges(((hc_cpu *)be)->pool, pos_range, &t, n, (size_t)n * (size_t)dim * 4);
+        break;
+    }
+    case HC_POS_LEARNED:
+        break;
+    }
+}
+
+static void cpu_add_bias(hc_backend *be, hc_view y, const hc_bvec *bias, int B, int n)
+{
+    (void)be;
+    hc_add_bias(hc_cpu_host(y), bias->host, B, n);
+}
+
+static void cpu_add(hc_backend *be, hc_view x, hc_view a, hc_view b, size_t n)
+{
+    (void)be;
+    float *xs = hc_cpu_host(x);
+    const float *as = hc_cpu_host(a);
+    if (!b.buf) {
+        for (size_t i = 0; i < n; i++) xs[i] += as[i];
+        return;
+    }
+    const float *bs = hc_cpu_host(b);
+    for (size_t i = 0; i < n; i++) xs[i] += as[i] + bs[i];
+}
+
+typedef struct {
+    const hc_hparams *hp;
+    const float *gate_b, *up_b;
+    float *H, *U;
+} act_task;
+
+/* Rows [lo, hi) of H (and U): the biases, then the FFN kind's activation. */
+static void act_range(void *arg, int lo, int hi)
+{
+    const act_task *t = arg;
+    const hc_hparams *hp = t->hp;
+    int F = hp->n_ff, B = hi - lo;
+    size_t n = (size_t)B * (size_t)F;
+    float *H = t->H + (size_t)lo * (size_t)F, *U = t->U + (size_t)lo * (size_t)F;
+    enum hc_ffn_kind kind = (enum hc_ffn_kind)hp->ffn_kind;
+    if (kind != HC_FFN_SEQUENTIAL) {
+        hc_add_bias(H, t->gate_b, B, F);
+        hc_add_bias(U, t->up_b, B, F);
+    }
+    switch (kind) {
+    case HC_FFN_GATED:
+        if (hp->act_threshold > 0)   /* FATReLU: below the threshold the neuron is off */
+            for (size_t i = 0; i < n; i++) if (H[i] < hp->act_threshold) H[i] = 0.0f;
+        hc_ffn_act(hp->act, H, U, (int)n);
+        break;
+    case HC_FFN_SYMMETRIC:
+        for (size_t i = 0; i < n; i++) H[i] = hc_act1(hp->act, H[i]) * hc_act1(hp->act, U[i]);
+        break;
+    case HC_FFN_SEQUENTIAL:
+        hc_add_bias(H, t->up_b, B, F);
+        for (size_t i = 0; i < n; i++) H[i] = hc_act1(hp->act, H[i]);
+        break;
+    }
+}
+
+/* elementwise, so the rows split over the pool (SiLU's expf: 1.3 % of a
+ * 128-token prompt at one thread, serial before) */
+static void cpu_ffn_act(hc_backend *be, const hc_hparams *hp, const hc_bvec *gate_b, const hc_bvec *up_b, hc_view g,
+                        hc_view u, int B)
+{
+    act_task t = { hp, gate_b->host, up_b->host, hc_cpu_host(g), u.buf ? hc_cpu_host(u) : NULL };
+    hc_pool_ranges(((hc_cpu *)be)->pool, act_range, &t, B, (size_t)B * (size_t)hp->n_ff * 8);
+}
+
+static int cpu_sync(hc_backend *be, char *err, size_t errlen)
+{
+    (void)be, (void)err, (void)errlen;
+    return 0;
+}
+
+static void cpu_free(hc_backend *be) { free(be); }
+
+static const hc_backend_ops cpu_ops = {
+    .name = "cpu",
+    .free = cpu_free,
+    .buf_new = cpu_buf_new,
+    .buf_free = cpu_buf_free,
+    .write = cpu_write,
+    .read = cpu_read,
+    .host = cpu_host,
+    .matmul = cpu_matmul,
+    .norm = cpu_norm,
+    .rope = cpu_rope,
+    .add_bias = cpu_add_bias,
+    .add = cpu_add,
+    .ffn_act = cpu_ffn_act,
+    .kv_new = hc_cpu_kv_new,
+    .kv_free = hc_cpu_kv_free,
+    .kv_store = hc_cpu_kv_store,
+    .attention = hc_cpu_attention,
+    .sync = cpu_sync,
+};
+
+hc_backend *hc_cpu_backend_new(hc_ctx *ctx)
+{
+    hc_cpu *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->be.ops = &cpu_ops;
+    c->ctx = ctx;
+    c->pool = hc_ctx_pool(ctx);
+    return &c->be;
+}
