@@ -4,10 +4,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include "budget.h"
 #include "cli.h"
 #include "gpuidx.h"
 #include "hybrid.h"
 #include "opencl.h"
+#include "place.h"
 #include "sparse.h"
 
 struct hc_ffn {
@@ -15,7 +17,10 @@ struct hc_ffn {
     int contribution;        /* the sparse FFN skips by the contribution criterion */
     float *thr;              /* [n_layer] calibrated thresholds read from the model */
     hc_sparse *sparse;       /* NULL: the dense FFN */
-    hc_cl *cl;               /* the device of the hot neurons, or NULL */
+    hc_cl *cl;               /* the device, or NULL */
+    hc_backend *dev;         /* its backend, for the placed layers and head */
+    hc_place *place;         /* what runs there besides hot neurons, or NULL */
+    uint64_t hot_budget;     /* device bytes left to hot neurons (0: none) */
     double dense_s;          /* time in the dense FFN (verbose) */
     uint64_t dense_tokens;   /* tokens through layer 0 of the dense FFN (verbose) */
 };
@@ -98,8 +103,8 @@ static int make_sparse(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, int p
     return 0;
 }
 
-/* The hot neurons of index idx on a device, said on log; any reason not to
- * is a warning and leaves them on the CPU. -1 with err if idx cannot be read. */
+/* The hot neurons of index idx on the device, said on log; any reason not
+ * to is a warning and leaves them on the CPU. -1 with err if idx cannot be read. */
 static int place_hot(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, const char *idx, FILE *log, char *err,
                      size_t errlen)
 {
@@ -108,27 +113,97 @@ static int place_hot(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, const c
     char sz[2][32], msg[512];
     if (o->vram_budget && o->vram_budget < g->vram_capacity) {
         /* PowerInfer treats such an index as stale */
-        hc_warn("%s: made for %s of device memory (split.vram_capacity), more than --vram-budget %s; running on the "
-                "CPU only", idx, hc_format_size(g->vram_capacity, sz[0], sizeof sz[0]),
+        hc_warn("%s: made for %s of device memory (split.vram_capacity), more than --vram-budget %s; its neurons "
+                "run on the CPU", idx, hc_format_size(g->vram_capacity, sz[0], sizeof sz[0]),
                 hc_format_size(o->vram_budget, sz[1], sizeof sz[1]));
-        hc_gpuidx_free(g);
-        return 0;
-    }
-    f->cl = hc_hybrid_setup(f->sparse, m, g, o->device, o->vram_budget, msg, sizeof msg);
-    if (!f->cl) {
-        hc_warn("%s: %s; running on the CPU only", idx, msg);
+    } else if (!f->cl) {
+        hc_warn("%s: no device to run its neurons; they run on the CPU", idx);
+    } else if (hc_hybrid_place(f->sparse, m, g, f->cl, f->hot_budget, msg, sizeof msg)) {
+        hc_warn("%s: %s; its neurons run on the CPU", idx, msg);
     } else {
         long hot = 0;
         for (int l = 0; l < m->hp.n_layer; l++) hot += g->n_gpu[l];
-        const hc_cl_info *d = hc_cl_about(f->cl);
-        char line[512], hint[1024];
-        hc_cl_describe(d, hc_cl_index(f->cl), line, sizeof line);
-        fprintf(log, "opencl: %s%s\n", line, d->is_gpu ? "" : ": the 'device' share runs on this machine's cores");
-        if (!d->is_gpu && hc_cl_icd_hint(hint, sizeof hint)) hc_warn("%s", hint);
         fprintf(log, "hybrid: %s: %ld of %ld neurons on the device (%s)\n", idx, hot, (long)m->hp.n_layer * m->hp.n_ff,
                 hc_format_size(hc_hybrid_bytes(m, f->sparse, g), sz[0], sizeof sz[0]));
     }
     hc_gpuidx_free(g);
+    return 0;
+}
+
+/* The device a run uses, opened with its kernels built once: a GPU
+ * whenever there is one (unless -ngl 0), a CPU OpenCL device (PoCL) only
+ * when asked (forced: --gpu-index FILE or -ngl N), since there the device's
+ * share runs on the same cores. Its line on log; a reason not to use one
+ * is a warning when it was asked for. */
+static void open_device(hc_ffn *f, const hc_ffn_opts *o, int forced, FILE *log)
+{
+    char msg[512], line[512], hint[1024];
+    hc_cl_info d;
+    int i = o->gpu_layers == 0 ? -1 : hc_cl_choose(o->device, &d, msg, sizeof msg);
+    if (i < 0 || (!d.is_gpu && !forced)) {
+        if (i < 0 && forced) hc_warn("%s; running on the CPU only", msg);
+        return;
+    }
+    if (!(f->cl = hc_cl_open(o->device, msg, sizeof msg)) || !(f->dev = hc_cl_backend_new(f->cl, msg, sizeof msg))) {
+        hc_warn("%s; running on the CPU only", msg);
+        hc_cl_free(f->cl);
+        f->cl = NULL;
+        return;
+    }
+    hc_cl_describe(&d, i, line, sizeof line);
+    fprintf(log, "opencl: %s%s\n", line, d.is_gpu ? "" : ": the 'device' share runs on this machine's cores");
+    if (!d.is_gpu && hc_cl_icd_hint(hint, sizeof hint)) hc_warn("%s", hint);
+}
+
+/* Device memory a run may use unasked: all but a reserve for the driver and
+ * other programs (1/16 of it, at least 256 MiB). */
+static uint64_t default_budget(uint64_t mem)
+{
+    uint64_t reserve = mem / 16 > ((uint64_t)256 << 20) ? mem / 16 : (uint64_t)256 << 20;
+    return mem > reserve ? mem - reserve : 0;
+}
+
+/* What goes on the device, in PowerInfer's order and at hc-solve's prices
+ * (common/budget.h): the layers' attention, norms and predictors with their
+ * KV cache as far as the budget holds them, the output head once every
+ * layer is there, then the FFN: every neuron when all fit (the whole model
+ * on the device, one result per token back), else the hot neurons of a
+ * GPU index in what is left (f->hot_budget). -ngl N asks for N whole layers
+ * (the head with all of them) whatever the budget, as llama.cpp does. */
+static int place_dense(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, FILE *log, char *err, size_t errlen)
+{
+    hc_budget b;
+    if (hc_budget_read(&b, m->file, o->n_ctx > 0 ? o->n_ctx : -1, err, errlen)) return -1;
+    int L = m->hp.n_layer;
+    uint64_t budget = o->vram_budget ? o->vram_budget : default_budget(hc_cl_about(f->cl)->mem_size), used = 0, ffn = 0;
+    hc_place_plan plan = { 0, 0, 0 };
+    for (int l = 0; l < L; l++) ffn += b.layer[l].neuron_bytes * (uint64_t)b.n_ff + b.layer[l].part[HC_FIX_GPTQ_PAIRS];
+    if (o->gpu_layers > 0) {
+        plan.n_layers = o->gpu_layers < L ? o->gpu_layers : L;
+        plan.ffn = 1;
+        plan.head = plan.n_layers == L;
+    } else {
+        uint64_t head = b.fixed[HC_FIX_OUTPUT];
+        int all = budget >= head && (int)hc_budget_layers(&b, budget - head) == L;
+        plan.n_layers = all ? L : (int)hc_budget_layers(&b, budget);
+        plan.head = all;
+        used = all ? head : 0;
+        for (int l = 0; l < plan.n_layers; l++) used += hc_budget_layer_dense(&b, (uint32_t)l) + b.layer[l].part[HC_FIX_KV];
+        plan.ffn = all && ffn <= budget - used;
+    }
+    hc_budget_free(&b);
+    f->hot_budget = plan.ffn || budget <= used ? 0 : budget - used;
+    if (!plan.n_layers && !plan.head) return 0;
+    char line[512], sz[2][32];
+    snprintf(line, sizeof line, "device %d", hc_cl_index(f->cl));
+    if (!(f->place = hc_place_new(m, f->dev, line, &plan, log, err, errlen))) {
+        hc_warn("%s; running on the CPU only", err);
+        return 0;
+    }
+    fprintf(log, "offload: %d of %d layers (attention, norms, KV cache)%s%s on the device, %s of %s\n",
+            hc_place_layers(f->place), L, hc_place_head(f->place) ? ", the output head" : "",
+            plan.ffn ? ", every FFN neuron" : "", hc_format_size(used + (plan.ffn ? ffn : 0), sz[0], sizeof sz[0]),
+            hc_format_size(budget, sz[1], sizeof sz[1]));
     return 0;
 }
 
@@ -170,15 +245,22 @@ hc_ffn *hc_ffn_setup(const hc_model *m, const hc_ffn_opts *o, FILE *log, char *e
         hc_ffn_free(f);
         return NULL;
     }
+    if (idx == auto_idx && !auto_index_usable(idx, o->device)) idx = NULL;
+    open_device(f, o, o->gpu_index || o->gpu_layers > 0, log);
+    if (f->cl && place_dense(f, m, o, log, err, errlen)) {
+        hc_ffn_free(f);
+        return NULL;
+    }
+    int every_neuron = f->place && hc_place_layers(f->place) == m->hp.n_layer && !f->hot_budget;
+    if (every_neuron && idx) {
+        fprintf(log, "hybrid: %s: not needed: every FFN neuron is on the device\n", idx);
+        idx = NULL;
+    }
     if (o->dense || !(o->sparse || o->have_threshold || predictors || idx || calib)) return f;
     if (hc_sparse_check(m, msg, sizeof msg)) {
         /* e.g. an INT4-GPTQ ffn_down_t: the dense FFN computes the same model */
         hc_warn("%s; running the dense FFN%s", msg, idx ? " (GPU index not used)" : "");
         return f;
-    }
-    if (idx == auto_idx && !auto_index_usable(idx, o->device)) {
-        idx = NULL;
-        if (!(o->sparse || o->have_threshold || predictors || calib)) return f;
     }
     if (make_sparse(f, m, o, predictors, calib, crit, thr, log, err, errlen) || (idx && place_hot(f, m, o, idx, log, err, errlen))) {
         hc_ffn_free(f);
@@ -191,6 +273,7 @@ int hc_ffn_is_sparse(const hc_ffn *f) { return f->sparse != NULL; }
 
 void hc_ffn_attach(hc_ffn *f, hc_ctx_params *p)
 {
+    p->place = f->place;
     if (f->sparse) {
         hc_sparse_attach(f->sparse, p);
     } else if (f->verbose) {
@@ -211,6 +294,8 @@ void hc_ffn_free(hc_ffn *f)
     if (!f) return;
     hc_sparse_free(f->sparse);
     free(f->thr);
+    hc_place_free(f->place);
+    if (f->dev) f->dev->ops->free(f->dev);
     hc_cl_free(f->cl);
     free(f);
 }

@@ -25,8 +25,10 @@ typedef struct {
     float threshold;
     const char *gpu_index;   /* .gpuidx; NULL: MODEL.generated.gpuidx when it exists */
     int no_gpu_index;        /* do not look for MODEL.generated.gpuidx */
-    uint64_t vram_budget;    /* device bytes for the hot neurons; 0: the device's */
+    uint64_t vram_budget;    /* device bytes for this model; 0: the device's memory less a reserve */
     const char *device;      /* OpenCL device number (--device); NULL: $HC_OPENCL_DEVICE, else the first GPU */
+    int gpu_layers;          /* -ngl: the first N layers wholly on the device; -1: the budget decides */
+    int n_ctx;               /* the context the KV cache is priced for */
     int verbose;             /* the sparse FFN checks its recall; the dense FFN is timed */
 } hc_ffn_opts;
 

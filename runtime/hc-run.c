@@ -49,21 +49,24 @@ static const char usage[] =
     "      --dense             the dense FFN whatever the model or index\n"
     "      --gpu-index FILE    PowerInfer .gpuidx: its hot neurons run on the OpenCL\n"
     "                          device, the others on the CPU (default: MODEL.generated.gpuidx\n"
-    "                          when it exists)\n"
+    "                          when it exists); on a CPU OpenCL device too\n"
     "      --disable-gpu-index do not look for MODEL.generated.gpuidx\n"
     "      --reset-gpu-index   make MODEL.generated.gpuidx again with hc-solve for the\n"
     "                          budget (--vram-budget, default the device's memory) and\n"
     "                          use it; the statistics come from --stats\n"
     "      --stats FILE        activation statistics for --reset-gpu-index (default\n"
     "                          MODEL.stats.gguf)\n"
-    "      --vram-budget SIZE  device memory for the hot neurons (K/M/G = 1024-based;\n"
-    "                          default: the device's); a larger split runs on the CPU\n"
+    "      --vram-budget SIZE  device memory for this model (K/M/G = 1024-based; default:\n"
+    "                          the device's less 1/16): attention, norms, KV cache and\n"
+    "                          output head first, then FFN neurons (all: the whole model\n"
+    "                          runs there; else the GPU index's hot ones)\n"
     "      --device N          the OpenCL device to use (a number from --list-devices;\n"
     "                          default: $HC_OPENCL_DEVICE, else the first GPU, else 0)\n"
     "      --list-devices      list the OpenCL devices, one per line, and exit\n"
-    "  -ngl, --n-gpu-layers N  for llama.cpp habits: hotcold places FFN neurons, not layers,\n"
-    "                          on the GPU (--gpu-index, --vram-budget): -ngl N > 0 changes\n"
-    "                          nothing (a note says so), -ngl 0 = --disable-gpu-index\n"
+    "  -ngl, --n-gpu-layers N  the first N layers wholly on the device (all of them: the\n"
+    "                          output head too), whatever the budget; also on a CPU\n"
+    "                          OpenCL device; -ngl 0: no device (default: a GPU gets what\n"
+    "                          --vram-budget holds)\n"
     "      --mmap              run the weights from the file mapping (4 KiB pages)\n"
     "      --no-mmap           copy the weights into memory in 2 MiB pages (faster\n"
     "                          decode: fewer TLB misses); default: copy when transparent\n"
@@ -79,7 +82,7 @@ typedef struct {
     const char *model, *prompt, *prompt_file, *ppl_file, *stats;
     size_t prompt_len;
     char *prompt_buf;    /* the prompt read from a file or stdin, freed at the end */
-    int n_predict, threads, n_ctx, n_batch, logits, verbose, interactive, ngl, reset_index, tokenize, list_devices;
+    int n_predict, threads, n_ctx, n_batch, logits, verbose, interactive, reset_index, tokenize, list_devices;
     int weights_mem;     /* enum hc_weights_mem: --mmap, --no-mmap or neither */
     hc_ffn_opts fo;
     hc_sampler_params sp;
@@ -118,18 +121,6 @@ static void read_prompt(options *o)
     o->prompt = o->prompt_buf = text;
 }
 
-/* -ngl N (llama.cpp's layer offload): hotcold chooses neurons, not layers. */
-static void gpu_layers_note(options *o)
-{
-    if (o->ngl == 0) {
-        o->fo.no_gpu_index = 1;
-        hc_warn("-ngl 0: no GPU index is used (as --disable-gpu-index)");
-    } else if (o->ngl > 0) {
-        hc_warn("-ngl %d changes nothing: hotcold puts hot FFN neurons, not layers, on the GPU; "
-                "--gpu-index FILE (from hc-solve) and --vram-budget SIZE choose them", o->ngl);
-    }
-}
-
 /* --device N names a listed device: a device asked for by number that is not
  * there is an error, not a quiet run on the CPU. */
 static void check_device(const char *device)
@@ -139,7 +130,7 @@ static void check_device(const char *device)
     if (hc_cl_choose(device, &d, err, sizeof err) < 0) hc_die("%s", err);
 }
 
-/* The options that do not go together; then the prompt and -ngl's note. */
+/* The options that do not go together; then the prompt. */
 static void check_args(options *o)
 {
     if (!o->model) hc_die("no model given (-m MODEL.gguf; see --help)");
@@ -148,14 +139,14 @@ static void check_args(options *o)
     if (o->tokenize && (o->interactive || o->ppl_file || o->logits))
         hc_die("--tokenize does not go with -i, --perplexity or --logits");
     if (o->prompt_file && *o->prompt) hc_die("-p and -f do not go together");
-    if (o->reset_index && (o->fo.gpu_index || o->fo.no_gpu_index || o->ngl == 0 || o->fo.dense))
+    if (o->reset_index && (o->fo.gpu_index || o->fo.no_gpu_index || o->fo.gpu_layers == 0 || o->fo.dense))
         hc_die("--reset-gpu-index makes MODEL.generated.gpuidx: it does not go with --gpu-index, "
                "--disable-gpu-index, -ngl 0 or --dense");
     if (o->stats && !o->reset_index) hc_die("--stats is for --reset-gpu-index");
     if (o->fo.dense && (o->fo.sparse || o->fo.have_threshold || o->fo.gpu_index))
         hc_die("--dense does not go with --sparse, --sparse-threshold or --gpu-index");
     if (o->fo.device) check_device(o->fo.device);
-    gpu_layers_note(o);
+    if (o->fo.gpu_layers == 0) o->fo.no_gpu_index = 1;
     read_prompt(o);
 }
 
@@ -206,8 +197,8 @@ static void parse_args(int argc, char **argv, options *o)
     /* llama.cpp spells it -ngl, which getopt would read as -n gl */
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (strcmp(argv[i], "-ngl") == 0) argv[i] = "--n-gpu-layers";
-    *o = (options){ .prompt = "", .n_predict = 128, .threads = hc_default_threads(64), .ngl = -1,
-                    .sp = { .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 42 } };
+    *o = (options){ .prompt = "", .n_predict = 128, .threads = hc_default_threads(64),
+                    .sp = { .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 42 }, .fo = { .gpu_layers = -1 } };
     int c;
     while ((c = getopt_long(argc, argv, ":m:p:f:in:t:c:b:vh", longs, NULL)) != -1) {
         switch (c) {
@@ -217,7 +208,7 @@ static void parse_args(int argc, char **argv, options *o)
         case 'i': o->interactive = 1; break;
         case 'E': o->reset_index = 1; break;
         case 'A': o->stats = optarg; break;
-        case 'g': o->ngl = (int)hc_opt_int("-ngl", optarg, 0, 1 << 20); break;
+        case 'g': o->fo.gpu_layers = (int)hc_opt_int("-ngl", optarg, 0, 1 << 20); break;
         case 'n': o->n_predict = (int)hc_opt_int("-n", optarg, 0, 1 << 24); break;
         case 't': o->threads = (int)hc_opt_int("-t", optarg, 1, 256); break;
         case 'c': o->n_ctx = (int)hc_opt_int("-c", optarg, 1, 1 << 24); break;
@@ -557,6 +548,7 @@ int main(int argc, char **argv)
     if (o.verbose) print_model(m, &o);
     char idx[4096];
     if (o.reset_index) reset_gpu_index(&o, idx, sizeof idx);
+    o.fo.n_ctx = o.n_ctx;
     hc_ffn *ffn = hc_ffn_setup(m, &o.fo, stderr, err, sizeof err);
     if (!ffn) hc_die("%s", err);
     int64_t copied = hc_model_copy_weights(m, o.weights_mem, !hc_ffn_is_sparse(ffn), err, sizeof err);

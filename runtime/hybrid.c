@@ -109,29 +109,36 @@ static int check_layer(hc_sparse *s, const hc_model *m, int l, char *msg, size_t
     return 0;
 }
 
-hc_cl *hc_hybrid_setup(hc_sparse *s, const hc_model *m, const hc_gpuidx *g, const char *device, uint64_t budget,
-                       char *msg, size_t msglen)
+int hc_hybrid_place(hc_sparse *s, const hc_model *m, const hc_gpuidx *g, hc_cl *cl, uint64_t budget, char *msg,
+                    size_t msglen)
 {
     char sz[2][32];
     for (int l = 0; l < m->hp.n_layer; l++)
-        if (check_layer(s, m, l, msg, msglen)) return NULL;
-    hc_cl *cl = hc_cl_open(device, msg, msglen);
-    if (!cl) return NULL;
+        if (check_layer(s, m, l, msg, msglen)) return -1;
     const uint64_t mem = hc_cl_about(cl)->mem_size;
     uint64_t need = hc_hybrid_bytes(m, s, g), have = budget ? budget : mem;
     if (need > have || need > mem) {
         snprintf(msg, msglen, "the split needs %s of device memory, more than the %s %s", hc_format_size(need, sz[0], sizeof sz[0]),
-                 budget ? "--vram-budget of" : "device's", hc_format_size(have, sz[1], sizeof sz[1]));
-        hc_cl_free(cl);
-        return NULL;
+                 budget ? "budget's" : "device's", hc_format_size(have, sz[1], sizeof sz[1]));
+        return -1;
     }
     for (int l = 0; l < m->hp.n_layer; l++) {
         if (!g->n_gpu[l]) continue;
         if (upload_layer(s, cl, m, g, l, msg, msglen)) {
             for (int j = 0; j < l; j++) hc_sparse_set_hot(s, j, NULL, 0, NULL);
-            hc_cl_free(cl);
-            return NULL;
+            return -1;
         }
+    }
+    return 0;
+}
+
+hc_cl *hc_hybrid_setup(hc_sparse *s, const hc_model *m, const hc_gpuidx *g, const char *device, uint64_t budget,
+                       char *msg, size_t msglen)
+{
+    hc_cl *cl = hc_cl_open(device, msg, msglen);
+    if (cl && hc_hybrid_place(s, m, g, cl, budget, msg, msglen)) {
+        hc_cl_free(cl);
+        cl = NULL;
     }
     return cl;
 }
