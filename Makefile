@@ -73,8 +73,8 @@ USES_scripts    := $(USES_tests)
 # (runtime/opencl/kernels/*.cl, embedded as C strings by runtime/module.mk)
 # unless OPENCL=0.
 CL_KERNELS := $(wildcard runtime/opencl/kernels/*.cl)
-EXTRA_SRCS_runtime := $(wildcard runtime/cpu/*.c) runtime/opencl/rows.c runtime/opencl/device.c \
-    $(if $(filter 0,$(OPENCL)),runtime/opencl/none.c,runtime/opencl/cl.c runtime/opencl/hot_rows.c \
+EXTRA_SRCS_runtime := $(wildcard runtime/cpu/*.c) runtime/opencl/rows.c runtime/opencl/device.c runtime/opencl/launch.c \
+    $(if $(filter 0,$(OPENCL)),runtime/opencl/none.c,runtime/opencl/cl.c runtime/opencl/hot_rows.c runtime/opencl/backend.c \
         $(patsubst runtime/opencl/kernels/%.cl,$(O)/gen/%_cl.c,$(CL_KERNELS)))
 
 TOOL_DIRS := gguf-tools quantizer profiler solver

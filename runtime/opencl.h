@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "backend.h"
 #include "weight.h"
 
 typedef struct hc_cl hc_cl;
@@ -121,6 +122,51 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
 /* Wait for the B tokens: y[B][n_embd], y_b = Σ h_br down_r; h[B][k];
  * *dev_s += device seconds. */
 int hc_cl_layer_finish(hc_cl_layer *L, float *y, float *h, double *dev_s, char *err, size_t errlen);
+
+/* ------------------------------------------------------------ the backend
+ * runtime/backend.h on this device (runtime/opencl/backend.c, kernels in
+ * kernels/backend.cl, compiled once when the backend is made): every step
+ * on f32 activations, weights dequantized in the kernels (ggml F32, F16,
+ * BF16, Q8_0, Q4_0; INT4-GPTQ of group sizes that are multiples of 32).
+ * NULL + one line in err when the kernels cannot be built. ops->free frees
+ * the backend, not cl. docs/design/runtime.md, "The OpenCL backend". */
+hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen);
+
+/* Its launch geometry, plain C so that a test checks it without a device:
+ * what the device says (CL_DEVICE_MAX_COMPUTE_UNITS, CL_DEVICE_MAX_WORK_GROUP_SIZE,
+ * a GPU or not) in, work items per group and groups per launch out. Local
+ * sizes are powers of two (the reductions are trees). */
+typedef struct {
+    unsigned cu;
+    size_t wg_max;
+    int gpu;
+} hc_clb_device;
+enum {
+    HC_CLB_ROWS = 4,        /* matrix rows per work group of a product */
+    HC_CLB_TOKENS = 8,      /* input rows per work group of a prompt's product (the tile) */
+    HC_CLB_UNIT = 16,       /* weights one work item reads per step */
+    HC_CLB_CHUNK_MAX = 1024 /* positions of one attention work group (their scores in local memory) */
+};
+/* A product (kernels mv_T, B = 1, and mm_T, B > 1) of `rows` rows of n
+ * inputs: items per group, and groups: one per HC_CLB_ROWS rows (times
+ * the tiles of HC_CLB_TOKENS input rows). */
+size_t hc_clb_mm_local(const hc_clb_device *d, int n, int B);
+size_t hc_clb_mm_groups(int rows, int B);
+/* The transposed product (mt_T): one item per output column, the k rows
+ * (inputs) cut into slices so that the groups fill the device; the
+ * slices' sums are added in a fixed order (sum_slices). */
+size_t hc_clb_t_local(const hc_clb_device *d, int cols);
+int hc_clb_t_slices(const hc_clb_device *d, int cols, int k);
+/* Attention (attn_part then attn_combine): positions per chunk, so that
+ * n_head * B * chunks fills the device where n_pos allows; items per group. */
+int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos);
+size_t hc_clb_attn_local(const hc_clb_device *d, int head_dim);
+/* Norm: one group per row of n. */
+size_t hc_clb_norm_local(const hc_clb_device *d, int n);
+/* Element-wise steps over n items (rope pairs, bias, add, FFN activation,
+ * gathers, combines): the largest local size that still gives one group
+ * per compute unit. */
+size_t hc_clb_ew_local(const hc_clb_device *d, size_t n);
 
 /* Scalar reference of start + finish. */
 void hc_cl_layer_ref(const hc_cl_rows *rows, int k, int n_embd, const void *x, const uint8_t *mask, int act,

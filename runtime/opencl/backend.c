@@ -1,0 +1,707 @@
+/* runtime/backend.h on one OpenCL device (runtime/opencl.h,
+ * hc_cl_backend_new): buffers are cl_mem, views byte offsets passed to the
+ * kernels as float offsets; weights are uploaded once in the layouts of
+ * kernels/backend.cl; every step is enqueued on the device's in-order queue
+ * and returns at once. The first failure is kept (err) and every later step
+ * does nothing; read and sync report it. docs/design/runtime.md, "The
+ * OpenCL backend". */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl_internal.h"
+#include "ggml_types.h"
+#include "kernels_gptq.h"
+
+/* kernels/backend.cl as a C string (runtime/module.mk). */
+extern const char hc_cl_backend_source[];
+
+/* The kernels' weight formats (kernels/backend.cl, "weights"), their name suffixes. */
+enum { FMT_F32, FMT_F16, FMT_BF16, FMT_Q8, FMT_Q4, N_FMT };
+static const char *const fmt_names[N_FMT] = { "f32", "f16", "bf16", "q8", "q4" };
+enum { N_ACT = 3 };
+
+struct hc_buf {
+    cl_mem m;
+    size_t bytes;
+};
+
+enum { DEV_MAT = 0x6d617431, DEV_VEC = 0x76656331 };
+typedef struct {
+    int tag, fmt;
+    int n, rows;        /* as the weight: inputs, outputs */
+    int kn;             /* inputs the kernels read per row: n, or a GPTQ row's kp */
+    cl_uint dofs;       /* bytes from the codes to the scales */
+    cl_mem m, perm;     /* perm: a GPTQ weight's input order (NULL: none) */
+    int gather;         /* the input goes through the gather kernel first (GPTQ: perm or n % 32) */
+} cl_mat;
+typedef struct {
+    int tag, n;
+    cl_mem m;
+} cl_vec;
+
+struct hc_kv {
+    int n_layer, n_ctx, kv_dim;
+    cl_mem *k, *v;
+};
+
+typedef struct {
+    hc_backend be;
+    hc_cl *cl;
+    cl_command_queue q;
+    cl_program prog;
+    cl_kernel mv[N_FMT], mm[N_FMT], mt[N_FMT], ffn_act[N_ACT];
+    cl_kernel sum_slices, gather, norm, rope, add_bias, add, attn_part, attn_combine;
+    hc_clb_device geo;
+    int failed;
+    char err[256];
+    cl_mem scratch[4];      /* the gathered input, the slices' sums, attention's partial sums and their m, l */
+    size_t scratch_cap[4];
+} clb;
+
+enum { SCR_GATHER, SCR_SLICES, SCR_ATTN, SCR_ML, N_SCR };
+
+static void fail(clb *b, const char *what, cl_int rc)
+{
+    if (b->failed) return;
+    b->failed = 1;
+    snprintf(b->err, sizeof b->err, "OpenCL: %s failed: %d %s", what, rc, hc_cl_error_name(rc));
+}
+
+static void fail_msg(clb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail_msg(clb *b, const char *fmt, ...)
+{
+    if (b->failed) return;
+    b->failed = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->err, sizeof b->err, fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------ launching */
+
+/* Kernel arguments: a list of (size, pointer) pairs ended by 0. A local
+ * memory argument is (bytes, NULL). */
+static void args(clb *b, cl_kernel k, ...)
+{
+    va_list ap;
+    va_start(ap, k);
+    for (cl_uint i = 0;; i++) {
+        size_t sz = va_arg(ap, size_t);
+        if (!sz) break;
+        const void *v = va_arg(ap, const void *);
+        cl_int rc = clSetKernelArg(k, i, sz, v);
+        if (rc != CL_SUCCESS) { fail(b, "clSetKernelArg", rc); break; }
+    }
+    va_end(ap);
+}
+#define A(v) sizeof(v), (const void *)&(v)
+#define LOCAL(bytes) (size_t)(bytes), (const void *)NULL
+#define END (size_t)0
+
+static void launch(clb *b, cl_kernel k, cl_uint dims, const size_t *global, const size_t *local)
+{
+    if (b->failed) return;
+    cl_int rc = clEnqueueNDRangeKernel(b->q, k, dims, NULL, global, local, 0, NULL, NULL);
+    if (rc != CL_SUCCESS) fail(b, "clEnqueueNDRangeKernel", rc);
+}
+
+static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+/* One element-wise launch over n items. */
+static void launch_ew(clb *b, cl_kernel k, size_t n)
+{
+    size_t l = hc_clb_ew_local(&b->geo, n), g = round_up(n ? n : 1, l);
+    launch(b, k, 1, &g, &l);
+}
+
+static cl_mem mem_of(hc_view v) { return v.buf ? v.buf->m : NULL; }
+static cl_uint flo(hc_view v) { return (cl_uint)(v.off / sizeof(float)); }
+
+static cl_mem scratch(clb *b, int which, size_t bytes)
+{
+    if (b->failed) return NULL;
+    if (bytes > b->scratch_cap[which]) {
+        if (b->scratch[which]) clReleaseMemObject(b->scratch[which]);   /* queued users keep it alive */
+        cl_int rc;
+        b->scratch[which] = clCreateBuffer(b->cl->ctx, CL_MEM_READ_WRITE, bytes, NULL, &rc);
+        b->scratch_cap[which] = b->scratch[which] ? bytes : 0;
+        if (rc != CL_SUCCESS) { fail(b, "clCreateBuffer", rc); return NULL; }
+    }
+    return b->scratch[which];
+}
+
+/* ------------------------------------------------------------ memory */
+
+static hc_buf *buf_new(hc_backend *be, size_t bytes, char *err, size_t errlen)
+{
+    clb *b = (clb *)be;
+    hc_buf *h = calloc(1, sizeof *h);
+    if (!h) { snprintf(err, errlen, "OpenCL: out of host memory"); return NULL; }
+    h->bytes = bytes;
+    if (!(h->m = hc_cl_buffer(b->cl, CL_MEM_READ_WRITE, bytes, NULL, err, errlen))) { free(h); return NULL; }
+    return h;
+}
+
+static void buf_free(hc_backend *be, hc_buf *h)
+{
+    (void)be;
+    if (!h) return;
+    clReleaseMemObject(h->m);
+    free(h);
+}
+
+static void write_(hc_backend *be, hc_view dst, const void *src, size_t bytes)
+{
+    clb *b = (clb *)be;
+    if (b->failed || !bytes) return;
+    /* blocking: the caller may reuse src at once */
+    cl_int rc = clEnqueueWriteBuffer(b->q, dst.buf->m, CL_TRUE, dst.off, bytes, src, 0, NULL, NULL);
+    if (rc != CL_SUCCESS) fail(b, "clEnqueueWriteBuffer", rc);
+}
+
+static int report(clb *b, char *err, size_t errlen)
+{
+    if (!b->failed) return 0;
+    snprintf(err, errlen, "%s", b->err);
+    return -1;
+}
+
+static int read_(hc_backend *be, hc_view src, void *dst, size_t bytes, char *err, size_t errlen)
+{
+    clb *b = (clb *)be;
+    if (!b->failed && bytes) {
+        cl_int rc = clEnqueueReadBuffer(b->q, src.buf->m, CL_TRUE, src.off, bytes, dst, 0, NULL, NULL);
+        if (rc != CL_SUCCESS) fail(b, "clEnqueueReadBuffer", rc);
+    }
+    return report(b, err, errlen);
+}
+
+static float *host(hc_view v)
+{
+    (void)v;
+    return NULL;
+}
+
+static int sync_(hc_backend *be, char *err, size_t errlen)
+{
+    clb *b = (clb *)be;
+    if (!b->failed) {
+        cl_int rc = clFinish(b->q);
+        if (rc != CL_SUCCESS) fail(b, "clFinish", rc);
+    }
+    return report(b, err, errlen);
+}
+
+/* ------------------------------------------------------------ weights */
+
+static int fmt_of(const hc_weight *w)
+{
+    if (w->kind == HC_WEIGHT_GPTQ) return FMT_Q4;
+    if (w->kind != HC_WEIGHT_GGML) return -1;
+    switch (w->type) {
+    case GGML_TYPE_F32: return FMT_F32;
+    case GGML_TYPE_F16: return FMT_F16;
+    case GGML_TYPE_BF16: return FMT_BF16;
+    case GGML_TYPE_Q8_0: return FMT_Q8;
+    case GGML_TYPE_Q4_0: return FMT_Q4;
+    default: return -1;
+    }
+}
+
+/* The bytes of w in its device format (kernels/backend.cl, "weights"):
+ * codes, then at *dofs the scales. NULL when out of memory. */
+static void *repack(const hc_weight *w, int fmt, int kn, size_t *bytes, cl_uint *dofs)
+{
+    const size_t R = (size_t)w->rows, nb = (size_t)kn / 32;
+    if (fmt != FMT_Q8 && fmt != FMT_Q4) {
+        *bytes = R * ggml_row_size(w->type, w->n);
+        *dofs = 0;
+        void *p = malloc(*bytes ? *bytes : 1);
+        if (p) memcpy(p, w->data, *bytes);
+        return p;
+    }
+    const size_t cb = fmt == FMT_Q8 ? R * (size_t)kn : R * (size_t)kn / 2, sb = R * nb * (fmt == FMT_Q8 ? 4 : 8);
+    const size_t off = round_up(cb, 64);
+    *bytes = off + sb;
+    *dofs = (cl_uint)off;
+    uint8_t *p = calloc(1, *bytes), *codes = p;
+    if (!p) return NULL;
+    float *sc = (float *)(p + off);
+    for (size_t r = 0; r < R; r++) {
+        if (w->kind == HC_WEIGHT_GPTQ) {
+            const hc_gptq *g = w->ext;
+            const float *sm = hc_gptq_sm(g, (int)r);
+            memcpy(codes + r * (size_t)kn / 2, hc_gptq_codes(g, (int)r), (size_t)kn / 2);
+            for (size_t k = 0; k < nb; k++) {
+                size_t j = k * 32 / (size_t)g->gs;
+                if (j >= (size_t)g->n_groups) j = (size_t)g->n_groups - 1;
+                sc[2 * (r * nb + k)] = sm[2 * j];
+                sc[2 * (r * nb + k) + 1] = sm[2 * j + 1];
+            }
+        } else if (fmt == FMT_Q8) {
+            const block_q8_0 *blk = (const block_q8_0 *)w->data + r * nb;
+            for (size_t k = 0; k < nb; k++) {
+                memcpy(codes + r * (size_t)kn + 32 * k, blk[k].qs, 32);
+                sc[r * nb + k] = fp16_to_fp32(blk[k].d);
+            }
+        } else {
+            const block_q4_0 *blk = (const block_q4_0 *)w->data + r * nb;
+            for (size_t k = 0; k < nb; k++) {
+                memcpy(codes + r * (size_t)kn / 2 + 16 * k, blk[k].qs, 16);
+                float d = fp16_to_fp32(blk[k].d);
+                sc[2 * (r * nb + k)] = d;
+                sc[2 * (r * nb + k) + 1] = -8.0f * d;   /* d*(q - 8) = d*q + (-8d), exactly */
+            }
+        }
+    }
+    return p;
+}
+
+static void mat_free(cl_mat *m)
+{
+    if (m->m) clReleaseMemObject(m->m);
+    if (m->perm) clReleaseMemObject(m->perm);
+    free(m);
+}
+
+static void *mat_new(hc_backend *be, const hc_weight *w, char *err, size_t errlen)
+{
+    clb *b = (clb *)be;
+    const int fmt = fmt_of(w);
+    if (fmt < 0 || (w->kind == HC_WEIGHT_GPTQ && !hc_gptq_int8(w->ext))) {
+        if (w->kind == HC_WEIGHT_GPTQ)
+            snprintf(err, errlen, "OpenCL backend: no kernel for INT4-GPTQ of group size %d (multiples of 32 only)",
+                     ((const hc_gptq *)w->ext)->gs);
+        else
+            snprintf(err, errlen, "OpenCL backend: no kernel for weights of type %s", hc_weight_type_name(w));
+        return NULL;
+    }
+    cl_mat *m = calloc(1, sizeof *m);
+    if (!m) { snprintf(err, errlen, "OpenCL: out of host memory"); return NULL; }
+    m->tag = DEV_MAT;
+    m->fmt = fmt;
+    m->n = w->n;
+    m->rows = w->rows;
+    m->kn = w->n;
+    if (w->kind == HC_WEIGHT_GPTQ) {
+        const hc_gptq *g = w->ext;
+        m->kn = g->kp;
+        m->gather = g->perm || g->kp != g->n;
+        if (g->perm &&
+            !(m->perm = hc_cl_buffer(b->cl, CL_MEM_READ_ONLY, sizeof(int32_t) * (size_t)g->n, g->perm, err, errlen)))
+            goto bad;
+    } else if ((fmt == FMT_Q8 || fmt == FMT_Q4) && w->n % 32) {
+        snprintf(err, errlen, "OpenCL backend: %s rows of %d (not whole blocks)", hc_weight_type_name(w), w->n);
+        goto bad;
+    }
+    size_t bytes;
+    void *host_data = repack(w, fmt, m->kn, &bytes, &m->dofs);
+    if (!host_data) { snprintf(err, errlen, "OpenCL: out of host memory"); goto bad; }
+    m->m = hc_cl_buffer(b->cl, CL_MEM_READ_ONLY, bytes, host_data, err, errlen);
+    free(host_data);
+    if (!m->m) goto bad;
+    return m;
+bad:
+    mat_free(m);
+    return NULL;
+}
+
+static void *vec_new(hc_backend *be, const float *v, int n, char *err, size_t errlen)
+{
+    clb *b = (clb *)be;
+    cl_vec *c = calloc(1, sizeof *c);
+    if (!c) { snprintf(err, errlen, "OpenCL: out of host memory"); return NULL; }
+    c->tag = DEV_VEC;
+    c->n = n;
+    if (!(c->m = hc_cl_buffer(b->cl, CL_MEM_READ_ONLY, sizeof(float) * (size_t)n, v, err, errlen))) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void dev_free(hc_backend *be, void *dev)
+{
+    (void)be;
+    if (!dev) return;
+    if (*(int *)dev == DEV_MAT) {
+        mat_free(dev);
+    } else {
+        cl_vec *v = dev;
+        clReleaseMemObject(v->m);
+        free(v);
+    }
+}
+
+/* The device copy of a vector, NULL when absent (host NULL); a present one
+ * without a device copy is the caller's error. */
+static cl_mem vec_mem(clb *b, const hc_bvec *v, const char *what)
+{
+    if (!v || !v->host) return NULL;
+    if (!v->dev) {
+        fail_msg(b, "OpenCL backend: %s without a device copy (vec_new)", what);
+        return NULL;
+    }
+    return ((const cl_vec *)v->dev)->m;
+}
+
+/* ------------------------------------------------------------ steps */
+
+static void one_product(clb *b, hc_view x, int B, const hc_mm *it)
+{
+    const cl_mat *m = it->w->dev;
+    if (!m) { fail_msg(b, "OpenCL backend: matmul of a weight without a device copy (mat_new)"); return; }
+    const int nb = B - it->b0;
+    if (nb <= 0) return;
+    const int in = it->transposed ? m->rows : m->n;   /* floats per input row */
+    cl_mem xm = mem_of(x), ym = mem_of(it->y);
+    cl_uint xo = flo(x) + (cl_uint)((size_t)it->b0 * (size_t)in), yo = flo(it->y), ys = (cl_uint)it->y_stride;
+    cl_int n = m->kn, rows = m->rows, Bc = nb;
+    if (it->transposed) {
+        if (m->gather) { fail_msg(b, "OpenCL backend: transposed INT4-GPTQ rows are not supported"); return; }
+        const int S = hc_clb_t_slices(&b->geo, m->n, m->rows);
+        cl_int rps = (m->rows + S - 1) / S, k = m->rows;
+        size_t l[3] = { hc_clb_t_local(&b->geo, m->n), 1, 1 };
+        size_t g[3] = { round_up((size_t)m->n, l[0]), (size_t)S, ((size_t)nb + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS };
+        cl_mem out = ym;
+        cl_uint oo = yo, os = ys;
+        if (S > 1) {
+            out = scratch(b, SCR_SLICES, sizeof(float) * (size_t)S * (size_t)nb * (size_t)m->n);
+            oo = 0;
+            os = (cl_uint)m->n;
+        }
+        args(b, b->mt[m->fmt], A(m->m), A(m->dofs), A(n), A(k), A(rps), A(xm), A(xo), A(Bc), A(out), A(oo), A(os), END);
+        launch(b, b->mt[m->fmt], 3, g, l);
+        if (S > 1) {
+            cl_int Sc = S;
+            args(b, b->sum_slices, A(out), A(Sc), A(Bc), A(n), A(ym), A(yo), A(ys), END);
+            launch_ew(b, b->sum_slices, (size_t)nb * (size_t)m->n);
+        }
+        return;
+    }
+    if (m->gather) {
+        cl_mem gx = scratch(b, SCR_GATHER, sizeof(float) * (size_t)nb * (size_t)m->kn);
+        cl_int wn = m->n, has = m->perm != NULL;
+        args(b, b->gather, A(xm), A(xo), A(wn), A(m->perm), A(has), A(n), A(Bc), A(gx), END);
+        launch_ew(b, b->gather, (size_t)nb * (size_t)m->kn);
+        xm = gx;
+        xo = 0;
+    }
+    const size_t L = hc_clb_mm_local(&b->geo, m->kn, nb);
+    if (nb == 1) {
+        size_t g = hc_clb_mm_groups(m->rows, 1) * L;
+        args(b, b->mv[m->fmt], A(m->m), A(m->dofs), A(n), A(rows), A(xm), A(xo), A(ym), A(yo),
+             LOCAL(sizeof(float) * HC_CLB_ROWS * L), END);
+        launch(b, b->mv[m->fmt], 1, &g, &L);
+    } else {
+        cl_uint xs = (cl_uint)(m->gather ? m->kn : in);
+        size_t g[2] = { hc_clb_mm_groups(m->rows, 1) * L, ((size_t)nb + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS };
+        size_t l[2] = { L, 1 };
+        args(b, b->mm[m->fmt], A(m->m), A(m->dofs), A(n), A(rows), A(xm), A(xo), A(xs), A(Bc), A(ym), A(yo), A(ys),
+             LOCAL(sizeof(float) * HC_CLB_ROWS * HC_CLB_TOKENS * L), END);
+        launch(b, b->mm[m->fmt], 2, g, l);
+    }
+}
+
+static void matmul(hc_backend *be, hc_view x, int B, const hc_mm *items, int n_items)
+{
+    clb *b = (clb *)be;
+    for (int i = 0; i < n_items && !b->failed; i++) one_product(b, x, B, &items[i]);
+}
+
+static void norm(hc_backend *be, const hc_hparams *hp, const hc_bvec *w, const hc_bvec *bias, hc_view x, hc_view o,
+                 int B)
+{
+    clb *b = (clb *)be;
+    if (B <= 0) return;
+    cl_mem wm = vec_mem(b, w, "norm weights"), bm = vec_mem(b, bias, "a norm bias");
+    if (!wm) fail_msg(b, "OpenCL backend: norm without weights");
+    cl_int kind = hp->norm, n = hp->n_embd, has_b = bm != NULL;
+    cl_float eps = hp->rms_eps;
+    cl_mem xm = mem_of(x), om = mem_of(o);
+    cl_uint xo = flo(x), oo = flo(o);
+    size_t l = hc_clb_norm_local(&b->geo, n), g = l * (size_t)B;
+    args(b, b->norm, A(kind), A(n), A(eps), A(wm), A(bm), A(has_b), A(xm), A(xo), A(om), A(oo), LOCAL(sizeof(float) * l),
+         END);
+    launch(b, b->norm, 1, &g, &l);
+}
+
+static void rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, hc_view v, int dim, int n, int pos0)
+{
+    clb *b = (clb *)be;
+    if (hp->pos == HC_POS_LEARNED || n <= 0) return;
+    cl_mem fm = vec_mem(b, freq, "the RoPE frequencies");
+    if (!fm) fail_msg(b, "OpenCL backend: rope without frequencies");
+    cl_int mode = hp->pos, hd = hp->head_dim, d = dim, nn = n, p0 = pos0;
+    cl_mem vm = mem_of(v);
+    cl_uint vo = flo(v);
+    args(b, b->rope, A(mode), A(hd), A(d), A(nn), A(p0), A(fm), A(vm), A(vo), END);
+    launch_ew(b, b->rope, (size_t)n * (size_t)(dim / 2));
+}
+
+static void add_bias(hc_backend *be, hc_view y, const hc_bvec *bias, int B, int n)
+{
+    clb *b = (clb *)be;
+    cl_mem bm = vec_mem(b, bias, "a bias");
+    if (!bm || B <= 0) return;
+    cl_mem ym = mem_of(y);
+    cl_uint yo = flo(y);
+    cl_int nn = n, total = B * n;
+    args(b, b->add_bias, A(ym), A(yo), A(bm), A(nn), A(total), END);
+    launch_ew(b, b->add_bias, (size_t)total);
+}
+
+static void add(hc_backend *be, hc_view x, hc_view a, hc_view bv, size_t n)
+{
+    clb *b = (clb *)be;
+    if (!n) return;
+    cl_mem xm = mem_of(x), am = mem_of(a), bm = mem_of(bv);
+    cl_uint xo = flo(x), ao = flo(a), bo = bm ? flo(bv) : 0;
+    cl_int has_b = bm != NULL, total = (cl_int)n;
+    args(b, b->add, A(xm), A(xo), A(am), A(ao), A(bm), A(bo), A(has_b), A(total), END);
+    launch_ew(b, b->add, n);
+}
+
+static void ffn_act(hc_backend *be, const hc_hparams *hp, const hc_bvec *gate_b, const hc_bvec *up_b, hc_view g,
+                    hc_view u, int B)
+{
+    clb *b = (clb *)be;
+    if (B <= 0) return;
+    int a = hp->act;
+    if (a < 0 || a >= N_ACT) { fail_msg(b, "OpenCL backend: activation %d", a); return; }
+    cl_kernel k = b->ffn_act[a];
+    cl_mem gb = vec_mem(b, gate_b, "the gate bias"), ub = vec_mem(b, up_b, "the up bias");
+    cl_int kind = hp->ffn_kind, has_gb = gb != NULL, has_ub = ub != NULL, n = hp->n_ff, total = B * hp->n_ff;
+    cl_float thr = hp->act_threshold;
+    cl_mem gm = mem_of(g), um = mem_of(u);
+    cl_uint go = flo(g), uo = um ? flo(u) : 0;
+    args(b, k, A(kind), A(thr), A(gb), A(has_gb), A(ub), A(has_ub), A(gm), A(go), A(um), A(uo), A(n), A(total), END);
+    launch_ew(b, k, (size_t)total);
+}
+
+/* ------------------------------------------------------------ the KV cache */
+
+static void kv_free(hc_backend *be, hc_kv *kv)
+{
+    (void)be;
+    if (!kv) return;
+    for (int l = 0; l < kv->n_layer; l++) {
+        if (kv->k && kv->k[l]) clReleaseMemObject(kv->k[l]);
+        if (kv->v && kv->v[l]) clReleaseMemObject(kv->v[l]);
+    }
+    free(kv->k);
+    free(kv->v);
+    free(kv);
+}
+
+static hc_kv *kv_new(hc_backend *be, const hc_hparams *hp, int n_ctx, const uint8_t *on, char *err, size_t errlen)
+{
+    clb *b = (clb *)be;
+    hc_kv *kv = calloc(1, sizeof *kv);
+    if (!kv || !(kv->k = calloc((size_t)hp->n_layer, sizeof *kv->k)) ||
+        !(kv->v = calloc((size_t)hp->n_layer, sizeof *kv->v))) {
+        snprintf(err, errlen, "OpenCL: out of host memory");
+        if (kv) { free(kv->k); free(kv); }
+        return NULL;
+    }
+    kv->n_layer = hp->n_layer;
+    kv->n_ctx = n_ctx;
+    kv->kv_dim = hp->n_head_kv * hp->head_dim;
+    size_t bytes = sizeof(float) * (size_t)n_ctx * (size_t)kv->kv_dim;
+    for (int l = 0; l < hp->n_layer; l++) {
+        if (on && !on[l]) continue;
+        if (!(kv->k[l] = hc_cl_buffer(b->cl, CL_MEM_READ_WRITE, bytes, NULL, err, errlen)) ||
+            !(kv->v[l] = hc_cl_buffer(b->cl, CL_MEM_READ_WRITE, bytes, NULL, err, errlen))) {
+            kv_free(be, kv);
+            return NULL;
+        }
+    }
+    return kv;
+}
+
+static int kv_layer(clb *b, hc_kv *kv, int layer, int p1)
+{
+    if (layer < 0 || layer >= kv->n_layer || !kv->k[layer]) {
+        fail_msg(b, "OpenCL backend: layer %d has no KV cache on the device", layer);
+        return 0;
+    }
+    if (p1 > kv->n_ctx) {
+        fail_msg(b, "OpenCL backend: position %d outside the KV cache of %d", p1 - 1, kv->n_ctx);
+        return 0;
+    }
+    return 1;
+}
+
+static void kv_store(hc_backend *be, hc_kv *kv, int layer, int pos0, int B, hc_view k, hc_view v)
+{
+    clb *b = (clb *)be;
+    if (b->failed || B <= 0 || !kv_layer(b, kv, layer, pos0 + B)) return;
+    size_t row = sizeof(float) * (size_t)kv->kv_dim, bytes = row * (size_t)B;
+    cl_int rc = clEnqueueCopyBuffer(b->q, k.buf->m, kv->k[layer], k.off, row * (size_t)pos0, bytes, 0, NULL, NULL);
+    if (rc == CL_SUCCESS)
+        rc = clEnqueueCopyBuffer(b->q, v.buf->m, kv->v[layer], v.off, row * (size_t)pos0, bytes, 0, NULL, NULL);
+    if (rc != CL_SUCCESS) fail(b, "clEnqueueCopyBuffer", rc);
+}
+
+static void attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int B, int pos0,
+                      hc_view out)
+{
+    clb *b = (clb *)be;
+    if (b->failed || B <= 0 || !kv_layer(b, kv, layer, pos0 + B)) return;
+    const int n_pos = pos0 + B, ch = hc_clb_attn_chunk(&b->geo, hp->n_head, B, n_pos);
+    const int n_chunks = (n_pos + ch - 1) / ch;
+    const size_t slots = (size_t)B * (size_t)hp->n_head * (size_t)n_chunks;
+    const size_t part_bytes = sizeof(float) * slots * (size_t)hp->head_dim;
+    cl_mem part = scratch(b, SCR_ATTN, part_bytes);
+    if (!part) return;
+    cl_mem qm = mem_of(q), om = mem_of(out);
+    cl_uint qo = flo(q), oo = flo(out);
+    cl_int hd = hp->head_dim, nh = hp->n_head, group = hp->n_head / hp->n_head_kv, kvd = kv->kv_dim, p0 = pos0,
+           chc = ch, nc = n_chunks, total = B * hp->n_head * hp->head_dim;
+    cl_mem ml = scratch(b, SCR_ML, sizeof(float) * 2 * slots);
+    size_t L = hc_clb_attn_local(&b->geo, hp->head_dim);
+    size_t g[3] = { (size_t)n_chunks * L, (size_t)hp->n_head, (size_t)B }, l[3] = { L, 1, 1 };
+    args(b, b->attn_part, A(qm), A(qo), A(kv->k[layer]), A(kv->v[layer]), A(hd), A(nh), A(group), A(kvd), A(p0),
+         A(chc), A(nc), A(part), A(ml), LOCAL(sizeof(float) * (size_t)ch), LOCAL(sizeof(float) * L), END);
+    launch(b, b->attn_part, 3, g, l);
+    args(b, b->attn_combine, A(part), A(ml), A(hd), A(nh), A(p0), A(chc), A(nc), A(om), A(oo), A(total), END);
+    launch_ew(b, b->attn_combine, (size_t)total);
+}
+
+/* ------------------------------------------------------------ the backend */
+
+static void be_free(hc_backend *be)
+{
+    clb *b = (clb *)be;
+    if (!b) return;
+    if (b->q) clFinish(b->q);
+    cl_kernel *ks[] = { b->mv, b->mm, b->mt };
+    for (int f = 0; f < N_FMT; f++)
+        for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
+            if (ks[i][f]) clReleaseKernel(ks[i][f]);
+    for (int a = 0; a < N_ACT; a++)
+        if (b->ffn_act[a]) clReleaseKernel(b->ffn_act[a]);
+    cl_kernel one[] = { b->sum_slices, b->gather, b->norm, b->rope, b->add_bias, b->add, b->attn_part, b->attn_combine };
+    for (size_t i = 0; i < sizeof one / sizeof *one; i++)
+        if (one[i]) clReleaseKernel(one[i]);
+    hc_cl_release(b->scratch, N_SCR);
+    if (b->prog) clReleaseProgram(b->prog);
+    free(b);
+}
+
+static const hc_backend_ops ops = {
+    .name = "opencl",
+    .free = be_free,
+    .buf_new = buf_new,
+    .buf_free = buf_free,
+    .write = write_,
+    .read = read_,
+    .host = host,
+    .mat_new = mat_new,
+    .vec_new = vec_new,
+    .dev_free = dev_free,
+    .matmul = matmul,
+    .norm = norm,
+    .rope = rope,
+    .add_bias = add_bias,
+    .add = add,
+    .ffn_act = ffn_act,
+    .kv_new = kv_new,
+    .kv_free = kv_free,
+    .kv_store = kv_store,
+    .attention = attention,
+    .sync = sync_,
+};
+
+/* The model.h enums and the tile sizes as -D options: the kernels never see a bare number. */
+static void build_options(char *o, size_t len)
+{
+    snprintf(o, len,
+             "-cl-std=CL1.2 -DROWS=%d -DTOKENS=%d "
+             "-DHC_ACT_SILU=%d -DHC_ACT_RELU=%d -DHC_ACT_GELU=%d -DHC_NORM_RMS=%d -DHC_NORM_LAYER=%d "
+             "-DHC_POS_ROPE=%d -DHC_POS_ROPE_NEOX=%d -DHC_FFN_GATED=%d -DHC_FFN_SYMMETRIC=%d -DHC_FFN_SEQUENTIAL=%d",
+             HC_CLB_ROWS, HC_CLB_TOKENS, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER, HC_POS_ROPE,
+             HC_POS_ROPE_NEOX, HC_FFN_GATED, HC_FFN_SYMMETRIC, HC_FFN_SEQUENTIAL);
+}
+
+static cl_kernel kernel(cl_program p, const char *name, char *err, size_t errlen)
+{
+    cl_int rc;
+    cl_kernel k = clCreateKernel(p, name, &rc);
+    if (rc != CL_SUCCESS) {
+        snprintf(err, errlen, "OpenCL: clCreateKernel %s failed: %d %s", name, rc, hc_cl_error_name(rc));
+        return NULL;
+    }
+    return k;
+}
+
+hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
+{
+    clb *b = calloc(1, sizeof *b);
+    cl_int rc;
+    cl_device_id dev;
+    if (!b) { snprintf(err, errlen, "OpenCL: out of host memory"); return NULL; }
+    b->be.ops = &ops;
+    b->cl = cl;
+    b->q = cl->q;
+    CHECK_CL(clGetCommandQueueInfo(cl->q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL), "clGetCommandQueueInfo");
+    size_t wg_max;
+    CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg_max, &wg_max, NULL), "work group size");
+    b->geo = (hc_clb_device){ cl->info.compute_units, wg_max, cl->info.is_gpu };
+
+    const char *src = hc_cl_backend_source;
+    b->prog = clCreateProgramWithSource(cl->ctx, 1, &src, NULL, &rc);
+    CHECK_CL(rc, "clCreateProgramWithSource");
+    char opts[640];
+    build_options(opts, sizeof opts);
+    rc = clBuildProgram(b->prog, 1, &dev, opts, NULL, NULL);
+    if (rc != CL_SUCCESS) {
+        char log[1024] = "";
+        clGetProgramBuildInfo(b->prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+        for (char *p = log; *p; p++) if (*p == '\n') *p = ' ';
+        snprintf(err, errlen, "OpenCL: building the backend's kernels failed: %d %s: %.400s", rc,
+                 hc_cl_error_name(rc), log);
+        goto bad;
+    }
+    size_t kwg = wg_max;
+    for (int f = 0; f < N_FMT; f++) {
+        char name[32];
+        snprintf(name, sizeof name, "mv_%s", fmt_names[f]);
+        if (!(b->mv[f] = kernel(b->prog, name, err, errlen))) goto bad;
+        snprintf(name, sizeof name, "mm_%s", fmt_names[f]);
+        if (!(b->mm[f] = kernel(b->prog, name, err, errlen))) goto bad;
+        snprintf(name, sizeof name, "mt_%s", fmt_names[f]);
+        if (!(b->mt[f] = kernel(b->prog, name, err, errlen))) goto bad;
+        cl_kernel ks[] = { b->mv[f], b->mm[f], b->mt[f] };
+        for (int i = 0; i < 3; i++) {
+            size_t w;
+            CHECK_CL(clGetKernelWorkGroupInfo(ks[i], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof w, &w, NULL),
+                     "kernel work group size");
+            if (w < kwg) kwg = w;
+        }
+    }
+    static const char *const acts[N_ACT] = { [HC_ACT_SILU] = "ffn_act_silu", [HC_ACT_RELU] = "ffn_act_relu",
+                                             [HC_ACT_GELU] = "ffn_act_gelu" };
+    for (int a = 0; a < N_ACT; a++)
+        if (!(b->ffn_act[a] = kernel(b->prog, acts[a], err, errlen))) goto bad;
+    struct { cl_kernel *k; const char *name; } one[] = {
+        { &b->sum_slices, "sum_slices" }, { &b->gather, "gather" }, { &b->norm, "norm" }, { &b->rope, "rope" },
+        { &b->add_bias, "add_bias" }, { &b->add, "add" }, { &b->attn_part, "attn_part" },
+        { &b->attn_combine, "attn_combine" },
+    };
+    for (size_t i = 0; i < sizeof one / sizeof *one; i++) {
+        if (!(*one[i].k = kernel(b->prog, one[i].name, err, errlen))) goto bad;
+        size_t w;
+        CHECK_CL(clGetKernelWorkGroupInfo(*one[i].k, dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof w, &w, NULL),
+                 "kernel work group size");
+        if (w < kwg) kwg = w;
+    }
+    /* every launch's local size stays within what every kernel takes */
+    b->geo.wg_max = kwg;
+    return &b->be;
+bad:
+    be_free(&b->be);
+    return NULL;
+}

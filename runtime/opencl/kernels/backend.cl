@@ -1,0 +1,372 @@
+/* The OpenCL backend's kernels (runtime/backend.h on a device; host side in
+ * runtime/opencl/backend.c), OpenCL C 1.2 without extensions: no half
+ * arithmetic (vload_half only), no subgroups, no atomics. Activations are
+ * f32; weights are dequantized in the kernels. Every sum runs in a fixed
+ * order (per-item partial sums in a fixed stride, then a tree in local
+ * memory), so results do not depend on scheduling. The host defines the
+ * model.h enums (HC_ACT_SILU, HC_NORM_RMS, HC_POS_ROPE, HC_FFN_GATED, ...),
+ * ROWS and TOKENS (HC_CLB_ROWS, HC_CLB_TOKENS of runtime/opencl.h).
+ * docs/design/runtime.md, "The OpenCL backend". */
+#pragma OPENCL FP_CONTRACT OFF
+
+/* ------------------------------------------------------------ weights
+ * A matrix on the device: rows of n inputs at W, and for the quantized
+ * formats their scales at D:
+ *   f32, f16, bf16  the elements as stored
+ *   q8              int8 codes [rows][n], D = float d [rows][n/32]: value d*q
+ *   q4              codes [rows][n/2] in 16-byte blocks of 32 (byte i: code
+ *                   i low, i + 16 high; ggml's Q4_0 order), D = float2
+ *                   {s, m} [rows][n/32]: value s*q + m (Q4_0: {d, -8d};
+ *                   INT4-GPTQ: the block's group {scale, -scale*zero})
+ * w16_T: elements 16j .. 16j + 15 of row r; w1_T: element k. */
+float16 w16_f32(__global const uchar *W, __global const float *D, int n, int r, int j)
+{
+    return vload16(j, (__global const float *)W + (size_t)r * n);
+}
+float w1_f32(__global const uchar *W, __global const float *D, int n, int r, int k)
+{
+    return ((__global const float *)W)[(size_t)r * n + k];
+}
+float16 w16_f16(__global const uchar *W, __global const float *D, int n, int r, int j)
+{
+    return vload_half16(j, (__global const half *)W + (size_t)r * n);
+}
+float w1_f16(__global const uchar *W, __global const float *D, int n, int r, int k)
+{
+    return vload_half((size_t)r * n + k, (__global const half *)W);
+}
+float16 w16_bf16(__global const uchar *W, __global const float *D, int n, int r, int j)
+{
+    ushort16 u = vload16(j, (__global const ushort *)W + (size_t)r * n);
+    return as_float16(convert_uint16(u) << (uint)16);
+}
+float w1_bf16(__global const uchar *W, __global const float *D, int n, int r, int k)
+{
+    return as_float((uint)((__global const ushort *)W)[(size_t)r * n + k] << 16);
+}
+float16 w16_q8(__global const uchar *W, __global const float *D, int n, int r, int j)
+{
+    char16 q = vload16(j, (__global const char *)W + (size_t)r * n);
+    return convert_float16(q) * D[(size_t)r * (n / 32) + j / 2];
+}
+float w1_q8(__global const uchar *W, __global const float *D, int n, int r, int k)
+{
+    return (float)((__global const char *)W)[(size_t)r * n + k] * D[(size_t)r * (n / 32) + k / 32];
+}
+float16 w16_q4(__global const uchar *W, __global const float *D, int n, int r, int j)
+{
+    uchar16 c = vload16(j / 2, W + (size_t)r * (n / 2));
+    uchar16 q = (j & 1) ? c >> (uchar)4 : c & (uchar)15;
+    float2 sm = vload2((size_t)r * (n / 32) + j / 2, D);
+    return convert_float16(q) * sm.x + sm.y;
+}
+float w1_q4(__global const uchar *W, __global const float *D, int n, int r, int k)
+{
+    uchar c = W[(size_t)r * (n / 2) + k / 32 * 16 + k % 16];
+    float2 sm = vload2((size_t)r * (n / 32) + k / 32, D);
+    return (float)(k % 32 < 16 ? c & 15 : c >> 4) * sm.x + sm.y;
+}
+
+float hsum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+float4 fold16(float16 v) { return (v.lo.lo + v.lo.hi) + (v.hi.lo + v.hi.hi); }
+
+/* Sum the L values red[i * L + lid] for each of cnt sums i in place: a tree,
+ * red[i * L] the result. Every item of the group calls it. */
+void tree(__local float *red, int cnt, int lid, int L)
+{
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int h = L / 2; h > 0; h >>= 1) {
+        if (lid < h)
+            for (int i = 0; i < cnt; i++) red[i * L + lid] += red[i * L + lid + h];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+/* ------------------------------------------------------------ products
+ * mv_T (one input row): group g takes rows ROWS*g .. +ROWS; item lid sums
+ * units lid, lid + L, ... of 16 weights (float16 partial sums), the tail
+ * of a row that is not whole units after; then a tree per row.
+ * mm_T (B input rows): the same over a tile of TOKENS input rows (dimension
+ * 1 of the launch), each unit of weights read once for the tile.
+ * x: rows xs floats apart from x + xo; y[yo + b*ys + r]. */
+#define PRODUCTS(T) \
+__kernel void mv_##T(__global const uchar *W, uint dofs, int n, int rows, __global const float *x, uint xo, \
+                     __global float *y, uint yo, __local float *red) \
+{ \
+    __global const float *D = (__global const float *)(W + dofs); \
+    const int lid = get_local_id(0), L = get_local_size(0), r0 = get_group_id(0) * ROWS, nu = n / 16; \
+    int rr[ROWS]; \
+    float16 acc[ROWS]; \
+    for (int r = 0; r < ROWS; r++) { rr[r] = min(r0 + r, rows - 1); acc[r] = 0.0f; } \
+    x += xo; \
+    for (int j = lid; j < nu; j += L) { \
+        const float16 xv = vload16(j, x); \
+        for (int r = 0; r < ROWS; r++) acc[r] += w16_##T(W, D, n, rr[r], j) * xv; \
+    } \
+    for (int r = 0; r < ROWS; r++) { \
+        float s = hsum4(fold16(acc[r])); \
+        for (int k = nu * 16 + lid; k < n; k += L) s += w1_##T(W, D, n, rr[r], k) * x[k]; \
+        red[r * L + lid] = s; \
+    } \
+    tree(red, ROWS, lid, L); \
+    for (int r = lid; r < ROWS; r += L) \
+        if (r0 + r < rows) y[yo + r0 + r] = red[r * L]; \
+} \
+__kernel void mm_##T(__global const uchar *W, uint dofs, int n, int rows, __global const float *x, uint xo, uint xs, \
+                     int B, __global float *y, uint yo, uint ys, __local float *red) \
+{ \
+    __global const float *D = (__global const float *)(W + dofs); \
+    const int lid = get_local_id(0), L = get_local_size(0), r0 = get_group_id(0) * ROWS, nu = n / 16; \
+    const int b0 = get_group_id(1) * TOKENS; \
+    int rr[ROWS], bb[TOKENS]; \
+    float4 acc[ROWS][TOKENS]; \
+    for (int r = 0; r < ROWS; r++) rr[r] = min(r0 + r, rows - 1); \
+    for (int t = 0; t < TOKENS; t++) bb[t] = min(b0 + t, B - 1); \
+    for (int r = 0; r < ROWS; r++) for (int t = 0; t < TOKENS; t++) acc[r][t] = 0.0f; \
+    x += xo; \
+    for (int j = lid; j < nu; j += L) { \
+        float16 wv[ROWS]; \
+        for (int r = 0; r < ROWS; r++) wv[r] = w16_##T(W, D, n, rr[r], j); \
+        for (int t = 0; t < TOKENS; t++) { \
+            const float16 xv = vload16(j, x + (size_t)bb[t] * xs); \
+            for (int r = 0; r < ROWS; r++) acc[r][t] += fold16(wv[r] * xv); \
+        } \
+    } \
+    for (int r = 0; r < ROWS; r++) \
+        for (int t = 0; t < TOKENS; t++) { \
+            float s = hsum4(acc[r][t]); \
+            __global const float *xt = x + (size_t)bb[t] * xs; \
+            for (int k = nu * 16 + lid; k < n; k += L) s += w1_##T(W, D, n, rr[r], k) * xt[k]; \
+            red[(r * TOKENS + t) * L + lid] = s; \
+        } \
+    tree(red, ROWS * TOKENS, lid, L); \
+    for (int i = lid; i < ROWS * TOKENS; i += L) { \
+        const int r = i / TOKENS, t = i % TOKENS; \
+        if (r0 + r < rows && b0 + t < B) y[yo + (size_t)(b0 + t) * ys + r0 + r] = red[i * L]; \
+    } \
+} \
+/* mt_T, transposed (ffn_down_t): y_b[c] = sum_i x_b[i] * W[i][c]; item = \
+   column c (dimension 0), slice s of the k rows (dimension 1), a tile of \
+   TOKENS input rows (dimension 2). One slice: into y; else into part \
+   [slices][B][n], added by sum_slices. */ \
+__kernel void mt_##T(__global const uchar *W, uint dofs, int n, int k, int rps, __global const float *x, uint xo, \
+                     int B, __global float *y, uint yo, uint ys) \
+{ \
+    __global const float *D = (__global const float *)(W + dofs); \
+    const int c = get_global_id(0), s = get_global_id(1), b0 = get_global_id(2) * TOKENS; \
+    if (c >= n) return; \
+    const int i0 = s * rps, i1 = min(i0 + rps, k); \
+    float acc[TOKENS]; \
+    int bb[TOKENS]; \
+    for (int t = 0; t < TOKENS; t++) { acc[t] = 0.0f; bb[t] = min(b0 + t, B - 1); } \
+    x += xo; \
+    for (int i = i0; i < i1; i++) { \
+        const float w = w1_##T(W, D, n, i, c); \
+        for (int t = 0; t < TOKENS; t++) acc[t] += w * x[(size_t)bb[t] * k + i]; \
+    } \
+    for (int t = 0; t < TOKENS && b0 + t < B; t++) \
+        y[yo + ((size_t)s * B + b0 + t) * ys + c] = acc[t]; \
+}
+
+PRODUCTS(f32)
+PRODUCTS(f16)
+PRODUCTS(bf16)
+PRODUCTS(q8)
+PRODUCTS(q4)
+
+/* y[yo + b*ys + c] = sum over s ascending of part[(s*B + b)*n + c]. */
+__kernel void sum_slices(__global const float *part, int S, int B, int n, __global float *y, uint yo, uint ys)
+{
+    const int e = get_global_id(0);
+    if (e >= B * n) return;
+    const int b = e / n, c = e % n;
+    float s = 0.0f;
+    for (int i = 0; i < S; i++) s += part[((size_t)i * B + b) * n + c];
+    y[yo + (size_t)b * ys + c] = s;
+}
+
+/* out[b][k] = x[xo + b*n + perm[k]] (perm NULL: k) for k < n, 0 up to kp:
+   an INT4-GPTQ activation in its rows' order, padded to whole blocks. */
+__kernel void gather(__global const float *x, uint xo, int n, __global const int *perm, int has_perm, int kp, int B,
+                     __global float *out)
+{
+    const int e = get_global_id(0);
+    if (e >= B * kp) return;
+    const int b = e / kp, k = e % kp;
+    out[e] = k < n ? x[xo + (size_t)b * n + (has_perm ? perm[k] : k)] : 0.0f;
+}
+
+/* ------------------------------------------------------------ norm, positions, element-wise */
+
+/* The sum of v over the group (every item calls it), in a fixed tree. */
+float group_sum(float v, __local float *red, int lid, int L)
+{
+    red[lid] = v;
+    tree(red, 1, lid, L);
+    float s = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return s;
+}
+
+/* One group per row b: o = w * (x / sqrt(mean(x^2) + eps)) (RMSNorm), or
+   w * ((x - mean) / sqrt(var + eps)) + bias (LayerNorm; bias when has_b). */
+__kernel void norm(int kind, int n, float eps, __global const float *w, __global const float *bias, int has_b,
+                   __global const float *x, uint xo, __global float *o, uint oo, __local float *red)
+{
+    const int lid = get_local_id(0), L = get_local_size(0), b = get_group_id(0);
+    x += xo + (size_t)b * n;
+    o += oo + (size_t)b * n;
+    float s = 0.0f;
+    if (kind == HC_NORM_RMS) {
+        for (int j = lid; j < n; j += L) s += x[j] * x[j];
+        float ss = group_sum(s, red, lid, L) / n + eps;
+        ss = 1.0f / sqrt(ss);
+        for (int j = lid; j < n; j += L) o[j] = w[j] * (ss * x[j]);
+    } else {
+        for (int j = lid; j < n; j += L) s += x[j];
+        const float mean = group_sum(s, red, lid, L) / n;
+        s = 0.0f;
+        for (int j = lid; j < n; j += L) s += (x[j] - mean) * (x[j] - mean);
+        const float inv = 1.0f / sqrt(group_sum(s, red, lid, L) / n + eps);
+        for (int j = lid; j < n; j += L) o[j] = w[j] * ((x[j] - mean) * inv) + (has_b ? bias[j] : 0.0f);
+    }
+}
+
+/* Pair e of n rows of dim floats (whole heads of hd) at positions pos0..:
+   adjacent elements (HC_POS_ROPE) or the two halves of a head. */
+__kernel void rope(int mode, int hd, int dim, int n, int pos0, __global const float *freq, __global float *v, uint vo)
+{
+    const int e = get_global_id(0), half_dim = dim / 2;
+    if (e >= n * half_dim) return;
+    const int b = e / half_dim, j = e % half_dim, h = j / (hd / 2), i = j % (hd / 2);
+    const float val = (float)(pos0 + b) * freq[i], fcr = cos(val), fci = sin(val);
+    __global float *row = v + vo + (size_t)b * dim + (size_t)h * hd;
+    const int i0 = mode == HC_POS_ROPE ? 2 * i : i, i1 = mode == HC_POS_ROPE ? 2 * i + 1 : i + hd / 2;
+    const float v0 = row[i0], v1 = row[i1];
+    row[i0] = v0 * fcr - v1 * fci;
+    row[i1] = v0 * fci + v1 * fcr;
+}
+
+__kernel void add_bias(__global float *y, uint yo, __global const float *bias, int n, int total)
+{
+    const int e = get_global_id(0);
+    if (e < total) y[yo + e] += bias[e % n];
+}
+
+/* x += a, or x += a + b (has_b) */
+__kernel void add(__global float *x, uint xo, __global const float *a, uint ao, __global const float *b, uint bo,
+                  int has_b, int total)
+{
+    const int e = get_global_id(0);
+    if (e >= total) return;
+    x[xo + e] += has_b ? a[ao + e] + b[bo + e] : a[ao + e];
+}
+
+/* dense.c's act_range on element e of g[B][n_ff] (u alike) */
+#define FFN_ACT(A) \
+__kernel void ffn_act_##A(int kind, float thr, __global const float *gb, int has_gb, __global const float *ub, \
+                          int has_ub, __global float *g, uint go, __global const float *u, uint uo, int n, int total) \
+{ \
+    const int e = get_global_id(0); \
+    if (e >= total) return; \
+    const int f = e % n; \
+    float h = g[go + e]; \
+    if (kind == HC_FFN_SEQUENTIAL) { \
+        if (has_ub) h += ub[f]; \
+        h = act_##A(h); \
+    } else { \
+        float v = u[uo + e]; \
+        if (has_gb) h += gb[f]; \
+        if (has_ub) v += ub[f]; \
+        if (kind == HC_FFN_GATED) { \
+            if (thr > 0.0f && h < thr) h = 0.0f; \
+            h = act_##A(h) * v; \
+        } else { \
+            h = act_##A(h) * act_##A(v); \
+        } \
+    } \
+    g[go + e] = h; \
+}
+float act_relu(float x) { return x > 0.0f ? x : 0.0f; }
+float act_gelu(float x) { return 0.5f * x * (1.0f + erf(x * M_SQRT1_2_F)); }
+float act_silu(float x) { return x * (1.0f / (1.0f + exp(-x))); }
+FFN_ACT(relu)
+FFN_ACT(gelu)
+FFN_ACT(silu)
+
+/* ------------------------------------------------------------ attention
+ * attn_part: group (chunk c, head h, row b), row b at position pos0 + b:
+ * positions c*ch .. of 0..pos0 + b; the scores q.k / sqrt(hd) in local
+ * memory (sc), their max m, e_p = exp(s_p - m), l = sum e_p, and
+ * o[d] = sum_p e_p v_p[d] (positions ascending) into part; m and l into ml.
+ * attn_combine: per output element, the chunks in order:
+ * out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c, M the largest m_c. */
+__kernel void attn_part(__global const float *q, uint qo, __global const float *kc, __global const float *vc, int hd,
+                        int n_head, int group, int kv_dim, int pos0, int ch, int n_chunks, __global float *part,
+                        __global float *ml, __local float *sc, __local float *red)
+{
+    const int lid = get_local_id(0), L = get_local_size(0);
+    const int c = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
+    const int npos = pos0 + b + 1, p0 = c * ch, p1 = min(p0 + ch, npos);
+    if (p0 >= npos) return;   /* the whole group: no barrier is reached */
+    __global const float *qr = q + qo + ((size_t)b * n_head + h) * hd;
+    const size_t koff = (size_t)(h / group) * hd;
+    const float scale = sqrt((float)hd);
+    float mx = -INFINITY;
+    for (int p = p0 + lid; p < p1; p += L) {
+        __global const float *kr = kc + (size_t)p * kv_dim + koff;
+        float4 a = 0.0f;
+        int d = 0;
+        for (; d + 4 <= hd; d += 4) a += vload4(0, qr + d) * vload4(0, kr + d);
+        float s = hsum4(a);
+        for (; d < hd; d++) s += qr[d] * kr[d];
+        s = s / scale;
+        sc[p - p0] = s;
+        mx = fmax(mx, s);
+    }
+    red[lid] = mx;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int w = L / 2; w > 0; w >>= 1) {
+        if (lid < w) red[lid] = fmax(red[lid], red[lid + w]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    mx = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float l = 0.0f;
+    for (int p = p0 + lid; p < p1; p += L) {
+        const float e = exp(sc[p - p0] - mx);
+        sc[p - p0] = e;
+        l += e;
+    }
+    l = group_sum(l, red, lid, L);   /* its barriers also publish sc */
+    const size_t slot = ((size_t)b * n_head + h) * n_chunks + c;
+    for (int d = lid; d < hd; d += L) {
+        __global const float *vr = vc + koff + d;
+        float o = 0.0f;
+        for (int p = p0; p < p1; p++) o += sc[p - p0] * vr[(size_t)p * kv_dim];
+        part[slot * hd + d] = o;
+    }
+    if (lid == 0) {
+        ml[2 * slot] = mx;
+        ml[2 * slot + 1] = l;
+    }
+}
+
+__kernel void attn_combine(__global const float *part, __global const float *ml, int hd, int n_head, int pos0, int ch,
+                           int n_chunks, __global float *out, uint oo, int total)
+{
+    const int e = get_global_id(0);
+    if (e >= total) return;
+    const int d = e % hd, h = e / hd % n_head, b = e / hd / n_head;
+    const int nc = (pos0 + b + ch) / ch;   /* chunks holding positions 0..pos0 + b */
+    const size_t slot = ((size_t)b * n_head + h) * n_chunks;
+    float M = -INFINITY;
+    for (int c = 0; c < nc; c++) M = fmax(M, ml[2 * (slot + c)]);
+    float o = 0.0f, l = 0.0f;
+    for (int c = 0; c < nc; c++) {
+        const float f = exp(ml[2 * (slot + c)] - M);
+        o += f * part[(slot + c) * hd + d];
+        l += f * ml[2 * (slot + c) + 1];
+    }
+    out[oo + ((size_t)b * n_head + h) * hd + d] = o / l;
+}

@@ -1,0 +1,76 @@
+/* The OpenCL backend's launch geometry (runtime/opencl.h, "the backend"):
+ * plain C, in every build, so a test holds it against a GPU's and PoCL's
+ * figures without a device. The caps are the work items a group of each
+ * kernel gets: on a GPU enough to keep loads in flight (NVIDIA's guide: 128
+ * to 256), on a CPU device (PoCL) few, each with a long run of its own
+ * (PoCL runs a group's items as a loop; a tree reduction costs a barrier
+ * per level). docs/design/runtime.md, "The OpenCL backend". */
+#include "opencl.h"
+
+static size_t pow2_floor(size_t v)
+{
+    size_t p = 1;
+    while (p * 2 <= v) p *= 2;
+    return p;
+}
+
+static size_t pow2_ceil(size_t v)
+{
+    size_t p = 1;
+    while (p < v) p *= 2;
+    return p;
+}
+
+/* The smallest of want (rounded up to a power of two), cap and the device's limit. */
+static size_t fit(const hc_clb_device *d, size_t want, size_t cap)
+{
+    size_t l = pow2_ceil(want ? want : 1), m = pow2_floor(d->wg_max ? d->wg_max : 1);
+    if (l > cap) l = cap;
+    return l < m ? l : m;
+}
+
+size_t hc_clb_mm_local(const hc_clb_device *d, int n, int B)
+{
+    /* B > 1: HC_CLB_ROWS x HC_CLB_TOKENS sums per item in local memory (16 KiB at 128) */
+    size_t cap = d->gpu ? (B > 1 ? 128 : 256) : 16;
+    return fit(d, ((size_t)n + HC_CLB_UNIT - 1) / HC_CLB_UNIT, cap);
+}
+
+size_t hc_clb_mm_groups(int rows, int B)
+{
+    size_t g = ((size_t)rows + HC_CLB_ROWS - 1) / HC_CLB_ROWS;
+    return B > 1 ? g * (((size_t)B + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS) : g;
+}
+
+size_t hc_clb_t_local(const hc_clb_device *d, int cols) { return fit(d, (size_t)cols, d->gpu ? 128 : 16); }
+
+int hc_clb_t_slices(const hc_clb_device *d, int cols, int k)
+{
+    size_t l = hc_clb_t_local(d, cols), groups = ((size_t)cols + l - 1) / l;
+    size_t target = d->gpu ? 4 * (size_t)d->cu : d->cu;
+    size_t s = (target + groups - 1) / groups, most = (size_t)k / 32;
+    if (s > most) s = most;
+    if (s > 64) s = 64;
+    return s < 1 ? 1 : (int)s;
+}
+
+int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos)
+{
+    size_t target = d->gpu ? 2 * (size_t)d->cu : d->cu, rows = (size_t)n_head * (size_t)(B > 0 ? B : 1);
+    size_t c = (target + rows - 1) / rows;
+    size_t ch = ((size_t)n_pos + c - 1) / c;
+    if (ch > 16) ch = ch / 16 * 16;
+    if (ch > HC_CLB_CHUNK_MAX) ch = HC_CLB_CHUNK_MAX;
+    return ch < 1 ? 1 : (int)ch;
+}
+
+size_t hc_clb_attn_local(const hc_clb_device *d, int head_dim) { return fit(d, (size_t)head_dim, d->gpu ? 128 : 16); }
+
+size_t hc_clb_norm_local(const hc_clb_device *d, int n) { return fit(d, (size_t)n, d->gpu ? 256 : 16); }
+
+size_t hc_clb_ew_local(const hc_clb_device *d, size_t n)
+{
+    size_t l = fit(d, n, d->gpu ? 256 : 64);
+    while (l > 1 && (n + l - 1) / l < d->cu) l /= 2;
+    return l;
+}

@@ -1,0 +1,656 @@
+/* Every step of runtime/backend.h on every backend, against a scalar
+ * reference written here (the formulas of forward.c and dense.c; for the
+ * products the dequantized rows, hc_weight_row, times the f32 input in
+ * double). One table of cases (operation x weight type x shape), run on each
+ * backend of the backends table: adding a backend is one row there. A
+ * backend that cannot be opened (no OpenCL device) is reported as skipped.
+ * Each case also runs twice and must give the same bits (no atomics, sums
+ * in a fixed order). test_clb_geometry holds the OpenCL backend's launch
+ * geometry against a GPU's and PoCL's figures (plain C, no device). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "ggml_types.h"
+#include "harness.h"
+#include "kernels_gptq.h"
+#include "opencl.h"
+#include "quants.h"
+#include "weight.h"
+
+/* ------------------------------------------------------------ backends */
+
+typedef struct {
+    const char *name;
+    /* the backend, or NULL + why (then the backend's case is skipped) */
+    hc_backend *(*open)(char *why, size_t len);
+    void (*close)(hc_backend *be);
+    double tol_mm;    /* products: largest |error| / largest |reference| */
+    double tol;       /* the other steps */
+} backend_row;
+
+static hc_cl *the_cl;
+static hc_backend *open_opencl(char *why, size_t len)
+{
+    if (!(the_cl = hc_cl_open(NULL, why, len))) return NULL;
+    hc_backend *be = hc_cl_backend_new(the_cl, why, len);
+    if (!be) {
+        hc_cl_free(the_cl);
+        the_cl = NULL;
+    }
+    return be;
+}
+static void close_opencl(hc_backend *be)
+{
+    be->ops->free(be);
+    hc_cl_free(the_cl);
+    the_cl = NULL;
+}
+
+static const backend_row backends[] = {
+    { "opencl", open_opencl, close_opencl, 1e-5, 2e-6 },
+};
+
+/* ------------------------------------------------------------ the cases */
+
+enum { OP_MM, OP_MM_T, OP_NORM, OP_ROPE, OP_ACT, OP_ATTN, OP_BIAS, OP_ADD };
+enum { T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_0, T_GPTQ, T_GPTQ_PERM, N_T };
+static const char *const t_names[N_T] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "GPTQ", "GPTQ-act-order" };
+static const uint32_t t_ggml[5] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+
+/* a, b, c, d, e by operation:
+ *   OP_MM, OP_MM_T  rows, n, B                 (t: the weight type)
+ *   OP_NORM         n_embd, B, bias            (t: enum hc_norm)
+ *   OP_ROPE         head_dim, heads, rows, pos0 (t: enum hc_pos)
+ *   OP_ACT          n_ff, B, biases, threshold x 100 (t: enum hc_ffn_kind, d: enum hc_act)
+ *   OP_ATTN         head_dim, n_head, n_head_kv, B, pos0
+ *   OP_BIAS, OP_ADD n, B (OP_ADD: t 1 adds a second term) */
+typedef struct {
+    int op, t, a, b, c, d, e;
+} op_case;
+
+#define MM3(rows, n, B) { OP_MM, T_F32, rows, n, B, 0, 0 }, { OP_MM, T_F16, rows, n, B, 0, 0 }, \
+                        { OP_MM, T_BF16, rows, n, B, 0, 0 }
+#define MMQ(rows, n, B) { OP_MM, T_Q8_0, rows, n, B, 0, 0 }, { OP_MM, T_Q4_0, rows, n, B, 0, 0 }, \
+                        { OP_MM, T_GPTQ, rows, n, B, 0, 0 }, { OP_MM, T_GPTQ_PERM, rows, n, B, 0, 0 }
+#define MMT(rows, n, B) { OP_MM_T, T_F32, rows, n, B, 0, 0 }, { OP_MM_T, T_F16, rows, n, B, 0, 0 }, \
+                        { OP_MM_T, T_BF16, rows, n, B, 0, 0 }, { OP_MM_T, T_Q8_0, rows, n, B, 0, 0 }, \
+                        { OP_MM_T, T_Q4_0, rows, n, B, 0, 0 }
+#define ACTS(kind, n, B, bias, thr) { OP_ACT, kind, n, B, bias, HC_ACT_SILU, thr }, \
+                                    { OP_ACT, kind, n, B, bias, HC_ACT_RELU, thr }, \
+                                    { OP_ACT, kind, n, B, bias, HC_ACT_GELU, thr }
+
+static const op_case cases[] = {
+    /* products: B = 1 (decode), 7 (one tile), 19 (three tiles of 8); rows
+     * not a multiple of the group's 4; n with a tail that is not whole units */
+    MM3(37, 48, 1), MM3(37, 48, 7), MM3(64, 291, 1), MM3(64, 291, 19), MM3(300, 4096, 1), MM3(5, 64, 19),
+    MMQ(37, 64, 1), MMQ(37, 64, 7), MMQ(64, 288, 1), MMQ(64, 288, 19), MMQ(300, 4096, 1), MMQ(6, 256, 19),
+    MMT(45, 64, 1), MMT(45, 96, 7), MMT(300, 288, 1), MMT(1000, 64, 19),
+    { OP_NORM, HC_NORM_RMS, 48, 1, 0, 0, 0 }, { OP_NORM, HC_NORM_RMS, 288, 7, 0, 0, 0 }, { OP_NORM, HC_NORM_RMS, 4096, 3, 0, 0, 0 },
+    { OP_NORM, HC_NORM_LAYER, 48, 1, 0, 0, 0 }, { OP_NORM, HC_NORM_LAYER, 64, 7, 1, 0, 0 }, { OP_NORM, HC_NORM_LAYER, 288, 2, 1, 0, 0 },
+    { OP_ROPE, HC_POS_ROPE, 8, 6, 1, 5, 0 }, { OP_ROPE, HC_POS_ROPE, 64, 4, 7, 100, 0 },
+    { OP_ROPE, HC_POS_ROPE_NEOX, 8, 6, 1, 5, 0 }, { OP_ROPE, HC_POS_ROPE_NEOX, 64, 4, 7, 1000, 0 },
+    { OP_ROPE, HC_POS_LEARNED, 8, 6, 3, 0, 0 },
+    ACTS(HC_FFN_GATED, 300, 1, 0, 0), ACTS(HC_FFN_GATED, 256, 7, 1, 0), ACTS(HC_FFN_GATED, 256, 3, 1, 20),
+    ACTS(HC_FFN_SYMMETRIC, 300, 1, 0, 0), ACTS(HC_FFN_SYMMETRIC, 256, 7, 1, 0),
+    ACTS(HC_FFN_SEQUENTIAL, 300, 1, 0, 0), ACTS(HC_FFN_SEQUENTIAL, 256, 7, 1, 0),
+    { OP_ATTN, 0, 8, 4, 2, 1, 0 }, { OP_ATTN, 0, 8, 4, 2, 1, 9 }, { OP_ATTN, 0, 64, 4, 2, 1, 300 },
+    { OP_ATTN, 0, 64, 4, 4, 7, 0 }, { OP_ATTN, 0, 8, 4, 2, 7, 50 }, { OP_ATTN, 0, 64, 2, 1, 19, 1500 },
+    { OP_BIAS, 0, 300, 3, 0, 0, 0 }, { OP_ADD, 0, 1000, 1, 0, 0, 0 }, { OP_ADD, 1, 300, 7, 0, 0, 0 },
+};
+
+/* ------------------------------------------------------------ inputs */
+
+static uint64_t rng = 11;
+static float frand(void)   /* uniform in [-1, 1) */
+{
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rng >> 40) / 8388608.0) - 1.0f;
+}
+static float *rand_vec(size_t n, float scale)
+{
+    float *v = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) v[i] = frand() * scale;
+    return v;
+}
+
+/* A random INT4-GPTQ weight in the file layout, loaded (repacked) into *g;
+ * act-order: the groups' inputs shuffled through g_idx. */
+static int random_gptq(int in, int out, int gs, int act_order, hc_gptq *g, char *err, size_t errlen)
+{
+    int G = (in + gs - 1) / gs, zw = (out + 7) / 8;
+    int32_t *qw = calloc((size_t)(in + 7) / 8 * (size_t)out, sizeof *qw), *qz = calloc((size_t)G * zw, sizeof *qz);
+    int32_t *gi = malloc(sizeof *gi * (size_t)in);
+    uint16_t *sc = malloc(sizeof *sc * (size_t)G * out);
+    for (int k = 0; k < in; k++)
+        for (int r = 0; r < out; r++) {
+            frand();
+            qw[(k / 8) * out + r] |= (int32_t)((rng >> 60) << (4 * (k % 8)));
+        }
+    for (int j = 0; j < G; j++)
+        for (int r = 0; r < out; r++) {
+            sc[j * out + r] = fp32_to_fp16(0.01f + 0.02f * (frand() + 1.0f));
+            qz[j * zw + r / 8] |= (int32_t)((rng >> 60) << (4 * (r % 8)));
+        }
+    for (int k = 0; k < in; k++) gi[k] = act_order ? (k * 7 + 3) % G : k / gs;
+    int rc = hc_gptq_load(g, in, out, gs, qw, sc, qz, gi, err, errlen);
+    free(qw);
+    free(qz);
+    free(gi);
+    free(sc);
+    return rc;
+}
+
+/* rows x n weight of type t into *w (storage in *mem or *g). */
+static int make_weight(int t, int rows, int n, hc_weight *w, void **mem, hc_gptq *g, char *err, size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    *mem = NULL;
+    w->n = n;
+    w->rows = rows;
+    if (t >= T_GPTQ) {
+        w->kind = HC_WEIGHT_GPTQ;
+        w->ext = g;
+        return random_gptq(n, rows, 32, t == T_GPTQ_PERM, g, err, errlen);
+    }
+    w->kind = HC_WEIGHT_GGML;
+    w->type = t_ggml[t];
+    size_t rb = ggml_row_size(w->type, n);
+    char *d = malloc(rb * (size_t)rows);
+    float *f = rand_vec((size_t)n, 0.5f);
+    for (int r = 0; r < rows; r++) {
+        char *row = d + rb * (size_t)r;
+        for (int i = 0; i < n; i++) f[i] = frand() * 0.5f;
+        switch (t) {
+        case T_F32: memcpy(row, f, rb); break;
+        case T_F16: for (int i = 0; i < n; i++) ((uint16_t *)row)[i] = fp32_to_fp16(f[i]); break;
+        case T_BF16: for (int i = 0; i < n; i++) ((uint16_t *)row)[i] = fp32_to_bf16(f[i]); break;
+        case T_Q8_0: quantize_row_q8_0_ref(f, (block_q8_0 *)row, n); break;
+        case T_Q4_0: quantize_row_q4_0_ref(f, (block_q4_0 *)row, n); break;
+        }
+    }
+    free(f);
+    w->data = *mem = d;
+    return 0;
+}
+
+/* ------------------------------------------------------------ references */
+
+static void ref_norm(int kind, const float *x, const float *w, const float *bias, int n, float eps, float *o)
+{
+    double s = 0, mean = 0, var = 0;
+    if (kind == HC_NORM_RMS) {
+        for (int j = 0; j < n; j++) s += (double)x[j] * x[j];
+        double inv = 1.0 / sqrt(s / n + eps);
+        for (int j = 0; j < n; j++) o[j] = (float)(w[j] * (inv * x[j]));
+        return;
+    }
+    for (int j = 0; j < n; j++) mean += x[j];
+    mean /= n;
+    for (int j = 0; j < n; j++) var += (x[j] - mean) * (x[j] - mean);
+    double inv = 1.0 / sqrt(var / n + eps);
+    for (int j = 0; j < n; j++) o[j] = (float)(w[j] * ((x[j] - mean) * inv) + (bias ? bias[j] : 0.0));
+}
+
+static void ref_rope(int mode, const float *freq, int hd, float *v, int dim, int pos)
+{
+    int half = hd / 2;
+    for (int i = 0; i < half; i++) {
+        float val = (float)pos * freq[i], fcr = cosf(val), fci = sinf(val);
+        for (int h = 0; h < dim; h += hd) {
+            int i0 = mode == HC_POS_ROPE ? h + 2 * i : h + i, i1 = mode == HC_POS_ROPE ? i0 + 1 : i0 + half;
+            float v0 = v[i0], v1 = v[i1];
+            v[i0] = v0 * fcr - v1 * fci;
+            v[i1] = v0 * fci + v1 * fcr;
+        }
+    }
+}
+
+static float act1(int act, float x)
+{
+    switch (act) {
+    case HC_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case HC_ACT_GELU: return 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2));
+    default: return x * (1.0f / (1.0f + expf(-x)));
+    }
+}
+
+/* dense.c act_range */
+static void ref_act(int kind, int act, float thr, const float *gb, const float *ub, float *H, const float *U, int B,
+                    int F)
+{
+    for (int b = 0; b < B; b++)
+        for (int f = 0; f < F; f++) {
+            float h = H[b * F + f], u = U[b * F + f];
+            if (kind == HC_FFN_SEQUENTIAL) {
+                if (ub) h += ub[f];
+                h = act1(act, h);
+            } else {
+                if (gb) h += gb[f];
+                if (ub) u += ub[f];
+                if (kind == HC_FFN_GATED) {
+                    if (thr > 0 && h < thr) h = 0.0f;
+                    h = act1(act, h) * u;
+                } else {
+                    h = act1(act, h) * act1(act, u);
+                }
+            }
+            H[b * F + f] = h;
+        }
+}
+
+/* ------------------------------------------------------------ running one case */
+
+typedef struct {
+    hc_backend *be;
+    const hc_backend_ops *o;
+    char err[512];
+} run_ctx;
+
+static hc_buf *upload(run_ctx *r, const float *v, size_t n)
+{
+    hc_buf *b = r->o->buf_new(r->be, sizeof(float) * (n ? n : 1), r->err, sizeof r->err);
+    if (b && v && n) r->o->write(r->be, (hc_view){ b, 0 }, v, sizeof(float) * n);
+    return b;
+}
+
+/* a vector as the steps take it (dev NULL when the backend needs none) */
+static hc_bvec bvec(run_ctx *r, const float *v, int n)
+{
+    hc_bvec b = { v, n, NULL };
+    if (v) b.dev = r->o->vec_new(r->be, v, n, r->err, sizeof r->err);
+    return b;
+}
+static void bvec_free(run_ctx *r, hc_bvec *b)
+{
+    if (b->dev) r->o->dev_free(r->be, b->dev);
+}
+
+static hc_hparams hparams(void)
+{
+    hc_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.rms_eps = 1e-5f;
+    return hp;
+}
+
+/* Runs case c on r's backend into out (n_out floats) and its reference
+ * into ref. 0, or -1 + r->err. */
+static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t n_out, int seed)
+{
+    const hc_backend_ops *o = r->o;
+    hc_hparams hp = hparams();
+    rng = 1000 + (uint64_t)seed;
+    int rc = -1;
+    hc_buf *bx = NULL, *by = NULL, *bz = NULL;
+    switch (c->op) {
+    case OP_MM:
+    case OP_MM_T: {
+        int rows = c->a, n = c->b, B = c->c, tr = c->op == OP_MM_T;
+        hc_weight w;
+        hc_gptq g;
+        void *mem;
+        memset(&g, 0, sizeof g);
+        if (make_weight(c->t, rows, n, &w, &mem, &g, r->err, sizeof r->err)) return -1;
+        int in = tr ? rows : n, outn = tr ? n : rows;
+        float *x = rand_vec((size_t)B * in, 1.0f), *row = malloc(sizeof(float) * (size_t)n);
+        /* two items sharing x: all B rows into y (stride outn), rows 1.. into
+         * z with a wider stride (q of the last rows) */
+        size_t zs = (size_t)outn + 3;
+        hc_bmat m = { &w, o->mat_new(r->be, &w, r->err, sizeof r->err) };
+        bx = upload(r, x, (size_t)B * in);
+        by = upload(r, NULL, (size_t)B * outn);
+        bz = upload(r, NULL, (size_t)B * zs);
+        if (bx && by && bz && (m.dev || o->host((hc_view){ bx, 0 }))) {
+            hc_mm items[2] = { { &m, 0, tr, { by, 0 }, (size_t)outn }, { &m, 1, tr, { bz, 0 }, zs } };
+            o->matmul(r->be, (hc_view){ bx, 0 }, B, items, B > 1 ? 2 : 1);
+            float *z = malloc(sizeof(float) * (size_t)B * zs);
+            if (!o->read(r->be, (hc_view){ by, 0 }, out, sizeof(float) * (size_t)B * outn, r->err, sizeof r->err) &&
+                !o->read(r->be, (hc_view){ bz, 0 }, z, sizeof(float) * (size_t)B * zs, r->err, sizeof r->err)) {
+                rc = 0;
+                for (int b = 1; b < B; b++)   /* z's rows must equal y's */
+                    for (int i = 0; i < outn; i++)
+                        if (memcmp(&z[(size_t)(b - 1) * zs + i], &out[(size_t)b * outn + i], sizeof(float))) {
+                            snprintf(r->err, sizeof r->err, "item b0 = 1: row %d, %d differs", b, i);
+                            rc = -1;
+                        }
+            }
+            free(z);
+        } else if (!m.dev && r->err[0] == 0) {
+            snprintf(r->err, sizeof r->err, "no device copy of the weight");
+        }
+        /* reference: the dequantized rows times x, in double */
+        double *acc = calloc((size_t)B * outn, sizeof *acc);
+        for (int i = 0; i < rows; i++) {
+            hc_weight_row(&w, i, row);
+            for (int b = 0; b < B; b++) {
+                const float *xb = x + (size_t)b * in;
+                if (tr) {
+                    for (int j = 0; j < n; j++) acc[(size_t)b * outn + j] += (double)xb[i] * row[j];
+                } else {
+                    double s = 0;
+                    for (int j = 0; j < n; j++) s += (double)row[j] * xb[j];
+                    acc[(size_t)b * outn + i] = s;
+                }
+            }
+        }
+        for (size_t i = 0; i < n_out; i++) ref[i] = (float)acc[i];
+        free(acc);
+        if (m.dev) o->dev_free(r->be, m.dev);
+        free(x);
+        free(row);
+        free(mem);
+        if (w.kind == HC_WEIGHT_GPTQ) hc_gptq_free(&g);
+        break;
+    }
+    case OP_NORM: {
+        int n = c->a, B = c->b;
+        hp.norm = c->t;
+        hp.n_embd = n;
+        float *x = rand_vec((size_t)B * n, 2.0f), *wv = rand_vec((size_t)n, 1.0f), *bv = c->c ? rand_vec((size_t)n, 1.0f) : NULL;
+        for (int i = 0; i < B * n; i++) x[i] += 0.5f;   /* a mean LayerNorm must take away */
+        hc_bvec w = bvec(r, wv, n), bias = bvec(r, bv, n);
+        bx = upload(r, x, (size_t)B * n);
+        by = upload(r, NULL, (size_t)B * n);
+        if (bx && by) {
+            o->norm(r->be, &hp, &w, &bias, (hc_view){ bx, 0 }, (hc_view){ by, 0 }, B);
+            rc = o->read(r->be, (hc_view){ by, 0 }, out, sizeof(float) * n_out, r->err, sizeof r->err);
+        }
+        for (int b = 0; b < B; b++) ref_norm(c->t, x + (size_t)b * n, wv, bv, n, hp.rms_eps, ref + (size_t)b * n);
+        bvec_free(r, &w);
+        bvec_free(r, &bias);
+        free(x);
+        free(wv);
+        free(bv);
+        break;
+    }
+    case OP_ROPE: {
+        int hd = c->a, dim = c->a * c->b, n = c->c, pos0 = c->d;
+        hp.pos = c->t;
+        hp.head_dim = hd;
+        float *v = rand_vec((size_t)n * dim, 1.0f), *freq = malloc(sizeof(float) * (size_t)hd / 2);
+        for (int i = 0; i < hd; i += 2) freq[i / 2] = 1.0f / powf(10000.0f, (float)i / (float)hd);
+        hc_bvec f = bvec(r, freq, hd / 2);
+        bx = upload(r, v, (size_t)n * dim);
+        if (bx) {
+            o->rope(r->be, &hp, &f, (hc_view){ bx, 0 }, dim, n, pos0);
+            rc = o->read(r->be, (hc_view){ bx, 0 }, out, sizeof(float) * n_out, r->err, sizeof r->err);
+        }
+        if (c->t != HC_POS_LEARNED)
+            for (int b = 0; b < n; b++) ref_rope(c->t, freq, hd, v + (size_t)b * dim, dim, pos0 + b);
+        memcpy(ref, v, sizeof(float) * n_out);
+        bvec_free(r, &f);
+        free(v);
+        free(freq);
+        break;
+    }
+    case OP_ACT: {
+        int F = c->a, B = c->b;
+        hp.ffn_kind = c->t;
+        hp.act = c->d;
+        hp.n_ff = F;
+        hp.act_threshold = (float)c->e / 100.0f;
+        float *g = rand_vec((size_t)B * F, 3.0f), *u = rand_vec((size_t)B * F, 3.0f);
+        float *gbv = c->c ? rand_vec((size_t)F, 0.5f) : NULL, *ubv = c->c ? rand_vec((size_t)F, 0.5f) : NULL;
+        hc_bvec gb = bvec(r, gbv, F), ub = bvec(r, ubv, F);
+        bx = upload(r, g, (size_t)B * F);
+        by = upload(r, u, (size_t)B * F);
+        if (bx && by) {
+            o->ffn_act(r->be, &hp, &gb, &ub, (hc_view){ bx, 0 }, (hc_view){ by, 0 }, B);
+            rc = o->read(r->be, (hc_view){ bx, 0 }, out, sizeof(float) * n_out, r->err, sizeof r->err);
+        }
+        ref_act(c->t, c->d, hp.act_threshold, gbv, ubv, g, u, B, F);
+        memcpy(ref, g, sizeof(float) * n_out);
+        bvec_free(r, &gb);
+        bvec_free(r, &ub);
+        free(g);
+        free(u);
+        free(gbv);
+        free(ubv);
+        break;
+    }
+    case OP_ATTN: {
+        int hd = c->a, nh = c->b, nkv = c->c, B = c->d, pos0 = c->e, n_ctx = pos0 + B + 5;
+        int q_dim = nh * hd, kv_dim = nkv * hd, npos = pos0 + B;
+        hp.head_dim = hd;
+        hp.n_head = nh;
+        hp.n_head_kv = nkv;
+        hp.n_layer = 2;
+        hp.n_embd = q_dim;
+        float *q = rand_vec((size_t)B * q_dim, 1.0f), *k = rand_vec((size_t)npos * kv_dim, 1.0f);
+        float *v = rand_vec((size_t)npos * kv_dim, 1.0f);
+        uint8_t on[2] = { 0, 1 };
+        hc_kv *kv = o->kv_new(r->be, &hp, n_ctx, on, r->err, sizeof r->err);
+        bx = upload(r, q, (size_t)B * q_dim);
+        by = upload(r, k, (size_t)npos * kv_dim);
+        bz = upload(r, v, (size_t)npos * kv_dim);
+        hc_buf *bo = upload(r, NULL, (size_t)B * q_dim);
+        if (kv && bx && by && bz && bo) {
+            /* the earlier positions in two stores, then the B rows' own */
+            size_t row = sizeof(float) * (size_t)kv_dim;
+            int p1 = pos0 / 2;
+            if (p1 > 0) o->kv_store(r->be, kv, 1, 0, p1, (hc_view){ by, 0 }, (hc_view){ bz, 0 });
+            if (pos0 > p1)
+                o->kv_store(r->be, kv, 1, p1, pos0 - p1, (hc_view){ by, row * p1 }, (hc_view){ bz, row * p1 });
+            o->kv_store(r->be, kv, 1, pos0, B, (hc_view){ by, row * pos0 }, (hc_view){ bz, row * pos0 });
+            o->attention(r->be, kv, 1, &hp, (hc_view){ bx, 0 }, B, pos0, (hc_view){ bo, 0 });
+            rc = o->read(r->be, (hc_view){ bo, 0 }, out, sizeof(float) * n_out, r->err, sizeof r->err);
+        }
+        double *sc = malloc(sizeof(double) * (size_t)npos);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < nh; h++) {
+                const float *qr = q + (size_t)b * q_dim + (size_t)h * hd;
+                int kh = h / (nh / nkv), last = pos0 + b;
+                double mx = -INFINITY, sum = 0;
+                for (int p = 0; p <= last; p++) {
+                    double s = 0;
+                    for (int d = 0; d < hd; d++) s += (double)qr[d] * k[(size_t)p * kv_dim + (size_t)kh * hd + d];
+                    sc[p] = s / sqrt((double)hd);
+                    if (sc[p] > mx) mx = sc[p];
+                }
+                for (int p = 0; p <= last; p++) sum += (sc[p] = exp(sc[p] - mx));
+                for (int d = 0; d < hd; d++) {
+                    double s = 0;
+                    for (int p = 0; p <= last; p++) s += sc[p] / sum * v[(size_t)p * kv_dim + (size_t)kh * hd + d];
+                    ref[(size_t)b * q_dim + (size_t)h * hd + d] = (float)s;
+                }
+            }
+        free(sc);
+        if (kv) o->kv_free(r->be, kv);
+        if (bo) o->buf_free(r->be, bo);
+        free(q);
+        free(k);
+        free(v);
+        break;
+    }
+    case OP_BIAS:
+    case OP_ADD: {
+        int n = c->a, B = c->b;
+        size_t N = (size_t)n * B;
+        float *x = rand_vec(N, 1.0f), *a = rand_vec(N, 1.0f), *bb = rand_vec(N, 1.0f), *bias = rand_vec((size_t)n, 1.0f);
+        hc_bvec bv = bvec(r, bias, n);
+        bx = upload(r, x, N);
+        by = upload(r, a, N);
+        bz = upload(r, bb, N);
+        if (bx && by && bz) {
+            if (c->op == OP_BIAS) o->add_bias(r->be, (hc_view){ bx, 0 }, &bv, B, n);
+            else o->add(r->be, (hc_view){ bx, 0 }, (hc_view){ by, 0 }, (hc_view){ c->t ? bz : NULL, 0 }, N);
+            rc = o->read(r->be, (hc_view){ bx, 0 }, out, sizeof(float) * n_out, r->err, sizeof r->err);
+        }
+        for (size_t i = 0; i < N; i++)
+            ref[i] = c->op == OP_BIAS ? x[i] + bias[i % (size_t)n] : c->t ? x[i] + (a[i] + bb[i]) : x[i] + a[i];
+        bvec_free(r, &bv);
+        free(x);
+        free(a);
+        free(bb);
+        free(bias);
+        break;
+    }
+    }
+    if (bx) o->buf_free(r->be, bx);
+    if (by) o->buf_free(r->be, by);
+    if (bz) o->buf_free(r->be, bz);
+    return rc;
+}
+
+static size_t case_outputs(const op_case *c)
+{
+    switch (c->op) {
+    case OP_MM: return (size_t)c->a * c->c;
+    case OP_MM_T: return (size_t)c->b * c->c;
+    case OP_NORM: return (size_t)c->a * c->b;
+    case OP_ROPE: return (size_t)c->a * c->b * c->c;
+    case OP_ACT: return (size_t)c->a * c->b;
+    case OP_ATTN: return (size_t)c->a * c->b * c->d;
+    default: return (size_t)c->a * c->b;
+    }
+}
+
+static void describe(const op_case *c, char *s, size_t len)
+{
+    static const char *const ops[] = { "matmul", "matmul transposed", "norm", "rope", "ffn_act", "attention",
+                                       "add_bias", "add" };
+    if (c->op == OP_MM || c->op == OP_MM_T)
+        snprintf(s, len, "%s %s %dx%d B=%d", ops[c->op], t_names[c->t], c->a, c->b, c->c);
+    else
+        snprintf(s, len, "%s (%d; %d %d %d %d %d)", ops[c->op], c->t, c->a, c->b, c->c, c->d, c->e);
+}
+
+static const backend_row *cur;
+
+static void test_ops(void)
+{
+    char why[512];
+    hc_backend *be = cur->open(why, sizeof why);
+    if (!be) {
+        static char skip[600];
+        snprintf(skip, sizeof skip, "%s: %s", cur->name, why);
+        SKIP(skip);
+    }
+    run_ctx r = { be, be->ops, "" };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases && !bad; i++) {
+        const op_case *c = &cases[i];
+        size_t n = case_outputs(c);
+        float *out = calloc(n, sizeof *out), *ref = calloc(n, sizeof *ref), *again = calloc(n, sizeof *again);
+        char what[128];
+        describe(c, what, sizeof what);
+        r.err[0] = 0;
+        if (run_case(&r, c, out, ref, n, (int)i) || run_case(&r, c, again, ref, n, (int)i)) {
+            th_fail(__FILE__, __LINE__, "%s %s: %s", cur->name, what, r.err);
+            bad = 1;
+        } else {
+            double mx = 0, e = 0;
+            size_t at = 0;
+            for (size_t j = 0; j < n; j++) {
+                if (fabs(ref[j]) > mx) mx = fabs(ref[j]);
+                double d = fabs((double)out[j] - ref[j]);
+                if (!(d <= e)) { e = d; at = j; }
+            }
+            double tol = c->op == OP_MM || c->op == OP_MM_T ? cur->tol_mm : cur->tol;
+            if (c->op == OP_ADD || c->op == OP_BIAS) tol = 0;
+            if (getenv("HC_TEST_VERBOSE")) fprintf(stderr, "%s %s: error %.3g of largest %.3g\n", cur->name, what, e, mx);
+            if (!(e <= tol * mx)) {
+                th_fail(__FILE__, __LINE__, "%s %s: error %g of largest %g at %zu (%g, reference %g)", cur->name, what,
+                        e, mx, at, out[at], ref[at]);
+                bad = 1;
+            } else if (memcmp(out, again, sizeof(float) * n)) {
+                th_fail(__FILE__, __LINE__, "%s %s: two runs differ", cur->name, what);
+                bad = 1;
+            }
+        }
+        free(out);
+        free(ref);
+        free(again);
+    }
+    cur->close(be);
+}
+
+/* A step on a weight the kernels do not take: NULL and the type named. */
+static void test_unsupported(void)
+{
+    char why[512];
+    hc_backend *be = open_opencl(why, sizeof why);
+    if (!be) SKIP("no OpenCL device");
+    static const block_q4_1 blk[4];
+    hc_weight w = { HC_WEIGHT_GGML, GGML_TYPE_Q4_1, blk, 32, 4, NULL };
+    char err[256] = "";
+    void *m = be->ops->mat_new(be, &w, err, sizeof err);
+    CHECKF(!m && strstr(err, "Q4_1"), "%s", err);
+    /* a failed step is sticky: read and sync report it */
+    hc_buf *b = be->ops->buf_new(be, 64, err, sizeof err);
+    hc_bmat bm = { &w, NULL };
+    hc_mm it = { &bm, 0, 0, { b, 0 }, 4 };
+    be->ops->matmul(be, (hc_view){ b, 0 }, 1, &it, 1);
+    float y[4];
+    CHECK(be->ops->sync(be, err, sizeof err) == -1 && strstr(err, "without a device copy"));
+    CHECK(be->ops->read(be, (hc_view){ b, 0 }, y, sizeof y, err, sizeof err) == -1);
+    be->ops->buf_free(be, b);
+    close_opencl(be);
+}
+
+/* ------------------------------------------------------------ launch geometry */
+
+/* 7B shapes (dim 4096, n_ff 11008, 32 heads, ctx 2048, vocab 32000) on an
+ * H200-like GPU (132 units, groups up to 1024) and a PoCL-like CPU device
+ * (2 units): every launch has a group per unit or more where the problem
+ * has that many rows, heads x positions or elements; local sizes are powers
+ * of two within the device's limit, and local memory within NVIDIA's 48 KiB. */
+static void test_clb_geometry(void)
+{
+    const hc_clb_device devs[] = { { 132, 1024, 1 }, { 2, 4096, 0 }, { 108, 1024, 1 }, { 16, 256, 1 } };
+    const int E = 4096, F = 11008, H = 32, CTX = 2048, V = 32000;
+    for (size_t i = 0; i < sizeof devs / sizeof *devs; i++) {
+        const hc_clb_device *d = &devs[i];
+        const size_t cu = d->cu, lm = 48 * 1024;
+        /* products: q/k/v/o (E x E), gate/up (F x E), down (E x F), output (V x E) */
+        const int shapes[][2] = { { E, E }, { F, E }, { E, F }, { V, E } };
+        for (size_t s = 0; s < 4; s++)
+            for (int B = 1; B <= 512; B *= 8) {
+                size_t l = hc_clb_mm_local(d, shapes[s][1], B), g = hc_clb_mm_groups(shapes[s][0], B);
+                size_t mem = sizeof(float) * HC_CLB_ROWS * (B > 1 ? HC_CLB_TOKENS : 1) * l;
+                CHECKF(g >= cu && l <= d->wg_max && (l & (l - 1)) == 0 && mem <= lm && (!d->gpu || l >= 64),
+                       "device %zu: product %dx%d B %d: %zu groups of %zu", i, shapes[s][0], shapes[s][1], B, g, l);
+                /* every item has a unit of the row to read */
+                CHECK(l * HC_CLB_UNIT <= (size_t)shapes[s][1] || l == 1);
+            }
+        /* ffn_down_t: 4096 outputs over 11008 rows */
+        size_t tl = hc_clb_t_local(d, E);
+        size_t tg = (E + tl - 1) / tl * (size_t)hc_clb_t_slices(d, E, F);
+        CHECKF(tg >= cu && tl <= d->wg_max, "device %zu: transposed: %zu groups", i, tg);
+        /* attention: decode at several positions, and a prompt */
+        const int npos[] = { 1, 17, 512, CTX };
+        for (size_t p = 0; p < 4; p++)
+            for (int B = 1; B <= 64; B *= 64) {
+                int n = npos[p] + B - 1, ch = hc_clb_attn_chunk(d, H, B, n);
+                size_t l = hc_clb_attn_local(d, 128), g = (size_t)H * B * (size_t)((n + ch - 1) / ch);
+                size_t could = (size_t)H * B * (size_t)((n + 15) / 16);
+                CHECKF(g >= (could < cu ? could : cu) && ch <= HC_CLB_CHUNK_MAX &&
+                       sizeof(float) * ((size_t)ch + l) <= lm && l <= d->wg_max,
+                       "device %zu: attention of %d positions, B %d: chunks of %d, %zu groups", i, n, B, ch, g);
+            }
+        CHECK(hc_clb_attn_chunk(d, H, 1, CTX) < CTX || cu <= (size_t)H);
+        /* norms: one group per row, within the limit */
+        CHECK(hc_clb_norm_local(d, E) <= d->wg_max && hc_clb_norm_local(d, E) <= (size_t)E);
+        /* element-wise: rope pairs, biases, the FFN activation, the logits */
+        const size_t ns[] = { E / 2, E, (size_t)F, (size_t)V, 7 };
+        for (size_t k = 0; k < 5; k++) {
+            size_t l = hc_clb_ew_local(d, ns[k]), g = (ns[k] + l - 1) / l;
+            CHECKF(g >= (ns[k] < cu ? ns[k] : cu) && l <= d->wg_max, "device %zu: %zu elements: %zu groups", i, ns[k], g);
+        }
+    }
+}
+
+int main(void)
+{
+    RUN(test_clb_geometry);
+    for (size_t i = 0; i < sizeof backends / sizeof *backends; i++) {
+        char name[64];
+        cur = &backends[i];
+        snprintf(name, sizeof name, "test_ops_%s", cur->name);
+        th_run(name, test_ops);
+    }
+    RUN(test_unsupported);
+    return th_done();
+}
