@@ -36,8 +36,8 @@ static void usage(FILE *f)
 "      --time-limit S        stop GLPK after S seconds (default 60) and keep its best\n"
 "      --gap G               stop at relative MIP gap G (default 1e-5; 0 = prove\n"
 "                            optimality, which can take minutes on 70B shapes)\n"
-"      --ctx N               KV cache charged for N positions (default: the model's\n"
-"                            context length, the most hc-run uses)\n"
+"      --ctx N               KV cache charged for N positions, f32 as hc-run keeps it\n"
+"                            (default: the model's context length, the most hc-run uses)\n"
 "      --greedy              hottest neurons per byte first, no ILP (baseline)\n"
 "      --sweep LIST          coverage for each budget of a comma-separated list; no file\n"
 "      --json                print the report (or the sweep) as JSON on stdout\n"
@@ -215,7 +215,7 @@ static double pct(int64_t a, int64_t b)
 static void print_summary(const solve_result *r, const char *out)
 {
     const solve_problem *p = r->problem;
-    const solve_budget *b = r->budget;
+    const hc_budget *b = r->budget;
     char s1[32], s2[32], s3[32];
     uint64_t neurons = 0;
     for (uint32_t l = 0; l < p->n_layer; l++)
@@ -225,9 +225,9 @@ static void print_summary(const solve_result *r, const char *out)
     printf("budget    %s = dense %s + FFN capacity %s\n", hc_format_size(r->vram_budget, s1, sizeof s1),
            hc_format_size(b->fixed_total, s2, sizeof s2), hc_format_size(r->capacity, s3, sizeof s3));
     printf("dense    ");
-    for (int i = 0; i < FIX_COUNT; i++)
-        printf(" %s %s%s", solve_fixed_names[i], hc_format_size(b->fixed[i], s1, sizeof s1),
-               i == FIX_COUNT - 1 ? "" : ",");
+    for (int i = 0; i < HC_FIX_COUNT; i++)
+        printf(" %s %s%s", hc_budget_fixed_names[i], hc_format_size(b->fixed[i], s1, sizeof s1),
+               i == HC_FIX_COUNT - 1 ? "" : ",");
     printf(" (ctx %" PRIu32 ")\n", b->ctx);
     printf("placed    %" PRIu64 " of %" PRIu64 " neurons (%.2f%%), %s\n", neurons, (uint64_t)p->n_layer * p->n_ff,
            100.0 * (double)neurons / ((double)p->n_layer * p->n_ff), hc_format_size(r->sol.bytes, s1, sizeof s1));
@@ -250,7 +250,7 @@ static void run_sweep(const options *o, solve_result *r, const char *model_path)
     for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char err[512], s1[32], s2[32];
         r->vram_budget = parse_bytes("--sweep", tok);
-        if (solve_budget_capacity(r->budget, model_path, r->vram_budget, &r->capacity, err, sizeof err)) {
+        if (hc_budget_capacity(r->budget, model_path, r->vram_budget, &r->capacity, err, sizeof err)) {
             if (rows) {
                 cJSON *e = cJSON_CreateObject();
                 cJSON_AddNumberToObject(e, "vram_budget", (double)r->vram_budget);
@@ -320,12 +320,12 @@ int main(int argc, char **argv)
         hc_die("%s", err);
     if (hc_stats_check_model(stats, model, o.model, err, sizeof err))
         hc_die("%s (statistics %s)", err, o.stats);
-    solve_budget budget;
-    if (solve_budget_read(&budget, model, o.ctx, err, sizeof err))
+    hc_budget budget;
+    if (hc_budget_read(&budget, model, o.ctx, err, sizeof err))
         hc_die("%s", err);
 
     uint64_t capacity = 0;
-    if (!o.sweep && solve_budget_capacity(&budget, o.model, o.budget, &capacity, err, sizeof err))
+    if (!o.sweep && hc_budget_capacity(&budget, o.model, o.budget, &capacity, err, sizeof err))
         hc_die("%s", err);
 
     solve_problem problem;
@@ -366,7 +366,7 @@ int main(int argc, char **argv)
     free(out);
     solve_solution_free(&r.sol);
     solve_problem_free(&problem);
-    solve_budget_free(&budget);
+    hc_budget_free(&budget);
     hc_stats_free(stats);
     gguf_close(model);
     return 0;

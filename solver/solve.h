@@ -1,4 +1,4 @@
-/* hc-solve internals: the budget, the placement problem, its solvers and outputs.
+/* hc-solve internals (the budget is common/budget.h): the placement problem, its solvers and outputs.
  *
  * A layer's neurons are sorted hottest first (activation count, then sum, then
  * id) and cut into "units": unit 0 is the layer's minimum GPU share (the
@@ -13,33 +13,9 @@
 #include <stdint.h>
 #include <stddef.h>
 
+#include "budget.h"
 #include "gguf.h"
 #include "stats.h"
-
-/* ---------------------------------------------------------------- budget (solve_budget.c) */
-
-/* Dense parts charged before any FFN neuron, in PowerInfer's offloading priority order;
- * then the INT4-GPTQ down columns' pairs tables, which a layer's device rows
- * share (runtime/kernels_gptq.h: one table per layer with hot neurons). */
-enum { FIX_ATTN, FIX_PRED, FIX_NORM, FIX_OUTPUT, FIX_KV, FIX_GPTQ_PAIRS, FIX_COUNT };
-extern const char *const solve_fixed_names[FIX_COUNT];
-
-typedef struct {
-    uint32_t n_layer, n_ff, n_embd;
-    uint64_t *neuron_bytes;    /* [n_layer]: gate row + up row + one ffn_down_t row, as the runtime stores them,
-                                  + a float per gate/up bias */
-    uint64_t fixed[FIX_COUNT];
-    uint64_t fixed_total;
-    uint32_t ctx;              /* KV cache charged for this context length */
-} solve_budget;
-
-/* ctx < 0: charge the KV cache for the model's <arch>.context_length. */
-int solve_budget_read(solve_budget *b, const gguf_file *model, int64_t ctx, char *err, size_t errlen);
-void solve_budget_free(solve_budget *b);
-/* Bytes left for FFN neurons under vram_budget, or -1 with a message naming
- * the first dense part that does not fit. */
-int solve_budget_capacity(const solve_budget *b, const char *model_path, uint64_t vram_budget,
-                          uint64_t *capacity, char *err, size_t errlen);
 
 /* ---------------------------------------------------------------- problem (solve_problem.c) */
 
@@ -71,7 +47,7 @@ typedef struct {
     uint64_t bytes;            /* FFN bytes placed */
 } solve_solution;
 
-void solve_problem_build(solve_problem *p, const hc_stats *s, const solve_budget *b, uint32_t batch,
+void solve_problem_build(solve_problem *p, const hc_stats *s, const hc_budget *b, uint32_t batch,
                          const solve_cost *cost);
 void solve_problem_free(solve_problem *p);
 
@@ -134,7 +110,7 @@ typedef struct {
     const char *model_name;    /* file name without directories */
     uint64_t model_hash, stats_hash;
     const hc_stats *stats;
-    const solve_budget *budget;
+    const hc_budget *budget;
     const solve_problem *problem;
     uint64_t vram_budget, capacity;
     const char *method;        /* "ilp" or "greedy" */

@@ -96,7 +96,7 @@ void *solve_alloc(size_t n)
     return p;
 }
 
-void solve_problem_build(solve_problem *p, const hc_stats *s, const solve_budget *b, uint32_t batch,
+void solve_problem_build(solve_problem *p, const hc_stats *s, const hc_budget *b, uint32_t batch,
                          const solve_cost *cost)
 {
     memset(p, 0, sizeof *p);
@@ -107,7 +107,7 @@ void solve_problem_build(solve_problem *p, const hc_stats *s, const solve_budget
     p->layer = solve_alloc(s->n_layer * sizeof *p->layer);
     neuron *tmp = solve_alloc((size_t)s->n_ff * sizeof *tmp);
     for (uint32_t l = 0; l < s->n_layer; l++) {
-        build_layer(p, l, s, b->neuron_bytes[l], cost, tmp);
+        build_layer(p, l, s, b->layer[l].neuron_bytes, cost, tmp);
         p->total += p->layer[l].total;
     }
     free(tmp);

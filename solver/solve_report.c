@@ -16,8 +16,8 @@ cJSON *solve_summary_json(const solve_result *r)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "vram_budget", (double)r->vram_budget);
     cJSON *b = cJSON_AddObjectToObject(o, "budget");
-    for (int i = 0; i < FIX_COUNT; i++)
-        cJSON_AddNumberToObject(b, solve_fixed_names[i], (double)r->budget->fixed[i]);
+    for (int i = 0; i < HC_FIX_COUNT; i++)
+        cJSON_AddNumberToObject(b, hc_budget_fixed_names[i], (double)r->budget->fixed[i]);
     cJSON_AddNumberToObject(b, "dense_total", (double)r->budget->fixed_total);
     cJSON_AddNumberToObject(b, "ffn_capacity", (double)r->capacity);
     cJSON_AddNumberToObject(b, "ffn_used", (double)r->sol.bytes);

@@ -16,7 +16,7 @@
 #define BY 370     /* budget bar */
 #define BH 26
 
-static const char *const part_colors[FIX_COUNT + 2] = {
+static const char *const part_colors[HC_FIX_COUNT + 2] = {
     "#8c6bb1", "#e7298a", "#a6761d", "#666666", "#1b9e77", "#e6ab02", "#d95f02", "#dddddd",
 };
 
@@ -59,21 +59,21 @@ static void coverage_chart(FILE *f, const solve_result *r)
 
 static void budget_bar(FILE *f, const solve_result *r)
 {
-    uint64_t parts[FIX_COUNT + 2];
-    const char *names[FIX_COUNT + 2];
-    for (int i = 0; i < FIX_COUNT; i++) {
+    uint64_t parts[HC_FIX_COUNT + 2];
+    const char *names[HC_FIX_COUNT + 2];
+    for (int i = 0; i < HC_FIX_COUNT; i++) {
         parts[i] = r->budget->fixed[i];
-        names[i] = solve_fixed_names[i];
+        names[i] = hc_budget_fixed_names[i];
     }
-    parts[FIX_COUNT] = r->sol.bytes;
-    names[FIX_COUNT] = "FFN neurons";
-    parts[FIX_COUNT + 1] = r->vram_budget - r->budget->fixed_total - r->sol.bytes;
-    names[FIX_COUNT + 1] = "unused";
+    parts[HC_FIX_COUNT] = r->sol.bytes;
+    names[HC_FIX_COUNT] = "FFN neurons";
+    parts[HC_FIX_COUNT + 1] = r->vram_budget - r->budget->fixed_total - r->sol.bytes;
+    names[HC_FIX_COUNT + 1] = "unused";
     char sz[32];
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"15\">VRAM budget %s</text>\n", X0, BY - 10,
             hc_format_size(r->vram_budget, sz, sizeof sz));
     double x = X0;
-    for (int i = 0; i < FIX_COUNT + 2; i++) {
+    for (int i = 0; i < HC_FIX_COUNT + 2; i++) {
         double w = r->vram_budget ? (double)PW * (double)parts[i] / (double)r->vram_budget : 0;
         fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\"><title>%s: %s</title></rect>\n",
                 x, BY, w, BH, part_colors[i], names[i], hc_format_size(parts[i], sz, sizeof sz));

@@ -1,17 +1,15 @@
-/* What the VRAM budget must hold before FFN neurons, and what one neuron costs. */
+/* What the VRAM budget must hold before FFN neurons, per layer and in total,
+ * and what one neuron costs (budget.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "cli.h"
-#include "solve.h"
 
-const char *const solve_fixed_names[FIX_COUNT] = { "attention", "predictors", "norms", "output", "kv_cache",
-                                                   "gptq_down_pairs" };
-
-/* ggml's KV cache is F16 by default (PowerInfer's llama.cpp too). */
-#define KV_ELT_BYTES 2
+const char *const hc_budget_fixed_names[HC_FIX_COUNT] = { "attention", "predictors", "norms", "output", "kv_cache",
+                                                          "gptq_down_pairs" };
 
 /* INT4-GPTQ weights (hc-quantize GPTQ, docs/formats.md, "INT4-GPTQ tensors"): `<name>` is
  * replaced by these companion tensors. */
@@ -34,27 +32,31 @@ static int is_ffn_weight(const char *suffix)
     return 0;
 }
 
-/* Which dense part a tensor belongs to; -1 for FFN neurons and the token
- * embeddings, which stay on the CPU. */
-static int classify(const gguf_file *m, const char *name)
+/* Charges tensor t to its fixed part: a layer's (blk.L.*) or the output head.
+ * FFN neurons and the token embeddings stay on the CPU. */
+static int charge(hc_budget *b, const gguf_file *m, const gguf_tensor *t, char *err, size_t errlen)
 {
-    if (!strncmp(name, "blk.", 4)) {
-        const char *suffix = strchr(name + 4, '.');
-        if (!suffix)
-            return FIX_NORM;
-        suffix++;
-        if (is_ffn_weight(suffix))
-            return -1;
-        if (!strncmp(suffix, "attn_", 5))
-            return FIX_ATTN;
-        if (!strncmp(suffix, "fc1.", 4) || !strncmp(suffix, "fc2.", 4))
-            return FIX_PRED;
-        return FIX_NORM;      /* ffn_norm and other small per-layer tensors (biases) */
+    const char *name = t->name;
+    if (strncmp(name, "blk.", 4)) {
+        /* With tied embeddings the head multiplies by token_embd, so that goes to the GPU. */
+        if (strcmp(name, "token_embd.weight") || gguf_find_tensor(m, "output.weight") < 0)
+            b->fixed[HC_FIX_OUTPUT] += t->nbytes;     /* output, output_norm, rope_freqs, ... */
+        return 0;
     }
-    /* With tied embeddings the head multiplies by token_embd, so that goes to the GPU. */
-    if (!strcmp(name, "token_embd.weight"))
-        return gguf_find_tensor(m, "output.weight") < 0 ? FIX_OUTPUT : -1;
-    return FIX_OUTPUT;        /* output, output_norm, rope_freqs, ... */
+    char *end;
+    unsigned long l = strtoul(name + 4, &end, 10);
+    if (end == name + 4 || *end != '.' || l >= b->n_layer) {
+        snprintf(err, errlen, "%s: tensor %s is not in a layer 0..%" PRIu32, m->path, name, b->n_layer - 1);
+        return -1;
+    }
+    const char *suffix = end + 1;
+    if (is_ffn_weight(suffix))
+        return 0;
+    int part = !strncmp(suffix, "attn_", 5) ? HC_FIX_ATTN :
+               !strncmp(suffix, "fc1.", 4) || !strncmp(suffix, "fc2.", 4) ? HC_FIX_PRED :
+               HC_FIX_NORM;   /* ffn_norm and other small per-layer tensors (biases) */
+    b->layer[l].part[part] += t->nbytes;
+    return 0;
 }
 
 static const gguf_tensor *layer_tensor(const gguf_file *m, uint32_t l, const char *what)
@@ -96,11 +98,17 @@ static int layer_weight(const gguf_file *m, uint32_t l, const char *what, stored
     return 1;
 }
 
-static int get_dim(const gguf_file *m, const char *arch, const char *what, uint32_t *out, char *err, size_t errlen)
+/* <arch>.<what>, a positive integer; absent: dflt, or an error when dflt is 0. */
+static int get_dim(const gguf_file *m, const char *arch, const char *what, uint32_t dflt, uint32_t *out, char *err,
+                   size_t errlen)
 {
     char key[128];
     int64_t v;
     snprintf(key, sizeof key, "%s.%s", arch, what);
+    if (dflt && gguf_find_kv(m, key) < 0) {
+        *out = dflt;
+        return 0;
+    }
     if (gguf_get_int(m, key, &v) != 0 || v <= 0 || v > UINT32_MAX) {
         snprintf(err, errlen, "%s: %s is missing or not a positive integer", m->path, key);
         return -1;
@@ -217,7 +225,20 @@ static int neuron_bytes(const gguf_file *m, uint32_t l, uint32_t n_embd, uint32_
     return 0;
 }
 
-int solve_budget_read(solve_budget *b, const gguf_file *m, int64_t ctx, char *err, size_t errlen)
+/* Elements of one position's K (or V) row in hc-run's cache: head_count_kv
+ * heads of key_length (default n_embd / head_count), as runtime/model.c reads them. */
+static int kv_dim(const gguf_file *m, const char *arch, uint32_t n_embd, uint64_t *out, char *err, size_t errlen)
+{
+    uint32_t n_head, n_head_kv, head_dim;
+    if (get_dim(m, arch, "attention.head_count", 0, &n_head, err, errlen) ||
+        get_dim(m, arch, "attention.head_count_kv", n_head, &n_head_kv, err, errlen) ||
+        get_dim(m, arch, "attention.key_length", n_embd % n_head ? 0 : n_embd / n_head, &head_dim, err, errlen))
+        return -1;
+    *out = (uint64_t)n_head_kv * head_dim;
+    return 0;
+}
+
+int hc_budget_read(hc_budget *b, const gguf_file *m, int64_t ctx, char *err, size_t errlen)
 {
     memset(b, 0, sizeof *b);
     char *arch = NULL;
@@ -225,56 +246,52 @@ int solve_budget_read(solve_budget *b, const gguf_file *m, int64_t ctx, char *er
         snprintf(err, errlen, "%s: general.architecture is missing or not a string", m->path);
         return -1;
     }
-    int rc = get_dim(m, arch, "block_count", &b->n_layer, err, errlen) ||
-             get_dim(m, arch, "feed_forward_length", &b->n_ff, err, errlen) ||
-             get_dim(m, arch, "embedding_length", &b->n_embd, err, errlen) ||
-             (ctx < 0 && get_dim(m, arch, "context_length", &b->ctx, err, errlen)) ? -1 : 0;
+    uint64_t kv_row;
+    int rc = get_dim(m, arch, "block_count", 0, &b->n_layer, err, errlen) ||
+             get_dim(m, arch, "feed_forward_length", 0, &b->n_ff, err, errlen) ||
+             get_dim(m, arch, "embedding_length", 0, &b->n_embd, err, errlen) ||
+             kv_dim(m, arch, b->n_embd, &kv_row, err, errlen) ||
+             (ctx < 0 && get_dim(m, arch, "context_length", 0, &b->ctx, err, errlen)) ? -1 : 0;
     free(arch);
     if (rc)
         return -1;
     if (ctx >= 0)
         b->ctx = (uint32_t)ctx;
-    ctx = b->ctx;
-    b->neuron_bytes = solve_alloc(b->n_layer * sizeof *b->neuron_bytes);
+    if (!(b->layer = calloc(b->n_layer, sizeof *b->layer))) {
+        snprintf(err, errlen, "%s: out of memory", m->path);
+        return -1;
+    }
     for (uint32_t l = 0; l < b->n_layer; l++) {
-        uint64_t pairs;
-        if (neuron_bytes(m, l, b->n_embd, b->n_ff, &b->neuron_bytes[l], &pairs, err, errlen))
+        hc_budget_layer *L = &b->layer[l];
+        if (neuron_bytes(m, l, b->n_embd, b->n_ff, &L->neuron_bytes, &L->part[HC_FIX_GPTQ_PAIRS], err, errlen))
             goto fail;
-        b->fixed[FIX_GPTQ_PAIRS] += pairs;
-        /* K and V of every position: the rows of attn_k and attn_v (GQA-aware). */
-        stored_weight k, v;
-        int has_k = layer_weight(m, l, "attn_k.weight", &k, err, errlen);
-        int has_v = has_k < 0 ? -1 : layer_weight(m, l, "attn_v.weight", &v, err, errlen);
-        if (has_k < 0 || has_v < 0)
+        L->part[HC_FIX_KV] = 2 * (uint64_t)b->ctx * kv_row * HC_BUDGET_KV_BYTES;   /* K and V */
+    }
+    for (uint64_t i = 0; i < m->n_tensors; i++)
+        if (charge(b, m, &m->tensors[i], err, errlen))
             goto fail;
-        uint64_t kv_rows = (uint64_t)(has_k ? k.t ? k.t->ne[1] : k.qweight->ne[0] : 0) +
-                           (uint64_t)(has_v ? v.t ? v.t->ne[1] : v.qweight->ne[0] : 0);
-        b->fixed[FIX_KV] += (uint64_t)ctx * kv_rows * KV_ELT_BYTES;
-    }
-    for (uint64_t i = 0; i < m->n_tensors; i++) {
-        int part = classify(m, m->tensors[i].name);
-        if (part >= 0)
-            b->fixed[part] += m->tensors[i].nbytes;
-    }
-    for (int i = 0; i < FIX_COUNT; i++)
+    for (uint32_t l = 0; l < b->n_layer; l++)
+        for (int i = 0; i < HC_FIX_COUNT; i++)
+            b->fixed[i] += b->layer[l].part[i];
+    for (int i = 0; i < HC_FIX_COUNT; i++)
         b->fixed_total += b->fixed[i];
     return 0;
 fail:
-    solve_budget_free(b);
+    hc_budget_free(b);
     return -1;
 }
 
-void solve_budget_free(solve_budget *b)
+void hc_budget_free(hc_budget *b)
 {
-    free(b->neuron_bytes);
-    b->neuron_bytes = NULL;
+    free(b->layer);
+    b->layer = NULL;
 }
 
-int solve_budget_capacity(const solve_budget *b, const char *model_path, uint64_t vram_budget,
-                          uint64_t *capacity, char *err, size_t errlen)
+int hc_budget_capacity(const hc_budget *b, const char *model_path, uint64_t vram_budget,
+                       uint64_t *capacity, char *err, size_t errlen)
 {
     uint64_t used = 0;
-    for (int i = 0; i < FIX_COUNT; i++) {
+    for (int i = 0; i < HC_FIX_COUNT; i++) {
         if (used + b->fixed[i] <= vram_budget) {
             used += b->fixed[i];
             continue;
@@ -282,10 +299,29 @@ int solve_budget_capacity(const solve_budget *b, const char *model_path, uint64_
         char sb[32], sf[32], sp[32];
         snprintf(err, errlen, "%s: --vram-budget %s is too small: the dense part needs %s before any FFN neuron "
                  "(it runs out at %s, %s)", model_path, hc_format_size(vram_budget, sb, sizeof sb),
-                 hc_format_size(b->fixed_total, sf, sizeof sf), solve_fixed_names[i],
+                 hc_format_size(b->fixed_total, sf, sizeof sf), hc_budget_fixed_names[i],
                  hc_format_size(b->fixed[i], sp, sizeof sp));
         return -1;
     }
     *capacity = vram_budget - used;
     return 0;
+}
+
+uint64_t hc_budget_layer_dense(const hc_budget *b, uint32_t l)
+{
+    const uint64_t *p = b->layer[l].part;
+    return p[HC_FIX_ATTN] + p[HC_FIX_PRED] + p[HC_FIX_NORM];
+}
+
+uint32_t hc_budget_layers(const hc_budget *b, uint64_t vram_budget)
+{
+    uint64_t used = 0;
+    uint32_t l = 0;
+    for (; l < b->n_layer; l++) {
+        uint64_t need = hc_budget_layer_dense(b, l) + b->layer[l].part[HC_FIX_KV];
+        if (need > vram_budget - used)
+            break;
+        used += need;
+    }
+    return l;
 }
