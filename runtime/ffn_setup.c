@@ -252,7 +252,13 @@ hc_ffn *hc_ffn_setup(const hc_model *m, const hc_ffn_opts *o, FILE *log, char *e
         return NULL;
     }
     int every_neuron = f->place && hc_place_layers(f->place) == m->hp.n_layer && !f->hot_budget;
-    if (every_neuron && idx) {
+    if (every_neuron && idx) {   /* still read: a bad index given is refused */
+        hc_gpuidx *g = hc_gpuidx_load(idx, m->hp.n_layer, m->hp.n_ff, err, errlen);
+        if (!g) {
+            hc_ffn_free(f);
+            return NULL;
+        }
+        hc_gpuidx_free(g);
         fprintf(log, "hybrid: %s: not needed: every FFN neuron is on the device\n", idx);
         idx = NULL;
     }

@@ -119,7 +119,7 @@ int hc_hybrid_place(hc_sparse *s, const hc_model *m, const hc_gpuidx *g, hc_cl *
     uint64_t need = hc_hybrid_bytes(m, s, g), have = budget ? budget : mem;
     if (need > have || need > mem) {
         snprintf(msg, msglen, "the split needs %s of device memory, more than the %s %s", hc_format_size(need, sz[0], sizeof sz[0]),
-                 budget ? "budget's" : "device's", hc_format_size(have, sz[1], sizeof sz[1]));
+                 hc_format_size(have, sz[1], sizeof sz[1]), budget ? "the budget leaves for it" : "the device has");
         return -1;
     }
     for (int l = 0; l < m->hp.n_layer; l++) {

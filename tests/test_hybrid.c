@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "budget.h"
 #include "ggml_types.h"
 #include "gguf.h"
 #include "gpuidx.h"
@@ -313,6 +314,7 @@ static void test_launch_geometry(void)
  * device iff on(l, j). corrupt: 0 none, 1 bucket not ascending, 2 bucket out
  * of range, 3 bucket too short, 4 a gpu_idx of 2, 5 no split.vram_capacity,
  * 6 a tensor of F32. */
+#define GPUIDX_CAPACITY (64u << 10)   /* the budget the indexes say they were made for */
 static const char *write_gpuidx(const char *name, int nl, int n_ff, int (*on)(int, int), int corrupt)
 {
     static char paths[24][512];   /* th_tmp's buffers rotate; the tests keep many paths */
@@ -321,7 +323,7 @@ static const char *write_gpuidx(const char *name, int nl, int n_ff, int (*on)(in
     gguf_writer *w = gguf_writer_new(GGUF_VARIANT_PWRI);
     gguf_set_str(w, "general.architecture", "generic.gpu_index");
     gguf_set_u32(w, "generic.gpu_index.block_count", (uint32_t)nl);
-    if (corrupt != 5) gguf_set_u64(w, "split.vram_capacity", 1u << 20);
+    if (corrupt != 5) gguf_set_u64(w, "split.vram_capacity", GPUIDX_CAPACITY);
     int32_t *idx = calloc((size_t)nl * n_ff, sizeof *idx), *bucket = calloc((size_t)nl * n_ff + 1, sizeof *bucket);
     for (int l = 0; l < nl; l++) {
         int32_t *gi = idx + (size_t)l * n_ff, *gb = bucket + (size_t)l * n_ff;
@@ -360,7 +362,7 @@ static void test_gpuidx_validation(void)
     CHECKF(g, "%s", err);
     int k1 = 0;
     for (int j = 0; j < FF; j++) k1 += on_mixed(1, j);
-    CHECK(g->n_gpu[1] == k1 && g->bucket[1][0] == 0 && g->bucket[1][k1 - 1] == 255 && g->vram_capacity == 1u << 20);
+    CHECK(g->n_gpu[1] == k1 && g->bucket[1][0] == 0 && g->bucket[1][k1 - 1] == 255 && g->vram_capacity == GPUIDX_CAPACITY);
     hc_gpuidx_free(g);
     struct { const char *path; int nl, nff; const char *want; } bad[] = {
         { ok, NL + 1, FF, "index for 2 layers, the model has 3" },
@@ -576,7 +578,7 @@ static void test_budget_fallback(void)
     uint64_t need = hc_hybrid_bytes(m, s, g);
     CHECK(need == (uint64_t)NL * FF * 3 * DIM * 2);
     hc_cl *cl = hc_hybrid_setup(s, m, g, NULL, need - 1, err, sizeof err);
-    CHECKF(!cl && strstr(err, "more than the --vram-budget"), "%s", cl ? "accepted" : err);
+    CHECKF(!cl && strstr(err, "the budget leaves for it"), "%s", cl ? "accepted" : err);
     static run_out dense, sp;
     CHECK(run(m, NULL, 1, &dense) == 0 && run(m, s, 1, &sp) == 0);
     CHECK(hc_sparse_get_stats(s, -1).served_dev == 0 && memcmp(sp.gen, dense.gen, sizeof sp.gen) == 0);
@@ -823,10 +825,32 @@ static void test_cli(void)
     const char *gi = write_gpuidx("cli.gpuidx", NL, FF, on_mixed, 0);
     const char *run = th_bin("hc-run");
     CHECK(th_sh("%s -m %s -p hello -n 8 --temp 0 -t 2 --dense > %s", run, path, th_tmp("dense.txt")) == 0);
-    CHECKF(th_sh("%s -m %s -p hello -n 8 --temp 0 -t 2 --gpu-index %s --verbose > %s", run, path, gi,
-                 th_tmp("hy.txt")) == 0, "%s", th_last_err());
+    /* a budget that holds the whole model (the device's): all of it runs
+     * there, the index is not needed */
+    CHECKF(th_sh("%s -m %s -p hello -n 8 --temp 0 -t 2 --gpu-index %s > %s", run, path, gi, th_tmp("full.txt")) == 0,
+           "%s", th_last_err());
     const char *e = th_last_err();
-    CHECKF(strstr(e, "opencl: device 0: '") && strstr(e, "device served") && strstr(e, "layer  1: skipped"), "%s", e);
+    CHECKF(strstr(e, "opencl: device 0: '") && strstr(e, "offload: 2 of 2 layers (attention, norms, KV cache), the "
+           "output head, every FFN neuron on the device") && strstr(e, "not needed: every FFN neuron"), "%s", e);
+    CHECK(th_sh("cmp %s %s", th_tmp("dense.txt"), th_tmp("full.txt")) == 0);
+    /* a budget of the dense part and the index's hot rows, as hc-solve
+     * prices them: the layers on the device, the cold neurons on the CPU */
+    char err[512];
+    hc_model *m = load(path);
+    hc_sparse *s = new_sparse(m, 0.0f, 0, 0);
+    hc_gpuidx *g = hc_gpuidx_load(gi, NL, FF, err, sizeof err);
+    hc_budget b;
+    CHECKF(g && hc_budget_read(&b, m->file, -1, err, sizeof err) == 0, "%s", err);
+    unsigned long long budget = b.fixed_total + hc_hybrid_bytes(m, s, g);
+    hc_budget_free(&b);
+    hc_gpuidx_free(g);
+    hc_sparse_free(s);
+    hc_model_free(m);
+    CHECKF(th_sh("%s -m %s -p hello -n 8 --temp 0 -t 2 --gpu-index %s --vram-budget %llu --verbose > %s", run, path,
+                 gi, budget, th_tmp("hy.txt")) == 0, "%s", th_last_err());
+    e = th_last_err();
+    CHECKF(strstr(e, "offload: 2 of 2 layers (attention, norms, KV cache), the output head on the device") &&
+           strstr(e, "device served") && strstr(e, "layer  1: skipped"), "%s", e);
     CHECK(th_sh("cmp %s %s", th_tmp("dense.txt"), th_tmp("hy.txt")) == 0);
     /* the model's default index, as PowerInfer looks for it: used on a GPU; on a
      * CPU OpenCL device (PoCL) not used unasked, said in one line, same text */
@@ -845,7 +869,7 @@ static void test_cli(void)
     CHECK(th_sh("cmp %s %s", th_tmp("dense.txt"), th_tmp("cpu.txt")) == 0);
     /* budget too small: CPU only, said so */
     CHECK(th_sh("%s -m %s -p hi -n 2 --gpu-index %s --vram-budget 1K", run, path, gi) == 0);
-    CHECKF(strstr(th_last_err(), "--vram-budget 1.0 KiB; running on the CPU only"), "%s", th_last_err());
+    CHECKF(strstr(th_last_err(), "--vram-budget 1.0 KiB; its neurons run on the CPU"), "%s", th_last_err());
     /* an index for another model, a corrupt one: refused, one line, exit 1 */
     const char *other = write_gpuidx("other.gpuidx", 3, FF, on_mixed, 0);
     CHECK(th_sh("%s -m %s -p hi -n 2 --gpu-index %s", run, path, other) == 1);
