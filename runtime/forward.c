@@ -277,9 +277,9 @@ void hc_ffn_forward(hc_ctx *ctx, int layer, const float *ffn_inp, const float *x
 }
 
 /* out[B][n_embd] = the FFN block of R's rows x: its norm, then the dense
- * FFN where the layer's FFN weights are, or the context's FFN on the CPU:
- * from a device, the CPU receives x and its norm and sends back the result
- * (one exchange). */
+ * FFN where the layer's FFN weights are, or the context's FFN (or the dense
+ * one) on the CPU: from a device, the CPU receives x and its norm and sends
+ * back the result (one exchange). */
 static void ffn_block(hc_ctx *ctx, int layer, const hc_rows *R, hc_view x, int B, int pos0, hc_view out)
 {
     const hc_hparams *hp = &ctx->model->hp;
@@ -289,11 +289,12 @@ static void ffn_block(hc_ctx *ctx, int layer, const hc_rows *R, hc_view x, int B
     hook(ctx, layer, HC_HOOK_FFN_INP, x, B, hp->n_embd, pos0);
     op->norm(R->be, hp, &ly->ffn_norm, &ly->ffn_norm_b, x, R->xn, B);
     hook(ctx, layer, HC_HOOK_FFN_IN, R->xn, B, hp->n_embd, pos0);
-    if (ly->ffn_dev || (!ctx->ffn && !ctx->hook)) {
+    int on_cpu = R->be == ctx->rows[HC_ON_CPU].be;
+    if (ly->ffn_dev || (on_cpu && !ctx->ffn && !ctx->hook)) {
         hc_ffn_dense_on(ctx, R, ly, R->xn, B, R->ffn[0], out);
         return;
     }
-    if (R->be == ctx->rows[HC_ON_CPU].be) {
+    if (on_cpu) {
         hc_ffn_forward(ctx, layer, hc_cpu_ptr(x), hc_cpu_ptr(R->xn), B, pos0, hc_cpu_ptr(out));
         return;
     }
