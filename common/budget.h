@@ -28,8 +28,8 @@ enum { HC_FIX_ATTN, HC_FIX_PRED, HC_FIX_NORM, HC_FIX_OUTPUT, HC_FIX_KV, HC_FIX_G
 /* Their names in hc-solve's outputs ("attention", ..., "kv_cache", "gptq_down_pairs"). */
 extern const char *const hc_budget_fixed_names[HC_FIX_COUNT];
 
-/* ggml's KV cache is F16 by default (PowerInfer's llama.cpp too). */
-#define HC_BUDGET_KV_BYTES 2
+/* hc-run's KV caches (CPU and device) hold f32: 4 bytes an element (ggml's and PowerInfer's default is F16, 2). */
+#define HC_BUDGET_KV_BYTES 4
 
 typedef struct {
     uint64_t part[HC_FIX_COUNT];   /* this layer's bytes of each fixed part; part[HC_FIX_OUTPUT] is 0 */

@@ -96,17 +96,17 @@ rule "1. A synthetic ReLU model with a planted hot set ($SYNTH)"
 cat <<'EOF'
 hc-convert synth plants a hot set: the top 10% of each layer's FFN neurons fire often
 (rate falling off as a power law), the rest rarely. The corpus is models/synth-corpus.txt.
-The budget (2 MiB) holds the dense part and a fraction of the FFN rows; tiny FFNs make
+The budget (3 MiB) holds the dense part and a fraction of the FFN rows; tiny FFNs make
 hc-solve's default per-layer minimum larger than a layer, so --min-layer-neurons 0.
 EOF
 echo
-sh "$here/scripts/pipeline.sh" -o "$OUT/synth" --synth "$SYNTH" -q Q4_0 --vram-budget 2M -t "$THREADS" \
+sh "$here/scripts/pipeline.sh" -o "$OUT/synth" --synth "$SYNTH" -q Q4_0 --vram-budget 3M -t "$THREADS" \
     --solve-opts "--min-layer-neurons 0 --ctx 256" -p "Once upon a time" -n 64 || exit $?
 echo
 summary "$OUT/synth"
 echo "what the budget buys (hc-solve --sweep, same model and statistics):"
 "$HC_BIN/hc-solve" -m "$OUT/synth/model-quant.gguf" -s "$OUT/synth/stats.gguf" --min-layer-neurons 0 --ctx 256 \
-    --sweep 1800K,2M,2304K,2560K,3M,3584K 2>/dev/null | sed 's/^/  /'
+    --sweep 2824K,3M,3328K,3584K,4M,4608K 2>/dev/null | sed 's/^/  /'
 
 # ---------------------------------------------------------------- stories260K
 if [ -f "$HC_FIXTURES/stories260K.bin" ] && [ -f "$HC_FIXTURES/tok512.bin" ] &&
@@ -115,13 +115,13 @@ if [ -f "$HC_FIXTURES/stories260K.bin" ] && [ -f "$HC_FIXTURES/tok512.bin" ] &&
     cat <<'EOF'
 A real (tiny) TinyStories model: SiLU FFN, so "active" means |h| > 0.01 and far more
 neurons fire than in a ReLU model. Profiled on the first 32768 tokens of
-tinystories-calib.txt. Budget 480 KiB: the dense part takes ~390 KiB (most of it the
-512-token KV cache), leaving ~90 KiB for the 168 KiB of FFN rows.
+tinystories-calib.txt. Budget 800 KiB: the dense part takes ~710 KiB (most of it the
+512-token f32 KV cache, 640 KiB), leaving ~90 KiB for the 168 KiB of FFN rows.
 EOF
     echo
     sh "$here/scripts/pipeline.sh" -o "$OUT/stories260K" --src "$HC_FIXTURES/stories260K.bin" \
         --tokenizer "$HC_FIXTURES/tok512.bin" --corpus "$HC_FIXTURES/tinystories-calib.txt" \
-        -q Q4_0 --vram-budget 480K -t "$THREADS" --profile-opts "--tokens 32768" --solve-opts "--min-layer-neurons 0" \
+        -q Q4_0 --vram-budget 800K -t "$THREADS" --profile-opts "--tokens 32768" --solve-opts "--min-layer-neurons 0" \
         -p "Once upon a time" -n 64 || exit $?
     echo
     summary "$OUT/stories260K"

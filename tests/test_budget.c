@@ -53,8 +53,8 @@ static void test_stories260K_layers(void)
                p[HC_FIX_NORM] == 64 * 4 && p[HC_FIX_OUTPUT] == 0 && p[HC_FIX_GPTQ_PAIRS] == 0,
                "layer %" PRIu32 ": attn %" PRIu64 " pred %" PRIu64 " norm %" PRIu64, l, p[HC_FIX_ATTN],
                p[HC_FIX_PRED], p[HC_FIX_NORM]);
-        /* K and V, 32 f16 each (4 heads of 8), for 512 positions */
-        CHECKF(p[HC_FIX_KV] == 2 * 512 * 32 * 2, "layer %" PRIu32 ": kv %" PRIu64, l, p[HC_FIX_KV]);
+        /* K and V, 32 f32 each (4 heads of 8), for 512 positions */
+        CHECKF(p[HC_FIX_KV] == 2 * 512 * 32 * 4, "layer %" PRIu32 ": kv %" PRIu64, l, p[HC_FIX_KV]);
         CHECK(hc_budget_layer_dense(&b, l) == p[HC_FIX_ATTN] + p[HC_FIX_NORM]);
         CHECK(b.layer[l].neuron_bytes == 3 * 64 * 4);
     }
@@ -106,7 +106,7 @@ static void test_default_ctx(void)
     int rc = hc_budget_read(&b, m, -1, err, sizeof err);
     gguf_close(m);
     CHECKF(rc == 0, "%s", err);
-    CHECK(b.ctx == 2048 && b.fixed[HC_FIX_KV] == 5ull * 2 * 2048 * 32 * 2);
+    CHECK(b.ctx == 2048 && b.fixed[HC_FIX_KV] == 5ull * 2 * 2048 * 32 * 4);
     hc_budget_free(&b);
 }
 
@@ -176,8 +176,8 @@ static void test_small_model_parts(void)
     CHECK(p0[HC_FIX_ATTN] == attn + NE * 4 && p1[HC_FIX_ATTN] == attn);
     CHECK(p0[HC_FIX_PRED] == (NE * 16 + 16 * NFF) * 4 && p1[HC_FIX_PRED] == 0);
     CHECK(p0[HC_FIX_NORM] == norms + NFF * 4 && p1[HC_FIX_NORM] == norms);
-    /* one KV head of 8: K and V, 8 f16 each, for 10 positions */
-    CHECK(p0[HC_FIX_KV] == 2 * 10 * 8 * 2 && p1[HC_FIX_KV] == p0[HC_FIX_KV]);
+    /* one KV head of 8: K and V, 8 f32 each, for 10 positions */
+    CHECK(p0[HC_FIX_KV] == 2 * 10 * 8 * 4 && p1[HC_FIX_KV] == p0[HC_FIX_KV]);
     CHECK(b.layer[0].neuron_bytes == 2 * NE * 4 + 4 && b.layer[1].neuron_bytes == 2 * NE * 4);
     /* tied: token_embd is the head's weight */
     CHECK(b.fixed[HC_FIX_OUTPUT] == (NE * NV + NE + 4) * 4);

@@ -140,7 +140,7 @@ check gpuidx_check_after_update $MK gpuidx-check HC_BIN="$HC_BIN" GPUIDX_MANIFES
 F=$HC_FIXTURES
 if have_fixtures && [ -f "$F/stories260K.bin" ]; then
     check pipeline_stories260K sh scripts/pipeline.sh -o "$T/st" --src "$F/stories260K.bin" --tokenizer "$F/tok512.bin" \
-        --corpus "$F/tinystories-calib.txt" --profile-opts "--tokens 2048" -b 480K --solve-opts "--min-layer-neurons 0" \
+        --corpus "$F/tinystories-calib.txt" --profile-opts "--tokens 2048" -b 800K --solve-opts "--min-layer-neurons 0" \
         -p "Once upon a time" -n 16 -t 1
     for f in $ARTS; do check "pipeline_stories260K_valid_$f" "$HC_BIN/hc-gguf" check "$T/st/$f"; done
     check pipeline_stories260K_text grep -q "^Once upon a time, there was" "$T/st/run-dense.txt"

@@ -14,7 +14,7 @@
 #define NL 3          /* layers */
 #define NFF 80        /* neurons per layer */
 #define NE 32         /* n_embd */
-#define NKV 16        /* rows of attn_k / attn_v (GQA) */
+#define NKV 16        /* rows of attn_k / attn_v (GQA: 2 KV heads of 8) */
 #define NV 64         /* vocab */
 #define BATCH 16
 #define CTX 8
@@ -28,10 +28,10 @@ static char err[512];
 static const uint64_t neuron_bytes[NL] = { 64 + 64 + 128, 64 + 64 + 34, 64 + 64 + 64 };
 
 /* Dense part: q, o [NE,NE] F32, k, v [NE,NKV] F32, attn_norm, ffn_norm per
- * layer; output_norm + output head; F16 KV cache for CTX positions. */
+ * layer; output_norm + output head; f32 KV cache (hc-run's) for CTX positions. */
 static uint64_t fixed_bytes(void)
 {
-    uint64_t layer = 2 * NE * NE * 4 + 2 * NE * NKV * 4 + NE * 4 + NE * 4 + (uint64_t)CTX * 2 * NKV * 2;
+    uint64_t layer = 2 * NE * NE * 4 + 2 * NE * NKV * 4 + NE * 4 + NE * 4 + (uint64_t)CTX * 2 * NKV * 4;
     return NL * layer + NE * 4 + (uint64_t)NE * NV * 4;
 }
 
@@ -542,7 +542,7 @@ static int write_gptq_model(const char *path)
         add_gptq(w, l, "attn_v", NE, NKV, gi, data);
         add_gptq(w, l, "attn_output", NE, NE, gi, data);
         gptq_dense += 2 * NE * 4 + 2 * gptq_bytes(NE, NE, gi) + 2 * gptq_bytes(NE, NKV, gi) +
-                      (uint64_t)CTX * 2 * NKV * 2;
+                      (uint64_t)CTX * 2 * NKV * 4;
         if (l < 2) {
             add_gptq(w, l, "ffn_gate", NE, NFF, gi, data);
             add_gptq(w, l, "ffn_up", NE, NFF, gi, data);
@@ -567,8 +567,8 @@ static int write_gptq_model(const char *path)
  * 32, two per byte) and an f32 pair per group, a GPTQ down column its codes
  * and a 4-byte group index, and each layer's down columns share a table of
  * n_embd pairs per group of ffn_down (gptq_down_pairs, charged before the
- * FFN); the attention companions and the KV cache (rows of attn_k/v from
- * qweight) are dense. */
+ * FFN); the attention companions and the KV cache (head_count_kv x head
+ * dimension = NKV per position) are dense. */
 static void test_gptq_model(void)
 {
     const char *m = th_tmp("gptq.gguf"), *st = th_tmp("gptq.stats"), *out = th_tmp("gptq.gpuidx");
@@ -592,7 +592,7 @@ static void test_gptq_model(void)
     CHECK(j);
     CHECKF(num(j, "budget.dense_total") == (double)dense, "dense %g, expected %" PRIu64, num(j, "budget.dense_total"),
            dense);
-    CHECK(num(j, "budget.kv_cache") == (double)NL * CTX * 2 * NKV * 2);
+    CHECK(num(j, "budget.kv_cache") == (double)NL * CTX * 2 * NKV * 4);
     CHECK(num(j, "budget.gptq_down_pairs") == (double)pairs);
     CHECK(num(j, "budget.ffn_capacity") == (double)(budget - dense));
     CHECK(num(j, "totals.gpu_bytes") <= (double)(budget - dense) && num(j, "totals.gpu_neurons") > 0);
