@@ -13,9 +13,10 @@
 # 0.05 --hot-skew 1; hc-profile on 1024 tokens of CORPUS, hc-solve --ctx 512;
 # hc-run -p PROMPT (45 tokens) -n GEN --temp 0 -t THREADS, best of REPS.
 #
-# SMOKE=1: a small model (dim 256, 2 layers) and 8 tokens: checks the whole
-# script on any OpenCL device (PoCL: tests/test_bench_gpu.sh) in seconds;
-# its figures mean nothing.
+# SMOKE=1: a small model (dim 256, 2 layers, hc-solve --ctx 256: its f32 KV
+# cache at 512 positions would outweigh its weights) and 8 tokens: checks the
+# whole script on any OpenCL device (PoCL: tests/test_bench_gpu.sh) in
+# seconds; its figures mean nothing.
 # Environment: HC_BIN (default bin), O (make's build folder, default build),
 # THREADS (default: online CPUs), TYPES ("f16 q4_0"), BUDGETS ("0.5 0.75 1.5"),
 # GEN (64), REPS (1), CORPUS (default: the fixtures' tinystories-calib.txt,
@@ -36,11 +37,13 @@ if [ "$SMOKE" = 1 ]; then
     GEN=${GEN:-8}
     COPY_MIB=16
     SOLVE_OPTS=${SOLVE_OPTS:---sync-us 0}   # a layer this small never pays for a synchronisation
+    SOLVE_CTX=256
 else
     SHAPE="--dim 4096 --n-ff 11008 --layers 8 --heads 32 --vocab 32000 --ctx 2048"
     GEN=${GEN:-64}
     COPY_MIB=1024
     SOLVE_OPTS=${SOLVE_OPTS:-}
+    SOLVE_CTX=512
 fi
 PROMPT="Once upon a time, there was a little girl named Lily. She loved to play outside in the sun with her \
 friends and her dog, and every day"
@@ -104,7 +107,7 @@ for type in $TYPES; do
     rows "$type" "sparse-CPU $(run sparse -m "$M" --sparse --disable-gpu-index)"
     for b in $BUDGETS; do
         bytes=$(awk -v s="$size" -v b="$b" 'BEGIN { printf "%.0f", s * b }')
-        if ! "$HC_BIN/hc-solve" -m "$M" -s "$T/s-$type.gguf" --vram-budget "$bytes" --ctx 512 $SOLVE_OPTS \
+        if ! "$HC_BIN/hc-solve" -m "$M" -s "$T/s-$type.gguf" --vram-budget "$bytes" --ctx "$SOLVE_CTX" $SOLVE_OPTS \
                 -o "$T/i.gpuidx" >/dev/null 2>"$T/solve.err"; then
             printf '%-6s %-18s %s\n' "$type" "hybrid-${b}x" "skipped: $(sed 's/.*: --vram-budget/--vram-budget/' "$T/solve.err")"
             continue
