@@ -275,8 +275,8 @@ fi
 if has '--gpu-index'; then
     nstep=$((nstep - 1))
     # shellcheck disable=SC2086
-    step run-hybrid "$HC_BIN/hc-run" -m "$model" --gpu-index "$out/model.gpuidx" -p "$prompt" -n "$npredict" \
-        --temp 0 $tflag $run_opts
+    step run-hybrid "$HC_BIN/hc-run" -m "$model" --gpu-index "$out/model.gpuidx" --vram-budget "$budget" \
+        -p "$prompt" -n "$npredict" --temp 0 $tflag $run_opts
     cp "$out/logs/run-hybrid.out" "$out/run-hybrid.txt"
     same_text hybrid
 else

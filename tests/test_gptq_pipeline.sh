@@ -49,7 +49,7 @@ run_same() {
     else fail "$name" "$(cat "$T/$name.err")"; fi
 }
 run_same run_sparse 'all layers: skipped  *[1-9][0-9]*\.[0-9]*% of neurons' --sparse
-run_same run_gpu_index 'device served [1-9][0-9.]*% of activations' --gpu-index "$T/q.gpuidx"
+run_same run_gpu_index 'device served [1-9][0-9.]*% of activations' --gpu-index "$T/q.gpuidx" --vram-budget 450K
 # the device holds what hc-solve priced: placed neurons + the pairs tables
 placed=$(awk '/"totals":/ { t = 1 } t && /"gpu_bytes":/ { gsub(/[^0-9]/, ""); print $0 + 2048; exit }' "$T/r.json")
 want=$(awk -v b="$placed" 'BEGIN { printf "%.1f KiB", b / 1024 }')

@@ -1,8 +1,8 @@
 #!/bin/sh
 # hc-run's llama.cpp habits: -f FILE and -f -/-p - (prompt from a file or
 # standard input), -i (interactive: a line read after each generation is
-# appended and generation goes on in the same context), -ngl N (accepted with a
-# one-line note; -ngl 0 = --disable-gpu-index), "[end of text]" on stderr at EOS,
+# appended and generation goes on in the same context), -ngl N (the first N layers
+# on the OpenCL device; -ngl 0: none), "[end of text]" on stderr at EOS,
 # HC_KERNELS (the kernels' instruction set for the run).
 . tests/lib.sh
 R=$HC_BIN/hc-run
@@ -32,15 +32,20 @@ printf 'once more\nand again\nand a third time\n' | run -p "hello world" -n 8 -i
 if [ $? -eq 0 ] && grep -q "context of 24 tokens is full" "$T/c.err"; then ok run_interactive_one_context
 else fail run_interactive_one_context "$(cat "$T/c.err")"; fi
 
-# -ngl: a note and the same text, exit 0; -ngl 0 is --disable-gpu-index
-for a in "-ngl 99" "--n-gpu-layers 99" "-ngl 0"; do
-    name=run_ngl_$(echo "$a" | tr -c 'a-z0-9\n' _)
+# -ngl N: the first N layers on the OpenCL device (all of them: the whole
+# model), the same text; -ngl 0: no device
+for a in "-ngl 99:of 2 layers (attention, norms, KV cache), the output head, every FFN neuron" \
+         "--n-gpu-layers 99:the output head, every FFN neuron" "-ngl 1:offload: 1 of 2 layers" "-ngl 0:"; do
+    opt=${a%%:*} want=${a#*:}
+    name=run_ngl_$(echo "$opt" | tr -c 'a-z0-9\n' _)
     # shellcheck disable=SC2086
-    if run -p "hello world" -n 8 $a >"$T/n.txt" 2>"$T/n.err" && cmp -s "$T/n.txt" "$T/p.txt" &&
-       [ "$(grep -c '^hc-run: -ngl' "$T/n.err")" = 1 ]; then ok "$name"
-    else fail "$name" "$(cat "$T/n.err")"; fi
+    if ! run -p "hello world" -n 8 $opt >"$T/n.txt" 2>"$T/n.err" || ! cmp -s "$T/n.txt" "$T/p.txt"; then
+        fail "$name" "$(cat "$T/n.err")"
+    elif [ -z "$want" ] && grep -q '^offload:' "$T/n.err"; then fail "$name" "placed: $(cat "$T/n.err")"
+    elif [ -n "$want" ] && ! grep -q "$want" "$T/n.err" && ! grep -q 'running on the CPU only' "$T/n.err"; then
+        fail "$name" "not placed: $(cat "$T/n.err")"
+    else ok "$name"; fi
 done
-check_fails run_ngl_says_why "changes nothing: hotcold puts hot FFN neurons, not layers" sh -c "'$R' -m '$M' -p x -n 1 -ngl 5 && exit 1"
 check_fails run_ngl_bad "bad value for -ngl: 'x'" run -ngl x
 
 # HC_KERNELS: the scalar reference runs on every CPU (-v names it); an unknown set is refused
