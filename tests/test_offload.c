@@ -43,7 +43,7 @@ static int status(hc_backend *be, char *err, size_t errlen)
 }
 
 #define CPU(be) (sd(be)->cpu)
-static void s_free(hc_backend *be) { hc_ctx_free(sd(be)->owner); free(be); }
+static void s_free(hc_backend *be) { CPU(be)->ops->free(CPU(be)); hc_ctx_free(sd(be)->owner); free(be); }
 static hc_buf *s_buf_new(hc_backend *be, size_t n, char *e, size_t el) { return CPU(be)->ops->buf_new(CPU(be), n, e, el); }
 static void s_buf_free(hc_backend *be, hc_buf *b) { CPU(be)->ops->buf_free(CPU(be), b); }
 static void s_write(hc_backend *be, hc_view d, const void *src, size_t n) { if (step(be)) CPU(be)->ops->write(CPU(be), d, src, n); }
