@@ -155,9 +155,7 @@ static void open_device(hc_ffn *f, const hc_ffn_opts *o, int forced, FILE *log)
     if (!d.is_gpu && hc_cl_icd_hint(hint, sizeof hint)) hc_warn("%s", hint);
 }
 
-/* Device memory a run may use unasked: all but a reserve for the driver and
- * other programs (1/16 of it, at least 256 MiB). */
-static uint64_t default_budget(uint64_t mem)
+uint64_t hc_default_budget(uint64_t mem)
 {
     uint64_t reserve = mem / 16 > ((uint64_t)256 << 20) ? mem / 16 : (uint64_t)256 << 20;
     return mem > reserve ? mem - reserve : 0;
@@ -175,7 +173,7 @@ static int place_dense(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, FILE 
     hc_budget b;
     if (hc_budget_read(&b, m->file, o->n_ctx > 0 ? o->n_ctx : -1, err, errlen)) return -1;
     int L = m->hp.n_layer;
-    uint64_t budget = o->vram_budget ? o->vram_budget : default_budget(hc_cl_about(f->cl)->mem_size), used = 0, ffn = 0;
+    uint64_t budget = o->vram_budget ? o->vram_budget : hc_default_budget(hc_cl_about(f->cl)->mem_size), used = 0, ffn = 0;
     hc_place_plan plan = { 0, 0, 0 };
     for (int l = 0; l < L; l++) ffn += b.layer[l].neuron_bytes * (uint64_t)b.n_ff + b.layer[l].part[HC_FIX_GPTQ_PAIRS];
     if (o->gpu_layers > 0) {
@@ -291,7 +289,7 @@ void hc_ffn_attach(hc_ffn *f, hc_ctx_params *p)
 void hc_ffn_report(const hc_ffn *f, FILE *out)
 {
     if (f->sparse) hc_sparse_report(f->sparse, out, f->verbose);
-    else if (f->verbose)
+    else if (f->verbose && f->dense_tokens)
         fprintf(out, "dense: FFN time %.2f ms for %llu tokens\n", f->dense_s * 1e3, (unsigned long long)f->dense_tokens);
 }
 

@@ -34,6 +34,10 @@ typedef struct {
 
 typedef struct hc_ffn hc_ffn;
 
+/* Device memory a run uses unasked (--vram-budget's default): all but a
+ * reserve for the driver and other programs, 1/16 of it and at least 256 MiB. */
+uint64_t hc_default_budget(uint64_t mem);
+
 /* The FFN for model m; what was chosen is said on log (sparse mode, device,
  * hot neurons). NULL + one line in err when a chosen part fails to load (the
  * sparse FFN's down rows, the index file). */

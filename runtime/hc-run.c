@@ -485,7 +485,7 @@ static void generate(const hc_model *m, const hc_tokenizer *tok, const options *
  * on PATH) for the budget and use the MODEL.generated.gpuidx it writes. */
 static void reset_gpu_index(options *o, char *idx, size_t idx_len)
 {
-    char stats[4096], budget[32], solve[4096], err[512];
+    char stats[4096], budget[32], ctx[32], solve[4096], err[512];
     snprintf(idx, idx_len, "%s.generated.gpuidx", o->model);
     snprintf(stats, sizeof stats, o->stats ? "%s" : "%s.stats.gguf", o->stats ? o->stats : o->model);
     uint64_t bytes = o->fo.vram_budget;
@@ -493,15 +493,18 @@ static void reset_gpu_index(options *o, char *idx, size_t idx_len)
         hc_cl_info d;
         if (hc_cl_choose(o->fo.device, &d, err, sizeof err) < 0)
             hc_die("--reset-gpu-index: no device to take the budget from (%s); give --vram-budget SIZE", err);
-        bytes = d.mem_size;
+        bytes = hc_default_budget(d.mem_size);   /* what the run will place in */
     }
     snprintf(budget, sizeof budget, "%llu", (unsigned long long)bytes);
+    snprintf(ctx, sizeof ctx, "%d", o->n_ctx);   /* the run's prices: its KV cache */
     ssize_t n = readlink("/proc/self/exe", solve, sizeof solve - 16);
     char *slash = n > 0 ? memrchr(solve, '/', (size_t)n) : NULL;
     if (slash) strcpy(slash + 1, "hc-solve");
     if (!slash || access(solve, X_OK) != 0) strcpy(solve, "hc-solve");
-    char *argv[] = { solve, "-m", (char *)o->model, "-s", stats, "--vram-budget", budget, "-o", idx, NULL };
-    fprintf(stderr, "reset-gpu-index: %s -m %s -s %s --vram-budget %s -o %s\n", solve, o->model, stats, budget, idx);
+    char *argv[] = { solve, "-m", (char *)o->model, "-s", stats, "--vram-budget", budget, "-o", idx,
+                     o->n_ctx ? "--ctx" : NULL, ctx, NULL };
+    fprintf(stderr, "reset-gpu-index: %s -m %s -s %s --vram-budget %s -o %s%s%s\n", solve, o->model, stats, budget, idx,
+            o->n_ctx ? " --ctx " : "", o->n_ctx ? ctx : "");
     posix_spawn_file_actions_t fa;   /* its report goes to stderr: stdout is the text */
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
