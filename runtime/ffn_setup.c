@@ -173,22 +173,23 @@ static int place_dense(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, FILE 
     hc_budget b;
     if (hc_budget_read(&b, m->file, o->n_ctx > 0 ? o->n_ctx : -1, err, errlen)) return -1;
     int L = m->hp.n_layer;
-    uint64_t budget = o->vram_budget ? o->vram_budget : hc_default_budget(hc_cl_about(f->cl)->mem_size), used = 0, ffn = 0;
+    uint64_t budget = o->vram_budget ? o->vram_budget : hc_default_budget(hc_cl_about(f->cl)->mem_size), used, ffn = 0;
+    uint64_t head = b.fixed[HC_FIX_OUTPUT];
     hc_place_plan plan = { 0, 0, 0 };
-    for (int l = 0; l < L; l++) ffn += b.layer[l].neuron_bytes * (uint64_t)b.n_ff + b.layer[l].part[HC_FIX_GPTQ_PAIRS];
     if (o->gpu_layers > 0) {
         plan.n_layers = o->gpu_layers < L ? o->gpu_layers : L;
         plan.ffn = 1;
         plan.head = plan.n_layers == L;
     } else {
-        uint64_t head = b.fixed[HC_FIX_OUTPUT];
-        int all = budget >= head && (int)hc_budget_layers(&b, budget - head) == L;
-        plan.n_layers = all ? L : (int)hc_budget_layers(&b, budget);
-        plan.head = all;
-        used = all ? head : 0;
-        for (int l = 0; l < plan.n_layers; l++) used += hc_budget_layer_dense(&b, (uint32_t)l) + b.layer[l].part[HC_FIX_KV];
-        plan.ffn = all && ffn <= budget - used;
+        plan.head = budget >= head && (int)hc_budget_layers(&b, budget - head) == L;
+        plan.n_layers = plan.head ? L : (int)hc_budget_layers(&b, budget);
     }
+    used = plan.head ? head : 0;
+    for (int l = 0; l < plan.n_layers; l++) {
+        used += hc_budget_layer_dense(&b, (uint32_t)l) + b.layer[l].part[HC_FIX_KV];
+        ffn += b.layer[l].neuron_bytes * (uint64_t)b.n_ff + b.layer[l].part[HC_FIX_GPTQ_PAIRS];
+    }
+    if (o->gpu_layers < 0) plan.ffn = plan.head && ffn <= budget - used;
     hc_budget_free(&b);
     f->hot_budget = plan.ffn || budget <= used ? 0 : budget - used;
     if (!plan.n_layers && !plan.head) return 0;
@@ -200,8 +201,8 @@ static int place_dense(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, FILE 
     }
     fprintf(log, "offload: %d of %d layers (attention, norms, KV cache)%s%s on the device, %s of %s\n",
             hc_place_layers(f->place), L, hc_place_head(f->place) ? ", the output head" : "",
-            plan.ffn ? ", every FFN neuron" : "", hc_format_size(used + (plan.ffn ? ffn : 0), sz[0], sizeof sz[0]),
-            hc_format_size(budget, sz[1], sizeof sz[1]));
+            !plan.ffn ? "" : plan.n_layers == L ? ", every FFN neuron" : ", their FFN",
+            hc_format_size(used + (plan.ffn ? ffn : 0), sz[0], sizeof sz[0]), hc_format_size(budget, sz[1], sizeof sz[1]));
     return 0;
 }
 
