@@ -1,8 +1,12 @@
 #!/bin/sh
 # scripts/bench-gpu.sh in its smoke mode on the OpenCL device that is here
-# (PoCL's CPU device in CI): the whole table comes out, a budget too small for
-# the dense part is reported and skipped, the largest budget puts (nearly) every FFN
-# neuron on the device, and every hybrid text equals the sparse CPU's.
+# (PoCL's CPU device in CI): every row of the table comes out with positive
+# speeds, the device runs hold bytes there, a budget too small for the dense
+# part is reported (hc-solve's message) and skipped, full offload (-ngl 99)
+# and the largest budget put every FFN neuron on the device, and each type
+# ends with the full-offload / scalar-CPU decode ratio. Whether a device text
+# equals the dense CPU's is reported by the script, not checked here
+# (tests/test_offload.sh and test_hybrid check the device's results).
 . tests/lib.sh
 if ! "$HC_BIN/hc-run" --list-devices >/dev/null 2>&1; then
     skip bench_gpu_smoke "no OpenCL device (hc-run --list-devices)"
@@ -11,15 +15,22 @@ fi
 O=${HC_TESTS:+${HC_TESTS%/tests}}
 if SMOKE=1 THREADS=2 O=${O:-build} sh scripts/bench-gpu.sh >"$T/out" 2>"$T/err"; then ok bench_gpu_smoke
 else fail bench_gpu_smoke "exit $?: $(tail -c 300 "$T/err")"; fi
-for row in "f16 dense-CPU" "f16 sparse-CPU" "q4_0 dense-CPU" "q4_0 hybrid-1.5x"; do
-    set -- $row
-    if awk -v t="$1" -v r="$2" '$1 == t && $2 == r && $3 + 0 > 0 && $4 + 0 > 0 { f = 1 } END { exit !f }' "$T/out"
-    then ok "bench_gpu_row_$1_$2"; else fail "bench_gpu_row_$1_$2" "$(cat "$T/out")"; fi
+# columns: type run prompt decode devMiB dev% served decGB/s %copy
+for t in f16 q4_0; do
+    for r in dense-CPU dense-CPU-scalar sparse-CPU hybrid-0.75x hybrid-1.5x full-offload; do
+        if awk -v t="$t" -v r="$r" '$1 == t && $2 == r && $3 + 0 > 0 && $4 + 0 > 0 { f = 1 } END { exit !f }' "$T/out"
+        then ok "bench_gpu_row_${t}_$r"; else fail "bench_gpu_row_${t}_$r" "$(cat "$T/out")"; fi
+    done
+    # the device runs say what they put there: bytes, and a share of the activations
+    if awk -v t="$t" '$1 == t && $2 ~ /^(hybrid-0.75x|hybrid-1.5x|full-offload)$/ && $5 + 0 > 0 && $7 != "-" { n++ }
+                      END { exit n != 3 }' "$T/out"
+    then ok "bench_gpu_device_bytes_$t"; else fail "bench_gpu_device_bytes_$t" "$(cat "$T/out")"; fi
+    if awk -v t="$t" '$1 == t && ($2 == "hybrid-1.5x" || $2 == "full-offload") && $7 == "all" && $8 + 0 > 0 { n++ }
+                      END { exit n != 2 }' "$T/out" && ! grep -q "($t full-offload:" "$T/out"
+    then ok "bench_gpu_every_neuron_$t"; else fail "bench_gpu_every_neuron_$t" "$(cat "$T/out")"; fi
+    if grep -q "^$t *full-offload decode / dense-CPU-scalar decode: [0-9][0-9]* %" "$T/out"; then ok "bench_gpu_ratio_$t"
+    else fail "bench_gpu_ratio_$t" "$(cat "$T/out")"; fi
 done
-if grep -q "^q4_0 *hybrid-0.5x *skipped: --vram-budget .* is too small" "$T/out"; then ok bench_gpu_small_budget_said
-else fail bench_gpu_small_budget_said "$(cat "$T/out")"; fi
-if awk '$2 == "hybrid-1.5x" && $6 + 0 >= 90 { n++ } END { exit n != 2 }' "$T/out"; then ok bench_gpu_full_budget_serves_all
-else fail bench_gpu_full_budget_serves_all "$(cat "$T/out")"; fi
-if grep -q "text differs" "$T/out"; then fail bench_gpu_hybrid_text "$(grep "text differs" "$T/out")"
-else ok bench_gpu_hybrid_text; fi
+if grep -q "^q4_0 *hybrid-0.5x *skipped: --vram-budget .* is too small: the dense part needs" "$T/out"
+then ok bench_gpu_small_budget_said; else fail bench_gpu_small_budget_said "$(cat "$T/out")"; fi
 finish
