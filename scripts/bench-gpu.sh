@@ -54,14 +54,12 @@ if [ "$SMOKE" = 1 ]; then
     GEN=${GEN:-8}
     COPY_MIB=${COPY_MIB:-16}
     SOLVE_OPTS=${SOLVE_OPTS:---sync-us 0}   # a layer this small never pays for a synchronisation
-    SOLVE_CTX=256
 else
     SHAPE=${SHAPE:-"--dim 4096 --n-ff 11008 --layers 8 --heads 32 --vocab 32000 --ctx 2048"}
     CTX=${CTX:-512}
     GEN=${GEN:-64}
     COPY_MIB=${COPY_MIB:-1024}
     SOLVE_OPTS=${SOLVE_OPTS:-}
-    SOLVE_CTX=512
 fi
 PROMPT="Once upon a time, there was a little girl named Lily. She loved to play outside in the sun with her \
 friends and her dog, and every day"
