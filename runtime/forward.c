@@ -177,11 +177,11 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     memset(ctx->acts, 0, ctx->act_stride * (size_t)n_batch);   /* pages made now, not in the first product */
     memset(ctx->acts2, 0, ctx->act_stride * (size_t)n_batch);
     hc_host_layers(m, ctx->layers, &ctx->head);
-    if (place && hc_place_attach(place, ctx->layers, &ctx->head, &ctx->dev_name)) {
-        if (rows_new(ctx, &ctx->rows[HC_ON_DEV], hc_place_device(place), hc_place_kv_layers(place), err, errlen)) {
-            hc_ctx_free(ctx);
-            return NULL;
-        }
+    if (place && hc_place_attach(place, ctx->layers, &ctx->head, &ctx->dev_name) &&
+        rows_new(ctx, &ctx->rows[HC_ON_DEV], hc_place_device(place), hc_place_kv_layers(place), ctx->err,
+                 sizeof ctx->err)) {   /* e.g. no room for this context's cache: the CPU runs it */
+        hc_warn("%s: %s; this context runs on the CPU", ctx->dev_name, ctx->err);
+        all_on_cpu(ctx);
     }
     return ctx;
 oom:
