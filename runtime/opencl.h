@@ -161,6 +161,10 @@ int hc_clb_t_slices(const hc_clb_device *d, int cols, int k);
  * n_head * B * chunks fills the device where n_pos allows; items per group. */
 int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos);
 size_t hc_clb_attn_local(const hc_clb_device *d, int head_dim);
+/* Launch b's steps as the geometry above gives them for d instead of its
+ * own device (kept within what its kernels take): tests run a GPU's
+ * shapes on PoCL. */
+void hc_cl_backend_geometry(hc_backend *b, const hc_clb_device *d);
 /* Norm: one group per row of n. */
 size_t hc_clb_norm_local(const hc_clb_device *d, int n);
 /* Element-wise steps over n items (rope pairs, bias, add, FFN activation,

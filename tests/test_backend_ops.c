@@ -48,8 +48,18 @@ static void close_opencl(hc_backend *be)
     the_cl = NULL;
 }
 
+/* The OpenCL backend launched as on an H200 (132 units, groups up to
+ * 1024): the groups and trees a GPU gets, on whatever device is there. */
+static hc_backend *open_opencl_gpu(char *why, size_t len)
+{
+    hc_backend *be = open_opencl(why, len);
+    if (be) hc_cl_backend_geometry(be, &(hc_clb_device){ 132, 1024, 1 });
+    return be;
+}
+
 static const backend_row backends[] = {
     { "opencl", open_opencl, close_opencl, 1e-5, 2e-6 },
+    { "opencl_gpu_geometry", open_opencl_gpu, close_opencl, 1e-5, 2e-6 },
 };
 
 /* ------------------------------------------------------------ the cases */

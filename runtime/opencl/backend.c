@@ -53,6 +53,7 @@ typedef struct {
     cl_kernel mv[N_FMT], mm[N_FMT], mt[N_FMT], ffn_act[N_ACT];
     cl_kernel sum_slices, gather, norm, rope, add_bias, add, attn_part, attn_combine;
     hc_clb_device geo;
+    size_t kwg;             /* the largest group every kernel takes */
     int failed;
     char err[256];
     cl_mem scratch[4];      /* the gathered input, the slices' sums, attention's partial sums and their m, l */
@@ -615,6 +616,13 @@ static const hc_backend_ops ops = {
     .sync = sync_,
 };
 
+void hc_cl_backend_geometry(hc_backend *be, const hc_clb_device *d)
+{
+    clb *b = (clb *)be;
+    b->geo = *d;
+    if (b->geo.wg_max > b->kwg) b->geo.wg_max = b->kwg;
+}
+
 /* The model.h enums and the tile sizes as -D options: the kernels never see a bare number. */
 static void build_options(char *o, size_t len)
 {
@@ -699,7 +707,7 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
         if (w < kwg) kwg = w;
     }
     /* every launch's local size stays within what every kernel takes */
-    b->geo.wg_max = kwg;
+    b->geo.wg_max = b->kwg = kwg;
     return &b->be;
 bad:
     be_free(&b->be);

@@ -31,8 +31,11 @@ static size_t fit(const hc_clb_device *d, size_t want, size_t cap)
 
 size_t hc_clb_mm_local(const hc_clb_device *d, int n, int B)
 {
-    /* B > 1: HC_CLB_ROWS x HC_CLB_TOKENS sums per item in local memory (16 KiB at 128) */
-    size_t cap = d->gpu ? (B > 1 ? 128 : 256) : 16;
+    /* B > 1: HC_CLB_ROWS x HC_CLB_TOKENS sums per item in local memory (16
+     * KiB at 128). A CPU device: one item per group, its rows whole (4096 x
+     * 4096 on PoCL, 2 units: F16 1.3 ms at 1 item, 2.2-5 ms at 8 or 16;
+     * docs/measurements.md) */
+    size_t cap = d->gpu ? (B > 1 ? 128 : 256) : 1;
     return fit(d, ((size_t)n + HC_CLB_UNIT - 1) / HC_CLB_UNIT, cap);
 }
 

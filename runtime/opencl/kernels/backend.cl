@@ -46,8 +46,8 @@ float w1_bf16(__global const uchar *W, __global const float *D, int n, int r, in
 }
 float16 w16_q8(__global const uchar *W, __global const float *D, int n, int r, int j)
 {
-    char16 q = vload16(j, (__global const char *)W + (size_t)r * n);
-    return convert_float16(q) * D[(size_t)r * (n / 32) + j / 2];
+    uint16 q = convert_uint16(vload16(j, W + (size_t)r * n) ^ (uchar)0x80);   /* q + 128 */
+    return (as_float16(q | 0x4B000000u) - 8388736.0f) * D[(size_t)r * (n / 32) + j / 2];
 }
 float w1_q8(__global const uchar *W, __global const float *D, int n, int r, int k)
 {
@@ -56,9 +56,9 @@ float w1_q8(__global const uchar *W, __global const float *D, int n, int r, int 
 float16 w16_q4(__global const uchar *W, __global const float *D, int n, int r, int j)
 {
     uchar16 c = vload16(j / 2, W + (size_t)r * (n / 2));
-    uchar16 q = (j & 1) ? c >> (uchar)4 : c & (uchar)15;
+    uint16 q = convert_uint16((j & 1) ? c >> (uchar)4 : c & (uchar)15);
     float2 sm = vload2((size_t)r * (n / 32) + j / 2, D);
-    return convert_float16(q) * sm.x + sm.y;
+    return (as_float16(q | 0x4B000000u) - 8388608.0f) * sm.x + sm.y;
 }
 float w1_q4(__global const uchar *W, __global const float *D, int n, int r, int k)
 {
