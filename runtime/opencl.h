@@ -144,7 +144,8 @@ typedef struct {
 enum {
     HC_CLB_ROWS = 4,        /* matrix rows per work group of a product */
     HC_CLB_TOKENS = 8,      /* input rows per work group of a prompt's product (the tile) */
-    HC_CLB_UNIT = 16,       /* weights one work item reads per step */
+    HC_CLB_UNIT = 32,       /* weights one work item reads per step: B = 1 (mv) */
+    HC_CLB_UNIT_MM = 16,    /* the same, B > 1 (mm) */
     HC_CLB_CHUNK_MAX = 1024 /* positions of one attention work group (their scores in local memory) */
 };
 /* A product (kernels mv_T, B = 1, and mm_T, B > 1) of `rows` rows of n

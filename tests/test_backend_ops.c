@@ -623,7 +623,7 @@ static void test_clb_geometry(void)
                 CHECKF(g >= cu && l <= d->wg_max && (l & (l - 1)) == 0 && mem <= lm && (!d->gpu || l >= 64),
                        "device %zu: product %dx%d B %d: %zu groups of %zu", i, shapes[s][0], shapes[s][1], B, g, l);
                 /* every item has a unit of the row to read */
-                CHECK(l * HC_CLB_UNIT <= (size_t)shapes[s][1] || l == 1);
+                CHECK(l * (B > 1 ? HC_CLB_UNIT_MM : HC_CLB_UNIT) <= (size_t)shapes[s][1] || l == 1);
             }
         /* ffn_down_t: 4096 outputs over 11008 rows */
         size_t tl = hc_clb_t_local(d, E);

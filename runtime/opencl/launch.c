@@ -36,7 +36,8 @@ size_t hc_clb_mm_local(const hc_clb_device *d, int n, int B)
      * 4096 on PoCL, 2 units: F16 1.3 ms at 1 item, 2.2-5 ms at 8 or 16;
      * docs/measurements.md) */
     size_t cap = d->gpu ? (B > 1 ? 128 : 256) : 1;
-    return fit(d, ((size_t)n + HC_CLB_UNIT - 1) / HC_CLB_UNIT, cap);
+    size_t unit = B > 1 ? HC_CLB_UNIT_MM : HC_CLB_UNIT;
+    return fit(d, ((size_t)n + unit - 1) / unit, cap);
 }
 
 size_t hc_clb_mm_groups(int rows, int B)

@@ -67,6 +67,38 @@ float w1_q4(__global const uchar *W, __global const float *D, int n, int r, int 
     return (float)(k % 32 < 16 ? c & 15 : c >> 4) * sm.x + sm.y;
 }
 
+/* w32_T: elements 32j .. 32j + 31 of row r into lo and hi (a Q8_0/Q4_0
+ * block's codes and scale read once). */
+void w32_f32(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
+{
+    *lo = w16_f32(W, D, n, r, 2 * j);
+    *hi = w16_f32(W, D, n, r, 2 * j + 1);
+}
+void w32_f16(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
+{
+    *lo = w16_f16(W, D, n, r, 2 * j);
+    *hi = w16_f16(W, D, n, r, 2 * j + 1);
+}
+void w32_bf16(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
+{
+    *lo = w16_bf16(W, D, n, r, 2 * j);
+    *hi = w16_bf16(W, D, n, r, 2 * j + 1);
+}
+void w32_q8(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
+{
+    __global const uchar *q = W + (size_t)r * n + 32 * (size_t)j;
+    const float d = D[(size_t)r * (n / 32) + j];
+    *lo = (as_float16(convert_uint16(vload16(0, q) ^ (uchar)0x80) | 0x4B000000u) - 8388736.0f) * d;
+    *hi = (as_float16(convert_uint16(vload16(1, q) ^ (uchar)0x80) | 0x4B000000u) - 8388736.0f) * d;
+}
+void w32_q4(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
+{
+    const uchar16 c = vload16(j, W + (size_t)r * (n / 2));
+    const float2 sm = vload2((size_t)r * (n / 32) + j, D);
+    *lo = (as_float16(convert_uint16(c & (uchar)15) | 0x4B000000u) - 8388608.0f) * sm.x + sm.y;
+    *hi = (as_float16(convert_uint16(c >> (uchar)4) | 0x4B000000u) - 8388608.0f) * sm.x + sm.y;
+}
+
 float hsum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 float4 fold16(float16 v) { return (v.lo.lo + v.lo.hi) + (v.hi.lo + v.hi.hi); }
 
@@ -84,28 +116,33 @@ void tree(__local float *red, int cnt, int lid, int L)
 
 /* ------------------------------------------------------------ products
  * mv_T (one input row): group g takes rows ROWS*g .. +ROWS; item lid sums
- * units lid, lid + L, ... of 16 weights (float16 partial sums), the tail
+ * units lid, lid + L, ... of 32 weights (float16 partial sums), the tail
  * of a row that is not whole units after; then a tree per row.
- * mm_T (B input rows): the same over a tile of TOKENS input rows (dimension
- * 1 of the launch), each unit of weights read once for the tile.
+ * mm_T (B input rows): the same with units of 16 over a tile of TOKENS
+ * input rows (dimension 1 of the launch), each unit of weights read once
+ * for the tile.
  * x: rows xs floats apart from x + xo; y[yo + b*ys + r]. */
 #define PRODUCTS(T) \
 __kernel void mv_##T(__global const uchar *W, uint dofs, int n, int rows, __global const float *x, uint xo, \
                      __global float *y, uint yo, __local float *red) \
 { \
     __global const float *D = (__global const float *)(W + dofs); \
-    const int lid = get_local_id(0), L = get_local_size(0), r0 = get_group_id(0) * ROWS, nu = n / 16; \
+    const int lid = get_local_id(0), L = get_local_size(0), r0 = get_group_id(0) * ROWS, nu = n / 32; \
     int rr[ROWS]; \
     float16 acc[ROWS]; \
     for (int r = 0; r < ROWS; r++) { rr[r] = min(r0 + r, rows - 1); acc[r] = 0.0f; } \
     x += xo; \
     for (int j = lid; j < nu; j += L) { \
-        const float16 xv = vload16(j, x); \
-        for (int r = 0; r < ROWS; r++) acc[r] += w16_##T(W, D, n, rr[r], j) * xv; \
+        const float16 xl = vload16(2 * j, x), xh = vload16(2 * j + 1, x); \
+        for (int r = 0; r < ROWS; r++) { \
+            float16 lo, hi; \
+            w32_##T(W, D, n, rr[r], j, &lo, &hi); \
+            acc[r] += lo * xl + hi * xh; \
+        } \
     } \
     for (int r = 0; r < ROWS; r++) { \
         float s = hsum4(fold16(acc[r])); \
-        for (int k = nu * 16 + lid; k < n; k += L) s += w1_##T(W, D, n, rr[r], k) * x[k]; \
+        for (int k = nu * 32 + lid; k < n; k += L) s += w1_##T(W, D, n, rr[r], k) * x[k]; \
         red[r * L + lid] = s; \
     } \
     tree(red, ROWS, lid, L); \
