@@ -23,17 +23,22 @@
 
 typedef struct {
     const char *name;
-    /* the backend, or NULL + why (then the backend's case is skipped) */
-    hc_backend *(*open)(char *why, size_t len);
+    /* the backend, or NULL + why: *skip set when there is nothing to test
+     * (no device; the case is skipped), else a failure (kernels that do not build) */
+    hc_backend *(*open)(int *skip, char *why, size_t len);
     void (*close)(hc_backend *be);
     double tol_mm;    /* products: largest |error| / largest |reference| */
     double tol;       /* the other steps */
 } backend_row;
 
 static hc_cl *the_cl;
-static hc_backend *open_opencl(char *why, size_t len)
+static hc_backend *open_opencl(int *skip, char *why, size_t len)
 {
-    if (!(the_cl = hc_cl_open(NULL, why, len))) return NULL;
+    *skip = 0;
+    if (!(the_cl = hc_cl_open(NULL, why, len))) {
+        *skip = 1;
+        return NULL;
+    }
     hc_backend *be = hc_cl_backend_new(the_cl, why, len);
     if (!be) {
         hc_cl_free(the_cl);
@@ -50,9 +55,9 @@ static void close_opencl(hc_backend *be)
 
 /* The OpenCL backend launched as on an H200 (132 units, groups up to
  * 1024): the groups and trees a GPU gets, on whatever device is there. */
-static hc_backend *open_opencl_gpu(char *why, size_t len)
+static hc_backend *open_opencl_gpu(int *skip, char *why, size_t len)
 {
-    hc_backend *be = open_opencl(why, len);
+    hc_backend *be = open_opencl(skip, why, len);
     if (be) hc_cl_backend_geometry(be, &(hc_clb_device){ 132, 1024, 1 });
     return be;
 }
@@ -532,10 +537,12 @@ static const backend_row *cur;
 static void test_ops(void)
 {
     char why[512];
-    hc_backend *be = cur->open(why, sizeof why);
+    int no_device;
+    hc_backend *be = cur->open(&no_device, why, sizeof why);
     if (!be) {
         static char skip[600];
         snprintf(skip, sizeof skip, "%s: %s", cur->name, why);
+        CHECKF(no_device, "%s", skip);
         SKIP(skip);
     }
     run_ctx r = { be, be->ops, "" };
@@ -581,7 +588,9 @@ static void test_ops(void)
 static void test_unsupported(void)
 {
     char why[512];
-    hc_backend *be = open_opencl(why, sizeof why);
+    int no_device;
+    hc_backend *be = open_opencl(&no_device, why, sizeof why);
+    CHECKF(be || no_device, "%s", why);
     if (!be) SKIP("no OpenCL device");
     static const block_q4_1 blk[4];
     hc_weight w = { HC_WEIGHT_GGML, GGML_TYPE_Q4_1, blk, 32, 4, NULL };
