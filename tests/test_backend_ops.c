@@ -111,7 +111,8 @@ static const op_case cases[] = {
     ACTS(HC_FFN_SYMMETRIC, 300, 1, 0, 0), ACTS(HC_FFN_SYMMETRIC, 256, 7, 1, 0),
     ACTS(HC_FFN_SEQUENTIAL, 300, 1, 0, 0), ACTS(HC_FFN_SEQUENTIAL, 256, 7, 1, 0),
     { OP_ATTN, 0, 8, 4, 2, 1, 0 }, { OP_ATTN, 0, 8, 4, 2, 1, 9 }, { OP_ATTN, 0, 64, 4, 2, 1, 300 },
-    { OP_ATTN, 0, 64, 4, 4, 7, 0 }, { OP_ATTN, 0, 8, 4, 2, 7, 50 }, { OP_ATTN, 0, 64, 2, 1, 19, 1500 },
+    { OP_ATTN, 0, 256, 2, 1, 3, 40 }, { OP_ATTN, 0, 6, 4, 2, 5, 20 }, { OP_ATTN, 0, 64, 4, 4, 7, 0 },
+    { OP_ATTN, 0, 8, 4, 2, 7, 50 }, { OP_ATTN, 0, 64, 2, 1, 19, 1500 },
     { OP_BIAS, 0, 300, 3, 0, 0, 0 }, { OP_ADD, 0, 1000, 1, 0, 0, 0 }, { OP_ADD, 1, 300, 7, 0, 0, 0 },
 };
 

@@ -565,7 +565,8 @@ static void attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
     size_t L = hc_clb_attn_local(&b->geo, hp->head_dim);
     size_t g[3] = { (size_t)n_chunks * L, (size_t)hp->n_head, (size_t)B }, l[3] = { L, 1, 1 };
     args(b, b->attn_part, A(qm), A(qo), A(kv->k[layer]), A(kv->v[layer]), A(hd), A(nh), A(group), A(kvd), A(p0),
-         A(chc), A(nc), A(part), A(ml), LOCAL(sizeof(float) * (size_t)ch), LOCAL(sizeof(float) * L), END);
+         A(chc), A(nc), A(part), A(ml), LOCAL(sizeof(float) * (size_t)ch), LOCAL(sizeof(float) * L),
+         LOCAL(sizeof(float) * (size_t)hp->head_dim), END);
     launch(b, b->attn_part, 3, g, l);
     args(b, b->attn_combine, A(part), A(ml), A(hd), A(nh), A(p0), A(chc), A(nc), A(om), A(oo), A(total), END);
     launch_ew(b, b->attn_combine, (size_t)total);

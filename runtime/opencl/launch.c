@@ -68,7 +68,8 @@ int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos)
     return ch < 1 ? 1 : (int)ch;
 }
 
-size_t hc_clb_attn_local(const hc_clb_device *d, int head_dim) { return fit(d, (size_t)head_dim, d->gpu ? 128 : 16); }
+/* A CPU device: one item, its mix a contiguous pass over each value row */
+size_t hc_clb_attn_local(const hc_clb_device *d, int head_dim) { return fit(d, (size_t)head_dim, d->gpu ? 128 : 1); }
 
 size_t hc_clb_norm_local(const hc_clb_device *d, int n) { return fit(d, (size_t)n, d->gpu ? 256 : 16); }
 

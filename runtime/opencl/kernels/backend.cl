@@ -335,12 +335,13 @@ FFN_ACT(silu)
  * attn_part: group (chunk c, head h, row b), row b at position pos0 + b:
  * positions c*ch .. of 0..pos0 + b; the scores q.k / sqrt(hd) in local
  * memory (sc), their max m, e_p = exp(s_p - m), l = sum e_p, and
- * o[d] = sum_p e_p v_p[d] (positions ascending) into part; m and l into ml.
+ * o[d] = sum_p e_p v_p[d] (positions ascending; each output owned by one
+ * item, in ob when an item owns several) into part; m and l into ml.
  * attn_combine: per output element, the chunks in order:
  * out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c, M the largest m_c. */
 __kernel void attn_part(__global const float *q, uint qo, __global const float *kc, __global const float *vc, int hd,
                         int n_head, int group, int kv_dim, int pos0, int ch, int n_chunks, __global float *part,
-                        __global float *ml, __local float *sc, __local float *red)
+                        __global float *ml, __local float *sc, __local float *red, __local float *ob)
 {
     const int lid = get_local_id(0), L = get_local_size(0);
     const int c = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
@@ -377,11 +378,26 @@ __kernel void attn_part(__global const float *q, uint qo, __global const float *
     }
     l = group_sum(l, red, lid, L);   /* its barriers also publish sc */
     const size_t slot = ((size_t)b * n_head + h) * n_chunks + c;
-    for (int d = lid; d < hd; d += L) {
-        __global const float *vr = vc + koff + d;
-        float o = 0.0f;
-        for (int p = p0; p < p1; p++) o += sc[p - p0] * vr[(size_t)p * kv_dim];
-        part[slot * hd + d] = o;
+    __global float *po = part + slot * hd;
+    if (L >= hd) {   /* an output per item */
+        if (lid < hd) {
+            __global const float *vr = vc + koff + lid;
+            float o = 0.0f;
+            for (int p = p0; p < p1; p++) o += sc[p - p0] * vr[(size_t)p * kv_dim];
+            po[lid] = o;
+        }
+    } else {         /* item lid owns the float4 columns lid, lid + L, ... in ob; positions outside */
+        const int h4 = hd / 4;
+        for (int i = lid; i < h4; i += L) vstore4((float4)0.0f, i, ob);
+        for (int d = 4 * h4 + lid; d < hd; d += L) ob[d] = 0.0f;
+        for (int p = p0; p < p1; p++) {
+            const float e = sc[p - p0];
+            __global const float *vr = vc + (size_t)p * kv_dim + koff;
+            for (int i = lid; i < h4; i += L) vstore4(vload4(i, ob) + e * vload4(i, vr), i, ob);
+            for (int d = 4 * h4 + lid; d < hd; d += L) ob[d] += e * vr[d];
+        }
+        for (int i = lid; i < h4; i += L) vstore4(vload4(i, ob), i, po);
+        for (int d = 4 * h4 + lid; d < hd; d += L) po[d] = ob[d];
     }
     if (lid == 0) {
         ml[2 * slot] = mx;
