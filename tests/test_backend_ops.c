@@ -264,10 +264,14 @@ typedef struct {
     char err[512];
 } run_ctx;
 
+/* Every buffer holds its floats PAD floats in, so every step is run on
+ * views with an offset. */
+enum { PAD = 5 };
+#define V(b) ((hc_view){ (b), PAD * sizeof(float) })
 static hc_buf *upload(run_ctx *r, const float *v, size_t n)
 {
-    hc_buf *b = r->o->buf_new(r->be, sizeof(float) * (n ? n : 1), r->err, sizeof r->err);
-    if (b && v && n) r->o->write(r->be, (hc_view){ b, 0 }, v, sizeof(float) * n);
+    hc_buf *b = r->o->buf_new(r->be, sizeof(float) * (n + PAD), r->err, sizeof r->err);
+    if (b && v && n) r->o->write(r->be, V(b), v, sizeof(float) * n);
     return b;
 }
 
@@ -318,12 +322,12 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         bx = upload(r, x, (size_t)B * in);
         by = upload(r, NULL, (size_t)B * outn);
         bz = upload(r, NULL, (size_t)B * zs);
-        if (bx && by && bz && (m.dev || o->host((hc_view){ bx, 0 }))) {
-            hc_mm items[2] = { { &m, 0, tr, { by, 0 }, (size_t)outn }, { &m, 1, tr, { bz, 0 }, zs } };
-            o->matmul(r->be, (hc_view){ bx, 0 }, B, items, B > 1 ? 2 : 1);
+        if (bx && by && bz && (m.dev || o->host(V(bx)))) {
+            hc_mm items[2] = { { &m, 0, tr, V(by), (size_t)outn }, { &m, 1, tr, V(bz), zs } };
+            o->matmul(r->be, V(bx), B, items, B > 1 ? 2 : 1);
             float *z = malloc(sizeof(float) * (size_t)B * zs);
-            if (!o->read(r->be, (hc_view){ by, 0 }, out, sizeof(float) * (size_t)B * outn, r->err, sizeof r->err) &&
-                !o->read(r->be, (hc_view){ bz, 0 }, z, sizeof(float) * (size_t)B * zs, r->err, sizeof r->err)) {
+            if (!o->read(r->be, V(by), out, sizeof(float) * (size_t)B * outn, r->err, sizeof r->err) &&
+                !o->read(r->be, V(bz), z, sizeof(float) * (size_t)B * zs, r->err, sizeof r->err)) {
                 rc = 0;
                 for (int b = 1; b < B; b++)   /* z's rows must equal y's */
                     for (int i = 0; i < outn; i++)
@@ -370,8 +374,8 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         bx = upload(r, x, (size_t)B * n);
         by = upload(r, NULL, (size_t)B * n);
         if (bx && by) {
-            o->norm(r->be, &hp, &w, &bias, (hc_view){ bx, 0 }, (hc_view){ by, 0 }, B);
-            rc = o->read(r->be, (hc_view){ by, 0 }, out, sizeof(float) * n_out, r->err, sizeof r->err);
+            o->norm(r->be, &hp, &w, &bias, V(bx), V(by), B);
+            rc = o->read(r->be, V(by), out, sizeof(float) * n_out, r->err, sizeof r->err);
         }
         for (int b = 0; b < B; b++) ref_norm(c->t, x + (size_t)b * n, wv, bv, n, hp.rms_eps, ref + (size_t)b * n);
         bvec_free(r, &w);
@@ -390,8 +394,8 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         hc_bvec f = bvec(r, freq, hd / 2);
         bx = upload(r, v, (size_t)n * dim);
         if (bx) {
-            o->rope(r->be, &hp, &f, (hc_view){ bx, 0 }, dim, n, pos0);
-            rc = o->read(r->be, (hc_view){ bx, 0 }, out, sizeof(float) * n_out, r->err, sizeof r->err);
+            o->rope(r->be, &hp, &f, V(bx), dim, n, pos0);
+            rc = o->read(r->be, V(bx), out, sizeof(float) * n_out, r->err, sizeof r->err);
         }
         if (c->t != HC_POS_LEARNED)
             for (int b = 0; b < n; b++) ref_rope(c->t, freq, hd, v + (size_t)b * dim, dim, pos0 + b);
@@ -413,8 +417,8 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         bx = upload(r, g, (size_t)B * F);
         by = upload(r, u, (size_t)B * F);
         if (bx && by) {
-            o->ffn_act(r->be, &hp, &gb, &ub, (hc_view){ bx, 0 }, (hc_view){ by, 0 }, B);
-            rc = o->read(r->be, (hc_view){ bx, 0 }, out, sizeof(float) * n_out, r->err, sizeof r->err);
+            o->ffn_act(r->be, &hp, &gb, &ub, V(bx), V(by), B);
+            rc = o->read(r->be, V(bx), out, sizeof(float) * n_out, r->err, sizeof r->err);
         }
         ref_act(c->t, c->d, hp.act_threshold, gbv, ubv, g, u, B, F);
         memcpy(ref, g, sizeof(float) * n_out);
@@ -446,12 +450,12 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
             /* the earlier positions in two stores, then the B rows' own */
             size_t row = sizeof(float) * (size_t)kv_dim;
             int p1 = pos0 / 2;
-            if (p1 > 0) o->kv_store(r->be, kv, 1, 0, p1, (hc_view){ by, 0 }, (hc_view){ bz, 0 });
+            if (p1 > 0) o->kv_store(r->be, kv, 1, 0, p1, V(by), V(bz));
             if (pos0 > p1)
-                o->kv_store(r->be, kv, 1, p1, pos0 - p1, (hc_view){ by, row * p1 }, (hc_view){ bz, row * p1 });
-            o->kv_store(r->be, kv, 1, pos0, B, (hc_view){ by, row * pos0 }, (hc_view){ bz, row * pos0 });
-            o->attention(r->be, kv, 1, &hp, (hc_view){ bx, 0 }, B, pos0, (hc_view){ bo, 0 });
-            rc = o->read(r->be, (hc_view){ bo, 0 }, out, sizeof(float) * n_out, r->err, sizeof r->err);
+                o->kv_store(r->be, kv, 1, p1, pos0 - p1, hc_view_at(V(by), row * p1), hc_view_at(V(bz), row * p1));
+            o->kv_store(r->be, kv, 1, pos0, B, hc_view_at(V(by), row * pos0), hc_view_at(V(bz), row * pos0));
+            o->attention(r->be, kv, 1, &hp, V(bx), B, pos0, V(bo));
+            rc = o->read(r->be, V(bo), out, sizeof(float) * n_out, r->err, sizeof r->err);
         }
         double *sc = malloc(sizeof(double) * (size_t)npos);
         for (int b = 0; b < B; b++)
@@ -490,9 +494,9 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         by = upload(r, a, N);
         bz = upload(r, bb, N);
         if (bx && by && bz) {
-            if (c->op == OP_BIAS) o->add_bias(r->be, (hc_view){ bx, 0 }, &bv, B, n);
-            else o->add(r->be, (hc_view){ bx, 0 }, (hc_view){ by, 0 }, (hc_view){ c->t ? bz : NULL, 0 }, N);
-            rc = o->read(r->be, (hc_view){ bx, 0 }, out, sizeof(float) * n_out, r->err, sizeof r->err);
+            if (c->op == OP_BIAS) o->add_bias(r->be, V(bx), &bv, B, n);
+            else o->add(r->be, V(bx), V(by), c->t ? V(bz) : (hc_view){ NULL, 0 }, N);
+            rc = o->read(r->be, V(bx), out, sizeof(float) * n_out, r->err, sizeof r->err);
         }
         for (size_t i = 0; i < N; i++)
             ref[i] = c->op == OP_BIAS ? x[i] + bias[i % (size_t)n] : c->t ? x[i] + (a[i] + bb[i]) : x[i] + a[i];
