@@ -161,14 +161,11 @@ __kernel void mm_##T(__global const uchar *W, uint dofs, int n, int rows, __glob
     for (int t = 0; t < TOKENS; t++) bb[t] = min(b0 + t, B - 1); \
     for (int r = 0; r < ROWS; r++) for (int t = 0; t < TOKENS; t++) acc[r][t] = 0.0f; \
     x += xo; \
-    for (int j = lid; j < nu; j += L) { \
-        float16 wv[ROWS]; \
-        for (int r = 0; r < ROWS; r++) wv[r] = w16_##T(W, D, n, rr[r], j); \
-        for (int t = 0; t < TOKENS; t++) { \
-            const float16 xv = vload16(j, x + (size_t)bb[t] * xs); \
-            for (int r = 0; r < ROWS; r++) acc[r][t] += fold16(wv[r] * xv); \
+    for (int j = lid; j < nu; j += L) \
+        for (int r = 0; r < ROWS; r++) {   /* one row's weights live at a time (registers) */ \
+            const float16 wv = w16_##T(W, D, n, rr[r], j); \
+            for (int t = 0; t < TOKENS; t++) acc[r][t] += fold16(wv * vload16(j, x + (size_t)bb[t] * xs)); \
         } \
-    } \
     for (int r = 0; r < ROWS; r++) \
         for (int t = 0; t < TOKENS; t++) { \
             float s = hsum4(acc[r][t]); \
