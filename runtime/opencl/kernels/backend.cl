@@ -46,8 +46,7 @@ float w1_bf16(__global const uchar *W, __global const float *D, int n, int r, in
 }
 float16 w16_q8(__global const uchar *W, __global const float *D, int n, int r, int j)
 {
-    uint16 q = convert_uint16(vload16(j, W + (size_t)r * n) ^ (uchar)0x80);   /* q + 128 */
-    return (as_float16(q | 0x4B000000u) - 8388736.0f) * D[(size_t)r * (n / 32) + j / 2];
+    return convert_float16(vload16(j, (__global const char *)W + (size_t)r * n)) * D[(size_t)r * (n / 32) + j / 2];
 }
 float w1_q8(__global const uchar *W, __global const float *D, int n, int r, int k)
 {
@@ -56,9 +55,9 @@ float w1_q8(__global const uchar *W, __global const float *D, int n, int r, int 
 float16 w16_q4(__global const uchar *W, __global const float *D, int n, int r, int j)
 {
     uchar16 c = vload16(j / 2, W + (size_t)r * (n / 2));
-    uint16 q = convert_uint16((j & 1) ? c >> (uchar)4 : c & (uchar)15);
+    uchar16 q = (j & 1) ? c >> (uchar)4 : c & (uchar)15;
     float2 sm = vload2((size_t)r * (n / 32) + j / 2, D);
-    return (as_float16(q | 0x4B000000u) - 8388608.0f) * sm.x + sm.y;
+    return convert_float16(q) * sm.x + sm.y;
 }
 float w1_q4(__global const uchar *W, __global const float *D, int n, int r, int k)
 {
@@ -88,15 +87,15 @@ void w32_q8(__global const uchar *W, __global const float *D, int n, int r, int 
 {
     __global const uchar *q = W + (size_t)r * n + 32 * (size_t)j;
     const float d = D[(size_t)r * (n / 32) + j];
-    *lo = (as_float16(convert_uint16(vload16(0, q) ^ (uchar)0x80) | 0x4B000000u) - 8388736.0f) * d;
-    *hi = (as_float16(convert_uint16(vload16(1, q) ^ (uchar)0x80) | 0x4B000000u) - 8388736.0f) * d;
+    *lo = convert_float16(vload16(0, (__global const char *)q)) * d;
+    *hi = convert_float16(vload16(1, (__global const char *)q)) * d;
 }
 void w32_q4(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
 {
     const uchar16 c = vload16(j, W + (size_t)r * (n / 2));
     const float2 sm = vload2((size_t)r * (n / 32) + j, D);
-    *lo = (as_float16(convert_uint16(c & (uchar)15) | 0x4B000000u) - 8388608.0f) * sm.x + sm.y;
-    *hi = (as_float16(convert_uint16(c >> (uchar)4) | 0x4B000000u) - 8388608.0f) * sm.x + sm.y;
+    *lo = convert_float16(c & (uchar)15) * sm.x + sm.y;
+    *hi = convert_float16(c >> (uchar)4) * sm.x + sm.y;
 }
 
 float hsum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
