@@ -144,7 +144,8 @@ typedef struct {
 enum {
     HC_CLB_ROWS = 4,        /* matrix rows per work group of a product */
     HC_CLB_TOKENS = 8,      /* input rows per work group of a prompt's product (the tile) */
-    HC_CLB_UNIT = 16,       /* weights one work item reads per step */
+    HC_CLB_UNIT = 32,       /* weights one work item reads per step: B = 1 (mv) */
+    HC_CLB_UNIT_MM = 16,    /* the same, B > 1 (mm) */
     HC_CLB_CHUNK_MAX = 1024 /* positions of one attention work group (their scores in local memory) */
 };
 /* A product (kernels mv_T, B = 1, and mm_T, B > 1) of `rows` rows of n
@@ -161,6 +162,10 @@ int hc_clb_t_slices(const hc_clb_device *d, int cols, int k);
  * n_head * B * chunks fills the device where n_pos allows; items per group. */
 int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos);
 size_t hc_clb_attn_local(const hc_clb_device *d, int head_dim);
+/* Launch b's steps as the geometry above gives them for d instead of its
+ * own device (kept within what its kernels take): tests run a GPU's
+ * shapes on PoCL. */
+void hc_cl_backend_geometry(hc_backend *b, const hc_clb_device *d);
 /* Norm: one group per row of n. */
 size_t hc_clb_norm_local(const hc_clb_device *d, int n);
 /* Element-wise steps over n items (rope pairs, bias, add, FFN activation,

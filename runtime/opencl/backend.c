@@ -53,6 +53,7 @@ typedef struct {
     cl_kernel mv[N_FMT], mm[N_FMT], mt[N_FMT], ffn_act[N_ACT];
     cl_kernel sum_slices, gather, norm, rope, add_bias, add, attn_part, attn_combine;
     hc_clb_device geo;
+    size_t kwg;             /* the largest group every kernel takes */
     int failed;
     char err[256];
     cl_mem scratch[4];      /* the gathered input, the slices' sums, attention's partial sums and their m, l */
@@ -564,7 +565,8 @@ static void attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
     size_t L = hc_clb_attn_local(&b->geo, hp->head_dim);
     size_t g[3] = { (size_t)n_chunks * L, (size_t)hp->n_head, (size_t)B }, l[3] = { L, 1, 1 };
     args(b, b->attn_part, A(qm), A(qo), A(kv->k[layer]), A(kv->v[layer]), A(hd), A(nh), A(group), A(kvd), A(p0),
-         A(chc), A(nc), A(part), A(ml), LOCAL(sizeof(float) * (size_t)ch), LOCAL(sizeof(float) * L), END);
+         A(chc), A(nc), A(part), A(ml), LOCAL(sizeof(float) * (size_t)ch), LOCAL(sizeof(float) * L),
+         LOCAL(sizeof(float) * (size_t)hp->head_dim), END);
     launch(b, b->attn_part, 3, g, l);
     args(b, b->attn_combine, A(part), A(ml), A(hd), A(nh), A(p0), A(chc), A(nc), A(om), A(oo), A(total), END);
     launch_ew(b, b->attn_combine, (size_t)total);
@@ -614,6 +616,13 @@ static const hc_backend_ops ops = {
     .attention = attention,
     .sync = sync_,
 };
+
+void hc_cl_backend_geometry(hc_backend *be, const hc_clb_device *d)
+{
+    clb *b = (clb *)be;
+    b->geo = *d;
+    if (b->geo.wg_max > b->kwg) b->geo.wg_max = b->kwg;
+}
 
 /* The model.h enums and the tile sizes as -D options: the kernels never see a bare number. */
 static void build_options(char *o, size_t len)
@@ -699,7 +708,7 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
         if (w < kwg) kwg = w;
     }
     /* every launch's local size stays within what every kernel takes */
-    b->geo.wg_max = kwg;
+    b->geo.wg_max = b->kwg = kwg;
     return &b->be;
 bad:
     be_free(&b->be);

@@ -31,9 +31,13 @@ static size_t fit(const hc_clb_device *d, size_t want, size_t cap)
 
 size_t hc_clb_mm_local(const hc_clb_device *d, int n, int B)
 {
-    /* B > 1: HC_CLB_ROWS x HC_CLB_TOKENS sums per item in local memory (16 KiB at 128) */
-    size_t cap = d->gpu ? (B > 1 ? 128 : 256) : 16;
-    return fit(d, ((size_t)n + HC_CLB_UNIT - 1) / HC_CLB_UNIT, cap);
+    /* B > 1: HC_CLB_ROWS x HC_CLB_TOKENS sums per item in local memory (16
+     * KiB at 128). A CPU device: one item per group, its rows whole (4096 x
+     * 4096 on PoCL, 2 units: F16 1.3 ms at 1 item, 2.2-5 ms at 8 or 16;
+     * docs/measurements.md) */
+    size_t cap = d->gpu ? (B > 1 ? 128 : 256) : 1;
+    size_t unit = B > 1 ? HC_CLB_UNIT_MM : HC_CLB_UNIT;
+    return fit(d, ((size_t)n + unit - 1) / unit, cap);
 }
 
 size_t hc_clb_mm_groups(int rows, int B)
@@ -64,7 +68,8 @@ int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos)
     return ch < 1 ? 1 : (int)ch;
 }
 
-size_t hc_clb_attn_local(const hc_clb_device *d, int head_dim) { return fit(d, (size_t)head_dim, d->gpu ? 128 : 16); }
+/* A CPU device: one item, its mix a contiguous pass over each value row */
+size_t hc_clb_attn_local(const hc_clb_device *d, int head_dim) { return fit(d, (size_t)head_dim, d->gpu ? 128 : 1); }
 
 size_t hc_clb_norm_local(const hc_clb_device *d, int n) { return fit(d, (size_t)n, d->gpu ? 256 : 16); }
 

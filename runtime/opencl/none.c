@@ -62,3 +62,9 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
     snprintf(err, errlen, "%s", none);
     return NULL;
 }
+
+void hc_cl_backend_geometry(hc_backend *b, const hc_clb_device *d)
+{
+    (void)b;
+    (void)d;
+}

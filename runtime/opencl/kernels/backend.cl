@@ -46,8 +46,7 @@ float w1_bf16(__global const uchar *W, __global const float *D, int n, int r, in
 }
 float16 w16_q8(__global const uchar *W, __global const float *D, int n, int r, int j)
 {
-    char16 q = vload16(j, (__global const char *)W + (size_t)r * n);
-    return convert_float16(q) * D[(size_t)r * (n / 32) + j / 2];
+    return convert_float16(vload16(j, (__global const char *)W + (size_t)r * n)) * D[(size_t)r * (n / 32) + j / 2];
 }
 float w1_q8(__global const uchar *W, __global const float *D, int n, int r, int k)
 {
@@ -67,6 +66,38 @@ float w1_q4(__global const uchar *W, __global const float *D, int n, int r, int 
     return (float)(k % 32 < 16 ? c & 15 : c >> 4) * sm.x + sm.y;
 }
 
+/* w32_T: elements 32j .. 32j + 31 of row r into lo and hi (a Q8_0/Q4_0
+ * block's codes and scale read once). */
+void w32_f32(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
+{
+    *lo = w16_f32(W, D, n, r, 2 * j);
+    *hi = w16_f32(W, D, n, r, 2 * j + 1);
+}
+void w32_f16(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
+{
+    *lo = w16_f16(W, D, n, r, 2 * j);
+    *hi = w16_f16(W, D, n, r, 2 * j + 1);
+}
+void w32_bf16(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
+{
+    *lo = w16_bf16(W, D, n, r, 2 * j);
+    *hi = w16_bf16(W, D, n, r, 2 * j + 1);
+}
+void w32_q8(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
+{
+    __global const uchar *q = W + (size_t)r * n + 32 * (size_t)j;
+    const float d = D[(size_t)r * (n / 32) + j];
+    *lo = convert_float16(vload16(0, (__global const char *)q)) * d;
+    *hi = convert_float16(vload16(1, (__global const char *)q)) * d;
+}
+void w32_q4(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
+{
+    const uchar16 c = vload16(j, W + (size_t)r * (n / 2));
+    const float2 sm = vload2((size_t)r * (n / 32) + j, D);
+    *lo = convert_float16(c & (uchar)15) * sm.x + sm.y;
+    *hi = convert_float16(c >> (uchar)4) * sm.x + sm.y;
+}
+
 float hsum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 float4 fold16(float16 v) { return (v.lo.lo + v.lo.hi) + (v.hi.lo + v.hi.hi); }
 
@@ -84,28 +115,33 @@ void tree(__local float *red, int cnt, int lid, int L)
 
 /* ------------------------------------------------------------ products
  * mv_T (one input row): group g takes rows ROWS*g .. +ROWS; item lid sums
- * units lid, lid + L, ... of 16 weights (float16 partial sums), the tail
+ * units lid, lid + L, ... of 32 weights (float16 partial sums), the tail
  * of a row that is not whole units after; then a tree per row.
- * mm_T (B input rows): the same over a tile of TOKENS input rows (dimension
- * 1 of the launch), each unit of weights read once for the tile.
+ * mm_T (B input rows): the same with units of 16 over a tile of TOKENS
+ * input rows (dimension 1 of the launch), each unit of weights read once
+ * for the tile.
  * x: rows xs floats apart from x + xo; y[yo + b*ys + r]. */
 #define PRODUCTS(T) \
 __kernel void mv_##T(__global const uchar *W, uint dofs, int n, int rows, __global const float *x, uint xo, \
                      __global float *y, uint yo, __local float *red) \
 { \
     __global const float *D = (__global const float *)(W + dofs); \
-    const int lid = get_local_id(0), L = get_local_size(0), r0 = get_group_id(0) * ROWS, nu = n / 16; \
+    const int lid = get_local_id(0), L = get_local_size(0), r0 = get_group_id(0) * ROWS, nu = n / 32; \
     int rr[ROWS]; \
     float16 acc[ROWS]; \
     for (int r = 0; r < ROWS; r++) { rr[r] = min(r0 + r, rows - 1); acc[r] = 0.0f; } \
     x += xo; \
     for (int j = lid; j < nu; j += L) { \
-        const float16 xv = vload16(j, x); \
-        for (int r = 0; r < ROWS; r++) acc[r] += w16_##T(W, D, n, rr[r], j) * xv; \
+        const float16 xl = vload16(2 * j, x), xh = vload16(2 * j + 1, x); \
+        for (int r = 0; r < ROWS; r++) { \
+            float16 lo, hi; \
+            w32_##T(W, D, n, rr[r], j, &lo, &hi); \
+            acc[r] += lo * xl + hi * xh; \
+        } \
     } \
     for (int r = 0; r < ROWS; r++) { \
         float s = hsum4(fold16(acc[r])); \
-        for (int k = nu * 16 + lid; k < n; k += L) s += w1_##T(W, D, n, rr[r], k) * x[k]; \
+        for (int k = nu * 32 + lid; k < n; k += L) s += w1_##T(W, D, n, rr[r], k) * x[k]; \
         red[r * L + lid] = s; \
     } \
     tree(red, ROWS, lid, L); \
@@ -124,14 +160,11 @@ __kernel void mm_##T(__global const uchar *W, uint dofs, int n, int rows, __glob
     for (int t = 0; t < TOKENS; t++) bb[t] = min(b0 + t, B - 1); \
     for (int r = 0; r < ROWS; r++) for (int t = 0; t < TOKENS; t++) acc[r][t] = 0.0f; \
     x += xo; \
-    for (int j = lid; j < nu; j += L) { \
-        float16 wv[ROWS]; \
-        for (int r = 0; r < ROWS; r++) wv[r] = w16_##T(W, D, n, rr[r], j); \
-        for (int t = 0; t < TOKENS; t++) { \
-            const float16 xv = vload16(j, x + (size_t)bb[t] * xs); \
-            for (int r = 0; r < ROWS; r++) acc[r][t] += fold16(wv[r] * xv); \
+    for (int j = lid; j < nu; j += L) \
+        for (int r = 0; r < ROWS; r++) {   /* one row's weights live at a time (registers) */ \
+            const float16 wv = w16_##T(W, D, n, rr[r], j); \
+            for (int t = 0; t < TOKENS; t++) acc[r][t] += fold16(wv * vload16(j, x + (size_t)bb[t] * xs)); \
         } \
-    } \
     for (int r = 0; r < ROWS; r++) \
         for (int t = 0; t < TOKENS; t++) { \
             float s = hsum4(acc[r][t]); \
@@ -298,12 +331,13 @@ FFN_ACT(silu)
  * attn_part: group (chunk c, head h, row b), row b at position pos0 + b:
  * positions c*ch .. of 0..pos0 + b; the scores q.k / sqrt(hd) in local
  * memory (sc), their max m, e_p = exp(s_p - m), l = sum e_p, and
- * o[d] = sum_p e_p v_p[d] (positions ascending) into part; m and l into ml.
+ * o[d] = sum_p e_p v_p[d] (positions ascending; each output owned by one
+ * item, in ob when an item owns several) into part; m and l into ml.
  * attn_combine: per output element, the chunks in order:
  * out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c, M the largest m_c. */
 __kernel void attn_part(__global const float *q, uint qo, __global const float *kc, __global const float *vc, int hd,
                         int n_head, int group, int kv_dim, int pos0, int ch, int n_chunks, __global float *part,
-                        __global float *ml, __local float *sc, __local float *red)
+                        __global float *ml, __local float *sc, __local float *red, __local float *ob)
 {
     const int lid = get_local_id(0), L = get_local_size(0);
     const int c = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
@@ -340,11 +374,26 @@ __kernel void attn_part(__global const float *q, uint qo, __global const float *
     }
     l = group_sum(l, red, lid, L);   /* its barriers also publish sc */
     const size_t slot = ((size_t)b * n_head + h) * n_chunks + c;
-    for (int d = lid; d < hd; d += L) {
-        __global const float *vr = vc + koff + d;
-        float o = 0.0f;
-        for (int p = p0; p < p1; p++) o += sc[p - p0] * vr[(size_t)p * kv_dim];
-        part[slot * hd + d] = o;
+    __global float *po = part + slot * hd;
+    if (L >= hd) {   /* an output per item */
+        if (lid < hd) {
+            __global const float *vr = vc + koff + lid;
+            float o = 0.0f;
+            for (int p = p0; p < p1; p++) o += sc[p - p0] * vr[(size_t)p * kv_dim];
+            po[lid] = o;
+        }
+    } else {         /* item lid owns the float4 columns lid, lid + L, ... in ob; positions outside */
+        const int h4 = hd / 4;
+        for (int i = lid; i < h4; i += L) vstore4((float4)0.0f, i, ob);
+        for (int d = 4 * h4 + lid; d < hd; d += L) ob[d] = 0.0f;
+        for (int p = p0; p < p1; p++) {
+            const float e = sc[p - p0];
+            __global const float *vr = vc + (size_t)p * kv_dim + koff;
+            for (int i = lid; i < h4; i += L) vstore4(vload4(i, ob) + e * vload4(i, vr), i, ob);
+            for (int d = 4 * h4 + lid; d < hd; d += L) ob[d] += e * vr[d];
+        }
+        for (int i = lid; i < h4; i += L) vstore4(vload4(i, ob), i, po);
+        for (int d = 4 * h4 + lid; d < hd; d += L) po[d] = ob[d];
     }
     if (lid == 0) {
         ml[2 * slot] = mx;
