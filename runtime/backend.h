@@ -93,8 +93,10 @@ struct hc_backend_ops {
     void *(*vec_new)(hc_backend *be, const float *v, int n, char *err, size_t errlen);
     void (*dev_free)(hc_backend *be, void *dev);
 
-    /* The steps, on B rows. x[B][w->n] in, items sharing that input (q, k
-     * and v; gate and up) computed from it together. */
+    /* The steps, on B rows. x[B][w->n] in (a transposed item's rows are
+     * w->rows long), items sharing that input (q, k and v; gate and up)
+     * computed from it together. A device reads a weight or vector through
+     * its copy (dev): one without it is the caller's error. */
     void (*matmul)(hc_backend *be, hc_view x, int B, const hc_mm *items, int n_items);
     /* o[B][n_embd] = hp->norm of x with w (+ b): RMSNorm or LayerNorm, hp->rms_eps */
     void (*norm)(hc_backend *be, const hc_hparams *hp, const hc_bvec *w, const hc_bvec *b, hc_view x, hc_view o,
@@ -106,14 +108,15 @@ struct hc_backend_ops {
     void (*add_bias)(hc_backend *be, hc_view y, const hc_bvec *bias, int B, int n);
     /* x[i] += a[i] (b.buf NULL), or x[i] += a[i] + b[i] (the parallel residual), i < n */
     void (*add)(hc_backend *be, hc_view x, hc_view a, hc_view b, size_t n);
-    /* The FFN kind's neuron, in place of g ([B][n_ff]): gate and up biases
+    /* The FFN kind's neuron, in place of g ([B][hp->n_ff]): gate and up biases
      * added, then gated act(g)·u (FATReLU below hp->act_threshold), symmetric
      * act(g)·act(u), or sequential act(g + up_b) (g is up·x, u unused). */
     void (*ffn_act)(hc_backend *be, const hc_hparams *hp, const hc_bvec *gate_b, const hc_bvec *up_b, hc_view g,
                     hc_view u, int B);
 
     /* The KV cache: k and v rows of n_head_kv·head_dim floats for positions
-     * 0..n_ctx-1 of the layers with on[layer] set. One sequence today; the
+     * 0..n_ctx-1 of the layers with on[layer] set (on NULL: every layer).
+     * One sequence today; the
      * cache is reached only through these calls, so it can become blocks of
      * positions shared by several sequences (vLLM's paged cache). */
     hc_kv *(*kv_new)(hc_backend *be, const hc_hparams *hp, int n_ctx, const uint8_t *on, char *err, size_t errlen);
