@@ -1,0 +1,71 @@
+#!/bin/sh
+# Data safety, second round (docs/hardening.md): outputs that are not regular
+# files, signals during a write, output lost on stdout, an address-space limit.
+. tests/lib.sh
+need_programs safety hc-convert hc-quantize hc-profile hc-solve hc-run hc-gguf
+C="$HC_BIN/hc-convert" Q="$HC_BIN/hc-quantize" R="$HC_BIN/hc-run"
+P="$HC_BIN/hc-profile" S="$HC_BIN/hc-solve" G="$HC_BIN/hc-gguf"
+
+M="$T/m.gguf"
+"$C" synth -o "$M" --dim 32 --n-ff 64 --layers 2 --heads 4 --vocab 300 --ctx 64 >/dev/null 2>&1 || { fail setup synth; finish; }
+"$Q" "$M" "$T/q8.gguf" q8_0 >/dev/null 2>&1 || { fail setup quantize; finish; }
+
+# ---------------------------------------------------------------- outputs that are not regular files
+# A symbolic link to a character device: written in place, never replaced.
+ln -s /dev/null "$T/null.gguf"
+check special_chardev "$Q" "$M" "$T/null.gguf" q8_0
+if [ -L "$T/null.gguf" ] && [ "$(readlink "$T/null.gguf")" = /dev/null ]; then ok special_chardev_kept
+else fail special_chardev_kept "the link to /dev/null was replaced"; fi
+check special_chardev_convert "$C" synth -o "$T/null.gguf" --dim 32 --n-ff 64 --layers 1
+[ -L "$T/null.gguf" ] && ok special_chardev_convert_kept || fail special_chardev_convert_kept "replaced"
+
+# A FIFO: streamed in place; the reader gets the very bytes of a file output.
+mkfifo "$T/fifo.gguf"
+timeout 60 cat "$T/fifo.gguf" >"$T/from-fifo.gguf" &
+reader=$!
+check special_fifo "$Q" "$M" "$T/fifo.gguf" q8_0
+[ -p "$T/fifo.gguf" ] || kill $reader 2>/dev/null   # replaced: nobody writes to the reader's FIFO
+wait $reader
+if [ -p "$T/fifo.gguf" ] && cmp -s "$T/from-fifo.gguf" "$T/q8.gguf"; then ok special_fifo_streamed
+else fail special_fifo_streamed "FIFO replaced or its bytes differ"; fi
+if ls -A "$T" | grep -q '\.tmp'; then fail special_fifo_no_temporary "$(ls -A "$T" | grep '\.tmp')"; else ok special_fifo_no_temporary; fi
+
+# What /dev/stdout is (a link to /proc/self/fd/1; our own link, so that a
+# failure replaces nothing outside T): on a pipe it is streamed; on a regular
+# file that file is written, the link kept.
+ln -s /proc/self/fd/1 "$T/stdout.gguf"
+"$Q" "$M" "$T/stdout.gguf" q8_0 2>/dev/null | cat >"$T/from-pipe.gguf"
+cmp -s "$T/from-pipe.gguf" "$T/q8.gguf" && ok special_stdout_pipe || fail special_stdout_pipe "bytes differ"
+"$Q" "$M" "$T/stdout.gguf" q8_0 >"$T/from-stdout.gguf" 2>/dev/null
+cmp -s "$T/from-stdout.gguf" "$T/q8.gguf" && ok special_stdout_file || fail special_stdout_file "bytes differ"
+[ -L "$T/stdout.gguf" ] && ok special_stdout_kept || fail special_stdout_kept "the link was replaced"
+
+# A symbolic link to a regular file: the file is replaced, the link stays.
+mkdir -p "$T/real"
+: >"$T/real/target.gguf"
+ln -s real/target.gguf "$T/link.gguf"
+check special_link_regular "$Q" "$M" "$T/link.gguf" q8_0
+if [ -L "$T/link.gguf" ] && cmp -s "$T/real/target.gguf" "$T/q8.gguf"; then ok special_link_regular_target
+else fail special_link_regular_target "link replaced or target not written"; fi
+
+# A dangling link and a socket are refused in one line, before any work.
+ln -s "$T/nowhere/x.gguf" "$T/dangling.gguf"
+check_fails special_dangling "dangling.gguf: output is a symbolic link to a missing file" "$Q" "$M" "$T/dangling.gguf" q8_0
+[ -L "$T/dangling.gguf" ] && ok special_dangling_kept || fail special_dangling_kept "replaced"
+if python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$T/sock.gguf" 2>/dev/null; then
+    check_fails special_socket "sock.gguf: output is not a regular file, a FIFO or a character device" "$Q" "$M" "$T/sock.gguf" q8_0
+    [ -S "$T/sock.gguf" ] && ok special_socket_kept || fail special_socket_kept "replaced"
+else
+    skip special_socket "cannot make a socket here"
+fi
+
+# Every writer: -o of hc-convert, hc-profile, hc-solve with --report and --svg.
+printf 'the cat sat on the mat. the dog ran.\n%.0s' 1 2 3 4 5 6 7 8 >"$T/corpus.txt"
+check special_profile "$P" -m "$M" -f "$T/corpus.txt" -o "$T/null.gguf" -c 16 -t 1
+"$P" -m "$M" -f "$T/corpus.txt" -o "$T/s.gguf" -c 16 -t 1 >/dev/null 2>&1
+ln -s /dev/null "$T/null.gpuidx"; ln -s /dev/null "$T/null.json"; ln -s /dev/null "$T/null.svg"
+check special_solve "$S" -m "$M" -s "$T/s.gguf" --vram-budget 1M --greedy -o "$T/null.gpuidx" --report "$T/null.json" --svg "$T/null.svg"
+n=0; for f in null.gguf null.gpuidx null.json null.svg; do [ -L "$T/$f" ] && n=$((n + 1)); done
+[ $n -eq 4 ] && ok special_every_writer_kept || fail special_every_writer_kept "only $n of 4 links kept"
+
+finish
