@@ -23,6 +23,53 @@
 
 const char *hc_prog = "hc";
 
+/* hc_die has printed its line: the exit handlers need not add another. */
+static int dying;
+
+/* 0, or why stdout lost output: an errno, or -1 when an earlier failed
+ * write left only the stream's error flag. */
+static int stdout_error(void)
+{
+    errno = 0;
+    return fflush(stdout) != 0 || ferror(stdout) ? (errno ? errno : -1) : 0;
+}
+
+/* "standard output: write failed[: REASON]" into line. */
+static const char *stdout_message(int e, char *line, size_t len)
+{
+    snprintf(line, len, "standard output: write failed%s%s", e > 0 ? ": " : "", e > 0 ? strerror(e) : "");
+    return line;
+}
+
+void hc_stdout_flush(void)
+{
+    char line[256];
+    int e = stdout_error();
+    if (e) hc_die("%s", stdout_message(e, line, sizeof line));
+}
+
+/* Output lost on stdout (a full disk, /dev/full) must not pass for success:
+ * at exit stdout is flushed and closed, and a failure becomes one line and
+ * status 1. A stdout closed before we started (EBADF on close, nothing
+ * written) is not an error. */
+static void check_stdout(void)
+{
+    if (dying) return;
+    int e = stdout_error();
+    if (fclose(stdout) != 0 && !e && errno != EBADF) e = errno;
+    if (!e) return;
+    char line[256];
+    fprintf(stderr, "%s: %s\n", hc_prog, stdout_message(e, line, sizeof line));
+    _exit(1);
+}
+
+/* Registered before main runs, so the check runs after every exit handler
+ * the program registers (those may still print). */
+__attribute__((constructor)) static void watch_stdout(void)
+{
+    atexit(check_stdout);
+}
+
 static void vmsg(const char *fmt, va_list ap)
 {
     char line[4096];
@@ -40,6 +87,7 @@ void hc_die(const char *fmt, ...)
     va_start(ap, fmt);
     vmsg(fmt, ap);
     va_end(ap);
+    dying = 1;
     exit(1);
 }
 

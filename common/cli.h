@@ -13,6 +13,12 @@ extern const char *hc_prog;
 
 /* Print "prog: message" to stderr and exit(1). */
 void hc_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* Flush stdout; output lost there (a full disk, /dev/full) exits through
+ * hc_die with "standard output: write failed: REASON". Every program also
+ * checks stdout at exit (flush and close, common/cli.c): lost output makes
+ * the exit status 1 with that line, so a program calls this only to stop
+ * early (hc-run stops generating). */
+void hc_stdout_flush(void);
 /* Print "prog: message" to stderr. */
 void hc_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

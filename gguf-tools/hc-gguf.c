@@ -319,6 +319,5 @@ int main(int argc, char **argv)
         dump_text(f, full);
     }
     gguf_close(f);
-    if (fflush(stdout) != 0 || ferror(stdout)) hc_die("error writing to standard output");
     return 0;
 }

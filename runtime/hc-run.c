@@ -179,7 +179,6 @@ static _Noreturn void list_devices(const char *device)
     }
     if (use < 0) hc_warn("%s", err);
     if (!gpu && hc_cl_icd_hint(hint, sizeof hint)) hc_warn("%s", hint);
-    if (fflush(stdout) || ferror(stdout)) hc_die("standard output: write error");
     exit(use < 0);
 }
 
@@ -413,12 +412,12 @@ static int gen_run(gen_state *g, int n)
         if (g->pending >= 0 && (r = gen_feed(g, NULL, 0))) break;
         int next = hc_sample(g->smp, g->logits);
         if (next == bos || next == eos) {
-            fflush(stdout);
+            hc_stdout_flush();
             fputs("[end of text]\n", stderr);
             break;
         }
         print_piece(g->tok, g->last, next);
-        fflush(stdout);
+        hc_stdout_flush();
         g->n_gen++;
         g->last = g->pending = next;
     }
@@ -475,7 +474,7 @@ static void generate(const hc_model *m, const hc_tokenizer *tok, const options *
         for (int i = 0; i < V; i++) printf("%.9g\n", g.logits[i]);
     } else {
         for (int i = 0; i < n_prompt; i++) print_piece(tok, i ? prompt[i - 1] : -1, prompt[i]);
-        fflush(stdout);
+        hc_stdout_flush();
         if (!gen_run(&g, o->n_predict) && o->interactive) interact(&g, o);
     }
     if (!o->logits && isatty(STDOUT_FILENO)) fputs("\n", stdout);

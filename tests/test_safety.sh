@@ -68,4 +68,69 @@ check special_solve "$S" -m "$M" -s "$T/s.gguf" --vram-budget 1M --greedy -o "$T
 n=0; for f in null.gguf null.gpuidx null.json null.svg; do [ -L "$T/$f" ] && n=$((n + 1)); done
 [ $n -eq 4 ] && ok special_every_writer_kept || fail special_every_writer_kept "only $n of 4 links kept"
 
+# ---------------------------------------------------------------- signals during a write
+# SIGINT, SIGTERM, SIGHUP once the temporary holds data: the process dies of
+# the signal (status 128+N) and its temporary is gone. A background job of a
+# script starts with SIGINT ignored (and a tool keeps an ignored signal
+# ignored, as nohup wants): env --default-signal gives it the default back.
+signalled() {
+    sig=$1 num=$2
+    mkdir -p "$T/sig$sig"
+    env --default-signal="$sig" "$C" synth -o "$T/sig$sig/big.gguf" --dim 512 --n-ff 2048 --layers 8 --vocab 4096 >/dev/null 2>&1 &
+    pid=$!
+    i=0
+    while [ $i -lt 600 ]; do
+        tmp=$(ls -A "$T/sig$sig" | grep '\.tmp' | head -1)
+        [ -n "$tmp" ] && [ "$(wc -c <"$T/sig$sig/$tmp" 2>/dev/null || echo 0)" -gt 100000 ] && break
+        sleep 0.05; i=$((i + 1))
+    done
+    kill -"$sig" $pid 2>/dev/null
+    wait $pid
+    rc=$?
+    if [ -z "$tmp" ]; then skip "signal_$sig" "no temporary file seen before the end"
+    elif [ $rc -ne $((128 + num)) ]; then fail "signal_$sig" "exit $rc (want $((128 + num)))"
+    elif [ -n "$(ls -A "$T/sig$sig")" ]; then fail "signal_$sig" "left: $(ls -A "$T/sig$sig")"
+    else ok "signal_$sig"; fi
+}
+if env --default-signal=INT true 2>/dev/null; then
+    signalled INT 2; signalled TERM 15; signalled HUP 1
+else
+    skip signals "env has no --default-signal"
+fi
+
+# ulimit -f without ignoring SIGXFSZ (the earlier test in test_faults.sh
+# ignores it): "File too large", exit 1, no temporary.
+mkdir -p "$T/fsz"
+(ulimit -f 20; exec "$C" synth -o "$T/fsz/a.gguf" --dim 64 --n-ff 256 --layers 2) >/dev/null 2>"$T/err"
+rc=$?
+if [ $rc -ne 1 ] || ! grep -q "a.gguf: write failed: File too large" "$T/err"; then fail sigxfsz "exit $rc: $(cat "$T/err")"
+elif [ -n "$(ls -A "$T/fsz")" ]; then fail sigxfsz "left: $(ls -A "$T/fsz")"
+else ok sigxfsz; fi
+
+# ---------------------------------------------------------------- output lost on stdout
+# stdout is /dev/full: exit 1 with one line, never 0 with the output gone
+# (the reason is named when the failed write is the last one).
+lost() {
+    name=$1; shift
+    "$@" >/dev/full 2>"$T/err"
+    rc=$?
+    last=$(tail -n 1 "$T/err")
+    if [ $rc -ne 1 ]; then fail "$name" "exit $rc (want 1)"
+    elif ! printf '%s\n' "$last" | grep -q '^hc-[a-z]*: standard output: write failed'; then fail "$name" "last line: $last"
+    else ok "$name"; fi
+}
+if [ -c /dev/full ]; then
+    lost stdout_run_generate "$R" -m "$M" -p "the cat" -n 4 -t 1
+    lost stdout_run_logits "$R" -m "$M" -p "the cat" --logits -t 1
+    lost stdout_run_tokenize "$R" -m "$M" -p "the cat" --tokenize
+    lost stdout_profile_show "$P" show "$T/s.gguf"
+    lost stdout_profile_show_json "$P" show "$T/s.gguf" --json
+    lost stdout_solve_json "$S" -m "$M" -s "$T/s.gguf" --vram-budget 1M --greedy --json
+    lost stdout_solve_sweep "$S" -m "$M" -s "$T/s.gguf" --sweep 1M,2M --greedy
+    lost stdout_gguf_dump "$G" dump "$M"
+    lost stdout_version "$P" --version
+else
+    skip stdout_lost "no /dev/full"
+fi
+
 finish
