@@ -290,7 +290,45 @@ static void test_refusals(void)
     CHECK(refused("model.merges", "[\"zq qz\"]", "model.merges[0] 'zq qz'"));
 }
 
+/* A normalizer Sequence of n Replace steps of pattern by content: JSON, static. */
+static const char *replace_steps(int n, const char *pattern, const char *content)
+{
+    static char json[8192];
+    int k = snprintf(json, sizeof json, "{\"type\":\"Sequence\",\"normalizers\":[");
+    for (int i = 0; i < n; i++)
+        k += snprintf(json + k, sizeof json - (size_t)k, "%s{\"type\":\"Replace\",\"pattern\":%s,\"content\":\"%s\"}",
+                      i ? "," : "", pattern, content);
+    snprintf(json + k, sizeof json - (size_t)k, "]}");
+    return json;
+}
+
+/* Normalizers that could lengthen text beyond HC_NORM_GROWTH x N + HC_NORM_EXTRA
+ * are refused at conversion (and at load: test_runtime_refusals); the usual
+ * ones fit. */
+static void test_normalizer_bounds(void)
+{
+    if (!th_fixture("")) SKIP("no fixtures");
+    CHECK(refused("normalizer", replace_steps(40, "{\"String\":\"a\"}", "aa"), "more than the 64 x N + 4096 allowed"));
+    CHECK(refused("normalizer", replace_steps(7, "{\"String\":\"a\"}", "aa"), "128 x N"));
+    CHECK(refused("normalizer", replace_steps(10, "{\"Regex\":\"\"}", "x"), "more than the 64 x N"));
+    CHECK(refused("normalizer", replace_steps(1, "{\"Regex\":\"b*\"}", "0123456789012345678901234567890123456789"
+                  "0123456789012345678901234567890123456789"), "more than the 64 x N"));
+    CHECK(refused("normalizer", replace_steps(2, "{\"String\":\"a\"}", "0123456789"), "100 x N"));
+    char json[5100];
+    snprintf(json, sizeof json, "{\"type\":\"Prepend\",\"prepend\":\"%05000d\"}", 0);
+    CHECK(refused("normalizer", json, "1 x N + 5e+03:"));
+    /* NFKC, ' ' -> U+2581, a Prepend: 33 x N + 3 */
+    cJSON *j = fixture_json(FIX "/tokenizer.json");
+    cJSON_ReplaceItemInObject(j, "normalizer", cJSON_Parse("{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFKC\"},"
+        "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\u2581\"},"
+        "{\"type\":\"Prepend\",\"prepend\":\"\u2581\"}]}"));
+    CHECKF(convert("usual-normalizer", j), "%s", th_last_err());
+    cJSON_Delete(j);
+}
+
 /* A GGUF "gpt2" vocabulary the runtime refuses: 4 tokens a b ab Ġ, and keys. */
+static const char *normalizer;   /* hotcold.tokenizer.normalizer of runtime_refusal's file, or NULL */
+
 static const char *runtime_refusal(const char *merge, const char *pre, const char *regex)
 {
     static char err[512];
@@ -303,6 +341,7 @@ static const char *runtime_refusal(const char *merge, const char *pre, const cha
     if (merge) gguf_set_arr_str(w, "tokenizer.ggml.merges", &merge, 1);
     if (pre) gguf_set_str(w, "tokenizer.ggml.pre", pre);
     if (regex) gguf_set_arr_str(w, "hotcold.tokenizer.pre_regex", &regex, 1);
+    if (normalizer) gguf_set_str(w, "hotcold.tokenizer.normalizer", normalizer);
     const char *path = th_tmp("bad-vocab.gguf");
     if (gguf_writer_write(w, path, err, sizeof err) != 0) return "cannot write";
     gguf_writer_free(w);
@@ -325,6 +364,11 @@ static void test_runtime_refusals(void)
     CHECK(strstr(runtime_refusal("a b", "tekken", NULL), "tokenizer.ggml.pre 'tekken' is not"));
     CHECK(strstr(runtime_refusal("a b", NULL, NULL), "no tokenizer.ggml.pre"));
     CHECK(strstr(runtime_refusal("a b", NULL, "(a"), "PCRE2: missing closing parenthesis"));
+    normalizer = replace_steps(40, "{\"String\":\"a\"}", "aa");
+    CHECK(strstr(runtime_refusal("a b", "llama-bpe", NULL), "more than the 64 x N + 4096 allowed"));
+    normalizer = replace_steps(1, "{\"String\":\"a\"}", "aa");
+    CHECK(!strcmp(runtime_refusal("a b", "llama-bpe", NULL), "accepted"));
+    normalizer = NULL;
 }
 
 /* hc-run --tokenize: ids on one line, BOS included, nothing else on stdout. */
@@ -349,6 +393,7 @@ int main(void)
     RUN(test_variants);
     RUN(test_spm_unknown_runs);
     RUN(test_refusals);
+    RUN(test_normalizer_bounds);
     RUN(test_runtime_refusals);
     RUN(test_hc_run_tokenize);
     return th_done();

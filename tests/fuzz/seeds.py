@@ -163,6 +163,12 @@ bl_json = {"version": "1.0", "added_tokens": [{"id": 259, "content": "<|s|>", "s
 add("hftok", "seed-bytelevel.json", vocab_prefix(0, len(bl_toks)) + json.dumps(bl_json).encode())
 add("hftok", "seed-gpt2.json", vocab_prefix(0, len(bl_toks)) + json.dumps(dict(
     bl_json, pre_tokenizer={"type": "ByteLevel"}, post_processor={"type": "ByteLevel"})).encode())
+# normalizers: one that fits the growth bound, and an expanding one it refuses
+add("hftok", "seed-normalizer.json", vocab_prefix(0, len(bl_toks)) + json.dumps(dict(bl_json, normalizer={
+    "type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Replace", "pattern": {"String": " "},
+    "content": "\u2581"}, {"type": "Prepend", "prepend": "\u2581"}]})).encode())
+add("hftok", "seed-normalizer-bomb.json", vocab_prefix(0, len(bl_toks)) + json.dumps(dict(bl_json, normalizer={
+    "type": "Sequence", "normalizers": [{"type": "Replace", "pattern": {"Regex": ""}, "content": "aa"}] * 8})).encode())
 uni = {"version": "1.0", "model": {"type": "Unigram", "unk_id": 0, "byte_fallback": True,
        "vocab": [[t, -float(i)] for i, t in enumerate(toks)]}}
 add("hftok", "seed-unigram.json", vocab_prefix(0, len(toks)) + json.dumps(uni).encode())
