@@ -133,4 +133,24 @@ else
     skip stdout_lost "no /dev/full"
 fi
 
+# ---------------------------------------------------------------- an address-space limit
+# OpenBLAS's thread pool used to start at load and hang the exit under
+# `ulimit -v` 100-160 MB: every program must end (timeout 60 s: 124 is a hang).
+if grep -q __asan_init "$Q" 2>/dev/null; then
+    skip ulimit_v "ASan build: no address-space limit"
+else
+    vlim() { (ulimit -v 150000; exec timeout 60 "$@") >/dev/null 2>"$T/err"; }
+    for p in "$Q" "$P" "$R" "$S" "$C" "$G"; do
+        vlim "$p" --version
+        rc=$?
+        [ $rc -eq 0 ] && ok "ulimit_v_version_${p##*/}" || fail "ulimit_v_version_${p##*/}" "exit $rc: $(head -c 200 "$T/err")"
+    done
+    vlim "$Q" "$M" "$T/v.gguf" q8_0
+    rc=$?
+    [ $rc -eq 0 ] && cmp -s "$T/v.gguf" "$T/q8.gguf" && ok ulimit_v_quantize || fail ulimit_v_quantize "exit $rc: $(head -c 200 "$T/err")"
+    vlim "$P" -m "$M" -f "$T/corpus.txt" -o "$T/v-s.gguf" -c 16 -t 2
+    rc=$?
+    [ $rc -eq 0 ] && ok ulimit_v_profile || fail ulimit_v_profile "exit $rc: $(head -c 200 "$T/err")"
+fi
+
 finish
