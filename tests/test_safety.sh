@@ -133,6 +133,31 @@ else
     skip stdout_lost "no /dev/full"
 fi
 
+# ---------------------------------------------------------------- non-finite weights
+# One weight of blk.1.ffn_down made infinite (then NaN): hc-run stops at the
+# first logits with one line, as hc-quantize and hc-profile refuse the file.
+nonfinite() {
+    python3 - "$M" "$T/$1.gguf" "$2" <<'PY'
+import json, struct, subprocess, sys, os
+src, dst, value = sys.argv[1], sys.argv[2], float(sys.argv[3])
+j = json.loads(subprocess.run([os.environ["HC_BIN"] + "/hc-gguf", "dump", "--json", src], capture_output=True, check=True).stdout)
+t = next(t for t in j["tensors"] if t["name"] == "blk.1.ffn_down.weight" and t["type"] == "F32")
+b = bytearray(open(src, "rb").read())
+struct.pack_into("<f", b, j["data_offset"] + t["offset"], value)
+open(dst, "wb").write(b)
+PY
+}
+export HC_BIN
+for v in inf nan; do
+    if nonfinite "$v" "$v"; then
+        check_fails "nonfinite_${v}_generate" "$v.gguf: the logits are not finite" "$R" -m "$T/$v.gguf" -p "the cat" -n 4 -t 1
+        check_fails "nonfinite_${v}_logits" "$v.gguf: the logits are not finite" "$R" -m "$T/$v.gguf" -p "the cat" --logits -t 1
+    else
+        fail "nonfinite_$v" "cannot write the model"
+    fi
+done
+check_fails nonfinite_perplexity "the logits are not finite" "$R" -m "$T/nan.gguf" --perplexity "$T/corpus.txt" -c 16 -t 1
+
 # ---------------------------------------------------------------- an address-space limit
 # OpenBLAS's thread pool used to start at load and hang the exit under
 # `ulimit -v` 100-160 MB: every program must end (timeout 60 s: 124 is a hang).
