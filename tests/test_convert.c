@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "convert.h"
 #include "ggml_types.h"
 #include "gguf.h"
 #include "model.h"
@@ -697,6 +698,64 @@ static void test_hf_errors(void)
 
 /* ------------------------------------------------------------------ synth */
 
+/* st_add_file on a safetensors file of this header and 64 data bytes: 0 or
+ * -1 with the message in err. */
+static int st_header(const char *header, st_set *s, char *err, size_t errlen)
+{
+    size_t hl = strlen(header);
+    unsigned char *b = calloc(1, 8 + hl + 64);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(b + 8, header, hl);
+    const char *path = th_tmp("header.safetensors");
+    int rc = th_write(path, b, 8 + hl + 64);
+    free(b);
+    return rc ? -1 : st_add_file(s, path, err, errlen);
+}
+
+#define ST_F32(name, n, b, e) "\"" name "\":{\"dtype\":\"F32\",\"shape\":[" #n "],\"data_offsets\":[" #b "," #e "]}"
+
+/* Header checks: a tensor of no bytes overlaps nothing, even where another
+ * begins or inside one; overlaps and names given twice are refused; many
+ * tensors are sorted, not compared pairwise, and every one is found. */
+static void test_safetensors_header(void)
+{
+    static const struct { const char *header, *refusal; } cases[] = {
+        { "{" ST_F32("a", 2, 0, 8) "," ST_F32("z", 0, 8, 8) "," ST_F32("b", 2, 8, 16) "}", NULL },
+        { "{" ST_F32("b", 2, 8, 16) "," ST_F32("z", 0, 8, 8) "," ST_F32("a", 2, 0, 8) "}", NULL },
+        { "{" ST_F32("a", 4, 0, 16) "," ST_F32("z", 0, 4, 4) "}", NULL },
+        { "{" ST_F32("a", 2, 0, 8) "," ST_F32("b", 2, 4, 12) "}", "tensors 'a' and 'b' overlap" },
+        { "{" ST_F32("a", 2, 0, 8) "," ST_F32("a", 2, 8, 16) "}", "tensor 'a': appears twice" },
+    };
+    char err[512];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        st_set s = {0};
+        int rc = st_header(cases[i].header, &s, err, sizeof err);
+        if (cases[i].refusal) CHECKF(rc != 0 && strstr(err, cases[i].refusal), "case %zu: %s", i, rc ? err : "accepted");
+        else CHECKF(rc == 0, "case %zu: %s", i, err);
+        st_free(&s);
+    }
+    enum { N = 20000 };
+    size_t cap = (size_t)N * 80 + 2, k = 0;
+    char *h = malloc(cap);
+    h[k++] = '{';
+    for (int i = 0; i < N; i++)
+        k += (size_t)snprintf(h + k, cap - k, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                              i ? "," : "", (i * 7919) % N);
+    snprintf(h + k, cap - k, "}");
+    st_set s = {0};
+    CHECKF(st_header(h, &s, err, sizeof err) == 0, "%s", err);
+    int found = 0;
+    char name[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "t%d", i);
+        long j = st_find(&s, name);
+        found += j >= 0 && !strcmp(s.t[j].name, name);
+    }
+    CHECK(found == N && st_find(&s, "t-1") < 0);
+    st_free(&s);
+    free(h);
+}
+
 static void test_synth_valid_deterministic(void)
 {
     const char *a = th_tmp("syn_a.gguf"), *b = th_tmp("syn_b.gguf"), *c = th_tmp("syn_c.gguf");
@@ -939,6 +998,7 @@ int main(void)
     RUN(test_hf_sentencepiece_model);
     RUN(test_hf_predictors);
     RUN(test_hf_errors);
+    RUN(test_safetensors_header);
     RUN(test_synth_valid_deterministic);
     RUN(test_synth_vocab_tokenizes);
     RUN(test_synth_hot_set_is_hot);

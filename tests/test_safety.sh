@@ -158,6 +158,24 @@ for v in inf nan; do
 done
 check_fails nonfinite_perplexity "the logits are not finite" "$R" -m "$T/nan.gguf" --perplexity "$T/corpus.txt" -c 16 -t 1
 
+# ---------------------------------------------------------------- parsers' cost
+# A safetensors header of 300000 entries: refused for the missing tensors
+# in well under a second; the pairwise name check it replaced took 100 s and
+# more (timeout 60: 124 means the cost is back).
+if have_fixtures; then
+    mkdir -p "$T/st"
+    cp "$HC_FIXTURES/hf-tokenizers/bpe-llama3/config.json" "$HC_FIXTURES/hf-tokenizers/bpe-llama3/tokenizer.json" "$T/st/"
+    python3 - "$T/st/model.safetensors" <<'PY'
+import json, struct, sys
+h = {"t%d" % i: {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(300000)}
+b = json.dumps(h, separators=(",", ":")).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(b)) + b)
+PY
+    check_fails safetensors_many_entries "missing tensor 'model.embed_tokens.weight'" timeout 60 "$C" hf "$T/st" -o "$T/st.gguf"
+else
+    skip safetensors_many_entries "no fixtures"
+fi
+
 # ---------------------------------------------------------------- an address-space limit
 # OpenBLAS's thread pool used to start at load and hang the exit under
 # `ulimit -v` 100-160 MB: every program must end (timeout 60 s: 124 is a hang).
