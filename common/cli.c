@@ -462,6 +462,28 @@ void hc_xml_text(FILE *f, const char *s)
     }
 }
 
+cJSON *hc_read_json(const char *path, size_t max, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > max) {
+        snprintf(err, errlen, "%s: %llu bytes, more than the %zu this JSON file may have", path,
+                 (unsigned long long)st.st_size, max);
+        return NULL;
+    }
+    size_t len;
+    char *txt = hc_read_file(path, &len, err, errlen);
+    if (!txt) return NULL;
+    cJSON *j = len <= max ? cJSON_ParseWithLength(txt, len) : NULL;
+    free(txt);
+    if (!cJSON_IsObject(j)) {
+        snprintf(err, errlen, "%s: %s", path, len > max ? "file grew past its limit while being read"
+                 : "JSON does not parse (or is not an object)");
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
 void hc_json_print(cJSON *root)
 {
     char *s = cJSON_Print(root);

@@ -87,6 +87,12 @@ void hc_progress_format(const hc_progress *p, double elapsed, char *buf, size_t 
 /* Read a whole (small) file into a NUL-terminated malloc'd buffer. NULL + err on failure. */
 char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen);
 
+/* A JSON file of at most max bytes, parsed: its root object (cJSON_Delete
+ * it), or NULL with "path: why" in err (unreadable, larger than max, does
+ * not parse, not an object). cJSON takes about 40 times the text in memory,
+ * so every JSON input is read through this with a limit of its own. */
+struct cJSON *hc_read_json(const char *path, size_t max, char *err, size_t errlen);
+
 /* A whole regular file mapped read-only (data NULL when the file is empty). */
 typedef struct {
     const uint8_t *data;

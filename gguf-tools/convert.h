@@ -10,6 +10,14 @@
 #include "cli.h"
 #include "gguf.h"
 
+/* The most bytes each JSON input of a Hugging Face directory may have
+ * (hc_read_json: cJSON takes about 40 times the text). The largest seen are
+ * a few KiB of config.json, ~100 KiB of index for 3000 tensors, 33 MiB of
+ * tokenizer.json. */
+#define HF_MAX_CONFIG_JSON (1u << 20)
+#define HF_MAX_INDEX_JSON (16u << 20)
+#define HF_MAX_TOKENIZER_JSON (64u << 20)
+
 /* llama_token_type values (the same numbers as SentencePiece's piece types). */
 enum { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER_DEFINED = 4,
        TOK_UNUSED = 5, TOK_BYTE = 6 };

@@ -19,13 +19,9 @@
 
 static cJSON *read_json(const char *path)
 {
-    char err[512];
-    size_t len;
-    char *txt = hc_read_file(path, &len, err, sizeof err);
-    if (!txt) hc_die("%s", err);
-    cJSON *j = cJSON_ParseWithLength(txt, len);
-    free(txt);
-    if (!cJSON_IsObject(j)) hc_die("%s: JSON does not parse (or is not an object)", path);
+    char err[1024];
+    cJSON *j = hc_read_json(path, HF_MAX_INDEX_JSON, err, sizeof err);
+    if (!j) hc_die("%s", err);
     return j;
 }
 

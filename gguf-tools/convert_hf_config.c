@@ -235,14 +235,10 @@ static void pick_family(const cfgref *c, hf_config *h)
 
 void hf_read_config(const char *dir, hf_config *h)
 {
-    char path[4096], err[512];
-    size_t len;
+    char path[4096], err[1024];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    char *txt = hc_read_file(path, &len, err, sizeof err);
-    if (!txt) hc_die("%s", err);
-    cJSON *json = cJSON_ParseWithLength(txt, len);
-    free(txt);
-    if (!cJSON_IsObject(json)) hc_die("%s: JSON does not parse (or is not an object)", path);
+    cJSON *json = hc_read_json(path, HF_MAX_CONFIG_JSON, err, sizeof err);
+    if (!json) hc_die("%s", err);
     cfgref c = { json, path };
     pick_family(&c, h);
     refuse_foreign(&c);

@@ -182,17 +182,14 @@ static int score_merges(cv_vocab *v, const char *path, const cJSON *merges, char
 
 static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t errlen)
 {
-    size_t len;
-    char *txt = hc_read_file(path, &len, err, errlen);
-    if (!txt) return -1;
-    cJSON *root = cJSON_ParseWithLength(txt, len);
-    free(txt);
+    cJSON *root = hc_read_json(path, HF_MAX_TOKENIZER_JSON, err, errlen);
+    if (!root) return -1;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
     int rc = 0;
-    if (!root || !cJSON_IsObject(model) || !cJSON_IsString(type)) {
-        snprintf(err, errlen, "%s: %s", path, root ? "no model.type" : "JSON does not parse");
+    if (!cJSON_IsObject(model) || !cJSON_IsString(type)) {
+        snprintf(err, errlen, "%s: no model.type", path);
         rc = -1;
     } else if (cv_json_post(path, root, v, err, errlen) || cv_json_added(path, root, v, err, errlen)) {
         rc = -1;

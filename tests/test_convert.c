@@ -664,6 +664,9 @@ static void test_hf_errors(void)
     struct { const char *setup, *want; } cases[] = {
         {"rm -f DIR/config.json", "config.json: No such file"},
         {"echo '{\"hidden_size\": 32,' > DIR/config.json", "config.json: JSON does not parse"},
+        /* JSON inputs have size limits (cJSON takes ~40 times the text) */
+        {"head -c 2097152 /dev/zero | tr '\\0' ' ' >> DIR/config.json", "bytes, more than the 1048576 this JSON file may have"},
+        {"head -c 67108865 /dev/zero | tr '\\0' ' ' >> DIR/tokenizer.json", "bytes, more than the 67108864 this JSON file may have"},
         {"sed -i 's/LlamaForCausalLM/GPT2LMHeadModel/' DIR/config.json", "unsupported architecture 'GPT2LMHeadModel'"},
         {"sed -i 's/\"num_hidden_layers\":1/\"num_hidden_layers\":2/' DIR/config.json", "missing tensor 'model.layers.1"},
         {"sed -i 's/\"shape\":\\[32,32\\]/\"shape\":[32,33]/' DIR/model.safetensors", "byte size does not match dtype x shape"},
