@@ -241,5 +241,7 @@ char *hc_normalize(const hc_normalizer *n, const char *text, size_t len, size_t 
         cur = next && nl <= limit ? next : (free(next), NULL);
         *out_len = nl;
     }
+    if (!cur) hc_text_error_set("normalizer: out of memory, or more than %d x %zu + %d bytes", HC_NORM_GROWTH, len,
+                                HC_NORM_EXTRA);
     return cur;
 }

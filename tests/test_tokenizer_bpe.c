@@ -329,9 +329,9 @@ static void test_normalizer_bounds(void)
 /* A GGUF "gpt2" vocabulary the runtime refuses: 4 tokens a b ab Ġ, and keys. */
 static const char *normalizer;   /* hotcold.tokenizer.normalizer of runtime_refusal's file, or NULL */
 
-static const char *runtime_refusal(const char *merge, const char *pre, const char *regex)
+/* The tokenizer of that vocabulary, or NULL with the loader's message in err. */
+static hc_tokenizer *vocab_tokenizer(const char *merge, const char *pre, const char *regex, char *err, size_t errlen)
 {
-    static char err[512];
     const char *tok[] = { "a", "b", "ab", "\xc4\xa0" };
     int32_t type[] = { 1, 1, 1, 1 };
     gguf_writer *w = gguf_writer_new(GGUF_VARIANT_GGUF);
@@ -343,14 +343,40 @@ static const char *runtime_refusal(const char *merge, const char *pre, const cha
     if (regex) gguf_set_arr_str(w, "hotcold.tokenizer.pre_regex", &regex, 1);
     if (normalizer) gguf_set_str(w, "hotcold.tokenizer.normalizer", normalizer);
     const char *path = th_tmp("bad-vocab.gguf");
-    if (gguf_writer_write(w, path, err, sizeof err) != 0) return "cannot write";
+    int rc = gguf_writer_write(w, path, err, errlen);
     gguf_writer_free(w);
-    gguf_file *f = gguf_open(path, err, sizeof err);
-    hc_tokenizer *t = f ? hc_tokenizer_load(f, err, sizeof err) : NULL;
+    if (rc != 0) return NULL;
+    gguf_file *f = gguf_open(path, err, errlen);
+    hc_tokenizer *t = f ? hc_tokenizer_load(f, err, errlen) : NULL;
     gguf_close(f);
+    return t;
+}
+
+static const char *runtime_refusal(const char *merge, const char *pre, const char *regex)
+{
+    static char err[512];
+    hc_tokenizer *t = vocab_tokenizer(merge, pre, regex, err, sizeof err);
     if (t) snprintf(err, sizeof err, "accepted");
     hc_tokenizer_free(t);
     return err;
+}
+
+/* A pre-tokenizer regex that backtracks without end: hc_tokenize fails at
+ * PCRE2's match limit, and hc_tokenize_error names the model, the regex and
+ * the reason (hc-run used to say only "prompt: cannot tokenize"). */
+static void test_match_limit(void)
+{
+    char err[512];
+    hc_tokenizer *t = vocab_tokenizer("a b", NULL, "(a+)+$", err, sizeof err);
+    CHECKF(t, "%s", err);
+    if (!t) return;
+    const char *text = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab";
+    int32_t ids[64];
+    CHECK(hc_tokenize(t, text, strlen(text), 0, 0, ids, 64) == -1);
+    const char *why = hc_tokenize_error();
+    CHECKF(strstr(why, "bad-vocab.gguf: pre-tokenizer regex 1: PCRE2: match limit exceeded"), "%s", why);
+    CHECK(hc_tokenize(t, "ab", 2, 0, 0, ids, 64) > 0);
+    hc_tokenizer_free(t);
 }
 
 static void test_runtime_refusals(void)
@@ -395,6 +421,7 @@ int main(void)
     RUN(test_refusals);
     RUN(test_normalizer_bounds);
     RUN(test_runtime_refusals);
+    RUN(test_match_limit);
     RUN(test_hc_run_tokenize);
     return th_done();
 }
