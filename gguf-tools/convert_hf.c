@@ -7,6 +7,7 @@
  */
 #include "convert_hf.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +98,8 @@ static int open_predictors(const char *dir, const cv_hparams *hp, st_set *pred, 
     cJSON *cfg = read_json(path);
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, "sparse_threshold");
     int have = t != NULL;
-    if (have && !cJSON_IsNumber(t)) hc_die("%s: sparse_threshold is not a number", path);
+    if (have && !(cJSON_IsNumber(t) && isfinite((float)t->valuedouble)))
+        hc_die("%s: sparse_threshold is not a finite number", path);
     if (have) *thr = (float)t->valuedouble;
     cJSON_Delete(cfg);
     return have;

@@ -2,6 +2,7 @@
  * checked for presence, shape and a supported type before anything runs. */
 #include "model.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +185,9 @@ static int load_hparams(loader *L)
         return -1;
     if (!(hp->rms_eps >= 0 && hp->rms_eps < 1)) return fail(L, "norm epsilon %g is out of range", hp->rms_eps);
     if (!(hp->rope_base > 0)) return fail(L, "%s.rope.freq_base %g must be positive", L->arch, hp->rope_base);
+    /* as hc-run --sparse-threshold takes it: a finite number */
+    if (!isfinite(hp->sparse_threshold))
+        return fail(L, "powerinfer.sparse_threshold %g is not a finite number", hp->sparse_threshold);
     if (!strcmp(L->arch, "llama-relu") && hp->act != HC_ACT_RELU)
         return fail(L, "hotcold.ffn_activation must be relu in a llama-relu file");
     if (hp->act_threshold != 0 && !(hp->act_threshold > 0 && hp->act == HC_ACT_RELU && hp->ffn_kind == HC_FFN_GATED))

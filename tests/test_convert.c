@@ -643,6 +643,24 @@ static void test_hf_predictors(void)
     CHECKF(mm, "%s", err);
     CHECK(mm->hp.act == HC_ACT_RELU && mm->hp.sparse_threshold == 0.25f && mm->hp.n_head_kv == 2);
     hc_model_free(mm);
+    /* a threshold hc-run --sparse-threshold would refuse: inf in the file (refused at load), 1e999 in
+     * the predictors' config.json (refused at conversion) */
+    size_t n;
+    unsigned char *b = th_read(th_tmp("pi.gguf"), &n);
+    unsigned char *k = b ? memmem(b, n, "powerinfer.sparse_threshold", 27) : NULL;
+    CHECK(k);
+    if (k) {
+        memcpy(k + 27 + 4, &(float){ INFINITY }, 4);   /* after the key: the type (u32), then the value */
+        CHECK(th_write(th_tmp("pi-inf.gguf"), b, n) == 0);
+        mm = hc_model_load(th_tmp("pi-inf.gguf"), err, sizeof err);
+        CHECKF(!mm && strstr(err, "powerinfer.sparse_threshold inf is not a finite number"), "%s", mm ? "loaded" : err);
+        hc_model_free(mm);
+    }
+    free(b);
+    CHECK(th_write(p, "{\"sparse_threshold\": 1e999}", 27) == 0);
+    CHECK(th_sh("%s hf %s -o %s --predictors %s", CONVERT, dir, th_tmp("pi2.gguf"), pd) == 1);
+    CHECKF(strstr(th_last_err(), "sparse_threshold is not a finite number"), "%s", th_last_err());
+    CHECK(th_write(p, "{\"sparse_threshold\": 0.25}", 26) == 0);
     /* .pt predictors are refused with a pointer to the fix */
     th_sh("mkdir -p %s/pt && touch %s/pt/model_0.pt", th_tmpdir(), th_tmpdir());
     CHECK(th_sh("%s hf %s -o %s --predictors %s/pt", CONVERT, dir, th_tmp("pt.gguf"), th_tmpdir()) == 1);
