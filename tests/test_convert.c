@@ -670,6 +670,13 @@ static void test_hf_predictors(void)
 }
 
 /* Each bad input: exit 1, one line naming the file, no output. */
+/* A shell command that gives the first tensor of shape FROM in DIR/model.safetensors the shape TO (same
+ * bytes; the header's length is rewritten). */
+#define RESHAPE(from, to)                                                                                   \
+    "python3 -c \"import struct,sys; p=sys.argv[1]; b=open(p,'rb').read(); n=struct.unpack('<Q',b[:8])[0]; " \
+    "h=b[8:8+n].replace(b'\\\"shape\\\":" from "',b'\\\"shape\\\":" to "',1); "                              \
+    "open(p,'wb').write(struct.pack('<Q',len(h))+h+b[8+n:])\" DIR/model.safetensors"
+
 static void test_hf_errors(void)
 {
     hfm m = {.E = 32, .F = 32, .L = 1, .H = 2, .KV = 2, .V = 270};
@@ -703,6 +710,9 @@ static void test_hf_errors(void)
         {"sed -i 's/\"num_hidden_layers\":1/\"num_hidden_layers\":2/' DIR/config.json", "missing tensor 'model.layers.1"},
         {"sed -i 's/\"shape\":\\[32,32\\]/\"shape\":[32,33]/' DIR/model.safetensors", "byte size does not match dtype x shape"},
         {"sed -i 's/\"dtype\":\"F32\",\"shape\":\\[32\\]/\"dtype\":\"I32\",\"shape\":[32]/' DIR/model.safetensors", "unsupported dtype I32"},
+        /* every dimension, as they are */
+        {RESHAPE("[32]", "[32,1]"), "has shape [32, 1], expected [32]"},
+        {RESHAPE("[32,32]", "[32,32,1]"), "has shape [32, 32, 1], expected [32, 32]"},
         {"sed -i 's/\"data_offsets\":\\[0,/\"data_offsets\":[4,/' DIR/model.safetensors", "byte size does not match"},
         {"rm DIR/model.safetensors", "no model.safetensors"},
         {"rm DIR/tokenizer.json", "no tokenizer.model or tokenizer.json"},
