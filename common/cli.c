@@ -281,6 +281,17 @@ void hc_progress_end(hc_progress *p)
     p->active = 0;
 }
 
+int hc_path(char *buf, size_t cap, char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < cap) return 0;
+    snprintf(err, errlen, "%.200s...: path longer than %zu bytes", buf, cap - 1);
+    return -1;
+}
+
 char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen)
 {
     struct stat st;

@@ -84,6 +84,12 @@ void hc_progress_end(hc_progress *p);
 /* The bar's text: "label  50% 12.0/24.0 MiB, 3.0 MiB/s, ETA 0:04". */
 void hc_progress_format(const hc_progress *p, double elapsed, char *buf, size_t len);
 
+/* A path made with printf into buf (cap bytes): 0, or -1 with "PATH...: path
+ * longer than N bytes" in err when it does not fit, so that a long directory
+ * never opens a shortened name (".../config.js"). */
+int hc_path(char *buf, size_t cap, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 /* Read a whole (small) file into a NUL-terminated malloc'd buffer. NULL + err on failure. */
 char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen);
 

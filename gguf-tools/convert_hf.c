@@ -37,12 +37,12 @@ static int exists(const char *path)
 static void open_weights(const char *dir, st_set *s)
 {
     char path[4096], err[512];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (hc_path(path, sizeof path, err, sizeof err, "%s/model.safetensors", dir)) hc_die("%s", err);
     if (exists(path)) {
         if (st_add_file(s, path, err, sizeof err)) hc_die("%s", err);
         return;
     }
-    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    if (hc_path(path, sizeof path, err, sizeof err, "%s/model.safetensors.index.json", dir)) hc_die("%s", err);
     if (!exists(path))
         hc_die("%s: no model.safetensors or model.safetensors.index.json (only safetensors is read)", dir);
     cJSON *ix = read_json(path);
@@ -52,7 +52,7 @@ static void open_weights(const char *dir, st_set *s)
         if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || !e->valuestring[0])
             hc_die("%s: weight_map['%s'] is not a file name in %s", path, e->string, dir);
         char shard[4096];
-        snprintf(shard, sizeof shard, "%s/%s", dir, e->valuestring);
+        if (hc_path(shard, sizeof shard, err, sizeof err, "%s/%s", dir, e->valuestring)) hc_die("%s", err);
         size_t f = 0;
         while (f < s->n_files && strcmp(s->paths[f], shard)) f++;
         if (f == s->n_files && st_add_file(s, shard, err, sizeof err)) hc_die("%s", err);
@@ -70,13 +70,13 @@ static int open_predictors(const char *dir, const cv_hparams *hp, st_set *pred, 
 {
     char path[4096], err[512];
     for (uint32_t l = 0; l <= hp->n_layer; l++) {
-        snprintf(path, sizeof path, "%s/model_%u.safetensors", dir, l);
+        if (hc_path(path, sizeof path, err, sizeof err, "%s/model_%u.safetensors", dir, l)) hc_die("%s", err);
         if (l == hp->n_layer) {
             if (exists(path)) hc_die("%s: more predictor files than the model's %u layers", dir, hp->n_layer);
             break;
         }
         if (!exists(path)) {
-            snprintf(path, sizeof path, "%s/model_%u.pt", dir, l);
+            if (hc_path(path, sizeof path, err, sizeof err, "%s/model_%u.pt", dir, l)) hc_die("%s", err);
             if (exists(path))
                 hc_die("%s: PyTorch pickle predictors are not read; convert them to "
                        "model_%u.safetensors (see the hc-convert documentation)", path, l);
@@ -93,7 +93,7 @@ static int open_predictors(const char *dir, const cv_hparams *hp, st_set *pred, 
             pred->t[i].name = n;
         }
     }
-    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (hc_path(path, sizeof path, err, sizeof err, "%s/config.json", dir)) hc_die("%s", err);
     if (!exists(path)) return 0;
     cJSON *cfg = read_json(path);
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, "sparse_threshold");

@@ -251,7 +251,7 @@ static void pick_family(const cfgref *c, hf_config *h)
 void hf_read_config(const char *dir, hf_config *h)
 {
     char path[4096], err[1024];
-    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (hc_path(path, sizeof path, err, sizeof err, "%s/config.json", dir)) hc_die("%s", err);
     cJSON *json = hc_read_json(path, HF_MAX_CONFIG_JSON, err, sizeof err);
     if (!json) hc_die("%s", err);
     cfgref c = { json, path };

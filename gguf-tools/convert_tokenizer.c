@@ -261,12 +261,12 @@ int cv_hf_vocab(const char *dir, uint32_t n_vocab, cv_vocab *v, uint32_t *unk_id
 {
     char path[4096];
     cv_vocab_init(v, n_vocab);
-    snprintf(path, sizeof path, "%s/tokenizer.model", dir);
+    if (hc_path(path, sizeof path, err, errlen, "%s/tokenizer.model", dir)) return -1;
     int rc;
     if (file_exists(path)) {
         rc = load_spm_model(path, n_vocab, v, err, errlen);
     } else {
-        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+        if (hc_path(path, sizeof path, err, errlen, "%s/tokenizer.json", dir)) return -1;
         if (!file_exists(path)) {
             snprintf(err, errlen, "%s: no tokenizer.model or tokenizer.json", dir);
             return -1;

@@ -176,6 +176,19 @@ else
     skip safetensors_many_entries "no fixtures"
 fi
 
+# ---------------------------------------------------------------- long paths
+# A directory of 4085 characters: DIR/config.json does not fit a 4096-byte
+# buffer; it used to be cut to DIR/config.js. Refused in one line instead.
+D="$T/long"
+while [ ${#D} -lt 3880 ]; do D="$D/dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"; done
+D="$D/$(printf '%*s' $((4084 - ${#D})) '' | tr ' ' e)"
+if mkdir -p "$D" 2>/dev/null && [ ${#D} -eq 4085 ]; then
+    : >"$D/config.js"   # what the cut name would open
+    check_fails long_path_hf "path longer than 4095 bytes" "$C" hf "$D" -o "$T/long.gguf"
+else
+    skip long_path_hf "cannot make a directory of 4085 characters here"
+fi
+
 # ---------------------------------------------------------------- an address-space limit
 # OpenBLAS's thread pool used to start at load and hang the exit under
 # `ulimit -v` 100-160 MB: every program must end (timeout 60 s: 124 is a hang).
