@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "atomic_file.h"
+#include "pretok.h"
 
 const char *hc_prog = "hc";
 
@@ -75,9 +76,23 @@ static void vmsg(const char *fmt, va_list ap)
     char line[4096];
     vsnprintf(line, sizeof line, fmt, ap);
     /* names quoted from a file may hold any byte: keep the message one line
-     * and free of terminal escapes */
-    for (char *c = line; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+     * and free of terminal escapes: C0 controls and DEL, C1 controls
+     * (U+0080..U+009F: U+009B is a CSI), and bytes that are not UTF-8 (a
+     * lone 0x9B is a CSI to a terminal that is not UTF-8) become '?' */
+    size_t o = 0, n = strlen(line);
+    for (size_t i = 0; i < n;) {
+        const unsigned char *c = (const unsigned char *)line + i;
+        size_t k = (size_t)hc_utf8_valid_len(c, n - i);
+        if (k == 0 || c[0] < 0x20 || c[0] == 0x7f || (c[0] == 0xc2 && c[1] < 0xa0)) {
+            line[o++] = '?';
+            i += k ? k : 1;
+        } else {
+            memmove(line + o, c, k);
+            o += k;
+            i += k;
+        }
+    }
+    line[o] = 0;
     fprintf(stderr, "%s: %s\n", hc_prog, line);   /* one write per line */
 }
 
