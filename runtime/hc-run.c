@@ -441,8 +441,10 @@ static void interact(gen_state *g, const options *o)
         double t0 = hc_now();
         int r = nt ? gen_feed(g, t, nt) : 0;
         g->t_fed += hc_now() - t0;
-        g->n_fed += nt;
-        if (nt) g->last = t[nt - 1];
+        if (!r) {   /* a line that does not fit was not evaluated: not counted */
+            g->n_fed += nt;
+            if (nt) g->last = t[nt - 1];
+        }
         free(t);
         if (r || gen_run(g, o->n_predict)) break;
     }

@@ -176,6 +176,15 @@ else
     skip safetensors_many_entries "no fixtures"
 fi
 
+# ---------------------------------------------------------------- hc-run -i
+# A line that does not fit the context is dropped, and not counted as
+# evaluated in the closing "prompt: N tokens" line.
+np=$("$R" -m "$M" -p "the cat" --tokenize 2>/dev/null | wc -w)
+printf 'the dog ran on the mat the dog ran on the mat the dog ran on the mat the dog ran on the mat\n' >"$T/long-line.txt"
+"$R" -m "$M" -p "the cat" -n 2 -c 16 -t 1 -i <"$T/long-line.txt" >/dev/null 2>"$T/err"
+if grep -q "context of 16 tokens is full" "$T/err" && grep -q "^prompt: *$np tokens" "$T/err"; then ok interactive_dropped_line
+else fail interactive_dropped_line "want 'prompt: $np tokens': $(grep -E 'prompt|full' "$T/err" | tr '\n' ' ')"; fi
+
 # ---------------------------------------------------------------- long paths
 # A directory of 4085 characters: DIR/config.json does not fit a 4096-byte
 # buffer; it used to be cut to DIR/config.js. Refused in one line instead.
