@@ -404,6 +404,23 @@ static int load_globals(loader *L)
     return 0;
 }
 
+/* No tensor blk.N.* with N at or past block_count: its layer would be
+ * ignored, and the model run without it. */
+static int check_block_count(loader *L)
+{
+    const gguf_file *f = L->m->file;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const char *name = f->tensors[i].name;
+        char *end;
+        if (strncmp(name, "blk.", 4) != 0) continue;
+        unsigned long il = strtoul(name + 4, &end, 10);
+        if (end != name + 4 && *end == '.' && il >= (unsigned long)L->m->hp.n_layer)
+            return fail(L, "tensor %s is past %s %d (its layer would be ignored)", name, akey(L, "block_count"),
+                        L->m->hp.n_layer);
+    }
+    return 0;
+}
+
 /* Fault the tensor data into the page tables now, as llama.cpp's
  * MAP_POPULATE does: the first token then streams weights instead of taking
  * a page fault every 4 KiB. Advice only: failure changes nothing. */
@@ -442,7 +459,7 @@ hc_model *hc_model_open(const char *path, char *err, size_t errlen)
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     m->norms = malloc(sizeof(float) * vec_floats(hp));
     if (!m->layers || !m->norms) { fail(&L, "out of memory"); goto bad; }
-    if (load_globals(&L)) goto bad;
+    if (load_globals(&L) || check_block_count(&L)) goto bad;
     for (int il = 0; il < hp->n_layer; il++)
         if (load_layer(&L, il)) goto bad;
     return m;

@@ -176,6 +176,19 @@ else
     skip safetensors_many_entries "no fixtures"
 fi
 
+# ---------------------------------------------------------------- block_count
+# block_count 1 in a file with two layers: refused, not run without layer 1.
+python3 - "$M" "$T/blocks.gguf" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+k = b.find(b".block_count") + len(b".block_count")
+assert struct.unpack_from("<II", b, k) == (4, 2)    # u32, two layers
+struct.pack_into("<I", b, k + 4, 1)
+open(sys.argv[2], "wb").write(b)
+PY
+check_fails block_count_short "blocks.gguf: tensor blk.1.* is past .*block_count 1" "$R" -m "$T/blocks.gguf" -p "the cat" -n 2 -t 1
+check_fails block_count_short_quantize "tensor blk.1.* is past .*block_count 1" "$Q" "$T/blocks.gguf" "$T/blocks-q8.gguf" q8_0
+
 # ---------------------------------------------------------------- hc-run -i
 # A line that does not fit the context is dropped, and not counted as
 # evaluated in the closing "prompt: N tokens" line.
