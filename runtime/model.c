@@ -405,7 +405,10 @@ static int load_globals(loader *L)
 }
 
 /* No tensor blk.N.* with N at or past block_count: its layer would be
- * ignored, and the model run without it. */
+ * ignored, and the model run without it. Checked by hc_model_load, which
+ * every program that runs a model calls; hc_model_check (hc-quantize,
+ * hc-solve: they read a model without running it, and hc-quantize carries
+ * every tensor into its output) does not. */
 static int check_block_count(loader *L)
 {
     const gguf_file *f = L->m->file;
@@ -415,8 +418,7 @@ static int check_block_count(loader *L)
         if (strncmp(name, "blk.", 4) != 0) continue;
         unsigned long il = strtoul(name + 4, &end, 10);
         if (end != name + 4 && *end == '.' && il >= (unsigned long)L->m->hp.n_layer)
-            return fail(L, "tensor %s is past %s %d (its layer would be ignored)", name, akey(L, "block_count"),
-                        L->m->hp.n_layer);
+            return fail(L, "tensor %s is past block_count %d (its layer would be ignored)", name, L->m->hp.n_layer);
     }
     return 0;
 }
@@ -459,7 +461,7 @@ hc_model *hc_model_open(const char *path, char *err, size_t errlen)
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     m->norms = malloc(sizeof(float) * vec_floats(hp));
     if (!m->layers || !m->norms) { fail(&L, "out of memory"); goto bad; }
-    if (load_globals(&L) || check_block_count(&L)) goto bad;
+    if (load_globals(&L)) goto bad;
     for (int il = 0; il < hp->n_layer; il++)
         if (load_layer(&L, il)) goto bad;
     return m;
@@ -471,6 +473,11 @@ bad:
 hc_model *hc_model_load(const char *path, char *err, size_t errlen)
 {
     hc_model *m = hc_model_open(path, err, errlen);
+    loader L = { m, err, errlen, 0, "", "" };   /* for fail: no keys are read */
+    if (m && check_block_count(&L)) {
+        hc_model_free(m);
+        return NULL;
+    }
     if (m) map_weights(m->file);
     return m;
 }
