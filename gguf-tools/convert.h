@@ -176,7 +176,8 @@ int cv_convert_llama2c(const cv_llama2c_opts *o, char *err, size_t errlen);
 typedef struct {
     const char *dir, *predictors, *out;
     uint32_t type;           /* GGML_TYPE_F32, F16 or BF16: 2-D weights */
-    int relu_arch;           /* a dense ReLU llama as architecture "llama-relu" (docs/formats.md) */
+    int relu_arch;           /* --relu-arch: insist on "llama-relu" (the default for a dense ReLU llama) */
+    int llama_arch;          /* --llama-arch: a dense ReLU llama as "llama" (docs/formats.md: llama.cpp misruns it) */
 } cv_hf_opts;
 int cv_convert_hf(const cv_hf_opts *o, char *err, size_t errlen);
 

@@ -111,8 +111,9 @@ static void warn_misrun(const hf_config *c, const char *out, int pwri, uint32_t 
 {
     if (!pwri && !strcmp(c->hp.arch, "llama") && strcmp(c->act, "silu"))
         hc_warn("%s: llama.cpp and PowerInfer run every dense llama file with SiLU (they ignore "
-                "hotcold.ffn_activation = %s): there this is a different model; --relu-arch makes them refuse "
-                "it, and PowerInfer's sparse file (--predictors) runs it as ReLU", out, c->act);
+                "hotcold.ffn_activation = %s): there this is a different model; without --llama-arch it is "
+                "written as llama-relu, which they refuse, and PowerInfer's sparse file (--predictors) runs it as "
+                "ReLU", out, c->act);
     if (pwri && wtype != GGML_TYPE_F16)
         hc_warn("%s: PowerInfer reads every ffn_down_t type but Q4_0 as F16 without a check, so it would print "
                 "garbage with this %s file; --outtype f16 is the type it runs", out, ggml_type_name(wtype));
@@ -173,9 +174,13 @@ int cv_convert_hf(const cv_hf_opts *o, char *err, size_t errlen)
     char name[256], why[512];
     dir_name(dir, name, sizeof name);
     hp->name = name;
-    if (o->relu_arch && (cfg.family != HF_LLAMA || strcmp(cfg.act, "relu")))
-        hc_die("%s/config.json: --relu-arch is for ReLU llama models (this is %s with %s)", dir, hp->arch, cfg.act);
-    if (o->relu_arch) hp->arch = "llama-relu";
+    /* a dense ReLU llama: "llama-relu" unless --llama-arch, since llama.cpp
+     * and PowerInfer run every dense "llama" file with SiLU (docs/formats.md) */
+    int relu_llama = cfg.family == HF_LLAMA && !strcmp(cfg.act, "relu");
+    if ((o->relu_arch || o->llama_arch) && !relu_llama)
+        hc_die("%s/config.json: --%s is for ReLU llama models (this is %s with %s)", dir,
+               o->relu_arch ? "relu-arch" : "llama-arch", hp->arch, cfg.act);
+    if (relu_llama && !pred_dir && !o->llama_arch) hp->arch = "llama-relu";
     if (pred_dir && strcmp(cfg.act, "relu"))
         hc_die("%s/config.json: --predictors needs a ReLU model (the activation is %s): "
                "PowerInfer's sparse FFN skips neurons whose ReLU output is zero", dir, cfg.act);
