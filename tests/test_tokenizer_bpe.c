@@ -288,6 +288,8 @@ static void test_refusals(void)
     CHECK(refused("model.dropout", "0.1", "dropout"));
     CHECK(refused("added.single_word", "true", "added token '<|begin_of_text|>': single_word is not supported"));
     CHECK(refused("model.merges", "[\"zq qz\"]", "model.merges[0] 'zq qz'"));
+    /* an added token on an id the vocabulary holds with another piece */
+    CHECK(refused("added.id", "2", "added token '<|begin_of_text|>' (id 2) would replace the vocabulary's '!'"));
 }
 
 /* A normalizer Sequence of n Replace steps of pattern by content: JSON, static. */
