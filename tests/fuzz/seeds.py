@@ -126,6 +126,10 @@ add("safetensors", "seed-mixed.safetensors", safetensors([
     ("model.norm.weight", "BF16", [4], b"\x80\x3f" * 4), ("x.f16", "F16", [2, 2], b"\0\x3c" * 4),
     ("x.i64", "I64", [1], struct.pack("<q", 7)), ("x.empty", "F32", [0], b"")]))
 add("safetensors", "seed-nometa.safetensors", safetensors([("a", "F32", [1], f32s([1.0]))], meta=False))
+# tensors of no bytes where another begins and between two (they overlap nothing)
+add("safetensors", "seed-zero-bytes.safetensors", safetensors([
+    ("a", "F32", [2], f32s([1.0, 2.0])), ("z", "F32", [0], b""), ("b", "F32", [2], f32s([3.0, 4.0])),
+    ("z2", "F32", [2, 0], b"")], meta=False))
 
 # ------------------------------------------------------------------ Hugging Face config / tokenizer
 cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
@@ -142,6 +146,9 @@ add("hfconfig", "seed-llama3.json", json.dumps(dict(cfg, head_dim=16, rope_param
     "original_max_position_embeddings": 64})))
 add("hfconfig", "seed-opt.json", json.dumps(dict(cfg, architectures=["OPTForCausalLM"], ffn_dim=96,
     activation_function="relu", do_layer_norm_before=True, word_embed_proj_dim=cfg["hidden_size"])))
+# a key twice (the last counts), rope_scaling with a type and its factor
+add("hfconfig", "seed-duplicate-key.json", json.dumps(cfg)[:-1] + ', "rms_norm_eps": 1e-5, "rms_norm_eps": 1e-6}')
+add("hfconfig", "seed-rope-linear.json", json.dumps(dict(cfg, rope_scaling={"type": "linear", "factor": 2.0})))
 add("hfconfig", "seed-falcon.json", json.dumps(dict(cfg, architectures=["FalconForCausalLM"], ffn_hidden_size=96,
     new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=2, parallel_attn=True, alibi=False)))
 
