@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Temporaries of this process not yet renamed or removed. Slots are claimed
@@ -30,10 +31,36 @@ void af_remove_temporaries(void)
     }
 }
 
+/* SIGINT, SIGTERM, SIGHUP: remove the temporaries, then die of the signal
+ * as if there were no handler (the shell sees the usual status). */
+static void on_signal(int sig)
+{
+    af_remove_temporaries();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Handlers for the signals that end a process, except where the signal is
+ * ignored (nohup); SIGXFSZ ignored, so a write past `ulimit -f` fails with
+ * EFBIG and the writer reports "File too large" and removes its temporary. */
+static void catch_signals(void)
+{
+    static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa = { .sa_handler = on_signal };
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL) sigaction(sigs[i], &sa, NULL);
+    }
+    signal(SIGXFSZ, SIG_IGN);
+}
+
 static int track(char *tmp)
 {
     static int exit_hook;
-    if (!exit_hook) exit_hook = atexit(af_remove_temporaries) == 0;
+    if (!exit_hook) {
+        exit_hook = atexit(af_remove_temporaries) == 0;
+        catch_signals();
+    }
     live_pid = getpid();
     for (int i = 0; i < AF_MAX; i++)
         if (__sync_bool_compare_and_swap(&live[i], NULL, tmp)) return 0;
@@ -91,21 +118,80 @@ static void remove_stale(const char *dir, const char *base)
     closedir(d);
 }
 
-int af_open(atomic_file *af, const char *path, char *err, size_t errlen)
+/* Where output path goes: 0 through a temporary beside *target (path, or the
+ * regular file a symbolic link leads to, so the link stays; malloc'd), 1
+ * written in place (a FIFO or a character device: what the user means by
+ * /dev/stdout or /dev/null, and not a file to replace), -1 refused (err). */
+static int resolve(const char *path, char **target, char *err, size_t errlen)
+{
+    struct stat st, lst;
+    *target = NULL;
+    int exists = stat(path, &st) == 0, is_link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
+    if (exists && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))) return 1;
+    if (exists && !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: output is not a regular file, a FIFO or a character device", path);
+        return -1;
+    }
+    if (is_link && !exists) {
+        snprintf(err, errlen, "%s: output is a symbolic link to a missing file", path);
+        return -1;
+    }
+    *target = is_link ? realpath(path, NULL) : strdup(path);
+    if (!*target) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int open_in_place(atomic_file *af, const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    af->path = strdup(path);
+    if (fd < 0 || !af->path || !(af->fp = fdopen(fd, "wb"))) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno ? errno : ENOMEM));
+        if (fd >= 0) close(fd);
+        clear(af);
+        return -1;
+    }
+    return 0;
+}
+
+int af_check(const char *path, char *err, size_t errlen)
+{
+    char *target;
+    int where = resolve(path, &target, err, errlen);
+    free(target);
+    if (where == 1 && access(path, W_OK) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (where != 0) return where < 0 ? -1 : 0;
+    atomic_file af;
+    if (af_open(&af, path, err, errlen) != 0) return -1;
+    af_abort(&af);
+    return 0;
+}
+
+int af_open(atomic_file *af, const char *path_given, char *err, size_t errlen)
 {
     static unsigned counter;
     memset(af, 0, sizeof *af);
+    char *path;
+    int where = resolve(path_given, &path, err, errlen);
+    if (where != 0) return where < 0 ? -1 : open_in_place(af, path_given, err, errlen);
+    af->path = path;
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
     if (!*base) {
         snprintf(err, errlen, "%s: not a file name", path);
+        clear(af);
         return -1;
     }
     size_t len = strlen(path) + 64;
-    af->path = strdup(path);
     af->tmp = malloc(len);
     char *dir = af_dir_of(path);
-    if (!af->path || !af->tmp || !dir) {
+    if (!af->tmp || !dir) {
         snprintf(err, errlen, "%s: out of memory", path);
         free(dir);
         clear(af);
@@ -169,6 +255,13 @@ int af_commit(atomic_file *af, char *err, size_t errlen)
     }
     errno = 0;   /* ferror() from an earlier fwrite leaves no errno of its own */
     if (fflush(af->fp) != 0 || ferror(af->fp)) e = errno ? errno : EIO;
+    if (!af->tmp) {   /* written in place: nothing to sync or rename */
+        if (fclose(af->fp) != 0 && !e) e = errno;
+        af->fp = NULL;
+        if (e) snprintf(err, errlen, "%s: write failed: %s", af->path, strerror(e));
+        clear(af);
+        return e ? -1 : 0;
+    }
     if (!e && fsync(fileno(af->fp)) != 0) e = errno;
     if (fclose(af->fp) != 0 && !e) e = errno;
     af->fp = NULL;

@@ -1,11 +1,18 @@
 /* Atomic output: write to a temporary file beside the target, fsync, rename
  * into place. A crash, a full disk or an error never leaves a partial file
- * under the final name.
+ * under the final name. An output that already exists and is not a regular
+ * file is never replaced: a FIFO or a character device (/dev/stdout on a pipe
+ * or a terminal, /dev/null) is written in place, without a temporary; a
+ * symbolic link to a regular file has that file replaced (the link stays);
+ * anything else (a dangling link, a socket, a block device) is refused.
  *
  * Every temporary this process has open is registered: an exit before its
  * commit (hc_die included) and a SIGBUS on a mapped input (cli.h, hc_map_open)
- * remove it. A temporary `.NAME.tmpPID.N` whose process PID is gone (killed
- * with SIGKILL) is removed by the next af_open of NAME. */
+ * remove it, and so do SIGINT, SIGTERM and SIGHUP (then the process dies of
+ * the signal); SIGXFSZ is ignored from the first af_open on, so a write past
+ * `ulimit -f` fails with "File too large". A temporary `.NAME.tmpPID.N` whose
+ * process PID is gone (killed with SIGKILL) is removed by the next af_open of
+ * NAME. */
 #ifndef HC_ATOMIC_FILE_H
 #define HC_ATOMIC_FILE_H
 
@@ -14,14 +21,19 @@
 typedef struct {
     FILE *fp;      /* write here */
     char *path;    /* final name */
-    char *tmp;     /* temporary name in the same directory */
+    char *tmp;     /* temporary name in the same directory; NULL: written in place */
 } atomic_file;
 
 /* 0 on success; on failure -1 with a one-line message in err. */
 int af_open(atomic_file *af, const char *path, char *err, size_t errlen);
+/* 0 if af_open(path) can succeed, else -1 with its message: a temporary is
+ * created and removed, but an output written in place is not opened (a FIFO
+ * would wait for a reader, then give it an early end of file). */
+int af_check(const char *path, char *err, size_t errlen);
 /* Flush, fsync, close and rename into place. On failure the temporary file is
  * removed and -1 returned with a message naming the final path. Inside a
- * commit group the rename waits for af_group_commit. */
+ * commit group the rename waits for af_group_commit. An output written in
+ * place is flushed and closed (its bytes are already out, group or not). */
 int af_commit(atomic_file *af, char *err, size_t errlen);
 /* Close and remove the temporary file (safe to call after a failed commit). */
 void af_abort(atomic_file *af);

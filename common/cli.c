@@ -20,17 +20,79 @@
 #include <cjson/cJSON.h>
 
 #include "atomic_file.h"
+#include "pretok.h"
 
 const char *hc_prog = "hc";
+
+/* hc_die has printed its line: the exit handlers need not add another. */
+static int dying;
+
+/* 0, or why stdout lost output: an errno, or -1 when an earlier failed
+ * write left only the stream's error flag. */
+static int stdout_error(void)
+{
+    errno = 0;
+    return fflush(stdout) != 0 || ferror(stdout) ? (errno ? errno : -1) : 0;
+}
+
+/* "standard output: write failed[: REASON]" into line. */
+static const char *stdout_message(int e, char *line, size_t len)
+{
+    snprintf(line, len, "standard output: write failed%s%s", e > 0 ? ": " : "", e > 0 ? strerror(e) : "");
+    return line;
+}
+
+void hc_stdout_flush(void)
+{
+    char line[256];
+    int e = stdout_error();
+    if (e) hc_die("%s", stdout_message(e, line, sizeof line));
+}
+
+/* Output lost on stdout (a full disk, /dev/full) must not pass for success:
+ * at exit stdout is flushed and closed, and a failure becomes one line and
+ * status 1. A stdout closed before we started (EBADF on close, nothing
+ * written) is not an error. */
+static void check_stdout(void)
+{
+    if (dying) return;
+    int e = stdout_error();
+    if (fclose(stdout) != 0 && !e && errno != EBADF) e = errno;
+    if (!e) return;
+    char line[256];
+    fprintf(stderr, "%s: %s\n", hc_prog, stdout_message(e, line, sizeof line));
+    _exit(1);
+}
+
+/* Registered before main runs, so the check runs after every exit handler
+ * the program registers (those may still print). */
+__attribute__((constructor)) static void watch_stdout(void)
+{
+    atexit(check_stdout);
+}
 
 static void vmsg(const char *fmt, va_list ap)
 {
     char line[4096];
     vsnprintf(line, sizeof line, fmt, ap);
     /* names quoted from a file may hold any byte: keep the message one line
-     * and free of terminal escapes */
-    for (char *c = line; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+     * and free of terminal escapes: C0 controls and DEL, C1 controls
+     * (U+0080..U+009F: U+009B is a CSI), and bytes that are not UTF-8 (a
+     * lone 0x9B is a CSI to a terminal that is not UTF-8) become '?' */
+    size_t o = 0, n = strlen(line);
+    for (size_t i = 0; i < n;) {
+        const unsigned char *c = (const unsigned char *)line + i;
+        size_t k = (size_t)hc_utf8_valid_len(c, n - i);
+        if (k == 0 || c[0] < 0x20 || c[0] == 0x7f || (c[0] == 0xc2 && c[1] < 0xa0)) {
+            line[o++] = '?';
+            i += k ? k : 1;
+        } else {
+            memmove(line + o, c, k);
+            o += k;
+            i += k;
+        }
+    }
+    line[o] = 0;
     fprintf(stderr, "%s: %s\n", hc_prog, line);   /* one write per line */
 }
 
@@ -40,6 +102,7 @@ void hc_die(const char *fmt, ...)
     va_start(ap, fmt);
     vmsg(fmt, ap);
     va_end(ap);
+    dying = 1;
     exit(1);
 }
 
@@ -233,6 +296,17 @@ void hc_progress_end(hc_progress *p)
     p->active = 0;
 }
 
+int hc_path(char *buf, size_t cap, char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < cap) return 0;
+    snprintf(err, errlen, "%.200s...: path longer than %zu bytes", buf, cap - 1);
+    return -1;
+}
+
 char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen)
 {
     struct stat st;
@@ -412,6 +486,28 @@ void hc_xml_text(FILE *f, const char *s)
         else if (*s == '"') fputs("&quot;", f);
         else fputc(*s, f);
     }
+}
+
+cJSON *hc_read_json(const char *path, size_t max, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > max) {
+        snprintf(err, errlen, "%s: %llu bytes, more than the %zu this JSON file may have", path,
+                 (unsigned long long)st.st_size, max);
+        return NULL;
+    }
+    size_t len;
+    char *txt = hc_read_file(path, &len, err, errlen);
+    if (!txt) return NULL;
+    cJSON *j = len <= max ? cJSON_ParseWithLength(txt, len) : NULL;
+    free(txt);
+    if (!cJSON_IsObject(j)) {
+        snprintf(err, errlen, "%s: %s", path, len > max ? "file grew past its limit while being read"
+                 : "JSON does not parse (or is not an object)");
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
 }
 
 void hc_json_print(cJSON *root)

@@ -13,6 +13,12 @@ extern const char *hc_prog;
 
 /* Print "prog: message" to stderr and exit(1). */
 void hc_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* Flush stdout; output lost there (a full disk, /dev/full) exits through
+ * hc_die with "standard output: write failed: REASON". Every program also
+ * checks stdout at exit (flush and close, common/cli.c): lost output makes
+ * the exit status 1 with that line, so a program calls this only to stop
+ * early (hc-run stops generating). */
+void hc_stdout_flush(void);
 /* Print "prog: message" to stderr. */
 void hc_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -78,8 +84,20 @@ void hc_progress_end(hc_progress *p);
 /* The bar's text: "label  50% 12.0/24.0 MiB, 3.0 MiB/s, ETA 0:04". */
 void hc_progress_format(const hc_progress *p, double elapsed, char *buf, size_t len);
 
+/* A path made with printf into buf (cap bytes): 0, or -1 with "PATH...: path
+ * longer than N bytes" in err when it does not fit, so that a long directory
+ * never opens a shortened name (".../config.js"). */
+int hc_path(char *buf, size_t cap, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 /* Read a whole (small) file into a NUL-terminated malloc'd buffer. NULL + err on failure. */
 char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen);
+
+/* A JSON file of at most max bytes, parsed: its root object (cJSON_Delete
+ * it), or NULL with "path: why" in err (unreadable, larger than max, does
+ * not parse, not an object). cJSON takes about 40 times the text in memory,
+ * so every JSON input is read through this with a limit of its own. */
+struct cJSON *hc_read_json(const char *path, size_t max, char *err, size_t errlen);
 
 /* A whole regular file mapped read-only (data NULL when the file is empty). */
 typedef struct {

@@ -8,6 +8,8 @@
 #include <uninorm.h>
 #include <unistr.h>
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +26,15 @@ typedef struct {
 struct hc_normalizer {
     step *s;
     int n, cap;
+    double growth, extra;   /* the steps so far make at most growth * len + extra bytes of len */
 };
+
+/* A step that makes at most a * len + b bytes of len. */
+static void grows(hc_normalizer *n, double a, double b)
+{
+    n->growth *= a;
+    n->extra = n->extra * a + b;
+}
 
 void hc_normalizer_free(hc_normalizer *n)
 {
@@ -45,21 +55,30 @@ static char *dup_str(const cJSON *j)
 
 static int add_step(hc_normalizer *n, const cJSON *o, char *err, size_t errlen);
 
-static int add_replace(step *s, const cJSON *o, char *err, size_t errlen)
+static int add_replace(hc_normalizer *n, step *s, const cJSON *o, char *err, size_t errlen)
 {
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(o, "pattern");
     const cJSON *str = cJSON_GetObjectItemCaseSensitive(pat, "String"), *rx = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
     s->content = dup_str(cJSON_GetObjectItemCaseSensitive(o, "content"));
     if (!s->content) return snprintf(err, errlen, "normalizer Replace without a content string"), -1;
+    double cl = (double)strlen(s->content);
     if (cJSON_IsString(str) && *str->valuestring) {
         s->kind = N_REPLACE_STR;
         s->pattern = strdup(str->valuestring);
+        grows(n, fmax(1, cl / (double)strlen(str->valuestring)), 0);
         return s->pattern ? 0 : (snprintf(err, errlen, "out of memory"), -1);
     }
     if (!cJSON_IsString(rx)) return snprintf(err, errlen, "normalizer Replace without a String or Regex pattern"), -1;
     s->kind = N_REPLACE_RX;
     s->rx = hc_regex_compile("normalizer Replace regex", rx->valuestring, err, errlen);
-    return s->rx ? 0 : -1;
+    if (!s->rx) return -1;
+    /* every match is at least minlen characters (each one byte or more); an
+     * empty match may come before each byte and at the end */
+    uint32_t minlen = 0;
+    pcre2_pattern_info(s->rx, PCRE2_INFO_MINLENGTH, &minlen);
+    if (minlen) grows(n, fmax(1, cl / minlen), 0);
+    else grows(n, 1 + cl, cl);
+    return 0;
 }
 
 static int add_step(hc_normalizer *n, const cJSON *o, char *err, size_t errlen)
@@ -82,16 +101,21 @@ static int add_step(hc_normalizer *n, const cJSON *o, char *err, size_t errlen)
         s->kind = N_FORM;
         s->form = !strcmp(type, "NFC") ? UNINORM_NFC : !strcmp(type, "NFD") ? UNINORM_NFD
                 : !strcmp(type, "NFKC") ? UNINORM_NFKC : UNINORM_NFKD;
+        /* UAX #15, "Stabilization policies": at most 3 times the UTF-8
+         * bytes for NFC and NFD, 11 for NFKC and NFKD */
+        grows(n, type[2] == 'K' ? 11 : 3, 0);
         return 0;
     }
     if (!strcmp(type, "Lowercase")) {
         s->kind = N_LOWER;
+        grows(n, 1.5, 0);   /* U+0130 (2 bytes) -> "i" U+0307 (3 bytes); others keep or gain one byte in two */
         return 0;
     }
-    if (!strcmp(type, "Replace")) return add_replace(s, o, err, errlen);
+    if (!strcmp(type, "Replace")) return add_replace(n, s, o, err, errlen);
     if (!strcmp(type, "Prepend")) {
         s->kind = N_PREPEND;
         s->content = dup_str(cJSON_GetObjectItemCaseSensitive(o, "prepend"));
+        if (s->content) grows(n, 1, (double)strlen(s->content));
         return s->content ? 0 : (snprintf(err, errlen, "normalizer Prepend without a prepend string"), -1);
     }
     n->n--;
@@ -104,8 +128,14 @@ hc_normalizer *hc_normalizer_new(const char *json, size_t len, char *err, size_t
 {
     cJSON *root = cJSON_ParseWithLength(json, len);
     hc_normalizer *n = calloc(1, sizeof *n);
+    if (n) n->growth = 1;
     int rc = !root ? (snprintf(err, errlen, "normalizer: JSON does not parse"), -1)
            : !n ? (snprintf(err, errlen, "out of memory"), -1) : add_step(n, root, err, errlen);
+    if (rc == 0 && (n->growth > HC_NORM_GROWTH || n->extra > HC_NORM_EXTRA)) {
+        snprintf(err, errlen, "normalizer can lengthen N bytes of text to %.3g x N + %.3g: more than the %d x N + %d allowed",
+                 n->growth, n->extra, HC_NORM_GROWTH, HC_NORM_EXTRA);
+        rc = -1;
+    }
     cJSON_Delete(root);
     if (rc == 0) return n;
     hc_normalizer_free(n);
@@ -131,10 +161,11 @@ static char *lowercase(const char *text, size_t len, size_t *out_len)
     return out;
 }
 
-static char *replace_str(const step *s, const char *text, size_t len, size_t *out_len)
+static char *replace_str(const step *s, const char *text, size_t len, size_t limit, size_t *out_len)
 {
     size_t pl = strlen(s->pattern), cl = strlen(s->content), hits = 0;
     for (const char *p = text; (p = memmem(p, len - (size_t)(p - text), s->pattern, pl)); p += pl) hits++;
+    if (hits * cl > limit) return NULL;
     char *out = malloc(len + hits * cl + 1), *o = out;
     const char *p = text, *m;
     while (out && (m = memmem(p, len - (size_t)(p - text), s->pattern, pl))) {
@@ -149,10 +180,10 @@ static char *replace_str(const step *s, const char *text, size_t len, size_t *ou
     return out;
 }
 
-static char *replace_rx(const step *s, const char *text, size_t len, size_t *out_len)
+static char *replace_rx(const step *s, const char *text, size_t len, size_t limit, size_t *out_len)
 {
     PCRE2_SIZE cap = 2 * len + 64;
-    for (int tries = 0; tries < 8; tries++) {
+    for (int tries = 0; tries < 8 && cap <= limit; tries++) {
         char *out = malloc(cap + 1);
         if (!out) return NULL;
         PCRE2_SIZE n = cap;
@@ -171,7 +202,9 @@ static char *replace_rx(const step *s, const char *text, size_t len, size_t *out
     return NULL;
 }
 
-static char *apply(const step *s, const char *text, size_t len, size_t *out_len)
+/* Step s over text; NULL when out of memory or (where a step could
+ * allocate more) past limit bytes. */
+static char *apply(const step *s, const char *text, size_t len, size_t limit, size_t *out_len)
 {
     switch (s->kind) {
     case N_FORM: {
@@ -181,8 +214,8 @@ static char *apply(const step *s, const char *text, size_t len, size_t *out_len)
         return (char *)r;
     }
     case N_LOWER: return lowercase(text, len, out_len);
-    case N_REPLACE_STR: return replace_str(s, text, len, out_len);
-    case N_REPLACE_RX: return replace_rx(s, text, len, out_len);
+    case N_REPLACE_STR: return replace_str(s, text, len, limit, out_len);
+    case N_REPLACE_RX: return replace_rx(s, text, len, limit, out_len);
     case N_PREPEND: {
         size_t cl = len ? strlen(s->content) : 0;
         char *out = malloc(cl + len + 1);
@@ -200,12 +233,15 @@ char *hc_normalize(const hc_normalizer *n, const char *text, size_t len, size_t 
     if (!cur) return NULL;
     memcpy(cur, text, len);
     *out_len = len;
+    size_t limit = len > (SIZE_MAX - HC_NORM_EXTRA) / HC_NORM_GROWTH ? SIZE_MAX : HC_NORM_GROWTH * len + HC_NORM_EXTRA;
     for (int i = 0; i < n->n && cur; i++) {
         size_t nl = 0;
-        char *next = apply(&n->s[i], cur, *out_len, &nl);
+        char *next = apply(&n->s[i], cur, *out_len, limit, &nl);
         free(cur);
-        cur = next;
+        cur = next && nl <= limit ? next : (free(next), NULL);
         *out_len = nl;
     }
+    if (!cur) hc_text_error_set("normalizer: out of memory, or more than %d x %zu + %d bytes", HC_NORM_GROWTH, len,
+                                HC_NORM_EXTRA);
     return cur;
 }

@@ -69,16 +69,16 @@ void hc_check_outputs(const char *const *in, size_t n_in, const char *const *out
         if (!out[o]) continue;
         file_id id, other;
         struct stat st;
-        if (stat(out[o], &st) == 0 && S_ISDIR(st.st_mode)) hc_die("%s: output is a directory", out[o]);
+        int exists = stat(out[o], &st) == 0;
+        if (exists && S_ISDIR(st.st_mode)) hc_die("%s: output is a directory", out[o]);
         if (identify(out[o], &id) == 0) {
             for (size_t i = 0; !id.base && i < n_in; i++) check_input(out[o], &id, in[i]);
-            for (size_t p = 0; p < o; p++)
+            /* a character device (/dev/null) may take several outputs */
+            for (size_t p = 0; p < o && !(exists && S_ISCHR(st.st_mode)); p++)
                 if (out[p] && identify(out[p], &other) == 0 && same(&id, &other))
                     hc_die("%s: output given twice (also as %s)", out[o], out[p]);
         }
         char err[1024];
-        atomic_file af;
-        if (af_open(&af, out[o], err, sizeof err) != 0) hc_die("%s", err);
-        af_abort(&af);
+        if (af_check(out[o], err, sizeof err) != 0) hc_die("%s", err);
     }
 }

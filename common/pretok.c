@@ -3,6 +3,7 @@
  * only cuts the gap it falls in. */
 #include "pretok.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +81,20 @@ void hc_pretok_names(char *buf, size_t cap)
 struct hc_pretok {
     int n;
     pcre2_code **re;
+    pcre2_match_context *limits;   /* HC_RE_MATCH_LIMIT, HC_RE_DEPTH_LIMIT */
 };
+
+static _Thread_local char text_error[256];
+
+const char *hc_text_error(void) { return text_error; }
+
+void hc_text_error_set(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text_error, sizeof text_error, fmt, ap);
+    va_end(ap);
+}
 
 pcre2_code *hc_regex_compile(const char *what, const char *pattern, char *err, size_t errlen)
 {
@@ -101,11 +115,14 @@ hc_pretok *hc_pretok_new(const char *const *regex, int n, char *err, size_t errl
 {
     hc_pretok *p = calloc(1, sizeof *p);
     if (p) p->re = calloc((size_t)(n > 0 ? n : 1), sizeof *p->re);
-    if (!p || !p->re) {
+    if (p) p->limits = pcre2_match_context_create(NULL);
+    if (!p || !p->re || !p->limits) {
         snprintf(err, errlen, "out of memory");
         hc_pretok_free(p);
         return NULL;
     }
+    pcre2_set_match_limit(p->limits, HC_RE_MATCH_LIMIT);
+    pcre2_set_depth_limit(p->limits, HC_RE_DEPTH_LIMIT);
     for (p->n = 0; p->n < n; p->n++) {
         p->re[p->n] = hc_regex_compile("regex", regex[p->n], err, errlen);
         if (!p->re[p->n]) {
@@ -120,6 +137,7 @@ void hc_pretok_free(hc_pretok *p)
 {
     if (!p) return;
     for (int i = 0; i < p->n; i++) pcre2_code_free(p->re[i]);
+    pcre2_match_context_free(p->limits);
     free(p->re);
     free(p);
 }
@@ -157,11 +175,20 @@ static int split_level(split_state *s, int level, const char *text, size_t len)
 {
     PCRE2_SIZE prev = 0, at = 0;
     while (at < len) {
-        int rc = pcre2_match(s->p->re[level], (PCRE2_SPTR)text, len, at, PCRE2_NO_UTF_CHECK, s->md[level], NULL);
+        int rc = pcre2_match(s->p->re[level], (PCRE2_SPTR)text, len, at, PCRE2_NO_UTF_CHECK, s->md[level],
+                             s->p->limits);
         if (rc == PCRE2_ERROR_NOMATCH) break;
-        if (rc < 0) return -1;     /* e.g. the match limit */
+        if (rc < 0) {   /* e.g. the match limit */
+            PCRE2_UCHAR msg[128];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            hc_text_error_set("pre-tokenizer regex %d: PCRE2: %s", level + 1, (const char *)msg);
+            return -1;
+        }
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md[level]);
-        if (ov[0] > ov[1] || ov[1] > len) return -1;   /* \K tricks: not a split */
+        if (ov[0] > ov[1] || ov[1] > len) {   /* \K tricks: not a split */
+            hc_text_error_set("pre-tokenizer regex %d: a match that ends before it starts", level + 1);
+            return -1;
+        }
         if (emit_piece(s, level, text + prev, ov[0] - prev)) return -1;
         prev = ov[0];
         if (ov[1] > ov[0]) {
@@ -185,6 +212,7 @@ int hc_pretok_split(const hc_pretok *p, const char *text, size_t len, hc_pretok_
         s.md[i] = pcre2_match_data_create_from_pattern(p->re[i], NULL);
         if (!s.md[i]) rc = -1;
     }
+    if (rc) hc_text_error_set("out of memory");
     if (!rc) rc = split_level(&s, 0, text, len);
     for (int i = 0; s.md && i < p->n; i++) pcre2_match_data_free(s.md[i]);
     free(s.md);

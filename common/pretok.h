@@ -58,9 +58,20 @@ void hc_pretok_free(hc_pretok *p);
 
 /* Split text (len bytes of valid UTF-8) and call fn on each non-empty piece in
  * order; fn returns 0 to go on. Returns 0, or -1 (out of memory, a PCRE2
- * match error, or fn's non-zero value). */
+ * match error, or fn's non-zero value; hc_text_error says which but for fn).
+ * Each match runs under HC_RE_MATCH_LIMIT and HC_RE_DEPTH_LIMIT (PCRE2's
+ * match and depth limits, fixed here rather than left to how PCRE2 was
+ * built): a regex that backtracks without end fails with PCRE2's message. */
+#define HC_RE_MATCH_LIMIT 10000000u
+#define HC_RE_DEPTH_LIMIT 1000000u
 typedef int (*hc_pretok_fn)(void *ctx, const char *piece, size_t len);
 int hc_pretok_split(const hc_pretok *p, const char *text, size_t len, hc_pretok_fn fn, void *ctx);
+
+/* Why the last hc_pretok_split or hc_normalize that failed on this thread
+ * failed, one phrase without a file name ("" when unknown); set with
+ * hc_text_error_set, cleared with hc_text_error_set("%s", ""). */
+const char *hc_text_error(void);
+void hc_text_error_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Length of the valid UTF-8 character at s (strict: no overlong forms, no
  * surrogates, nothing above U+10FFFF), or 0 when the bytes there are not one. */

@@ -184,6 +184,11 @@ static int read_header(const gguf_file *f, stats_header *h, char *err, size_t er
         return getter_fail(f, K("n_tokens"), rc, "u64", err, errlen), -1;
     if ((rc = gguf_get_f32(f, K("threshold"), &h->threshold)))
         return getter_fail(f, K("threshold"), rc, "f32", err, errlen), -1;
+    if (!(h->threshold >= 0 && h->threshold < 1e9f)) {   /* what hc-profile --threshold takes */
+        snprintf(err, errlen, "%s: %s = %g is not a threshold (a number >= 0 and < 1e9)", f->path, K("threshold"),
+                 h->threshold);
+        return -1;
+    }
     if (get_str(f, K("ffn_hash"), hash_str, sizeof hash_str, err, errlen))
         return -1;
     if (parse_hash(hash_str, &h->hash)) {

@@ -10,6 +10,14 @@
 #include "cli.h"
 #include "gguf.h"
 
+/* The most bytes each JSON input of a Hugging Face directory may have
+ * (hc_read_json: cJSON takes about 40 times the text). The largest seen are
+ * a few KiB of config.json, ~100 KiB of index for 3000 tensors, 33 MiB of
+ * tokenizer.json. */
+#define HF_MAX_CONFIG_JSON (1u << 20)
+#define HF_MAX_INDEX_JSON (16u << 20)
+#define HF_MAX_TOKENIZER_JSON (64u << 20)
+
 /* llama_token_type values (the same numbers as SentencePiece's piece types). */
 enum { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER_DEFINED = 4,
        TOK_UNUSED = 5, TOK_BYTE = 6 };
@@ -131,12 +139,15 @@ typedef struct {
     size_t n_files;
     st_tensor *t;
     size_t n;
+    size_t *by_name;         /* indices of t sorted by name, for st_find */
     const char *where;       /* named in "missing tensor" messages (the directory) */
 } st_set;
 
-/* Map one file and add its tensors (a name already in the set is an error). */
+/* Map one file and add its tensors (a name already in the set is an error).
+ * O(n log n) in the set's tensors: names and offsets are sorted, not compared
+ * pairwise. */
 int st_add_file(st_set *s, const char *path, char *err, size_t errlen);
-/* Index of a tensor by name, or -1. */
+/* Index of a tensor by name, or -1 (binary search). */
 long st_find(const st_set *s, const char *name);
 void st_free(st_set *s);
 
@@ -165,7 +176,8 @@ int cv_convert_llama2c(const cv_llama2c_opts *o, char *err, size_t errlen);
 typedef struct {
     const char *dir, *predictors, *out;
     uint32_t type;           /* GGML_TYPE_F32, F16 or BF16: 2-D weights */
-    int relu_arch;           /* a dense ReLU llama as architecture "llama-relu" (docs/formats.md) */
+    int relu_arch;           /* --relu-arch: insist on "llama-relu" (the default for a dense ReLU llama) */
+    int llama_arch;          /* --llama-arch: a dense ReLU llama as "llama" (docs/formats.md: llama.cpp misruns it) */
 } cv_hf_opts;
 int cv_convert_hf(const cv_hf_opts *o, char *err, size_t errlen);
 

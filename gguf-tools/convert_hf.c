@@ -7,6 +7,7 @@
  */
 #include "convert_hf.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +20,9 @@
 
 static cJSON *read_json(const char *path)
 {
-    char err[512];
-    size_t len;
-    char *txt = hc_read_file(path, &len, err, sizeof err);
-    if (!txt) hc_die("%s", err);
-    cJSON *j = cJSON_ParseWithLength(txt, len);
-    free(txt);
-    if (!cJSON_IsObject(j)) hc_die("%s: JSON does not parse (or is not an object)", path);
+    char err[1024];
+    cJSON *j = hc_read_json(path, HF_MAX_INDEX_JSON, err, sizeof err);
+    if (!j) hc_die("%s", err);
     return j;
 }
 
@@ -40,12 +37,12 @@ static int exists(const char *path)
 static void open_weights(const char *dir, st_set *s)
 {
     char path[4096], err[512];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (hc_path(path, sizeof path, err, sizeof err, "%s/model.safetensors", dir)) hc_die("%s", err);
     if (exists(path)) {
         if (st_add_file(s, path, err, sizeof err)) hc_die("%s", err);
         return;
     }
-    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    if (hc_path(path, sizeof path, err, sizeof err, "%s/model.safetensors.index.json", dir)) hc_die("%s", err);
     if (!exists(path))
         hc_die("%s: no model.safetensors or model.safetensors.index.json (only safetensors is read)", dir);
     cJSON *ix = read_json(path);
@@ -55,7 +52,7 @@ static void open_weights(const char *dir, st_set *s)
         if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || !e->valuestring[0])
             hc_die("%s: weight_map['%s'] is not a file name in %s", path, e->string, dir);
         char shard[4096];
-        snprintf(shard, sizeof shard, "%s/%s", dir, e->valuestring);
+        if (hc_path(shard, sizeof shard, err, sizeof err, "%s/%s", dir, e->valuestring)) hc_die("%s", err);
         size_t f = 0;
         while (f < s->n_files && strcmp(s->paths[f], shard)) f++;
         if (f == s->n_files && st_add_file(s, shard, err, sizeof err)) hc_die("%s", err);
@@ -73,13 +70,13 @@ static int open_predictors(const char *dir, const cv_hparams *hp, st_set *pred, 
 {
     char path[4096], err[512];
     for (uint32_t l = 0; l <= hp->n_layer; l++) {
-        snprintf(path, sizeof path, "%s/model_%u.safetensors", dir, l);
+        if (hc_path(path, sizeof path, err, sizeof err, "%s/model_%u.safetensors", dir, l)) hc_die("%s", err);
         if (l == hp->n_layer) {
             if (exists(path)) hc_die("%s: more predictor files than the model's %u layers", dir, hp->n_layer);
             break;
         }
         if (!exists(path)) {
-            snprintf(path, sizeof path, "%s/model_%u.pt", dir, l);
+            if (hc_path(path, sizeof path, err, sizeof err, "%s/model_%u.pt", dir, l)) hc_die("%s", err);
             if (exists(path))
                 hc_die("%s: PyTorch pickle predictors are not read; convert them to "
                        "model_%u.safetensors (see the hc-convert documentation)", path, l);
@@ -96,12 +93,13 @@ static int open_predictors(const char *dir, const cv_hparams *hp, st_set *pred, 
             pred->t[i].name = n;
         }
     }
-    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (hc_path(path, sizeof path, err, sizeof err, "%s/config.json", dir)) hc_die("%s", err);
     if (!exists(path)) return 0;
     cJSON *cfg = read_json(path);
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, "sparse_threshold");
     int have = t != NULL;
-    if (have && !cJSON_IsNumber(t)) hc_die("%s: sparse_threshold is not a number", path);
+    if (have && !(cJSON_IsNumber(t) && isfinite((float)t->valuedouble)))
+        hc_die("%s: sparse_threshold is not a finite number", path);
     if (have) *thr = (float)t->valuedouble;
     cJSON_Delete(cfg);
     return have;
@@ -113,8 +111,9 @@ static void warn_misrun(const hf_config *c, const char *out, int pwri, uint32_t 
 {
     if (!pwri && !strcmp(c->hp.arch, "llama") && strcmp(c->act, "silu"))
         hc_warn("%s: llama.cpp and PowerInfer run every dense llama file with SiLU (they ignore "
-                "hotcold.ffn_activation = %s): there this is a different model; --relu-arch makes them refuse "
-                "it, and PowerInfer's sparse file (--predictors) runs it as ReLU", out, c->act);
+                "hotcold.ffn_activation = %s): there this is a different model; without --llama-arch it is "
+                "written as llama-relu, which they refuse, and PowerInfer's sparse file (--predictors) runs it as "
+                "ReLU", out, c->act);
     if (pwri && wtype != GGML_TYPE_F16)
         hc_warn("%s: PowerInfer reads every ffn_down_t type but Q4_0 as F16 without a check, so it would print "
                 "garbage with this %s file; --outtype f16 is the type it runs", out, ggml_type_name(wtype));
@@ -175,9 +174,13 @@ int cv_convert_hf(const cv_hf_opts *o, char *err, size_t errlen)
     char name[256], why[512];
     dir_name(dir, name, sizeof name);
     hp->name = name;
-    if (o->relu_arch && (cfg.family != HF_LLAMA || strcmp(cfg.act, "relu")))
-        hc_die("%s/config.json: --relu-arch is for ReLU llama models (this is %s with %s)", dir, hp->arch, cfg.act);
-    if (o->relu_arch) hp->arch = "llama-relu";
+    /* a dense ReLU llama: "llama-relu" unless --llama-arch, since llama.cpp
+     * and PowerInfer run every dense "llama" file with SiLU (docs/formats.md) */
+    int relu_llama = cfg.family == HF_LLAMA && !strcmp(cfg.act, "relu");
+    if ((o->relu_arch || o->llama_arch) && !relu_llama)
+        hc_die("%s/config.json: --%s is for ReLU llama models (this is %s with %s)", dir,
+               o->relu_arch ? "relu-arch" : "llama-arch", hp->arch, cfg.act);
+    if (relu_llama && !pred_dir && !o->llama_arch) hp->arch = "llama-relu";
     if (pred_dir && strcmp(cfg.act, "relu"))
         hc_die("%s/config.json: --predictors needs a ReLU model (the activation is %s): "
                "PowerInfer's sparse FFN skips neurons whose ReLU output is zero", dir, cfg.act);

@@ -31,9 +31,19 @@ typedef struct {
     const char *path;
 } cfgref;
 
+/* obj's member key; of a key given twice, the last (Python's json.load,
+ * so transformers, keeps the last; cJSON's lookup finds the first). */
+static const cJSON *member(const cJSON *obj, const char *key)
+{
+    const cJSON *last = NULL;
+    for (const cJSON *e = cJSON_IsObject(obj) ? obj->child : NULL; e; e = e->next)
+        if (e->string && !strcmp(e->string, key)) last = e;
+    return last;
+}
+
 static const cJSON *item(const cfgref *c, const char *key)
 {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(c->cfg, key);
+    const cJSON *j = member(c->cfg, key);
     return j && !cJSON_IsNull(j) ? j : NULL;
 }
 
@@ -41,7 +51,7 @@ static const cJSON *item(const cfgref *c, const char *key)
 static uint32_t cfg_u32(const cfgref *c, const char *key, uint32_t def)
 {
     const cJSON *j = item(c, key);
-    if (cJSON_IsArray(j)) j = cJSON_GetArrayItem(j, 0);      /* eos_token_id may be a list */
+    if (cJSON_IsArray(j) && !strcmp(key, "eos_token_id")) j = cJSON_GetArrayItem(j, 0);   /* may be a list */
     if (!j) {
         if (!def) hc_die("%s: missing \"%s\"", c->path, key);
         return def;
@@ -54,7 +64,7 @@ static uint32_t cfg_u32(const cfgref *c, const char *key, uint32_t def)
 
 static double num_of(const cfgref *c, const cJSON *obj, const char *key, double def)
 {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
+    const cJSON *j = member(obj, key);
     if (!j || cJSON_IsNull(j)) return def;
     if (!cJSON_IsNumber(j)) hc_die("%s: \"%s\" is not a number", c->path, key);
     return j->valuedouble;
@@ -111,13 +121,18 @@ static void read_rope(const cfgref *c, hf_config *h)
     const cJSON *sc = rp ? rp : item(c, "rope_scaling");
     h->rope_theta = (float)cfg_num(c, "rope_theta", 10000.0);
     if (rp) h->rope_theta = (float)num_of(c, rp, "rope_theta", h->rope_theta);
+    if (!(h->rope_theta > 0 && isfinite(h->rope_theta)))
+        hc_die("%s: \"rope_theta\": %g is not a positive number", c->path, h->rope_theta);
     if (!sc) return;
     if (!cJSON_IsObject(sc)) hc_die("%s: \"%s\" is not an object", c->path, rp ? "rope_parameters" : "rope_scaling");
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(sc, "rope_type");
-    if (!t) t = cJSON_GetObjectItemCaseSensitive(sc, "type");
-    const char *type = cJSON_IsString(t) ? t->valuestring : "default";
+    const cJSON *t = member(sc, "rope_type");
+    if (!t || cJSON_IsNull(t)) t = member(sc, "type");
     const char *key = rp ? "rope_parameters.rope_type" : "rope_scaling.type";
     h->rope_factor = (float)num_of(c, sc, "factor", 1.0);
+    /* no type says "default": a factor would be dropped without a word */
+    if (!cJSON_IsString(t) && h->rope_factor != 1.0f)
+        hc_die("%s: \"%s\" is missing or not a string, but the factor is %g", c->path, key, h->rope_factor);
+    const char *type = cJSON_IsString(t) ? t->valuestring : "default";
     if (!strcmp(type, "default")) {
         h->rope = HF_ROPE_NONE;
     } else if (!strcmp(type, "linear")) {
@@ -235,14 +250,10 @@ static void pick_family(const cfgref *c, hf_config *h)
 
 void hf_read_config(const char *dir, hf_config *h)
 {
-    char path[4096], err[512];
-    size_t len;
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    char *txt = hc_read_file(path, &len, err, sizeof err);
-    if (!txt) hc_die("%s", err);
-    cJSON *json = cJSON_ParseWithLength(txt, len);
-    free(txt);
-    if (!cJSON_IsObject(json)) hc_die("%s: JSON does not parse (or is not an object)", path);
+    char path[4096], err[1024];
+    if (hc_path(path, sizeof path, err, sizeof err, "%s/config.json", dir)) hc_die("%s", err);
+    cJSON *json = hc_read_json(path, HF_MAX_CONFIG_JSON, err, sizeof err);
+    if (!json) hc_die("%s", err);
     cfgref c = { json, path };
     pick_family(&c, h);
     refuse_foreign(&c);

@@ -15,6 +15,15 @@
 #include "cli.h"
 #include "ggml_types.h"
 
+/* "[d0, d1, ...]" of n dimensions into buf. */
+static const char *shape_str(const int64_t *d, uint32_t n, char *buf, size_t len)
+{
+    size_t k = (size_t)snprintf(buf, len, "[");
+    for (uint32_t i = 0; i < n && k < len; i++) k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? ", " : "", (long long)d[i]);
+    if (k < len) snprintf(buf + k, len - k, "]");
+    return buf;
+}
+
 /* The tensor `name` of set s with the given PyTorch shape, as a converter source. */
 static const st_tensor *take(st_set *s, const char *name, uint32_t n_dims, int64_t d0, int64_t d1)
 {
@@ -23,10 +32,12 @@ static const st_tensor *take(st_set *s, const char *name, uint32_t n_dims, int64
     st_tensor *t = &s->t[i];
     const char *file = s->paths[t->file];
     if (t->type == UINT32_MAX) hc_die("%s: tensor '%s': unsupported dtype %s (F32, F16 or BF16)", file, name, t->dtype);
-    if (t->n_dims != n_dims || t->shape[0] != d0 || (n_dims == 2 && t->shape[1] != d1))
-        hc_die("%s: tensor '%s' has shape [%lld%s%lld], expected [%lld%s%lld]", file, name,
-               (long long)t->shape[0], t->n_dims > 1 ? ", " : "", t->n_dims > 1 ? (long long)t->shape[1] : 0LL,
-               (long long)d0, n_dims > 1 ? ", " : "", n_dims > 1 ? (long long)d1 : 0LL);
+    const int64_t want[2] = { d0, d1 };
+    if (t->n_dims != n_dims || t->shape[0] != d0 || (n_dims == 2 && t->shape[1] != d1)) {
+        char has[160], expected[64];
+        hc_die("%s: tensor '%s' has shape %s, expected %s", file, name, shape_str(t->shape, t->n_dims, has, sizeof has),
+               shape_str(want, n_dims, expected, sizeof expected));
+    }
     t->used = 1;
     return t;
 }

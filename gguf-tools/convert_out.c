@@ -141,8 +141,13 @@ void cv_set_llama_kvs(gguf_writer *w, const cv_hparams *hp, const cv_vocab *v)
 int cv_check_hparams(const cv_hparams *hp, char *err, size_t errlen)
 {
     const char *why = NULL;
+    const uint32_t max = 1u << 24;   /* the loader's bound on every dimension */
     if (!hp->n_embd || !hp->n_ff || !hp->n_layer || !hp->n_head || !hp->n_head_kv || !hp->n_vocab)
         why = "a dimension is zero";
+    else if (hp->n_embd > max || hp->n_ff > max || hp->n_layer > max || hp->n_head > max || hp->n_vocab > max)
+        why = "a dimension is over 2^24";
+    else if (!hp->n_ctx || hp->n_ctx > max)
+        why = "the context length (max_position_embeddings) is not in 1..2^24";
     else if (!hp->head_dim && hp->n_embd % hp->n_head)
         why = "embedding length is not a multiple of the head count";
     else if ((hp->head_dim ? hp->head_dim : hp->n_embd / hp->n_head) % 2)
@@ -152,8 +157,8 @@ int cv_check_hparams(const cv_hparams *hp, char *err, size_t errlen)
     else if (hp->n_vocab < 3 || hp->unk_id >= hp->n_vocab || hp->bos_id >= hp->n_vocab ||
              hp->eos_id >= hp->n_vocab)
         why = "special token id outside the vocabulary";
-    else if (!(hp->eps > 0.0f))
-        why = "rms_norm_eps is not positive";
+    else if (!(hp->eps > 0.0f && hp->eps < 1.0f))
+        why = "the norm epsilon (rms_norm_eps) is not in (0, 1)";
     if (!why) return 0;
     snprintf(err, errlen, "%s (dim %u, n_ff %u, layers %u, heads %u/%u, vocab %u)", why,
              hp->n_embd, hp->n_ff, hp->n_layer, hp->n_head, hp->n_head_kv, hp->n_vocab);

@@ -39,6 +39,51 @@ static int cmp_by_offset(const void *a, const void *b)
     return p < q ? -1 : p > q;
 }
 
+/* The set whose by_name qsort is sorting (qsort passes no context). */
+static const st_set *sorting;
+
+static int cmp_by_name(const void *a, const void *b)
+{
+    return strcmp(sorting->t[*(const size_t *)a].name, sorting->t[*(const size_t *)b].name);
+}
+
+/* Sort the set's name index; "appears twice" for a name given twice. */
+static int index_names(st_set *s, const char *path, char *err, size_t errlen)
+{
+    size_t *ix = realloc(s->by_name, (s->n + 1) * sizeof *ix);
+    if (!ix) hc_die("out of memory");
+    s->by_name = ix;
+    for (size_t i = 0; i < s->n; i++) ix[i] = i;
+    sorting = s;
+    qsort(ix, s->n, sizeof *ix, cmp_by_name);
+    for (size_t i = 1; i < s->n; i++)
+        if (!strcmp(s->t[ix[i - 1]].name, s->t[ix[i]].name)) {
+            snprintf(err, errlen, "%s: tensor '%s': appears twice", path, s->t[ix[i]].name);
+            return -1;
+        }
+    return 0;
+}
+
+/* No two tensors of the file whose tensors are t[first..n) share a byte (a
+ * tensor of no bytes shares none, wherever it points). */
+static int check_overlaps(const st_set *s, size_t first, const char *path, char *err, size_t errlen)
+{
+    const st_tensor **by = malloc((s->n - first + 1) * sizeof *by);
+    if (!by) hc_die("out of memory");
+    size_t k = 0;
+    for (size_t i = first; i < s->n; i++)
+        if (s->t[i].nbytes) by[k++] = &s->t[i];
+    qsort(by, k, sizeof *by, cmp_by_offset);
+    int rc = 0;
+    for (size_t i = 1; i < k && !rc; i++)
+        if ((const uint8_t *)by[i - 1]->data + by[i - 1]->nbytes > (const uint8_t *)by[i]->data) {
+            snprintf(err, errlen, "%s: tensors '%s' and '%s' overlap", path, by[i - 1]->name, by[i]->name);
+            rc = -1;
+        }
+    free(by);
+    return rc;
+}
+
 /* Parse one tensor entry into t; NULL on success, else what is wrong. */
 static const char *parse_entry(const cJSON *e, const uint8_t *data, uint64_t data_size, st_tensor *t)
 {
@@ -114,7 +159,6 @@ int st_add_file(st_set *s, const char *path, char *err, size_t errlen)
         st_tensor *t = &s->t[s->n];
         memset(t, 0, sizeof *t);
         const char *why = parse_entry(e, data, data_size, t);
-        if (!why && st_find(s, e->string) >= 0) why = "appears twice";
         if (why) {
             snprintf(err, errlen, "%s: tensor '%s': %s", path, e->string, why);
             rc = -1;
@@ -126,26 +170,19 @@ int st_add_file(st_set *s, const char *path, char *err, size_t errlen)
     }
     cJSON_Delete(root);
     if (rc) return -1;
-
-    /* no two tensors of this file may share bytes */
-    size_t k = s->n - first;
-    const st_tensor **by = malloc((k + 1) * sizeof *by);
-    if (!by) hc_die("out of memory");
-    for (size_t i = 0; i < k; i++) by[i] = &s->t[first + i];
-    qsort(by, k, sizeof *by, cmp_by_offset);
-    for (size_t i = 1; i < k && !rc; i++)
-        if ((const uint8_t *)by[i - 1]->data + by[i - 1]->nbytes > (const uint8_t *)by[i]->data) {
-            snprintf(err, errlen, "%s: tensors '%s' and '%s' overlap", path, by[i - 1]->name, by[i]->name);
-            rc = -1;
-        }
-    free(by);
-    return rc;
+    return index_names(s, path, err, errlen) || check_overlaps(s, first, path, err, errlen) ? -1 : 0;
 }
 
 long st_find(const st_set *s, const char *name)
 {
-    for (size_t i = 0; i < s->n; i++)
-        if (!strcmp(s->t[i].name, name)) return (long)i;
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(s->t[s->by_name[mid]].name, name);
+        if (c == 0) return (long)s->by_name[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
     return -1;
 }
 
@@ -157,6 +194,7 @@ void st_free(st_set *s)
         free(s->paths[i]);
     }
     free(s->t);
+    free(s->by_name);
     free(s->maps);
     free(s->paths);
     memset(s, 0, sizeof *s);

@@ -180,19 +180,29 @@ static int score_merges(cv_vocab *v, const char *path, const cJSON *merges, char
     return rc;
 }
 
+/* 1 if added token text at id would replace a different piece of the
+ * vocabulary (transformers then decodes the id as the added text, llama.cpp
+ * as the piece: two models). Checked for text of printable ASCII only, which
+ * every vocabulary form (SentencePiece's, GPT-2's bytes) spells as itself;
+ * other added text may spell the same piece another way. */
+static int replaces_piece(const cv_vocab *v, double id, const char *text)
+{
+    if (!(id >= 0 && id < v->n) || !v->tokens[(uint32_t)id]) return 0;
+    for (const char *c = text; *c; c++)
+        if (*c < 33 || *c > 126) return 0;
+    return strcmp(v->tokens[(uint32_t)id], text) != 0;
+}
+
 static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t errlen)
 {
-    size_t len;
-    char *txt = hc_read_file(path, &len, err, errlen);
-    if (!txt) return -1;
-    cJSON *root = cJSON_ParseWithLength(txt, len);
-    free(txt);
+    cJSON *root = hc_read_json(path, HF_MAX_TOKENIZER_JSON, err, errlen);
+    if (!root) return -1;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
     int rc = 0;
-    if (!root || !cJSON_IsObject(model) || !cJSON_IsString(type)) {
-        snprintf(err, errlen, "%s: %s", path, root ? "no model.type" : "JSON does not parse");
+    if (!cJSON_IsObject(model) || !cJSON_IsString(type)) {
+        snprintf(err, errlen, "%s: no model.type", path);
         rc = -1;
     } else if (cv_json_post(path, root, v, err, errlen) || cv_json_added(path, root, v, err, errlen)) {
         rc = -1;
@@ -245,6 +255,12 @@ static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t 
         }
         int special = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special"));
         uint32_t i = id->valuedouble >= 0 && id->valuedouble < v->n ? (uint32_t)id->valuedouble : 0;
+        if (replaces_piece(v, id->valuedouble, content->valuestring)) {
+            snprintf(err, errlen, "%s: added token '%s' (id %u) would replace the vocabulary's '%s'", path,
+                     content->valuestring, i, v->tokens[i]);
+            rc = -1;
+            break;
+        }
         int32_t t = special ? TOK_CONTROL : TOK_USER_DEFINED;
         if (v->tokens[i] && v->types[i] == TOK_UNKNOWN) t = TOK_UNKNOWN;   /* <unk> stays UNKNOWN */
         rc = set_json_token(v, path, id->valuedouble, content->valuestring,
@@ -264,12 +280,12 @@ int cv_hf_vocab(const char *dir, uint32_t n_vocab, cv_vocab *v, uint32_t *unk_id
 {
     char path[4096];
     cv_vocab_init(v, n_vocab);
-    snprintf(path, sizeof path, "%s/tokenizer.model", dir);
+    if (hc_path(path, sizeof path, err, errlen, "%s/tokenizer.model", dir)) return -1;
     int rc;
     if (file_exists(path)) {
         rc = load_spm_model(path, n_vocab, v, err, errlen);
     } else {
-        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+        if (hc_path(path, sizeof path, err, errlen, "%s/tokenizer.json", dir)) return -1;
         if (!file_exists(path)) {
             snprintf(err, errlen, "%s: no tokenizer.model or tokenizer.json", dir);
             return -1;

@@ -73,7 +73,7 @@ static int llama2c_run(int argc, char **argv)
 
 static const char hf_usage[] =
     "usage: hc-convert hf DIR -o OUT.gguf [--outtype f32|f16|bf16] [--predictors DIR]\n"
-    "                     [--relu-arch]\n"
+    "                     [--relu-arch | --llama-arch]\n"
     "\n"
     "Convert a Hugging Face checkpoint directory (config.json, model.safetensors\n"
     "or sharded model-*.safetensors + model.safetensors.index.json, tokenizer.model\n"
@@ -85,9 +85,12 @@ static const char hf_usage[] =
     "      --predictors DIR    PowerInfer predictors (model_N.safetensors with fc1.weight,\n"
     "                          fc2.weight; optional config.json with sparse_threshold):\n"
     "                          write PowerInfer's sparse GGUF (PWRI) with ffn_down_t\n"
-    "      --relu-arch         write a dense ReLU (or FATReLU) llama as architecture\n"
-    "                          llama-relu, which llama.cpp and PowerInfer refuse\n"
-    "                          instead of running it with SiLU; hotcold runs it as llama\n"
+    "      --relu-arch         a dense ReLU (or FATReLU) llama is written as architecture\n"
+    "                          llama-relu (the default), which llama.cpp and PowerInfer\n"
+    "                          refuse instead of running it with SiLU; hotcold runs it\n"
+    "                          as llama; this option refuses any other model\n"
+    "      --llama-arch        write a dense ReLU llama as architecture llama, as\n"
+    "                          before (llama.cpp and PowerInfer then run it with SiLU)\n"
     "      --version           print the version\n"
     "  -h, --help              this help\n";
 
@@ -95,7 +98,8 @@ static int hf_parse(int argc, char **argv, cv_hf_opts *o)
 {
     static const struct option opts[] = {
         {"output", required_argument, 0, 'o'}, {"outtype", required_argument, 0, 't'},
-        {"predictors", required_argument, 0, 'p'}, {"relu-arch", no_argument, 0, 'r'}, HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+        {"predictors", required_argument, 0, 'p'}, {"relu-arch", no_argument, 0, 'r'},
+        {"llama-arch", no_argument, 0, 'l'}, HC_LONG_VERSION, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     int c;
     optind = 1;
@@ -104,6 +108,7 @@ static int hf_parse(int argc, char **argv, cv_hf_opts *o)
         case 'o': o->out = optarg; break;
         case 'p': o->predictors = optarg; break;
         case 'r': o->relu_arch = 1; break;
+        case 'l': o->llama_arch = 1; break;
         case 't':
             if (!strcmp(optarg, "f32")) o->type = GGML_TYPE_F32;
             else if (!strcmp(optarg, "f16")) o->type = GGML_TYPE_F16;
@@ -116,8 +121,10 @@ static int hf_parse(int argc, char **argv, cv_hf_opts *o)
         }
     }
     if (argc - optind != 1 || !o->out) hc_die("hf: needs DIR -o OUT.gguf (see --help)");
-    if (o->relu_arch && o->predictors)
-        hc_die("hf: --relu-arch is for dense files; PowerInfer runs the sparse file (--predictors) as ReLU");
+    if ((o->relu_arch || o->llama_arch) && o->predictors)
+        hc_die("hf: --%s is for dense files; PowerInfer runs the sparse file (--predictors) as ReLU",
+               o->relu_arch ? "relu-arch" : "llama-arch");
+    if (o->relu_arch && o->llama_arch) hc_die("hf: --relu-arch and --llama-arch do not go together");
     o->dir = argv[optind];
     return 0;
 }
@@ -277,7 +284,7 @@ static const hc_command commands[] = {
      "  llama2c CHECKPOINT.bin TOKENIZER.bin -o OUT.gguf [--ctx N]\n"
      "        llama2.c checkpoint (legacy or version 1) -> llama GGUF\n"},
     {"hf", hf_run,
-     "  hf DIR -o OUT.gguf [--outtype f32|f16|bf16] [--predictors DIR] [--relu-arch]\n"
+     "  hf DIR -o OUT.gguf [--outtype f32|f16|bf16] [--predictors DIR] [--relu-arch | --llama-arch]\n"
      "        Hugging Face directory (safetensors) of a supported family -> GGUF; with\n"
      "        --predictors, PowerInfer's sparse GGUF (PWRI) with predictor tensors\n"},
     {"synth", synth_run,

@@ -54,7 +54,8 @@ static void fmt_real(char *buf, size_t len, double v, int is_f32)
 
 /* ------------------------------------------------------------------ text */
 
-/* s[0..n) with '"', '\\' and control bytes escaped (\n, \t, \r, \xHH), in a
+/* s[0..n) with '"', '\\' and control bytes escaped (\n, \t, \r, \xHH; C1
+ * controls U+0080..U+009F as \uHHHH, bytes that are not UTF-8 as \xHH), in a
  * malloc'd string: names and values from a file never reach the terminal raw. */
 static char *escaped(const char *s, uint64_t n)
 {
@@ -62,12 +63,18 @@ static char *escaped(const char *s, uint64_t n)
     if (!out) hc_die("out of memory");
     for (uint64_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
+        size_t k = c < 0x80 ? 1 : (size_t)hc_utf8_valid_len((const unsigned char *)s + i, (size_t)(n - i));
         if (c == '"' || c == '\\') o += sprintf(o, "\\%c", c);
         else if (c == '\n') o += sprintf(o, "\\n");
         else if (c == '\t') o += sprintf(o, "\\t");
         else if (c == '\r') o += sprintf(o, "\\r");
-        else if (c < 0x20 || c == 0x7f) o += sprintf(o, "\\x%02x", c);
-        else *o++ = (char)c;
+        else if (c < 0x20 || c == 0x7f || k == 0) o += sprintf(o, "\\x%02x", c);
+        else if (c == 0xc2 && (unsigned char)s[i + 1] < 0xa0) o += sprintf(o, "\\u%04x", (unsigned char)s[++i]);
+        else {
+            memcpy(o, s + i, k);
+            o += k;
+            i += k - 1;
+        }
     }
     *o = 0;
     return out;
@@ -319,6 +326,5 @@ int main(int argc, char **argv)
         dump_text(f, full);
     }
     gguf_close(f);
-    if (fflush(stdout) != 0 || ferror(stdout)) hc_die("error writing to standard output");
     return 0;
 }

@@ -143,7 +143,7 @@ static int32_t *corpus_tokens(const hc_model *m, const hc_tokenizer *tok, const 
     int n = hc_tokenize(tok, text, len, 1, 0, NULL, 0);
     int32_t *t = n > 0 ? malloc(sizeof *t * (size_t)n) : NULL;
     if (!t || hc_tokenize(tok, text, len, 1, 0, t, n) != n) {
-        snprintf(err, errlen, "%s: cannot tokenize", o->corpus);
+        snprintf(err, errlen, "%s: cannot tokenize: %s", o->corpus, hc_tokenize_error());
         free(t);
         t = NULL;
     } else if ((*n_win = n / ctx_len) < 1) {

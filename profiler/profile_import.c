@@ -118,7 +118,7 @@ hc_stats *hc_import_powerinfer(const char *dir, const char *model_path, uint64_t
     for (int l = 0; l < n_layer; l++) {
         char path[4096];
         int64_t n;
-        snprintf(path, sizeof path, "%s/activation_%d.pt", dir, l);
+        if (hc_path(path, sizeof path, err, errlen, "%s/activation_%d.pt", dir, l)) goto fail;
         double *v = hc_pt_read_vector(path, s ? (int64_t)s->n_ff : max_neurons, &n, err, errlen);
         if (!v) goto fail;
         if (!s && n > 0 && n <= UINT32_MAX && !(s = hc_stats_new((uint32_t)n_layer, (uint32_t)n))) {

@@ -93,7 +93,7 @@ static int32_t *calib_tokens(const hc_model *m, const gptq_calib_opts *co, gptq_
             run->tokens = windows * C;
         }
     } else if (tok) {
-        snprintf(err, errlen, "%s: cannot tokenize", co->calib);
+        snprintf(err, errlen, "%s: cannot tokenize: %s", co->calib, hc_tokenize_error());
     }
     if (tok && !out && !err[0]) snprintf(err, errlen, "%s: out of memory", co->calib);
     free(all);

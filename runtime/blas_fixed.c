@@ -16,6 +16,26 @@ enum {
 
 static void one_thread(void) { openblas_set_num_threads(1); }
 
+/* OpenBLAS starts its thread pool when the library loads, before main: under
+ * an address-space limit (`ulimit -v` of 100-160 MB) a thread of that pool
+ * fails to start and the exit waits for it forever, even after --version.
+ * Every product here runs OpenBLAS on one thread, so the pool is never used.
+ * OPENBLAS_NUM_THREADS=1 in the environment would make OpenBLAS start none,
+ * but a program cannot set it in time: its initialiser runs before main and
+ * any constructor of ours, and libc's initialiser resets the environment
+ * after the executable's preinit array. What it honours is a thread count
+ * already set when it initialises: blas_cpu_number (exported by OpenBLAS,
+ * 0 until then; weak, so another BLAS without it links), set from the
+ * preinit array, which the dynamic loader runs before any shared library's
+ * initialiser. This object is linked into every program that calls
+ * OpenBLAS. */
+extern int blas_cpu_number __attribute__((weak));
+static void no_blas_pool(void)
+{
+    if (&blas_cpu_number) blas_cpu_number = 1;
+}
+__attribute__((section(".preinit_array"), used)) static void (*const preinit_no_blas_pool)(void) = no_blas_pool;
+
 /* once per process: the products of a training loop call it every step */
 void hc_blas_one_thread(void)
 {

@@ -424,6 +424,22 @@ static void device_failed(hc_ctx *ctx, int pos0)
     }
 }
 
+/* 0, or -1 with the reason when one of the n rows of logits is not finite:
+ * weights with NaN or infinities (hc-quantize and hc-profile refuse them
+ * too) would otherwise run on and sample garbage. */
+static int finite_logits(hc_ctx *ctx, const float *logits, int n)
+{
+    const int V = ctx->model->hp.n_vocab;
+    for (size_t i = 0; i < (size_t)n * (size_t)V; i++)
+        if (!isfinite(logits[i])) {
+            snprintf(ctx->err, sizeof ctx->err, "%s: the logits are not finite (logit %d = %g): the weights hold "
+                     "NaN or infinite values, or the activations overflow", ctx->model->path, (int)(i % (size_t)V),
+                     logits[i]);
+            return -1;
+        }
+    return 0;
+}
+
 int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *logits, int which)
 {
     const hc_hparams *hp = &ctx->model->hp;
@@ -446,5 +462,5 @@ int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *l
             eval_batch(ctx, tokens + s, B, pos0 + s, last, out, which);
         }
     }
-    return 0;
+    return finite_logits(ctx, logits, which == HC_LOGITS_ALL ? n_tokens : which == HC_LOGITS_LAST && n_tokens > 0);
 }

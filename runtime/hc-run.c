@@ -170,7 +170,6 @@ static _Noreturn void list_devices(const char *device)
     }
     if (use < 0) hc_warn("%s", err);
     if (!gpu && hc_cl_icd_hint(hint, sizeof hint)) hc_warn("%s", hint);
-    if (fflush(stdout) || ferror(stdout)) hc_die("standard output: write error");
     exit(use < 0);
 }
 
@@ -277,7 +276,7 @@ static int32_t *tokenize(const hc_tokenizer *tok, const char *what, const char *
         int32_t *more = realloc(t, sizeof *t * (size_t)(need + 1));
         if (!more || hc_tokenize(tok, text, len, add_bos, parse_special, t = more, need) != need) need = -1;
     }
-    if (need < 0) hc_die("%s: cannot tokenize", what);
+    if (need < 0) hc_die("%s: cannot tokenize: %s", what, hc_tokenize_error());
     *n = need;
     return t;   /* room for one more id */
 }
@@ -404,12 +403,12 @@ static int gen_run(gen_state *g, int n)
         if (g->pending >= 0 && (r = gen_feed(g, NULL, 0))) break;
         int next = hc_sample(g->smp, g->logits);
         if (next == bos || next == eos) {
-            fflush(stdout);
+            hc_stdout_flush();
             fputs("[end of text]\n", stderr);
             break;
         }
         print_piece(g->tok, g->last, next);
-        fflush(stdout);
+        hc_stdout_flush();
         g->n_gen++;
         g->last = g->pending = next;
     }
@@ -433,8 +432,10 @@ static void interact(gen_state *g, const options *o)
         double t0 = hc_now();
         int r = nt ? gen_feed(g, t, nt) : 0;
         g->t_fed += hc_now() - t0;
-        g->n_fed += nt;
-        if (nt) g->last = t[nt - 1];
+        if (!r) {   /* a line that does not fit was not evaluated: not counted */
+            g->n_fed += nt;
+            if (nt) g->last = t[nt - 1];
+        }
         free(t);
         if (r || gen_run(g, o->n_predict)) break;
     }
@@ -466,7 +467,7 @@ static void generate(const hc_model *m, const hc_tokenizer *tok, const options *
         for (int i = 0; i < V; i++) printf("%.9g\n", g.logits[i]);
     } else {
         for (int i = 0; i < n_prompt; i++) print_piece(tok, i ? prompt[i - 1] : -1, prompt[i]);
-        fflush(stdout);
+        hc_stdout_flush();
         if (!gen_run(&g, o->n_predict) && o->interactive) interact(&g, o);
     }
     if (!o->logits && isatty(STDOUT_FILENO)) fputs("\n", stdout);

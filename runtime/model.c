@@ -2,6 +2,7 @@
  * checked for presence, shape and a supported type before anything runs. */
 #include "model.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +185,9 @@ static int load_hparams(loader *L)
         return -1;
     if (!(hp->rms_eps >= 0 && hp->rms_eps < 1)) return fail(L, "norm epsilon %g is out of range", hp->rms_eps);
     if (!(hp->rope_base > 0)) return fail(L, "%s.rope.freq_base %g must be positive", L->arch, hp->rope_base);
+    /* as hc-run --sparse-threshold takes it: a finite number */
+    if (!isfinite(hp->sparse_threshold))
+        return fail(L, "powerinfer.sparse_threshold %g is not a finite number", hp->sparse_threshold);
     if (!strcmp(L->arch, "llama-relu") && hp->act != HC_ACT_RELU)
         return fail(L, "hotcold.ffn_activation must be relu in a llama-relu file");
     if (hp->act_threshold != 0 && !(hp->act_threshold > 0 && hp->act == HC_ACT_RELU && hp->ffn_kind == HC_FFN_GATED))
@@ -400,6 +404,25 @@ static int load_globals(loader *L)
     return 0;
 }
 
+/* No tensor blk.N.* with N at or past block_count: its layer would be
+ * ignored, and the model run without it. Checked by hc_model_load, which
+ * every program that runs a model calls; hc_model_check (hc-quantize,
+ * hc-solve: they read a model without running it, and hc-quantize carries
+ * every tensor into its output) does not. */
+static int check_block_count(loader *L)
+{
+    const gguf_file *f = L->m->file;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const char *name = f->tensors[i].name;
+        char *end;
+        if (strncmp(name, "blk.", 4) != 0) continue;
+        unsigned long il = strtoul(name + 4, &end, 10);
+        if (end != name + 4 && *end == '.' && il >= (unsigned long)L->m->hp.n_layer)
+            return fail(L, "tensor %s is past block_count %d (its layer would be ignored)", name, L->m->hp.n_layer);
+    }
+    return 0;
+}
+
 /* Fault the tensor data into the page tables now, as llama.cpp's
  * MAP_POPULATE does: the first token then streams weights instead of taking
  * a page fault every 4 KiB. Advice only: failure changes nothing. */
@@ -450,6 +473,11 @@ bad:
 hc_model *hc_model_load(const char *path, char *err, size_t errlen)
 {
     hc_model *m = hc_model_open(path, err, errlen);
+    loader L = { m, err, errlen, 0, "", "" };   /* for fail: no keys are read */
+    if (m && check_block_count(&L)) {
+        hc_model_free(m);
+        return NULL;
+    }
     if (m) map_weights(m->file);
     return m;
 }

@@ -201,7 +201,8 @@ enum hc_logits { HC_LOGITS_NONE, HC_LOGITS_LAST, HC_LOGITS_ALL };
  * logits: n_vocab floats (LAST) or n_tokens*n_vocab (ALL). LAST without a
  * hook runs the last layer for the last token only (the others leave their k
  * and v in the cache); its logits are the same bits. 0, or -1 with the
- * reason in hc_ctx_error (position past n_ctx, token id out of range). */
+ * reason in hc_ctx_error (position past n_ctx, token id out of range, a
+ * logit that is not finite: NaN or infinite weights). */
 int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *logits, int which);
 
 /* The pieces of hc_eval, for B <= n_batch rows (tokens must be valid), in

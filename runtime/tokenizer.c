@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "heap.h"
+#include "pretok.h"
 #include "tokenizer_bpe.h"
 
 /* llama_token_type */
@@ -38,6 +39,7 @@ struct hc_tokenizer {
     int unigram;           /* SPM: Viterbi over the piece scores (tokenizers' Unigram), not bigram merges */
     double unk_score;      /* Unigram: the score of an unknown character */
     hc_bpe *bpe;           /* "gpt2": byte-level BPE (tokenizer_bpe.c); NULL for SentencePiece */
+    char *path;            /* the model file, for hc_tokenize_error */
 };
 
 static const char *piece(const hc_tokenizer *t, int id) { return t->text + t->off[id]; }
@@ -300,7 +302,10 @@ hc_tokenizer *hc_tokenizer_load(const gguf_file *f, char *err, size_t errlen)
     if (bad) return NULL;
 
     hc_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) goto oom;
+    if (!t || !(t->path = strdup(f->path ? f->path : "(model)"))) {
+        free(t);
+        goto oom;
+    }
     t->n_vocab = n;
     read_special_ids(t, f, n, &bad, err, errlen);
     t->add_bos = get_flag(f, "tokenizer.ggml.add_bos_token", 1, &bad, err, errlen);
@@ -370,6 +375,7 @@ void hc_tokenizer_free(hc_tokenizer *t)
     free(t->special);
     free(t->strip);
     hc_bpe_free(t->bpe);
+    free(t->path);
     free(t);
 }
 
@@ -643,12 +649,25 @@ static int partition(work *w, const char *text, size_t len, int parse_special, s
     return cur;
 }
 
+static _Thread_local char tokenize_error[512];
+
+const char *hc_tokenize_error(void) { return tokenize_error; }
+
+/* -1, with "MODEL: why" for hc_tokenize_error. */
+static int tokenize_failed(const hc_tokenizer *t, const char *why)
+{
+    snprintf(tokenize_error, sizeof tokenize_error, "%s: %s", t->path, why);
+    return -1;
+}
+
 int hc_tokenize(const hc_tokenizer *t, const char *text, size_t len, int add_bos,
                 int parse_special, int32_t *out, int max)
 {
     /* every input byte costs at most 3 tokens (a space with no U+2581 token),
      * plus BOS and a prefix per fragment: this bound keeps counts in int */
-    if ((!text && len) || len > INT_MAX / 8 || (add_bos && t->bos < 0)) return -1;
+    if (len > INT_MAX / 8) return tokenize_failed(t, "text longer than INT_MAX / 8 bytes");
+    if ((!text && len) || (add_bos && t->bos < 0)) return tokenize_failed(t, "no text, or BOS asked for and none");
+    hc_text_error_set("%s", "");
     work w = { .t = t, .out = out, .max = out ? (max > 0 ? max : 0) : 0,
                .heap = { .esz = sizeof(bigram), .first = better } };
     if (add_bos) emit(&w, t->bos);
@@ -681,7 +700,8 @@ int hc_tokenize(const hc_tokenizer *t, const char *text, size_t len, int add_bos
     free(w.fr[0]);
     free(w.fr[1]);
     free(w.lat);
-    return w.failed ? -1 : w.n;
+    if (w.failed) return tokenize_failed(t, *hc_text_error() ? hc_text_error() : "out of memory, or more tokens than an int counts");
+    return w.n;
 }
 
 /* ------------------------------------------------------------- decoding */
@@ -754,7 +774,8 @@ int32_t *hc_tokenize_file(const hc_tokenizer *tok, const char *path, int64_t *n,
     }
     free(text);
     if (k <= 0) {
-        snprintf(err, errlen, "%s: %s", path, k == 0 ? "empty corpus (no tokens)" : "cannot tokenize");
+        snprintf(err, errlen, "%s: %s%s", path, k == 0 ? "empty corpus (no tokens)" : "cannot tokenize: ",
+                 k == 0 ? "" : hc_tokenize_error());
         free(t);
         return NULL;
     }

@@ -27,9 +27,13 @@ int hc_tokenizer_add_eos(const hc_tokenizer *t);
 /* Tokenize UTF-8 text of len bytes. add_bos: prepend BOS. parse_special: match
  * control-token texts like "<s>" in the input (llama.cpp's parse_special).
  * Writes up to max tokens; returns the number of tokens the text needs
- * (may exceed max: call again with a bigger buffer), or -1 on error. */
+ * (may exceed max: call again with a bigger buffer), or -1 on error:
+ * hc_tokenize_error says why. */
 int hc_tokenize(const hc_tokenizer *t, const char *text, size_t len, int add_bos,
                 int parse_special, int32_t *out, int max);
+/* Why the last hc_tokenize of this thread that failed failed: "MODEL: why"
+ * (a PCRE2 match limit and the regex, the normalizer's bound, ...). */
+const char *hc_tokenize_error(void);
 
 /* The whole text file at path as tokens, no BOS (a corpus: hc-profile and its
  * predictors). *n = the count (> 0). NULL + one line in err: unreadable, over

@@ -12,7 +12,8 @@
 #   prompt    llama-tokenize --ids and hc-run --tokenize give the same ids
 #   greedy    llama-simple's text (greedy, GEN tokens after PROMPT) equals
 #             hc-run --temp 0's, byte for byte
-# plus the ReLU llama written with --relu-arch, which llama.cpp must refuse.
+# plus the ReLU llama written with --llama-arch (the old architecture name),
+# which llama.cpp runs with SiLU; written by default (llama-relu) it must refuse it.
 #
 # Environment (defaults): TYPES="f32 f16" GEN=32 PROMPT="The dog ran to the park".
 set -eu
@@ -65,8 +66,8 @@ for d in "$H"/*/; do
     [ -f "$d/config.json" ] || continue
     for type in $TYPES; do row "$name" "$type"; done
 done
-[ -d "$H/llama-relu" ] && row llama-relu f32 --relu-arch
+[ -d "$H/llama-relu" ] && row llama-relu f32 --llama-arch
 echo
 echo "Expected: bamboo and opt are PowerInfer's architectures (llama.cpp has neither); llama.cpp runs"
-echo "every llama file with SiLU, so llama-relu's text differs (a different model there), and with"
-echo "--relu-arch it refuses the file instead."
+echo "every llama file with SiLU, so llama-relu's text with --llama-arch differs (a different model"
+echo "there); written by default (architecture llama-relu) it refuses the file instead."

@@ -57,7 +57,8 @@ static void usage(FILE *f)
 
 typedef struct {
     const char *model, *stats, *out, *report, *svg, *sweep;
-    uint64_t budget;
+    uint64_t budget, *sweep_budgets;   /* --sweep's list, checked while parsing */
+    int n_sweep;
     int have_budget, batch, greedy, json, have_cost, ctx;
     solve_cost cost;
     solve_ilp_opts ilp;
@@ -69,6 +70,26 @@ static uint64_t parse_bytes(const char *opt, const char *s)
     if (hc_parse_size(s, &v))
         hc_die("bad value for %s: '%s' (expected a size: bytes, or with K/M/G/T or KiB/MiB/GiB)", opt, s);
     return v;
+}
+
+/* --sweep's comma-separated sizes (malloc'd, *n of them); an empty list or
+ * item, or one that is not a size, exits through parse_bytes before any work. */
+static uint64_t *sweep_budgets(const char *list, int *n)
+{
+    uint64_t *v = NULL;
+    *n = 0;
+    for (const char *p = list;; p++) {
+        size_t len = strcspn(p, ",");
+        char item[64];
+        if (len >= sizeof item) hc_die("bad value for --sweep: '%.20s...' (expected a size)", p);
+        snprintf(item, sizeof item, "%.*s", (int)len, p);
+        uint64_t *more = realloc(v, sizeof *v * (size_t)(*n + 1));
+        if (!more) hc_die("out of memory");
+        v = more;
+        v[(*n)++] = parse_bytes("--sweep", item);
+        p += len;
+        if (!*p) return v;
+    }
 }
 
 static void parse_args(int argc, char **argv, options *o)
@@ -105,7 +126,7 @@ static void parse_args(int argc, char **argv, options *o)
         case O_GAP: o->ilp.gap = hc_opt_num("--gap", optarg, 0, DBL_MAX); break;
         case O_CTX: o->ctx = (int)hc_opt_int("--ctx", optarg, 0, 1 << 24); break;
         case O_GREEDY: o->greedy = 1; break;
-        case O_SWEEP: o->sweep = optarg; break;
+        case O_SWEEP: o->sweep = optarg; free(o->sweep_budgets); o->sweep_budgets = sweep_budgets(optarg, &o->n_sweep); break;
         case O_JSON: o->json = 1; break;
         case O_REPORT: o->report = optarg; break;
         case O_SVG: o->svg = optarg; break;
@@ -246,10 +267,9 @@ static void run_sweep(const options *o, solve_result *r, const char *model_path)
     if (!o->json)
         printf("%12s %12s %10s %10s %10s %9s %8s  %s\n", "budget", "ffn_capacity", "neurons", "coverage",
                "greedy", "gap", "seconds", "status");
-    char *list = strdup(o->sweep);
-    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    for (int k = 0; k < o->n_sweep; k++) {
         char err[512], s1[32], s2[32];
-        r->vram_budget = parse_bytes("--sweep", tok);
+        r->vram_budget = o->sweep_budgets[k];
         if (hc_budget_capacity(r->budget, model_path, r->vram_budget, &r->capacity, err, sizeof err)) {
             if (rows) {
                 cJSON *e = cJSON_CreateObject();
@@ -276,7 +296,6 @@ static void run_sweep(const options *o, solve_result *r, const char *model_path)
                pct(r->sol.objective, r->problem->total), pct(r->greedy_objective, r->problem->total),
                100 * r->info.gap, r->info.seconds, solve_status_names[r->info.status]);
     }
-    free(list);
     if (rows) hc_json_print(rows);
 }
 
@@ -369,5 +388,6 @@ int main(int argc, char **argv)
     hc_budget_free(&budget);
     hc_stats_free(stats);
     gguf_close(model);
+    free(o.sweep_budgets);
     return 0;
 }

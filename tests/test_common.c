@@ -245,10 +245,11 @@ static void test_atomic_commit_and_abort(void)
     CHECK(count_entries(dir) == 1);
     af_abort(&af);                             /* twice is harmless */
 
-    /* commit failure (the final name is a directory): temporary removed, message names the path */
+    /* commit failure (the final name became a directory after af_open, which
+     * refuses one): temporary removed, message names the path */
     const char *sub = th_tmp("af/sub");
-    CHECK(mkdir(sub, 0755) == 0);
     CHECK(af_open(&af, sub, err, sizeof err) == 0);
+    CHECK(mkdir(sub, 0755) == 0);
     fputs("x", af.fp);
     CHECK(af_commit(&af, err, sizeof err) == -1);
     CHECKF(strstr(err, sub) && !strchr(err, '\n'), "%s", err);

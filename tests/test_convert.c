@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "convert.h"
 #include "ggml_types.h"
 #include "gguf.h"
 #include "model.h"
@@ -642,6 +643,24 @@ static void test_hf_predictors(void)
     CHECKF(mm, "%s", err);
     CHECK(mm->hp.act == HC_ACT_RELU && mm->hp.sparse_threshold == 0.25f && mm->hp.n_head_kv == 2);
     hc_model_free(mm);
+    /* a threshold hc-run --sparse-threshold would refuse: inf in the file (refused at load), 1e999 in
+     * the predictors' config.json (refused at conversion) */
+    size_t n;
+    unsigned char *b = th_read(th_tmp("pi.gguf"), &n);
+    unsigned char *k = b ? memmem(b, n, "powerinfer.sparse_threshold", 27) : NULL;
+    CHECK(k);
+    if (k) {
+        memcpy(k + 27 + 4, &(float){ INFINITY }, 4);   /* after the key: the type (u32), then the value */
+        CHECK(th_write(th_tmp("pi-inf.gguf"), b, n) == 0);
+        mm = hc_model_load(th_tmp("pi-inf.gguf"), err, sizeof err);
+        CHECKF(!mm && strstr(err, "powerinfer.sparse_threshold inf is not a finite number"), "%s", mm ? "loaded" : err);
+        hc_model_free(mm);
+    }
+    free(b);
+    CHECK(th_write(p, "{\"sparse_threshold\": 1e999}", 27) == 0);
+    CHECK(th_sh("%s hf %s -o %s --predictors %s", CONVERT, dir, th_tmp("pi2.gguf"), pd) == 1);
+    CHECKF(strstr(th_last_err(), "sparse_threshold is not a finite number"), "%s", th_last_err());
+    CHECK(th_write(p, "{\"sparse_threshold\": 0.25}", 26) == 0);
     /* .pt predictors are refused with a pointer to the fix */
     th_sh("mkdir -p %s/pt && touch %s/pt/model_0.pt", th_tmpdir(), th_tmpdir());
     CHECK(th_sh("%s hf %s -o %s --predictors %s/pt", CONVERT, dir, th_tmp("pt.gguf"), th_tmpdir()) == 1);
@@ -651,6 +670,13 @@ static void test_hf_predictors(void)
 }
 
 /* Each bad input: exit 1, one line naming the file, no output. */
+/* A shell command that gives the first tensor of shape FROM in DIR/model.safetensors the shape TO (same
+ * bytes; the header's length is rewritten). */
+#define RESHAPE(from, to)                                                                                   \
+    "python3 -c \"import struct,sys; p=sys.argv[1]; b=open(p,'rb').read(); n=struct.unpack('<Q',b[:8])[0]; " \
+    "h=b[8:8+n].replace(b'\\\"shape\\\":" from "',b'\\\"shape\\\":" to "',1); "                              \
+    "open(p,'wb').write(struct.pack('<Q',len(h))+h+b[8+n:])\" DIR/model.safetensors"
+
 static void test_hf_errors(void)
 {
     hfm m = {.E = 32, .F = 32, .L = 1, .H = 2, .KV = 2, .V = 270};
@@ -663,10 +689,30 @@ static void test_hf_errors(void)
     struct { const char *setup, *want; } cases[] = {
         {"rm -f DIR/config.json", "config.json: No such file"},
         {"echo '{\"hidden_size\": 32,' > DIR/config.json", "config.json: JSON does not parse"},
+        /* JSON inputs have size limits (cJSON takes ~40 times the text) */
+        {"head -c 2097152 /dev/zero | tr '\\0' ' ' >> DIR/config.json", "bytes, more than the 1048576 this JSON file may have"},
+        {"head -c 67108865 /dev/zero | tr '\\0' ' ' >> DIR/tokenizer.json", "bytes, more than the 67108864 this JSON file may have"},
         {"sed -i 's/LlamaForCausalLM/GPT2LMHeadModel/' DIR/config.json", "unsupported architecture 'GPT2LMHeadModel'"},
+        /* values every other tool refuses: refused here, not written */
+        {"sed -i 's/\"rope_theta\":500000.0/\"rope_theta\":0/' DIR/config.json", "\"rope_theta\": 0 is not a positive number"},
+        {"sed -i 's/\"rope_theta\":500000.0/\"rope_theta\":-1/' DIR/config.json", "\"rope_theta\": -1 is not a positive number"},
+        {"sed -i 's/\"max_position_embeddings\":1024/\"max_position_embeddings\":0/' DIR/config.json",
+         "context length (max_position_embeddings) is not in 1..2^24"},
+        {"sed -i 's/\"max_position_embeddings\":1024/\"max_position_embeddings\":4294967295/' DIR/config.json",
+         "context length (max_position_embeddings) is not in 1..2^24"},
+        {"sed -i 's/\"rms_norm_eps\":1e-06/\"rms_norm_eps\":1e300/' DIR/config.json", "norm epsilon (rms_norm_eps) is not in (0, 1)"},
+        /* as transformers reads config.json: of a key given twice, the last */
+        {"sed -i 's/\"rms_norm_eps\":1e-06/\"rms_norm_eps\":1e-06,\"rms_norm_eps\":2/' DIR/config.json",
+         "norm epsilon (rms_norm_eps) is not in (0, 1)"},
+        {"sed -i 's/\"vocab_size\":270/\"vocab_size\":[270]/' DIR/config.json", "\"vocab_size\" is not a non-negative integer"},
+        {"sed -i 's/}$/,\"rope_scaling\":{\"type\":null,\"factor\":4.0}}/' DIR/config.json",
+         "\"rope_scaling.type\" is missing or not a string, but the factor is 4"},
         {"sed -i 's/\"num_hidden_layers\":1/\"num_hidden_layers\":2/' DIR/config.json", "missing tensor 'model.layers.1"},
         {"sed -i 's/\"shape\":\\[32,32\\]/\"shape\":[32,33]/' DIR/model.safetensors", "byte size does not match dtype x shape"},
         {"sed -i 's/\"dtype\":\"F32\",\"shape\":\\[32\\]/\"dtype\":\"I32\",\"shape\":[32]/' DIR/model.safetensors", "unsupported dtype I32"},
+        /* every dimension, as they are */
+        {RESHAPE("[32]", "[32,1]"), "has shape [32, 1], expected [32]"},
+        {RESHAPE("[32,32]", "[32,32,1]"), "has shape [32, 32, 1], expected [32, 32]"},
         {"sed -i 's/\"data_offsets\":\\[0,/\"data_offsets\":[4,/' DIR/model.safetensors", "byte size does not match"},
         {"rm DIR/model.safetensors", "no model.safetensors"},
         {"rm DIR/tokenizer.json", "no tokenizer.model or tokenizer.json"},
@@ -696,6 +742,64 @@ static void test_hf_errors(void)
 }
 
 /* ------------------------------------------------------------------ synth */
+
+/* st_add_file on a safetensors file of this header and 64 data bytes: 0 or
+ * -1 with the message in err. */
+static int st_header(const char *header, st_set *s, char *err, size_t errlen)
+{
+    size_t hl = strlen(header);
+    unsigned char *b = calloc(1, 8 + hl + 64);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(b + 8, header, hl);
+    const char *path = th_tmp("header.safetensors");
+    int rc = th_write(path, b, 8 + hl + 64);
+    free(b);
+    return rc ? -1 : st_add_file(s, path, err, errlen);
+}
+
+#define ST_F32(name, n, b, e) "\"" name "\":{\"dtype\":\"F32\",\"shape\":[" #n "],\"data_offsets\":[" #b "," #e "]}"
+
+/* Header checks: a tensor of no bytes overlaps nothing, even where another
+ * begins or inside one; overlaps and names given twice are refused; many
+ * tensors are sorted, not compared pairwise, and every one is found. */
+static void test_safetensors_header(void)
+{
+    static const struct { const char *header, *refusal; } cases[] = {
+        { "{" ST_F32("a", 2, 0, 8) "," ST_F32("z", 0, 8, 8) "," ST_F32("b", 2, 8, 16) "}", NULL },
+        { "{" ST_F32("b", 2, 8, 16) "," ST_F32("z", 0, 8, 8) "," ST_F32("a", 2, 0, 8) "}", NULL },
+        { "{" ST_F32("a", 4, 0, 16) "," ST_F32("z", 0, 4, 4) "}", NULL },
+        { "{" ST_F32("a", 2, 0, 8) "," ST_F32("b", 2, 4, 12) "}", "tensors 'a' and 'b' overlap" },
+        { "{" ST_F32("a", 2, 0, 8) "," ST_F32("a", 2, 8, 16) "}", "tensor 'a': appears twice" },
+    };
+    char err[512];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        st_set s = {0};
+        int rc = st_header(cases[i].header, &s, err, sizeof err);
+        if (cases[i].refusal) CHECKF(rc != 0 && strstr(err, cases[i].refusal), "case %zu: %s", i, rc ? err : "accepted");
+        else CHECKF(rc == 0, "case %zu: %s", i, err);
+        st_free(&s);
+    }
+    enum { N = 20000 };
+    size_t cap = (size_t)N * 80 + 2, k = 0;
+    char *h = malloc(cap);
+    h[k++] = '{';
+    for (int i = 0; i < N; i++)
+        k += (size_t)snprintf(h + k, cap - k, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                              i ? "," : "", (i * 7919) % N);
+    snprintf(h + k, cap - k, "}");
+    st_set s = {0};
+    CHECKF(st_header(h, &s, err, sizeof err) == 0, "%s", err);
+    int found = 0;
+    char name[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "t%d", i);
+        long j = st_find(&s, name);
+        found += j >= 0 && !strcmp(s.t[j].name, name);
+    }
+    CHECK(found == N && st_find(&s, "t-1") < 0);
+    st_free(&s);
+    free(h);
+}
 
 static void test_synth_valid_deterministic(void)
 {
@@ -939,6 +1043,7 @@ int main(void)
     RUN(test_hf_sentencepiece_model);
     RUN(test_hf_predictors);
     RUN(test_hf_errors);
+    RUN(test_safetensors_header);
     RUN(test_synth_valid_deterministic);
     RUN(test_synth_vocab_tokenizes);
     RUN(test_synth_hot_set_is_hot);

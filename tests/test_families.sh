@@ -218,25 +218,35 @@ variant prosparse "$H/llama-relu" 'c.pop("rope_parameters"); c.update({"_name_or
 if "$C" hf "$T/prosparse" -o "$T/prosparse.gguf" --outtype f32 >/dev/null 2>"$T/err" &&
    "$HC_BIN/hc-gguf" dump "$T/prosparse.gguf" >"$T/dump" &&
    grep -q "hotcold.ffn_act_threshold .*0.01" "$T/dump" && grep -q 'hotcold.ffn_activation .*"relu"' "$T/dump" &&
-   grep -q 'general.architecture .*"llama"' "$T/dump" && grep -q "llama.rope.freq_base .*10000" "$T/dump"; then
+   grep -q 'general.architecture .*"llama-relu"' "$T/dump" && grep -q "llama-relu.rope.freq_base .*10000" "$T/dump"; then
     ok prosparse_real_config_keys
 else
     fail prosparse_real_config_keys "$(head -c 300 "$T/err")"
 fi
 
-# --relu-arch: a dense ReLU llama as architecture llama-relu (which llama.cpp does not know,
-# so it refuses the file); hc-run gives the plain llama file's logits bit for bit, and the
-# plain file's warning names the option
+# A dense ReLU llama is written as architecture llama-relu by default (which
+# llama.cpp does not know, so it refuses the file instead of running it with
+# SiLU); --relu-arch insists on it; --llama-arch writes the old llama file,
+# with a warning naming the option. hc-run gives the same logits bit for bit.
 if "$C" hf "$H/llama-relu" -o "$T/relu-arch.gguf" --outtype f32 --relu-arch >/dev/null 2>"$T/err" &&
    ! grep -q "SiLU" "$T/err" &&
    "$HC_BIN/hc-gguf" dump "$T/relu-arch.gguf" | grep -q 'general.architecture .*"llama-relu"' &&
+   "$HC_BIN/hc-gguf" dump "$T/llama-relu.gguf" | grep -q 'general.architecture .*"llama-relu"' &&
    "$R" -m "$T/relu-arch.gguf" -p "$P" --logits -n 0 -t 2 >"$T/ra.txt" 2>"$T/err" &&
    "$R" -m "$T/llama-relu.gguf" -p "$P" --logits -n 0 -t 2 >"$T/rl.txt" 2>>"$T/err" && cmp -s "$T/ra.txt" "$T/rl.txt"; then
-    ok relu_arch_runs_as_llama_relu
+    ok relu_arch_is_the_default
 else
-    fail relu_arch_runs_as_llama_relu "$(head -c 300 "$T/err")"
+    fail relu_arch_is_the_default "$(head -c 300 "$T/err")"
 fi
-check warning_names_relu_arch sh -c "'$C' hf '$H/llama-relu' -o '$T/plain.gguf' 2>&1 >/dev/null | grep -q -- 'SiLU.*--relu-arch'"
+if "$C" hf "$H/llama-relu" -o "$T/plain.gguf" --outtype f32 --llama-arch >/dev/null 2>"$T/err" &&
+   grep -q -- 'SiLU.*--llama-arch' "$T/err" &&
+   "$HC_BIN/hc-gguf" dump "$T/plain.gguf" | grep -q 'general.architecture .*"llama"' &&
+   "$R" -m "$T/plain.gguf" -p "$P" --logits -n 0 -t 2 >"$T/pl.txt" 2>"$T/err" && cmp -s "$T/pl.txt" "$T/rl.txt"; then
+    ok llama_arch_keeps_the_old_name
+else
+    fail llama_arch_keeps_the_old_name "$(head -c 300 "$T/err")"
+fi
+check_fails llama_arch_refuses_silu "llama-arch is for ReLU llama models" "$C" hf "$H/llama-silu" -o "$T/x.gguf" --llama-arch
 check_fails relu_arch_refuses_silu "relu-arch is for ReLU llama models" "$C" hf "$H/llama-silu" -o "$T/x.gguf" --relu-arch
 check_fails relu_arch_refuses_opt "relu-arch is for ReLU llama models" "$C" hf "$H/opt" -o "$T/x.gguf" --relu-arch
 

@@ -303,6 +303,15 @@ else ok zip_bomb_inflated; fi
 if "$G" dump "$T/ctlname.gguf" >"$T/dump.txt" 2>&1 && ! grep -q "$(printf '\033')" "$T/dump.txt" &&
    grep -q 'a\\nb\\x1b\[31m' "$T/dump.txt"; then ok dump_escapes_tensor_names
 else fail dump_escapes_tensor_names "$(cat -v "$T/dump.txt" | tail -3)"; fi
+# C1 controls too: U+009B (CSI, bytes C2 9B) and a lone 0x9B byte (a CSI to a
+# terminal that is not UTF-8), in a tensor name (dump; 8 bytes like the one
+# above, so the data stays where it is) and a key (message).
+{ printf GGUF; le32 3; le64 1; le64 0; gstr "$(printf 'a\302\233[1mb\233')"; le32 1; le64 1; le32 0; le64 0; printf '\0\0\0\0\0\0\0\0'; le32 0; } >"$T/c1name.gguf"
+if "$G" dump "$T/c1name.gguf" >"$T/dump.txt" 2>&1 && ! grep -q "$(printf '\233')" "$T/dump.txt" &&
+   grep -q 'a\\u009b\[1mb\\x9b' "$T/dump.txt"; then ok dump_escapes_c1
+else fail dump_escapes_c1 "$(cat -v "$T/dump.txt" | tail -3)"; fi
+{ printf GGUF; le32 3; le64 0; le64 2; gstr "$(printf 'k\302\233x\233')"; le32 4; le32 1; gstr "$(printf 'k\302\233x\233')"; le32 4; le32 2; } >"$T/c1key.gguf"
+refused c1_one_line "duplicate key 'k?x?'" "$G" check "$T/c1key.gguf"
 
 # 5, 7. A special token id outside the vocabulary is refused at load, naming
 #    the file (once) and the key.

@@ -441,6 +441,13 @@ static void test_sweep_json(void)
     }
     CHECK(prev == 1.0);   /* the whole FFN fits */
     cJSON_Delete(j);
+    /* the list is checked before any work: nothing on stdout, one line */
+    static const char *const bad[] = { "''", "1M,", ",1M", "1M,,2M", "1M,x" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = th_sh("%s -m %s -s %s --greedy --sweep %s", th_bin("hc-solve"), model_path, stats_path, bad[i]);
+        CHECKF(rc == 1 && !*th_last_out() && strstr(th_last_err(), "bad value for --sweep"), "--sweep %s: rc %d, %s",
+               bad[i], rc, th_last_err());
+    }
 }
 
 static void test_time_limit_is_loud(void)

@@ -288,12 +288,52 @@ static void test_refusals(void)
     CHECK(refused("model.dropout", "0.1", "dropout"));
     CHECK(refused("added.single_word", "true", "added token '<|begin_of_text|>': single_word is not supported"));
     CHECK(refused("model.merges", "[\"zq qz\"]", "model.merges[0] 'zq qz'"));
+    /* an added token on an id the vocabulary holds with another piece */
+    CHECK(refused("added.id", "2", "added token '<|begin_of_text|>' (id 2) would replace the vocabulary's '!'"));
+}
+
+/* A normalizer Sequence of n Replace steps of pattern by content: JSON, static. */
+static const char *replace_steps(int n, const char *pattern, const char *content)
+{
+    static char json[8192];
+    int k = snprintf(json, sizeof json, "{\"type\":\"Sequence\",\"normalizers\":[");
+    for (int i = 0; i < n; i++)
+        k += snprintf(json + k, sizeof json - (size_t)k, "%s{\"type\":\"Replace\",\"pattern\":%s,\"content\":\"%s\"}",
+                      i ? "," : "", pattern, content);
+    snprintf(json + k, sizeof json - (size_t)k, "]}");
+    return json;
+}
+
+/* Normalizers that could lengthen text beyond HC_NORM_GROWTH x N + HC_NORM_EXTRA
+ * are refused at conversion (and at load: test_runtime_refusals); the usual
+ * ones fit. */
+static void test_normalizer_bounds(void)
+{
+    if (!th_fixture("")) SKIP("no fixtures");
+    CHECK(refused("normalizer", replace_steps(40, "{\"String\":\"a\"}", "aa"), "more than the 64 x N + 4096 allowed"));
+    CHECK(refused("normalizer", replace_steps(7, "{\"String\":\"a\"}", "aa"), "128 x N"));
+    CHECK(refused("normalizer", replace_steps(10, "{\"Regex\":\"\"}", "x"), "more than the 64 x N"));
+    CHECK(refused("normalizer", replace_steps(1, "{\"Regex\":\"b*\"}", "0123456789012345678901234567890123456789"
+                  "0123456789012345678901234567890123456789"), "more than the 64 x N"));
+    CHECK(refused("normalizer", replace_steps(2, "{\"String\":\"a\"}", "0123456789"), "100 x N"));
+    char json[5100];
+    snprintf(json, sizeof json, "{\"type\":\"Prepend\",\"prepend\":\"%05000d\"}", 0);
+    CHECK(refused("normalizer", json, "1 x N + 5e+03:"));
+    /* NFKC, ' ' -> U+2581, a Prepend: 33 x N + 3 */
+    cJSON *j = fixture_json(FIX "/tokenizer.json");
+    cJSON_ReplaceItemInObject(j, "normalizer", cJSON_Parse("{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFKC\"},"
+        "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\u2581\"},"
+        "{\"type\":\"Prepend\",\"prepend\":\"\u2581\"}]}"));
+    CHECKF(convert("usual-normalizer", j), "%s", th_last_err());
+    cJSON_Delete(j);
 }
 
 /* A GGUF "gpt2" vocabulary the runtime refuses: 4 tokens a b ab Ġ, and keys. */
-static const char *runtime_refusal(const char *merge, const char *pre, const char *regex)
+static const char *normalizer;   /* hotcold.tokenizer.normalizer of runtime_refusal's file, or NULL */
+
+/* The tokenizer of that vocabulary, or NULL with the loader's message in err. */
+static hc_tokenizer *vocab_tokenizer(const char *merge, const char *pre, const char *regex, char *err, size_t errlen)
 {
-    static char err[512];
     const char *tok[] = { "a", "b", "ab", "\xc4\xa0" };
     int32_t type[] = { 1, 1, 1, 1 };
     gguf_writer *w = gguf_writer_new(GGUF_VARIANT_GGUF);
@@ -303,15 +343,42 @@ static const char *runtime_refusal(const char *merge, const char *pre, const cha
     if (merge) gguf_set_arr_str(w, "tokenizer.ggml.merges", &merge, 1);
     if (pre) gguf_set_str(w, "tokenizer.ggml.pre", pre);
     if (regex) gguf_set_arr_str(w, "hotcold.tokenizer.pre_regex", &regex, 1);
+    if (normalizer) gguf_set_str(w, "hotcold.tokenizer.normalizer", normalizer);
     const char *path = th_tmp("bad-vocab.gguf");
-    if (gguf_writer_write(w, path, err, sizeof err) != 0) return "cannot write";
+    int rc = gguf_writer_write(w, path, err, errlen);
     gguf_writer_free(w);
-    gguf_file *f = gguf_open(path, err, sizeof err);
-    hc_tokenizer *t = f ? hc_tokenizer_load(f, err, sizeof err) : NULL;
+    if (rc != 0) return NULL;
+    gguf_file *f = gguf_open(path, err, errlen);
+    hc_tokenizer *t = f ? hc_tokenizer_load(f, err, errlen) : NULL;
     gguf_close(f);
+    return t;
+}
+
+static const char *runtime_refusal(const char *merge, const char *pre, const char *regex)
+{
+    static char err[512];
+    hc_tokenizer *t = vocab_tokenizer(merge, pre, regex, err, sizeof err);
     if (t) snprintf(err, sizeof err, "accepted");
     hc_tokenizer_free(t);
     return err;
+}
+
+/* A pre-tokenizer regex that backtracks without end: hc_tokenize fails at
+ * PCRE2's match limit, and hc_tokenize_error names the model, the regex and
+ * the reason (hc-run used to say only "prompt: cannot tokenize"). */
+static void test_match_limit(void)
+{
+    char err[512];
+    hc_tokenizer *t = vocab_tokenizer("a b", NULL, "(a+)+$", err, sizeof err);
+    CHECKF(t, "%s", err);
+    if (!t) return;
+    const char *text = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab";
+    int32_t ids[64];
+    CHECK(hc_tokenize(t, text, strlen(text), 0, 0, ids, 64) == -1);
+    const char *why = hc_tokenize_error();
+    CHECKF(strstr(why, "bad-vocab.gguf: pre-tokenizer regex 1: PCRE2: match limit exceeded"), "%s", why);
+    CHECK(hc_tokenize(t, "ab", 2, 0, 0, ids, 64) > 0);
+    hc_tokenizer_free(t);
 }
 
 static void test_runtime_refusals(void)
@@ -325,6 +392,11 @@ static void test_runtime_refusals(void)
     CHECK(strstr(runtime_refusal("a b", "tekken", NULL), "tokenizer.ggml.pre 'tekken' is not"));
     CHECK(strstr(runtime_refusal("a b", NULL, NULL), "no tokenizer.ggml.pre"));
     CHECK(strstr(runtime_refusal("a b", NULL, "(a"), "PCRE2: missing closing parenthesis"));
+    normalizer = replace_steps(40, "{\"String\":\"a\"}", "aa");
+    CHECK(strstr(runtime_refusal("a b", "llama-bpe", NULL), "more than the 64 x N + 4096 allowed"));
+    normalizer = replace_steps(1, "{\"String\":\"a\"}", "aa");
+    CHECK(!strcmp(runtime_refusal("a b", "llama-bpe", NULL), "accepted"));
+    normalizer = NULL;
 }
 
 /* hc-run --tokenize: ids on one line, BOS included, nothing else on stdout. */
@@ -349,7 +421,9 @@ int main(void)
     RUN(test_variants);
     RUN(test_spm_unknown_runs);
     RUN(test_refusals);
+    RUN(test_normalizer_bounds);
     RUN(test_runtime_refusals);
+    RUN(test_match_limit);
     RUN(test_hc_run_tokenize);
     return th_done();
 }

@@ -126,6 +126,10 @@ add("safetensors", "seed-mixed.safetensors", safetensors([
     ("model.norm.weight", "BF16", [4], b"\x80\x3f" * 4), ("x.f16", "F16", [2, 2], b"\0\x3c" * 4),
     ("x.i64", "I64", [1], struct.pack("<q", 7)), ("x.empty", "F32", [0], b"")]))
 add("safetensors", "seed-nometa.safetensors", safetensors([("a", "F32", [1], f32s([1.0]))], meta=False))
+# tensors of no bytes where another begins and between two (they overlap nothing)
+add("safetensors", "seed-zero-bytes.safetensors", safetensors([
+    ("a", "F32", [2], f32s([1.0, 2.0])), ("z", "F32", [0], b""), ("b", "F32", [2], f32s([3.0, 4.0])),
+    ("z2", "F32", [2, 0], b"")], meta=False))
 
 # ------------------------------------------------------------------ Hugging Face config / tokenizer
 cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
@@ -142,6 +146,9 @@ add("hfconfig", "seed-llama3.json", json.dumps(dict(cfg, head_dim=16, rope_param
     "original_max_position_embeddings": 64})))
 add("hfconfig", "seed-opt.json", json.dumps(dict(cfg, architectures=["OPTForCausalLM"], ffn_dim=96,
     activation_function="relu", do_layer_norm_before=True, word_embed_proj_dim=cfg["hidden_size"])))
+# a key twice (the last counts), rope_scaling with a type and its factor
+add("hfconfig", "seed-duplicate-key.json", json.dumps(cfg)[:-1] + ', "rms_norm_eps": 1e-5, "rms_norm_eps": 1e-6}')
+add("hfconfig", "seed-rope-linear.json", json.dumps(dict(cfg, rope_scaling={"type": "linear", "factor": 2.0})))
 add("hfconfig", "seed-falcon.json", json.dumps(dict(cfg, architectures=["FalconForCausalLM"], ffn_hidden_size=96,
     new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=2, parallel_attn=True, alibi=False)))
 
@@ -163,6 +170,12 @@ bl_json = {"version": "1.0", "added_tokens": [{"id": 259, "content": "<|s|>", "s
 add("hftok", "seed-bytelevel.json", vocab_prefix(0, len(bl_toks)) + json.dumps(bl_json).encode())
 add("hftok", "seed-gpt2.json", vocab_prefix(0, len(bl_toks)) + json.dumps(dict(
     bl_json, pre_tokenizer={"type": "ByteLevel"}, post_processor={"type": "ByteLevel"})).encode())
+# normalizers: one that fits the growth bound, and an expanding one it refuses
+add("hftok", "seed-normalizer.json", vocab_prefix(0, len(bl_toks)) + json.dumps(dict(bl_json, normalizer={
+    "type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Replace", "pattern": {"String": " "},
+    "content": "\u2581"}, {"type": "Prepend", "prepend": "\u2581"}]})).encode())
+add("hftok", "seed-normalizer-bomb.json", vocab_prefix(0, len(bl_toks)) + json.dumps(dict(bl_json, normalizer={
+    "type": "Sequence", "normalizers": [{"type": "Replace", "pattern": {"Regex": ""}, "content": "aa"}] * 8})).encode())
 uni = {"version": "1.0", "model": {"type": "Unigram", "unk_id": 0, "byte_fallback": True,
        "vocab": [[t, -float(i)] for i, t in enumerate(toks)]}}
 add("hftok", "seed-unigram.json", vocab_prefix(0, len(toks)) + json.dumps(uni).encode())
