@@ -21,15 +21,15 @@ check_fails() {
     else fail "$name" "stderr lacks '$pat': $(head -c 300 "$T/err")"; fi
 }
 finish() { exit $_failed; }
-# same_logits NAME A B: two logit files agree to 1e-6 of the largest
+# same_logits NAME A B [TOL]: two logit files agree to TOL (default 1e-6) of the largest
 same_logits() {
-    if python3 - "$2" "$3" >"$T/why" <<'PY'
+    if python3 - "$2" "$3" "${4:-1e-6}" >"$T/why" <<'PY'
 import sys
 a = [float(x) for x in open(sys.argv[1])]
 b = [float(x) for x in open(sys.argv[2])]
 d = max(abs(x - y) for x, y in zip(a, b)) / max(abs(x) for x in a) if len(a) == len(b) and a else float("inf")
 print("max difference %.3g of the largest" % d)
-sys.exit(0 if d <= 1e-6 else 1)
+sys.exit(0 if d <= float(sys.argv[3]) else 1)
 PY
     then ok "$1"; else fail "$1" "$(cat "$T/why")"; fi
 }

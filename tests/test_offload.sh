@@ -16,19 +16,6 @@ if [ ! -d "$H" ]; then skip offload "no $H"; finish; fi
 if ! command -v python3 >/dev/null; then skip offload "no python3"; finish; fi
 if ! "$R" --list-devices >/dev/null 2>&1; then skip offload "no OpenCL device"; finish; fi
 
-# near NAME A B: two logit files agree to 1e-4 of the largest
-near() {
-    if python3 - "$2" "$3" >"$T/why" <<'PY'
-import sys
-a = [float(x) for x in open(sys.argv[1])]
-b = [float(x) for x in open(sys.argv[2])]
-d = max(abs(x - y) for x, y in zip(a, b)) / max(abs(x) for x in a) if len(a) == len(b) and a else float("inf")
-print("max difference %.3g of the largest" % d)
-sys.exit(0 if d <= 1e-4 else 1)
-PY
-    then ok "$1"; else fail "$1" "$(cat "$T/why")"; fi
-}
-
 # placements NAME MODEL: the CPU's logits, then each placement's against them
 placements() {
     name=$1; m=$2; p="The dog ran to the park and found a big red ball."
@@ -44,7 +31,7 @@ placements() {
         elif ! grep -q "^offload: " "$T/err" || ! grep -q "${want#of }" "$T/err"; then
             fail "offload_${case_name}_$name" "not placed as asked: $(head -c 400 "$T/err")"
         else
-            near "offload_${case_name}_$name" "$T/cpu.txt" "$T/dev.txt"
+            same_logits "offload_${case_name}_$name" "$T/cpu.txt" "$T/dev.txt" 1e-4
         fi
     done
 }
