@@ -80,27 +80,27 @@ W32(f32)
 W32(f16)
 W32(bf16)
 
-/* wq_T: block j of row r of a quantized format as ints (elements 0..15 in
+/* wq_T: block j of row r of a quantized format as shorts (elements 0..15 in
  * lo, 16..31 in hi) and its scale pair {s, m} (q8, q4: {d, 0}). */
-void wq_q8(__global const uchar *W, __global const float *D, int n, int r, int j, int16 *lo, int16 *hi, float2 *sm)
+void wq_q8(__global const uchar *W, __global const float *D, int n, int r, int j, short16 *lo, short16 *hi, float2 *sm)
 {
     __global const char *q = (__global const char *)W + (size_t)r * n + 32 * (size_t)j;
-    *lo = convert_int16(vload16(0, q));
-    *hi = convert_int16(vload16(1, q));
+    *lo = convert_short16(vload16(0, q));
+    *hi = convert_short16(vload16(1, q));
     *sm = (float2)(D[(size_t)r * (n / 32) + j], 0.0f);
 }
-void wq_q4(__global const uchar *W, __global const float *D, int n, int r, int j, int16 *lo, int16 *hi, float2 *sm)
+void wq_q4(__global const uchar *W, __global const float *D, int n, int r, int j, short16 *lo, short16 *hi, float2 *sm)
 {
-    const int16 c = convert_int16(vload16(j, W + (size_t)r * (n / 2)));
-    *lo = (c & 15) - 8;
-    *hi = (c >> 4) - 8;
+    const uchar16 c = vload16(j, W + (size_t)r * (n / 2));
+    *lo = convert_short16(c & (uchar)15) - (short)8;
+    *hi = convert_short16(c >> (uchar)4) - (short)8;
     *sm = (float2)(D[(size_t)r * (n / 32) + j], 0.0f);
 }
-void wq_g4(__global const uchar *W, __global const float *D, int n, int r, int j, int16 *lo, int16 *hi, float2 *sm)
+void wq_g4(__global const uchar *W, __global const float *D, int n, int r, int j, short16 *lo, short16 *hi, float2 *sm)
 {
-    const int16 c = convert_int16(vload16(j, W + (size_t)r * (n / 2)));
-    *lo = c & 15;
-    *hi = c >> 4;
+    const uchar16 c = vload16(j, W + (size_t)r * (n / 2));
+    *lo = convert_short16(c & (uchar)15);
+    *hi = convert_short16(c >> (uchar)4);
     *sm = vload2((size_t)r * (n / 32) + j, D);
 }
 /* A block's term from its integer sum isum, the weight's pair sm, the
@@ -260,11 +260,13 @@ __kernel void mv_##T(__global const uchar *W, uint dofs, int n, int rows, __glob
     for (int r = 0; r < ROWS; r++) { rr[r] = min(r0 + r, rows - 1); acc[r] = 0.0f; } \
     for (int j = lid; j < nb; j += L) { \
         const float dx = xd[j], xs = xz[j]; \
+        short16 xl, xh; \
+        xload32(xq + 32 * (size_t)j, &xl, &xh); \
         for (int r = 0; r < ROWS; r++) { \
-            int16 lo, hi; \
+            short16 lo, hi; \
             float2 sm; \
             wq_##T(W, D, n, rr[r], j, &lo, &hi, &sm); \
-            acc[r] += BLOCK_##T(idot32(lo, hi, xq + 32 * (size_t)j), sm, dx, xs); \
+            acc[r] += BLOCK_##T(hsum16(iprod32(lo, hi, xl, xh)), sm, dx, xs); \
         } \
     } \
     for (int r = 0; r < ROWS; r++) red[r * L + lid] = acc[r]; \
@@ -288,7 +290,7 @@ __kernel void mm_##T(__global const uchar *W, uint dofs, int n, int rows, __glob
     for (int r = 0; r < ROWS; r++) for (int t = 0; t < TOKENS; t++) acc[r][t] = 0.0f; \
     for (int j = lid; j < nb; j += L) \
         for (int r = 0; r < ROWS; r++) {   /* one row's block lives at a time (registers) */ \
-            int16 lo, hi; \
+            short16 lo, hi; \
             float2 sm; \
             wq_##T(W, D, n, rr[r], j, &lo, &hi, &sm); \
             for (int t = 0; t < TOKENS; t++) { \

@@ -41,7 +41,7 @@ float dot_q8_0(__global const uchar *w, __global const uchar *x, int n, int gs, 
     for (int b = lid; b < n / 32; b += WG) {
         __global const uchar *bw = w + (size_t)b * 34, *bx = x + (size_t)b * 34;
         __global const char *qw = (__global const char *)(bw + 2), *qx = (__global const char *)(bx + 2);
-        int sum = idot32(convert_int16(vload16(0, qw)), convert_int16(vload16(1, qw)), qx);
+        int sum = idot32(convert_short16(vload16(0, qw)), convert_short16(vload16(1, qw)), qx);
         s += (float)sum * (vload_half(0, (__global const half *)bw) * vload_half(0, (__global const half *)bx));
     }
     return s;
@@ -51,8 +51,8 @@ float dot_q4_0(__global const uchar *w, __global const uchar *x, int n, int gs, 
     for (int b = lid; b < n / 32; b += WG) {
         __global const uchar *bw = w + (size_t)b * 18, *bx = x + (size_t)b * 34;
         __global const char *qx = (__global const char *)(bx + 2);
-        int16 q = convert_int16(vload16(0, bw + 2));
-        int sum = idot32((q & 15) - 8, (q >> 4) - 8, qx);
+        short16 q = convert_short16(vload16(0, bw + 2));
+        int sum = idot32((q & (short)15) - (short)8, (q >> (short)4) - (short)8, qx);
         s += (float)sum * (vload_half(0, (__global const half *)bw) * vload_half(0, (__global const half *)bx));
     }
     return s;
