@@ -438,7 +438,9 @@ static void one_product(clb *b, const prepared *p, int B, const hc_mm *it)
     cl_mem ym = mem_of(it->y);
     cl_uint yo = flo(it->y), ys = (cl_uint)it->y_stride;
     cl_int n = m->kn, rows = m->rows, Bc = nb, xb = it->b0;
-    const size_t L = hc_clb_mm_local(&b->geo, m->kn, nb);
+    /* a quantized tile's unit is a block of 32 weights, twice mm's unit of 16: as many items as blocks */
+    const int q = p->form == FORM_Q8 || p->form == FORM_G8;
+    const size_t L = hc_clb_mm_local(&b->geo, q && nb > 1 ? m->kn / 2 : m->kn, nb);
     const size_t g[2] = { hc_clb_mm_groups(m->rows, 1) * L, ((size_t)nb + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS };
     const size_t l[2] = { L, 1 };
     cl_kernel k = nb == 1 ? b->mv[m->fmt] : b->mm[m->fmt];
