@@ -352,8 +352,8 @@ static cl_mem vec_mem(clb *b, const hc_bvec *v, const char *what)
 
 /* An input in the form a format's products take (FORM_*): B rows at mem
  * (FORM_F32: the input itself at float offset xo; FORM_BF16: rows of n
- * floats from 0; the Q8 forms: act_q8's layout, doff and soff). m: the
- * weight it was made for. */
+ * floats from 0; the Q8 forms: act_q8's layout, doff and soff). it: the
+ * item it was made for. */
 typedef struct {
     int form;
     const hc_mm *it;
@@ -700,14 +700,16 @@ void hc_cl_backend_geometry(hc_backend *be, const hc_clb_device *d)
     if (b->geo.wg_max > b->kwg) b->geo.wg_max = b->kwg;
 }
 
-/* The model.h enums and the tile sizes as -D options: the kernels never see a bare number. */
-static void build_options(char *o, size_t len)
+/* The model.h enums and the tile sizes as -D options: the kernels never see a bare number.
+ * exact_div: the device divides as IEEE does when asked (the Q8_0 scale amax/127 and its
+ * inverse then have the CPU's bits; without it an ulp can differ). */
+static void build_options(char *o, size_t len, int exact_div)
 {
     snprintf(o, len,
-             "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt -DROWS=%d -DTOKENS=%d "
+             "-cl-std=CL1.2 %s-DROWS=%d -DTOKENS=%d "
              "-DHC_ACT_SILU=%d -DHC_ACT_RELU=%d -DHC_ACT_GELU=%d -DHC_NORM_RMS=%d -DHC_NORM_LAYER=%d "
              "-DHC_POS_ROPE=%d -DHC_POS_ROPE_NEOX=%d -DHC_FFN_GATED=%d -DHC_FFN_SYMMETRIC=%d -DHC_FFN_SEQUENTIAL=%d",
-             HC_CLB_ROWS, HC_CLB_TOKENS, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER, HC_POS_ROPE,
+             exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", HC_CLB_ROWS, HC_CLB_TOKENS, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER, HC_POS_ROPE,
              HC_POS_ROPE_NEOX, HC_FFN_GATED, HC_FFN_SYMMETRIC, HC_FFN_SEQUENTIAL);
 }
 
@@ -740,7 +742,9 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
     b->prog = clCreateProgramWithSource(cl->ctx, 2, src, NULL, &rc);
     CHECK_CL(rc, "clCreateProgramWithSource");
     char opts[640];
-    build_options(opts, sizeof opts);
+    cl_device_fp_config fp = 0;
+    if (clGetDeviceInfo(dev, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) != CL_SUCCESS) fp = 0;
+    build_options(opts, sizeof opts, (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0);
     rc = clBuildProgram(b->prog, 1, &dev, opts, NULL, NULL);
     if (rc != CL_SUCCESS) {
         char log[1024] = "";
