@@ -3,8 +3,9 @@
  * products the CPU's scalar kernels, hc_weight_matvec(HC_ISA_SCALAR), on
  * the input as the CPU prepares it for the weight's type: Q8_0 blocks for
  * Q8_0/Q4_0, bf16-rounded for BF16, GPTQ's int8 blocks; for transposed
- * products the dequantized rows times the f32 input in double). One table of cases (operation x weight type x shape), run on each
- * backend of the backends table: adding a backend is one row there. A
+ * products the dequantized rows times the f32 input in double). One table
+ * of cases (operation x weight type x shape), run on each backend of the
+ * backends table: adding a backend is one row there. A
  * backend that cannot be opened (no OpenCL device) is reported as skipped.
  * Each case also runs twice and must give the same bits (no atomics, sums
  * in a fixed order). test_clb_geometry holds the OpenCL backend's launch
