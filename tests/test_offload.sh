@@ -71,7 +71,9 @@ import sys
 ref, got = open(sys.argv[1]).read(), open(sys.argv[2]).read()
 n = len(got)
 print("first difference at byte %d of %d" % (next((i for i in range(min(n, len(ref))) if ref[i] != got[i]), min(n, len(ref))), n))
-sys.exit(0 if n > 400 and ref.startswith(got) else 1)
+# -n 199 runs past the reference's end (its 200 steps count the prompt's):
+# the texts agree when one starts the other, over more than 400 bytes
+sys.exit(0 if min(n, len(ref)) > 400 and (ref.startswith(got) or got.startswith(ref)) else 1)
 PY
     then ok offload_stories260K_greedy_text
     else fail offload_stories260K_greedy_text "$(cat "$T/why" 2>/dev/null) $(head -c 300 "$T/err")"; fi

@@ -13,12 +13,16 @@
 #include "ggml_types.h"
 #include "kernels_gptq.h"
 
-/* kernels/backend.cl as a C string (runtime/module.mk). */
+/* kernels/backend.cl as a C string (runtime/module.mk); built after kernels/common.cl. */
 extern const char hc_cl_backend_source[];
 
 /* The kernels' weight formats (kernels/backend.cl, "weights"), their name suffixes. */
-enum { FMT_F32, FMT_F16, FMT_BF16, FMT_Q8, FMT_Q4, N_FMT };
-static const char *const fmt_names[N_FMT] = { "f32", "f16", "bf16", "q8", "q4" };
+enum { FMT_F32, FMT_F16, FMT_BF16, FMT_Q8, FMT_Q4, FMT_G4, N_FMT };
+static const char *const fmt_names[N_FMT] = { "f32", "f16", "bf16", "q8", "q4", "g4" };
+/* The input's form a format's products take (the CPU's hc_weight_prepare):
+ * f32 as it is, bf16-rounded, Q8_0 blocks (fp16 d), GPTQ's int8 blocks (f32 d, perm order). */
+enum { FORM_F32, FORM_BF16, FORM_Q8, FORM_G8 };
+static const int fmt_form[N_FMT] = { FORM_F32, FORM_F32, FORM_BF16, FORM_Q8, FORM_Q8, FORM_G8 };
 enum { N_ACT = 3 };
 
 struct hc_buf {
@@ -33,7 +37,6 @@ typedef struct {
     int kn;             /* inputs the kernels read per row: n, or a GPTQ row's kp */
     cl_uint dofs;       /* bytes from the codes to the scales */
     cl_mem m, perm;     /* perm: a GPTQ weight's input order (NULL: none) */
-    int gather;         /* the input goes through the gather kernel first (GPTQ: perm or n % 32) */
 } cl_mat;
 typedef struct {
     int tag, n;
@@ -51,16 +54,16 @@ typedef struct {
     cl_command_queue q;
     cl_program prog;
     cl_kernel mv[N_FMT], mm[N_FMT], mt[N_FMT], ffn_act[N_ACT];
-    cl_kernel sum_slices, gather, norm, rope, add_bias, add, attn_part, attn_combine;
+    cl_kernel sum_slices, act_bf16, act_q8, norm, rope, add_bias, add, attn_part, attn_combine;
     hc_clb_device geo;
     size_t kwg;             /* the largest group every kernel takes */
     int failed;
     char err[256];
-    cl_mem scratch[4];      /* the gathered input, the slices' sums, attention's partial sums and their m, l */
-    size_t scratch_cap[4];
+    cl_mem scratch[5];      /* two prepared inputs, the slices' sums, attention's partial sums and their m, l */
+    size_t scratch_cap[5];
 } clb;
 
-enum { SCR_GATHER, SCR_SLICES, SCR_ATTN, SCR_ML, N_SCR };
+enum { SCR_ACT0, SCR_ACT1, SCR_SLICES, SCR_ATTN, SCR_ML, N_SCR };
 
 static void fail(clb *b, const char *what, cl_int rc)
 {
@@ -199,7 +202,7 @@ static int sync_(hc_backend *be, char *err, size_t errlen)
 
 static int fmt_of(const hc_weight *w)
 {
-    if (w->kind == HC_WEIGHT_GPTQ) return FMT_Q4;
+    if (w->kind == HC_WEIGHT_GPTQ) return FMT_G4;
     if (w->kind != HC_WEIGHT_GGML) return -1;
     switch (w->type) {
     case GGML_TYPE_F32: return FMT_F32;
@@ -216,14 +219,14 @@ static int fmt_of(const hc_weight *w)
 static void *repack(const hc_weight *w, int fmt, int kn, size_t *bytes, cl_uint *dofs)
 {
     const size_t R = (size_t)w->rows, nb = (size_t)kn / 32;
-    if (fmt != FMT_Q8 && fmt != FMT_Q4) {
+    if (fmt != FMT_Q8 && fmt != FMT_Q4 && fmt != FMT_G4) {
         *bytes = R * ggml_row_size(w->type, w->n);
         *dofs = 0;
         void *p = malloc(*bytes ? *bytes : 1);
         if (p) memcpy(p, w->data, *bytes);
         return p;
     }
-    const size_t cb = fmt == FMT_Q8 ? R * (size_t)kn : R * (size_t)kn / 2, sb = R * nb * (fmt == FMT_Q8 ? 4 : 8);
+    const size_t cb = fmt == FMT_Q8 ? R * (size_t)kn : R * (size_t)kn / 2, sb = R * nb * (fmt == FMT_G4 ? 8 : 4);
     const size_t off = round_up(cb, 64);
     *bytes = off + sb;
     *dofs = (cl_uint)off;
@@ -251,9 +254,7 @@ static void *repack(const hc_weight *w, int fmt, int kn, size_t *bytes, cl_uint 
             const block_q4_0 *blk = (const block_q4_0 *)w->data + r * nb;
             for (size_t k = 0; k < nb; k++) {
                 memcpy(codes + r * (size_t)kn / 2 + 16 * k, blk[k].qs, 16);
-                float d = fp16_to_fp32(blk[k].d);
-                sc[2 * (r * nb + k)] = d;
-                sc[2 * (r * nb + k) + 1] = -8.0f * d;   /* d*(q - 8) = d*q + (-8d), exactly */
+                sc[r * nb + k] = fp16_to_fp32(blk[k].d);
             }
         }
     }
@@ -289,7 +290,6 @@ static void *mat_new(hc_backend *be, const hc_weight *w, char *err, size_t errle
     if (w->kind == HC_WEIGHT_GPTQ) {
         const hc_gptq *g = w->ext;
         m->kn = g->kp;
-        m->gather = g->perm || g->kp != g->n;
         if (g->perm &&
             !(m->perm = hc_cl_buffer(b->cl, CL_MEM_READ_ONLY, sizeof(int32_t) * (size_t)g->n, g->perm, err, errlen)))
             goto bad;
@@ -350,66 +350,142 @@ static cl_mem vec_mem(clb *b, const hc_bvec *v, const char *what)
 
 /* ------------------------------------------------------------ steps */
 
-static void one_product(clb *b, hc_view x, int B, const hc_mm *it)
+/* An input in the form a format's products take (FORM_*): B rows at mem
+ * (FORM_F32: the input itself at float offset xo; FORM_BF16: rows of n
+ * floats from 0; the Q8 forms: act_q8's layout, doff and soff). it: the
+ * item it was made for. */
+typedef struct {
+    int form;
+    const hc_mm *it;
+    cl_mem mem;
+    cl_uint xo, doff, soff;
+} prepared;
+
+/* 1 when p serves the item it (the CPU's hc_weight_same_act, but any
+ * Q8_0 or Q4_0 weight of the same width shares Q8_0 blocks). */
+static int serves(const prepared *p, const hc_mm *it)
+{
+    const cl_mat *a = p->it->w->dev, *m = it->w->dev;
+    if (p->form != fmt_form[m->fmt] || a->n != m->n) return 0;
+    return p->form != FORM_G8 || hc_weight_same_act(p->it->w->host, it->w->host);
+}
+
+/* Make it's form of the B input rows at x into scratch slot `slot`. */
+static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepared *p)
 {
     const cl_mat *m = it->w->dev;
-    if (!m) { fail_msg(b, "OpenCL backend: matmul of a weight without a device copy (mat_new)"); return; }
-    const int nb = B - it->b0;
-    if (nb <= 0) return;
-    const int in = it->transposed ? m->rows : m->n;   /* floats per input row */
-    cl_mem xm = mem_of(x), ym = mem_of(it->y);
-    cl_uint xo = flo(x) + (cl_uint)((size_t)it->b0 * (size_t)in), yo = flo(it->y), ys = (cl_uint)it->y_stride;
-    cl_int n = m->kn, rows = m->rows, Bc = nb;
-    if (it->transposed) {
-        if (m->gather) { fail_msg(b, "OpenCL backend: transposed INT4-GPTQ rows are not supported"); return; }
-        const int S = hc_clb_t_slices(&b->geo, m->n, m->rows);
-        cl_int rps = (m->rows + S - 1) / S, k = m->rows;
-        size_t l[3] = { hc_clb_t_local(&b->geo, m->n), 1, 1 };
-        size_t g[3] = { round_up((size_t)m->n, l[0]), (size_t)S, ((size_t)nb + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS };
-        cl_mem out = ym;
-        cl_uint oo = yo, os = ys;
-        if (S > 1) {
-            out = scratch(b, SCR_SLICES, sizeof(float) * (size_t)S * (size_t)nb * (size_t)m->n);
-            oo = 0;
-            os = (cl_uint)m->n;
-        }
-        args(b, b->mt[m->fmt], A(m->m), A(m->dofs), A(n), A(k), A(rps), A(xm), A(xo), A(Bc), A(out), A(oo), A(os), END);
-        launch(b, b->mt[m->fmt], 3, g, l);
-        if (S > 1) {
-            cl_int Sc = S;
-            args(b, b->sum_slices, A(out), A(Sc), A(Bc), A(n), A(ym), A(yo), A(ys), END);
-            launch_ew(b, b->sum_slices, (size_t)nb * (size_t)m->n);
-        }
+    p->form = fmt_form[m->fmt];
+    p->it = it;
+    p->xo = p->doff = p->soff = 0;
+    if (p->form == FORM_F32) {
+        p->mem = mem_of(x);
+        p->xo = flo(x);
         return;
     }
-    if (m->gather) {
-        cl_mem gx = scratch(b, SCR_GATHER, sizeof(float) * (size_t)nb * (size_t)m->kn);
-        cl_int wn = m->n, has = m->perm != NULL;
-        args(b, b->gather, A(xm), A(xo), A(wn), A(m->perm), A(has), A(n), A(Bc), A(gx), END);
-        launch_ew(b, b->gather, (size_t)nb * (size_t)m->kn);
-        xm = gx;
-        xo = 0;
+    cl_mem xm = mem_of(x);
+    cl_uint xo = flo(x);
+    if (p->form == FORM_BF16) {
+        cl_int total = B * m->n;
+        p->mem = scratch(b, slot, sizeof(float) * (size_t)total);
+        args(b, b->act_bf16, A(xm), A(xo), A(total), A(p->mem), END);
+        launch_ew(b, b->act_bf16, (size_t)total);
+        return;
     }
-    const size_t L = hc_clb_mm_local(&b->geo, m->kn, nb);
-    if (nb == 1) {
-        size_t g = hc_clb_mm_groups(m->rows, 1) * L;
-        args(b, b->mv[m->fmt], A(m->m), A(m->dofs), A(n), A(rows), A(xm), A(xo), A(ym), A(yo),
-             LOCAL(sizeof(float) * HC_CLB_ROWS * L), END);
-        launch(b, b->mv[m->fmt], 1, &g, &L);
-    } else {
-        cl_uint xs = (cl_uint)(m->gather ? m->kn : in);
-        size_t g[2] = { hc_clb_mm_groups(m->rows, 1) * L, ((size_t)nb + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS };
-        size_t l[2] = { L, 1 };
-        args(b, b->mm[m->fmt], A(m->m), A(m->dofs), A(n), A(rows), A(xm), A(xo), A(xs), A(Bc), A(ym), A(yo), A(ys),
-             LOCAL(sizeof(float) * HC_CLB_ROWS * HC_CLB_TOKENS * L), END);
-        launch(b, b->mm[m->fmt], 2, g, l);
+    const size_t nb = (size_t)B * (size_t)(m->kn / 32);
+    const size_t codes = round_up((size_t)B * (size_t)m->kn, 64);
+    p->doff = (cl_uint)codes;
+    p->soff = (cl_uint)(codes + sizeof(float) * nb);
+    p->mem = scratch(b, slot, codes + 2 * sizeof(float) * nb);
+    cl_int n = m->n, has = m->perm != NULL, kp = m->kn, Bc = B, half_d = p->form == FORM_Q8;
+    args(b, b->act_q8, A(xm), A(xo), A(n), A(m->perm), A(has), A(kp), A(Bc), A(half_d), A(p->mem), A(p->doff),
+         A(p->soff), END);
+    launch_ew(b, b->act_q8, nb);
+}
+
+static void transposed(clb *b, hc_view x, int B, const hc_mm *it)
+{
+    const cl_mat *m = it->w->dev;
+    const int nb = B - it->b0;
+    if (m->perm || m->kn != m->n) { fail_msg(b, "OpenCL backend: transposed INT4-GPTQ rows are not supported"); return; }
+    cl_mem xm = mem_of(x), ym = mem_of(it->y);
+    cl_uint xo = flo(x) + (cl_uint)((size_t)it->b0 * (size_t)m->rows), yo = flo(it->y), ys = (cl_uint)it->y_stride;
+    cl_int n = m->kn, Bc = nb;
+    const int S = hc_clb_t_slices(&b->geo, m->n, m->rows);
+    cl_int rps = (m->rows + S - 1) / S, k = m->rows;
+    size_t l[3] = { hc_clb_t_local(&b->geo, m->n), 1, 1 };
+    size_t g[3] = { round_up((size_t)m->n, l[0]), (size_t)S, ((size_t)nb + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS };
+    cl_mem out = ym;
+    cl_uint oo = yo, os = ys;
+    if (S > 1) {
+        out = scratch(b, SCR_SLICES, sizeof(float) * (size_t)S * (size_t)nb * (size_t)m->n);
+        oo = 0;
+        os = (cl_uint)m->n;
+    }
+    args(b, b->mt[m->fmt], A(m->m), A(m->dofs), A(n), A(k), A(rps), A(xm), A(xo), A(Bc), A(out), A(oo), A(os), END);
+    launch(b, b->mt[m->fmt], 3, g, l);
+    if (S > 1) {
+        cl_int Sc = S;
+        args(b, b->sum_slices, A(out), A(Sc), A(Bc), A(n), A(ym), A(yo), A(ys), END);
+        launch_ew(b, b->sum_slices, (size_t)nb * (size_t)m->n);
     }
 }
 
+/* it's product on its input p (rows it->b0.. of B). */
+static void one_product(clb *b, const prepared *p, int B, const hc_mm *it)
+{
+    const cl_mat *m = it->w->dev;
+    const int nb = B - it->b0;
+    cl_mem ym = mem_of(it->y);
+    cl_uint yo = flo(it->y), ys = (cl_uint)it->y_stride;
+    cl_int n = m->kn, rows = m->rows, Bc = nb, xb = it->b0;
+    /* a quantized tile's unit is a block of 32 weights, twice mm's unit of 16: as many items as blocks */
+    const int q = p->form == FORM_Q8 || p->form == FORM_G8;
+    const size_t L = hc_clb_mm_local(&b->geo, q && nb > 1 ? m->kn / 2 : m->kn, nb);
+    const size_t g[2] = { hc_clb_mm_groups(m->rows, 1) * L, ((size_t)nb + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS };
+    const size_t l[2] = { L, 1 };
+    cl_kernel k = nb == 1 ? b->mv[m->fmt] : b->mm[m->fmt];
+    if (p->form == FORM_F32 || p->form == FORM_BF16) {
+        cl_uint xo = p->xo + (cl_uint)((size_t)it->b0 * (size_t)m->n), xs = (cl_uint)m->n;
+        if (nb == 1)
+            args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(xo), A(ym), A(yo),
+                 LOCAL(sizeof(float) * HC_CLB_ROWS * L), END);
+        else
+            args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(xo), A(xs), A(Bc), A(ym), A(yo), A(ys),
+                 LOCAL(sizeof(float) * HC_CLB_ROWS * HC_CLB_TOKENS * L), END);
+    } else if (nb == 1) {
+        args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(p->doff), A(p->soff), A(xb), A(ym), A(yo),
+             LOCAL(sizeof(float) * HC_CLB_ROWS * L), END);
+    } else {
+        args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(p->doff), A(p->soff), A(xb), A(Bc), A(ym), A(yo),
+             A(ys), LOCAL(sizeof(float) * HC_CLB_ROWS * HC_CLB_TOKENS * L), END);
+    }
+    launch(b, k, nb == 1 ? 1 : 2, g, l);
+}
+
+/* As the CPU's cpu_matmul: each form of the input made once (all B rows)
+ * and shared by the items that take it, in two scratch slots (a third form
+ * replaces the older: the queue is in order, so the items before have
+ * read it); a transposed item reads the f32 input. */
 static void matmul(hc_backend *be, hc_view x, int B, const hc_mm *items, int n_items)
 {
     clb *b = (clb *)be;
-    for (int i = 0; i < n_items && !b->failed; i++) one_product(b, x, B, &items[i]);
+    prepared held[2];
+    int n_held = 0, next = 0;
+    for (int i = 0; i < n_items && !b->failed; i++) {
+        const hc_mm *it = &items[i];
+        if (!it->w->dev) { fail_msg(b, "OpenCL backend: matmul of a weight without a device copy (mat_new)"); return; }
+        if (B - it->b0 <= 0) continue;
+        if (it->transposed) { transposed(b, x, B, it); continue; }
+        int h = -1;
+        for (int j = 0; j < n_held; j++)
+            if (serves(&held[j], it)) h = j;
+        if (h < 0) {
+            h = n_held < 2 ? n_held++ : next;
+            next = !h;
+            prepare(b, x, B, it, SCR_ACT0 + h, &held[h]);
+        }
+        one_product(b, &held[h], B, it);
+    }
 }
 
 static void norm(hc_backend *be, const hc_hparams *hp, const hc_bvec *w, const hc_bvec *bias, hc_view x, hc_view o,
@@ -585,7 +661,7 @@ static void be_free(hc_backend *be)
             if (ks[i][f]) clReleaseKernel(ks[i][f]);
     for (int a = 0; a < N_ACT; a++)
         if (b->ffn_act[a]) clReleaseKernel(b->ffn_act[a]);
-    cl_kernel one[] = { b->sum_slices, b->gather, b->norm, b->rope, b->add_bias, b->add, b->attn_part, b->attn_combine };
+    cl_kernel one[] = { b->sum_slices, b->act_bf16, b->act_q8, b->norm, b->rope, b->add_bias, b->add, b->attn_part, b->attn_combine };
     for (size_t i = 0; i < sizeof one / sizeof *one; i++)
         if (one[i]) clReleaseKernel(one[i]);
     hc_cl_release(b->scratch, N_SCR);
@@ -624,14 +700,16 @@ void hc_cl_backend_geometry(hc_backend *be, const hc_clb_device *d)
     if (b->geo.wg_max > b->kwg) b->geo.wg_max = b->kwg;
 }
 
-/* The model.h enums and the tile sizes as -D options: the kernels never see a bare number. */
-static void build_options(char *o, size_t len)
+/* The model.h enums and the tile sizes as -D options: the kernels never see a bare number.
+ * exact_div: the device divides as IEEE does when asked (the Q8_0 scale amax/127 and its
+ * inverse then have the CPU's bits; without it an ulp can differ). */
+static void build_options(char *o, size_t len, int exact_div)
 {
     snprintf(o, len,
-             "-cl-std=CL1.2 -DROWS=%d -DTOKENS=%d "
+             "-cl-std=CL1.2 %s-DROWS=%d -DTOKENS=%d "
              "-DHC_ACT_SILU=%d -DHC_ACT_RELU=%d -DHC_ACT_GELU=%d -DHC_NORM_RMS=%d -DHC_NORM_LAYER=%d "
              "-DHC_POS_ROPE=%d -DHC_POS_ROPE_NEOX=%d -DHC_FFN_GATED=%d -DHC_FFN_SYMMETRIC=%d -DHC_FFN_SEQUENTIAL=%d",
-             HC_CLB_ROWS, HC_CLB_TOKENS, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER, HC_POS_ROPE,
+             exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", HC_CLB_ROWS, HC_CLB_TOKENS, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER, HC_POS_ROPE,
              HC_POS_ROPE_NEOX, HC_FFN_GATED, HC_FFN_SYMMETRIC, HC_FFN_SEQUENTIAL);
 }
 
@@ -660,11 +738,13 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
     CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg_max, &wg_max, NULL), "work group size");
     b->geo = (hc_clb_device){ cl->info.compute_units, wg_max, cl->info.is_gpu };
 
-    const char *src = hc_cl_backend_source;
-    b->prog = clCreateProgramWithSource(cl->ctx, 1, &src, NULL, &rc);
+    const char *src[] = { hc_cl_common_source, hc_cl_backend_source };
+    b->prog = clCreateProgramWithSource(cl->ctx, 2, src, NULL, &rc);
     CHECK_CL(rc, "clCreateProgramWithSource");
     char opts[640];
-    build_options(opts, sizeof opts);
+    cl_device_fp_config fp = 0;
+    if (clGetDeviceInfo(dev, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) != CL_SUCCESS) fp = 0;
+    build_options(opts, sizeof opts, (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0);
     rc = clBuildProgram(b->prog, 1, &dev, opts, NULL, NULL);
     if (rc != CL_SUCCESS) {
         char log[1024] = "";
@@ -696,7 +776,7 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
     for (int a = 0; a < N_ACT; a++)
         if (!(b->ffn_act[a] = kernel(b->prog, acts[a], err, errlen))) goto bad;
     struct { cl_kernel *k; const char *name; } one[] = {
-        { &b->sum_slices, "sum_slices" }, { &b->gather, "gather" }, { &b->norm, "norm" }, { &b->rope, "rope" },
+        { &b->sum_slices, "sum_slices" }, { &b->act_bf16, "act_bf16" }, { &b->act_q8, "act_q8" }, { &b->norm, "norm" }, { &b->rope, "rope" },
         { &b->add_bias, "add_bias" }, { &b->add, "add" }, { &b->attn_part, "attn_part" },
         { &b->attn_combine, "attn_combine" },
     };

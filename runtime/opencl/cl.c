@@ -110,8 +110,8 @@ hc_cl *hc_cl_open(const char *device, char *err, size_t errlen)
     CHECK_CL(rc, "clCreateContext");
     cl->q = clCreateCommandQueue(cl->ctx, dev, CL_QUEUE_PROFILING_ENABLE, &rc);
     CHECK_CL(rc, "clCreateCommandQueue");
-    const char *src = hc_cl_hot_rows_source;
-    cl->prog = clCreateProgramWithSource(cl->ctx, 1, &src, NULL, &rc);
+    const char *src[] = { hc_cl_common_source, hc_cl_hot_rows_source };
+    cl->prog = clCreateProgramWithSource(cl->ctx, 2, src, NULL, &rc);
     CHECK_CL(rc, "clCreateProgramWithSource");
     char opts[64];
     snprintf(opts, sizeof opts, "-DWG=%zu", cl->wg);

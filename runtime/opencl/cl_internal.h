@@ -27,6 +27,8 @@ struct hc_cl {
 
 /* kernels/hot_rows.cl as a C string (made by the build, runtime/module.mk). */
 extern const char hc_cl_hot_rows_source[];
+/* kernels/common.cl: built before each program's own file */
+extern const char hc_cl_common_source[];
 
 const char *hc_cl_error_name(cl_int e);
 

@@ -1,12 +1,17 @@
 /* The OpenCL backend's kernels (runtime/backend.h on a device; host side in
  * runtime/opencl/backend.c), OpenCL C 1.2 without extensions: no half
- * arithmetic (vload_half only), no subgroups, no atomics. Activations are
- * f32; weights are dequantized in the kernels. Every sum runs in a fixed
- * order (per-item partial sums in a fixed stride, then a tree in local
- * memory), so results do not depend on scheduling. The host defines the
- * model.h enums (HC_ACT_SILU, HC_NORM_RMS, HC_POS_ROPE, HC_FFN_GATED, ...),
- * ROWS and TOKENS (HC_CLB_ROWS, HC_CLB_TOKENS of runtime/opencl.h).
- * docs/design/runtime.md, "The OpenCL backend". */
+ * arithmetic (vload_half/vstore_half only), no subgroups, no atomics. Built
+ * after kernels/common.cl (hsum4, hsum16, idot32). A product takes its input
+ * in the form the CPU prepares for the weight's type (hc_weight_prepare):
+ * f32 for F32/F16, bf16-rounded for BF16, Q8_0 blocks for Q8_0/Q4_0, GPTQ's
+ * int8 blocks for INT4-GPTQ; the act_* kernels make those forms with the
+ * CPU's rounding, the products multiply as runtime/kernels_ref.c does.
+ * Transposed products (ffn_down_t) take the f32 input, as the CPU's axpy.
+ * Every sum runs in a fixed order (per-item partial sums in a fixed stride,
+ * then a tree in local memory), so results do not depend on scheduling. The
+ * host defines the model.h enums (HC_ACT_SILU, HC_NORM_RMS, HC_POS_ROPE,
+ * HC_FFN_GATED, ...), ROWS and TOKENS (HC_CLB_ROWS, HC_CLB_TOKENS of
+ * runtime/opencl.h). docs/design/runtime.md, "The OpenCL backend". */
 #pragma OPENCL FP_CONTRACT OFF
 
 /* ------------------------------------------------------------ weights
@@ -14,11 +19,14 @@
  * formats their scales at D:
  *   f32, f16, bf16  the elements as stored
  *   q8              int8 codes [rows][n], D = float d [rows][n/32]: value d*q
- *   q4              codes [rows][n/2] in 16-byte blocks of 32 (byte i: code
- *                   i low, i + 16 high; ggml's Q4_0 order), D = float2
- *                   {s, m} [rows][n/32]: value s*q + m (Q4_0: {d, -8d};
- *                   INT4-GPTQ: the block's group {scale, -scale*zero})
- * w16_T: elements 16j .. 16j + 15 of row r; w1_T: element k. */
+ *   q4              Q4_0: codes [rows][n/2] in 16-byte blocks of 32 (byte
+ *                   i: code i low, i + 16 high; ggml's order), D = float d
+ *                   [rows][n/32]: value d*(q - 8)
+ *   g4              INT4-GPTQ: codes as q4 (n = the row's kp), D = float2
+ *                   {s, m} [rows][n/32], the block's group {scale,
+ *                   -scale*zero}: value s*q + m
+ * w16_T: elements 16j .. 16j + 15 of row r; w32_T: 32j .. 32j + 31 into lo
+ * and hi; w1_T: element k (every format: the transposed product). */
 float16 w16_f32(__global const uchar *W, __global const float *D, int n, int r, int j)
 {
     return vload16(j, (__global const float *)W + (size_t)r * n);
@@ -44,61 +52,65 @@ float w1_bf16(__global const uchar *W, __global const float *D, int n, int r, in
 {
     return as_float((uint)((__global const ushort *)W)[(size_t)r * n + k] << 16);
 }
-float16 w16_q8(__global const uchar *W, __global const float *D, int n, int r, int j)
-{
-    return convert_float16(vload16(j, (__global const char *)W + (size_t)r * n)) * D[(size_t)r * (n / 32) + j / 2];
-}
 float w1_q8(__global const uchar *W, __global const float *D, int n, int r, int k)
 {
     return (float)((__global const char *)W)[(size_t)r * n + k] * D[(size_t)r * (n / 32) + k / 32];
 }
-float16 w16_q4(__global const uchar *W, __global const float *D, int n, int r, int j)
+int code4(__global const uchar *W, int n, int r, int k)
 {
-    uchar16 c = vload16(j / 2, W + (size_t)r * (n / 2));
-    uchar16 q = (j & 1) ? c >> (uchar)4 : c & (uchar)15;
-    float2 sm = vload2((size_t)r * (n / 32) + j / 2, D);
-    return convert_float16(q) * sm.x + sm.y;
+    uchar c = W[(size_t)r * (n / 2) + k / 32 * 16 + k % 16];
+    return k % 32 < 16 ? c & 15 : c >> 4;
 }
 float w1_q4(__global const uchar *W, __global const float *D, int n, int r, int k)
 {
-    uchar c = W[(size_t)r * (n / 2) + k / 32 * 16 + k % 16];
+    return (float)(code4(W, n, r, k) - 8) * D[(size_t)r * (n / 32) + k / 32];
+}
+float w1_g4(__global const uchar *W, __global const float *D, int n, int r, int k)
+{
     float2 sm = vload2((size_t)r * (n / 32) + k / 32, D);
-    return (float)(k % 32 < 16 ? c & 15 : c >> 4) * sm.x + sm.y;
+    return sm.x * (float)code4(W, n, r, k) + sm.y;
 }
+#define W32(T) \
+void w32_##T(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi) \
+{ \
+    *lo = w16_##T(W, D, n, r, 2 * j); \
+    *hi = w16_##T(W, D, n, r, 2 * j + 1); \
+}
+W32(f32)
+W32(f16)
+W32(bf16)
 
-/* w32_T: elements 32j .. 32j + 31 of row r into lo and hi (a Q8_0/Q4_0
- * block's codes and scale read once). */
-void w32_f32(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
+/* wq_T: block j of row r of a quantized format as shorts (elements 0..15 in
+ * lo, 16..31 in hi) and its scale pair {s, m} (q8, q4: {d, 0}). */
+void wq_q8(__global const uchar *W, __global const float *D, int n, int r, int j, short16 *lo, short16 *hi, float2 *sm)
 {
-    *lo = w16_f32(W, D, n, r, 2 * j);
-    *hi = w16_f32(W, D, n, r, 2 * j + 1);
+    __global const char *q = (__global const char *)W + (size_t)r * n + 32 * (size_t)j;
+    *lo = convert_short16(vload16(0, q));
+    *hi = convert_short16(vload16(1, q));
+    *sm = (float2)(D[(size_t)r * (n / 32) + j], 0.0f);
 }
-void w32_f16(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
-{
-    *lo = w16_f16(W, D, n, r, 2 * j);
-    *hi = w16_f16(W, D, n, r, 2 * j + 1);
-}
-void w32_bf16(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
-{
-    *lo = w16_bf16(W, D, n, r, 2 * j);
-    *hi = w16_bf16(W, D, n, r, 2 * j + 1);
-}
-void w32_q8(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
-{
-    __global const uchar *q = W + (size_t)r * n + 32 * (size_t)j;
-    const float d = D[(size_t)r * (n / 32) + j];
-    *lo = convert_float16(vload16(0, (__global const char *)q)) * d;
-    *hi = convert_float16(vload16(1, (__global const char *)q)) * d;
-}
-void w32_q4(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi)
+void wq_q4(__global const uchar *W, __global const float *D, int n, int r, int j, short16 *lo, short16 *hi, float2 *sm)
 {
     const uchar16 c = vload16(j, W + (size_t)r * (n / 2));
-    const float2 sm = vload2((size_t)r * (n / 32) + j, D);
-    *lo = convert_float16(c & (uchar)15) * sm.x + sm.y;
-    *hi = convert_float16(c >> (uchar)4) * sm.x + sm.y;
+    *lo = convert_short16(c & (uchar)15) - (short)8;
+    *hi = convert_short16(c >> (uchar)4) - (short)8;
+    *sm = (float2)(D[(size_t)r * (n / 32) + j], 0.0f);
 }
+void wq_g4(__global const uchar *W, __global const float *D, int n, int r, int j, short16 *lo, short16 *hi, float2 *sm)
+{
+    const uchar16 c = vload16(j, W + (size_t)r * (n / 2));
+    *lo = convert_short16(c & (uchar)15);
+    *hi = convert_short16(c >> (uchar)4);
+    *sm = vload2((size_t)r * (n / 32) + j, D);
+}
+/* A block's term from its integer sum isum, the weight's pair sm, the
+ * activation block's scale dx and (GPTQ) its sum d*sum(q): Q8_0/Q4_0 as
+ * ggml, isum * (d_w * d_x); INT4-GPTQ as kernels_ref.c's dot_gptq_int8,
+ * s * (isum * d_x) + m * X (there summed per group first). */
+#define BLOCK_q8(isum, sm, dx, xs) ((float)(isum) * ((sm).x * (dx)))
+#define BLOCK_q4(isum, sm, dx, xs) ((float)(isum) * ((sm).x * (dx)))
+#define BLOCK_g4(isum, sm, dx, xs) ((sm).x * ((float)(isum) * (dx)) + (sm).y * (xs))
 
-float hsum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 float4 fold16(float16 v) { return (v.lo.lo + v.lo.hi) + (v.hi.lo + v.hi.hi); }
 
 /* Sum the L values red[i * L + lid] for each of cnt sums i in place: a tree,
@@ -113,15 +125,70 @@ void tree(__local float *red, int cnt, int lid, int L)
     }
 }
 
+/* ------------------------------------------------------------ the input's forms
+ * act_bf16: o[e] = x[xo + e] rounded to bf16 (round to nearest even, NaN
+ * quieted: common's fp32_to_bf16), kept as a float.
+ * act_q8: item = block k of row b (B rows of n floats at x + xo, stride n):
+ * the block's 32 values (x[perm[i]] when has_perm; 0 past n, up to kp),
+ * d = amax/127, q = round(v * (1/d)) (half away from zero, as roundf), as
+ * quantize_row_q8_0_ref and GPTQ's act_prepare_int8. The form at X:
+ * codes [B][kp] at 0, d [B][kp/32] as floats at doff, d * sum(q) [B][kp/32]
+ * at soff. half_d: d rounded to fp16 (Q8_0 blocks store it so; the codes
+ * come from the f32 d, as ggml's), else kept f32 (GPTQ). */
+__kernel void act_bf16(__global const float *x, uint xo, int total, __global float *o)
+{
+    const int e = get_global_id(0);
+    if (e >= total) return;
+    const uint u = as_uint(x[xo + e]);
+    const uint h = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 64u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    o[e] = as_float(h << 16);
+}
+
+__kernel void act_q8(__global const float *x, uint xo, int n, __global const int *perm, int has_perm, int kp, int B,
+                     int half_d, __global uchar *X, uint doff, uint soff)
+{
+    const int e = get_global_id(0), nb = kp / 32;
+    if (e >= B * nb) return;
+    const int b = e / nb, k0 = e % nb * 32;
+    __global const float *xr = x + xo + (size_t)b * n;
+    float v[32], amax = 0.0f;
+    for (int i = 0; i < 32; i++) {
+        const int k = k0 + i;
+        v[i] = k < n ? xr[has_perm ? perm[k] : k] : 0.0f;
+        const float a = fabs(v[i]);
+        amax = amax > a ? amax : a;
+    }
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    __global float *xd = (__global float *)(X + doff);
+    float dd = d;
+    if (half_d) {   /* through the slot itself: no half variables without cl_khr_fp16 */
+        vstore_half_rte(d, 0, (__global half *)(xd + e));
+        dd = vload_half(0, (__global const half *)(xd + e));
+    }
+    __global char *q = (__global char *)X + (size_t)b * kp + k0;
+    int sum = 0;
+    for (int i = 0; i < 32; i++) {
+        const int c = convert_int_rtz(round(v[i] * id));
+        q[i] = (char)c;
+        sum += (char)c;
+    }
+    xd[e] = dd;
+    ((__global float *)(X + soff))[e] = d * (float)sum;
+}
+
 /* ------------------------------------------------------------ products
  * mv_T (one input row): group g takes rows ROWS*g .. +ROWS; item lid sums
- * units lid, lid + L, ... of 32 weights (float16 partial sums), the tail
- * of a row that is not whole units after; then a tree per row.
- * mm_T (B input rows): the same with units of 16 over a tile of TOKENS
- * input rows (dimension 1 of the launch), each unit of weights read once
- * for the tile.
- * x: rows xs floats apart from x + xo; y[yo + b*ys + r]. */
-#define PRODUCTS(T) \
+ * units lid, lid + L, ... of 32 weights, the tail of a row that is not
+ * whole units after; then a tree per row. f32, f16, bf16: float16 partial
+ * sums of weight x input; q8, q4, g4: one float per row, a block's integer
+ * sum with the Q8 input times the scales (BLOCK_T), the blocks in order.
+ * mm_T (B input rows): the same over a tile of TOKENS input rows
+ * (dimension 1 of the launch), each unit of weights (16 floats; a quantized
+ * block) read once for the tile.
+ * x: rows xs floats apart from x + xo; y[yo + b*ys + r]. A quantized
+ * product's input is the act_q8 form at X (doff, soff as there), rows from
+ * xb on. */
+#define PRODUCTS_F(T) \
 __kernel void mv_##T(__global const uchar *W, uint dofs, int n, int rows, __global const float *x, uint xo, \
                      __global float *y, uint yo, __local float *red) \
 { \
@@ -177,7 +244,70 @@ __kernel void mm_##T(__global const uchar *W, uint dofs, int n, int rows, __glob
         const int r = i / TOKENS, t = i % TOKENS; \
         if (r0 + r < rows && b0 + t < B) y[yo + (size_t)(b0 + t) * ys + r0 + r] = red[i * L]; \
     } \
+}
+
+#define PRODUCTS_Q(T) \
+__kernel void mv_##T(__global const uchar *W, uint dofs, int n, int rows, __global const uchar *X, uint doff, \
+                     uint soff, int xb, __global float *y, uint yo, __local float *red) \
+{ \
+    __global const float *D = (__global const float *)(W + dofs); \
+    const int lid = get_local_id(0), L = get_local_size(0), r0 = get_group_id(0) * ROWS, nb = n / 32; \
+    __global const char *xq = (__global const char *)X + (size_t)xb * n; \
+    __global const float *xd = (__global const float *)(X + doff) + (size_t)xb * nb, \
+                         *xz = (__global const float *)(X + soff) + (size_t)xb * nb; \
+    int rr[ROWS]; \
+    float acc[ROWS]; \
+    for (int r = 0; r < ROWS; r++) { rr[r] = min(r0 + r, rows - 1); acc[r] = 0.0f; } \
+    for (int j = lid; j < nb; j += L) { \
+        const float dx = xd[j], xs = xz[j]; \
+        short16 xl, xh; \
+        xload32(xq + 32 * (size_t)j, &xl, &xh); \
+        for (int r = 0; r < ROWS; r++) { \
+            short16 lo, hi; \
+            float2 sm; \
+            wq_##T(W, D, n, rr[r], j, &lo, &hi, &sm); \
+            acc[r] += BLOCK_##T(hsum16(iprod32(lo, hi, xl, xh)), sm, dx, xs); \
+        } \
+    } \
+    for (int r = 0; r < ROWS; r++) red[r * L + lid] = acc[r]; \
+    tree(red, ROWS, lid, L); \
+    for (int r = lid; r < ROWS; r += L) \
+        if (r0 + r < rows) y[yo + r0 + r] = red[r * L]; \
 } \
+__kernel void mm_##T(__global const uchar *W, uint dofs, int n, int rows, __global const uchar *X, uint doff, \
+                     uint soff, int xb, int B, __global float *y, uint yo, uint ys, __local float *red) \
+{ \
+    __global const float *D = (__global const float *)(W + dofs); \
+    const int lid = get_local_id(0), L = get_local_size(0), r0 = get_group_id(0) * ROWS, nb = n / 32; \
+    const int b0 = get_group_id(1) * TOKENS; \
+    __global const char *xq = (__global const char *)X + (size_t)xb * n; \
+    __global const float *xd = (__global const float *)(X + doff) + (size_t)xb * nb, \
+                         *xz = (__global const float *)(X + soff) + (size_t)xb * nb; \
+    int rr[ROWS], bb[TOKENS]; \
+    float acc[ROWS][TOKENS]; \
+    for (int r = 0; r < ROWS; r++) rr[r] = min(r0 + r, rows - 1); \
+    for (int t = 0; t < TOKENS; t++) bb[t] = min(b0 + t, B - 1); \
+    for (int r = 0; r < ROWS; r++) for (int t = 0; t < TOKENS; t++) acc[r][t] = 0.0f; \
+    for (int j = lid; j < nb; j += L) \
+        for (int r = 0; r < ROWS; r++) {   /* one row's block lives at a time (registers) */ \
+            short16 lo, hi; \
+            float2 sm; \
+            wq_##T(W, D, n, rr[r], j, &lo, &hi, &sm); \
+            for (int t = 0; t < TOKENS; t++) { \
+                const size_t xi = (size_t)bb[t] * nb + j; \
+                acc[r][t] += BLOCK_##T(idot32(lo, hi, xq + 32 * xi), sm, xd[xi], xz[xi]); \
+            } \
+        } \
+    for (int r = 0; r < ROWS; r++) \
+        for (int t = 0; t < TOKENS; t++) red[(r * TOKENS + t) * L + lid] = acc[r][t]; \
+    tree(red, ROWS * TOKENS, lid, L); \
+    for (int i = lid; i < ROWS * TOKENS; i += L) { \
+        const int r = i / TOKENS, t = i % TOKENS; \
+        if (r0 + r < rows && b0 + t < B) y[yo + (size_t)(b0 + t) * ys + r0 + r] = red[i * L]; \
+    } \
+}
+
+#define TRANSPOSED(T) \
 /* mt_T, transposed (ffn_down_t): y_b[c] = sum_i x_b[i] * W[i][c]; item = \
    column c (dimension 0), slice s of the k rows (dimension 1), a tile of \
    TOKENS input rows (dimension 2). One slice: into y; else into part \
@@ -201,11 +331,18 @@ __kernel void mt_##T(__global const uchar *W, uint dofs, int n, int k, int rps, 
         y[yo + ((size_t)s * B + b0 + t) * ys + c] = acc[t]; \
 }
 
-PRODUCTS(f32)
-PRODUCTS(f16)
-PRODUCTS(bf16)
-PRODUCTS(q8)
-PRODUCTS(q4)
+PRODUCTS_F(f32)
+PRODUCTS_F(f16)
+PRODUCTS_F(bf16)
+PRODUCTS_Q(q8)
+PRODUCTS_Q(q4)
+PRODUCTS_Q(g4)
+TRANSPOSED(f32)
+TRANSPOSED(f16)
+TRANSPOSED(bf16)
+TRANSPOSED(q8)
+TRANSPOSED(q4)
+TRANSPOSED(g4)
 
 /* y[yo + b*ys + c] = sum over s ascending of part[(s*B + b)*n + c]. */
 __kernel void sum_slices(__global const float *part, int S, int B, int n, __global float *y, uint yo, uint ys)
@@ -216,17 +353,6 @@ __kernel void sum_slices(__global const float *part, int S, int B, int n, __glob
     float s = 0.0f;
     for (int i = 0; i < S; i++) s += part[((size_t)i * B + b) * n + c];
     y[yo + (size_t)b * ys + c] = s;
-}
-
-/* out[b][k] = x[xo + b*n + perm[k]] (perm NULL: k) for k < n, 0 up to kp:
-   an INT4-GPTQ activation in its rows' order, padded to whole blocks. */
-__kernel void gather(__global const float *x, uint xo, int n, __global const int *perm, int has_perm, int kp, int B,
-                     __global float *out)
-{
-    const int e = get_global_id(0);
-    if (e >= B * kp) return;
-    const int b = e / kp, k = e % kp;
-    out[e] = k < n ? x[xo + (size_t)b * n + (has_perm ? perm[k] : k)] : 0.0f;
 }
 
 /* ------------------------------------------------------------ norm, positions, element-wise */

@@ -17,8 +17,7 @@
    vectors (4 floats / halves, a 32-value block, or a GPTQ code), so a
    group's loads are contiguous. gs: the GPTQ group size (others ignore it). */
 
-int hsum16(int16 v) { int8 a = v.lo + v.hi; int4 b = a.lo + a.hi; int2 c = b.lo + b.hi; return c.x + c.y; }
-float hsum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+/* hsum4, hsum16, idot32: kernels/common.cl, built before this file. */
 
 float dot_f32(__global const uchar *w, __global const uchar *x, int n, int gs, int lid) {
     __global const float *a = (__global const float *)w, *b = (__global const float *)x;
@@ -42,8 +41,7 @@ float dot_q8_0(__global const uchar *w, __global const uchar *x, int n, int gs, 
     for (int b = lid; b < n / 32; b += WG) {
         __global const uchar *bw = w + (size_t)b * 34, *bx = x + (size_t)b * 34;
         __global const char *qw = (__global const char *)(bw + 2), *qx = (__global const char *)(bx + 2);
-        int sum = hsum16(convert_int16(vload16(0, qw)) * convert_int16(vload16(0, qx)))
-                + hsum16(convert_int16(vload16(1, qw)) * convert_int16(vload16(1, qx)));
+        int sum = idot32(convert_short16(vload16(0, qw)), convert_short16(vload16(1, qw)), qx);
         s += (float)sum * (vload_half(0, (__global const half *)bw) * vload_half(0, (__global const half *)bx));
     }
     return s;
@@ -53,9 +51,8 @@ float dot_q4_0(__global const uchar *w, __global const uchar *x, int n, int gs, 
     for (int b = lid; b < n / 32; b += WG) {
         __global const uchar *bw = w + (size_t)b * 18, *bx = x + (size_t)b * 34;
         __global const char *qx = (__global const char *)(bx + 2);
-        int16 q = convert_int16(vload16(0, bw + 2));
-        int sum = hsum16(((q & 15) - 8) * convert_int16(vload16(0, qx)))
-                + hsum16(((q >> 4) - 8) * convert_int16(vload16(1, qx)));
+        short16 q = convert_short16(vload16(0, bw + 2));
+        int sum = idot32((q & (short)15) - (short)8, (q >> (short)4) - (short)8, qx);
         s += (float)sum * (vload_half(0, (__global const half *)bw) * vload_half(0, (__global const half *)bx));
     }
     return s;
