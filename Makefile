@@ -61,12 +61,12 @@ LDLIBS  += $(PKG_LIBS) -lglpk -lunistring -lm -lpthread
 
 # The folders whose headers each folder's sources may include (see the top).
 USES_common     := common
-USES_runtime    := common runtime
-USES_quantizer  := common runtime quantizer
-USES_profiler   := common runtime profiler
+USES_runtime    := common runtime runtime/cpu
+USES_quantizer  := common runtime runtime/cpu quantizer
+USES_profiler   := common runtime runtime/cpu profiler
 USES_gguf-tools := common gguf-tools
 USES_solver     := common solver
-USES_tests      := common runtime gguf-tools quantizer profiler solver
+USES_tests      := common runtime runtime/cpu gguf-tools quantizer profiler solver
 USES_scripts    := $(USES_tests)
 
 # The runtime's OpenCL folder: plain C always, OpenCL calls and the kernels

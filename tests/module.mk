@@ -28,7 +28,7 @@ FUZZ_DEPS := $(call obj,$(wildcard common/*.c) tests/fuzz/util.c runtime/gpuidx.
 # sanitizer instrumentation of their intrinsics takes minutes per file: in the
 # fuzz build they are compiled without it.
 $(O)/fuzz/fuzz_model: $(call obj,$(call lib_srcs,runtime))
-$(FUZZ_O)/obj/runtime/kernels%.o: override OPT := -O1 -g
+$(FUZZ_O)/obj/runtime/cpu/kernels%.o: override OPT := -O1 -g
 
 # Built only inside `make fuzz` (O=build/fuzz, clang, FUZZ_OPT).
 $(O)/fuzz/fuzz_%: $(O)/obj/tests/fuzz/fuzz_%.o $(FUZZ_DEPS)

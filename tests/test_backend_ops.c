@@ -5,7 +5,8 @@
  * Q8_0/Q4_0, bf16-rounded for BF16, GPTQ's int8 blocks; for transposed
  * products the dequantized rows times the f32 input in double). One table
  * of cases (operation x weight type x shape), run on each backend of the
- * backends table: adding a backend is one row there. A
+ * backends table (the CPU's, with its own kernels and with the scalar
+ * ones, and the OpenCL device's): adding a backend is one row there. A
  * backend that cannot be opened (no OpenCL device) is reported as skipped.
  * Each case also runs twice and must give the same bits (no atomics, sums
  * in a fixed order). test_clb_geometry holds the OpenCL backend's launch
@@ -15,10 +16,12 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cpu/cpu.h"
 #include "ggml_types.h"
 #include "harness.h"
 #include "kernels.h"
 #include "kernels_gptq.h"
+#include "model.h"
 #include "opencl.h"
 #include "quants.h"
 #include "weight.h"
@@ -32,9 +35,9 @@ typedef struct {
     hc_backend *(*open)(int *skip, char *why, size_t len);
     void (*close)(hc_backend *be);
     /* largest |error| / largest |reference|: products of F32/F16/BF16
-     * weights, of quantized ones (Q8_0, Q4_0, GPTQ: the same integer block
-     * sums as the CPU, scaled and summed in another order), the other steps
-     * (additions: exact) */
+     * weights and transposed ones, of quantized ones (Q8_0, Q4_0, GPTQ: the
+     * same integer block sums as the CPU, scaled and summed in another
+     * order), the other steps (additions: exact) */
     double tol_mm, tol_mm_q, tol;
 } backend_row;
 
@@ -69,7 +72,42 @@ static hc_backend *open_opencl_gpu(int *skip, char *why, size_t len)
     return be;
 }
 
+/* The CPU backend of a context (its pool and prepared-input buffers) on a
+ * small model of its own: with the best kernels this CPU runs, and with
+ * the scalar ones, whose products are the reference's bits. */
+static hc_model *cpu_model;
+static hc_ctx *cpu_ctx;
+static hc_backend *open_cpu(int *skip, char *why, size_t len)
+{
+    const char *path = th_tmp("cpu.gguf");
+    hc_ctx_params p = { .n_threads = 2 };
+    *skip = 0;
+    if (th_sh("%s synth --dim 64 --n-ff 128 --layers 1 -o %s", th_bin("hc-convert"), path)) {
+        snprintf(why, len, "hc-convert synth: %s", th_last_err());
+        return NULL;
+    }
+    if (!(cpu_model = hc_model_load(path, why, len)) || !(cpu_ctx = hc_ctx_new(cpu_model, &p, why, len))) return NULL;
+    return hc_cpu_backend_new(cpu_ctx);
+}
+static hc_backend *open_cpu_scalar(int *skip, char *why, size_t len)
+{
+    hc_kernel_force("scalar");
+    return open_cpu(skip, why, len);
+}
+static void close_cpu(hc_backend *be)
+{
+    be->ops->free(be);
+    hc_ctx_free(cpu_ctx);
+    hc_model_free(cpu_model);
+    hc_kernel_force(NULL);
+}
+
 static const backend_row backends[] = {
+    /* the CPU: products in its instruction set's order (tests/test_kernels.c
+     * holds those to the scalar kernels), attention in its lanes' order
+     * (1500 positions: 2.1e-6 of the largest) */
+    { "cpu", open_cpu, close_cpu, 5e-6, 2e-6, 5e-6 },
+    { "cpu_scalar", open_cpu_scalar, close_cpu, 5e-6, 0, 5e-6 },
     { "opencl", open_opencl, close_opencl, 5e-6, 2e-6, 2e-6 },
     { "opencl_gpu_geometry", open_opencl_gpu, close_opencl, 5e-6, 2e-6, 2e-6 },
 };
@@ -286,7 +324,7 @@ static hc_buf *upload(run_ctx *r, const float *v, size_t n)
 static hc_bvec bvec(run_ctx *r, const float *v, int n)
 {
     hc_bvec b = { v, n, NULL };
-    if (v) b.dev = r->o->vec_new(r->be, v, n, r->err, sizeof r->err);
+    if (v && r->o->vec_new) b.dev = r->o->vec_new(r->be, v, n, r->err, sizeof r->err);
     return b;
 }
 static void bvec_free(run_ctx *r, hc_bvec *b)
@@ -325,7 +363,7 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         /* two items sharing x: all B rows into y (stride outn), rows 1.. into
          * z with a wider stride (q of the last rows) */
         size_t zs = (size_t)outn + 3;
-        hc_bmat m = { &w, o->mat_new(r->be, &w, r->err, sizeof r->err) };
+        hc_bmat m = { &w, o->mat_new ? o->mat_new(r->be, &w, r->err, sizeof r->err) : NULL };
         bx = upload(r, x, (size_t)B * in);
         by = upload(r, NULL, (size_t)B * outn);
         bz = upload(r, NULL, (size_t)B * zs);
@@ -581,7 +619,8 @@ static void test_ops(void)
                 double d = fabs((double)out[j] - ref[j]);
                 if (!(d <= e)) { e = d; at = j; }
             }
-            double tol = c->op != OP_MM && c->op != OP_MM_T ? cur->tol : c->t >= T_Q8_0 ? cur->tol_mm_q : cur->tol_mm;
+            double tol = c->op == OP_MM && c->t >= T_Q8_0 ? cur->tol_mm_q : c->op == OP_MM || c->op == OP_MM_T ? cur->tol_mm
+                                                                                                            : cur->tol;
             if (c->op == OP_ADD || c->op == OP_BIAS) tol = 0;
             if (getenv("HC_TEST_VERBOSE")) fprintf(stderr, "%s %s: error %.3g of largest %.3g\n", cur->name, what, e, mx);
             if (!(e <= tol * mx)) {

@@ -80,9 +80,14 @@ static void cpu_matmul(hc_backend *be, hc_view x, int B, const hc_mm *items, int
         const hc_weight *w = it->w->host;
         float *y = hc_cpu_host(it->y);
         int rows = B - it->b0;
-        if (it->transposed) {
-            memset(y, 0, sizeof(float) * (size_t)rows * (size_t)w->n);
-            hc_ctx_down_accum(ctx, w, NULL, xs + (size_t)it->b0 * (size_t)w->rows, (size_t)w->rows, w->rows, rows, y);
+        if (it->transposed) {   /* rows of w->n floats: one call, else a row per call (the same sums) */
+            const float *h = xs + (size_t)it->b0 * (size_t)w->rows;
+            int dense = it->y_stride == (size_t)w->n, per = dense ? rows : 1;
+            for (int b = 0; b < rows; b += per) {
+                float *yb = y + (size_t)b * it->y_stride;
+                memset(yb, 0, sizeof(float) * (size_t)per * (size_t)w->n);
+                hc_ctx_down_accum(ctx, w, NULL, h + (size_t)b * (size_t)w->rows, (size_t)w->rows, w->rows, per, yb);
+            }
             continue;
         }
         int a = held[0] && hc_weight_same_act(held[0], w) ? 0 : held[1] && hc_weight_same_act(held[1], w) ? 1 : -1;
