@@ -24,6 +24,7 @@
 #include "model.h"
 #include "opencl.h"
 #include "quants.h"
+#include "random_gptq.h"
 #include "weight.h"
 
 /* ------------------------------------------------------------ backends */
@@ -176,30 +177,15 @@ static float *rand_vec(size_t n, float scale)
     return v;
 }
 
-/* A random INT4-GPTQ weight in the file layout, loaded (repacked) into *g;
- * act-order: the groups' inputs shuffled through g_idx. */
+/* A random INT4-GPTQ weight, loaded (repacked) into *g; act-order: the
+ * groups' inputs shuffled through g_idx. */
 static int random_gptq(int in, int out, int gs, int act_order, hc_gptq *g, char *err, size_t errlen)
 {
-    int G = (in + gs - 1) / gs, zw = (out + 7) / 8;
-    int32_t *qw = calloc((size_t)(in + 7) / 8 * (size_t)out, sizeof *qw), *qz = calloc((size_t)G * zw, sizeof *qz);
+    int G = (in + gs - 1) / gs;
     int32_t *gi = malloc(sizeof *gi * (size_t)in);
-    uint16_t *sc = malloc(sizeof *sc * (size_t)G * out);
-    for (int k = 0; k < in; k++)
-        for (int r = 0; r < out; r++) {
-            frand();
-            qw[(k / 8) * out + r] |= (int32_t)((rng >> 60) << (4 * (k % 8)));
-        }
-    for (int j = 0; j < G; j++)
-        for (int r = 0; r < out; r++) {
-            sc[j * out + r] = fp32_to_fp16(0.01f + 0.02f * (frand() + 1.0f));
-            qz[j * zw + r / 8] |= (int32_t)((rng >> 60) << (4 * (r % 8)));
-        }
     for (int k = 0; k < in; k++) gi[k] = act_order ? (k * 7 + 3) % G : k / gs;
-    int rc = hc_gptq_load(g, in, out, gs, qw, sc, qz, gi, err, errlen);
-    free(qw);
-    free(qz);
+    int rc = th_random_gptq(in, out, gs, gi, &rng, g, err, errlen);
     free(gi);
-    free(sc);
     return rc;
 }
 

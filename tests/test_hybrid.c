@@ -20,6 +20,7 @@
 #include "model.h"
 #include "opencl.h"
 #include "quants.h"
+#include "random_gptq.h"
 #include "sampler.h"
 #include "sparse.h"
 
@@ -161,31 +162,15 @@ static void shuffled_groups(int n, int gs, int32_t *gi)
     rng = keep;
 }
 
-/* A random INT4-GPTQ weight of `in` inputs and `out` outputs in the file
- * layout, groups of gs in act-order (shuffled_groups), loaded into *g. */
+/* A random INT4-GPTQ weight of `in` inputs and `out` outputs in groups of gs
+ * in act-order (shuffled_groups), loaded into *g. */
 static void random_gptq(int in, int out, int gs, hc_gptq *g)
 {
-    int G = (in + gs - 1) / gs, zw = (out + 7) / 8;
-    int32_t *qw = calloc((size_t)(in + 7) / 8 * (size_t)out, sizeof *qw), *qz = calloc((size_t)G * zw, sizeof *qz);
     int32_t *gi = malloc(sizeof *gi * (size_t)in);
-    uint16_t *sc = malloc(sizeof *sc * (size_t)G * out);
-    for (int k = 0; k < in; k++)
-        for (int r = 0; r < out; r++) {
-            frand();
-            qw[(k / 8) * out + r] |= (int32_t)((rng >> 60) << (4 * (k % 8)));
-        }
-    for (int j = 0; j < G; j++)
-        for (int r = 0; r < out; r++) {
-            sc[j * out + r] = fp32_to_fp16(0.01f + 0.02f * (frand() + 1.0f));
-            qz[j * zw + r / 8] |= (int32_t)((rng >> 60) << (4 * (r % 8)));
-        }
-    shuffled_groups(in, gs, gi);
     char err[256];
-    if (hc_gptq_load(g, in, out, gs, qw, sc, qz, gi, err, sizeof err)) th_fail(__FILE__, __LINE__, "gptq: %s", err);
-    free(qw);
-    free(qz);
+    shuffled_groups(in, gs, gi);
+    if (th_random_gptq(in, out, gs, gi, &rng, g, err, sizeof err)) th_fail(__FILE__, __LINE__, "gptq: %s", err);
     free(gi);
-    free(sc);
 }
 
 /* k rows of n as *w of type index ti: types[ti], or (ti = 4) INT4-GPTQ: gate/up
