@@ -16,7 +16,10 @@ elif grep -q __asan_init "$HC_BIN/hc-gguf" 2>/dev/null; then
 fi
 # OpenBLAS/OpenMP and OpenCL keep per-thread pools that valgrind calls
 # "possibly lost"/"still reachable": only definite and indirect leaks count.
-VG="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect"
+# tests/valgrind.supp: reports from the system's libraries that are not bugs
+# (hc-run lists the OpenCL devices, which loads the ICD with dlopen).
+VG="valgrind -q --error-exitcode=99 --suppressions=tests/valgrind.supp --leak-check=full \
+    --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 # vg NAME COMMAND...: the command must exit 0 with valgrind silent
 vg() {
