@@ -20,7 +20,7 @@ struct hc_ffn {
     hc_cl *cl;               /* the device, or NULL */
     hc_backend *dev;         /* its backend, for the placed layers and head */
     hc_place *place;         /* what runs there besides hot neurons, or NULL */
-    uint64_t hot_budget;     /* device bytes left to hot neurons (0: none) */
+    uint64_t hot_budget;     /* device bytes left to a GPU index's hot neurons */
     double dense_s;          /* time in the dense FFN (verbose) */
     uint64_t dense_tokens;   /* tokens through layer 0 of the dense FFN (verbose) */
 };
@@ -191,7 +191,8 @@ static int place_dense(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, FILE 
     }
     if (o->gpu_layers < 0) plan.ffn = plan.head && ffn <= budget - used;
     hc_budget_free(&b);
-    f->hot_budget = plan.ffn || budget <= used ? 0 : budget - used;
+    /* -ngl: the hot neurons of the other layers as the device holds them */
+    f->hot_budget = o->gpu_layers > 0 ? hc_cl_about(f->cl)->mem_size : plan.ffn || budget <= used ? 0 : budget - used;
     if (!plan.n_layers && !plan.head) return 0;
     char line[512], sz[2][32];
     snprintf(line, sizeof line, "device %d", hc_cl_index(f->cl));
@@ -250,7 +251,7 @@ hc_ffn *hc_ffn_setup(const hc_model *m, const hc_ffn_opts *o, FILE *log, char *e
         hc_ffn_free(f);
         return NULL;
     }
-    int every_neuron = f->place && hc_place_layers(f->place) == m->hp.n_layer && !f->hot_budget;
+    int every_neuron = f->place && hc_place_ffn_layers(f->place) == m->hp.n_layer;
     if (every_neuron && idx) {   /* still read: a bad index given is refused */
         hc_gpuidx *g = hc_gpuidx_load(idx, m->hp.n_layer, m->hp.n_ff, err, errlen);
         if (!g) {

@@ -116,10 +116,11 @@ int hc_hybrid_place(hc_sparse *s, const hc_model *m, const hc_gpuidx *g, hc_cl *
     for (int l = 0; l < m->hp.n_layer; l++)
         if (check_layer(s, m, l, msg, msglen)) return -1;
     const uint64_t mem = hc_cl_about(cl)->mem_size;
-    uint64_t need = hc_hybrid_bytes(m, s, g), have = budget ? budget : mem;
-    if (need > have || need > mem) {
+    uint64_t need = hc_hybrid_bytes(m, s, g);
+    if (need > budget || need > mem) {
         snprintf(msg, msglen, "the split needs %s of device memory, more than the %s %s", hc_format_size(need, sz[0], sizeof sz[0]),
-                 hc_format_size(have, sz[1], sizeof sz[1]), budget ? "the budget leaves for it" : "the device has");
+                 hc_format_size(budget < mem ? budget : mem, sz[1], sizeof sz[1]),
+                 budget < mem ? "the budget leaves for it" : "the device has");
         return -1;
     }
     for (int l = 0; l < m->hp.n_layer; l++) {
@@ -136,7 +137,7 @@ hc_cl *hc_hybrid_setup(hc_sparse *s, const hc_model *m, const hc_gpuidx *g, cons
                        char *msg, size_t msglen)
 {
     hc_cl *cl = hc_cl_open(device, msg, msglen);
-    if (cl && hc_hybrid_place(s, m, g, cl, budget, msg, msglen)) {
+    if (cl && hc_hybrid_place(s, m, g, cl, budget ? budget : hc_cl_about(cl)->mem_size, msg, msglen)) {
         hc_cl_free(cl);
         cl = NULL;
     }

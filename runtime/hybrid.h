@@ -19,13 +19,14 @@
 
 /* Device bytes the split of g needs for model m with s's down rows. */
 uint64_t hc_hybrid_bytes(const hc_model *m, const hc_sparse *s, const hc_gpuidx *g);
-/* Hand g's hot neurons to the opened device cl. budget: device bytes for
- * the split, 0 = the device's global memory. 0, or -1 with a one-line
- * reason in msg: then s is unchanged and every neuron runs on the CPU. */
+/* Hand g's hot neurons to the opened device cl. budget: device bytes left
+ * for the split (0: none). 0, or -1 with a one-line reason in msg: then s
+ * is unchanged and every neuron runs on the CPU. */
 int hc_hybrid_place(hc_sparse *s, const hc_model *m, const hc_gpuidx *g, hc_cl *cl, uint64_t budget, char *msg,
                     size_t msglen);
-/* The same on a device it opens (hc_cl_open(device)): the device (the
- * caller frees it after s), or NULL with the reason in msg. */
+/* The same on a device it opens (hc_cl_open(device)), budget 0 meaning
+ * the device's global memory: the device (the caller frees it after s), or
+ * NULL with the reason in msg. */
 hc_cl *hc_hybrid_setup(hc_sparse *s, const hc_model *m, const hc_gpuidx *g, const char *device, uint64_t budget,
                        char *msg, size_t msglen);
 

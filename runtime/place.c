@@ -8,7 +8,7 @@
 struct hc_place {
     hc_backend *dev;
     char *name;
-    int n_layer, n_dev, head_dev;
+    int n_layer, n_dev, n_ffn;   /* layers, those on the device, those whose FFN is there too */
     hc_blayer *layers;   /* [n_layer]: host weights, device copies for the placed */
     hc_blayer head;
     uint8_t *kv_on;      /* [n_layer] */
@@ -85,13 +85,14 @@ hc_place *hc_place_new(const hc_model *m, hc_backend *dev, const char *name, con
         b->ffn_dev = ffn;
         p->kv_on[l] = 1;
         p->n_dev++;
+        p->n_ffn += ffn;
     }
     if (plan->head) {
         int rc = place(dev, &p->head, 0, why, sizeof why, err, errlen);
         if (rc == 1) fprintf(log, "%s: output head: %s; it runs on the CPU\n", name, why);
         if (rc) unplace(dev, &p->head);
         if (rc < 0) goto fail;
-        p->head.dev = p->head_dev = !rc;
+        p->head.dev = !rc;
     }
     return p;
 fail:
@@ -111,7 +112,8 @@ void hc_place_free(hc_place *p)
 }
 
 int hc_place_layers(const hc_place *p) { return p->n_dev; }
-int hc_place_head(const hc_place *p) { return p->head_dev; }
+int hc_place_ffn_layers(const hc_place *p) { return p->n_ffn; }
+int hc_place_head(const hc_place *p) { return p->head.dev; }
 hc_backend *hc_place_device(const hc_place *p) { return p->dev; }
 const uint8_t *hc_place_kv_layers(const hc_place *p) { return p->kv_on; }
 
@@ -120,5 +122,5 @@ int hc_place_attach(const hc_place *p, hc_blayer *layers, hc_blayer *head, const
     memcpy(layers, p->layers, sizeof *layers * (size_t)p->n_layer);
     *head = p->head;
     *dev_name = p->name;
-    return p->n_dev > 0 || p->head_dev;
+    return p->n_dev > 0 || p->head.dev;
 }

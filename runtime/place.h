@@ -24,8 +24,10 @@ typedef struct {
 hc_place *hc_place_new(const hc_model *m, hc_backend *dev, const char *name, const hc_place_plan *plan, FILE *log,
                        char *err, size_t errlen);
 void hc_place_free(hc_place *p);
-/* Layers with their dense part on the device; whether the head is there. */
+/* Layers with their dense part on the device, those of them whose FFN is
+ * there too; whether the head is there. */
 int hc_place_layers(const hc_place *p);
+int hc_place_ffn_layers(const hc_place *p);
 int hc_place_head(const hc_place *p);
 
 /* For forward.c: layers[n_layer] and the head (o = output, attn_norm(_b) =
