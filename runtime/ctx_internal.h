@@ -44,6 +44,8 @@ struct hc_ctx {
     float *h;                   /* [n_batch][n_ff] for HC_HOOK_FFN_ACT, with a hook only */
     void *acts, *acts2;         /* prepared activations, [n_batch] each */
     size_t act_stride;          /* bytes per prepared vector */
+    hc_view ffn_share;          /* hc_ctx_ffn_device_share during an FFN's call */
+    int ffn_share_left;         /* the FFN left its share there */
     void *arranged;             /* the product's activations arranged for its kernels (matmul.c) */
     size_t arranged_cap;        /* its bytes */
     char err[256];

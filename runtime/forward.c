@@ -210,6 +210,8 @@ const char *hc_ctx_error(const hc_ctx *ctx) { return ctx->err; }
 float *hc_ctx_ffn_scratch(hc_ctx *ctx, int which) { return hc_cpu_ptr(ctx->rows[HC_ON_CPU].ffn[which != 0]); }
 size_t hc_ctx_act_stride(const hc_ctx *ctx) { return ctx->act_stride; }
 int hc_ctx_on_device(const hc_ctx *ctx) { return ctx->rows[HC_ON_DEV].be != NULL; }
+hc_view hc_ctx_ffn_device_share(const hc_ctx *ctx) { return ctx->ffn_share; }
+void hc_ctx_ffn_left_on_device(hc_ctx *ctx) { ctx->ffn_share_left = ctx->ffn_share.buf != NULL; }
 
 void hc_add_bias(float *y, const float *bias, int B, int n)
 {
@@ -279,7 +281,8 @@ void hc_ffn_forward(hc_ctx *ctx, int layer, const float *ffn_inp, const float *x
 /* out[B][n_embd] = the FFN block of R's rows x: its norm, then the dense
  * FFN where the layer's FFN weights are, or the context's FFN (or the dense
  * one) on the CPU: from a device, the CPU receives x and its norm and sends
- * back the result (one exchange). */
+ * back its result (one exchange), which the device adds to the share the
+ * FFN left there (hc_ctx_ffn_device_share: the hot rows). */
 static void ffn_block(hc_ctx *ctx, int layer, const hc_rows *R, hc_view x, int B, int pos0, hc_view out)
 {
     const hc_hparams *hp = &ctx->model->hp;
@@ -302,19 +305,30 @@ static void ffn_block(hc_ctx *ctx, int layer, const hc_rows *R, hc_view x, int B
     if (op->read(R->be, x, hc_cpu_ptr(C->x), bytes, ctx->err, sizeof ctx->err) ||
         op->read(R->be, R->xn, hc_cpu_ptr(C->xn), bytes, ctx->err, sizeof ctx->err))
         return;   /* hc_eval finds the failure at the step's sync */
+    ctx->ffn_share = out;
+    ctx->ffn_share_left = 0;
     hc_ffn_forward(ctx, layer, hc_cpu_ptr(C->x), hc_cpu_ptr(C->xn), B, pos0, hc_cpu_ptr(C->tmp));
-    op->write(R->be, out, hc_cpu_ptr(C->tmp), bytes);
+    ctx->ffn_share = (hc_view){ NULL, 0 };
+    if (!ctx->ffn_share_left) {
+        op->write(R->be, out, hc_cpu_ptr(C->tmp), bytes);
+        return;
+    }
+    /* xn was read: its rows take the CPU's share */
+    op->write(R->be, R->xn, hc_cpu_ptr(C->tmp), bytes);
+    op->add(R->be, out, R->xn, (hc_view){ NULL, 0 }, (size_t)B * (size_t)hp->n_embd);
 }
 
-/* The rows where the layer (or the head) runs, with the residual stream
- * (B rows) moved there when it is on the other backend (*at). */
-static const hc_rows *rows_for(hc_ctx *ctx, int dev, int *at, int B)
+/* The rows where the layer (or the head) runs, with the residual stream's
+ * last n of B rows (the ones still needed) moved there when it is on the
+ * other backend (*at). */
+static const hc_rows *rows_for(hc_ctx *ctx, int dev, int *at, int B, int n)
 {
     const hc_rows *R = &ctx->rows[dev], *from = &ctx->rows[*at];
     if (dev != *at) {
-        size_t bytes = sizeof(float) * (size_t)B * (size_t)ctx->model->hp.n_embd;
-        if (dev == HC_ON_DEV) R->be->ops->write(R->be, R->x, hc_cpu_ptr(from->x), bytes);
-        else from->be->ops->read(from->be, from->x, hc_cpu_ptr(R->x), bytes, ctx->err, sizeof ctx->err);
+        size_t row = sizeof(float) * (size_t)ctx->model->hp.n_embd, bytes = row * (size_t)n;
+        hc_view dst = hc_view_at(R->x, row * (size_t)(B - n)), src = hc_view_at(from->x, row * (size_t)(B - n));
+        if (dev == HC_ON_DEV) R->be->ops->write(R->be, dst, hc_cpu_ptr(src), bytes);
+        else from->be->ops->read(from->be, src, hc_cpu_ptr(dst), bytes, ctx->err, sizeof ctx->err);
         *at = dev;
     }
     return R;
@@ -327,7 +341,7 @@ static const hc_rows *rows_for(hc_ctx *ctx, int dev, int *at, int B)
  * keep = B. */
 static void layer_forward(hc_ctx *ctx, int layer, int *at, int B, int keep, int pos0)
 {
-    const hc_rows *R = rows_for(ctx, ctx->layers[layer].dev, at, B);
+    const hc_rows *R = rows_for(ctx, ctx->layers[layer].dev, at, B, B);
     const hc_backend_ops *op = R->be->ops;
     size_t E = (size_t)ctx->model->hp.n_embd, n = (size_t)keep * E;
     hc_view xk = hc_view_at(R->x, sizeof(float) * (size_t)(B - keep) * E), none = { NULL, 0 };
@@ -394,7 +408,7 @@ static int eval_batch(hc_ctx *ctx, const int32_t *tokens, int B, int pos0, int l
         layer_forward(ctx, il, &at, B, il == hp->n_layer - 1 ? keep_last : B, pos0);
     int rows = which == HC_LOGITS_ALL ? B : which == HC_LOGITS_LAST && last ? 1 : 0;
     if (rows) {
-        const hc_rows *R = rows_for(ctx, ctx->head.dev, &at, B);
+        const hc_rows *R = rows_for(ctx, ctx->head.dev, &at, B, rows);
         hc_view x = hc_view_at(R->x, sizeof(float) * (size_t)(B - rows) * (size_t)hp->n_embd);
         if (R->be == ctx->rows[HC_ON_CPU].be) {
             output(ctx, R, x, rows, hc_cpu_view(logits));

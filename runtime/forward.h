@@ -5,6 +5,7 @@
 #ifndef HC_FORWARD_H
 #define HC_FORWARD_H
 
+#include "backend.h"
 #include "matmul.h"
 #include "model.h"
 
@@ -13,6 +14,14 @@
 float *hc_ctx_ffn_scratch(hc_ctx *ctx, int which);
 /* Bytes between the prepared activations of hc_ctx_acts / hc_ctx_prepare (matmul.h). */
 size_t hc_ctx_act_stride(const hc_ctx *ctx);
+/* During an FFN's call for a layer whose residual stream is on a device
+ * (x and its norm read back for it): a view of that backend where the FFN
+ * may leave a share of its out[B][n_embd], and say so with
+ * hc_ctx_ffn_left_on_device; out then holds the rest, and the forward pass
+ * adds the two on the device (the hybrid FFN's hot rows: one exchange per
+ * layer). A view of no buffer otherwise. */
+hc_view hc_ctx_ffn_device_share(const hc_ctx *ctx);
+void hc_ctx_ffn_left_on_device(hc_ctx *ctx);
 /* H[B][n_ff] = every neuron's activation (the input of down) of the layer's
  * FFN kind, as the dense FFN computes it; uses FFN scratch 1. */
 void hc_ffn_neurons(hc_ctx *ctx, int layer, const float *x_norm, int B, float *H);

@@ -122,6 +122,17 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
 /* Wait for the B tokens: y[B][n_embd], y_b = Σ h_br down_r; h[B][k];
  * *dev_s += device seconds. */
 int hc_cl_layer_finish(hc_cl_layer *L, float *y, float *h, double *dev_s, char *err, size_t errlen);
+/* Or leave them on the device, when its backend holds the residual stream
+ * (one exchange per layer: runtime/forward.c): y[B][n_embd] goes to view y
+ * of the OpenCL backend made on the same hc_cl; h stays there, counted
+ * against truth[B][k] (the truly active rows, for a recall check) when not
+ * NULL. Queued; nothing waits. */
+int hc_cl_layer_keep(hc_cl_layer *L, hc_view y, const uint8_t *truth, char *err, size_t errlen);
+/* What the tokens left on the device used, since the layer was made:
+ * counts[0] rows whose mask was set (gate and up read), counts[1] non-zero
+ * h (down rows read), counts[2] of those the ones set in truth. Waits for
+ * the queue. */
+int hc_cl_layer_counts(hc_cl_layer *L, uint64_t counts[3], char *err, size_t errlen);
 
 /* ------------------------------------------------------------ the backend
  * runtime/backend.h on this device (runtime/opencl/backend.c, kernels in

@@ -208,6 +208,7 @@ typedef struct {
     int32_t *hot;            /* bucket: neurons on the device */
     int n_hot;
     hc_cl_layer *dev;
+    uint64_t dev_counts[3];  /* hc_cl_layer_counts as last read (the tokens left on the device) */
     float t_act;             /* keep threshold on the criterion */
     float *norm;             /* [F] ‖down_j‖ (contribution criterion), else NULL */
     size_t rb_gate, rb_up, rb_down;   /* bytes of one row (rb_gate: the first rows) */
@@ -779,6 +780,27 @@ static void finish_device(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *i
         }
 }
 
+/* Queue the hot rows on the device before the CPU computes the cold ones;
+ * where the forward pass gives a view on the device (hc_ctx_ffn_device_share)
+ * and nothing needs h on the host, their sum stays there: *left = 1. 0, or
+ * -1 when the device failed (dev_err). */
+static int start_device(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in, int *left)
+{
+    layer_state *L = &s->L[layer];
+    int k = L->n_hot;
+    for (int b = 0; b < in->B; b++)
+        for (int r = 0; r < k; r++) s->mask[(size_t)b * k + r] = (uint8_t)is_candidate(s, in->pred, b, L->hot[r]);
+    if (hc_cl_layer_start(L->dev, in->act_g, hc_ctx_act_stride(ctx), in->B, s->mask, s->m->hp.act, L->t_act, s->dev_err,
+                          sizeof s->dev_err))
+        return -1;
+    hc_view share = hc_ctx_ffn_device_share(ctx);
+    if (!(*left = share.buf && !in->hfull)) return 0;
+    if (s->p.check)   /* the mask's bytes again: the truly active hot rows */
+        for (int b = 0; b < in->B; b++)
+            for (int r = 0; r < k; r++) s->mask[(size_t)b * k + r] = s->truth[(size_t)b * s->F + L->hot[r]] != 0.0f;
+    return hc_cl_layer_keep(L->dev, share, s->p.check ? s->mask : NULL, s->dev_err, sizeof s->dev_err);
+}
+
 /* ------------------------------------------------------------ the FFN */
 
 static int grow_rows(hc_sparse *s, int B)
@@ -859,16 +881,10 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
     memset(out, 0, sizeof(float) * (size_t)B * E);
     rows_in in = { B, s->predictor ? s->pred : NULL, ag, au, out, h };
 
-    int on_dev = L->dev && !s->dev_err[0];
-    if (on_dev) {
-        int k = L->n_hot;
-        for (int b = 0; b < B; b++)
-            for (int r = 0; r < k; r++) s->mask[(size_t)b * k + r] = (uint8_t)is_candidate(s, in.pred, b, L->hot[r]);
-        if (hc_cl_layer_start(L->dev, ag, hc_ctx_act_stride(ctx), B, s->mask, s->m->hp.act, L->t_act, s->dev_err,
-                              sizeof s->dev_err)) {
-            hc_warn("%s; the CPU computes every neuron from now on", s->dev_err);
-            on_dev = 0;
-        }
+    int on_dev = L->dev && !s->dev_err[0], left = 0;
+    if (on_dev && start_device(s, ctx, layer, &in, &left)) {
+        hc_warn("%s; the CPU computes every neuron from now on", s->dev_err);
+        on_dev = left = 0;
     }
     if (fused) {
         decode_part(s, ctx, layer, &in);
@@ -877,7 +893,8 @@ static void sparse_ffn(void *user, hc_ctx *ctx, int layer, const float *ffn_inp,
         else cpu_part(s, ctx, layer, NULL, F, &in);
     }
     s->t_cpu += hc_now() - t0;
-    if (on_dev) finish_device(s, ctx, layer, &in);
+    if (left) hc_ctx_ffn_left_on_device(ctx);
+    else if (on_dev) finish_device(s, ctx, layer, &in);
     if (s->p.observe) s->p.observe(s->p.observe_user, layer, s->crit, B, F);
     hc_add_bias(out, ly->ffn_down_b, B, E);
 
@@ -1050,12 +1067,27 @@ int hc_sparse_criterion_parse(const char *name)
 
 const char *hc_sparse_criterion_name(int criterion) { return crit_names[criterion]; }
 
-hc_sparse_stats hc_sparse_get_stats(const hc_sparse *s, int layer)
+/* A layer's counts, with what its device did for the tokens left there
+ * (read from the device; the last counts read when it has failed). */
+static hc_sparse_stats layer_stats(hc_sparse *s, int layer)
 {
-    if (layer >= 0) return s->L[layer].st;
+    layer_state *L = &s->L[layer];
+    hc_sparse_stats st = L->st;
+    char err[256];
+    if (L->dev) hc_cl_layer_counts(L->dev, L->dev_counts, err, sizeof err);
+    st.bytes += L->dev_counts[0] * (L->rb_gate + L->rb_up) + L->dev_counts[1] * L->rb_down;
+    st.served_dev += L->dev_counts[1];
+    st.computed += L->dev_counts[1];
+    st.hit += L->dev_counts[2];
+    return st;
+}
+
+hc_sparse_stats hc_sparse_get_stats(hc_sparse *s, int layer)
+{
+    if (layer >= 0) return layer_stats(s, layer);
     hc_sparse_stats t = { 0 };
     for (int l = 0; l < s->m->hp.n_layer; l++) {
-        const hc_sparse_stats *a = &s->L[l].st;
+        hc_sparse_stats ls = layer_stats(s, l), *a = &ls;
         t.tokens += a->tokens;
         t.computed += a->computed;
         t.bytes += a->bytes;
@@ -1100,22 +1132,26 @@ static void report_line(const hc_sparse *s, FILE *f, const char *what, int layer
     fputc('\n', f);
 }
 
-void hc_sparse_report(const hc_sparse *s, FILE *f, int per_layer)
+void hc_sparse_report(hc_sparse *s, FILE *f, int per_layer)
 {
     hc_sparse_stats t = hc_sparse_get_stats(s, -1);
     if (per_layer)
         for (int l = 0; l < s->m->hp.n_layer; l++) {
             char what[32];
             snprintf(what, sizeof what, "sparse: layer %2d", l);
-            report_line(s, f, what, l, &s->L[l].st);
+            hc_sparse_stats st = layer_stats(s, l);
+            report_line(s, f, what, l, &st);
         }
     report_line(s, f, "sparse: all layers", -1, &t);
     int any_dev = 0;
-    for (int l = 0; l < s->m->hp.n_layer; l++) any_dev |= s->L[l].dev != NULL;
+    uint64_t tokens = 0;   /* of the layer that saw the most: some may be dense on a device, the last keeps fewer rows */
+    for (int l = 0; l < s->m->hp.n_layer; l++) {
+        any_dev |= s->L[l].dev != NULL;
+        tokens = s->L[l].st.tokens > tokens ? s->L[l].st.tokens : tokens;
+    }
     fprintf(f, "sparse: FFN time %.2f ms for %llu tokens: CPU %.2f ms", s->t_ffn * 1e3,
-            (unsigned long long)(t.tokens / (uint64_t)s->m->hp.n_layer), s->t_cpu * 1e3);
-    if (any_dev)
-        fprintf(f, ", device %.2f ms (waited %.2f ms); device served %.1f%% of activations",
-                s->t_dev * 1e3, s->t_wait * 1e3, 100.0 * ratio(t.served_dev, t.served_dev + t.served_cpu));
+            (unsigned long long)tokens, s->t_cpu * 1e3);
+    if (any_dev && s->t_dev > 0) fprintf(f, ", device %.2f ms (waited %.2f ms)", s->t_dev * 1e3, s->t_wait * 1e3);
+    if (any_dev) fprintf(f, "; device served %.1f%% of activations", 100.0 * ratio(t.served_dev, t.served_dev + t.served_cpu));
     fputc('\n', f);
 }

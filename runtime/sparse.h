@@ -31,7 +31,11 @@
  * neurons the rows keep, each row's h being 0 where it does not keep a neuron;
  * every token still gets its own neuron set, and its results are bit for bit
  * those of computing it alone. With a device, the B rows are queued on it
- * before the CPU computes the cold neurons, and waited for at the end.
+ * before the CPU computes the cold neurons, and waited for at the end; or,
+ * when the layer's residual stream is on that device (forward.h,
+ * hc_ctx_ffn_device_share), their sum stays there and nothing waits: the
+ * CPU's out is the cold share, and the device's counts join the stats when
+ * they are asked for.
  * Results do not depend on the thread count. */
 #ifndef HC_SPARSE_H
 #define HC_SPARSE_H
@@ -101,12 +105,12 @@ typedef struct {
 } hc_sparse_stats;
 
 /* Totals over all layers (layer < 0) or one layer. */
-hc_sparse_stats hc_sparse_get_stats(const hc_sparse *s, int layer);
+hc_sparse_stats hc_sparse_get_stats(hc_sparse *s, int layer);
 /* A one-line device failure (the hot neurons then run on the CPU), or NULL. */
 const char *hc_sparse_device_error(const hc_sparse *s);
 /* Summary lines on f: skipped fraction and FFN weight bytes read per token
  * against the dense FFN's (and predicted fraction, recall with check), FFN
  * wall time, CPU time, device time and share; per_layer adds a line per layer. */
-void hc_sparse_report(const hc_sparse *s, FILE *f, int per_layer);
+void hc_sparse_report(hc_sparse *s, FILE *f, int per_layer);
 
 #endif

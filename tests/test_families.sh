@@ -70,8 +70,11 @@ for d in "$H"/*/; do
 done
 [ -f "$T/llama-relu.gguf" ] && mmap_same llama-relu --sparse
 
+# Budgets that hold every layer's attention and the output head, and some of the FFN neurons:
+# the hot rows' sums stay on the device and the CPU sends its cold share (one exchange per
+# layer); the same neurons are skipped as on the CPU, and greedy text is the CPU's
 P="The dog ran to the park and found a big red ball."
-for f in llama-relu:1000K opt:1700K bamboo:1000K; do
+for f in llama-relu:1200K opt:1600K bamboo:1200K; do
     b=${f#*:}; f=${f%:*}; m="$T/$f.gguf"
     "$R" -m "$m" -p "$P" --logits -n 0 -t 2 >"$T/dense.txt" 2>/dev/null
     "$R" -m "$m" -p "$P" --logits -n 0 -t 2 --sparse >"$T/sparse.txt" 2>/dev/null
@@ -80,8 +83,18 @@ for f in llama-relu:1000K opt:1700K bamboo:1000K; do
        "$HC_BIN/hc-solve" -m "$m" -s "$T/$f.stats" --vram-budget "$b" --min-layer-neurons 0 -o "$T/$f.gpuidx" \
            >/dev/null 2>"$T/hybrid.err" &&
        "$R" -m "$m" -p "$P" --logits -n 0 -t 2 --gpu-index "$T/$f.gpuidx" --vram-budget "$b" >"$T/hybrid.txt" \
-           2>"$T/hybrid.err" && grep -q "^hybrid: .* on the device" "$T/hybrid.err"; then
+           2>"$T/hybrid.err" && grep -q "^hybrid: .* [0-9]* of [0-9]* neurons on the device" "$T/hybrid.err" &&
+       grep -q "^offload: 3 of 3 layers (attention, norms, KV cache), the output head on the device" "$T/hybrid.err"; then
         same_logits "hybrid_equals_dense_$f" "$T/dense.txt" "$T/hybrid.txt"
+        "$R" -m "$m" -p "$P" -n 12 --temp 0 -t 2 -v --sparse >"$T/sparse.gen" 2>"$T/sparse.err"
+        "$R" -m "$m" -p "$P" -n 12 --temp 0 -t 2 -v --gpu-index "$T/$f.gpuidx" --vram-budget "$b" >"$T/hybrid.gen" \
+            2>"$T/hybrid.err"
+        cpu=$(grep -o "all layers: skipped *[0-9.]*%" "$T/sparse.err")
+        dev=$(grep -o "all layers: skipped *[0-9.]*%" "$T/hybrid.err")
+        if [ -n "$cpu" ] && [ "$cpu" = "$dev" ] && cmp -s "$T/sparse.gen" "$T/hybrid.gen" &&
+           grep -q "recall 1.0000" "$T/hybrid.err" && grep -q "device served [1-9][0-9.]*% of activations" "$T/hybrid.err" &&
+           ! grep -q "waited" "$T/hybrid.err"; then ok "hybrid_one_exchange_$f"
+        else fail "hybrid_one_exchange_$f" "CPU '$cpu', device '$dev'; $(grep -h 'FFN time' "$T/hybrid.err")"; fi
     elif grep -q "OpenCL" "$T/hybrid.err" 2>/dev/null; then
         skip "hybrid_equals_dense_$f" "no OpenCL device: $(head -c 200 "$T/hybrid.err")"
     else

@@ -42,6 +42,8 @@ if "$R" -m "$T/pred.gguf" -p "$Q" --logits -n 0 -t 2 --gpu-index "$T/idx.gpuidx"
        >"$T/hybrid.txt" 2>"$T/hybrid.err" && grep -q "^hybrid: .* on the device" "$T/hybrid.err"; then
     check hybrid_splits grep -Eq "^hybrid: .*: [1-9][0-9]* of 860 neurons on the device" "$T/hybrid.err"
     check hybrid_both_sides grep -Eq "device served [1-9][0-9]?\.[0-9]% of activations" "$T/hybrid.err"
+    # every layer's attention and predictor on the device: the hot rows' sums stay there (no wait for them)
+    check hybrid_one_exchange sh -c "grep -q '^offload: 5 of 5 layers' '$T/hybrid.err' && ! grep -q waited '$T/hybrid.err'"
     same_logits hybrid_equals_sparse_cpu_with_predictors "$T/cpu.txt" "$T/hybrid.txt"
 elif ! "$R" --list-devices >/dev/null 2>&1; then
     skip hybrid_equals_sparse_cpu_with_predictors "no OpenCL device: $(head -c 200 "$T/hybrid.err")"

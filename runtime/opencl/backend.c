@@ -25,11 +25,6 @@ enum { FORM_F32, FORM_BF16, FORM_Q8, FORM_G8 };
 static const int fmt_form[N_FMT] = { FORM_F32, FORM_F32, FORM_BF16, FORM_Q8, FORM_Q8, FORM_G8 };
 enum { N_ACT = 3 };
 
-struct hc_buf {
-    cl_mem m;
-    size_t bytes;
-};
-
 enum { DEV_MAT = 0x6d617431, DEV_VEC = 0x76656331 };
 typedef struct {
     int tag, fmt;

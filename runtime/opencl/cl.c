@@ -125,6 +125,8 @@ hc_cl *hc_cl_open(const char *device, char *err, size_t errlen)
     }
     cl->down_sum = clCreateKernel(cl->prog, "down_sum", &rc);
     CHECK_CL(rc, "clCreateKernel");
+    cl->count_hot = clCreateKernel(cl->prog, "count_hot", &rc);
+    CHECK_CL(rc, "clCreateKernel");
     for (int i = 0; i < HC_CL_N_TYPES; i++) {
         char name[32];
         snprintf(name, sizeof name, "gate_up_%s", hc_cl_type_names[i]);
@@ -153,18 +155,20 @@ bad:
 void hc_cl_free(hc_cl *cl)
 {
     if (!cl) return;
-    cl_mem ms[] = { cl->x, cl->mask, cl->h, cl->y, cl->part, cl->zeros };
+    cl_mem ms[] = { cl->x, cl->mask, cl->h, cl->y, cl->part, cl->zeros, cl->truth };
     hc_cl_release(ms, sizeof ms / sizeof *ms);
     for (int i = 0; i < HC_CL_N_TYPES; i++) {
         if (cl->gate_up[i]) clReleaseKernel(cl->gate_up[i]);
         if (cl->down[i]) clReleaseKernel(cl->down[i]);
     }
     if (cl->down_sum) clReleaseKernel(cl->down_sum);
+    if (cl->count_hot) clReleaseKernel(cl->count_hot);
     if (cl->prog) clReleaseProgram(cl->prog);
     if (cl->q) clReleaseCommandQueue(cl->q);
     if (cl->ctx) clReleaseContext(cl->ctx);
     free(cl->host_x);
     free(cl->host_mask);
+    free(cl->host_truth);
     free(cl);
 }
 

@@ -17,12 +17,19 @@ struct hc_cl {
     cl_context ctx;
     cl_command_queue q;
     cl_program prog;
-    cl_kernel gate_up[HC_CL_N_TYPES], down[HC_CL_N_TYPES], down_sum;
+    cl_kernel gate_up[HC_CL_N_TYPES], down[HC_CL_N_TYPES], down_sum, count_hot;
     size_t wg;
     /* scratch shared by all layers (one token-layer in flight at a time) */
-    cl_mem x, mask, h, y, part, zeros;   /* part: the down slices' sums */
-    size_t x_cap, mask_cap, h_cap, y_cap, part_cap, zeros_cap;
-    void *host_x, *host_mask;   /* staging: the caller may reuse its inputs at once */
+    cl_mem x, mask, h, y, part, zeros, truth;   /* part: the down slices' sums; truth: hc_cl_layer_keep's */
+    size_t x_cap, mask_cap, h_cap, y_cap, part_cap, zeros_cap, truth_cap;
+    void *host_x, *host_mask, *host_truth;   /* staging: the caller may reuse its inputs at once */
+};
+
+/* A buffer of the OpenCL backend (backend.h's hc_buf): the hot rows leave
+ * their sums in one (hc_cl_layer_keep). */
+struct hc_buf {
+    cl_mem m;
+    size_t bytes;
 };
 
 /* kernels/hot_rows.cl as a C string (made by the build, runtime/module.mk). */

@@ -18,6 +18,7 @@ struct hc_cl_layer {
     cl_mem first_b, up_b;          /* NULL: none (cl->zeros) */
     cl_mem down_norm;              /* NULL: the gate criterion (cl->zeros unused) */
     cl_mem pairs, pair_row;        /* GPTQ down columns: the pairs table and each row's entry; else NULL */
+    cl_mem counts;                 /* 3 ulong: hc_cl_layer_counts */
     cl_event first, last;
 };
 
@@ -88,7 +89,8 @@ hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_emb
         !(L->down = rows_buffer(cl, dn, &L->rb_down, &L->pairs, &L->pair_row, err, errlen)) ||
         (rows->first_b && !(L->first_b = hc_cl_buffer(cl, ro, bb, rows->first_b, err, errlen))) ||
         (rows->up_b && !(L->up_b = hc_cl_buffer(cl, ro, bb, rows->up_b, err, errlen))) ||
-        (rows->down_norm && !(L->down_norm = hc_cl_buffer(cl, ro, bb, rows->down_norm, err, errlen))))
+        (rows->down_norm && !(L->down_norm = hc_cl_buffer(cl, ro, bb, rows->down_norm, err, errlen))) ||
+        !(L->counts = hc_cl_buffer(cl, CL_MEM_READ_WRITE, sizeof(cl_ulong[3]), (cl_ulong[3]){ 0, 0, 0 }, err, errlen)))
         goto bad;
     if (cl->zeros_cap < bb) {   /* the bias of rows without one */
         float *z = calloc((size_t)k, sizeof *z);
@@ -112,7 +114,7 @@ bad:
 void hc_cl_layer_free(hc_cl_layer *L)
 {
     if (!L) return;
-    cl_mem ms[] = { L->gate, L->up, L->down, L->first_b, L->up_b, L->down_norm, L->pairs, L->pair_row };
+    cl_mem ms[] = { L->gate, L->up, L->down, L->first_b, L->up_b, L->down_norm, L->pairs, L->pair_row, L->counts };
     hc_cl_release(ms, sizeof ms / sizeof *ms);
     free(L);
 }
@@ -214,3 +216,41 @@ bad:
     return -1;
 }
 
+
+int hc_cl_layer_keep(hc_cl_layer *L, hc_view y, const uint8_t *truth, char *err, size_t errlen)
+{
+    hc_cl *cl = L->cl;
+    cl_int total = L->k * L->B, has_truth = truth != NULL;
+    size_t bytes = sizeof(float) * (size_t)L->n * (size_t)L->B, one = cl->wg;
+    if (L->first) clReleaseEvent(L->first);   /* no device time without a wait */
+    L->first = NULL;
+    if (truth) {
+        if (grow(cl, &cl->truth, &cl->truth_cap, (size_t)total, &cl->host_truth, err, errlen)) return -1;
+        memcpy(cl->host_truth, truth, (size_t)total);
+        CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->truth, CL_FALSE, 0, (size_t)total, cl->host_truth, 0, NULL, NULL),
+                 "write truth");
+    }
+    cl_mem tm = truth ? cl->truth : cl->mask;
+    CHECK_CL(clEnqueueCopyBuffer(cl->q, cl->y, y.buf->m, 0, y.off, bytes, 0, NULL, NULL), "copy y");
+    CHECK_CL(clSetKernelArg(cl->count_hot, 0, sizeof(cl_mem), &cl->h), "count_hot arg");
+    CHECK_CL(clSetKernelArg(cl->count_hot, 1, sizeof(cl_mem), &cl->mask), "count_hot arg");
+    CHECK_CL(clSetKernelArg(cl->count_hot, 2, sizeof(cl_mem), &tm), "count_hot arg");
+    CHECK_CL(clSetKernelArg(cl->count_hot, 3, sizeof has_truth, &has_truth), "count_hot arg");
+    CHECK_CL(clSetKernelArg(cl->count_hot, 4, sizeof total, &total), "count_hot arg");
+    CHECK_CL(clSetKernelArg(cl->count_hot, 5, sizeof(cl_mem), &L->counts), "count_hot arg");
+    CHECK_CL(clEnqueueNDRangeKernel(cl->q, cl->count_hot, 1, NULL, &one, &one, 0, NULL, NULL), "count_hot kernel");
+    CHECK_CL(clFlush(cl->q), "clFlush");
+    return 0;
+bad:
+    return -1;
+}
+
+int hc_cl_layer_counts(hc_cl_layer *L, uint64_t counts[3], char *err, size_t errlen)
+{
+    cl_ulong c[3];
+    CHECK_CL(clEnqueueReadBuffer(L->cl->q, L->counts, CL_TRUE, 0, sizeof c, c, 0, NULL, NULL), "read counts");
+    for (int i = 0; i < 3; i++) counts[i] = c[i];
+    return 0;
+bad:
+    return -1;
+}

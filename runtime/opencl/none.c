@@ -56,6 +56,20 @@ int hc_cl_layer_finish(hc_cl_layer *L, float *y, float *h, double *dev_s, char *
     return -1;
 }
 
+int hc_cl_layer_keep(hc_cl_layer *L, hc_view y, const uint8_t *truth, char *err, size_t errlen)
+{
+    (void)L; (void)y; (void)truth;
+    snprintf(err, errlen, "%s", none);
+    return -1;
+}
+
+int hc_cl_layer_counts(hc_cl_layer *L, uint64_t counts[3], char *err, size_t errlen)
+{
+    (void)L; (void)counts;
+    snprintf(err, errlen, "%s", none);
+    return -1;
+}
+
 hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
 {
     (void)cl;

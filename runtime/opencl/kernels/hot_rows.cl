@@ -237,5 +237,32 @@ __kernel void down_sum(__global const float *part, int splits, int n, __global f
     for (int s = 1; s < splits; s++) v += part[((size_t)s * B + b) * n + c];
     y[(size_t)b * n + c] = v;
 }
+/* What the device did for B tokens left on it (hc_cl_layer_keep), among
+ * total = B * k: counts[0] += the masked rows (gate and up read), counts[1]
+ * += the non-zero h (down rows read), counts[2] += those also set in truth
+ * when has_truth. One group of WG items; integer sums, so the counts do not
+ * depend on the order. */
+__kernel void count_hot(__global const float *h, __global const uchar *mask, __global const uchar *truth,
+                        int has_truth, int total, __global ulong *counts) {
+    __local uint red[3 * WG];
+    const int lid = get_local_id(0);
+    uint m = 0, a = 0, t = 0;
+    for (int i = lid; i < total; i += WG) {
+        m += mask[i] != 0;
+        a += h[i] != 0.0f;
+        t += has_truth && h[i] != 0.0f && truth[i] != 0;
+    }
+    red[lid] = m;
+    red[WG + lid] = a;
+    red[2 * WG + lid] = t;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s)
+            for (int c = 0; c < 3; c++) red[c * WG + lid] += red[c * WG + lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0)
+        for (int c = 0; c < 3; c++) counts[c] += red[c * WG];
+}
 GATE_UP(f32) GATE_UP(f16) GATE_UP(q8_0) GATE_UP(q4_0) GATE_UP(gptq)
 DOWN(f32) DOWN(f16) DOWN(q8_0) DOWN(q4_0) DOWN(gptq)
