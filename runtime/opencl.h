@@ -9,7 +9,7 @@
  * index each, and the pairs of the groups of ffn_down (shared by the columns
  * of a group). Per token the device computes, for hot row r with mask[r] set,
  *   g = gate_r · x,  a = act(g),  h_r = keep(a) ? a * (up_r · x) : 0
- * (the gated FFN; hc_cl_rows below gives every kind) and y = Σ_r h_r · down_r, for B tokens at once (prompts). Every sum runs
+ * (the gated FFN; hc_cl_rows below gives every kind) and y = Σ_r h_r · down_r, for B tokens at once (prompts: in tiles of HC_CL_TILE tokens, each row read once per tile). Every sum runs
  * in a fixed order (no atomics), so the device's results are deterministic.
  * keep(a) = a != 0 && |a| >= t_act: ReLU zeros cost no up or down row.
  * x is the activation prepared for the gate type as the CPU kernels prepare it
@@ -101,8 +101,11 @@ typedef struct {
  * per-row bias (the caller adds those). */
 uint64_t hc_cl_rows_bytes(const hc_weight *w, int k);
 
+/* Tokens per tile of the hot rows' kernels: a prompt's B tokens go in tiles
+ * of this many, each hot row read once per tile (kernels/hot_rows.cl). */
+enum { HC_CL_TILE = 8 };
 /* Launch geometry, from the device (work groups of wg items, cu compute
- * units). gate_up: one group per (hot row, token). down: n outputs in
+ * units). gate_up: one group per (hot row, tile of tokens). down: n outputs in
  * blocks of hc_cl_down_cols(wg) columns, times the slices of the k hot rows
  * that hc_cl_down_splits cuts so that one token's launch has at least twice
  * as many groups as the device has compute units (while every lane keeps

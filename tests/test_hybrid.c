@@ -206,7 +206,7 @@ static void test_kernels_vs_ref(void)
 {
     hc_cl *cl = open_cl();
     CHECK(cl);
-    enum { K = 45, N = 96, NB = 3 };
+    enum { K = 45, N = 96, NB = 11 };   /* two tiles of tokens (HC_CL_TILE), the second partial */
     char err[256];
     int checked = 0;
     for (int ti = 0; ti < N_KT; ti++)

@@ -114,7 +114,7 @@ hc_cl *hc_cl_open(const char *device, char *err, size_t errlen)
     cl->prog = clCreateProgramWithSource(cl->ctx, 2, src, NULL, &rc);
     CHECK_CL(rc, "clCreateProgramWithSource");
     char opts[64];
-    snprintf(opts, sizeof opts, "-DWG=%zu", cl->wg);
+    snprintf(opts, sizeof opts, "-DWG=%zu -DTILE=%d", cl->wg, HC_CL_TILE);
     rc = clBuildProgram(cl->prog, 1, &dev, opts, NULL, NULL);
     if (rc != CL_SUCCESS) {
         char log[512] = "";

@@ -160,7 +160,10 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     CHECK_CL(clSetKernelArg(gu, 14, sizeof contrib, &contrib), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 15, sizeof rbg, &rbg), "gate_up arg");
     CHECK_CL(clSetKernelArg(gu, 16, sizeof gs, &gs), "gate_up arg");
-    size_t g1[2] = { (size_t)k * cl->wg, (size_t)B }, l1[2] = { cl->wg, 1 };
+    cl_int Bi = B;
+    CHECK_CL(clSetKernelArg(gu, 17, sizeof Bi, &Bi), "gate_up arg");
+    const size_t tiles = ((size_t)B + HC_CL_TILE - 1) / HC_CL_TILE;
+    size_t g1[2] = { (size_t)k * cl->wg, tiles }, l1[2] = { cl->wg, 1 };
     CHECK_CL(clEnqueueNDRangeKernel(cl->q, gu, 2, NULL, g1, l1, 0, NULL, NULL), "gate_up kernel");
     CHECK_CL(clSetKernelArg(dn, 0, sizeof(cl_mem), &L->down), "down arg");
     CHECK_CL(clSetKernelArg(dn, 1, sizeof(cl_mem), &cl->h), "down arg");
@@ -175,8 +178,9 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     CHECK_CL(clSetKernelArg(dn, 8, sizeof splits, &splits), "down arg");
     cl_mem part = splits > 1 ? cl->part : cl->y;   /* one slice writes y and never reads part */
     CHECK_CL(clSetKernelArg(dn, 9, sizeof(cl_mem), &part), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 10, sizeof Bi, &Bi), "down arg");
     const size_t dcols = (size_t)hc_cl_down_cols((int)cl->wg), blocks = ((size_t)n + dcols - 1) / dcols;
-    size_t g2[2] = { blocks * (size_t)splits * cl->wg, (size_t)B }, l2[2] = { cl->wg, 1 };
+    size_t g2[2] = { blocks * (size_t)splits * cl->wg, tiles }, l2[2] = { cl->wg, 1 };
     CHECK_CL(clEnqueueNDRangeKernel(cl->q, dn, 2, NULL, g2, l2, 0, NULL, NULL), "down kernel");
     if (splits > 1) {
         cl_kernel sum = cl->down_sum;

@@ -13,49 +13,70 @@
  * device's results do not change from run to run. */
 #pragma OPENCL FP_CONTRACT OFF
 
-/* Partial dot products of one work item (lid of WG); items read consecutive
-   vectors (4 floats / halves, a 32-value block, or a GPTQ code), so a
-   group's loads are contiguous. gs: the GPTQ group size (others ignore it). */
+/* Partial dot products of one work item (lid of WG) with the nt inputs of a
+   tile (TILE tokens, x_bytes apart) whose on[t] is set; each weight unit is
+   read once for the tile. Items read consecutive vectors (4 floats / halves,
+   a 32-value block, or a GPTQ code), so a group's loads are contiguous. A
+   token's sum is the same whatever shares its tile (the same terms in the
+   same order). gs: the GPTQ group size (others ignore it). */
 
 /* hsum4, hsum16, idot32: kernels/common.cl, built before this file. */
 
-float dot_f32(__global const uchar *w, __global const uchar *x, int n, int gs, int lid) {
-    __global const float *a = (__global const float *)w, *b = (__global const float *)x;
-    float s = 0.0f;
-    for (int i = lid; i < n / 4; i += WG) s += hsum4(vload4(i, a) * vload4(i, b));
-    for (int i = n / 4 * 4 + lid; i < n; i += WG) s += a[i] * b[i];
-    return s;
+void dots_f32(__global const uchar *w, __global const uchar *x, int x_bytes, int nt, const int *on, int n, int gs,
+              int lid, float *s) {
+    __global const float *a = (__global const float *)w;
+    for (int i = lid; i < n / 4; i += WG) {
+        float4 v = vload4(i, a);
+        for (int t = 0; t < nt; t++)
+            if (on[t]) s[t] += hsum4(v * vload4(i, (__global const float *)(x + (size_t)t * x_bytes)));
+    }
+    for (int i = n / 4 * 4 + lid; i < n; i += WG)
+        for (int t = 0; t < nt; t++)
+            if (on[t]) s[t] += a[i] * ((__global const float *)(x + (size_t)t * x_bytes))[i];
 }
-float dot_f16(__global const uchar *w, __global const uchar *x, int n, int gs, int lid) {
+void dots_f16(__global const uchar *w, __global const uchar *x, int x_bytes, int nt, const int *on, int n, int gs,
+              int lid, float *s) {
     __global const half *a = (__global const half *)w;
-    __global const float *b = (__global const float *)x;
-    float s = 0.0f;
-    for (int i = lid; i < n / 4; i += WG) s += hsum4(vload_half4(i, a) * vload4(i, b));
-    for (int i = n / 4 * 4 + lid; i < n; i += WG) s += vload_half(i, a) * b[i];
-    return s;
+    for (int i = lid; i < n / 4; i += WG) {
+        float4 v = vload_half4(i, a);
+        for (int t = 0; t < nt; t++)
+            if (on[t]) s[t] += hsum4(v * vload4(i, (__global const float *)(x + (size_t)t * x_bytes)));
+    }
+    for (int i = n / 4 * 4 + lid; i < n; i += WG)
+        for (int t = 0; t < nt; t++)
+            if (on[t]) s[t] += vload_half(i, a) * ((__global const float *)(x + (size_t)t * x_bytes))[i];
 }
 /* Q8_0 activation blocks as the CPU prepares them; an integer sum per block
    scaled by d_w * d_x, as ggml. */
-float dot_q8_0(__global const uchar *w, __global const uchar *x, int n, int gs, int lid) {
-    float s = 0.0f;
+void dots_q8_0(__global const uchar *w, __global const uchar *x, int x_bytes, int nt, const int *on, int n, int gs,
+               int lid, float *s) {
     for (int b = lid; b < n / 32; b += WG) {
-        __global const uchar *bw = w + (size_t)b * 34, *bx = x + (size_t)b * 34;
-        __global const char *qw = (__global const char *)(bw + 2), *qx = (__global const char *)(bx + 2);
-        int sum = idot32(convert_short16(vload16(0, qw)), convert_short16(vload16(1, qw)), qx);
-        s += (float)sum * (vload_half(0, (__global const half *)bw) * vload_half(0, (__global const half *)bx));
+        __global const uchar *bw = w + (size_t)b * 34;
+        __global const char *qw = (__global const char *)(bw + 2);
+        short16 lo = convert_short16(vload16(0, qw)), hi = convert_short16(vload16(1, qw));
+        float dw = vload_half(0, (__global const half *)bw);
+        for (int t = 0; t < nt; t++) {
+            if (!on[t]) continue;
+            __global const uchar *bx = x + (size_t)t * x_bytes + (size_t)b * 34;
+            int sum = idot32(lo, hi, (__global const char *)(bx + 2));
+            s[t] += (float)sum * (dw * vload_half(0, (__global const half *)bx));
+        }
     }
-    return s;
 }
-float dot_q4_0(__global const uchar *w, __global const uchar *x, int n, int gs, int lid) {
-    float s = 0.0f;
+void dots_q4_0(__global const uchar *w, __global const uchar *x, int x_bytes, int nt, const int *on, int n, int gs,
+               int lid, float *s) {
     for (int b = lid; b < n / 32; b += WG) {
-        __global const uchar *bw = w + (size_t)b * 18, *bx = x + (size_t)b * 34;
-        __global const char *qx = (__global const char *)(bx + 2);
+        __global const uchar *bw = w + (size_t)b * 18;
         short16 q = convert_short16(vload16(0, bw + 2));
-        int sum = idot32((q & (short)15) - (short)8, (q >> (short)4) - (short)8, qx);
-        s += (float)sum * (vload_half(0, (__global const half *)bw) * vload_half(0, (__global const half *)bx));
+        short16 lo = (q & (short)15) - (short)8, hi = (q >> (short)4) - (short)8;
+        float dw = vload_half(0, (__global const half *)bw);
+        for (int t = 0; t < nt; t++) {
+            if (!on[t]) continue;
+            __global const uchar *bx = x + (size_t)t * x_bytes + (size_t)b * 34;
+            int sum = idot32(lo, hi, (__global const char *)(bx + 2));
+            s[t] += (float)sum * (dw * vload_half(0, (__global const half *)bx));
+        }
     }
-    return s;
 }
 /* x: the prepared GPTQ activation (kernels_gptq.h): for gs % 32 == 0 the
    int8 blocks in chunks of 16 (768 bytes: sidx[16] at 0, d[16] at 64,
@@ -74,14 +95,15 @@ float x_gptq(__global const uchar *x, int k, int gs) {
     float d = ((__global const float *)(c + 64))[4 * (b % 4) + b / 4];
     return d * (float)((__global const char *)c)[(i < 16 ? 128 : 384) + 64 * (b / 4) + 16 * (b % 4) + i % 16];
 }
-float dot_gptq(__global const uchar *w, __global const uchar *x, int n, int gs, int lid) {
+void dots_gptq(__global const uchar *w, __global const uchar *x, int x_bytes, int nt, const int *on, int n, int gs,
+               int lid, float *s) {
     __global const float *sm = (__global const float *)(w + (n + 31) / 32 * 16);
-    float s = 0.0f;
     for (int k = lid; k < n; k += WG) {
         int j = k / gs;
-        s += (sm[2 * j] * (float)code_gptq(w, k) + sm[2 * j + 1]) * x_gptq(x, k, gs);
+        float v = sm[2 * j] * (float)code_gptq(w, k) + sm[2 * j + 1];
+        for (int t = 0; t < nt; t++)
+            if (on[t]) s[t] += v * x_gptq(x + (size_t)t * x_bytes, k, gs);
     }
-    return s;
 }
 
 /* Elements c..c+3 of a row (c a multiple of 4, c + 3 < n), widened; p: the
@@ -128,17 +150,18 @@ float elem_gptq(__global const uchar *w, int c, __global const float *p) {
 #define PAIRS_q4_0(sm, smrow, r, n) (sm)
 #define PAIRS_gptq(sm, smrow, r, n) ((sm) + (size_t)smrow[r] * 2 * (n))
 
-/* Sum of v over the work group in a fixed tree order (deterministic). */
-float group_sum(__local float *red, float v, int lid) {
-    red[lid] = v;
+/* s[t] = the sums of s[t] over the work group for t < nt, each in the same
+   fixed tree order (deterministic; one token's total is the same in any tile). */
+void group_sums(__local float *red, float *s, int nt, int lid) {
+    for (int t = 0; t < nt; t++) red[t * WG + lid] = s[t];
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = WG / 2; s > 0; s >>= 1) {
-        if (lid < s) red[lid] += red[lid + s];
+    for (int h = WG / 2; h > 0; h >>= 1) {
+        if (lid < h)
+            for (int t = 0; t < nt; t++) red[t * WG + lid] += red[t * WG + lid + h];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    float r = red[0];
+    for (int t = 0; t < nt; t++) s[t] = red[t * WG];
     barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
 }
 
 /* act: 0 SiLU (as run.c), 1 ReLU, 2 GELU (erf), model.h enum hc_act. */
@@ -148,86 +171,112 @@ float act_fn(float g, int act) {
     return g * (1.0f / (1.0f + exp(-g)));
 }
 
-/* One work group per (hot row, token): dimension 1 is the token b of B, whose
-   x, mask and h are at b * x_bytes, b * k, b * k. Every branch depends on
-   values the whole group shares, so no barrier is skipped by part of a group.
-   kind (opencl.h hc_cl_rows): 0 gated a * u, 1 symmetric a * act(u),
-   2 sequential a (gate holds the up rows); fb, ub: per-row biases; rb: bytes
-   of a row; gs: the GPTQ group size.
+/* One work group per (hot row, tile of TILE tokens): dimension 1 is the tile
+   of tokens b0 = TILE * tile .. of B, token b's x, mask and h at
+   b * x_bytes, b * k, b * k; the row is read once for the tile. Every branch
+   depends on values the whole group shares, so no barrier is skipped by part
+   of a group. kind (opencl.h hc_cl_rows): 0 gated a * u, 1 symmetric a *
+   act(u), 2 sequential a (gate holds the up rows); fb, ub: per-row biases;
+   rb: bytes of a row; gs: the GPTQ group size.
    contrib: keep by the contribution |h| * dn[r] >= t_act instead of |a| >= t_act. */
 #define GATE_UP(T) \
 __kernel void gate_up_##T(__global const uchar *gate, __global const uchar *up, __global const uchar *x, \
                           __global const uchar *mask, int n, int act, float t_act, __global float *h, \
                           int k, int x_bytes, int kind, __global const float *fb, \
-                          __global const float *ub, __global const float *dn, int contrib, int rb, int gs) { \
-    __local float red[WG]; \
-    int r = get_group_id(0), lid = get_local_id(0), b = get_global_id(1); \
-    x += (size_t)b * x_bytes; mask += (size_t)b * k; h += (size_t)b * k; \
-    if (!mask[r]) { if (lid == 0) h[r] = 0.0f; return; } \
-    float g = group_sum(red, dot_##T(gate + (size_t)r * rb, x, n, gs, lid), lid); \
-    float a = act_fn(g + fb[r], act); \
-    float tg = contrib ? 0.0f : t_act; \
-    if (a == 0.0f || (a < tg && -a < tg)) { if (lid == 0) h[r] = 0.0f; return; } \
-    float v = a; \
-    if (kind != 2) { \
-        float u = group_sum(red, dot_##T(up + (size_t)r * rb, x, n, gs, lid), lid) + ub[r]; \
-        v = a * (kind == 1 ? act_fn(u, act) : u); \
+                          __global const float *ub, __global const float *dn, int contrib, int rb, int gs, int B) { \
+    __local float red[TILE * WG]; \
+    int r = get_group_id(0), lid = get_local_id(0), b0 = get_group_id(1) * TILE, nt = min(TILE, B - b0); \
+    float g[TILE], u[TILE], v[TILE]; \
+    int on[TILE], any = 0; \
+    for (int t = 0; t < TILE; t++) { \
+        on[t] = t < nt && mask[(size_t)(b0 + t) * k + r]; \
+        g[t] = u[t] = v[t] = 0.0f; \
     } \
-    if (contrib) { float c = fabs(v) * dn[r]; if (c == 0.0f || c < t_act) v = 0.0f; } \
-    if (lid == 0) h[r] = v; \
+    x += (size_t)b0 * x_bytes; \
+    dots_##T(gate + (size_t)r * rb, x, x_bytes, nt, on, n, gs, lid, g); \
+    group_sums(red, g, nt, lid); \
+    float tg = contrib ? 0.0f : t_act; \
+    for (int t = 0; t < nt; t++) { \
+        float a = act_fn(g[t] + fb[r], act); \
+        on[t] = on[t] && a != 0.0f && (a >= tg || -a >= tg); \
+        v[t] = on[t] ? a : 0.0f; \
+        any |= on[t]; \
+    } \
+    if (kind != 2 && any) { \
+        dots_##T(up + (size_t)r * rb, x, x_bytes, nt, on, n, gs, lid, u); \
+        group_sums(red, u, nt, lid); \
+        for (int t = 0; t < nt; t++) \
+            if (on[t]) v[t] *= kind == 1 ? act_fn(u[t] + ub[r], act) : u[t] + ub[r]; \
+    } \
+    if (lid == 0) \
+        for (int t = 0; t < nt; t++) { \
+            float c = fabs(v[t]) * dn[r]; \
+            h[(size_t)(b0 + t) * k + r] = contrib && (c == 0.0f || c < t_act) ? 0.0f : v[t]; \
+        } \
 }
-/* One work group per DCOLS output columns of one token (dimension 1 = b) and
-   slice of the hot rows: the k rows are cut into `splits` slices (the host
-   chooses enough to fill the device: opencl/rows.c, hc_cl_down_splits), and
-   group g takes columns (g % blocks) * DCOLS.. of slice g / blocks. DITEMS
-   items each own 4 adjacent columns and LANES lanes split the slice's rows
-   (lane l adds rows lo + l, lo + l + LANES, ... in order, zero h skipped), so
-   the items of a lane read one contiguous stretch of a row; the lanes' sums
-   are then added in a fixed tree order in local memory. One slice writes y;
-   several write part[slice][b][n], which down_sum adds in slice order: no
-   result depends on scheduling. rb: bytes of a row; sm, smrow: the GPTQ
-   pairs table and each row's entry (PAIRS_T). */
+/* One work group per DCOLS output columns, slice of the hot rows and tile of
+   TILE tokens (dimension 1: tokens b0 = TILE * tile .. of B): the k rows are
+   cut into `splits` slices (the host chooses enough to fill the device:
+   opencl/rows.c, hc_cl_down_splits), and group g takes columns
+   (g % blocks) * DCOLS.. of slice g / blocks. DITEMS items each own 4
+   adjacent columns and LANES lanes split the slice's rows (lane l adds rows
+   lo + l, lo + l + LANES, ... in order, zero h skipped), so the items of a
+   lane read one contiguous stretch of a row, once for the tile; the lanes'
+   sums are then added in a fixed tree order in local memory. One slice
+   writes y; several write part[slice][b][n], which down_sum adds in slice
+   order: no result depends on scheduling, nor on what shares a token's tile.
+   rb: bytes of a row; sm, smrow: the GPTQ pairs table and each row's entry
+   (PAIRS_T). */
 #define DITEMS (WG < 8 ? WG : 8)
 #define LANES (WG / DITEMS)
 #define DCOLS (4 * DITEMS)
 #define DOWN(T) \
 __kernel void down_##T(__global const uchar *down, __global const float *h, int k, int n, __global float *y, \
                        int rb, __global const float *sm, __global const int *smrow, int splits, \
-                       __global float *part) { \
-    __local float4 red[WG]; \
-    int lid = get_local_id(0), item = lid % DITEMS, lane = lid / DITEMS, b = get_global_id(1); \
+                       __global float *part, int B) { \
+    __local float4 red[TILE * WG]; \
+    int lid = get_local_id(0), item = lid % DITEMS, lane = lid / DITEMS; \
+    int b0 = get_group_id(1) * TILE, nt = min(TILE, B - b0); \
     int blocks = (n + DCOLS - 1) / DCOLS, g = get_group_id(0), s = g / blocks; \
     int c = g % blocks * DCOLS + 4 * item, lo = (int)((long)k * s / splits), hi = (int)((long)k * (s + 1) / splits); \
-    h += (size_t)b * k; \
-    y = splits == 1 ? y + (size_t)b * n : part + ((size_t)s * get_global_size(1) + b) * n; \
-    float4 acc = (float4)(0.0f); \
-    if (c + 3 < n) { \
-        for (int r = lo + lane; r < hi; r += LANES) { \
-            float hr = h[r]; \
-            if (hr != 0.0f) acc += hr * elem4_##T(down + (size_t)r * rb, c, PAIRS_##T(sm, smrow, r, n)); \
+    float4 acc[TILE]; \
+    float hr[TILE]; \
+    for (int t = 0; t < TILE; t++) acc[t] = (float4)(0.0f); \
+    for (int r = lo + lane; r < hi; r += LANES) { \
+        int any = 0; \
+        for (int t = 0; t < nt; t++) { \
+            hr[t] = h[(size_t)(b0 + t) * k + r]; \
+            any |= hr[t] != 0.0f; \
         } \
-    } else { \
-        for (int r = lo + lane; r < hi; r += LANES) { \
-            float hr = h[r]; \
-            if (hr == 0.0f) continue; \
-            __global const uchar *row = down + (size_t)r * rb; \
-            __global const float *p = PAIRS_##T(sm, smrow, r, n); \
-            if (c < n) acc.x += hr * elem_##T(row, c, p); \
-            if (c + 1 < n) acc.y += hr * elem_##T(row, c + 1, p); \
-            if (c + 2 < n) acc.z += hr * elem_##T(row, c + 2, p); \
+        if (!any) continue; \
+        __global const uchar *row = down + (size_t)r * rb; \
+        __global const float *p = PAIRS_##T(sm, smrow, r, n); \
+        if (c + 3 < n) { \
+            float4 e = elem4_##T(row, c, p); \
+            for (int t = 0; t < nt; t++) \
+                if (hr[t] != 0.0f) acc[t] += hr[t] * e; \
+        } else { \
+            float e0 = c < n ? elem_##T(row, c, p) : 0.0f, e1 = c + 1 < n ? elem_##T(row, c + 1, p) : 0.0f; \
+            float e2 = c + 2 < n ? elem_##T(row, c + 2, p) : 0.0f; \
+            for (int t = 0; t < nt; t++) \
+                if (hr[t] != 0.0f) { acc[t].x += hr[t] * e0; acc[t].y += hr[t] * e1; acc[t].z += hr[t] * e2; } \
         } \
     } \
-    red[lid] = acc; \
+    for (int t = 0; t < nt; t++) red[t * WG + lid] = acc[t]; \
     barrier(CLK_LOCAL_MEM_FENCE); \
-    for (int s = LANES / 2; s > 0; s >>= 1) { \
-        if (lane < s) red[lid] += red[lid + s * DITEMS]; \
+    for (int h2 = LANES / 2; h2 > 0; h2 >>= 1) { \
+        if (lane < h2) \
+            for (int t = 0; t < nt; t++) red[t * WG + lid] += red[t * WG + lid + h2 * DITEMS]; \
         barrier(CLK_LOCAL_MEM_FENCE); \
     } \
-    if (lane == 0) { \
-        float4 v = red[lid]; \
-        if (c + 3 < n) vstore4(v, c / 4, y); \
-        else { if (c < n) y[c] = v.x; if (c + 1 < n) y[c + 1] = v.y; if (c + 2 < n) y[c + 2] = v.z; } \
-    } \
+    if (lane == 0) \
+        for (int t = 0; t < nt; t++) { \
+            int b = b0 + t; \
+            __global float *yb = splits == 1 ? y + (size_t)b * n : part + ((size_t)s * B + b) * n; \
+            float4 v = red[t * WG + lid]; \
+            if (c + 3 < n) vstore4(v, c / 4, yb); \
+            else { if (c < n) yb[c] = v.x; if (c + 1 < n) yb[c + 1] = v.y; if (c + 2 < n) yb[c + 2] = v.z; } \
+        } \
 }
 /* y[b][c] = the slices' partial sums of column c in slice order (one item each). */
 __kernel void down_sum(__global const float *part, int splits, int n, __global float *y) {
