@@ -129,7 +129,7 @@ int hc_cl_layer_finish(hc_cl_layer *L, float *y, float *h, double *dev_s, char *
  * (one exchange per layer: runtime/forward.c): y[B][n_embd] goes to view y
  * of the OpenCL backend made on the same hc_cl; h stays there, counted
  * against truth[B][k] (the truly active rows, for a recall check) when not
- * NULL. Queued; nothing waits. */
+ * NULL, by one work group per compute unit. Queued; nothing waits. */
 int hc_cl_layer_keep(hc_cl_layer *L, hc_view y, const uint8_t *truth, char *err, size_t errlen);
 /* What the tokens left on the device used, since the layer was made:
  * counts[0] rows whose mask was set (gate and up read), counts[1] non-zero

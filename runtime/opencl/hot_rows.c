@@ -18,7 +18,7 @@ struct hc_cl_layer {
     cl_mem first_b, up_b;          /* NULL: none (cl->zeros) */
     cl_mem down_norm;              /* NULL: the gate criterion (cl->zeros unused) */
     cl_mem pairs, pair_row;        /* GPTQ down columns: the pairs table and each row's entry; else NULL */
-    cl_mem counts;                 /* 3 ulong: hc_cl_layer_counts */
+    cl_mem counts;                 /* hc_cl_layer_counts' three, each a low and a high uint */
     cl_event first, last;
 };
 
@@ -90,7 +90,7 @@ hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_emb
         (rows->first_b && !(L->first_b = hc_cl_buffer(cl, ro, bb, rows->first_b, err, errlen))) ||
         (rows->up_b && !(L->up_b = hc_cl_buffer(cl, ro, bb, rows->up_b, err, errlen))) ||
         (rows->down_norm && !(L->down_norm = hc_cl_buffer(cl, ro, bb, rows->down_norm, err, errlen))) ||
-        !(L->counts = hc_cl_buffer(cl, CL_MEM_READ_WRITE, sizeof(cl_ulong[3]), (cl_ulong[3]){ 0, 0, 0 }, err, errlen)))
+        !(L->counts = hc_cl_buffer(cl, CL_MEM_READ_WRITE, sizeof(cl_uint[6]), (cl_uint[6]){ 0 }, err, errlen)))
         goto bad;
     if (cl->zeros_cap < bb) {   /* the bias of rows without one */
         float *z = calloc((size_t)k, sizeof *z);
@@ -225,7 +225,8 @@ int hc_cl_layer_keep(hc_cl_layer *L, hc_view y, const uint8_t *truth, char *err,
 {
     hc_cl *cl = L->cl;
     cl_int total = L->k * L->B, has_truth = truth != NULL;
-    size_t bytes = sizeof(float) * (size_t)L->n * (size_t)L->B, one = cl->wg;
+    size_t bytes = sizeof(float) * (size_t)L->n * (size_t)L->B;
+    size_t groups = cl->info.compute_units ? cl->info.compute_units : 1, g = groups * cl->wg;
     if (L->first) clReleaseEvent(L->first);   /* no device time without a wait */
     L->first = NULL;
     if (truth) {
@@ -242,7 +243,7 @@ int hc_cl_layer_keep(hc_cl_layer *L, hc_view y, const uint8_t *truth, char *err,
     CHECK_CL(clSetKernelArg(cl->count_hot, 3, sizeof has_truth, &has_truth), "count_hot arg");
     CHECK_CL(clSetKernelArg(cl->count_hot, 4, sizeof total, &total), "count_hot arg");
     CHECK_CL(clSetKernelArg(cl->count_hot, 5, sizeof(cl_mem), &L->counts), "count_hot arg");
-    CHECK_CL(clEnqueueNDRangeKernel(cl->q, cl->count_hot, 1, NULL, &one, &one, 0, NULL, NULL), "count_hot kernel");
+    CHECK_CL(clEnqueueNDRangeKernel(cl->q, cl->count_hot, 1, NULL, &g, &cl->wg, 0, NULL, NULL), "count_hot kernel");
     CHECK_CL(clFlush(cl->q), "clFlush");
     return 0;
 bad:
@@ -251,9 +252,9 @@ bad:
 
 int hc_cl_layer_counts(hc_cl_layer *L, uint64_t counts[3], char *err, size_t errlen)
 {
-    cl_ulong c[3];
+    cl_uint c[6];
     CHECK_CL(clEnqueueReadBuffer(L->cl->q, L->counts, CL_TRUE, 0, sizeof c, c, 0, NULL, NULL), "read counts");
-    for (int i = 0; i < 3; i++) counts[i] = c[i];
+    for (int i = 0; i < 3; i++) counts[i] = (uint64_t)c[2 * i + 1] << 32 | c[2 * i];
     return 0;
 bad:
     return -1;

@@ -287,16 +287,18 @@ __kernel void down_sum(__global const float *part, int splits, int n, __global f
     y[(size_t)b * n + c] = v;
 }
 /* What the device did for B tokens left on it (hc_cl_layer_keep), among
- * total = B * k: counts[0] += the masked rows (gate and up read), counts[1]
- * += the non-zero h (down rows read), counts[2] += those also set in truth
- * when has_truth. One group of WG items; integer sums, so the counts do not
- * depend on the order. */
+ * total = B * k: count c = 0 the masked rows (gate and up read), 1 the
+ * non-zero h (down rows read), 2 those also set in truth when has_truth.
+ * Each group (one per compute unit) sums its items' share in local memory,
+ * then adds it to the 64-bit count c held as two uints (counts[2c] low,
+ * counts[2c + 1] high: an add that wraps the low word carries one). Integer
+ * sums: the counts do not depend on the order. */
 __kernel void count_hot(__global const float *h, __global const uchar *mask, __global const uchar *truth,
-                        int has_truth, int total, __global ulong *counts) {
+                        int has_truth, int total, __global uint *counts) {
     __local uint red[3 * WG];
     const int lid = get_local_id(0);
     uint m = 0, a = 0, t = 0;
-    for (int i = lid; i < total; i += WG) {
+    for (int i = get_global_id(0); i < total; i += get_global_size(0)) {
         m += mask[i] != 0;
         a += h[i] != 0.0f;
         t += has_truth && h[i] != 0.0f && truth[i] != 0;
@@ -311,7 +313,10 @@ __kernel void count_hot(__global const float *h, __global const uchar *mask, __g
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0)
-        for (int c = 0; c < 3; c++) counts[c] += red[c * WG];
+        for (int c = 0; c < 3; c++) {
+            uint v = red[c * WG];
+            if (v && atomic_add(&counts[2 * c], v) > UINT_MAX - v) atomic_inc(&counts[2 * c + 1]);
+        }
 }
 GATE_UP(f32) GATE_UP(f16) GATE_UP(q8_0) GATE_UP(q4_0) GATE_UP(gptq)
 DOWN(f32) DOWN(f16) DOWN(q8_0) DOWN(q4_0) DOWN(gptq)
