@@ -130,6 +130,14 @@ struct hc_backend_ops {
                       hc_view out);
     /* wait for every step queued: 0, or -1 + err as read */
     int (*sync)(hc_backend *be, char *err, size_t errlen);
+    /* start the steps queued so far, so that a device works while the host
+     * queues the next layer's (one flush per layer); NULL where every step
+     * runs when it is called (the CPU) */
+    void (*flush)(hc_backend *be);
+    /* the reads and writes so far: how many, their bytes and their time on
+     * the device; 0, or -1 when they are not timed (a device opened without
+     * profiling: hc_cl_open). NULL on the CPU. */
+    int (*transfers)(hc_backend *be, uint64_t *count, uint64_t *bytes, double *seconds);
 };
 
 struct hc_backend {

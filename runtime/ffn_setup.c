@@ -144,7 +144,7 @@ static void open_device(hc_ffn *f, const hc_ffn_opts *o, int forced, FILE *log)
         if (i < 0 && forced) hc_warn("%s; running on the CPU only", msg);
         return;
     }
-    if (!(f->cl = hc_cl_open(o->device, msg, sizeof msg)) || !(f->dev = hc_cl_backend_new(f->cl, msg, sizeof msg))) {
+    if (!(f->cl = hc_cl_open(o->device, o->verbose ? HC_CL_PROFILE : 0, msg, sizeof msg)) || !(f->dev = hc_cl_backend_new(f->cl, msg, sizeof msg))) {
         hc_warn("%s; running on the CPU only", msg);
         hc_cl_free(f->cl);
         f->cl = NULL;
@@ -293,6 +293,13 @@ void hc_ffn_report(const hc_ffn *f, FILE *out)
     if (f->sparse) hc_sparse_report(f->sparse, out, f->verbose);
     else if (f->verbose && f->dense_tokens)
         fprintf(out, "dense: FFN time %.2f ms for %llu tokens\n", f->dense_s * 1e3, (unsigned long long)f->dense_tokens);
+    uint64_t n, bytes;
+    double s;
+    if (f->verbose && f->dev && !f->dev->ops->transfers(f->dev, &n, &bytes, &s) && n) {
+        char sz[32];
+        fprintf(out, "device transfers: %llu (residual stream, FFN exchanges, logits), %s, %.1f us each on the device, "
+                "%.2f ms in all\n", (unsigned long long)n, hc_format_size(bytes, sz, sizeof sz), s * 1e6 / (double)n, s * 1e3);
+    }
 }
 
 void hc_ffn_free(hc_ffn *f)

@@ -358,6 +358,7 @@ static void layer_forward(hc_ctx *ctx, int layer, int *at, int B, int keep, int 
         op->add(R->be, xk, R->tmp2, R->tmp, n);
         break;
     }
+    if (op->flush) op->flush(R->be);
 }
 
 /* The pieces of hc_eval run on the CPU, for contexts made without a

@@ -136,7 +136,7 @@ int hc_hybrid_place(hc_sparse *s, const hc_model *m, const hc_gpuidx *g, hc_cl *
 hc_cl *hc_hybrid_setup(hc_sparse *s, const hc_model *m, const hc_gpuidx *g, const char *device, uint64_t budget,
                        char *msg, size_t msglen)
 {
-    hc_cl *cl = hc_cl_open(device, msg, msglen);
+    hc_cl *cl = hc_cl_open(device, HC_CL_PROFILE, msg, msglen);
     if (cl && hc_hybrid_place(s, m, g, cl, budget ? budget : hc_cl_about(cl)->mem_size, msg, msglen)) {
         hc_cl_free(cl);
         cl = NULL;

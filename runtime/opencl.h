@@ -63,8 +63,11 @@ void hc_cl_describe(const hc_cl_info *d, int index, char *line, size_t len);
 int hc_cl_icd_hint(char *hint, size_t len);
 
 /* The device hc_cl_pick(device) chooses, with the kernels built. NULL + one
- * line in err when there is none or a call fails. */
-hc_cl *hc_cl_open(const char *device, char *err, size_t errlen);
+ * line in err when there is none or a call fails. flags: HC_CL_PROFILE times
+ * every command on the device (-v, benchmarks: the hot rows' device time, the
+ * backend's transfers); without it the queue keeps no timings. */
+enum { HC_CL_PROFILE = 1 };
+hc_cl *hc_cl_open(const char *device, int flags, char *err, size_t errlen);
 void hc_cl_free(hc_cl *cl);
 /* The device's copy bandwidth: one buffer of `bytes` copied into another
  * reps times (after one untimed copy), read plus written bytes per second;
@@ -123,7 +126,7 @@ void hc_cl_layer_free(hc_cl_layer *L);
 int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, const uint8_t *mask, int act,
                       float t_act, char *err, size_t errlen);
 /* Wait for the B tokens: y[B][n_embd], y_b = Σ h_br down_r; h[B][k];
- * *dev_s += device seconds. */
+ * *dev_s += device seconds (with HC_CL_PROFILE; else unchanged). */
 int hc_cl_layer_finish(hc_cl_layer *L, float *y, float *h, double *dev_s, char *err, size_t errlen);
 /* Or leave them on the device, when its backend holds the residual stream
  * (one exchange per layer: runtime/forward.c): y[B][n_embd] goes to view y

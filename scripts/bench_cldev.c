@@ -10,7 +10,7 @@ int main(int argc, char **argv)
 {
     const size_t mib = argc > 1 ? (size_t)atol(argv[1]) : 256;
     char err[512], line[512];
-    hc_cl *cl = hc_cl_open(NULL, err, sizeof err);
+    hc_cl *cl = hc_cl_open(NULL, 0, err, sizeof err);
     if (!cl || mib < 1) {
         fprintf(stderr, "bench_cldev: %s\n", cl ? "bad size" : err);
         return 1;

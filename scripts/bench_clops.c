@@ -36,7 +36,7 @@ static int attention_bench(int argc, char **argv)
     int H = argc > 4 ? atoi(argv[2]) : 32, hd = argc > 4 ? atoi(argv[3]) : 128, npos = argc > 4 ? atoi(argv[4]) : 2048;
     int reps = argc > 5 ? atoi(argv[5]) : 10;
     char err[512], line[512];
-    hc_cl *cl = hc_cl_open(NULL, err, sizeof err);
+    hc_cl *cl = hc_cl_open(NULL, 0, err, sizeof err);
     hc_backend *be = cl ? hc_cl_backend_new(cl, err, sizeof err) : NULL;
     if (!be || H < 1 || hd < 2 || npos < 1 || reps < 1) {
         fprintf(stderr, "bench_clops: %s\n", be ? "bad arguments" : err);
@@ -110,7 +110,7 @@ int main(int argc, char **argv)
         return 1;
     }
     char err[512], line[512];
-    hc_cl *cl = hc_cl_open(NULL, err, sizeof err);
+    hc_cl *cl = hc_cl_open(NULL, 0, err, sizeof err);
     hc_backend *be = cl ? hc_cl_backend_new(cl, err, sizeof err) : NULL;
     if (!be) {
         fprintf(stderr, "bench_clops: %s\n", err);

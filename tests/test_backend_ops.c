@@ -46,7 +46,7 @@ static hc_cl *the_cl;
 static hc_backend *open_opencl(int *skip, char *why, size_t len)
 {
     *skip = 0;
-    if (!(the_cl = hc_cl_open(NULL, why, len))) {
+    if (!(the_cl = hc_cl_open(NULL, 0, why, len))) {
         *skip = 1;
         return NULL;
     }

@@ -124,7 +124,7 @@ static double tol_of(uint32_t type, int down_t) { return exact_down(type, down_t
 static hc_cl *open_cl(void)
 {
     char err[256];
-    hc_cl *cl = hc_cl_open(NULL, err, sizeof err);
+    hc_cl *cl = hc_cl_open(NULL, 0, err, sizeof err);
     if (!cl) fprintf(stderr, "opencl: %s\n", err);
     return cl;
 }

@@ -53,6 +53,8 @@ typedef struct {
     hc_clb_device geo;
     size_t kwg;             /* the largest group every kernel takes */
     int failed;
+    uint64_t xfers, xfer_bytes;   /* reads and writes, timed on the device with HC_CL_PROFILE */
+    double xfer_s;
     char err[256];
     cl_mem scratch[5];      /* two prepared inputs, the slices' sums, attention's partial sums and their m, l */
     size_t scratch_cap[5];
@@ -151,13 +153,28 @@ static void buf_free(hc_backend *be, hc_buf *h)
     free(h);
 }
 
+/* Count a finished transfer of `bytes` (ev: its event when profiling, released here). */
+static void counted(clb *b, cl_event ev, size_t bytes)
+{
+    b->xfers++;
+    b->xfer_bytes += bytes;
+    if (!ev) return;
+    cl_ulong t0, t1;
+    if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+        clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS && t1 > t0)
+        b->xfer_s += (double)(t1 - t0) * 1e-9;
+    clReleaseEvent(ev);
+}
+
 static void write_(hc_backend *be, hc_view dst, const void *src, size_t bytes)
 {
     clb *b = (clb *)be;
     if (b->failed || !bytes) return;
     /* blocking: the caller may reuse src at once */
-    cl_int rc = clEnqueueWriteBuffer(b->q, dst.buf->m, CL_TRUE, dst.off, bytes, src, 0, NULL, NULL);
+    cl_event ev = NULL;
+    cl_int rc = clEnqueueWriteBuffer(b->q, dst.buf->m, CL_TRUE, dst.off, bytes, src, 0, NULL, b->cl->profile ? &ev : NULL);
     if (rc != CL_SUCCESS) fail(b, "clEnqueueWriteBuffer", rc);
+    else counted(b, ev, bytes);
 }
 
 static int report(clb *b, char *err, size_t errlen)
@@ -171,8 +188,10 @@ static int read_(hc_backend *be, hc_view src, void *dst, size_t bytes, char *err
 {
     clb *b = (clb *)be;
     if (!b->failed && bytes) {
-        cl_int rc = clEnqueueReadBuffer(b->q, src.buf->m, CL_TRUE, src.off, bytes, dst, 0, NULL, NULL);
+        cl_event ev = NULL;
+        cl_int rc = clEnqueueReadBuffer(b->q, src.buf->m, CL_TRUE, src.off, bytes, dst, 0, NULL, b->cl->profile ? &ev : NULL);
         if (rc != CL_SUCCESS) fail(b, "clEnqueueReadBuffer", rc);
+        else counted(b, ev, bytes);
     }
     return report(b, err, errlen);
 }
@@ -191,6 +210,23 @@ static int sync_(hc_backend *be, char *err, size_t errlen)
         if (rc != CL_SUCCESS) fail(b, "clFinish", rc);
     }
     return report(b, err, errlen);
+}
+
+static void flush(hc_backend *be)
+{
+    clb *b = (clb *)be;
+    if (b->failed) return;
+    cl_int rc = clFlush(b->q);
+    if (rc != CL_SUCCESS) fail(b, "clFlush", rc);
+}
+
+static int transfers(hc_backend *be, uint64_t *count, uint64_t *bytes, double *seconds)
+{
+    clb *b = (clb *)be;
+    *count = b->xfers;
+    *bytes = b->xfer_bytes;
+    *seconds = b->xfer_s;
+    return b->cl->profile ? 0 : -1;
 }
 
 /* ------------------------------------------------------------ weights */
@@ -686,6 +722,8 @@ static const hc_backend_ops ops = {
     .kv_store = kv_store,
     .attention = attention,
     .sync = sync_,
+    .flush = flush,
+    .transfers = transfers,
 };
 
 void hc_cl_backend_geometry(hc_backend *be, const hc_clb_device *d)

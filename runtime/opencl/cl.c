@@ -91,7 +91,7 @@ int hc_cl_list(hc_cl_info *out, int max, char *err, size_t errlen)
     return list_devices(out, ids, max < HC_CL_MAX_DEVICES ? max : HC_CL_MAX_DEVICES, err, errlen);
 }
 
-hc_cl *hc_cl_open(const char *device, char *err, size_t errlen)
+hc_cl *hc_cl_open(const char *device, int flags, char *err, size_t errlen)
 {
     hc_cl *cl = calloc(1, sizeof *cl);
     hc_cl_info list[HC_CL_MAX_DEVICES];
@@ -108,7 +108,8 @@ hc_cl *hc_cl_open(const char *device, char *err, size_t errlen)
 
     cl->ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &rc);
     CHECK_CL(rc, "clCreateContext");
-    cl->q = clCreateCommandQueue(cl->ctx, dev, CL_QUEUE_PROFILING_ENABLE, &rc);
+    cl->profile = (flags & HC_CL_PROFILE) != 0;
+    cl->q = clCreateCommandQueue(cl->ctx, dev, cl->profile ? CL_QUEUE_PROFILING_ENABLE : 0, &rc);
     CHECK_CL(rc, "clCreateCommandQueue");
     const char *src[] = { hc_cl_common_source, hc_cl_hot_rows_source };
     cl->prog = clCreateProgramWithSource(cl->ctx, 2, src, NULL, &rc);

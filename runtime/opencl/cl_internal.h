@@ -14,6 +14,7 @@ enum { HC_CL_WG_MAX = 64 };
 struct hc_cl {
     hc_cl_info info;
     int index;                  /* in hc_cl_list */
+    int profile;                /* HC_CL_PROFILE: the queue times its commands */
     cl_context ctx;
     cl_command_queue q;
     cl_program prog;

@@ -137,7 +137,8 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     L->B = B;
     for (int b = 0; b < B; b++) memcpy((char *)cl->host_x + (size_t)b * xb, (const char *)x + (size_t)b * x_stride, xb);
     memcpy(cl->host_mask, mask, (size_t)k * (size_t)B);
-    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->x, CL_FALSE, 0, xb * (size_t)B, cl->host_x, 0, NULL, &L->first), "write x");
+    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->x, CL_FALSE, 0, xb * (size_t)B, cl->host_x, 0, NULL,
+                                  cl->profile ? &L->first : NULL), "write x");
     CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->mask, CL_FALSE, 0, (size_t)k * (size_t)B, cl->host_mask, 0, NULL, NULL),
              "write mask");
     cl_mem up = L->up ? L->up : L->gate, fb = L->first_b ? L->first_b : cl->zeros;
@@ -205,13 +206,16 @@ int hc_cl_layer_finish(hc_cl_layer *L, float *y, float *h, double *dev_s, char *
     cl_ulong t0, t1;
     size_t B = (size_t)L->B;
     CHECK_CL(clEnqueueReadBuffer(cl->q, cl->h, CL_FALSE, 0, sizeof(float) * (size_t)L->k * B, h, 0, NULL, NULL), "read h");
-    CHECK_CL(clEnqueueReadBuffer(cl->q, cl->y, CL_TRUE, 0, sizeof(float) * (size_t)L->n * B, y, 0, NULL, &L->last), "read y");
-    CHECK_CL(clGetEventProfilingInfo(L->first, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL), "profiling");
-    CHECK_CL(clGetEventProfilingInfo(L->last, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL), "profiling");
-    if (t1 > t0) *dev_s += (double)(t1 - t0) * 1e-9;
-    clReleaseEvent(L->first);
-    clReleaseEvent(L->last);
-    L->first = L->last = NULL;
+    CHECK_CL(clEnqueueReadBuffer(cl->q, cl->y, CL_TRUE, 0, sizeof(float) * (size_t)L->n * B, y, 0, NULL,
+                                 cl->profile ? &L->last : NULL), "read y");
+    if (cl->profile) {   /* from the upload of x to the end of the read of y */
+        CHECK_CL(clGetEventProfilingInfo(L->first, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL), "profiling");
+        CHECK_CL(clGetEventProfilingInfo(L->last, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL), "profiling");
+        if (t1 > t0) *dev_s += (double)(t1 - t0) * 1e-9;
+        clReleaseEvent(L->first);
+        clReleaseEvent(L->last);
+        L->first = L->last = NULL;
+    }
     return 0;
 bad:
     if (L->first) clReleaseEvent(L->first);

@@ -14,9 +14,9 @@ int hc_cl_list(hc_cl_info *out, int max, char *err, size_t errlen)
     return -1;
 }
 
-hc_cl *hc_cl_open(const char *device, char *err, size_t errlen)
+hc_cl *hc_cl_open(const char *device, int flags, char *err, size_t errlen)
 {
-    (void)device;
+    (void)device; (void)flags;
     snprintf(err, errlen, "%s", none);
     return NULL;
 }
