@@ -11,6 +11,10 @@
 #                     the whole model on the device)
 #   full-offload      hc-run -ngl 99 -c CTX (every layer, the head, every FFN neuron)
 # with the device's copy bandwidth measured in the same run (bench_cldev).
+# First the kernel table (bench_clops table: the backend's products for decode,
+# a 64-token prompt and ffn_down_t, the hot rows, attention, and a small step's
+# launch, on one layer's shapes N x FF, in GB/s of the bytes each must read and
+# their share of the copy bandwidth); KERNELS=0 leaves it out.
 # Columns: prompt and decode tokens/s; the bytes hc-run put on the device
 # (its "offload:" line plus the hot rows of its "hybrid:" line) and their share
 # of the file's bytes (the KV cache counts too, so it may pass 100 %); the
@@ -28,14 +32,16 @@
 # --vocab 32000 --ctx 2048; hc-profile on 1024 tokens of CORPUS; hc-run -p PROMPT
 # -n GEN --temp 0 -t THREADS -c CTX, best of REPS.
 #
-# SMOKE=1: a small model (dim 256, 2 layers, CTX 128) and 8 tokens: checks the
+# SMOKE=1: a small model (dim 256, 2 layers, CTX 128), 8 tokens and a small kernel
+# table (256 x 704): checks the
 # whole script on any OpenCL device (PoCL: tests/test_bench_gpu.sh) in seconds;
 # its figures mean nothing.
 # Environment: HC_BIN (default bin), O (make's build folder, default build),
 # THREADS (default: online CPUs), TYPES ("f16 q4_0"), BUDGETS ("0.5 0.75 1.5"),
 # SHAPE (hc-convert synth's shape options), CTX (hc-solve --ctx and hc-run -c, 512;
 # at most SHAPE's --ctx), GEN (64), REPS (1),
-# COPY_MIB (bench_cldev's buffers, 1024), CORPUS (default: the fixtures'
+# COPY_MIB (bench_cldev's buffers, 1024), KERNEL_SHAPE (the table's "N FF POSITIONS
+# REPS", default "4096 11008 2048 10"), KERNELS (1), CORPUS (default: the fixtures'
 # tinystories-calib.txt, else models/synth-corpus.txt), SOLVE_OPTS (more hc-solve
 # options), KEEP (keep the temporary folder), HC_OPENCL_DEVICE (the device), SMOKE.
 set -eu
@@ -53,6 +59,7 @@ if [ "$SMOKE" = 1 ]; then
     CTX=${CTX:-128}
     GEN=${GEN:-8}
     COPY_MIB=${COPY_MIB:-16}
+    KERNEL_SHAPE=${KERNEL_SHAPE:-"256 704 128 2"}
     SOLVE_OPTS=${SOLVE_OPTS:---sync-us 0}   # a layer this small never pays for a synchronisation
 else
     SHAPE=${SHAPE:-"--dim 4096 --n-ff 11008 --layers 8 --heads 32 --vocab 32000 --ctx 2048"}
@@ -66,7 +73,7 @@ friends and her dog, and every day"
 T=$(mktemp -d "${TMPDIR:-/tmp}/hcgpu.XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT INT TERM
 
-make --no-print-directory -s O="$O" -j2 "$O/bench/bench_cldev"
+make --no-print-directory -s O="$O" -j2 "$O/bench/bench_cldev" "$O/bench/bench_clops"
 for p in hc-convert hc-quantize hc-profile hc-solve hc-run; do
     [ -x "$HC_BIN/$p" ] || { echo "bench-gpu: no $HC_BIN/$p (make)" >&2; exit 1; }
 done
@@ -75,6 +82,11 @@ CORPUS=${CORPUS:-$HC_FIXTURES/tinystories-calib.txt}
 
 "$O/bench/bench_cldev" "$COPY_MIB" >"$T/dev.txt"
 cat "$T/dev.txt"
+if [ "${KERNELS:-1}" = 1 ]; then
+    # shellcheck disable=SC2086  # the shape is four numbers
+    "$O/bench/bench_clops" table ${KERNEL_SHAPE:-4096 11008 2048 10} | tail -n +2
+    echo
+fi
 COPY=$(sed -n 's/^copy: \([0-9.]*\) GB\/s.*/\1/p' "$T/dev.txt")
 echo "model: synth $SHAPE, ReLU, hot fraction 0.05, skew 1; $THREADS threads; context $CTX; prompt $PROMPT"
 echo "       ... ($GEN tokens generated, best of $REPS)"

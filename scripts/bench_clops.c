@@ -10,7 +10,15 @@
  *   bench_clops attention [heads head_dim positions reps]
  * times one decode step's attention (default 32 x 128 over 2048 positions,
  * one KV head per head) on the device against a plain C loop on one thread
- * (forward.c's formulas: dots, softmax, mix). */
+ * (forward.c's formulas: dots, softmax, mix).
+ *   bench_clops table [n n_ff positions reps]
+ * the device's kernel table (scripts/bench-gpu.sh): its copy bandwidth, then
+ * each kernel on a layer's shapes (default 4096 x 11008, attention of 32
+ * heads x 128 over 2048 positions) in GB/s of the bytes it must read and
+ * their share of the copy bandwidth: the products of decode (mv), of a
+ * 64-token prompt (mm: the matrix read once), the transposed product
+ * (ffn_down_t), the hot rows (gate/up, then down for the non-zero h of a
+ * ReLU), attention, and one small step's launch (add of n floats, in µs). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +37,31 @@ static float frand(void)
 {
     rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
     return (float)((rng >> 40) / 8388608.0) - 1.0f;
+}
+
+static const uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+enum { N_TYPES = sizeof types / sizeof *types };
+
+/* rows x n random weights of a ggml type, in *data (malloc'ed). */
+static hc_weight random_weight(uint32_t type, int rows, int n, char **data)
+{
+    size_t rb = ggml_row_size(type, n);
+    char *d = malloc(rb * (size_t)rows);
+    float *f = malloc(sizeof(float) * (size_t)n);
+    for (int r = 0; r < rows; r++) {
+        char *row = d + rb * (size_t)r;
+        for (int i = 0; i < n; i++) f[i] = frand();
+        switch (type) {
+        case GGML_TYPE_F32: memcpy(row, f, rb); break;
+        case GGML_TYPE_F16: for (int i = 0; i < n; i++) ((uint16_t *)row)[i] = fp32_to_fp16(f[i]); break;
+        case GGML_TYPE_BF16: for (int i = 0; i < n; i++) ((uint16_t *)row)[i] = fp32_to_bf16(f[i]); break;
+        case GGML_TYPE_Q8_0: quantize_row_q8_0_ref(f, (block_q8_0 *)row, n); break;
+        default: quantize_row_q4_0_ref(f, (block_q4_0 *)row, n); break;
+        }
+    }
+    free(f);
+    *data = d;
+    return (hc_weight){ HC_WEIGHT_GGML, type, d, n, rows, NULL };
 }
 
 static int attention_bench(int argc, char **argv)
@@ -100,9 +133,198 @@ static int attention_bench(int argc, char **argv)
     return 0;
 }
 
+/* ------------------------------------------------------------ the kernel table */
+
+enum { K_MATMUL, K_HOT, K_ATTN, K_ADD };
+typedef struct {
+    int kind;
+    hc_view x, y;        /* K_MATMUL: input and output; K_ATTN: q and out; K_ADD: x += y */
+    int B;               /* input rows; K_ADD: floats */
+    hc_mm it;
+    hc_cl_layer *L;      /* K_HOT: the rows, prepared input xp, mask; results y, h */
+    const void *xp;
+    const uint8_t *mask;
+    float *hy, *hh;
+    hc_kv *kv;           /* K_ATTN: the cache, its shape, the position of the row */
+    const hc_hparams *hp;
+    int pos;
+} step;
+
+/* Run s once and wait for it: 0, or -1 + err. */
+static int run_step(hc_backend *be, const step *s, char *err, size_t errlen)
+{
+    const hc_backend_ops *o = be->ops;
+    double dev_s = 0;
+    switch (s->kind) {
+    case K_MATMUL: o->matmul(be, s->x, s->B, &s->it, 1); break;
+    case K_HOT:
+        return hc_cl_layer_start(s->L, s->xp, 0, 1, s->mask, HC_ACT_RELU, 0.0f, err, errlen) ||
+               hc_cl_layer_finish(s->L, s->hy, s->hh, &dev_s, err, errlen) ? -1 : 0;
+    case K_ATTN: o->attention(be, s->kv, 0, s->hp, s->x, 1, s->pos, s->y); break;
+    default: o->add(be, s->x, s->y, (hc_view){ NULL, 0 }, (size_t)s->B); break;
+    }
+    return o->sync(be, err, errlen);
+}
+
+/* One line of the table: the fastest of reps runs of s (after one untimed)
+ * reading `bytes`; against the copy bandwidth (bytes/s). Without bytes, µs. */
+static int table_row(hc_backend *be, const char *what, const step *s, double bytes, int reps, double copy)
+{
+    char err[512];
+    double sec = 1e30;
+    for (int r = 0; r <= reps; r++) {
+        double t0 = hc_now();
+        if (run_step(be, s, err, sizeof err)) {
+            fprintf(stderr, "bench_clops: %s: %s\n", what, err);
+            return -1;
+        }
+        if (r && hc_now() - t0 < sec) sec = hc_now() - t0;
+    }
+    if (bytes > 0)
+        printf("%-36s %9.1f MiB %9.3f ms %8.1f GB/s %6.1f%%\n", what, bytes / 1048576.0, sec * 1e3, bytes / sec / 1e9,
+               100.0 * bytes / sec / copy);
+    else
+        printf("%-36s %13s %9.1f us\n", what, "launch", sec * 1e6);
+    return 0;
+}
+
+static hc_view device_floats(hc_backend *be, const float *v, size_t n, char *err, size_t errlen)
+{
+    hc_buf *b = be->ops->buf_new(be, sizeof(float) * n, err, errlen);
+    if (b) be->ops->write(be, (hc_view){ b, 0 }, v, sizeof(float) * n);
+    return (hc_view){ b, 0 };
+}
+
+/* The products and hot rows of one type on n x ff matrices. */
+static int type_rows(hc_cl *cl, hc_backend *be, uint32_t type, int n, int ff, int reps, double copy, hc_view x,
+                     hc_view xh, hc_view y)
+{
+    enum { PROMPT = 64 };
+    char err[512], what[64];
+    const char *tn = ggml_type_name(type);
+    char *mem[3];
+    hc_weight w = random_weight(type, ff, n, &mem[0]), up = random_weight(type, ff, n, &mem[1]);
+    hc_weight down = random_weight(type, ff, n, &mem[2]);
+    hc_bmat m = { &w, be->ops->mat_new(be, &w, err, sizeof err) }, mt = { &down, NULL };
+    int rc = -1;
+    if (!m.dev || !(mt.dev = be->ops->mat_new(be, &down, err, sizeof err))) {
+        fprintf(stderr, "bench_clops: %s\n", err);
+        goto done;
+    }
+    double wb = (double)hc_weight_bytes(&w);
+    step s = { .kind = K_MATMUL, .x = x, .B = 1, .it = { &m, 0, 0, y, (size_t)ff } };
+    snprintf(what, sizeof what, "mv %s %dx%d", tn, ff, n);
+    if (table_row(be, what, &s, wb, reps, copy)) goto done;
+    s.B = PROMPT;
+    snprintf(what, sizeof what, "mm %s %dx%d, %d tokens", tn, ff, n, PROMPT);
+    if (table_row(be, what, &s, wb, reps, copy)) goto done;
+    s = (step){ .kind = K_MATMUL, .x = xh, .B = 1, .it = { &mt, 0, 1, y, (size_t)n } };
+    snprintf(what, sizeof what, "mt %s %dx%d (down_t)", tn, ff, n);
+    if (table_row(be, what, &s, wb, reps, copy)) goto done;
+    if (!hc_cl_supports(&w, 0)) {
+        printf("%-36s no hot-row kernel for %s\n", "hot rows", tn);
+        rc = 0;
+        goto done;
+    }
+    hc_cl_rows rows = { 0, w, up, down, NULL, NULL, NULL };
+    hc_cl_layer *L = hc_cl_layer_new(cl, &rows, ff, n, err, sizeof err);
+    size_t xb = hc_weight_act_bytes(&w);
+    float *xf = malloc(sizeof(float) * (size_t)n), *hy = malloc(sizeof(float) * (size_t)n), *hh = malloc(sizeof(float) * (size_t)ff);
+    void *xp = malloc(xb);
+    uint8_t *mask = malloc((size_t)ff);
+    if (L && xf && hy && hh && xp && mask) {
+        for (int i = 0; i < n; i++) xf[i] = frand();
+        memset(mask, 1, (size_t)ff);
+        hc_weight_prepare(&w, HC_ISA_SCALAR, xf, xp);
+        s = (step){ .kind = K_HOT, .L = L, .xp = xp, .mask = mask, .hy = hy, .hh = hh };
+        if (run_step(be, &s, err, sizeof err)) {
+            fprintf(stderr, "bench_clops: %s\n", err);
+        } else {   /* gate and up rows of every row, down rows of the non-zero h */
+            int active = 0;
+            for (int r = 0; r < ff; r++) active += hh[r] != 0.0f;
+            snprintf(what, sizeof what, "hot %s %d rows, %d active", tn, ff, active);
+            rc = table_row(be, what, &s, 2 * wb + wb * active / ff, reps, copy);
+        }
+    } else {
+        fprintf(stderr, "bench_clops: %s\n", L ? "out of memory" : err);
+    }
+    hc_cl_layer_free(L);
+    free(xf); free(hy); free(hh); free(xp); free(mask);
+done:
+    if (m.dev) be->ops->dev_free(be, m.dev);
+    if (mt.dev) be->ops->dev_free(be, mt.dev);
+    for (int i = 0; i < 3; i++) free(mem[i]);
+    return rc;
+}
+
+static int table_bench(int argc, char **argv)
+{
+    int n = argc > 5 ? atoi(argv[2]) : 4096, ff = argc > 5 ? atoi(argv[3]) : 11008;
+    int npos = argc > 5 ? atoi(argv[4]) : 2048, reps = argc > 5 ? atoi(argv[5]) : 10;
+    if (n < 128 || n % 128 || ff < 32 || ff % 32 || npos < 1 || reps < 1) {
+        fprintf(stderr, "bench_clops: usage: bench_clops table [n n_ff positions reps] (n a multiple of 128, n_ff of 32)\n");
+        return 1;
+    }
+    char err[512], line[512];
+    hc_cl *cl = hc_cl_open(NULL, 0, err, sizeof err);
+    hc_backend *be = cl ? hc_cl_backend_new(cl, err, sizeof err) : NULL;
+    double copy = be ? hc_cl_copy_bandwidth(cl, 64u << 20, reps, err, sizeof err) : -1;
+    if (copy <= 0) {
+        fprintf(stderr, "bench_clops: %s\n", err);
+        return 1;
+    }
+    hc_cl_describe(hc_cl_about(cl), hc_cl_index(cl), line, sizeof line);
+    printf("%s\ncopy: %.1f GB/s (64 MiB buffers, read + written bytes)\n", line, copy / 1e9);
+    printf("%-36s %13s %12s %13s %8s\n", "kernel", "read", "time", "speed", "of copy");
+    size_t big = (size_t)(n > ff ? n : ff) * 64;
+    float *host = malloc(sizeof(float) * big);
+    for (size_t i = 0; i < big; i++) host[i] = frand();
+    hc_view x = device_floats(be, host, big, err, sizeof err), xh = device_floats(be, host, big, err, sizeof err);
+    hc_view y = device_floats(be, host, big, err, sizeof err);
+    int rc = !x.buf || !xh.buf || !y.buf;
+    for (size_t t = 0; !rc && t < N_TYPES; t++) rc = type_rows(cl, be, types[t], n, ff, reps, copy, x, xh, y) != 0;
+    /* attention of one decode step: 32 heads of 128 (n / 128 heads of 128 on other shapes) */
+    hc_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.n_head = hp.n_head_kv = n / 128;
+    hp.head_dim = 128;
+    hp.n_layer = 1;
+    hc_kv *kv = rc ? NULL : be->ops->kv_new(be, &hp, npos, NULL, err, sizeof err);
+    size_t kvn = (size_t)npos * (size_t)n;
+    float *kvh = kv ? malloc(sizeof(float) * kvn) : NULL;
+    hc_view kb = { NULL, 0 };
+    if (kvh) {
+        for (size_t i = 0; i < kvn; i++) kvh[i] = frand();
+        kb = device_floats(be, kvh, kvn, err, sizeof err);
+    }
+    if (kb.buf) {
+        be->ops->kv_store(be, kv, 0, 0, npos, kb, kb);
+        step s = { .kind = K_ATTN, .x = x, .y = y, .kv = kv, .hp = &hp, .pos = npos - 1 };
+        char what[64];
+        snprintf(what, sizeof what, "attention %dx128, %d pos", n / 128, npos);
+        rc = table_row(be, what, &s, 2.0 * (double)kvn * sizeof(float), reps, copy);
+        s = (step){ .kind = K_ADD, .x = y, .y = x, .B = n };
+        snprintf(what, sizeof what, "add %d floats", n);
+        rc = rc || table_row(be, what, &s, 0, reps, copy);
+    } else if (!rc) {
+        fprintf(stderr, "bench_clops: %s\n", err);
+        rc = 1;
+    }
+    if (kb.buf) be->ops->buf_free(be, kb.buf);
+    if (kv) be->ops->kv_free(be, kv);
+    hc_buf *bs[] = { x.buf, xh.buf, y.buf };
+    for (int i = 0; i < 3; i++) if (bs[i]) be->ops->buf_free(be, bs[i]);
+    be->ops->free(be);
+    hc_cl_free(cl);
+    free(host);
+    free(kvh);
+    return rc != 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "attention")) return attention_bench(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "table")) return table_bench(argc, argv);
     int rows = argc > 3 ? atoi(argv[1]) : 4096, n = argc > 3 ? atoi(argv[2]) : 4096;
     int reps = argc > 3 ? atoi(argv[3]) : 20, B = argc > 4 ? atoi(argv[4]) : 1;
     if (rows < 1 || n < 32 || n % 32 || reps < 1 || B < 1) {
@@ -120,29 +342,16 @@ int main(int argc, char **argv)
     const hc_backend_ops *o = be->ops;
     hc_cl_describe(hc_cl_about(cl), hc_cl_index(cl), line, sizeof line);
     printf("%s\n%d x %d, B %d, %d reps\n", line, rows, n, B, reps);
-    static const uint32_t types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
-    float *f = malloc(sizeof(float) * (size_t)n), *x = malloc(sizeof(float) * (size_t)n * B);
+    float *x = malloc(sizeof(float) * (size_t)n * B);
     float *y = malloc(sizeof(float) * (size_t)rows * B);
     for (size_t i = 0; i < (size_t)n * B; i++) x[i] = frand();
     hc_buf *bx = o->buf_new(be, sizeof(float) * (size_t)n * B, err, sizeof err);
     hc_buf *by = o->buf_new(be, sizeof(float) * (size_t)rows * B, err, sizeof err);
     if (!bx || !by) { fprintf(stderr, "bench_clops: %s\n", err); return 1; }
     o->write(be, (hc_view){ bx, 0 }, x, sizeof(float) * (size_t)n * B);
-    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
-        size_t rb = ggml_row_size(types[t], n);
-        char *d = malloc(rb * (size_t)rows);
-        for (int r = 0; r < rows; r++) {
-            char *row = d + rb * (size_t)r;
-            for (int i = 0; i < n; i++) f[i] = frand();
-            switch (types[t]) {
-            case GGML_TYPE_F32: memcpy(row, f, rb); break;
-            case GGML_TYPE_F16: for (int i = 0; i < n; i++) ((uint16_t *)row)[i] = fp32_to_fp16(f[i]); break;
-            case GGML_TYPE_BF16: for (int i = 0; i < n; i++) ((uint16_t *)row)[i] = fp32_to_bf16(f[i]); break;
-            case GGML_TYPE_Q8_0: quantize_row_q8_0_ref(f, (block_q8_0 *)row, n); break;
-            default: quantize_row_q4_0_ref(f, (block_q4_0 *)row, n); break;
-            }
-        }
-        hc_weight w = { HC_WEIGHT_GGML, types[t], d, n, rows, NULL };
+    for (size_t t = 0; t < N_TYPES; t++) {
+        char *d;
+        hc_weight w = random_weight(types[t], rows, n, &d);
         /* the CPU's scalar reference, one thread: prepare x, then the rows */
         void *act = malloc(hc_weight_act_bytes(&w) * (size_t)B);
         double cpu = 1e30, dev = 1e30;
@@ -174,7 +383,6 @@ int main(int argc, char **argv)
     o->buf_free(be, by);
     o->free(be);
     hc_cl_free(cl);
-    free(f);
     free(x);
     free(y);
     return 0;

@@ -15,6 +15,11 @@ fi
 O=${HC_TESTS:+${HC_TESTS%/tests}}
 if SMOKE=1 THREADS=2 O=${O:-build} sh scripts/bench-gpu.sh >"$T/out" 2>"$T/err"; then ok bench_gpu_smoke
 else fail bench_gpu_smoke "exit $?: $(tail -c 300 "$T/err")"; fi
+# the kernel table: each product, the hot rows and attention in GB/s against the copy bandwidth
+for k in "mv F16" "mm Q4_0" "mt Q8_0" "hot Q4_0" "attention"; do
+    if grep -Eq "^$k .* [0-9.]+ MiB +[0-9.]+ ms +[0-9.]+ GB/s +[0-9.]+%$" "$T/out"; then ok "bench_gpu_kernel_${k% *}"
+    else fail "bench_gpu_kernel_${k% *}" "$(head -n 30 "$T/out")"; fi
+done
 # columns: type run prompt decode devMiB dev% served decGB/s %copy
 for t in f16 q4_0; do
     for r in dense-CPU dense-CPU-scalar sparse-CPU hybrid-0.75x hybrid-1.5x full-offload; do
