@@ -87,6 +87,12 @@ struct hc_backend_ops {
     int (*read)(hc_backend *be, hc_view src, void *dst, size_t bytes, char *err, size_t errlen);
     /* the floats of v when they are host memory (the CPU), else NULL */
     float *(*host)(hc_view v);
+    /* host memory for the exchanges with a device, pinned where the device
+     * has such (its transfers then run at the bus's speed): a buffer (freed
+     * by buf_free) whose floats pinned_host gives; NULL + err when out of
+     * memory. NULL on the CPU. */
+    hc_buf *(*pinned_new)(hc_backend *be, size_t bytes, char *err, size_t errlen);
+    float *(*pinned_host)(hc_buf *b);
     /* the backend's copy of a weight: NULL when its kernels do not take w
      * (err names the type) or out of memory; CPU: not needed (NULL) */
     void *(*mat_new)(hc_backend *be, const hc_weight *w, char *err, size_t errlen);

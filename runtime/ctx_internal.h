@@ -25,6 +25,8 @@ typedef struct {
     hc_view ffn[2];             /* [n_ff]: the FFN's scratch (hc_ctx_ffn_scratch on the CPU) */
     hc_view logits;             /* [n_batch][n_vocab] on a device; none on the CPU (the caller's memory) */
     hc_bvec rope_freq;          /* [head_dim/2] as this backend reads it */
+    hc_buf *pinned;             /* a device's host memory for an FFN exchange: stage = x, xn, out */
+    float *stage;               /* ([3][n_batch][n_embd]); NULL on the CPU */
 } hc_rows;
 
 enum { HC_ON_CPU = 0, HC_ON_DEV = 1 };

@@ -71,6 +71,10 @@ static int rows_new(hc_ctx *ctx, hc_rows *R, hc_backend *be, const uint8_t *on, 
         at += ROUND16(sizes[i]);
     }
 #undef ROUND16
+    if (op->pinned_new) {
+        if (!(R->pinned = op->pinned_new(be, 3 * nb * E * sizeof(float), err, errlen))) return -1;
+        R->stage = op->pinned_host(R->pinned);
+    }
     R->rope_freq = (hc_bvec){ ctx->rope_freq, hp->head_dim / 2, NULL };
     if (op->vec_new && !(R->rope_freq.dev = op->vec_new(be, ctx->rope_freq, hp->head_dim / 2, err, errlen))) return -1;
     return (R->kv = op->kv_new(be, hp, ctx->n_ctx, on, err, errlen)) ? 0 : -1;
@@ -83,6 +87,7 @@ static void rows_free(hc_rows *R)
     if (R->kv) op->kv_free(R->be, R->kv);
     if (R->rope_freq.dev) op->dev_free(R->be, R->rope_freq.dev);
     if (R->buf) op->buf_free(R->be, R->buf);
+    if (R->pinned) op->buf_free(R->be, R->pinned);
     memset(R, 0, sizeof *R);
 }
 
@@ -301,20 +306,21 @@ static void ffn_block(hc_ctx *ctx, int layer, const hc_rows *R, hc_view x, int B
         hc_ffn_forward(ctx, layer, hc_cpu_ptr(x), hc_cpu_ptr(R->xn), B, pos0, hc_cpu_ptr(out));
         return;
     }
-    const hc_rows *C = &ctx->rows[HC_ON_CPU];
-    if (op->read(R->be, x, hc_cpu_ptr(C->x), bytes, ctx->err, sizeof ctx->err) ||
-        op->read(R->be, R->xn, hc_cpu_ptr(C->xn), bytes, ctx->err, sizeof ctx->err))
+    size_t nE = (size_t)ctx->n_batch * (size_t)hp->n_embd;
+    float *hx = R->stage, *hxn = hx + nE, *hout = hxn + nE;   /* pinned where the device has it */
+    if (op->read(R->be, x, hx, bytes, ctx->err, sizeof ctx->err) ||
+        op->read(R->be, R->xn, hxn, bytes, ctx->err, sizeof ctx->err))
         return;   /* hc_eval finds the failure at the step's sync */
     ctx->ffn_share = out;
     ctx->ffn_share_left = 0;
-    hc_ffn_forward(ctx, layer, hc_cpu_ptr(C->x), hc_cpu_ptr(C->xn), B, pos0, hc_cpu_ptr(C->tmp));
+    hc_ffn_forward(ctx, layer, hx, hxn, B, pos0, hout);
     ctx->ffn_share = (hc_view){ NULL, 0 };
     if (!ctx->ffn_share_left) {
-        op->write(R->be, out, hc_cpu_ptr(C->tmp), bytes);
+        op->write(R->be, out, hout, bytes);
         return;
     }
     /* xn was read: its rows take the CPU's share */
-    op->write(R->be, R->xn, hc_cpu_ptr(C->tmp), bytes);
+    op->write(R->be, R->xn, hout, bytes);
     op->add(R->be, out, R->xn, (hc_view){ NULL, 0 }, (size_t)B * (size_t)hp->n_embd);
 }
 

@@ -53,6 +53,7 @@ static int s_read(hc_backend *be, hc_view src, void *d, size_t n, char *e, size_
     return CPU(be)->ops->read(CPU(be), src, d, n, e, el);
 }
 static float *s_host(hc_view v) { (void)v; return NULL; }
+static float *s_pinned_host(hc_buf *b) { return hc_cpu_ptr((hc_view){ b, 0 }); }
 static void *s_mat_new(hc_backend *be, const hc_weight *w, char *e, size_t el) { (void)be, (void)e, (void)el; return (void *)w; }
 static void *s_vec_new(hc_backend *be, const float *v, int n, char *e, size_t el) { (void)be, (void)n, (void)e, (void)el; return (void *)v; }
 static void s_dev_free(hc_backend *be, void *d) { (void)be, (void)d; }
@@ -87,7 +88,7 @@ static void s_attention(hc_backend *be, hc_kv *kv, int l, const hc_hparams *hp, 
 
 static const hc_backend_ops standin_ops = {
     .name = "stand-in", .free = s_free, .buf_new = s_buf_new, .buf_free = s_buf_free, .write = s_write,
-    .read = s_read, .host = s_host, .mat_new = s_mat_new, .vec_new = s_vec_new, .dev_free = s_dev_free,
+    .read = s_read, .host = s_host, .pinned_new = s_buf_new, .pinned_host = s_pinned_host, .mat_new = s_mat_new, .vec_new = s_vec_new, .dev_free = s_dev_free,
     .matmul = s_matmul, .norm = s_norm, .rope = s_rope, .add_bias = s_add_bias, .add = s_add,
     .ffn_act = s_ffn_act, .kv_new = s_kv_new, .kv_free = s_kv_free, .kv_store = s_kv_store,
     .attention = s_attention, .sync = status,

@@ -145,10 +145,38 @@ static hc_buf *buf_new(hc_backend *be, size_t bytes, char *err, size_t errlen)
     return h;
 }
 
+/* Pinned host memory: a buffer the driver allocates for the host
+ * (CL_MEM_ALLOC_HOST_PTR), mapped once for the context's life; its pages are
+ * what the device's transfers can read and write directly. */
+static hc_buf *pinned_new(hc_backend *be, size_t bytes, char *err, size_t errlen)
+{
+    clb *b = (clb *)be;
+    hc_buf *h = calloc(1, sizeof *h);
+    if (!h) { snprintf(err, errlen, "OpenCL: out of host memory"); return NULL; }
+    h->bytes = bytes;
+    cl_int rc = CL_SUCCESS;
+    if ((h->m = hc_cl_buffer(b->cl, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, err, errlen)))
+        h->host = clEnqueueMapBuffer(b->q, h->m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes ? bytes : 1, 0, NULL,
+                                     NULL, &rc);
+    if (h->host) return h;
+    if (h->m) {
+        snprintf(err, errlen, "OpenCL: mapping %zu bytes of pinned memory failed: %d %s", bytes, rc, hc_cl_error_name(rc));
+        clReleaseMemObject(h->m);
+    }
+    free(h);
+    return NULL;
+}
+
+static float *pinned_host(hc_buf *h) { return h->host; }
+
 static void buf_free(hc_backend *be, hc_buf *h)
 {
-    (void)be;
+    clb *b = (clb *)be;
     if (!h) return;
+    if (h->host) {
+        clEnqueueUnmapMemObject(b->q, h->m, h->host, 0, NULL, NULL);
+        clFinish(b->q);
+    }
     clReleaseMemObject(h->m);
     free(h);
 }
@@ -708,6 +736,8 @@ static const hc_backend_ops ops = {
     .write = write_,
     .read = read_,
     .host = host,
+    .pinned_new = pinned_new,
+    .pinned_host = pinned_host,
     .mat_new = mat_new,
     .vec_new = vec_new,
     .dev_free = dev_free,

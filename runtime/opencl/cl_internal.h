@@ -31,6 +31,7 @@ struct hc_cl {
 struct hc_buf {
     cl_mem m;
     size_t bytes;
+    void *host;   /* pinned memory: m mapped for the host, else NULL */
 };
 
 /* kernels/hot_rows.cl as a C string (made by the build, runtime/module.mk). */
