@@ -76,17 +76,26 @@ static int attention_bench(int argc, char **argv)
     hp.n_head = hp.n_head_kv = H;
     hp.head_dim = hd;
     hp.n_layer = 1;
-    hc_kv *kv = o->kv_new(be, &hp, npos, NULL, err, sizeof err);
+    int n_blocks = (npos + HC_KV_BLOCK - 1) / HC_KV_BLOCK;
+    hc_kv *kv = o->kv_new(be, &hp, n_blocks, npos, NULL, err, sizeof err);
+    /* one sequence: its positions 0..npos-1 in blocks 0.. */
+    int32_t *pos = malloc(sizeof *pos * (size_t)npos), *seq = calloc((size_t)npos, sizeof *seq);
+    int32_t *table = malloc(sizeof *table * (size_t)n_blocks);
+    if (!pos || !seq || !table) { fprintf(stderr, "bench_clops: out of memory\n"); return 1; }
+    for (int p = 0; p < npos; p++) pos[p] = p;
+    for (int i = 0; i < n_blocks; i++) table[i] = i;
     hc_buf *bq = o->buf_new(be, sizeof(float) * dim, err, sizeof err), *bo = o->buf_new(be, sizeof(float) * dim, err, sizeof err);
     hc_buf *bk = o->buf_new(be, sizeof(float) * kvn, err, sizeof err), *bv = o->buf_new(be, sizeof(float) * kvn, err, sizeof err);
     if (!kv || !bq || !bo || !bk || !bv) { fprintf(stderr, "bench_clops: %s\n", err); return 1; }
     o->write(be, (hc_view){ bq, 0 }, q, sizeof(float) * dim);
     o->write(be, (hc_view){ bk, 0 }, k, sizeof(float) * kvn);
     o->write(be, (hc_view){ bv, 0 }, v, sizeof(float) * kvn);
-    o->kv_store(be, kv, 0, 0, npos, (hc_view){ bk, 0 }, (hc_view){ bv, 0 });
+    o->batch(be, &(hc_seq_rows){ npos, pos, seq, table, 1, n_blocks });
+    o->kv_store(be, kv, 0, npos, (hc_view){ bk, 0 }, (hc_view){ bv, 0 });
+    o->batch(be, &(hc_seq_rows){ 1, pos + npos - 1, seq, table, 1, n_blocks });
     for (int r = 0; r <= reps; r++) {
         double t0 = hc_now();
-        o->attention(be, kv, 0, &hp, (hc_view){ bq, 0 }, 1, npos - 1, (hc_view){ bo, 0 });
+        o->attention(be, kv, 0, &hp, (hc_view){ bq, 0 }, 0, 1, (hc_view){ bo, 0 });
         if (o->sync(be, err, sizeof err)) { fprintf(stderr, "bench_clops: %s\n", err); return 1; }
         if (r && hc_now() - t0 < dev) dev = hc_now() - t0;   /* r = 0: warm-up */
     }
@@ -96,7 +105,7 @@ static int attention_bench(int argc, char **argv)
     for (int i = 0; i < 4; i++) o->buf_free(be, bs[i]);
     o->free(be);
     hc_cl_free(cl);
-    free(q); free(k); free(v); free(out); free(sc);
+    free(q); free(k); free(v); free(out); free(sc); free(pos); free(seq); free(table);
     return 0;
 }
 
