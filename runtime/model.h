@@ -146,6 +146,8 @@ int64_t hc_model_copy_weights(hc_model *m, int mode, int with_ffn, char *err, si
  * read-only file mapping (clean file pages, faulted back from the page cache
  * if read again); anonymous memory is never touched (that would zero it). */
 void hc_model_drop_mapped(const hc_model *m, const void *p, size_t n);
+/* MemAvailable of /proc/meminfo in bytes; 0 when unknown. */
+uint64_t hc_mem_available(void);
 /* Weight bytes one token reads (every matrix once, one embedding row). */
 uint64_t hc_model_token_bytes(const hc_model *m);
 
@@ -210,7 +212,7 @@ int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *l
 /* Positions per block of the paged KV cache (vLLM's default block size). */
 #define HC_KV_BLOCK 16
 
-/* The rows of one step over several sequences (runtime/sched.c builds
+/* The rows of one step over several sequences (runtime/scheduler.c builds
  * them): row b is position pos[b] of sequence seq[b], whose positions live
  * in the cache's blocks table[seq[b] * max_blocks + position / HC_KV_BLOCK].
  * Every position a row attends to (0..pos[b] of its sequence) is in the
