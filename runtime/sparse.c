@@ -465,6 +465,8 @@ static void finish_rows(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in,
     L->st.hit += hit;
     L->st.served_cpu += served;
     L->st.bytes += n_cand * L->rb_gate + n_up * L->rb_up + served * L->rb_down;
+    L->st.steps++;
+    L->st.kept += (uint64_t)nu;
     hc_ctx_down_accum(ctx, &L->down, s->uni, G, sF, nu, B, in->out);
 }
 
@@ -1064,6 +1066,8 @@ hc_sparse_stats hc_sparse_get_stats(const hc_sparse *s, int layer)
         t.served_dev += a->served_dev;
         t.truth += a->truth;
         t.hit += a->hit;
+        t.steps += a->steps;
+        t.kept += a->kept;
     }
     return t;
 }
@@ -1110,6 +1114,10 @@ void hc_sparse_report(const hc_sparse *s, FILE *f, int per_layer)
             report_line(s, f, what, l, &s->L[l].st);
         }
     report_line(s, f, "sparse: all layers", -1, &t);
+    if (t.steps)   /* a batch reads the union of its rows' neurons (hc-run --parallel) */
+        fprintf(f, "sparse: %.2f rows per CPU step: up and down rows of %.2f%% of the neurons read per step, the "
+                "union of its rows' %.2f%% each\n", ratio(t.tokens, t.steps), 100.0 * ratio(t.kept, t.steps * (uint64_t)s->F),
+                100.0 * ratio(t.computed, t.tokens * (uint64_t)s->F));
     int any_dev = 0;
     for (int l = 0; l < s->m->hp.n_layer; l++) any_dev |= s->L[l].dev != NULL;
     fprintf(f, "sparse: FFN time %.2f ms for %llu tokens: CPU %.2f ms", s->t_ffn * 1e3,
