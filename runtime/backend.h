@@ -107,9 +107,10 @@ struct hc_backend_ops {
     /* o[B][n_embd] = hp->norm of x with w (+ b): RMSNorm or LayerNorm, hp->rms_eps */
     void (*norm)(hc_backend *be, const hc_hparams *hp, const hc_bvec *w, const hc_bvec *b, hc_view x, hc_view o,
                  int B);
-    /* rotate n rows of dim floats (whole heads) at positions pos0.. per hp->pos
-     * (adjacent pairs, NeoX halves; learned positions: nothing), freq[head_dim/2] */
-    void (*rope)(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, hc_view v, int dim, int n, int pos0);
+    /* rotate n rows of dim floats (whole heads), row i at the position of
+     * the batch's row row0 + i, per hp->pos (adjacent pairs, NeoX halves;
+     * learned positions: nothing), freq[head_dim/2] */
+    void (*rope)(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, hc_view v, int dim, int n, int row0);
     /* y[B][n] += bias (nothing when bias->host is NULL) */
     void (*add_bias)(hc_backend *be, hc_view y, const hc_bvec *bias, int B, int n);
     /* x[i] += a[i] (b.buf NULL), or x[i] += a[i] + b[i] (the parallel residual), i < n */
@@ -120,19 +121,27 @@ struct hc_backend_ops {
     void (*ffn_act)(hc_backend *be, const hc_hparams *hp, const hc_bvec *gate_b, const hc_bvec *up_b, hc_view g,
                     hc_view u, int B);
 
-    /* The KV cache: k and v rows of n_head_kv·head_dim floats for positions
-     * 0..n_ctx-1 of the layers with on[layer] set (on NULL: every layer).
-     * One sequence today; the
-     * cache is reached only through these calls, so it can become blocks of
-     * positions shared by several sequences (vLLM's paged cache). */
-    hc_kv *(*kv_new)(hc_backend *be, const hc_hparams *hp, int n_ctx, const uint8_t *on, char *err, size_t errlen);
+    /* The rows of the steps that follow, until the next call (the caller's
+     * arrays stay valid until then): row b of every step is token position
+     * rows->pos[b] of sequence rows->seq[b] (model.h, hc_seq_rows). rope,
+     * kv_store and attention read the positions and block tables from it. */
+    void (*batch)(hc_backend *be, const hc_seq_rows *rows);
+
+    /* The KV cache, paged (vLLM's): a pool of n_blocks blocks of
+     * HC_KV_BLOCK positions, each a k and a v row of n_head_kv·head_dim
+     * floats, for the layers with on[layer] set (on NULL: every layer). A
+     * sequence's position p lives in slot p % HC_KV_BLOCK of block
+     * table[p / HC_KV_BLOCK] of its block table; a sequence holds at most
+     * n_ctx positions. */
+    hc_kv *(*kv_new)(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_ctx, const uint8_t *on, char *err,
+                     size_t errlen);
     void (*kv_free)(hc_backend *be, hc_kv *kv);
-    /* store k[B][kv_dim] and v[B][kv_dim] at positions pos0.. of layer */
-    void (*kv_store)(hc_backend *be, hc_kv *kv, int layer, int pos0, int B, hc_view k, hc_view v);
-    /* out[B][n_head·head_dim] = causal grouped-query attention of q[B][...]
-     * (row b at position pos0 + b, over positions 0..pos0 + b of layer):
-     * scores q·k / sqrt(head_dim), softmax, the mix of v */
-    void (*attention)(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int B, int pos0,
+    /* store k[B][kv_dim] and v[B][kv_dim] of the batch's rows 0..B-1 of layer */
+    void (*kv_store)(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v);
+    /* out[n][n_head·head_dim] = causal grouped-query attention of q[n][...],
+     * q's row i being the batch's row row0 + i: over positions 0..pos of its
+     * sequence in layer: scores q·k / sqrt(head_dim), softmax, the mix of v */
+    void (*attention)(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int row0, int n,
                       hc_view out);
     /* wait for every step queued: 0, or -1 + err as read */
     int (*sync)(hc_backend *be, char *err, size_t errlen);

@@ -35,6 +35,7 @@ struct hc_ctx {
     const hc_model *model;
     hc_pool *pool;
     int n_ctx, n_batch;
+    int n_kv_blocks;            /* the KV cache's pool (model.h, hc_ctx_params) */
     hc_hook_fn hook;  void *hook_user;   /* from hc_ctx_params; NULL: none */
     hc_ffn_fn ffn;    void *ffn_user;    /* NULL: the dense FFN */
     hc_rows rows[2];            /* [HC_ON_CPU] always; [HC_ON_DEV] with a device (rows[1].be set) */
@@ -42,6 +43,10 @@ struct hc_ctx {
     hc_blayer head;             /* the output head: attn_norm(_b) = output_norm(_b), o = output */
     const char *dev_name;       /* the device, for the warning when it fails */
     int32_t *history;           /* [n_ctx]: the tokens evaluated, to rebuild the cache when a device fails */
+    int32_t *table;             /* hc_eval's sequence's blocks: 0, 1, ... */
+    int32_t *pos, *seq;         /* [n_batch]: hc_eval's rows (seq all 0) */
+    hc_seq_rows one;            /* hc_eval's step, over the three above */
+    const hc_seq_rows *step;    /* the step being evaluated (hooks read its positions) */
     float *rope_freq;           /* [head_dim/2] */
     float *h;                   /* [n_batch][n_ff] for HC_HOOK_FFN_ACT, with a hook only */
     void *acts, *acts2;         /* prepared activations, [n_batch] each */

@@ -77,7 +77,7 @@ static int rows_new(hc_ctx *ctx, hc_rows *R, hc_backend *be, const uint8_t *on, 
     }
     R->rope_freq = (hc_bvec){ ctx->rope_freq, hp->head_dim / 2, NULL };
     if (op->vec_new && !(R->rope_freq.dev = op->vec_new(be, ctx->rope_freq, hp->head_dim / 2, err, errlen))) return -1;
-    return (R->kv = op->kv_new(be, hp, ctx->n_ctx, on, err, errlen)) ? 0 : -1;
+    return (R->kv = op->kv_new(be, hp, ctx->n_kv_blocks, ctx->n_ctx, on, err, errlen)) ? 0 : -1;
 }
 
 static void rows_free(hc_rows *R)
@@ -148,8 +148,12 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
                  "not implemented; use -c %d or less)", m->path, n_ctx, hp->sliding_window, hp->sliding_window);
         return NULL;
     }
+    /* hc_eval's sequence: the blocks 0.. of its positions */
+    int max_blocks = (n_ctx + HC_KV_BLOCK - 1) / HC_KV_BLOCK;
+    int n_kv_blocks = p && p->n_kv_blocks > 0 ? p->n_kv_blocks : max_blocks;
     int n_batch = p && p->n_batch > 0 ? p->n_batch : 512;
-    if (n_batch > n_ctx) n_batch = n_ctx;
+    if (n_batch > n_kv_blocks * HC_KV_BLOCK) n_batch = n_kv_blocks * HC_KV_BLOCK;   /* a slot for each row */
+    if (n_batch > n_ctx && n_kv_blocks == max_blocks) n_batch = n_ctx;
     int nt = p && p->n_threads > 0 ? p->n_threads : 1;
     const hc_place *place = p && !p->hook ? p->place : NULL;   /* hooks read every row on the host */
 
@@ -158,6 +162,7 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     ctx->model = m;
     ctx->n_ctx = n_ctx;
     ctx->n_batch = n_batch;
+    ctx->n_kv_blocks = n_kv_blocks;
     if (p) {
         ctx->hook = p->hook;
         ctx->hook_user = p->hook_user;
@@ -167,9 +172,15 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     ctx->pool = hc_pool_new(nt);
     ctx->layers = calloc((size_t)hp->n_layer, sizeof *ctx->layers);
     ctx->history = calloc((size_t)n_ctx, sizeof *ctx->history);
+    ctx->table = malloc(sizeof *ctx->table * (size_t)max_blocks);
+    ctx->pos = malloc(sizeof *ctx->pos * (size_t)n_batch);
+    ctx->seq = calloc((size_t)n_batch, sizeof *ctx->seq);
     ctx->rope_freq = malloc(sizeof(float) * (size_t)hp->head_dim / 2);
     ctx->h = ctx->hook ? hc_cpu_alloc(sizeof(float) * (size_t)n_batch * (size_t)hp->n_ff) : NULL;
-    if (!ctx->pool || !ctx->layers || !ctx->history || !ctx->rope_freq || (ctx->hook && !ctx->h)) goto oom;
+    if (!ctx->pool || !ctx->layers || !ctx->history || !ctx->table || !ctx->pos || !ctx->seq || !ctx->rope_freq ||
+        (ctx->hook && !ctx->h))
+        goto oom;
+    for (int i = 0; i < max_blocks; i++) ctx->table[i] = i;
     rope_freqs(m, ctx->rope_freq);
     hc_backend *cpu = hc_cpu_backend_new(ctx);
     if (!cpu || rows_new(ctx, &ctx->rows[HC_ON_CPU], cpu, NULL, err, errlen)) {
@@ -203,7 +214,8 @@ void hc_ctx_free(hc_ctx *ctx)
     rows_free(&ctx->rows[HC_ON_CPU]);
     if (cpu) cpu->ops->free(cpu);
     if (ctx->pool) hc_pool_free(ctx->pool);
-    void *bufs[] = { ctx->layers, ctx->history, ctx->rope_freq, ctx->h, ctx->acts, ctx->acts2, ctx->arranged };
+    void *bufs[] = { ctx->layers, ctx->history, ctx->table, ctx->pos, ctx->seq, ctx->rope_freq, ctx->h, ctx->acts,
+                     ctx->acts2, ctx->arranged };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(ctx);
 }
@@ -227,13 +239,16 @@ void hc_add_bias(float *y, const float *bias, int B, int n)
 
 /* ------------------------------------------------------------ the layers */
 
-static void hook(hc_ctx *ctx, int layer, int point, hc_view x, int B, int n, int pos0)
+/* The hook on B rows from the step's row row0 (hooks see the position of
+ * the first: a context with a hook evaluates one sequence, hc_eval). */
+static void hook(hc_ctx *ctx, int layer, int point, hc_view x, int B, int n, int row0)
 {
     /* a context with a hook runs on the CPU (hc_ctx_new) */
-    if (ctx->hook) ctx->hook(ctx->hook_user, layer, point, hc_cpu_ptr(x), B, n, pos0);
+    if (ctx->hook) ctx->hook(ctx->hook_user, layer, point, hc_cpu_ptr(x), B, n, ctx->step->pos[row0]);
 }
 
-void hc_embed(hc_ctx *ctx, const int32_t *tokens, int B, int pos0, float *x)
+/* x[B][n_embd] = the embeddings of tokens at positions pos[] */
+static void embed(hc_ctx *ctx, const int32_t *tokens, int B, const int32_t *pos, float *x)
 {
     const hc_model *m = ctx->model;
     int E = m->hp.n_embd;
@@ -241,46 +256,76 @@ void hc_embed(hc_ctx *ctx, const int32_t *tokens, int B, int pos0, float *x)
     if (m->hp.pos != HC_POS_LEARNED) return;
     float *row = hc_cpu_ptr(ctx->rows[HC_ON_CPU].tmp);
     for (int b = 0; b < B; b++) {
-        hc_weight_row(&m->pos_embd, pos0 + b, row);
+        hc_weight_row(&m->pos_embd, pos[b], row);
         for (int i = 0; i < E; i++) x[(size_t)b * E + i] += row[i];
     }
 }
 
+/* The step's rows for B tokens of hc_eval's sequence at pos0.. (sequence 0,
+ * its blocks 0.. in order), given to the backends. */
+static const hc_seq_rows *one_sequence(hc_ctx *ctx, int B, int pos0)
+{
+    for (int b = 0; b < B; b++) ctx->pos[b] = pos0 + b;
+    ctx->one = (hc_seq_rows){ B, ctx->pos, ctx->seq, ctx->table, 1, (ctx->n_ctx + HC_KV_BLOCK - 1) / HC_KV_BLOCK };
+    return &ctx->one;
+}
+
+/* The step's rows, to every backend of the context. */
+static void set_step(hc_ctx *ctx, const hc_seq_rows *rows)
+{
+    ctx->step = rows;
+    for (int i = 0; i < 2; i++)
+        if (ctx->rows[i].be) ctx->rows[i].be->ops->batch(ctx->rows[i].be, rows);
+}
+
+void hc_embed(hc_ctx *ctx, const int32_t *tokens, int B, int pos0, float *x)
+{
+    embed(ctx, tokens, B, one_sequence(ctx, B, pos0)->pos, x);
+}
+
 /* out[keep][n_embd] = the attention block of the last keep of R->x's B rows
- * (rows at positions pos0..); the k and v of all B go to the cache. */
-static void attention(hc_ctx *ctx, int layer, const hc_rows *R, int B, int keep, int pos0, hc_view out)
+ * (the step's rows); the k and v of all B go to the cache. */
+static void attention(hc_ctx *ctx, int layer, const hc_rows *R, int B, int keep, hc_view out)
 {
     const hc_hparams *hp = &ctx->model->hp;
     const hc_blayer *ly = &ctx->layers[layer];
     hc_backend *be = R->be;
     const hc_backend_ops *op = be->ops;
     int E = hp->n_embd, kv_dim = hp->n_head_kv * hp->head_dim, q_dim = hp->n_head * hp->head_dim;
-    int pos_keep = pos0 + B - keep;
+    int row_keep = B - keep;
 
     op->norm(be, hp, &ly->attn_norm, &ly->attn_norm_b, R->x, R->xn, B);
-    hook(ctx, layer, HC_HOOK_ATTN_IN, R->xn, B, E, pos0);
+    hook(ctx, layer, HC_HOOK_ATTN_IN, R->xn, B, E, 0);
     hc_mm qkv[3] = { { &ly->q, B - keep, 0, R->q, (size_t)q_dim }, { &ly->k, 0, 0, R->k, (size_t)kv_dim },
                      { &ly->v, 0, 0, R->v, (size_t)kv_dim } };
     op->matmul(be, R->xn, B, keep ? qkv : qkv + 1, keep ? 3 : 2);
     op->add_bias(be, R->q, &ly->q_b, keep, q_dim);
     op->add_bias(be, R->k, &ly->k_b, B, kv_dim);
     op->add_bias(be, R->v, &ly->v_b, B, kv_dim);
-    op->rope(be, hp, &R->rope_freq, R->k, kv_dim, B, pos0);
-    op->kv_store(be, R->kv, layer, pos0, B, R->k, R->v);
+    op->rope(be, hp, &R->rope_freq, R->k, kv_dim, B, 0);
+    op->kv_store(be, R->kv, layer, B, R->k, R->v);
     if (!keep) return;
-    op->rope(be, hp, &R->rope_freq, R->q, q_dim, keep, pos_keep);
-    op->attention(be, R->kv, layer, hp, R->q, keep, pos_keep, R->att);
-    hook(ctx, layer, HC_HOOK_ATTN_OUT, R->att, keep, q_dim, pos_keep);
+    op->rope(be, hp, &R->rope_freq, R->q, q_dim, keep, row_keep);
+    op->attention(be, R->kv, layer, hp, R->q, row_keep, keep, R->att);
+    hook(ctx, layer, HC_HOOK_ATTN_OUT, R->att, keep, q_dim, row_keep);
     op->matmul(be, R->att, keep, &(hc_mm){ &ly->o, 0, 0, out, (size_t)E }, 1);
     op->add_bias(be, out, &ly->o_b, keep, E);
 }
 
-void hc_ffn_forward(hc_ctx *ctx, int layer, const float *ffn_inp, const float *x_norm, int B, int pos0, float *out)
+/* hc_ffn_forward on the step's rows from row0 */
+static void ffn_forward(hc_ctx *ctx, int layer, const float *ffn_inp, const float *x_norm, int B, int row0, float *out)
 {
     float *h = ctx->hook ? ctx->h : NULL;
     if (ctx->ffn) ctx->ffn(ctx->ffn_user, ctx, layer, ffn_inp, x_norm, B, out, h);
     else hc_ffn_dense(ctx, layer, x_norm, B, out, h);
-    if (h) hook(ctx, layer, HC_HOOK_FFN_ACT, hc_cpu_view(h), B, ctx->model->hp.n_ff, pos0);
+    if (h) hook(ctx, layer, HC_HOOK_FFN_ACT, hc_cpu_view(h), B, ctx->model->hp.n_ff, row0);
+}
+
+void hc_ffn_forward(hc_ctx *ctx, int layer, const float *ffn_inp, const float *x_norm, int B, int pos0, float *out)
+{
+    one_sequence(ctx, B, pos0);
+    ctx->step = &ctx->one;
+    ffn_forward(ctx, layer, ffn_inp, x_norm, B, 0, out);
 }
 
 /* out[B][n_embd] = the FFN block of R's rows x: its norm, then the dense
@@ -288,22 +333,22 @@ void hc_ffn_forward(hc_ctx *ctx, int layer, const float *ffn_inp, const float *x
  * one) on the CPU: from a device, the CPU receives x and its norm and sends
  * back its result (one exchange), which the device adds to the share the
  * FFN left there (hc_ctx_ffn_device_share: the hot rows). */
-static void ffn_block(hc_ctx *ctx, int layer, const hc_rows *R, hc_view x, int B, int pos0, hc_view out)
+static void ffn_block(hc_ctx *ctx, int layer, const hc_rows *R, hc_view x, int B, int row0, hc_view out)
 {
     const hc_hparams *hp = &ctx->model->hp;
     const hc_blayer *ly = &ctx->layers[layer];
     const hc_backend_ops *op = R->be->ops;
     size_t bytes = sizeof(float) * (size_t)B * (size_t)hp->n_embd;
-    hook(ctx, layer, HC_HOOK_FFN_INP, x, B, hp->n_embd, pos0);
+    hook(ctx, layer, HC_HOOK_FFN_INP, x, B, hp->n_embd, row0);
     op->norm(R->be, hp, &ly->ffn_norm, &ly->ffn_norm_b, x, R->xn, B);
-    hook(ctx, layer, HC_HOOK_FFN_IN, R->xn, B, hp->n_embd, pos0);
+    hook(ctx, layer, HC_HOOK_FFN_IN, R->xn, B, hp->n_embd, row0);
     int on_cpu = R->be == ctx->rows[HC_ON_CPU].be;
     if (ly->ffn_dev || (on_cpu && !ctx->ffn && !ctx->hook)) {
         hc_ffn_dense_on(ctx, R, ly, R->xn, B, R->ffn[0], out);
         return;
     }
     if (on_cpu) {
-        hc_ffn_forward(ctx, layer, hc_cpu_ptr(x), hc_cpu_ptr(R->xn), B, pos0, hc_cpu_ptr(out));
+        ffn_forward(ctx, layer, hc_cpu_ptr(x), hc_cpu_ptr(R->xn), B, row0, hc_cpu_ptr(out));
         return;
     }
     size_t nE = (size_t)ctx->n_batch * (size_t)hp->n_embd;
@@ -313,7 +358,7 @@ static void ffn_block(hc_ctx *ctx, int layer, const hc_rows *R, hc_view x, int B
         return;   /* hc_eval finds the failure at the step's sync */
     ctx->ffn_share = out;
     ctx->ffn_share_left = 0;
-    hc_ffn_forward(ctx, layer, hx, hxn, B, pos0, hout);
+    ffn_forward(ctx, layer, hx, hxn, B, row0, hout);
     ctx->ffn_share = (hc_view){ NULL, 0 };
     if (!ctx->ffn_share_left) {
         op->write(R->be, out, hout, bytes);
@@ -345,22 +390,22 @@ static const hc_rows *rows_for(hc_ctx *ctx, int dev, int *at, int B, int n)
  * them would feed nothing after the last layer, which is where hc_eval asks
  * for keep < B, as llama.cpp does). Each kept row gets the same bits as with
  * keep = B. */
-static void layer_forward(hc_ctx *ctx, int layer, int *at, int B, int keep, int pos0)
+static void layer_forward(hc_ctx *ctx, int layer, int *at, int B, int keep)
 {
     const hc_rows *R = rows_for(ctx, ctx->layers[layer].dev, at, B, B);
     const hc_backend_ops *op = R->be->ops;
     size_t E = (size_t)ctx->model->hp.n_embd, n = (size_t)keep * E;
     hc_view xk = hc_view_at(R->x, sizeof(float) * (size_t)(B - keep) * E), none = { NULL, 0 };
-    attention(ctx, layer, R, B, keep, pos0, R->tmp);
+    attention(ctx, layer, R, B, keep, R->tmp);
     if (!keep) return;
     switch ((enum hc_residual)ctx->model->hp.residual) {
     case HC_RESIDUAL_SEQUENTIAL:
         op->add(R->be, xk, R->tmp, none, n);
-        ffn_block(ctx, layer, R, xk, keep, pos0 + B - keep, R->tmp);
+        ffn_block(ctx, layer, R, xk, keep, B - keep, R->tmp);
         op->add(R->be, xk, R->tmp, none, n);
         break;
     case HC_RESIDUAL_PARALLEL:   /* Falcon: x += ffn(norm2(x)) + attn(norm(x)) */
-        ffn_block(ctx, layer, R, xk, keep, pos0 + B - keep, R->tmp2);
+        ffn_block(ctx, layer, R, xk, keep, B - keep, R->tmp2);
         op->add(R->be, xk, R->tmp2, R->tmp, n);
         break;
     }
@@ -381,7 +426,8 @@ void hc_layer_forward(hc_ctx *ctx, int layer, float *x, int B, int pos0)
     int at = HC_ON_CPU;
     pieces_on_cpu(ctx, "hc_layer_forward");
     memcpy(hc_cpu_ptr(C->x), x, bytes);
-    layer_forward(ctx, layer, &at, B, B, pos0);
+    set_step(ctx, one_sequence(ctx, B, pos0));
+    layer_forward(ctx, layer, &at, B, B);
     memcpy(x, hc_cpu_ptr(C->x), bytes);
 }
 
@@ -401,33 +447,41 @@ void hc_output(hc_ctx *ctx, const float *x, int B, float *logits)
 
 /* ------------------------------------------------------------ evaluation */
 
-/* One batch of B tokens at pos0 (s of n_tokens): embedding on the host, the
- * layers where each runs, the logits asked for back on the host. -1 when a
- * device failed (the line in ctx->err). */
-static int eval_batch(hc_ctx *ctx, const int32_t *tokens, int B, int pos0, int last, float *logits, int which)
+/* One step of the rows' tokens: embedding on the host, the layers where each
+ * runs (the last one for the last keep_last rows only), the logits of the
+ * last n_out rows back on the host. -1 when a device failed (the line in
+ * ctx->err). */
+static int eval_batch(hc_ctx *ctx, const int32_t *tokens, const hc_seq_rows *rows, int keep_last, int n_out,
+                      float *logits)
 {
     const hc_hparams *hp = &ctx->model->hp;
-    int at = HC_ON_CPU;
-    hc_embed(ctx, tokens, B, pos0, hc_cpu_ptr(ctx->rows[HC_ON_CPU].x));
-    /* HC_LOGITS_LAST without a hook: the last layer only for the row whose logits are wanted */
-    int keep_last = which == HC_LOGITS_LAST && !ctx->hook ? last : B;
-    for (int il = 0; il < hp->n_layer; il++)
-        layer_forward(ctx, il, &at, B, il == hp->n_layer - 1 ? keep_last : B, pos0);
-    int rows = which == HC_LOGITS_ALL ? B : which == HC_LOGITS_LAST && last ? 1 : 0;
-    if (rows) {
-        const hc_rows *R = rows_for(ctx, ctx->head.dev, &at, B, rows);
-        hc_view x = hc_view_at(R->x, sizeof(float) * (size_t)(B - rows) * (size_t)hp->n_embd);
+    int at = HC_ON_CPU, B = rows->B;
+    set_step(ctx, rows);
+    embed(ctx, tokens, B, rows->pos, hc_cpu_ptr(ctx->rows[HC_ON_CPU].x));
+    for (int il = 0; il < hp->n_layer; il++) layer_forward(ctx, il, &at, B, il == hp->n_layer - 1 ? keep_last : B);
+    if (n_out) {
+        const hc_rows *R = rows_for(ctx, ctx->head.dev, &at, B, n_out);
+        hc_view x = hc_view_at(R->x, sizeof(float) * (size_t)(B - n_out) * (size_t)hp->n_embd);
         if (R->be == ctx->rows[HC_ON_CPU].be) {
-            output(ctx, R, x, rows, hc_cpu_view(logits));
+            output(ctx, R, x, n_out, hc_cpu_view(logits));
         } else {
-            output(ctx, R, x, rows, R->logits);
-            if (R->be->ops->read(R->be, R->logits, logits, sizeof(float) * (size_t)rows * (size_t)hp->n_vocab, ctx->err,
-                                 sizeof ctx->err))
+            output(ctx, R, x, n_out, R->logits);
+            if (R->be->ops->read(R->be, R->logits, logits, sizeof(float) * (size_t)n_out * (size_t)hp->n_vocab,
+                                 ctx->err, sizeof ctx->err))
                 return -1;
         }
     }
     const hc_rows *D = &ctx->rows[HC_ON_DEV];
     return D->be && D->be->ops->sync(D->be, ctx->err, sizeof ctx->err) ? -1 : 0;
+}
+
+/* B tokens of hc_eval's sequence at pos0, the last of the s in hc_eval's call when last */
+static int eval_one(hc_ctx *ctx, const int32_t *tokens, int B, int pos0, int last, float *logits, int which)
+{
+    /* HC_LOGITS_LAST without a hook: the last layer only for the row whose logits are wanted */
+    int keep_last = which == HC_LOGITS_LAST && !ctx->hook ? last : B;
+    int n_out = which == HC_LOGITS_ALL ? B : which == HC_LOGITS_LAST && last ? 1 : 0;
+    return eval_batch(ctx, tokens, one_sequence(ctx, B, pos0), keep_last, n_out, logits);
 }
 
 /* Device failures. The device's work is dropped and everything runs on
@@ -441,7 +495,7 @@ static void device_failed(hc_ctx *ctx, int pos0)
     all_on_cpu(ctx);
     for (int s = 0; s < pos0; s += ctx->n_batch) {
         int B = pos0 - s < ctx->n_batch ? pos0 - s : ctx->n_batch;
-        eval_batch(ctx, ctx->history + s, B, s, 0, NULL, HC_LOGITS_NONE);
+        eval_one(ctx, ctx->history + s, B, s, 0, NULL, HC_LOGITS_NONE);
     }
 }
 
@@ -478,10 +532,22 @@ int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *l
     for (int s = 0; s < n_tokens; s += ctx->n_batch) {
         int B = n_tokens - s < ctx->n_batch ? n_tokens - s : ctx->n_batch, last = s + B == n_tokens;
         float *out = which == HC_LOGITS_ALL ? logits + (size_t)s * (size_t)hp->n_vocab : logits;
-        if (eval_batch(ctx, tokens + s, B, pos0 + s, last, out, which)) {
+        if (eval_one(ctx, tokens + s, B, pos0 + s, last, out, which)) {
             device_failed(ctx, pos0 + s);
-            eval_batch(ctx, tokens + s, B, pos0 + s, last, out, which);
+            eval_one(ctx, tokens + s, B, pos0 + s, last, out, which);
         }
     }
     return finite_logits(ctx, logits, which == HC_LOGITS_ALL ? n_tokens : which == HC_LOGITS_LAST && n_tokens > 0);
+}
+
+int hc_eval_rows(hc_ctx *ctx, const int32_t *tokens, const hc_seq_rows *rows, int n_out, float *logits)
+{
+    /* a hook reads every row of the last layer */
+    if (eval_batch(ctx, tokens, rows, ctx->hook ? rows->B : n_out, n_out, logits)) {
+        hc_warn("%s: %s; running on the CPU from here on (every sequence's KV cache recomputed there)",
+                ctx->dev_name ? ctx->dev_name : "device", ctx->err);
+        all_on_cpu(ctx);
+        return 1;
+    }
+    return finite_logits(ctx, logits, n_out);
 }

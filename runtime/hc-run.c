@@ -1,4 +1,5 @@
-/* hc-run: generate text, print logits or measure perplexity with a GGUF model. */
+/* hc-run: generate text (for one prompt, or for many at once), print logits or
+ * measure perplexity with a GGUF model. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -8,12 +9,16 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cJSON.h>
+#include "blocks.h"
 #include "cli.h"
 #include "ffn_setup.h"
 #include "kernels.h"
 #include "model.h"
 #include "opencl.h"
+#include "prompts.h"
 #include "sampler.h"
+#include "scheduler.h"
 #include "tokenizer.h"
 
 static const char usage[] =
@@ -22,13 +27,25 @@ static const char usage[] =
     "  -p, --prompt TEXT       prompt (BOS first when the vocabulary adds it; \"\" = BOS\n"
     "                          only; - = standard input)\n"
     "  -f, --file FILE         prompt from a file (- = standard input); one final newline\n"
-    "                          is dropped, as llama.cpp does\n"
+    "                          is dropped, as llama.cpp does; with --parallel, one\n"
+    "                          prompt a line\n"
+    "  -np, --parallel N       generate for every prompt of -f FILE, N sequences at once\n"
+    "                          in one batch (continuous batching over a paged KV cache);\n"
+    "                          a line starting with '{' is a JSON object: \"prompt\" and,\n"
+    "                          for it alone, \"n_predict\", \"temp\", \"seed\"; each text\n"
+    "                          after a line '--- line L ---', in input order; a prompt\n"
+    "                          longer than the context is refused alone (exit 1 at the end)\n"
+    "      --json              with --parallel: a JSON object per prompt on stdout (line,\n"
+    "                          prompt, completion, token counts, stop)\n"
+    "      --kv-budget SIZE    with --parallel: bytes of KV cache (K/M/G = 1024-based;\n"
+    "                          default 3/4 of the available memory, at most N contexts)\n"
     "  -i, --interactive       after generating, read a line from standard input, append\n"
     "                          it and go on in the same context; ends at end of input\n"
     "  -n, --n-predict N       tokens to generate (default 128); stops early at BOS/EOS\n"
     "  -t, --threads N         threads (default: online CPUs)\n"
     "  -c, --ctx-size N        context (default: prompt + N for generation, 512 for\n"
-    "                          --perplexity; at most the model's context_length)\n"
+    "                          --perplexity, the model's context_length for --parallel,\n"
+    "                          per sequence; at most the model's context_length)\n"
     "  -b, --batch-size N      prompt tokens per forward step (default 512)\n"
     "      --temp T            temperature; 0 = greedy (default 0.8)\n"
     "      --top-k K           keep the K most likely tokens (default 40; 0 = all)\n"
@@ -83,6 +100,10 @@ typedef struct {
     size_t prompt_len;
     char *prompt_buf;    /* the prompt read from a file or stdin, freed at the end */
     int n_predict, threads, n_ctx, n_batch, logits, verbose, interactive, reset_index, tokenize, list_devices;
+    int parallel, json;  /* --parallel N (0: one prompt), --json */
+    uint64_t kv_budget;  /* --kv-budget; 0: from the available memory */
+    hc_prompt *prompts;  /* --parallel: the prompts of -f */
+    int n_prompts;
     int weights_mem;     /* enum hc_weights_mem: --mmap, --no-mmap or neither */
     hc_ffn_opts fo;
     hc_sampler_params sp;
@@ -145,9 +166,20 @@ static void check_args(options *o)
     if (o->stats && !o->reset_index) hc_die("--stats is for --reset-gpu-index");
     if (o->fo.dense && (o->fo.sparse || o->fo.have_threshold || o->fo.gpu_index))
         hc_die("--dense does not go with --sparse, --sparse-threshold or --gpu-index");
+    if (o->parallel && !o->prompt_file) hc_die("--parallel runs the prompts of -f FILE (one a line)");
+    if (o->parallel && (o->interactive || o->ppl_file || o->logits || o->tokenize))
+        hc_die("--parallel does not go with -i, --perplexity, --logits or --tokenize");
+    if (!o->parallel && (o->json || o->kv_budget)) hc_die("--json and --kv-budget go with --parallel");
+    if (o->parallel && o->n_batch && o->n_batch < o->parallel)
+        hc_die("-b %d is less than --parallel %d: every running sequence needs a row in each step", o->n_batch,
+               o->parallel);
     if (o->fo.device) check_device(o->fo.device);
     if (o->fo.gpu_layers == 0) o->fo.no_gpu_index = 1;
     read_prompt(o);
+    char err[512];
+    if (o->parallel && !(o->prompts = hc_prompts_parse(o->prompt_file, o->prompt, o->prompt_len, &o->n_prompts, err,
+                                                       sizeof err)))
+        hc_die("%s", err);
 }
 
 /* --list-devices: every OpenCL device, the one a run would use marked, and
@@ -190,12 +222,15 @@ static void parse_args(int argc, char **argv, options *o)
         { "stats", required_argument, 0, 'A' }, { "tokenize", no_argument, 0, 'Z' },
         { "mmap", no_argument, 0, 'M' }, { "no-mmap", no_argument, 0, 'Y' },
         { "device", required_argument, 0, 'Q' }, { "list-devices", no_argument, 0, 'W' },
-        { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION,
+        { "parallel", required_argument, 0, 'J' }, { "json", no_argument, 0, 'O' },
+        { "kv-budget", required_argument, 0, 'U' }, { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION,
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
-    /* llama.cpp spells it -ngl, which getopt would read as -n gl */
-    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+    /* llama.cpp spells them -ngl and -np, which getopt would read as -n gl, -n p */
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
         if (strcmp(argv[i], "-ngl") == 0) argv[i] = "--n-gpu-layers";
+        if (strcmp(argv[i], "-np") == 0) argv[i] = "--parallel";
+    }
     *o = (options){ .prompt = "", .n_predict = 128, .threads = hc_default_threads(64),
                     .sp = { .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 42 }, .fo = { .gpu_layers = -1 } };
     int c;
@@ -243,6 +278,12 @@ static void parse_args(int argc, char **argv, options *o)
             o->fo.device = optarg;
             break;
         case 'W': o->list_devices = 1; break;
+        case 'J': o->parallel = (int)hc_opt_int("--parallel", optarg, 1, 4096); break;
+        case 'O': o->json = 1; break;
+        case 'U':
+            if (hc_parse_size(optarg, &o->kv_budget) || !o->kv_budget)
+                hc_die("bad value for --kv-budget: '%s' (bytes, or K/M/G/T)", optarg);
+            break;
         case 'v': o->verbose = o->fo.verbose = 1; break;
         case HC_OPT_VERSION: hc_version();
         case 'h': fputs(usage, stdout); exit(0);
@@ -254,10 +295,11 @@ static void parse_args(int argc, char **argv, options *o)
     check_args(o);
 }
 
-static hc_ctx *new_ctx(const hc_model *m, const options *o, hc_ffn *ffn, int n_ctx)
+/* A context of n_ctx positions per sequence; n_kv_blocks 0: one sequence's. */
+static hc_ctx *new_ctx(const hc_model *m, const options *o, hc_ffn *ffn, int n_ctx, int n_kv_blocks)
 {
     char err[512];
-    hc_ctx_params cp = { .n_ctx = n_ctx, .n_batch = o->n_batch, .n_threads = o->threads };
+    hc_ctx_params cp = { .n_ctx = n_ctx, .n_kv_blocks = n_kv_blocks, .n_batch = o->n_batch, .n_threads = o->threads };
     hc_ffn_attach(ffn, &cp);
     hc_ctx *ctx = hc_ctx_new(m, &cp, err, sizeof err);
     if (!ctx) hc_die("%s", err);
@@ -310,6 +352,21 @@ static void print_piece(const hc_tokenizer *tok, int prev, int id)
     if (n > 0) fwrite(buf, 1, (size_t)n, stdout);
 }
 
+/* The piece of id after prev appended to *buf (*len bytes of *cap). */
+static void add_piece(const hc_tokenizer *tok, int prev, int id, char **buf, size_t *len, size_t *cap)
+{
+    char piece[256];
+    int n = hc_token_to_piece(tok, prev, id, piece, sizeof piece);
+    if (n <= 0) return;
+    if (*len + (size_t)n + 1 > *cap) {
+        *cap = (*len + (size_t)n + 1) * 2;
+        if (!(*buf = realloc(*buf, *cap))) hc_die("out of memory");
+    }
+    memcpy(*buf + *len, piece, (size_t)n);
+    *len += (size_t)n;
+    (*buf)[*len] = 0;
+}
+
 /* Mean negative log-likelihood: llama.cpp's perplexity (for a vocabulary that
  * adds BOS, the first token of each window replaced by BOS; positions
  * n_ctx/2 .. n_ctx-2 predict the next token). */
@@ -325,7 +382,7 @@ static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options
     int n_ctx = hc_window_len(&m->hp, o->n_ctx);
     if (n_ctx < 4) hc_die("-c %d is too small for --perplexity (need 4 or more)", n_ctx);
     if (n_tok < n_ctx) hc_die("%s: %d tokens, need at least %d (one window of -c)", o->ppl_file, n_tok, n_ctx);
-    hc_ctx *ctx = new_ctx(m, o, ffn, n_ctx);
+    hc_ctx *ctx = new_ctx(m, o, ffn, n_ctx, 0);
     int V = m->hp.n_vocab, n_chunk = n_tok / n_ctx, first = n_ctx / 2;
     float *logits = malloc(sizeof(float) * (size_t)n_ctx * (size_t)V);
     int32_t *win = malloc(sizeof *win * (size_t)n_ctx);
@@ -454,7 +511,7 @@ static void generate(const hc_model *m, const hc_tokenizer *tok, const options *
     }
     if (n_prompt > n_ctx) hc_die("prompt has %d tokens, more than the context of %d (-c)", n_prompt, n_ctx);
     int V = m->hp.n_vocab;
-    gen_state g = { .tok = tok, .ctx = new_ctx(m, o, ffn, n_ctx), .smp = hc_sampler_new(&o->sp, V),
+    gen_state g = { .tok = tok, .ctx = new_ctx(m, o, ffn, n_ctx, 0), .smp = hc_sampler_new(&o->sp, V),
                     .logits = malloc(sizeof(float) * (size_t)V), .n_ctx = n_ctx, .pending = -1,
                     .last = prompt[n_prompt - 1] };
     if (!g.logits || !g.smp) hc_die("out of memory");
@@ -480,6 +537,146 @@ static void generate(const hc_model *m, const hc_tokenizer *tok, const options *
     free(g.logits);
     free(prompt);
     hc_ctx_free(g.ctx);
+}
+
+/* --parallel: each prompt's text (its pieces as the plain run prints them,
+ * then the completion's from gen) as the scheduler samples it, written in
+ * input order as each is done, with its timing on stderr. */
+typedef struct {
+    char *text;
+    size_t len, cap, gen;
+    int32_t last;          /* the last token: the next piece depends on it */
+    int n_prompt, n_gen, done;
+    enum hc_stop stop;
+    double t_first, t_done;
+} par_text;
+
+typedef struct {
+    const hc_tokenizer *tok;
+    const options *o;
+    par_text *t;
+    int next, n_ctx, refused;
+    double t0;
+} par_run;
+
+static void par_token(void *user, int r, int32_t token)
+{
+    par_run *P = user;
+    par_text *t = &P->t[r];
+    if (!t->n_gen++) t->t_first = hc_now() - P->t0;
+    add_piece(P->tok, t->last, token, &t->text, &t->len, &t->cap);
+    t->last = token;
+}
+
+static const char *const stop_names[] = { [HC_STOP_EOS] = "eos", [HC_STOP_LENGTH] = "length",
+                                          [HC_STOP_CONTEXT] = "context", [HC_STOP_REFUSED] = "refused" };
+
+/* Prompt r's text on stdout (or its JSON object), its timing on stderr. */
+static void par_write(par_run *P, int r)
+{
+    const hc_prompt *p = &P->o->prompts[r];
+    par_text *t = &P->t[r];
+    char why[160];
+    if (t->stop == HC_STOP_REFUSED)
+        snprintf(why, sizeof why, t->n_prompt ? "prompt has %d tokens, more than the context of %d (-c)"
+                 : "the vocabulary adds no BOS and the prompt is empty", t->n_prompt, P->n_ctx);
+    if (P->o->json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "line", p->line);
+        cJSON_AddStringToObject(j, "prompt", p->text);
+        if (t->stop == HC_STOP_REFUSED) {
+            cJSON_AddStringToObject(j, "error", why);
+        } else {
+            cJSON_AddStringToObject(j, "completion", t->text ? t->text + t->gen : "");
+            cJSON_AddNumberToObject(j, "tokens_prompt", t->n_prompt);
+            cJSON_AddNumberToObject(j, "tokens_generated", t->n_gen);
+            cJSON_AddStringToObject(j, "stop", stop_names[t->stop]);
+        }
+        char *line = cJSON_PrintUnformatted(j);
+        if (!line) hc_die("out of memory");
+        puts(line);
+        free(line);
+        cJSON_Delete(j);
+    } else if (t->stop != HC_STOP_REFUSED) {
+        printf("--- line %d ---\n", p->line);
+        if (t->len) fwrite(t->text, 1, t->len, stdout);
+        putchar('\n');
+    }
+    hc_stdout_flush();
+    if (t->stop == HC_STOP_REFUSED) {
+        hc_warn("%s:%d: %s; refused", P->o->prompt_file, p->line, why);
+        P->refused++;
+    } else {
+        double dt = t->t_done - t->t_first;
+        fprintf(stderr, "line %d: %d prompt tokens, %d generated (%s); first token at %.2f ms, done at %.2f ms "
+                "(%.1f tok/s)\n", p->line, t->n_prompt, t->n_gen, stop_names[t->stop], t->t_first * 1e3,
+                t->t_done * 1e3, t->n_gen > 1 && dt > 0 ? (t->n_gen - 1) / dt : 0.0);
+    }
+}
+
+static void par_done(void *user, int r, enum hc_stop why)
+{
+    par_run *P = user;
+    P->t[r].stop = why;
+    P->t[r].done = 1;
+    P->t[r].t_done = hc_now() - P->t0;
+    while (P->next < P->o->n_prompts && P->t[P->next].done) par_write(P, P->next++);
+}
+
+static void parallel(const hc_model *m, const hc_tokenizer *tok, const options *o, hc_ffn *ffn)
+{
+    char err[512];
+    int n = o->n_prompts, n_ctx = o->n_ctx ? o->n_ctx : m->hp.n_ctx_train;
+    int blocks = hc_blocks_pool(&m->hp, o->kv_budget, n_ctx, o->parallel, err, sizeof err);
+    if (blocks < 0) hc_die("%s: %s", o->model, err);
+    hc_request *reqs = calloc((size_t)n, sizeof *reqs);
+    par_run P = { .tok = tok, .o = o, .t = calloc((size_t)n, sizeof *P.t), .n_ctx = n_ctx };
+    if (!reqs || !P.t) hc_die("out of memory");
+    for (int r = 0; r < n; r++) {
+        const hc_prompt *p = &o->prompts[r];
+        char what[600];
+        snprintf(what, sizeof what, "%s:%d", o->prompt_file, p->line);
+        int32_t *ids = tokenize(tok, what, p->text, p->len, hc_tokenizer_add_bos(tok), 1, &reqs[r].n_prompt);
+        reqs[r].prompt = ids;
+        reqs[r].n_predict = p->n_predict >= 0 ? p->n_predict : o->n_predict;
+        reqs[r].sp = o->sp;
+        if (p->has_temp) reqs[r].sp.temp = p->temp;
+        if (p->has_seed) reqs[r].sp.seed = p->seed;
+        par_text *t = &P.t[r];
+        t->n_prompt = reqs[r].n_prompt;
+        for (int i = 0; i < t->n_prompt; i++) add_piece(tok, i ? ids[i - 1] : -1, ids[i], &t->text, &t->len, &t->cap);
+        t->gen = t->len;
+        t->last = t->n_prompt ? ids[t->n_prompt - 1] : -1;
+    }
+    hc_ctx *ctx = new_ctx(m, o, ffn, n_ctx, blocks);
+    hc_sched_params sp = { o->parallel, n_ctx, blocks, hc_tokenizer_bos(tok), hc_tokenizer_eos(tok) };
+    hc_sched_out out = { par_token, par_done, &P };
+    hc_sched_stats st;
+    char sz[32];
+    P.t0 = hc_now();
+    if (hc_sched_run(ctx, reqs, n, &sp, &out, &st, err, sizeof err)) hc_die("%s: %s", o->model, err);
+    double dt = hc_now() - P.t0;
+    fprintf(stderr, "batch:      %d prompts (%d refused), at most %d at once, %d steps, %d preempted; KV cache %d "
+            "blocks of %d positions (%s)\n", n, P.refused, st.most_running, st.steps, st.preempted, blocks,
+            HC_KV_BLOCK, hc_format_size((uint64_t)blocks * (2 * sizeof(float) * HC_KV_BLOCK * (uint64_t)m->hp.n_layer *
+                                        (uint64_t)m->hp.n_head_kv * (uint64_t)m->hp.head_dim), sz, sizeof sz));
+    fprintf(stderr, "prompt:     %6ld tokens (with recomputed ones)\n", st.prompt_rows);
+    fprintf(stderr, "generation: %6ld tokens in %9.2f ms (%9.1f tok/s summed, prompts included)\n", st.generated,
+            dt * 1e3, st.generated / (dt > 0 ? dt : 1e-9));
+    fprintf(stderr, "decode:     %6ld tokens in %9.2f ms (%9.1f tok/s summed), %d steps of only next tokens\n",
+            st.decode_tokens, st.t_decode * 1e3, st.decode_tokens / (st.t_decode > 0 ? st.t_decode : 1e-9),
+            st.decode_steps);
+    for (int r = 0; r < n; r++) {
+        free((void *)reqs[r].prompt);
+        free(P.t[r].text);
+    }
+    free(reqs);
+    free(P.t);
+    hc_ctx_free(ctx);
+    if (P.refused) {
+        hc_ffn_free(ffn);
+        exit(1);
+    }
 }
 
 /* --reset-gpu-index, as PowerInfer's: run hc-solve (beside this program, else
@@ -560,11 +757,13 @@ int main(int argc, char **argv)
     if (o.verbose) fprintf(stderr, "weights: %s\n", copied ? "copied into 2 MiB pages" : "in the file mapping");
     fprintf(stderr, "load:       %.2f ms\n", (hc_now() - t0) * 1e3);
     if (o.ppl_file) perplexity(m, tok, &o, ffn);
+    else if (o.parallel) parallel(m, tok, &o, ffn);
     else generate(m, tok, &o, ffn);
     hc_ffn_report(ffn, stderr);
     hc_ffn_free(ffn);
     hc_tokenizer_free(tok);
     hc_model_free(m);
+    hc_prompts_free(o.prompts, o.n_prompts);
     free(o.prompt_buf);
     return 0;
 }

@@ -146,6 +146,8 @@ int64_t hc_model_copy_weights(hc_model *m, int mode, int with_ffn, char *err, si
  * read-only file mapping (clean file pages, faulted back from the page cache
  * if read again); anonymous memory is never touched (that would zero it). */
 void hc_model_drop_mapped(const hc_model *m, const void *p, size_t n);
+/* MemAvailable of /proc/meminfo in bytes; 0 when unknown. */
+uint64_t hc_mem_available(void);
 /* Weight bytes one token reads (every matrix once, one embedding row). */
 uint64_t hc_model_token_bytes(const hc_model *m);
 
@@ -173,7 +175,9 @@ typedef void (*hc_ffn_fn)(void *user, hc_ctx *ctx, int layer, const float *ffn_i
                           const float *x_norm, int B, float *out, float *h);
 
 typedef struct {
-    int n_ctx;       /* KV cache positions; 0: min(context_length, 2048) */
+    int n_ctx;       /* KV cache positions of one sequence; 0: min(context_length, 2048) */
+    int n_kv_blocks; /* blocks of HC_KV_BLOCK positions in the cache's pool, shared by the
+                      * sequences of hc_eval_rows; 0: one sequence's n_ctx (hc_eval's) */
     int n_batch;     /* most tokens per forward step; 0: min(n_ctx, 512) */
     int n_threads;   /* 0: 1 */
     hc_hook_fn hook;  void *hook_user;   /* NULL: no hooks */
@@ -204,6 +208,31 @@ enum hc_logits { HC_LOGITS_NONE, HC_LOGITS_LAST, HC_LOGITS_ALL };
  * reason in hc_ctx_error (position past n_ctx, token id out of range, a
  * logit that is not finite: NaN or infinite weights). */
 int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *logits, int which);
+
+/* Positions per block of the paged KV cache (vLLM's default block size). */
+#define HC_KV_BLOCK 16
+
+/* The rows of one step over several sequences (runtime/scheduler.c builds
+ * them): row b is position pos[b] of sequence seq[b], whose positions live
+ * in the cache's blocks table[seq[b] * max_blocks + position / HC_KV_BLOCK].
+ * Every position a row attends to (0..pos[b] of its sequence) is in the
+ * cache or among the step's rows. */
+typedef struct {
+    int B;
+    const int32_t *pos, *seq;   /* [B] */
+    const int32_t *table;       /* [n_seq][max_blocks] block ids */
+    int n_seq, max_blocks;
+} hc_seq_rows;
+
+/* One step of rows of several sequences (B <= n_batch; tokens valid, every
+ * position below n_ctx, blocks below n_kv_blocks): the logits of the last
+ * n_out rows into logits[n_out][n_vocab] (the others only leave their k and
+ * v in the cache). Each row gets the bits it gets in hc_eval of its own
+ * sequence, whatever runs beside it. 0; 1 when a device failed: the context
+ * runs on the CPU from here on and the cache of every sequence is lost (the
+ * caller recomputes them); -1 with the reason in hc_ctx_error (a logit that
+ * is not finite). */
+int hc_eval_rows(hc_ctx *ctx, const int32_t *tokens, const hc_seq_rows *rows, int n_out, float *logits);
 
 /* The pieces of hc_eval, for B <= n_batch rows (tokens must be valid), in
  * the order they run. */

@@ -82,8 +82,7 @@ static int run_end(const span *s, int n, int i, const uint8_t **hi)
  * matrix keeps the alignment it had in the file. */
 static size_t place(size_t at, const uint8_t *lo) { return ((at + 63) & ~(size_t)63) + ((uintptr_t)lo & 63); }
 
-/* MemAvailable of /proc/meminfo in bytes; 0 when unknown. */
-static uint64_t mem_available(void)
+uint64_t hc_mem_available(void)
 {
     FILE *f = fopen("/proc/meminfo", "r");
     unsigned long long kb = 0;
@@ -119,7 +118,7 @@ int64_t hc_model_copy_weights(hc_model *m, int mode, int with_ffn, char *err, si
         j = run_end(s, n, i, &hi);
         total = place(total, s[i].lo) + (size_t)(hi - s[i].lo);
     }
-    if (mode == HC_WEIGHTS_AUTO && (!huge_pages_on() || (double)total > 0.8 * (double)mem_available())) total = 0;
+    if (mode == HC_WEIGHTS_AUTO && (!huge_pages_on() || (double)total > 0.8 * (double)hc_mem_available())) total = 0;
     uint8_t *buf = total ? hc_huge_alloc(total) : NULL;
     if (!buf) {   /* nothing to copy, not worth it, or no memory */
         free(s);

@@ -466,6 +466,8 @@ static void finish_rows(hc_sparse *s, hc_ctx *ctx, int layer, const rows_in *in,
     L->st.hit += hit;
     L->st.served_cpu += served;
     L->st.bytes += n_cand * L->rb_gate + n_up * L->rb_up + served * L->rb_down;
+    L->st.steps++;
+    L->st.kept += (uint64_t)nu;
     hc_ctx_down_accum(ctx, &L->down, s->uni, G, sF, nu, B, in->out);
 }
 
@@ -1096,6 +1098,8 @@ hc_sparse_stats hc_sparse_get_stats(hc_sparse *s, int layer)
         t.served_dev += a->served_dev;
         t.truth += a->truth;
         t.hit += a->hit;
+        t.steps += a->steps;
+        t.kept += a->kept;
     }
     return t;
 }
@@ -1143,6 +1147,10 @@ void hc_sparse_report(hc_sparse *s, FILE *f, int per_layer)
             report_line(s, f, what, l, &st);
         }
     report_line(s, f, "sparse: all layers", -1, &t);
+    if (t.steps)   /* a batch reads the union of its rows' neurons (hc-run --parallel) */
+        fprintf(f, "sparse: %.2f rows per CPU step: up and down rows of %.2f%% of the neurons read per step, the "
+                "union of its rows' %.2f%% each\n", ratio(t.tokens, t.steps), 100.0 * ratio(t.kept, t.steps * (uint64_t)s->F),
+                100.0 * ratio(t.computed, t.tokens * (uint64_t)s->F));
     int any_dev = 0;
     uint64_t tokens = 0;   /* of the layer that saw the most: some may be dense on a device, the last keeps fewer rows */
     for (int l = 0; l < s->m->hp.n_layer; l++) {

@@ -102,6 +102,8 @@ typedef struct {
     uint64_t predicted;       /* candidates chosen by the predictor (predictor mode) */
     uint64_t served_cpu, served_dev;  /* non-zero activations computed by each side */
     uint64_t truth, hit;      /* check: truly active neurons, and those computed */
+    uint64_t steps, kept;     /* CPU calls (a step's rows at once) and the neurons some row of each kept:
+                               * the up and down rows a batch reads */
 } hc_sparse_stats;
 
 /* Totals over all layers (layer < 0) or one layer. */

@@ -64,6 +64,35 @@ static hc_weight random_weight(uint32_t type, int rows, int n, char **data)
     return (hc_weight){ HC_WEIGHT_GGML, type, d, n, rows, NULL };
 }
 
+/* One sequence's cache of npos positions in blocks 0.. of layer 0, for a
+ * decode step's attention: k[npos] and v[npos] rows stored, then the
+ * backend's batch left at *rows, the row of position npos - 1. *tables holds
+ * what *rows points to: both stay until the last step (free *tables then).
+ * NULL + err. */
+static hc_kv *decode_cache(hc_backend *be, const hc_hparams *hp, int npos, hc_view k, hc_view v, hc_seq_rows *rows,
+                           int32_t **tables, char *err, size_t errlen)
+{
+    const hc_backend_ops *o = be->ops;
+    int n_blocks = (npos + HC_KV_BLOCK - 1) / HC_KV_BLOCK;
+    int32_t *t = malloc(sizeof *t * (2 * (size_t)npos + (size_t)n_blocks));   /* positions, sequences, table */
+    hc_kv *kv = t ? o->kv_new(be, hp, n_blocks, npos, NULL, err, errlen) : NULL;
+    if (!kv) {
+        if (!t) snprintf(err, errlen, "out of memory");
+        free(t);
+        return NULL;
+    }
+    int32_t *pos = t, *seq = t + npos, *table = seq + npos;
+    for (int p = 0; p < npos; p++) pos[p] = p, seq[p] = 0;
+    for (int i = 0; i < n_blocks; i++) table[i] = i;
+    *rows = (hc_seq_rows){ npos, pos, seq, table, 1, n_blocks };
+    o->batch(be, rows);
+    o->kv_store(be, kv, 0, npos, k, v);
+    *rows = (hc_seq_rows){ 1, pos + npos - 1, seq, table, 1, n_blocks };
+    o->batch(be, rows);
+    *tables = t;
+    return kv;
+}
+
 static int attention_bench(int argc, char **argv)
 {
     int H = argc > 4 ? atoi(argv[2]) : 32, hd = argc > 4 ? atoi(argv[3]) : 128, npos = argc > 4 ? atoi(argv[4]) : 2048;
@@ -109,17 +138,19 @@ static int attention_bench(int argc, char **argv)
     hp.n_head = hp.n_head_kv = H;
     hp.head_dim = hd;
     hp.n_layer = 1;
-    hc_kv *kv = o->kv_new(be, &hp, npos, NULL, err, sizeof err);
     hc_buf *bq = o->buf_new(be, sizeof(float) * dim, err, sizeof err), *bo = o->buf_new(be, sizeof(float) * dim, err, sizeof err);
     hc_buf *bk = o->buf_new(be, sizeof(float) * kvn, err, sizeof err), *bv = o->buf_new(be, sizeof(float) * kvn, err, sizeof err);
-    if (!kv || !bq || !bo || !bk || !bv) { fprintf(stderr, "bench_clops: %s\n", err); return 1; }
+    if (!bq || !bo || !bk || !bv) { fprintf(stderr, "bench_clops: %s\n", err); return 1; }
     o->write(be, (hc_view){ bq, 0 }, q, sizeof(float) * dim);
     o->write(be, (hc_view){ bk, 0 }, k, sizeof(float) * kvn);
     o->write(be, (hc_view){ bv, 0 }, v, sizeof(float) * kvn);
-    o->kv_store(be, kv, 0, 0, npos, (hc_view){ bk, 0 }, (hc_view){ bv, 0 });
+    int32_t *tables;
+    hc_seq_rows rows;
+    hc_kv *kv = decode_cache(be, &hp, npos, (hc_view){ bk, 0 }, (hc_view){ bv, 0 }, &rows, &tables, err, sizeof err);
+    if (!kv) { fprintf(stderr, "bench_clops: %s\n", err); return 1; }
     for (int r = 0; r <= reps; r++) {
         double t0 = hc_now();
-        o->attention(be, kv, 0, &hp, (hc_view){ bq, 0 }, 1, npos - 1, (hc_view){ bo, 0 });
+        o->attention(be, kv, 0, &hp, (hc_view){ bq, 0 }, 0, 1, (hc_view){ bo, 0 });
         if (o->sync(be, err, sizeof err)) { fprintf(stderr, "bench_clops: %s\n", err); return 1; }
         if (r && hc_now() - t0 < dev) dev = hc_now() - t0;   /* r = 0: warm-up */
     }
@@ -129,7 +160,7 @@ static int attention_bench(int argc, char **argv)
     for (int i = 0; i < 4; i++) o->buf_free(be, bs[i]);
     o->free(be);
     hc_cl_free(cl);
-    free(q); free(k); free(v); free(out); free(sc);
+    free(q); free(k); free(v); free(out); free(sc); free(tables);
     return 0;
 }
 
@@ -145,9 +176,8 @@ typedef struct {
     const void *xp;
     const uint8_t *mask;
     float *hy, *hh;
-    hc_kv *kv;           /* K_ATTN: the cache, its shape, the position of the row */
+    hc_kv *kv;           /* K_ATTN: the cache (decode_cache) and its shape */
     const hc_hparams *hp;
-    int pos;
 } step;
 
 /* Run s once and wait for it: 0, or -1 + err. */
@@ -160,7 +190,7 @@ static int run_step(hc_backend *be, const step *s, char *err, size_t errlen)
     case K_HOT:
         return hc_cl_layer_start(s->L, s->xp, 0, 1, s->mask, HC_ACT_RELU, 0.0f, err, errlen) ||
                hc_cl_layer_finish(s->L, s->hy, s->hh, &dev_s, err, errlen) ? -1 : 0;
-    case K_ATTN: o->attention(be, s->kv, 0, s->hp, s->x, 1, s->pos, s->y); break;
+    case K_ATTN: o->attention(be, s->kv, 0, s->hp, s->x, 0, 1, s->y); break;
     default: o->add(be, s->x, s->y, (hc_view){ NULL, 0 }, (size_t)s->B); break;
     }
     return o->sync(be, err, errlen);
@@ -289,17 +319,18 @@ static int table_bench(int argc, char **argv)
     hp.n_head = hp.n_head_kv = n / 128;
     hp.head_dim = 128;
     hp.n_layer = 1;
-    hc_kv *kv = rc ? NULL : be->ops->kv_new(be, &hp, npos, NULL, err, sizeof err);
     size_t kvn = (size_t)npos * (size_t)n;
-    float *kvh = kv ? malloc(sizeof(float) * kvn) : NULL;
+    float *kvh = rc ? NULL : malloc(sizeof(float) * kvn);
     hc_view kb = { NULL, 0 };
+    hc_kv *kv = NULL;
+    int32_t *tables = NULL;
+    hc_seq_rows rows;
     if (kvh) {
         for (size_t i = 0; i < kvn; i++) kvh[i] = frand();
         kb = device_floats(be, kvh, kvn, err, sizeof err);
     }
-    if (kb.buf) {
-        be->ops->kv_store(be, kv, 0, 0, npos, kb, kb);
-        step s = { .kind = K_ATTN, .x = x, .y = y, .kv = kv, .hp = &hp, .pos = npos - 1 };
+    if (kb.buf && (kv = decode_cache(be, &hp, npos, kb, kb, &rows, &tables, err, sizeof err))) {
+        step s = { .kind = K_ATTN, .x = x, .y = y, .kv = kv, .hp = &hp };
         char what[64];
         snprintf(what, sizeof what, "attention %dx128, %d pos", n / 128, npos);
         rc = table_row(be, what, &s, 2.0 * (double)kvn * sizeof(float), reps, copy);
@@ -318,6 +349,7 @@ static int table_bench(int argc, char **argv)
     hc_cl_free(cl);
     free(host);
     free(kvh);
+    free(tables);
     return rc != 0;
 }
 

@@ -125,7 +125,7 @@ static const uint32_t t_ggml[5] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16
  *   OP_NORM         n_embd, B, bias            (t: enum hc_norm)
  *   OP_ROPE         head_dim, heads, rows, pos0 (t: enum hc_pos)
  *   OP_ACT          n_ff, B, biases, threshold x 100 (t: enum hc_ffn_kind, d: enum hc_act)
- *   OP_ATTN         head_dim, n_head, n_head_kv, B, pos0
+ *   OP_ATTN         head_dim, n_head, n_head_kv, B, pos0 (the cache's blocks in reverse order)
  *   OP_BIAS, OP_ADD n, B (OP_ADD: t 1 adds a second term) */
 typedef struct {
     int op, t, a, b, c, d, e;
@@ -326,6 +326,26 @@ static hc_hparams hparams(void)
     return hp;
 }
 
+/* The rows of a step: n positions from pos0 of one sequence whose blocks
+ * lie in the pool of n_blocks in reverse order (the last block first), so
+ * the cache is read through its block table. */
+enum { MAX_ROWS = 2048 };
+typedef struct {
+    int32_t pos[MAX_ROWS], seq[MAX_ROWS], table[MAX_ROWS / HC_KV_BLOCK + 1];
+    hc_seq_rows rows;
+} step_rows;
+static const hc_seq_rows *rows_at(step_rows *s, int pos0, int n, int n_blocks)
+{
+    if (n > MAX_ROWS || n_blocks > MAX_ROWS / HC_KV_BLOCK + 1) abort();
+    for (int b = 0; b < n; b++) {
+        s->pos[b] = pos0 + b;
+        s->seq[b] = 0;
+    }
+    for (int i = 0; i < n_blocks; i++) s->table[i] = n_blocks - 1 - i;
+    s->rows = (hc_seq_rows){ n, s->pos, s->seq, s->table, 1, n_blocks };
+    return &s->rows;
+}
+
 /* Runs case c on r's backend into out (n_out floats) and its reference
  * into ref. 0, or -1 + r->err. */
 static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t n_out, int seed)
@@ -335,6 +355,7 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
     rng = 1000 + (uint64_t)seed;
     int rc = -1;
     hc_buf *bx = NULL, *by = NULL, *bz = NULL;
+    static step_rows rw;
     switch (c->op) {
     case OP_MM:
     case OP_MM_T: {
@@ -429,7 +450,8 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         hc_bvec f = bvec(r, freq, hd / 2);
         bx = upload(r, v, (size_t)n * dim);
         if (bx) {
-            o->rope(r->be, &hp, &f, V(bx), dim, n, pos0);
+            o->batch(r->be, rows_at(&rw, pos0, n, 1 + (pos0 + n) / HC_KV_BLOCK));
+            o->rope(r->be, &hp, &f, V(bx), dim, n, 0);
             rc = o->read(r->be, V(bx), out, sizeof(float) * n_out, r->err, sizeof r->err);
         }
         if (c->t != HC_POS_LEARNED)
@@ -476,7 +498,8 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         float *q = rand_vec((size_t)B * q_dim, 1.0f), *k = rand_vec((size_t)npos * kv_dim, 1.0f);
         float *v = rand_vec((size_t)npos * kv_dim, 1.0f);
         uint8_t on[2] = { 0, 1 };
-        hc_kv *kv = o->kv_new(r->be, &hp, n_ctx, on, r->err, sizeof r->err);
+        int n_blocks = (n_ctx + HC_KV_BLOCK - 1) / HC_KV_BLOCK;
+        hc_kv *kv = o->kv_new(r->be, &hp, n_blocks, n_ctx, on, r->err, sizeof r->err);
         bx = upload(r, q, (size_t)B * q_dim);
         by = upload(r, k, (size_t)npos * kv_dim);
         bz = upload(r, v, (size_t)npos * kv_dim);
@@ -485,11 +508,17 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
             /* the earlier positions in two stores, then the B rows' own */
             size_t row = sizeof(float) * (size_t)kv_dim;
             int p1 = pos0 / 2;
-            if (p1 > 0) o->kv_store(r->be, kv, 1, 0, p1, V(by), V(bz));
-            if (pos0 > p1)
-                o->kv_store(r->be, kv, 1, p1, pos0 - p1, hc_view_at(V(by), row * p1), hc_view_at(V(bz), row * p1));
-            o->kv_store(r->be, kv, 1, pos0, B, hc_view_at(V(by), row * pos0), hc_view_at(V(bz), row * pos0));
-            o->attention(r->be, kv, 1, &hp, V(bx), B, pos0, V(bo));
+            if (p1 > 0) {
+                o->batch(r->be, rows_at(&rw, 0, p1, n_blocks));
+                o->kv_store(r->be, kv, 1, p1, V(by), V(bz));
+            }
+            if (pos0 > p1) {
+                o->batch(r->be, rows_at(&rw, p1, pos0 - p1, n_blocks));
+                o->kv_store(r->be, kv, 1, pos0 - p1, hc_view_at(V(by), row * p1), hc_view_at(V(bz), row * p1));
+            }
+            o->batch(r->be, rows_at(&rw, pos0, B, n_blocks));
+            o->kv_store(r->be, kv, 1, B, hc_view_at(V(by), row * pos0), hc_view_at(V(bz), row * pos0));
+            o->attention(r->be, kv, 1, &hp, V(bx), 0, B, V(bo));
             rc = o->read(r->be, V(bo), out, sizeof(float) * n_out, r->err, sizeof r->err);
         }
         double *sc = malloc(sizeof(double) * (size_t)npos);

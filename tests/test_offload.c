@@ -62,9 +62,9 @@ static void s_norm(hc_backend *be, const hc_hparams *hp, const hc_bvec *w, const
 {
     if (step(be)) CPU(be)->ops->norm(CPU(be), hp, w, b, x, o, B);
 }
-static void s_rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *f, hc_view v, int dim, int n, int pos0)
+static void s_rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *f, hc_view v, int dim, int n, int row0)
 {
-    if (step(be)) CPU(be)->ops->rope(CPU(be), hp, f, v, dim, n, pos0);
+    if (step(be)) CPU(be)->ops->rope(CPU(be), hp, f, v, dim, n, row0);
 }
 static void s_add_bias(hc_backend *be, hc_view y, const hc_bvec *b, int B, int n) { if (step(be)) CPU(be)->ops->add_bias(CPU(be), y, b, B, n); }
 static void s_add(hc_backend *be, hc_view x, hc_view a, hc_view b, size_t n) { if (step(be)) CPU(be)->ops->add(CPU(be), x, a, b, n); }
@@ -72,25 +72,27 @@ static void s_ffn_act(hc_backend *be, const hc_hparams *hp, const hc_bvec *gb, c
 {
     if (step(be)) CPU(be)->ops->ffn_act(CPU(be), hp, gb, ub, g, u, B);
 }
-static hc_kv *s_kv_new(hc_backend *be, const hc_hparams *hp, int n_ctx, const uint8_t *on, char *e, size_t el)
+static void s_batch(hc_backend *be, const hc_seq_rows *rows) { CPU(be)->ops->batch(CPU(be), rows); }
+static hc_kv *s_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_ctx, const uint8_t *on, char *e,
+                       size_t el)
 {
-    return CPU(be)->ops->kv_new(CPU(be), hp, n_ctx, on, e, el);
+    return CPU(be)->ops->kv_new(CPU(be), hp, n_blocks, n_ctx, on, e, el);
 }
 static void s_kv_free(hc_backend *be, hc_kv *kv) { CPU(be)->ops->kv_free(CPU(be), kv); }
-static void s_kv_store(hc_backend *be, hc_kv *kv, int l, int pos0, int B, hc_view k, hc_view v)
+static void s_kv_store(hc_backend *be, hc_kv *kv, int l, int B, hc_view k, hc_view v)
 {
-    if (step(be)) CPU(be)->ops->kv_store(CPU(be), kv, l, pos0, B, k, v);
+    if (step(be)) CPU(be)->ops->kv_store(CPU(be), kv, l, B, k, v);
 }
-static void s_attention(hc_backend *be, hc_kv *kv, int l, const hc_hparams *hp, hc_view q, int B, int pos0, hc_view out)
+static void s_attention(hc_backend *be, hc_kv *kv, int l, const hc_hparams *hp, hc_view q, int row0, int n, hc_view out)
 {
-    if (step(be)) CPU(be)->ops->attention(CPU(be), kv, l, hp, q, B, pos0, out);
+    if (step(be)) CPU(be)->ops->attention(CPU(be), kv, l, hp, q, row0, n, out);
 }
 
 static const hc_backend_ops standin_ops = {
     .name = "stand-in", .free = s_free, .buf_new = s_buf_new, .buf_free = s_buf_free, .write = s_write,
     .read = s_read, .host = s_host, .pinned_new = s_buf_new, .pinned_host = s_pinned_host, .mat_new = s_mat_new, .vec_new = s_vec_new, .dev_free = s_dev_free,
     .matmul = s_matmul, .norm = s_norm, .rope = s_rope, .add_bias = s_add_bias, .add = s_add,
-    .ffn_act = s_ffn_act, .kv_new = s_kv_new, .kv_free = s_kv_free, .kv_store = s_kv_store,
+    .ffn_act = s_ffn_act, .batch = s_batch, .kv_new = s_kv_new, .kv_free = s_kv_free, .kv_store = s_kv_store,
     .attention = s_attention, .sync = status,
 };
 

@@ -1,7 +1,9 @@
-/* The CPU's KV cache and attention: the cache in 2 MiB pages, and causal
- * grouped-query attention over it written for the host's vector units
- * (scores, softmax and the mix of the values as llama2.c's run.c computes
- * them, in an order that does not depend on the thread count or batch). */
+/* The CPU's KV cache and attention: the cache a pool of blocks of
+ * HC_KV_BLOCK positions in 2 MiB pages, read through each sequence's block
+ * table (backend.h), and causal grouped-query attention over it written for
+ * the host's vector units (scores, softmax and the mix of the values as
+ * llama2.c's run.c computes them, in an order that does not depend on the
+ * thread count, the batch or where the blocks are). */
 #include "cpu_internal.h"
 
 #include <math.h>
@@ -14,27 +16,35 @@
                           * row, a cache miss, is read once for them (4: 22 % of a 512-token
                           * Q4_0 prompt's time against the weight products, 16: 15 %) */
 #define ATT_GROUP 8      /* tokens whose dots and mixes share each key and value load (att_dots) */
+#define ATT_POS 4        /* positions whose dots one token computes side by side (att_dots_pos) */
 /* floats of attention scratch per thread: the scores of ATT_TOKENS tokens,
  * then a group's q interleaved (attn_group) */
 #define ATT_SCRATCH(n_ctx, hd) ((size_t)ATT_TOKENS * (size_t)(n_ctx) + (size_t)ATT_GROUP * (size_t)(hd))
 
+/* attn_one's ATT_POS positions side by side lie in one block */
+_Static_assert(HC_KV_BLOCK % ATT_POS == 0, "a block holds whole groups of ATT_POS positions");
+
 struct hc_kv {
-    int n_ctx, kv_dim;
-    float *k, *v;          /* [n_layer][n_ctx][kv_dim] each (layers that are off: never touched) */
+    int n_ctx, kv_dim, n_blocks;
+    float *k, *v;          /* [n_layer][n_blocks][HC_KV_BLOCK][kv_dim] each (layers that are off: never touched) */
     float *scores;         /* [n_threads][ATT_SCRATCH] */
+    int *runs;             /* [n_batch + 1]: the first row of each work item's tokens (hc_cpu_attention) */
 };
 
-hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_ctx, const uint8_t *on, char *err, size_t errlen)
+hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_ctx, const uint8_t *on, char *err,
+                     size_t errlen)
 {
     hc_cpu *c = (hc_cpu *)be;
     (void)on;   /* the pages of a layer that is off are never written, so never made */
     hc_kv *kv = calloc(1, sizeof *kv);
     size_t kv_dim = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
-    size_t bytes = sizeof(float) * (size_t)hp->n_layer * (size_t)n_ctx * kv_dim;
+    size_t bytes = sizeof(float) * (size_t)hp->n_layer * (size_t)n_blocks * HC_KV_BLOCK * kv_dim;
     size_t scratch = sizeof(float) * (size_t)hc_pool_size(c->pool) * ATT_SCRATCH(n_ctx, hp->head_dim);
     if (kv) {
         kv->n_ctx = n_ctx;
         kv->kv_dim = (int)kv_dim;
+        kv->n_blocks = n_blocks;
+        kv->runs = malloc(sizeof *kv->runs * ((size_t)hc_ctx_n_batch(c->ctx) + 1));
         /* in 2 MiB pages: one token's attention reads a head's slice of every
          * position, kv_dim floats apart, so with 4 KiB pages nearly each key and
          * value row cost a TLB miss */
@@ -42,8 +52,8 @@ hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_ctx, const uint
         kv->v = hc_huge_alloc(bytes);
         kv->scores = hc_cpu_alloc(scratch);
     }
-    if (!kv || !kv->k || !kv->v || !kv->scores) {
-        snprintf(err, errlen, "out of memory for a KV cache of %d positions", n_ctx);
+    if (!kv || !kv->k || !kv->v || !kv->scores || !kv->runs) {
+        snprintf(err, errlen, "out of memory for a KV cache of %d blocks of %d positions", n_blocks, HC_KV_BLOCK);
         hc_cpu_kv_free(be, kv);
         return NULL;
     }
@@ -57,24 +67,50 @@ void hc_cpu_kv_free(hc_backend *be, hc_kv *kv)
     free(kv->k);
     free(kv->v);
     free(kv->scores);
+    free(kv->runs);
     free(kv);
 }
 
-void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int pos0, int B, hc_view k, hc_view v)
+/* A head's slice of one layer's k or v as a sequence reads it: position
+ * p's row at row(p), through the sequence's block table. */
+typedef struct {
+    const float *base;      /* the layer's block 0, at the head's offset */
+    const int32_t *table;   /* the sequence's blocks */
+    size_t kv_dim;
+} kv_pages;
+
+static inline __attribute__((always_inline)) const float *kv_row(const kv_pages *c, int p)
 {
-    (void)be;
-    size_t row = ((size_t)layer * (size_t)kv->n_ctx + (size_t)pos0) * (size_t)kv->kv_dim;
-    size_t bytes = sizeof(float) * (size_t)B * (size_t)kv->kv_dim;
-    memcpy(kv->k + row, hc_cpu_host(k), bytes);
-    memcpy(kv->v + row, hc_cpu_host(v), bytes);
+    unsigned u = (unsigned)p;
+    return c->base + ((size_t)c->table[u / HC_KV_BLOCK] * HC_KV_BLOCK + u % HC_KV_BLOCK) * c->kv_dim;
+}
+
+static kv_pages kv_pages_of(const hc_kv *kv, const float *cache, int layer, const hc_seq_rows *r, int b, size_t off)
+{
+    size_t layer_off = (size_t)layer * (size_t)kv->n_blocks * HC_KV_BLOCK * (size_t)kv->kv_dim;
+    return (kv_pages){ cache + layer_off + off, r->table + (size_t)r->seq[b] * (size_t)r->max_blocks,
+                       (size_t)kv->kv_dim };
+}
+
+void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v)
+{
+    const hc_seq_rows *r = ((hc_cpu *)be)->rows;
+    size_t n = (size_t)kv->kv_dim;
+    const float *ks = hc_cpu_host(k), *vs = hc_cpu_host(v);
+    for (int b = 0; b < B; b++) {
+        kv_pages kc = kv_pages_of(kv, kv->k, layer, r, b, 0), vc = kv_pages_of(kv, kv->v, layer, r, b, 0);
+        memcpy((float *)kv_row(&kc, r->pos[b]), ks + (size_t)b * n, sizeof(float) * n);
+        memcpy((float *)kv_row(&vc, r->pos[b]), vs + (size_t)b * n, sizeof(float) * n);
+    }
 }
 
 typedef struct {
     const hc_kv *kv;
     const hc_hparams *hp;
+    const hc_seq_rows *rows;
     const float *q;
     float *out;
-    int layer, B, pos0, n_chunks;
+    int layer, row0, n_runs, n_chunks;
 } attn_task;
 
 /* q · k over n floats in ATT_LANES interleaved partial sums (the tail into
@@ -86,7 +122,6 @@ typedef struct {
  * their sums kept in registers; a single token runs attn_one. Every token
  * still gets its own operations in its own order. */
 #define ATT_LANES 8
-#define ATT_POS 4      /* positions whose dots one token computes side by side (att_dots_pos) */
 #define MIX_GROUPS 8   /* lane groups of its output one token mixes at once (att_mix_one) */
 typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
 
@@ -147,26 +182,28 @@ static inline __attribute__((always_inline)) void att_dots_pos(int P, const floa
 }
 
 /* out[g][i0 + j] = Σ_p a[g][p] · v_p[i0 + j] for j < ATT_LANES, g < G, p from 0
- * to last[g] ascending (v_p = v + p·v_stride), starting from 0 as a zeroed
- * output would. Positions up to p_all are within every token's range. */
+ * to last[g] ascending (v_p = kv_row(vc, p)), starting from 0 as a zeroed
+ * output would. Positions up to p_all are within every token's range. A
+ * block's rows lie kv_dim apart: one table look-up per block. */
 static inline __attribute__((always_inline)) void att_mix(int G, const float *const *a, const int *last, int p_all,
-                                                          const float *v, size_t v_stride, int i0,
-                                                          float *const *out)
+                                                          const kv_pages *vc, int i0, float *const *out)
 {
     att_vec o[ATT_GROUP] = { 0 };
-    int p = 0;
-    for (; p <= p_all; p++) {
-        att_vec vv;
-        memcpy(&vv, v + (size_t)p * v_stride + i0, sizeof vv);
-        _Pragma("GCC unroll 8")
-        for (int g = 0; g < G; g++) o[g] += a[g][p] * vv;
-    }
-    for (; p <= last[G - 1]; p++) {
-        att_vec vv;
-        memcpy(&vv, v + (size_t)p * v_stride + i0, sizeof vv);
-        _Pragma("GCC unroll 8")
-        for (int g = 0; g < G; g++)
-            if (p <= last[g]) o[g] += a[g][p] * vv;
+    for (int p = 0; p <= last[G - 1];) {
+        const float *vp = kv_row(vc, p) + i0;
+        int end = p + HC_KV_BLOCK <= last[G - 1] + 1 ? p + HC_KV_BLOCK : last[G - 1] + 1;
+        for (; p < end; p++, vp += vc->kv_dim) {
+            att_vec vv;
+            memcpy(&vv, vp, sizeof vv);
+            if (p <= p_all) {
+                _Pragma("GCC unroll 8")
+                for (int g = 0; g < G; g++) o[g] += a[g][p] * vv;
+            } else {
+                _Pragma("GCC unroll 8")
+                for (int g = 0; g < G; g++)
+                    if (p <= last[g]) o[g] += a[g][p] * vv;
+            }
+        }
     }
     for (int g = 0; g < G; g++) memcpy(out[g] + i0, &o[g], sizeof o[g]);
 }
@@ -175,17 +212,20 @@ static inline __attribute__((always_inline)) void att_mix(int G, const float *co
  * from 0 to last ascending, att_mix's operations for each lane, G lane
  * groups at once (one group at a time, each position's add waited on the
  * one before). */
-static inline __attribute__((always_inline)) void att_mix_one(int G, const float *a, int last, const float *v,
-                                                              size_t v_stride, int i0, float *out)
+static inline __attribute__((always_inline)) void att_mix_one(int G, const float *a, int last, const kv_pages *vc,
+                                                              int i0, float *out)
 {
     att_vec o[MIX_GROUPS] = { 0 };
-    for (int p = 0; p <= last; p++) {
-        const float *vp = v + (size_t)p * v_stride + i0;
-        _Pragma("GCC unroll 8")
-        for (int g = 0; g < G; g++) {
-            att_vec vv;
-            memcpy(&vv, vp + g * ATT_LANES, sizeof vv);
-            o[g] += a[p] * vv;
+    for (int p = 0; p <= last;) {
+        const float *vp = kv_row(vc, p) + i0;
+        int end = p + HC_KV_BLOCK <= last + 1 ? p + HC_KV_BLOCK : last + 1;
+        for (; p < end; p++, vp += vc->kv_dim) {
+            _Pragma("GCC unroll 8")
+            for (int g = 0; g < G; g++) {
+                att_vec vv;
+                memcpy(&vv, vp + g * ATT_LANES, sizeof vv);
+                o[g] += a[p] * vv;
+            }
         }
     }
     memcpy(out + i0, o, (size_t)G * sizeof *o);
@@ -200,12 +240,12 @@ static void softmax(float *att, int n)
     for (int p = 0; p < n; p++) att[p] /= sum;
 }
 
-/* Σ_p a[p] · v_p for p from 0 to last ascending (v_p = v + p·v_stride): one
- * output of a head size that is not whole lanes. */
-static inline __attribute__((always_inline)) float att_mix_lane(const float *a, int last, const float *v, size_t v_stride)
+/* Σ_p a[p] · v_p[i] for p from 0 to last ascending (v_p = kv_row(vc, p)):
+ * one output of a head size that is not whole lanes. */
+static inline __attribute__((always_inline)) float att_mix_lane(const float *a, int last, const kv_pages *vc, int i)
 {
     float o = 0.0f;
-    for (int p = 0; p <= last; p++) o += a[p] * v[(size_t)p * v_stride];
+    for (int p = 0; p <= last; p++) o += a[p] * kv_row(vc, p)[i];
     return o;
 }
 
@@ -213,8 +253,8 @@ static inline __attribute__((always_inline)) float att_mix_lane(const float *a, 
  * (a short group repeats its last token): token g's scores over positions
  * 0..pos + g into sc + g·sc_stride, their softmax, and its mix of the values
  * into out + g·q_dim; qt: room for ATT_GROUP·head_dim floats. */
-static inline __attribute__((always_inline)) void attn_group(int G, const float *q, int q_dim, const float *kc,
-                                                             const float *vc, int kv_dim, int hd, int pos, float scale,
+static inline __attribute__((always_inline)) void attn_group(int G, const float *q, int q_dim, const kv_pages *kc,
+                                                             const kv_pages *vc, int hd, int pos, float scale,
                                                              float *sc, int sc_stride, float *qt, float *out)
 {
     const float *qg[ATT_GROUP], *ag[ATT_GROUP];
@@ -231,47 +271,47 @@ static inline __attribute__((always_inline)) void attn_group(int G, const float 
         for (int g = 0; g < ATT_GROUP; g++) memcpy(qt + (size_t)(c * ATT_GROUP + g * ATT_LANES), qg[g] + c, ATT_LANES * sizeof *qt);
     for (int p = 0; p <= last[ATT_GROUP - 1]; p++) {
         float d[ATT_GROUP];
-        att_dots(ATT_GROUP, qt, qg, kc + (size_t)p * kv_dim, hd, d);
+        att_dots(ATT_GROUP, qt, qg, kv_row(kc, p), hd, d);
         for (int g = 0; g < ATT_GROUP; g++)
             if (p <= last[g]) sg[g][p] = d[g] / scale;
     }
     for (int g = 0; g < G; g++) softmax(sg[g], last[g] + 1);
     int i0 = 0;
-    for (; i0 + ATT_LANES <= hd; i0 += ATT_LANES) att_mix(ATT_GROUP, ag, last, pos, vc, (size_t)kv_dim, i0, og);
+    for (; i0 + ATT_LANES <= hd; i0 += ATT_LANES) att_mix(ATT_GROUP, ag, last, pos, vc, i0, og);
     for (; i0 < hd; i0++)   /* a head size that is not whole lanes */
-        for (int g = 0; g < G; g++) og[g][i0] = att_mix_lane(ag[g], last[g], vc + i0, (size_t)kv_dim);
+        for (int g = 0; g < G; g++) og[g][i0] = att_mix_lane(ag[g], last[g], vc, i0);
 }
 
 /* One token of one head at position pos (the operations attn_group gives a
  * group of one, so its bits): its scores over positions 0..pos into sc, their softmax,
  * and its mix of the values into out; ATT_POS positions' dots and
  * MIX_GROUPS lane groups of the mix at a time. */
-static inline __attribute__((always_inline)) void attn_one(const float *q, const float *kc, const float *vc, int kv_dim,
+static inline __attribute__((always_inline)) void attn_one(const float *q, const kv_pages *kc, const kv_pages *vc,
                                                            int hd, int pos, float scale, float *sc, float *out)
 {
     int p = 0;
-    for (; p + ATT_POS <= pos + 1; p += ATT_POS) {
+    for (; p + ATT_POS <= pos + 1; p += ATT_POS) {   /* p a multiple of ATT_POS: the ATT_POS rows in one block */
         float d[ATT_POS];
-        att_dots_pos(ATT_POS, q, kc + (size_t)p * kv_dim, (size_t)kv_dim, hd, d);
+        att_dots_pos(ATT_POS, q, kv_row(kc, p), kc->kv_dim, hd, d);
         for (int j = 0; j < ATT_POS; j++) sc[p + j] = d[j] / scale;
     }
     for (; p <= pos; p++) {
         float d;
-        att_dots_pos(1, q, kc + (size_t)p * kv_dim, (size_t)kv_dim, hd, &d);
+        att_dots_pos(1, q, kv_row(kc, p), kc->kv_dim, hd, &d);
         sc[p] = d / scale;
     }
     softmax(sc, pos + 1);
     int i0 = 0;
-    for (; i0 + MIX_GROUPS * ATT_LANES <= hd; i0 += MIX_GROUPS * ATT_LANES)
-        att_mix_one(MIX_GROUPS, sc, pos, vc, (size_t)kv_dim, i0, out);
-    for (; i0 + ATT_LANES <= hd; i0 += ATT_LANES) att_mix_one(1, sc, pos, vc, (size_t)kv_dim, i0, out);
-    for (; i0 < hd; i0++) out[i0] = att_mix_lane(sc, pos, vc + i0, (size_t)kv_dim);   /* not whole lanes */
+    for (; i0 + MIX_GROUPS * ATT_LANES <= hd; i0 += MIX_GROUPS * ATT_LANES) att_mix_one(MIX_GROUPS, sc, pos, vc, i0, out);
+    for (; i0 + ATT_LANES <= hd; i0 += ATT_LANES) att_mix_one(1, sc, pos, vc, i0, out);
+    for (; i0 < hd; i0++) out[i0] = att_mix_lane(sc, pos, vc, i0);   /* not whole lanes */
 }
 
-/* One head and up to ATT_TOKENS consecutive tokens per work item: scores over
- * 0..pos, softmax, mix of V. Each key and value row is read once for the
- * item's tokens; every token still gets its own operations in its own order
- * (positions ascending), so the bits do not depend on the grouping. */
+/* One head and up to ATT_TOKENS consecutive tokens of one sequence per work
+ * item (a run, hc_cpu_attention): scores over 0..pos, softmax, mix of V.
+ * Each key and value row is read once for the item's tokens; every token
+ * still gets its own operations in its own order (positions ascending), so
+ * the bits do not depend on the grouping nor on what else is in the batch. */
 /* Compiled for AVX-512 and AVX2 as well (chosen at load time): the lanes of
  * att_dots and att_mix then fill one wider register, with the same operations
  * per lane, so the bits do not change. */
@@ -280,39 +320,50 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void attn_ru
     const attn_task *t = arg;
     const hc_kv *kv = t->kv;
     const hc_hparams *hp = t->hp;
-    int hd = hp->head_dim, kv_dim = hp->n_head_kv * hd, q_dim = hp->n_head * hd, n_ctx = kv->n_ctx;
-    int group = hp->n_head / hp->n_head_kv, n_tb = (t->B + ATT_TOKENS - 1) / ATT_TOKENS;
-    size_t layer_off = (size_t)t->layer * (size_t)n_ctx * (size_t)kv_dim;
+    const hc_seq_rows *r = t->rows;
+    int hd = hp->head_dim, q_dim = hp->n_head * hd, n_ctx = kv->n_ctx, group = hp->n_head / hp->n_head_kv;
     float scale = sqrtf((float)hd);
     int lo, hi;
     /* the last tokens' chunks first: a token's work grows with its position,
      * and the pool hands chunks out in order, so the costliest no longer
      * come last, when the other threads have nothing left to take */
-    hc_split(n_tb * hp->n_head, 1, t->n_chunks - 1 - chunk, t->n_chunks, &lo, &hi);
+    hc_split(t->n_runs * hp->n_head, 1, t->n_chunks - 1 - chunk, t->n_chunks, &lo, &hi);
     for (int item = lo; item < hi; item++) {
-        int b0 = item / hp->n_head * ATT_TOKENS, h = item % hp->n_head;
-        int nb = t->B - b0 < ATT_TOKENS ? t->B - b0 : ATT_TOKENS;
+        int run = item / hp->n_head, h = item % hp->n_head;
+        int b0 = kv->runs[run], nb = kv->runs[run + 1] - b0, row = t->row0 + b0;
         size_t koff = (size_t)(h / group) * hd;
-        const float *kc = kv->k + layer_off + koff, *vc = kv->v + layer_off + koff;
+        kv_pages kc = kv_pages_of(kv, kv->k, t->layer, r, row, koff), vc = kv_pages_of(kv, kv->v, t->layer, r, row, koff);
         const float *q = t->q + (size_t)b0 * q_dim + (size_t)h * hd;
         float *att = kv->scores + (size_t)ith * ATT_SCRATCH(n_ctx, hd), *qt = att + ATT_TOKENS * (size_t)n_ctx;
         float *out = t->out + (size_t)b0 * q_dim + (size_t)h * hd;
         for (int g0 = 0; g0 < nb; g0 += ATT_GROUP) {
-            int G = nb - g0 < ATT_GROUP ? nb - g0 : ATT_GROUP, pos = t->pos0 + b0 + g0;
+            int G = nb - g0 < ATT_GROUP ? nb - g0 : ATT_GROUP, pos = r->pos[row] + g0;
             const float *qg = q + (size_t)g0 * q_dim;
             float *sc = att + (size_t)g0 * n_ctx, *og = out + (size_t)g0 * q_dim;
-            if (G == 1) attn_one(qg, kc, vc, kv_dim, hd, pos, scale, sc, og);
-            else attn_group(G, qg, q_dim, kc, vc, kv_dim, hd, pos, scale, sc, n_ctx, qt, og);
+            if (G == 1) attn_one(qg, &kc, &vc, hd, pos, scale, sc, og);
+            else attn_group(G, qg, q_dim, &kc, &vc, hd, pos, scale, sc, n_ctx, qt, og);
         }
     }
 }
 
-void hc_cpu_attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int B, int pos0,
+/* The n rows cut into runs: consecutive positions of one sequence, at most
+ * ATT_TOKENS of them (kv->runs, relative to row0). */
+void hc_cpu_attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int row0, int n,
                       hc_view out)
 {
-    hc_pool *pool = ((hc_cpu *)be)->pool;
-    size_t work = 2 * (size_t)B * (size_t)hp->n_head * (size_t)hp->head_dim * (size_t)(pos0 + B);
-    int items = (B + ATT_TOKENS - 1) / ATT_TOKENS * hp->n_head;
-    attn_task t = { kv, hp, hc_cpu_host(q), hc_cpu_host(out), layer, B, pos0, hc_pool_chunks(pool, items, work) };
-    hc_pool_run(pool, attn_run, &t, t.n_chunks);
+    hc_cpu *c = (hc_cpu *)be;
+    const hc_seq_rows *r = c->rows;
+    size_t positions = 0;
+    int n_runs = 0;
+    for (int i = 0; i < n; i++) {
+        int b = row0 + i;
+        if (!i || i - kv->runs[n_runs - 1] == ATT_TOKENS || r->seq[b] != r->seq[b - 1] || r->pos[b] != r->pos[b - 1] + 1)
+            kv->runs[n_runs++] = i;
+        positions += (size_t)r->pos[b] + 1;
+    }
+    kv->runs[n_runs] = n;
+    size_t work = 2 * positions * (size_t)hp->n_head * (size_t)hp->head_dim;
+    attn_task t = { kv, hp, r, hc_cpu_host(q), hc_cpu_host(out), layer, row0, n_runs, 0 };
+    t.n_chunks = hc_pool_chunks(c->pool, n_runs * hp->n_head, work);
+    hc_pool_run(c->pool, attn_run, &t, t.n_chunks);
 }

@@ -182,8 +182,9 @@ static void rope_neox(const float *freq, int hd, float *v, int n, int pos)
 typedef struct {
     const hc_hparams *hp;
     const float *freq;
+    const int32_t *pos;   /* the rows' positions */
     float *v;
-    int dim, pos0;
+    int dim;
 } pos_task;
 
 static void pos_range(void *arg, int lo, int hi)
@@ -191,19 +192,20 @@ static void pos_range(void *arg, int lo, int hi)
     const pos_task *t = arg;
     for (int b = lo; b < hi; b++) {
         float *row = t->v + (size_t)b * (size_t)t->dim;
-        if (t->hp->pos == HC_POS_ROPE) rope(t->freq, t->hp->head_dim, row, t->dim, t->pos0 + b);
-        else rope_neox(t->freq, t->hp->head_dim, row, t->dim, t->pos0 + b);
+        if (t->hp->pos == HC_POS_ROPE) rope(t->freq, t->hp->head_dim, row, t->dim, t->pos[b]);
+        else rope_neox(t->freq, t->hp->head_dim, row, t->dim, t->pos[b]);
     }
 }
 
 /* learned positions were added by hc_embed */
-static void cpu_rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, hc_view v, int dim, int n, int pos0)
+static void cpu_rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, hc_view v, int dim, int n, int row0)
 {
+    hc_cpu *c = (hc_cpu *)be;
     switch ((enum hc_pos)hp->pos) {
     case HC_POS_ROPE:
     case HC_POS_ROPE_NEOX: {
-        pos_task t = { hp, freq->host, hc_cpu_host(v), dim, pos0 };
-        hc_pool_ranges(((hc_cpu *)be)->pool, pos_range, &t, n, (size_t)n * (size_t)dim * 4);
+        pos_task t = { hp, freq->host, c->rows->pos + row0, hc_cpu_host(v), dim };
+        hc_pool_ranges(c->pool, pos_range, &t, n, (size_t)n * (size_t)dim * 4);
         break;
     }
     case HC_POS_LEARNED:
@@ -274,6 +276,8 @@ static void cpu_ffn_act(hc_backend *be, const hc_hparams *hp, const hc_bvec *gat
     hc_pool_ranges(((hc_cpu *)be)->pool, act_range, &t, B, (size_t)B * (size_t)hp->n_ff * 8);
 }
 
+static void cpu_batch(hc_backend *be, const hc_seq_rows *rows) { ((hc_cpu *)be)->rows = rows; }
+
 static int cpu_sync(hc_backend *be, char *err, size_t errlen)
 {
     (void)be, (void)err, (void)errlen;
@@ -296,6 +300,7 @@ static const hc_backend_ops cpu_ops = {
     .add_bias = cpu_add_bias,
     .add = cpu_add,
     .ffn_act = cpu_ffn_act,
+    .batch = cpu_batch,
     .kv_new = hc_cpu_kv_new,
     .kv_free = hc_cpu_kv_free,
     .kv_store = hc_cpu_kv_store,

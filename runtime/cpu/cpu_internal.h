@@ -14,15 +14,17 @@ typedef struct {
     hc_backend be;
     hc_ctx *ctx;      /* its pool and activation buffers (matmul.h) */
     hc_pool *pool;
+    const hc_seq_rows *rows;   /* the step's rows (batch) */
 } hc_cpu;
 
 static inline float *hc_cpu_host(hc_view v) { return (float *)((uintptr_t)v.buf->p + v.off); }
 
 /* attention.c */
-hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_ctx, const uint8_t *on, char *err, size_t errlen);
+hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_ctx, const uint8_t *on, char *err,
+                     size_t errlen);
 void hc_cpu_kv_free(hc_backend *be, hc_kv *kv);
-void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int pos0, int B, hc_view k, hc_view v);
-void hc_cpu_attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int B, int pos0,
+void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v);
+void hc_cpu_attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int row0, int n,
                       hc_view out);
 
 #endif

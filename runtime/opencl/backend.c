@@ -39,8 +39,8 @@ typedef struct {
 } cl_vec;
 
 struct hc_kv {
-    int n_layer, n_ctx, kv_dim;
-    cl_mem *k, *v;
+    int n_layer, n_blocks, n_ctx, kv_dim;
+    cl_mem *k, *v;   /* [n_layer]: n_blocks blocks of HC_KV_BLOCK rows of kv_dim floats (NULL: a layer off) */
 };
 
 typedef struct {
@@ -49,18 +49,20 @@ typedef struct {
     cl_command_queue q;
     cl_program prog;
     cl_kernel mv[N_FMT], mm[N_FMT], mt[N_FMT], ffn_act[N_ACT];
-    cl_kernel sum_slices, act_bf16, act_q8, norm, rope, add_bias, add, attn_part, attn_combine;
+    cl_kernel sum_slices, act_bf16, act_q8, norm, rope, add_bias, add, kv_store, attn_part, attn_combine;
     hc_clb_device geo;
     size_t kwg;             /* the largest group every kernel takes */
     int failed;
     uint64_t xfers, xfer_bytes;   /* reads and writes, timed on the device with HC_CL_PROFILE */
     double xfer_s;
     char err[256];
-    cl_mem scratch[5];      /* two prepared inputs, the slices' sums, attention's partial sums and their m, l */
-    size_t scratch_cap[5];
+    const hc_seq_rows *rows;  /* the step's rows (batch), their positions, sequences and block tables in SCR_POS.. */
+    cl_mem scratch[8];      /* two prepared inputs, the slices' sums, attention's partial sums and their m, l,
+                             * the step's positions, sequences and block tables */
+    size_t scratch_cap[8];
 } clb;
 
-enum { SCR_ACT0, SCR_ACT1, SCR_SLICES, SCR_ATTN, SCR_ML, N_SCR };
+enum { SCR_ACT0, SCR_ACT1, SCR_SLICES, SCR_ATTN, SCR_ML, SCR_POS, SCR_SEQ, SCR_TABLE, N_SCR };
 
 static void fail(clb *b, const char *what, cl_int rc)
 {
@@ -564,16 +566,16 @@ static void norm(hc_backend *be, const hc_hparams *hp, const hc_bvec *w, const h
     launch(b, b->norm, 1, &g, &l);
 }
 
-static void rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, hc_view v, int dim, int n, int pos0)
+static void rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, hc_view v, int dim, int n, int row0)
 {
     clb *b = (clb *)be;
     if (hp->pos == HC_POS_LEARNED || n <= 0) return;
     cl_mem fm = vec_mem(b, freq, "the RoPE frequencies");
     if (!fm) fail_msg(b, "OpenCL backend: rope without frequencies");
-    cl_int mode = hp->pos, hd = hp->head_dim, d = dim, nn = n, p0 = pos0;
+    cl_int mode = hp->pos, hd = hp->head_dim, d = dim, nn = n, r0 = row0;
     cl_mem vm = mem_of(v);
     cl_uint vo = flo(v);
-    args(b, b->rope, A(mode), A(hd), A(d), A(nn), A(p0), A(fm), A(vm), A(vo), END);
+    args(b, b->rope, A(mode), A(hd), A(d), A(nn), A(b->scratch[SCR_POS]), A(r0), A(fm), A(vm), A(vo), END);
     launch_ew(b, b->rope, (size_t)n * (size_t)(dim / 2));
 }
 
@@ -619,6 +621,25 @@ static void ffn_act(hc_backend *be, const hc_hparams *hp, const hc_bvec *gate_b,
 
 /* ------------------------------------------------------------ the KV cache */
 
+/* The step's rows to the device: waits for the queue (the last step ended
+ * with sync), so the caller's arrays are free again on return. */
+static void batch(hc_backend *be, const hc_seq_rows *r)
+{
+    clb *b = (clb *)be;
+    b->rows = r;
+    struct { int which; const int32_t *src; size_t n; } up[] = {
+        { SCR_POS, r->pos, (size_t)r->B }, { SCR_SEQ, r->seq, (size_t)r->B },
+        { SCR_TABLE, r->table, (size_t)r->n_seq * (size_t)r->max_blocks },
+    };
+    for (size_t i = 0; i < sizeof up / sizeof *up; i++) {
+        size_t bytes = sizeof(int32_t) * (up[i].n ? up[i].n : 1);
+        cl_mem m = scratch(b, up[i].which, bytes);
+        if (!m || !up[i].n) continue;
+        cl_int rc = clEnqueueWriteBuffer(b->q, m, CL_TRUE, 0, bytes, up[i].src, 0, NULL, NULL);
+        if (rc != CL_SUCCESS) fail(b, "clEnqueueWriteBuffer", rc);
+    }
+}
+
 static void kv_free(hc_backend *be, hc_kv *kv)
 {
     (void)be;
@@ -632,7 +653,8 @@ static void kv_free(hc_backend *be, hc_kv *kv)
     free(kv);
 }
 
-static hc_kv *kv_new(hc_backend *be, const hc_hparams *hp, int n_ctx, const uint8_t *on, char *err, size_t errlen)
+static hc_kv *kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_ctx, const uint8_t *on, char *err,
+                     size_t errlen)
 {
     clb *b = (clb *)be;
     hc_kv *kv = calloc(1, sizeof *kv);
@@ -643,9 +665,10 @@ static hc_kv *kv_new(hc_backend *be, const hc_hparams *hp, int n_ctx, const uint
         return NULL;
     }
     kv->n_layer = hp->n_layer;
+    kv->n_blocks = n_blocks;
     kv->n_ctx = n_ctx;
     kv->kv_dim = hp->n_head_kv * hp->head_dim;
-    size_t bytes = sizeof(float) * (size_t)n_ctx * (size_t)kv->kv_dim;
+    size_t bytes = sizeof(float) * (size_t)n_blocks * HC_KV_BLOCK * (size_t)kv->kv_dim;
     for (int l = 0; l < hp->n_layer; l++) {
         if (on && !on[l]) continue;
         if (!(kv->k[l] = hc_cl_buffer(b->cl, CL_MEM_READ_WRITE, bytes, NULL, err, errlen)) ||
@@ -657,36 +680,46 @@ static hc_kv *kv_new(hc_backend *be, const hc_hparams *hp, int n_ctx, const uint
     return kv;
 }
 
-static int kv_layer(clb *b, hc_kv *kv, int layer, int p1)
+/* 1 when layer has a cache here and the step's rows row0..row0+n-1 lie
+ * within a sequence's n_ctx positions (*n_pos: the most positions a row
+ * reads), else a failure */
+static int kv_layer(clb *b, hc_kv *kv, int layer, int row0, int n, int *n_pos)
 {
     if (layer < 0 || layer >= kv->n_layer || !kv->k[layer]) {
         fail_msg(b, "OpenCL backend: layer %d has no KV cache on the device", layer);
         return 0;
     }
-    if (p1 > kv->n_ctx) {
-        fail_msg(b, "OpenCL backend: position %d outside the KV cache of %d", p1 - 1, kv->n_ctx);
+    int most = 0;
+    for (int i = row0; i < row0 + n; i++)
+        if (b->rows->pos[i] + 1 > most) most = b->rows->pos[i] + 1;
+    if (most > kv->n_ctx) {
+        fail_msg(b, "OpenCL backend: position %d outside the KV cache of %d", most - 1, kv->n_ctx);
         return 0;
     }
+    *n_pos = most;
     return 1;
 }
 
-static void kv_store(hc_backend *be, hc_kv *kv, int layer, int pos0, int B, hc_view k, hc_view v)
+static void kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v)
 {
     clb *b = (clb *)be;
-    if (b->failed || B <= 0 || !kv_layer(b, kv, layer, pos0 + B)) return;
-    size_t row = sizeof(float) * (size_t)kv->kv_dim, bytes = row * (size_t)B;
-    cl_int rc = clEnqueueCopyBuffer(b->q, k.buf->m, kv->k[layer], k.off, row * (size_t)pos0, bytes, 0, NULL, NULL);
-    if (rc == CL_SUCCESS)
-        rc = clEnqueueCopyBuffer(b->q, v.buf->m, kv->v[layer], v.off, row * (size_t)pos0, bytes, 0, NULL, NULL);
-    if (rc != CL_SUCCESS) fail(b, "clEnqueueCopyBuffer", rc);
+    int n_pos;
+    if (b->failed || B <= 0 || !kv_layer(b, kv, layer, 0, B, &n_pos)) return;
+    cl_mem km = mem_of(k), vm = mem_of(v);
+    cl_uint ko = flo(k), vo = flo(v);
+    cl_int mb = b->rows->max_blocks, kvd = kv->kv_dim, total = B * kv->kv_dim;
+    args(b, b->kv_store, A(km), A(ko), A(vm), A(vo), A(kv->k[layer]), A(kv->v[layer]), A(b->scratch[SCR_POS]),
+         A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), A(kvd), A(total), END);
+    launch_ew(b, b->kv_store, (size_t)total);
 }
 
-static void attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int B, int pos0,
+static void attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int row0, int B,
                       hc_view out)
 {
     clb *b = (clb *)be;
-    if (b->failed || B <= 0 || !kv_layer(b, kv, layer, pos0 + B)) return;
-    const int n_pos = pos0 + B, ch = hc_clb_attn_chunk(&b->geo, hp->n_head, B, n_pos);
+    int n_pos;
+    if (b->failed || B <= 0 || !kv_layer(b, kv, layer, row0, B, &n_pos)) return;
+    const int ch = hc_clb_attn_chunk(&b->geo, hp->n_head, B, n_pos);
     const int n_chunks = (n_pos + ch - 1) / ch;
     const size_t slots = (size_t)B * (size_t)hp->n_head * (size_t)n_chunks;
     const size_t part_bytes = sizeof(float) * slots * (size_t)hp->head_dim;
@@ -694,16 +727,18 @@ static void attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
     if (!part) return;
     cl_mem qm = mem_of(q), om = mem_of(out);
     cl_uint qo = flo(q), oo = flo(out);
-    cl_int hd = hp->head_dim, nh = hp->n_head, group = hp->n_head / hp->n_head_kv, kvd = kv->kv_dim, p0 = pos0,
-           chc = ch, nc = n_chunks, total = B * hp->n_head * hp->head_dim;
+    cl_int hd = hp->head_dim, nh = hp->n_head, group = hp->n_head / hp->n_head_kv, kvd = kv->kv_dim,
+           mb = b->rows->max_blocks, r0 = row0, chc = ch, nc = n_chunks, total = B * hp->n_head * hp->head_dim;
     cl_mem ml = scratch(b, SCR_ML, sizeof(float) * 2 * slots);
     size_t L = hc_clb_attn_local(&b->geo, hp->head_dim);
     size_t g[3] = { (size_t)n_chunks * L, (size_t)hp->n_head, (size_t)B }, l[3] = { L, 1, 1 };
-    args(b, b->attn_part, A(qm), A(qo), A(kv->k[layer]), A(kv->v[layer]), A(hd), A(nh), A(group), A(kvd), A(p0),
-         A(chc), A(nc), A(part), A(ml), LOCAL(sizeof(float) * (size_t)ch), LOCAL(sizeof(float) * L),
+    args(b, b->attn_part, A(qm), A(qo), A(kv->k[layer]), A(kv->v[layer]), A(hd), A(nh), A(group), A(kvd),
+         A(b->scratch[SCR_POS]), A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), A(r0), A(chc), A(nc),
+         A(part), A(ml), LOCAL(sizeof(float) * (size_t)ch), LOCAL(sizeof(float) * L),
          LOCAL(sizeof(float) * (size_t)hp->head_dim), END);
     launch(b, b->attn_part, 3, g, l);
-    args(b, b->attn_combine, A(part), A(ml), A(hd), A(nh), A(p0), A(chc), A(nc), A(om), A(oo), A(total), END);
+    args(b, b->attn_combine, A(part), A(ml), A(hd), A(nh), A(b->scratch[SCR_POS]), A(r0), A(chc), A(nc), A(om),
+         A(oo), A(total), END);
     launch_ew(b, b->attn_combine, (size_t)total);
 }
 
@@ -720,7 +755,8 @@ static void be_free(hc_backend *be)
             if (ks[i][f]) clReleaseKernel(ks[i][f]);
     for (int a = 0; a < N_ACT; a++)
         if (b->ffn_act[a]) clReleaseKernel(b->ffn_act[a]);
-    cl_kernel one[] = { b->sum_slices, b->act_bf16, b->act_q8, b->norm, b->rope, b->add_bias, b->add, b->attn_part, b->attn_combine };
+    cl_kernel one[] = { b->sum_slices, b->act_bf16, b->act_q8, b->norm, b->rope, b->add_bias, b->add, b->kv_store,
+                        b->attn_part, b->attn_combine };
     for (size_t i = 0; i < sizeof one / sizeof *one; i++)
         if (one[i]) clReleaseKernel(one[i]);
     hc_cl_release(b->scratch, N_SCR);
@@ -747,6 +783,7 @@ static const hc_backend_ops ops = {
     .add_bias = add_bias,
     .add = add,
     .ffn_act = ffn_act,
+    .batch = batch,
     .kv_new = kv_new,
     .kv_free = kv_free,
     .kv_store = kv_store,
@@ -769,10 +806,10 @@ void hc_cl_backend_geometry(hc_backend *be, const hc_clb_device *d)
 static void build_options(char *o, size_t len, int exact_div)
 {
     snprintf(o, len,
-             "-cl-std=CL1.2 %s-DROWS=%d -DTOKENS=%d "
+             "-cl-std=CL1.2 %s-DROWS=%d -DTOKENS=%d -DHC_KV_BLOCK=%d "
              "-DHC_ACT_SILU=%d -DHC_ACT_RELU=%d -DHC_ACT_GELU=%d -DHC_NORM_RMS=%d -DHC_NORM_LAYER=%d "
              "-DHC_POS_ROPE=%d -DHC_POS_ROPE_NEOX=%d -DHC_FFN_GATED=%d -DHC_FFN_SYMMETRIC=%d -DHC_FFN_SEQUENTIAL=%d",
-             exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", HC_CLB_ROWS, HC_CLB_TOKENS, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER, HC_POS_ROPE,
+             exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", HC_CLB_ROWS, HC_CLB_TOKENS, HC_KV_BLOCK, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER, HC_POS_ROPE,
              HC_POS_ROPE_NEOX, HC_FFN_GATED, HC_FFN_SYMMETRIC, HC_FFN_SEQUENTIAL);
 }
 
@@ -840,7 +877,7 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
         if (!(b->ffn_act[a] = kernel(b->prog, acts[a], err, errlen))) goto bad;
     struct { cl_kernel *k; const char *name; } one[] = {
         { &b->sum_slices, "sum_slices" }, { &b->act_bf16, "act_bf16" }, { &b->act_q8, "act_q8" }, { &b->norm, "norm" }, { &b->rope, "rope" },
-        { &b->add_bias, "add_bias" }, { &b->add, "add" }, { &b->attn_part, "attn_part" },
+        { &b->add_bias, "add_bias" }, { &b->add, "add" }, { &b->kv_store, "kv_store" }, { &b->attn_part, "attn_part" },
         { &b->attn_combine, "attn_combine" },
     };
     for (size_t i = 0; i < sizeof one / sizeof *one; i++) {

@@ -391,14 +391,15 @@ __kernel void norm(int kind, int n, float eps, __global const float *w, __global
     }
 }
 
-/* Pair e of n rows of dim floats (whole heads of hd) at positions pos0..:
-   adjacent elements (HC_POS_ROPE) or the two halves of a head. */
-__kernel void rope(int mode, int hd, int dim, int n, int pos0, __global const float *freq, __global float *v, uint vo)
+/* Pair e of n rows of dim floats (whole heads of hd), row b at position
+   pos[row0 + b]: adjacent elements (HC_POS_ROPE) or the two halves of a head. */
+__kernel void rope(int mode, int hd, int dim, int n, __global const int *pos, int row0, __global const float *freq,
+                   __global float *v, uint vo)
 {
     const int e = get_global_id(0), half_dim = dim / 2;
     if (e >= n * half_dim) return;
     const int b = e / half_dim, j = e % half_dim, h = j / (hd / 2), i = j % (hd / 2);
-    const float val = (float)(pos0 + b) * freq[i], fcr = cos(val), fci = sin(val);
+    const float val = (float)pos[row0 + b] * freq[i], fcr = cos(val), fci = sin(val);
     __global float *row = v + vo + (size_t)b * dim + (size_t)h * hd;
     const int i0 = mode == HC_POS_ROPE ? 2 * i : i, i1 = mode == HC_POS_ROPE ? 2 * i + 1 : i + hd / 2;
     const float v0 = row[i0], v1 = row[i1];
@@ -453,28 +454,54 @@ FFN_ACT(relu)
 FFN_ACT(gelu)
 FFN_ACT(silu)
 
+/* ------------------------------------------------------------ the KV cache
+ * Blocks of HC_KV_BLOCK positions; a sequence's position p in slot
+ * p % HC_KV_BLOCK of block tbl[p / HC_KV_BLOCK] (runtime/backend.h). */
+size_t kv_slot(__global const int *tbl, int p)
+{
+    return (size_t)tbl[p / HC_KV_BLOCK] * HC_KV_BLOCK + (size_t)(p % HC_KV_BLOCK);
+}
+
+/* element e of the B rows' k and v (kv_dim floats each) into the slot of
+ * row b's position pos[b] of its sequence seq[b] */
+__kernel void kv_store(__global const float *k, uint ko, __global const float *v, uint vo, __global float *kc,
+                       __global float *vc, __global const int *pos, __global const int *seq,
+                       __global const int *table, int max_blocks, int kv_dim, int total)
+{
+    const int e = get_global_id(0);
+    if (e >= total) return;
+    const int b = e / kv_dim;
+    const size_t dst = kv_slot(table + seq[b] * max_blocks, pos[b]) * kv_dim + e % kv_dim;
+    kc[dst] = k[ko + e];
+    vc[dst] = v[vo + e];
+}
+
 /* ------------------------------------------------------------ attention
- * attn_part: group (chunk c, head h, row b), row b at position pos0 + b:
- * positions c*ch .. of 0..pos0 + b; the scores q.k / sqrt(hd) in local
+ * attn_part: group (chunk c, head h, row b), row b the batch's row0 + b at
+ * position P = pos[row0 + b] of its sequence (its blocks tbl):
+ * positions c*ch .. of 0..P; the scores q.k / sqrt(hd) in local
  * memory (sc), their max m, e_p = exp(s_p - m), l = sum e_p, and
  * o[d] = sum_p e_p v_p[d] (positions ascending; each output owned by one
  * item, in ob when an item owns several) into part; m and l into ml.
  * attn_combine: per output element, the chunks in order:
  * out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c, M the largest m_c. */
 __kernel void attn_part(__global const float *q, uint qo, __global const float *kc, __global const float *vc, int hd,
-                        int n_head, int group, int kv_dim, int pos0, int ch, int n_chunks, __global float *part,
-                        __global float *ml, __local float *sc, __local float *red, __local float *ob)
+                        int n_head, int group, int kv_dim, __global const int *pos, __global const int *seq,
+                        __global const int *table, int max_blocks, int row0, int ch, int n_chunks,
+                        __global float *part, __global float *ml, __local float *sc, __local float *red,
+                        __local float *ob)
 {
     const int lid = get_local_id(0), L = get_local_size(0);
     const int c = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
-    const int npos = pos0 + b + 1, p0 = c * ch, p1 = min(p0 + ch, npos);
+    const int npos = pos[row0 + b] + 1, p0 = c * ch, p1 = min(p0 + ch, npos);
+    __global const int *tbl = table + seq[row0 + b] * max_blocks;
     if (p0 >= npos) return;   /* the whole group: no barrier is reached */
     __global const float *qr = q + qo + ((size_t)b * n_head + h) * hd;
     const size_t koff = (size_t)(h / group) * hd;
     const float scale = sqrt((float)hd);
     float mx = -INFINITY;
     for (int p = p0 + lid; p < p1; p += L) {
-        __global const float *kr = kc + (size_t)p * kv_dim + koff;
+        __global const float *kr = kc + kv_slot(tbl, p) * kv_dim + koff;
         float4 a = 0.0f;
         int d = 0;
         for (; d + 4 <= hd; d += 4) a += vload4(0, qr + d) * vload4(0, kr + d);
@@ -505,7 +532,7 @@ __kernel void attn_part(__global const float *q, uint qo, __global const float *
         if (lid < hd) {
             __global const float *vr = vc + koff + lid;
             float o = 0.0f;
-            for (int p = p0; p < p1; p++) o += sc[p - p0] * vr[(size_t)p * kv_dim];
+            for (int p = p0; p < p1; p++) o += sc[p - p0] * vr[kv_slot(tbl, p) * kv_dim];
             po[lid] = o;
         }
     } else {         /* item lid owns the float4 columns lid, lid + L, ... in ob; positions outside */
@@ -514,7 +541,7 @@ __kernel void attn_part(__global const float *q, uint qo, __global const float *
         for (int d = 4 * h4 + lid; d < hd; d += L) ob[d] = 0.0f;
         for (int p = p0; p < p1; p++) {
             const float e = sc[p - p0];
-            __global const float *vr = vc + (size_t)p * kv_dim + koff;
+            __global const float *vr = vc + kv_slot(tbl, p) * kv_dim + koff;
             for (int i = lid; i < h4; i += L) vstore4(vload4(i, ob) + e * vload4(i, vr), i, ob);
             for (int d = 4 * h4 + lid; d < hd; d += L) ob[d] += e * vr[d];
         }
@@ -527,13 +554,14 @@ __kernel void attn_part(__global const float *q, uint qo, __global const float *
     }
 }
 
-__kernel void attn_combine(__global const float *part, __global const float *ml, int hd, int n_head, int pos0, int ch,
-                           int n_chunks, __global float *out, uint oo, int total)
+__kernel void attn_combine(__global const float *part, __global const float *ml, int hd, int n_head,
+                           __global const int *pos, int row0, int ch, int n_chunks, __global float *out, uint oo,
+                           int total)
 {
     const int e = get_global_id(0);
     if (e >= total) return;
     const int d = e % hd, h = e / hd % n_head, b = e / hd / n_head;
-    const int nc = (pos0 + b + ch) / ch;   /* chunks holding positions 0..pos0 + b */
+    const int nc = (pos[row0 + b] + ch) / ch;   /* chunks holding positions 0..pos[row0 + b] */
     const size_t slot = ((size_t)b * n_head + h) * n_chunks;
     float M = -INFINITY;
     for (int c = 0; c < nc; c++) M = fmax(M, ml[2 * (slot + c)]);

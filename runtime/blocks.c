@@ -1,0 +1,46 @@
+/* The paged KV cache's free blocks (blocks.h): a stack, so the blocks a
+ * sequence gave back are the next ones taken (their pages still in the
+ * caches) and the ids handed out follow from the requests alone. */
+#include "blocks.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int hc_blocks_init(hc_blocks *b, int n)
+{
+    b->n = b->n_free = n;
+    if (!(b->free = malloc(sizeof *b->free * (size_t)(n ? n : 1)))) return -1;
+    for (int i = 0; i < n; i++) b->free[i] = n - 1 - i;   /* block 0 taken first */
+    return 0;
+}
+
+void hc_blocks_free(hc_blocks *b)
+{
+    free(b->free);
+    b->free = NULL;
+}
+
+int32_t hc_blocks_take(hc_blocks *b) { return b->n_free ? b->free[--b->n_free] : -1; }
+
+void hc_blocks_give(hc_blocks *b, const int32_t *table, int n)
+{
+    for (int i = n - 1; i >= 0; i--) b->free[b->n_free++] = table[i];
+}
+
+int hc_blocks_pool(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, char *err, size_t errlen)
+{
+    /* a block: k and v of HC_KV_BLOCK positions in every layer, f32 */
+    uint64_t block = 2 * sizeof(float) * HC_KV_BLOCK * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv *
+                     (uint64_t)hp->head_dim;
+    uint64_t bytes = budget ? budget : hc_mem_available() / 4 * 3;
+    uint64_t most = (uint64_t)n_parallel * (uint64_t)hc_blocks_for(n_ctx), n = bytes / block;
+    if (n > most) n = most;
+    if (n < (uint64_t)hc_blocks_for(n_ctx)) {
+        snprintf(err, errlen, "a KV budget of %llu bytes%s holds %llu blocks of %d positions (%llu bytes each), less "
+                 "than one context of %d positions (-c): give a larger --kv-budget or a smaller -c",
+                 (unsigned long long)bytes, budget ? "" : " (3/4 of the available memory)", (unsigned long long)n,
+                 HC_KV_BLOCK, (unsigned long long)block, n_ctx);
+        return -1;
+    }
+    return (int)n;
+}

@@ -1,0 +1,57 @@
+/* Many prompts at once: continuous batching over the paged KV cache, as
+ * vLLM's scheduler runs it (docs/design/runtime.md, "Many prompts at once").
+ * Requests wait, run or are preempted; each step is one hc_eval_rows of
+ * every running sequence's next token and chunks of the prompts of those
+ * just admitted, so each weight is read once per step for all of them. */
+#ifndef HC_SCHEDULER_H
+#define HC_SCHEDULER_H
+
+#include <stdint.h>
+#include "model.h"
+#include "sampler.h"
+
+/* One prompt's generation. */
+typedef struct {
+    const int32_t *prompt;   /* the caller's, until hc_sched_run returns */
+    int n_prompt, n_predict;
+    hc_sampler_params sp;    /* the sequence's own sampler: its text whatever runs beside it */
+} hc_request;
+
+enum hc_stop {
+    HC_STOP_EOS,       /* BOS or EOS sampled (not given to token) */
+    HC_STOP_LENGTH,    /* n_predict tokens */
+    HC_STOP_CONTEXT,   /* the next token would not fit the context (n_ctx) */
+    HC_STOP_REFUSED,   /* never run: an empty prompt, or one longer than the context */
+};
+
+/* Where the tokens go, as they are sampled. */
+typedef struct {
+    void (*token)(void *user, int req, int32_t token);
+    void (*done)(void *user, int req, enum hc_stop why);   /* the request's last call */
+    void *user;
+} hc_sched_out;
+
+typedef struct {
+    int n_parallel;           /* most sequences running at once (llama.cpp's -np) */
+    int n_ctx;                /* positions of one sequence (the context's n_ctx) */
+    int n_blocks;             /* the context's n_kv_blocks: at least one n_ctx's */
+    int32_t bos, eos;         /* the tokens that end a text (-1: none) */
+} hc_sched_params;
+
+typedef struct {
+    int steps, decode_steps;  /* decode steps: every row a running sequence's next token */
+    int preempted;            /* sequences preempted (their cache recomputed later) */
+    long prompt_rows;         /* rows of prompts (and of recomputed sequences) */
+    long generated;           /* tokens sampled, decode_tokens of them from decode steps */
+    long decode_tokens;
+    double t_decode;          /* seconds in decode steps */
+    int most_running;         /* the most sequences run in one step */
+} hc_sched_stats;
+
+/* Every request to its end on ctx (made with n_kv_blocks = p->n_blocks,
+ * n_batch >= p->n_parallel), first come first served. 0, or -1 + err (out
+ * of memory, logits that are not finite). */
+int hc_sched_run(hc_ctx *ctx, const hc_request *reqs, int n, const hc_sched_params *p, const hc_sched_out *out,
+                 hc_sched_stats *st, char *err, size_t errlen);
+
+#endif

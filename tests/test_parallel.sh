@@ -1,0 +1,134 @@
+#!/bin/sh
+# hc-run -f PROMPTS --parallel N (issue 39): every completion of a batch is
+# byte for byte the text of its prompt run alone (greedy; stories260K, dense
+# and with the sparse FFN, and two hf-tiny families: qwen2's NeoX RoPE and
+# biases, opt's learned positions),
+# also when a small --kv-budget forces preemption and recomputation, and on
+# the OpenCL device (-ngl 99); a prompt longer than the context is refused
+# on its own line while the others go on; sampled texts do not depend on N;
+# JSON Lines in (per-prompt n_predict, temp, seed; unknown keys refused by
+# name) and out (--json).
+. tests/lib.sh
+need_programs parallel hc-run hc-convert
+R=$HC_BIN/hc-run
+S=$HC_FIXTURES/stories260K.gguf
+if [ ! -f "$S" ]; then skip parallel "no $S"; finish; fi
+cat >"$T/p.txt" <<'P'
+Once upon a time
+The little dog
+Lily wanted to
+
+One day, a big
+Tom and Sam
+The sun was
+She looked at the
+A bird flew
+P
+
+# solo_all NAME MODEL N OUT [opts]: each prompt's plain run, as --parallel labels it
+solo_all() {
+    m=$2; n=$3; out=$4; shift 4
+    : >"$out"
+    l=0
+    while IFS= read -r line; do
+        l=$((l + 1))
+        [ -z "$line" ] && continue
+        printf -- '--- line %d ---\n' "$l" >>"$out"
+        "$R" -m "$m" -p "$line" -n "$n" -t 2 "$@" >>"$out" 2>/dev/null || return 1
+        echo >>"$out"
+    done <"$T/p.txt"
+}
+# same NAME A B: the files are the same bytes
+same() { if cmp -s "$2" "$3"; then ok "$1"; else fail "$1" "$(diff "$2" "$3" | head -c 400)"; fi; }
+
+solo_all stories "$S" 40 "$T/solo.txt" --temp 0
+"$R" -m "$S" -f "$T/p.txt" --parallel 8 -n 40 --temp 0 -t 2 >"$T/par.txt" 2>"$T/par.err"
+same parallel_greedy_stories "$T/solo.txt" "$T/par.txt"
+if grep -q "^batch: .*8 prompts (0 refused), at most 8 at once" "$T/par.err" && grep -q "^decode: " "$T/par.err"; then
+    ok parallel_timings
+else fail parallel_timings "$(cat "$T/par.err")"; fi
+"$R" -m "$S" -f "$T/p.txt" -np 3 -n 40 --temp 0 -t 1 >"$T/np3.txt" 2>/dev/null
+same parallel_np_alias_threads "$T/solo.txt" "$T/np3.txt"
+
+# preemption: 10 blocks of 16 positions for 8 sequences of up to 49 tokens
+"$R" -m "$S" -f "$T/p.txt" --parallel 8 -n 40 --temp 0 -t 2 -c 64 --kv-budget 200K >"$T/pre.txt" 2>"$T/pre.err"
+if grep -q "^batch: .* [1-9][0-9]* preempted" "$T/pre.err"; then same parallel_preempted "$T/solo.txt" "$T/pre.txt"
+else fail parallel_preempted "no preemption: $(grep batch "$T/pre.err")"; fi
+check_fails parallel_budget_too_small "less than one context of 64 positions" \
+    "$R" -m "$S" -f "$T/p.txt" --parallel 8 -c 64 --kv-budget 40K
+
+# the sparse FFN (SiLU skipping |act(gate)| < 0.3): each row keeps its own neurons, the step reads their union
+solo_all sparse "$S" 40 "$T/solo_sparse.txt" --temp 0 --sparse-threshold 0.3
+"$R" -m "$S" -f "$T/p.txt" --parallel 8 -n 40 --temp 0 -t 2 --sparse-threshold 0.3 -v >"$T/par_sparse.txt" 2>"$T/sp.err"
+same parallel_sparse "$T/solo_sparse.txt" "$T/par_sparse.txt"
+grep -q "^sparse: [0-9.]* rows per CPU step: up and down rows of" "$T/sp.err" && ok parallel_sparse_union ||
+    fail parallel_sparse_union "$(grep '^sparse' "$T/sp.err" | head -c 300)"
+
+# a prompt longer than the context (-c 16) among them: refused alone, the others run, exit 1
+{ sed -n 1,2p "$T/p.txt"; echo "Once upon a time there was a little girl named Lily who loved to play outside"; \
+  sed -n 3p "$T/p.txt"; } >"$T/long.txt"
+"$R" -m "$S" -f "$T/long.txt" --parallel 8 -n 8 --temp 0 -t 2 -c 16 >"$T/long.out" 2>"$T/long.err"
+rc=$?
+"$R" -m "$S" -p "Lily wanted to" -n 8 --temp 0 -t 2 -c 16 >"$T/l4.txt" 2>/dev/null
+if [ $rc -eq 1 ] && grep -q "hc-run: $T/long.txt:3: prompt has [0-9]* tokens, more than the context of 16 (-c); refused" "$T/long.err" &&
+   [ "$(grep -c '^--- line' "$T/long.out")" -eq 3 ] && ! grep -q '^--- line 3 ---' "$T/long.out" &&
+   [ "$(sed -n '/^--- line 4 ---$/{n;p;}' "$T/long.out")" = "$(cat "$T/l4.txt")" ]; then ok parallel_refused_alone
+else fail parallel_refused_alone "rc $rc: $(cat "$T/long.err" "$T/long.out" | head -c 400)"; fi
+
+# sampling: each sequence's own sampler, so N changes no text; one of them is its plain run
+for n in 1 3 8; do "$R" -m "$S" -f "$T/p.txt" --parallel $n -n 30 --temp 0.9 --seed 7 -t 2 >"$T/s$n.txt" 2>/dev/null; done
+if cmp -s "$T/s1.txt" "$T/s3.txt" && cmp -s "$T/s1.txt" "$T/s8.txt"; then ok parallel_sampled_independent_of_n
+else fail parallel_sampled_independent_of_n "$(diff "$T/s1.txt" "$T/s8.txt" | head -c 300)"; fi
+"$R" -m "$S" -p "The little dog" -n 30 --temp 0.9 --seed 7 -t 2 >"$T/s_dog.txt" 2>/dev/null
+[ "$(sed -n '/^--- line 2 ---$/{n;p;}' "$T/s8.txt")" = "$(cat "$T/s_dog.txt")" ] && ok parallel_sampled_solo ||
+    fail parallel_sampled_solo "$(cat "$T/s_dog.txt")"
+
+# JSON Lines in and out: per-prompt settings; the completion is the plain run's text after the prompt
+cat >"$T/j.txt" <<'P'
+{"prompt": "The little dog", "n_predict": 12, "temp": 0.7, "seed": 3}
+Lily wanted to
+{"prompt": "A bird flew", "temp": 0}
+P
+"$R" -m "$S" -f "$T/j.txt" -np 2 --json -n 20 --temp 0 -t 2 >"$T/j.out" 2>"$T/j.err"
+"$R" -m "$S" -p "The little dog" -n 12 --temp 0.7 --seed 3 -t 2 >"$T/j1.txt" 2>/dev/null
+"$R" -m "$S" -p "Lily wanted to" -n 20 --temp 0 -t 2 >"$T/j2.txt" 2>/dev/null
+"$R" -m "$S" -p "A bird flew" -n 20 --temp 0 -t 2 >"$T/j3.txt" 2>/dev/null
+if python3 - "$T/j.out" "$T/j1.txt" "$T/j2.txt" "$T/j3.txt" >"$T/why" 2>&1 <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["line"] for r in rows] == [1, 2, 3], rows
+for r, f in zip(rows, sys.argv[2:]):
+    solo, c = open(f).read(), r["completion"]
+    assert c and solo.endswith(c) and solo[:-len(c)].strip() == r["prompt"].strip(), (r, solo)
+    assert r["stop"] in ("length", "eos"), r
+assert rows[0]["tokens_generated"] <= 12 and rows[1]["tokens_generated"] <= 20
+PY
+then ok parallel_json_lines; else fail parallel_json_lines "$(cat "$T/why" | tail -3)"; fi
+printf '{"prompt": "x", "tmp": 1}\n' >"$T/bad.txt"
+check_fails parallel_json_unknown_key "$T/bad.txt:1: unknown key 'tmp'" "$R" -m "$S" -f "$T/bad.txt" -np 2
+printf 'fine\n{"prompt": 3}\n' >"$T/bad2.txt"
+check_fails parallel_json_bad_type "$T/bad2.txt:2: \"prompt\" must be a string" "$R" -m "$S" -f "$T/bad2.txt" -np 2
+check_fails parallel_needs_file "--parallel runs the prompts of -f FILE" "$R" -m "$S" -p x --parallel 2
+check_fails parallel_json_alone "--json and --kv-budget go with --parallel" "$R" -m "$S" -p x --json
+
+# hf-tiny families: qwen2 (NeoX RoPE, q/k/v biases), opt (learned positions)
+H=$HC_FIXTURES/hf-tiny
+for fam in qwen2 opt; do
+    if [ ! -d "$H/$fam" ]; then skip "parallel_greedy_$fam" "no $H/$fam"; continue; fi
+    if ! "$HC_BIN/hc-convert" hf "$H/$fam" -o "$T/$fam.gguf" --outtype f32 >/dev/null 2>"$T/err"; then
+        fail "parallel_greedy_$fam" "convert: $(head -c 300 "$T/err")"; continue
+    fi
+    solo_all "$fam" "$T/$fam.gguf" 24 "$T/solo_$fam.txt" --temp 0
+    "$R" -m "$T/$fam.gguf" -f "$T/p.txt" --parallel 8 -n 24 --temp 0 -t 2 >"$T/par_$fam.txt" 2>"$T/err"
+    same "parallel_greedy_$fam" "$T/solo_$fam.txt" "$T/par_$fam.txt"
+done
+
+# the OpenCL device (PoCL here): the whole model there, the cache's blocks on it
+if "$R" --list-devices >/dev/null 2>&1; then
+    solo_all stories_dev "$S" 40 "$T/solo_dev.txt" --temp 0 -ngl 99
+    "$R" -m "$S" -f "$T/p.txt" --parallel 8 -n 40 --temp 0 -t 2 -ngl 99 >"$T/par_dev.txt" 2>"$T/par_dev.err"
+    if grep -q "every FFN neuron" "$T/par_dev.err"; then same parallel_device "$T/solo_dev.txt" "$T/par_dev.txt"
+    else fail parallel_device "not on the device: $(head -c 300 "$T/par_dev.err")"; fi
+    same parallel_device_is_cpu_text "$T/solo.txt" "$T/par_dev.txt"
+else skip parallel_device "no OpenCL device"; fi
+finish
