@@ -132,8 +132,8 @@ static int place_hot(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, const c
 
 /* The device a run uses, opened with its kernels built once: a GPU
  * whenever there is one (unless -ngl 0), a CPU OpenCL device (PoCL) only
- * when asked (forced: --gpu-index FILE or -ngl N), since there the device's
- * share runs on the same cores. Its line on log; a reason not to use one
+ * when asked (forced: --gpu-index FILE, -ngl N or --device N), since there
+ * the device's share runs on the same cores. Its line on log; a reason not to use one
  * is a warning when it was asked for. */
 static void open_device(hc_ffn *f, const hc_ffn_opts *o, int forced, FILE *log)
 {
@@ -246,7 +246,7 @@ hc_ffn *hc_ffn_setup(const hc_model *m, const hc_ffn_opts *o, FILE *log, char *e
         return NULL;
     }
     if (idx == auto_idx && !auto_index_usable(idx, o->device)) idx = NULL;
-    open_device(f, o, o->gpu_index || o->gpu_layers > 0, log);
+    open_device(f, o, o->gpu_index || o->gpu_layers > 0 || o->device, log);
     if (f->cl && place_dense(f, m, o, log, err, errlen)) {
         hc_ffn_free(f);
         return NULL;

@@ -78,7 +78,8 @@ static const char usage[] =
     "                          output head first, then FFN neurons (all: the whole model\n"
     "                          runs there; else the GPU index's hot ones)\n"
     "      --device N          the OpenCL device to use (a number from --list-devices;\n"
-    "                          default: $HC_OPENCL_DEVICE, else the first GPU, else 0)\n"
+    "                          default: $HC_OPENCL_DEVICE, else the first GPU, else 0);\n"
+    "                          named, it is used even when it is a CPU device\n"
     "      --list-devices      list the OpenCL devices, one per line, and exit\n"
     "  -ngl, --n-gpu-layers N  the first N layers wholly on the device (all of them: the\n"
     "                          output head too), whatever the budget; also on a CPU\n"
@@ -623,12 +624,21 @@ static void par_done(void *user, int r, enum hc_stop why)
     while (P->next < P->o->n_prompts && P->t[P->next].done) par_write(P, P->next++);
 }
 
+/* The positions --parallel's sequences have each (-c, else the model's) and
+ * the blocks of their pool (--kv-budget, else from the memory available). */
+static int parallel_pool(const hc_model *m, const options *o, int *n_ctx)
+{
+    char err[512];
+    *n_ctx = o->n_ctx ? o->n_ctx : m->hp.n_ctx_train;
+    int blocks = hc_blocks_pool(&m->hp, o->kv_budget, *n_ctx, o->parallel, err, sizeof err);
+    if (blocks < 0) hc_die("%s: %s", o->model, err);
+    return blocks;
+}
+
 static void parallel(const hc_model *m, const hc_tokenizer *tok, const options *o, hc_ffn *ffn)
 {
     char err[512];
-    int n = o->n_prompts, n_ctx = o->n_ctx ? o->n_ctx : m->hp.n_ctx_train;
-    int blocks = hc_blocks_pool(&m->hp, o->kv_budget, n_ctx, o->parallel, err, sizeof err);
-    if (blocks < 0) hc_die("%s: %s", o->model, err);
+    int n = o->n_prompts, n_ctx, blocks = parallel_pool(m, o, &n_ctx);
     hc_request *reqs = calloc((size_t)n, sizeof *reqs);
     par_run P = { .tok = tok, .o = o, .t = calloc((size_t)n, sizeof *P.t), .n_ctx = n_ctx };
     if (!reqs || !P.t) hc_die("out of memory");
@@ -750,6 +760,10 @@ int main(int argc, char **argv)
     char idx[4096];
     if (o.reset_index) reset_gpu_index(&o, idx, sizeof idx);
     o.fo.n_ctx = o.n_ctx;
+    if (o.parallel) {   /* the device's share of the cache priced for the whole pool, as hc-solve --ctx */
+        int n_ctx;
+        o.fo.n_ctx = parallel_pool(m, &o, &n_ctx) * HC_KV_BLOCK;
+    }
     hc_ffn *ffn = hc_ffn_setup(m, &o.fo, stderr, err, sizeof err);
     if (!ffn) hc_die("%s", err);
     int64_t copied = hc_model_copy_weights(m, o.weights_mem, !hc_ffn_is_sparse(ffn), err, sizeof err);

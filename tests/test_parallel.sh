@@ -130,5 +130,15 @@ if "$R" --list-devices >/dev/null 2>&1; then
     if grep -q "every FFN neuron" "$T/par_dev.err"; then same parallel_device "$T/solo_dev.txt" "$T/par_dev.txt"
     else fail parallel_device "not on the device: $(head -c 300 "$T/par_dev.err")"; fi
     same parallel_device_is_cpu_text "$T/solo.txt" "$T/par_dev.txt"
+    # the placement prices the pool's cache, as hc-solve --ctx: a budget that holds the whole
+    # model with one sequence's cache holds less of it with four
+    for np in 1 4; do
+        "$R" -m "$S" -f "$T/p.txt" --parallel $np -c 128 -n 4 --temp 0 -t 2 --device 0 --vram-budget 1400K >/dev/null \
+            2>"$T/np$np.err"
+    done
+    if grep -q "^offload: 5 of 5 layers .*, every FFN neuron on the device" "$T/np1.err" &&
+       grep -q "^offload: 5 of 5 layers (attention, norms, KV cache), the output head on the device" "$T/np4.err"
+    then ok parallel_device_prices_pool
+    else fail parallel_device_prices_pool "$(grep -h offload "$T/np1.err" "$T/np4.err")"; fi
 else skip parallel_device "no OpenCL device"; fi
 finish
