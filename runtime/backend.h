@@ -82,6 +82,10 @@ struct hc_backend_ops {
     hc_buf *(*buf_new)(hc_backend *be, size_t bytes, char *err, size_t errlen);
     void (*buf_free)(hc_backend *be, hc_buf *b);
     void (*write)(hc_backend *be, hc_view dst, const void *src, size_t bytes);
+    /* write, queued without waiting: src (the exchange's pinned memory)
+     * stays untouched until the backend's next read or sync, by which the
+     * in-order queue has done it. NULL on the CPU. */
+    void (*send)(hc_backend *be, hc_view dst, const void *src, size_t bytes);
     /* returns when dst holds the bytes: 0, or -1 + err (the first failure
      * since the backend was made, this read's or an earlier step's) */
     int (*read)(hc_backend *be, hc_view src, void *dst, size_t bytes, char *err, size_t errlen);

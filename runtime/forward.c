@@ -360,12 +360,13 @@ static void ffn_block(hc_ctx *ctx, int layer, const hc_rows *R, hc_view x, int B
     ctx->ffn_share_left = 0;
     ffn_forward(ctx, layer, hx, hxn, B, row0, hout);
     ctx->ffn_share = (hc_view){ NULL, 0 };
+    /* sent, not waited for: hout is next written after the next layer's read */
     if (!ctx->ffn_share_left) {
-        op->write(R->be, out, hout, bytes);
+        op->send(R->be, out, hout, bytes);
         return;
     }
     /* xn was read: its rows take the CPU's share */
-    op->write(R->be, R->xn, hout, bytes);
+    op->send(R->be, R->xn, hout, bytes);
     op->add(R->be, out, R->xn, (hc_view){ NULL, 0 }, (size_t)B * (size_t)hp->n_embd);
 }
 

@@ -90,7 +90,7 @@ static void s_attention(hc_backend *be, hc_kv *kv, int l, const hc_hparams *hp, 
 
 static const hc_backend_ops standin_ops = {
     .name = "stand-in", .free = s_free, .buf_new = s_buf_new, .buf_free = s_buf_free, .write = s_write,
-    .read = s_read, .host = s_host, .pinned_new = s_buf_new, .pinned_host = s_pinned_host, .mat_new = s_mat_new, .vec_new = s_vec_new, .dev_free = s_dev_free,
+    .send = s_write, .read = s_read, .host = s_host, .pinned_new = s_buf_new, .pinned_host = s_pinned_host, .mat_new = s_mat_new, .vec_new = s_vec_new, .dev_free = s_dev_free,
     .matmul = s_matmul, .norm = s_norm, .rope = s_rope, .add_bias = s_add_bias, .add = s_add,
     .ffn_act = s_ffn_act, .batch = s_batch, .kv_new = s_kv_new, .kv_free = s_kv_free, .kv_store = s_kv_store,
     .attention = s_attention, .sync = status,

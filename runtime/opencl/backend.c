@@ -55,6 +55,8 @@ typedef struct {
     int failed;
     uint64_t xfers, xfer_bytes;   /* reads and writes, timed on the device with HC_CL_PROFILE */
     double xfer_s;
+    cl_event *sent;               /* the sends' events not yet timed (profiling) */
+    int n_sent, cap_sent;
     char err[256];
     const hc_seq_rows *rows;  /* the step's rows (batch), their positions, sequences and block tables in SCR_POS.. */
     cl_mem scratch[8];      /* two prepared inputs, the slices' sums, attention's partial sums and their m, l,
@@ -183,17 +185,43 @@ static void buf_free(hc_backend *be, hc_buf *h)
     free(h);
 }
 
-/* Count a finished transfer of `bytes` (ev: its event when profiling, released here). */
-static void counted(clb *b, cl_event ev, size_t bytes)
+/* The device time of a finished transfer (ev: its event when profiling,
+ * released here). */
+static void timed(clb *b, cl_event ev)
 {
-    b->xfers++;
-    b->xfer_bytes += bytes;
     if (!ev) return;
     cl_ulong t0, t1;
     if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
         clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS && t1 > t0)
         b->xfer_s += (double)(t1 - t0) * 1e-9;
     clReleaseEvent(ev);
+}
+
+/* Count a transfer of `bytes`, timed now (ev: finished) or, for a send, once
+ * the queue has passed it (*later set: times_sent). */
+static void counted(clb *b, cl_event ev, size_t bytes, int later)
+{
+    b->xfers++;
+    b->xfer_bytes += bytes;
+    if (!later) {
+        timed(b, ev);
+    } else if (ev) {
+        if (b->n_sent == b->cap_sent) {
+            int cap = b->cap_sent ? 2 * b->cap_sent : 64;
+            cl_event *p = realloc(b->sent, sizeof *p * (size_t)cap);
+            if (!p) { clReleaseEvent(ev); return; }   /* an untimed transfer, not an error */
+            b->sent = p;
+            b->cap_sent = cap;
+        }
+        b->sent[b->n_sent++] = ev;
+    }
+}
+
+/* After a blocking read or a finish: every send before it is done. */
+static void times_sent(clb *b)
+{
+    for (int i = 0; i < b->n_sent; i++) timed(b, b->sent[i]);
+    b->n_sent = 0;
 }
 
 static void write_(hc_backend *be, hc_view dst, const void *src, size_t bytes)
@@ -204,7 +232,19 @@ static void write_(hc_backend *be, hc_view dst, const void *src, size_t bytes)
     cl_event ev = NULL;
     cl_int rc = clEnqueueWriteBuffer(b->q, dst.buf->m, CL_TRUE, dst.off, bytes, src, 0, NULL, b->cl->profile ? &ev : NULL);
     if (rc != CL_SUCCESS) fail(b, "clEnqueueWriteBuffer", rc);
-    else counted(b, ev, bytes);
+    else counted(b, ev, bytes, 0);
+}
+
+/* Queued, not waited for: the in-order queue has done it by the next read
+ * or sync, until which the caller leaves src alone. */
+static void send(hc_backend *be, hc_view dst, const void *src, size_t bytes)
+{
+    clb *b = (clb *)be;
+    if (b->failed || !bytes) return;
+    cl_event ev = NULL;
+    cl_int rc = clEnqueueWriteBuffer(b->q, dst.buf->m, CL_FALSE, dst.off, bytes, src, 0, NULL, b->cl->profile ? &ev : NULL);
+    if (rc != CL_SUCCESS) fail(b, "clEnqueueWriteBuffer", rc);
+    else counted(b, ev, bytes, 1);
 }
 
 static int report(clb *b, char *err, size_t errlen)
@@ -221,7 +261,8 @@ static int read_(hc_backend *be, hc_view src, void *dst, size_t bytes, char *err
         cl_event ev = NULL;
         cl_int rc = clEnqueueReadBuffer(b->q, src.buf->m, CL_TRUE, src.off, bytes, dst, 0, NULL, b->cl->profile ? &ev : NULL);
         if (rc != CL_SUCCESS) fail(b, "clEnqueueReadBuffer", rc);
-        else counted(b, ev, bytes);
+        else counted(b, ev, bytes, 0);
+        times_sent(b);
     }
     return report(b, err, errlen);
 }
@@ -238,6 +279,7 @@ static int sync_(hc_backend *be, char *err, size_t errlen)
     if (!b->failed) {
         cl_int rc = clFinish(b->q);
         if (rc != CL_SUCCESS) fail(b, "clFinish", rc);
+        times_sent(b);
     }
     return report(b, err, errlen);
 }
@@ -749,6 +791,8 @@ static void be_free(hc_backend *be)
     clb *b = (clb *)be;
     if (!b) return;
     if (b->q) clFinish(b->q);
+    times_sent(b);
+    free(b->sent);
     cl_kernel *ks[] = { b->mv, b->mm, b->mt };
     for (int f = 0; f < N_FMT; f++)
         for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
@@ -770,6 +814,7 @@ static const hc_backend_ops ops = {
     .buf_new = buf_new,
     .buf_free = buf_free,
     .write = write_,
+    .send = send,
     .read = read_,
     .host = host,
     .pinned_new = pinned_new,
