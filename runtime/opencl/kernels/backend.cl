@@ -318,16 +318,15 @@ __kernel void mt_##T(__global const uchar *W, uint dofs, int n, int k, int rps, 
     __global const float *D = (__global const float *)(W + dofs); \
     const int c = get_global_id(0), s = get_global_id(1), b0 = get_global_id(2) * TOKENS; \
     if (c >= n) return; \
-    const int i0 = s * rps, i1 = min(i0 + rps, k); \
+    const int i0 = s * rps, i1 = min(i0 + rps, k), nt = min(TOKENS, B - b0); \
     float acc[TOKENS]; \
-    int bb[TOKENS]; \
-    for (int t = 0; t < TOKENS; t++) { acc[t] = 0.0f; bb[t] = min(b0 + t, B - 1); } \
-    x += xo; \
+    for (int t = 0; t < TOKENS; t++) acc[t] = 0.0f; \
+    x += xo + (size_t)b0 * k; \
     for (int i = i0; i < i1; i++) { \
         const float w = w1_##T(W, D, n, i, c); \
-        for (int t = 0; t < TOKENS; t++) acc[t] += w * x[(size_t)bb[t] * k + i]; \
+        for (int t = 0; t < nt; t++) acc[t] += w * x[(size_t)t * k + i]; \
     } \
-    for (int t = 0; t < TOKENS && b0 + t < B; t++) \
+    for (int t = 0; t < nt; t++) \
         y[yo + ((size_t)s * B + b0 + t) * ys + c] = acc[t]; \
 }
 
