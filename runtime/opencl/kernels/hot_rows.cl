@@ -22,45 +22,43 @@
 
 /* hsum4, hsum16, idot32: kernels/common.cl, built before this file. */
 
-void dots_f32(__global const uchar *w, __global const uchar *x, int x_bytes, int nt, const int *on, int n, int gs,
-              int lid, float *s) {
-    __global const float *a = (__global const float *)w;
-    for (int i = lid; i < n / 4; i += WG) {
-        float4 v = vload4(i, a);
-        for (int t = 0; t < nt; t++)
-            if (on[t]) s[t] += hsum4(v * vload4(i, (__global const float *)(x + (size_t)t * x_bytes)));
-    }
-    for (int i = n / 4 * 4 + lid; i < n; i += WG)
-        for (int t = 0; t < nt; t++)
-            if (on[t]) s[t] += a[i] * ((__global const float *)(x + (size_t)t * x_bytes))[i];
+/* F32 and F16 rows (E the stored element): 4-vectors read by load4, the tail
+   of a row that is not whole 4-vectors one element at a time by load1. */
+#define DOTS_FLOAT(T, E, load4, load1) \
+void dots_##T(__global const uchar *w, __global const uchar *x, int x_bytes, int nt, const int *on, int n, int gs, \
+              int lid, float *s) { \
+    __global const E *a = (__global const E *)w; \
+    for (int i = lid; i < n / 4; i += WG) { \
+        float4 v = load4(i, a); \
+        for (int t = 0; t < nt; t++) \
+            if (on[t]) s[t] += hsum4(v * vload4(i, (__global const float *)(x + (size_t)t * x_bytes))); \
+    } \
+    for (int i = n / 4 * 4 + lid; i < n; i += WG) \
+        for (int t = 0; t < nt; t++) \
+            if (on[t]) s[t] += load1(i, a) * ((__global const float *)(x + (size_t)t * x_bytes))[i]; \
 }
-void dots_f16(__global const uchar *w, __global const uchar *x, int x_bytes, int nt, const int *on, int n, int gs,
-              int lid, float *s) {
-    __global const half *a = (__global const half *)w;
-    for (int i = lid; i < n / 4; i += WG) {
-        float4 v = vload_half4(i, a);
-        for (int t = 0; t < nt; t++)
-            if (on[t]) s[t] += hsum4(v * vload4(i, (__global const float *)(x + (size_t)t * x_bytes)));
+#define LOAD1_F32(i, a) ((a)[i])
+DOTS_FLOAT(f32, float, vload4, LOAD1_F32)
+DOTS_FLOAT(f16, half, vload_half4, vload_half)
+/* The tile's block sums with one weight block's values lo (elements 0..15),
+   hi (16..31) and scale dw: Q8_0 activation blocks as the CPU prepares them,
+   an integer sum per block scaled by d_w * d_x, as ggml. */
+void block_dots(short16 lo, short16 hi, float dw, __global const uchar *x, int x_bytes, int nt, const int *on, int b,
+                float *s) {
+    for (int t = 0; t < nt; t++) {
+        if (!on[t]) continue;
+        __global const uchar *bx = x + (size_t)t * x_bytes + (size_t)b * 34;
+        int sum = idot32(lo, hi, (__global const char *)(bx + 2));
+        s[t] += (float)sum * (dw * vload_half(0, (__global const half *)bx));
     }
-    for (int i = n / 4 * 4 + lid; i < n; i += WG)
-        for (int t = 0; t < nt; t++)
-            if (on[t]) s[t] += vload_half(i, a) * ((__global const float *)(x + (size_t)t * x_bytes))[i];
 }
-/* Q8_0 activation blocks as the CPU prepares them; an integer sum per block
-   scaled by d_w * d_x, as ggml. */
 void dots_q8_0(__global const uchar *w, __global const uchar *x, int x_bytes, int nt, const int *on, int n, int gs,
                int lid, float *s) {
     for (int b = lid; b < n / 32; b += WG) {
         __global const uchar *bw = w + (size_t)b * 34;
         __global const char *qw = (__global const char *)(bw + 2);
-        short16 lo = convert_short16(vload16(0, qw)), hi = convert_short16(vload16(1, qw));
-        float dw = vload_half(0, (__global const half *)bw);
-        for (int t = 0; t < nt; t++) {
-            if (!on[t]) continue;
-            __global const uchar *bx = x + (size_t)t * x_bytes + (size_t)b * 34;
-            int sum = idot32(lo, hi, (__global const char *)(bx + 2));
-            s[t] += (float)sum * (dw * vload_half(0, (__global const half *)bx));
-        }
+        block_dots(convert_short16(vload16(0, qw)), convert_short16(vload16(1, qw)),
+                   vload_half(0, (__global const half *)bw), x, x_bytes, nt, on, b, s);
     }
 }
 void dots_q4_0(__global const uchar *w, __global const uchar *x, int x_bytes, int nt, const int *on, int n, int gs,
@@ -68,14 +66,8 @@ void dots_q4_0(__global const uchar *w, __global const uchar *x, int x_bytes, in
     for (int b = lid; b < n / 32; b += WG) {
         __global const uchar *bw = w + (size_t)b * 18;
         short16 q = convert_short16(vload16(0, bw + 2));
-        short16 lo = (q & (short)15) - (short)8, hi = (q >> (short)4) - (short)8;
-        float dw = vload_half(0, (__global const half *)bw);
-        for (int t = 0; t < nt; t++) {
-            if (!on[t]) continue;
-            __global const uchar *bx = x + (size_t)t * x_bytes + (size_t)b * 34;
-            int sum = idot32(lo, hi, (__global const char *)(bx + 2));
-            s[t] += (float)sum * (dw * vload_half(0, (__global const half *)bx));
-        }
+        block_dots((q & (short)15) - (short)8, (q >> (short)4) - (short)8, vload_half(0, (__global const half *)bw), x,
+                   x_bytes, nt, on, b, s);
     }
 }
 /* x: the prepared GPTQ activation (kernels_gptq.h): for gs % 32 == 0 the
