@@ -4,7 +4,7 @@
  * the FFN exchanged with the CPU) while computing the CPU's bits. Every
  * placement must then give the CPU-only logits bit for bit, and a device
  * that fails mid-run must leave the conversation exactly where a CPU-only
- * run is. The device's own numerics are tests/test_backend_ops.c's and
+ * run is, for one sequence and for several scheduled together. The device's own numerics are tests/test_backend_ops.c's and
  * tests/test_offload.sh's. */
 #include "harness.h"
 
@@ -14,6 +14,7 @@
 #include "model.h"
 #include "place.h"
 #include "sampler.h"
+#include "scheduler.h"
 #include "sparse.h"
 
 enum { CTX = 48, NPROMPT = 11, NGEN = 8, VMAX = 512 };
@@ -215,9 +216,70 @@ static void test_failure_mid_run(void)
     hc_model_free(m);
 }
 
+/* ------------------------------------------------------------ many sequences */
+
+enum { NREQ = 4, SGEN = 6 };
+typedef struct {
+    int32_t tok[NREQ][SGEN];
+    int n[NREQ];
+} sched_out;
+static void on_token(void *user, int r, int32_t t)
+{
+    sched_out *o = user;
+    if (o->n[r] < SGEN) o->tok[r][o->n[r]++] = t;
+}
+static void on_done(void *user, int r, enum hc_stop why) { (void)user, (void)r, (void)why; }
+
+/* NREQ greedy requests (the prompt's last NPROMPT - r tokens) at once, on
+ * place or the CPU: their tokens in *o. */
+static int schedule(const hc_model *m, const hc_place *place, sched_out *o, hc_sched_stats *st)
+{
+    char err[256];
+    int n_blocks = NREQ * ((CTX + HC_KV_BLOCK - 1) / HC_KV_BLOCK);
+    hc_ctx_params p = { .n_ctx = CTX, .n_kv_blocks = n_blocks, .n_batch = 8, .n_threads = 2, .place = place };
+    hc_ctx *ctx = hc_ctx_new(m, &p, err, sizeof err);
+    if (!ctx) return -1;
+    hc_request reqs[NREQ];
+    for (int r = 0; r < NREQ; r++) reqs[r] = (hc_request){ prompt + r, NPROMPT - r, SGEN, { 0.0f, 0, 1.0f, 1 } };
+    hc_sched_params sp = { NREQ, CTX, n_blocks, -1, -1 };
+    hc_sched_out out = { on_token, on_done, o };
+    memset(o, 0, sizeof *o);
+    int rc = hc_sched_run(ctx, reqs, NREQ, &sp, &out, st, err, sizeof err);
+    hc_ctx_free(ctx);
+    return rc;
+}
+
+/* Sequences run together when the device fails at any step: every cache
+ * went with it, each sequence is recomputed on the CPU, and every text is the
+ * CPU-only run's. */
+static void test_failure_mid_schedule(void)
+{
+    hc_model *m = synth("llama", "relu");
+    CHECKF(m, "%s", th_last_err());
+    static sched_out cpu, dev;
+    hc_sched_stats st;
+    CHECK(schedule(m, NULL, &cpu, &st) == 0);
+    static const hc_place_plan whole = { 3, 1, 1 };
+    static const long at[] = { 0, 7, 30, 90, 200, 600 };
+    for (size_t i = 0; i < sizeof at / sizeof *at; i++) {
+        char err[256];
+        hc_backend *be = standin_new(m, at[i]);
+        hc_place *pl = hc_place_new(m, be, "stand-in", &whole, stderr, err, sizeof err);
+        CHECKF(pl, "%s", err);
+        CHECK(schedule(m, pl, &dev, &st) == 0);
+        CHECKF(!memcmp(&cpu, &dev, sizeof cpu), "failure at step %ld: not the CPU-only texts", at[i]);
+        CHECKF(at[i] < sd(be)->steps, "step %ld never came (%ld steps)", at[i], sd(be)->steps);
+        CHECKF(st.most_running > 1, "the requests never ran together (%d)", st.most_running);
+        hc_place_free(pl);
+        be->ops->free(be);
+    }
+    hc_model_free(m);
+}
+
 int main(void)
 {
     RUN(test_placements_same_bits);
     RUN(test_failure_mid_run);
+    RUN(test_failure_mid_schedule);
     return th_done();
 }
