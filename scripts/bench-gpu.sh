@@ -32,6 +32,14 @@
 # --vocab 32000 --ctx 2048; hc-profile on 1024 tokens of CORPUS; hc-run -p PROMPT
 # -n GEN --temp 0 -t THREADS -c CTX, best of REPS.
 #
+# Beside PowerInfer (the anchor of issue 34), when POWERINFER names its `main` (built from
+# SJTU-IPADS/PowerInfer with -DLLAMA_CUBLAS=ON; never committed) and PI_MODEL a PowerInfer
+# model (PWRI, with predictors; hc-run reads the same file): for each PI_BUDGETS (GiB,
+# default "4 8"), PowerInfer's `main -m PI_MODEL --vram-budget B -p PROMPT -n GEN -t THREADS
+# --temp 0 -c CTX` (which solves MODEL.generated.gpuidx when the file is missing), then
+# hc-run on the same file and budget (it uses the same MODEL.generated.gpuidx), and
+# hc / PowerInfer of prompt and decode tokens/s (PowerInfer's llama_print_timings lines).
+#
 # SMOKE=1: a small model (dim 256, 2 layers, CTX 128), 8 tokens and a small kernel
 # table (256 x 704): checks the
 # whole script on any OpenCL device (PoCL: tests/test_bench_gpu.sh) in seconds;
@@ -175,6 +183,28 @@ for type in $TYPES; do
                t, (s > 0 ? 100 * f / s : 0) }'
     [ "$type" = f16 ] || rm -f "$M"
 done
+# pi_tps FILE: "prompt_tps decode_tps" of PowerInfer's llama_print_timings lines
+pi_tps() {
+    awk '/llama_print_timings: *prompt eval time/ { p = $(NF - 3) }
+         /llama_print_timings: *eval time/ { g = $(NF - 3) }
+         END { printf "%s %s\n", p + 0, g + 0 }' "$1"
+}
+if [ -n "${POWERINFER:-}" ]; then
+    [ -x "$POWERINFER" ] && [ -f "${PI_MODEL:-}" ] || { echo "bench-gpu: POWERINFER needs PI_MODEL (a PowerInfer model)" >&2; exit 1; }
+    printf '%-6s %-17s %10s %10s %10s %10s %7s %7s\n' budget run "PI pp t/s" "PI tg t/s" "hc pp t/s" "hc tg t/s" \
+        "hc/PI pp" "hc/PI tg"
+    for b in ${PI_BUDGETS:-4 8}; do
+        "$POWERINFER" -m "$PI_MODEL" --vram-budget "$b" -p "$PROMPT" -n "$GEN" -t "$THREADS" --temp 0 -c "$CTX" \
+            >"$T/pi.txt" 2>"$T/pi.err" || { echo "bench-gpu: PowerInfer failed: $(tail -n 3 "$T/pi.err")" >&2; exit 1; }
+        bytes=$(awk -v b="$b" 'BEGIN { printf "%.0f", b * 1073741824 }')
+        r=$(run "hc-pi-$b" -m "$PI_MODEL" --vram-budget "$bytes") ||
+            { echo "bench-gpu: hc-run failed: $(tail -n 3 "$T/hc-pi-$b.err")" >&2; exit 1; }
+        set -- $(pi_tps "$T/pi.err") $r
+        awk -v b="$b" -v pp="$1" -v tg="$2" -v hp="$3" -v ht="$4" 'BEGIN {
+            printf "%-6s %-17s %10.1f %10.1f %10.1f %10.1f %7.2f %7.2f\n", b "G", "hc vs PowerInfer", pp, tg, hp, ht,
+                   (pp > 0 ? hp / pp : 0), (tg > 0 ? ht / tg : 0) }'
+    done
+fi
 echo "dev MiB: what hc-run put on the device (offload: line, plus the hybrid: line's hot rows);"
 echo "dev %: that against the file's bytes (the KV cache at context $CTX counts, so it may pass 100);"
 echo "served: the device's share of the FFN's non-zero activations (all: every FFN neuron there);"

@@ -38,4 +38,18 @@ for t in f16 q4_0; do
 done
 if grep -q "^q4_0 *hybrid-0.5x *skipped: --vram-budget .* is too small: the dense part needs" "$T/out"
 then ok bench_gpu_small_budget_said; else fail bench_gpu_small_budget_said "$(cat "$T/out")"; fi
+
+# beside PowerInfer: a stand-in for its main that prints its timing lines; the row says hc / PowerInfer
+cat >"$T/pi" <<'PI'
+#!/bin/sh
+echo "llama_print_timings: prompt eval time =     100.00 ms /    40 tokens (    2.50 ms per token,   400.00 tokens per second)" >&2
+echo "llama_print_timings:        eval time =     500.00 ms /     7 runs   (   71.43 ms per token,    14.00 tokens per second)" >&2
+PI
+chmod +x "$T/pi"
+if SMOKE=1 THREADS=2 KERNELS=0 TYPES=q4_0 O=${O:-build} POWERINFER="$T/pi" PI_MODEL="$HC_FIXTURES/stories260K.gguf" \
+       PI_BUDGETS=0.001 sh scripts/bench-gpu.sh >"$T/pi.out" 2>"$T/pi.err" &&
+   grep -Eq "^0.001G +hc vs PowerInfer +400.0 +14.0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$" "$T/pi.out"
+then ok bench_gpu_beside_powerinfer
+elif [ ! -f "$HC_FIXTURES/stories260K.gguf" ]; then skip bench_gpu_beside_powerinfer "no $HC_FIXTURES/stories260K.gguf"
+else fail bench_gpu_beside_powerinfer "$(tail -n 5 "$T/pi.out" "$T/pi.err")"; fi
 finish
