@@ -359,6 +359,11 @@ static void tiles(const hc_weight *w, const hc_kernel *k, int r0, int nr, const 
         int p1 = nr - p0 < panel ? nr : p0 + panel;
         for (int b0 = 0; b0 < B; b0 += tm) {
             int tn = B - b0 < tm ? B - b0 : tm;
+            if (tn < k->tile_min) {   /* dot gives a tile's bits */
+                for (int i = p0; i < p1; i++)
+                    for (int t = b0; t < b0 + tn; t++) y[(size_t)t * ys + (size_t)i] = k->dot(w, r0 + i, xa + (size_t)t * xs);
+                continue;
+            }
             const void *x[8];
             tile_vectors(tm, b0, tn, xa, xs, x);
             for (int i0 = p0; i0 < p1; i0 += rm) {

@@ -59,6 +59,11 @@ typedef struct hc_kernel {
      * · x[t] for i < rm, t < tm, every value the bits dot gives. */
     void (*tile)(const hc_weight *w, const int *r, const void *const *x, float *y);
     int rm, tm;
+    /* The fewest vectors a tile is run for: fewer (B, or the last vectors of
+     * B) go by dot, which costs less than a tile padded to tm at those counts
+     * (measured per kernel with bench_kernels cpu: docs/design/kernels.md,
+     * "Few vectors"); 0: always a tile. */
+    int tile_min;
     /* Optional (NULL: tile over whole rows): the tile in column blocks of kb
      * elements (weight.c keeps a row tile's block in L1 while every vector
      * tile passes): tile_part adds columns [c0, c1) (c0 a multiple of kb; c1
