@@ -204,18 +204,17 @@ static int append(char **out, size_t *o, size_t *cap, const char *p, size_t n, s
  * (then hc_text_error says why). */
 static char *replace_rx(const step *s, const char *text, size_t len, size_t limit, size_t *out_len)
 {
-    size_t cl = strlen(s->content), o = 0, cap = len, at = 0, reach = 0;
+    size_t cl = strlen(s->content), o = 0, cap = len, at = 0;
     uint32_t nl;
     pcre2_pattern_info(s->rx, PCRE2_INFO_NEWLINE, &nl);
     char *out = malloc(cap + 1);
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(s->rx, NULL);
     hc_regex_budget b = { 0 };
-    int rc = out && md && hc_regex_budget_init(&b, len, 1) == 0 ? 1 : -1, empty = 0;
+    hc_regex_search rs = { s->rx, pcre2_match_data_create_from_pattern(s->rx, NULL), &b, text, len, 0 };
+    int rc = out && rs.md && hc_regex_budget_init(&b, len, 1) == 0 ? 1 : -1, empty = 0;
     while (rc == 1) {
         size_t from = at;
-        rc = empty ? hc_regex_nonempty_at(s->rx, md, &b, text, len, at, &reach)
-                   : hc_regex_find(s->rx, md, &b, text, len, at, &reach);
-        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        rc = empty ? hc_regex_nonempty_at(&rs, at) : hc_regex_find(&rs, at);
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(rs.md);
         if (rc == 0 && empty && at < len) {
             at += text[at] == '\r' && nl != PCRE2_NEWLINE_CR && nl != PCRE2_NEWLINE_LF && at + 1 < len &&
                   text[at + 1] == '\n' ? 2 : 1;
@@ -241,7 +240,7 @@ static char *replace_rx(const step *s, const char *text, size_t len, size_t limi
         hc_text_error_set("normalizer Replace regex: PCRE2: %s", (const char *)msg);
     }
     hc_regex_budget_free(&b);
-    pcre2_match_data_free(md);
+    pcre2_match_data_free(rs.md);
     if (rc == 0) {
         *out_len = o;
         return out;

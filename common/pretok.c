@@ -156,9 +156,10 @@ static int emit_piece(split_state *s, int level, const char *text, size_t len)
 
 static int split_level(split_state *s, int level, const char *text, size_t len)
 {
-    PCRE2_SIZE prev = 0, at = 0, reach = 0;
+    PCRE2_SIZE prev = 0, at = 0;
+    hc_regex_search rs = { s->p->re[level], s->md[level], &s->budget, text, len, 0 };
     while (at < len) {
-        int rc = hc_regex_find(s->p->re[level], s->md[level], &s->budget, text, len, at, &reach);
+        int rc = hc_regex_find(&rs, at);
         if (rc == 0) break;
         if (rc == HC_REGEX_OVER_BUDGET) {
             hc_text_error_set("pre-tokenizer regex %d reads the text over and over: splitting %zu bytes took more "

@@ -82,17 +82,17 @@ static size_t window_end(const char *text, size_t len, size_t x, size_t w)
 /* pcre2_match from x on the text cut at e (a partial match unless e is the
  * end) with options opts, trying starts up to limit, each charged the bytes
  * from it to e. */
-static int run(const pcre2_code *re, pcre2_match_data *md, hc_regex_budget *b, const char *text, size_t len,
-               size_t x, size_t e, size_t limit, uint32_t opts)
+static int run(hc_regex_search *s, size_t x, size_t e, size_t limit, uint32_t opts)
 {
     uint64_t w = e - x + 1;
+    hc_regex_budget *b = s->budget;
     pcre2_set_offset_limit(b->mc, limit);
     pcre2_set_match_limit(b->mc, w < (UINT32_MAX - HC_RE_STEPS_EXTRA) / HC_RE_STEPS
                           ? (uint32_t)(HC_RE_STEPS_EXTRA + HC_RE_STEPS * w) : UINT32_MAX);
-    int rc = pcre2_match(re, (PCRE2_SPTR)text, e, x, opts | PCRE2_NO_UTF_CHECK | (e < len ? PCRE2_PARTIAL_HARD : 0),
-                         md, b->mc);
+    int rc = pcre2_match(s->re, (PCRE2_SPTR)s->text, e, x,
+                         opts | PCRE2_NO_UTF_CHECK | (e < s->len ? PCRE2_PARTIAL_HARD : 0), s->md, b->mc);
     /* the starts tried: up to the one that matched or read to e, else all */
-    size_t last = rc >= 0 || rc == PCRE2_ERROR_PARTIAL ? pcre2_get_startchar(md) : e < limit ? e : limit;
+    size_t last = rc >= 0 || rc == PCRE2_ERROR_PARTIAL ? pcre2_get_startchar(s->md) : e < limit ? e : limit;
     uint64_t n = last - x + 1, cost = n * w - n * (n - 1) / 2;
     if (cost > b->left) return HC_REGEX_OVER_BUDGET;
     b->left -= cost;
@@ -103,56 +103,53 @@ static int run(const pcre2_code *re, pcre2_match_data *md, hc_regex_budget *b, c
  * bump-along does: past the LF of a CR LF when a newline may be two
  * characters and the pattern names neither. 0 when it tries no other start
  * (an anchored pattern). */
-static int resume(const pcre2_code *re, const char *text, size_t len, size_t *x)
+static int resume(const hc_regex_search *s, size_t *x)
 {
     uint32_t opts, nl, crlf;
-    pcre2_pattern_info(re, PCRE2_INFO_ALLOPTIONS, &opts);
-    pcre2_pattern_info(re, PCRE2_INFO_NEWLINE, &nl);
-    pcre2_pattern_info(re, PCRE2_INFO_HASCRORLF, &crlf);
+    pcre2_pattern_info(s->re, PCRE2_INFO_ALLOPTIONS, &opts);
+    pcre2_pattern_info(s->re, PCRE2_INFO_NEWLINE, &nl);
+    pcre2_pattern_info(s->re, PCRE2_INFO_HASCRORLF, &crlf);
     if (opts & PCRE2_ANCHORED) return 0;
     if ((nl == PCRE2_NEWLINE_CRLF || nl == PCRE2_NEWLINE_ANY || nl == PCRE2_NEWLINE_ANYCRLF) && !crlf &&
-        *x < len && text[*x - 1] == '\r' && text[*x] == '\n')
+        *x < s->len && s->text[*x - 1] == '\r' && s->text[*x] == '\n')
         ++*x;
     return 1;
 }
 
-/* The attempt at s alone (offset limit s), in windows twice as long each
- * time until one is enough, from the one the last attempt alone needed
- * (*reach): a neighbour often reads as far. */
-static int alone(const pcre2_code *re, pcre2_match_data *md, hc_regex_budget *b, const char *text, size_t len,
-                 size_t s, uint32_t opts, size_t *reach)
+/* The attempt at x alone (offset limit x), in windows twice as long each
+ * time until one is enough, from the one the last attempt alone needed: a
+ * neighbour often reads as far. */
+static int alone(hc_regex_search *s, size_t x, uint32_t opts)
 {
     int rc = PCRE2_ERROR_PARTIAL;
-    for (size_t w = *reach > s + 2 * WINDOW ? *reach - s : 2 * WINDOW; rc == PCRE2_ERROR_PARTIAL; w *= 2) {
-        *reach = window_end(text, len, s, w);
-        rc = run(re, md, b, text, len, s, *reach, s, opts);
+    for (size_t w = s->reach > x + 2 * WINDOW ? s->reach - x : 2 * WINDOW; rc == PCRE2_ERROR_PARTIAL; w *= 2) {
+        s->reach = window_end(s->text, s->len, x, w);
+        rc = run(s, x, s->reach, x, opts);
     }
     return rc;
 }
 
-int hc_regex_find(const pcre2_code *re, pcre2_match_data *md, hc_regex_budget *b, const char *text, size_t len,
-                  size_t at, size_t *reach)
+int hc_regex_find(hc_regex_search *s, size_t at)
 {
     for (size_t x = at;;) {
-        size_t e = window_end(text, len, x, WINDOW);
-        int rc = run(re, md, b, text, len, x, e, PCRE2_UNSET, 0);
-        if (rc == PCRE2_ERROR_PARTIAL) {   /* the attempt at s read to e */
-            size_t s = pcre2_get_startchar(md);
-            rc = alone(re, md, b, text, len, s, 0, reach);
-            e = s + 1;   /* it failed: the next character */
-            while (e < len && ((unsigned char)text[e] & 0xC0) == 0x80) e++;
-        } else if (rc == PCRE2_ERROR_NOMATCH && e == len) {
+        size_t e = window_end(s->text, s->len, x, WINDOW);
+        int rc = run(s, x, e, PCRE2_UNSET, 0);
+        if (rc == PCRE2_ERROR_PARTIAL) {   /* the attempt at x read to e */
+            x = pcre2_get_startchar(s->md);
+            rc = alone(s, x, 0);
+            e = x + 1;   /* it failed: the next character */
+            while (e < s->len && ((unsigned char)s->text[e] & 0xC0) == 0x80) e++;
+        } else if (rc == PCRE2_ERROR_NOMATCH && e == s->len) {
             return 0;
         }
         if (rc != PCRE2_ERROR_NOMATCH) return rc >= 0 ? 1 : rc;
-        if (!resume(re, text, len, &e)) return 0;
+        if (!resume(s, &e)) return 0;
         x = e;
     }
 }
 
-int hc_regex_nonempty_at(const pcre2_code *re, pcre2_match_data *md, hc_regex_budget *b, const char *text,
-                         size_t len, size_t at, size_t *reach)
+int hc_regex_nonempty_at(hc_regex_search *s, size_t at)
 {
-    int rc = alone(re, md, b, text, len, at, PCRE2_NOTEMPTY_ATSTART, reach);
+    int rc = alone(s, at, PCRE2_NOTEMPTY_ATSTART);
     return rc >= 0 ? 1 : rc == PCRE2_ERROR_NOMATCH ? 0 : rc;
 }

@@ -42,18 +42,25 @@ typedef struct {
 int hc_regex_budget_init(hc_regex_budget *b, size_t len, int n);
 void hc_regex_budget_free(hc_regex_budget *b);
 
-/* The match pcre2_match would find in text (len bytes of valid UTF-8)
- * searching from offset at, its offsets in md's ovector: 1, or 0 when there
- * is none; else PCRE2's error code, or HC_REGEX_OVER_BUDGET when the budget is
- * spent. *reach, 0 before the first search of a text, keeps the end of the
- * window its last long attempt needed: the next one likely needs as much. */
+/* The searches of one regex through one text (len bytes of valid UTF-8):
+ * fill the first five fields, reach 0. reach keeps the end of the window the
+ * last long attempt needed: the next one likely needs as much. */
+typedef struct {
+    const pcre2_code *re;
+    pcre2_match_data *md;   /* the match found: its ovector */
+    hc_regex_budget *budget;
+    const char *text;
+    size_t len, reach;
+} hc_regex_search;
+
+/* The match pcre2_match would find searching from offset at: 1, or 0 when
+ * there is none; else PCRE2's error code, or HC_REGEX_OVER_BUDGET when the
+ * budget is spent. */
 #define HC_REGEX_OVER_BUDGET (-10000)
-int hc_regex_find(const pcre2_code *re, pcre2_match_data *md, hc_regex_budget *b, const char *text, size_t len,
-                  size_t at, size_t *reach);
+int hc_regex_find(hc_regex_search *s, size_t at);
 /* The same for a non-empty match that starts at `at` (pcre2_match with
  * PCRE2_ANCHORED | PCRE2_NOTEMPTY_ATSTART: what pcre2_substitute tries after
  * an empty match). */
-int hc_regex_nonempty_at(const pcre2_code *re, pcre2_match_data *md, hc_regex_budget *b, const char *text,
-                         size_t len, size_t at, size_t *reach);
+int hc_regex_nonempty_at(hc_regex_search *s, size_t at);
 
 #endif

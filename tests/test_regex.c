@@ -48,16 +48,16 @@ static int agrees(const char *pattern, const char *text, char *why, size_t whyle
     char err[512];
     pcre2_code *re = hc_regex_compile("regex", pattern, err, sizeof err);
     if (!re) return snprintf(why, whylen, "%s", err), 0;
-    pcre2_match_data *mine = pcre2_match_data_create_from_pattern(re, NULL);
     pcre2_match_data *ref = pcre2_match_data_create_from_pattern(re, NULL);
     hc_regex_budget b;
-    size_t len = strlen(text), reach = 0;
+    size_t len = strlen(text);
+    hc_regex_search s = { re, pcre2_match_data_create_from_pattern(re, NULL), &b, text, len, 0 };
     int ok = hc_regex_budget_init(&b, len, 1) == 0;
     for (size_t at = 0; ok && at <= len; at++) {
         if (at < len && ((unsigned char)text[at] & 0xC0) == 0x80) continue;
-        int rc = hc_regex_find(re, mine, &b, text, len, at, &reach);
+        int rc = hc_regex_find(&s, at);
         int want = pcre2_match(re, (PCRE2_SPTR)text, len, at, 0, ref, NULL);
-        const PCRE2_SIZE *m = pcre2_get_ovector_pointer(mine), *r = pcre2_get_ovector_pointer(ref);
+        const PCRE2_SIZE *m = pcre2_get_ovector_pointer(s.md), *r = pcre2_get_ovector_pointer(ref);
         ok = rc == (want >= 0) && (rc != 1 || (m[0] == r[0] && m[1] == r[1]));
         if (!ok)
             snprintf(why, whylen, "'%s' from %zu: %d [%zu, %zu), pcre2_match %d [%zu, %zu)", pattern, at, rc,
@@ -65,7 +65,7 @@ static int agrees(const char *pattern, const char *text, char *why, size_t whyle
                      want >= 0 ? (size_t)r[1] : 0);
     }
     hc_regex_budget_free(&b);
-    pcre2_match_data_free(mine);
+    pcre2_match_data_free(s.md);
     pcre2_match_data_free(ref);
     pcre2_code_free(re);
     return ok;
@@ -168,19 +168,19 @@ static double cost_per_byte(const char *pattern, const char *text)
 {
     char err[512];
     pcre2_code *re = hc_regex_compile("regex", pattern, err, sizeof err);
-    pcre2_match_data *md = re ? pcre2_match_data_create_from_pattern(re, NULL) : NULL;
     hc_regex_budget b;
-    size_t len = strlen(text), at = 0, reach = 0;
-    if (!md || hc_regex_budget_init(&b, len, 1)) return -1;
+    size_t len = strlen(text), at = 0;
+    hc_regex_search s = { re, re ? pcre2_match_data_create_from_pattern(re, NULL) : NULL, &b, text, len, 0 };
+    if (!s.md || hc_regex_budget_init(&b, len, 1)) return -1;
     uint64_t budget = b.left;
     int rc = 1;
-    while (at < len && (rc = hc_regex_find(re, md, &b, text, len, at, &reach)) == 1) {
-        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    while (at < len && (rc = hc_regex_find(&s, at)) == 1) {
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s.md);
         for (at = ov[1] > ov[0] ? ov[1] : ov[0] + 1; at < len && ((unsigned char)text[at] & 0xC0) == 0x80;) at++;
     }
     double cost = rc < 0 ? -1 : (double)(budget - b.left) / (double)len;
     hc_regex_budget_free(&b);
-    pcre2_match_data_free(md);
+    pcre2_match_data_free(s.md);
     pcre2_code_free(re);
     return cost;
 }
