@@ -19,8 +19,8 @@
  * matches, anchors, a multiline ^, and PCRE2's bump-along over the LF of a
  * CR LF ((*CRLF), no \r or \n in the pattern) after a start that read far. */
 static const char *const PATTERNS[] = {
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"),
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
     "\\s+$", "[\\r\\n]", "\\p{N}", "[一-龥ࠀ-一가-퟿]+",
     "(?<=\\s)\\p{L}+", "(?<![a-z])\\d+", "\\s+\\K\\p{L}+", "x*", "\\b", "(?=\\p{L})",
@@ -35,8 +35,8 @@ static const char *const TEXTS[] = {
     "Hello world, it's   a test\n\n  42 1234567 \xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97 done.   ",
     "                                        x                                   ",
     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaz  b",
-    "\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97"
-    "\xf0\x9f\x98\x80\xf0\x9f\x98\x80\xf0\x9f\x98\x80 \xe4\xb8\xad\xe6\x96\x87  12\r\n\r\n \xc3\xa9t\xc3\xa9",
+    ("\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97"
+     "\xf0\x9f\x98\x80\xf0\x9f\x98\x80\xf0\x9f\x98\x80 \xe4\xb8\xad\xe6\x96\x87  12\r\n\r\n \xc3\xa9t\xc3\xa9"),
     "a b\r\nc\r\n\r\n  \r\n d\r\r\n\n\r e                        \r\n                   z",
     "line one\nline two   \n   \nthird line that is rather long indeed and has no end",
     "",
