@@ -1,9 +1,9 @@
 /* tokenizer.json normalizers over UTF-8 text (see normalize.h). */
 #include "normalize.h"
 #include "pretok.h"
+#include "regex.h"
 
 #include <cjson/cJSON.h>
-#include <pcre2.h>
 #include <unicase.h>
 #include <uninorm.h>
 #include <unistr.h>
@@ -180,25 +180,72 @@ static char *replace_str(const step *s, const char *text, size_t len, size_t lim
     return out;
 }
 
+/* Appends n bytes of p to *out (*o of *cap bytes used), growing it; -1 out
+ * of memory or past limit bytes. */
+static int append(char **out, size_t *o, size_t *cap, const char *p, size_t n, size_t limit)
+{
+    if (n > limit - *o) return -1;
+    if (n > *cap - *o) {
+        size_t c = *cap > n ? 2 * *cap : *cap + n;
+        char *q = realloc(*out, c + 1);
+        if (!q) return -1;
+        *out = q;
+        *cap = c;
+    }
+    memcpy(*out + *o, p, n);
+    *o += n;
+    return 0;
+}
+
+/* pcre2_substitute's global literal replace, its searches bounded
+ * (hc_regex_find): after an empty match, a non-empty one at the same place,
+ * else the next character is kept (a CR LF whole unless the newline is CR or
+ * LF alone). NULL out of memory, past limit bytes, or when a search fails
+ * (then hc_text_error says why). */
 static char *replace_rx(const step *s, const char *text, size_t len, size_t limit, size_t *out_len)
 {
-    PCRE2_SIZE cap = 2 * len + 64;
-    for (int tries = 0; tries < 8 && cap <= limit; tries++) {
-        char *out = malloc(cap + 1);
-        if (!out) return NULL;
-        PCRE2_SIZE n = cap;
-        int rc = pcre2_substitute(s->rx, (PCRE2_SPTR)text, len, 0,
-                                  PCRE2_SUBSTITUTE_GLOBAL | PCRE2_SUBSTITUTE_LITERAL | PCRE2_SUBSTITUTE_OVERFLOW_LENGTH |
-                                  PCRE2_NO_UTF_CHECK, NULL, NULL, (PCRE2_SPTR)s->content, PCRE2_ZERO_TERMINATED,
-                                  (PCRE2_UCHAR *)out, &n);
-        if (rc >= 0) {
-            *out_len = n;
-            return out;
+    size_t cl = strlen(s->content), o = 0, cap = len, at = 0;
+    uint32_t nl;
+    pcre2_pattern_info(s->rx, PCRE2_INFO_NEWLINE, &nl);
+    char *out = malloc(cap + 1);
+    hc_regex_budget b = { 0 };
+    hc_regex_search rs = { s->rx, pcre2_match_data_create_from_pattern(s->rx, NULL), &b, text, len, 0 };
+    int rc = out && rs.md && hc_regex_budget_init(&b, len, 1) == 0 ? 1 : -1, empty = 0;
+    while (rc == 1) {
+        size_t from = at;
+        rc = empty ? hc_regex_nonempty_at(&rs, at) : hc_regex_find(&rs, at);
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(rs.md);
+        if (rc == 0 && empty && at < len) {
+            at += text[at] == '\r' && nl != PCRE2_NEWLINE_CR && nl != PCRE2_NEWLINE_LF && at + 1 < len &&
+                  text[at + 1] == '\n' ? 2 : 1;
+            while (at < len && ((unsigned char)text[at] & 0xC0) == 0x80) at++;
+            rc = append(&out, &o, &cap, text + from, at - from, limit) ? -1 : 1;
+            empty = 0;
+        } else if (rc == 1 && (ov[0] < at || ov[1] < ov[0])) {
+            rc = PCRE2_ERROR_BADSUBSPATTERN;   /* \K tricks */
+        } else if (rc == 1) {
+            if (append(&out, &o, &cap, text + at, ov[0] - at, limit) || append(&out, &o, &cap, s->content, cl, limit))
+                rc = -1;
+            empty = ov[0] == ov[1];
+            at = ov[1];
         }
-        free(out);
-        if (rc != PCRE2_ERROR_NOMEMORY) return NULL;
-        cap = n;       /* the length needed */
     }
+    if (rc == 0 && append(&out, &o, &cap, text + at, len - at, limit)) rc = -1;
+    if (rc == HC_REGEX_OVER_BUDGET) {
+        hc_text_error_set("normalizer Replace regex reads the text over and over: replacing in %zu bytes took more "
+                          "than the %d x %zu + %u bytes of reading allowed", len, HC_RE_WORK, len, HC_RE_WORK_EXTRA);
+    } else if (rc < -1) {
+        PCRE2_UCHAR msg[128];
+        pcre2_get_error_message(rc, msg, sizeof msg);
+        hc_text_error_set("normalizer Replace regex: PCRE2: %s", (const char *)msg);
+    }
+    hc_regex_budget_free(&b);
+    pcre2_match_data_free(rs.md);
+    if (rc == 0) {
+        *out_len = o;
+        return out;
+    }
+    free(out);
     return NULL;
 }
 
@@ -234,6 +281,7 @@ char *hc_normalize(const hc_normalizer *n, const char *text, size_t len, size_t 
     memcpy(cur, text, len);
     *out_len = len;
     size_t limit = len > (SIZE_MAX - HC_NORM_EXTRA) / HC_NORM_GROWTH ? SIZE_MAX : HC_NORM_GROWTH * len + HC_NORM_EXTRA;
+    hc_text_error_set("%s", "");
     for (int i = 0; i < n->n && cur; i++) {
         size_t nl = 0;
         char *next = apply(&n->s[i], cur, *out_len, limit, &nl);
@@ -241,7 +289,8 @@ char *hc_normalize(const hc_normalizer *n, const char *text, size_t len, size_t 
         cur = next && nl <= limit ? next : (free(next), NULL);
         *out_len = nl;
     }
-    if (!cur) hc_text_error_set("normalizer: out of memory, or more than %d x %zu + %d bytes", HC_NORM_GROWTH, len,
-                                HC_NORM_EXTRA);
+    if (!cur && !*hc_text_error())
+        hc_text_error_set("normalizer: out of memory, or more than %d x %zu + %d bytes", HC_NORM_GROWTH, len,
+                          HC_NORM_EXTRA);
     return cur;
 }

@@ -2,6 +2,7 @@
  * "Isolated": matches and the gaps between them become pieces; an empty match
  * only cuts the gap it falls in. */
 #include "pretok.h"
+#include "regex.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -81,7 +82,6 @@ void hc_pretok_names(char *buf, size_t cap)
 struct hc_pretok {
     int n;
     pcre2_code **re;
-    pcre2_match_context *limits;   /* HC_RE_MATCH_LIMIT, HC_RE_DEPTH_LIMIT */
 };
 
 static _Thread_local char text_error[256];
@@ -96,33 +96,15 @@ void hc_text_error_set(const char *fmt, ...)
     va_end(ap);
 }
 
-pcre2_code *hc_regex_compile(const char *what, const char *pattern, char *err, size_t errlen)
-{
-    int code;
-    PCRE2_SIZE at;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &at, NULL);
-    if (re) {
-        pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);   /* the interpreter when JIT is unavailable */
-        return re;
-    }
-    PCRE2_UCHAR msg[256];
-    pcre2_get_error_message(code, msg, sizeof msg);
-    snprintf(err, errlen, "%s '%s': PCRE2: %s at offset %zu", what, pattern, (const char *)msg, (size_t)at);
-    return NULL;
-}
-
 hc_pretok *hc_pretok_new(const char *const *regex, int n, char *err, size_t errlen)
 {
     hc_pretok *p = calloc(1, sizeof *p);
     if (p) p->re = calloc((size_t)(n > 0 ? n : 1), sizeof *p->re);
-    if (p) p->limits = pcre2_match_context_create(NULL);
-    if (!p || !p->re || !p->limits) {
+    if (!p || !p->re) {
         snprintf(err, errlen, "out of memory");
         hc_pretok_free(p);
         return NULL;
     }
-    pcre2_set_match_limit(p->limits, HC_RE_MATCH_LIMIT);
-    pcre2_set_depth_limit(p->limits, HC_RE_DEPTH_LIMIT);
     for (p->n = 0; p->n < n; p->n++) {
         p->re[p->n] = hc_regex_compile("regex", regex[p->n], err, errlen);
         if (!p->re[p->n]) {
@@ -137,7 +119,6 @@ void hc_pretok_free(hc_pretok *p)
 {
     if (!p) return;
     for (int i = 0; i < p->n; i++) pcre2_code_free(p->re[i]);
-    pcre2_match_context_free(p->limits);
     free(p->re);
     free(p);
 }
@@ -159,6 +140,8 @@ int hc_utf8_valid_len(const unsigned char *s, size_t avail)
 typedef struct {
     const hc_pretok *p;
     pcre2_match_data **md;
+    size_t len;               /* of the whole text */
+    hc_regex_budget budget;   /* for the whole text, over every level */
     hc_pretok_fn fn;
     void *ctx;
 } split_state;
@@ -174,10 +157,16 @@ static int emit_piece(split_state *s, int level, const char *text, size_t len)
 static int split_level(split_state *s, int level, const char *text, size_t len)
 {
     PCRE2_SIZE prev = 0, at = 0;
+    hc_regex_search rs = { s->p->re[level], s->md[level], &s->budget, text, len, 0 };
     while (at < len) {
-        int rc = pcre2_match(s->p->re[level], (PCRE2_SPTR)text, len, at, PCRE2_NO_UTF_CHECK, s->md[level],
-                             s->p->limits);
-        if (rc == PCRE2_ERROR_NOMATCH) break;
+        int rc = hc_regex_find(&rs, at);
+        if (rc == 0) break;
+        if (rc == HC_REGEX_OVER_BUDGET) {
+            hc_text_error_set("pre-tokenizer regex %d reads the text over and over: splitting %zu bytes took more "
+                              "than the %d x %zu + %u bytes of reading allowed", level + 1, s->len, HC_RE_WORK * s->p->n,
+                              s->len, HC_RE_WORK_EXTRA);
+            return -1;
+        }
         if (rc < 0) {   /* e.g. the match limit */
             PCRE2_UCHAR msg[128];
             pcre2_get_error_message(rc, msg, sizeof msg);
@@ -206,8 +195,8 @@ static int split_level(split_state *s, int level, const char *text, size_t len)
 int hc_pretok_split(const hc_pretok *p, const char *text, size_t len, hc_pretok_fn fn, void *ctx)
 {
     if (p->n == 0) return len ? fn(ctx, text, len) : 0;
-    split_state s = { p, calloc((size_t)p->n, sizeof *s.md), fn, ctx };
-    int rc = s.md ? 0 : -1;
+    split_state s = { .p = p, .md = calloc((size_t)p->n, sizeof *s.md), .len = len, .fn = fn, .ctx = ctx };
+    int rc = s.md && hc_regex_budget_init(&s.budget, len, p->n) == 0 ? 0 : -1;
     for (int i = 0; i < p->n && !rc; i++) {
         s.md[i] = pcre2_match_data_create_from_pattern(p->re[i], NULL);
         if (!s.md[i]) rc = -1;
@@ -216,5 +205,6 @@ int hc_pretok_split(const hc_pretok *p, const char *text, size_t len, hc_pretok_
     if (!rc) rc = split_level(&s, 0, text, len);
     for (int i = 0; s.md && i < p->n; i++) pcre2_match_data_free(s.md[i]);
     free(s.md);
+    hc_regex_budget_free(&s.budget);
     return rc ? -1 : 0;
 }

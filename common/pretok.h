@@ -9,11 +9,6 @@
 
 #include <stddef.h>
 
-#ifndef PCRE2_CODE_UNIT_WIDTH
-#define PCRE2_CODE_UNIT_WIDTH 8
-#endif
-#include <pcre2.h>
-
 /* tokenizers' Punctuation pre-tokenizer: one character that Rust's
  * is_ascii_punctuation or a Unicode P category takes (so the ASCII symbols
  * $+<=>^`|~ too); with behaviour Contiguous, runs of them. */
@@ -45,25 +40,17 @@ const hc_pretok_def *hc_pretok_by_regex(const char *const *regex, int n, int n_a
 /* The names this build knows, comma-separated, into buf. */
 void hc_pretok_names(char *buf, size_t cap);
 
-/* One tokenizer.json regex compiled with UTF and UCP (and JIT where PCRE2 has
- * it), or NULL + "WHAT 'PATTERN': PCRE2: message at offset N" in err. */
-pcre2_code *hc_regex_compile(const char *what, const char *pattern, char *err, size_t errlen);
-
 typedef struct hc_pretok hc_pretok;
 
-/* Compile the regexes: NULL + one line (PCRE2's own message and offset for a
- * pattern it refuses) in err. */
+/* Compile the regexes (hc_regex_compile): NULL + one line in err. */
 hc_pretok *hc_pretok_new(const char *const *regex, int n, char *err, size_t errlen);
 void hc_pretok_free(hc_pretok *p);
 
 /* Split text (len bytes of valid UTF-8) and call fn on each non-empty piece in
  * order; fn returns 0 to go on. Returns 0, or -1 (out of memory, a PCRE2
- * match error, or fn's non-zero value; hc_text_error says which but for fn).
- * Each match runs under HC_RE_MATCH_LIMIT and HC_RE_DEPTH_LIMIT (PCRE2's
- * match and depth limits, fixed here rather than left to how PCRE2 was
- * built): a regex that backtracks without end fails with PCRE2's message. */
-#define HC_RE_MATCH_LIMIT 10000000u
-#define HC_RE_DEPTH_LIMIT 1000000u
+ * match error, the work budget of the text spent, or fn's non-zero value;
+ * hc_text_error says which but for fn). The regexes' matches are found by
+ * hc_regex_find, under one budget for the whole text (regex.h). */
 typedef int (*hc_pretok_fn)(void *ctx, const char *piece, size_t len);
 int hc_pretok_split(const hc_pretok *p, const char *text, size_t len, hc_pretok_fn fn, void *ctx);
 

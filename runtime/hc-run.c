@@ -319,7 +319,10 @@ static int32_t *tokenize(const hc_tokenizer *tok, const char *what, const char *
         int32_t *more = realloc(t, sizeof *t * (size_t)(need + 1));
         if (!more || hc_tokenize(tok, text, len, add_bos, parse_special, t = more, need) != need) need = -1;
     }
-    if (need < 0) hc_die("%s: cannot tokenize: %s", what, hc_tokenize_error());
+    if (need < 0) {
+        free(t);   /* LeakSanitizer reads hc_die's exit */
+        hc_die("%s: cannot tokenize: %s", what, hc_tokenize_error());
+    }
     *n = need;
     return t;   /* room for one more id */
 }

@@ -176,6 +176,43 @@ else
     skip safetensors_many_entries "no fixtures"
 fi
 
+# A pre-tokenizer regex, and a normalizer Replace regex, that read to the end
+# of the text from every position (tokenizer.json written here): tokenizing
+# 1 MB is refused in one line naming the model once the reading passes
+# 64 bytes per byte + 64 MiB (about a second), where it took hours (timeout
+# 60: 124 means the cost is back). The fixture's real pre-tokenizer
+# (llama-bpe) tokenizes the same 1 MB.
+if have_fixtures; then
+    python3 - "$HC_FIXTURES" "$T" <<'PY'
+import json, os, sys
+fix, t = os.path.abspath(sys.argv[1]), sys.argv[2]
+bpe = os.path.join(fix, "hf-tokenizers", "bpe-llama3")
+for name in ("scan-pre", "scan-norm", "llama-bpe"):
+    j = json.load(open(os.path.join(bpe, "tokenizer.json")))
+    if name == "scan-pre":
+        j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\w(?=[\s\S]*X)|[\s\S]"
+    if name == "scan-norm":
+        j["normalizer"] = {"type": "Replace", "pattern": {"Regex": r"\w(?=[\s\S]*X)"}, "content": "b"}
+    d = os.path.join(t, name)
+    os.makedirs(d)
+    for f in ("config.json", "model.safetensors"):
+        os.symlink(os.path.join(bpe, f), os.path.join(d, f))
+    json.dump(j, open(os.path.join(d, "tokenizer.json"), "w"))
+text = open(os.path.join(fix, "tinystories-calib.txt"), encoding="utf-8").read()
+open(os.path.join(t, "prompt-1m.txt"), "w", encoding="utf-8").write((text * (1 + 2**20 // len(text)))[:2**20])
+PY
+    for m in scan-pre scan-norm llama-bpe; do "$C" hf "$T/$m" -o "$T/$m.gguf" >/dev/null 2>&1 || fail "convert_$m" "hc-convert hf"; done
+    check_fails tokenize_scan_pre "^hc-run: prompt: cannot tokenize: $T/scan-pre.gguf: pre-tokenizer regex 1 reads the text over and over: splitting [0-9]* bytes took more than" \
+        timeout 60 "$R" -m "$T/scan-pre.gguf" --tokenize -f "$T/prompt-1m.txt"
+    [ "$(wc -l <"$T/err")" -eq 1 ] && ok tokenize_scan_pre_one_line || fail tokenize_scan_pre_one_line "$(cat "$T/err")"
+    check_fails tokenize_scan_normalizer "^hc-run: prompt: cannot tokenize: $T/scan-norm.gguf: normalizer Replace regex reads the text over and over" \
+        timeout 60 "$R" -m "$T/scan-norm.gguf" --tokenize -f "$T/prompt-1m.txt"
+    [ "$(wc -l <"$T/err")" -eq 1 ] && ok tokenize_scan_normalizer_one_line || fail tokenize_scan_normalizer_one_line "$(cat "$T/err")"
+    check tokenize_llama_bpe_1m timeout 60 "$R" -m "$T/llama-bpe.gguf" --tokenize -f "$T/prompt-1m.txt"
+else
+    skip tokenize_scan "no fixtures"
+fi
+
 # ---------------------------------------------------------------- block_count
 # block_count 1 in a file with two layers: refused by every program that runs
 # it, not run without layer 1 (hc-quantize carries every tensor: it may).

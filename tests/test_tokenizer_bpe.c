@@ -280,6 +280,10 @@ static void test_refusals(void)
     CHECK(refused("pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
                   "{\"Regex\":\"(?<=a+)b\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\",\"use_regex\":false}]}",
                   "PCRE2: lookbehind assertion is not fixed length"));
+    /* a match that depends on where the search starts (regex.h) */
+    CHECK(refused("pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
+                  "{\"Regex\":\"\\\\G\\\\s\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\",\"use_regex\":false}]}",
+                  "regex '\\G\\s': \\G, (*COMMIT), (*SKIP) and (*NOTEMPTY_ATSTART) are not supported"));
     CHECK(refused("pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
                   "{\"Regex\":\"\\\\s\"},\"behavior\":\"Removed\"},{\"type\":\"ByteLevel\",\"use_regex\":false}]}",
                   "Split with behavior 'Removed' is not supported"));
@@ -381,6 +385,33 @@ static void test_match_limit(void)
     hc_tokenizer_free(t);
 }
 
+/* A pre-tokenizer regex, then a normalizer Replace regex, that read to the
+ * end of the text from every position: hc_tokenize fails once the reading
+ * passes the budget (regex.h), and hc_tokenize_error names the model and the
+ * regex; it took minutes. The same tokenizer takes a short text. */
+static void test_work_budget(void)
+{
+    char err[512], *text = malloc(300001);
+    for (int i = 0; text && i < 300000; i++) text[i] = "ab ab"[i % 5];
+    CHECK(text);
+    text[300000] = 0;
+    int32_t ids[64];
+    for (int k = 0; k < 2; k++) {
+        normalizer = k ? "{\"type\":\"Replace\",\"pattern\":{\"Regex\":\"a(?=[\\\\s\\\\S]*X)\"},\"content\":\"a\"}" : NULL;
+        hc_tokenizer *t = vocab_tokenizer("a b", NULL, k ? "\\p{L}+|\\s+" : "a(?=[\\s\\S]*X)|[\\s\\S]", err, sizeof err);
+        normalizer = NULL;
+        CHECKF(t, "%s", err);
+        int n = hc_tokenize(t, text, 300000, 0, 0, NULL, 0);
+        const char *why = hc_tokenize_error();
+        CHECKF(n == -1 && strstr(why, k ? "bad-vocab.gguf: normalizer Replace regex reads the text over and over"
+                                        : "bad-vocab.gguf: pre-tokenizer regex 1 reads the text over and over"),
+               "%d: %s", n, why);
+        CHECK(hc_tokenize(t, "ab ab", 5, 0, 0, ids, 64) > 0);
+        hc_tokenizer_free(t);
+    }
+    free(text);
+}
+
 static void test_runtime_refusals(void)
 {
     CHECK(!strcmp(runtime_refusal("a b", "llama-bpe", NULL), "accepted"));
@@ -392,6 +423,7 @@ static void test_runtime_refusals(void)
     CHECK(strstr(runtime_refusal("a b", "tekken", NULL), "tokenizer.ggml.pre 'tekken' is not"));
     CHECK(strstr(runtime_refusal("a b", NULL, NULL), "no tokenizer.ggml.pre"));
     CHECK(strstr(runtime_refusal("a b", NULL, "(a"), "PCRE2: missing closing parenthesis"));
+    CHECK(strstr(runtime_refusal("a b", NULL, "a(*COMMIT)b"), "(*COMMIT), (*SKIP) and (*NOTEMPTY_ATSTART) are not"));
     normalizer = replace_steps(40, "{\"String\":\"a\"}", "aa");
     CHECK(strstr(runtime_refusal("a b", "llama-bpe", NULL), "more than the 64 x N + 4096 allowed"));
     normalizer = replace_steps(1, "{\"String\":\"a\"}", "aa");
@@ -424,6 +456,7 @@ int main(void)
     RUN(test_normalizer_bounds);
     RUN(test_runtime_refusals);
     RUN(test_match_limit);
+    RUN(test_work_budget);
     RUN(test_hc_run_tokenize);
     return th_done();
 }
