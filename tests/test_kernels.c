@@ -167,6 +167,7 @@ static void test_dispatch(void)
     if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni"))
         CHECK(hc_kernel_force("avx512") == 0 && !strcmp(hc_kernel_isa(), "avx512"));
     hc_kernel_force(NULL);
+    CHECK(hc_isa() == HC_ISA_CHOSEN && !strcmp(hc_kernel_isa(), "by type"));
     for (int i = 0; i < NTYPE; i++) CHECK(hc_kernel_supports(types[i]));
     CHECK(!hc_kernel_supports(GGML_TYPE_Q2_K) && !hc_kernel_supports(GGML_TYPE_I32));
     CHECK(act_bytes(GGML_TYPE_F16, 7) == 28 && act_bytes(GGML_TYPE_BF16, 7) == 14);
@@ -209,6 +210,49 @@ static int act_bytes_match_ggml(const char *isa)
         }
     }
     return 1;
+}
+
+/* The table of CPU models: a row applies to its vendor, family and models,
+ * and only where the CPU runs every instruction set it names. */
+static void test_kernel_table(void)
+{
+    int isa[HC_KT_COUNT];
+    hc_cpu_id zen4 = { "AuthenticAMD", 25, 17 }, zen5 = { "AuthenticAMD", 26, 68 };
+    hc_cpu_id intel = { "GenuineIntel", 25, 17 }, none = { "", 0, 0 };
+    const char *row = hc_kernel_table(&zen4, HC_ISA_AVX512, isa);
+    CHECK(row && !strcmp(row, "Zen 4"));
+    row = hc_kernel_table(&zen5, HC_ISA_AVX512, isa);
+    CHECK(row && !strcmp(row, "Zen 5") && isa[HC_KT_Q4_0] == HC_ISA_AVX2 && isa[HC_KT_Q8_0] == HC_ISA_AVX512);
+    CHECK(!hc_kernel_table(&zen4, HC_ISA_AVX2, isa));   /* Zen 3: family 25 without AVX-512 */
+    CHECK(!hc_kernel_table(&intel, HC_ISA_AVX512, isa) && !hc_kernel_table(&none, HC_ISA_AVX512, isa));
+}
+
+/* The choice by type: fixed for the process, an instruction set this CPU
+ * runs, and the kernels HC_ISA_CHOSEN reaches are that set's; forcing one
+ * takes every type there. */
+static void test_kernel_choice(void)
+{
+    hc_kernel_force(NULL);
+    for (int kt = 0; kt < HC_KT_COUNT; kt++) {
+        int c = hc_kernel_choice(kt);
+        CHECK(c >= HC_ISA_SCALAR && c < HC_ISA_COUNT && c == hc_kernel_choice(kt));
+        CHECK(hc_kernel_force(((const char *[]){ "scalar", "avx2", "avx512" })[c]) == 0);
+        hc_kernel_force(NULL);
+    }
+    /* the ggml types in the order of enum hc_kernel_type */
+    static const uint32_t kt_type[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    for (int kt = 0; kt < (int)(sizeof kt_type / sizeof kt_type[0]); kt++) {
+        hc_weight w = view(kt_type[kt], NULL, 64, 1);
+        CHECK(hc_kernel_for(&w, HC_ISA_CHOSEN) == hc_kernel_for(&w, hc_kernel_choice(kt)));
+    }
+    CHECK(hc_kernel_force("scalar") == 0);
+    for (int kt = 0; kt < HC_KT_COUNT; kt++) CHECK(hc_kernel_choice(kt) == HC_ISA_SCALAR);
+    char line[512];
+    hc_kernel_describe(line, sizeof line);
+    CHECK(strstr(line, "Q4_0 scalar") && strstr(line, "(forced)"));
+    hc_kernel_force(NULL);
+    hc_kernel_describe(line, sizeof line);
+    CHECK(strstr(line, "table: ") || strstr(line, "cpuid: "));
 }
 
 static void test_act_quant_ggml_bytes(void) { each_isa(act_bytes_match_ggml); }
@@ -855,6 +899,8 @@ static void test_axpy_ref_definition(void)
 int main(void)
 {
     RUN(test_dispatch);
+    RUN(test_kernel_table);
+    RUN(test_kernel_choice);
     RUN(test_act_quant_ggml_bytes);
     RUN(test_act_quant_matches_ref);
     RUN(test_dequant_hand_blocks);

@@ -1,10 +1,12 @@
-/* The run-time choice of instruction set (kernels.h). */
+/* The run-time choice of instruction set (kernels.h): the one forced, or
+ * each weight type's from the table of CPU models (kernel_table.c). */
 #include "kernels.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,13 +40,13 @@ static int best_isa(void)
     return HC_ISA_SCALAR;
 }
 
-/* The instruction set named by $HC_KERNELS (the best this CPU runs when unset
- * or empty): an unknown name or one this CPU does not run is refused. */
+/* The instruction set named by $HC_KERNELS, HC_ISA_CHOSEN when unset or
+ * empty: an unknown name or one this CPU does not run is refused. */
 static int env_isa(void)
 {
     const char *e = getenv("HC_KERNELS");
     int best = best_isa();
-    if (!e || !*e) return best;
+    if (!e || !*e) return HC_ISA_CHOSEN;
     for (int i = best; i >= 0; i--)
         if (!strcmp(names[i], e)) return i;
     hc_die("HC_KERNELS: '%s' is not an instruction set this CPU runs (%s%s%s)", e, best >= HC_ISA_AVX512 ? "avx512, " : "",
@@ -68,15 +70,62 @@ static atomic_int cur_isa = -1;
 
 int hc_isa(void) { return chosen(&cur_isa, env_isa); }
 
-const char *hc_kernel_isa(void) { return names[hc_isa()]; }
+int hc_isa_top(void) { return hc_isa() == HC_ISA_CHOSEN ? best_isa() : hc_isa(); }
+
+const char *hc_kernel_isa(void) { return hc_isa() == HC_ISA_CHOSEN ? "by type" : names[hc_isa()]; }
 
 int hc_kernel_force(const char *name)
 {
     int best = best_isa();
-    if (!name) { atomic_store(&cur_isa, best); return 0; }
+    if (!name) { atomic_store(&cur_isa, HC_ISA_CHOSEN); return 0; }
     for (int i = best; i >= 0; i--)    /* the best and everything below it run here */
         if (!strcmp(names[i], name)) { atomic_store(&cur_isa, i); return 0; }
     return -1;
+}
+
+/* The choice by type: this CPU model's table row, else the best it runs
+ * everywhere. Looked up once (racing threads find the same row). */
+static atomic_int by_type[HC_KT_COUNT] = { -1, -1, -1, -1, -1, -1 };
+static const char *table_row(int isa[HC_KT_COUNT])
+{
+    hc_cpu_id c;
+    hc_cpu_identify(&c);
+    return hc_kernel_table(&c, best_isa(), isa);
+}
+
+static void choose_all(void)
+{
+    int isa[HC_KT_COUNT];
+    if (!table_row(isa))
+        for (int t = 0; t < HC_KT_COUNT; t++) isa[t] = best_isa();
+    for (int t = 0; t < HC_KT_COUNT; t++) atomic_store_explicit(&by_type[t], isa[t], memory_order_relaxed);
+}
+
+int hc_kernel_choice(int kt)
+{
+    if (hc_isa() != HC_ISA_CHOSEN) return hc_isa();
+    if (atomic_load_explicit(&by_type[kt], memory_order_relaxed) < 0) choose_all();
+    return atomic_load_explicit(&by_type[kt], memory_order_relaxed);
+}
+
+void hc_kernel_describe(char *buf, size_t size)
+{
+    static const char *const types[HC_KT_COUNT] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "INT4-GPTQ" };
+    size_t o = 0;
+    for (int t = 0; t < HC_KT_COUNT && o < size; t++)
+        o += (size_t)snprintf(buf + o, size - o, "%s%s %s", t ? ", " : "", types[t], names[hc_kernel_choice(t)]);
+    if (o >= size) return;
+    hc_cpu_id c;
+    hc_cpu_identify(&c);
+    int isa[HC_KT_COUNT];
+    const char *row = table_row(isa);
+    if (hc_isa() != HC_ISA_CHOSEN)
+        snprintf(buf + o, size - o, " (%s)", getenv("HC_KERNELS") && *getenv("HC_KERNELS") ? "HC_KERNELS" : "forced");
+    else if (row)
+        snprintf(buf + o, size - o, " (table: %s; %s family %d model %d)", row, c.vendor, c.family, c.model);
+    else
+        snprintf(buf + o, size - o, " (cpuid: no table row for %s family %d model %d; scripts/tune-kernels.sh measures one)",
+                 c.vendor, c.family, c.model);
 }
 
 /* Tests and benchmarks change it with hc_kernel_bf16_dot between runs. */
