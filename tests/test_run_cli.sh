@@ -52,7 +52,7 @@ check_fails run_ngl_bad "bad value for -ngl: 'x'" run -ngl x
 check run_hc_kernels_scalar sh -c "HC_KERNELS=scalar '$R' -m '$M' --temp 0 -t 1 -p x -n 2 -v 2>&1 >/dev/null | grep -q 'kernels: scalar;'"
 check run_hc_kernels_why sh -c "HC_KERNELS=scalar '$R' -m '$M' --temp 0 -t 1 -p x -n 2 -v 2>&1 >/dev/null | grep -q '^kernels by type: F32 scalar, .*Q4_0 scalar, .*(HC_KERNELS)'"
 # without it, each type's from this CPU model's table row, or the best the CPU runs (-v says which)
-check run_kernels_by_type sh -c "'$R' -m '$M' --temp 0 -t 1 -p x -n 2 -v 2>&1 >/dev/null | grep -q '^kernels by type: F32 .*INT4-GPTQ [a-z0-9]* (\(table\|cpuid\): '"
+check run_kernels_by_type sh -c "'$R' -m '$M' --temp 0 -t 1 -p x -n 2 -v 2>&1 >/dev/null | grep -q '^kernels by type: F32 .*INT4-GPTQ [a-z0-9]*.* (\(table\|cpuid\): '"
 check_fails run_hc_kernels_unknown "HC_KERNELS: 'avx9' is not an instruction set this CPU runs" env HC_KERNELS=avx9 "$R" -m "$M" -p x -n 1
 
 # --reset-gpu-index: MODEL.generated.gpuidx made again by hc-solve for the budget

@@ -86,17 +86,17 @@ int hc_kernel_force(const char *name)
 /* The choice by type: this CPU model's table row, else the best it runs
  * everywhere. Looked up once (racing threads find the same row). */
 static atomic_int by_type[HC_KT_COUNT] = { -1, -1, -1, -1, -1, -1 };
-static const char *table_row(int isa[HC_KT_COUNT])
+static const char *table_row(int isa[HC_KT_COUNT], int *wperm)
 {
     hc_cpu_id c;
     hc_cpu_identify(&c);
-    return hc_kernel_table(&c, best_isa(), isa);
+    return hc_kernel_table(&c, best_isa(), isa, wperm);
 }
 
 static void choose_all(void)
 {
-    int isa[HC_KT_COUNT];
-    if (!table_row(isa))
+    int isa[HC_KT_COUNT], wperm;
+    if (!table_row(isa, &wperm))
         for (int t = 0; t < HC_KT_COUNT; t++) isa[t] = best_isa();
     for (int t = 0; t < HC_KT_COUNT; t++) atomic_store_explicit(&by_type[t], isa[t], memory_order_relaxed);
 }
@@ -108,6 +108,24 @@ int hc_kernel_choice(int kt)
     return atomic_load_explicit(&by_type[kt], memory_order_relaxed);
 }
 
+/* The table row's word permutes flag (0 without a row); tests and
+ * benchmarks set it with hc_kernel_q4_word_permutes. */
+static int table_wperm(void)
+{
+    int isa[HC_KT_COUNT], wperm = 0;
+    return table_row(isa, &wperm) ? wperm : 0;
+}
+
+static atomic_int q4_wperm = -1;
+
+int hc_q4_word_permutes(void) { return chosen(&q4_wperm, table_wperm); }
+
+int hc_kernel_q4_word_permutes(int on)
+{
+    atomic_store(&q4_wperm, on < 0 ? table_wperm() : on);
+    return hc_q4_word_permutes();
+}
+
 void hc_kernel_describe(char *buf, size_t size)
 {
     static const char *const types[HC_KT_COUNT] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "INT4-GPTQ" };
@@ -117,8 +135,11 @@ void hc_kernel_describe(char *buf, size_t size)
     if (o >= size) return;
     hc_cpu_id c;
     hc_cpu_identify(&c);
-    int isa[HC_KT_COUNT];
-    const char *row = table_row(isa);
+    int isa[HC_KT_COUNT], wperm;
+    const char *row = table_row(isa, &wperm);
+    if (hc_kernel_choice(HC_KT_Q4_0) == HC_ISA_AVX512 && o < size)
+        o += (size_t)snprintf(buf + o, size - o, ", AVX-512 Q4_0 unpacked with %s", hc_q4_word_permutes() ? "vpermt2w" : "vpermt2d");
+    if (o >= size) return;
     if (hc_isa() != HC_ISA_CHOSEN)
         snprintf(buf + o, size - o, " (%s)", getenv("HC_KERNELS") && *getenv("HC_KERNELS") ? "HC_KERNELS" : "forced");
     else if (row)

@@ -121,6 +121,14 @@ int hc_kernel_choice(int kt);
  * "HC_KERNELS", "cpuid: no table row for ..."). */
 void hc_kernel_describe(char *buf, size_t size);
 
+/* 1 when the AVX-512 Q4_0 kernels unpack with word permutes (vpermt2w):
+ * this CPU model's table row says they run fast there (Zen 4); else they use
+ * dword permutes (the same bits, kernels_avx512.c). */
+int hc_q4_word_permutes(void);
+/* Tests and benchmarks: on = 0 or 1 sets it, -1 back to the table's. Returns
+ * hc_q4_word_permutes(). */
+int hc_kernel_q4_word_permutes(int on);
+
 /* The CPU as cpuid names it: vendor string, display family and model. */
 typedef struct {
     char vendor[13];
@@ -128,9 +136,10 @@ typedef struct {
 } hc_cpu_id;
 void hc_cpu_identify(hc_cpu_id *c);
 /* The name of the table's row for c (kernel_table.c), its instruction set
- * per type in isa[HC_KT_COUNT]; NULL when no row matches c or the row names
- * an instruction set above best (the best the CPU runs). */
-const char *hc_kernel_table(const hc_cpu_id *c, int best, int isa[]);
+ * per type in isa[HC_KT_COUNT] and whether AVX-512 Q4_0 unpacks with word
+ * permutes in *wperm; NULL when no row matches c or the row names an
+ * instruction set above best (the best the CPU runs). */
+const char *hc_kernel_table(const hc_cpu_id *c, int best, int isa[], int *wperm);
 
 /* 1 when the AVX-512 BF16 kernels use vdpbf16ps: the CPU has AVX512_BF16 and
  * it was not turned off. Without it (Ice Lake; or turned off) they widen the

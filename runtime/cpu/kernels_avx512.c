@@ -763,23 +763,57 @@ T static void arrange_q4(const void *act, int n, void *xa)
     }
 }
 
+#define W2(a, b) ((a) | (b) << 16)   /* two word indices per int32: gcc lacks _mm512_setr_epi16 */
+
 /* One row's 16 blocks at q (whole, read within their 288 bytes): the weight
  * nibbles of group g in lo[g] / hi[g], block 4g+m's 16 bytes in 128-bit lane
  * m to meet xq4's lo[g] / hi[g], and the 16 block scales as floats in xq4's
- * lane order (lane 4m+g = block 4g+m). Dword permutes only: the word permutes
- * (vpermt2w) this once rested on halved Q4_0 decode on Zen 5
- * (docs/design/kernels.md). */
-TI void q4_unpack(const block_q4_0 *q, __m512i lo[4], __m512i hi[4], __m512 *dw)
+ * lane order (lane 4m+g = block 4g+m). Two ways, the same values: wp, from
+ * the chunk's lines with word permutes (vpermt2w: 7 per chunk), else from
+ * loads 2 or 8 bytes on with dword permutes (vpermt2d: 6 per chunk). Zen 5
+ * runs the word permutes slowly (Q4_0 decode at half AVX2's speed); on Zen 4
+ * they are the faster way (docs/design/kernels.md). */
+TI void q4_unpack(const block_q4_0 *q, __m512i lo[4], __m512i hi[4], __m512 *dw, const int wp)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    /* group g's blocks (bytes [72g, 72g + 72)) have their nibbles at bytes
-     * 2, 20, 38 and 56 from 72g: dwords 0 and 9 of the 64 bytes from 72g + 2,
-     * dwords 3 and 12 of those from 72g + 8 (which end with the group) */
+    const char *p = (const char *)q;
+    if (wp) {
+        /* group g (bytes [72g, 72g + 72), word 4g of line g): its nibble bytes
+         * are words 4g + 9m + 1 .. 4g + 9m + 8 of lines g, g + 1 (of line 4 only
+         * the first 32 bytes are the chunk's) */
+        const __m512i qidx = _mm512_setr_epi32(W2(1, 2), W2(3, 4), W2(5, 6), W2(7, 8), W2(10, 11), W2(12, 13),
+                                               W2(14, 15), W2(16, 17), W2(19, 20), W2(21, 22), W2(23, 24),
+                                               W2(25, 26), W2(28, 29), W2(30, 31), W2(32, 33), W2(34, 35));
+        /* block j's scale is word 9j of the chunk; block 4g+m goes to word
+         * 4m+g: blocks 0-7 from lines 0, 1, blocks 8-14 from lines 2, 3,
+         * block 15 from line 4 */
+        const __m512i s01 = _mm512_setr_epi32(W2(0, 36), W2(0, 36), W2(9, 45), W2(0, 36), W2(18, 54), W2(0, 36),
+                                              W2(27, 63), W2(0, 36), 0, 0, 0, 0, 0, 0, 0, 0);
+        const __m512i s23 = _mm512_setr_epi32(0, W2(8, 44), 0, W2(17, 53), 0, W2(26, 62), 0, W2(35, 7),
+                                              0, 0, 0, 0, 0, 0, 0, 0);
+        __m512i Z[5];
+        #pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) Z[i] = _mm512_loadu_si512(p + 64 * i);
+        Z[4] = _mm512_maskz_loadu_epi8(~0ULL >> 32, p + 256);
+        #pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            __m512i v = _mm512_permutex2var_epi16(Z[g], _mm512_add_epi16(qidx, _mm512_set1_epi16((short)(4 * g))),
+                                                  Z[g + 1]);
+            lo[g] = _mm512_and_si512(v, m4);
+            hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+        __m512i s23v = _mm512_mask_permutexvar_epi16(_mm512_permutex2var_epi16(Z[2], s23, Z[3]), 0x8000, s23, Z[4]);
+        __m512i s = _mm512_mask_blend_epi16(0xcccc, _mm512_permutex2var_epi16(Z[0], s01, Z[1]), s23v);
+        *dw = _mm512_cvtph_ps(_mm512_castsi512_si256(s));
+        return;
+    }
+    /* group g's nibbles are at bytes 2, 20, 38 and 56 from 72g: dwords 0 and 9
+     * of the 64 bytes from 72g + 2, dwords 3 and 12 of those from 72g + 8
+     * (which end with the group) */
     const __m512i qi = _mm512_setr_epi32(0, 1, 2, 3, 19, 20, 21, 22, 9, 10, 11, 12, 28, 29, 30, 31);
     #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
-        const char *p = (const char *)q + 72 * g;
-        __m512i v = _mm512_permutex2var_epi32(_mm512_loadu_si512(p + 2), qi, _mm512_loadu_si512(p + 8));
+        __m512i v = _mm512_permutex2var_epi32(_mm512_loadu_si512(p + 72 * g + 2), qi, _mm512_loadu_si512(p + 72 * g + 8));
         lo[g] = _mm512_and_si512(v, m4);
         hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
     }
@@ -789,7 +823,6 @@ TI void q4_unpack(const block_q4_0 *q, __m512i lo[4], __m512i hi[4], __m512 *dw)
      * from [144, 272) */
     const __m512i at = _mm512_setr_epi32(0, 18, 0, 18, 4, 22, 4, 22, 9, 27, 9, 27, 13, 31, 13, 31);
     const __m512i hw = _mm512_setr_epi32(0, 0, 0, 0, 16, 16, 16, 16, 0, 0, 0, 0, 16, 16, 16, 16);
-    const char *p = (const char *)q;
     __m512i a = _mm512_permutex2var_epi32(_mm512_loadu_si512(p), at, _mm512_loadu_si512(p + 64));
     __m512i b = _mm512_permutex2var_epi32(_mm512_loadu_si512(p + 144), at, _mm512_loadu_si512(p + 208));
     __m512i s = _mm512_srlv_epi32(_mm512_mask_blend_epi32(0xcccc, a, b), hw);
@@ -825,8 +858,8 @@ TI const block_q4_0 *q4_whole(const block_q4_0 *q, int nb, block_q4_0 pad[Q4_CHU
     return pad;
 }
 
-/* Chunks in order, the last one zero-padded. */
-T static float dot_q4(const hc_weight *w, int r, const void *xa)
+/* Chunks in order, the last one zero-padded; wp: see q4_unpack. */
+TI float dot_q4_as(const hc_weight *w, int r, const void *xa, const int wp)
 {
     const block_q4_0 *q = QROW(block_q4_0, w, r);
     const xq4 *xc = xa;
@@ -836,14 +869,19 @@ T static float dot_q4(const hc_weight *w, int r, const void *xa)
         block_q4_0 pad[Q4_CHUNK];
         __m512i lo[4], hi[4];
         __m512 dw;
-        q4_unpack(q4_whole(q + c * Q4_CHUNK, nb - c * Q4_CHUNK, pad), lo, hi, &dw);
+        q4_unpack(q4_whole(q + c * Q4_CHUNK, nb - c * Q4_CHUNK, pad), lo, hi, &dw, wp);
         acc = q4_fma(lo, hi, dw, xc + c, acc);
     }
     return _mm512_reduce_add_ps(acc);
 }
 
+T static float dot_q4(const hc_weight *w, int r, const void *xa)
+{
+    return hc_q4_word_permutes() ? dot_q4_as(w, r, xa, 1) : dot_q4_as(w, r, xa, 0);
+}
+
 /* The Q4_0 tile, as dot_q4: each row chunk unpacked once for the vectors. */
-T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+TI void tile_q4_as(const hc_weight *wt, const int *rows, const void *const *xv, float *y, const int wp)
 {
     enum { R = R4, Tn = T4 };
     const block_q4_0 *q[R];
@@ -861,7 +899,7 @@ T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *x
             block_q4_0 pad[Q4_CHUNK];
             __m512i lo[4], hi[4];
             __m512 dw;
-            q4_unpack(q4_whole(q[r] + c * Q4_CHUNK, nb - c * Q4_CHUNK, pad), lo, hi, &dw);
+            q4_unpack(q4_whole(q[r] + c * Q4_CHUNK, nb - c * Q4_CHUNK, pad), lo, hi, &dw, wp);
             _Pragma("GCC unroll 4")
             for (int t = 0; t < Tn; t++) acc[r][t] = q4_fma(lo, hi, dw, xc[t] + c, acc[r][t]);
         }
@@ -869,6 +907,12 @@ T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *x
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
         for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    if (hc_q4_word_permutes()) tile_q4_as(wt, rows, xv, y, 1);
+    else tile_q4_as(wt, rows, xv, y, 0);
 }
 
 /* Block b of a Q4_0 row as 32 signed values -8..7 in element order. */
