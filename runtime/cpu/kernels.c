@@ -5,6 +5,7 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,9 +84,7 @@ int hc_kernel_force(const char *name)
     return -1;
 }
 
-/* The choice by type: this CPU model's table row, else the best it runs
- * everywhere. Looked up once (racing threads find the same row). */
-static atomic_int by_type[HC_KT_COUNT] = { -1, -1, -1, -1, -1, -1 };
+/* This CPU model's table row (kernel_table.c). */
 static const char *table_row(int isa[HC_KT_COUNT], int *wperm)
 {
     hc_cpu_id c;
@@ -93,19 +92,23 @@ static const char *table_row(int isa[HC_KT_COUNT], int *wperm)
     return hc_kernel_table(&c, best_isa(), isa, wperm);
 }
 
-static void choose_all(void)
+/* The choice by type: the table row's, else the best the CPU runs
+ * everywhere; looked up once per process. */
+static int by_type[HC_KT_COUNT];
+static pthread_once_t by_type_once = PTHREAD_ONCE_INIT;
+
+static void choose_by_type(void)
 {
-    int isa[HC_KT_COUNT], wperm;
-    if (!table_row(isa, &wperm))
-        for (int t = 0; t < HC_KT_COUNT; t++) isa[t] = best_isa();
-    for (int t = 0; t < HC_KT_COUNT; t++) atomic_store_explicit(&by_type[t], isa[t], memory_order_relaxed);
+    int wperm;
+    if (!table_row(by_type, &wperm))
+        for (int t = 0; t < HC_KT_COUNT; t++) by_type[t] = best_isa();
 }
 
 int hc_kernel_choice(int kt)
 {
     if (hc_isa() != HC_ISA_CHOSEN) return hc_isa();
-    if (atomic_load_explicit(&by_type[kt], memory_order_relaxed) < 0) choose_all();
-    return atomic_load_explicit(&by_type[kt], memory_order_relaxed);
+    pthread_once(&by_type_once, choose_by_type);
+    return by_type[kt];
 }
 
 /* The table row's word permutes flag (0 without a row); tests and
