@@ -84,7 +84,7 @@ void hc_convert_rows(uint32_t src_type, const void *src, uint32_t dst_type, void
     if (nthreads > nrows) nthreads = (int)nrows;
     if (nthreads < 1) nthreads = 1;
     int started[MAX_THREADS];
-    const int isa = hc_isa();
+    const int isa = hc_isa_top();
     const int level = isa == HC_ISA_AVX512 ? HC_SIMD_AVX512 : isa == HC_ISA_AVX2 ? HC_SIMD_AVX2 : HC_SIMD_SCALAR;
     for (int i = 0; i < nthreads; i++) {
         jobs[i] = (job){ src_type, dst_type, src, dst, nrows * i / nthreads, nrows * (i + 1) / nthreads, n, level };

@@ -741,6 +741,9 @@ static void print_model(const hc_model *m, const options *o)
     uint64_t tb = hc_model_token_bytes(m);
     fprintf(stderr, "weights read per token: %llu bytes (%s); kernels: %s; threads: %d\n",
             (unsigned long long)tb, hc_format_size(tb, sz, sizeof sz), hc_kernel_isa(), o->threads);
+    char why[512];
+    hc_kernel_describe(why, sizeof why);
+    fprintf(stderr, "kernels by type: %s\n", why);
 }
 
 int main(int argc, char **argv)

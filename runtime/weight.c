@@ -34,8 +34,6 @@
  * and BF16 rows of 11008 (34 rows in 3/4 of L2) keep their 64. */
 #define PANEL_FEW 40
 
-enum { T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_0, T_GPTQ };
-
 static size_t act_f32(const hc_weight *w) { return (size_t)w->n * sizeof(float); }
 static size_t act_bf16(const hc_weight *w) { return (size_t)w->n * sizeof(uint16_t); }
 static size_t act_q8(const hc_weight *w) { return (size_t)(w->n / QK8_0) * sizeof(block_q8_0); }
@@ -67,37 +65,49 @@ static void row_gptq(const hc_weight *w, int r, float *out) { hc_gptq_row(w->ext
 #define KERNELS(t) KERNELS2(t, t)
 
 static const hc_type_traits traits[] = {
-    [T_F32]  = { act_f32,  row_bytes_ggml, row_ggml, KERNELS2(float, f32) },
-    [T_F16]  = { act_f32,  row_bytes_ggml, row_ggml, KERNELS(float) },
-    [T_BF16] = { act_bf16, row_bytes_ggml, row_ggml, KERNELS(bf16) },
-    [T_Q8_0] = { act_q8,   row_bytes_ggml, row_ggml, KERNELS(q8_0) },
-    [T_Q4_0] = { act_q8,   row_bytes_ggml, row_ggml, KERNELS(q4_0) },
-    [T_GPTQ] = { act_gptq, row_bytes_gptq, row_gptq, KERNELS(gptq) },
+    [HC_KT_F32]  = { act_f32,  row_bytes_ggml, row_ggml, KERNELS2(float, f32) },
+    [HC_KT_F16]  = { act_f32,  row_bytes_ggml, row_ggml, KERNELS(float) },
+    [HC_KT_BF16] = { act_bf16, row_bytes_ggml, row_ggml, KERNELS(bf16) },
+    [HC_KT_Q8_0] = { act_q8,   row_bytes_ggml, row_ggml, KERNELS(q8_0) },
+    [HC_KT_Q4_0] = { act_q8,   row_bytes_ggml, row_ggml, KERNELS(q4_0) },
+    [HC_KT_GPTQ] = { act_gptq, row_bytes_gptq, row_gptq, KERNELS(gptq) },
 };
 
 static int ggml_entry(uint32_t type)
 {
     switch (type) {
-    case GGML_TYPE_F32:  return T_F32;
-    case GGML_TYPE_F16:  return T_F16;
-    case GGML_TYPE_BF16: return T_BF16;
-    case GGML_TYPE_Q8_0: return T_Q8_0;
-    case GGML_TYPE_Q4_0: return T_Q4_0;
+    case GGML_TYPE_F32:  return HC_KT_F32;
+    case GGML_TYPE_F16:  return HC_KT_F16;
+    case GGML_TYPE_BF16: return HC_KT_BF16;
+    case GGML_TYPE_Q8_0: return HC_KT_Q8_0;
+    case GGML_TYPE_Q4_0: return HC_KT_Q4_0;
     default:             return -1;
     }
 }
 
 int hc_kernel_supports(uint32_t type) { return ggml_entry(type) >= 0; }
 
-const hc_type_traits *hc_traits(const hc_weight *w)
+/* w's traits entry (enum hc_kernel_type). */
+static int entry(const hc_weight *w)
 {
-    int e = w->kind == HC_WEIGHT_GPTQ ? T_GPTQ : w->kind == HC_WEIGHT_GGML ? ggml_entry(w->type) : -1;
+    int e = w->kind == HC_WEIGHT_GPTQ ? HC_KT_GPTQ : w->kind == HC_WEIGHT_GGML ? ggml_entry(w->type) : -1;
     if (e < 0) hc_die("kernels: no kernels for weight kind %d type %u", w->kind, w->type);
-    if (e >= T_Q8_0 && e <= T_Q4_0 && w->n % QK8_0) hc_die("kernels: row of %d elements is not whole blocks", w->n);
-    return &traits[e];
+    if (e >= HC_KT_Q8_0 && e <= HC_KT_Q4_0 && w->n % QK8_0) hc_die("kernels: row of %d elements is not whole blocks", w->n);
+    return e;
 }
 
-static const hc_kernel *kernel(const hc_weight *w, int isa) { return hc_traits(w)->isa[isa]; }
+const hc_type_traits *hc_traits(const hc_weight *w) { return &traits[entry(w)]; }
+
+/* Every product, gathered row and AXPY of a type runs on one instruction set
+ * (the choice is per type, not per operation): a row's bits then do not
+ * depend on which of them ran it (docs/design/kernels.md). */
+const hc_kernel *hc_kernel_for(const hc_weight *w, int isa)
+{
+    int e = entry(w);
+    return traits[e].isa[isa == HC_ISA_CHOSEN ? hc_kernel_choice(e) : isa];
+}
+
+static const hc_kernel *kernel(const hc_weight *w, int isa) { return hc_kernel_for(w, isa); }
 
 size_t hc_weight_act_bytes(const hc_weight *w) { return hc_traits(w)->act_bytes(w); }
 

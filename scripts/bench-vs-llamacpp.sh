@@ -211,18 +211,27 @@ build_peer
 O=${O:-build}
 make --no-print-directory -s O="$O" "$O/bench/bench_membw" "$O/bench/bench_peak" "$O/bench/bench_kernels"
 MEMBW=$O/bench/bench_membw
-isa=$("$HC_BIN/hc-run" -m "$(model F16)" -p "" -n 1 -t 1 -v 2>&1 >/dev/null | sed -n 's/.*kernels: \([a-z0-9]*\).*/\1/p')
+# each type's instruction set, as hc-run -v names them (HC_KERNELS, the CPU
+# model's table row or the best the CPU runs: docs/hc-run.md)
+kernels=$("$HC_BIN/hc-run" -m "$(model F16)" -p "" -n 1 -t 1 -v 2>&1 >/dev/null | sed -n 's/^kernels by type: //p')
 "$O/bench/bench_peak" >"$T/peak"
-case $isa in avx512) peak_name=fma512 ;; avx2) peak_name=fma256 ;; *) peak_name=none ;; esac
-peak=$(awk -v n="$peak_name" '$1 == n { print $2 }' "$T/peak")
-qpeak=0
-bpeak=0
-[ "$isa" = avx512 ] && qpeak=$(awk '$1 == "dpbusd" { print $2 }' "$T/peak") &&
-    bpeak=$(awk '$1 == "dpbf16" { print $2 }' "$T/peak")
+# peaks TYPE: one core's peaks at the instruction set of TYPE's kernels
+peaks() {
+    case $1 in GPTQ) k=INT4-GPTQ ;; *) k=$1 ;; esac
+    isa=$(echo "$kernels" | tr ',' '\n' | awk -v k="$k" '$1 == k { print $2 }')
+    case $isa in avx512) peak_name=fma512 ;; avx2) peak_name=fma256 ;; *) peak_name=none ;; esac
+    peak=$(awk -v n="$peak_name" '$1 == n { print $2 }' "$T/peak")
+    qpeak=0
+    bpeak=0
+    [ "$isa" = avx512 ] && qpeak=$(awk '$1 == "dpbusd" { print $2 }' "$T/peak") &&
+        bpeak=$(awk '$1 == "dpbf16" { print $2 }' "$T/peak")
+    return 0
+}
 start_load=$(cut -d' ' -f1-3 /proc/loadavg)
 : >"$T/table"
 for type in $TYPES; do
     model "$type" >/dev/null
+    peaks "$type"
     for t in $THREADS; do
         bw1=$(membw "$t")
         : >"$T/raw"
@@ -237,9 +246,11 @@ for type in $TYPES; do
     done
 done
 
-echo "hotcold $("$HC_BIN/hc-run" --version 2>&1 | head -1) (kernels: $isa) vs llama.cpp from llama-cpp-python $VERSION"
+cpuinfo() { sed -n "s/^$1[[:space:]]*: //p" /proc/cpuinfo | head -1; }
+echo "hotcold $("$HC_BIN/hc-run" --version 2>&1 | head -1) vs llama.cpp from llama-cpp-python $VERSION (LLAMA_ISA=$LLAMA_ISA)"
+echo "hc kernels: $kernels"
 echo "model: hc-convert synth, dim $DIM, n_ff $NFF, $LAYERS layers, vocab 512; $REPS interleaved runs, medians"
-echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs, $(grep -o -w 'avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "CPU: $(cpuinfo 'model name') ($(cpuinfo vendor_id) family $(cpuinfo 'cpu family') model $(cpuinfo model)), $(nproc) CPUs, $(grep -o -w 'avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "load average at start: $start_load; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| test | type | threads | hc | llama.cpp | hc ÷ llama.cpp | hc % bw | llama.cpp % bw | hc GFLOP/s | llama.cpp GFLOP/s | hc % peak | hc kernel % peak | load |"

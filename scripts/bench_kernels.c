@@ -11,7 +11,9 @@
  *        REPS (3) in the thread's CPU time, which a loaded machine disturbs
  *        far less than wall time: GFLOP/s (and GB/s of weights for B = 1),
  *        for each ggml type and INT4-GPTQ (groups of 128).
- *        ISA avx512-nobf16: the AVX-512 BF16 kernels without vdpbf16ps.
+ *        ISA avx512-nobf16: the AVX-512 BF16 kernels without vdpbf16ps;
+ *        avx512-vpermt2w, avx512-vpermt2d: AVX-512 Q4_0 unpacking with word
+ *        or dword permutes (by default as the CPU model's table row says).
  *        bench_kernels pool ISA N ROWS THREADS [REPS]: decode (B = 1) on the
  *        runtime's persistent pool of THREADS threads, split as hc-run splits
  *        it (hc_pool_matvec), each ggml type (TYPES="F16 Q4_0" picks some),
@@ -150,14 +152,17 @@ static int cpu_mode(int argc, char **argv)
     snprintf(isa, sizeof isa, "%s", argv[2]);
     char *nobf16 = strstr(isa, "-nobf16");   /* avx512-nobf16: BF16 without vdpbf16ps */
     if (nobf16) *nobf16 = 0, hc_kernel_bf16_dot(0);
+    char *perm = strstr(isa, "-vpermt2");    /* avx512-vpermt2w / -vpermt2d: how Q4_0 unpacks */
+    if (perm) hc_kernel_q4_word_permutes(perm[8] == 'w'), *perm = 0;
     if (hc_kernel_force(isa)) hc_die("instruction set %s is not available", argv[2]);
     int n = atoi(argv[3]), rows = atoi(argv[4]), B = atoi(argv[5]), reps = argc > 6 ? atoi(argv[6]) : 3;
     if (n < 32 || n % 32 || rows < 1 || B < 1 || reps < 1) hc_die("N must be a multiple of 32; ROWS, B, REPS >= 1");
     int nx = B > 64 ? B : 64;
     float *x = random_floats((size_t)nx * (size_t)n), *y = malloc(sizeof(float) * (size_t)B * (size_t)rows);
     if (!y) hc_die("out of memory");
-    printf("isa %s%s, one thread, %d x %d, B = %d, best of %d in CPU time\n", hc_kernel_isa(),
-           hc_isa() == HC_ISA_AVX512 && hc_bf16_dot() ? " (BF16: vdpbf16ps)" : "", n, rows, B, reps);
+    printf("isa %s%s%s, one thread, %d x %d, B = %d, best of %d in CPU time\n", hc_kernel_isa(),
+           hc_isa() == HC_ISA_AVX512 && hc_bf16_dot() ? " (BF16: vdpbf16ps)" : "",
+           hc_isa() != HC_ISA_AVX512 ? "" : hc_q4_word_permutes() ? " (Q4_0: vpermt2w)" : " (Q4_0: vpermt2d)", n, rows, B, reps);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const int gptq = types[ti] == GGML_TYPE_COUNT;
         hc_gptq g;

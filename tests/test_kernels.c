@@ -167,6 +167,7 @@ static void test_dispatch(void)
     if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni"))
         CHECK(hc_kernel_force("avx512") == 0 && !strcmp(hc_kernel_isa(), "avx512"));
     hc_kernel_force(NULL);
+    CHECK(hc_isa() == HC_ISA_CHOSEN && !strcmp(hc_kernel_isa(), "by type"));
     for (int i = 0; i < NTYPE; i++) CHECK(hc_kernel_supports(types[i]));
     CHECK(!hc_kernel_supports(GGML_TYPE_Q2_K) && !hc_kernel_supports(GGML_TYPE_I32));
     CHECK(act_bytes(GGML_TYPE_F16, 7) == 28 && act_bytes(GGML_TYPE_BF16, 7) == 14);
@@ -209,6 +210,50 @@ static int act_bytes_match_ggml(const char *isa)
         }
     }
     return 1;
+}
+
+/* The table of CPU models: a row applies to its vendor, family and models,
+ * and only where the CPU runs every instruction set it names. */
+static void test_kernel_table(void)
+{
+    int isa[HC_KT_COUNT];
+    hc_cpu_id zen4 = { "AuthenticAMD", 25, 17 }, zen5 = { "AuthenticAMD", 26, 68 };
+    hc_cpu_id intel = { "GenuineIntel", 25, 17 }, none = { "", 0, 0 };
+    int wp = -1;
+    const char *row = hc_kernel_table(&zen4, HC_ISA_AVX512, isa, &wp);
+    CHECK(row && !strcmp(row, "Zen 4") && wp == 1);
+    row = hc_kernel_table(&zen5, HC_ISA_AVX512, isa, &wp);
+    CHECK(row && !strcmp(row, "Zen 5") && isa[HC_KT_Q4_0] == HC_ISA_AVX2 && isa[HC_KT_Q8_0] == HC_ISA_AVX512 && !wp);
+    CHECK(!hc_kernel_table(&zen4, HC_ISA_AVX2, isa, &wp));   /* Zen 3: family 25 without AVX-512 */
+    CHECK(!hc_kernel_table(&intel, HC_ISA_AVX512, isa, &wp) && !hc_kernel_table(&none, HC_ISA_AVX512, isa, &wp));
+}
+
+/* The choice by type: fixed for the process, an instruction set this CPU
+ * runs, and the kernels HC_ISA_CHOSEN reaches are that set's; forcing one
+ * takes every type there. */
+static void test_kernel_choice(void)
+{
+    hc_kernel_force(NULL);
+    for (int kt = 0; kt < HC_KT_COUNT; kt++) {
+        int c = hc_kernel_choice(kt);
+        CHECK(c >= HC_ISA_SCALAR && c < HC_ISA_COUNT && c == hc_kernel_choice(kt));
+        CHECK(hc_kernel_force(((const char *[]){ "scalar", "avx2", "avx512" })[c]) == 0);
+        hc_kernel_force(NULL);
+    }
+    /* the ggml types in the order of enum hc_kernel_type */
+    static const uint32_t kt_type[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    for (int kt = 0; kt < (int)(sizeof kt_type / sizeof kt_type[0]); kt++) {
+        hc_weight w = view(kt_type[kt], NULL, 64, 1);
+        CHECK(hc_kernel_for(&w, HC_ISA_CHOSEN) == hc_kernel_for(&w, hc_kernel_choice(kt)));
+    }
+    CHECK(hc_kernel_force("scalar") == 0);
+    for (int kt = 0; kt < HC_KT_COUNT; kt++) CHECK(hc_kernel_choice(kt) == HC_ISA_SCALAR);
+    char line[512];
+    hc_kernel_describe(line, sizeof line);
+    CHECK(strstr(line, "Q4_0 scalar") && strstr(line, "(forced)"));
+    hc_kernel_force(NULL);
+    hc_kernel_describe(line, sizeof line);
+    CHECK(strstr(line, "table: ") || strstr(line, "cpuid: "));
 }
 
 static void test_act_quant_ggml_bytes(void) { each_isa(act_bytes_match_ggml); }
@@ -616,6 +661,35 @@ static int quant_extremes(const char *isa)
 
 static void test_quant_extremes(void) { each_isa(quant_extremes); }
 
+/* AVX-512 Q4_0's two ways of unpacking a chunk (word permutes or dword
+ * permutes, by CPU model) give the same bits, dot and tile, for rows of 1..40
+ * blocks (the last chunk zero-padded) and longer. */
+static void test_q4_word_permutes(void)
+{
+    if (hc_kernel_force("avx512")) SKIP("no AVX-512 kernels on this CPU");
+    enum { ROWS = 3, B = 5 };
+    for (int nb = 1; nb <= 48; nb += nb < 40 ? 1 : 8) {
+        int n = 32 * (nb == 48 ? 344 : nb);
+        void *w = make_weights(GGML_TYPE_Q4_0, ROWS, n);
+        size_t as = act_bytes(GGML_TYPE_Q4_0, n);
+        char *a = malloc(as * B);
+        float *x = malloc(sizeof(float) * (size_t)n), y[2][2][B * ROWS];
+        for (int b = 0; b < B; b++) {
+            for (int i = 0; i < n; i++) x[i] = frand();
+            act_prepare(GGML_TYPE_Q4_0, x, n, a + as * (size_t)b);
+        }
+        for (int wp = 0; wp < 2; wp++) {
+            hc_kernel_q4_word_permutes(wp);
+            matvec(GGML_TYPE_Q4_0, w, n, 0, ROWS, a, as, B, y[wp][0], ROWS);
+            for (int b = 0; b < B; b++) matvec(GGML_TYPE_Q4_0, w, n, 0, ROWS, a + as * (size_t)b, as, 1, y[wp][1] + b * ROWS, 0);
+        }
+        CHECK(!memcmp(y[0], y[1], sizeof y[0]) && !memcmp(y[0][0], y[0][1], sizeof y[0][0]));
+        free(w), free(a), free(x);
+    }
+    hc_kernel_q4_word_permutes(-1);
+    hc_kernel_force(NULL);
+}
+
 /* Gathered rows equal the same rows of a dense matvec, bit for bit; so do
  * they read with a row step of 2 from a copy where each row of w lies beside
  * the same row of another matrix (w2), either of the two read. */
@@ -855,6 +929,8 @@ static void test_axpy_ref_definition(void)
 int main(void)
 {
     RUN(test_dispatch);
+    RUN(test_kernel_table);
+    RUN(test_kernel_choice);
     RUN(test_act_quant_ggml_bytes);
     RUN(test_act_quant_matches_ref);
     RUN(test_dequant_hand_blocks);
@@ -867,6 +943,7 @@ int main(void)
     RUN(test_float_row_streams);
     RUN(test_pool_matvec);
     RUN(test_quant_extremes);
+    RUN(test_q4_word_permutes);
     RUN(test_matvec_rows);
     RUN(test_axpy);
     RUN(test_axpy_range);

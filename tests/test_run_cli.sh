@@ -3,7 +3,7 @@
 # standard input), -i (interactive: a line read after each generation is
 # appended and generation goes on in the same context), -ngl N (the first N layers
 # on the OpenCL device; -ngl 0: none), "[end of text]" on stderr at EOS,
-# HC_KERNELS (the kernels' instruction set for the run).
+# HC_KERNELS (the kernels' instruction set for the run; without it, by type: -v says which and why).
 . tests/lib.sh
 R=$HC_BIN/hc-run
 M=$T/m.gguf
@@ -50,6 +50,9 @@ check_fails run_ngl_bad "bad value for -ngl: 'x'" run -ngl x
 
 # HC_KERNELS: the scalar reference runs on every CPU (-v names it); an unknown set is refused
 check run_hc_kernels_scalar sh -c "HC_KERNELS=scalar '$R' -m '$M' --temp 0 -t 1 -p x -n 2 -v 2>&1 >/dev/null | grep -q 'kernels: scalar;'"
+check run_hc_kernels_why sh -c "HC_KERNELS=scalar '$R' -m '$M' --temp 0 -t 1 -p x -n 2 -v 2>&1 >/dev/null | grep -q '^kernels by type: F32 scalar, .*Q4_0 scalar, .*(HC_KERNELS)'"
+# without it, each type's from this CPU model's table row, or the best the CPU runs (-v says which)
+check run_kernels_by_type sh -c "'$R' -m '$M' --temp 0 -t 1 -p x -n 2 -v 2>&1 >/dev/null | grep -q '^kernels by type: F32 .*INT4-GPTQ [a-z0-9]*.* (\(table\|cpuid\): '"
 check_fails run_hc_kernels_unknown "HC_KERNELS: 'avx9' is not an instruction set this CPU runs" env HC_KERNELS=avx9 "$R" -m "$M" -p x -n 1
 
 # --reset-gpu-index: MODEL.generated.gpuidx made again by hc-solve for the budget

@@ -1,10 +1,13 @@
-/* The run-time choice of instruction set (kernels.h). */
+/* The run-time choice of instruction set (kernels.h): the one forced, or
+ * each weight type's from the table of CPU models (kernel_table.c). */
 #include "kernels.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,13 +41,13 @@ static int best_isa(void)
     return HC_ISA_SCALAR;
 }
 
-/* The instruction set named by $HC_KERNELS (the best this CPU runs when unset
- * or empty): an unknown name or one this CPU does not run is refused. */
+/* The instruction set named by $HC_KERNELS, HC_ISA_CHOSEN when unset or
+ * empty: an unknown name or one this CPU does not run is refused. */
 static int env_isa(void)
 {
     const char *e = getenv("HC_KERNELS");
     int best = best_isa();
-    if (!e || !*e) return best;
+    if (!e || !*e) return HC_ISA_CHOSEN;
     for (int i = best; i >= 0; i--)
         if (!strcmp(names[i], e)) return i;
     hc_die("HC_KERNELS: '%s' is not an instruction set this CPU runs (%s%s%s)", e, best >= HC_ISA_AVX512 ? "avx512, " : "",
@@ -68,15 +71,85 @@ static atomic_int cur_isa = -1;
 
 int hc_isa(void) { return chosen(&cur_isa, env_isa); }
 
-const char *hc_kernel_isa(void) { return names[hc_isa()]; }
+int hc_isa_top(void) { return hc_isa() == HC_ISA_CHOSEN ? best_isa() : hc_isa(); }
+
+const char *hc_kernel_isa(void) { return hc_isa() == HC_ISA_CHOSEN ? "by type" : names[hc_isa()]; }
 
 int hc_kernel_force(const char *name)
 {
     int best = best_isa();
-    if (!name) { atomic_store(&cur_isa, best); return 0; }
+    if (!name) { atomic_store(&cur_isa, HC_ISA_CHOSEN); return 0; }
     for (int i = best; i >= 0; i--)    /* the best and everything below it run here */
         if (!strcmp(names[i], name)) { atomic_store(&cur_isa, i); return 0; }
     return -1;
+}
+
+/* This CPU model's table row (kernel_table.c). */
+static const char *table_row(int isa[HC_KT_COUNT], int *wperm)
+{
+    hc_cpu_id c;
+    hc_cpu_identify(&c);
+    return hc_kernel_table(&c, best_isa(), isa, wperm);
+}
+
+/* The choice by type: the table row's, else the best the CPU runs
+ * everywhere; looked up once per process. */
+static int by_type[HC_KT_COUNT];
+static pthread_once_t by_type_once = PTHREAD_ONCE_INIT;
+
+static void choose_by_type(void)
+{
+    int wperm;
+    if (!table_row(by_type, &wperm))
+        for (int t = 0; t < HC_KT_COUNT; t++) by_type[t] = best_isa();
+}
+
+int hc_kernel_choice(int kt)
+{
+    if (hc_isa() != HC_ISA_CHOSEN) return hc_isa();
+    pthread_once(&by_type_once, choose_by_type);
+    return by_type[kt];
+}
+
+/* The table row's word permutes flag (0 without a row); tests and
+ * benchmarks set it with hc_kernel_q4_word_permutes. */
+static int table_wperm(void)
+{
+    int isa[HC_KT_COUNT], wperm = 0;
+    return table_row(isa, &wperm) ? wperm : 0;
+}
+
+static atomic_int q4_wperm = -1;
+
+int hc_q4_word_permutes(void) { return chosen(&q4_wperm, table_wperm); }
+
+int hc_kernel_q4_word_permutes(int on)
+{
+    atomic_store(&q4_wperm, on < 0 ? table_wperm() : on);
+    return hc_q4_word_permutes();
+}
+
+void hc_kernel_describe(char *buf, size_t size)
+{
+    static const char *const types[HC_KT_COUNT] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "INT4-GPTQ" };
+    size_t o = 0;
+    for (int t = 0; t < HC_KT_COUNT && o < size; t++)
+        o += (size_t)snprintf(buf + o, size - o, "%s%s %s", t ? ", " : "", types[t], names[hc_kernel_choice(t)]);
+    if (o >= size) return;
+    hc_cpu_id c;
+    hc_cpu_identify(&c);
+    int isa[HC_KT_COUNT], wperm;
+    const char *row = table_row(isa, &wperm);
+    if (hc_kernel_choice(HC_KT_Q4_0) == HC_ISA_AVX512 && o < size)
+        o += (size_t)snprintf(buf + o, size - o, ", AVX-512 Q4_0 unpacked with %s", hc_q4_word_permutes() ? "vpermt2w" : "vpermt2d");
+    if (o >= size) return;
+    if (hc_isa() != HC_ISA_CHOSEN)
+        snprintf(buf + o, size - o, " (%s)", getenv("HC_KERNELS") && *getenv("HC_KERNELS") ? "HC_KERNELS" : "forced");
+    else if (row)
+        snprintf(buf + o, size - o, " (table: %s; %s family %d model %d)", row, c.vendor, c.family, c.model);
+    else
+        snprintf(buf + o, size - o, " (cpuid: no table row for %s family %d model %d; scripts/tune-kernels.sh measures one)",
+                 c.vendor, c.family, c.model);
 }
 
 /* Tests and benchmarks change it with hc_kernel_bf16_dot between runs. */

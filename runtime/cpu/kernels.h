@@ -23,8 +23,14 @@
 #include "ggml_types.h"
 #include "weight.h"
 
-/* Instruction sets, as indices of hc_type_traits.isa. */
-enum hc_isa_id { HC_ISA_SCALAR, HC_ISA_AVX2, HC_ISA_AVX512, HC_ISA_COUNT };
+/* Instruction sets, as indices of hc_type_traits.isa. HC_ISA_CHOSEN is none
+ * of them: passed as the `isa` of weight.h it asks for the one chosen for the
+ * weight's type (hc_kernel_choice). */
+enum hc_isa_id { HC_ISA_SCALAR, HC_ISA_AVX2, HC_ISA_AVX512, HC_ISA_COUNT, HC_ISA_CHOSEN = HC_ISA_COUNT };
+
+/* The weight types with kernels: the traits table's entries (weight.c) and
+ * the columns of the table of CPU models (kernel_table.c). */
+enum hc_kernel_type { HC_KT_F32, HC_KT_F16, HC_KT_BF16, HC_KT_Q8_0, HC_KT_Q4_0, HC_KT_GPTQ, HC_KT_COUNT };
 
 /* One weight type on one instruction set (ggml's type_traits_cpu entry). */
 typedef struct hc_kernel {
@@ -95,18 +101,50 @@ typedef struct hc_type_traits {
 /* The traits table's entry for w's type (weight.c); dies on a type the
  * runtime has no kernels for (model loading refuses those by name). */
 const hc_type_traits *hc_traits(const hc_weight *w);
+/* w's kernel on isa (HC_ISA_CHOSEN: on the one chosen for w's type). */
+const hc_kernel *hc_kernel_for(const hc_weight *w, int isa);
 /* 1 if the runtime has kernels for ggml weights of this type. */
 int hc_kernel_supports(uint32_t type);
 
-/* The instruction set in use: the best this CPU runs, the one $HC_KERNELS
+/* The `isa` the products pass (weight.h): the instruction set $HC_KERNELS
  * names ("avx512", "avx2", "scalar"; refused when this CPU does not run it)
- * or the one forced. */
+ * or the one forced, for every type; else HC_ISA_CHOSEN, each weight type's
+ * kernels from the instruction set chosen for it (hc_kernel_choice). */
 int hc_isa(void);
-/* Its name ("avx512", "avx2", "scalar"). */
+/* The instruction set forced, else the best this CPU runs (the quantizers'). */
+int hc_isa_top(void);
+/* The forced one's name ("avx512", "avx2", "scalar"), or "by type". */
 const char *hc_kernel_isa(void);
 /* Force a path for tests and benchmarks: "avx512", "avx2", "scalar", or NULL
- * for the best. 0 if this CPU runs it. */
+ * for the choice by type. 0 if this CPU runs it. */
 int hc_kernel_force(const char *isa);
+/* The instruction set of type kt's kernels (enum hc_kernel_type): the forced
+ * one, else this CPU model's row of the table (kernel_table.c), else the
+ * best this CPU runs. Fixed for the process, whatever the thread count. */
+int hc_kernel_choice(int kt);
+/* One line for -v: each type's instruction set and why ("table: Zen 4, ...",
+ * "HC_KERNELS", "cpuid: no table row for ..."). */
+void hc_kernel_describe(char *buf, size_t size);
+
+/* 1 when the AVX-512 Q4_0 kernels unpack with word permutes (vpermt2w):
+ * this CPU model's table row says they run fast there (Zen 4); else they use
+ * dword permutes (the same bits, kernels_avx512.c). */
+int hc_q4_word_permutes(void);
+/* Tests and benchmarks: on = 0 or 1 sets it, -1 back to the table's. Returns
+ * hc_q4_word_permutes(). */
+int hc_kernel_q4_word_permutes(int on);
+
+/* The CPU as cpuid names it: vendor string, display family and model. */
+typedef struct {
+    char vendor[13];
+    int family, model;
+} hc_cpu_id;
+void hc_cpu_identify(hc_cpu_id *c);
+/* The name of the table's row for c (kernel_table.c), its instruction set
+ * per type in isa[HC_KT_COUNT] and whether AVX-512 Q4_0 unpacks with word
+ * permutes in *wperm; NULL when no row matches c or the row names an
+ * instruction set above best (the best the CPU runs). */
+const char *hc_kernel_table(const hc_cpu_id *c, int best, int isa[], int *wperm);
 
 /* 1 when the AVX-512 BF16 kernels use vdpbf16ps: the CPU has AVX512_BF16 and
  * it was not turned off. Without it (Ice Lake; or turned off) they widen the

@@ -465,8 +465,6 @@ TI __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p)
 
 TI __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
-#define W2(a, b) ((a) | (b) << 16)   /* two word indices per int32: gcc lacks _mm512_setr_epi16 */
-
 /* Q8_0 products take 16 blocks (a chunk) per step and sum each block in
  * integers before any float work: the chunk's weight bytes are spread over 8
  * registers so that every int32 lane meets only one block (half a block: the
@@ -736,7 +734,6 @@ typedef struct {
 } xq4;
 
 #define Q4_CHUNK 16                       /* blocks per chunk */
-#define Q4_CHUNK_BYTES (Q4_CHUNK * 18)    /* sizeof(block_q4_0) == 18 */
 
 T static void arrange_q4(const void *act, int n, void *xa)
 {
@@ -766,42 +763,70 @@ T static void arrange_q4(const void *act, int n, void *xa)
     }
 }
 
-/* Bytes [64i, 64i + 64) of a chunk at p, i < 5 (a full chunk reads 32 bytes
- * past its end); tail: only the rem bytes the row has left from p, with
- * masked loads. */
-TI __m512i chunk_line(const char *p, int i, int tail, long rem)
-{
-    if (!tail) return _mm512_loadu_si512(p + 64 * i);
-    long a = rem - 64 * i;
-    return _mm512_maskz_loadu_epi8(a >= 64 ? ~0ULL : a <= 0 ? 0 : (1ULL << a) - 1, p + 64 * i);
-}
+#define W2(a, b) ((a) | (b) << 16)   /* two word indices per int32: gcc lacks _mm512_setr_epi16 */
 
-/* One row's 16-block chunk (its 5 lines Z): the weight nibbles of group g in
- * lo[g] / hi[g], gathered to meet xq4's lo[g] / hi[g], and the 16 block scales
- * as floats in xq4's lane order (lane 4m+g = block 4g+m). */
-TI void q4_unpack(const __m512i Z[5], __m512i lo[4], __m512i hi[4], __m512 *dw)
+/* One row's 16 blocks at q (whole, read within their 288 bytes): the weight
+ * nibbles of group g in lo[g] / hi[g], block 4g+m's 16 bytes in 128-bit lane
+ * m to meet xq4's lo[g] / hi[g], and the 16 block scales as floats in xq4's
+ * lane order (lane 4m+g = block 4g+m). Two ways, the same values: wp, from
+ * the chunk's lines with word permutes (vpermt2w: 7 per chunk), else from
+ * loads 2 or 8 bytes on with dword permutes (vpermt2d: 6 per chunk). Zen 5
+ * runs the word permutes slowly (Q4_0 decode at half AVX2's speed); on Zen 4
+ * they are the faster way (docs/design/kernels.md). */
+TI void q4_unpack(const block_q4_0 *q, __m512i lo[4], __m512i hi[4], __m512 *dw, const int wp)
 {
-    /* group g (bytes [72g, 72g + 72), word 4g of line g): its nibble bytes are
-     * words 4g + 9m + 1 .. 4g + 9m + 8 of lines g, g + 1 */
-    const __m512i qidx = _mm512_setr_epi32(W2(1, 2), W2(3, 4), W2(5, 6), W2(7, 8), W2(10, 11), W2(12, 13),
-                                           W2(14, 15), W2(16, 17), W2(19, 20), W2(21, 22), W2(23, 24),
-                                           W2(25, 26), W2(28, 29), W2(30, 31), W2(32, 33), W2(34, 35));
-    /* block j's scale is word 9j of the chunk; block 4g+m goes to word 4m+g:
-     * blocks 0-7 from lines 0, 1, blocks 8-14 from lines 2, 3, block 15 from line 4 */
-    const __m512i s01 = _mm512_setr_epi32(W2(0, 36), W2(0, 36), W2(9, 45), W2(0, 36), W2(18, 54), W2(0, 36),
-                                          W2(27, 63), W2(0, 36), 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i s23 = _mm512_setr_epi32(0, W2(8, 44), 0, W2(17, 53), 0, W2(26, 62), 0, W2(35, 7),
-                                          0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const char *p = (const char *)q;
+    if (wp) {
+        /* group g (bytes [72g, 72g + 72), word 4g of line g): its nibble bytes
+         * are words 4g + 9m + 1 .. 4g + 9m + 8 of lines g, g + 1 (of line 4 only
+         * the first 32 bytes are the chunk's) */
+        const __m512i qidx = _mm512_setr_epi32(W2(1, 2), W2(3, 4), W2(5, 6), W2(7, 8), W2(10, 11), W2(12, 13),
+                                               W2(14, 15), W2(16, 17), W2(19, 20), W2(21, 22), W2(23, 24),
+                                               W2(25, 26), W2(28, 29), W2(30, 31), W2(32, 33), W2(34, 35));
+        /* block j's scale is word 9j of the chunk; block 4g+m goes to word
+         * 4m+g: blocks 0-7 from lines 0, 1, blocks 8-14 from lines 2, 3,
+         * block 15 from line 4 */
+        const __m512i s01 = _mm512_setr_epi32(W2(0, 36), W2(0, 36), W2(9, 45), W2(0, 36), W2(18, 54), W2(0, 36),
+                                              W2(27, 63), W2(0, 36), 0, 0, 0, 0, 0, 0, 0, 0);
+        const __m512i s23 = _mm512_setr_epi32(0, W2(8, 44), 0, W2(17, 53), 0, W2(26, 62), 0, W2(35, 7),
+                                              0, 0, 0, 0, 0, 0, 0, 0);
+        __m512i Z[5];
+        #pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) Z[i] = _mm512_loadu_si512(p + 64 * i);
+        Z[4] = _mm512_maskz_loadu_epi8(~0ULL >> 32, p + 256);
+        #pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            __m512i v = _mm512_permutex2var_epi16(Z[g], _mm512_add_epi16(qidx, _mm512_set1_epi16((short)(4 * g))),
+                                                  Z[g + 1]);
+            lo[g] = _mm512_and_si512(v, m4);
+            hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+        __m512i s23v = _mm512_mask_permutexvar_epi16(_mm512_permutex2var_epi16(Z[2], s23, Z[3]), 0x8000, s23, Z[4]);
+        __m512i s = _mm512_mask_blend_epi16(0xcccc, _mm512_permutex2var_epi16(Z[0], s01, Z[1]), s23v);
+        *dw = _mm512_cvtph_ps(_mm512_castsi512_si256(s));
+        return;
+    }
+    /* group g's nibbles are at bytes 2, 20, 38 and 56 from 72g: dwords 0 and 9
+     * of the 64 bytes from 72g + 2, dwords 3 and 12 of those from 72g + 8
+     * (which end with the group) */
+    const __m512i qi = _mm512_setr_epi32(0, 1, 2, 3, 19, 20, 21, 22, 9, 10, 11, 12, 28, 29, 30, 31);
     #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
-        __m512i v = _mm512_permutex2var_epi16(Z[g], _mm512_add_epi16(qidx, _mm512_set1_epi16((short)(4 * g))), Z[g + 1]);
+        __m512i v = _mm512_permutex2var_epi32(_mm512_loadu_si512(p + 72 * g + 2), qi, _mm512_loadu_si512(p + 72 * g + 8));
         lo[g] = _mm512_and_si512(v, m4);
         hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
     }
-    __m512i s23v = _mm512_mask_permutexvar_epi16(_mm512_permutex2var_epi16(Z[2], s23, Z[3]), 0x8000, s23, Z[4]);
-    __m512i s = _mm512_mask_blend_epi16(0xcccc, _mm512_permutex2var_epi16(Z[0], s01, Z[1]), s23v);
-    *dw = _mm512_cvtph_ps(_mm512_castsi512_si256(s));
+    /* block j's scale is dword 18j / 4 of the chunk (its high word when j is
+     * odd); blocks 8.. sit from byte 144 as blocks 0.. from byte 0, so one
+     * index serves both halves: lanes 4m+g, g < 2, from bytes [0, 128), g >= 2
+     * from [144, 272) */
+    const __m512i at = _mm512_setr_epi32(0, 18, 0, 18, 4, 22, 4, 22, 9, 27, 9, 27, 13, 31, 13, 31);
+    const __m512i hw = _mm512_setr_epi32(0, 0, 0, 0, 16, 16, 16, 16, 0, 0, 0, 0, 16, 16, 16, 16);
+    __m512i a = _mm512_permutex2var_epi32(_mm512_loadu_si512(p), at, _mm512_loadu_si512(p + 64));
+    __m512i b = _mm512_permutex2var_epi32(_mm512_loadu_si512(p + 144), at, _mm512_loadu_si512(p + 208));
+    __m512i s = _mm512_srlv_epi32(_mm512_mask_blend_epi32(0xcccc, a, b), hw);
+    *dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(s));
 }
 
 /* acc + the dot of an unpacked chunk with activation chunk x: the 16 block
@@ -823,70 +848,71 @@ TI __m512 q4_fma(const __m512i lo[4], const __m512i hi[4], __m512 dw, const xq4 
 
 static size_t arranged_q4(int n) { return sizeof(xq4) * (size_t)((n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK); }
 
-/* acc + the dot of the 16 blocks at p with chunk xc. tail: rem bytes of the
- * row are left from p (see chunk_line). */
-TI __m512 q4_chunk(const char *p, const xq4 *xc, int tail, long rem, __m512 acc)
+/* The chunk at q when it is whole, else its nb blocks copied into pad
+ * (zeros after them: no weight nibbles, no scale). */
+TI const block_q4_0 *q4_whole(const block_q4_0 *q, int nb, block_q4_0 pad[Q4_CHUNK])
 {
-    __m512i Z[5], lo[4], hi[4];
-    __m512 dw;
-    #pragma GCC unroll 5
-    for (int i = 0; i < 5; i++) Z[i] = chunk_line(p, i, tail, rem);
-    q4_unpack(Z, lo, hi, &dw);
-    return q4_fma(lo, hi, dw, xc, acc);
+    if (nb >= Q4_CHUNK) return q;
+    memset(pad, 0, Q4_CHUNK * sizeof(block_q4_0));
+    memcpy(pad, q, (size_t)nb * sizeof(block_q4_0));
+    return pad;
+}
+
+/* Chunks in order, the last one zero-padded; wp: see q4_unpack. */
+TI float dot_q4_as(const hc_weight *w, int r, const void *xa, const int wp)
+{
+    const block_q4_0 *q = QROW(block_q4_0, w, r);
+    const xq4 *xc = xa;
+    __m512 acc = _mm512_setzero_ps();
+    int nb = w->n / QK8_0;
+    for (int c = 0; c * Q4_CHUNK < nb; c++) {
+        block_q4_0 pad[Q4_CHUNK];
+        __m512i lo[4], hi[4];
+        __m512 dw;
+        q4_unpack(q4_whole(q + c * Q4_CHUNK, nb - c * Q4_CHUNK, pad), lo, hi, &dw, wp);
+        acc = q4_fma(lo, hi, dw, xc + c, acc);
+    }
+    return _mm512_reduce_add_ps(acc);
 }
 
 T static float dot_q4(const hc_weight *w, int r, const void *xa)
 {
-    const char *row = (const char *)QROW(block_q4_0, w, r);
-    const xq4 *xc = xa;
-    __m512 acc = _mm512_setzero_ps();
-    int nb = w->n / QK8_0, c = 0, nc = (nb + Q4_CHUNK - 1) / Q4_CHUNK;
-    long rb = (long)nb * 18;
-    for (; (long)(c + 1) * Q4_CHUNK_BYTES + 32 <= rb; c++) acc = q4_chunk(row + (size_t)c * Q4_CHUNK_BYTES, xc + c, 0, 0, acc);
-    for (; c < nc; c++)
-        acc = q4_chunk(row + (size_t)c * Q4_CHUNK_BYTES, xc + c, 1, rb - (long)c * Q4_CHUNK_BYTES, acc);
-    return _mm512_reduce_add_ps(acc);
+    return hc_q4_word_permutes() ? dot_q4_as(w, r, xa, 1) : dot_q4_as(w, r, xa, 0);
 }
 
-/* q4_chunk for R rows x Tn vectors (chunk c of each vector). */
-TI void q4_chunk_tile(int R, int Tn, const char *const *w, const xq4 *const *xc, int c, int tail, long rem,
-                       __m512 acc[RQ][TQN])
-{
-    size_t off = (size_t)c * Q4_CHUNK_BYTES;
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++) {
-        const char *p = w[r] + off;
-        __m512i Z[5], lo[4], hi[4];
-        __m512 dw;
-        _Pragma("GCC unroll 5")
-        for (int i = 0; i < 5; i++) Z[i] = chunk_line(p, i, tail, rem);
-        q4_unpack(Z, lo, hi, &dw);
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) acc[r][t] = q4_fma(lo, hi, dw, xc[t] + c, acc[r][t]);
-    }
-}
-
-/* The Q4_0 tile, as dot_q4: one accumulator, chunks in order, the last ones masked. */
-T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+/* The Q4_0 tile, as dot_q4: each row chunk unpacked once for the vectors. */
+TI void tile_q4_as(const hc_weight *wt, const int *rows, const void *const *xv, float *y, const int wp)
 {
     enum { R = R4, Tn = T4 };
-    const char *w[R];
+    const block_q4_0 *q[R];
     const xq4 *const *xc = (const xq4 *const *)xv;
     const int nb = wt->n / QK8_0;
-    for (int r = 0; r < R; r++) w[r] = (const char *)QROW(block_q4_0, wt, rows[r]);
+    for (int r = 0; r < R; r++) q[r] = QROW(block_q4_0, wt, rows[r]);
     __m512 acc[RQ][TQN];
-    long rb = (long)nb * 18;
-    int c = 0, nc = (nb + Q4_CHUNK - 1) / Q4_CHUNK;
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
         for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_setzero_ps();
-    for (; (long)(c + 1) * Q4_CHUNK_BYTES + 32 <= rb; c++) q4_chunk_tile(R, Tn, w, xc, c, 0, 0, acc);
-    for (; c < nc; c++) q4_chunk_tile(R, Tn, w, xc, c, 1, rb - (long)c * Q4_CHUNK_BYTES, acc);
+    for (int c = 0; c * Q4_CHUNK < nb; c++)
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) {
+            block_q4_0 pad[Q4_CHUNK];
+            __m512i lo[4], hi[4];
+            __m512 dw;
+            q4_unpack(q4_whole(q[r] + c * Q4_CHUNK, nb - c * Q4_CHUNK, pad), lo, hi, &dw, wp);
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < Tn; t++) acc[r][t] = q4_fma(lo, hi, dw, xc[t] + c, acc[r][t]);
+        }
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
         for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    if (hc_q4_word_permutes()) tile_q4_as(wt, rows, xv, y, 1);
+    else tile_q4_as(wt, rows, xv, y, 0);
 }
 
 /* Block b of a Q4_0 row as 32 signed values -8..7 in element order. */
@@ -931,6 +957,15 @@ typedef struct {
     __m512i lo[4], hi[4];
     __m512 s;
 } wgq;
+
+/* Bytes [64i, 64i + 64) of a chunk at p; tail: only the rem bytes the row
+ * has left from p, with masked loads. */
+TI __m512i chunk_line(const char *p, int i, int tail, long rem)
+{
+    if (!tail) return _mm512_loadu_si512(p + 64 * i);
+    long a = rem - 64 * i;
+    return _mm512_maskz_loadu_epi8(a >= 64 ? ~0ULL : a <= 0 ? 0 : (1ULL << a) - 1, p + 64 * i);
+}
 
 /* The chunk at p (rem bytes of the row left from p) and the scales of the
  * row's n2 floats of pairs sm that sidx names (n2 < 0: groups of 32); pf:

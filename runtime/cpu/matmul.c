@@ -164,7 +164,7 @@ static void down_chunk(void *arg, int chunk, int ith)
     if (lo >= hi) return;
     /* the traits entry's kernel, straight to the instruction set's row AXPY */
     int isa = hc_isa();
-    const hc_kernel *kern = hc_traits(t->w)->isa[isa];
+    const hc_kernel *kern = hc_kernel_for(t->w, isa);
     if (t->B == 1) {
         int next = 0;   /* the next listed neuron with non-zero h, its row fetched ahead */
         while (next < t->k && t->h[next] == 0.0f) next++;

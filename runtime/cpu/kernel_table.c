@@ -1,0 +1,68 @@
+/* The table of CPU models: for each, the instruction set each weight type's
+ * kernels take on it, and how AVX-512 Q4_0 unpacks its nibbles there
+ * (kernels.h, hc_kernel_table). A row comes from
+ * scripts/tune-kernels.sh run on that CPU, which times every instruction set's
+ * kernels for decode and prompts and prints the row; a CPU without a row takes
+ * the best instruction set it runs for every type (docs/design/kernels.md,
+ * "Choosing the kernels": why a table and not a timing at startup). */
+#include "kernels.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+#include <string.h>
+
+#define A2 HC_ISA_AVX2
+#define A5 HC_ISA_AVX512
+
+static const struct {
+    const char *name, *vendor;
+    int family, model_lo, model_hi;
+    int isa[HC_KT_COUNT];   /* F32, F16, BF16, Q8_0, Q4_0, INT4-GPTQ */
+    int wperm;              /* AVX-512 Q4_0 unpacks with word permutes (hc_q4_word_permutes) */
+} rows[] = {
+    /* Zen 4 (family 25 with AVX-512; Zen 3, the same family without it, has no
+     * row since it does not run A5): EPYC 9004 model 17, 2026-11-27, each type
+     * fastest on AVX-512 for decode and prompts, Q4_0 with word permutes
+     * (docs/measurements.md, "Kernels chosen by CPU model") */
+    { "Zen 4", "AuthenticAMD", 25, 0x00, 0xff, { A5, A5, A5, A5, A5, A5 }, 1 },
+    /* Zen 5: Q4_0 decode on AVX-512 at half AVX2's speed (66-71 against
+     * 136-141 tok/s, issue 36, the kernel that unpacked with vpermt2w; the
+     * one without word permutes is not measured there yet) */
+    { "Zen 5", "AuthenticAMD", 26, 0x00, 0xff, { A5, A5, A5, A5, A2, A5 }, 0 },
+};
+
+void hc_cpu_identify(hc_cpu_id *c)
+{
+    memset(c, 0, sizeof *c);
+#if defined(__x86_64__)
+    unsigned a, b, d, e;
+    if (!__get_cpuid(0, &a, &b, &e, &d)) return;
+    memcpy(c->vendor, &b, 4);
+    memcpy(c->vendor + 4, &d, 4);
+    memcpy(c->vendor + 8, &e, 4);
+    if (!__get_cpuid(1, &a, &b, &e, &d)) return;
+    /* the display family and model (Intel SDM and AMD APM, cpuid leaf 1) */
+    int fam = (int)(a >> 8 & 0xf), model = (int)(a >> 4 & 0xf);
+    if (fam == 0xf) fam += (int)(a >> 20 & 0xff);
+    if (fam == 0x6 || fam >= 0xf) model += (int)(a >> 16 & 0xf) << 4;
+    c->family = fam;
+    c->model = model;
+#endif
+}
+
+const char *hc_kernel_table(const hc_cpu_id *c, int best, int isa[], int *wperm)
+{
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (strcmp(rows[i].vendor, c->vendor) || rows[i].family != c->family || c->model < rows[i].model_lo ||
+            c->model > rows[i].model_hi)
+            continue;
+        int top = 0;
+        for (int t = 0; t < HC_KT_COUNT; t++) top = rows[i].isa[t] > top ? rows[i].isa[t] : top;
+        if (top > best) continue;
+        memcpy(isa, rows[i].isa, sizeof rows[i].isa);
+        *wperm = rows[i].wperm;
+        return rows[i].name;
+    }
+    return NULL;
+}
