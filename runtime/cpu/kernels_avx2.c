@@ -787,7 +787,7 @@ T static void prepare_q8(const hc_weight *w, const float *x, void *act)
 }
 
 const hc_kernel hc_avx2_q8_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q8, .arrange = arrange_q8,
-                                 .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .tile_min = 4,
+                                 .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .tile_min = 4, .tile_prefetch = 1,
                                  .axpy = axpy_q8,
                                  .axpy_multi = axpy_multi_q8 };
 
@@ -939,7 +939,7 @@ T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *x
 }
 
 const hc_kernel hc_avx2_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q4, .arrange = arrange_q4,
-                                 .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .tile_min = 3, .axpy = axpy_q4,
+                                 .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .tile_min = 3, .tile_prefetch = 1, .axpy = axpy_q4,
                                  .axpy_multi = axpy_multi_q4 };
 
 /* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: 8 blocks (128
@@ -1118,5 +1118,5 @@ T static void axpy_gptq(const hc_weight *w, int r, int c0, int c1, float a, floa
 }
 
 const hc_kernel hc_avx2_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .tile = tile_gptq, .rm = RG,
-                                 .tm = TG, .tile_min = 3, .axpy = axpy_gptq };
+                                 .tm = TG, .tile_min = 3, .tile_prefetch = 1, .axpy = axpy_gptq };
 #endif

@@ -715,7 +715,7 @@ T static void prepare_q8(const hc_weight *w, const float *x, void *act)
 }
 
 const hc_kernel hc_avx512_q8_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q8, .arrange = arrange_q8,
-                                   .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .tile_min = 5, .axpy = axpy_q8,
+                                   .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .tile_min = 3, .tile_prefetch = 1, .axpy = axpy_q8,
                                    .axpy_multi = axpy_multi_q8 };
 
 /* ---- Q4_0 against Q8_0 activations: 16 blocks per step, summed in integers
@@ -938,7 +938,7 @@ T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, c
 }
 
 const hc_kernel hc_avx512_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q4, .arrange = arrange_q4,
-                                   .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .tile_min = 4, .axpy = axpy_q4,
+                                   .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .tile_min = 3, .tile_prefetch = 1, .axpy = axpy_q4,
                                    .axpy_multi = axpy_multi_q4 };
 
 /* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: 16 blocks (256
@@ -1101,5 +1101,5 @@ T static void axpy_gptq(const hc_weight *w, int r, int c0, int c1, float a, floa
 }
 
 const hc_kernel hc_avx512_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .tile = tile_gptq, .rm = RG,
-                                   .tm = TG, .tile_min = 5, .axpy = axpy_gptq };
+                                   .tm = TG, .tile_min = 4, .tile_prefetch = 1, .axpy = axpy_gptq };
 #endif
