@@ -281,18 +281,19 @@ TI void tile_steps(int k, int nt, const void *const *w, const float *const *x, i
         for (int t = 0; t < nt; t++) y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r][t], a1[r][t]));
 }
 
-/* Both passes of tile_steps, the second one only if the edge of the batch
- * did not fill it with copies of vector TS - 1 (weight.c repeats the last
- * vector). */
+/* The passes of tile_steps over the vectors the tile really has (weight.c
+ * repeats the last one: real_vectors), each pass over only its real ones:
+ * a batch's edge does no FMAs for its copies. */
 TI void tile_steps_all(int k, const void *const *w, const float *const *x, int n, float *y)
 {
-    tile_steps(k, TS, w, x, n, y);
-    if (x[TS] != x[TS - 1]) {
-        tile_steps(k, TS, w, x + TS, n, y + TS * RM);
-        return;
+    int tn = real_vectors((const void *const *)x, TM);
+    for (int t0 = 0; t0 < tn; t0 += TS) {
+        int nt = tn - t0 < TS ? tn - t0 : TS;
+        if (nt == TS) tile_steps(k, TS, w, x + t0, n, y + t0 * RM);
+        else if (nt == 2) tile_steps(k, 2, w, x + t0, n, y + t0 * RM);
+        else tile_steps(k, 1, w, x + t0, n, y + t0 * RM);
     }
-    for (int t = TS; t < TM; t++)
-        for (int r = 0; r < RM; r++) y[t * RM + r] = y[(TS - 1) * RM + r];
+    copy_edge(y, tn, RM, TM);
 }
 
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
