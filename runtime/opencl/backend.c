@@ -224,28 +224,23 @@ static void times_sent(clb *b)
     b->n_sent = 0;
 }
 
-static void write_(hc_backend *be, hc_view dst, const void *src, size_t bytes)
+/* A write of src into dst, waited for (blocking) or only queued. */
+static void enqueue_write(clb *b, hc_view dst, const void *src, size_t bytes, int blocking)
 {
-    clb *b = (clb *)be;
     if (b->failed || !bytes) return;
-    /* blocking: the caller may reuse src at once */
     cl_event ev = NULL;
-    cl_int rc = clEnqueueWriteBuffer(b->q, dst.buf->m, CL_TRUE, dst.off, bytes, src, 0, NULL, b->cl->profile ? &ev : NULL);
+    cl_int rc = clEnqueueWriteBuffer(b->q, dst.buf->m, blocking ? CL_TRUE : CL_FALSE, dst.off, bytes, src, 0, NULL,
+                                     b->cl->profile ? &ev : NULL);
     if (rc != CL_SUCCESS) fail(b, "clEnqueueWriteBuffer", rc);
-    else counted(b, ev, bytes, 0);
+    else counted(b, ev, bytes, !blocking);
 }
+
+/* blocking: the caller may reuse src at once */
+static void write_(hc_backend *be, hc_view dst, const void *src, size_t bytes) { enqueue_write((clb *)be, dst, src, bytes, 1); }
 
 /* Queued, not waited for: the in-order queue has done it by the next read
  * or sync, until which the caller leaves src alone. */
-static void send(hc_backend *be, hc_view dst, const void *src, size_t bytes)
-{
-    clb *b = (clb *)be;
-    if (b->failed || !bytes) return;
-    cl_event ev = NULL;
-    cl_int rc = clEnqueueWriteBuffer(b->q, dst.buf->m, CL_FALSE, dst.off, bytes, src, 0, NULL, b->cl->profile ? &ev : NULL);
-    if (rc != CL_SUCCESS) fail(b, "clEnqueueWriteBuffer", rc);
-    else counted(b, ev, bytes, 1);
-}
+static void send(hc_backend *be, hc_view dst, const void *src, size_t bytes) { enqueue_write((clb *)be, dst, src, bytes, 0); }
 
 static int report(clb *b, char *err, size_t errlen)
 {
