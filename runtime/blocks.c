@@ -27,14 +27,28 @@ void hc_blocks_give(hc_blocks *b, const int32_t *table, int n)
     for (int i = n - 1; i >= 0; i--) b->free[b->n_free++] = table[i];
 }
 
+/* A block: k and v of HC_KV_BLOCK positions in every layer, f32. */
+static uint64_t block_bytes(const hc_hparams *hp)
+{
+    return 2 * sizeof(float) * HC_KV_BLOCK * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
+}
+
+/* The blocks `bytes` hold, at most n_parallel contexts'. */
+static uint64_t blocks_in(const hc_hparams *hp, uint64_t bytes, int n_ctx, int n_parallel)
+{
+    uint64_t most = (uint64_t)n_parallel * (uint64_t)hc_blocks_for(n_ctx), n = bytes / block_bytes(hp);
+    return n < most ? n : most;
+}
+
+int hc_blocks_most(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel)
+{
+    return (int)blocks_in(hp, budget ? budget : UINT64_MAX, n_ctx, n_parallel);
+}
+
 int hc_blocks_pool(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, char *err, size_t errlen)
 {
-    /* a block: k and v of HC_KV_BLOCK positions in every layer, f32 */
-    uint64_t block = 2 * sizeof(float) * HC_KV_BLOCK * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv *
-                     (uint64_t)hp->head_dim;
-    uint64_t bytes = budget ? budget : hc_mem_available() / 4 * 3;
-    uint64_t most = (uint64_t)n_parallel * (uint64_t)hc_blocks_for(n_ctx), n = bytes / block;
-    if (n > most) n = most;
+    uint64_t block = block_bytes(hp), bytes = budget ? budget : hc_mem_available() / 4 * 3;
+    uint64_t n = blocks_in(hp, bytes, n_ctx, n_parallel);
     if (n < (uint64_t)hc_blocks_for(n_ctx)) {
         snprintf(err, errlen, "a KV budget of %llu bytes%s holds %llu blocks of %d positions (%llu bytes each), less "
                  "than one context of %d positions (-c): give a larger --kv-budget or a smaller -c",

@@ -27,6 +27,10 @@ void hc_blocks_give(hc_blocks *b, const int32_t *table, int n);
  * n_parallel whole contexts take. Its blocks, or -1 with err when it holds
  * less than one context. */
 int hc_blocks_pool(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, char *err, size_t errlen);
+/* The most blocks hc_blocks_pool can give (what the budget holds, or n_parallel
+ * contexts without one): what a device's placement prices, before the
+ * memory left after loading decides the pool. */
+int hc_blocks_most(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel);
 /* Blocks that hold n positions. */
 static inline int hc_blocks_for(int n) { return (n + HC_KV_BLOCK - 1) / HC_KV_BLOCK; }
 

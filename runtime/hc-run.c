@@ -627,21 +627,15 @@ static void par_done(void *user, int r, enum hc_stop why)
     while (P->next < P->o->n_prompts && P->t[P->next].done) par_write(P, P->next++);
 }
 
-/* The positions --parallel's sequences have each (-c, else the model's) and
- * the blocks of their pool (--kv-budget, else from the memory available). */
-static int parallel_pool(const hc_model *m, const options *o, int *n_ctx)
-{
-    char err[512];
-    *n_ctx = o->n_ctx ? o->n_ctx : m->hp.n_ctx_train;
-    int blocks = hc_blocks_pool(&m->hp, o->kv_budget, *n_ctx, o->parallel, err, sizeof err);
-    if (blocks < 0) hc_die("%s: %s", o->model, err);
-    return blocks;
-}
+/* The positions each of --parallel's sequences has: -c, else the model's. */
+static int parallel_ctx(const hc_model *m, const options *o) { return o->n_ctx ? o->n_ctx : m->hp.n_ctx_train; }
 
 static void parallel(const hc_model *m, const hc_tokenizer *tok, const options *o, hc_ffn *ffn)
 {
     char err[512];
-    int n = o->n_prompts, n_ctx, blocks = parallel_pool(m, o, &n_ctx);
+    int n = o->n_prompts, n_ctx = parallel_ctx(m, o);
+    int blocks = hc_blocks_pool(&m->hp, o->kv_budget, n_ctx, o->parallel, err, sizeof err);
+    if (blocks < 0) hc_die("%s: %s", o->model, err);
     hc_request *reqs = calloc((size_t)n, sizeof *reqs);
     par_run P = { .tok = tok, .o = o, .t = calloc((size_t)n, sizeof *P.t), .n_ctx = n_ctx };
     if (!reqs || !P.t) hc_die("out of memory");
@@ -766,10 +760,8 @@ int main(int argc, char **argv)
     char idx[4096];
     if (o.reset_index) reset_gpu_index(&o, idx, sizeof idx);
     o.fo.n_ctx = o.n_ctx;
-    if (o.parallel) {   /* the device's share of the cache priced for the whole pool, as hc-solve --ctx */
-        int n_ctx;
-        o.fo.n_ctx = parallel_pool(m, &o, &n_ctx) * HC_KV_BLOCK;
-    }
+    if (o.parallel)   /* the device's share of the cache priced for the largest pool, as hc-solve --ctx */
+        o.fo.n_ctx = hc_blocks_most(&m->hp, o.kv_budget, parallel_ctx(m, &o), o.parallel) * HC_KV_BLOCK;
     hc_ffn *ffn = hc_ffn_setup(m, &o.fo, stderr, err, sizeof err);
     if (!ffn) hc_die("%s", err);
     int64_t copied = hc_model_copy_weights(m, o.weights_mem, !hc_ffn_is_sparse(ffn), err, sizeof err);
