@@ -1069,14 +1069,20 @@ int hc_sparse_criterion_parse(const char *name)
 
 const char *hc_sparse_criterion_name(int criterion) { return crit_names[criterion]; }
 
-/* A layer's counts, with what its device did for the tokens left there
- * (read from the device; the last counts read when it has failed). */
-static hc_sparse_stats layer_stats(hc_sparse *s, int layer)
+/* What the devices of layers [l0, l1) did for the tokens left there, read
+ * into dev_counts (a device that has failed keeps the last counts read). */
+static void read_device_counts(hc_sparse *s, int l0, int l1)
 {
-    layer_state *L = &s->L[layer];
-    hc_sparse_stats st = L->st;
     char err[256];
-    if (L->dev) hc_cl_layer_counts(L->dev, L->dev_counts, err, sizeof err);
+    for (int l = l0; l < l1; l++)
+        if (s->L[l].dev) hc_cl_layer_counts(s->L[l].dev, s->L[l].dev_counts, err, sizeof err);
+}
+
+/* A layer's counts, with its device's as last read. */
+static hc_sparse_stats layer_stats(const hc_sparse *s, int layer)
+{
+    const layer_state *L = &s->L[layer];
+    hc_sparse_stats st = L->st;
     st.bytes += L->dev_counts[0] * (L->rb_gate + L->rb_up) + L->dev_counts[1] * L->rb_down;
     st.served_dev += L->dev_counts[1];
     st.computed += L->dev_counts[1];
@@ -1084,9 +1090,8 @@ static hc_sparse_stats layer_stats(hc_sparse *s, int layer)
     return st;
 }
 
-hc_sparse_stats hc_sparse_get_stats(hc_sparse *s, int layer)
+static hc_sparse_stats total_stats(const hc_sparse *s)
 {
-    if (layer >= 0) return layer_stats(s, layer);
     hc_sparse_stats t = { 0 };
     for (int l = 0; l < s->m->hp.n_layer; l++) {
         hc_sparse_stats ls = layer_stats(s, l), *a = &ls;
@@ -1102,6 +1107,12 @@ hc_sparse_stats hc_sparse_get_stats(hc_sparse *s, int layer)
         t.kept += a->kept;
     }
     return t;
+}
+
+hc_sparse_stats hc_sparse_get_stats(hc_sparse *s, int layer)
+{
+    read_device_counts(s, layer < 0 ? 0 : layer, layer < 0 ? s->m->hp.n_layer : layer + 1);
+    return layer >= 0 ? layer_stats(s, layer) : total_stats(s);
 }
 
 const char *hc_sparse_device_error(const hc_sparse *s) { return s->dev_err[0] ? s->dev_err : NULL; }
@@ -1138,7 +1149,8 @@ static void report_line(const hc_sparse *s, FILE *f, const char *what, int layer
 
 void hc_sparse_report(hc_sparse *s, FILE *f, int per_layer)
 {
-    hc_sparse_stats t = hc_sparse_get_stats(s, -1);
+    read_device_counts(s, 0, s->m->hp.n_layer);
+    hc_sparse_stats t = total_stats(s);
     if (per_layer)
         for (int l = 0; l < s->m->hp.n_layer; l++) {
             char what[32];
