@@ -159,17 +159,24 @@ typedef struct {
     int gpu;
 } hc_clb_device;
 enum {
-    HC_CLB_ROWS = 4,        /* matrix rows per work group of a product */
-    HC_CLB_TOKENS = 8,      /* input rows per work group of a prompt's product (the tile) */
+    HC_CLB_ROWS = 4,        /* matrix rows per work group of a one-row product (mv) */
+    HC_CLB_TOKENS = 8,      /* input rows per work group of a prompt's transposed product (the tile) */
     HC_CLB_UNIT = 32,       /* weights one work item reads per step: B = 1 (mv) */
-    HC_CLB_UNIT_MM = 16,    /* the same, B > 1 (mm) */
+    HC_CLB_MM_ROWS = 64,    /* matrix rows of a tiled product's group (mm16, mm64: B > 1) */
+    HC_CLB_MM_ITEMS = 128,  /* its work items: 16 x 8, each 4 rows x (tile / 8) input rows */
     HC_CLB_CHUNK_MAX = 1024 /* positions of one attention work group (their scores in local memory) */
 };
-/* A product (kernels mv_T, B = 1, and mm_T, B > 1) of `rows` rows of n
- * inputs: items per group, and groups: one per HC_CLB_ROWS rows (times
- * the tiles of HC_CLB_TOKENS input rows). */
-size_t hc_clb_mm_local(const hc_clb_device *d, int n, int B);
-size_t hc_clb_mm_groups(int rows, int B);
+/* A product of one input row (kernel mv_T) of `rows` rows of n inputs:
+ * items per group, and groups: one per HC_CLB_ROWS rows. */
+size_t hc_clb_mv_local(const hc_clb_device *d, int n);
+size_t hc_clb_mv_groups(int rows);
+/* A product of B > 1 input rows, tiled (kernels mm16_T, mm64_T):
+ * HC_CLB_MM_ITEMS items per group, each group HC_CLB_MM_ROWS rows by
+ * hc_clb_mm_tile(B) input rows (16 or 64) by a slice of the n inputs; the
+ * slices, as many as fill the device where the tiles do not (their sums
+ * added in a fixed order by sum_slices), in 32-blocks of n. */
+int hc_clb_mm_tile(int B);
+int hc_clb_mm_slices(const hc_clb_device *d, int rows, int n, int B);
 /* The transposed product (mt_T): one item per output column, the k rows
  * (inputs) cut into slices so that the groups fill the device; the
  * slices' sums are added in a fixed order (sum_slices). */

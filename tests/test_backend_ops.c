@@ -143,10 +143,13 @@ typedef struct {
                                     { OP_ACT, kind, n, B, bias, HC_ACT_GELU, thr }
 
 static const op_case cases[] = {
-    /* products: B = 1 (decode), 7 (one tile), 19 (three tiles of 8); rows
-     * not a multiple of the group's 4; n with a tail that is not whole units */
+    /* products: B = 1 (decode), 7 (a tile of 16), 19 (a tile of 64), 70 (two);
+     * rows not a multiple of mv's 4 or the tiles' 64; n with a tail that is
+     * not whole blocks; n = 4096 at B > 1: sliced on a GPU's geometry */
     MM3(37, 48, 1), MM3(37, 48, 7), MM3(64, 291, 1), MM3(64, 291, 19), MM3(300, 4096, 1), MM3(5, 64, 19),
+    MM3(100, 4096, 7), MM3(130, 200, 70),
     MMQ(37, 64, 1), MMQ(37, 64, 7), MMQ(64, 288, 1), MMQ(64, 288, 19), MMQ(300, 4096, 1), MMQ(6, 256, 19),
+    MMQ(100, 4096, 7), MMQ(130, 192, 70),
     MMT(45, 64, 1), MMT(45, 96, 7), MMT(300, 288, 1), MMT(1000, 64, 19),
     { OP_NORM, HC_NORM_RMS, 48, 1, 0, 0, 0 }, { OP_NORM, HC_NORM_RMS, 288, 7, 0, 0, 0 }, { OP_NORM, HC_NORM_RMS, 4096, 3, 0, 0, 0 },
     { OP_NORM, HC_NORM_LAYER, 48, 1, 0, 0, 0 }, { OP_NORM, HC_NORM_LAYER, 64, 7, 1, 0, 0 }, { OP_NORM, HC_NORM_LAYER, 288, 2, 1, 0, 0 },
@@ -697,12 +700,25 @@ static void test_clb_geometry(void)
         const int shapes[][2] = { { E, E }, { F, E }, { E, F }, { V, E } };
         for (size_t s = 0; s < 4; s++)
             for (int B = 1; B <= 512; B *= 8) {
-                size_t l = hc_clb_mm_local(d, shapes[s][1], B), g = hc_clb_mm_groups(shapes[s][0], B);
-                size_t mem = sizeof(float) * HC_CLB_ROWS * (B > 1 ? HC_CLB_TOKENS : 1) * l;
-                CHECKF(g >= cu && l <= d->wg_max && (l & (l - 1)) == 0 && mem <= lm && (!d->gpu || l >= 64),
-                       "device %zu: product %dx%d B %d: %zu groups of %zu", i, shapes[s][0], shapes[s][1], B, g, l);
-                /* every item has a unit of the row to read */
-                CHECK(l * (B > 1 ? HC_CLB_UNIT_MM : HC_CLB_UNIT) <= (size_t)shapes[s][1] || l == 1);
+                const int rows = shapes[s][0], n = shapes[s][1];
+                if (B == 1) {
+                    size_t l = hc_clb_mv_local(d, n), g = hc_clb_mv_groups(rows);
+                    CHECKF(g >= cu && l <= d->wg_max && (l & (l - 1)) == 0 && sizeof(float) * HC_CLB_ROWS * l <= lm &&
+                               (!d->gpu || l >= 64),
+                           "device %zu: product %dx%d: %zu groups of %zu", i, rows, n, g, l);
+                    /* every item has a unit of the row to read */
+                    CHECK(l * HC_CLB_UNIT <= (size_t)n || l == 1);
+                    continue;
+                }
+                /* tiled: the groups (tiles x slices) fill the device, each slice 8 blocks or more, local memory
+                 * (the tiles of 32 inputs as floats, a row apiece padded by one, and the scale pairs) within 48 KiB */
+                const size_t tile = (size_t)hc_clb_mm_tile(B);
+                const int S = hc_clb_mm_slices(d, rows, n, B);
+                size_t g = ((size_t)rows + HC_CLB_MM_ROWS - 1) / HC_CLB_MM_ROWS * ((B + tile - 1) / tile) * (size_t)S;
+                size_t mem = 32 * sizeof(float) * (HC_CLB_MM_ROWS + 1 + tile + 1) + 2 * sizeof(float) * (HC_CLB_MM_ROWS + tile);
+                CHECKF(g >= cu && HC_CLB_MM_ITEMS <= d->wg_max && mem <= lm && S >= 1 && S <= 16 &&
+                           (S == 1 || (size_t)n / 32 / (size_t)S >= 8) && (tile == 64 || tile >= (size_t)B),
+                       "device %zu: product %dx%d B %d: %zu groups (%d slices)", i, rows, n, B, g, S);
             }
         /* ffn_down_t: 4096 outputs over 11008 rows */
         size_t tl = hc_clb_t_local(d, E);

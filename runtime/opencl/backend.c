@@ -48,7 +48,7 @@ typedef struct {
     hc_cl *cl;
     cl_command_queue q;
     cl_program prog;
-    cl_kernel mv[N_FMT], mm[N_FMT], mt[N_FMT], ffn_act[N_ACT];
+    cl_kernel mv[N_FMT], mm16[N_FMT], mm64[N_FMT], mt[N_FMT], ffn_act[N_ACT];
     cl_kernel sum_slices, act_bf16, act_q8, norm, rope, add_bias, add, kv_store, attn_part, attn_combine;
     hc_clb_device geo;
     size_t kwg;             /* the largest group every kernel takes */
@@ -528,36 +528,56 @@ static void transposed(clb *b, hc_view x, int B, const hc_mm *it)
     }
 }
 
-/* it's product on its input p (rows it->b0.. of B). */
+/* it's product on its input p (rows it->b0.. of B): one row by mv_T, more
+ * by the tiled mm16_T or mm64_T, in slices of the inputs where the tiles
+ * alone do not fill the device (then added by sum_slices). */
 static void one_product(clb *b, const prepared *p, int B, const hc_mm *it)
 {
     const cl_mat *m = it->w->dev;
     const int nb = B - it->b0;
+    const int q = p->form == FORM_Q8 || p->form == FORM_G8;
     cl_mem ym = mem_of(it->y);
     cl_uint yo = flo(it->y), ys = (cl_uint)it->y_stride;
     cl_int n = m->kn, rows = m->rows, Bc = nb, xb = it->b0;
-    /* a quantized tile's unit is a block of 32 weights, twice mm's unit of 16: as many items as blocks */
-    const int q = p->form == FORM_Q8 || p->form == FORM_G8;
-    const size_t L = hc_clb_mm_local(&b->geo, q && nb > 1 ? m->kn / 2 : m->kn, nb);
-    const size_t g[2] = { hc_clb_mm_groups(m->rows, 1) * L, ((size_t)nb + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS };
-    const size_t l[2] = { L, 1 };
-    cl_kernel k = nb == 1 ? b->mv[m->fmt] : b->mm[m->fmt];
-    if (p->form == FORM_F32 || p->form == FORM_BF16) {
-        cl_uint xo = p->xo + (cl_uint)((size_t)it->b0 * (size_t)m->n), xs = (cl_uint)m->n;
-        if (nb == 1)
-            args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(xo), A(ym), A(yo),
+    /* the input: floats from row b0 on, or act_q8's form (its rows kn codes apart) from row xb on */
+    cl_uint xo = q ? (cl_uint)xb : p->xo + (cl_uint)((size_t)it->b0 * (size_t)m->n), xs = (cl_uint)m->kn;
+    if (nb == 1) {
+        const size_t L = hc_clb_mv_local(&b->geo, m->kn);
+        const size_t g = hc_clb_mv_groups(m->rows) * L;
+        cl_kernel k = b->mv[m->fmt];
+        if (q)
+            args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(p->doff), A(p->soff), A(xb), A(ym), A(yo),
                  LOCAL(sizeof(float) * HC_CLB_ROWS * L), END);
         else
-            args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(xo), A(xs), A(Bc), A(ym), A(yo), A(ys),
-                 LOCAL(sizeof(float) * HC_CLB_ROWS * HC_CLB_TOKENS * L), END);
-    } else if (nb == 1) {
-        args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(p->doff), A(p->soff), A(xb), A(ym), A(yo),
-             LOCAL(sizeof(float) * HC_CLB_ROWS * L), END);
-    } else {
-        args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(p->doff), A(p->soff), A(xb), A(Bc), A(ym), A(yo),
-             A(ys), LOCAL(sizeof(float) * HC_CLB_ROWS * HC_CLB_TOKENS * L), END);
+            args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(xo), A(ym), A(yo),
+                 LOCAL(sizeof(float) * HC_CLB_ROWS * L), END);
+        launch(b, k, 1, &g, &L);
+        return;
     }
-    launch(b, k, nb == 1 ? 1 : 2, g, l);
+    const int tile = hc_clb_mm_tile(nb), blocks = (m->kn + 31) / 32;
+    int S = hc_clb_mm_slices(&b->geo, m->rows, m->kn, nb);
+    cl_int kps = (blocks + S - 1) / S;
+    S = (blocks + kps - 1) / kps;
+    cl_mem out = ym;
+    cl_uint oo = yo, os = ys, oss = 0;
+    if (S > 1) {
+        out = scratch(b, SCR_SLICES, sizeof(float) * (size_t)S * (size_t)nb * (size_t)m->rows);
+        oo = 0;
+        os = (cl_uint)m->rows;
+        oss = (cl_uint)((size_t)nb * (size_t)m->rows);
+    }
+    cl_kernel k = (tile == 16 ? b->mm16 : b->mm64)[m->fmt];
+    const size_t g[3] = { ((size_t)m->rows + HC_CLB_MM_ROWS - 1) / HC_CLB_MM_ROWS * HC_CLB_MM_ITEMS,
+                          ((size_t)nb + (size_t)tile - 1) / (size_t)tile, (size_t)S };
+    const size_t l[3] = { HC_CLB_MM_ITEMS, 1, 1 };
+    args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(xo), A(xs), A(p->doff), A(p->soff), A(Bc), A(out),
+         A(oo), A(os), A(oss), A(kps), END);
+    launch(b, k, 3, g, l);
+    if (S > 1) {
+        cl_int Sc = S;
+        args(b, b->sum_slices, A(out), A(Sc), A(Bc), A(rows), A(ym), A(yo), A(ys), END);
+        launch_ew(b, b->sum_slices, (size_t)nb * (size_t)m->rows);
+    }
 }
 
 /* As the CPU's cpu_matmul: each form of the input made once (all B rows)
@@ -788,7 +808,7 @@ static void be_free(hc_backend *be)
     if (b->q) clFinish(b->q);
     times_sent(b);
     free(b->sent);
-    cl_kernel *ks[] = { b->mv, b->mm, b->mt };
+    cl_kernel *ks[] = { b->mv, b->mm16, b->mm64, b->mt };
     for (int f = 0; f < N_FMT; f++)
         for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
             if (ks[i][f]) clReleaseKernel(ks[i][f]);
@@ -846,10 +866,10 @@ void hc_cl_backend_geometry(hc_backend *be, const hc_clb_device *d)
 static void build_options(char *o, size_t len, int exact_div)
 {
     snprintf(o, len,
-             "-cl-std=CL1.2 %s-DROWS=%d -DTOKENS=%d -DHC_KV_BLOCK=%d "
+             "-cl-std=CL1.2 %s-DROWS=%d -DTOKENS=%d -DMM_ROWS=%d -DMM_ITEMS=%d -DHC_KV_BLOCK=%d "
              "-DHC_ACT_SILU=%d -DHC_ACT_RELU=%d -DHC_ACT_GELU=%d -DHC_NORM_RMS=%d -DHC_NORM_LAYER=%d "
              "-DHC_POS_ROPE=%d -DHC_POS_ROPE_NEOX=%d -DHC_FFN_GATED=%d -DHC_FFN_SYMMETRIC=%d -DHC_FFN_SEQUENTIAL=%d",
-             exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", HC_CLB_ROWS, HC_CLB_TOKENS, HC_KV_BLOCK, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER, HC_POS_ROPE,
+             exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", HC_CLB_ROWS, HC_CLB_TOKENS, HC_CLB_MM_ROWS, HC_CLB_MM_ITEMS, HC_KV_BLOCK, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER, HC_POS_ROPE,
              HC_POS_ROPE_NEOX, HC_FFN_GATED, HC_FFN_SYMMETRIC, HC_FFN_SEQUENTIAL);
 }
 
@@ -899,16 +919,28 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
         char name[32];
         snprintf(name, sizeof name, "mv_%s", fmt_names[f]);
         if (!(b->mv[f] = kernel(b->prog, name, err, errlen))) goto bad;
-        snprintf(name, sizeof name, "mm_%s", fmt_names[f]);
-        if (!(b->mm[f] = kernel(b->prog, name, err, errlen))) goto bad;
         snprintf(name, sizeof name, "mt_%s", fmt_names[f]);
         if (!(b->mt[f] = kernel(b->prog, name, err, errlen))) goto bad;
-        cl_kernel ks[] = { b->mv[f], b->mm[f], b->mt[f] };
-        for (int i = 0; i < 3; i++) {
+        cl_kernel ks[] = { b->mv[f], b->mt[f] };
+        for (int i = 0; i < 2; i++) {
             size_t w;
             CHECK_CL(clGetKernelWorkGroupInfo(ks[i], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof w, &w, NULL),
                      "kernel work group size");
             if (w < kwg) kwg = w;
+        }
+        /* the tiled products take exactly HC_CLB_MM_ITEMS items */
+        cl_kernel *mm[] = { &b->mm16[f], &b->mm64[f] };
+        for (int i = 0; i < 2; i++) {
+            size_t w;
+            snprintf(name, sizeof name, "mm%d_%s", i ? 64 : 16, fmt_names[f]);
+            if (!(*mm[i] = kernel(b->prog, name, err, errlen))) goto bad;
+            CHECK_CL(clGetKernelWorkGroupInfo(*mm[i], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof w, &w, NULL),
+                     "kernel work group size");
+            if (w < HC_CLB_MM_ITEMS) {
+                snprintf(err, errlen, "OpenCL: kernel %s takes %zu work items, the tiled products need %d", name, w,
+                         (int)HC_CLB_MM_ITEMS);
+                goto bad;
+            }
         }
     }
     static const char *const acts[N_ACT] = { [HC_ACT_SILU] = "ffn_act_silu", [HC_ACT_RELU] = "ffn_act_relu",

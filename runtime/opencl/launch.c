@@ -29,21 +29,26 @@ static size_t fit(const hc_clb_device *d, size_t want, size_t cap)
     return l < m ? l : m;
 }
 
-size_t hc_clb_mm_local(const hc_clb_device *d, int n, int B)
+size_t hc_clb_mv_local(const hc_clb_device *d, int n)
 {
-    /* B > 1: HC_CLB_ROWS x HC_CLB_TOKENS sums per item in local memory (16
-     * KiB at 128). A CPU device: one item per group, its rows whole (4096 x
-     * 4096 on PoCL, 2 units: F16 1.3 ms at 1 item, 2.2-5 ms at 8 or 16;
-     * docs/measurements.md) */
-    size_t cap = d->gpu ? (B > 1 ? 128 : 256) : 1;
-    size_t unit = B > 1 ? HC_CLB_UNIT_MM : HC_CLB_UNIT;
-    return fit(d, ((size_t)n + unit - 1) / unit, cap);
+    /* a CPU device: one item per group, its rows whole (4096 x 4096 on PoCL,
+     * 2 units: F16 1.3 ms at 1 item, 2.2-5 ms at 8 or 16; docs/measurements.md) */
+    return fit(d, ((size_t)n + HC_CLB_UNIT - 1) / HC_CLB_UNIT, d->gpu ? 256 : 1);
 }
 
-size_t hc_clb_mm_groups(int rows, int B)
+size_t hc_clb_mv_groups(int rows) { return ((size_t)rows + HC_CLB_ROWS - 1) / HC_CLB_ROWS; }
+
+int hc_clb_mm_tile(int B) { return B <= 16 ? 16 : 64; }
+
+int hc_clb_mm_slices(const hc_clb_device *d, int rows, int n, int B)
 {
-    size_t g = ((size_t)rows + HC_CLB_ROWS - 1) / HC_CLB_ROWS;
-    return B > 1 ? g * (((size_t)B + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS) : g;
+    const size_t tile = (size_t)hc_clb_mm_tile(B);
+    size_t groups = ((size_t)rows + HC_CLB_MM_ROWS - 1) / HC_CLB_MM_ROWS * (((size_t)B + tile - 1) / tile);
+    size_t target = d->gpu ? 2 * (size_t)d->cu : d->cu;
+    size_t s = (target + groups - 1) / groups, most = ((size_t)n + 255) / 256;   /* 8 blocks a slice or more */
+    if (s > most) s = most;
+    if (s > 16) s = 16;
+    return s < 1 ? 1 : (int)s;
 }
 
 size_t hc_clb_t_local(const hc_clb_device *d, int cols) { return fit(d, (size_t)cols, d->gpu ? 128 : 16); }

@@ -26,10 +26,26 @@
  *                   {s, m} [rows][n/32], the block's group {scale,
  *                   -scale*zero}: value s*q + m
  * w16_T: elements 16j .. 16j + 15 of row r; w32_T: 32j .. 32j + 31 into lo
- * and hi; w1_T: element k (every format: the transposed product). */
+ * and hi; w1_T: element k (every format: the transposed product). Where
+ * a row's bytes are a multiple of 16 (n % 4 == 0 for f32, n % 8 == 0 for
+ * f16 and bf16; always for the quantized formats, n a multiple of 32), the
+ * loads go through ushort8/uint4/float4 pointers: vloadn asks only an
+ * element's alignment, and a compiler may split it into narrow loads
+ * (NVIDIA's bandwidth needs 16-byte ones), so the widths are spelled out. */
+
+/* 16 halves or bf16 from a 16-byte aligned p: two 16-byte loads */
+ushort16 wide16(__global const ushort *p)
+{
+    __global const ushort8 *q = (__global const ushort8 *)p;
+    return (ushort16)(q[0], q[1]);
+}
+
 float16 w16_f32(__global const uchar *W, __global const float *D, int n, int r, int j)
 {
-    return vload16(j, (__global const float *)W + (size_t)r * n);
+    __global const float *p = (__global const float *)W + (size_t)r * n + 16 * (size_t)j;
+    if (n % 4) return vload16(0, p);
+    __global const float4 *q = (__global const float4 *)p;
+    return (float16)(q[0], q[1], q[2], q[3]);
 }
 float w1_f32(__global const uchar *W, __global const float *D, int n, int r, int k)
 {
@@ -37,7 +53,10 @@ float w1_f32(__global const uchar *W, __global const float *D, int n, int r, int
 }
 float16 w16_f16(__global const uchar *W, __global const float *D, int n, int r, int j)
 {
-    return vload_half16(j, (__global const half *)W + (size_t)r * n);
+    __global const half *p = (__global const half *)W + (size_t)r * n + 16 * (size_t)j;
+    if (n % 8) return vload_half16(0, p);
+    const ushort16 u = wide16((__global const ushort *)p);   /* converted from a private copy: no cl_khr_fp16 */
+    return vload_half16(0, (const half *)&u);
 }
 float w1_f16(__global const uchar *W, __global const float *D, int n, int r, int k)
 {
@@ -45,8 +64,8 @@ float w1_f16(__global const uchar *W, __global const float *D, int n, int r, int
 }
 float16 w16_bf16(__global const uchar *W, __global const float *D, int n, int r, int j)
 {
-    ushort16 u = vload16(j, (__global const ushort *)W + (size_t)r * n);
-    return as_float16(convert_uint16(u) << (uint)16);
+    __global const ushort *p = (__global const ushort *)W + (size_t)r * n + 16 * (size_t)j;
+    return as_float16(convert_uint16(n % 8 ? vload16(0, p) : wide16(p)) << (uint)16);
 }
 float w1_bf16(__global const uchar *W, __global const float *D, int n, int r, int k)
 {
@@ -84,21 +103,26 @@ W32(bf16)
  * lo, 16..31 in hi) and its scale pair {s, m} (q8, q4: {d, 0}). */
 void wq_q8(__global const uchar *W, __global const float *D, int n, int r, int j, short16 *lo, short16 *hi, float2 *sm)
 {
-    __global const char *q = (__global const char *)W + (size_t)r * n + 32 * (size_t)j;
-    *lo = convert_short16(vload16(0, q));
-    *hi = convert_short16(vload16(1, q));
+    __global const uint4 *q = (__global const uint4 *)(W + (size_t)r * n + 32 * (size_t)j);
+    *lo = convert_short16(as_char16(q[0]));
+    *hi = convert_short16(as_char16(q[1]));
     *sm = (float2)(D[(size_t)r * (n / 32) + j], 0.0f);
+}
+/* block j's 16 code bytes of row r (q4, g4) */
+uchar16 codes4(__global const uchar *W, int n, int r, int j)
+{
+    return as_uchar16(((__global const uint4 *)(W + (size_t)r * (n / 2)))[j]);
 }
 void wq_q4(__global const uchar *W, __global const float *D, int n, int r, int j, short16 *lo, short16 *hi, float2 *sm)
 {
-    const uchar16 c = vload16(j, W + (size_t)r * (n / 2));
+    const uchar16 c = codes4(W, n, r, j);
     *lo = convert_short16(c & (uchar)15) - (short)8;
     *hi = convert_short16(c >> (uchar)4) - (short)8;
     *sm = (float2)(D[(size_t)r * (n / 32) + j], 0.0f);
 }
 void wq_g4(__global const uchar *W, __global const float *D, int n, int r, int j, short16 *lo, short16 *hi, float2 *sm)
 {
-    const uchar16 c = vload16(j, W + (size_t)r * (n / 2));
+    const uchar16 c = codes4(W, n, r, j);
     *lo = convert_short16(c & (uchar)15);
     *hi = convert_short16(c >> (uchar)4);
     *sm = vload2((size_t)r * (n / 32) + j, D);
@@ -182,12 +206,8 @@ __kernel void act_q8(__global const float *x, uint xo, int n, __global const int
  * whole units after; then a tree per row. f32, f16, bf16: float16 partial
  * sums of weight x input; q8, q4, g4: one float per row, a block's integer
  * sum with the Q8 input times the scales (BLOCK_T), the blocks in order.
- * mm_T (B input rows): the same over a tile of TOKENS input rows
- * (dimension 1 of the launch), each unit of weights (16 floats; a quantized
- * block) read once for the tile.
- * x: rows xs floats apart from x + xo; y[yo + b*ys + r]. A quantized
- * product's input is the act_q8 form at X (doff, soff as there), rows from
- * xb on. */
+ * x at x + xo; y[yo + r]. A quantized product's input is the act_q8
+ * form at X (doff, soff as there), its row xb. */
 #define PRODUCTS_F(T) \
 __kernel void mv_##T(__global const uchar *W, uint dofs, int n, int rows, __global const float *x, uint xo, \
                      __global float *y, uint yo, __local float *red) \
@@ -214,36 +234,6 @@ __kernel void mv_##T(__global const uchar *W, uint dofs, int n, int rows, __glob
     tree(red, ROWS, lid, L); \
     for (int r = lid; r < ROWS; r += L) \
         if (r0 + r < rows) y[yo + r0 + r] = red[r * L]; \
-} \
-__kernel void mm_##T(__global const uchar *W, uint dofs, int n, int rows, __global const float *x, uint xo, uint xs, \
-                     int B, __global float *y, uint yo, uint ys, __local float *red) \
-{ \
-    __global const float *D = (__global const float *)(W + dofs); \
-    const int lid = get_local_id(0), L = get_local_size(0), r0 = get_group_id(0) * ROWS, nu = n / 16; \
-    const int b0 = get_group_id(1) * TOKENS; \
-    int rr[ROWS], bb[TOKENS]; \
-    float4 acc[ROWS][TOKENS]; \
-    for (int r = 0; r < ROWS; r++) rr[r] = min(r0 + r, rows - 1); \
-    for (int t = 0; t < TOKENS; t++) bb[t] = min(b0 + t, B - 1); \
-    for (int r = 0; r < ROWS; r++) for (int t = 0; t < TOKENS; t++) acc[r][t] = 0.0f; \
-    x += xo; \
-    for (int j = lid; j < nu; j += L) \
-        for (int r = 0; r < ROWS; r++) {   /* one row's weights live at a time (registers) */ \
-            const float16 wv = w16_##T(W, D, n, rr[r], j); \
-            for (int t = 0; t < TOKENS; t++) acc[r][t] += fold16(wv * vload16(j, x + (size_t)bb[t] * xs)); \
-        } \
-    for (int r = 0; r < ROWS; r++) \
-        for (int t = 0; t < TOKENS; t++) { \
-            float s = hsum4(acc[r][t]); \
-            __global const float *xt = x + (size_t)bb[t] * xs; \
-            for (int k = nu * 16 + lid; k < n; k += L) s += w1_##T(W, D, n, rr[r], k) * xt[k]; \
-            red[(r * TOKENS + t) * L + lid] = s; \
-        } \
-    tree(red, ROWS * TOKENS, lid, L); \
-    for (int i = lid; i < ROWS * TOKENS; i += L) { \
-        const int r = i / TOKENS, t = i % TOKENS; \
-        if (r0 + r < rows && b0 + t < B) y[yo + (size_t)(b0 + t) * ys + r0 + r] = red[i * L]; \
-    } \
 }
 
 #define PRODUCTS_Q(T) \
@@ -261,7 +251,7 @@ __kernel void mv_##T(__global const uchar *W, uint dofs, int n, int rows, __glob
     for (int j = lid; j < nb; j += L) { \
         const float dx = xd[j], xs = xz[j]; \
         short16 xl, xh; \
-        xload32(xq + 32 * (size_t)j, &xl, &xh); \
+        xload32_aligned(xq + 32 * (size_t)j, &xl, &xh); \
         for (int r = 0; r < ROWS; r++) { \
             short16 lo, hi; \
             float2 sm; \
@@ -273,39 +263,139 @@ __kernel void mv_##T(__global const uchar *W, uint dofs, int n, int rows, __glob
     tree(red, ROWS, lid, L); \
     for (int r = lid; r < ROWS; r += L) \
         if (r0 + r < rows) y[yo + r0 + r] = red[r * L]; \
-} \
-__kernel void mm_##T(__global const uchar *W, uint dofs, int n, int rows, __global const uchar *X, uint doff, \
-                     uint soff, int xb, int B, __global float *y, uint yo, uint ys, __local float *red) \
+}
+
+/* ------------------------------------------------------------ prompts: tiled products
+ * mm<BN>_T (B > 1 input rows): group (g, t, s) computes rows MM_ROWS*g ..
+ * +MM_ROWS of input rows BN*t .. +BN over slice s of the row's 32-blocks
+ * (kps of them; one slice: into y, else into slice s's part of the
+ * sum_slices buffer, yss floats apart). Each 32-block of the tile's weights
+ * and inputs goes once through local memory, as floats (a quantized code's
+ * value, or the element), and each of the MM_ITEMS items sums 4 rows x TN
+ * input rows from there, in registers: rows tr + 16i, input rows tc + 8t.
+ * A block's 32 products are summed first (for the integer formats the
+ * codes' products, exact in a float: |sum| <= 32 * 128 * 127 < 2^24), then
+ * BLOCK_T adds it with the scales, the blocks in order: no sum depends on
+ * scheduling. The input is the form the weight's type takes (x_f: floats,
+ * rows xs apart from xo; x_q: act_q8's form, codes rows xs apart, rows
+ * from xo on, the scales at doff and soff). */
+#define MMBLOCK_f32(s, sm, dx, xs) (s)
+#define MMBLOCK_f16(s, sm, dx, xs) (s)
+#define MMBLOCK_bf16(s, sm, dx, xs) (s)
+#define MMBLOCK_q8(s, sm, dx, xs) ((s) * ((sm).x * (dx)))
+#define MMBLOCK_q4(s, sm, dx, xs) ((s) * ((sm).x * (dx)))
+#define MMBLOCK_g4(s, sm, dx, xs) ((sm).x * ((s) * (dx)) + (sm).y * (xs))
+
+/* row r's 32-block j (zeros past n) into a[i * ld], and the block's scale pair */
+#define WROW_F(T) \
+void wrow_##T(__global const uchar *W, __global const float *D, int n, int r, int j, __local float *a, \
+              int ld, __local float2 *sm) \
 { \
+    float v[32]; \
+    if (32 * j + 32 <= n) { \
+        float16 lo, hi; \
+        w32_##T(W, D, n, r, j, &lo, &hi); \
+        vstore16(lo, 0, v); \
+        vstore16(hi, 1, v); \
+    } else { \
+        for (int i = 0; i < 32; i++) v[i] = 32 * j + i < n ? w1_##T(W, D, n, r, 32 * j + i) : 0.0f; \
+    } \
+    for (int i = 0; i < 32; i++) a[i * ld] = v[i]; \
+    *sm = (float2)(1.0f, 0.0f); \
+}
+#define WROW_Q(T) \
+void wrow_##T(__global const uchar *W, __global const float *D, int n, int r, int j, __local float *a, \
+              int ld, __local float2 *sm) \
+{ \
+    short16 lo, hi; \
+    float v[32]; \
+    float2 p; \
+    wq_##T(W, D, n, r, j, &lo, &hi, &p); \
+    *sm = p; \
+    vstore16(convert_float16(lo), 0, v); \
+    vstore16(convert_float16(hi), 1, v); \
+    for (int i = 0; i < 32; i++) a[i * ld] = v[i]; \
+}
+WROW_F(f32)
+WROW_F(f16)
+WROW_F(bf16)
+WROW_Q(q8)
+WROW_Q(q4)
+WROW_Q(g4)
+
+/* input row b's 32-block j into a[i * ld], and (x_q) its d and d * sum(q) */
+void xrow_f(__global const uchar *X, uint xo, uint xs, uint doff, uint soff, int n, int b, int j, __local float *a,
+            int ld, __local float *d, __local float *ds)
+{
+    __global const float *x = (__global const float *)X + xo + (size_t)b * xs + 32 * (size_t)j;
+    float v[32];
+    if (32 * j + 32 <= n) {
+        vstore16(vload16(0, x), 0, v);
+        vstore16(vload16(1, x), 1, v);
+    } else {
+        for (int i = 0; i < 32; i++) v[i] = 32 * j + i < n ? x[i] : 0.0f;
+    }
+    for (int i = 0; i < 32; i++) a[i * ld] = v[i];
+    *d = *ds = 0.0f;
+}
+void xrow_q(__global const uchar *X, uint xo, uint xs, uint doff, uint soff, int n, int b, int j, __local float *a,
+            int ld, __local float *d, __local float *ds)
+{
+    const size_t row = (size_t)xo + (size_t)b, e = row * (size_t)(n / 32) + (size_t)j;
+    short16 lo, hi;
+    float v[32];
+    xload32_aligned((__global const char *)X + row * xs + 32 * (size_t)j, &lo, &hi);
+    vstore16(convert_float16(lo), 0, v);
+    vstore16(convert_float16(hi), 1, v);
+    for (int i = 0; i < 32; i++) a[i * ld] = v[i];
+    *d = ((__global const float *)(X + doff))[e];
+    *ds = ((__global const float *)(X + soff))[e];
+}
+
+#define GEMM(T, XF, BN, TN) \
+__kernel void mm##BN##_##T(__global const uchar *W, uint dofs, int n, int rows, __global const uchar *X, uint xo, \
+                           uint xs, uint doff, uint soff, int B, __global float *y, uint yo, uint ys, uint yss, \
+                           int kps) \
+{ \
+    __local float wt[32 * MM_ROWS], xt[32 * BN], xd[BN], xz[BN]; \
+    __local float2 wsc[MM_ROWS]; \
     __global const float *D = (__global const float *)(W + dofs); \
-    const int lid = get_local_id(0), L = get_local_size(0), r0 = get_group_id(0) * ROWS, nb = n / 32; \
-    const int b0 = get_group_id(1) * TOKENS; \
-    __global const char *xq = (__global const char *)X + (size_t)xb * n; \
-    __global const float *xd = (__global const float *)(X + doff) + (size_t)xb * nb, \
-                         *xz = (__global const float *)(X + soff) + (size_t)xb * nb; \
-    int rr[ROWS], bb[TOKENS]; \
-    float acc[ROWS][TOKENS]; \
-    for (int r = 0; r < ROWS; r++) rr[r] = min(r0 + r, rows - 1); \
-    for (int t = 0; t < TOKENS; t++) bb[t] = min(b0 + t, B - 1); \
-    for (int r = 0; r < ROWS; r++) for (int t = 0; t < TOKENS; t++) acc[r][t] = 0.0f; \
-    for (int j = lid; j < nb; j += L) \
-        for (int r = 0; r < ROWS; r++) {   /* one row's block lives at a time (registers) */ \
-            short16 lo, hi; \
-            float2 sm; \
-            wq_##T(W, D, n, rr[r], j, &lo, &hi, &sm); \
-            for (int t = 0; t < TOKENS; t++) { \
-                const size_t xi = (size_t)bb[t] * nb + j; \
-                acc[r][t] += BLOCK_##T(idot32(lo, hi, xq + 32 * xi), sm, xd[xi], xz[xi]); \
-            } \
+    const int lid = get_local_id(0), tr = lid % 16, tc = lid / 16; \
+    const int r0 = get_group_id(0) * MM_ROWS, b0 = get_group_id(1) * BN, s = get_group_id(2); \
+    const int j1 = min((s + 1) * kps, (n + 31) / 32); \
+    float##TN acc[MM_ROWS / 16]; \
+    for (int i = 0; i < MM_ROWS / 16; i++) acc[i] = 0.0f; \
+    for (int j = s * kps; j < j1; j++) { \
+        for (int e = lid; e < MM_ROWS; e += MM_ITEMS) \
+            wrow_##T(W, D, n, min(r0 + e, rows - 1), j, wt + e, MM_ROWS, wsc + e); \
+        for (int e = lid; e < BN; e += MM_ITEMS) \
+            xrow_##XF(X, xo, xs, doff, soff, n, min(b0 + e, B - 1), j, xt + e, BN, xd + e, xz + e); \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+        float##TN sum[MM_ROWS / 16]; \
+        for (int i = 0; i < MM_ROWS / 16; i++) sum[i] = 0.0f; \
+        for (int k = 0; k < 32; k++) { \
+            const float##TN v = vload##TN(tc, xt + k * BN); \
+            for (int i = 0; i < MM_ROWS / 16; i++) sum[i] = fma((float##TN)(wt[k * MM_ROWS + tr + 16 * i]), v, sum[i]); \
         } \
-    for (int r = 0; r < ROWS; r++) \
-        for (int t = 0; t < TOKENS; t++) red[(r * TOKENS + t) * L + lid] = acc[r][t]; \
-    tree(red, ROWS * TOKENS, lid, L); \
-    for (int i = lid; i < ROWS * TOKENS; i += L) { \
-        const int r = i / TOKENS, t = i % TOKENS; \
-        if (r0 + r < rows && b0 + t < B) y[yo + (size_t)(b0 + t) * ys + r0 + r] = red[i * L]; \
+        const float##TN dx = vload##TN(tc, xd), sx = vload##TN(tc, xz); \
+        for (int i = 0; i < MM_ROWS / 16; i++) acc[i] += MMBLOCK_##T(sum[i], wsc[tr + 16 * i], dx, sx); \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+    } \
+    float v[TN]; \
+    for (int i = 0; i < MM_ROWS / 16; i++) { \
+        const int r = r0 + tr + 16 * i; \
+        vstore##TN(acc[i], 0, v); \
+        for (int t = 0; t < TN; t++) \
+            if (r < rows && b0 + tc * TN + t < B) y[yo + (size_t)s * yss + (size_t)(b0 + tc * TN + t) * ys + r] = v[t]; \
     } \
 }
+#define GEMMS(T, XF) GEMM(T, XF, 16, 2) GEMM(T, XF, 64, 8)
+GEMMS(f32, f)
+GEMMS(f16, f)
+GEMMS(bf16, f)
+GEMMS(q8, q)
+GEMMS(q4, q)
+GEMMS(g4, q)
 
 #define TRANSPOSED(T) \
 /* mt_T, transposed (ffn_down_t): y_b[c] = sum_i x_b[i] * W[i][c]; item = \

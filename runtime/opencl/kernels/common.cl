@@ -20,6 +20,14 @@ void xload32(__global const char *xq, short16 *xl, short16 *xh)
     *xl = convert_short16(vload16(0, xq));
     *xh = convert_short16(vload16(1, xq));
 }
+/* the same from a 16-byte aligned xq: two 16-byte loads (vload16 asks only
+   a byte's alignment, which a compiler may serve with narrow loads) */
+void xload32_aligned(__global const char *xq, short16 *xl, short16 *xh)
+{
+    __global const uint4 *q = (__global const uint4 *)xq;
+    *xl = convert_short16(as_char16(q[0]));
+    *xh = convert_short16(as_char16(q[1]));
+}
 /* sum_i w_i * x_i over one block, x the codes at xq */
 int idot32(short16 lo, short16 hi, __global const char *xq)
 {
