@@ -159,17 +159,19 @@ typedef struct {
     int gpu;
 } hc_clb_device;
 enum {
-    HC_CLB_ROWS = 4,        /* matrix rows per work group of a one-row product (mv) */
     HC_CLB_TOKENS = 8,      /* input rows per work group of a prompt's transposed product (the tile) */
-    HC_CLB_UNIT = 32,       /* weights one work item reads per step: B = 1 (mv) */
+    HC_CLB_UNIT_F = 8,      /* weights a lane of mv reads per step: F32, F16, BF16 */
+    HC_CLB_UNIT_Q = 32,     /* the same, quantized (a block) */
     HC_CLB_MM_ROWS = 64,    /* matrix rows of a tiled product's group (mm16, mm64: B > 1) */
     HC_CLB_MM_ITEMS = 128,  /* its work items: 16 x 8, each 4 rows x (tile / 8) input rows */
     HC_CLB_CHUNK_MAX = 1024 /* positions of one attention work group (their scores in local memory) */
 };
-/* A product of one input row (kernel mv_T) of `rows` rows of n inputs:
- * items per group, and groups: one per HC_CLB_ROWS rows. */
-size_t hc_clb_mv_local(const hc_clb_device *d, int n);
-size_t hc_clb_mv_groups(int rows);
+/* A product of one input row (kernel mv_T) of rows of `units` steps (n /
+ * HC_CLB_UNIT_F or _Q): the lanes that share a row (a power of two, up to
+ * 32 on a GPU, 1 on a CPU device), and the rows of a group (up to 256
+ * items on a GPU; 4 on a CPU device). */
+size_t hc_clb_mv_lanes(const hc_clb_device *d, int units);
+size_t hc_clb_mv_rows(const hc_clb_device *d, size_t lanes);
 /* A product of B > 1 input rows, tiled (kernels mm16_T, mm64_T):
  * HC_CLB_MM_ITEMS items per group, each group HC_CLB_MM_ROWS rows by
  * hc_clb_mm_tile(B) input rows (16 or 64) by a slice of the n inputs; the
@@ -177,11 +179,12 @@ size_t hc_clb_mv_groups(int rows);
  * added in a fixed order by sum_slices), in 32-blocks of n. */
 int hc_clb_mm_tile(int B);
 int hc_clb_mm_slices(const hc_clb_device *d, int rows, int n, int B);
-/* The transposed product (mt_T): one item per output column, the k rows
- * (inputs) cut into slices so that the groups fill the device; the
- * slices' sums are added in a fixed order (sum_slices). */
-size_t hc_clb_t_local(const hc_clb_device *d, int cols);
-int hc_clb_t_slices(const hc_clb_device *d, int cols, int k);
+/* The transposed product (mt_T): one item per unit of 8 output columns
+ * (units = ceil(cols / 8)), the k rows (inputs) cut into slices so that
+ * the groups fill the device; the slices' sums are added in a fixed order
+ * (sum_slices). */
+size_t hc_clb_t_local(const hc_clb_device *d, int units);
+int hc_clb_t_slices(const hc_clb_device *d, int units, int k);
 /* Attention (attn_part then attn_combine): positions per chunk, so that
  * n_head * B * chunks fills the device where n_pos allows; items per group. */
 int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos);

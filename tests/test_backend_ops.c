@@ -151,6 +151,8 @@ static const op_case cases[] = {
     MMQ(37, 64, 1), MMQ(37, 64, 7), MMQ(64, 288, 1), MMQ(64, 288, 19), MMQ(300, 4096, 1), MMQ(6, 256, 19),
     MMQ(100, 4096, 7), MMQ(130, 192, 70),
     MMT(45, 64, 1), MMT(45, 96, 7), MMT(300, 288, 1), MMT(1000, 64, 19),
+    /* transposed, float rows of 100 outputs: a last unit of 8 columns that is not whole */
+    { OP_MM_T, T_F32, 45, 100, 3, 0, 0 }, { OP_MM_T, T_F16, 45, 100, 3, 0, 0 }, { OP_MM_T, T_BF16, 45, 100, 1, 0, 0 },
     { OP_NORM, HC_NORM_RMS, 48, 1, 0, 0, 0 }, { OP_NORM, HC_NORM_RMS, 288, 7, 0, 0, 0 }, { OP_NORM, HC_NORM_RMS, 4096, 3, 0, 0, 0 },
     { OP_NORM, HC_NORM_LAYER, 48, 1, 0, 0, 0 }, { OP_NORM, HC_NORM_LAYER, 64, 7, 1, 0, 0 }, { OP_NORM, HC_NORM_LAYER, 288, 2, 1, 0, 0 },
     { OP_ROPE, HC_POS_ROPE, 8, 6, 1, 5, 0 }, { OP_ROPE, HC_POS_ROPE, 64, 4, 7, 100, 0 },
@@ -701,13 +703,16 @@ static void test_clb_geometry(void)
         for (size_t s = 0; s < 4; s++)
             for (int B = 1; B <= 512; B *= 8) {
                 const int rows = shapes[s][0], n = shapes[s][1];
-                if (B == 1) {
-                    size_t l = hc_clb_mv_local(d, n), g = hc_clb_mv_groups(rows);
-                    CHECKF(g >= cu && l <= d->wg_max && (l & (l - 1)) == 0 && sizeof(float) * HC_CLB_ROWS * l <= lm &&
-                               (!d->gpu || l >= 64),
-                           "device %zu: product %dx%d: %zu groups of %zu", i, rows, n, g, l);
-                    /* every item has a unit of the row to read */
-                    CHECK(l * HC_CLB_UNIT <= (size_t)n || l == 1);
+                if (B == 1) {   /* float rows (units of 8), quantized ones (blocks of 32) */
+                    for (int unit = HC_CLB_UNIT_F; unit <= HC_CLB_UNIT_Q; unit += HC_CLB_UNIT_Q - HC_CLB_UNIT_F) {
+                        size_t lanes = hc_clb_mv_lanes(d, n / unit), R = hc_clb_mv_rows(d, lanes);
+                        size_t l = lanes * R, g = ((size_t)rows + R - 1) / R;
+                        CHECKF(g >= cu && l <= d->wg_max && (lanes & (lanes - 1)) == 0 && (R & (R - 1)) == 0 &&
+                                   sizeof(float) * l <= lm && (!d->gpu || (l >= 128 && lanes >= 32)),
+                               "device %zu: product %dx%d: %zu groups of %zu x %zu", i, rows, n, g, lanes, R);
+                        /* every lane has a unit of the row to read */
+                        CHECK(lanes * (size_t)unit <= (size_t)n);
+                    }
                     continue;
                 }
                 /* tiled: the groups (tiles x slices) fill the device, each slice 8 blocks or more, local memory
@@ -721,8 +726,8 @@ static void test_clb_geometry(void)
                        "device %zu: product %dx%d B %d: %zu groups (%d slices)", i, rows, n, B, g, S);
             }
         /* ffn_down_t: 4096 outputs over 11008 rows */
-        size_t tl = hc_clb_t_local(d, E);
-        size_t tg = (E + tl - 1) / tl * (size_t)hc_clb_t_slices(d, E, F);
+        size_t tl = hc_clb_t_local(d, E / 8);
+        size_t tg = (E / 8 + tl - 1) / tl * (size_t)hc_clb_t_slices(d, E / 8, F);
         CHECKF(tg >= cu && tl <= d->wg_max, "device %zu: transposed: %zu groups", i, tg);
         /* attention: decode at several positions, and a prompt */
         const int npos[] = { 1, 17, 512, CTX };

@@ -508,10 +508,10 @@ static void transposed(clb *b, hc_view x, int B, const hc_mm *it)
     cl_mem xm = mem_of(x), ym = mem_of(it->y);
     cl_uint xo = flo(x) + (cl_uint)((size_t)it->b0 * (size_t)m->rows), yo = flo(it->y), ys = (cl_uint)it->y_stride;
     cl_int n = m->kn, Bc = nb;
-    const int S = hc_clb_t_slices(&b->geo, m->n, m->rows);
+    const int units = (m->n + 7) / 8, S = hc_clb_t_slices(&b->geo, units, m->rows);
     cl_int rps = (m->rows + S - 1) / S, k = m->rows;
-    size_t l[3] = { hc_clb_t_local(&b->geo, m->n), 1, 1 };
-    size_t g[3] = { round_up((size_t)m->n, l[0]), (size_t)S, ((size_t)nb + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS };
+    size_t l[3] = { hc_clb_t_local(&b->geo, units), 1, 1 };
+    size_t g[3] = { round_up((size_t)units, l[0]), (size_t)S, ((size_t)nb + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS };
     cl_mem out = ym;
     cl_uint oo = yo, os = ys;
     if (S > 1) {
@@ -542,16 +542,17 @@ static void one_product(clb *b, const prepared *p, int B, const hc_mm *it)
     /* the input: floats from row b0 on, or act_q8's form (its rows kn codes apart) from row xb on */
     cl_uint xo = q ? (cl_uint)xb : p->xo + (cl_uint)((size_t)it->b0 * (size_t)m->n), xs = (cl_uint)m->kn;
     if (nb == 1) {
-        const size_t L = hc_clb_mv_local(&b->geo, m->kn);
-        const size_t g = hc_clb_mv_groups(m->rows) * L;
+        const size_t lanes = hc_clb_mv_lanes(&b->geo, m->kn / (q ? HC_CLB_UNIT_Q : HC_CLB_UNIT_F));
+        const size_t R = hc_clb_mv_rows(&b->geo, lanes);
+        const size_t l[2] = { lanes, R }, g[2] = { lanes, ((size_t)m->rows + R - 1) / R * R };
         cl_kernel k = b->mv[m->fmt];
         if (q)
             args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(p->doff), A(p->soff), A(xb), A(ym), A(yo),
-                 LOCAL(sizeof(float) * HC_CLB_ROWS * L), END);
+                 LOCAL(sizeof(float) * lanes * R), END);
         else
             args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(xo), A(ym), A(yo),
-                 LOCAL(sizeof(float) * HC_CLB_ROWS * L), END);
-        launch(b, k, 1, &g, &L);
+                 LOCAL(sizeof(float) * lanes * R), END);
+        launch(b, k, 2, g, l);
         return;
     }
     const int tile = hc_clb_mm_tile(nb), blocks = (m->kn + 31) / 32;
@@ -866,10 +867,10 @@ void hc_cl_backend_geometry(hc_backend *be, const hc_clb_device *d)
 static void build_options(char *o, size_t len, int exact_div)
 {
     snprintf(o, len,
-             "-cl-std=CL1.2 %s-DROWS=%d -DTOKENS=%d -DMM_ROWS=%d -DMM_ITEMS=%d -DHC_KV_BLOCK=%d "
+             "-cl-std=CL1.2 %s-DTOKENS=%d -DMM_ROWS=%d -DMM_ITEMS=%d -DHC_KV_BLOCK=%d "
              "-DHC_ACT_SILU=%d -DHC_ACT_RELU=%d -DHC_ACT_GELU=%d -DHC_NORM_RMS=%d -DHC_NORM_LAYER=%d "
              "-DHC_POS_ROPE=%d -DHC_POS_ROPE_NEOX=%d -DHC_FFN_GATED=%d -DHC_FFN_SYMMETRIC=%d -DHC_FFN_SEQUENTIAL=%d",
-             exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", HC_CLB_ROWS, HC_CLB_TOKENS, HC_CLB_MM_ROWS, HC_CLB_MM_ITEMS, HC_KV_BLOCK, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER, HC_POS_ROPE,
+             exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", HC_CLB_TOKENS, HC_CLB_MM_ROWS, HC_CLB_MM_ITEMS, HC_KV_BLOCK, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER, HC_POS_ROPE,
              HC_POS_ROPE_NEOX, HC_FFN_GATED, HC_FFN_SYMMETRIC, HC_FFN_SEQUENTIAL);
 }
 

@@ -29,14 +29,16 @@ static size_t fit(const hc_clb_device *d, size_t want, size_t cap)
     return l < m ? l : m;
 }
 
-size_t hc_clb_mv_local(const hc_clb_device *d, int n)
-{
-    /* a CPU device: one item per group, its rows whole (4096 x 4096 on PoCL,
-     * 2 units: F16 1.3 ms at 1 item, 2.2-5 ms at 8 or 16; docs/measurements.md) */
-    return fit(d, ((size_t)n + HC_CLB_UNIT - 1) / HC_CLB_UNIT, d->gpu ? 256 : 1);
-}
+size_t hc_clb_mv_lanes(const hc_clb_device *d, int units) { return fit(d, (size_t)units, d->gpu ? 32 : 1); }
 
-size_t hc_clb_mv_groups(int rows) { return ((size_t)rows + HC_CLB_ROWS - 1) / HC_CLB_ROWS; }
+/* a CPU device: one item a row, its rows whole (4096 x 4096 on PoCL, 2
+ * units: F16 1.3 ms at 1 item, 2.2-5 ms at 8 or 16; docs/measurements.md) */
+size_t hc_clb_mv_rows(const hc_clb_device *d, size_t lanes)
+{
+    size_t items = d->gpu ? 256 : 4, most = d->wg_max ? d->wg_max : 1;
+    if (items > most) items = most;
+    return items / lanes > 0 ? pow2_floor(items / lanes) : 1;
+}
 
 int hc_clb_mm_tile(int B) { return B <= 16 ? 16 : 64; }
 
@@ -51,11 +53,11 @@ int hc_clb_mm_slices(const hc_clb_device *d, int rows, int n, int B)
     return s < 1 ? 1 : (int)s;
 }
 
-size_t hc_clb_t_local(const hc_clb_device *d, int cols) { return fit(d, (size_t)cols, d->gpu ? 128 : 16); }
+size_t hc_clb_t_local(const hc_clb_device *d, int units) { return fit(d, (size_t)units, d->gpu ? 64 : 16); }
 
-int hc_clb_t_slices(const hc_clb_device *d, int cols, int k)
+int hc_clb_t_slices(const hc_clb_device *d, int units, int k)
 {
-    size_t l = hc_clb_t_local(d, cols), groups = ((size_t)cols + l - 1) / l;
+    size_t l = hc_clb_t_local(d, units), groups = ((size_t)units + l - 1) / l;
     size_t target = d->gpu ? 4 * (size_t)d->cu : d->cu;
     size_t s = (target + groups - 1) / groups, most = (size_t)k / 32;
     if (s > most) s = most;

@@ -10,8 +10,9 @@
  * Every sum runs in a fixed order (per-item partial sums in a fixed stride,
  * then a tree in local memory), so results do not depend on scheduling. The
  * host defines the model.h enums (HC_ACT_SILU, HC_NORM_RMS, HC_POS_ROPE,
- * HC_FFN_GATED, ...), ROWS and TOKENS (HC_CLB_ROWS, HC_CLB_TOKENS of
- * runtime/opencl.h). docs/design/runtime.md, "The OpenCL backend". */
+ * HC_FFN_GATED, ...), TOKENS, MM_ROWS and MM_ITEMS (HC_CLB_TOKENS,
+ * HC_CLB_MM_ROWS, HC_CLB_MM_ITEMS of runtime/opencl.h). docs/design/runtime.md,
+ * "The OpenCL backend". */
 #pragma OPENCL FP_CONTRACT OFF
 
 /* ------------------------------------------------------------ weights
@@ -25,47 +26,39 @@
  *   g4              INT4-GPTQ: codes as q4 (n = the row's kp), D = float2
  *                   {s, m} [rows][n/32], the block's group {scale,
  *                   -scale*zero}: value s*q + m
- * w16_T: elements 16j .. 16j + 15 of row r; w32_T: 32j .. 32j + 31 into lo
- * and hi; w1_T: element k (every format: the transposed product). Where
- * a row's bytes are a multiple of 16 (n % 4 == 0 for f32, n % 8 == 0 for
- * f16 and bf16; always for the quantized formats, n a multiple of 32), the
+ * w8_T: elements 8j .. 8j + 7 of row r; w32_T: 32j .. 32j + 31 into lo and
+ * hi; w1_T: element k (every format: the transposed product). Where a
+ * row's bytes are a multiple of 16 (n % 4 == 0 for f32, n % 8 == 0 for f16
+ * and bf16; always for the quantized formats, n a multiple of 32), the
  * loads go through ushort8/uint4/float4 pointers: vloadn asks only an
  * element's alignment, and a compiler may split it into narrow loads
  * (NVIDIA's bandwidth needs 16-byte ones), so the widths are spelled out. */
-
-/* 16 halves or bf16 from a 16-byte aligned p: two 16-byte loads */
-ushort16 wide16(__global const ushort *p)
+float8 w8_f32(__global const uchar *W, __global const float *D, int n, int r, int j)
 {
-    __global const ushort8 *q = (__global const ushort8 *)p;
-    return (ushort16)(q[0], q[1]);
-}
-
-float16 w16_f32(__global const uchar *W, __global const float *D, int n, int r, int j)
-{
-    __global const float *p = (__global const float *)W + (size_t)r * n + 16 * (size_t)j;
-    if (n % 4) return vload16(0, p);
+    __global const float *p = (__global const float *)W + (size_t)r * n + 8 * (size_t)j;
+    if (n % 4) return vload8(0, p);
     __global const float4 *q = (__global const float4 *)p;
-    return (float16)(q[0], q[1], q[2], q[3]);
+    return (float8)(q[0], q[1]);
 }
 float w1_f32(__global const uchar *W, __global const float *D, int n, int r, int k)
 {
     return ((__global const float *)W)[(size_t)r * n + k];
 }
-float16 w16_f16(__global const uchar *W, __global const float *D, int n, int r, int j)
+float8 w8_f16(__global const uchar *W, __global const float *D, int n, int r, int j)
 {
-    __global const half *p = (__global const half *)W + (size_t)r * n + 16 * (size_t)j;
-    if (n % 8) return vload_half16(0, p);
-    const ushort16 u = wide16((__global const ushort *)p);   /* converted from a private copy: no cl_khr_fp16 */
-    return vload_half16(0, (const half *)&u);
+    __global const half *p = (__global const half *)W + (size_t)r * n + 8 * (size_t)j;
+    if (n % 8) return vload_half8(0, p);
+    const ushort8 u = *(__global const ushort8 *)p;   /* converted from a private copy: no cl_khr_fp16 */
+    return vload_half8(0, (const half *)&u);
 }
 float w1_f16(__global const uchar *W, __global const float *D, int n, int r, int k)
 {
     return vload_half((size_t)r * n + k, (__global const half *)W);
 }
-float16 w16_bf16(__global const uchar *W, __global const float *D, int n, int r, int j)
+float8 w8_bf16(__global const uchar *W, __global const float *D, int n, int r, int j)
 {
-    __global const ushort *p = (__global const ushort *)W + (size_t)r * n + 16 * (size_t)j;
-    return as_float16(convert_uint16(n % 8 ? vload16(0, p) : wide16(p)) << (uint)16);
+    __global const ushort *p = (__global const ushort *)W + (size_t)r * n + 8 * (size_t)j;
+    return as_float8(convert_uint8(n % 8 ? vload8(0, p) : *(__global const ushort8 *)p) << (uint)16);
 }
 float w1_bf16(__global const uchar *W, __global const float *D, int n, int r, int k)
 {
@@ -92,8 +85,8 @@ float w1_g4(__global const uchar *W, __global const float *D, int n, int r, int 
 #define W32(T) \
 void w32_##T(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi) \
 { \
-    *lo = w16_##T(W, D, n, r, 2 * j); \
-    *hi = w16_##T(W, D, n, r, 2 * j + 1); \
+    *lo = (float16)(w8_##T(W, D, n, r, 4 * j), w8_##T(W, D, n, r, 4 * j + 1)); \
+    *hi = (float16)(w8_##T(W, D, n, r, 4 * j + 2), w8_##T(W, D, n, r, 4 * j + 3)); \
 }
 W32(f32)
 W32(f16)
@@ -135,7 +128,6 @@ void wq_g4(__global const uchar *W, __global const float *D, int n, int r, int j
 #define BLOCK_q4(isum, sm, dx, xs) ((float)(isum) * ((sm).x * (dx)))
 #define BLOCK_g4(isum, sm, dx, xs) ((sm).x * ((float)(isum) * (dx)) + (sm).y * (xs))
 
-float4 fold16(float16 v) { return (v.lo.lo + v.lo.hi) + (v.hi.lo + v.hi.hi); }
 
 /* Sum the L values red[i * L + lid] for each of cnt sums i in place: a tree,
  * red[i * L] the result. Every item of the group calls it. */
@@ -201,68 +193,65 @@ __kernel void act_q8(__global const float *x, uint xo, int n, __global const int
 }
 
 /* ------------------------------------------------------------ products
- * mv_T (one input row): group g takes rows ROWS*g .. +ROWS; item lid sums
- * units lid, lid + L, ... of 32 weights, the tail of a row that is not
- * whole units after; then a tree per row. f32, f16, bf16: float16 partial
- * sums of weight x input; q8, q4, g4: one float per row, a block's integer
- * sum with the Q8 input times the scales (BLOCK_T), the blocks in order.
- * x at x + xo; y[yo + r]. A quantized product's input is the act_q8
- * form at X (doff, soff as there), its row xb. */
+ * mv_T (one input row): a group of LR x R items (dimensions 0 and 1) takes
+ * R rows, LR lanes to a row (a warp's worth on a GPU, 1 on a CPU device);
+ * lane i sums units i, i + LR, ... of its row, so that the lanes' loads
+ * of one step are one contiguous run (16 bytes each for f16), then the tail
+ * of a row that is not whole units, then a tree over the lanes. A unit is
+ * 8 weights for f32, f16, bf16 (four units in flight a step, float8
+ * partial sums of weight x input, added in a fixed order), a block of 32
+ * for q8, q4, g4 (its integer sum with the Q8 input times the scales,
+ * BLOCK_T). x at x + xo; y[yo + r]. A quantized product's input is the
+ * act_q8 form at X (doff, soff as there), its row xb. */
+#define MV_HEAD \
+    __global const float *D = (__global const float *)(W + dofs); \
+    const int lane = get_local_id(0), LR = get_local_size(0), g = get_local_id(1); \
+    const int row = get_global_id(1), r = min(row, rows - 1);
+#define MV_TAIL \
+    red[g * LR + lane] = s; \
+    tree(red + g * LR, 1, lane, LR); \
+    if (lane == 0 && row < rows) y[yo + row] = red[g * LR];
+
 #define PRODUCTS_F(T) \
 __kernel void mv_##T(__global const uchar *W, uint dofs, int n, int rows, __global const float *x, uint xo, \
                      __global float *y, uint yo, __local float *red) \
 { \
-    __global const float *D = (__global const float *)(W + dofs); \
-    const int lid = get_local_id(0), L = get_local_size(0), r0 = get_group_id(0) * ROWS, nu = n / 32; \
-    int rr[ROWS]; \
-    float16 acc[ROWS]; \
-    for (int r = 0; r < ROWS; r++) { rr[r] = min(r0 + r, rows - 1); acc[r] = 0.0f; } \
+    MV_HEAD \
+    const int nu = n / 8; \
+    float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f; \
     x += xo; \
-    for (int j = lid; j < nu; j += L) { \
-        const float16 xl = vload16(2 * j, x), xh = vload16(2 * j + 1, x); \
-        for (int r = 0; r < ROWS; r++) { \
-            float16 lo, hi; \
-            w32_##T(W, D, n, rr[r], j, &lo, &hi); \
-            acc[r] += lo * xl + hi * xh; \
-        } \
+    int j = lane; \
+    for (; j + 3 * LR < nu; j += 4 * LR) { \
+        a0 += w8_##T(W, D, n, r, j) * vload8(j, x); \
+        a1 += w8_##T(W, D, n, r, j + LR) * vload8(j + LR, x); \
+        a2 += w8_##T(W, D, n, r, j + 2 * LR) * vload8(j + 2 * LR, x); \
+        a3 += w8_##T(W, D, n, r, j + 3 * LR) * vload8(j + 3 * LR, x); \
     } \
-    for (int r = 0; r < ROWS; r++) { \
-        float s = hsum4(fold16(acc[r])); \
-        for (int k = nu * 32 + lid; k < n; k += L) s += w1_##T(W, D, n, rr[r], k) * x[k]; \
-        red[r * L + lid] = s; \
-    } \
-    tree(red, ROWS, lid, L); \
-    for (int r = lid; r < ROWS; r += L) \
-        if (r0 + r < rows) y[yo + r0 + r] = red[r * L]; \
+    for (; j < nu; j += LR) a0 += w8_##T(W, D, n, r, j) * vload8(j, x); \
+    const float8 a = (a0 + a1) + (a2 + a3); \
+    float s = hsum4(a.lo + a.hi); \
+    for (int k = nu * 8 + lane; k < n; k += LR) s += w1_##T(W, D, n, r, k) * x[k]; \
+    MV_TAIL \
 }
 
 #define PRODUCTS_Q(T) \
 __kernel void mv_##T(__global const uchar *W, uint dofs, int n, int rows, __global const uchar *X, uint doff, \
                      uint soff, int xb, __global float *y, uint yo, __local float *red) \
 { \
-    __global const float *D = (__global const float *)(W + dofs); \
-    const int lid = get_local_id(0), L = get_local_size(0), r0 = get_group_id(0) * ROWS, nb = n / 32; \
+    MV_HEAD \
+    const int nb = n / 32; \
     __global const char *xq = (__global const char *)X + (size_t)xb * n; \
     __global const float *xd = (__global const float *)(X + doff) + (size_t)xb * nb, \
                          *xz = (__global const float *)(X + soff) + (size_t)xb * nb; \
-    int rr[ROWS]; \
-    float acc[ROWS]; \
-    for (int r = 0; r < ROWS; r++) { rr[r] = min(r0 + r, rows - 1); acc[r] = 0.0f; } \
-    for (int j = lid; j < nb; j += L) { \
-        const float dx = xd[j], xs = xz[j]; \
-        short16 xl, xh; \
+    float s = 0.0f; \
+    for (int j = lane; j < nb; j += LR) { \
+        short16 xl, xh, lo, hi; \
+        float2 sm; \
         xload32_aligned(xq + 32 * (size_t)j, &xl, &xh); \
-        for (int r = 0; r < ROWS; r++) { \
-            short16 lo, hi; \
-            float2 sm; \
-            wq_##T(W, D, n, rr[r], j, &lo, &hi, &sm); \
-            acc[r] += BLOCK_##T(hsum16(iprod32(lo, hi, xl, xh)), sm, dx, xs); \
-        } \
+        wq_##T(W, D, n, r, j, &lo, &hi, &sm); \
+        s += BLOCK_##T(hsum16(iprod32(lo, hi, xl, xh)), sm, xd[j], xz[j]); \
     } \
-    for (int r = 0; r < ROWS; r++) red[r * L + lid] = acc[r]; \
-    tree(red, ROWS, lid, L); \
-    for (int r = lid; r < ROWS; r += L) \
-        if (r0 + r < rows) y[yo + r0 + r] = red[r * L]; \
+    MV_TAIL \
 }
 
 /* ------------------------------------------------------------ prompts: tiled products
@@ -397,27 +386,67 @@ GEMMS(q8, q)
 GEMMS(q4, q)
 GEMMS(g4, q)
 
+/* c8_T: elements 8u .. 8u + 7 of row r (zeros past n): the transposed
+ * product's unit, 8 output columns (16 bytes of f16; 8 of q8; 4 of q4 and
+ * g4's nibbles, whose bytes hold columns i and i + 16 of a block). */
+#define COL8_F(T) \
+float8 c8_##T(__global const uchar *W, __global const float *D, int n, int r, int u) \
+{ \
+    if (8 * u + 8 <= n) return w8_##T(W, D, n, r, u); \
+    float v[8]; \
+    for (int e = 0; e < 8; e++) v[e] = 8 * u + e < n ? w1_##T(W, D, n, r, 8 * u + e) : 0.0f; \
+    return vload8(0, v); \
+}
+COL8_F(f32)
+COL8_F(f16)
+COL8_F(bf16)
+float8 c8_q8(__global const uchar *W, __global const float *D, int n, int r, int u)
+{
+    const char8 q = as_char8(*(__global const uint2 *)(W + (size_t)r * n + 8 * (size_t)u));
+    return convert_float8(q) * D[(size_t)r * (n / 32) + u / 4];
+}
+/* the 8 codes of unit u of row r (q4, g4): block u / 4, bytes 0-7 or 8-15, low or high nibbles */
+uchar8 nib8(__global const uchar *W, int n, int r, int u)
+{
+    const uchar8 b = as_uchar8(*(__global const uint2 *)(W + (size_t)r * (n / 2) + (size_t)(u / 4) * 16 + (u % 2) * 8));
+    return u % 4 < 2 ? b & (uchar)15 : b >> (uchar)4;
+}
+float8 c8_q4(__global const uchar *W, __global const float *D, int n, int r, int u)
+{
+    return convert_float8(convert_int8(nib8(W, n, r, u)) - 8) * D[(size_t)r * (n / 32) + u / 4];
+}
+float8 c8_g4(__global const uchar *W, __global const float *D, int n, int r, int u)
+{
+    const float2 sm = vload2((size_t)r * (n / 32) + u / 4, D);
+    return sm.x * convert_float8(nib8(W, n, r, u)) + sm.y;
+}
+
 #define TRANSPOSED(T) \
 /* mt_T, transposed (ffn_down_t): y_b[c] = sum_i x_b[i] * W[i][c]; item = \
-   column c (dimension 0), slice s of the k rows (dimension 1), a tile of \
-   TOKENS input rows (dimension 2). One slice: into y; else into part \
-   [slices][B][n], added by sum_slices. */ \
+   unit u of 8 columns (dimension 0: a warp's loads of a row one contiguous \
+   run), slice s of the k rows (dimension 1), a tile of TOKENS input rows \
+   (dimension 2). One slice: into y; else into part [slices][B][n], added \
+   by sum_slices. */ \
 __kernel void mt_##T(__global const uchar *W, uint dofs, int n, int k, int rps, __global const float *x, uint xo, \
                      int B, __global float *y, uint yo, uint ys) \
 { \
     __global const float *D = (__global const float *)(W + dofs); \
-    const int c = get_global_id(0), s = get_global_id(1), b0 = get_global_id(2) * TOKENS; \
-    if (c >= n) return; \
+    const int u = get_global_id(0), s = get_global_id(1), b0 = get_global_id(2) * TOKENS; \
+    if (8 * u >= n) return; \
     const int i0 = s * rps, i1 = min(i0 + rps, k), nt = min(TOKENS, B - b0); \
-    float acc[TOKENS]; \
+    float8 acc[TOKENS]; \
     for (int t = 0; t < TOKENS; t++) acc[t] = 0.0f; \
     x += xo + (size_t)b0 * k; \
     for (int i = i0; i < i1; i++) { \
-        const float w = w1_##T(W, D, n, i, c); \
+        const float8 w = c8_##T(W, D, n, i, u); \
         for (int t = 0; t < nt; t++) acc[t] += w * x[(size_t)t * k + i]; \
     } \
-    for (int t = 0; t < nt; t++) \
-        y[yo + ((size_t)s * B + b0 + t) * ys + c] = acc[t]; \
+    for (int t = 0; t < nt; t++) { \
+        float v[8]; \
+        vstore8(acc[t], 0, v); \
+        __global float *o = y + yo + ((size_t)s * B + b0 + t) * ys + 8 * (size_t)u; \
+        for (int e = 0; e < 8 && 8 * u + e < n; e++) o[e] = v[e]; \
+    } \
 }
 
 PRODUCTS_F(f32)
