@@ -154,9 +154,11 @@ struct hc_backend_ops {
      * runs when it is called (the CPU) */
     void (*flush)(hc_backend *be);
     /* the reads and writes so far: how many, their bytes and their time on
-     * the device; 0, or -1 when they are not timed (a device opened without
-     * profiling: hc_cl_open). NULL on the CPU. */
-    int (*transfers)(hc_backend *be, uint64_t *count, uint64_t *bytes, double *seconds);
+     * the device, and the kernels launched (each launch costs the device a
+     * gap of microseconds: what fusing steps would save); 0, or -1 when the
+     * transfers are not timed (a device opened without profiling:
+     * hc_cl_open). NULL on the CPU. */
+    int (*transfers)(hc_backend *be, uint64_t *count, uint64_t *bytes, double *seconds, uint64_t *launches);
 };
 
 struct hc_backend {

@@ -293,12 +293,13 @@ void hc_ffn_report(const hc_ffn *f, FILE *out)
     if (f->sparse) hc_sparse_report(f->sparse, out, f->verbose);
     else if (f->verbose && f->dense_tokens)
         fprintf(out, "dense: FFN time %.2f ms for %llu tokens\n", f->dense_s * 1e3, (unsigned long long)f->dense_tokens);
-    uint64_t n, bytes;
+    uint64_t n, bytes, launches;
     double s;
-    if (f->verbose && f->dev && !f->dev->ops->transfers(f->dev, &n, &bytes, &s) && n) {
+    if (f->verbose && f->dev && !f->dev->ops->transfers(f->dev, &n, &bytes, &s, &launches) && n) {
         char sz[32];
         fprintf(out, "device transfers: %llu (residual stream, FFN exchanges, logits), %s, %.1f us each on the device, "
-                "%.2f ms in all\n", (unsigned long long)n, hc_format_size(bytes, sz, sizeof sz), s * 1e6 / (double)n, s * 1e3);
+                "%.2f ms in all; %llu kernel launches\n", (unsigned long long)n, hc_format_size(bytes, sz, sizeof sz),
+                s * 1e6 / (double)n, s * 1e3, (unsigned long long)launches);
     }
 }
 

@@ -54,6 +54,7 @@ typedef struct {
     size_t kwg;             /* the largest group every kernel takes */
     int failed;
     uint64_t xfers, xfer_bytes;   /* reads and writes, timed on the device with HC_CL_PROFILE */
+    uint64_t launches;            /* kernels enqueued */
     double xfer_s;
     cl_event *sent;               /* the sends' events not yet timed (profiling) */
     int n_sent, cap_sent;
@@ -110,6 +111,7 @@ static void launch(clb *b, cl_kernel k, cl_uint dims, const size_t *global, cons
     if (b->failed) return;
     cl_int rc = clEnqueueNDRangeKernel(b->q, k, dims, NULL, global, local, 0, NULL, NULL);
     if (rc != CL_SUCCESS) fail(b, "clEnqueueNDRangeKernel", rc);
+    b->launches++;
 }
 
 static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
@@ -287,9 +289,10 @@ static void flush(hc_backend *be)
     if (rc != CL_SUCCESS) fail(b, "clFlush", rc);
 }
 
-static int transfers(hc_backend *be, uint64_t *count, uint64_t *bytes, double *seconds)
+static int transfers(hc_backend *be, uint64_t *count, uint64_t *bytes, double *seconds, uint64_t *launches)
 {
     clb *b = (clb *)be;
+    *launches = b->launches;
     *count = b->xfers;
     *bytes = b->xfer_bytes;
     *seconds = b->xfer_s;
