@@ -33,12 +33,18 @@
 # -n GEN --temp 0 -t THREADS -c CTX, best of REPS.
 #
 # Beside PowerInfer (the anchor of issue 34), when POWERINFER names its `main` (built from
-# SJTU-IPADS/PowerInfer with -DLLAMA_CUBLAS=ON; never committed) and PI_MODEL a PowerInfer
-# model (PWRI, with predictors; hc-run reads the same file): for each PI_BUDGETS (GiB,
-# default "4 8"), PowerInfer's `main -m PI_MODEL --vram-budget B -p PROMPT -n GEN -t THREADS
-# --temp 0 -c CTX` (which solves MODEL.generated.gpuidx when the file is missing), then
-# hc-run on the same file and budget (it uses the same MODEL.generated.gpuidx), and
-# hc / PowerInfer of prompt and decode tokens/s (PowerInfer's llama_print_timings lines).
+# SJTU-IPADS/PowerInfer with -DLLAMA_CUBLAS=ON; never committed): on PI_MODEL, a PowerInfer
+# model (PWRI, with predictors; hc-run reads the same file), or without it on the F16 model
+# above made into one (hc-profile predictors --epochs 10 on 1024 corpus tokens), for each of
+# PI_BUDGETS (GiB; default "4 8" for a given PI_MODEL, 0.5 and 0.75 of the file for the one
+# made here): for the one made here, hc-solve writes PI_MODEL.generated.gpuidx from its
+# statistics (hc-profile, as above; PowerInfer's own solver then does not run); then
+# PowerInfer's `main -m PI_MODEL --vram-budget B -p PROMPT -n GEN -t THREADS --temp 0 -c CTX`
+# (which solves MODEL.generated.gpuidx when the file is missing), then hc-run on the same
+# file and budget (it uses the same MODEL.generated.gpuidx), and hc / PowerInfer of prompt
+# and decode tokens/s (PowerInfer's llama_print_timings lines). POWERINFER_LIBS: folders of
+# its CUDA libraries (libcudart and libcublas 13, e.g. a PyTorch installation's
+# nvidia/*/lib), added to its LD_LIBRARY_PATH alone.
 #
 # SMOKE=1: a small model (dim 256, 2 layers, CTX 128), 8 tokens and a small kernel
 # table (256 x 704): checks the
@@ -190,13 +196,30 @@ pi_tps() {
          END { printf "%s %s\n", p + 0, g + 0 }' "$1"
 }
 if [ -n "${POWERINFER:-}" ]; then
-    [ -x "$POWERINFER" ] && [ -f "${PI_MODEL:-}" ] || { echo "bench-gpu: POWERINFER needs PI_MODEL (a PowerInfer model)" >&2; exit 1; }
+    [ -x "$POWERINFER" ] || { echo "bench-gpu: POWERINFER: no program $POWERINFER" >&2; exit 1; }
+    PI_STATS=
+    if [ -z "${PI_MODEL:-}" ]; then
+        PI_MODEL=$T/pi-f16.gguf PI_STATS=$T/s-pi.gguf
+        { "$HC_BIN/hc-profile" predictors -m "$T/m-f16.gguf" -f "$CORPUS" -o "$PI_MODEL" --epochs 10 \
+              --tokens 1024 -c 256 -t "$THREADS" &&
+          "$HC_BIN/hc-profile" -m "$PI_MODEL" -f "$CORPUS" -o "$PI_STATS" --tokens 1024 -c 256 -t "$THREADS"; } \
+            >/dev/null 2>"$T/pred.err" || { echo "bench-gpu: hc-profile failed: $(tail -n 3 "$T/pred.err")" >&2; exit 1; }
+        PI_BUDGETS=${PI_BUDGETS:-$(awk -v s="$(wc -c <"$PI_MODEL")" 'BEGIN { printf "%.3f %.3f", s * 0.5 / 1073741824,
+                                                                           s * 0.75 / 1073741824 }')}
+    fi
+    [ -f "$PI_MODEL" ] || { echo "bench-gpu: PI_MODEL: no file $PI_MODEL" >&2; exit 1; }
     printf '%-6s %-17s %10s %10s %10s %10s %7s %7s\n' budget run "PI pp t/s" "PI tg t/s" "hc pp t/s" "hc tg t/s" \
         "hc/PI pp" "hc/PI tg"
     for b in ${PI_BUDGETS:-4 8}; do
-        "$POWERINFER" -m "$PI_MODEL" --vram-budget "$b" -p "$PROMPT" -n "$GEN" -t "$THREADS" --temp 0 -c "$CTX" \
-            >"$T/pi.txt" 2>"$T/pi.err" || { echo "bench-gpu: PowerInfer failed: $(tail -n 3 "$T/pi.err")" >&2; exit 1; }
         bytes=$(awk -v b="$b" 'BEGIN { printf "%.0f", b * 1073741824 }')
+        if [ -n "$PI_STATS" ] && ! "$HC_BIN/hc-solve" -m "$PI_MODEL" -s "$PI_STATS" --vram-budget "$bytes" --ctx "$CTX" \
+                $SOLVE_OPTS -o "$PI_MODEL.generated.gpuidx" >/dev/null 2>"$T/solve.err"; then
+            printf '%-6s %-17s %s\n' "${b}G" "hc vs PowerInfer" "skipped: $(sed 's/.*: --vram-budget/--vram-budget/' "$T/solve.err")"
+            continue
+        fi
+        LD_LIBRARY_PATH=${POWERINFER_LIBS:+$POWERINFER_LIBS:}${LD_LIBRARY_PATH:-} \
+            "$POWERINFER" -m "$PI_MODEL" --vram-budget "$b" -p "$PROMPT" -n "$GEN" -t "$THREADS" --temp 0 -c "$CTX" \
+            >"$T/pi.txt" 2>"$T/pi.err" || { echo "bench-gpu: PowerInfer failed: $(tail -n 3 "$T/pi.err")" >&2; exit 1; }
         r=$(run "hc-pi-$b" -m "$PI_MODEL" --vram-budget "$bytes") ||
             { echo "bench-gpu: hc-run failed: $(tail -n 3 "$T/hc-pi-$b.err")" >&2; exit 1; }
         set -- $(pi_tps "$T/pi.err") $r

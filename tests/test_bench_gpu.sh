@@ -52,4 +52,18 @@ if SMOKE=1 THREADS=2 KERNELS=0 TYPES=q4_0 O=${O:-build} POWERINFER="$T/pi" PI_MO
 then ok bench_gpu_beside_powerinfer
 elif [ ! -f "$HC_FIXTURES/stories260K.gguf" ]; then skip bench_gpu_beside_powerinfer "no $HC_FIXTURES/stories260K.gguf"
 else fail bench_gpu_beside_powerinfer "$(tail -n 5 "$T/pi.out" "$T/pi.err")"; fi
+# without PI_MODEL: the F16 model made into PowerInfer's (predictors), its index solved by hc-solve
+# beside it for each budget (the stand-in fails without MODEL.generated.gpuidx)
+cat >"$T/pi2" <<'PI'
+#!/bin/sh
+[ "$1" = -m ] && [ -f "$2.generated.gpuidx" ] || { echo "no $2.generated.gpuidx" >&2; exit 1; }
+echo "llama_print_timings: prompt eval time =     100.00 ms /    40 tokens (    2.50 ms per token,   400.00 tokens per second)" >&2
+echo "llama_print_timings:        eval time =     500.00 ms /     7 runs   (   71.43 ms per token,    14.00 tokens per second)" >&2
+PI
+chmod +x "$T/pi2"
+if SMOKE=1 THREADS=2 KERNELS=0 TYPES=f16 BUDGETS=1.5 O=${O:-build} POWERINFER="$T/pi2" \
+       sh scripts/bench-gpu.sh >"$T/pi2.out" 2>"$T/pi2.err" &&
+   [ "$(grep -Ec "^[0-9.]+G +hc vs PowerInfer +400.0 +14.0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$" "$T/pi2.out")" = 2 ]
+then ok bench_gpu_powerinfer_model_made
+else fail bench_gpu_powerinfer_model_made "$(tail -n 5 "$T/pi2.out" "$T/pi2.err")"; fi
 finish
