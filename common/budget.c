@@ -313,6 +313,18 @@ uint64_t hc_budget_layer_dense(const hc_budget *b, uint32_t l)
     return p[HC_FIX_ATTN] + p[HC_FIX_PRED] + p[HC_FIX_NORM];
 }
 
+int hc_budget_place_pays(const hc_budget *b, uint32_t n_layers, int ffn, int head, double *saved, double *cost)
+{
+    uint64_t bytes = head ? b->fixed[HC_FIX_OUTPUT] : 0;
+    for (uint32_t l = 0; l < n_layers && l < b->n_layer; l++) {
+        bytes += hc_budget_layer_dense(b, l);
+        if (ffn) bytes += b->layer[l].neuron_bytes * (uint64_t)b->n_ff + b->layer[l].part[HC_FIX_GPTQ_PAIRS];
+    }
+    *saved = (double)bytes * (1.0 / HC_COST_CPU_BW - 1.0 / HC_COST_GPU_BW);
+    *cost = HC_COST_LAYER_S * (double)n_layers + HC_COST_SYNC_S * (double)((ffn ? 0 : n_layers) + (n_layers || head ? 1 : 0));
+    return *saved > *cost;
+}
+
 uint32_t hc_budget_layers(const hc_budget *b, uint64_t vram_budget)
 {
     uint64_t used = 0;

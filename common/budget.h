@@ -72,4 +72,24 @@ uint64_t hc_budget_layer_dense(const hc_budget *b, uint32_t l);
  * hc_budget_capacity succeeds (hc-solve accepts the budget), this is n_layer. */
 uint32_t hc_budget_layers(const hc_budget *b, uint64_t vram_budget);
 
+/* The cost model of hc-solve (its defaults) and of hc-run's placement: the
+ * CPU and a GPU stream weights at these bytes/s, one CPU-GPU
+ * synchronisation costs this long, and (hc-run's placement only) a layer's
+ * steps on a device cost this much in kernel launches: about 17 launches
+ * a layer (hc-run -v counts them) of a few µs each. docs/design/solver.md,
+ * "The cost model". */
+#define HC_COST_CPU_BW (40.0 * 1073741824.0)
+#define HC_COST_GPU_BW (900.0 * 1073741824.0)
+#define HC_COST_SYNC_S 20e-6
+#define HC_COST_LAYER_S 50e-6
+
+/* Whether the first n_layers layers' dense parts on a device (their FFN
+ * too with ffn, and the output head with head) pay per token by that model:
+ * the weights read there instead save bytes * (1/CPU - 1/GPU) seconds
+ * (*saved); the device costs (*cost) HC_COST_LAYER_S per placed layer and
+ * HC_COST_SYNC_S per synchronisation: one per placed layer whose FFN stays
+ * on the CPU (its exchange), and one where the residual stream (or the
+ * logits) comes back. 1 when *saved > *cost. */
+int hc_budget_place_pays(const hc_budget *b, uint32_t n_layers, int ffn, int head, double *saved, double *cost);
+
 #endif

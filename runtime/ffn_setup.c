@@ -167,7 +167,11 @@ uint64_t hc_default_budget(uint64_t mem)
  * layer is there, then the FFN: every neuron when all fit (the whole model
  * on the device, one result per token back), else the hot neurons of a
  * GPU index in what is left (f->hot_budget). -ngl N asks for N whole layers
- * (the head with all of them) whatever the budget, as llama.cpp does. */
+ * (the head with all of them) whatever the budget, as llama.cpp does. A
+ * placement nothing asked for (no -ngl, --vram-budget, --device or
+ * --gpu-index) is made only when it pays by hc-solve's cost model
+ * (hc_budget_place_pays): on a GPU, a small model's layers cost more in
+ * synchronisations than their weights take to read. */
 static int place_dense(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, FILE *log, char *err, size_t errlen)
 {
     hc_budget b;
@@ -190,6 +194,17 @@ static int place_dense(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, FILE 
         ffn += b.layer[l].neuron_bytes * (uint64_t)b.n_ff + b.layer[l].part[HC_FIX_GPTQ_PAIRS];
     }
     if (o->gpu_layers < 0) plan.ffn = plan.head && ffn <= budget - used;
+    double saved, cost;
+    int unasked = o->gpu_layers < 0 && !o->vram_budget && !o->device && !o->gpu_index;
+    if (unasked && (plan.n_layers || plan.head) &&
+        !hc_budget_place_pays(&b, (uint32_t)plan.n_layers, plan.ffn, plan.head, &saved, &cost)) {
+        fprintf(log, "offload: not chosen: %d layers on the device would save %.1f us a token and cost %.1f us of "
+                "synchronisations (hc-solve's cost model: CPU %.0f GiB/s, GPU %.0f GiB/s, %.0f us each); running on "
+                "the CPU (-ngl N or --vram-budget SIZE places them)\n", plan.n_layers, saved * 1e6, cost * 1e6,
+                HC_COST_CPU_BW / 1073741824.0, HC_COST_GPU_BW / 1073741824.0, HC_COST_SYNC_S * 1e6);
+        plan = (hc_place_plan){ 0, 0, 0 };
+        used = ffn = 0;
+    }
     hc_budget_free(&b);
     /* -ngl: the hot neurons of the other layers as the device holds them */
     f->hot_budget = o->gpu_layers > 0 ? hc_cl_about(f->cl)->mem_size : plan.ffn || budget <= used ? 0 : budget - used;

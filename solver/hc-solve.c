@@ -110,7 +110,7 @@ static void parse_args(int argc, char **argv, options *o)
     };
     memset(o, 0, sizeof *o);
     o->ctx = -1;
-    o->cost = (solve_cost){ 0, 0, 40.0 * (1 << 30), 900.0 * (1 << 30), 20e-6 };
+    o->cost = (solve_cost){ 0, 0, HC_COST_CPU_BW, HC_COST_GPU_BW, HC_COST_SYNC_S };
     /* A gap stop, unlike a time-limit stop, gives the same file on every machine. */
     o->ilp = (solve_ilp_opts){ 60, 1e-5, 0 };
     int c;

@@ -1,8 +1,10 @@
 /* common/budget.c: the per-layer figures (dense part, KV cache), the output
  * head, totals that are their sums, and hc_budget_layers at its boundaries;
  * on stories260K.gguf and on a small model with a predictor, biases and tied
- * embeddings. hc-solve's use of the same figures: test_solve. */
+ * embeddings; the cost model's verdict on a placement. hc-solve's use of
+ * the same figures: test_solve. */
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "budget.h"
@@ -202,6 +204,41 @@ static void test_tensor_outside_layers(void)
     CHECK(b.layer == NULL);
 }
 
+/* hc_budget_place_pays: the bytes placed (dense parts, FFN with ffn, head
+ * with head) at the cost model's rates against the device's costs: each
+ * placed layer's launches, and a synchronisation per placed layer whose
+ * FFN stays on the CPU and one for the return. */
+static void test_place_pays(void)
+{
+    hc_budget_layer layers[2] = { { { 0 }, 0 }, { { 0 }, 0 } };
+    hc_budget b = { .n_layer = 2, .n_ff = 100, .layer = layers };
+    const double per_byte = 1.0 / HC_COST_CPU_BW - 1.0 / HC_COST_GPU_BW;
+    /* the dense part at which one layer's launches, its exchange and the return are paid exactly */
+    const double one = HC_COST_LAYER_S + 2 * HC_COST_SYNC_S;
+    const uint64_t even = (uint64_t)(one / per_byte);
+    double saved, cost;
+    layers[0].part[HC_FIX_ATTN] = even - 10;
+    CHECK(!hc_budget_place_pays(&b, 1, 0, 0, &saved, &cost));
+    CHECK(fabs(cost - one) < 1e-12 && fabs(saved - (double)(even - 10) * per_byte) < 1e-12);
+    layers[0].part[HC_FIX_ATTN] = even + 10;
+    CHECK(hc_budget_place_pays(&b, 1, 0, 0, &saved, &cost));
+    /* a second layer of 8 KB (stories260K's size) adds costs it does not pay for */
+    layers[1].part[HC_FIX_ATTN] = 8192;
+    CHECK(!hc_budget_place_pays(&b, 2, 0, 0, &saved, &cost));
+    CHECK(fabs(cost - (2 * HC_COST_LAYER_S + 3 * HC_COST_SYNC_S)) < 1e-12);
+    /* with their FFN and the head, one synchronisation (the logits) beside the layers' launches */
+    layers[0].part[HC_FIX_ATTN] = layers[1].part[HC_FIX_ATTN] = 1000;
+    layers[0].neuron_bytes = layers[1].neuron_bytes = 40;
+    b.fixed[HC_FIX_OUTPUT] = 5000;
+    CHECK(!hc_budget_place_pays(&b, 2, 1, 1, &saved, &cost));
+    CHECK(fabs(cost - (2 * HC_COST_LAYER_S + HC_COST_SYNC_S)) < 1e-12);
+    CHECK(fabs(saved - (2 * 1000 + 2 * 4000 + 5000) * per_byte) < 1e-15);
+    b.fixed[HC_FIX_OUTPUT] = (uint64_t)((2 * HC_COST_LAYER_S + HC_COST_SYNC_S) / per_byte);
+    CHECK(hc_budget_place_pays(&b, 2, 1, 1, &saved, &cost));
+    /* nothing placed: nothing saved, nothing spent */
+    CHECK(!hc_budget_place_pays(&b, 0, 0, 0, &saved, &cost) && saved == 0 && cost == 0);
+}
+
 int main(void)
 {
     RUN(test_stories260K_layers);
@@ -209,5 +246,6 @@ int main(void)
     RUN(test_default_ctx);
     RUN(test_small_model_parts);
     RUN(test_tensor_outside_layers);
+    RUN(test_place_pays);
     return th_done();
 }
