@@ -102,6 +102,25 @@ for f in llama-relu:1200K opt:1600K bamboo:1200K; do
     fi
 done
 
+# BF16 hot rows on the device (their own kernels: bf16 rows times the bf16-rounded input): a
+# split of llama-relu in BF16 gives the sparse CPU's logits (the dense BF16 FFN rounds h to
+# bf16 for its down product, the sparse one does not)
+m=$T/llama-relu-bf16.gguf
+if "$HC_BIN/hc-quantize" "$T/llama-relu.gguf" "$m" BF16 >/dev/null 2>"$T/bf16.err" &&
+   "$HC_BIN/hc-profile" -m "$m" -f models/synth-corpus.txt -o "$T/bf16.stats" >/dev/null 2>>"$T/bf16.err" &&
+   "$HC_BIN/hc-solve" -m "$m" -s "$T/bf16.stats" --vram-budget 600K --min-layer-neurons 0 -o "$T/bf16.gpuidx" \
+       >/dev/null 2>>"$T/bf16.err" &&
+   "$R" -m "$m" -p "$P" --logits -n 0 -t 2 --sparse >"$T/sparse.txt" 2>>"$T/bf16.err" &&
+   "$R" -m "$m" -p "$P" --logits -n 0 -t 2 --gpu-index "$T/bf16.gpuidx" --vram-budget 600K >"$T/hybrid.txt" \
+       2>"$T/hybrid.err"; then
+    if grep -q "^hybrid: .* [1-9][0-9]* of [0-9]* neurons on the device" "$T/hybrid.err"; then
+        same_logits hybrid_bf16_equals_sparse "$T/sparse.txt" "$T/hybrid.txt"
+    elif grep -q "OpenCL" "$T/hybrid.err"; then skip hybrid_bf16_equals_sparse "no OpenCL device"
+    else fail hybrid_bf16_equals_sparse "no hot rows on the device: $(grep -h 'hybrid\|offload' "$T/hybrid.err")"; fi
+else
+    fail hybrid_bf16_equals_sparse "$(tail -c 300 "$T/bf16.err" "$T/hybrid.err" 2>/dev/null)"
+fi
+
 # hc-solve's bytes per neuron count the per-neuron biases the device stores: OPT (F32) has
 # an up row, a down row and ffn_up.bias (2·n_embd·4 + 4), llama-relu three rows; the sum over
 # the chosen neurons is what hc-run then puts on the device

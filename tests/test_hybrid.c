@@ -140,6 +140,7 @@ static void make_rows(uint32_t type, int k, int n, float scale, void *dst)
         for (int i = 0; i < n; i++) f[i] = frand() * scale;
         if (type == GGML_TYPE_F32) memcpy(d, f, rb);
         else if (type == GGML_TYPE_F16) for (int i = 0; i < n; i++) ((uint16_t *)d)[i] = fp32_to_fp16(f[i]);
+        else if (type == GGML_TYPE_BF16) for (int i = 0; i < n; i++) ((uint16_t *)d)[i] = fp32_to_bf16(f[i]);
         else if (type == GGML_TYPE_Q8_0) quantize_row_q8_0_ref(f, (block_q8_0 *)d, n);
         else quantize_row_q4_0_ref(f, (block_q4_0 *)d, n);
     }
@@ -173,18 +174,21 @@ static void random_gptq(int in, int out, int gs, hc_gptq *g)
     free(gi);
 }
 
-/* k rows of n as *w of type index ti: types[ti], or (ti = 4) INT4-GPTQ: gate/up
- * rows in act-order groups of 32 (gate and up share g_idx, so one prepared
- * x), or down the columns of a GPTQ ffn_down of k inputs (act-order groups of
- * 16). The storage is *mem or *q. */
-enum { N_KT = 5 };
+/* k rows of n as *w of type index ti: kernel_types[ti], or (ti = 5)
+ * INT4-GPTQ: gate/up rows in act-order groups of 32 (gate and up share
+ * g_idx, so one prepared x), or down the columns of a GPTQ ffn_down of k
+ * inputs (act-order groups of 16). The storage is *mem or *q. */
+static const uint32_t kernel_types[5] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0,
+                                          GGML_TYPE_Q4_0 };
+enum { N_KT = 6 };
 static void make_weight_rows(int ti, int down, int k, int n, hc_weight *w, void **mem, hc_gptq *q)
 {
     *mem = NULL;
-    if (ti < 4) {
-        *mem = malloc(ggml_row_size(types[ti], n) * (size_t)k);
-        make_rows(types[ti], k, n, 0.3f, *mem);
-        *w = (hc_weight){ .kind = HC_WEIGHT_GGML, .type = types[ti], .data = *mem, .n = n, .rows = k };
+    if (ti < N_KT - 1) {
+        uint32_t type = kernel_types[ti];
+        *mem = malloc(ggml_row_size(type, n) * (size_t)k);
+        make_rows(type, k, n, 0.3f, *mem);
+        *w = (hc_weight){ .kind = HC_WEIGHT_GGML, .type = type, .data = *mem, .n = n, .rows = k };
         return;
     }
     if (down) {

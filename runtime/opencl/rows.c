@@ -10,8 +10,9 @@
 #include "opencl.h"
 #include "types.h"
 
-static const uint32_t ggml_types[HC_CL_N_GGML] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
-const char *const hc_cl_type_names[HC_CL_N_TYPES] = { "f32", "f16", "q8_0", "q4_0", "gptq" };
+static const uint32_t ggml_types[HC_CL_N_GGML] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0,
+                                                   GGML_TYPE_Q4_0 };
+const char *const hc_cl_type_names[HC_CL_N_TYPES] = { "f32", "f16", "bf16", "q8_0", "q4_0", "gptq" };
 
 int hc_cl_type_index(const hc_weight *w)
 {

@@ -2,8 +2,9 @@
  * build embeds this file as a C string (runtime/module.mk); the runtime
  * compiles it for the device it opens.
  * One gate_up_T and one down_T kernel per stored type T, from one body each.
- * Block layouts are ggml's: Q8_0 = half d + 32 int8, Q4_0 = half d + 16 bytes
- * (low nibbles are elements 0..15, high nibbles 16..31), value = d * (q - 8).
+ * Rows as ggml stores them: F32, F16, BF16 elements; Q8_0 = half d + 32
+ * int8, Q4_0 = half d + 16 bytes (low nibbles are elements 0..15, high
+ * nibbles 16..31), value = d * (q - 8).
  * INT4-GPTQ rows (kernels_gptq.h) use the same nibble order without d: a
  * gate/up row is its codes then its groups' {scale, -scale*zero} floats, a
  * down column is its codes, with the pairs of its ffn_down group in a table;
@@ -22,24 +23,29 @@
 
 /* hsum4, hsum16, idot32: kernels/common.cl, built before this file. */
 
-/* F32 and F16 rows (E the stored element): 4-vectors read by load4, the tail
-   of a row that is not whole 4-vectors one element at a time by load1. */
-#define DOTS_FLOAT(T, E, load4, load1) \
+/* F32, F16 and BF16 rows (E the stored element): 4-vectors read by load4,
+   the tail of a row that is not whole 4-vectors one element at a time by
+   load1; the input likewise by xload4 and xload1 (floats, or BF16's
+   bf16-rounded activation as stored: 2 bytes an element). */
+#define DOTS_FLOAT(T, E, load4, load1, XE, xload4, xload1) \
 void dots_##T(__global const uchar *w, __global const uchar *x, int x_bytes, int nt, const int *on, int n, int gs, \
               int lid, float *s) { \
     __global const E *a = (__global const E *)w; \
     for (int i = lid; i < n / 4; i += WG) { \
         float4 v = load4(i, a); \
         for (int t = 0; t < nt; t++) \
-            if (on[t]) s[t] += hsum4(v * vload4(i, (__global const float *)(x + (size_t)t * x_bytes))); \
+            if (on[t]) s[t] += hsum4(v * xload4(i, (__global const XE *)(x + (size_t)t * x_bytes))); \
     } \
     for (int i = n / 4 * 4 + lid; i < n; i += WG) \
         for (int t = 0; t < nt; t++) \
-            if (on[t]) s[t] += load1(i, a) * ((__global const float *)(x + (size_t)t * x_bytes))[i]; \
+            if (on[t]) s[t] += load1(i, a) * xload1(i, (__global const XE *)(x + (size_t)t * x_bytes)); \
 }
 #define LOAD1_F32(i, a) ((a)[i])
-DOTS_FLOAT(f32, float, vload4, LOAD1_F32)
-DOTS_FLOAT(f16, half, vload_half4, vload_half)
+float4 bf16x4(int i, __global const ushort *a) { return as_float4(convert_uint4(vload4(i, a)) << (uint)16); }
+float bf16x1(int i, __global const ushort *a) { return as_float((uint)a[i] << 16); }
+DOTS_FLOAT(f32, float, vload4, LOAD1_F32, float, vload4, LOAD1_F32)
+DOTS_FLOAT(f16, half, vload_half4, vload_half, float, vload4, LOAD1_F32)
+DOTS_FLOAT(bf16, ushort, bf16x4, bf16x1, ushort, bf16x4, bf16x1)
 /* The tile's block sums with one weight block's values lo (elements 0..15),
    hi (16..31) and scale dw: Q8_0 activation blocks as the CPU prepares them,
    an integer sum per block scaled by d_w * d_x, as ggml. */
@@ -116,6 +122,8 @@ float4 elem4_q4_0(__global const uchar *w, int c, __global const float *p) {
 /* Element c of a row, widened (the tail of a row when n % 4 != 0). */
 float elem_f32(__global const uchar *w, int c, __global const float *p) { return ((__global const float *)w)[c]; }
 float elem_f16(__global const uchar *w, int c, __global const float *p) { return vload_half(c, (__global const half *)w); }
+float4 elem4_bf16(__global const uchar *w, int c, __global const float *p) { return bf16x4(c / 4, (__global const ushort *)w); }
+float elem_bf16(__global const uchar *w, int c, __global const float *p) { return bf16x1(c, (__global const ushort *)w); }
 float elem_q8_0(__global const uchar *w, int c, __global const float *p) {
     __global const uchar *b = w + (size_t)(c / 32) * 34;
     return (float)((__global const char *)(b + 2))[c % 32] * vload_half(0, (__global const half *)b);
@@ -138,6 +146,7 @@ float elem_gptq(__global const uchar *w, int c, __global const float *p) {
 /* The pairs of down row r: a GPTQ column's are the table row smrow[r]. */
 #define PAIRS_f32(sm, smrow, r, n) (sm)
 #define PAIRS_f16(sm, smrow, r, n) (sm)
+#define PAIRS_bf16(sm, smrow, r, n) (sm)
 #define PAIRS_q8_0(sm, smrow, r, n) (sm)
 #define PAIRS_q4_0(sm, smrow, r, n) (sm)
 #define PAIRS_gptq(sm, smrow, r, n) ((sm) + (size_t)smrow[r] * 2 * (n))
@@ -310,5 +319,5 @@ __kernel void count_hot(__global const float *h, __global const uchar *mask, __g
             if (v && atomic_add(&counts[2 * c], v) > UINT_MAX - v) atomic_inc(&counts[2 * c + 1]);
         }
 }
-GATE_UP(f32) GATE_UP(f16) GATE_UP(q8_0) GATE_UP(q4_0) GATE_UP(gptq)
-DOWN(f32) DOWN(f16) DOWN(q8_0) DOWN(q4_0) DOWN(gptq)
+GATE_UP(f32) GATE_UP(f16) GATE_UP(bf16) GATE_UP(q8_0) GATE_UP(q4_0) GATE_UP(gptq)
+DOWN(f32) DOWN(f16) DOWN(bf16) DOWN(q8_0) DOWN(q4_0) DOWN(gptq)
