@@ -75,7 +75,7 @@ uint32_t hc_budget_layers(const hc_budget *b, uint64_t vram_budget);
 /* The cost model of hc-solve (its defaults) and of hc-run's placement: the
  * CPU and a GPU stream weights at these bytes/s, one CPU-GPU
  * synchronisation costs this long, and (hc-run's placement only) a layer's
- * steps on a device cost this much in kernel launches: about 17 launches
+ * steps on a device cost this much in kernel launches: 14 (F16) to 18 (Q4_0)
  * a layer (hc-run -v counts them) of a few µs each. docs/design/solver.md,
  * "The cost model". */
 #define HC_COST_CPU_BW (40.0 * 1073741824.0)

@@ -373,23 +373,27 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         int in = tr ? rows : n, outn = tr ? n : rows;
         float *x = rand_vec((size_t)B * in, 1.0f), *row = malloc(sizeof(float) * (size_t)n);
         /* two items sharing x: all B rows into y (stride outn), rows 1.. into
-         * z with a wider stride (q of the last rows) */
-        size_t zs = (size_t)outn + 3;
+         * z with a wider stride (q of the last rows); B = 1: three items, y
+         * and twice z (at 0 and zs), which a device may run in one launch
+         * (q, k and v) */
+        size_t zs = (size_t)outn + 3, zn = B > 1 ? (size_t)B * zs : 2 * zs;
         hc_bmat m = { &w, o->mat_new ? o->mat_new(r->be, &w, r->err, sizeof r->err) : NULL };
         bx = upload(r, x, (size_t)B * in);
         by = upload(r, NULL, (size_t)B * outn);
-        bz = upload(r, NULL, (size_t)B * zs);
+        bz = upload(r, NULL, zn);
         if (bx && by && bz && (m.dev || o->host(V(bx)))) {
-            hc_mm items[2] = { { &m, 0, tr, V(by), (size_t)outn }, { &m, 1, tr, V(bz), zs } };
-            o->matmul(r->be, V(bx), B, items, B > 1 ? 2 : 1);
-            float *z = malloc(sizeof(float) * (size_t)B * zs);
+            hc_mm items[3] = { { &m, 0, tr, V(by), (size_t)outn }, { &m, B > 1, tr, V(bz), zs },
+                               { &m, 0, tr, hc_view_at(V(bz), sizeof(float) * zs), zs } };
+            o->matmul(r->be, V(bx), B, items, B > 1 ? 2 : 3);
+            float *z = malloc(sizeof(float) * zn);
             if (!o->read(r->be, V(by), out, sizeof(float) * (size_t)B * outn, r->err, sizeof r->err) &&
-                !o->read(r->be, V(bz), z, sizeof(float) * (size_t)B * zs, r->err, sizeof r->err)) {
+                !o->read(r->be, V(bz), z, sizeof(float) * zn, r->err, sizeof r->err)) {
                 rc = 0;
-                for (int b = 1; b < B; b++)   /* z's rows must equal y's */
+                for (int b = B > 1; b < (B > 1 ? B : 2); b++)   /* z's rows must equal y's */
                     for (int i = 0; i < outn; i++)
-                        if (memcmp(&z[(size_t)(b - 1) * zs + i], &out[(size_t)b * outn + i], sizeof(float))) {
-                            snprintf(r->err, sizeof r->err, "item b0 = 1: row %d, %d differs", b, i);
+                        if (memcmp(&z[(size_t)(b - (B > 1)) * zs + i], &out[(size_t)(B > 1 ? b : 0) * outn + i],
+                                   sizeof(float))) {
+                            snprintf(r->err, sizeof r->err, "item %d: row %d, %d differs", B > 1 ? 1 : b + 1, b, i);
                             rc = -1;
                         }
             }

@@ -471,6 +471,14 @@ static int serves(const prepared *p, const hc_mm *it)
     return p->form != FORM_G8 || hc_weight_same_act(p->it->w->host, it->w->host);
 }
 
+/* Whether o's product of one input row can share it's launch (input p):
+ * the same input rows and form, weights of the same format and length. */
+static int joins(const prepared *p, const hc_mm *it, const hc_mm *o)
+{
+    const cl_mat *a = it->w->dev, *m = o->w->dev;
+    return m && !o->transposed && o->b0 == it->b0 && m->fmt == a->fmt && m->kn == a->kn && serves(p, o);
+}
+
 /* Make it's form of the B input rows at x into scratch slot `slot`. */
 static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepared *p)
 {
@@ -531,33 +539,53 @@ static void transposed(clb *b, hc_view x, int B, const hc_mm *it)
     }
 }
 
-/* it's product on its input p (rows it->b0.. of B): one row by mv_T, more
- * by the tiled mm16_T or mm64_T, in slices of the inputs where the tiles
- * alone do not fill the device (then added by sum_slices). */
-static void one_product(clb *b, const prepared *p, int B, const hc_mm *it)
+/* One input row's products by the c items at it (1 to 3, of one format
+ * and row length, sharing their input p): one launch of mv_T. */
+static void row_products(clb *b, const prepared *p, const hc_mm *it, int c)
+{
+    const cl_mat *m = it->w->dev;
+    const int q = p->form == FORM_Q8 || p->form == FORM_G8;
+    const size_t lanes = hc_clb_mv_lanes(&b->geo, m->kn / (q ? HC_CLB_UNIT_Q : HC_CLB_UNIT_F));
+    const size_t R = hc_clb_mv_rows(&b->geo, lanes);
+    cl_mem w[3], y[3];
+    cl_uint d[3], yo[3];
+    cl_int rows[3], bound[3];
+    size_t groups = 0;
+    for (int i = 0; i < 3; i++) {   /* missing matrices repeat the last one, past every group */
+        const hc_mm *t = &it[i < c ? i : c - 1];
+        const cl_mat *mt = t->w->dev;
+        w[i] = mt->m, d[i] = mt->dofs, rows[i] = mt->rows, y[i] = mem_of(t->y), yo[i] = flo(t->y);
+        if (i < c) groups += ((size_t)mt->rows + R - 1) / R;
+        bound[i] = (cl_int)groups;
+    }
+    cl_int n = m->kn, xb = it->b0;
+    cl_uint xo = p->xo + (cl_uint)((size_t)it->b0 * (size_t)m->n);
+    cl_kernel k = b->mv[m->fmt];
+    const size_t l[2] = { lanes, R }, g[2] = { lanes, groups * R };
+    if (q)
+        args(b, k, A(w[0]), A(d[0]), A(rows[0]), A(y[0]), A(yo[0]), A(w[1]), A(d[1]), A(rows[1]), A(y[1]), A(yo[1]),
+             A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(p->mem), A(p->doff),
+             A(p->soff), A(xb), LOCAL(sizeof(float) * lanes * R), END);
+    else
+        args(b, k, A(w[0]), A(d[0]), A(rows[0]), A(y[0]), A(yo[0]), A(w[1]), A(d[1]), A(rows[1]), A(y[1]), A(yo[1]),
+             A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(p->mem), A(xo),
+             LOCAL(sizeof(float) * lanes * R), END);
+    launch(b, k, 2, g, l);
+}
+
+/* it's product on its input p, rows it->b0.. of B > it->b0 + 1: the tiled
+ * mm16_T or mm64_T, in slices of the inputs where the tiles alone do not
+ * fill the device (then added by sum_slices). */
+static void tiled_product(clb *b, const prepared *p, int B, const hc_mm *it)
 {
     const cl_mat *m = it->w->dev;
     const int nb = B - it->b0;
     const int q = p->form == FORM_Q8 || p->form == FORM_G8;
     cl_mem ym = mem_of(it->y);
     cl_uint yo = flo(it->y), ys = (cl_uint)it->y_stride;
-    cl_int n = m->kn, rows = m->rows, Bc = nb, xb = it->b0;
-    /* the input: floats from row b0 on, or act_q8's form (its rows kn codes apart) from row xb on */
-    cl_uint xo = q ? (cl_uint)xb : p->xo + (cl_uint)((size_t)it->b0 * (size_t)m->n), xs = (cl_uint)m->kn;
-    if (nb == 1) {
-        const size_t lanes = hc_clb_mv_lanes(&b->geo, m->kn / (q ? HC_CLB_UNIT_Q : HC_CLB_UNIT_F));
-        const size_t R = hc_clb_mv_rows(&b->geo, lanes);
-        const size_t l[2] = { lanes, R }, g[2] = { lanes, ((size_t)m->rows + R - 1) / R * R };
-        cl_kernel k = b->mv[m->fmt];
-        if (q)
-            args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(p->doff), A(p->soff), A(xb), A(ym), A(yo),
-                 LOCAL(sizeof(float) * lanes * R), END);
-        else
-            args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(xo), A(ym), A(yo),
-                 LOCAL(sizeof(float) * lanes * R), END);
-        launch(b, k, 2, g, l);
-        return;
-    }
+    cl_int n = m->kn, rows = m->rows, Bc = nb;
+    /* the input: floats from row b0 on, or act_q8's form (its rows kn codes apart) from row b0 on */
+    cl_uint xo = q ? (cl_uint)it->b0 : p->xo + (cl_uint)((size_t)it->b0 * (size_t)m->n), xs = (cl_uint)m->kn;
     const int tile = hc_clb_mm_tile(nb), blocks = (m->kn + 31) / 32;
     int S = hc_clb_mm_slices(&b->geo, m->rows, m->kn, nb);
     cl_int kps = (blocks + S - 1) / S;
@@ -606,7 +634,14 @@ static void matmul(hc_backend *be, hc_view x, int B, const hc_mm *items, int n_i
             next = !h;
             prepare(b, x, B, it, SCR_ACT0 + h, &held[h]);
         }
-        one_product(b, &held[h], B, it);
+        if (B - it->b0 > 1) {
+            tiled_product(b, &held[h], B, it);
+            continue;
+        }
+        int c = 1;   /* one launch for the row products that follow on the same input (q, k, v; gate, up) */
+        while (c < 3 && i + c < n_items && joins(&held[h], it, &items[i + c])) c++;
+        row_products(b, &held[h], it, c);
+        i += c - 1;
     }
 }
 

@@ -193,28 +193,39 @@ __kernel void act_q8(__global const float *x, uint xo, int n, __global const int
 }
 
 /* ------------------------------------------------------------ products
- * mv_T (one input row): a group of LR x R items (dimensions 0 and 1) takes
- * R rows, LR lanes to a row (a warp's worth on a GPU, 1 on a CPU device);
- * lane i sums units i, i + LR, ... of its row, so that the lanes' loads
- * of one step are one contiguous run (16 bytes each for f16), then the tail
- * of a row that is not whole units, then a tree over the lanes. A unit is
- * 8 weights for f32, f16, bf16 (four units in flight a step, float8
- * partial sums of weight x input, added in a fixed order), a block of 32
- * for q8, q4, g4 (its integer sum with the Q8 input times the scales,
- * BLOCK_T). x at x + xo; y[yo + r]. A quantized product's input is the
- * act_q8 form at X (doff, soff as there), its row xb. */
+ * mv_T (one input row), for up to three matrices of one input in one
+ * launch (q, k and v; gate and up): a group of LR x R items (dimensions 0
+ * and 1) takes R rows of one matrix (groups 0 .. g1-1 the first's, g1 ..
+ * g2-1 the second's, then the third's), LR lanes to a row (a warp's worth
+ * on a GPU, 1 on a CPU device); lane i sums units i, i + LR, ... of its
+ * row, so that the lanes' loads of one step are one contiguous run (16
+ * bytes each for f16), then the tail of a row that is not whole units, then
+ * a tree over the lanes. A unit is 8 weights for f32, f16, bf16 (four
+ * units in flight a step, float8 partial sums of weight x input, added in a
+ * fixed order), a block of 32 for q8, q4, g4 (its integer sum with the Q8
+ * input times the scales, BLOCK_T). Matrix i: weights Wi (scales at di),
+ * rows_i rows, into yi[yoi + r]. x at x + xo; a quantized product's input
+ * is the act_q8 form at X (doff, soff as there), its row xb. */
+#define MV_MATRICES \
+    __global const uchar *W0, uint d0, int rows0, __global float *y0, uint yo0, \
+    __global const uchar *W1, uint d1, int rows1, __global float *y1, uint yo1, \
+    __global const uchar *W2, uint d2, int rows2, __global float *y2, uint yo2, int g1, int g2, int n
 #define MV_HEAD \
-    __global const float *D = (__global const float *)(W + dofs); \
+    const int grp = get_group_id(1), mi = grp < g1 ? 0 : grp < g2 ? 1 : 2; \
+    __global const uchar *W = mi == 0 ? W0 : mi == 1 ? W1 : W2; \
+    __global float *y = mi == 0 ? y0 : mi == 1 ? y1 : y2; \
+    const uint yo = mi == 0 ? yo0 : mi == 1 ? yo1 : yo2; \
+    const int rows = mi == 0 ? rows0 : mi == 1 ? rows1 : rows2; \
+    __global const float *D = (__global const float *)(W + (mi == 0 ? d0 : mi == 1 ? d1 : d2)); \
     const int lane = get_local_id(0), LR = get_local_size(0), g = get_local_id(1); \
-    const int row = get_global_id(1), r = min(row, rows - 1);
+    const int row = (grp - (mi == 0 ? 0 : mi == 1 ? g1 : g2)) * (int)get_local_size(1) + g, r = min(row, rows - 1);
 #define MV_TAIL \
     red[g * LR + lane] = s; \
     tree(red + g * LR, 1, lane, LR); \
     if (lane == 0 && row < rows) y[yo + row] = red[g * LR];
 
 #define PRODUCTS_F(T) \
-__kernel void mv_##T(__global const uchar *W, uint dofs, int n, int rows, __global const float *x, uint xo, \
-                     __global float *y, uint yo, __local float *red) \
+__kernel void mv_##T(MV_MATRICES, __global const float *x, uint xo, __local float *red) \
 { \
     MV_HEAD \
     const int nu = n / 8; \
@@ -235,8 +246,7 @@ __kernel void mv_##T(__global const uchar *W, uint dofs, int n, int rows, __glob
 }
 
 #define PRODUCTS_Q(T) \
-__kernel void mv_##T(__global const uchar *W, uint dofs, int n, int rows, __global const uchar *X, uint doff, \
-                     uint soff, int xb, __global float *y, uint yo, __local float *red) \
+__kernel void mv_##T(MV_MATRICES, __global const uchar *X, uint doff, uint soff, int xb, __local float *red) \
 { \
     MV_HEAD \
     const int nb = n / 32; \
