@@ -164,7 +164,8 @@ enum {
     HC_CLB_UNIT_Q = 32,     /* the same, quantized (a block) */
     HC_CLB_MM_ROWS = 64,    /* matrix rows of a tiled product's group (mm16, mm64: B > 1) */
     HC_CLB_MM_ITEMS = 128,  /* its work items: 16 x 8, each 4 rows x (tile / 8) input rows */
-    HC_CLB_CHUNK_MAX = 1024 /* positions of one attention work group (their scores in local memory) */
+    HC_CLB_CHUNK_MAX = 1024, /* positions of one attention work group (their scores in local memory) */
+    HC_CLB_ATTN_TILE = 4160  /* floats of an attention group's key tile (32 keys of head_dim 128 + 1) */
 };
 /* A product of one input row (kernel mv_T) of rows of `units` steps (n /
  * HC_CLB_UNIT_F or _Q): the lanes that share a row (a power of two, up to
@@ -189,6 +190,9 @@ int hc_clb_t_slices(const hc_clb_device *d, int units, int k);
  * n_head * B * chunks fills the device where n_pos allows; items per group. */
 int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos);
 size_t hc_clb_attn_local(const hc_clb_device *d, int head_dim);
+/* Keys a tile of attn_part stages in local memory (HC_CLB_ATTN_TILE floats
+ * of rows head_dim + 1 long; at least one). */
+int hc_clb_attn_tile(int head_dim);
 /* Launch b's steps as the geometry above gives them for d instead of its
  * own device (kept within what its kernels take): tests run a GPU's
  * shapes on PoCL. */

@@ -827,11 +827,13 @@ static void attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
            mb = b->rows->max_blocks, r0 = row0, chc = ch, nc = n_chunks, total = B * hp->n_head * hp->head_dim;
     cl_mem ml = scratch(b, SCR_ML, sizeof(float) * 2 * slots);
     size_t L = hc_clb_attn_local(&b->geo, hp->head_dim);
+    cl_int tp = hc_clb_attn_tile(hp->head_dim);
     size_t g[3] = { (size_t)n_chunks * L, (size_t)hp->n_head, (size_t)B }, l[3] = { L, 1, 1 };
     args(b, b->attn_part, A(qm), A(qo), A(kv->k[layer]), A(kv->v[layer]), A(hd), A(nh), A(group), A(kvd),
-         A(b->scratch[SCR_POS]), A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), A(r0), A(chc), A(nc),
+         A(b->scratch[SCR_POS]), A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), A(r0), A(chc), A(nc), A(tp),
          A(part), A(ml), LOCAL(sizeof(float) * (size_t)ch), LOCAL(sizeof(float) * L),
-         LOCAL(sizeof(float) * (size_t)hp->head_dim), END);
+         LOCAL(sizeof(float) * (size_t)hp->head_dim), LOCAL(sizeof(float) * (size_t)tp * (size_t)(hp->head_dim + 1)),
+         END);
     launch(b, b->attn_part, 3, g, l);
     args(b, b->attn_combine, A(part), A(ml), A(hd), A(nh), A(b->scratch[SCR_POS]), A(r0), A(chc), A(nc), A(om),
          A(oo), A(total), END);

@@ -78,6 +78,12 @@ int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos)
 /* A CPU device: one item, its mix a contiguous pass over each value row */
 size_t hc_clb_attn_local(const hc_clb_device *d, int head_dim) { return fit(d, (size_t)head_dim, d->gpu ? 128 : 1); }
 
+int hc_clb_attn_tile(int head_dim)
+{
+    int t = HC_CLB_ATTN_TILE / (head_dim + 1);
+    return t < 1 ? 1 : t;
+}
+
 /* A CPU device: one item, its sums in the CPU's order, so the norm's output
  * has the CPU's bits where the products round it (bf16, Q8_0 blocks: an ulp
  * there can move a value to the next step of the form, 2^-8 of it) */

@@ -608,16 +608,20 @@ __kernel void kv_store(__global const float *k, uint ko, __global const float *v
  * attn_part: group (chunk c, head h, row b), row b the batch's row0 + b at
  * position P = pos[row0 + b] of its sequence (its blocks tbl):
  * positions c*ch .. of 0..P; the scores q.k / sqrt(hd) in local
- * memory (sc), their max m, e_p = exp(s_p - m), l = sum e_p, and
+ * memory (sc): the keys come in tiles of tp positions through local memory
+ * (kt, rows hd + 1 apart against bank conflicts), read by consecutive items
+ * along each key row (one contiguous run of a row per step, where an item
+ * per key would read rows kv_dim apart), then each key's dot by one item,
+ * d ascending; their max m, e_p = exp(s_p - m), l = sum e_p, and
  * o[d] = sum_p e_p v_p[d] (positions ascending; each output owned by one
  * item, in ob when an item owns several) into part; m and l into ml.
  * attn_combine: per output element, the chunks in order:
  * out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c, M the largest m_c. */
 __kernel void attn_part(__global const float *q, uint qo, __global const float *kc, __global const float *vc, int hd,
                         int n_head, int group, int kv_dim, __global const int *pos, __global const int *seq,
-                        __global const int *table, int max_blocks, int row0, int ch, int n_chunks,
+                        __global const int *table, int max_blocks, int row0, int ch, int n_chunks, int tp,
                         __global float *part, __global float *ml, __local float *sc, __local float *red,
-                        __local float *ob)
+                        __local float *ob, __local float *kt)
 {
     const int lid = get_local_id(0), L = get_local_size(0);
     const int c = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
@@ -628,16 +632,21 @@ __kernel void attn_part(__global const float *q, uint qo, __global const float *
     const size_t koff = (size_t)(h / group) * hd;
     const float scale = sqrt((float)hd);
     float mx = -INFINITY;
-    for (int p = p0 + lid; p < p1; p += L) {
-        __global const float *kr = kc + kv_slot(tbl, p) * kv_dim + koff;
-        float4 a = 0.0f;
-        int d = 0;
-        for (; d + 4 <= hd; d += 4) a += vload4(0, qr + d) * vload4(0, kr + d);
-        float s = hsum4(a);
-        for (; d < hd; d++) s += qr[d] * kr[d];
-        s = s / scale;
-        sc[p - p0] = s;
-        mx = fmax(mx, s);
+    for (int t0 = p0; t0 < p1; t0 += tp) {
+        const int tn = min(tp, p1 - t0);
+        for (int p = 0; p < tn; p++) {
+            __global const float *kr = kc + kv_slot(tbl, t0 + p) * kv_dim + koff;
+            for (int d = lid; d < hd; d += L) kt[p * (hd + 1) + d] = kr[d];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int p = lid; p < tn; p += L) {
+            float s = 0.0f;
+            for (int d = 0; d < hd; d++) s += qr[d] * kt[p * (hd + 1) + d];
+            s = s / scale;
+            sc[t0 - p0 + p] = s;
+            mx = fmax(mx, s);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
     red[lid] = mx;
     barrier(CLK_LOCAL_MEM_FENCE);
