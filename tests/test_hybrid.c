@@ -277,7 +277,8 @@ static void test_kernels_vs_ref(void)
 /* The launches fill a GPU: for 7B-, 13B- and 70B-shaped layers on devices of
  * 16 to 132 compute units, one token's down launch has at least twice as
  * many work groups as units (a 4096-wide layer alone is 128 blocks, fewer
- * than an H200's 132 units) and gate_up one per hot row; and the kernel test
+ * than an H200's 132 units) and each lane a short chain of rows, and
+ * gate_up one per hot row; and the kernel test
  * above runs the sliced down path on PoCL's 2 units. Plain arithmetic: it
  * fails on any machine when a change would starve a GPU. */
 static void test_launch_geometry(void)
@@ -289,8 +290,12 @@ static void test_launch_geometry(void)
             for (int wg = 32; wg <= 64; wg *= 2) {
                 const int n = shapes[s][0], k = shapes[s][1], cols = hc_cl_down_cols(wg);
                 const long groups = (long)(n + cols - 1) / cols * hc_cl_down_splits(n, k, wg, units[u]);
+                const long lanes = wg / (hc_cl_down_cols(wg) / 4), splits = hc_cl_down_splits(n, k, wg, units[u]);
                 CHECKF(groups >= 2 * (long)units[u] && k >= (long)units[u], "n %d, k %d, wg %d, %u units: %ld groups",
                        n, k, wg, units[u], groups);
+                /* short chains of rows a lane (within the 64 slices) */
+                CHECKF((k + lanes * splits - 1) / (lanes * splits) <= HC_CL_DOWN_ROWS || splits == 64,
+                       "n %d, k %d, wg %d: %ld slices", n, k, wg, splits);
             }
     CHECK(hc_cl_down_splits(4096, 11008, 64, 132) > 1);
     CHECK(hc_cl_down_splits(96, 45, 64, 2) == 2);   /* test_kernels_vs_ref's layer on PoCL */

@@ -44,6 +44,9 @@ int hc_cl_down_splits(int n, int k, int wg, unsigned cu)
 {
     const long blocks = (n + hc_cl_down_cols(wg) - 1) / hc_cl_down_cols(wg), lanes = wg / down_items(wg);
     long s = (2 * (long)cu + blocks - 1) / blocks, most = k / (2 * lanes);
+    /* a lane's rows are a chain of dependent loads (h, then the row when h is not zero): short chains */
+    long chains = ((long)k + lanes * HC_CL_DOWN_ROWS - 1) / (lanes * HC_CL_DOWN_ROWS);
+    if (s < chains) s = chains;
     if (s > most) s = most;
     if (s > 64) s = 64;
     return s < 1 ? 1 : (int)s;
