@@ -271,8 +271,9 @@ __kernel void mv_##T(MV_MATRICES, __global const uchar *X, uint doff, uint soff,
  * sum_slices buffer, yss floats apart). Each 32-block of the tile's weights
  * and inputs goes once through local memory, as floats (a quantized code's
  * value, or the element), and each of the MM_ITEMS items sums 4 rows x TN
- * input rows from there, in registers: rows tr + 16i, input rows tc + 8t.
- * A block's 32 products are summed first (for the integer formats the
+ * input rows from there, in registers (float8 or float2 fused multiply-adds):
+ * rows tr + 16i (i < 4) and input rows TN*tc .. TN*tc + TN-1 of item
+ * 16*tc + tr. A block's 32 products are summed first (for the integer formats the
  * codes' products, exact in a float: |sum| <= 32 * 128 * 127 < 2^24), then
  * BLOCK_T adds it with the scales, the blocks in order: no sum depends on
  * scheduling. The input is the form the weight's type takes (x_f: floats,
