@@ -65,6 +65,13 @@ typedef struct hc_kernel {
      * · x[t] for i < rm, t < tm, every value the bits dot gives. */
     void (*tile)(const hc_weight *w, const int *r, const void *const *x, float *y);
     int rm, tm;
+    /* Optional (NULL: tile for every B): the tile for batches of at most
+     * few_tm vectors (decoding several sequences at once), which the large
+     * tile serves worse: y[t * rm + i] as tile's, for few_tm vectors (the
+     * last repeated), every value the bits dot gives ("Few vectors" in
+     * docs/design/kernels.md: F16 on AVX-512 reads its rows once for 8). */
+    void (*few)(const hc_weight *w, const int *r, const void *const *x, float *y);
+    int few_tm;
     /* The fewest vectors a tile is run for: fewer (B, or the last vectors of
      * B) go by dot, which costs less than a tile padded to tm at those counts
      * (measured per kernel with bench_kernels cpu: docs/design/kernels.md,

@@ -305,6 +305,102 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     else tile_steps_all(GGML_TYPE_F16, rows, xf, w->n, y);
 }
 
+/* The F16 tile for few vectors (hc_kernel.few: B = 4..8, several sequences
+ * decoded together; fewer go through tile_steps). tile_steps holds both of
+ * dot_steps' accumulators of each pair, 4 x 3 pairs: at B = 8 its three
+ * passes read the rows from memory in the first and from cache in the
+ * others, with the memory idle meanwhile (the tile waited on the rows: 111
+ * GFLOP/s from L2, 75 from memory). This tile goes through the rows once,
+ * block by block (FKB columns): per block, the even 16-element steps of
+ * every pair (one accumulator each), then the odd ones, in groups of at most
+ * 24 pairs in registers (4 x 6, or 4 x 4 and 4 x the rest), each group's
+ * accumulators parked between blocks while the block's rows stay in L1; the
+ * odd steps of the first group fetch the next block into L2. Each
+ * accumulator takes its steps in dot_steps' order (the masked tail last into
+ * a1), so every pair gets the dot's bits (docs/design/kernels.md, "Few
+ * vectors"). */
+#define FT 8              /* the most vectors (hc_kernel.few_tm) */
+#define FKB 512           /* columns per block, a multiple of 32 */
+
+/* acc[r][t] += w_r[i..i+16) * x_t[i..i+16) for r < RM, t < nt (lanes outside m: zero). */
+TI void few_step(int k, int nt, const void *const *w, const float *const *x, int i, __mmask16 m, __m512 acc[RM][FT])
+{
+    __m512 wv[RM];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++) wv[r] = load16(k, w[r], i, m);
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < nt; t++) {
+        __m512 xv = _mm512_maskz_loadu_ps(m, x[t] + i);
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < RM; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+    }
+}
+
+/* One group of vectors [t0, t0 + nt) and one parity p of block [c, e):
+ * park[r][t] (zero in the first block) plus the steps at c + 16p, then every
+ * 32nd, that end by e, and (p = 1, e = n) the masked tail; with next, one
+ * line of the next block of each row is prefetched per step. */
+TI void few_pass(int k, int nt, const void *const *w, const float *const *x, int t0, int c, int e, int p, int n,
+                 int next, float park[RM][FT][16])
+{
+    __m512 acc[RM][FT];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) acc[r][t] = c ? _mm512_load_ps(park[r][t0 + t]) : _mm512_setzero_ps();
+    for (int i = c + 16 * p; i + 16 <= e; i += 32) {
+        if (next)
+            for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + 2 * (i - 16 + FKB), _MM_HINT_T1);
+        few_step(k, nt, w, x + t0, i, 0xffff, acc);
+    }
+    if (p && e == n && n % 16) few_step(k, nt, w, x + t0, n & ~15, tail_mask(n % 16), acc);
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) _mm512_store_ps(park[r][t0 + t], acc[r][t]);
+}
+
+/* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < n1 + n2:
+ * per block and parity, vectors [0, n1), then [n1, n1 + n2). */
+TI void few_tile(int k, int n1, int n2, const void *const *w, const float *const *x, int n, float *y)
+{
+    _Alignas(64) float park[2][RM][FT][16];
+    int c = 0;
+    do {   /* n >= 1: the first block sets every accumulator */
+        int e = n - c < FKB ? n : c + FKB;
+        for (int p = 0; p < 2; p++) {
+            few_pass(k, n1, w, x, 0, c, e, p, n, p, park[p]);
+            if (n2) few_pass(k, n2, w, x, n1, c, e, p, n, 0, park[p]);
+        }
+        c = e;
+    } while (c < n);
+    for (int r = 0; r < RM; r++)
+        for (int t = 0; t < n1 + n2; t++)
+            y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(park[0][r][t]), _mm512_load_ps(park[1][r][t])));
+}
+
+/* hc_kernel.few of F16 over the vectors it really has (see real_vectors):
+ * up to 3 by tile_steps (its 4 x 3 pairs hold them in one pass and read the
+ * rows faster), 4 to 6 in one group, 7 and 8 in two. */
+T static void few_h(const hc_weight *w, const int *r, const void *const *x, float *y)
+{
+    const void *rows[RM];
+    const float *const *xf = (const float *const *)x;
+    for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
+    int tn = real_vectors(x, FT), n = w->n;
+    switch (tn) {
+    case 1: tile_steps(GGML_TYPE_F16, 1, rows, xf, n, y); break;
+    case 2: tile_steps(GGML_TYPE_F16, 2, rows, xf, n, y); break;
+    case 3: tile_steps(GGML_TYPE_F16, 3, rows, xf, n, y); break;
+    case 4: few_tile(GGML_TYPE_F16, 4, 0, rows, xf, n, y); break;
+    case 5: few_tile(GGML_TYPE_F16, 5, 0, rows, xf, n, y); break;
+    case 6: few_tile(GGML_TYPE_F16, 6, 0, rows, xf, n, y); break;
+    case 7: few_tile(GGML_TYPE_F16, 4, 3, rows, xf, n, y); break;
+    default: few_tile(GGML_TYPE_F16, 4, 4, rows, xf, n, y); break;
+    }
+    copy_edge(y, tn, RM, FT);
+}
+
 /* hc_kernel.dots for F32: the 4 x 6 tile with one vector. */
 T static void dots_f(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
 {
@@ -322,7 +418,7 @@ T static void dots_h(const hc_weight *w, const void *const *rows, const void *co
 #define FLOAT_KERNEL                                                                                            \
     .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
     .tile = tile_f, .rm = RM, .tm = TM, .axpy = axpy_f, .axpy_multi = axpy_multi_f
-const hc_kernel hc_avx512_float = { FLOAT_KERNEL, .dots = dots_h };
+const hc_kernel hc_avx512_float = { FLOAT_KERNEL, .dots = dots_h, .few = few_h, .few_tm = FT };
 const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_short = 1 };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 32 pairs of bf16
