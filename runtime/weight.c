@@ -357,13 +357,13 @@ static void tiles_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr
 static void tiles(const hc_weight *w, const hc_kernel *k, int r0, int nr, const char *xa, size_t xs, int B,
                   float *y, size_t ys)
 {
-    if (k->tile_part) {
+    int few = k->few && B <= k->few_tm;
+    if (k->tile_part && !few) {
         tiles_blocked(w, k, r0, nr, xa, xs, B, y, ys);
         return;
     }
     size_t rb = hc_traits(w)->row_bytes(w);
     size_t pb = panel_bytes();
-    int few = k->few && B <= k->few_tm;
     int rm = k->rm, tm = few ? k->few_tm : k->tm, panel = (int)(pb / rb) >= PANEL_FEW ? (int)(pb / rb) : PANEL_ROWS;
     panel = panel < nr ? (panel + rm - 1) / rm * rm : nr;
     for (int p0 = 0; p0 < nr; p0 += panel) {

@@ -182,6 +182,30 @@ static inline const char *hc_float_row(const hc_weight *w, int r, int c)
     return (const char *)w->data + ((size_t)r * (size_t)w->n + (size_t)c) * es;
 }
 
+/* The vectors an edge tile really has (at most tm): weight.c fills the
+ * batch's last tile with copies of its last vector, which the SIMD float
+ * tiles leave out (AVX-512 F32 and BF16 compute 2 or 4 vectors, not 6: at
+ * B = 128 the last of 22 tiles has 2, 3 % of the work). */
+static inline int hc_real_vectors(const void *const *x, int tm)
+{
+    int t = 1;
+    while (t < tm && x[t] != x[t - 1]) t++;
+    return t;
+}
+
+/* y[t * rm + r] for t in [nt, tm): copies of vector nt - 1's. */
+static inline void hc_copy_edge(float *y, int nt, int rm, int tm)
+{
+    for (int t = nt; t < tm; t++)
+        for (int r = 0; r < rm; r++) y[t * rm + r] = y[(nt - 1) * rm + r];
+}
+
+/* rows[i] = where row r[i] of a F32, F16 or BF16 weight starts, i < rm. */
+static inline void hc_float_rows(const hc_weight *w, const int *r, int rm, const void **rows)
+{
+    for (int i = 0; i < rm; i++) rows[i] = hc_float_row(w, r[i], 0);
+}
+
 /* Shared by every instruction set: the prepared activation of the float
  * kernels (x itself) and its arrangement, the bf16 kernels' arrangement (their
  * activation is x rounded to bf16 as ggml's fp32_to_bf16: nearest even, NaN

@@ -362,6 +362,83 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     sum_tile_f(w, x, park, y);
 }
 
+/* The F16 tile for few vectors (hc_kernel.few, B <= FT: sequences decoded
+ * together), as AVX-512's (kernels_avx512.c): the rows read once, in blocks
+ * of FKB columns; per block the even 8-element steps of every pair (one
+ * accumulator each), then the odd ones, in groups of RM x TM pairs in
+ * registers (12 accumulators, 3 weights and an activation: all 16), parked
+ * between blocks while the block's rows stay in L1; the odd steps of the
+ * first group fetch the next block into L2. Each accumulator takes its
+ * steps in dot_steps' order (the padded tail last into a1): the dot's bits. */
+#define FT 8              /* the most vectors (hc_kernel.few_tm): two groups */
+#define FKB 512           /* columns per block, a multiple of 32 */
+
+/* One group of nt vectors and one parity p of block [c, e): park (zero in
+ * the first block) plus the steps at c + 8p, then every 16th, that end by
+ * e, and (p = 1, e = n) the padded tail; with next, one line of the next
+ * block of each row is prefetched per 32 columns. */
+TI void few_pass(int k, int nt, const void *const *w, const float *const *x, int c, int e, int p, int n, int next,
+                 float park[RM][TM][8])
+{
+    __m256 acc[RM][TM];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) acc[r][t] = c ? _mm256_load_ps(park[r][t]) : _mm256_setzero_ps();
+    for (int i = c + 8 * p; i + 8 <= e; i += 16) {
+        if (next && !((i - 8) & 31))
+            for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + 2 * (i - 8 + FKB), _MM_HINT_T1);
+        step(k, nt, w, x, i, acc);
+    }
+    if (p && e == n && n % 8) tail_step(k, nt, w, x, n & ~7, n, acc);
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) _mm256_store_ps(park[r][t], acc[r][t]);
+}
+
+/* y[t * RM + i] = dot_steps(k, row r[i] of wt, x[t], n) for i < RM, t < nt:
+ * per block and parity, vectors [0, TM), then the rest (nt a constant at
+ * every call, so are the groups). */
+TI void few_tile(int k, int nt, const hc_weight *wt, const int *r, const void *const *xv, float *y)
+{
+    const int n1 = nt < TM ? nt : TM, n2 = nt - n1, n = wt->n;
+    const void *w[RM];
+    const float *const *x = (const float *const *)xv;
+    hc_float_rows(wt, r, RM, w);
+    _Alignas(32) float park[2][2][RM][TM][8];
+    int c = 0;
+    do {   /* n >= 1: the first block sets every accumulator */
+        int e = n - c < FKB ? n : c + FKB;
+        for (int p = 0; p < 2; p++) {
+            few_pass(k, n1, w, x, c, e, p, n, p, park[p][0]);
+            if (n2) few_pass(k, n2, w, x + TM, c, e, p, n, 0, park[p][1]);
+        }
+        c = e;
+    } while (c < n);
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < RM; r++)
+            y[t * RM + r] = hsum(_mm256_add_ps(_mm256_load_ps(park[0][t / TM][r][t % TM]),
+                                               _mm256_load_ps(park[1][t / TM][r][t % TM])));
+}
+
+/* hc_kernel.few of F16 over the vectors it really has (see hc_real_vectors). */
+T static void few_h(const hc_weight *w, const int *r, const void *const *x, float *y)
+{
+    int tn = hc_real_vectors(x, FT);
+    switch (tn) {
+    case 1: few_tile(GGML_TYPE_F16, 1, w, r, x, y); break;
+    case 2: few_tile(GGML_TYPE_F16, 2, w, r, x, y); break;
+    case 3: few_tile(GGML_TYPE_F16, 3, w, r, x, y); break;
+    case 4: few_tile(GGML_TYPE_F16, 4, w, r, x, y); break;
+    case 5: few_tile(GGML_TYPE_F16, 5, w, r, x, y); break;
+    case 6: few_tile(GGML_TYPE_F16, 6, w, r, x, y); break;
+    case 7: few_tile(GGML_TYPE_F16, 7, w, r, x, y); break;
+    default: few_tile(GGML_TYPE_F16, 8, w, r, x, y); break;
+    }
+    hc_copy_edge(y, tn, RM, FT);
+}
+
 /* F16's kernel (long rows in column blocks: piece_f; as three streams they
  * read 12 % slower here, docs/design/kernels.md) and F32's (rows of every
  * width as streams: dots_f). */
@@ -369,7 +446,7 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
     .tile = tile_f, .rm = RM, .tm = TM, .tile_part = part_f, .tile_sum = sum_tile_f, .kb = KB_F,               \
     .tile_park = PARK_F, .axpy = axpy_f, .axpy_multi = axpy_multi_f
-const hc_kernel hc_avx2_float = { FLOAT_KERNEL, .piece = piece_f, .piece_sum = sum_f };
+const hc_kernel hc_avx2_float = { FLOAT_KERNEL, .piece = piece_f, .piece_sum = sum_f, .few = few_h, .few_tm = FT };
 const hc_kernel hc_avx2_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_short = 1 };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 16 bf16 per

@@ -168,24 +168,6 @@ T static void axpy_multi_f(const hc_weight *w, int r, int c0, int c1, int nt, co
     }
 }
 
-/* The vectors an edge tile really has (at most tm): weight.c fills the
- * batch's last tile with copies of its last vector, which the F32 and BF16
- * tiles leave out (computing 2 or 4 vectors, not 6: at B = 128 the last of
- * 22 tiles has 2, 3 % of the work). */
-static int real_vectors(const void *const *x, int tm)
-{
-    int t = 1;
-    while (t < tm && x[t] != x[t - 1]) t++;
-    return t;
-}
-
-/* y[t * rm + r] for t in [nt, tm): copies of vector nt - 1's. */
-static void copy_edge(float *y, int nt, int rm, int tm)
-{
-    for (int t = nt; t < tm; t++)
-        for (int r = 0; r < rm; r++) y[t * rm + r] = y[(nt - 1) * rm + r];
-}
-
 /* The float tile: RM rows x TM vectors. Per 16 elements each activation
  * load is shared by the rows and each weight load (and F16 widening) by
  * the vectors, and every pair gets its dot's FMAs in its dot's order, so the
@@ -245,14 +227,14 @@ TI void tile_chunks(int k, int nt, const void *const *w, const float *const *x, 
             y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(park[0][r][t]), _mm512_load_ps(park[1][r][t])));
 }
 
-/* The F32 tile over the vectors it really has (see real_vectors). */
+/* The F32 tile over the vectors it really has (see hc_real_vectors). */
 TI void tile_chunks_any(const void *const *w, const float *const *x, int n, float *y)
 {
-    int tn = real_vectors((const void *const *)x, TM);
+    int tn = hc_real_vectors((const void *const *)x, TM);
     if (tn > 4) tile_chunks(GGML_TYPE_F32, TM, w, x, n, y);
     else if (tn > 2) tile_chunks(GGML_TYPE_F32, 4, w, x, n, y);
     else tile_chunks(GGML_TYPE_F32, 2, w, x, n, y);
-    copy_edge(y, tn > 4 ? TM : tn > 2 ? 4 : 2, RM, TM);
+    hc_copy_edge(y, tn > 4 ? TM : tn > 2 ? 4 : 2, RM, TM);
 }
 
 /* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < nt (TS in
@@ -282,18 +264,18 @@ TI void tile_steps(int k, int nt, const void *const *w, const float *const *x, i
 }
 
 /* The passes of tile_steps over the vectors the tile really has (weight.c
- * repeats the last one: real_vectors), each pass over only its real ones:
+ * repeats the last one: hc_real_vectors), each pass over only its real ones:
  * a batch's edge does no FMAs for its copies. */
 TI void tile_steps_all(int k, const void *const *w, const float *const *x, int n, float *y)
 {
-    int tn = real_vectors((const void *const *)x, TM);
+    int tn = hc_real_vectors((const void *const *)x, TM);
     for (int t0 = 0; t0 < tn; t0 += TS) {
         int nt = tn - t0 < TS ? tn - t0 : TS;
         if (nt == TS) tile_steps(k, TS, w, x + t0, n, y + t0 * RM);
         else if (nt == 2) tile_steps(k, 2, w, x + t0, n, y + t0 * RM);
         else tile_steps(k, 1, w, x + t0, n, y + t0 * RM);
     }
-    copy_edge(y, tn, RM, TM);
+    hc_copy_edge(y, tn, RM, TM);
 }
 
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
@@ -379,15 +361,15 @@ TI void few_tile(int k, int n1, int n2, const void *const *w, const float *const
             y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(park[0][r][t]), _mm512_load_ps(park[1][r][t])));
 }
 
-/* hc_kernel.few of F16 over the vectors it really has (see real_vectors):
+/* hc_kernel.few of F16 over the vectors it really has (see hc_real_vectors):
  * up to 3 by tile_steps (its 4 x 3 pairs hold them in one pass and read the
  * rows faster), 4 to 6 in one group, 7 and 8 in two. */
 T static void few_h(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
     const float *const *xf = (const float *const *)x;
-    for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    int tn = real_vectors(x, FT), n = w->n;
+    int tn = hc_real_vectors(x, FT), n = w->n;
+    hc_float_rows(w, r, RM, rows);
     switch (tn) {
     case 1: tile_steps(GGML_TYPE_F16, 1, rows, xf, n, y); break;
     case 2: tile_steps(GGML_TYPE_F16, 2, rows, xf, n, y); break;
@@ -398,7 +380,7 @@ T static void few_h(const hc_weight *w, const int *r, const void *const *x, floa
     case 7: few_tile(GGML_TYPE_F16, 4, 3, rows, xf, n, y); break;
     default: few_tile(GGML_TYPE_F16, 4, 4, rows, xf, n, y); break;
     }
-    copy_edge(y, tn, RM, FT);
+    hc_copy_edge(y, tn, RM, FT);
 }
 
 /* hc_kernel.dots for F32: the 4 x 6 tile with one vector. */
@@ -524,14 +506,14 @@ TBI void tile_bf16(int dp, int nt, const uint16_t *const *w, const uint16_t *con
         for (int t = 0; t < nt; t++) y[t * BRM + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-/* The bf16 tile over the vectors it really has (see real_vectors). */
+/* The bf16 tile over the vectors it really has (see hc_real_vectors). */
 TBI void tile_bf16_any(int dp, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
 {
-    int tn = real_vectors((const void *const *)x, BTM);
+    int tn = hc_real_vectors((const void *const *)x, BTM);
     if (tn > 4) tile_bf16(dp, BTM, w, x, n, y);
     else if (tn > 2) tile_bf16(dp, 4, w, x, n, y);
     else tile_bf16(dp, 2, w, x, n, y);
-    copy_edge(y, tn > 4 ? BTM : tn > 2 ? 4 : 2, BRM, BTM);
+    hc_copy_edge(y, tn > 4 ? BTM : tn > 2 ? 4 : 2, BRM, BTM);
 }
 
 TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, float *y)
