@@ -368,15 +368,16 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
  * accumulator each), then the odd ones, in groups of RM x TM pairs in
  * registers (12 accumulators, 3 weights and an activation: all 16), parked
  * between blocks while the block's rows stay in L1; the odd steps of the
- * first group fetch the next block into L2. Each accumulator takes its
- * steps in dot_steps' order (the padded tail last into a1): the dot's bits. */
+ * first group fetch the same block of the next row tile into L2. Each
+ * accumulator takes its steps in dot_steps' order (the padded tail last into
+ * a1): the dot's bits. */
 #define FT 8              /* the most vectors (hc_kernel.few_tm): two groups */
 #define FKB 512           /* columns per block, a multiple of 32 */
 
 /* One group of nt vectors and one parity p of block [c, e): park (zero in
  * the first block) plus the steps at c + 8p, then every 16th, that end by
- * e, and (p = 1, e = n) the padded tail; with next, one line of the next
- * block of each row is prefetched per 32 columns. */
+ * e, and (p = 1, e = n) the padded tail; with next, one line of row r + RM
+ * (2n bytes a row) is prefetched per 32 columns. */
 TI void few_pass(int k, int nt, const void *const *w, const float *const *x, int c, int e, int p, int n, int next,
                  float park[RM][TM][8])
 {
@@ -387,7 +388,7 @@ TI void few_pass(int k, int nt, const void *const *w, const float *const *x, int
         for (int t = 0; t < nt; t++) acc[r][t] = c ? _mm256_load_ps(park[r][t]) : _mm256_setzero_ps();
     for (int i = c + 8 * p; i + 8 <= e; i += 16) {
         if (next && !((i - 8) & 31))
-            for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + 2 * (i - 8 + FKB), _MM_HINT_T1);
+            for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + RM * 2 * (size_t)n + 2 * (i - 8), _MM_HINT_T1);
         step(k, nt, w, x, i, acc);
     }
     if (p && e == n && n % 8) tail_step(k, nt, w, x, n & ~7, n, acc);

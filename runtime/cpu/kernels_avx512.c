@@ -297,7 +297,9 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
  * every pair (one accumulator each), then the odd ones, in groups of at most
  * 24 pairs in registers (4 x 6, or 4 x 4 and 4 x the rest), each group's
  * accumulators parked between blocks while the block's rows stay in L1; the
- * odd steps of the first group fetch the next block into L2. Each
+ * odd steps of the first group fetch the same block of the next row tile
+ * (the RM rows after these, which weight.c runs next) into L2, so that the
+ * memory works while the arithmetic does. Each
  * accumulator takes its steps in dot_steps' order (the masked tail last into
  * a1), so every pair gets the dot's bits (docs/design/kernels.md, "Few
  * vectors"). */
@@ -320,8 +322,8 @@ TI void few_step(int k, int nt, const void *const *w, const float *const *x, int
 
 /* One group of vectors [t0, t0 + nt) and one parity p of block [c, e):
  * park[r][t] (zero in the first block) plus the steps at c + 16p, then every
- * 32nd, that end by e, and (p = 1, e = n) the masked tail; with next, one
- * line of the next block of each row is prefetched per step. */
+ * 32nd, that end by e, and (p = 1, e = n) the masked tail; with next, per
+ * step one line of row r + RM (2n bytes a row) is prefetched. */
 TI void few_pass(int k, int nt, const void *const *w, const float *const *x, int t0, int c, int e, int p, int n,
                  int next, float park[RM][FT][16])
 {
@@ -332,7 +334,7 @@ TI void few_pass(int k, int nt, const void *const *w, const float *const *x, int
         for (int t = 0; t < nt; t++) acc[r][t] = c ? _mm512_load_ps(park[r][t0 + t]) : _mm512_setzero_ps();
     for (int i = c + 16 * p; i + 16 <= e; i += 32) {
         if (next)
-            for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + 2 * (i - 16 + FKB), _MM_HINT_T1);
+            for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + RM * 2 * (size_t)n + 2 * (i - 16), _MM_HINT_T1);
         few_step(k, nt, w, x + t0, i, 0xffff, acc);
     }
     if (p && e == n && n % 16) few_step(k, nt, w, x + t0, n & ~15, tail_mask(n % 16), acc);
@@ -362,8 +364,7 @@ TI void few_tile(int k, int n1, int n2, const void *const *w, const float *const
 }
 
 /* hc_kernel.few of F16 over the vectors it really has (see hc_real_vectors):
- * up to 3 by tile_steps (its 4 x 3 pairs hold them in one pass and read the
- * rows faster), 4 to 6 in one group, 7 and 8 in two. */
+ * up to 6 in one group, 7 and 8 in two. */
 T static void few_h(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
@@ -371,9 +372,9 @@ T static void few_h(const hc_weight *w, const int *r, const void *const *x, floa
     int tn = hc_real_vectors(x, FT), n = w->n;
     hc_float_rows(w, r, RM, rows);
     switch (tn) {
-    case 1: tile_steps(GGML_TYPE_F16, 1, rows, xf, n, y); break;
-    case 2: tile_steps(GGML_TYPE_F16, 2, rows, xf, n, y); break;
-    case 3: tile_steps(GGML_TYPE_F16, 3, rows, xf, n, y); break;
+    case 1: few_tile(GGML_TYPE_F16, 1, 0, rows, xf, n, y); break;
+    case 2: few_tile(GGML_TYPE_F16, 2, 0, rows, xf, n, y); break;
+    case 3: few_tile(GGML_TYPE_F16, 3, 0, rows, xf, n, y); break;
     case 4: few_tile(GGML_TYPE_F16, 4, 0, rows, xf, n, y); break;
     case 5: few_tile(GGML_TYPE_F16, 5, 0, rows, xf, n, y); break;
     case 6: few_tile(GGML_TYPE_F16, 6, 0, rows, xf, n, y); break;
