@@ -295,7 +295,7 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
  * GFLOP/s from L2, 75 from memory). This tile goes through the rows once,
  * block by block (FKB columns): per block, the even 16-element steps of
  * every pair (one accumulator each), then the odd ones, in groups of at most
- * 24 pairs in registers (4 x 6, or 4 x 4 and 4 x the rest), each group's
+ * 24 pairs in registers (4 x 6, then 4 x the rest), each group's
  * accumulators parked between blocks while the block's rows stay in L1; the
  * odd steps of the first group fetch the same block of the next row tile
  * (the RM rows after these, which weight.c runs next) into L2, so that the
@@ -364,7 +364,8 @@ TI void few_tile(int k, int n1, int n2, const void *const *w, const float *const
 }
 
 /* hc_kernel.few of F16 over the vectors it really has (see hc_real_vectors):
- * up to 6 in one group, 7 and 8 in two. */
+ * up to 6 in one group, 7 and 8 as 6 and the rest (4 and 3 or 4: 85
+ * GFLOP/s at B = 7 against 92). */
 T static void few_h(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
@@ -378,8 +379,8 @@ T static void few_h(const hc_weight *w, const int *r, const void *const *x, floa
     case 4: few_tile(GGML_TYPE_F16, 4, 0, rows, xf, n, y); break;
     case 5: few_tile(GGML_TYPE_F16, 5, 0, rows, xf, n, y); break;
     case 6: few_tile(GGML_TYPE_F16, 6, 0, rows, xf, n, y); break;
-    case 7: few_tile(GGML_TYPE_F16, 4, 3, rows, xf, n, y); break;
-    default: few_tile(GGML_TYPE_F16, 4, 4, rows, xf, n, y); break;
+    case 7: few_tile(GGML_TYPE_F16, 6, 1, rows, xf, n, y); break;
+    default: few_tile(GGML_TYPE_F16, 6, 2, rows, xf, n, y); break;
     }
     hc_copy_edge(y, tn, RM, FT);
 }
