@@ -702,6 +702,17 @@ T static float dot_q8(const hc_weight *w, int r, const void *xa)
 #define R4 2              /* Q4_0 tile: rows x vectors */
 #define T4 4
 
+/* The quantized tiles fetch into L2, chunk by chunk, the same chunk of the
+ * row tile weight.c runs next (the rows `ahead` bytes after theirs), so that
+ * the memory works while the integer arithmetic does (Q8_0 at B = 8: 127 ->
+ * 188 GFLOP/s; the whole next tile prefetched before each tile,
+ * hc_kernel.tile_prefetch, gave 127: docs/design/kernels.md, "Few
+ * vectors"). */
+TI void prefetch_next_tile(const void *chunk, size_t ahead, size_t bytes)
+{
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)chunk + ahead + o, _MM_HINT_T1);
+}
+
 /* The Q8_0 tile, as dot_q8: each row chunk spread once for the vectors,
  * each activation chunk loaded once for the rows. */
 T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
@@ -710,6 +721,7 @@ T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *x
     const block_q8_0 *q[R];
     const xq8 *const *xc = (const xq8 *const *)xv;
     const int nb = wt->n / QK8_0;
+    const size_t row_bytes = sizeof(block_q8_0) * (size_t)nb;
     for (int r = 0; r < R; r++) q[r] = QROW(block_q8_0, wt, rows[r]);
     __m512 acc[RQ][TQN];
     wq8 wc[RQ];
@@ -719,7 +731,10 @@ T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *x
         for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_setzero_ps();
     for (int c = 0; c * Q8_CHUNK < nb; c++) {
         _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) q8_load(q[r] + c * Q8_CHUNK, nb - c * Q8_CHUNK, &wc[r]);
+        for (int r = 0; r < R; r++) {
+            q8_load(q[r] + c * Q8_CHUNK, nb - c * Q8_CHUNK, &wc[r]);
+            prefetch_next_tile(q[r] + c * Q8_CHUNK, (size_t)R * row_bytes, sizeof(block_q8_0) * Q8_CHUNK);
+        }
         _Pragma("GCC unroll 8")
         for (int t = 0; t < Tn; t++)
             _Pragma("GCC unroll 4")
@@ -796,7 +811,7 @@ T static void prepare_q8(const hc_weight *w, const float *x, void *act)
 }
 
 const hc_kernel hc_avx512_q8_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q8, .arrange = arrange_q8,
-                                   .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .tile_min = 3, .tile_prefetch = 1, .axpy = axpy_q8,
+                                   .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .tile_min = 3, .axpy = axpy_q8,
                                    .axpy_multi = axpy_multi_q8 };
 
 /* ---- Q4_0 against Q8_0 activations: 16 blocks per step, summed in integers
@@ -981,6 +996,7 @@ TI void tile_q4_as(const hc_weight *wt, const int *rows, const void *const *xv, 
             __m512i lo[4], hi[4];
             __m512 dw;
             q4_unpack(q4_whole(q[r] + c * Q4_CHUNK, nb - c * Q4_CHUNK, pad), lo, hi, &dw, wp);
+            prefetch_next_tile(q[r] + c * Q4_CHUNK, sizeof(block_q4_0) * (size_t)nb * R, sizeof(block_q4_0) * Q4_CHUNK);
             _Pragma("GCC unroll 4")
             for (int t = 0; t < Tn; t++) acc[r][t] = q4_fma(lo, hi, dw, xc[t] + c, acc[r][t]);
         }
@@ -1019,7 +1035,7 @@ T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, c
 }
 
 const hc_kernel hc_avx512_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q4, .arrange = arrange_q4,
-                                   .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .tile_min = 3, .tile_prefetch = 1, .axpy = axpy_q4,
+                                   .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .tile_min = 3, .axpy = axpy_q4,
                                    .axpy_multi = axpy_multi_q4 };
 
 /* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: 16 blocks (256
