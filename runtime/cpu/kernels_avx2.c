@@ -809,6 +809,7 @@ T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *x
         block_q8_0 pad[Q8_CHUNK];
         if ((c + 1) * Q8_CHUNK <= nb) q8_load(w + c * Q8_CHUNK, &wr);
         else q8_load(q8_whole(w + c * Q8_CHUNK, nb - c * Q8_CHUNK, pad), &wr);
+        hc_prefetch_next_tile(w + c * Q8_CHUNK, sizeof(block_q8_0) * (size_t)nb, sizeof(block_q8_0) * Q8_CHUNK);
         __m256i u[2][TQN], S[TQN];
         _Pragma("GCC unroll 2")
         for (int h = 0; h < 2; h++) {
@@ -865,7 +866,7 @@ T static void prepare_q8(const hc_weight *w, const float *x, void *act)
 }
 
 const hc_kernel hc_avx2_q8_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q8, .arrange = arrange_q8,
-                                 .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .tile_min = 4, .tile_prefetch = 1,
+                                 .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .tile_min = 4,
                                  .axpy = axpy_q8,
                                  .axpy_multi = axpy_multi_q8 };
 
@@ -998,7 +999,10 @@ T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *x
         for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_setzero_ps();
     for (; (c + 1) * Q4_CHUNK <= nb; c++) {
         _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) wq[r] = w[r] + c * Q4_CHUNK;
+        for (int r = 0; r < R; r++) {
+            wq[r] = w[r] + c * Q4_CHUNK;
+            hc_prefetch_next_tile(wq[r], sizeof(block_q4_0) * (size_t)nb * R, sizeof(block_q4_0) * Q4_CHUNK);
+        }
         q4_chunk_tile(R, Tn, wq, xc, c, acc);
     }
     if (c * Q4_CHUNK < nb) {
@@ -1017,7 +1021,7 @@ T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *x
 }
 
 const hc_kernel hc_avx2_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q4, .arrange = arrange_q4,
-                                 .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .tile_min = 3, .tile_prefetch = 1, .axpy = axpy_q4,
+                                 .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .tile_min = 3, .axpy = axpy_q4,
                                  .axpy_multi = axpy_multi_q4 };
 
 /* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: 8 blocks (128

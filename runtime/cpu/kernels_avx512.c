@@ -702,17 +702,6 @@ T static float dot_q8(const hc_weight *w, int r, const void *xa)
 #define R4 2              /* Q4_0 tile: rows x vectors */
 #define T4 4
 
-/* The quantized tiles fetch into L2, chunk by chunk, the same chunk of the
- * row tile weight.c runs next (the rows `ahead` bytes after theirs), so that
- * the memory works while the integer arithmetic does (Q8_0 at B = 8: 127 ->
- * 188 GFLOP/s; the whole next tile prefetched before each tile,
- * hc_kernel.tile_prefetch, gave 127: docs/design/kernels.md, "Few
- * vectors"). */
-TI void prefetch_next_tile(const void *chunk, size_t ahead, size_t bytes)
-{
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)chunk + ahead + o, _MM_HINT_T1);
-}
-
 /* The Q8_0 tile, as dot_q8: each row chunk spread once for the vectors,
  * each activation chunk loaded once for the rows. */
 T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
@@ -733,7 +722,7 @@ T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *x
         _Pragma("GCC unroll 4")
         for (int r = 0; r < R; r++) {
             q8_load(q[r] + c * Q8_CHUNK, nb - c * Q8_CHUNK, &wc[r]);
-            prefetch_next_tile(q[r] + c * Q8_CHUNK, (size_t)R * row_bytes, sizeof(block_q8_0) * Q8_CHUNK);
+            hc_prefetch_next_tile(q[r] + c * Q8_CHUNK, (size_t)R * row_bytes, sizeof(block_q8_0) * Q8_CHUNK);
         }
         _Pragma("GCC unroll 8")
         for (int t = 0; t < Tn; t++)
@@ -996,7 +985,7 @@ TI void tile_q4_as(const hc_weight *wt, const int *rows, const void *const *xv, 
             __m512i lo[4], hi[4];
             __m512 dw;
             q4_unpack(q4_whole(q[r] + c * Q4_CHUNK, nb - c * Q4_CHUNK, pad), lo, hi, &dw, wp);
-            prefetch_next_tile(q[r] + c * Q4_CHUNK, sizeof(block_q4_0) * (size_t)nb * R, sizeof(block_q4_0) * Q4_CHUNK);
+            hc_prefetch_next_tile(q[r] + c * Q4_CHUNK, sizeof(block_q4_0) * (size_t)nb * R, sizeof(block_q4_0) * Q4_CHUNK);
             _Pragma("GCC unroll 4")
             for (int t = 0; t < Tn; t++) acc[r][t] = q4_fma(lo, hi, dw, xc[t] + c, acc[r][t]);
         }
