@@ -80,7 +80,8 @@ typedef struct hc_kernel {
     /* 1: the tile's loads are no stream the hardware prefetcher follows (a
      * quantized row's chunks), so weight.c prefetches the next row tile's rows
      * while a panel's first vector tile runs ("Few vectors" again: AVX-512
-     * Q4_0 at B = 4 went from 76 to 171 GFLOP/s). */
+     * Q4_0 at B = 4 went from 76 to 171 GFLOP/s). GPTQ's; the Q8_0 and Q4_0
+     * tiles now do it chunk by chunk themselves (hc_prefetch_next_tile). */
     int tile_prefetch;
     /* Optional (NULL: tile over whole rows): the tile in column blocks of kb
      * elements (weight.c keeps a row tile's block in L1 while every vector
