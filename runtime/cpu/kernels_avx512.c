@@ -28,7 +28,9 @@
  * became the integer-sum kernels below; docs/design/kernels.md, "Decode");
  * PF_Q bytes ahead in the GPTQ tile (the dot without it: 19-31 GB/s from
  * memory instead of 15-26); none in the streams either (prefetcht0/t1/t2/nta
- * 1-8 KiB ahead in the F16 streams: even or slower, docs/design/kernels.md). */
+ * 1-8 KiB ahead in the F16 streams: even or slower, docs/design/kernels.md);
+ * the F16 few-vector, Q8_0 and Q4_0 tiles fetch the next row tile into L2
+ * while they compute (few_pass, hc_prefetch_next_tile). */
 #define PF_Q 4096
 
 /* ---- F32 / F16 / BF16: one body, specialised by the constant k (a ggml
