@@ -200,8 +200,12 @@ TI void step(int k, int Tn, const void *const *w, const float *const *x, int i, 
     }
 }
 
-/* park[r][t] += chunk_sum's steps over elements [i0, i1), t < nt. */
-TI void chunk_tile(int k, int nt, const void *const *w, const float *const *x, int i0, int i1, float park[RM][TM][16])
+/* park[r][t] += chunk_sum's steps over elements [i0, i1), t < nt; with next
+ * (the tile, not the B = 1 streams, whose rows are apart), one line of row r
+ * + RM, the next row tile's, is fetched into L2 per step, as in the F16
+ * few-vector tile. */
+TI void chunk_tile(int k, int nt, int next, const void *const *w, const float *const *x, int n, int i0, int i1,
+                   float park[RM][TM][16])
 {
     __m512 acc[RM][TM];
     _Pragma("GCC unroll 8")
@@ -209,7 +213,11 @@ TI void chunk_tile(int k, int nt, const void *const *w, const float *const *x, i
         _Pragma("GCC unroll 8")
         for (int t = 0; t < nt; t++) acc[r][t] = _mm512_load_ps(park[r][t]);
     int i = i0;
-    for (; i + 16 <= i1; i += 16) step(k, nt, w, x, i, 0xffff, acc);
+    for (; i + 16 <= i1; i += 16) {
+        if (next)
+            for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + RM * 4 * (size_t)n + 4 * i, _MM_HINT_T1);
+        step(k, nt, w, x, i, 0xffff, acc);
+    }
     if (i < i1) step(k, nt, w, x, i, tail_mask(i1 - i), acc);
     _Pragma("GCC unroll 8")
     for (int r = 0; r < RM; r++)
@@ -219,11 +227,12 @@ TI void chunk_tile(int k, int nt, const void *const *w, const float *const *x, i
 
 /* y[t * RM + r] = dot_chunks(k, w[r], x[t], n) for r < RM, t < nt (a
  * constant at every call). */
-TI void tile_chunks(int k, int nt, const void *const *w, const float *const *x, int n, float *y)
+TI void tile_chunks(int k, int nt, int next, const void *const *w, const float *const *x, int n, float *y)
 {
     _Alignas(64) float park[2][RM][TM][16];
     memset(park, 0, sizeof park);
-    for (int c = 0; c < n; c += CHUNK) chunk_tile(k, nt, w, x, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
+    for (int c = 0; c < n; c += CHUNK)
+        chunk_tile(k, nt, next, w, x, n, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
     for (int r = 0; r < RM; r++)
         for (int t = 0; t < nt; t++)
             y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(park[0][r][t]), _mm512_load_ps(park[1][r][t])));
@@ -233,9 +242,9 @@ TI void tile_chunks(int k, int nt, const void *const *w, const float *const *x, 
 TI void tile_chunks_any(const void *const *w, const float *const *x, int n, float *y)
 {
     int tn = hc_real_vectors((const void *const *)x, TM);
-    if (tn > 4) tile_chunks(GGML_TYPE_F32, TM, w, x, n, y);
-    else if (tn > 2) tile_chunks(GGML_TYPE_F32, 4, w, x, n, y);
-    else tile_chunks(GGML_TYPE_F32, 2, w, x, n, y);
+    if (tn > 4) tile_chunks(GGML_TYPE_F32, TM, 1, w, x, n, y);
+    else if (tn > 2) tile_chunks(GGML_TYPE_F32, 4, 1, w, x, n, y);
+    else tile_chunks(GGML_TYPE_F32, 2, 1, w, x, n, y);
     hc_copy_edge(y, tn > 4 ? TM : tn > 2 ? 4 : 2, RM, TM);
 }
 
@@ -390,7 +399,7 @@ T static void few_h(const hc_weight *w, const int *r, const void *const *x, floa
 /* hc_kernel.dots for F32: the 4 x 6 tile with one vector. */
 T static void dots_f(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
 {
-    tile_chunks(GGML_TYPE_F32, 1, rows, (const float *const *)x, w->n, y);
+    tile_chunks(GGML_TYPE_F32, 1, 0, rows, (const float *const *)x, w->n, y);
 }
 
 /* hc_kernel.dots for F16: tile_steps with one vector. */
