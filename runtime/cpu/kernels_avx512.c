@@ -298,22 +298,21 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     else tile_steps_all(GGML_TYPE_F16, rows, xf, w->n, y);
 }
 
-/* The F16 tile for few vectors (hc_kernel.few: B = 4..8, several sequences
- * decoded together; fewer go through tile_steps). tile_steps holds both of
- * dot_steps' accumulators of each pair, 4 x 3 pairs: at B = 8 its three
- * passes read the rows from memory in the first and from cache in the
- * others, with the memory idle meanwhile (the tile waited on the rows: 111
- * GFLOP/s from L2, 75 from memory). This tile goes through the rows once,
+/* The F16 tile for few vectors (hc_kernel.few: B <= 8, several sequences
+ * decoded together). tile_steps holds both of dot_steps' accumulators of
+ * each pair, 4 x 3 pairs: at B = 8 its three passes read the rows from
+ * memory in the first and from cache in the others, with the memory idle
+ * meanwhile (the tile waited on the rows: 111 GFLOP/s from L2, 75 from
+ * memory). This tile goes through the rows once,
  * block by block (FKB columns): per block, the even 16-element steps of
  * every pair (one accumulator each), then the odd ones, in groups of at most
  * 24 pairs in registers (4 x 6, then 4 x the rest), each group's
  * accumulators parked between blocks while the block's rows stay in L1; the
  * odd steps of the first group fetch the same block of the next row tile
  * (the RM rows after these, which weight.c runs next) into L2, so that the
- * memory works while the arithmetic does. Each
- * accumulator takes its steps in dot_steps' order (the masked tail last into
- * a1), so every pair gets the dot's bits (docs/design/kernels.md, "Few
- * vectors"). */
+ * memory works while the arithmetic does. Each accumulator takes its steps
+ * in dot_steps' order (the masked tail last into a1), so every pair gets the
+ * dot's bits (docs/design/kernels.md, "Few vectors"). */
 #define FT 8              /* the most vectors (hc_kernel.few_tm) */
 #define FKB 512           /* columns per block, a multiple of 32 */
 
