@@ -351,19 +351,20 @@ static void tiles_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr
 }
 
 /* The B arranged vectors (xs apart) times rows [r0, r0 + nr): panels of rows
- * that stay in L2, in each the vectors tm at a time and the rows rm at a
- * time. An edge tile repeats its last row or vector; only the real pairs are
- * stored. */
+ * that stay in L2, in each the vectors tm at a time (B <= few_tm: all at
+ * once, by the kernel's few) and the rows rm at a time. An edge tile repeats
+ * its last row or vector; only the real pairs are stored. */
 static void tiles(const hc_weight *w, const hc_kernel *k, int r0, int nr, const char *xa, size_t xs, int B,
                   float *y, size_t ys)
 {
-    if (k->tile_part) {
+    int few = k->few && B <= k->few_tm;
+    if (k->tile_part && !few) {
         tiles_blocked(w, k, r0, nr, xa, xs, B, y, ys);
         return;
     }
     size_t rb = hc_traits(w)->row_bytes(w);
     size_t pb = panel_bytes();
-    int rm = k->rm, tm = k->tm, panel = (int)(pb / rb) >= PANEL_FEW ? (int)(pb / rb) : PANEL_ROWS;
+    int rm = k->rm, tm = few ? k->few_tm : k->tm, panel = (int)(pb / rb) >= PANEL_FEW ? (int)(pb / rb) : PANEL_ROWS;
     panel = panel < nr ? (panel + rm - 1) / rm * rm : nr;
     for (int p0 = 0; p0 < nr; p0 += panel) {
         int p1 = nr - p0 < panel ? nr : p0 + panel;
@@ -382,7 +383,7 @@ static void tiles(const hc_weight *w, const hc_kernel *k, int r0, int nr, const 
                 tile_rows(k, r0, i0, rn, rows);
                 if (b0 == 0 && k->tile_prefetch)   /* the panel's first pass reads its rows from memory */
                     for (int j = i0 + rm; j < i0 + 2 * rm && j < p1; j++) hc_weight_prefetch(w, r0 + j, 0, w->n);
-                k->tile(w, rows, x, out);
+                (few ? k->few : k->tile)(w, rows, x, out);
                 tile_store(k, out, b0, tn, i0, rn, y, ys);
             }
         }

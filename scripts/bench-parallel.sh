@@ -45,7 +45,7 @@ best() {
     r=0 b=0
     while [ "$r" -lt "$REPS" ]; do
         v=$("$HC_BIN/hc-run" -m "$M" -t "$THREADS" -n "$GEN" --temp 0 "$@" 2>&1 >/dev/null |
-            awk '/^decode:/ { s = $0; sub(/.*\(/, "", s); print s + 0 } /^generation:/ && !p { s = $0; sub(/.*\(/, "", s); g = s + 0 }
+            awk '/^decode:/ { s = $0; sub(/.*\(/, "", s); print s + 0; p = 1 } /^generation:/ && !p { s = $0; sub(/.*\(/, "", s); g = s + 0 }
                  END { if (!p && g) print g }' | tail -n 1)
         b=$(echo "$b $v" | awk '{ print ($2 > $1) ? $2 : $1 }')
         r=$((r + 1))

@@ -10,7 +10,8 @@
  *        product with B vectors (arranged once, as hc_ctx_matvec), best of
  *        REPS (3) in the thread's CPU time, which a loaded machine disturbs
  *        far less than wall time: GFLOP/s (and GB/s of weights for B = 1),
- *        for each ggml type and INT4-GPTQ (groups of 128).
+ *        for each ggml type and INT4-GPTQ (groups of 128; TYPES="F16 GPTQ"
+ *        picks some).
  *        ISA avx512-nobf16: the AVX-512 BF16 kernels without vdpbf16ps;
  *        avx512-vpermt2w, avx512-vpermt2d: AVX-512 Q4_0 unpacking with word
  *        or dword permutes (by default as the CPU model's table row says).
@@ -157,6 +158,7 @@ static int cpu_mode(int argc, char **argv)
     if (hc_kernel_force(isa)) hc_die("instruction set %s is not available", argv[2]);
     int n = atoi(argv[3]), rows = atoi(argv[4]), B = atoi(argv[5]), reps = argc > 6 ? atoi(argv[6]) : 3;
     if (n < 32 || n % 32 || rows < 1 || B < 1 || reps < 1) hc_die("N must be a multiple of 32; ROWS, B, REPS >= 1");
+    const char *only = getenv("TYPES");
     int nx = B > 64 ? B : 64;
     float *x = random_floats((size_t)nx * (size_t)n), *y = malloc(sizeof(float) * (size_t)B * (size_t)rows);
     if (!y) hc_die("out of memory");
@@ -165,6 +167,7 @@ static int cpu_mode(int argc, char **argv)
            hc_isa() != HC_ISA_AVX512 ? "" : hc_q4_word_permutes() ? " (Q4_0: vpermt2w)" : " (Q4_0: vpermt2d)", n, rows, B, reps);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const int gptq = types[ti] == GGML_TYPE_COUNT;
+        if (only && !strstr(only, gptq ? "GPTQ" : ggml_type_name(types[ti]))) continue;
         hc_gptq g;
         char *W = NULL;
         hc_weight w = { .kind = HC_WEIGHT_GGML, .type = types[ti], .n = n, .rows = rows };

@@ -338,27 +338,17 @@ static int hand_block_dots(const char *isa)
 
 static void test_hand_block_dots(void) { each_isa(hand_block_dots); }
 
-/* One random case of matvec vs the reference, plus bit-identical results for
- * a different row split and for B = 1 calls. */
-static int matvec_case(const char *isa, uint32_t t)
+/* y (B vectors ys apart, rows row0..row1 of w) within the float rounding
+ * bound of the scalar reference: sums of up to 4096 terms in different
+ * orders (the reference sums blocks in order). */
+static int near_ref(const char *isa, uint32_t t, const char *w, int n, int row0, int row1, const char *a, size_t as,
+                    int B, const float *y, size_t ys)
 {
-    int n = random_n(t), rows = 1 + (int)(rnd() % 24), B = 1 + (int)(rnd() % 5);
-    int row0 = (int)(rnd() % (unsigned)rows), row1 = row0 + 1 + (int)(rnd() % (unsigned)(rows - row0));
-    size_t as, rb = ggml_row_size(t, n), ys = (size_t)rows + 3;
-    char *w = make_weights(t, rows, n);
-    char *a = make_acts(t, n, B, &as);
-    float *y = calloc((size_t)B * ys, sizeof *y), *yr = calloc((size_t)B * ys, sizeof *y);
-    float *ys1 = calloc((size_t)B * ys, sizeof *y);
-    int ok = 1;
-    matvec(t, w, n, row0, row1, a, as, B, y, ys);
+    size_t rb = ggml_row_size(t, n);
+    float *yr = calloc((size_t)B * ys, sizeof *yr);
     matvec_ref(t, w, n, row0, row1, a, as, B, yr, ys);
-    int mid = row0 + (int)(rnd() % (unsigned)(row1 - row0 + 1));
-    for (int b = 0; b < B; b++) {   /* the same rows, split at mid, one vector at a time */
-        matvec(t, w, n, row0, mid, a + (size_t)b * as, 0, 1, ys1 + (size_t)b * ys, 0);
-        matvec(t, w, n, mid, row1, a + (size_t)b * as, 0, 1, ys1 + (size_t)b * ys + (mid - row0), 0);
-    }
-    /* float sums of up to 4096 terms in different orders (the ref sums blocks in order) */
     double tol = is_quant(t) ? 2e-5 : 1e-5;
+    int ok = 1;
     for (int b = 0; ok && b < B; b++)
         for (int r = row0; ok && r < row1; r++) {
             size_t i = (size_t)b * ys + (size_t)(r - row0);
@@ -367,7 +357,33 @@ static int matvec_case(const char *isa, uint32_t t)
                 th_fail(__FILE__, __LINE__, "%s %s n=%d B=%d row %d: %.9g, ref %.9g (bound %.3g)", isa,
                         ggml_type_name(t), n, B, r, y[i], yr[i], bound);
                 ok = 0;
-            } else if (memcmp(&y[i], &ys1[i], sizeof *y)) {
+            }
+        }
+    free(yr);
+    return ok;
+}
+
+/* One random case of matvec vs the reference, plus bit-identical results for
+ * a different row split and for B = 1 calls. */
+static int matvec_case(const char *isa, uint32_t t)
+{
+    int n = random_n(t), rows = 1 + (int)(rnd() % 24), B = 1 + (int)(rnd() % 5);
+    int row0 = (int)(rnd() % (unsigned)rows), row1 = row0 + 1 + (int)(rnd() % (unsigned)(rows - row0));
+    size_t as, ys = (size_t)rows + 3;
+    char *w = make_weights(t, rows, n);
+    char *a = make_acts(t, n, B, &as);
+    float *y = calloc((size_t)B * ys, sizeof *y), *ys1 = calloc((size_t)B * ys, sizeof *y);
+    matvec(t, w, n, row0, row1, a, as, B, y, ys);
+    int ok = near_ref(isa, t, w, n, row0, row1, a, as, B, y, ys);
+    int mid = row0 + (int)(rnd() % (unsigned)(row1 - row0 + 1));
+    for (int b = 0; b < B; b++) {   /* the same rows, split at mid, one vector at a time */
+        matvec(t, w, n, row0, mid, a + (size_t)b * as, 0, 1, ys1 + (size_t)b * ys, 0);
+        matvec(t, w, n, mid, row1, a + (size_t)b * as, 0, 1, ys1 + (size_t)b * ys + (mid - row0), 0);
+    }
+    for (int b = 0; ok && b < B; b++)
+        for (int r = row0; ok && r < row1; r++) {
+            size_t i = (size_t)b * ys + (size_t)(r - row0);
+            if (memcmp(&y[i], &ys1[i], sizeof *y)) {
                 th_fail(__FILE__, __LINE__, "%s %s n=%d: batch/split changes row %d: %.9g vs %.9g", isa,
                         ggml_type_name(t), n, r, y[i], ys1[i]);
                 ok = 0;
@@ -376,7 +392,7 @@ static int matvec_case(const char *isa, uint32_t t)
     for (int b = 0; ok && b < B; b++)   /* nothing written past row1 - row0 */
         for (size_t i = (size_t)(row1 - row0); i < ys; i++)
             if (y[(size_t)b * ys + i] != 0) { th_fail(__FILE__, __LINE__, "%s: wrote past the rows", isa); ok = 0; }
-    free(w), free(a), free(y), free(yr), free(ys1);
+    free(w), free(a), free(y), free(ys1);
     return ok;
 }
 
@@ -469,6 +485,32 @@ static int tiled_float_all(const char *isa)
 }
 
 static void test_matvec_tiled_float(void) { each_isa(tiled_float_all); }
+
+/* Few vectors (B = 2..8: sequences decoded together; AVX-512 F16 has its
+ * own tile for them, hc_kernel.few): every B, row counts off the 4-row tile
+ * and widths off the 16-element steps and the 512-column blocks, each pair
+ * the B = 1 dot's bits (also split) and near the reference. */
+static int few_vectors_all(const char *isa)
+{
+    static const uint32_t ft[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
+    static const int ns[] = { 1, 15, 17, 31, 47, 511, 513, 1040, 1553, 4099 };
+    static const int rows[] = { 1, 3, 5, 9 };
+    for (int ti = 0; ti < 3; ti++)
+        for (int B = 2; B <= 8; B++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                int n = ns[ni], nr = rows[(ni + (size_t)B) % (sizeof rows / sizeof rows[0])];
+                size_t as, ys = (size_t)nr;
+                char *w = make_weights(ft[ti], nr, n), *a = make_acts(ft[ti], n, B, &as);
+                float *y = malloc((size_t)B * ys * sizeof *y);
+                matvec(ft[ti], w, n, 0, nr, a, as, B, y, ys);
+                int ok = near_ref(isa, ft[ti], w, n, 0, nr, a, as, B, y, ys) && tiled_float_case(isa, ft[ti], n, nr, B);
+                free(w), free(a), free(y);
+                if (!ok) return 0;
+            }
+    return 1;
+}
+
+static void test_matvec_few_vectors(void) { each_isa(few_vectors_all); }
 
 /* Q8_0/Q4_0 batches go through register-tiled integer kernels too: each
  * (row, vector) must equal the B = 1 dot bit for bit, for 1..40 blocks (rows
@@ -939,6 +981,7 @@ int main(void)
     RUN(test_matvec_tiled);
     RUN(test_matvec_tiled_float);
     RUN(test_matvec_tiled_quant);
+    RUN(test_matvec_few_vectors);
     RUN(test_float_long_rows);
     RUN(test_float_row_streams);
     RUN(test_pool_matvec);

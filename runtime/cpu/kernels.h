@@ -65,6 +65,13 @@ typedef struct hc_kernel {
      * · x[t] for i < rm, t < tm, every value the bits dot gives. */
     void (*tile)(const hc_weight *w, const int *r, const void *const *x, float *y);
     int rm, tm;
+    /* Optional (NULL: tile for every B): the tile for batches of at most
+     * few_tm vectors (decoding several sequences at once), which the large
+     * tile serves worse: y[t * rm + i] as tile's, for few_tm vectors (the
+     * last repeated), every value the bits dot gives ("Few vectors" in
+     * docs/design/kernels.md: F16's reads its rows once for all 8). */
+    void (*few)(const hc_weight *w, const int *r, const void *const *x, float *y);
+    int few_tm;
     /* The fewest vectors a tile is run for: fewer (B, or the last vectors of
      * B) go by dot, which costs less than a tile padded to tm at those counts
      * (measured per kernel with bench_kernels cpu: docs/design/kernels.md,
@@ -73,7 +80,8 @@ typedef struct hc_kernel {
     /* 1: the tile's loads are no stream the hardware prefetcher follows (a
      * quantized row's chunks), so weight.c prefetches the next row tile's rows
      * while a panel's first vector tile runs ("Few vectors" again: AVX-512
-     * Q4_0 at B = 4 went from 76 to 171 GFLOP/s). */
+     * Q4_0 at B = 4 went from 76 to 171 GFLOP/s). GPTQ's; the Q8_0 and Q4_0
+     * tiles now do it chunk by chunk themselves (hc_prefetch_next_tile). */
     int tile_prefetch;
     /* Optional (NULL: tile over whole rows): the tile in column blocks of kb
      * elements (weight.c keeps a row tile's block in L1 while every vector
@@ -173,6 +181,41 @@ static inline const char *hc_float_row(const hc_weight *w, int r, int c)
 {
     size_t es = w->type == GGML_TYPE_F32 ? 4 : 2;
     return (const char *)w->data + ((size_t)r * (size_t)w->n + (size_t)c) * es;
+}
+
+/* The vectors an edge tile really has (at most tm): weight.c fills the
+ * batch's last tile with copies of its last vector, which the SIMD float
+ * tiles leave out (AVX-512 F32 and BF16 compute 2 or 4 vectors, not 6: at
+ * B = 128 the last of 22 tiles has 2, 3 % of the work). */
+static inline int hc_real_vectors(const void *const *x, int tm)
+{
+    int t = 1;
+    while (t < tm && x[t] != x[t - 1]) t++;
+    return t;
+}
+
+/* y[t * rm + r] for t in [nt, tm): copies of vector nt - 1's. */
+static inline void hc_copy_edge(float *y, int nt, int rm, int tm)
+{
+    for (int t = nt; t < tm; t++)
+        for (int r = 0; r < rm; r++) y[t * rm + r] = y[(nt - 1) * rm + r];
+}
+
+/* The quantized tiles fetch into L2 (prefetcht1), chunk by chunk, the same
+ * chunk of the row tile weight.c runs next (the rows `ahead` bytes after
+ * theirs), so that the memory works while the integer arithmetic does
+ * (AVX-512 Q8_0 at B = 8: 135 -> 185 GFLOP/s; the whole next tile fetched
+ * before each tile, hc_kernel.tile_prefetch, gave 135: docs/design/kernels.md,
+ * "Few vectors"). */
+static inline void hc_prefetch_next_tile(const void *chunk, size_t ahead, size_t bytes)
+{
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)chunk + ahead + o, 0, 2);
+}
+
+/* rows[i] = where row r[i] of a F32, F16 or BF16 weight starts, i < rm. */
+static inline void hc_float_rows(const hc_weight *w, const int *r, int rm, const void **rows)
+{
+    for (int i = 0; i < rm; i++) rows[i] = hc_float_row(w, r[i], 0);
 }
 
 /* Shared by every instruction set: the prepared activation of the float

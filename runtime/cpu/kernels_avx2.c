@@ -362,6 +362,84 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     sum_tile_f(w, x, park, y);
 }
 
+/* The F16 tile for few vectors (hc_kernel.few, B <= FT: sequences decoded
+ * together), as AVX-512's (kernels_avx512.c): the rows read once, in blocks
+ * of FKB columns; per block the even 8-element steps of every pair (one
+ * accumulator each), then the odd ones, in groups of RM x TM pairs in
+ * registers (12 accumulators, 3 weights and an activation: all 16), parked
+ * between blocks while the block's rows stay in L1; the odd steps of the
+ * first group fetch the same block of the next row tile into L2. Each
+ * accumulator takes its steps in dot_steps' order (the padded tail last into
+ * a1): the dot's bits. */
+#define FT 8              /* the most vectors (hc_kernel.few_tm): two groups */
+#define FKB 512           /* columns per block, a multiple of 32 */
+
+/* One group of nt vectors and one parity p of block [c, e): park (zero in
+ * the first block) plus the steps at c + 8p, then every 16th, that end by
+ * e, and (p = 1, e = n) the padded tail; with next, one line of row r + RM
+ * (2n bytes a row) is prefetched per 32 columns. */
+TI void few_pass(int k, int nt, const void *const *w, const float *const *x, int c, int e, int p, int n, int next,
+                 float park[RM][TM][8])
+{
+    __m256 acc[RM][TM];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) acc[r][t] = c ? _mm256_load_ps(park[r][t]) : _mm256_setzero_ps();
+    for (int i = c + 8 * p; i + 8 <= e; i += 16) {
+        if (next && !((i - 8) & 31))
+            for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + RM * 2 * (size_t)n + 2 * (i - 8), _MM_HINT_T1);
+        step(k, nt, w, x, i, acc);
+    }
+    if (p && e == n && n % 8) tail_step(k, nt, w, x, n & ~7, n, acc);
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) _mm256_store_ps(park[r][t], acc[r][t]);
+}
+
+/* y[t * RM + i] = dot_steps(k, row r[i] of wt, x[t], n) for i < RM, t < nt:
+ * per block and parity, vectors [0, TM), then the rest (nt a constant at
+ * every call, so are the groups). */
+TI void few_tile(int k, int nt, const hc_weight *wt, const int *r, const void *const *xv, float *y)
+{
+    const int n1 = nt < TM ? nt : TM, n2 = nt - n1, n = wt->n;
+    const void *w[RM];
+    const float *const *x = (const float *const *)xv;
+    hc_float_rows(wt, r, RM, w);
+    _Alignas(32) float park[2][2][RM][TM][8];
+    int c = 0;
+    do {   /* n >= 1: the first block sets every accumulator */
+        int e = n - c < FKB ? n : c + FKB;
+        for (int p = 0; p < 2; p++) {
+            few_pass(k, n1, w, x, c, e, p, n, p, park[p][0]);
+            if (n2) few_pass(k, n2, w, x + TM, c, e, p, n, 0, park[p][1]);
+        }
+        c = e;
+    } while (c < n);
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < RM; r++)
+            y[t * RM + r] = hsum(_mm256_add_ps(_mm256_load_ps(park[0][t / TM][r][t % TM]),
+                                               _mm256_load_ps(park[1][t / TM][r][t % TM])));
+}
+
+/* hc_kernel.few of F16 over the vectors it really has (see hc_real_vectors). */
+T static void few_h(const hc_weight *w, const int *r, const void *const *x, float *y)
+{
+    int tn = hc_real_vectors(x, FT);
+    switch (tn) {
+    case 1: few_tile(GGML_TYPE_F16, 1, w, r, x, y); break;
+    case 2: few_tile(GGML_TYPE_F16, 2, w, r, x, y); break;
+    case 3: few_tile(GGML_TYPE_F16, 3, w, r, x, y); break;
+    case 4: few_tile(GGML_TYPE_F16, 4, w, r, x, y); break;
+    case 5: few_tile(GGML_TYPE_F16, 5, w, r, x, y); break;
+    case 6: few_tile(GGML_TYPE_F16, 6, w, r, x, y); break;
+    case 7: few_tile(GGML_TYPE_F16, 7, w, r, x, y); break;
+    default: few_tile(GGML_TYPE_F16, 8, w, r, x, y); break;
+    }
+    hc_copy_edge(y, tn, RM, FT);
+}
+
 /* F16's kernel (long rows in column blocks: piece_f; as three streams they
  * read 12 % slower here, docs/design/kernels.md) and F32's (rows of every
  * width as streams: dots_f). */
@@ -369,7 +447,7 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
     .tile = tile_f, .rm = RM, .tm = TM, .tile_part = part_f, .tile_sum = sum_tile_f, .kb = KB_F,               \
     .tile_park = PARK_F, .axpy = axpy_f, .axpy_multi = axpy_multi_f
-const hc_kernel hc_avx2_float = { FLOAT_KERNEL, .piece = piece_f, .piece_sum = sum_f };
+const hc_kernel hc_avx2_float = { FLOAT_KERNEL, .piece = piece_f, .piece_sum = sum_f, .few = few_h, .few_tm = FT };
 const hc_kernel hc_avx2_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_short = 1 };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 16 bf16 per
@@ -439,11 +517,18 @@ TI void step_bf16(int R, int Tn, const uint16_t *const *w, const uint16_t *const
 }
 
 /* acc[r][t] += the pair sums of elements [0, n) of w[r] and x[t] (the
- * last n % 16 through padded copies). */
-TI void range_bf16(int R, int Tn, const uint16_t *const *w, const uint16_t *const *x, int n, __m256 acc[BRM][BTM])
+ * last n % 16 through padded copies); with next (hc_kernel.few's first
+ * pass), one line of row r + R, the next row tile's, is fetched into L2 per
+ * 32 elements, as in the F16 few-vector tile. */
+TI void range_bf16(int R, int Tn, int next, const uint16_t *const *w, const uint16_t *const *x, int n,
+                   __m256 acc[BRM][BTM])
 {
     int i = 0;
-    for (; i + 16 <= n; i += 16) step_bf16(R, Tn, w, x, i, acc);
+    for (; i + 16 <= n; i += 16) {
+        if (next && !(i & 31))
+            for (int r = 0; r < R; r++) _mm_prefetch((const char *)(w[r] + (size_t)R * (size_t)n + i), _MM_HINT_T1);
+        step_bf16(R, Tn, w, x, i, acc);
+    }
     if (i < n) {
         uint16_t wb[BRM][16], xb[BTM][16];
         const uint16_t *wt[BRM], *xt[BTM];
@@ -456,14 +541,14 @@ TI void range_bf16(int R, int Tn, const uint16_t *const *w, const uint16_t *cons
 }
 
 /* y[t * R + r] = row w[r] · x[t] for r < R, t < Tn; R = Tn = 1 is the dot. */
-TI void tile_bf16(int R, int Tn, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
+TI void tile_bf16(int R, int Tn, int next, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
 {
     __m256 acc[BRM][BTM];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
         for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_setzero_ps();
-    range_bf16(R, Tn, w, x, n, acc);
+    range_bf16(R, Tn, next, w, x, n, acc);
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4")
@@ -474,7 +559,7 @@ T static float dot_b(const hc_weight *w, int r, const void *x)
 {
     const uint16_t *row = (const uint16_t *)hc_float_row(w, r, 0), *xs = x;
     float y;
-    tile_bf16(1, 1, &row, &xs, w->n, &y);
+    tile_bf16(1, 1, 0, &row, &xs, w->n, &y);
     return y;
 }
 
@@ -482,20 +567,36 @@ T static float dot_b(const hc_weight *w, int r, const void *x)
  * one vector. */
 T static void dots_b(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
 {
-    tile_bf16(BRM, 1, (const uint16_t *const *)rows, (const uint16_t *const *)x, w->n, y);
+    tile_bf16(BRM, 1, 0, (const uint16_t *const *)rows, (const uint16_t *const *)x, w->n, y);
 }
 
 T static void tile_b(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const uint16_t *rows[BRM];
     for (int i = 0; i < BRM; i++) rows[i] = (const uint16_t *)hc_float_row(w, r[i], 0);
-    tile_bf16(BRM, BTM, rows, (const uint16_t *const *)x, w->n, y);
+    tile_bf16(BRM, BTM, 0, rows, (const uint16_t *const *)x, w->n, y);
+}
+
+/* hc_kernel.few of BF16 (B <= BFT): the tile over each BTM vectors in turn,
+ * the first pass fetching the next row tile into L2 while it computes (the
+ * others find the rows in cache): B = 2, 4, 8 31-36 -> 36-48, 50-51 ->
+ * 60-63, 61-64 -> 68-72 GFLOP/s. In every tile, larger B too, the
+ * prefetches cost B = 128 11 %. */
+#define BFT 8
+T static void few_b(const hc_weight *w, const int *r, const void *const *x, float *y)
+{
+    const uint16_t *rows[BRM];
+    const uint16_t *const *xb = (const uint16_t *const *)x;
+    int tn = hc_real_vectors(x, BFT);
+    for (int i = 0; i < BRM; i++) rows[i] = (const uint16_t *)hc_float_row(w, r[i], 0);
+    for (int t0 = 0; t0 < tn; t0 += BTM) tile_bf16(BRM, BTM, t0 == 0, rows, xb + t0, w->n, y + t0 * BRM);
+    hc_copy_edge(y, (tn + BTM - 1) / BTM * BTM, BRM, BFT);
 }
 
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
 const hc_kernel hc_avx2_bf16 = { .prepare = act_bf16, .arranged_bytes = hc_bf16_arranged_bytes,
                                  .arrange = hc_bf16_arrange, .dot = dot_b, .dots = dots_b,
-                                 .tile = tile_b, .rm = BRM, .tm = BTM,
+                                 .tile = tile_b, .rm = BRM, .tm = BTM, .few = few_b, .few_tm = BFT,
                                  .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- Q8_0 / Q4_0 against Q8_0 activations ---- */
@@ -731,6 +832,7 @@ T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *x
         block_q8_0 pad[Q8_CHUNK];
         if ((c + 1) * Q8_CHUNK <= nb) q8_load(w + c * Q8_CHUNK, &wr);
         else q8_load(q8_whole(w + c * Q8_CHUNK, nb - c * Q8_CHUNK, pad), &wr);
+        hc_prefetch_next_tile(w + c * Q8_CHUNK, sizeof(block_q8_0) * (size_t)nb, sizeof(block_q8_0) * Q8_CHUNK);
         __m256i u[2][TQN], S[TQN];
         _Pragma("GCC unroll 2")
         for (int h = 0; h < 2; h++) {
@@ -787,7 +889,7 @@ T static void prepare_q8(const hc_weight *w, const float *x, void *act)
 }
 
 const hc_kernel hc_avx2_q8_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q8, .arrange = arrange_q8,
-                                 .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .tile_min = 4, .tile_prefetch = 1,
+                                 .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .tile_min = 4,
                                  .axpy = axpy_q8,
                                  .axpy_multi = axpy_multi_q8 };
 
@@ -920,7 +1022,10 @@ T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *x
         for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_setzero_ps();
     for (; (c + 1) * Q4_CHUNK <= nb; c++) {
         _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) wq[r] = w[r] + c * Q4_CHUNK;
+        for (int r = 0; r < R; r++) {
+            wq[r] = w[r] + c * Q4_CHUNK;
+            hc_prefetch_next_tile(wq[r], sizeof(block_q4_0) * (size_t)nb * R, sizeof(block_q4_0) * Q4_CHUNK);
+        }
         q4_chunk_tile(R, Tn, wq, xc, c, acc);
     }
     if (c * Q4_CHUNK < nb) {
@@ -939,7 +1044,7 @@ T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *x
 }
 
 const hc_kernel hc_avx2_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q4, .arrange = arrange_q4,
-                                 .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .tile_min = 3, .tile_prefetch = 1, .axpy = axpy_q4,
+                                 .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .tile_min = 3, .axpy = axpy_q4,
                                  .axpy_multi = axpy_multi_q4 };
 
 /* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: 8 blocks (128

@@ -28,7 +28,9 @@
  * became the integer-sum kernels below; docs/design/kernels.md, "Decode");
  * PF_Q bytes ahead in the GPTQ tile (the dot without it: 19-31 GB/s from
  * memory instead of 15-26); none in the streams either (prefetcht0/t1/t2/nta
- * 1-8 KiB ahead in the F16 streams: even or slower, docs/design/kernels.md). */
+ * 1-8 KiB ahead in the F16 streams: even or slower, docs/design/kernels.md);
+ * the F16 few-vector, Q8_0 and Q4_0 tiles fetch the next row tile into L2
+ * while they compute (few_pass, hc_prefetch_next_tile). */
 #define PF_Q 4096
 
 /* ---- F32 / F16 / BF16: one body, specialised by the constant k (a ggml
@@ -168,24 +170,6 @@ T static void axpy_multi_f(const hc_weight *w, int r, int c0, int c1, int nt, co
     }
 }
 
-/* The vectors an edge tile really has (at most tm): weight.c fills the
- * batch's last tile with copies of its last vector, which the F32 and BF16
- * tiles leave out (computing 2 or 4 vectors, not 6: at B = 128 the last of
- * 22 tiles has 2, 3 % of the work). */
-static int real_vectors(const void *const *x, int tm)
-{
-    int t = 1;
-    while (t < tm && x[t] != x[t - 1]) t++;
-    return t;
-}
-
-/* y[t * rm + r] for t in [nt, tm): copies of vector nt - 1's. */
-static void copy_edge(float *y, int nt, int rm, int tm)
-{
-    for (int t = nt; t < tm; t++)
-        for (int r = 0; r < rm; r++) y[t * rm + r] = y[(nt - 1) * rm + r];
-}
-
 /* The float tile: RM rows x TM vectors. Per 16 elements each activation
  * load is shared by the rows and each weight load (and F16 widening) by
  * the vectors, and every pair gets its dot's FMAs in its dot's order, so the
@@ -216,8 +200,12 @@ TI void step(int k, int Tn, const void *const *w, const float *const *x, int i, 
     }
 }
 
-/* park[r][t] += chunk_sum's steps over elements [i0, i1), t < nt. */
-TI void chunk_tile(int k, int nt, const void *const *w, const float *const *x, int i0, int i1, float park[RM][TM][16])
+/* park[r][t] += chunk_sum's steps over elements [i0, i1), t < nt; with next
+ * (the tile, not the B = 1 streams, whose rows are apart), one line of row r
+ * + RM, the next row tile's, is fetched into L2 per step, as in the F16
+ * few-vector tile. */
+TI void chunk_tile(int k, int nt, int next, const void *const *w, const float *const *x, int n, int i0, int i1,
+                   float park[RM][TM][16])
 {
     __m512 acc[RM][TM];
     _Pragma("GCC unroll 8")
@@ -225,7 +213,11 @@ TI void chunk_tile(int k, int nt, const void *const *w, const float *const *x, i
         _Pragma("GCC unroll 8")
         for (int t = 0; t < nt; t++) acc[r][t] = _mm512_load_ps(park[r][t]);
     int i = i0;
-    for (; i + 16 <= i1; i += 16) step(k, nt, w, x, i, 0xffff, acc);
+    for (; i + 16 <= i1; i += 16) {
+        if (next)
+            for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + RM * 4 * (size_t)n + 4 * i, _MM_HINT_T1);
+        step(k, nt, w, x, i, 0xffff, acc);
+    }
     if (i < i1) step(k, nt, w, x, i, tail_mask(i1 - i), acc);
     _Pragma("GCC unroll 8")
     for (int r = 0; r < RM; r++)
@@ -235,24 +227,25 @@ TI void chunk_tile(int k, int nt, const void *const *w, const float *const *x, i
 
 /* y[t * RM + r] = dot_chunks(k, w[r], x[t], n) for r < RM, t < nt (a
  * constant at every call). */
-TI void tile_chunks(int k, int nt, const void *const *w, const float *const *x, int n, float *y)
+TI void tile_chunks(int k, int nt, int next, const void *const *w, const float *const *x, int n, float *y)
 {
     _Alignas(64) float park[2][RM][TM][16];
     memset(park, 0, sizeof park);
-    for (int c = 0; c < n; c += CHUNK) chunk_tile(k, nt, w, x, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
+    for (int c = 0; c < n; c += CHUNK)
+        chunk_tile(k, nt, next, w, x, n, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
     for (int r = 0; r < RM; r++)
         for (int t = 0; t < nt; t++)
             y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(park[0][r][t]), _mm512_load_ps(park[1][r][t])));
 }
 
-/* The F32 tile over the vectors it really has (see real_vectors). */
+/* The F32 tile over the vectors it really has (see hc_real_vectors). */
 TI void tile_chunks_any(const void *const *w, const float *const *x, int n, float *y)
 {
-    int tn = real_vectors((const void *const *)x, TM);
-    if (tn > 4) tile_chunks(GGML_TYPE_F32, TM, w, x, n, y);
-    else if (tn > 2) tile_chunks(GGML_TYPE_F32, 4, w, x, n, y);
-    else tile_chunks(GGML_TYPE_F32, 2, w, x, n, y);
-    copy_edge(y, tn > 4 ? TM : tn > 2 ? 4 : 2, RM, TM);
+    int tn = hc_real_vectors((const void *const *)x, TM);
+    if (tn > 4) tile_chunks(GGML_TYPE_F32, TM, 1, w, x, n, y);
+    else if (tn > 2) tile_chunks(GGML_TYPE_F32, 4, 1, w, x, n, y);
+    else tile_chunks(GGML_TYPE_F32, 2, 1, w, x, n, y);
+    hc_copy_edge(y, tn > 4 ? TM : tn > 2 ? 4 : 2, RM, TM);
 }
 
 /* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < nt (TS in
@@ -282,18 +275,18 @@ TI void tile_steps(int k, int nt, const void *const *w, const float *const *x, i
 }
 
 /* The passes of tile_steps over the vectors the tile really has (weight.c
- * repeats the last one: real_vectors), each pass over only its real ones:
+ * repeats the last one: hc_real_vectors), each pass over only its real ones:
  * a batch's edge does no FMAs for its copies. */
 TI void tile_steps_all(int k, const void *const *w, const float *const *x, int n, float *y)
 {
-    int tn = real_vectors((const void *const *)x, TM);
+    int tn = hc_real_vectors((const void *const *)x, TM);
     for (int t0 = 0; t0 < tn; t0 += TS) {
         int nt = tn - t0 < TS ? tn - t0 : TS;
         if (nt == TS) tile_steps(k, TS, w, x + t0, n, y + t0 * RM);
         else if (nt == 2) tile_steps(k, 2, w, x + t0, n, y + t0 * RM);
         else tile_steps(k, 1, w, x + t0, n, y + t0 * RM);
     }
-    copy_edge(y, tn, RM, TM);
+    hc_copy_edge(y, tn, RM, TM);
 }
 
 T static void tile_f(const hc_weight *w, const int *r, const void *const *x, float *y)
@@ -305,10 +298,107 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
     else tile_steps_all(GGML_TYPE_F16, rows, xf, w->n, y);
 }
 
+/* The F16 tile for few vectors (hc_kernel.few: B <= 8, several sequences
+ * decoded together). tile_steps holds both of dot_steps' accumulators of
+ * each pair, 4 x 3 pairs: at B = 8 its three passes read the rows from
+ * memory in the first and from cache in the others, with the memory idle
+ * meanwhile (the tile waited on the rows: 111 GFLOP/s from L2, 75 from
+ * memory). This tile goes through the rows once,
+ * block by block (FKB columns): per block, the even 16-element steps of
+ * every pair (one accumulator each), then the odd ones, in groups of at most
+ * 24 pairs in registers (4 x 6, then 4 x the rest), each group's
+ * accumulators parked between blocks while the block's rows stay in L1; the
+ * odd steps of the first group fetch the same block of the next row tile
+ * (the RM rows after these, which weight.c runs next) into L2, so that the
+ * memory works while the arithmetic does. Each accumulator takes its steps
+ * in dot_steps' order (the masked tail last into a1), so every pair gets the
+ * dot's bits (docs/design/kernels.md, "Few vectors"). */
+#define FT 8              /* the most vectors (hc_kernel.few_tm) */
+#define FKB 512           /* columns per block, a multiple of 32 */
+
+/* acc[r][t] += w_r[i..i+16) * x_t[i..i+16) for r < RM, t < nt (lanes outside m: zero). */
+TI void few_step(int k, int nt, const void *const *w, const float *const *x, int i, __mmask16 m, __m512 acc[RM][FT])
+{
+    __m512 wv[RM];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++) wv[r] = load16(k, w[r], i, m);
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < nt; t++) {
+        __m512 xv = _mm512_maskz_loadu_ps(m, x[t] + i);
+        _Pragma("GCC unroll 8")
+        for (int r = 0; r < RM; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+    }
+}
+
+/* One group of vectors [t0, t0 + nt) and one parity p of block [c, e):
+ * park[r][t] (zero in the first block) plus the steps at c + 16p, then every
+ * 32nd, that end by e, and (p = 1, e = n) the masked tail; with next, per
+ * step one line of row r + RM (2n bytes a row) is prefetched. */
+TI void few_pass(int k, int nt, const void *const *w, const float *const *x, int t0, int c, int e, int p, int n,
+                 int next, float park[RM][FT][16])
+{
+    __m512 acc[RM][FT];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) acc[r][t] = c ? _mm512_load_ps(park[r][t0 + t]) : _mm512_setzero_ps();
+    for (int i = c + 16 * p; i + 16 <= e; i += 32) {
+        if (next)
+            for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + RM * 2 * (size_t)n + 2 * (i - 16), _MM_HINT_T1);
+        few_step(k, nt, w, x + t0, i, 0xffff, acc);
+    }
+    if (p && e == n && n % 16) few_step(k, nt, w, x + t0, n & ~15, tail_mask(n % 16), acc);
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < RM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) _mm512_store_ps(park[r][t0 + t], acc[r][t]);
+}
+
+/* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < n1 + n2:
+ * per block and parity, vectors [0, n1), then [n1, n1 + n2). */
+TI void few_tile(int k, int n1, int n2, const void *const *w, const float *const *x, int n, float *y)
+{
+    _Alignas(64) float park[2][RM][FT][16];
+    int c = 0;
+    do {   /* n >= 1: the first block sets every accumulator */
+        int e = n - c < FKB ? n : c + FKB;
+        for (int p = 0; p < 2; p++) {
+            few_pass(k, n1, w, x, 0, c, e, p, n, p, park[p]);
+            if (n2) few_pass(k, n2, w, x, n1, c, e, p, n, 0, park[p]);
+        }
+        c = e;
+    } while (c < n);
+    for (int r = 0; r < RM; r++)
+        for (int t = 0; t < n1 + n2; t++)
+            y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(park[0][r][t]), _mm512_load_ps(park[1][r][t])));
+}
+
+/* hc_kernel.few of F16 over the vectors it really has (see hc_real_vectors):
+ * up to 6 in one group, 7 and 8 as 6 and the rest (4 and 3 or 4: 85
+ * GFLOP/s at B = 7 against 92). */
+T static void few_h(const hc_weight *w, const int *r, const void *const *x, float *y)
+{
+    const void *rows[RM];
+    const float *const *xf = (const float *const *)x;
+    int tn = hc_real_vectors(x, FT), n = w->n;
+    hc_float_rows(w, r, RM, rows);
+    switch (tn) {
+    case 1: few_tile(GGML_TYPE_F16, 1, 0, rows, xf, n, y); break;
+    case 2: few_tile(GGML_TYPE_F16, 2, 0, rows, xf, n, y); break;
+    case 3: few_tile(GGML_TYPE_F16, 3, 0, rows, xf, n, y); break;
+    case 4: few_tile(GGML_TYPE_F16, 4, 0, rows, xf, n, y); break;
+    case 5: few_tile(GGML_TYPE_F16, 5, 0, rows, xf, n, y); break;
+    case 6: few_tile(GGML_TYPE_F16, 6, 0, rows, xf, n, y); break;
+    case 7: few_tile(GGML_TYPE_F16, 6, 1, rows, xf, n, y); break;
+    default: few_tile(GGML_TYPE_F16, 6, 2, rows, xf, n, y); break;
+    }
+    hc_copy_edge(y, tn, RM, FT);
+}
+
 /* hc_kernel.dots for F32: the 4 x 6 tile with one vector. */
 T static void dots_f(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
 {
-    tile_chunks(GGML_TYPE_F32, 1, rows, (const float *const *)x, w->n, y);
+    tile_chunks(GGML_TYPE_F32, 1, 0, rows, (const float *const *)x, w->n, y);
 }
 
 /* hc_kernel.dots for F16: tile_steps with one vector. */
@@ -322,7 +412,7 @@ T static void dots_h(const hc_weight *w, const void *const *rows, const void *co
 #define FLOAT_KERNEL                                                                                            \
     .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
     .tile = tile_f, .rm = RM, .tm = TM, .axpy = axpy_f, .axpy_multi = axpy_multi_f
-const hc_kernel hc_avx512_float = { FLOAT_KERNEL, .dots = dots_h };
+const hc_kernel hc_avx512_float = { FLOAT_KERNEL, .dots = dots_h, .few = few_h, .few_tm = FT };
 const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_short = 1 };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 32 pairs of bf16
@@ -411,8 +501,12 @@ TBI void step_bf16(int dp, int nt, const uint16_t *const *w, const uint16_t *con
 }
 
 /* y[t * BRM + r] = dot_b's value of row w[r] and x[t] for t < nt (a
- * constant at every call, so the loops unroll into registers). */
-TBI void tile_bf16(int dp, int nt, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
+ * constant at every call, so the loops unroll into registers). With next
+ * (the tile, not the B = 1 streams, whose rows are apart), one line of row r
+ * + BRM, the next row tile's, is fetched into L2 per step, so that the memory
+ * works while the arithmetic does, as in the F16 few-vector tile (B = 2, 8:
+ * 33-37 -> 48, 103-106 -> 109-114 GFLOP/s; B = 128 level). */
+TBI void tile_bf16(int dp, int nt, int next, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
 {
     __m512 acc[BRM][BTM];
     _Pragma("GCC unroll 8")
@@ -420,7 +514,11 @@ TBI void tile_bf16(int dp, int nt, const uint16_t *const *w, const uint16_t *con
         _Pragma("GCC unroll 8")
         for (int t = 0; t < nt; t++) acc[r][t] = _mm512_setzero_ps();
     int i = 0;
-    for (; i + 32 <= n; i += 32) step_bf16(dp, nt, w, x, i, 0xffffffffu, acc);
+    for (; i + 32 <= n; i += 32) {
+        if (next)
+            for (int r = 0; r < BRM; r++) _mm_prefetch((const char *)w[r] + BRM * 2 * (size_t)n + 2 * i, _MM_HINT_T1);
+        step_bf16(dp, nt, w, x, i, 0xffffffffu, acc);
+    }
     if (i < n) step_bf16(dp, nt, w, x, i, tail_mask32(n - i), acc);
     _Pragma("GCC unroll 8")
     for (int r = 0; r < BRM; r++)
@@ -428,14 +526,14 @@ TBI void tile_bf16(int dp, int nt, const uint16_t *const *w, const uint16_t *con
         for (int t = 0; t < nt; t++) y[t * BRM + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-/* The bf16 tile over the vectors it really has (see real_vectors). */
+/* The bf16 tile over the vectors it really has (see hc_real_vectors). */
 TBI void tile_bf16_any(int dp, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
 {
-    int tn = real_vectors((const void *const *)x, BTM);
-    if (tn > 4) tile_bf16(dp, BTM, w, x, n, y);
-    else if (tn > 2) tile_bf16(dp, 4, w, x, n, y);
-    else tile_bf16(dp, 2, w, x, n, y);
-    copy_edge(y, tn > 4 ? BTM : tn > 2 ? 4 : 2, BRM, BTM);
+    int tn = hc_real_vectors((const void *const *)x, BTM);
+    if (tn > 4) tile_bf16(dp, BTM, 1, w, x, n, y);
+    else if (tn > 2) tile_bf16(dp, 4, 1, w, x, n, y);
+    else tile_bf16(dp, 2, 1, w, x, n, y);
+    hc_copy_edge(y, tn > 4 ? BTM : tn > 2 ? 4 : 2, BRM, BTM);
 }
 
 TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, float *y)
@@ -450,8 +548,8 @@ TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, fl
 TB static void dots_b(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
 {
     const uint16_t *const *wb = (const uint16_t *const *)rows, *const *xb = (const uint16_t *const *)x;
-    if (hc_bf16_dot()) tile_bf16(1, 1, wb, xb, w->n, y);
-    else tile_bf16(0, 1, wb, xb, w->n, y);
+    if (hc_bf16_dot()) tile_bf16(1, 1, 0, wb, xb, w->n, y);
+    else tile_bf16(0, 1, 0, wb, xb, w->n, y);
 }
 
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
@@ -630,6 +728,7 @@ T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *x
     const block_q8_0 *q[R];
     const xq8 *const *xc = (const xq8 *const *)xv;
     const int nb = wt->n / QK8_0;
+    const size_t row_bytes = sizeof(block_q8_0) * (size_t)nb;
     for (int r = 0; r < R; r++) q[r] = QROW(block_q8_0, wt, rows[r]);
     __m512 acc[RQ][TQN];
     wq8 wc[RQ];
@@ -639,7 +738,10 @@ T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *x
         for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_setzero_ps();
     for (int c = 0; c * Q8_CHUNK < nb; c++) {
         _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) q8_load(q[r] + c * Q8_CHUNK, nb - c * Q8_CHUNK, &wc[r]);
+        for (int r = 0; r < R; r++) {
+            q8_load(q[r] + c * Q8_CHUNK, nb - c * Q8_CHUNK, &wc[r]);
+            hc_prefetch_next_tile(q[r] + c * Q8_CHUNK, (size_t)R * row_bytes, sizeof(block_q8_0) * Q8_CHUNK);
+        }
         _Pragma("GCC unroll 8")
         for (int t = 0; t < Tn; t++)
             _Pragma("GCC unroll 4")
@@ -716,7 +818,7 @@ T static void prepare_q8(const hc_weight *w, const float *x, void *act)
 }
 
 const hc_kernel hc_avx512_q8_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q8, .arrange = arrange_q8,
-                                   .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .tile_min = 3, .tile_prefetch = 1, .axpy = axpy_q8,
+                                   .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .tile_min = 3, .axpy = axpy_q8,
                                    .axpy_multi = axpy_multi_q8 };
 
 /* ---- Q4_0 against Q8_0 activations: 16 blocks per step, summed in integers
@@ -901,6 +1003,7 @@ TI void tile_q4_as(const hc_weight *wt, const int *rows, const void *const *xv, 
             __m512i lo[4], hi[4];
             __m512 dw;
             q4_unpack(q4_whole(q[r] + c * Q4_CHUNK, nb - c * Q4_CHUNK, pad), lo, hi, &dw, wp);
+            hc_prefetch_next_tile(q[r] + c * Q4_CHUNK, sizeof(block_q4_0) * (size_t)nb * R, sizeof(block_q4_0) * Q4_CHUNK);
             _Pragma("GCC unroll 4")
             for (int t = 0; t < Tn; t++) acc[r][t] = q4_fma(lo, hi, dw, xc[t] + c, acc[r][t]);
         }
@@ -939,7 +1042,7 @@ T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, c
 }
 
 const hc_kernel hc_avx512_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q4, .arrange = arrange_q4,
-                                   .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .tile_min = 3, .tile_prefetch = 1, .axpy = axpy_q4,
+                                   .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .tile_min = 3, .axpy = axpy_q4,
                                    .axpy_multi = axpy_multi_q4 };
 
 /* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: 16 blocks (256
