@@ -199,9 +199,10 @@ static int place_dense(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, FILE 
     if (unasked && (plan.n_layers || plan.head) &&
         !hc_budget_place_pays(&b, (uint32_t)plan.n_layers, plan.ffn, plan.head, &saved, &cost)) {
         fprintf(log, "offload: not chosen: %d layers on the device would save %.1f us a token and cost %.1f us of "
-                "synchronisations (hc-solve's cost model: CPU %.0f GiB/s, GPU %.0f GiB/s, %.0f us each); running on "
-                "the CPU (-ngl N or --vram-budget SIZE places them)\n", plan.n_layers, saved * 1e6, cost * 1e6,
-                HC_COST_CPU_BW / 1073741824.0, HC_COST_GPU_BW / 1073741824.0, HC_COST_SYNC_S * 1e6);
+                "launches and synchronisations (hc-solve's cost model: CPU %.0f GiB/s, GPU %.0f GiB/s, %.0f us a "
+                "layer, %.0f us a synchronisation); running on the CPU (-ngl N or --vram-budget SIZE places them)\n",
+                plan.n_layers, saved * 1e6, cost * 1e6, HC_COST_CPU_BW / 1073741824.0, HC_COST_GPU_BW / 1073741824.0,
+                HC_COST_LAYER_S * 1e6, HC_COST_SYNC_S * 1e6);
         plan = (hc_place_plan){ 0, 0, 0 };
         used = ffn = 0;
     }
