@@ -26,8 +26,10 @@
  *   g4              INT4-GPTQ: codes as q4 (n = the row's kp), D = float2
  *                   {s, m} [rows][n/32], the block's group {scale,
  *                   -scale*zero}: value s*q + m
- * w8_T: elements 8j .. 8j + 7 of row r; w32_T: 32j .. 32j + 31 into lo and
- * hi; w1_T: element k (every format: the transposed product). Where a
+ * w8_T (f32, f16, bf16): elements 8j .. 8j + 7 of row r; w32_T: 32j ..
+ * 32j + 31 into lo and hi; w1_T: element k (a row's tail past whole units).
+ * The quantized formats are read a block at a time (wq_T; the transposed
+ * product: c8_T). Where a
  * row's bytes are a multiple of 16 (n % 4 == 0 for f32, n % 8 == 0 for f16
  * and bf16; always for the quantized formats, n a multiple of 32), the
  * loads go through ushort8/uint4/float4 pointers: vloadn asks only an
@@ -63,24 +65,6 @@ float8 w8_bf16(__global const uchar *W, __global const float *D, int n, int r, i
 float w1_bf16(__global const uchar *W, __global const float *D, int n, int r, int k)
 {
     return as_float((uint)((__global const ushort *)W)[(size_t)r * n + k] << 16);
-}
-float w1_q8(__global const uchar *W, __global const float *D, int n, int r, int k)
-{
-    return (float)((__global const char *)W)[(size_t)r * n + k] * D[(size_t)r * (n / 32) + k / 32];
-}
-int code4(__global const uchar *W, int n, int r, int k)
-{
-    uchar c = W[(size_t)r * (n / 2) + k / 32 * 16 + k % 16];
-    return k % 32 < 16 ? c & 15 : c >> 4;
-}
-float w1_q4(__global const uchar *W, __global const float *D, int n, int r, int k)
-{
-    return (float)(code4(W, n, r, k) - 8) * D[(size_t)r * (n / 32) + k / 32];
-}
-float w1_g4(__global const uchar *W, __global const float *D, int n, int r, int k)
-{
-    float2 sm = vload2((size_t)r * (n / 32) + k / 32, D);
-    return sm.x * (float)code4(W, n, r, k) + sm.y;
 }
 #define W32(T) \
 void w32_##T(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi) \
@@ -120,13 +104,18 @@ void wq_g4(__global const uchar *W, __global const float *D, int n, int r, int j
     *hi = convert_short16(c >> (uchar)4);
     *sm = vload2((size_t)r * (n / 32) + j, D);
 }
-/* A block's term from its integer sum isum, the weight's pair sm, the
- * activation block's scale dx and (GPTQ) its sum d*sum(q): Q8_0/Q4_0 as
- * ggml, isum * (d_w * d_x); INT4-GPTQ as kernels_ref.c's dot_gptq_int8,
- * s * (isum * d_x) + m * X (there summed per group first). */
-#define BLOCK_q8(isum, sm, dx, xs) ((float)(isum) * ((sm).x * (dx)))
-#define BLOCK_q4(isum, sm, dx, xs) ((float)(isum) * ((sm).x * (dx)))
-#define BLOCK_g4(isum, sm, dx, xs) ((sm).x * ((float)(isum) * (dx)) + (sm).y * (xs))
+/* A block's term from its sum s of the codes' products (a float holding an
+ * integer, or a vector of them: the tiled products'), the weight's pair sm,
+ * the activation block's scale dx and (GPTQ) its sum d*sum(q) xs: Q8_0/Q4_0
+ * as ggml, s * (d_w * d_x); INT4-GPTQ as kernels_ref.c's dot_gptq_int8,
+ * s * (s_w * d_x) + m * X (there summed per group first). The float formats'
+ * blocks are their products' sums, as they are (the tiled products). */
+#define BLOCK_f32(s, sm, dx, xs) (s)
+#define BLOCK_f16(s, sm, dx, xs) (s)
+#define BLOCK_bf16(s, sm, dx, xs) (s)
+#define BLOCK_q8(s, sm, dx, xs) ((s) * ((sm).x * (dx)))
+#define BLOCK_q4(s, sm, dx, xs) ((s) * ((sm).x * (dx)))
+#define BLOCK_g4(s, sm, dx, xs) ((sm).x * ((s) * (dx)) + (sm).y * (xs))
 
 
 /* Sum the L values red[i * L + lid] for each of cnt sums i in place: a tree,
@@ -259,7 +248,7 @@ __kernel void mv_##T(MV_MATRICES, __global const uchar *X, uint doff, uint soff,
         float2 sm; \
         xload32_aligned(xq + 32 * (size_t)j, &xl, &xh); \
         wq_##T(W, D, n, r, j, &lo, &hi, &sm); \
-        s += BLOCK_##T(hsum16(iprod32(lo, hi, xl, xh)), sm, xd[j], xz[j]); \
+        s += BLOCK_##T((float)hsum16(iprod32(lo, hi, xl, xh)), sm, xd[j], xz[j]); \
     } \
     MV_TAIL \
 }
@@ -279,12 +268,6 @@ __kernel void mv_##T(MV_MATRICES, __global const uchar *X, uint doff, uint soff,
  * scheduling. The input is the form the weight's type takes (x_f: floats,
  * rows xs apart from xo; x_q: act_q8's form, codes rows xs apart, rows
  * from xo on, the scales at doff and soff). */
-#define MMBLOCK_f32(s, sm, dx, xs) (s)
-#define MMBLOCK_f16(s, sm, dx, xs) (s)
-#define MMBLOCK_bf16(s, sm, dx, xs) (s)
-#define MMBLOCK_q8(s, sm, dx, xs) ((s) * ((sm).x * (dx)))
-#define MMBLOCK_q4(s, sm, dx, xs) ((s) * ((sm).x * (dx)))
-#define MMBLOCK_g4(s, sm, dx, xs) ((sm).x * ((s) * (dx)) + (sm).y * (xs))
 
 /* row r's 32-block j (zeros past n) into a[i * ld], and the block's scale pair */
 #define WROW_F(T) \
@@ -378,7 +361,7 @@ __kernel void mm##BN##_##T(__global const uchar *W, uint dofs, int n, int rows, 
             for (int i = 0; i < MM_ROWS / 16; i++) sum[i] = fma((float##TN)(wt[k * MM_ROWS + tr + 16 * i]), v, sum[i]); \
         } \
         const float##TN dx = vload##TN(tc, xd), sx = vload##TN(tc, xz); \
-        for (int i = 0; i < MM_ROWS / 16; i++) acc[i] += MMBLOCK_##T(sum[i], wsc[tr + 16 * i], dx, sx); \
+        for (int i = 0; i < MM_ROWS / 16; i++) acc[i] += BLOCK_##T(sum[i], wsc[tr + 16 * i], dx, sx); \
         barrier(CLK_LOCAL_MEM_FENCE); \
     } \
     float v[TN]; \
