@@ -511,32 +511,47 @@ static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepare
     launch_ew(b, b->act_q8, nb);
 }
 
+/* Where a product cut into S slices writes (nb rows of cols outputs): y
+ * itself with one slice, else the slices' scratch [S][nb][cols], which
+ * slices_add then adds into y in slice order. */
+typedef struct {
+    cl_mem m;
+    cl_uint o, s, ss;   /* offset, row stride, slice stride (floats) */
+} slices;
+
+static slices slices_out(clb *b, int S, int nb, int cols, hc_view y, size_t y_stride)
+{
+    if (S == 1) return (slices){ mem_of(y), flo(y), (cl_uint)y_stride, 0 };
+    size_t n = (size_t)nb * (size_t)cols;
+    return (slices){ scratch(b, SCR_SLICES, sizeof(float) * (size_t)S * n), 0, (cl_uint)cols, (cl_uint)n };
+}
+
+static void slices_add(clb *b, const slices *o, int S, int nb, int cols, hc_view y, size_t y_stride)
+{
+    if (S == 1) return;
+    cl_mem ym = mem_of(y);
+    cl_uint yo = flo(y), ys = (cl_uint)y_stride;
+    cl_int Sc = S, Bc = nb, n = cols;
+    args(b, b->sum_slices, A(o->m), A(Sc), A(Bc), A(n), A(ym), A(yo), A(ys), END);
+    launch_ew(b, b->sum_slices, (size_t)nb * (size_t)cols);
+}
+
 static void transposed(clb *b, hc_view x, int B, const hc_mm *it)
 {
     const cl_mat *m = it->w->dev;
     const int nb = B - it->b0;
     if (m->perm || m->kn != m->n) { fail_msg(b, "OpenCL backend: transposed INT4-GPTQ rows are not supported"); return; }
-    cl_mem xm = mem_of(x), ym = mem_of(it->y);
-    cl_uint xo = flo(x) + (cl_uint)((size_t)it->b0 * (size_t)m->rows), yo = flo(it->y), ys = (cl_uint)it->y_stride;
+    cl_mem xm = mem_of(x);
+    cl_uint xo = flo(x) + (cl_uint)((size_t)it->b0 * (size_t)m->rows);
     cl_int n = m->kn, Bc = nb;
     const int units = (m->n + 7) / 8, S = hc_clb_t_slices(&b->geo, units, m->rows);
     cl_int rps = (m->rows + S - 1) / S, k = m->rows;
     size_t l[3] = { hc_clb_t_local(&b->geo, units), 1, 1 };
     size_t g[3] = { round_up((size_t)units, l[0]), (size_t)S, ((size_t)nb + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS };
-    cl_mem out = ym;
-    cl_uint oo = yo, os = ys;
-    if (S > 1) {
-        out = scratch(b, SCR_SLICES, sizeof(float) * (size_t)S * (size_t)nb * (size_t)m->n);
-        oo = 0;
-        os = (cl_uint)m->n;
-    }
-    args(b, b->mt[m->fmt], A(m->m), A(m->dofs), A(n), A(k), A(rps), A(xm), A(xo), A(Bc), A(out), A(oo), A(os), END);
+    const slices o = slices_out(b, S, nb, m->n, it->y, it->y_stride);
+    args(b, b->mt[m->fmt], A(m->m), A(m->dofs), A(n), A(k), A(rps), A(xm), A(xo), A(Bc), A(o.m), A(o.o), A(o.s), END);
     launch(b, b->mt[m->fmt], 3, g, l);
-    if (S > 1) {
-        cl_int Sc = S;
-        args(b, b->sum_slices, A(out), A(Sc), A(Bc), A(n), A(ym), A(yo), A(ys), END);
-        launch_ew(b, b->sum_slices, (size_t)nb * (size_t)m->n);
-    }
+    slices_add(b, &o, S, nb, m->n, it->y, it->y_stride);
 }
 
 /* One input row's products by the c items at it (1 to 3, of one format
@@ -581,8 +596,6 @@ static void tiled_product(clb *b, const prepared *p, int B, const hc_mm *it)
     const cl_mat *m = it->w->dev;
     const int nb = B - it->b0;
     const int q = p->form == FORM_Q8 || p->form == FORM_G8;
-    cl_mem ym = mem_of(it->y);
-    cl_uint yo = flo(it->y), ys = (cl_uint)it->y_stride;
     cl_int n = m->kn, rows = m->rows, Bc = nb;
     /* the input: floats from row b0 on, or act_q8's form (its rows kn codes apart) from row b0 on */
     cl_uint xo = q ? (cl_uint)it->b0 : p->xo + (cl_uint)((size_t)it->b0 * (size_t)m->n), xs = (cl_uint)m->kn;
@@ -590,26 +603,15 @@ static void tiled_product(clb *b, const prepared *p, int B, const hc_mm *it)
     int S = hc_clb_mm_slices(&b->geo, m->rows, m->kn, nb);
     cl_int kps = (blocks + S - 1) / S;
     S = (blocks + kps - 1) / kps;
-    cl_mem out = ym;
-    cl_uint oo = yo, os = ys, oss = 0;
-    if (S > 1) {
-        out = scratch(b, SCR_SLICES, sizeof(float) * (size_t)S * (size_t)nb * (size_t)m->rows);
-        oo = 0;
-        os = (cl_uint)m->rows;
-        oss = (cl_uint)((size_t)nb * (size_t)m->rows);
-    }
+    const slices o = slices_out(b, S, nb, m->rows, it->y, it->y_stride);
     cl_kernel k = (tile == 16 ? b->mm16 : b->mm64)[m->fmt];
     const size_t g[3] = { ((size_t)m->rows + HC_CLB_MM_ROWS - 1) / HC_CLB_MM_ROWS * HC_CLB_MM_ITEMS,
                           ((size_t)nb + (size_t)tile - 1) / (size_t)tile, (size_t)S };
     const size_t l[3] = { HC_CLB_MM_ITEMS, 1, 1 };
-    args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(xo), A(xs), A(p->doff), A(p->soff), A(Bc), A(out),
-         A(oo), A(os), A(oss), A(kps), END);
+    args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(xo), A(xs), A(p->doff), A(p->soff), A(Bc), A(o.m),
+         A(o.o), A(o.s), A(o.ss), A(kps), END);
     launch(b, k, 3, g, l);
-    if (S > 1) {
-        cl_int Sc = S;
-        args(b, b->sum_slices, A(out), A(Sc), A(Bc), A(rows), A(ym), A(yo), A(ys), END);
-        launch_ew(b, b->sum_slices, (size_t)nb * (size_t)m->rows);
-    }
+    slices_add(b, &o, S, nb, m->rows, it->y, it->y_stride);
 }
 
 /* As the CPU's cpu_matmul: each form of the input made once (all B rows)
