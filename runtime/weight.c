@@ -107,11 +107,12 @@ const hc_kernel *hc_kernel_for(const hc_weight *w, int isa)
     return traits[e].isa[isa == HC_ISA_CHOSEN ? hc_kernel_choice(e) : isa];
 }
 
-static const hc_kernel *kernel(const hc_weight *w, int isa) { return hc_kernel_for(w, isa); }
-
 size_t hc_weight_act_bytes(const hc_weight *w) { return hc_traits(w)->act_bytes(w); }
 
-void hc_weight_prepare(const hc_weight *w, int isa, const float *x, void *act) { kernel(w, isa)->prepare(w, x, act); }
+void hc_weight_prepare(const hc_weight *w, int isa, const float *x, void *act)
+{
+    hc_kernel_for(w, isa)->prepare(w, x, act);
+}
 
 int hc_weight_same_act(const hc_weight *a, const hc_weight *b)
 {
@@ -133,7 +134,7 @@ size_t hc_weight_bytes(const hc_weight *w)
 
 void hc_weight_axpy(const hc_weight *w, int isa, int r, int c0, int c1, float a, float *y)
 {
-    kernel(w, isa)->axpy(w, r, c0, c1, a, y);
+    hc_kernel_for(w, isa)->axpy(w, r, c0, c1, a, y);
 }
 
 void hc_weight_prefetch(const hc_weight *w, int r, int c0, int c1)
@@ -147,7 +148,7 @@ void hc_weight_prefetch(const hc_weight *w, int r, int c0, int c1)
 void hc_weight_axpy_multi(const hc_weight *w, int isa, int r, int c0, int c1, int nt, const float *a,
                           const int32_t *rows, float *y, size_t y_stride)
 {
-    const hc_kernel *k = kernel(w, isa);
+    const hc_kernel *k = hc_kernel_for(w, isa);
     if (k->axpy_multi) {
         k->axpy_multi(w, r, c0, c1, nt, a, rows, y, y_stride);
         return;
@@ -157,13 +158,13 @@ void hc_weight_axpy_multi(const hc_weight *w, int isa, int r, int c0, int c1, in
 
 size_t hc_weight_arranged_bytes(const hc_weight *w, int isa)
 {
-    const hc_kernel *k = kernel(w, isa);
+    const hc_kernel *k = hc_kernel_for(w, isa);
     return k->arrange ? (k->arranged_bytes(w->n) + 63) & ~(size_t)63 : 0;
 }
 
 void hc_weight_arrange(const hc_weight *w, int isa, const void *acts, size_t act_stride, int B, void *xa)
 {
-    const hc_kernel *k = kernel(w, isa);
+    const hc_kernel *k = hc_kernel_for(w, isa);
     size_t xs = hc_weight_arranged_bytes(w, isa);
     for (int b = 0; b < B; b++) k->arrange((const char *)acts + (size_t)b * act_stride, w->n, (char *)xa + (size_t)b * xs);
 }
@@ -393,7 +394,7 @@ static void tiles(const hc_weight *w, const hc_kernel *k, int r0, int nr, const 
 void hc_weight_matvec(const hc_weight *w, int isa, int row0, int row1, const void *xa, size_t xs, int B, float *y,
                       size_t y_stride)
 {
-    const hc_kernel *k = kernel(w, isa);
+    const hc_kernel *k = hc_kernel_for(w, isa);
     if (B == 1) {
         dots(w, k, row0, row1 - row0, xa, y);
     } else if (k->tile) {
@@ -408,7 +409,7 @@ void hc_weight_matvec(const hc_weight *w, int isa, int row0, int row1, const voi
 /* Gathered rows form no stream to follow, so the next listed row is fetched meanwhile. */
 void hc_weight_matvec_rows(const hc_weight *w, int isa, const int32_t *idx, int k, int step, const void *xa, float *y)
 {
-    const hc_kernel *kern = kernel(w, isa);
+    const hc_kernel *kern = hc_kernel_for(w, isa);
     for (int i = 0; i < k; i++) {
         if (i + 1 < k) hc_weight_prefetch(w, step * idx[i + 1], 0, w->n);
         y[i] = kern->dot(w, step * idx[i], xa);

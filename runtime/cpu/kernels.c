@@ -84,12 +84,11 @@ int hc_kernel_force(const char *name)
     return -1;
 }
 
-/* This CPU model's table row (kernel_table.c). */
-static const char *table_row(int isa[HC_KT_COUNT], int *wperm)
+/* This CPU (*c) and its model's table row (kernel_table.c). */
+static const char *table_row(hc_cpu_id *c, int isa[HC_KT_COUNT], int *wperm)
 {
-    hc_cpu_id c;
-    hc_cpu_identify(&c);
-    return hc_kernel_table(&c, best_isa(), isa, wperm);
+    hc_cpu_identify(c);
+    return hc_kernel_table(c, best_isa(), isa, wperm);
 }
 
 /* The choice by type: the table row's, else the best the CPU runs
@@ -99,8 +98,9 @@ static pthread_once_t by_type_once = PTHREAD_ONCE_INIT;
 
 static void choose_by_type(void)
 {
+    hc_cpu_id c;
     int wperm;
-    if (!table_row(by_type, &wperm))
+    if (!table_row(&c, by_type, &wperm))
         for (int t = 0; t < HC_KT_COUNT; t++) by_type[t] = best_isa();
 }
 
@@ -115,8 +115,9 @@ int hc_kernel_choice(int kt)
  * benchmarks set it with hc_kernel_q4_word_permutes. */
 static int table_wperm(void)
 {
+    hc_cpu_id c;
     int isa[HC_KT_COUNT], wperm = 0;
-    return table_row(isa, &wperm) ? wperm : 0;
+    return table_row(&c, isa, &wperm) ? wperm : 0;
 }
 
 static atomic_int q4_wperm = -1;
@@ -137,9 +138,8 @@ void hc_kernel_describe(char *buf, size_t size)
         o += (size_t)snprintf(buf + o, size - o, "%s%s %s", t ? ", " : "", types[t], names[hc_kernel_choice(t)]);
     if (o >= size) return;
     hc_cpu_id c;
-    hc_cpu_identify(&c);
     int isa[HC_KT_COUNT], wperm;
-    const char *row = table_row(isa, &wperm);
+    const char *row = table_row(&c, isa, &wperm);
     if (hc_kernel_choice(HC_KT_Q4_0) == HC_ISA_AVX512 && o < size)
         o += (size_t)snprintf(buf + o, size - o, ", AVX-512 Q4_0 unpacked with %s", hc_q4_word_permutes() ? "vpermt2w" : "vpermt2d");
     if (o >= size) return;
