@@ -15,6 +15,8 @@ typedef struct {
     int32_t *free;   /* [n]: the free blocks' ids, the next one taken last */
 } hc_blocks;
 
+/* The bytes of a block: k and v of HC_KV_BLOCK positions in every layer, f32. */
+uint64_t hc_blocks_bytes(const hc_hparams *hp);
 /* All n blocks free; 0, or -1 when out of memory. */
 int hc_blocks_init(hc_blocks *b, int n);
 void hc_blocks_free(hc_blocks *b);
@@ -31,7 +33,5 @@ int hc_blocks_pool(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_paral
  * contexts without one): what a device's placement prices, before the
  * memory left after loading decides the pool. */
 int hc_blocks_most(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel);
-/* Blocks that hold n positions. */
-static inline int hc_blocks_for(int n) { return (n + HC_KV_BLOCK - 1) / HC_KV_BLOCK; }
 
 #endif

@@ -149,7 +149,7 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
         return NULL;
     }
     /* hc_eval's sequence: the blocks 0.. of its positions */
-    int max_blocks = (n_ctx + HC_KV_BLOCK - 1) / HC_KV_BLOCK;
+    int max_blocks = hc_blocks_for(n_ctx);
     int n_kv_blocks = p && p->n_kv_blocks > 0 ? p->n_kv_blocks : max_blocks;
     int n_batch = p && p->n_batch > 0 ? p->n_batch : 512;
     if (n_batch > n_kv_blocks * HC_KV_BLOCK) n_batch = n_kv_blocks * HC_KV_BLOCK;   /* a slot for each row */
@@ -266,7 +266,7 @@ static void embed(hc_ctx *ctx, const int32_t *tokens, int B, const int32_t *pos,
 static const hc_seq_rows *one_sequence(hc_ctx *ctx, int B, int pos0)
 {
     for (int b = 0; b < B; b++) ctx->pos[b] = pos0 + b;
-    ctx->one = (hc_seq_rows){ B, ctx->pos, ctx->seq, ctx->table, 1, (ctx->n_ctx + HC_KV_BLOCK - 1) / HC_KV_BLOCK };
+    ctx->one = (hc_seq_rows){ B, ctx->pos, ctx->seq, ctx->table, 1, hc_blocks_for(ctx->n_ctx) };
     return &ctx->one;
 }
 

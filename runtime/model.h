@@ -211,6 +211,8 @@ int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *l
 
 /* Positions per block of the paged KV cache (vLLM's default block size). */
 #define HC_KV_BLOCK 16
+/* Blocks that hold n positions. */
+static inline int hc_blocks_for(int n) { return (n + HC_KV_BLOCK - 1) / HC_KV_BLOCK; }
 
 /* The rows of one step over several sequences (runtime/scheduler.c builds
  * them): row b is position pos[b] of sequence seq[b], whose positions live

@@ -507,7 +507,7 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         float *q = rand_vec((size_t)B * q_dim, 1.0f), *k = rand_vec((size_t)npos * kv_dim, 1.0f);
         float *v = rand_vec((size_t)npos * kv_dim, 1.0f);
         uint8_t on[2] = { 0, 1 };
-        int n_blocks = (n_ctx + HC_KV_BLOCK - 1) / HC_KV_BLOCK;
+        int n_blocks = hc_blocks_for(n_ctx);
         hc_kv *kv = o->kv_new(r->be, &hp, n_blocks, n_ctx, on, r->err, sizeof r->err);
         bx = upload(r, q, (size_t)B * q_dim);
         by = upload(r, k, (size_t)npos * kv_dim);

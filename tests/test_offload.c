@@ -235,7 +235,7 @@ static void on_done(void *user, int r, enum hc_stop why) { (void)user, (void)r, 
 static int schedule(const hc_model *m, const hc_place *place, sched_out *o, hc_sched_stats *st)
 {
     char err[256];
-    int n_blocks = NREQ * ((CTX + HC_KV_BLOCK - 1) / HC_KV_BLOCK);
+    int n_blocks = NREQ * hc_blocks_for(CTX);
     hc_ctx_params p = { .n_ctx = CTX, .n_kv_blocks = n_blocks, .n_batch = 8, .n_threads = 2, .place = place };
     hc_ctx *ctx = hc_ctx_new(m, &p, err, sizeof err);
     if (!ctx) return -1;
