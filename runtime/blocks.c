@@ -27,8 +27,7 @@ void hc_blocks_give(hc_blocks *b, const int32_t *table, int n)
     for (int i = n - 1; i >= 0; i--) b->free[b->n_free++] = table[i];
 }
 
-/* A block: k and v of HC_KV_BLOCK positions in every layer, f32. */
-static uint64_t block_bytes(const hc_hparams *hp)
+uint64_t hc_blocks_bytes(const hc_hparams *hp)
 {
     return 2 * sizeof(float) * HC_KV_BLOCK * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
 }
@@ -36,7 +35,7 @@ static uint64_t block_bytes(const hc_hparams *hp)
 /* The blocks `bytes` hold, at most n_parallel contexts'. */
 static uint64_t blocks_in(const hc_hparams *hp, uint64_t bytes, int n_ctx, int n_parallel)
 {
-    uint64_t most = (uint64_t)n_parallel * (uint64_t)hc_blocks_for(n_ctx), n = bytes / block_bytes(hp);
+    uint64_t most = (uint64_t)n_parallel * (uint64_t)hc_blocks_for(n_ctx), n = bytes / hc_blocks_bytes(hp);
     return n < most ? n : most;
 }
 
@@ -47,7 +46,7 @@ int hc_blocks_most(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_paral
 
 int hc_blocks_pool(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, char *err, size_t errlen)
 {
-    uint64_t block = block_bytes(hp), bytes = budget ? budget : hc_mem_available() / 4 * 3;
+    uint64_t block = hc_blocks_bytes(hp), bytes = budget ? budget : hc_mem_available() / 4 * 3;
     uint64_t n = blocks_in(hp, bytes, n_ctx, n_parallel);
     if (n < (uint64_t)hc_blocks_for(n_ctx)) {
         snprintf(err, errlen, "a KV budget of %llu bytes%s holds %llu blocks of %d positions (%llu bytes each), less "

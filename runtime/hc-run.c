@@ -665,8 +665,7 @@ static void parallel(const hc_model *m, const hc_tokenizer *tok, const options *
     double dt = hc_now() - P.t0;
     fprintf(stderr, "batch:      %d prompts (%d refused), at most %d at once, %d steps, %d preempted; KV cache %d "
             "blocks of %d positions (%s)\n", n, P.refused, st.most_running, st.steps, st.preempted, blocks,
-            HC_KV_BLOCK, hc_format_size((uint64_t)blocks * (2 * sizeof(float) * HC_KV_BLOCK * (uint64_t)m->hp.n_layer *
-                                        (uint64_t)m->hp.n_head_kv * (uint64_t)m->hp.head_dim), sz, sizeof sz));
+            HC_KV_BLOCK, hc_format_size((uint64_t)blocks * hc_blocks_bytes(&m->hp), sz, sizeof sz));
     fprintf(stderr, "prompt:     %6ld tokens (with recomputed ones)\n", st.prompt_rows);
     fprintf(stderr, "generation: %6ld tokens in %9.2f ms (%9.1f tok/s summed, prompts included)\n", st.generated,
             dt * 1e3, st.generated / (dt > 0 ? dt : 1e-9));
