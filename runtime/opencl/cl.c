@@ -37,12 +37,18 @@ void hc_cl_release(cl_mem *ms, size_t n)
         if (ms[i]) clReleaseMemObject(ms[i]);
 }
 
+/* The data goes in by a blocking write on the queue, not CL_MEM_COPY_HOST_PTR:
+ * NVIDIA's driver keeps such a buffer's copy on the host until a kernel first
+ * uses it, so a model's weights crossed the bus inside its first prompt. */
 cl_mem hc_cl_buffer(hc_cl *cl, cl_mem_flags flags, size_t bytes, const void *host, char *err, size_t errlen)
 {
     cl_int rc;
-    cl_mem m = clCreateBuffer(cl->ctx, flags | (host ? CL_MEM_COPY_HOST_PTR : 0), bytes ? bytes : 1, (void *)host, &rc);
+    cl_mem m = clCreateBuffer(cl->ctx, flags, bytes ? bytes : 1, NULL, &rc);
+    if (rc == CL_SUCCESS && host && bytes)
+        rc = clEnqueueWriteBuffer(cl->q, m, CL_TRUE, 0, bytes, host, 0, NULL, NULL);
     if (rc != CL_SUCCESS) {
         snprintf(err, errlen, "OpenCL: a device buffer of %zu bytes: %d %s", bytes, rc, hc_cl_error_name(rc));
+        if (m) clReleaseMemObject(m);
         return NULL;
     }
     return m;

@@ -53,7 +53,8 @@ const char *hc_cl_error_name(cl_int e);
 /* Release the buffers of ms that are not NULL. */
 void hc_cl_release(cl_mem *ms, size_t n);
 
-/* A buffer of bytes (at least 1), copied from host when not NULL. */
+/* A buffer of bytes (at least 1), written from host when not NULL (on the
+ * device when this returns). */
 cl_mem hc_cl_buffer(hc_cl *cl, cl_mem_flags flags, size_t bytes, const void *host, char *err, size_t errlen);
 
 #endif
