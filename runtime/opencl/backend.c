@@ -453,13 +453,13 @@ static cl_mem vec_mem(clb *b, const hc_bvec *v, const char *what)
 
 /* An input in the form a format's products take (FORM_*): B rows at mem
  * (FORM_F32: the input itself at float offset xo; FORM_BF16: rows of n
- * floats from 0; the Q8 forms: act_q8's layout, doff and soff). it: the
- * item it was made for. */
+ * floats from 0; the Q8 forms: act_q8's layout, doff, soff and poff). it:
+ * the item it was made for. */
 typedef struct {
     int form;
     const hc_mm *it;
     cl_mem mem;
-    cl_uint xo, doff, soff;
+    cl_uint xo, doff, soff, poff;
 } prepared;
 
 /* 1 when p serves the item it (the CPU's hc_weight_same_act, but any
@@ -485,7 +485,7 @@ static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepare
     const cl_mat *m = it->w->dev;
     p->form = fmt_form[m->fmt];
     p->it = it;
-    p->xo = p->doff = p->soff = 0;
+    p->xo = p->doff = p->soff = p->poff = 0;
     if (p->form == FORM_F32) {
         p->mem = mem_of(x);
         p->xo = flo(x);
@@ -504,10 +504,11 @@ static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepare
     const size_t codes = round_up((size_t)B * (size_t)m->kn, 64);
     p->doff = (cl_uint)codes;
     p->soff = (cl_uint)(codes + sizeof(float) * nb);
-    p->mem = scratch(b, slot, codes + 2 * sizeof(float) * nb);
+    p->poff = (cl_uint)round_up(codes + 2 * sizeof(float) * nb, 64);
+    p->mem = scratch(b, slot, p->poff + 2 * (size_t)B * (size_t)m->kn);
     cl_int n = m->n, has = m->perm != NULL, kp = m->kn, Bc = B, half_d = p->form == FORM_Q8;
     args(b, b->act_q8, A(xm), A(xo), A(n), A(m->perm), A(has), A(kp), A(Bc), A(half_d), A(p->mem), A(p->doff),
-         A(p->soff), END);
+         A(p->soff), A(p->poff), END);
     launch_ew(b, b->act_q8, nb);
 }
 
@@ -577,7 +578,11 @@ static void row_products(clb *b, const prepared *p, const hc_mm *it, int c)
     cl_uint xo = p->xo + (cl_uint)((size_t)it->b0 * (size_t)m->n);
     cl_kernel k = b->mv[m->fmt];
     const size_t l[2] = { lanes, R }, g[2] = { lanes, groups * R };
-    if (q)
+    if (m->fmt == FMT_Q4)   /* mv_q4 reads act_q8's code pairs */
+        args(b, k, A(w[0]), A(d[0]), A(rows[0]), A(y[0]), A(yo[0]), A(w[1]), A(d[1]), A(rows[1]), A(y[1]), A(yo[1]),
+             A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(p->mem), A(p->doff),
+             A(p->soff), A(p->poff), A(xb), LOCAL(sizeof(float) * lanes * R), END);
+    else if (q)
         args(b, k, A(w[0]), A(d[0]), A(rows[0]), A(y[0]), A(yo[0]), A(w[1]), A(d[1]), A(rows[1]), A(y[1]), A(yo[1]),
              A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(p->mem), A(p->doff),
              A(p->soff), A(xb), LOCAL(sizeof(float) * lanes * R), END);

@@ -138,8 +138,12 @@ void tree(__local float *red, int cnt, int lid, int L)
  * d = amax/127, q = round(v * (1/d)) (half away from zero, as roundf), as
  * quantize_row_q8_0_ref and GPTQ's act_prepare_int8. The form at X:
  * codes [B][kp] at 0, d [B][kp/32] as floats at doff, d * sum(q) [B][kp/32]
- * at soff. half_d: d rounded to fp16 (Q8_0 blocks store it so; the codes
- * come from the f32 d, as ggml's), else kept f32 (GPTQ). */
+ * at soff, and the codes in pairs at poff for mv_q4: per block 16 uints
+ * x[a + 2] + x[a] * 2^16 (mod 2^32), a = 0, 4, 8, 12, 1, 5, 9, 13, 16, 20,
+ * ...: the pairs of elements that a Q4_0 block's code words hold (pairs16),
+ * as 4 uint4s, each in a plane of its own ([B][4][kp/32] uint4s: the lanes
+ * of mv_q4, consecutive blocks, load consecutive 16 bytes). half_d: d rounded to fp16 (Q8_0 blocks store it
+ * so; the codes come from the f32 d, as ggml's), else kept f32 (GPTQ). */
 __kernel void act_bf16(__global const float *x, uint xo, int total, __global float *o)
 {
     const int e = get_global_id(0);
@@ -150,7 +154,7 @@ __kernel void act_bf16(__global const float *x, uint xo, int total, __global flo
 }
 
 __kernel void act_q8(__global const float *x, uint xo, int n, __global const int *perm, int has_perm, int kp, int B,
-                     int half_d, __global uchar *X, uint doff, uint soff)
+                     int half_d, __global uchar *X, uint doff, uint soff, uint poff)
 {
     const int e = get_global_id(0), nb = kp / 32;
     if (e >= B * nb) return;
@@ -171,14 +175,20 @@ __kernel void act_q8(__global const float *x, uint xo, int n, __global const int
         dd = vload_half(0, (__global const half *)(xd + e));
     }
     __global char *q = (__global char *)X + (size_t)b * kp + k0;
+    char c[32];
     int sum = 0;
     for (int i = 0; i < 32; i++) {
-        const int c = convert_int_rtz(round(v[i] * id));
-        q[i] = (char)c;
-        sum += (char)c;
+        c[i] = (char)convert_int_rtz(round(v[i] * id));
+        q[i] = c[i];
+        sum += c[i];
     }
     xd[e] = dd;
     ((__global float *)(X + soff))[e] = d * (float)sum;
+    __global uint *pairs = (__global uint *)(X + poff);
+    for (int i = 0; i < 16; i++) {   /* pair i: elements a and a + 2 of word i % 4, as pairs16 masks them */
+        const int a = 4 * (i % 4) + (i / 4) % 2 + (i >= 8 ? 16 : 0);
+        pairs[4 * (((size_t)b * 4 + i / 4) * nb + k0 / 32) + i % 4] = (uint)c[a + 2] + ((uint)c[a] << 16);
+    }
 }
 
 /* ------------------------------------------------------------ products
@@ -213,21 +223,32 @@ __kernel void act_q8(__global const float *x, uint xo, int n, __global const int
     tree(red + g * LR, 1, lane, LR); \
     if (lane == 0 && row < rows) y[yo + row] = red[g * LR];
 
+/* elements 8j .. 8j + 7 of x, through float4 pointers where x is 16-byte
+   aligned (al): every lane of every row loads the whole input, so its loads
+   are as many as the weights' (vload8 may be eight 4-byte loads) */
+float8 x8(__global const float *x, int j, int al)
+{
+    if (!al) return vload8(j, x);
+    __global const float4 *p = (__global const float4 *)x + 2 * (size_t)j;
+    return (float8)(p[0], p[1]);
+}
+
 #define PRODUCTS_F(T) \
 __kernel void mv_##T(MV_MATRICES, __global const float *x, uint xo, __local float *red) \
 { \
     MV_HEAD \
     const int nu = n / 8; \
     float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f; \
+    const int al = xo % 4 == 0; \
     x += xo; \
     int j = lane; \
     for (; j + 3 * LR < nu; j += 4 * LR) { \
-        a0 += w8_##T(W, D, n, r, j) * vload8(j, x); \
-        a1 += w8_##T(W, D, n, r, j + LR) * vload8(j + LR, x); \
-        a2 += w8_##T(W, D, n, r, j + 2 * LR) * vload8(j + 2 * LR, x); \
-        a3 += w8_##T(W, D, n, r, j + 3 * LR) * vload8(j + 3 * LR, x); \
+        a0 += w8_##T(W, D, n, r, j) * x8(x, j, al); \
+        a1 += w8_##T(W, D, n, r, j + LR) * x8(x, j + LR, al); \
+        a2 += w8_##T(W, D, n, r, j + 2 * LR) * x8(x, j + 2 * LR, al); \
+        a3 += w8_##T(W, D, n, r, j + 3 * LR) * x8(x, j + 3 * LR, al); \
     } \
-    for (; j < nu; j += LR) a0 += w8_##T(W, D, n, r, j) * vload8(j, x); \
+    for (; j < nu; j += LR) a0 += w8_##T(W, D, n, r, j) * x8(x, j, al); \
     const float8 a = (a0 + a1) + (a2 + a3); \
     float s = hsum4(a.lo + a.hi); \
     for (int k = nu * 8 + lane; k < n; k += LR) s += w1_##T(W, D, n, r, k) * x[k]; \
@@ -447,8 +468,46 @@ PRODUCTS_F(f32)
 PRODUCTS_F(f16)
 PRODUCTS_F(bf16)
 PRODUCTS_Q(q8)
-PRODUCTS_Q(q4)
 PRODUCTS_Q(g4)
+
+/* A Q4_0 block's 16 code bytes u (four words: bytes 4w .. 4w + 3 hold
+ * elements 4w + i in their low nibbles, 16 + 4w + i in their high) times
+ * act_q8's code pairs p[0], p[nb], p[2nb], p[3nb] of x (its planes):
+ * masked with 0x000F000F, word w holds elements 4w and 4w + 2 (lane w of
+ * the first), shifted by 8 4w + 1 and 4w + 3 (the second), by 4 16 + 4w and
+ * 16 + 4w + 2 (the third), by 12 the last two (the fourth).
+ * Each pair (q_a - 8) + (q_b - 8) * 2^16 times x_b + x_a * 2^16 puts q_a x_a
+ * + q_b x_b at 2^16 and q_a x_b below it; mod 2^32, as 32-bit multiply-adds
+ * give them. */
+uint pairs16(uint4 u, __global const uint4 *p, int nb)
+{
+    const uint m = 0x000F000Fu, k = 0x00080008u;
+    const uint4 t = ((u & m) - k) * p[0] + (((u >> 8) & m) - k) * p[nb] + (((u >> 4) & m) - k) * p[2 * nb] +
+                    (((u >> 12) & m) - k) * p[3 * nb];
+    return (t.x + t.y) + (t.z + t.w);
+}
+
+/* mv_q4: as PRODUCTS_Q, a block's integer sum from sixteen 32-bit
+ * multiply-adds of code pairs (pairs16) where the others widen each code:
+ * the sum of the low halves is within +-16 * 8 * 127 < 2^15 and the block's
+ * sum within +-32 * 8 * 127, so the 32-bit total, rounded at 2^16, is the
+ * exact sum of the 32 products (the same float as PRODUCTS_Q's). */
+__kernel void mv_q4(MV_MATRICES, __global const uchar *X, uint doff, uint soff, uint poff, int xb,
+                    __local float *red)
+{
+    MV_HEAD
+    const int nb = n / 32;
+    __global const uint4 *xp = (__global const uint4 *)(X + poff) + (size_t)xb * 4 * nb;
+    __global const float *xd = (__global const float *)(X + doff) + (size_t)xb * nb;
+    __global const uint4 *wc = (__global const uint4 *)(W + (size_t)r * (n / 2));
+    D += (size_t)r * nb;
+    float s = 0.0f;
+    for (int j = lane; j < nb; j += LR) {
+        const uint t = pairs16(wc[j], xp + j, nb);
+        s += BLOCK_q4((float)((as_int(t) + 32768) >> 16), (float2)(D[j], 0.0f), xd[j], 0.0f);
+    }
+    MV_TAIL
+}
 TRANSPOSED(f32)
 TRANSPOSED(f16)
 TRANSPOSED(bf16)
