@@ -18,7 +18,10 @@
  * their share of the copy bandwidth: the products of decode (mv), of a
  * 64-token prompt (mm: the matrix read once), the transposed product
  * (ffn_down_t), the hot rows (gate/up, then down for the non-zero h of a
- * ReLU), attention, and one small step's launch (add of n floats, in µs). */
+ * ReLU), attention, and one small step's launch (add of n floats, in µs,
+ * alone with its wait and queued). Each kernel's time is one of 8 queued back
+ * to back with one wait, as a decode queues them; the hot rows', one step with
+ * its wait (a hybrid layer's exchange). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,41 +183,49 @@ typedef struct {
     const hc_hparams *hp;
 } step;
 
-/* Run s once and wait for it: 0, or -1 + err. */
-static int run_step(hc_backend *be, const step *s, char *err, size_t errlen)
+/* Queue s `count` times (K_HOT: once, it waits for its results itself),
+ * then wait: 0, or -1 + err. */
+static int run_steps(hc_backend *be, const step *s, int count, char *err, size_t errlen)
 {
     const hc_backend_ops *o = be->ops;
     double dev_s = 0;
-    switch (s->kind) {
-    case K_MATMUL: o->matmul(be, s->x, s->B, &s->it, 1); break;
-    case K_HOT:
-        return hc_cl_layer_start(s->L, s->xp, 0, 1, s->mask, HC_ACT_RELU, 0.0f, err, errlen) ||
-               hc_cl_layer_finish(s->L, s->hy, s->hh, &dev_s, err, errlen) ? -1 : 0;
-    case K_ATTN: o->attention(be, s->kv, 0, s->hp, s->x, 0, 1, s->y); break;
-    default: o->add(be, s->x, s->y, (hc_view){ NULL, 0 }, (size_t)s->B); break;
+    for (int i = 0; i < count; i++) {
+        switch (s->kind) {
+        case K_MATMUL: o->matmul(be, s->x, s->B, &s->it, 1); break;
+        case K_HOT:
+            return hc_cl_layer_start(s->L, s->xp, 0, 1, s->mask, HC_ACT_RELU, 0.0f, err, errlen) ||
+                   hc_cl_layer_finish(s->L, s->hy, s->hh, &dev_s, err, errlen) ? -1 : 0;
+        case K_ATTN: o->attention(be, s->kv, 0, s->hp, s->x, 0, 1, s->y); break;
+        default: o->add(be, s->x, s->y, (hc_view){ NULL, 0 }, (size_t)s->B); break;
+        }
     }
     return o->sync(be, err, errlen);
 }
 
-/* One line of the table: the fastest of reps runs of s (after one untimed)
- * reading `bytes`; against the copy bandwidth (bytes/s). Without bytes, µs. */
-static int table_row(hc_backend *be, const char *what, const step *s, double bytes, int reps, double copy)
+/* One line of the table: the fastest of reps runs of s (after one untimed),
+ * each QUEUED steps queued back to back and one wait, as a decode queues
+ * them (the hot rows: one step and its results, as a hybrid layer), per
+ * step, reading `bytes`; against the copy bandwidth (bytes/s). Without
+ * bytes, µs: of one step and its wait (count 1) or of each of QUEUED. */
+enum { QUEUED = 8 };
+static int table_row(hc_backend *be, const char *what, const step *s, double bytes, int reps, double copy, int count)
 {
     char err[512];
     double sec = 1e30;
     for (int r = 0; r <= reps; r++) {
         double t0 = hc_now();
-        if (run_step(be, s, err, sizeof err)) {
+        if (run_steps(be, s, count, err, sizeof err)) {
             fprintf(stderr, "bench_clops: %s: %s\n", what, err);
             return -1;
         }
         if (r && hc_now() - t0 < sec) sec = hc_now() - t0;
     }
+    sec /= s->kind == K_HOT ? 1 : count;
     if (bytes > 0)
         printf("%-36s %9.1f MiB %9.3f ms %8.1f GB/s %6.1f%%\n", what, bytes / 1048576.0, sec * 1e3, bytes / sec / 1e9,
                100.0 * bytes / sec / copy);
     else
-        printf("%-36s %13s %9.1f us\n", what, "launch", sec * 1e6);
+        printf("%-36s %13s %9.1f us\n", what, count > 1 ? "queued" : "and wait", sec * 1e6);
     return 0;
 }
 
@@ -244,13 +255,13 @@ static int type_rows(hc_cl *cl, hc_backend *be, uint32_t type, int n, int ff, in
     double wb = (double)hc_weight_bytes(&w);
     step s = { .kind = K_MATMUL, .x = x, .B = 1, .it = { &m, 0, 0, y, (size_t)ff } };
     snprintf(what, sizeof what, "mv %s %dx%d", tn, ff, n);
-    if (table_row(be, what, &s, wb, reps, copy)) goto done;
+    if (table_row(be, what, &s, wb, reps, copy, QUEUED)) goto done;
     s.B = PROMPT;
     snprintf(what, sizeof what, "mm %s %dx%d, %d tokens", tn, ff, n, PROMPT);
-    if (table_row(be, what, &s, wb, reps, copy)) goto done;
+    if (table_row(be, what, &s, wb, reps, copy, QUEUED)) goto done;
     s = (step){ .kind = K_MATMUL, .x = xh, .B = 1, .it = { &mt, 0, 1, y, (size_t)n } };
     snprintf(what, sizeof what, "mt %s %dx%d (down_t)", tn, ff, n);
-    if (table_row(be, what, &s, wb, reps, copy)) goto done;
+    if (table_row(be, what, &s, wb, reps, copy, QUEUED)) goto done;
     if (!hc_cl_supports(&w, 0)) {
         printf("%-36s no hot-row kernel for %s\n", "hot rows", tn);
         rc = 0;
@@ -267,13 +278,13 @@ static int type_rows(hc_cl *cl, hc_backend *be, uint32_t type, int n, int ff, in
         memset(mask, 1, (size_t)ff);
         hc_weight_prepare(&w, HC_ISA_SCALAR, xf, xp);
         s = (step){ .kind = K_HOT, .L = L, .xp = xp, .mask = mask, .hy = hy, .hh = hh };
-        if (run_step(be, &s, err, sizeof err)) {
+        if (run_steps(be, &s, 1, err, sizeof err)) {
             fprintf(stderr, "bench_clops: %s\n", err);
         } else {   /* gate and up rows of every row, down rows of the non-zero h */
             int active = 0;
             for (int r = 0; r < ff; r++) active += hh[r] != 0.0f;
             snprintf(what, sizeof what, "hot %s %d rows, %d active", tn, ff, active);
-            rc = table_row(be, what, &s, 2 * wb + wb * active / ff, reps, copy);
+            rc = table_row(be, what, &s, 2 * wb + wb * active / ff, reps, copy, 1);
         }
     } else {
         fprintf(stderr, "bench_clops: %s\n", L ? "out of memory" : err);
@@ -333,10 +344,10 @@ static int table_bench(int argc, char **argv)
         step s = { .kind = K_ATTN, .x = x, .y = y, .kv = kv, .hp = &hp };
         char what[64];
         snprintf(what, sizeof what, "attention %dx128, %d pos", n / 128, npos);
-        rc = table_row(be, what, &s, 2.0 * (double)kvn * sizeof(float), reps, copy);
+        rc = table_row(be, what, &s, 2.0 * (double)kvn * sizeof(float), reps, copy, QUEUED);
         s = (step){ .kind = K_ADD, .x = y, .y = x, .B = n };
         snprintf(what, sizeof what, "add %d floats", n);
-        rc = rc || table_row(be, what, &s, 0, reps, copy);
+        rc = rc || table_row(be, what, &s, 0, reps, copy, 1) || table_row(be, what, &s, 0, reps, copy, QUEUED);
     } else if (!rc) {
         fprintf(stderr, "bench_clops: %s\n", err);
         rc = 1;
