@@ -24,7 +24,9 @@
 # decode tokens/s, against the copy bandwidth. Then, per type, full offload's
 # decode speed over the scalar CPU's (issue 33's bar on PoCL: >= 70 %), and a
 # note for every device run whose text differs from the dense CPU's (on a random
-# synthetic model a near-tie may flip greedily: reported, not an error).
+# synthetic model a near-tie may flip greedily: reported, not an error), and the dense
+# CPU's and full offload's prompt speed on a long prompt (LONG_BYTES of CORPUS, default
+# 2200: about 512 tokens; -c and -b LONG_CTX, default 1024; issue 34's goal: 20x).
 # docs/measurements.md ("The GPU check") records each run with its device.
 #
 # The model: hc-convert synth SHAPE --act relu --hot-fraction 0.05 --hot-skew 1,
@@ -35,7 +37,8 @@
 # Beside PowerInfer (the anchor of issue 34), when POWERINFER names its `main` (built from
 # SJTU-IPADS/PowerInfer with -DLLAMA_CUBLAS=ON; never committed): on PI_MODEL, a PowerInfer
 # model (PWRI, with predictors; hc-run reads the same file), or without it on the F16 model
-# above made into one (hc-profile predictors --epochs 10 on 1024 corpus tokens), for each of
+# above made into one (hc-profile predictors --epochs PI_EPOCHS, default 10, on PI_TOKENS,
+# default 1024, corpus tokens), for each of
 # PI_BUDGETS (GiB; default "4 8" for a given PI_MODEL, 0.5 and 0.75 of the file for the one
 # made here): for the one made here, hc-solve writes PI_MODEL.generated.gpuidx from its
 # statistics (hc-profile, as above; PowerInfer's own solver then does not run); then
@@ -57,7 +60,9 @@
 # COPY_MIB (bench_cldev's buffers, 1024), KERNEL_SHAPE (the table's "N FF POSITIONS
 # REPS", default "4096 11008 2048 10"), KERNELS (1), CORPUS (default: the fixtures'
 # tinystories-calib.txt, else models/synth-corpus.txt), SOLVE_OPTS (more hc-solve
-# options), KEEP (keep the temporary folder), HC_OPENCL_DEVICE (the device), SMOKE.
+# options), KEEP (keep the temporary folder), HC_OPENCL_DEVICE (the device), SCALAR (0:
+# leave out the scalar CPU's row, minutes on a large model), LONG_BYTES (0: no long
+# prompt), LONG_CTX, PI_EPOCHS, PI_TOKENS, SMOKE.
 set -eu
 cd "$(dirname "$0")/.."
 HC_BIN=${HC_BIN:-$(pwd)/bin}
@@ -68,12 +73,17 @@ TYPES=${TYPES:-f16 q4_0}
 BUDGETS=${BUDGETS:-0.5 0.75 1.5}
 REPS=${REPS:-1}
 SMOKE=${SMOKE:-0}
+SCALAR=${SCALAR:-1}
+PI_EPOCHS=${PI_EPOCHS:-10}
+PI_TOKENS=${PI_TOKENS:-1024}
 if [ "$SMOKE" = 1 ]; then
     SHAPE=${SHAPE:-"--dim 256 --n-ff 688 --layers 2 --heads 4 --vocab 512 --ctx 256"}
     CTX=${CTX:-128}
     GEN=${GEN:-8}
     COPY_MIB=${COPY_MIB:-16}
     KERNEL_SHAPE=${KERNEL_SHAPE:-"256 704 128 2"}
+    LONG_BYTES=${LONG_BYTES:-200}
+    LONG_CTX=${LONG_CTX:-256}
     SOLVE_OPTS=${SOLVE_OPTS:---sync-us 0}   # a layer this small never pays for a synchronisation
 else
     SHAPE=${SHAPE:-"--dim 4096 --n-ff 11008 --layers 8 --heads 32 --vocab 32000 --ctx 2048"}
@@ -81,6 +91,8 @@ else
     GEN=${GEN:-64}
     COPY_MIB=${COPY_MIB:-1024}
     SOLVE_OPTS=${SOLVE_OPTS:-}
+    LONG_BYTES=${LONG_BYTES:-2200}
+    LONG_CTX=${LONG_CTX:-1024}
 fi
 PROMPT="Once upon a time, there was a little girl named Lily. She loved to play outside in the sun with her \
 friends and her dog, and every day"
@@ -160,6 +172,24 @@ same_text() {
     echo "  ($type $1: text differs from the dense CPU's${same:-, and from the scalar and sparse CPU's})"
 }
 
+# long_prompt: the dense CPU's and full offload's speed on a long prompt (LONG_BYTES of
+# CORPUS, about 512 tokens; -n 1), and full offload's over the dense CPU's (issue 34's goal: 20x)
+long_prompt() {
+    [ "$LONG_BYTES" -gt 0 ] || return 0
+    head -c "$LONG_BYTES" "$CORPUS" >"$T/long.txt"
+    for how in dense-CPU full-offload; do
+        a="-ngl 0 --dense"
+        [ "$how" = dense-CPU ] || a="-ngl 99"
+        # shellcheck disable=SC2086  # a is options
+        "$HC_BIN/hc-run" -m "$M" -f "$T/long.txt" -n 1 --temp 0 -t "$THREADS" -c "$LONG_CTX" -b "$LONG_CTX" $a \
+            >/dev/null 2>"$T/long-$how.err" || { echo "bench-gpu: long prompt, $how: $(tail -n 3 "$T/long-$how.err")" >&2; exit 1; }
+    done
+    awk -v t="$type" '/^prompt:/ { n[FILENAME] = $2; v[FILENAME] = $(NF - 1); sub(/^\(/, "", v[FILENAME]) }
+        END { c = v[ARGV[1]] + 0; g = v[ARGV[2]] + 0
+              printf "%-6s long prompt (%s tokens): dense-CPU %.1f t/s, full-offload %.1f t/s: %.1fx (goal >= 20x)\n",
+                     t, n[ARGV[1]], c, g, (c > 0 ? g / c : 0) }' "$T/long-dense-CPU.err" "$T/long-full-offload.err"
+}
+
 "$HC_BIN/hc-convert" synth -o "$T/m-f16.gguf" $SHAPE --act relu --type f16 --hot-fraction 0.05 --hot-skew 1 \
     --seed 1 >/dev/null 2>&1
 for type in $TYPES; do
@@ -168,7 +198,7 @@ for type in $TYPES; do
     "$HC_BIN/hc-profile" -m "$M" -f "$CORPUS" -o "$T/s-$type.gguf" --tokens 1024 -c 256 -t "$THREADS" >/dev/null 2>&1
     size=$(wc -c <"$M")
     row dense-CPU -m "$M" -ngl 0 --dense -v
-    (export HC_KERNELS=scalar; row dense-CPU-scalar -m "$M" -ngl 0 --dense)
+    [ "$SCALAR" = 0 ] || (export HC_KERNELS=scalar; row dense-CPU-scalar -m "$M" -ngl 0 --dense)
     row sparse-CPU -m "$M" -ngl 0 --sparse --disable-gpu-index
     for b in $BUDGETS; do
         bytes=$(awk -v s="$size" -v b="$b" 'BEGIN { printf "%.0f", s * b }')
@@ -184,9 +214,11 @@ for type in $TYPES; do
     grep -q '^offload: \([0-9]*\) of \1 layers.*every FFN neuron' "$T/full-offload.err" ||
         echo "  ($type full-offload: $(grep '^offload:' "$T/full-offload.err" || echo 'no offload line'))"
     same_text full-offload
-    awk -v t="$type" -v f="$(cat "$T/full-offload.decode")" -v s="$(cat "$T/dense-CPU-scalar.decode")" 'BEGIN {
-        printf "%-6s full-offload decode / dense-CPU-scalar decode: %.0f %% (issue 33 bar on PoCL: >= 70 %%)\n",
-               t, (s > 0 ? 100 * f / s : 0) }'
+    [ "$SCALAR" = 0 ] ||
+        awk -v t="$type" -v f="$(cat "$T/full-offload.decode")" -v s="$(cat "$T/dense-CPU-scalar.decode")" 'BEGIN {
+            printf "%-6s full-offload decode / dense-CPU-scalar decode: %.0f %% (issue 33 bar on PoCL: >= 70 %%)\n",
+                   t, (s > 0 ? 100 * f / s : 0) }'
+    long_prompt
     [ "$type" = f16 ] || rm -f "$M"
 done
 # pi_tps FILE: "prompt_tps decode_tps" of PowerInfer's llama_print_timings lines
@@ -200,8 +232,8 @@ if [ -n "${POWERINFER:-}" ]; then
     PI_STATS=
     if [ -z "${PI_MODEL:-}" ]; then
         PI_MODEL=$T/pi-f16.gguf PI_STATS=$T/s-pi.gguf
-        { "$HC_BIN/hc-profile" predictors -m "$T/m-f16.gguf" -f "$CORPUS" -o "$PI_MODEL" --epochs 10 \
-              --tokens 1024 -c 256 -t "$THREADS" &&
+        { "$HC_BIN/hc-profile" predictors -m "$T/m-f16.gguf" -f "$CORPUS" -o "$PI_MODEL" --epochs "$PI_EPOCHS" \
+              --tokens "$PI_TOKENS" -c 256 -t "$THREADS" &&
           "$HC_BIN/hc-profile" -m "$PI_MODEL" -f "$CORPUS" -o "$PI_STATS" --tokens 1024 -c 256 -t "$THREADS"; } \
             >/dev/null 2>"$T/pred.err" || { echo "bench-gpu: hc-profile failed: $(tail -n 3 "$T/pred.err")" >&2; exit 1; }
         PI_BUDGETS=${PI_BUDGETS:-$(awk -v s="$(wc -c <"$PI_MODEL")" 'BEGIN { printf "%.3f %.3f", s * 0.5 / 1073741824,

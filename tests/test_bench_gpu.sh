@@ -35,6 +35,8 @@ for t in f16 q4_0; do
     then ok "bench_gpu_every_neuron_$t"; else fail "bench_gpu_every_neuron_$t" "$(cat "$T/out")"; fi
     if grep -q "^$t *full-offload decode / dense-CPU-scalar decode: [0-9][0-9]* %" "$T/out"; then ok "bench_gpu_ratio_$t"
     else fail "bench_gpu_ratio_$t" "$(cat "$T/out")"; fi
+    if grep -Eq "^$t +long prompt \([0-9]+ tokens\): dense-CPU [0-9.]+ t/s, full-offload [0-9.]+ t/s: [0-9.]+x" "$T/out"
+    then ok "bench_gpu_long_prompt_$t"; else fail "bench_gpu_long_prompt_$t" "$(cat "$T/out")"; fi
 done
 if grep -q "^q4_0 *hybrid-0.5x *skipped: --vram-budget .* is too small: the dense part needs" "$T/out"
 then ok bench_gpu_small_budget_said; else fail bench_gpu_small_budget_said "$(cat "$T/out")"; fi
@@ -61,9 +63,12 @@ echo "llama_print_timings: prompt eval time =     100.00 ms /    40 tokens (    
 echo "llama_print_timings:        eval time =     500.00 ms /     7 runs   (   71.43 ms per token,    14.00 tokens per second)" >&2
 PI
 chmod +x "$T/pi2"
-if SMOKE=1 THREADS=2 KERNELS=0 TYPES=f16 BUDGETS=1.5 O=${O:-build} POWERINFER="$T/pi2" \
-       sh scripts/bench-gpu.sh >"$T/pi2.out" 2>"$T/pi2.err" &&
+# (and SCALAR=0, LONG_BYTES=0: no scalar CPU's row, no long prompt)
+if SMOKE=1 THREADS=2 KERNELS=0 TYPES=f16 BUDGETS=1.5 SCALAR=0 LONG_BYTES=0 PI_EPOCHS=2 O=${O:-build} \
+       POWERINFER="$T/pi2" sh scripts/bench-gpu.sh >"$T/pi2.out" 2>"$T/pi2.err" &&
    [ "$(grep -Ec "^[0-9.]+G +hc vs PowerInfer +400.0 +14.0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$" "$T/pi2.out")" = 2 ]
 then ok bench_gpu_powerinfer_model_made
 else fail bench_gpu_powerinfer_model_made "$(tail -n 5 "$T/pi2.out" "$T/pi2.err")"; fi
+if grep -q 'dense-CPU ' "$T/pi2.out" && ! grep -q 'dense-CPU-scalar\|long prompt' "$T/pi2.out"
+then ok bench_gpu_knobs_leave_out; else fail bench_gpu_knobs_leave_out "$(cat "$T/pi2.out")"; fi
 finish
