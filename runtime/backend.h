@@ -56,12 +56,15 @@ typedef struct {
  *   y[(b - b0) * y_stride + r] = row r of w · x_b,   r < w->rows,
  * or, transposed (PowerInfer's ffn_down_t: a row per input),
  *   y[(b - b0) * y_stride + c] = Σ_i x_b[i] · row i of w,   c < w->n.
- * y_stride in floats. */
+ * y_stride in floats. add: y += the product instead (the residual stream,
+ * the bits of the product added to y after it; a device then needs no
+ * launch of its own for the add). */
 typedef struct {
     const hc_bmat *w;
     int b0, transposed;
     hc_view y;
     size_t y_stride;
+    int add;
 } hc_mm;
 
 /* A layer as its backends read it: every weight's host copy, and a device's

@@ -58,8 +58,10 @@ struct hc_ctx {
     char err[256];
 };
 
-/* dense.c: out[B][n_embd] = the dense FFN of xn on the rows' backend; H gets
- * every neuron (act(gate)·up) */
-void hc_ffn_dense_on(hc_ctx *ctx, const hc_rows *R, const hc_blayer *ly, hc_view xn, int B, hc_view H, hc_view out);
+/* dense.c: out[B][n_embd] = the dense FFN of xn on the rows' backend, or
+ * (add, only without a down bias) out += it; H gets every neuron
+ * (act(gate)·up) */
+void hc_ffn_dense_on(hc_ctx *ctx, const hc_rows *R, const hc_blayer *ly, hc_view xn, int B, hc_view H, hc_view out,
+                     int add);
 
 #endif

@@ -284,8 +284,9 @@ void hc_embed(hc_ctx *ctx, const int32_t *tokens, int B, int pos0, float *x)
 }
 
 /* out[keep][n_embd] = the attention block of the last keep of R->x's B rows
- * (the step's rows); the k and v of all B go to the cache. */
-static void attention(hc_ctx *ctx, int layer, const hc_rows *R, int B, int keep, hc_view out)
+ * (the step's rows), or (add) out += it; the k and v of all B go to the
+ * cache. */
+static void attention(hc_ctx *ctx, int layer, const hc_rows *R, int B, int keep, hc_view out, int add)
 {
     const hc_hparams *hp = &ctx->model->hp;
     const hc_blayer *ly = &ctx->layers[layer];
@@ -296,8 +297,8 @@ static void attention(hc_ctx *ctx, int layer, const hc_rows *R, int B, int keep,
 
     op->norm(be, hp, &ly->attn_norm, &ly->attn_norm_b, R->x, R->xn, B);
     hook(ctx, layer, HC_HOOK_ATTN_IN, R->xn, B, E, 0);
-    hc_mm qkv[3] = { { &ly->q, B - keep, 0, R->q, (size_t)q_dim }, { &ly->k, 0, 0, R->k, (size_t)kv_dim },
-                     { &ly->v, 0, 0, R->v, (size_t)kv_dim } };
+    hc_mm qkv[3] = { { &ly->q, B - keep, 0, R->q, (size_t)q_dim, 0 }, { &ly->k, 0, 0, R->k, (size_t)kv_dim, 0 },
+                     { &ly->v, 0, 0, R->v, (size_t)kv_dim, 0 } };
     op->matmul(be, R->xn, B, keep ? qkv : qkv + 1, keep ? 3 : 2);
     op->add_bias(be, R->q, &ly->q_b, keep, q_dim);
     op->add_bias(be, R->k, &ly->k_b, B, kv_dim);
@@ -308,8 +309,14 @@ static void attention(hc_ctx *ctx, int layer, const hc_rows *R, int B, int keep,
     op->rope(be, hp, &R->rope_freq, R->q, q_dim, keep, row_keep);
     op->attention(be, R->kv, layer, hp, R->q, row_keep, keep, R->att);
     hook(ctx, layer, HC_HOOK_ATTN_OUT, R->att, keep, q_dim, row_keep);
-    op->matmul(be, R->att, keep, &(hc_mm){ &ly->o, 0, 0, out, (size_t)E }, 1);
-    op->add_bias(be, out, &ly->o_b, keep, E);
+    if (add && !ly->o_b.host) {   /* the product added onto out by its own launch */
+        op->matmul(be, R->att, keep, &(hc_mm){ &ly->o, 0, 0, out, (size_t)E, 1 }, 1);
+        return;
+    }
+    hc_view o = add ? R->tmp2 : out;
+    op->matmul(be, R->att, keep, &(hc_mm){ &ly->o, 0, 0, o, (size_t)E, 0 }, 1);
+    op->add_bias(be, o, &ly->o_b, keep, E);
+    if (add) op->add(be, out, o, (hc_view){ NULL, 0 }, (size_t)keep * (size_t)E);
 }
 
 /* hc_ffn_forward on the step's rows from row0 */
@@ -328,34 +335,20 @@ void hc_ffn_forward(hc_ctx *ctx, int layer, const float *ffn_inp, const float *x
     ffn_forward(ctx, layer, ffn_inp, x_norm, B, 0, out);
 }
 
-/* out[B][n_embd] = the FFN block of R's rows x: its norm, then the dense
- * FFN where the layer's FFN weights are, or the context's FFN (or the dense
- * one) on the CPU: from a device, the CPU receives x and its norm and sends
- * back its result (one exchange), which the device adds to the share the
- * FFN left there (hc_ctx_ffn_device_share: the hot rows). */
-static void ffn_block(hc_ctx *ctx, int layer, const hc_rows *R, hc_view x, int B, int row0, hc_view out)
+/* out[B][n_embd] = the context's FFN of R's rows x (its norm in R->xn) on
+ * the CPU, from a device: the CPU receives x and its norm and sends back its
+ * result (one exchange), which the device adds to the share the FFN left
+ * there (hc_ctx_ffn_device_share: the hot rows). -1 when a read failed. */
+static int ffn_exchange(hc_ctx *ctx, int layer, const hc_rows *R, hc_view x, int B, int row0, hc_view out)
 {
     const hc_hparams *hp = &ctx->model->hp;
-    const hc_blayer *ly = &ctx->layers[layer];
     const hc_backend_ops *op = R->be->ops;
     size_t bytes = sizeof(float) * (size_t)B * (size_t)hp->n_embd;
-    hook(ctx, layer, HC_HOOK_FFN_INP, x, B, hp->n_embd, row0);
-    op->norm(R->be, hp, &ly->ffn_norm, &ly->ffn_norm_b, x, R->xn, B);
-    hook(ctx, layer, HC_HOOK_FFN_IN, R->xn, B, hp->n_embd, row0);
-    int on_cpu = R->be == ctx->rows[HC_ON_CPU].be;
-    if (ly->ffn_dev || (on_cpu && !ctx->ffn && !ctx->hook)) {
-        hc_ffn_dense_on(ctx, R, ly, R->xn, B, R->ffn[0], out);
-        return;
-    }
-    if (on_cpu) {
-        ffn_forward(ctx, layer, hc_cpu_ptr(x), hc_cpu_ptr(R->xn), B, row0, hc_cpu_ptr(out));
-        return;
-    }
     size_t nE = (size_t)ctx->n_batch * (size_t)hp->n_embd;
     float *hx = R->stage, *hxn = hx + nE, *hout = hxn + nE;   /* pinned where the device has it */
     if (op->read(R->be, x, hx, bytes, ctx->err, sizeof ctx->err) ||
         op->read(R->be, R->xn, hxn, bytes, ctx->err, sizeof ctx->err))
-        return;   /* hc_eval finds the failure at the step's sync */
+        return -1;   /* hc_eval finds the failure at the step's sync */
     ctx->ffn_share = out;
     ctx->ffn_share_left = 0;
     ffn_forward(ctx, layer, hx, hxn, B, row0, hout);
@@ -363,11 +356,37 @@ static void ffn_block(hc_ctx *ctx, int layer, const hc_rows *R, hc_view x, int B
     /* sent, not waited for: hout is next written after the next layer's read */
     if (!ctx->ffn_share_left) {
         op->send(R->be, out, hout, bytes);
-        return;
+        return 0;
     }
     /* xn was read: its rows take the CPU's share */
     op->send(R->be, R->xn, hout, bytes);
     op->add(R->be, out, R->xn, (hc_view){ NULL, 0 }, (size_t)B * (size_t)hp->n_embd);
+    return 0;
+}
+
+/* out[B][n_embd] = the FFN block of R's rows x, or (add) out += it: its
+ * norm, then the dense FFN where the layer's FFN weights are, or the
+ * context's FFN (or the dense one) on the CPU (ffn_exchange from a device).
+ * The dense FFN adds its down product onto out itself where there is no
+ * bias to add first. */
+static void ffn_block(hc_ctx *ctx, int layer, const hc_rows *R, hc_view x, int B, int row0, hc_view out, int add)
+{
+    const hc_hparams *hp = &ctx->model->hp;
+    const hc_blayer *ly = &ctx->layers[layer];
+    const hc_backend_ops *op = R->be->ops;
+    hook(ctx, layer, HC_HOOK_FFN_INP, x, B, hp->n_embd, row0);
+    op->norm(R->be, hp, &ly->ffn_norm, &ly->ffn_norm_b, x, R->xn, B);
+    hook(ctx, layer, HC_HOOK_FFN_IN, R->xn, B, hp->n_embd, row0);
+    int on_cpu = R->be == ctx->rows[HC_ON_CPU].be, dense = ly->ffn_dev || (on_cpu && !ctx->ffn && !ctx->hook);
+    if (dense && (!add || !ly->down_b.host)) {
+        hc_ffn_dense_on(ctx, R, ly, R->xn, B, R->ffn[0], out, add);
+        return;
+    }
+    hc_view o = add ? R->tmp : out;
+    if (dense) hc_ffn_dense_on(ctx, R, ly, R->xn, B, R->ffn[0], o, 0);
+    else if (on_cpu) ffn_forward(ctx, layer, hc_cpu_ptr(x), hc_cpu_ptr(R->xn), B, row0, hc_cpu_ptr(o));
+    else if (ffn_exchange(ctx, layer, R, x, B, row0, o)) return;
+    if (add) op->add(R->be, out, o, (hc_view){ NULL, 0 }, (size_t)B * (size_t)hp->n_embd);
 }
 
 /* The rows where the layer (or the head) runs, with the residual stream's
@@ -396,19 +415,15 @@ static void layer_forward(hc_ctx *ctx, int layer, int *at, int B, int keep)
     const hc_rows *R = rows_for(ctx, ctx->layers[layer].dev, at, B, B);
     const hc_backend_ops *op = R->be->ops;
     size_t E = (size_t)ctx->model->hp.n_embd, n = (size_t)keep * E;
-    hc_view xk = hc_view_at(R->x, sizeof(float) * (size_t)(B - keep) * E), none = { NULL, 0 };
-    attention(ctx, layer, R, B, keep, R->tmp);
+    hc_view xk = hc_view_at(R->x, sizeof(float) * (size_t)(B - keep) * E);
+    const int sequential = ctx->model->hp.residual == HC_RESIDUAL_SEQUENTIAL;
+    attention(ctx, layer, R, B, keep, sequential ? xk : R->tmp, sequential);   /* x += attn(norm(x)) */
     if (!keep) return;
-    switch ((enum hc_residual)ctx->model->hp.residual) {
-    case HC_RESIDUAL_SEQUENTIAL:
-        op->add(R->be, xk, R->tmp, none, n);
-        ffn_block(ctx, layer, R, xk, keep, B - keep, R->tmp);
-        op->add(R->be, xk, R->tmp, none, n);
-        break;
-    case HC_RESIDUAL_PARALLEL:   /* Falcon: x += ffn(norm2(x)) + attn(norm(x)) */
-        ffn_block(ctx, layer, R, xk, keep, B - keep, R->tmp2);
+    if (sequential) {   /* x += ffn(norm2(x)) */
+        ffn_block(ctx, layer, R, xk, keep, B - keep, xk, 1);
+    } else {   /* Falcon: x += ffn(norm2(x)) + attn(norm(x)) */
+        ffn_block(ctx, layer, R, xk, keep, B - keep, R->tmp2, 0);
         op->add(R->be, xk, R->tmp2, R->tmp, n);
-        break;
     }
     if (op->flush) op->flush(R->be);
 }
@@ -437,7 +452,7 @@ static void output(hc_ctx *ctx, const hc_rows *R, hc_view x, int B, hc_view logi
 {
     const hc_backend_ops *op = R->be->ops;
     op->norm(R->be, &ctx->model->hp, &ctx->head.attn_norm, &ctx->head.attn_norm_b, x, R->xn, B);
-    op->matmul(R->be, R->xn, B, &(hc_mm){ &ctx->head.o, 0, 0, logits, (size_t)ctx->model->hp.n_vocab }, 1);
+    op->matmul(R->be, R->xn, B, &(hc_mm){ &ctx->head.o, 0, 0, logits, (size_t)ctx->model->hp.n_vocab, 0 }, 1);
 }
 
 void hc_output(hc_ctx *ctx, const float *x, int B, float *logits)

@@ -407,7 +407,7 @@ int main(int argc, char **argv)
         }
         hc_bmat m = { &w, o->mat_new(be, &w, err, sizeof err) };
         if (!m.dev) { fprintf(stderr, "bench_clops: %s\n", err); return 1; }
-        hc_mm it = { &m, 0, 0, { by, 0 }, (size_t)rows };
+        hc_mm it = { &m, 0, 0, { by, 0 }, (size_t)rows, 0 };
         o->matmul(be, (hc_view){ bx, 0 }, B, &it, 1);   /* warm-up */
         if (o->sync(be, err, sizeof err)) { fprintf(stderr, "bench_clops: %s\n", err); return 1; }
         for (int k = 0; k < reps; k++) {

@@ -372,30 +372,33 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         if (make_weight(c->t, rows, n, &w, &mem, &g, r->err, sizeof r->err)) return -1;
         int in = tr ? rows : n, outn = tr ? n : rows;
         float *x = rand_vec((size_t)B * in, 1.0f), *row = malloc(sizeof(float) * (size_t)n);
-        /* two items sharing x: all B rows into y (stride outn), rows 1.. into
-         * z with a wider stride (q of the last rows); B = 1: three items, y
-         * and twice z (at 0 and zs), which a device may run in one launch
-         * (q, k and v) */
+        /* two items sharing x: all B rows into y (stride outn), rows 1.. added
+         * onto z0 in z with a wider stride (q of the last rows; the residual
+         * stream); B = 1: three items, y and twice z (at 0 and zs), which a
+         * device may run in two launches (q, k and v; not y with the adds) */
         size_t zs = (size_t)outn + 3, zn = B > 1 ? (size_t)B * zs : 2 * zs;
+        float *z0 = rand_vec(zn, 1.0f);
         hc_bmat m = { &w, o->mat_new ? o->mat_new(r->be, &w, r->err, sizeof r->err) : NULL };
         bx = upload(r, x, (size_t)B * in);
         by = upload(r, NULL, (size_t)B * outn);
-        bz = upload(r, NULL, zn);
+        bz = upload(r, z0, zn);
         if (bx && by && bz && (m.dev || o->host(V(bx)))) {
-            hc_mm items[3] = { { &m, 0, tr, V(by), (size_t)outn }, { &m, B > 1, tr, V(bz), zs },
-                               { &m, 0, tr, hc_view_at(V(bz), sizeof(float) * zs), zs } };
+            hc_mm items[3] = { { &m, 0, tr, V(by), (size_t)outn, 0 }, { &m, B > 1, tr, V(bz), zs, 1 },
+                               { &m, 0, tr, hc_view_at(V(bz), sizeof(float) * zs), zs, 1 } };
             o->matmul(r->be, V(bx), B, items, B > 1 ? 2 : 3);
             float *z = malloc(sizeof(float) * zn);
             if (!o->read(r->be, V(by), out, sizeof(float) * (size_t)B * outn, r->err, sizeof r->err) &&
                 !o->read(r->be, V(bz), z, sizeof(float) * zn, r->err, sizeof r->err)) {
                 rc = 0;
-                for (int b = B > 1; b < (B > 1 ? B : 2); b++)   /* z's rows must equal y's */
-                    for (int i = 0; i < outn; i++)
-                        if (memcmp(&z[(size_t)(b - (B > 1)) * zs + i], &out[(size_t)(B > 1 ? b : 0) * outn + i],
-                                   sizeof(float))) {
+                for (int b = B > 1; b < (B > 1 ? B : 2); b++)   /* z's rows must be z0's plus y's */
+                    for (int i = 0; i < outn; i++) {
+                        const size_t e = (size_t)(b - (B > 1)) * zs + i;
+                        const float want = z0[e] + out[(size_t)(B > 1 ? b : 0) * outn + i];
+                        if (memcmp(&z[e], &want, sizeof(float))) {
                             snprintf(r->err, sizeof r->err, "item %d: row %d, %d differs", B > 1 ? 1 : b + 1, b, i);
                             rc = -1;
                         }
+                    }
             }
             free(z);
         } else if (!m.dev && r->err[0] == 0) {
@@ -424,6 +427,7 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         }
         if (m.dev) o->dev_free(r->be, m.dev);
         free(x);
+        free(z0);
         free(row);
         free(mem);
         if (w.kind == HC_WEIGHT_GPTQ) hc_gptq_free(&g);
@@ -679,7 +683,7 @@ static void test_unsupported(void)
     /* a failed step is sticky: read and sync report it */
     hc_buf *b = be->ops->buf_new(be, 64, err, sizeof err);
     hc_bmat bm = { &w, NULL };
-    hc_mm it = { &bm, 0, 0, { b, 0 }, 4 };
+    hc_mm it = { &bm, 0, 0, { b, 0 }, 4, 0 };
     be->ops->matmul(be, (hc_view){ b, 0 }, 1, &it, 1);
     float y[4];
     CHECK(be->ops->sync(be, err, sizeof err) == -1 && strstr(err, "without a device copy"));

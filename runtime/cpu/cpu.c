@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cli.h"
 #include "ctx_internal.h"
 #include "forward.h"
 
@@ -57,6 +58,17 @@ static int cpu_read(hc_backend *be, hc_view src, void *dst, size_t bytes, char *
     return 0;
 }
 
+/* n floats for a product that is added (hc_mm's add), kept for the next */
+static float *product_scratch(hc_cpu *c, size_t n)
+{
+    if (n > c->sum_n) {
+        free(c->sum);
+        if (!(c->sum = malloc(sizeof(float) * n))) hc_die("out of memory for a product of %zu floats", n);
+        c->sum_n = n;
+    }
+    return c->sum;
+}
+
 /* The items' products on one input: each weight's prepared activations made
  * once and shared by the items that take the same form (q, k and v; gate and
  * up), in the context's two buffers, sized for the largest first (growing
@@ -64,7 +76,8 @@ static int cpu_read(hc_backend *be, hc_view src, void *dst, size_t bytes, char *
  * order (hc_ctx_down_accum). */
 static void cpu_matmul(hc_backend *be, hc_view x, int B, const hc_mm *items, int n_items)
 {
-    hc_ctx *ctx = ((hc_cpu *)be)->ctx;
+    hc_cpu *c = (hc_cpu *)be;
+    hc_ctx *ctx = c->ctx;
     const float *xs = hc_cpu_host(x);
     size_t need = 0;
     for (int i = 0; i < n_items; i++)
@@ -78,25 +91,30 @@ static void cpu_matmul(hc_backend *be, hc_view x, int B, const hc_mm *items, int
     for (int i = 0; i < n_items; i++) {
         const hc_mm *it = &items[i];
         const hc_weight *w = it->w->host;
-        float *y = hc_cpu_host(it->y);
         int rows = B - it->b0;
+        size_t width = (size_t)(it->transposed ? w->n : w->rows), stride = it->add ? width : it->y_stride;
+        float *y = it->add ? product_scratch(c, (size_t)rows * width) : hc_cpu_host(it->y);
         if (it->transposed) {   /* rows of w->n floats: one call, else a row per call (the same sums) */
             const float *h = xs + (size_t)it->b0 * (size_t)w->rows;
-            int dense = it->y_stride == (size_t)w->n, per = dense ? rows : 1;
+            int dense = stride == (size_t)w->n, per = dense ? rows : 1;
             for (int b = 0; b < rows; b += per) {
-                float *yb = y + (size_t)b * it->y_stride;
+                float *yb = y + (size_t)b * stride;
                 memset(yb, 0, sizeof(float) * (size_t)per * (size_t)w->n);
                 hc_ctx_down_accum(ctx, w, NULL, h + (size_t)b * (size_t)w->rows, (size_t)w->rows, w->rows, per, yb);
             }
-            continue;
+        } else {
+            int a = held[0] && hc_weight_same_act(held[0], w) ? 0 : held[1] && hc_weight_same_act(held[1], w) ? 1 : -1;
+            if (a < 0) {
+                a = held[0] ? 1 : 0;
+                hc_ctx_prepare(ctx, w, xs, B, acts[a]);
+                held[a] = w;
+            }
+            hc_ctx_matvec_prepared(ctx, w, (char *)acts[a] + (size_t)it->b0 * hc_ctx_act_stride(ctx), rows, y, stride);
         }
-        int a = held[0] && hc_weight_same_act(held[0], w) ? 0 : held[1] && hc_weight_same_act(held[1], w) ? 1 : -1;
-        if (a < 0) {
-            a = held[0] ? 1 : 0;
-            hc_ctx_prepare(ctx, w, xs, B, acts[a]);
-            held[a] = w;
-        }
-        hc_ctx_matvec_prepared(ctx, w, (char *)acts[a] + (size_t)it->b0 * hc_ctx_act_stride(ctx), rows, y, it->y_stride);
+        if (!it->add) continue;
+        float *to = hc_cpu_host(it->y);
+        for (int b = 0; b < rows; b++)
+            for (size_t r = 0; r < width; r++) to[(size_t)b * it->y_stride + r] += y[(size_t)b * width + r];
     }
 }
 
@@ -284,7 +302,11 @@ static int cpu_sync(hc_backend *be, char *err, size_t errlen)
     return 0;
 }
 
-static void cpu_free(hc_backend *be) { free(be); }
+static void cpu_free(hc_backend *be)
+{
+    free(((hc_cpu *)be)->sum);
+    free(be);
+}
 
 static const hc_backend_ops cpu_ops = {
     .name = "cpu",

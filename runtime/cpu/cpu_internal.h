@@ -15,6 +15,8 @@ typedef struct {
     hc_ctx *ctx;      /* its pool and activation buffers (matmul.h) */
     hc_pool *pool;
     const hc_seq_rows *rows;   /* the step's rows (batch) */
+    float *sum;       /* an added product (hc_mm's add) before it is added; sum_n floats */
+    size_t sum_n;
 } hc_cpu;
 
 static inline float *hc_cpu_host(hc_view v) { return (float *)((uintptr_t)v.buf->p + v.off); }

@@ -472,11 +472,12 @@ static int serves(const prepared *p, const hc_mm *it)
 }
 
 /* Whether o's product of one input row can share it's launch (input p):
- * the same input rows and form, weights of the same format and length. */
+ * the same input rows, form and add, weights of the same format and length. */
 static int joins(const prepared *p, const hc_mm *it, const hc_mm *o)
 {
     const cl_mat *a = it->w->dev, *m = o->w->dev;
-    return m && !o->transposed && o->b0 == it->b0 && m->fmt == a->fmt && m->kn == a->kn && serves(p, o);
+    return m && !o->transposed && o->b0 == it->b0 && o->add == it->add && m->fmt == a->fmt && m->kn == a->kn &&
+           serves(p, o);
 }
 
 /* Make it's form of the B input rows at x into scratch slot `slot`. */
@@ -513,27 +514,28 @@ static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepare
 }
 
 /* Where a product cut into S slices writes (nb rows of cols outputs): y
- * itself with one slice, else the slices' scratch [S][nb][cols], which
- * slices_add then adds into y in slice order. */
+ * itself with one slice and no add (hc_mm's), else the slices' scratch
+ * [S][nb][cols], which slices_add then sums in slice order into y (or
+ * onto it: add). */
 typedef struct {
     cl_mem m;
     cl_uint o, s, ss;   /* offset, row stride, slice stride (floats) */
 } slices;
 
-static slices slices_out(clb *b, int S, int nb, int cols, hc_view y, size_t y_stride)
+static slices slices_out(clb *b, int S, int nb, int cols, hc_view y, size_t y_stride, int add)
 {
-    if (S == 1) return (slices){ mem_of(y), flo(y), (cl_uint)y_stride, 0 };
+    if (S == 1 && !add) return (slices){ mem_of(y), flo(y), (cl_uint)y_stride, 0 };
     size_t n = (size_t)nb * (size_t)cols;
     return (slices){ scratch(b, SCR_SLICES, sizeof(float) * (size_t)S * n), 0, (cl_uint)cols, (cl_uint)n };
 }
 
-static void slices_add(clb *b, const slices *o, int S, int nb, int cols, hc_view y, size_t y_stride)
+static void slices_add(clb *b, const slices *o, int S, int nb, int cols, hc_view y, size_t y_stride, int add)
 {
-    if (S == 1) return;
+    if (S == 1 && !add) return;
     cl_mem ym = mem_of(y);
     cl_uint yo = flo(y), ys = (cl_uint)y_stride;
-    cl_int Sc = S, Bc = nb, n = cols;
-    args(b, b->sum_slices, A(o->m), A(Sc), A(Bc), A(n), A(ym), A(yo), A(ys), END);
+    cl_int Sc = S, Bc = nb, n = cols, acc = add;
+    args(b, b->sum_slices, A(o->m), A(Sc), A(Bc), A(n), A(ym), A(yo), A(ys), A(acc), END);
     launch_ew(b, b->sum_slices, (size_t)nb * (size_t)cols);
 }
 
@@ -549,10 +551,10 @@ static void transposed(clb *b, hc_view x, int B, const hc_mm *it)
     cl_int rps = (m->rows + S - 1) / S, k = m->rows;
     size_t l[3] = { hc_clb_t_local(&b->geo, units), 1, 1 };
     size_t g[3] = { round_up((size_t)units, l[0]), (size_t)S, ((size_t)nb + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS };
-    const slices o = slices_out(b, S, nb, m->n, it->y, it->y_stride);
+    const slices o = slices_out(b, S, nb, m->n, it->y, it->y_stride, it->add);
     args(b, b->mt[m->fmt], A(m->m), A(m->dofs), A(n), A(k), A(rps), A(xm), A(xo), A(Bc), A(o.m), A(o.o), A(o.s), END);
     launch(b, b->mt[m->fmt], 3, g, l);
-    slices_add(b, &o, S, nb, m->n, it->y, it->y_stride);
+    slices_add(b, &o, S, nb, m->n, it->y, it->y_stride, it->add);
 }
 
 /* One input row's products by the c items at it (1 to 3, of one format
@@ -574,21 +576,21 @@ static void row_products(clb *b, const prepared *p, const hc_mm *it, int c)
         if (i < c) groups += ((size_t)mt->rows + R - 1) / R;
         bound[i] = (cl_int)groups;
     }
-    cl_int n = m->kn, xb = it->b0;
+    cl_int n = m->kn, xb = it->b0, acc = it->add;
     cl_uint xo = p->xo + (cl_uint)((size_t)it->b0 * (size_t)m->n);
     cl_kernel k = b->mv[m->fmt];
     const size_t l[2] = { lanes, R }, g[2] = { lanes, groups * R };
     if (m->fmt == FMT_Q4)   /* mv_q4 reads act_q8's code pairs */
         args(b, k, A(w[0]), A(d[0]), A(rows[0]), A(y[0]), A(yo[0]), A(w[1]), A(d[1]), A(rows[1]), A(y[1]), A(yo[1]),
-             A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(p->mem), A(p->doff),
+             A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(acc), A(p->mem), A(p->doff),
              A(p->soff), A(p->poff), A(xb), LOCAL(sizeof(float) * lanes * R), END);
     else if (q)
         args(b, k, A(w[0]), A(d[0]), A(rows[0]), A(y[0]), A(yo[0]), A(w[1]), A(d[1]), A(rows[1]), A(y[1]), A(yo[1]),
-             A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(p->mem), A(p->doff),
+             A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(acc), A(p->mem), A(p->doff),
              A(p->soff), A(xb), LOCAL(sizeof(float) * lanes * R), END);
     else
         args(b, k, A(w[0]), A(d[0]), A(rows[0]), A(y[0]), A(yo[0]), A(w[1]), A(d[1]), A(rows[1]), A(y[1]), A(yo[1]),
-             A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(p->mem), A(xo),
+             A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(acc), A(p->mem), A(xo),
              LOCAL(sizeof(float) * lanes * R), END);
     launch(b, k, 2, g, l);
 }
@@ -608,7 +610,7 @@ static void tiled_product(clb *b, const prepared *p, int B, const hc_mm *it)
     int S = hc_clb_mm_slices(&b->geo, m->rows, m->kn, nb);
     cl_int kps = (blocks + S - 1) / S;
     S = (blocks + kps - 1) / kps;
-    const slices o = slices_out(b, S, nb, m->rows, it->y, it->y_stride);
+    const slices o = slices_out(b, S, nb, m->rows, it->y, it->y_stride, it->add);
     cl_kernel k = (tile == 16 ? b->mm16 : b->mm64)[m->fmt];
     const size_t g[3] = { ((size_t)m->rows + HC_CLB_MM_ROWS - 1) / HC_CLB_MM_ROWS * HC_CLB_MM_ITEMS,
                           ((size_t)nb + (size_t)tile - 1) / (size_t)tile, (size_t)S };
@@ -616,7 +618,7 @@ static void tiled_product(clb *b, const prepared *p, int B, const hc_mm *it)
     args(b, k, A(m->m), A(m->dofs), A(n), A(rows), A(p->mem), A(xo), A(xs), A(p->doff), A(p->soff), A(Bc), A(o.m),
          A(o.o), A(o.s), A(o.ss), A(kps), END);
     launch(b, k, 3, g, l);
-    slices_add(b, &o, S, nb, m->rows, it->y, it->y_stride);
+    slices_add(b, &o, S, nb, m->rows, it->y, it->y_stride, it->add);
 }
 
 /* As the CPU's cpu_matmul: each form of the input made once (all B rows)

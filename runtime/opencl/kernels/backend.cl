@@ -203,12 +203,12 @@ __kernel void act_q8(__global const float *x, uint xo, int n, __global const int
  * units in flight a step, float8 partial sums of weight x input, added in a
  * fixed order), a block of 32 for q8, q4, g4 (its integer sum with the Q8
  * input times the scales, BLOCK_T). Matrix i: weights Wi (scales at di),
- * rows_i rows, into yi[yoi + r]. x at x + xo; a quantized product's input
+ * rows_i rows, into yi[yoi + r] (acc: added to it). x at x + xo; a quantized product's input
  * is the act_q8 form at X (doff, soff as there), its row xb. */
 #define MV_MATRICES \
     __global const uchar *W0, uint d0, int rows0, __global float *y0, uint yo0, \
     __global const uchar *W1, uint d1, int rows1, __global float *y1, uint yo1, \
-    __global const uchar *W2, uint d2, int rows2, __global float *y2, uint yo2, int g1, int g2, int n
+    __global const uchar *W2, uint d2, int rows2, __global float *y2, uint yo2, int g1, int g2, int n, int acc
 #define MV_HEAD \
     const int grp = get_group_id(1), mi = grp < g1 ? 0 : grp < g2 ? 1 : 2; \
     __global const uchar *W = mi == 0 ? W0 : mi == 1 ? W1 : W2; \
@@ -219,9 +219,12 @@ __kernel void act_q8(__global const float *x, uint xo, int n, __global const int
     const int lane = get_local_id(0), LR = get_local_size(0), g = get_local_id(1); \
     const int row = (grp - (mi == 0 ? 0 : mi == 1 ? g1 : g2)) * (int)get_local_size(1) + g, r = min(row, rows - 1);
 #define MV_TAIL \
+    /* y's old value read before the tree's barriers: read after them, PoCL 3.1 \
+       added the sum twice for the first item of each group */ \
+    const float before = acc && lane == 0 && row < rows ? y[yo + row] : 0.0f; \
     red[g * LR + lane] = s; \
     tree(red + g * LR, 1, lane, LR); \
-    if (lane == 0 && row < rows) y[yo + row] = red[g * LR];
+    if (lane == 0 && row < rows) y[yo + row] = acc ? before + red[g * LR] : red[g * LR];
 
 /* elements 8j .. 8j + 7 of x, through float4 pointers where x is 16-byte
    aligned (al): every lane of every row loads the whole input, so its loads
@@ -515,15 +518,17 @@ TRANSPOSED(q8)
 TRANSPOSED(q4)
 TRANSPOSED(g4)
 
-/* y[yo + b*ys + c] = sum over s ascending of part[(s*B + b)*n + c]. */
-__kernel void sum_slices(__global const float *part, int S, int B, int n, __global float *y, uint yo, uint ys)
+/* y[yo + b*ys + c] = sum over s ascending of part[(s*B + b)*n + c], or
+   (acc) y plus that sum. */
+__kernel void sum_slices(__global const float *part, int S, int B, int n, __global float *y, uint yo, uint ys, int acc)
 {
     const int e = get_global_id(0);
     if (e >= B * n) return;
     const int b = e / n, c = e % n;
     float s = 0.0f;
     for (int i = 0; i < S; i++) s += part[((size_t)i * B + b) * n + c];
-    y[yo + (size_t)b * ys + c] = s;
+    __global float *o = y + yo + (size_t)b * ys + c;
+    *o = acc ? *o + s : s;
 }
 
 /* ------------------------------------------------------------ norm, positions, element-wise */
