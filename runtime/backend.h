@@ -67,6 +67,13 @@ typedef struct {
     int add;
 } hc_mm;
 
+/* Rows that rope rotates: n rows of dim floats (whole heads) at v, row i at
+ * the position of the batch's row row0 + i. */
+typedef struct {
+    hc_view v;
+    int dim, n, row0;
+} hc_rope_rows;
+
 /* A layer as its backends read it: every weight's host copy, and a device's
  * copy of those that run there (place.h). */
 typedef struct {
@@ -114,10 +121,10 @@ struct hc_backend_ops {
     /* o[B][n_embd] = hp->norm of x with w (+ b): RMSNorm or LayerNorm, hp->rms_eps */
     void (*norm)(hc_backend *be, const hc_hparams *hp, const hc_bvec *w, const hc_bvec *b, hc_view x, hc_view o,
                  int B);
-    /* rotate n rows of dim floats (whole heads), row i at the position of
-     * the batch's row row0 + i, per hp->pos (adjacent pairs, NeoX halves;
+    /* rotate the rows of each of the count (1 or 2: k and q, one launch on
+     * a device) hc_rope_rows per hp->pos (adjacent pairs, NeoX halves;
      * learned positions: nothing), freq[head_dim/2] */
-    void (*rope)(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, hc_view v, int dim, int n, int row0);
+    void (*rope)(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, const hc_rope_rows *r, int count);
     /* y[B][n] += bias (nothing when bias->host is NULL) */
     void (*add_bias)(hc_backend *be, hc_view y, const hc_bvec *bias, int B, int n);
     /* x[i] += a[i] (b.buf NULL), or x[i] += a[i] + b[i] (the parallel residual), i < n */

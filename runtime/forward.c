@@ -303,10 +303,10 @@ static void attention(hc_ctx *ctx, int layer, const hc_rows *R, int B, int keep,
     op->add_bias(be, R->q, &ly->q_b, keep, q_dim);
     op->add_bias(be, R->k, &ly->k_b, B, kv_dim);
     op->add_bias(be, R->v, &ly->v_b, B, kv_dim);
-    op->rope(be, hp, &R->rope_freq, R->k, kv_dim, B, 0);
+    const hc_rope_rows kq[2] = { { R->k, kv_dim, B, 0 }, { R->q, q_dim, keep, row_keep } };
+    op->rope(be, hp, &R->rope_freq, kq, keep ? 2 : 1);
     op->kv_store(be, R->kv, layer, B, R->k, R->v);
     if (!keep) return;
-    op->rope(be, hp, &R->rope_freq, R->q, q_dim, keep, row_keep);
     op->attention(be, R->kv, layer, hp, R->q, row_keep, keep, R->att);
     hook(ctx, layer, HC_HOOK_ATTN_OUT, R->att, keep, q_dim, row_keep);
     if (add && !ly->o_b.host) {   /* the product added onto out by its own launch */

@@ -464,7 +464,11 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         bx = upload(r, v, (size_t)n * dim);
         if (bx) {
             o->batch(r->be, rows_at(&rw, pos0, n, 1 + (pos0 + n) / HC_KV_BLOCK));
-            o->rope(r->be, &hp, &f, V(bx), dim, n, 0);
+            /* as two sets of rows, the second from row n / 2 on (k and q) */
+            const hc_rope_rows two[2] = { { V(bx), dim, n / 2, 0 },
+                                          { hc_view_at(V(bx), sizeof(float) * (size_t)(n / 2) * dim), dim, n - n / 2,
+                                            n / 2 } };
+            o->rope(r->be, &hp, &f, two, 2);
             rc = o->read(r->be, V(bx), out, sizeof(float) * n_out, r->err, sizeof r->err);
         }
         if (c->t != HC_POS_LEARNED)

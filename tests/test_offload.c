@@ -63,9 +63,9 @@ static void s_norm(hc_backend *be, const hc_hparams *hp, const hc_bvec *w, const
 {
     if (step(be)) CPU(be)->ops->norm(CPU(be), hp, w, b, x, o, B);
 }
-static void s_rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *f, hc_view v, int dim, int n, int row0)
+static void s_rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *f, const hc_rope_rows *r, int count)
 {
-    if (step(be)) CPU(be)->ops->rope(CPU(be), hp, f, v, dim, n, row0);
+    if (step(be)) CPU(be)->ops->rope(CPU(be), hp, f, r, count);
 }
 static void s_add_bias(hc_backend *be, hc_view y, const hc_bvec *b, int B, int n) { if (step(be)) CPU(be)->ops->add_bias(CPU(be), y, b, B, n); }
 static void s_add(hc_backend *be, hc_view x, hc_view a, hc_view b, size_t n) { if (step(be)) CPU(be)->ops->add(CPU(be), x, a, b, n); }

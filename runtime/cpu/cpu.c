@@ -216,18 +216,13 @@ static void pos_range(void *arg, int lo, int hi)
 }
 
 /* learned positions were added by hc_embed */
-static void cpu_rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, hc_view v, int dim, int n, int row0)
+static void cpu_rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, const hc_rope_rows *r, int count)
 {
     hc_cpu *c = (hc_cpu *)be;
-    switch ((enum hc_pos)hp->pos) {
-    case HC_POS_ROPE:
-    case HC_POS_ROPE_NEOX: {
-        pos_task t = { hp, freq->host, c->rows->pos + row0, hc_cpu_host(v), dim };
-        hc_pool_ranges(c->pool, pos_range, &t, n, (size_t)n * (size_t)dim * 4);
-        break;
-    }
-    case HC_POS_LEARNED:
-        break;
+    if (hp->pos == HC_POS_LEARNED) return;
+    for (int i = 0; i < count; i++) {
+        pos_task t = { hp, freq->host, c->rows->pos + r[i].row0, hc_cpu_host(r[i].v), r[i].dim };
+        hc_pool_ranges(c->pool, pos_range, &t, r[i].n, (size_t)r[i].n * (size_t)r[i].dim * 4);
     }
 }
 

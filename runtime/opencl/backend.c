@@ -671,17 +671,24 @@ static void norm(hc_backend *be, const hc_hparams *hp, const hc_bvec *w, const h
     launch(b, b->norm, 1, &g, &l);
 }
 
-static void rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, hc_view v, int dim, int n, int row0)
+static void rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, const hc_rope_rows *r, int count)
 {
     clb *b = (clb *)be;
-    if (hp->pos == HC_POS_LEARNED || n <= 0) return;
+    if (hp->pos == HC_POS_LEARNED || count < 1) return;
     cl_mem fm = vec_mem(b, freq, "the RoPE frequencies");
     if (!fm) fail_msg(b, "OpenCL backend: rope without frequencies");
-    cl_int mode = hp->pos, hd = hp->head_dim, d = dim, nn = n, r0 = row0;
-    cl_mem vm = mem_of(v);
-    cl_uint vo = flo(v);
-    args(b, b->rope, A(mode), A(hd), A(d), A(nn), A(b->scratch[SCR_POS]), A(r0), A(fm), A(vm), A(vo), END);
-    launch_ew(b, b->rope, (size_t)n * (size_t)(dim / 2));
+    cl_int mode = hp->pos, hd = hp->head_dim, d[2], n[2], r0[2];
+    cl_mem vm[2];
+    cl_uint vo[2];
+    for (int i = 0; i < 2; i++) {   /* one set of rows: the second empty */
+        const hc_rope_rows *t = &r[i < count ? i : 0];
+        d[i] = t->dim, n[i] = i < count ? t->n : 0, r0[i] = t->row0, vm[i] = mem_of(t->v), vo[i] = flo(t->v);
+    }
+    size_t total = (size_t)n[0] * (size_t)(d[0] / 2) + (size_t)n[1] * (size_t)(d[1] / 2);
+    if (!total) return;
+    args(b, b->rope, A(mode), A(hd), A(b->scratch[SCR_POS]), A(fm), A(d[0]), A(n[0]), A(r0[0]), A(vm[0]), A(vo[0]),
+         A(d[1]), A(n[1]), A(r0[1]), A(vm[1]), A(vo[1]), END);
+    launch_ew(b, b->rope, total);
 }
 
 static void add_bias(hc_backend *be, hc_view y, const hc_bvec *bias, int B, int n)

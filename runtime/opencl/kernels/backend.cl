@@ -567,12 +567,18 @@ __kernel void norm(int kind, int n, float eps, __global const float *w, __global
     }
 }
 
-/* Pair e of n rows of dim floats (whole heads of hd), row b at position
+/* Pair e of the n0 rows of dim0 floats at va + vo0, then of the n1 rows at
+   vb + vo1 (k and q; whole heads of hd), row b of a set at position
    pos[row0 + b]: adjacent elements (HC_POS_ROPE) or the two halves of a head. */
-__kernel void rope(int mode, int hd, int dim, int n, __global const int *pos, int row0, __global const float *freq,
-                   __global float *v, uint vo)
+__kernel void rope(int mode, int hd, __global const int *pos, __global const float *freq, int dim0, int n0, int row00,
+                   __global float *va, uint vo0, int dim1, int n1, int row01, __global float *vb, uint vo1)
 {
-    const int e = get_global_id(0), half_dim = dim / 2;
+    int e = get_global_id(0);
+    const int first = e < n0 * (dim0 / 2);
+    if (!first) e -= n0 * (dim0 / 2);
+    const int dim = first ? dim0 : dim1, n = first ? n0 : n1, row0 = first ? row00 : row01, half_dim = dim / 2;
+    __global float *v = first ? va : vb;
+    const uint vo = first ? vo0 : vo1;
     if (e >= n * half_dim) return;
     const int b = e / half_dim, j = e % half_dim, h = j / (hd / 2), i = j % (hd / 2);
     const float val = (float)pos[row0 + b] * freq[i], fcr = cos(val), fci = sin(val);
