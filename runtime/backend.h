@@ -134,6 +134,11 @@ struct hc_backend_ops {
      * act(g)·act(u), or sequential act(g + up_b) (g is up·x, u unused). */
     void (*ffn_act)(hc_backend *be, const hc_hparams *hp, const hc_bvec *gate_b, const hc_bvec *up_b, hc_view g,
                     hc_view u, int B);
+    /* Optional (NULL: none): H[n_ff] = one input row's FFN neurons, the
+     * kind's products of xn (gate and up; up alone for the sequential kind)
+     * and ffn_act, in one step with the bits of those three; -1 where the
+     * layer's weights do not allow it (the caller then runs them). */
+    int (*ffn_neurons)(hc_backend *be, const hc_hparams *hp, const hc_blayer *ly, hc_view xn, hc_view H);
 
     /* The rows of the steps that follow, until the next call (the caller's
      * arrays stay valid until then): row b of every step is token position

@@ -26,11 +26,13 @@ void hc_ffn_act(int act, float *gate, const float *up, int n)
     for (int i = 0; i < n; i++) gate[i] = hc_act1(act, gate[i]) * up[i];
 }
 
-/* H[B][n_ff] = every neuron's activation; U: up's scratch. */
+/* H[B][n_ff] = every neuron's activation (one row: in one step where the
+ * backend can); U: up's scratch. */
 static void neurons(hc_ctx *ctx, hc_backend *be, const hc_blayer *ly, hc_view xn, int B, hc_view H, hc_view U)
 {
     const hc_hparams *hp = &ctx->model->hp;
     size_t F = (size_t)hp->n_ff;
+    if (B == 1 && be->ops->ffn_neurons && !be->ops->ffn_neurons(be, hp, ly, xn, H)) return;
     if ((enum hc_ffn_kind)hp->ffn_kind == HC_FFN_SEQUENTIAL) {
         be->ops->matmul(be, xn, B, &(hc_mm){ &ly->up, 0, 0, H, F, 0 }, 1);
     } else {

@@ -115,7 +115,7 @@ static const backend_row backends[] = {
 
 /* ------------------------------------------------------------ the cases */
 
-enum { OP_MM, OP_MM_T, OP_NORM, OP_ROPE, OP_ACT, OP_ATTN, OP_BIAS, OP_ADD };
+enum { OP_MM, OP_MM_T, OP_NORM, OP_ROPE, OP_ACT, OP_ATTN, OP_BIAS, OP_ADD, OP_NEURONS };
 enum { T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_0, T_GPTQ, T_GPTQ_PERM, N_T };
 static const char *const t_names[N_T] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "GPTQ", "GPTQ-act-order" };
 static const uint32_t t_ggml[5] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
@@ -126,7 +126,9 @@ static const uint32_t t_ggml[5] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16
  *   OP_ROPE         head_dim, heads, rows, pos0 (t: enum hc_pos)
  *   OP_ACT          n_ff, B, biases, threshold x 100 (t: enum hc_ffn_kind, d: enum hc_act)
  *   OP_ATTN         head_dim, n_head, n_head_kv, B, pos0 (the cache's blocks in reverse order)
- *   OP_BIAS, OP_ADD n, B (OP_ADD: t 1 adds a second term) */
+ *   OP_BIAS, OP_ADD n, B (OP_ADD: t 1 adds a second term)
+ *   OP_NEURONS      n_ff, n, kind, act, biases and threshold x 100 (t: the weights' type; one input row:
+ *                   ffn_neurons, which must equal the backend's own matmul and ffn_act bit for bit) */
 typedef struct {
     int op, t, a, b, c, d, e;
 } op_case;
@@ -141,6 +143,10 @@ typedef struct {
 #define ACTS(kind, n, B, bias, thr) { OP_ACT, kind, n, B, bias, HC_ACT_SILU, thr }, \
                                     { OP_ACT, kind, n, B, bias, HC_ACT_RELU, thr }, \
                                     { OP_ACT, kind, n, B, bias, HC_ACT_GELU, thr }
+#define NEURONS(t, kind) { OP_NEURONS, t, 100, 96, kind, HC_ACT_SILU, 0 }, { OP_NEURONS, t, 64, 256, kind, HC_ACT_RELU, 20 }, \
+                         { OP_NEURONS, t, 37, 64, kind, HC_ACT_GELU, 10 }
+#define NEURONS_ALL(kind) NEURONS(T_F32, kind), NEURONS(T_F16, kind), NEURONS(T_BF16, kind), NEURONS(T_Q8_0, kind), \
+                          NEURONS(T_Q4_0, kind), NEURONS(T_GPTQ, kind)
 
 static const op_case cases[] = {
     /* products: B = 1 (decode), 7 (a tile of 16), 19 (a tile of 64), 70 (two);
@@ -165,6 +171,7 @@ static const op_case cases[] = {
     { OP_ATTN, 0, 256, 2, 1, 3, 40 }, { OP_ATTN, 0, 6, 4, 2, 5, 20 }, { OP_ATTN, 0, 64, 4, 4, 7, 0 },
     { OP_ATTN, 0, 8, 4, 2, 7, 50 }, { OP_ATTN, 0, 64, 2, 1, 19, 1500 },
     { OP_BIAS, 0, 300, 3, 0, 0, 0 }, { OP_ADD, 0, 1000, 1, 0, 0, 0 }, { OP_ADD, 1, 300, 7, 0, 0, 0 },
+    NEURONS_ALL(HC_FFN_GATED), NEURONS_ALL(HC_FFN_SYMMETRIC), NEURONS_ALL(HC_FFN_SEQUENTIAL),
 };
 
 /* ------------------------------------------------------------ inputs */
@@ -353,6 +360,67 @@ static const hc_seq_rows *rows_at(step_rows *s, int pos0, int n, int n_blocks)
 
 /* Runs case c on r's backend into out (n_out floats) and its reference
  * into ref. 0, or -1 + r->err. */
+/* OP_NEURONS: out = ffn_neurons of one row (where the backend has it), ref =
+ * the same backend's matmul and ffn_act; -1 + r->err when they differ. */
+static int run_neurons(run_ctx *r, const op_case *c, hc_hparams *hp, float *out, float *ref)
+{
+    const hc_backend_ops *o = r->o;
+    int F = c->a, n = c->b, rc = -1;
+    hp->n_ff = F;
+    hp->ffn_kind = c->c;
+    hp->act = c->d;
+    hp->act_threshold = (float)c->e / 100.0f;
+    hc_weight wg, wu;
+    hc_gptq gg, gu;
+    void *mg, *mu;
+    memset(&gg, 0, sizeof gg);
+    memset(&gu, 0, sizeof gu);
+    if (make_weight(c->t, F, n, &wg, &mg, &gg, r->err, sizeof r->err)) return -1;
+    if (make_weight(c->t, F, n, &wu, &mu, &gu, r->err, sizeof r->err)) { free(mg); return -1; }
+    float *x = rand_vec((size_t)n, 1.0f), *gbv = c->e ? rand_vec((size_t)F, 0.5f) : NULL;
+    float *ubv = c->e ? rand_vec((size_t)F, 0.5f) : NULL;
+    hc_blayer ly;
+    memset(&ly, 0, sizeof ly);
+    ly.gate = (hc_bmat){ &wg, o->mat_new ? o->mat_new(r->be, &wg, r->err, sizeof r->err) : NULL };
+    ly.up = (hc_bmat){ &wu, o->mat_new ? o->mat_new(r->be, &wu, r->err, sizeof r->err) : NULL };
+    ly.gate_b = bvec(r, gbv, F);
+    ly.up_b = bvec(r, ubv, F);
+    hc_buf *bx = upload(r, x, (size_t)n), *bh = upload(r, NULL, (size_t)F), *bg = upload(r, NULL, 2 * (size_t)F);
+    if (bx && bh && bg) {
+        const int seq = c->c == HC_FFN_SEQUENTIAL;
+        hc_view g = V(bg), u = hc_view_at(V(bg), sizeof(float) * (size_t)F);
+        const hc_mm gu2[2] = { { seq ? &ly.up : &ly.gate, 0, 0, g, (size_t)F, 0 }, { &ly.up, 0, 0, u, (size_t)F, 0 } };
+        o->matmul(r->be, V(bx), 1, gu2, seq ? 1 : 2);
+        o->ffn_act(r->be, hp, &ly.gate_b, &ly.up_b, g, u, 1);
+        int fused = o->ffn_neurons && !o->ffn_neurons(r->be, hp, &ly, V(bx), V(bh));
+        if (!o->read(r->be, g, ref, sizeof(float) * (size_t)F, r->err, sizeof r->err) &&
+            !o->read(r->be, fused ? V(bh) : g, out, sizeof(float) * (size_t)F, r->err, sizeof r->err)) {
+            rc = 0;
+            for (int i = 0; i < F && !rc; i++)
+                if (memcmp(&out[i], &ref[i], sizeof(float))) {
+                    snprintf(r->err, sizeof r->err, "neuron %d: %g from ffn_neurons, %g from matmul and ffn_act", i,
+                             out[i], ref[i]);
+                    rc = -1;
+                }
+        }
+    }
+    hc_buf *bs[] = { bx, bh, bg };
+    for (int i = 0; i < 3; i++)
+        if (bs[i]) o->buf_free(r->be, bs[i]);
+    if (ly.gate.dev) o->dev_free(r->be, ly.gate.dev);
+    if (ly.up.dev) o->dev_free(r->be, ly.up.dev);
+    bvec_free(r, &ly.gate_b);
+    bvec_free(r, &ly.up_b);
+    if (wg.kind == HC_WEIGHT_GPTQ) hc_gptq_free(&gg);
+    if (wu.kind == HC_WEIGHT_GPTQ) hc_gptq_free(&gu);
+    free(mg);
+    free(mu);
+    free(x);
+    free(gbv);
+    free(ubv);
+    return rc;
+}
+
 static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t n_out, int seed)
 {
     const hc_backend_ops *o = r->o;
@@ -588,6 +656,9 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         free(bias);
         break;
     }
+    case OP_NEURONS:
+        rc = run_neurons(r, c, &hp, out, ref);
+        break;
     }
     if (bx) o->buf_free(r->be, bx);
     if (by) o->buf_free(r->be, by);
@@ -603,6 +674,7 @@ static size_t case_outputs(const op_case *c)
     case OP_NORM: return (size_t)c->a * c->b;
     case OP_ROPE: return (size_t)c->a * c->b * c->c;
     case OP_ACT: return (size_t)c->a * c->b;
+    case OP_NEURONS: return (size_t)c->a;
     case OP_ATTN: return (size_t)c->a * c->b * c->d;
     default: return (size_t)c->a * c->b;
     }
@@ -611,9 +683,11 @@ static size_t case_outputs(const op_case *c)
 static void describe(const op_case *c, char *s, size_t len)
 {
     static const char *const ops[] = { "matmul", "matmul transposed", "norm", "rope", "ffn_act", "attention",
-                                       "add_bias", "add" };
+                                       "add_bias", "add", "ffn_neurons" };
     if (c->op == OP_MM || c->op == OP_MM_T)
         snprintf(s, len, "%s %s %dx%d B=%d", ops[c->op], t_names[c->t], c->a, c->b, c->c);
+    else if (c->op == OP_NEURONS)
+        snprintf(s, len, "%s %s %dx%d kind %d act %d (%d)", ops[c->op], t_names[c->t], c->a, c->b, c->c, c->d, c->e);
     else
         snprintf(s, len, "%s (%d; %d %d %d %d %d)", ops[c->op], c->t, c->a, c->b, c->c, c->d, c->e);
 }

@@ -48,7 +48,7 @@ typedef struct {
     hc_cl *cl;
     cl_command_queue q;
     cl_program prog;
-    cl_kernel mv[N_FMT], mm16[N_FMT], mm64[N_FMT], mt[N_FMT], ffn_act[N_ACT];
+    cl_kernel mv[N_FMT], mm16[N_FMT], mm64[N_FMT], mt[N_FMT], ffn_act[N_ACT], glu[N_FMT][N_ACT];
     cl_kernel sum_slices, act_bf16, act_q8, norm, rope, add_bias, add, kv_store, attn_part, attn_combine;
     hc_clb_device geo;
     size_t kwg;             /* the largest group every kernel takes */
@@ -580,14 +580,10 @@ static void row_products(clb *b, const prepared *p, const hc_mm *it, int c)
     cl_uint xo = p->xo + (cl_uint)((size_t)it->b0 * (size_t)m->n);
     cl_kernel k = b->mv[m->fmt];
     const size_t l[2] = { lanes, R }, g[2] = { lanes, groups * R };
-    if (m->fmt == FMT_Q4)   /* mv_q4 reads act_q8's code pairs */
+    if (q)
         args(b, k, A(w[0]), A(d[0]), A(rows[0]), A(y[0]), A(yo[0]), A(w[1]), A(d[1]), A(rows[1]), A(y[1]), A(yo[1]),
              A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(acc), A(p->mem), A(p->doff),
              A(p->soff), A(p->poff), A(xb), LOCAL(sizeof(float) * lanes * R), END);
-    else if (q)
-        args(b, k, A(w[0]), A(d[0]), A(rows[0]), A(y[0]), A(yo[0]), A(w[1]), A(d[1]), A(rows[1]), A(y[1]), A(yo[1]),
-             A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(acc), A(p->mem), A(p->doff),
-             A(p->soff), A(xb), LOCAL(sizeof(float) * lanes * R), END);
     else
         args(b, k, A(w[0]), A(d[0]), A(rows[0]), A(y[0]), A(yo[0]), A(w[1]), A(d[1]), A(rows[1]), A(y[1]), A(yo[1]),
              A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(acc), A(p->mem), A(xo),
@@ -731,6 +727,41 @@ static void ffn_act(hc_backend *be, const hc_hparams *hp, const hc_bvec *gate_b,
     launch_ew(b, k, (size_t)total);
 }
 
+/* One input row's FFN neurons by glu_T_A: the gate's and up's products and
+ * ffn_act in one launch, where both weights have one format, width and
+ * input form (the sequential kind: up alone). */
+static int ffn_neurons(hc_backend *be, const hc_hparams *hp, const hc_blayer *ly, hc_view xn, hc_view H)
+{
+    clb *b = (clb *)be;
+    const int seq = hp->ffn_kind == HC_FFN_SEQUENTIAL, a = hp->act;
+    const hc_mm first = { seq ? &ly->up : &ly->gate, 0, 0, H, (size_t)hp->n_ff, 0 };
+    const hc_mm up = { &ly->up, 0, 0, H, (size_t)hp->n_ff, 0 };
+    const cl_mat *g = first.w->dev, *u = up.w->dev;
+    if (!g || !u || a < 0 || a >= N_ACT || g->rows != hp->n_ff || u->rows != g->rows) return -1;
+    prepared p = { fmt_form[g->fmt], &first, NULL, 0, 0, 0, 0 };
+    if (!seq && !joins(&p, &first, &up)) return -1;
+    prepare(b, xn, 1, &first, SCR_ACT0, &p);
+    const int q = p.form == FORM_Q8 || p.form == FORM_G8;
+    const size_t lanes = hc_clb_mv_lanes(&b->geo, g->kn / (q ? HC_CLB_UNIT_Q : HC_CLB_UNIT_F));
+    const size_t R = hc_clb_mv_rows(&b->geo, lanes);
+    cl_mem gb = vec_mem(b, &ly->gate_b, "the gate bias"), ub = vec_mem(b, &ly->up_b, "the up bias");
+    cl_int rows = g->rows, n = g->kn, kind = hp->ffn_kind, has_gb = gb != NULL, has_ub = ub != NULL;
+    cl_float thr = hp->act_threshold;
+    cl_mem hm = mem_of(H);
+    cl_uint ho = flo(H);
+    cl_kernel k = b->glu[g->fmt][a];
+    if (q)
+        args(b, k, A(g->m), A(g->dofs), A(u->m), A(u->dofs), A(rows), A(n), A(kind), A(thr), A(gb), A(has_gb), A(ub),
+             A(has_ub), A(hm), A(ho), A(p.mem), A(p.doff), A(p.soff), A(p.poff), LOCAL(2 * sizeof(float) * lanes * R),
+             END);
+    else
+        args(b, k, A(g->m), A(g->dofs), A(u->m), A(u->dofs), A(rows), A(n), A(kind), A(thr), A(gb), A(has_gb), A(ub),
+             A(has_ub), A(hm), A(ho), A(p.mem), A(p.xo), LOCAL(2 * sizeof(float) * lanes * R), END);
+    const size_t l[2] = { lanes, R }, gs[2] = { lanes, ((size_t)rows + R - 1) / R * R };
+    launch(b, k, 2, gs, l);
+    return 0;
+}
+
 /* ------------------------------------------------------------ the KV cache */
 
 /* The step's rows to the device: waits for the queue (the last step ended
@@ -869,8 +900,11 @@ static void be_free(hc_backend *be)
     for (int f = 0; f < N_FMT; f++)
         for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
             if (ks[i][f]) clReleaseKernel(ks[i][f]);
-    for (int a = 0; a < N_ACT; a++)
+    for (int a = 0; a < N_ACT; a++) {
         if (b->ffn_act[a]) clReleaseKernel(b->ffn_act[a]);
+        for (int f = 0; f < N_FMT; f++)
+            if (b->glu[f][a]) clReleaseKernel(b->glu[f][a]);
+    }
     cl_kernel one[] = { b->sum_slices, b->act_bf16, b->act_q8, b->norm, b->rope, b->add_bias, b->add, b->kv_store,
                         b->attn_part, b->attn_combine };
     for (size_t i = 0; i < sizeof one / sizeof *one; i++)
@@ -900,6 +934,7 @@ static const hc_backend_ops ops = {
     .add_bias = add_bias,
     .add = add,
     .ffn_act = ffn_act,
+    .ffn_neurons = ffn_neurons,
     .batch = batch,
     .kv_new = kv_new,
     .kv_free = kv_free,
@@ -1002,8 +1037,18 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
     }
     static const char *const acts[N_ACT] = { [HC_ACT_SILU] = "ffn_act_silu", [HC_ACT_RELU] = "ffn_act_relu",
                                              [HC_ACT_GELU] = "ffn_act_gelu" };
-    for (int a = 0; a < N_ACT; a++)
+    for (int a = 0; a < N_ACT; a++) {
         if (!(b->ffn_act[a] = kernel(b->prog, acts[a], err, errlen))) goto bad;
+        for (int f = 0; f < N_FMT; f++) {
+            char name[32];
+            size_t w;
+            snprintf(name, sizeof name, "glu_%s_%s", fmt_names[f], acts[a] + strlen("ffn_act_"));
+            if (!(b->glu[f][a] = kernel(b->prog, name, err, errlen))) goto bad;
+            CHECK_CL(clGetKernelWorkGroupInfo(b->glu[f][a], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof w, &w, NULL),
+                     "kernel work group size");
+            if (w < kwg) kwg = w;
+        }
+    }
     struct { cl_kernel *k; const char *name; } one[] = {
         { &b->sum_slices, "sum_slices" }, { &b->act_bf16, "act_bf16" }, { &b->act_q8, "act_q8" }, { &b->norm, "norm" }, { &b->rope, "rope" },
         { &b->add_bias, "add_bias" }, { &b->add, "add" }, { &b->kv_store, "kv_store" }, { &b->attn_part, "attn_part" },

@@ -236,14 +236,16 @@ float8 x8(__global const float *x, int j, int al)
     return (float8)(p[0], p[1]);
 }
 
-#define PRODUCTS_F(T) \
-__kernel void mv_##T(MV_MATRICES, __global const float *x, uint xo, __local float *red) \
+/* lane_T: a lane's share of row r's product (units lane, lane + LR, ...,
+ * then the row's tail past whole units), the x of mv_T; the float formats'
+ * x 16-byte aligned where al, the quantized formats' row xb of act_q8's
+ * form. */
+#define LANE_F(T) \
+float lane_##T(__global const uchar *W, __global const float *D, int n, int r, __global const float *x, int al, \
+               int lane, int LR) \
 { \
-    MV_HEAD \
     const int nu = n / 8; \
     float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f; \
-    const int al = xo % 4 == 0; \
-    x += xo; \
     int j = lane; \
     for (; j + 3 * LR < nu; j += 4 * LR) { \
         a0 += w8_##T(W, D, n, r, j) * x8(x, j, al); \
@@ -255,13 +257,12 @@ __kernel void mv_##T(MV_MATRICES, __global const float *x, uint xo, __local floa
     const float8 a = (a0 + a1) + (a2 + a3); \
     float s = hsum4(a.lo + a.hi); \
     for (int k = nu * 8 + lane; k < n; k += LR) s += w1_##T(W, D, n, r, k) * x[k]; \
-    MV_TAIL \
+    return s; \
 }
-
-#define PRODUCTS_Q(T) \
-__kernel void mv_##T(MV_MATRICES, __global const uchar *X, uint doff, uint soff, int xb, __local float *red) \
+#define LANE_Q(T) \
+float lane_##T(__global const uchar *W, __global const float *D, int n, int r, __global const uchar *X, uint doff, \
+               uint soff, uint poff, int xb, int lane, int LR) \
 { \
-    MV_HEAD \
     const int nb = n / 32; \
     __global const char *xq = (__global const char *)X + (size_t)xb * n; \
     __global const float *xd = (__global const float *)(X + doff) + (size_t)xb * nb, \
@@ -274,6 +275,65 @@ __kernel void mv_##T(MV_MATRICES, __global const uchar *X, uint doff, uint soff,
         wq_##T(W, D, n, r, j, &lo, &hi, &sm); \
         s += BLOCK_##T((float)hsum16(iprod32(lo, hi, xl, xh)), sm, xd[j], xz[j]); \
     } \
+    return s; \
+}
+LANE_F(f32)
+LANE_F(f16)
+LANE_F(bf16)
+LANE_Q(q8)
+LANE_Q(g4)
+
+/* A Q4_0 block's 16 code bytes u (four words: bytes 4w .. 4w + 3 hold
+ * elements 4w + i in their low nibbles, 16 + 4w + i in their high) times
+ * act_q8's code pairs p[0], p[nb], p[2nb], p[3nb] of x (its planes):
+ * masked with 0x000F000F, word w holds elements 4w and 4w + 2 (lane w of
+ * the first), shifted by 8 4w + 1 and 4w + 3 (the second), by 4 16 + 4w and
+ * 16 + 4w + 2 (the third), by 12 the last two (the fourth).
+ * Each pair (q_a - 8) + (q_b - 8) * 2^16 times x_b + x_a * 2^16 puts q_a x_a
+ * + q_b x_b at 2^16 and q_a x_b below it; mod 2^32, as 32-bit multiply-adds
+ * give them. */
+uint pairs16(uint4 u, __global const uint4 *p, int nb)
+{
+    const uint m = 0x000F000Fu, k = 0x00080008u;
+    const uint4 t = ((u & m) - k) * p[0] + (((u >> 8) & m) - k) * p[nb] + (((u >> 4) & m) - k) * p[2 * nb] +
+                    (((u >> 12) & m) - k) * p[3 * nb];
+    return (t.x + t.y) + (t.z + t.w);
+}
+
+/* lane_q4: as LANE_Q, a block's integer sum from sixteen 32-bit
+ * multiply-adds of code pairs (pairs16) where the others widen each code:
+ * the sum of the low halves is within +-16 * 8 * 127 < 2^15 and the block's
+ * sum within +-32 * 8 * 127, so the 32-bit total, rounded at 2^16, is the
+ * exact sum of the 32 products (the same float as LANE_Q's). */
+float lane_q4(__global const uchar *W, __global const float *D, int n, int r, __global const uchar *X, uint doff,
+              uint soff, uint poff, int xb, int lane, int LR)
+{
+    const int nb = n / 32;
+    __global const uint4 *xp = (__global const uint4 *)(X + poff) + (size_t)xb * 4 * nb;
+    __global const float *xd = (__global const float *)(X + doff) + (size_t)xb * nb;
+    __global const uint4 *wc = (__global const uint4 *)(W + (size_t)r * (n / 2));
+    D += (size_t)r * nb;
+    float s = 0.0f;
+    for (int j = lane; j < nb; j += LR) {
+        const uint t = pairs16(wc[j], xp + j, nb);
+        s += BLOCK_q4((float)((as_int(t) + 32768) >> 16), (float2)(D[j], 0.0f), xd[j], 0.0f);
+    }
+    return s;
+}
+
+#define PRODUCTS_F(T) \
+__kernel void mv_##T(MV_MATRICES, __global const float *x, uint xo, __local float *red) \
+{ \
+    MV_HEAD \
+    const float s = lane_##T(W, D, n, r, x + xo, xo % 4 == 0, lane, LR); \
+    MV_TAIL \
+}
+#define PRODUCTS_Q(T) \
+__kernel void mv_##T(MV_MATRICES, __global const uchar *X, uint doff, uint soff, uint poff, int xb, \
+                     __local float *red) \
+{ \
+    MV_HEAD \
+    const float s = lane_##T(W, D, n, r, X, doff, soff, poff, xb, lane, LR); \
     MV_TAIL \
 }
 
@@ -471,46 +531,9 @@ PRODUCTS_F(f32)
 PRODUCTS_F(f16)
 PRODUCTS_F(bf16)
 PRODUCTS_Q(q8)
+PRODUCTS_Q(q4)
 PRODUCTS_Q(g4)
 
-/* A Q4_0 block's 16 code bytes u (four words: bytes 4w .. 4w + 3 hold
- * elements 4w + i in their low nibbles, 16 + 4w + i in their high) times
- * act_q8's code pairs p[0], p[nb], p[2nb], p[3nb] of x (its planes):
- * masked with 0x000F000F, word w holds elements 4w and 4w + 2 (lane w of
- * the first), shifted by 8 4w + 1 and 4w + 3 (the second), by 4 16 + 4w and
- * 16 + 4w + 2 (the third), by 12 the last two (the fourth).
- * Each pair (q_a - 8) + (q_b - 8) * 2^16 times x_b + x_a * 2^16 puts q_a x_a
- * + q_b x_b at 2^16 and q_a x_b below it; mod 2^32, as 32-bit multiply-adds
- * give them. */
-uint pairs16(uint4 u, __global const uint4 *p, int nb)
-{
-    const uint m = 0x000F000Fu, k = 0x00080008u;
-    const uint4 t = ((u & m) - k) * p[0] + (((u >> 8) & m) - k) * p[nb] + (((u >> 4) & m) - k) * p[2 * nb] +
-                    (((u >> 12) & m) - k) * p[3 * nb];
-    return (t.x + t.y) + (t.z + t.w);
-}
-
-/* mv_q4: as PRODUCTS_Q, a block's integer sum from sixteen 32-bit
- * multiply-adds of code pairs (pairs16) where the others widen each code:
- * the sum of the low halves is within +-16 * 8 * 127 < 2^15 and the block's
- * sum within +-32 * 8 * 127, so the 32-bit total, rounded at 2^16, is the
- * exact sum of the 32 products (the same float as PRODUCTS_Q's). */
-__kernel void mv_q4(MV_MATRICES, __global const uchar *X, uint doff, uint soff, uint poff, int xb,
-                    __local float *red)
-{
-    MV_HEAD
-    const int nb = n / 32;
-    __global const uint4 *xp = (__global const uint4 *)(X + poff) + (size_t)xb * 4 * nb;
-    __global const float *xd = (__global const float *)(X + doff) + (size_t)xb * nb;
-    __global const uint4 *wc = (__global const uint4 *)(W + (size_t)r * (n / 2));
-    D += (size_t)r * nb;
-    float s = 0.0f;
-    for (int j = lane; j < nb; j += LR) {
-        const uint t = pairs16(wc[j], xp + j, nb);
-        s += BLOCK_q4((float)((as_int(t) + 32768) >> 16), (float2)(D[j], 0.0f), xd[j], 0.0f);
-    }
-    MV_TAIL
-}
 TRANSPOSED(f32)
 TRANSPOSED(f16)
 TRANSPOSED(bf16)
@@ -604,30 +627,35 @@ __kernel void add(__global float *x, uint xo, __global const float *a, uint ao, 
     x[xo + e] += has_b ? a[ao + e] + b[bo + e] : a[ao + e];
 }
 
-/* dense.c's act_range on element e of g[B][n_ff] (u alike) */
+/* dense.c's act_range on a neuron f: h its gate's product (the sequential
+   kind: up's), v its up's */
+#define NEURON(A) \
+float neuron_##A(int kind, float thr, float h, float v, __global const float *gb, int has_gb, \
+                 __global const float *ub, int has_ub, int f) \
+{ \
+    if (kind == HC_FFN_SEQUENTIAL) { \
+        if (has_ub) h += ub[f]; \
+        return act_##A(h); \
+    } \
+    if (has_gb) h += gb[f]; \
+    if (has_ub) v += ub[f]; \
+    if (kind == HC_FFN_GATED) { \
+        if (thr > 0.0f && h < thr) h = 0.0f; \
+        return act_##A(h) * v; \
+    } \
+    return act_##A(h) * act_##A(v); \
+}
+
+/* the neuron of element e of g[B][n_ff] (u alike), in place */
 #define FFN_ACT(A) \
+NEURON(A) \
 __kernel void ffn_act_##A(int kind, float thr, __global const float *gb, int has_gb, __global const float *ub, \
                           int has_ub, __global float *g, uint go, __global const float *u, uint uo, int n, int total) \
 { \
     const int e = get_global_id(0); \
     if (e >= total) return; \
-    const int f = e % n; \
-    float h = g[go + e]; \
-    if (kind == HC_FFN_SEQUENTIAL) { \
-        if (has_ub) h += ub[f]; \
-        h = act_##A(h); \
-    } else { \
-        float v = u[uo + e]; \
-        if (has_gb) h += gb[f]; \
-        if (has_ub) v += ub[f]; \
-        if (kind == HC_FFN_GATED) { \
-            if (thr > 0.0f && h < thr) h = 0.0f; \
-            h = act_##A(h) * v; \
-        } else { \
-            h = act_##A(h) * act_##A(v); \
-        } \
-    } \
-    g[go + e] = h; \
+    const float v = kind == HC_FFN_SEQUENTIAL ? 0.0f : u[uo + e]; \
+    g[go + e] = neuron_##A(kind, thr, g[go + e], v, gb, has_gb, ub, has_ub, e % n); \
 }
 float act_relu(float x) { return x > 0.0f ? x : 0.0f; }
 float act_gelu(float x) { return 0.5f * x * (1.0f + erf(x * M_SQRT1_2_F)); }
@@ -635,6 +663,46 @@ float act_silu(float x) { return x * (1.0f / (1.0f + exp(-x))); }
 FFN_ACT(relu)
 FFN_ACT(gelu)
 FFN_ACT(silu)
+
+/* glu_T_A: one input row's FFN neurons in one launch, h[ho + f] =
+ * neuron_A of rows f of Wg (gate; the sequential kind: up) and Wu (up; not
+ * read by the sequential kind), each product summed as mv_T sums it (its
+ * lanes, then a tree): the bits of mv_T and ffn_act_A, without their
+ * launches between. Groups of LR x R items as mv_T's, on rows rows of n. */
+#define GLU_HEAD \
+    const int lane = get_local_id(0), LR = get_local_size(0), g = get_local_id(1); \
+    const int row = get_group_id(1) * (int)get_local_size(1) + g, r = min(row, rows - 1); \
+    __global const float *Dg = (__global const float *)(Wg + dg), *Du = (__global const float *)(Wu + du);
+#define GLU_TAIL(A) \
+    red[2 * g * LR + lane] = sg; \
+    red[(2 * g + 1) * LR + lane] = su; \
+    tree(red + 2 * g * LR, 2, lane, LR); \
+    if (lane == 0 && row < rows) \
+        h[ho + row] = neuron_##A(kind, thr, red[2 * g * LR], red[(2 * g + 1) * LR], gb, has_gb, ub, has_ub, row);
+#define GLU_ARGS \
+    __global const uchar *Wg, uint dg, __global const uchar *Wu, uint du, int rows, int n, int kind, float thr, \
+    __global const float *gb, int has_gb, __global const float *ub, int has_ub, __global float *h, uint ho
+#define GLU_F(T, A) \
+__kernel void glu_##T##_##A(GLU_ARGS, __global const float *x, uint xo, __local float *red) \
+{ \
+    GLU_HEAD \
+    const int al = xo % 4 == 0; \
+    const float sg = lane_##T(Wg, Dg, n, r, x + xo, al, lane, LR); \
+    const float su = kind == HC_FFN_SEQUENTIAL ? 0.0f : lane_##T(Wu, Du, n, r, x + xo, al, lane, LR); \
+    GLU_TAIL(A) \
+}
+#define GLU_Q(T, A) \
+__kernel void glu_##T##_##A(GLU_ARGS, __global const uchar *X, uint doff, uint soff, uint poff, __local float *red) \
+{ \
+    GLU_HEAD \
+    const float sg = lane_##T(Wg, Dg, n, r, X, doff, soff, poff, 0, lane, LR); \
+    const float su = kind == HC_FFN_SEQUENTIAL ? 0.0f : lane_##T(Wu, Du, n, r, X, doff, soff, poff, 0, lane, LR); \
+    GLU_TAIL(A) \
+}
+#define GLUS(A) GLU_F(f32, A) GLU_F(f16, A) GLU_F(bf16, A) GLU_Q(q8, A) GLU_Q(q4, A) GLU_Q(g4, A)
+GLUS(relu)
+GLUS(gelu)
+GLUS(silu)
 
 /* ------------------------------------------------------------ the KV cache
  * Blocks of HC_KV_BLOCK positions; a sequence's position p in slot
