@@ -115,7 +115,7 @@ static const backend_row backends[] = {
 
 /* ------------------------------------------------------------ the cases */
 
-enum { OP_MM, OP_MM_T, OP_NORM, OP_ROPE, OP_ACT, OP_ATTN, OP_BIAS, OP_ADD, OP_NEURONS };
+enum { OP_MM, OP_MM_T, OP_NORM, OP_ROPE, OP_ACT, OP_ATTN, OP_BIAS, OP_ADD, OP_NEURONS, OP_NORM_MM };
 enum { T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_0, T_GPTQ, T_GPTQ_PERM, N_T };
 static const char *const t_names[N_T] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "GPTQ", "GPTQ-act-order" };
 static const uint32_t t_ggml[5] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
@@ -128,7 +128,10 @@ static const uint32_t t_ggml[5] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16
  *   OP_ATTN         head_dim, n_head, n_head_kv, B, pos0 (the cache's blocks in reverse order)
  *   OP_BIAS, OP_ADD n, B (OP_ADD: t 1 adds a second term)
  *   OP_NEURONS      n_ff, n, kind, act, biases and threshold x 100 (t: the weights' type; one input row:
- *                   ffn_neurons, which must equal the backend's own matmul and ffn_act bit for bit) */
+ *                   ffn_neurons, which must equal the backend's own matmul and ffn_act bit for bit)
+ *   OP_NORM_MM      rows, n, B (t: the weight's type): RMSNorm, then a product of its output (a device may
+ *                   make the product's input form in the norm's launch), which must equal the same with the
+ *                   norm's output read in between, bit for bit */
 typedef struct {
     int op, t, a, b, c, d, e;
 } op_case;
@@ -172,6 +175,9 @@ static const op_case cases[] = {
     { OP_ATTN, 0, 8, 4, 2, 7, 50 }, { OP_ATTN, 0, 64, 2, 1, 19, 1500 },
     { OP_BIAS, 0, 300, 3, 0, 0, 0 }, { OP_ADD, 0, 1000, 1, 0, 0, 0 }, { OP_ADD, 1, 300, 7, 0, 0, 0 },
     NEURONS_ALL(HC_FFN_GATED), NEURONS_ALL(HC_FFN_SYMMETRIC), NEURONS_ALL(HC_FFN_SEQUENTIAL),
+    { OP_NORM_MM, T_Q8_0, 40, 256, 1, 0, 0 }, { OP_NORM_MM, T_Q4_0, 40, 256, 1, 0, 0 },
+    { OP_NORM_MM, T_Q4_0, 70, 4096, 3, 0, 0 }, { OP_NORM_MM, T_GPTQ_PERM, 40, 256, 1, 0, 0 },
+    { OP_NORM_MM, T_F16, 40, 256, 1, 0, 0 },
 };
 
 /* ------------------------------------------------------------ inputs */
@@ -421,6 +427,52 @@ static int run_neurons(run_ctx *r, const op_case *c, hc_hparams *hp, float *out,
     return rc;
 }
 
+/* OP_NORM_MM: out = the product of the norm's output queued right after the
+ * norm, ref = the same with the output read in between; -1 + r->err when
+ * they differ. */
+static int run_norm_mm(run_ctx *r, const op_case *c, hc_hparams *hp, float *out, float *ref)
+{
+    const hc_backend_ops *o = r->o;
+    int rows = c->a, n = c->b, B = c->c, rc = -1;
+    hp->n_embd = n;
+    hc_weight w;
+    hc_gptq g;
+    void *mem;
+    memset(&g, 0, sizeof g);
+    if (make_weight(c->t, rows, n, &w, &mem, &g, r->err, sizeof r->err)) return -1;
+    float *x = rand_vec((size_t)B * n, 2.0f), *nw = rand_vec((size_t)n, 1.0f), *tmp = malloc(sizeof(float) * (size_t)B * n);
+    hc_bvec wv = bvec(r, nw, n), none = { NULL, 0, NULL };
+    hc_bmat m = { &w, o->mat_new ? o->mat_new(r->be, &w, r->err, sizeof r->err) : NULL };
+    hc_buf *bx = upload(r, x, (size_t)B * n), *bo = upload(r, NULL, (size_t)B * n), *by = upload(r, NULL, (size_t)B * rows);
+    if (bx && bo && by && (m.dev || o->host(V(bx)))) {
+        const hc_mm it = { &m, 0, 0, V(by), (size_t)rows, 0 };
+        rc = 0;
+        for (int pass = 0; pass < 2 && !rc; pass++) {
+            o->norm(r->be, hp, &wv, &none, V(bx), V(bo), B);
+            if (pass) rc = o->read(r->be, V(bo), tmp, sizeof(float) * (size_t)B * n, r->err, sizeof r->err);
+            o->matmul(r->be, V(bo), B, &it, 1);
+            rc = rc || o->read(r->be, V(by), pass ? ref : out, sizeof(float) * (size_t)B * rows, r->err, sizeof r->err);
+        }
+        for (int i = 0; i < B * rows && !rc; i++)
+            if (memcmp(&out[i], &ref[i], sizeof(float))) {
+                snprintf(r->err, sizeof r->err, "output %d: %g with the norm's output read between, %g without", i,
+                         ref[i], out[i]);
+                rc = -1;
+            }
+    }
+    hc_buf *bs[] = { bx, bo, by };
+    for (int i = 0; i < 3; i++)
+        if (bs[i]) o->buf_free(r->be, bs[i]);
+    if (m.dev) o->dev_free(r->be, m.dev);
+    bvec_free(r, &wv);
+    if (w.kind == HC_WEIGHT_GPTQ) hc_gptq_free(&g);
+    free(mem);
+    free(x);
+    free(nw);
+    free(tmp);
+    return rc;
+}
+
 static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t n_out, int seed)
 {
     const hc_backend_ops *o = r->o;
@@ -659,6 +711,9 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
     case OP_NEURONS:
         rc = run_neurons(r, c, &hp, out, ref);
         break;
+    case OP_NORM_MM:
+        rc = run_norm_mm(r, c, &hp, out, ref);
+        break;
     }
     if (bx) o->buf_free(r->be, bx);
     if (by) o->buf_free(r->be, by);
@@ -675,6 +730,7 @@ static size_t case_outputs(const op_case *c)
     case OP_ROPE: return (size_t)c->a * c->b * c->c;
     case OP_ACT: return (size_t)c->a * c->b;
     case OP_NEURONS: return (size_t)c->a;
+    case OP_NORM_MM: return (size_t)c->a * c->c;
     case OP_ATTN: return (size_t)c->a * c->b * c->d;
     default: return (size_t)c->a * c->b;
     }
@@ -683,8 +739,8 @@ static size_t case_outputs(const op_case *c)
 static void describe(const op_case *c, char *s, size_t len)
 {
     static const char *const ops[] = { "matmul", "matmul transposed", "norm", "rope", "ffn_act", "attention",
-                                       "add_bias", "add", "ffn_neurons" };
-    if (c->op == OP_MM || c->op == OP_MM_T)
+                                       "add_bias", "add", "ffn_neurons", "norm then matmul" };
+    if (c->op == OP_MM || c->op == OP_MM_T || c->op == OP_NORM_MM)
         snprintf(s, len, "%s %s %dx%d B=%d", ops[c->op], t_names[c->t], c->a, c->b, c->c);
     else if (c->op == OP_NEURONS)
         snprintf(s, len, "%s %s %dx%d kind %d act %d (%d)", ops[c->op], t_names[c->t], c->a, c->b, c->c, c->d, c->e);

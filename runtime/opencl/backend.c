@@ -43,13 +43,26 @@ struct hc_kv {
     cl_mem *k, *v;   /* [n_layer]: n_blocks blocks of HC_KV_BLOCK rows of kv_dim floats (NULL: a layer off) */
 };
 
+/* A norm not yet launched (norm): the next step's products may take its
+ * output in act_q8's form, made by the same launch (prepare); anything else
+ * queued launches it first (settle). */
+typedef struct {
+    int on;
+    cl_int kind, n, has_b, B;
+    cl_float eps;
+    cl_mem w, bias, x, o;
+    cl_uint xo, oo;
+    size_t l;
+} pending_norm;
+
 typedef struct {
     hc_backend be;
     hc_cl *cl;
     cl_command_queue q;
     cl_program prog;
     cl_kernel mv[N_FMT], mm16[N_FMT], mm64[N_FMT], mt[N_FMT], ffn_act[N_ACT], glu[N_FMT][N_ACT];
-    cl_kernel sum_slices, act_bf16, act_q8, norm, rope, add_bias, add, kv_store, attn_part, attn_combine;
+    cl_kernel sum_slices, act_bf16, act_q8, norm, norm_q8, rope, add_bias, add, kv_store, attn_part, attn_combine;
+    pending_norm pend;
     hc_clb_device geo;
     size_t kwg;             /* the largest group every kernel takes */
     int failed;
@@ -87,31 +100,64 @@ static void fail_msg(clb *b, const char *fmt, ...)
 
 /* ------------------------------------------------------------ launching */
 
-/* Kernel arguments: a list of (size, pointer) pairs ended by 0. A local
- * memory argument is (bytes, NULL). */
-static void args(clb *b, cl_kernel k, ...)
+/* Kernel arguments from the first: a list of (size, pointer) pairs ended
+ * by 0. A local memory argument is (bytes, NULL). */
+static void vargs(clb *b, cl_kernel k, cl_uint first, va_list ap)
 {
-    va_list ap;
-    va_start(ap, k);
-    for (cl_uint i = 0;; i++) {
+    for (cl_uint i = first;; i++) {
         size_t sz = va_arg(ap, size_t);
         if (!sz) break;
         const void *v = va_arg(ap, const void *);
         cl_int rc = clSetKernelArg(k, i, sz, v);
         if (rc != CL_SUCCESS) { fail(b, "clSetKernelArg", rc); break; }
     }
+}
+
+static void args(clb *b, cl_kernel k, ...)
+{
+    va_list ap;
+    va_start(ap, k);
+    vargs(b, k, 0, ap);
+    va_end(ap);
+}
+
+static void args_from(clb *b, cl_kernel k, cl_uint first, ...)
+{
+    va_list ap;
+    va_start(ap, first);
+    vargs(b, k, first, ap);
     va_end(ap);
 }
 #define A(v) sizeof(v), (const void *)&(v)
 #define LOCAL(bytes) (size_t)(bytes), (const void *)NULL
 #define END (size_t)0
 
+static void settle(clb *b);
+
 static void launch(clb *b, cl_kernel k, cl_uint dims, const size_t *global, const size_t *local)
 {
+    settle(b);
     if (b->failed) return;
     cl_int rc = clEnqueueNDRangeKernel(b->q, k, dims, NULL, global, local, 0, NULL, NULL);
     if (rc != CL_SUCCESS) fail(b, "clEnqueueNDRangeKernel", rc);
     b->launches++;
+}
+
+/* The pending norm's arguments to norm or norm_q8 (which take more after them). */
+static void norm_args(clb *b, cl_kernel k, const pending_norm *p)
+{
+    args(b, k, A(p->kind), A(p->n), A(p->eps), A(p->w), A(p->bias), A(p->has_b), A(p->x), A(p->xo), A(p->o), A(p->oo),
+         LOCAL(sizeof(float) * p->l), END);
+}
+
+/* The pending norm launched as it is, before anything else is queued. */
+static void settle(clb *b)
+{
+    if (!b->pend.on) return;
+    b->pend.on = 0;
+    norm_args(b, b->norm, &b->pend);
+    size_t g = b->pend.l * (size_t)b->pend.B;
+    launch(b, b->norm, 1, &g, &b->pend.l);
 }
 
 static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
@@ -179,6 +225,7 @@ static void buf_free(hc_backend *be, hc_buf *h)
 {
     clb *b = (clb *)be;
     if (!h) return;
+    settle(b);
     if (h->host) {
         clEnqueueUnmapMemObject(b->q, h->m, h->host, 0, NULL, NULL);
         clFinish(b->q);
@@ -229,6 +276,7 @@ static void times_sent(clb *b)
 /* A write of src into dst, waited for (blocking) or only queued. */
 static void enqueue_write(clb *b, hc_view dst, const void *src, size_t bytes, int blocking)
 {
+    settle(b);
     if (b->failed || !bytes) return;
     cl_event ev = NULL;
     cl_int rc = clEnqueueWriteBuffer(b->q, dst.buf->m, blocking ? CL_TRUE : CL_FALSE, dst.off, bytes, src, 0, NULL,
@@ -254,6 +302,7 @@ static int report(clb *b, char *err, size_t errlen)
 static int read_(hc_backend *be, hc_view src, void *dst, size_t bytes, char *err, size_t errlen)
 {
     clb *b = (clb *)be;
+    settle(b);
     if (!b->failed && bytes) {
         cl_event ev = NULL;
         cl_int rc = clEnqueueReadBuffer(b->q, src.buf->m, CL_TRUE, src.off, bytes, dst, 0, NULL, b->cl->profile ? &ev : NULL);
@@ -273,6 +322,7 @@ static float *host(hc_view v)
 static int sync_(hc_backend *be, char *err, size_t errlen)
 {
     clb *b = (clb *)be;
+    settle(b);
     if (!b->failed) {
         cl_int rc = clFinish(b->q);
         if (rc != CL_SUCCESS) fail(b, "clFinish", rc);
@@ -284,6 +334,7 @@ static int sync_(hc_backend *be, char *err, size_t errlen)
 static void flush(hc_backend *be)
 {
     clb *b = (clb *)be;
+    settle(b);
     if (b->failed) return;
     cl_int rc = clFlush(b->q);
     if (rc != CL_SUCCESS) fail(b, "clFlush", rc);
@@ -508,6 +559,15 @@ static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepare
     p->poff = (cl_uint)round_up(codes + 2 * sizeof(float) * nb, 64);
     p->mem = scratch(b, slot, p->poff + 2 * (size_t)B * (size_t)m->kn);
     cl_int n = m->n, has = m->perm != NULL, kp = m->kn, Bc = B, half_d = p->form == FORM_Q8;
+    const pending_norm *pn = &b->pend;
+    if (pn->on && pn->o == xm && pn->oo == xo && pn->B == B && pn->n == n && !has && kp == n) {
+        b->pend.on = 0;   /* the norm and this form in one launch */
+        norm_args(b, b->norm_q8, pn);
+        args_from(b, b->norm_q8, 11, A(half_d), A(p->mem), A(p->doff), A(p->soff), A(p->poff), END);
+        size_t g = pn->l * (size_t)B;
+        launch(b, b->norm_q8, 1, &g, &pn->l);
+        return;
+    }
     args(b, b->act_q8, A(xm), A(xo), A(n), A(m->perm), A(has), A(kp), A(Bc), A(half_d), A(p->mem), A(p->doff),
          A(p->soff), A(p->poff), END);
     launch_ew(b, b->act_q8, nb);
@@ -657,14 +717,9 @@ static void norm(hc_backend *be, const hc_hparams *hp, const hc_bvec *w, const h
     if (B <= 0) return;
     cl_mem wm = vec_mem(b, w, "norm weights"), bm = vec_mem(b, bias, "a norm bias");
     if (!wm) fail_msg(b, "OpenCL backend: norm without weights");
-    cl_int kind = hp->norm, n = hp->n_embd, has_b = bm != NULL;
-    cl_float eps = hp->rms_eps;
-    cl_mem xm = mem_of(x), om = mem_of(o);
-    cl_uint xo = flo(x), oo = flo(o);
-    size_t l = hc_clb_norm_local(&b->geo, n), g = l * (size_t)B;
-    args(b, b->norm, A(kind), A(n), A(eps), A(wm), A(bm), A(has_b), A(xm), A(xo), A(om), A(oo), LOCAL(sizeof(float) * l),
-         END);
-    launch(b, b->norm, 1, &g, &l);
+    settle(b);
+    b->pend = (pending_norm){ 1, hp->norm, hp->n_embd, bm != NULL, B, hp->rms_eps, wm, bm, mem_of(x), mem_of(o),
+                              flo(x), flo(o), hc_clb_norm_local(&b->geo, hp->n_embd) };
 }
 
 static void rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, const hc_rope_rows *r, int count)
@@ -770,6 +825,7 @@ static void batch(hc_backend *be, const hc_seq_rows *r)
 {
     clb *b = (clb *)be;
     b->rows = r;
+    settle(b);
     struct { int which; const int32_t *src; size_t n; } up[] = {
         { SCR_POS, r->pos, (size_t)r->B }, { SCR_SEQ, r->seq, (size_t)r->B },
         { SCR_TABLE, r->table, (size_t)r->n_seq * (size_t)r->max_blocks },
@@ -905,7 +961,7 @@ static void be_free(hc_backend *be)
         for (int f = 0; f < N_FMT; f++)
             if (b->glu[f][a]) clReleaseKernel(b->glu[f][a]);
     }
-    cl_kernel one[] = { b->sum_slices, b->act_bf16, b->act_q8, b->norm, b->rope, b->add_bias, b->add, b->kv_store,
+    cl_kernel one[] = { b->sum_slices, b->act_bf16, b->act_q8, b->norm, b->norm_q8, b->rope, b->add_bias, b->add, b->kv_store,
                         b->attn_part, b->attn_combine };
     for (size_t i = 0; i < sizeof one / sizeof *one; i++)
         if (one[i]) clReleaseKernel(one[i]);
@@ -1050,7 +1106,8 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
         }
     }
     struct { cl_kernel *k; const char *name; } one[] = {
-        { &b->sum_slices, "sum_slices" }, { &b->act_bf16, "act_bf16" }, { &b->act_q8, "act_q8" }, { &b->norm, "norm" }, { &b->rope, "rope" },
+        { &b->sum_slices, "sum_slices" }, { &b->act_bf16, "act_bf16" }, { &b->act_q8, "act_q8" }, { &b->norm, "norm" },
+        { &b->norm_q8, "norm_q8" }, { &b->rope, "rope" },
         { &b->add_bias, "add_bias" }, { &b->add, "add" }, { &b->kv_store, "kv_store" }, { &b->attn_part, "attn_part" },
         { &b->attn_combine, "attn_combine" },
     };

@@ -153,13 +153,11 @@ __kernel void act_bf16(__global const float *x, uint xo, int total, __global flo
     o[e] = as_float(h << 16);
 }
 
-__kernel void act_q8(__global const float *x, uint xo, int n, __global const int *perm, int has_perm, int kp, int B,
-                     int half_d, __global uchar *X, uint doff, uint soff, uint poff)
+/* block blk of row b (its n floats at xr) into act_q8's form */
+void q8_block(__global const float *xr, int n, __global const int *perm, int has_perm, int kp, int b, int blk,
+              int half_d, __global uchar *X, uint doff, uint soff, uint poff)
 {
-    const int e = get_global_id(0), nb = kp / 32;
-    if (e >= B * nb) return;
-    const int b = e / nb, k0 = e % nb * 32;
-    __global const float *xr = x + xo + (size_t)b * n;
+    const int nb = kp / 32, e = b * nb + blk, k0 = 32 * blk;
     float v[32], amax = 0.0f;
     for (int i = 0; i < 32; i++) {
         const int k = k0 + i;
@@ -187,8 +185,16 @@ __kernel void act_q8(__global const float *x, uint xo, int n, __global const int
     __global uint *pairs = (__global uint *)(X + poff);
     for (int i = 0; i < 16; i++) {   /* pair i: elements a and a + 2 of word i % 4, as pairs16 masks them */
         const int a = 4 * (i % 4) + (i / 4) % 2 + (i >= 8 ? 16 : 0);
-        pairs[4 * (((size_t)b * 4 + i / 4) * nb + k0 / 32) + i % 4] = (uint)c[a + 2] + ((uint)c[a] << 16);
+        pairs[4 * (((size_t)b * 4 + i / 4) * nb + blk) + i % 4] = (uint)c[a + 2] + ((uint)c[a] << 16);
     }
+}
+
+__kernel void act_q8(__global const float *x, uint xo, int n, __global const int *perm, int has_perm, int kp, int B,
+                     int half_d, __global uchar *X, uint doff, uint soff, uint poff)
+{
+    const int e = get_global_id(0), nb = kp / 32;
+    if (e >= B * nb) return;
+    q8_block(x + xo + (size_t)(e / nb) * n, n, perm, has_perm, kp, e / nb, e % nb, half_d, X, doff, soff, poff);
 }
 
 /* ------------------------------------------------------------ products
@@ -568,12 +574,10 @@ float group_sum(float v, __local float *red, int lid, int L)
 
 /* One group per row b: o = w * (x / sqrt(mean(x^2) + eps)) (RMSNorm), or
    w * ((x - mean) / sqrt(var + eps)) + bias (LayerNorm; bias when has_b). */
-__kernel void norm(int kind, int n, float eps, __global const float *w, __global const float *bias, int has_b,
-                   __global const float *x, uint xo, __global float *o, uint oo, __local float *red)
+void norm_row(int kind, int n, float eps, __global const float *w, __global const float *bias, int has_b,
+              __global const float *x, __global float *o, __local float *red)
 {
-    const int lid = get_local_id(0), L = get_local_size(0), b = get_group_id(0);
-    x += xo + (size_t)b * n;
-    o += oo + (size_t)b * n;
+    const int lid = get_local_id(0), L = get_local_size(0);
     float s = 0.0f;
     if (kind == HC_NORM_RMS) {
         for (int j = lid; j < n; j += L) s += x[j] * x[j];
@@ -588,6 +592,27 @@ __kernel void norm(int kind, int n, float eps, __global const float *w, __global
         const float inv = 1.0f / sqrt(group_sum(s, red, lid, L) / n + eps);
         for (int j = lid; j < n; j += L) o[j] = w[j] * ((x[j] - mean) * inv) + (has_b ? bias[j] : 0.0f);
     }
+}
+
+__kernel void norm(int kind, int n, float eps, __global const float *w, __global const float *bias, int has_b,
+                   __global const float *x, uint xo, __global float *o, uint oo, __local float *red)
+{
+    const size_t b = get_group_id(0);
+    norm_row(kind, n, eps, w, bias, has_b, x + xo + b * n, o + oo + b * n, red);
+}
+
+/* The norm, then its rows in act_q8's form (kp = n, no permutation) by the
+   same group: one launch where the products would take two. */
+__kernel void norm_q8(int kind, int n, float eps, __global const float *w, __global const float *bias, int has_b,
+                      __global const float *x, uint xo, __global float *o, uint oo, __local float *red, int half_d,
+                      __global uchar *X, uint doff, uint soff, uint poff)
+{
+    const int lid = get_local_id(0), L = get_local_size(0), b = get_group_id(0);
+    __global float *row = o + oo + (size_t)b * n;
+    norm_row(kind, n, eps, w, bias, has_b, x + xo + (size_t)b * n, row, red);
+    barrier(CLK_GLOBAL_MEM_FENCE);   /* the row's values, written by the group's items */
+    for (int blk = lid; blk < n / 32; blk += L)
+        q8_block(row, n, (__global const int *)0, 0, n, b, blk, half_d, X, doff, soff, poff);
 }
 
 /* Pair e of the n0 rows of dim0 floats at va + vo0, then of the n1 rows at
