@@ -265,7 +265,21 @@ float lane_##T(__global const uchar *W, __global const float *D, int n, int r, _
     for (int k = nu * 8 + lane; k < n; k += LR) s += w1_##T(W, D, n, r, k) * x[k]; \
     return s; \
 }
+/* block j's term of a quantized row (x_q: the input's codes, xd, xz its scales) */
+#define TERM_Q(T) \
+float term_##T(__global const uchar *W, __global const float *D, int n, int r, __global const char *xq, \
+               __global const float *xd, __global const float *xz, int j) \
+{ \
+    short16 xl, xh, lo, hi; \
+    float2 sm; \
+    xload32_aligned(xq + 32 * (size_t)j, &xl, &xh); \
+    wq_##T(W, D, n, r, j, &lo, &hi, &sm); \
+    return BLOCK_##T((float)hsum16(iprod32(lo, hi, xl, xh)), sm, xd[j], xz[j]); \
+}
+/* four blocks a step, their terms added in block order: every load of the
+   step in flight at once (a lane of a 4096-wide row has four) */
 #define LANE_Q(T) \
+TERM_Q(T) \
 float lane_##T(__global const uchar *W, __global const float *D, int n, int r, __global const uchar *X, uint doff, \
                uint soff, uint poff, int xb, int lane, int LR) \
 { \
@@ -274,13 +288,16 @@ float lane_##T(__global const uchar *W, __global const float *D, int n, int r, _
     __global const float *xd = (__global const float *)(X + doff) + (size_t)xb * nb, \
                          *xz = (__global const float *)(X + soff) + (size_t)xb * nb; \
     float s = 0.0f; \
-    for (int j = lane; j < nb; j += LR) { \
-        short16 xl, xh, lo, hi; \
-        float2 sm; \
-        xload32_aligned(xq + 32 * (size_t)j, &xl, &xh); \
-        wq_##T(W, D, n, r, j, &lo, &hi, &sm); \
-        s += BLOCK_##T((float)hsum16(iprod32(lo, hi, xl, xh)), sm, xd[j], xz[j]); \
+    int j = lane; \
+    for (; j + 3 * LR < nb; j += 4 * LR) { \
+        const float t0 = term_##T(W, D, n, r, xq, xd, xz, j), t1 = term_##T(W, D, n, r, xq, xd, xz, j + LR); \
+        const float t2 = term_##T(W, D, n, r, xq, xd, xz, j + 2 * LR), t3 = term_##T(W, D, n, r, xq, xd, xz, j + 3 * LR); \
+        s += t0; \
+        s += t1; \
+        s += t2; \
+        s += t3; \
     } \
+    for (; j < nb; j += LR) s += term_##T(W, D, n, r, xq, xd, xz, j); \
     return s; \
 }
 LANE_F(f32)
@@ -306,6 +323,9 @@ uint pairs16(uint4 u, __global const uint4 *p, int nb)
     return (t.x + t.y) + (t.z + t.w);
 }
 
+/* a Q4_0 block's term from pairs16's total t, its scale d and the input's dx */
+float q4_term(uint t, float d, float dx) { return BLOCK_q4((float)((as_int(t) + 32768) >> 16), (float2)(d, 0.0f), dx, 0.0f); }
+
 /* lane_q4: as LANE_Q, a block's integer sum from sixteen 32-bit
  * multiply-adds of code pairs (pairs16) where the others widen each code:
  * the sum of the low halves is within +-16 * 8 * 127 < 2^15 and the block's
@@ -320,10 +340,16 @@ float lane_q4(__global const uchar *W, __global const float *D, int n, int r, __
     __global const uint4 *wc = (__global const uint4 *)(W + (size_t)r * (n / 2));
     D += (size_t)r * nb;
     float s = 0.0f;
-    for (int j = lane; j < nb; j += LR) {
-        const uint t = pairs16(wc[j], xp + j, nb);
-        s += BLOCK_q4((float)((as_int(t) + 32768) >> 16), (float2)(D[j], 0.0f), xd[j], 0.0f);
+    int j = lane;
+    for (; j + 3 * LR < nb; j += 4 * LR) {   /* as LANE_Q: four blocks' loads at once, added in order */
+        const uint t0 = pairs16(wc[j], xp + j, nb), t1 = pairs16(wc[j + LR], xp + j + LR, nb);
+        const uint t2 = pairs16(wc[j + 2 * LR], xp + j + 2 * LR, nb), t3 = pairs16(wc[j + 3 * LR], xp + j + 3 * LR, nb);
+        s += q4_term(t0, D[j], xd[j]);
+        s += q4_term(t1, D[j + LR], xd[j + LR]);
+        s += q4_term(t2, D[j + 2 * LR], xd[j + 2 * LR]);
+        s += q4_term(t3, D[j + 3 * LR], xd[j + 3 * LR]);
     }
+    for (; j < nb; j += LR) s += q4_term(pairs16(wc[j], xp + j, nb), D[j], xd[j]);
     return s;
 }
 
@@ -359,72 +385,72 @@ __kernel void mv_##T(MV_MATRICES, __global const uchar *X, uint doff, uint soff,
  * rows xs apart from xo; x_q: act_q8's form, codes rows xs apart, rows
  * from xo on, the scales at doff and soff). */
 
-/* row r's 32-block j (zeros past n) into a[i * ld], and the block's scale pair */
-#define WROW_F(T) \
-void wrow_##T(__global const uchar *W, __global const float *D, int n, int r, int j, __local float *a, \
-              int ld, __local float2 *sm) \
+/* row r's 32-block j (zeros past n) as lo and hi, and the block's scale pair */
+#define WLOAD_F(T) \
+void wload_##T(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi, \
+               float2 *sm) \
 { \
-    float v[32]; \
     if (32 * j + 32 <= n) { \
-        float16 lo, hi; \
-        w32_##T(W, D, n, r, j, &lo, &hi); \
-        vstore16(lo, 0, v); \
-        vstore16(hi, 1, v); \
+        w32_##T(W, D, n, r, j, lo, hi); \
     } else { \
+        float v[32]; \
         for (int i = 0; i < 32; i++) v[i] = 32 * j + i < n ? w1_##T(W, D, n, r, 32 * j + i) : 0.0f; \
+        *lo = vload16(0, v); \
+        *hi = vload16(1, v); \
     } \
-    for (int i = 0; i < 32; i++) a[i * ld] = v[i]; \
     *sm = (float2)(1.0f, 0.0f); \
 }
-#define WROW_Q(T) \
-void wrow_##T(__global const uchar *W, __global const float *D, int n, int r, int j, __local float *a, \
-              int ld, __local float2 *sm) \
+#define WLOAD_Q(T) \
+void wload_##T(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi, \
+               float2 *sm) \
 { \
-    short16 lo, hi; \
-    float v[32]; \
-    float2 p; \
-    wq_##T(W, D, n, r, j, &lo, &hi, &p); \
-    *sm = p; \
-    vstore16(convert_float16(lo), 0, v); \
-    vstore16(convert_float16(hi), 1, v); \
-    for (int i = 0; i < 32; i++) a[i * ld] = v[i]; \
+    short16 l, h; \
+    wq_##T(W, D, n, r, j, &l, &h, sm); \
+    *lo = convert_float16(l); \
+    *hi = convert_float16(h); \
 }
-WROW_F(f32)
-WROW_F(f16)
-WROW_F(bf16)
-WROW_Q(q8)
-WROW_Q(q4)
-WROW_Q(g4)
+WLOAD_F(f32)
+WLOAD_F(f16)
+WLOAD_F(bf16)
+WLOAD_Q(q8)
+WLOAD_Q(q4)
+WLOAD_Q(g4)
 
-/* input row b's 32-block j into a[i * ld], and (x_q) its d and d * sum(q) */
-void xrow_f(__global const uchar *X, uint xo, uint xs, uint doff, uint soff, int n, int b, int j, __local float *a,
-            int ld, __local float *d, __local float *ds)
+/* input row b's 32-block j as lo and hi, and (x_q) its d and d * sum(q) in sm */
+void xload_f(__global const uchar *X, uint xo, uint xs, uint doff, uint soff, int n, int b, int j, float16 *lo,
+             float16 *hi, float2 *sm)
 {
     __global const float *x = (__global const float *)X + xo + (size_t)b * xs + 32 * (size_t)j;
-    float v[32];
-    if (32 * j + 32 <= n) {
-        vstore16(vload16(0, x), 0, v);
-        vstore16(vload16(1, x), 1, v);
+    if (32 * j + 32 <= n && xo % 4 == 0 && xs % 4 == 0) {   /* 16-byte loads, as x8 */
+        __global const float4 *p = (__global const float4 *)x;
+        *lo = (float16)(p[0], p[1], p[2], p[3]);
+        *hi = (float16)(p[4], p[5], p[6], p[7]);
     } else {
+        float v[32];
         for (int i = 0; i < 32; i++) v[i] = 32 * j + i < n ? x[i] : 0.0f;
+        *lo = vload16(0, v);
+        *hi = vload16(1, v);
     }
-    for (int i = 0; i < 32; i++) a[i * ld] = v[i];
-    *d = *ds = 0.0f;
+    *sm = (float2)(0.0f, 0.0f);
 }
-void xrow_q(__global const uchar *X, uint xo, uint xs, uint doff, uint soff, int n, int b, int j, __local float *a,
-            int ld, __local float *d, __local float *ds)
+void xload_q(__global const uchar *X, uint xo, uint xs, uint doff, uint soff, int n, int b, int j, float16 *lo,
+             float16 *hi, float2 *sm)
 {
     const size_t row = (size_t)xo + (size_t)b, e = row * (size_t)(n / 32) + (size_t)j;
-    short16 lo, hi;
-    float v[32];
-    xload32_aligned((__global const char *)X + row * xs + 32 * (size_t)j, &lo, &hi);
-    vstore16(convert_float16(lo), 0, v);
-    vstore16(convert_float16(hi), 1, v);
-    for (int i = 0; i < 32; i++) a[i * ld] = v[i];
-    *d = ((__global const float *)(X + doff))[e];
-    *ds = ((__global const float *)(X + soff))[e];
+    short16 l, h;
+    xload32_aligned((__global const char *)X + row * xs + 32 * (size_t)j, &l, &h);
+    *lo = convert_float16(l);
+    *hi = convert_float16(h);
+    *sm = (float2)(((__global const float *)(X + doff))[e], ((__global const float *)(X + soff))[e]);
 }
 
+/* Items 0 .. MM_ROWS-1 stage a weight row each, the last BN items an input
+ * row each; each loads block j + 1 into registers (lo, hi, sm) before the
+ * group sums block j from local memory, so that the loads wait while it
+ * sums. */
+#define STAGE_LOAD(T, XF, j) \
+    if (wi) wload_##T(W, D, n, min(r0 + lid, rows - 1), j, &lo, &hi, &sm); \
+    else if (xi) xload_##XF(X, xo, xs, doff, soff, n, min(b0 + e, B - 1), j, &lo, &hi, &sm);
 #define GEMM(T, XF, BN, TN) \
 __kernel void mm##BN##_##T(__global const uchar *W, uint dofs, int n, int rows, __global const uchar *X, uint xo, \
                            uint xs, uint doff, uint soff, int B, __global float *y, uint yo, uint ys, uint yss, \
@@ -436,30 +462,42 @@ __kernel void mm##BN##_##T(__global const uchar *W, uint dofs, int n, int rows, 
     const int lid = get_local_id(0), tr = lid % 16, tc = lid / 16; \
     const int r0 = get_group_id(0) * MM_ROWS, b0 = get_group_id(1) * BN, s = get_group_id(2); \
     const int j1 = min((s + 1) * kps, (n + 31) / 32); \
+    const int wi = lid < MM_ROWS, xi = lid >= MM_ITEMS - BN, e = lid - (MM_ITEMS - BN); \
+    float16 lo = 0.0f, hi = 0.0f; \
+    float2 sm = 0.0f; \
     float##TN acc[MM_ROWS / 16]; \
     for (int i = 0; i < MM_ROWS / 16; i++) acc[i] = 0.0f; \
+    STAGE_LOAD(T, XF, min(s * kps, j1 - 1)) \
     for (int j = s * kps; j < j1; j++) { \
-        for (int e = lid; e < MM_ROWS; e += MM_ITEMS) \
-            wrow_##T(W, D, n, min(r0 + e, rows - 1), j, wt + e, MM_ROWS, wsc + e); \
-        for (int e = lid; e < BN; e += MM_ITEMS) \
-            xrow_##XF(X, xo, xs, doff, soff, n, min(b0 + e, B - 1), j, xt + e, BN, xd + e, xz + e); \
+        float v[32]; \
+        vstore16(lo, 0, v); \
+        vstore16(hi, 1, v); \
+        if (wi) { \
+            for (int i = 0; i < 32; i++) wt[i * MM_ROWS + lid] = v[i]; \
+            wsc[lid] = sm; \
+        } else if (xi) { \
+            for (int i = 0; i < 32; i++) xt[i * BN + e] = v[i]; \
+            xd[e] = sm.x; \
+            xz[e] = sm.y; \
+        } \
         barrier(CLK_LOCAL_MEM_FENCE); \
+        STAGE_LOAD(T, XF, min(j + 1, j1 - 1)) /* the last block again at the end: no branch */ \
         float##TN sum[MM_ROWS / 16]; \
         for (int i = 0; i < MM_ROWS / 16; i++) sum[i] = 0.0f; \
         for (int k = 0; k < 32; k++) { \
-            const float##TN v = vload##TN(tc, xt + k * BN); \
-            for (int i = 0; i < MM_ROWS / 16; i++) sum[i] = fma((float##TN)(wt[k * MM_ROWS + tr + 16 * i]), v, sum[i]); \
+            const float##TN x = vload##TN(tc, xt + k * BN); \
+            for (int i = 0; i < MM_ROWS / 16; i++) sum[i] = fma((float##TN)(wt[k * MM_ROWS + tr + 16 * i]), x, sum[i]); \
         } \
         const float##TN dx = vload##TN(tc, xd), sx = vload##TN(tc, xz); \
         for (int i = 0; i < MM_ROWS / 16; i++) acc[i] += BLOCK_##T(sum[i], wsc[tr + 16 * i], dx, sx); \
         barrier(CLK_LOCAL_MEM_FENCE); \
     } \
-    float v[TN]; \
+    float o[TN]; \
     for (int i = 0; i < MM_ROWS / 16; i++) { \
         const int r = r0 + tr + 16 * i; \
-        vstore##TN(acc[i], 0, v); \
+        vstore##TN(acc[i], 0, o); \
         for (int t = 0; t < TN; t++) \
-            if (r < rows && b0 + tc * TN + t < B) y[yo + (size_t)s * yss + (size_t)(b0 + tc * TN + t) * ys + r] = v[t]; \
+            if (r < rows && b0 + tc * TN + t < B) y[yo + (size_t)s * yss + (size_t)(b0 + tc * TN + t) * ys + r] = o[t]; \
     } \
 }
 #define GEMMS(T, XF) GEMM(T, XF, 16, 2) GEMM(T, XF, 64, 8)
