@@ -427,50 +427,93 @@ static int run_neurons(run_ctx *r, const op_case *c, hc_hparams *hp, float *out,
     return rc;
 }
 
-/* OP_NORM_MM: out = the product of the norm's output queued right after the
- * norm, ref = the same with the output read in between; -1 + r->err when
- * they differ. */
-static int run_norm_mm(run_ctx *r, const op_case *c, hc_hparams *hp, float *out, float *ref)
+/* A product of rows x n weights of type t on the B rows of n floats at src
+ * that produce(r, arg) writes, queued right after it (a device may make the
+ * product's input form in the producer's launch) and with src read in
+ * between: 0 when the two agree bit for bit (into out and ref), else -1 +
+ * r->err. */
+static int product_after(run_ctx *r, int t, int rows, int n, int B, hc_view src, void (*produce)(run_ctx *, void *),
+                         void *arg, float *out, float *ref)
 {
     const hc_backend_ops *o = r->o;
-    int rows = c->a, n = c->b, B = c->c, rc = -1;
-    hp->n_embd = n;
     hc_weight w;
     hc_gptq g;
     void *mem;
+    int rc = -1;
     memset(&g, 0, sizeof g);
-    if (make_weight(c->t, rows, n, &w, &mem, &g, r->err, sizeof r->err)) return -1;
-    float *x = rand_vec((size_t)B * n, 2.0f), *nw = rand_vec((size_t)n, 1.0f), *tmp = malloc(sizeof(float) * (size_t)B * n);
-    hc_bvec wv = bvec(r, nw, n), none = { NULL, 0, NULL };
+    if (make_weight(t, rows, n, &w, &mem, &g, r->err, sizeof r->err)) return -1;
+    float *tmp = malloc(sizeof(float) * (size_t)B * n);
     hc_bmat m = { &w, o->mat_new ? o->mat_new(r->be, &w, r->err, sizeof r->err) : NULL };
-    hc_buf *bx = upload(r, x, (size_t)B * n), *bo = upload(r, NULL, (size_t)B * n), *by = upload(r, NULL, (size_t)B * rows);
-    if (bx && bo && by && (m.dev || o->host(V(bx)))) {
+    hc_buf *by = upload(r, NULL, (size_t)B * rows);
+    if (by && (m.dev || o->host(src))) {
         const hc_mm it = { &m, 0, 0, V(by), (size_t)rows, 0 };
         rc = 0;
         for (int pass = 0; pass < 2 && !rc; pass++) {
-            o->norm(r->be, hp, &wv, &none, V(bx), V(bo), B);
-            if (pass) rc = o->read(r->be, V(bo), tmp, sizeof(float) * (size_t)B * n, r->err, sizeof r->err);
-            o->matmul(r->be, V(bo), B, &it, 1);
+            produce(r, arg);
+            if (pass) rc = o->read(r->be, src, tmp, sizeof(float) * (size_t)B * n, r->err, sizeof r->err);
+            o->matmul(r->be, src, B, &it, 1);
             rc = rc || o->read(r->be, V(by), pass ? ref : out, sizeof(float) * (size_t)B * rows, r->err, sizeof r->err);
         }
         for (int i = 0; i < B * rows && !rc; i++)
             if (memcmp(&out[i], &ref[i], sizeof(float))) {
-                snprintf(r->err, sizeof r->err, "output %d: %g with the norm's output read between, %g without", i,
-                         ref[i], out[i]);
+                snprintf(r->err, sizeof r->err, "output %d: %g with the input read between, %g without", i, ref[i],
+                         out[i]);
                 rc = -1;
             }
     }
-    hc_buf *bs[] = { bx, bo, by };
-    for (int i = 0; i < 3; i++)
-        if (bs[i]) o->buf_free(r->be, bs[i]);
+    if (by) o->buf_free(r->be, by);
     if (m.dev) o->dev_free(r->be, m.dev);
-    bvec_free(r, &wv);
     if (w.kind == HC_WEIGHT_GPTQ) hc_gptq_free(&g);
     free(mem);
-    free(x);
-    free(nw);
     free(tmp);
     return rc;
+}
+
+typedef struct {
+    const hc_hparams *hp;
+    hc_bvec *w;
+    hc_view x, o;
+    int B;
+} norm_step;
+
+static void produce_norm(run_ctx *r, void *arg)
+{
+    const norm_step *s = arg;
+    hc_bvec none = { NULL, 0, NULL };
+    r->o->norm(r->be, s->hp, s->w, &none, s->x, s->o, s->B);
+}
+
+/* OP_NORM_MM: RMSNorm, then a product of its output (product_after) */
+static int run_norm_mm(run_ctx *r, const op_case *c, hc_hparams *hp, float *out, float *ref)
+{
+    int rows = c->a, n = c->b, B = c->c, rc = -1;
+    hp->n_embd = n;
+    float *x = rand_vec((size_t)B * n, 2.0f), *nw = rand_vec((size_t)n, 1.0f);
+    hc_bvec wv = bvec(r, nw, n);
+    hc_buf *bx = upload(r, x, (size_t)B * n), *bo = upload(r, NULL, (size_t)B * n);
+    if (bx && bo) {
+        norm_step s = { hp, &wv, V(bx), V(bo), B };
+        rc = product_after(r, c->t, rows, n, B, V(bo), produce_norm, &s, out, ref);
+    }
+    if (bx) r->o->buf_free(r->be, bx);
+    if (bo) r->o->buf_free(r->be, bo);
+    bvec_free(r, &wv);
+    free(x);
+    free(nw);
+    return rc;
+}
+
+typedef struct {
+    hc_kv *kv;
+    const hc_hparams *hp;
+    hc_view q, o;
+    int B;
+} attn_step;
+
+static void produce_attention(run_ctx *r, void *arg)
+{
+    const attn_step *s = arg;
+    r->o->attention(r->be, s->kv, 1, s->hp, s->q, 0, s->B, s->o);
 }
 
 static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t n_out, int seed)
@@ -657,6 +700,13 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
             o->kv_store(r->be, kv, 1, B, hc_view_at(V(by), row * pos0), hc_view_at(V(bz), row * pos0));
             o->attention(r->be, kv, 1, &hp, V(bx), 0, B, V(bo));
             rc = o->read(r->be, V(bo), out, sizeof(float) * n_out, r->err, sizeof r->err);
+            if (!rc && q_dim % 32 == 0) {   /* a Q4_0 product of the output, as the o projection */
+                float *po = malloc(sizeof(float) * 16 * (size_t)B), *pr = malloc(sizeof(float) * 16 * (size_t)B);
+                attn_step s = { kv, &hp, V(bx), V(bo), B };
+                rc = product_after(r, T_Q4_0, 16, q_dim, B, V(bo), produce_attention, &s, po, pr);
+                free(po);
+                free(pr);
+            }
         }
         double *sc = malloc(sizeof(double) * (size_t)npos);
         for (int b = 0; b < B; b++)

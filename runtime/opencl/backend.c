@@ -43,17 +43,24 @@ struct hc_kv {
     cl_mem *k, *v;   /* [n_layer]: n_blocks blocks of HC_KV_BLOCK rows of kv_dim floats (NULL: a layer off) */
 };
 
-/* A norm not yet launched (norm): the next step's products may take its
- * output in act_q8's form, made by the same launch (prepare); anything else
- * queued launches it first (settle). */
+/* A step not yet launched, a norm or attention's combine: the next step's
+ * products may take its output (B rows of n floats at o) in act_q8's form,
+ * made by the same launch (prepare: norm_q8, attn_combine_q8); anything else
+ * queued launches it as it is first (settle). */
+enum { PEND_NONE, PEND_NORM, PEND_COMBINE };
 typedef struct {
-    int on;
-    cl_int kind, n, has_b, B;
+    int kind;
+    cl_mem o;
+    cl_uint oo;
+    cl_int B, n;
+    cl_int norm, has_b;   /* PEND_NORM: norm's arguments */
     cl_float eps;
-    cl_mem w, bias, x, o;
-    cl_uint xo, oo;
+    cl_mem w, bias, x;
+    cl_uint xo;
     size_t l;
-} pending_norm;
+    cl_mem part, ml;      /* PEND_COMBINE: attn_combine's */
+    cl_int hd, n_head, row0, ch, n_chunks;
+} pending;
 
 typedef struct {
     hc_backend be;
@@ -61,8 +68,9 @@ typedef struct {
     cl_command_queue q;
     cl_program prog;
     cl_kernel mv[N_FMT], mm16[N_FMT], mm64[N_FMT], mt[N_FMT], ffn_act[N_ACT], glu[N_FMT][N_ACT];
-    cl_kernel sum_slices, act_bf16, act_q8, norm, norm_q8, rope, add_bias, add, kv_store, attn_part, attn_combine;
-    pending_norm pend;
+    cl_kernel sum_slices, act_bf16, act_q8, norm, norm_q8, rope, add_bias, add, kv_store, attn_part, attn_combine,
+        attn_combine_q8;
+    pending pend;
     hc_clb_device geo;
     size_t kwg;             /* the largest group every kernel takes */
     int failed;
@@ -143,23 +151,6 @@ static void launch(clb *b, cl_kernel k, cl_uint dims, const size_t *global, cons
     b->launches++;
 }
 
-/* The pending norm's arguments to norm or norm_q8 (which take more after them). */
-static void norm_args(clb *b, cl_kernel k, const pending_norm *p)
-{
-    args(b, k, A(p->kind), A(p->n), A(p->eps), A(p->w), A(p->bias), A(p->has_b), A(p->x), A(p->xo), A(p->o), A(p->oo),
-         LOCAL(sizeof(float) * p->l), END);
-}
-
-/* The pending norm launched as it is, before anything else is queued. */
-static void settle(clb *b)
-{
-    if (!b->pend.on) return;
-    b->pend.on = 0;
-    norm_args(b, b->norm, &b->pend);
-    size_t g = b->pend.l * (size_t)b->pend.B;
-    launch(b, b->norm, 1, &g, &b->pend.l);
-}
-
 static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
 /* One element-wise launch over n items. */
@@ -169,6 +160,35 @@ static void launch_ew(clb *b, cl_kernel k, size_t n)
     launch(b, k, 1, &g, &l);
 }
 
+/* The pending step's arguments to its kernel or its _q8 twin (which takes
+ * act_q8's form after them). */
+static void pending_args(clb *b, cl_kernel k, const pending *p)
+{
+    cl_int total = p->B * p->n;
+    if (p->kind == PEND_NORM)
+        args(b, k, A(p->norm), A(p->n), A(p->eps), A(p->w), A(p->bias), A(p->has_b), A(p->x), A(p->xo), A(p->o),
+             A(p->oo), LOCAL(sizeof(float) * p->l), END);
+    else
+        args(b, k, A(p->part), A(p->ml), A(p->hd), A(p->n_head), A(b->scratch[SCR_POS]), A(p->row0), A(p->ch),
+             A(p->n_chunks), A(p->o), A(p->oo), A(total), END);
+}
+
+/* The pending step launched as it is, before anything else is queued. */
+static void settle(clb *b)
+{
+    const pending p = b->pend;
+    if (p.kind == PEND_NONE) return;
+    b->pend.kind = PEND_NONE;
+    cl_kernel k = p.kind == PEND_NORM ? b->norm : b->attn_combine;
+    pending_args(b, k, &p);
+    if (p.kind == PEND_NORM) {
+        size_t g = p.l * (size_t)p.B;
+        launch(b, k, 1, &g, &p.l);
+    } else {
+        launch_ew(b, k, (size_t)p.B * (size_t)p.n);
+    }
+}
+
 static cl_mem mem_of(hc_view v) { return v.buf ? v.buf->m : NULL; }
 static cl_uint flo(hc_view v) { return (cl_uint)(v.off / sizeof(float)); }
 
@@ -176,6 +196,7 @@ static cl_mem scratch(clb *b, int which, size_t bytes)
 {
     if (b->failed) return NULL;
     if (bytes > b->scratch_cap[which]) {
+        settle(b);   /* a pending step may read it: queued, it keeps it alive */
         if (b->scratch[which]) clReleaseMemObject(b->scratch[which]);   /* queued users keep it alive */
         cl_int rc;
         b->scratch[which] = clCreateBuffer(b->cl->ctx, CL_MEM_READ_WRITE, bytes, NULL, &rc);
@@ -559,13 +580,15 @@ static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepare
     p->poff = (cl_uint)round_up(codes + 2 * sizeof(float) * nb, 64);
     p->mem = scratch(b, slot, p->poff + 2 * (size_t)B * (size_t)m->kn);
     cl_int n = m->n, has = m->perm != NULL, kp = m->kn, Bc = B, half_d = p->form == FORM_Q8;
-    const pending_norm *pn = &b->pend;
-    if (pn->on && pn->o == xm && pn->oo == xo && pn->B == B && pn->n == n && !has && kp == n) {
-        b->pend.on = 0;   /* the norm and this form in one launch */
-        norm_args(b, b->norm_q8, pn);
-        args_from(b, b->norm_q8, 11, A(half_d), A(p->mem), A(p->doff), A(p->soff), A(p->poff), END);
-        size_t g = pn->l * (size_t)B;
-        launch(b, b->norm_q8, 1, &g, &pn->l);
+    const pending pn = b->pend;
+    if (pn.kind != PEND_NONE && pn.o == xm && pn.oo == xo && pn.B == B && pn.n == n && !has && kp == n) {
+        b->pend.kind = PEND_NONE;   /* the pending step and this form in one launch */
+        const int norm = pn.kind == PEND_NORM;
+        cl_kernel k = norm ? b->norm_q8 : b->attn_combine_q8;
+        pending_args(b, k, &pn);
+        args_from(b, k, 11, A(half_d), A(p->mem), A(p->doff), A(p->soff), A(p->poff), END);
+        size_t g = norm ? pn.l * (size_t)B : (size_t)B * (size_t)n, l = norm ? pn.l : 32;   /* a block a group */
+        launch(b, k, 1, &g, &l);
         return;
     }
     args(b, b->act_q8, A(xm), A(xo), A(n), A(m->perm), A(has), A(kp), A(Bc), A(half_d), A(p->mem), A(p->doff),
@@ -718,8 +741,9 @@ static void norm(hc_backend *be, const hc_hparams *hp, const hc_bvec *w, const h
     cl_mem wm = vec_mem(b, w, "norm weights"), bm = vec_mem(b, bias, "a norm bias");
     if (!wm) fail_msg(b, "OpenCL backend: norm without weights");
     settle(b);
-    b->pend = (pending_norm){ 1, hp->norm, hp->n_embd, bm != NULL, B, hp->rms_eps, wm, bm, mem_of(x), mem_of(o),
-                              flo(x), flo(o), hc_clb_norm_local(&b->geo, hp->n_embd) };
+    b->pend = (pending){ .kind = PEND_NORM, .o = mem_of(o), .oo = flo(o), .B = B, .n = hp->n_embd, .norm = hp->norm,
+                         .has_b = bm != NULL, .eps = hp->rms_eps, .w = wm, .bias = bm, .x = mem_of(x), .xo = flo(x),
+                         .l = hc_clb_norm_local(&b->geo, hp->n_embd) };
 }
 
 static void rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, const hc_rope_rows *r, int count)
@@ -927,7 +951,7 @@ static void attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
     cl_mem qm = mem_of(q), om = mem_of(out);
     cl_uint qo = flo(q), oo = flo(out);
     cl_int hd = hp->head_dim, nh = hp->n_head, group = hp->n_head / hp->n_head_kv, kvd = kv->kv_dim,
-           mb = b->rows->max_blocks, r0 = row0, chc = ch, nc = n_chunks, total = B * hp->n_head * hp->head_dim;
+           mb = b->rows->max_blocks, r0 = row0, chc = ch, nc = n_chunks;
     cl_mem ml = scratch(b, SCR_ML, sizeof(float) * 2 * slots);
     size_t L = hc_clb_attn_local(&b->geo, hp->head_dim);
     cl_int tp = hc_clb_attn_tile(hp->head_dim);
@@ -938,9 +962,8 @@ static void attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
          LOCAL(sizeof(float) * (size_t)hp->head_dim), LOCAL(sizeof(float) * (size_t)tp * (size_t)(hp->head_dim + 1)),
          END);
     launch(b, b->attn_part, 3, g, l);
-    args(b, b->attn_combine, A(part), A(ml), A(hd), A(nh), A(b->scratch[SCR_POS]), A(r0), A(chc), A(nc), A(om),
-         A(oo), A(total), END);
-    launch_ew(b, b->attn_combine, (size_t)total);
+    b->pend = (pending){ .kind = PEND_COMBINE, .o = om, .oo = oo, .B = B, .n = nh * hd, .part = part, .ml = ml,
+                         .hd = hd, .n_head = nh, .row0 = r0, .ch = chc, .n_chunks = nc };
 }
 
 /* ------------------------------------------------------------ the backend */
@@ -962,7 +985,7 @@ static void be_free(hc_backend *be)
             if (b->glu[f][a]) clReleaseKernel(b->glu[f][a]);
     }
     cl_kernel one[] = { b->sum_slices, b->act_bf16, b->act_q8, b->norm, b->norm_q8, b->rope, b->add_bias, b->add, b->kv_store,
-                        b->attn_part, b->attn_combine };
+                        b->attn_part, b->attn_combine, b->attn_combine_q8 };
     for (size_t i = 0; i < sizeof one / sizeof *one; i++)
         if (one[i]) clReleaseKernel(one[i]);
     hc_cl_release(b->scratch, N_SCR);
@@ -1109,7 +1132,7 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
         { &b->sum_slices, "sum_slices" }, { &b->act_bf16, "act_bf16" }, { &b->act_q8, "act_q8" }, { &b->norm, "norm" },
         { &b->norm_q8, "norm_q8" }, { &b->rope, "rope" },
         { &b->add_bias, "add_bias" }, { &b->add, "add" }, { &b->kv_store, "kv_store" }, { &b->attn_part, "attn_part" },
-        { &b->attn_combine, "attn_combine" },
+        { &b->attn_combine, "attn_combine" }, { &b->attn_combine_q8, "attn_combine_q8" },
     };
     for (size_t i = 0; i < sizeof one / sizeof *one; i++) {
         if (!(*one[i].k = kernel(b->prog, one[i].name, err, errlen))) goto bad;

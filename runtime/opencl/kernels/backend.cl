@@ -876,12 +876,10 @@ __kernel void attn_part(__global const float *q, uint qo, __global const float *
     }
 }
 
-__kernel void attn_combine(__global const float *part, __global const float *ml, int hd, int n_head,
-                           __global const int *pos, int row0, int ch, int n_chunks, __global float *out, uint oo,
-                           int total)
+/* element e of the B rows' attention from their chunks' partial sums */
+void combine_one(__global const float *part, __global const float *ml, int hd, int n_head, __global const int *pos,
+                 int row0, int ch, int n_chunks, __global float *out, uint oo, int e)
 {
-    const int e = get_global_id(0);
-    if (e >= total) return;
     const int d = e % hd, h = e / hd % n_head, b = e / hd / n_head;
     const int nc = (pos[row0 + b] + ch) / ch;   /* chunks holding positions 0..pos[row0 + b] */
     const size_t slot = ((size_t)b * n_head + h) * n_chunks;
@@ -894,4 +892,26 @@ __kernel void attn_combine(__global const float *part, __global const float *ml,
         l += f * ml[2 * (slot + c) + 1];
     }
     out[oo + ((size_t)b * n_head + h) * hd + d] = o / l;
+}
+
+__kernel void attn_combine(__global const float *part, __global const float *ml, int hd, int n_head,
+                           __global const int *pos, int row0, int ch, int n_chunks, __global float *out, uint oo,
+                           int total)
+{
+    const int e = get_global_id(0);
+    if (e < total) combine_one(part, ml, hd, n_head, pos, row0, ch, n_chunks, out, oo, e);
+}
+
+/* The same in groups of 32 items (total a multiple of 32: whole 32-blocks of
+   rows of n_head * hd), then each group's block in act_q8's form. */
+__kernel void attn_combine_q8(__global const float *part, __global const float *ml, int hd, int n_head,
+                              __global const int *pos, int row0, int ch, int n_chunks, __global float *out, uint oo,
+                              int total, int half_d, __global uchar *X, uint doff, uint soff, uint poff)
+{
+    const int e = get_global_id(0), n = n_head * hd;
+    combine_one(part, ml, hd, n_head, pos, row0, ch, n_chunks, out, oo, e);
+    barrier(CLK_GLOBAL_MEM_FENCE);   /* the block's values, written by the group's items */
+    if (get_local_id(0) == 0)
+        q8_block(out + oo + (size_t)(e / n) * n, n, (__global const int *)0, 0, n, e / n, e % n / 32, half_d, X, doff,
+                 soff, poff);
 }
