@@ -125,7 +125,8 @@ static const uint32_t t_ggml[5] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16
  *   OP_NORM         n_embd, B, bias            (t: enum hc_norm)
  *   OP_ROPE         head_dim, heads, rows, pos0 (t: enum hc_pos)
  *   OP_ACT          n_ff, B, biases, threshold x 100 (t: enum hc_ffn_kind, d: enum hc_act)
- *   OP_ATTN         head_dim, n_head, n_head_kv, B, pos0 (the cache's blocks in reverse order)
+ *   OP_ATTN         head_dim, n_head, n_head_kv, B, pos0 (the cache's blocks in reverse order; the B rows'
+ *                   q and k rotated (RoPE) first, k in one step with its store where a device can)
  *   OP_BIAS, OP_ADD n, B (OP_ADD: t 1 adds a second term)
  *   OP_NEURONS      n_ff, n, kind, act, biases and threshold x 100 (t: the weights' type; one input row:
  *                   ffn_neurons, which must equal the backend's own matmul and ffn_act bit for bit)
@@ -676,7 +677,10 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         hp.n_layer = 2;
         hp.n_embd = q_dim;
         float *q = rand_vec((size_t)B * q_dim, 1.0f), *k = rand_vec((size_t)npos * kv_dim, 1.0f);
-        float *v = rand_vec((size_t)npos * kv_dim, 1.0f);
+        float *v = rand_vec((size_t)npos * kv_dim, 1.0f), *freq = malloc(sizeof(float) * (size_t)hd / 2);
+        for (int i = 0; i < hd; i += 2) freq[i / 2] = 1.0f / powf(10000.0f, (float)i / (float)hd);
+        hc_bvec f = bvec(r, freq, hd / 2);
+        hp.pos = HC_POS_ROPE;
         uint8_t on[2] = { 0, 1 };
         int n_blocks = hc_blocks_for(n_ctx);
         hc_kv *kv = o->kv_new(r->be, &hp, n_blocks, n_ctx, on, r->err, sizeof r->err);
@@ -697,6 +701,8 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
                 o->kv_store(r->be, kv, 1, pos0 - p1, hc_view_at(V(by), row * p1), hc_view_at(V(bz), row * p1));
             }
             o->batch(r->be, rows_at(&rw, pos0, B, n_blocks));
+            const hc_rope_rows kq[2] = { { hc_view_at(V(by), row * pos0), kv_dim, B, 0 }, { V(bx), q_dim, B, 0 } };
+            o->rope(r->be, &hp, &f, kq, 2);
             o->kv_store(r->be, kv, 1, B, hc_view_at(V(by), row * pos0), hc_view_at(V(bz), row * pos0));
             o->attention(r->be, kv, 1, &hp, V(bx), 0, B, V(bo));
             rc = o->read(r->be, V(bo), out, sizeof(float) * n_out, r->err, sizeof r->err);
@@ -707,6 +713,10 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
                 free(po);
                 free(pr);
             }
+        }
+        for (int b = 0; b < B; b++) {   /* the rows' q and k, rotated */
+            ref_rope(HC_POS_ROPE, freq, hd, q + (size_t)b * q_dim, q_dim, pos0 + b);
+            ref_rope(HC_POS_ROPE, freq, hd, k + (size_t)(pos0 + b) * kv_dim, kv_dim, pos0 + b);
         }
         double *sc = malloc(sizeof(double) * (size_t)npos);
         for (int b = 0; b < B; b++)
@@ -730,9 +740,11 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         free(sc);
         if (kv) o->kv_free(r->be, kv);
         if (bo) o->buf_free(r->be, bo);
+        bvec_free(r, &f);
         free(q);
         free(k);
         free(v);
+        free(freq);
         break;
     }
     case OP_BIAS:

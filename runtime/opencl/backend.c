@@ -45,9 +45,10 @@ struct hc_kv {
 
 /* A step not yet launched, a norm or attention's combine: the next step's
  * products may take its output (B rows of n floats at o) in act_q8's form,
- * made by the same launch (prepare: norm_q8, attn_combine_q8); anything else
- * queued launches it as it is first (settle). */
-enum { PEND_NONE, PEND_NORM, PEND_COMBINE };
+ * made by the same launch (prepare: norm_q8, attn_combine_q8); or rope,
+ * whose k kv_store may take into the cache in the same launch (rope_store).
+ * Anything else queued launches it as it is first (settle). */
+enum { PEND_NONE, PEND_NORM, PEND_COMBINE, PEND_ROPE };
 typedef struct {
     int kind;
     cl_mem o;
@@ -60,6 +61,9 @@ typedef struct {
     size_t l;
     cl_mem part, ml;      /* PEND_COMBINE: attn_combine's */
     cl_int hd, n_head, row0, ch, n_chunks;
+    cl_int mode, d[2], rn[2], r0[2];   /* PEND_ROPE: rope's (hd above), its sets at vm + vo */
+    cl_mem freq, vm[2];
+    cl_uint vo[2];
 } pending;
 
 typedef struct {
@@ -68,8 +72,8 @@ typedef struct {
     cl_command_queue q;
     cl_program prog;
     cl_kernel mv[N_FMT], mm16[N_FMT], mm64[N_FMT], mt[N_FMT], ffn_act[N_ACT], glu[N_FMT][N_ACT];
-    cl_kernel sum_slices, act_bf16, act_q8, norm, norm_q8, rope, add_bias, add, kv_store, attn_part, attn_combine,
-        attn_combine_q8;
+    cl_kernel sum_slices, act_bf16, act_q8, norm, norm_q8, rope, rope_store, add_bias, add, kv_store, attn_part,
+        attn_combine, attn_combine_q8;
     pending pend;
     hc_clb_device geo;
     size_t kwg;             /* the largest group every kernel takes */
@@ -160,6 +164,12 @@ static void launch_ew(clb *b, cl_kernel k, size_t n)
     launch(b, k, 1, &g, &l);
 }
 
+/* the pairs a pending rope turns */
+static size_t rope_pairs(const pending *p)
+{
+    return (size_t)p->rn[0] * (size_t)(p->d[0] / 2) + (size_t)p->rn[1] * (size_t)(p->d[1] / 2);
+}
+
 /* The pending step's arguments to its kernel or its _q8 twin (which takes
  * act_q8's form after them). */
 static void pending_args(clb *b, cl_kernel k, const pending *p)
@@ -168,6 +178,9 @@ static void pending_args(clb *b, cl_kernel k, const pending *p)
     if (p->kind == PEND_NORM)
         args(b, k, A(p->norm), A(p->n), A(p->eps), A(p->w), A(p->bias), A(p->has_b), A(p->x), A(p->xo), A(p->o),
              A(p->oo), LOCAL(sizeof(float) * p->l), END);
+    else if (p->kind == PEND_ROPE)
+        args(b, k, A(p->mode), A(p->hd), A(b->scratch[SCR_POS]), A(p->freq), A(p->d[0]), A(p->rn[0]), A(p->r0[0]),
+             A(p->vm[0]), A(p->vo[0]), A(p->d[1]), A(p->rn[1]), A(p->r0[1]), A(p->vm[1]), A(p->vo[1]), END);
     else
         args(b, k, A(p->part), A(p->ml), A(p->hd), A(p->n_head), A(b->scratch[SCR_POS]), A(p->row0), A(p->ch),
              A(p->n_chunks), A(p->o), A(p->oo), A(total), END);
@@ -179,11 +192,13 @@ static void settle(clb *b)
     const pending p = b->pend;
     if (p.kind == PEND_NONE) return;
     b->pend.kind = PEND_NONE;
-    cl_kernel k = p.kind == PEND_NORM ? b->norm : b->attn_combine;
+    cl_kernel k = p.kind == PEND_NORM ? b->norm : p.kind == PEND_ROPE ? b->rope : b->attn_combine;
     pending_args(b, k, &p);
     if (p.kind == PEND_NORM) {
         size_t g = p.l * (size_t)p.B;
         launch(b, k, 1, &g, &p.l);
+    } else if (p.kind == PEND_ROPE) {
+        launch_ew(b, k, rope_pairs(&p));
     } else {
         launch_ew(b, k, (size_t)p.B * (size_t)p.n);
     }
@@ -752,18 +767,13 @@ static void rope(hc_backend *be, const hc_hparams *hp, const hc_bvec *freq, cons
     if (hp->pos == HC_POS_LEARNED || count < 1) return;
     cl_mem fm = vec_mem(b, freq, "the RoPE frequencies");
     if (!fm) fail_msg(b, "OpenCL backend: rope without frequencies");
-    cl_int mode = hp->pos, hd = hp->head_dim, d[2], n[2], r0[2];
-    cl_mem vm[2];
-    cl_uint vo[2];
+    settle(b);
+    pending p = { .kind = PEND_ROPE, .mode = hp->pos, .hd = hp->head_dim, .freq = fm };
     for (int i = 0; i < 2; i++) {   /* one set of rows: the second empty */
         const hc_rope_rows *t = &r[i < count ? i : 0];
-        d[i] = t->dim, n[i] = i < count ? t->n : 0, r0[i] = t->row0, vm[i] = mem_of(t->v), vo[i] = flo(t->v);
+        p.d[i] = t->dim, p.rn[i] = i < count ? t->n : 0, p.r0[i] = t->row0, p.vm[i] = mem_of(t->v), p.vo[i] = flo(t->v);
     }
-    size_t total = (size_t)n[0] * (size_t)(d[0] / 2) + (size_t)n[1] * (size_t)(d[1] / 2);
-    if (!total) return;
-    args(b, b->rope, A(mode), A(hd), A(b->scratch[SCR_POS]), A(fm), A(d[0]), A(n[0]), A(r0[0]), A(vm[0]), A(vo[0]),
-         A(d[1]), A(n[1]), A(r0[1]), A(vm[1]), A(vo[1]), END);
-    launch_ew(b, b->rope, total);
+    if (rope_pairs(&p)) b->pend = p;   /* launched by kv_store with the cache's rows, or by settle */
 }
 
 static void add_bias(hc_backend *be, hc_view y, const hc_bvec *bias, int B, int n)
@@ -931,6 +941,15 @@ static void kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_
     cl_mem km = mem_of(k), vm = mem_of(v);
     cl_uint ko = flo(k), vo = flo(v);
     cl_int mb = b->rows->max_blocks, kvd = kv->kv_dim, total = B * kv->kv_dim;
+    const pending p = b->pend;
+    if (p.kind == PEND_ROPE && p.vm[0] == km && p.vo[0] == ko && p.rn[0] == B && p.r0[0] == 0 && p.d[0] == kvd) {
+        b->pend.kind = PEND_NONE;   /* k rotated into the cache, v beside it: one launch */
+        pending_args(b, b->rope_store, &p);
+        args_from(b, b->rope_store, 14, A(vm), A(vo), A(kv->k[layer]), A(kv->v[layer]), A(b->scratch[SCR_SEQ]),
+                  A(b->scratch[SCR_TABLE]), A(mb), END);
+        launch_ew(b, b->rope_store, rope_pairs(&p) + (size_t)total);
+        return;
+    }
     args(b, b->kv_store, A(km), A(ko), A(vm), A(vo), A(kv->k[layer]), A(kv->v[layer]), A(b->scratch[SCR_POS]),
          A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), A(kvd), A(total), END);
     launch_ew(b, b->kv_store, (size_t)total);
@@ -984,7 +1003,7 @@ static void be_free(hc_backend *be)
         for (int f = 0; f < N_FMT; f++)
             if (b->glu[f][a]) clReleaseKernel(b->glu[f][a]);
     }
-    cl_kernel one[] = { b->sum_slices, b->act_bf16, b->act_q8, b->norm, b->norm_q8, b->rope, b->add_bias, b->add, b->kv_store,
+    cl_kernel one[] = { b->sum_slices, b->act_bf16, b->act_q8, b->norm, b->norm_q8, b->rope, b->rope_store, b->add_bias, b->add, b->kv_store,
                         b->attn_part, b->attn_combine, b->attn_combine_q8 };
     for (size_t i = 0; i < sizeof one / sizeof *one; i++)
         if (one[i]) clReleaseKernel(one[i]);
@@ -1130,7 +1149,7 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
     }
     struct { cl_kernel *k; const char *name; } one[] = {
         { &b->sum_slices, "sum_slices" }, { &b->act_bf16, "act_bf16" }, { &b->act_q8, "act_q8" }, { &b->norm, "norm" },
-        { &b->norm_q8, "norm_q8" }, { &b->rope, "rope" },
+        { &b->norm_q8, "norm_q8" }, { &b->rope, "rope" }, { &b->rope_store, "rope_store" },
         { &b->add_bias, "add_bias" }, { &b->add, "add" }, { &b->kv_store, "kv_store" }, { &b->attn_part, "attn_part" },
         { &b->attn_combine, "attn_combine" }, { &b->attn_combine_q8, "attn_combine_q8" },
     };

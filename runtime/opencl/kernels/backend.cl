@@ -656,23 +656,38 @@ __kernel void norm_q8(int kind, int n, float eps, __global const float *w, __glo
 /* Pair e of the n0 rows of dim0 floats at va + vo0, then of the n1 rows at
    vb + vo1 (k and q; whole heads of hd), row b of a set at position
    pos[row0 + b]: adjacent elements (HC_POS_ROPE) or the two halves of a head. */
-__kernel void rope(int mode, int hd, __global const int *pos, __global const float *freq, int dim0, int n0, int row00,
-                   __global float *va, uint vo0, int dim1, int n1, int row01, __global float *vb, uint vo1)
+#define ROPE_ARGS \
+    int mode, int hd, __global const int *pos, __global const float *freq, int dim0, int n0, int row00, \
+    __global float *va, uint vo0, int dim1, int n1, int row01, __global float *vb, uint vo1
+/* pair e rotated in place: 1 in the first set (its row b, the pair's
+   elements i0, i1 of the row and their values r0, r1), 2 in the second, 0
+   past both */
+int rope_pair(ROPE_ARGS, int e, int *b, int *i0, int *i1, float *r0, float *r1)
 {
-    int e = get_global_id(0);
     const int first = e < n0 * (dim0 / 2);
     if (!first) e -= n0 * (dim0 / 2);
     const int dim = first ? dim0 : dim1, n = first ? n0 : n1, row0 = first ? row00 : row01, half_dim = dim / 2;
     __global float *v = first ? va : vb;
     const uint vo = first ? vo0 : vo1;
-    if (e >= n * half_dim) return;
-    const int b = e / half_dim, j = e % half_dim, h = j / (hd / 2), i = j % (hd / 2);
-    const float val = (float)pos[row0 + b] * freq[i], fcr = cos(val), fci = sin(val);
-    __global float *row = v + vo + (size_t)b * dim + (size_t)h * hd;
-    const int i0 = mode == HC_POS_ROPE ? 2 * i : i, i1 = mode == HC_POS_ROPE ? 2 * i + 1 : i + hd / 2;
-    const float v0 = row[i0], v1 = row[i1];
-    row[i0] = v0 * fcr - v1 * fci;
-    row[i1] = v0 * fci + v1 * fcr;
+    if (e >= n * half_dim) return 0;
+    const int j = e % half_dim, h = j / (hd / 2), i = j % (hd / 2);
+    *b = e / half_dim;
+    const float val = (float)pos[row0 + *b] * freq[i], fcr = cos(val), fci = sin(val);
+    __global float *row = v + vo + (size_t)*b * dim;
+    *i0 = h * hd + (mode == HC_POS_ROPE ? 2 * i : i);
+    *i1 = h * hd + (mode == HC_POS_ROPE ? 2 * i + 1 : i + hd / 2);
+    const float v0 = row[*i0], v1 = row[*i1];
+    row[*i0] = *r0 = v0 * fcr - v1 * fci;
+    row[*i1] = *r1 = v0 * fci + v1 * fcr;
+    return first ? 1 : 2;
+}
+
+__kernel void rope(ROPE_ARGS)
+{
+    int b, i0, i1;
+    float r0, r1;
+    rope_pair(mode, hd, pos, freq, dim0, n0, row00, va, vo0, dim1, n1, row01, vb, vo1, get_global_id(0), &b, &i0, &i1,
+              &r0, &r1);
 }
 
 __kernel void add_bias(__global float *y, uint yo, __global const float *bias, int n, int total)
@@ -787,6 +802,27 @@ __kernel void kv_store(__global const float *k, uint ko, __global const float *v
     const size_t dst = kv_slot(table + seq[b] * max_blocks, pos[b]) * kv_dim + e % kv_dim;
     kc[dst] = k[ko + e];
     vc[dst] = v[vo + e];
+}
+
+/* rope's pairs, the first set's (k, row0 0) also into the cache, then the
+   n0 rows of v (dim0 floats each) into it, as kv_store: one launch for both */
+__kernel void rope_store(ROPE_ARGS, __global const float *v, uint vvo, __global float *kc, __global float *vc,
+                         __global const int *seq, __global const int *table, int max_blocks)
+{
+    const int e = get_global_id(0), pairs = n0 * (dim0 / 2) + n1 * (dim1 / 2);
+    int b, i0, i1;
+    float r0, r1;
+    if (e < pairs) {
+        if (rope_pair(mode, hd, pos, freq, dim0, n0, row00, va, vo0, dim1, n1, row01, vb, vo1, e, &b, &i0, &i1, &r0,
+                      &r1) == 1) {
+            const size_t dst = kv_slot(table + seq[b] * max_blocks, pos[b]) * dim0;
+            kc[dst + i0] = r0;
+            kc[dst + i1] = r1;
+        }
+    } else if (e - pairs < n0 * dim0) {
+        b = (e - pairs) / dim0;
+        vc[kv_slot(table + seq[b] * max_blocks, pos[b]) * dim0 + (e - pairs) % dim0] = v[vvo + e - pairs];
+    }
 }
 
 /* ------------------------------------------------------------ attention
