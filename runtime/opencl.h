@@ -169,7 +169,8 @@ enum {
     HC_CLB_MM_ROWS = 64,    /* matrix rows of a tiled product's group (mm16, mm64: B > 1) */
     HC_CLB_MM_ITEMS = 128,  /* its work items: 16 x 8, each 4 rows x (tile / 8) input rows */
     HC_CLB_CHUNK_MAX = 1024, /* positions of one attention work group (their scores in local memory) */
-    HC_CLB_ATTN_TILE = 4160  /* floats of an attention group's key tile (32 keys of head_dim 128 + 1) */
+    HC_CLB_ATTN_TILE = 4160, /* floats of an attention group's key tile (32 keys of head_dim 128 + 1) */
+    HC_CLB_T_PART = 1 << 22  /* floats of the transposed product's slices' sums, at most */
 };
 /* A product of one input row (kernel mv_T) of rows of `units` steps (n /
  * HC_CLB_UNIT_F or _Q): the lanes that share a row (a power of two, up to
@@ -184,12 +185,14 @@ size_t hc_clb_mv_rows(const hc_clb_device *d, size_t lanes);
  * added in a fixed order by sum_slices), in 32-blocks of n. */
 int hc_clb_mm_tile(int B);
 int hc_clb_mm_slices(const hc_clb_device *d, int rows, int n, int B);
-/* The transposed product (mt_T): one item per unit of 8 output columns
- * (units = ceil(cols / 8)), the k rows (inputs) cut into slices so that
- * the groups fill the device; the slices' sums are added in a fixed order
- * (sum_slices). */
+/* The transposed product (mt_T) of B input rows: one item per unit of 8
+ * output columns (units = ceil(cols / 8)), the k rows (inputs) cut into
+ * slices so that the groups fill the device, on a GPU 32 groups a compute
+ * unit: an item's rows are a chain of loads, one a row, that only other
+ * warps can hide (the slices' sums within HC_CLB_T_PART floats, added in a
+ * fixed order by sum_slices). */
 size_t hc_clb_t_local(const hc_clb_device *d, int units);
-int hc_clb_t_slices(const hc_clb_device *d, int units, int k);
+int hc_clb_t_slices(const hc_clb_device *d, int units, int k, int B);
 /* Attention (attn_part then attn_combine): positions per chunk, so that
  * n_head * B * chunks fills the device where n_pos allows; items per group. */
 int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos);

@@ -929,10 +929,15 @@ static void test_clb_geometry(void)
                            (S == 1 || (size_t)n / 32 / (size_t)S >= 8) && (tile == 64 || tile >= (size_t)B),
                        "device %zu: product %dx%d B %d: %zu groups (%d slices)", i, rows, n, B, g, S);
             }
-        /* ffn_down_t: 4096 outputs over 11008 rows */
-        size_t tl = hc_clb_t_local(d, E / 8);
-        size_t tg = (E / 8 + tl - 1) / tl * (size_t)hc_clb_t_slices(d, E / 8, F);
-        CHECKF(tg >= cu && tl <= d->wg_max, "device %zu: transposed: %zu groups", i, tg);
+        /* ffn_down_t: 4096 outputs over 11008 rows, decode and prompts; on a GPU 32 groups a compute unit
+         * where the rows allow (32 a slice or more), the slices' sums within HC_CLB_T_PART */
+        for (int B = 1; B <= 512; B *= 8) {
+            size_t tl = hc_clb_t_local(d, E / 8), S = (size_t)hc_clb_t_slices(d, E / 8, F, B);
+            size_t tg = (E / 8 + tl - 1) / tl * S * (((size_t)B + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS);
+            CHECKF(tg >= cu && tl <= d->wg_max && S * 32 <= (size_t)F && S * (size_t)B * E <= HC_CLB_T_PART &&
+                       (!d->gpu || B > 1 || tg >= 16 * cu),
+                   "device %zu: transposed, B %d: %zu groups, %zu slices", i, B, tg, S);
+        }
         /* attention: decode at several positions, and a prompt */
         const int npos[] = { 1, 17, 512, CTX };
         for (size_t p = 0; p < 4; p++)

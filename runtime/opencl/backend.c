@@ -645,7 +645,7 @@ static void transposed(clb *b, hc_view x, int B, const hc_mm *it)
     cl_mem xm = mem_of(x);
     cl_uint xo = flo(x) + (cl_uint)((size_t)it->b0 * (size_t)m->rows);
     cl_int n = m->kn, Bc = nb;
-    const int units = (m->n + 7) / 8, S = hc_clb_t_slices(&b->geo, units, m->rows);
+    const int units = (m->n + 7) / 8, S = hc_clb_t_slices(&b->geo, units, m->rows, nb);
     cl_int rps = (m->rows + S - 1) / S, k = m->rows;
     size_t l[3] = { hc_clb_t_local(&b->geo, units), 1, 1 };
     size_t g[3] = { round_up((size_t)units, l[0]), (size_t)S, ((size_t)nb + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS };
@@ -1003,8 +1003,8 @@ static void be_free(hc_backend *be)
         for (int f = 0; f < N_FMT; f++)
             if (b->glu[f][a]) clReleaseKernel(b->glu[f][a]);
     }
-    cl_kernel one[] = { b->sum_slices, b->act_bf16, b->act_q8, b->norm, b->norm_q8, b->rope, b->rope_store, b->add_bias, b->add, b->kv_store,
-                        b->attn_part, b->attn_combine, b->attn_combine_q8 };
+    cl_kernel one[] = { b->sum_slices, b->act_bf16, b->act_q8, b->norm, b->norm_q8, b->rope, b->rope_store,
+                        b->add_bias, b->add, b->kv_store, b->attn_part, b->attn_combine, b->attn_combine_q8 };
     for (size_t i = 0; i < sizeof one / sizeof *one; i++)
         if (one[i]) clReleaseKernel(one[i]);
     hc_cl_release(b->scratch, N_SCR);

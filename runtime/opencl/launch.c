@@ -55,13 +55,15 @@ int hc_clb_mm_slices(const hc_clb_device *d, int rows, int n, int B)
 
 size_t hc_clb_t_local(const hc_clb_device *d, int units) { return fit(d, (size_t)units, d->gpu ? 64 : 16); }
 
-int hc_clb_t_slices(const hc_clb_device *d, int units, int k)
+int hc_clb_t_slices(const hc_clb_device *d, int units, int k, int B)
 {
     size_t l = hc_clb_t_local(d, units), groups = ((size_t)units + l - 1) / l;
-    size_t target = d->gpu ? 4 * (size_t)d->cu : d->cu;
-    size_t s = (target + groups - 1) / groups, most = (size_t)k / 32;
+    size_t tiles = ((size_t)(B > 0 ? B : 1) + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS;
+    size_t target = d->gpu ? 32 * (size_t)d->cu : d->cu;
+    size_t s = (target + groups * tiles - 1) / (groups * tiles), most = (size_t)k / 32;
+    size_t fit = HC_CLB_T_PART / ((size_t)(B > 0 ? B : 1) * 8 * (size_t)units);
     if (s > most) s = most;
-    if (s > 64) s = 64;
+    if (s > fit) s = fit;
     return s < 1 ? 1 : (int)s;
 }
 
