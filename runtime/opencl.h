@@ -178,6 +178,9 @@ enum {
  * items on a GPU; 4 on a CPU device). */
 size_t hc_clb_mv_lanes(const hc_clb_device *d, int units);
 size_t hc_clb_mv_rows(const hc_clb_device *d, size_t lanes);
+/* The FFN neurons of one input row that also make h's Q8_0 form (glu_T_A
+ * with q8): groups of 32 rows (a block of h), the lanes a row gets. */
+size_t hc_clb_glu_lanes(const hc_clb_device *d, int units);
 /* A product of B > 1 input rows, tiled (kernels mm16_T, mm64_T):
  * HC_CLB_MM_ITEMS items per group, each group HC_CLB_MM_ROWS rows by
  * hc_clb_mm_tile(B) input rows (16 or 64) by a slice of the n inputs; the

@@ -129,7 +129,8 @@ static const uint32_t t_ggml[5] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16
  *                   q and k rotated (RoPE) first, k in one step with its store where a device can)
  *   OP_BIAS, OP_ADD n, B (OP_ADD: t 1 adds a second term)
  *   OP_NEURONS      n_ff, n, kind, act, biases and threshold x 100 (t: the weights' type; one input row:
- *                   ffn_neurons, which must equal the backend's own matmul and ffn_act bit for bit)
+ *                   ffn_neurons, which must equal the backend's own matmul and ffn_act bit for bit; then
+ *                   a down product of its output of the same type, with product_after)
  *   OP_NORM_MM      rows, n, B (t: the weight's type): RMSNorm, then a product of its output (a device may
  *                   make the product's input form in the norm's launch), which must equal the same with the
  *                   norm's output read in between, bit for bit */
@@ -147,7 +148,7 @@ typedef struct {
 #define ACTS(kind, n, B, bias, thr) { OP_ACT, kind, n, B, bias, HC_ACT_SILU, thr }, \
                                     { OP_ACT, kind, n, B, bias, HC_ACT_RELU, thr }, \
                                     { OP_ACT, kind, n, B, bias, HC_ACT_GELU, thr }
-#define NEURONS(t, kind) { OP_NEURONS, t, 100, 96, kind, HC_ACT_SILU, 0 }, { OP_NEURONS, t, 64, 256, kind, HC_ACT_RELU, 20 }, \
+#define NEURONS(t, kind) { OP_NEURONS, t, 128, 96, kind, HC_ACT_SILU, 0 }, { OP_NEURONS, t, 64, 256, kind, HC_ACT_RELU, 20 }, \
                          { OP_NEURONS, t, 37, 64, kind, HC_ACT_GELU, 10 }
 #define NEURONS_ALL(kind) NEURONS(T_F32, kind), NEURONS(T_F16, kind), NEURONS(T_BF16, kind), NEURONS(T_Q8_0, kind), \
                           NEURONS(T_Q4_0, kind), NEURONS(T_GPTQ, kind)
@@ -367,6 +368,79 @@ static const hc_seq_rows *rows_at(step_rows *s, int pos0, int n, int n_blocks)
 
 /* Runs case c on r's backend into out (n_out floats) and its reference
  * into ref. 0, or -1 + r->err. */
+/* A weight of type t, rows x n, with its backend's copy; free with weight_free. */
+typedef struct {
+    hc_weight w;
+    hc_gptq g;
+    void *mem;
+    hc_bmat m;
+} test_weight;
+
+static int weight_new(run_ctx *r, int t, int rows, int n, test_weight *tw)
+{
+    memset(tw, 0, sizeof *tw);
+    if (make_weight(t, rows, n, &tw->w, &tw->mem, &tw->g, r->err, sizeof r->err)) return -1;
+    tw->m = (hc_bmat){ &tw->w, r->o->mat_new ? r->o->mat_new(r->be, &tw->w, r->err, sizeof r->err) : NULL };
+    return 0;
+}
+
+static void weight_free(run_ctx *r, test_weight *tw)
+{
+    if (tw->m.dev) r->o->dev_free(r->be, tw->m.dev);
+    if (tw->w.kind == HC_WEIGHT_GPTQ) hc_gptq_free(&tw->g);
+    free(tw->mem);
+}
+
+/* The product of m (rows x n) on the B rows of n floats at src that
+ * produce(r, arg) writes, queued right after it (a device may make the
+ * product's input form in the producer's launch) and with src read in
+ * between: 0 when the two agree bit for bit (into out and ref), else -1 +
+ * r->err. */
+static int product_after(run_ctx *r, const hc_bmat *m, int rows, int n, int B, hc_view src,
+                         void (*produce)(run_ctx *, void *), void *arg, float *out, float *ref)
+{
+    const hc_backend_ops *o = r->o;
+    int rc = -1;
+    float *tmp = malloc(sizeof(float) * (size_t)B * n);
+    hc_buf *by = upload(r, NULL, (size_t)B * rows);
+    if (by && (m->dev || o->host(src))) {
+        const hc_mm it = { m, 0, 0, V(by), (size_t)rows, 0 };
+        rc = 0;
+        for (int pass = 0; pass < 2 && !rc; pass++) {
+            produce(r, arg);
+            if (pass) rc = o->read(r->be, src, tmp, sizeof(float) * (size_t)B * n, r->err, sizeof r->err);
+            o->matmul(r->be, src, B, &it, 1);
+            rc = rc || o->read(r->be, V(by), pass ? ref : out, sizeof(float) * (size_t)B * rows, r->err, sizeof r->err);
+        }
+        for (int i = 0; i < B * rows && !rc; i++)
+            if (memcmp(&out[i], &ref[i], sizeof(float))) {
+                snprintf(r->err, sizeof r->err, "output %d: %g with the input read between, %g without", i, ref[i],
+                         out[i]);
+                rc = -1;
+            }
+    }
+    if (by) o->buf_free(r->be, by);
+    free(tmp);
+    return rc;
+}
+
+typedef struct {
+    const hc_hparams *hp;
+    const hc_blayer *ly;
+    hc_view x, h;
+} neurons_step;
+
+static void produce_neurons(run_ctx *r, void *arg)
+{
+    const neurons_step *s = arg;
+    if (!r->o->ffn_neurons || r->o->ffn_neurons(r->be, s->hp, s->ly, s->x, s->h)) {
+        const int seq = s->hp->ffn_kind == HC_FFN_SEQUENTIAL;   /* as dense.c, without up's scratch: h twice */
+        const hc_mm it = { seq ? &s->ly->up : &s->ly->gate, 0, 0, s->h, (size_t)s->hp->n_ff, 0 };
+        r->o->matmul(r->be, s->x, 1, &it, 1);
+        r->o->ffn_act(r->be, s->hp, &s->ly->gate_b, &s->ly->up_b, s->h, s->h, 1);
+    }
+}
+
 /* OP_NEURONS: out = ffn_neurons of one row (where the backend has it), ref =
  * the same backend's matmul and ffn_act; -1 + r->err when they differ. */
 static int run_neurons(run_ctx *r, const op_case *c, hc_hparams *hp, float *out, float *ref)
@@ -410,6 +484,16 @@ static int run_neurons(run_ctx *r, const op_case *c, hc_hparams *hp, float *out,
                     rc = -1;
                 }
         }
+        test_weight down;   /* the down product of h (a device may make its input form with h) */
+        if (!rc && F % 32 == 0 && !weight_new(r, c->t, 48, F, &down)) {
+            ly.down = down.m;
+            float *po = malloc(sizeof(float) * 48), *pr = malloc(sizeof(float) * 48);
+            neurons_step st = { hp, &ly, V(bx), V(bh) };
+            rc = product_after(r, &down.m, 48, F, 1, V(bh), produce_neurons, &st, po, pr);
+            free(po);
+            free(pr);
+            weight_free(r, &down);
+        }
     }
     hc_buf *bs[] = { bx, bh, bg };
     for (int i = 0; i < 3; i++)
@@ -425,48 +509,6 @@ static int run_neurons(run_ctx *r, const op_case *c, hc_hparams *hp, float *out,
     free(x);
     free(gbv);
     free(ubv);
-    return rc;
-}
-
-/* A product of rows x n weights of type t on the B rows of n floats at src
- * that produce(r, arg) writes, queued right after it (a device may make the
- * product's input form in the producer's launch) and with src read in
- * between: 0 when the two agree bit for bit (into out and ref), else -1 +
- * r->err. */
-static int product_after(run_ctx *r, int t, int rows, int n, int B, hc_view src, void (*produce)(run_ctx *, void *),
-                         void *arg, float *out, float *ref)
-{
-    const hc_backend_ops *o = r->o;
-    hc_weight w;
-    hc_gptq g;
-    void *mem;
-    int rc = -1;
-    memset(&g, 0, sizeof g);
-    if (make_weight(t, rows, n, &w, &mem, &g, r->err, sizeof r->err)) return -1;
-    float *tmp = malloc(sizeof(float) * (size_t)B * n);
-    hc_bmat m = { &w, o->mat_new ? o->mat_new(r->be, &w, r->err, sizeof r->err) : NULL };
-    hc_buf *by = upload(r, NULL, (size_t)B * rows);
-    if (by && (m.dev || o->host(src))) {
-        const hc_mm it = { &m, 0, 0, V(by), (size_t)rows, 0 };
-        rc = 0;
-        for (int pass = 0; pass < 2 && !rc; pass++) {
-            produce(r, arg);
-            if (pass) rc = o->read(r->be, src, tmp, sizeof(float) * (size_t)B * n, r->err, sizeof r->err);
-            o->matmul(r->be, src, B, &it, 1);
-            rc = rc || o->read(r->be, V(by), pass ? ref : out, sizeof(float) * (size_t)B * rows, r->err, sizeof r->err);
-        }
-        for (int i = 0; i < B * rows && !rc; i++)
-            if (memcmp(&out[i], &ref[i], sizeof(float))) {
-                snprintf(r->err, sizeof r->err, "output %d: %g with the input read between, %g without", i, ref[i],
-                         out[i]);
-                rc = -1;
-            }
-    }
-    if (by) o->buf_free(r->be, by);
-    if (m.dev) o->dev_free(r->be, m.dev);
-    if (w.kind == HC_WEIGHT_GPTQ) hc_gptq_free(&g);
-    free(mem);
-    free(tmp);
     return rc;
 }
 
@@ -492,9 +534,11 @@ static int run_norm_mm(run_ctx *r, const op_case *c, hc_hparams *hp, float *out,
     float *x = rand_vec((size_t)B * n, 2.0f), *nw = rand_vec((size_t)n, 1.0f);
     hc_bvec wv = bvec(r, nw, n);
     hc_buf *bx = upload(r, x, (size_t)B * n), *bo = upload(r, NULL, (size_t)B * n);
-    if (bx && bo) {
+    test_weight tw;
+    if (bx && bo && !weight_new(r, c->t, rows, n, &tw)) {
         norm_step s = { hp, &wv, V(bx), V(bo), B };
-        rc = product_after(r, c->t, rows, n, B, V(bo), produce_norm, &s, out, ref);
+        rc = product_after(r, &tw.m, rows, n, B, V(bo), produce_norm, &s, out, ref);
+        weight_free(r, &tw);
     }
     if (bx) r->o->buf_free(r->be, bx);
     if (bo) r->o->buf_free(r->be, bo);
@@ -709,7 +753,10 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
             if (!rc && q_dim % 32 == 0) {   /* a Q4_0 product of the output, as the o projection */
                 float *po = malloc(sizeof(float) * 16 * (size_t)B), *pr = malloc(sizeof(float) * 16 * (size_t)B);
                 attn_step s = { kv, &hp, V(bx), V(bo), B };
-                rc = product_after(r, T_Q4_0, 16, q_dim, B, V(bo), produce_attention, &s, po, pr);
+                test_weight tw;
+                rc = weight_new(r, T_Q4_0, 16, q_dim, &tw) ||
+                     product_after(r, &tw.m, 16, q_dim, B, V(bo), produce_attention, &s, po, pr);
+                weight_free(r, &tw);
                 free(po);
                 free(pr);
             }
@@ -916,6 +963,11 @@ static void test_clb_geometry(void)
                                "device %zu: product %dx%d: %zu groups of %zu x %zu", i, rows, n, g, lanes, R);
                         /* every lane has a unit of the row to read */
                         CHECK(lanes * (size_t)unit <= (size_t)n);
+                        /* the FFN neurons that make h's Q8_0 form too: groups of 32 rows */
+                        size_t gl = hc_clb_glu_lanes(d, n / unit);
+                        CHECKF((gl & (gl - 1)) == 0 && 32 * gl <= d->wg_max && gl * (size_t)unit <= (size_t)n &&
+                                   (!d->gpu || 32 * gl >= 128),
+                               "device %zu: FFN neurons %dx%d: %zu lanes", i, rows, n, gl);
                     }
                     continue;
                 }

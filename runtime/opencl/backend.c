@@ -66,6 +66,16 @@ typedef struct {
     cl_uint vo[2];
 } pending;
 
+/* One input row's act_q8 form that a launch made beside its output
+ * (ffn_neurons: h for the down product), until the next launch, write or
+ * read (settle). */
+typedef struct {
+    int on;
+    cl_mem x, mem;         /* the row's floats at x + xo; the form at mem */
+    cl_uint xo, doff, soff, poff;
+    const void *w;         /* the device copy of the weight it was made for */
+} made_form;
+
 typedef struct {
     hc_backend be;
     hc_cl *cl;
@@ -75,6 +85,7 @@ typedef struct {
     cl_kernel sum_slices, act_bf16, act_q8, norm, norm_q8, rope, rope_store, add_bias, add, kv_store, attn_part,
         attn_combine, attn_combine_q8;
     pending pend;
+    made_form made;
     hc_clb_device geo;
     size_t kwg;             /* the largest group every kernel takes */
     int failed;
@@ -189,6 +200,7 @@ static void pending_args(clb *b, cl_kernel k, const pending *p)
 /* The pending step launched as it is, before anything else is queued. */
 static void settle(clb *b)
 {
+    b->made.on = 0;
     const pending p = b->pend;
     if (p.kind == PEND_NONE) return;
     b->pend.kind = PEND_NONE;
@@ -567,6 +579,19 @@ static int joins(const prepared *p, const hc_mm *it, const hc_mm *o)
            serves(p, o);
 }
 
+/* act_q8's form of B rows of kn inputs in scratch slot `slot` (where in p);
+ * its blocks */
+static size_t q8_form(clb *b, int B, int kn, int slot, prepared *p)
+{
+    const size_t nb = (size_t)B * (size_t)(kn / 32);
+    const size_t codes = round_up((size_t)B * (size_t)kn, 64);
+    p->doff = (cl_uint)codes;
+    p->soff = (cl_uint)(codes + sizeof(float) * nb);
+    p->poff = (cl_uint)round_up(codes + 2 * sizeof(float) * nb, 64);
+    p->mem = scratch(b, slot, p->poff + 2 * (size_t)B * (size_t)kn);
+    return nb;
+}
+
 /* Make it's form of the B input rows at x into scratch slot `slot`. */
 static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepared *p)
 {
@@ -588,12 +613,7 @@ static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepare
         launch_ew(b, b->act_bf16, (size_t)total);
         return;
     }
-    const size_t nb = (size_t)B * (size_t)(m->kn / 32);
-    const size_t codes = round_up((size_t)B * (size_t)m->kn, 64);
-    p->doff = (cl_uint)codes;
-    p->soff = (cl_uint)(codes + sizeof(float) * nb);
-    p->poff = (cl_uint)round_up(codes + 2 * sizeof(float) * nb, 64);
-    p->mem = scratch(b, slot, p->poff + 2 * (size_t)B * (size_t)m->kn);
+    const size_t nb = q8_form(b, B, m->kn, slot, p);
     cl_int n = m->n, has = m->perm != NULL, kp = m->kn, Bc = B, half_d = p->form == FORM_Q8;
     const pending pn = b->pend;
     if (pn.kind != PEND_NONE && pn.o == xm && pn.oo == xo && pn.B == B && pn.n == n && !has && kp == n) {
@@ -735,7 +755,10 @@ static void matmul(hc_backend *be, hc_view x, int B, const hc_mm *items, int n_i
         if (h < 0) {
             h = n_held < 2 ? n_held++ : next;
             next = !h;
-            prepare(b, x, B, it, SCR_ACT0 + h, &held[h]);
+            if (B == 1 && b->made.on && b->made.w == it->w->dev && b->made.x == mem_of(x) && b->made.xo == flo(x))
+                held[h] = (prepared){ FORM_Q8, it, b->made.mem, 0, b->made.doff, b->made.soff, b->made.poff };
+            else
+                prepare(b, x, B, it, SCR_ACT0 + h, &held[h]);
         }
         if (B - it->b0 > 1) {
             tiled_product(b, &held[h], B, it);
@@ -831,23 +854,32 @@ static int ffn_neurons(hc_backend *be, const hc_hparams *hp, const hc_blayer *ly
     if (!seq && !joins(&p, &first, &up)) return -1;
     prepare(b, xn, 1, &first, SCR_ACT0, &p);
     const int q = p.form == FORM_Q8 || p.form == FORM_G8;
-    const size_t lanes = hc_clb_mv_lanes(&b->geo, g->kn / (q ? HC_CLB_UNIT_Q : HC_CLB_UNIT_F));
-    const size_t R = hc_clb_mv_rows(&b->geo, lanes);
+    /* h in the down product's Q8_0 form too, by groups of 32 rows */
+    const cl_mat *dm = ly->down.dev;
+    const cl_int q8 = q && !ly->down_t && dm && fmt_form[dm->fmt] == FORM_Q8 && dm->kn == g->rows && dm->n == dm->kn;
+    const int units = g->kn / (q ? HC_CLB_UNIT_Q : HC_CLB_UNIT_F);
+    const size_t lanes = q8 ? hc_clb_glu_lanes(&b->geo, units) : hc_clb_mv_lanes(&b->geo, units);
+    const size_t R = q8 ? 32 : hc_clb_mv_rows(&b->geo, lanes);
+    prepared hq = { FORM_Q8, NULL, NULL, 0, 0, 0, 0 };
+    if (q8) q8_form(b, 1, g->rows, SCR_ACT1, &hq);
     cl_mem gb = vec_mem(b, &ly->gate_b, "the gate bias"), ub = vec_mem(b, &ly->up_b, "the up bias");
     cl_int rows = g->rows, n = g->kn, kind = hp->ffn_kind, has_gb = gb != NULL, has_ub = ub != NULL;
     cl_float thr = hp->act_threshold;
     cl_mem hm = mem_of(H);
     cl_uint ho = flo(H);
     cl_kernel k = b->glu[g->fmt][a];
+    cl_int half_d = 1;
     if (q)
         args(b, k, A(g->m), A(g->dofs), A(u->m), A(u->dofs), A(rows), A(n), A(kind), A(thr), A(gb), A(has_gb), A(ub),
              A(has_ub), A(hm), A(ho), A(p.mem), A(p.doff), A(p.soff), A(p.poff), LOCAL(2 * sizeof(float) * lanes * R),
-             END);
+             A(q8), A(half_d), A(hq.mem), A(hq.doff), A(hq.soff), A(hq.poff), END);
     else
         args(b, k, A(g->m), A(g->dofs), A(u->m), A(u->dofs), A(rows), A(n), A(kind), A(thr), A(gb), A(has_gb), A(ub),
              A(has_ub), A(hm), A(ho), A(p.mem), A(p.xo), LOCAL(2 * sizeof(float) * lanes * R), END);
     const size_t l[2] = { lanes, R }, gs[2] = { lanes, ((size_t)rows + R - 1) / R * R };
     launch(b, k, 2, gs, l);
+    if (q8 && !b->failed)
+        b->made = (made_form){ 1, hm, hq.mem, ho, hq.doff, hq.soff, hq.poff, dm };
     return 0;
 }
 

@@ -40,6 +40,13 @@ size_t hc_clb_mv_rows(const hc_clb_device *d, size_t lanes)
     return items / lanes > 0 ? pow2_floor(items / lanes) : 1;
 }
 
+size_t hc_clb_glu_lanes(const hc_clb_device *d, int units)
+{
+    size_t most = (d->wg_max ? d->wg_max : 1) / 32;
+    size_t l = fit(d, (size_t)units, d->gpu ? 8 : 1);
+    return l < most ? l : most > 0 ? pow2_floor(most) : 1;
+}
+
 int hc_clb_mm_tile(int B) { return B <= 16 ? 16 : 64; }
 
 int hc_clb_mm_slices(const hc_clb_device *d, int rows, int n, int B)

@@ -769,13 +769,23 @@ __kernel void glu_##T##_##A(GLU_ARGS, __global const float *x, uint xo, __local 
     const float su = kind == HC_FFN_SEQUENTIAL ? 0.0f : lane_##T(Wu, Du, n, r, x + xo, al, lane, LR); \
     GLU_TAIL(A) \
 }
+/* A quantized input; q8: groups of 32 rows, and h in act_q8's form (at X2,
+   half_d as there) too, a group's block by its first item: the down
+   product's input without a launch of its own. */
 #define GLU_Q(T, A) \
-__kernel void glu_##T##_##A(GLU_ARGS, __global const uchar *X, uint doff, uint soff, uint poff, __local float *red) \
+__kernel void glu_##T##_##A(GLU_ARGS, __global const uchar *X, uint doff, uint soff, uint poff, __local float *red, \
+                            int q8, int half_d, __global uchar *X2, uint doff2, uint soff2, uint poff2) \
 { \
     GLU_HEAD \
     const float sg = lane_##T(Wg, Dg, n, r, X, doff, soff, poff, 0, lane, LR); \
     const float su = kind == HC_FFN_SEQUENTIAL ? 0.0f : lane_##T(Wu, Du, n, r, X, doff, soff, poff, 0, lane, LR); \
     GLU_TAIL(A) \
+    if (q8) { \
+        barrier(CLK_GLOBAL_MEM_FENCE); /* the group's 32 rows of h */ \
+        if (lane == 0 && g == 0) \
+            q8_block(h + ho, rows, (__global const int *)0, 0, rows, 0, get_group_id(1), half_d, X2, doff2, soff2, \
+                     poff2); \
+    } \
 }
 #define GLUS(A) GLU_F(f32, A) GLU_F(f16, A) GLU_F(bf16, A) GLU_Q(q8, A) GLU_Q(q4, A) GLU_Q(g4, A)
 GLUS(relu)
