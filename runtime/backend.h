@@ -67,6 +67,13 @@ typedef struct {
     int add;
 } hc_mm;
 
+/* One kernel's launches timed on the device (kernel_times). */
+typedef struct {
+    char name[40];
+    uint64_t launches;
+    double seconds;
+} hc_kernel_time;
+
 /* Rows that rope rotates: n rows of dim floats (whole heads) at v, row i at
  * the position of the batch's row row0 + i. */
 typedef struct {
@@ -174,6 +181,12 @@ struct hc_backend_ops {
      * transfers are not timed (a device opened without profiling:
      * hc_cl_open). NULL on the CPU. */
     int (*transfers)(hc_backend *be, uint64_t *count, uint64_t *bytes, double *seconds, uint64_t *launches);
+    /* Optional (NULL: none): each kernel's launches so far and their time on
+     * the device, the most costly first, up to max of them into t (*count),
+     * and *idle the device's time between kernels (from the first kernel
+     * after a wait to the wait: launch gaps, not the host's time between
+     * steps); -1 when not timed (a device opened without profiling). */
+    int (*kernel_times)(hc_backend *be, hc_kernel_time *t, int max, int *count, double *idle);
 };
 
 struct hc_backend {

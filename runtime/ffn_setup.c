@@ -317,6 +317,18 @@ void hc_ffn_report(const hc_ffn *f, FILE *out)
                 "%.2f ms in all; %llu kernel launches\n", (unsigned long long)n, hc_format_size(bytes, sz, sizeof sz),
                 s * 1e6 / (double)n, s * 1e3, (unsigned long long)launches);
     }
+    hc_kernel_time kt[8];
+    int nk;
+    double idle, busy = 0;
+    if (!f->verbose || !f->dev || !f->dev->ops->kernel_times || f->dev->ops->kernel_times(f->dev, kt, 8, &nk, &idle) ||
+        !nk)
+        return;
+    for (int i = 0; i < nk; i++) busy += kt[i].seconds;
+    fprintf(out, "device kernels: %.2f ms between them; the most costly %d, %.2f ms:", idle * 1e3, nk, busy * 1e3);
+    for (int i = 0; i < nk; i++)
+        fprintf(out, "%s %s %.2f ms (%llu, %.1f us each)", i ? ";" : "", kt[i].name, kt[i].seconds * 1e3,
+                (unsigned long long)kt[i].launches, kt[i].seconds * 1e6 / (double)kt[i].launches);
+    fputc('\n', out);
 }
 
 void hc_ffn_free(hc_ffn *f)

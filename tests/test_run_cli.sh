@@ -47,6 +47,13 @@ for a in "-ngl 99:of 2 layers (attention, norms, KV cache), the output head, eve
     else ok "$name"; fi
 done
 check_fails run_ngl_bad "bad value for -ngl: 'x'" run -ngl x
+# -v with a device: its transfers, launches and each kernel's time on it
+if run -p "hello world" -n 8 -ngl 99 -v >"$T/v.txt" 2>"$T/v.err" && grep -q 'running on the CPU only' "$T/v.err"; then
+    skip run_verbose_device_kernels "no OpenCL device"
+elif grep -q '^device transfers: [0-9]* .*; [1-9][0-9]* kernel launches$' "$T/v.err" &&
+     grep -Eq '^device kernels: [0-9.]+ ms between them; the most costly [1-8], [0-9.]+ ms: [a-z0-9_]+ [0-9.]+ ms \([1-9][0-9]*, [0-9.]+ us each\)' "$T/v.err"
+then ok run_verbose_device_kernels
+else fail run_verbose_device_kernels "$(cat "$T/v.err")"; fi
 
 # HC_KERNELS: the scalar reference runs on every CPU (-v names it); an unknown set is refused
 check run_hc_kernels_scalar sh -c "HC_KERNELS=scalar '$R' -m '$M' --temp 0 -t 1 -p x -n 2 -v 2>&1 >/dev/null | grep -q 'kernels: scalar;'"

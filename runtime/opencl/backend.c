@@ -94,6 +94,13 @@ typedef struct {
     double xfer_s;
     cl_event *sent;               /* the sends' events not yet timed (profiling) */
     int n_sent, cap_sent;
+    cl_event *kev;                /* profiling: the launches' events not yet timed, and their kernels */
+    cl_kernel *kk;
+    int n_kev, cap_kev;
+    hc_kernel_time kt[48];        /* profiling: each kernel's launches and device time so far */
+    cl_kernel kt_k[48];
+    int n_kt;
+    double idle_s;                /* profiling: the device's time between kernels */
     char err[256];
     const hc_seq_rows *rows;  /* the step's rows (batch), their positions, sequences and block tables in SCR_POS.. */
     cl_mem scratch[8];      /* two prepared inputs, the slices' sums, attention's partial sums and their m, l,
@@ -157,13 +164,65 @@ static void args_from(clb *b, cl_kernel k, cl_uint first, ...)
 
 static void settle(clb *b);
 
+/* A profiled launch's event, kept for kernels_timed (an untimed launch
+ * when out of memory, not an error). */
+static void keep_event(clb *b, cl_kernel k, cl_event ev)
+{
+    if (b->n_kev == b->cap_kev) {
+        int cap = b->cap_kev ? 2 * b->cap_kev : 256;
+        cl_event *e = realloc(b->kev, sizeof *e * (size_t)cap);
+        if (e) b->kev = e;
+        cl_kernel *kk = e ? realloc(b->kk, sizeof *kk * (size_t)cap) : NULL;
+        if (kk) b->kk = kk;
+        if (!e || !kk) { clReleaseEvent(ev); return; }
+        b->cap_kev = cap;
+    }
+    b->kev[b->n_kev] = ev;
+    b->kk[b->n_kev++] = k;
+}
+
 static void launch(clb *b, cl_kernel k, cl_uint dims, const size_t *global, const size_t *local)
 {
     settle(b);
     if (b->failed) return;
-    cl_int rc = clEnqueueNDRangeKernel(b->q, k, dims, NULL, global, local, 0, NULL, NULL);
+    cl_event ev = NULL;
+    cl_int rc = clEnqueueNDRangeKernel(b->q, k, dims, NULL, global, local, 0, NULL, b->cl->profile ? &ev : NULL);
     if (rc != CL_SUCCESS) fail(b, "clEnqueueNDRangeKernel", rc);
+    else if (ev) keep_event(b, k, ev);
     b->launches++;
+}
+
+/* After a wait (every launch before it done): the kept launches' device
+ * times into their kernels' totals, the gaps between them into idle_s. */
+static void kernels_timed(clb *b)
+{
+    cl_ulong first = 0, last = 0;
+    double busy = 0;
+    for (int i = 0; i < b->n_kev; i++) {
+        cl_ulong t0, t1;
+        if (clGetEventProfilingInfo(b->kev[i], CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+            clGetEventProfilingInfo(b->kev[i], CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
+            t1 >= t0) {
+            int j = 0;
+            while (j < b->n_kt && b->kt_k[j] != b->kk[i]) j++;
+            if (j == b->n_kt && j < (int)(sizeof b->kt / sizeof *b->kt)) {
+                b->kt_k[j] = b->kk[i];
+                b->kt[j] = (hc_kernel_time){ "", 0, 0 };
+                clGetKernelInfo(b->kk[i], CL_KERNEL_FUNCTION_NAME, sizeof b->kt[j].name - 1, b->kt[j].name, NULL);
+                b->n_kt++;
+            }
+            if (j < b->n_kt) {
+                b->kt[j].launches++;
+                b->kt[j].seconds += (double)(t1 - t0) * 1e-9;
+            }
+            busy += (double)(t1 - t0) * 1e-9;
+            if (!first || t0 < first) first = t0;
+            if (t1 > last) last = t1;
+        }
+        clReleaseEvent(b->kev[i]);
+    }
+    if (last > first && (double)(last - first) * 1e-9 > busy) b->idle_s += (double)(last - first) * 1e-9 - busy;
+    b->n_kev = 0;
 }
 
 static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
@@ -314,9 +373,13 @@ static void counted(clb *b, cl_event ev, size_t bytes, int later)
     }
 }
 
-/* After a blocking read or a finish: every send before it is done. */
+/* After a blocking read or a finish: every send and launch before it is
+ * done, their times taken. */
+static void kernels_timed(clb *b);
+
 static void times_sent(clb *b)
 {
+    kernels_timed(b);
     for (int i = 0; i < b->n_sent; i++) timed(b, b->sent[i]);
     b->n_sent = 0;
 }
@@ -396,6 +459,25 @@ static int transfers(hc_backend *be, uint64_t *count, uint64_t *bytes, double *s
     *bytes = b->xfer_bytes;
     *seconds = b->xfer_s;
     return b->cl->profile ? 0 : -1;
+}
+
+static int by_time(const void *a, const void *b)
+{
+    double x = ((const hc_kernel_time *)a)->seconds, y = ((const hc_kernel_time *)b)->seconds;
+    return (x < y) - (x > y);
+}
+
+static int kernel_times(hc_backend *be, hc_kernel_time *t, int max, int *count, double *idle)
+{
+    clb *b = (clb *)be;
+    if (!b->cl->profile) return -1;
+    hc_kernel_time all[sizeof b->kt / sizeof *b->kt];
+    memcpy(all, b->kt, sizeof *all * (size_t)b->n_kt);
+    qsort(all, (size_t)b->n_kt, sizeof *all, by_time);
+    *count = b->n_kt < max ? b->n_kt : max;
+    memcpy(t, all, sizeof *t * (size_t)*count);
+    *idle = b->idle_s;
+    return 0;
 }
 
 /* ------------------------------------------------------------ weights */
@@ -1026,6 +1108,8 @@ static void be_free(hc_backend *be)
     if (b->q) clFinish(b->q);
     times_sent(b);
     free(b->sent);
+    free(b->kev);
+    free(b->kk);
     cl_kernel *ks[] = { b->mv, b->mm16, b->mm64, b->mt };
     for (int f = 0; f < N_FMT; f++)
         for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
@@ -1073,6 +1157,7 @@ static const hc_backend_ops ops = {
     .sync = sync_,
     .flush = flush,
     .transfers = transfers,
+    .kernel_times = kernel_times,
 };
 
 void hc_cl_backend_geometry(hc_backend *be, const hc_clb_device *d)
