@@ -451,19 +451,15 @@ static int run_neurons(run_ctx *r, const op_case *c, hc_hparams *hp, float *out,
     hp->ffn_kind = c->c;
     hp->act = c->d;
     hp->act_threshold = (float)c->e / 100.0f;
-    hc_weight wg, wu;
-    hc_gptq gg, gu;
-    void *mg, *mu;
-    memset(&gg, 0, sizeof gg);
-    memset(&gu, 0, sizeof gu);
-    if (make_weight(c->t, F, n, &wg, &mg, &gg, r->err, sizeof r->err)) return -1;
-    if (make_weight(c->t, F, n, &wu, &mu, &gu, r->err, sizeof r->err)) { free(mg); return -1; }
+    test_weight gate, up;
+    if (weight_new(r, c->t, F, n, &gate)) return -1;
+    if (weight_new(r, c->t, F, n, &up)) { weight_free(r, &gate); return -1; }
     float *x = rand_vec((size_t)n, 1.0f), *gbv = c->e ? rand_vec((size_t)F, 0.5f) : NULL;
     float *ubv = c->e ? rand_vec((size_t)F, 0.5f) : NULL;
     hc_blayer ly;
     memset(&ly, 0, sizeof ly);
-    ly.gate = (hc_bmat){ &wg, o->mat_new ? o->mat_new(r->be, &wg, r->err, sizeof r->err) : NULL };
-    ly.up = (hc_bmat){ &wu, o->mat_new ? o->mat_new(r->be, &wu, r->err, sizeof r->err) : NULL };
+    ly.gate = gate.m;
+    ly.up = up.m;
     ly.gate_b = bvec(r, gbv, F);
     ly.up_b = bvec(r, ubv, F);
     hc_buf *bx = upload(r, x, (size_t)n), *bh = upload(r, NULL, (size_t)F), *bg = upload(r, NULL, 2 * (size_t)F);
@@ -498,14 +494,10 @@ static int run_neurons(run_ctx *r, const op_case *c, hc_hparams *hp, float *out,
     hc_buf *bs[] = { bx, bh, bg };
     for (int i = 0; i < 3; i++)
         if (bs[i]) o->buf_free(r->be, bs[i]);
-    if (ly.gate.dev) o->dev_free(r->be, ly.gate.dev);
-    if (ly.up.dev) o->dev_free(r->be, ly.up.dev);
+    weight_free(r, &gate);
+    weight_free(r, &up);
     bvec_free(r, &ly.gate_b);
     bvec_free(r, &ly.up_b);
-    if (wg.kind == HC_WEIGHT_GPTQ) hc_gptq_free(&gg);
-    if (wu.kind == HC_WEIGHT_GPTQ) hc_gptq_free(&gu);
-    free(mg);
-    free(mu);
     free(x);
     free(gbv);
     free(ubv);
