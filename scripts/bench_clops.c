@@ -253,13 +253,13 @@ static int type_rows(hc_cl *cl, hc_backend *be, uint32_t type, int n, int ff, in
         goto done;
     }
     double wb = (double)hc_weight_bytes(&w);
-    step s = { .kind = K_MATMUL, .x = x, .B = 1, .it = { &m, 0, 0, y, (size_t)ff } };
+    step s = { .kind = K_MATMUL, .x = x, .B = 1, .it = { &m, 0, 0, y, (size_t)ff, 0 } };
     snprintf(what, sizeof what, "mv %s %dx%d", tn, ff, n);
     if (table_row(be, what, &s, wb, reps, copy, QUEUED)) goto done;
     s.B = PROMPT;
     snprintf(what, sizeof what, "mm %s %dx%d, %d tokens", tn, ff, n, PROMPT);
     if (table_row(be, what, &s, wb, reps, copy, QUEUED)) goto done;
-    s = (step){ .kind = K_MATMUL, .x = xh, .B = 1, .it = { &mt, 0, 1, y, (size_t)n } };
+    s = (step){ .kind = K_MATMUL, .x = xh, .B = 1, .it = { &mt, 0, 1, y, (size_t)n, 0 } };
     snprintf(what, sizeof what, "mt %s %dx%d (down_t)", tn, ff, n);
     if (table_row(be, what, &s, wb, reps, copy, QUEUED)) goto done;
     if (!hc_cl_supports(&w, 0)) {
