@@ -10,6 +10,9 @@
 #                     then hot FFN neurons; a budget that holds every neuron runs
 #                     the whole model on the device)
 #   full-offload      hc-run -ngl 99 -c CTX (every layer, the head, every FFN neuron)
+#   default           hc-run -c CTX: no option asks for a placement, so hc-run prices one with
+#                     hc-solve's cost model and makes it only where it pays (a GPU; never a CPU
+#                     device), with a note when it says "offload: not chosen"
 # with the device's copy bandwidth measured in the same run (bench_cldev).
 # First the kernel table (bench_clops table: the backend's products for decode,
 # a 64-token prompt and ffn_down_t, the hot rows, attention, and a small step's
@@ -211,6 +214,8 @@ for type in $TYPES; do
         same_text "hybrid-${b}x"
     done
     row full-offload -m "$M" -ngl 99
+    row default -m "$M"   # no option asking for a placement: hc-run's own choice, priced (issue 34)
+    grep -q '^offload: not chosen' "$T/default.err" && echo "  ($type default: $(grep '^offload: not chosen' "$T/default.err"))"
     grep -q '^offload: \([0-9]*\) of \1 layers.*every FFN neuron' "$T/full-offload.err" ||
         echo "  ($type full-offload: $(grep '^offload:' "$T/full-offload.err" || echo 'no offload line'))"
     same_text full-offload

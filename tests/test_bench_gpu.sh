@@ -22,7 +22,7 @@ for k in "mv F16" "mm Q4_0" "mt Q8_0" "hot Q4_0" "attention"; do
 done
 # columns: type run prompt decode devMiB dev% served decGB/s %copy
 for t in f16 q4_0; do
-    for r in dense-CPU dense-CPU-scalar sparse-CPU hybrid-0.75x hybrid-1.5x full-offload; do
+    for r in dense-CPU dense-CPU-scalar sparse-CPU hybrid-0.75x hybrid-1.5x full-offload default; do
         if awk -v t="$t" -v r="$r" '$1 == t && $2 == r && $3 + 0 > 0 && $4 + 0 > 0 { f = 1 } END { exit !f }' "$T/out"
         then ok "bench_gpu_row_${t}_$r"; else fail "bench_gpu_row_${t}_$r" "$(cat "$T/out")"; fi
     done
@@ -30,6 +30,9 @@ for t in f16 q4_0; do
     if awk -v t="$t" '$1 == t && $2 ~ /^(hybrid-0.75x|hybrid-1.5x|full-offload)$/ && $5 + 0 > 0 && $7 != "-" { n++ }
                       END { exit n != 3 }' "$T/out"
     then ok "bench_gpu_device_bytes_$t"; else fail "bench_gpu_device_bytes_$t" "$(cat "$T/out")"; fi
+    # unasked, nothing goes on a CPU device
+    if awk -v t="$t" '$1 == t && $2 == "default" && $5 + 0 == 0 { f = 1 } END { exit !f }' "$T/out"
+    then ok "bench_gpu_default_not_on_cpu_device_$t"; else fail "bench_gpu_default_not_on_cpu_device_$t" "$(cat "$T/out")"; fi
     if awk -v t="$t" '$1 == t && ($2 == "hybrid-1.5x" || $2 == "full-offload") && $7 == "all" && $8 + 0 > 0 { n++ }
                       END { exit n != 2 }' "$T/out" && ! grep -q "($t full-offload:" "$T/out"
     then ok "bench_gpu_every_neuron_$t"; else fail "bench_gpu_every_neuron_$t" "$(cat "$T/out")"; fi
