@@ -131,24 +131,28 @@ static void fail_msg(clb *b, const char *fmt, ...)
 /* ------------------------------------------------------------ launching */
 
 /* Kernel arguments from the first: a list of (size, pointer) pairs ended
- * by 0. A local memory argument is (bytes, NULL). */
-static void vargs(clb *b, cl_kernel k, cl_uint first, va_list ap)
+ * by 0. A local memory argument is (bytes, NULL). The index after the
+ * last. */
+static cl_uint vargs(clb *b, cl_kernel k, cl_uint first, va_list ap)
 {
-    for (cl_uint i = first;; i++) {
+    cl_uint i = first;
+    for (;; i++) {
         size_t sz = va_arg(ap, size_t);
         if (!sz) break;
         const void *v = va_arg(ap, const void *);
         cl_int rc = clSetKernelArg(k, i, sz, v);
         if (rc != CL_SUCCESS) { fail(b, "clSetKernelArg", rc); break; }
     }
+    return i;
 }
 
-static void args(clb *b, cl_kernel k, ...)
+static cl_uint args(clb *b, cl_kernel k, ...)
 {
     va_list ap;
     va_start(ap, k);
-    vargs(b, k, 0, ap);
+    cl_uint n = vargs(b, k, 0, ap);
     va_end(ap);
+    return n;
 }
 
 static void args_from(clb *b, cl_kernel k, cl_uint first, ...)
@@ -240,20 +244,20 @@ static size_t rope_pairs(const pending *p)
     return (size_t)p->rn[0] * (size_t)(p->d[0] / 2) + (size_t)p->rn[1] * (size_t)(p->d[1] / 2);
 }
 
-/* The pending step's arguments to its kernel or its _q8 twin (which takes
- * act_q8's form after them). */
-static void pending_args(clb *b, cl_kernel k, const pending *p)
+/* The pending step's arguments to its kernel or its fused twin (which takes
+ * more after them, from the count returned). */
+static cl_uint pending_args(clb *b, cl_kernel k, const pending *p)
 {
     cl_int total = p->B * p->n;
     if (p->kind == PEND_NORM)
-        args(b, k, A(p->norm), A(p->n), A(p->eps), A(p->w), A(p->bias), A(p->has_b), A(p->x), A(p->xo), A(p->o),
-             A(p->oo), LOCAL(sizeof(float) * p->l), END);
-    else if (p->kind == PEND_ROPE)
-        args(b, k, A(p->mode), A(p->hd), A(b->scratch[SCR_POS]), A(p->freq), A(p->d[0]), A(p->rn[0]), A(p->r0[0]),
-             A(p->vm[0]), A(p->vo[0]), A(p->d[1]), A(p->rn[1]), A(p->r0[1]), A(p->vm[1]), A(p->vo[1]), END);
-    else
-        args(b, k, A(p->part), A(p->ml), A(p->hd), A(p->n_head), A(b->scratch[SCR_POS]), A(p->row0), A(p->ch),
-             A(p->n_chunks), A(p->o), A(p->oo), A(total), END);
+        return args(b, k, A(p->norm), A(p->n), A(p->eps), A(p->w), A(p->bias), A(p->has_b), A(p->x), A(p->xo),
+                    A(p->o), A(p->oo), LOCAL(sizeof(float) * p->l), END);
+    if (p->kind == PEND_ROPE)
+        return args(b, k, A(p->mode), A(p->hd), A(b->scratch[SCR_POS]), A(p->freq), A(p->d[0]), A(p->rn[0]),
+                    A(p->r0[0]), A(p->vm[0]), A(p->vo[0]), A(p->d[1]), A(p->rn[1]), A(p->r0[1]), A(p->vm[1]),
+                    A(p->vo[1]), END);
+    return args(b, k, A(p->part), A(p->ml), A(p->hd), A(p->n_head), A(b->scratch[SCR_POS]), A(p->row0), A(p->ch),
+                A(p->n_chunks), A(p->o), A(p->oo), A(total), END);
 }
 
 /* The pending step launched as it is, before anything else is queued. */
@@ -674,13 +678,19 @@ static size_t q8_form(clb *b, int B, int kn, int slot, prepared *p)
     return nb;
 }
 
-/* Make it's form of the B input rows at x into scratch slot `slot`. */
+/* Make it's form of the B input rows at x into scratch slot `slot`, or take
+ * the one a launch made beside x (made_form). */
 static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepared *p)
 {
     const cl_mat *m = it->w->dev;
     p->form = fmt_form[m->fmt];
     p->it = it;
     p->xo = p->doff = p->soff = p->poff = 0;
+    const made_form *f = &b->made;
+    if (B == 1 && f->on && f->w == m && f->x == mem_of(x) && f->xo == flo(x)) {
+        *p = (prepared){ FORM_Q8, it, f->mem, 0, f->doff, f->soff, f->poff };
+        return;
+    }
     if (p->form == FORM_F32) {
         p->mem = mem_of(x);
         p->xo = flo(x);
@@ -702,8 +712,7 @@ static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepare
         b->pend.kind = PEND_NONE;   /* the pending step and this form in one launch */
         const int norm = pn.kind == PEND_NORM;
         cl_kernel k = norm ? b->norm_q8 : b->attn_combine_q8;
-        pending_args(b, k, &pn);
-        args_from(b, k, 11, A(half_d), A(p->mem), A(p->doff), A(p->soff), A(p->poff), END);
+        args_from(b, k, pending_args(b, k, &pn), A(half_d), A(p->mem), A(p->doff), A(p->soff), A(p->poff), END);
         size_t g = norm ? pn.l * (size_t)B : (size_t)B * (size_t)n, l = norm ? pn.l : 32;   /* a block a group */
         launch(b, k, 1, &g, &l);
         return;
@@ -782,8 +791,8 @@ static void row_products(clb *b, const prepared *p, const hc_mm *it, int c)
     const size_t l[2] = { lanes, R }, g[2] = { lanes, groups * R };
     if (q)
         args(b, k, A(w[0]), A(d[0]), A(rows[0]), A(y[0]), A(yo[0]), A(w[1]), A(d[1]), A(rows[1]), A(y[1]), A(yo[1]),
-             A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(acc), A(p->mem), A(p->doff),
-             A(p->soff), A(p->poff), A(xb), LOCAL(sizeof(float) * lanes * R), END);
+             A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(acc), A(p->mem),
+             A(p->doff), A(p->soff), A(p->poff), A(xb), LOCAL(sizeof(float) * lanes * R), END);
     else
         args(b, k, A(w[0]), A(d[0]), A(rows[0]), A(y[0]), A(yo[0]), A(w[1]), A(d[1]), A(rows[1]), A(y[1]), A(yo[1]),
              A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(acc), A(p->mem), A(xo),
@@ -837,10 +846,7 @@ static void matmul(hc_backend *be, hc_view x, int B, const hc_mm *items, int n_i
         if (h < 0) {
             h = n_held < 2 ? n_held++ : next;
             next = !h;
-            if (B == 1 && b->made.on && b->made.w == it->w->dev && b->made.x == mem_of(x) && b->made.xo == flo(x))
-                held[h] = (prepared){ FORM_Q8, it, b->made.mem, 0, b->made.doff, b->made.soff, b->made.poff };
-            else
-                prepare(b, x, B, it, SCR_ACT0 + h, &held[h]);
+            prepare(b, x, B, it, SCR_ACT0 + h, &held[h]);
         }
         if (B - it->b0 > 1) {
             tiled_product(b, &held[h], B, it);
@@ -1058,9 +1064,8 @@ static void kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_
     const pending p = b->pend;
     if (p.kind == PEND_ROPE && p.vm[0] == km && p.vo[0] == ko && p.rn[0] == B && p.r0[0] == 0 && p.d[0] == kvd) {
         b->pend.kind = PEND_NONE;   /* k rotated into the cache, v beside it: one launch */
-        pending_args(b, b->rope_store, &p);
-        args_from(b, b->rope_store, 14, A(vm), A(vo), A(kv->k[layer]), A(kv->v[layer]), A(b->scratch[SCR_SEQ]),
-                  A(b->scratch[SCR_TABLE]), A(mb), END);
+        args_from(b, b->rope_store, pending_args(b, b->rope_store, &p), A(vm), A(vo), A(kv->k[layer]),
+                  A(kv->v[layer]), A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), END);
         launch_ew(b, b->rope_store, rope_pairs(&p) + (size_t)total);
         return;
     }

@@ -421,10 +421,10 @@ void xload_f(__global const uchar *X, uint xo, uint xs, uint doff, uint soff, in
              float16 *hi, float2 *sm)
 {
     __global const float *x = (__global const float *)X + xo + (size_t)b * xs + 32 * (size_t)j;
-    if (32 * j + 32 <= n && xo % 4 == 0 && xs % 4 == 0) {   /* 16-byte loads, as x8 */
-        __global const float4 *p = (__global const float4 *)x;
-        *lo = (float16)(p[0], p[1], p[2], p[3]);
-        *hi = (float16)(p[4], p[5], p[6], p[7]);
+    if (32 * j + 32 <= n) {
+        const int al = xo % 4 == 0 && xs % 4 == 0;
+        *lo = (float16)(x8(x, 0, al), x8(x, 1, al));
+        *hi = (float16)(x8(x, 2, al), x8(x, 3, al));
     } else {
         float v[32];
         for (int i = 0; i < 32; i++) v[i] = 32 * j + i < n ? x[i] : 0.0f;
