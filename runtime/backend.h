@@ -153,14 +153,14 @@ struct hc_backend_ops {
      * kv_store and attention read the positions and block tables from it. */
     void (*batch)(hc_backend *be, const hc_seq_rows *rows);
 
-    /* The KV cache, paged (vLLM's): a pool of n_blocks blocks of
-     * HC_KV_BLOCK positions, each a k and a v row of n_head_kv·head_dim
-     * floats, for the layers with on[layer] set (on NULL: every layer). A
-     * sequence's position p lives in slot p % HC_KV_BLOCK of block
-     * table[p / HC_KV_BLOCK] of its block table; a sequence holds at most
-     * n_ctx positions. */
-    hc_kv *(*kv_new)(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_ctx, const uint8_t *on, char *err,
-                     size_t errlen);
+    /* The KV cache, paged (vLLM's): a pool of n_blocks blocks of `block`
+     * positions (a power of two), each a k and a v row of
+     * n_head_kv·head_dim floats, for the layers with on[layer] set (on
+     * NULL: every layer). A sequence's position p lives in slot p % block
+     * of block table[p / block] of its block table (the rows' block is
+     * this one); a sequence holds at most n_ctx positions. */
+    hc_kv *(*kv_new)(hc_backend *be, const hc_hparams *hp, int n_blocks, int block, int n_ctx, const uint8_t *on,
+                     char *err, size_t errlen);
     void (*kv_free)(hc_backend *be, hc_kv *kv);
     /* store k[B][kv_dim] and v[B][kv_dim] of the batch's rows 0..B-1 of layer */
     void (*kv_store)(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v);

@@ -27,32 +27,33 @@ void hc_blocks_give(hc_blocks *b, const int32_t *table, int n)
     for (int i = n - 1; i >= 0; i--) b->free[b->n_free++] = table[i];
 }
 
-uint64_t hc_blocks_bytes(const hc_hparams *hp)
+uint64_t hc_blocks_bytes(const hc_hparams *hp, int block)
 {
-    return 2 * sizeof(float) * HC_KV_BLOCK * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
+    return 2 * sizeof(float) * (uint64_t)block * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
 }
 
 /* The blocks `bytes` hold, at most n_parallel contexts'. */
-static uint64_t blocks_in(const hc_hparams *hp, uint64_t bytes, int n_ctx, int n_parallel)
+static uint64_t blocks_in(const hc_hparams *hp, uint64_t bytes, int n_ctx, int n_parallel, int block)
 {
-    uint64_t most = (uint64_t)n_parallel * (uint64_t)hc_blocks_for(n_ctx), n = bytes / hc_blocks_bytes(hp);
+    uint64_t most = (uint64_t)n_parallel * (uint64_t)hc_blocks_for(n_ctx, block), n = bytes / hc_blocks_bytes(hp, block);
     return n < most ? n : most;
 }
 
-int hc_blocks_most(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel)
+int hc_blocks_most(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, int block)
 {
-    return (int)blocks_in(hp, budget ? budget : UINT64_MAX, n_ctx, n_parallel);
+    return (int)blocks_in(hp, budget ? budget : UINT64_MAX, n_ctx, n_parallel, block);
 }
 
-int hc_blocks_pool(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, char *err, size_t errlen)
+int hc_blocks_pool(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, int block, char *err,
+                   size_t errlen)
 {
-    uint64_t block = hc_blocks_bytes(hp), bytes = budget ? budget : hc_mem_available() / 4 * 3;
-    uint64_t n = blocks_in(hp, bytes, n_ctx, n_parallel);
-    if (n < (uint64_t)hc_blocks_for(n_ctx)) {
+    uint64_t block_bytes = hc_blocks_bytes(hp, block), bytes = budget ? budget : hc_mem_available() / 4 * 3;
+    uint64_t n = blocks_in(hp, bytes, n_ctx, n_parallel, block);
+    if (n < (uint64_t)hc_blocks_for(n_ctx, block)) {
         snprintf(err, errlen, "a KV budget of %llu bytes%s holds %llu blocks of %d positions (%llu bytes each), less "
                  "than one context of %d positions (-c): give a larger --kv-budget or a smaller -c",
                  (unsigned long long)bytes, budget ? "" : " (3/4 of the available memory)", (unsigned long long)n,
-                 HC_KV_BLOCK, (unsigned long long)block, n_ctx);
+                 block, (unsigned long long)block_bytes, n_ctx);
         return -1;
     }
     return (int)n;

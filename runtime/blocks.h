@@ -15,8 +15,8 @@ typedef struct {
     int32_t *free;   /* [n]: the free blocks' ids, the next one taken last */
 } hc_blocks;
 
-/* The bytes of a block: k and v of HC_KV_BLOCK positions in every layer, f32. */
-uint64_t hc_blocks_bytes(const hc_hparams *hp);
+/* The bytes of a block: k and v of `block` positions in every layer, f32. */
+uint64_t hc_blocks_bytes(const hc_hparams *hp, int block);
 /* All n blocks free; 0, or -1 when out of memory. */
 int hc_blocks_init(hc_blocks *b, int n);
 void hc_blocks_free(hc_blocks *b);
@@ -24,14 +24,15 @@ void hc_blocks_free(hc_blocks *b);
 int32_t hc_blocks_take(hc_blocks *b);
 /* The n blocks of table back to the pool. */
 void hc_blocks_give(hc_blocks *b, const int32_t *table, int n);
-/* The pool for n_parallel sequences of n_ctx positions: budget bytes of
- * blocks (0: three quarters of the memory available now), at most what
- * n_parallel whole contexts take. Its blocks, or -1 with err when it holds
- * less than one context. */
-int hc_blocks_pool(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, char *err, size_t errlen);
+/* The pool for n_parallel sequences of n_ctx positions in blocks of
+ * `block`: budget bytes of blocks (0: three quarters of the memory
+ * available now), at most what n_parallel whole contexts take. Its blocks,
+ * or -1 with err when it holds less than one context. */
+int hc_blocks_pool(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, int block, char *err,
+                   size_t errlen);
 /* The most blocks hc_blocks_pool can give (what the budget holds, or n_parallel
  * contexts without one): what a device's placement prices, before the
  * memory left after loading decides the pool. */
-int hc_blocks_most(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel);
+int hc_blocks_most(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, int block);
 
 #endif

@@ -77,7 +77,7 @@ static int rows_new(hc_ctx *ctx, hc_rows *R, hc_backend *be, const uint8_t *on, 
     }
     R->rope_freq = (hc_bvec){ ctx->rope_freq, hp->head_dim / 2, NULL };
     if (op->vec_new && !(R->rope_freq.dev = op->vec_new(be, ctx->rope_freq, hp->head_dim / 2, err, errlen))) return -1;
-    return (R->kv = op->kv_new(be, hp, ctx->n_kv_blocks, ctx->n_ctx, on, err, errlen)) ? 0 : -1;
+    return (R->kv = op->kv_new(be, hp, ctx->n_kv_blocks, ctx->kv_block, ctx->n_ctx, on, err, errlen)) ? 0 : -1;
 }
 
 static void rows_free(hc_rows *R)
@@ -148,11 +148,17 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
                  "not implemented; use -c %d or less)", m->path, n_ctx, hp->sliding_window, hp->sliding_window);
         return NULL;
     }
+    int kv_block = p && p->kv_block ? p->kv_block : HC_KV_BLOCK;
+    if (kv_block < HC_KV_BLOCK_MIN || kv_block > HC_KV_BLOCK_MAX || (kv_block & (kv_block - 1))) {
+        snprintf(err, errlen, "a KV block of %d positions: not a power of two from %d to %d", kv_block,
+                 HC_KV_BLOCK_MIN, HC_KV_BLOCK_MAX);
+        return NULL;
+    }
     /* hc_eval's sequence: the blocks 0.. of its positions */
-    int max_blocks = hc_blocks_for(n_ctx);
+    int max_blocks = hc_blocks_for(n_ctx, kv_block);
     int n_kv_blocks = p && p->n_kv_blocks > 0 ? p->n_kv_blocks : max_blocks;
     int n_batch = p && p->n_batch > 0 ? p->n_batch : 512;
-    if (n_batch > n_kv_blocks * HC_KV_BLOCK) n_batch = n_kv_blocks * HC_KV_BLOCK;   /* a slot for each row */
+    if (n_batch > n_kv_blocks * kv_block) n_batch = n_kv_blocks * kv_block;   /* a slot for each row */
     if (n_batch > n_ctx && n_kv_blocks == max_blocks) n_batch = n_ctx;
     int nt = p && p->n_threads > 0 ? p->n_threads : 1;
     const hc_place *place = p && !p->hook ? p->place : NULL;   /* hooks read every row on the host */
@@ -163,6 +169,7 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     ctx->n_ctx = n_ctx;
     ctx->n_batch = n_batch;
     ctx->n_kv_blocks = n_kv_blocks;
+    ctx->kv_block = kv_block;
     if (p) {
         ctx->hook = p->hook;
         ctx->hook_user = p->hook_user;
@@ -222,6 +229,7 @@ void hc_ctx_free(hc_ctx *ctx)
 
 const hc_model *hc_ctx_model(const hc_ctx *ctx) { return ctx->model; }
 int hc_ctx_n_batch(const hc_ctx *ctx) { return ctx->n_batch; }
+int hc_ctx_kv_block(const hc_ctx *ctx) { return ctx->kv_block; }
 hc_pool *hc_ctx_pool(hc_ctx *ctx) { return ctx->pool; }
 const char *hc_ctx_error(const hc_ctx *ctx) { return ctx->err; }
 float *hc_ctx_ffn_scratch(hc_ctx *ctx, int which) { return hc_cpu_ptr(ctx->rows[HC_ON_CPU].ffn[which != 0]); }
@@ -266,7 +274,8 @@ static void embed(hc_ctx *ctx, const int32_t *tokens, int B, const int32_t *pos,
 static const hc_seq_rows *one_sequence(hc_ctx *ctx, int B, int pos0)
 {
     for (int b = 0; b < B; b++) ctx->pos[b] = pos0 + b;
-    ctx->one = (hc_seq_rows){ B, ctx->pos, ctx->seq, ctx->table, 1, hc_blocks_for(ctx->n_ctx) };
+    ctx->one = (hc_seq_rows){ B, ctx->pos, ctx->seq, ctx->table, 1, hc_blocks_for(ctx->n_ctx, ctx->kv_block),
+                               ctx->kv_block };
     return &ctx->one;
 }
 

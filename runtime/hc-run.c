@@ -39,6 +39,8 @@ static const char usage[] =
     "                          prompt, completion, token counts, stop)\n"
     "      --kv-budget SIZE    with --parallel: bytes of KV cache (K/M/G = 1024-based;\n"
     "                          default 3/4 of the available memory, at most N contexts)\n"
+    "      --block-size N      with --parallel: positions per KV block, a power of two\n"
+    "                          from 4 to 1024 (default 16, vLLM's)\n"
     "  -i, --interactive       after generating, read a line from standard input, append\n"
     "                          it and go on in the same context; ends at end of input\n"
     "  -n, --n-predict N       tokens to generate (default 128); stops early at BOS/EOS\n"
@@ -103,6 +105,7 @@ typedef struct {
     int n_predict, threads, n_ctx, n_batch, logits, verbose, interactive, reset_index, tokenize, list_devices;
     int parallel, json;  /* --parallel N (0: one prompt), --json */
     uint64_t kv_budget;  /* --kv-budget; 0: from the available memory */
+    int kv_block;        /* --block-size: positions per KV block */
     hc_prompt *prompts;  /* --parallel: the prompts of -f */
     int n_prompts;
     int weights_mem;     /* enum hc_weights_mem: --mmap, --no-mmap or neither */
@@ -170,7 +173,8 @@ static void check_args(options *o)
     if (o->parallel && !o->prompt_file) hc_die("--parallel runs the prompts of -f FILE (one a line)");
     if (o->parallel && (o->interactive || o->ppl_file || o->logits || o->tokenize))
         hc_die("--parallel does not go with -i, --perplexity, --logits or --tokenize");
-    if (!o->parallel && (o->json || o->kv_budget)) hc_die("--json and --kv-budget go with --parallel");
+    if (!o->parallel && (o->json || o->kv_budget || o->kv_block != HC_KV_BLOCK))
+        hc_die("--json, --kv-budget and --block-size go with --parallel");
     if (o->parallel && o->n_batch && o->n_batch < o->parallel)
         hc_die("-b %d is less than --parallel %d: every running sequence needs a row in each step", o->n_batch,
                o->parallel);
@@ -224,7 +228,8 @@ static void parse_args(int argc, char **argv, options *o)
         { "mmap", no_argument, 0, 'M' }, { "no-mmap", no_argument, 0, 'Y' },
         { "device", required_argument, 0, 'Q' }, { "list-devices", no_argument, 0, 'W' },
         { "parallel", required_argument, 0, 'J' }, { "json", no_argument, 0, 'O' },
-        { "kv-budget", required_argument, 0, 'U' }, { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION,
+        { "kv-budget", required_argument, 0, 'U' }, { "block-size", required_argument, 0, 'F' },
+        { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION,
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     /* llama.cpp spells them -ngl and -np, which getopt would read as -n gl, -n p */
@@ -232,7 +237,7 @@ static void parse_args(int argc, char **argv, options *o)
         if (strcmp(argv[i], "-ngl") == 0) argv[i] = "--n-gpu-layers";
         if (strcmp(argv[i], "-np") == 0) argv[i] = "--parallel";
     }
-    *o = (options){ .prompt = "", .n_predict = 128, .threads = hc_default_threads(64),
+    *o = (options){ .prompt = "", .n_predict = 128, .threads = hc_default_threads(64), .kv_block = HC_KV_BLOCK,
                     .sp = { .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 42 }, .fo = { .gpu_layers = -1 } };
     int c;
     while ((c = getopt_long(argc, argv, ":m:p:f:in:t:c:b:vh", longs, NULL)) != -1) {
@@ -285,6 +290,10 @@ static void parse_args(int argc, char **argv, options *o)
             if (hc_parse_size(optarg, &o->kv_budget) || !o->kv_budget)
                 hc_die("bad value for --kv-budget: '%s' (bytes, or K/M/G/T)", optarg);
             break;
+        case 'F':
+            o->kv_block = (int)hc_opt_int("--block-size", optarg, HC_KV_BLOCK_MIN, HC_KV_BLOCK_MAX);
+            if (o->kv_block & (o->kv_block - 1)) hc_die("bad value for --block-size: %s (a power of two)", optarg);
+            break;
         case 'v': o->verbose = o->fo.verbose = 1; break;
         case HC_OPT_VERSION: hc_version();
         case 'h': fputs(usage, stdout); exit(0);
@@ -300,7 +309,8 @@ static void parse_args(int argc, char **argv, options *o)
 static hc_ctx *new_ctx(const hc_model *m, const options *o, hc_ffn *ffn, int n_ctx, int n_kv_blocks)
 {
     char err[512];
-    hc_ctx_params cp = { .n_ctx = n_ctx, .n_kv_blocks = n_kv_blocks, .n_batch = o->n_batch, .n_threads = o->threads };
+    hc_ctx_params cp = { .n_ctx = n_ctx, .n_kv_blocks = n_kv_blocks, .kv_block = o->kv_block, .n_batch = o->n_batch,
+                         .n_threads = o->threads };
     hc_ffn_attach(ffn, &cp);
     hc_ctx *ctx = hc_ctx_new(m, &cp, err, sizeof err);
     if (!ctx) hc_die("%s", err);
@@ -634,7 +644,7 @@ static void parallel(const hc_model *m, const hc_tokenizer *tok, const options *
 {
     char err[512];
     int n = o->n_prompts, n_ctx = parallel_ctx(m, o);
-    int blocks = hc_blocks_pool(&m->hp, o->kv_budget, n_ctx, o->parallel, err, sizeof err);
+    int blocks = hc_blocks_pool(&m->hp, o->kv_budget, n_ctx, o->parallel, o->kv_block, err, sizeof err);
     if (blocks < 0) hc_die("%s: %s", o->model, err);
     hc_request *reqs = calloc((size_t)n, sizeof *reqs);
     par_run P = { .tok = tok, .o = o, .t = calloc((size_t)n, sizeof *P.t), .n_ctx = n_ctx };
@@ -665,7 +675,7 @@ static void parallel(const hc_model *m, const hc_tokenizer *tok, const options *
     double dt = hc_now() - P.t0;
     fprintf(stderr, "batch:      %d prompts (%d refused), at most %d at once, %d steps, %d preempted; KV cache %d "
             "blocks of %d positions (%s)\n", n, P.refused, st.most_running, st.steps, st.preempted, blocks,
-            HC_KV_BLOCK, hc_format_size((uint64_t)blocks * hc_blocks_bytes(&m->hp), sz, sizeof sz));
+            o->kv_block, hc_format_size((uint64_t)blocks * hc_blocks_bytes(&m->hp, o->kv_block), sz, sizeof sz));
     fprintf(stderr, "prompt:     %6ld tokens (with recomputed ones)\n", st.prompt_rows);
     fprintf(stderr, "generation: %6ld tokens in %9.2f ms (%9.1f tok/s summed, prompts included)\n", st.generated,
             dt * 1e3, st.generated / (dt > 0 ? dt : 1e-9));
@@ -760,7 +770,7 @@ int main(int argc, char **argv)
     if (o.reset_index) reset_gpu_index(&o, idx, sizeof idx);
     o.fo.n_ctx = o.n_ctx;
     if (o.parallel)   /* the device's share of the cache priced for the largest pool, as hc-solve --ctx */
-        o.fo.n_ctx = hc_blocks_most(&m->hp, o.kv_budget, parallel_ctx(m, &o), o.parallel) * HC_KV_BLOCK;
+        o.fo.n_ctx = hc_blocks_most(&m->hp, o.kv_budget, parallel_ctx(m, &o), o.parallel, o.kv_block) * o.kv_block;
     hc_ffn *ffn = hc_ffn_setup(m, &o.fo, stderr, err, sizeof err);
     if (!ffn) hc_die("%s", err);
     int64_t copied = hc_model_copy_weights(m, o.weights_mem, !hc_ffn_is_sparse(ffn), err, sizeof err);

@@ -176,8 +176,10 @@ typedef void (*hc_ffn_fn)(void *user, hc_ctx *ctx, int layer, const float *ffn_i
 
 typedef struct {
     int n_ctx;       /* KV cache positions of one sequence; 0: min(context_length, 2048) */
-    int n_kv_blocks; /* blocks of HC_KV_BLOCK positions in the cache's pool, shared by the
+    int n_kv_blocks; /* blocks of kv_block positions in the cache's pool, shared by the
                       * sequences of hc_eval_rows; 0: one sequence's n_ctx (hc_eval's) */
+    int kv_block;    /* positions per block: a power of two in [HC_KV_BLOCK_MIN,
+                      * HC_KV_BLOCK_MAX]; 0: HC_KV_BLOCK */
     int n_batch;     /* most tokens per forward step; 0: min(n_ctx, 512) */
     int n_threads;   /* 0: 1 */
     hc_hook_fn hook;  void *hook_user;   /* NULL: no hooks */
@@ -194,6 +196,7 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
 void hc_ctx_free(hc_ctx *ctx);
 const hc_model *hc_ctx_model(const hc_ctx *ctx);
 int hc_ctx_n_batch(const hc_ctx *ctx);
+int hc_ctx_kv_block(const hc_ctx *ctx);   /* positions per KV block */
 /* The context's threads, for a hook that wants to run work on them. */
 hc_pool *hc_ctx_pool(hc_ctx *ctx);
 /* Why the last hc_eval failed. */
@@ -209,14 +212,18 @@ enum hc_logits { HC_LOGITS_NONE, HC_LOGITS_LAST, HC_LOGITS_ALL };
  * logit that is not finite: NaN or infinite weights). */
 int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *logits, int which);
 
-/* Positions per block of the paged KV cache (vLLM's default block size). */
+/* Positions per block of the paged KV cache: by default vLLM's default
+ * block size; a power of two (the kernels shift and mask), at least what
+ * the CPU's attention computes side by side (cpu/attention.c, ATT_POS). */
 #define HC_KV_BLOCK 16
-/* Blocks that hold n positions. */
-static inline int hc_blocks_for(int n) { return (n + HC_KV_BLOCK - 1) / HC_KV_BLOCK; }
+#define HC_KV_BLOCK_MIN 4
+#define HC_KV_BLOCK_MAX 1024
+/* Blocks of `block` positions that hold n positions. */
+static inline int hc_blocks_for(int n, int block) { return (n + block - 1) / block; }
 
 /* The rows of one step over several sequences (runtime/scheduler.c builds
  * them): row b is position pos[b] of sequence seq[b], whose positions live
- * in the cache's blocks table[seq[b] * max_blocks + position / HC_KV_BLOCK].
+ * in the cache's blocks table[seq[b] * max_blocks + position / block].
  * Every position a row attends to (0..pos[b] of its sequence) is in the
  * cache or among the step's rows. */
 typedef struct {
@@ -224,6 +231,7 @@ typedef struct {
     const int32_t *pos, *seq;   /* [B] */
     const int32_t *table;       /* [n_seq][max_blocks] block ids */
     int n_seq, max_blocks;
+    int block;                  /* positions per block: the context's kv_block */
 } hc_seq_rows;
 
 /* One step of rows of several sequences (B <= n_batch; tokens valid, every

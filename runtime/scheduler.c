@@ -37,7 +37,7 @@ typedef struct {
     int *waiting, n_waiting;      /* request ids, ascending: arrival order */
     int *running, n_running;      /* request ids, ascending */
     int *slots, n_slots;          /* free block tables */
-    int max_blocks, watermark;
+    int max_blocks, watermark, block;   /* block: positions per block (the context's) */
     int32_t *tables;              /* [n_parallel][max_blocks] */
     hc_blocks blocks;
     int32_t *tok, *pos, *seq;     /* [n_batch]: the step's rows */
@@ -101,7 +101,7 @@ static int admit(sched *S)
     while (S->n_waiting && S->n_slots) {
         int r = S->waiting[0];
         seq_state *s = &S->s[r];
-        int need = hc_blocks_for(s->n_tokens);
+        int need = hc_blocks_for(s->n_tokens, S->block);
         if (need > S->blocks.n_free || (S->n_running && S->blocks.n_free - need < S->watermark)) break;
         if (!s->smp && !(s->smp = hc_sampler_new(&S->reqs[r].sp, V))) return -1;
         s->slot = S->slots[--S->n_slots];
@@ -119,7 +119,7 @@ static void grow(sched *S)
 {
     for (int i = 0; i < S->n_running;) {
         seq_state *s = &S->s[S->running[i]];
-        if (hc_blocks_for(s->n_tokens) <= s->n_blocks) {
+        if (hc_blocks_for(s->n_tokens, S->block) <= s->n_blocks) {
             i++;
             continue;
         }
@@ -190,7 +190,7 @@ static int step(sched *S, int n_batch, char *err, size_t errlen)
             S->wanted[n_out++] = S->running[i];
         }
     }
-    hc_seq_rows rows = { B, S->pos, S->seq, S->tables, S->p->n_parallel, S->max_blocks };
+    hc_seq_rows rows = { B, S->pos, S->seq, S->tables, S->p->n_parallel, S->max_blocks, S->block };
     double t0 = hc_now();
     int rc = hc_eval_rows(S->ctx, S->tok, &rows, n_out, S->logits);
     if (rc < 0) {
@@ -234,8 +234,9 @@ int hc_sched_run(hc_ctx *ctx, const hc_request *reqs, int n, const hc_sched_para
 {
     size_t np = (size_t)p->n_parallel, nb = (size_t)hc_ctx_n_batch(ctx), nr = (size_t)(n ? n : 1);
     size_t V = (size_t)hc_ctx_model(ctx)->hp.n_vocab;
-    sched S = { .ctx = ctx, .reqs = reqs, .p = p, .out = out, .st = st, .max_blocks = hc_blocks_for(p->n_ctx),
-                .watermark = p->n_blocks / 100 };   /* vLLM's default: 1 % of the blocks */
+    const int block = hc_ctx_kv_block(ctx);
+    sched S = { .ctx = ctx, .reqs = reqs, .p = p, .out = out, .st = st, .block = block,
+                .max_blocks = hc_blocks_for(p->n_ctx, block), .watermark = p->n_blocks / 100 };   /* vLLM's default: 1 % of the blocks */
     memset(st, 0, sizeof *st);
     if (p->n_blocks < S.max_blocks || nb < np) {
         snprintf(err, errlen, "a pool of %d KV blocks and %zu rows per step cannot run %zu sequences of %d positions",

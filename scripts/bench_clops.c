@@ -76,9 +76,9 @@ static hc_kv *decode_cache(hc_backend *be, const hc_hparams *hp, int npos, hc_vi
                            int32_t **tables, char *err, size_t errlen)
 {
     const hc_backend_ops *o = be->ops;
-    int n_blocks = (npos + HC_KV_BLOCK - 1) / HC_KV_BLOCK;
+    int n_blocks = hc_blocks_for(npos, HC_KV_BLOCK);
     int32_t *t = malloc(sizeof *t * (2 * (size_t)npos + (size_t)n_blocks));   /* positions, sequences, table */
-    hc_kv *kv = t ? o->kv_new(be, hp, n_blocks, npos, NULL, err, errlen) : NULL;
+    hc_kv *kv = t ? o->kv_new(be, hp, n_blocks, HC_KV_BLOCK, npos, NULL, err, errlen) : NULL;
     if (!kv) {
         if (!t) snprintf(err, errlen, "out of memory");
         free(t);
@@ -87,10 +87,10 @@ static hc_kv *decode_cache(hc_backend *be, const hc_hparams *hp, int npos, hc_vi
     int32_t *pos = t, *seq = t + npos, *table = seq + npos;
     for (int p = 0; p < npos; p++) pos[p] = p, seq[p] = 0;
     for (int i = 0; i < n_blocks; i++) table[i] = i;
-    *rows = (hc_seq_rows){ npos, pos, seq, table, 1, n_blocks };
+    *rows = (hc_seq_rows){ npos, pos, seq, table, 1, n_blocks, HC_KV_BLOCK };
     o->batch(be, rows);
     o->kv_store(be, kv, 0, npos, k, v);
-    *rows = (hc_seq_rows){ 1, pos + npos - 1, seq, table, 1, n_blocks };
+    *rows = (hc_seq_rows){ 1, pos + npos - 1, seq, table, 1, n_blocks, HC_KV_BLOCK };
     o->batch(be, rows);
     *tables = t;
     return kv;

@@ -74,10 +74,10 @@ static void s_ffn_act(hc_backend *be, const hc_hparams *hp, const hc_bvec *gb, c
     if (step(be)) CPU(be)->ops->ffn_act(CPU(be), hp, gb, ub, g, u, B);
 }
 static void s_batch(hc_backend *be, const hc_seq_rows *rows) { CPU(be)->ops->batch(CPU(be), rows); }
-static hc_kv *s_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_ctx, const uint8_t *on, char *e,
-                       size_t el)
+static hc_kv *s_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int block, int n_ctx, const uint8_t *on,
+                       char *e, size_t el)
 {
-    return CPU(be)->ops->kv_new(CPU(be), hp, n_blocks, n_ctx, on, e, el);
+    return CPU(be)->ops->kv_new(CPU(be), hp, n_blocks, block, n_ctx, on, e, el);
 }
 static void s_kv_free(hc_backend *be, hc_kv *kv) { CPU(be)->ops->kv_free(CPU(be), kv); }
 static void s_kv_store(hc_backend *be, hc_kv *kv, int l, int B, hc_view k, hc_view v)
@@ -235,7 +235,7 @@ static void on_done(void *user, int r, enum hc_stop why) { (void)user, (void)r, 
 static int schedule(const hc_model *m, const hc_place *place, sched_out *o, hc_sched_stats *st)
 {
     char err[256];
-    int n_blocks = NREQ * hc_blocks_for(CTX);
+    int n_blocks = NREQ * hc_blocks_for(CTX, HC_KV_BLOCK);
     hc_ctx_params p = { .n_ctx = CTX, .n_kv_blocks = n_blocks, .n_batch = 8, .n_threads = 2, .place = place };
     hc_ctx *ctx = hc_ctx_new(m, &p, err, sizeof err);
     if (!ctx) return -1;

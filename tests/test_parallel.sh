@@ -3,8 +3,8 @@
 # byte for byte the text of its prompt run alone (greedy; stories260K, dense
 # and with the sparse FFN, and two hf-tiny families: qwen2's NeoX RoPE and
 # biases, opt's learned positions),
-# also when a small --kv-budget forces preemption and recomputation, and on
-# the OpenCL device (-ngl 99); a prompt longer than the context is refused
+# also when a small --kv-budget forces preemption and recomputation, with
+# other block sizes (--block-size), and on the OpenCL device (-ngl 99); a prompt longer than the context is refused
 # on its own line while the others go on; sampled texts do not depend on N;
 # JSON Lines in (per-prompt n_predict, temp, seed; unknown keys refused by
 # name) and out (--json).
@@ -56,6 +56,20 @@ if grep -q "^batch: .* [1-9][0-9]* preempted" "$T/pre.err"; then same parallel_p
 else fail parallel_preempted "no preemption: $(grep batch "$T/pre.err")"; fi
 check_fails parallel_budget_too_small "less than one context of 64 positions" \
     "$R" -m "$S" -f "$T/p.txt" --parallel 8 -c 64 --kv-budget 40K
+# other block sizes (--block-size, vLLM's): the same texts, preempted or not
+for bs in 4 64; do
+    "$R" -m "$S" -f "$T/p.txt" --parallel 8 -n 40 --temp 0 -t 2 -c 64 --kv-budget 200K --block-size $bs \
+        >"$T/bs$bs.txt" 2>"$T/bs$bs.err"
+    if grep -q "^batch: .*KV cache [0-9]* blocks of $bs positions" "$T/bs$bs.err"; then
+        same "parallel_block_size_$bs" "$T/solo.txt" "$T/bs$bs.txt"
+    else fail "parallel_block_size_$bs" "$(grep batch "$T/bs$bs.err")"; fi
+done
+grep -q "^batch: .* [1-9][0-9]* preempted" "$T/bs4.err" && ok parallel_block_size_preempted ||
+    fail parallel_block_size_preempted "$(grep batch "$T/bs4.err")"
+check_fails parallel_block_size_power_of_two "bad value for --block-size: 12 (a power of two)" \
+    "$R" -m "$S" -f "$T/p.txt" --parallel 8 --block-size 12
+check_fails parallel_block_size_range "--block-size" "$R" -m "$S" -f "$T/p.txt" --parallel 8 --block-size 2
+check_fails parallel_block_size_alone "--block-size go with --parallel" "$R" -m "$S" -p x --block-size 32
 
 # the sparse FFN (SiLU skipping |act(gate)| < 0.3): each row keeps its own neurons, the step reads their union
 solo_all sparse "$S" 40 "$T/solo_sparse.txt" --temp 0 --sparse-threshold 0.3
@@ -109,7 +123,7 @@ check_fails parallel_json_unknown_key "$T/bad.txt:1: unknown key 'tmp'" "$R" -m 
 printf 'fine\n{"prompt": 3}\n' >"$T/bad2.txt"
 check_fails parallel_json_bad_type "$T/bad2.txt:2: \"prompt\" must be a string" "$R" -m "$S" -f "$T/bad2.txt" -np 2
 check_fails parallel_needs_file "--parallel runs the prompts of -f FILE" "$R" -m "$S" -p x --parallel 2
-check_fails parallel_json_alone "--json and --kv-budget go with --parallel" "$R" -m "$S" -p x --json
+check_fails parallel_json_alone "--json, --kv-budget and --block-size go with --parallel" "$R" -m "$S" -p x --json
 
 # hf-tiny families: qwen2 (NeoX RoPE, q/k/v biases), opt (learned positions)
 H=$HC_FIXTURES/hf-tiny
@@ -130,6 +144,9 @@ if "$R" --list-devices >/dev/null 2>&1; then
     if grep -q "every FFN neuron" "$T/par_dev.err"; then same parallel_device "$T/solo_dev.txt" "$T/par_dev.txt"
     else fail parallel_device "not on the device: $(head -c 300 "$T/par_dev.err")"; fi
     same parallel_device_is_cpu_text "$T/solo.txt" "$T/par_dev.txt"
+    "$R" -m "$S" -f "$T/p.txt" --parallel 8 -n 40 --temp 0 -t 2 -ngl 99 -c 64 --kv-budget 200K --block-size 8 \
+        >"$T/par_dev8.txt" 2>"$T/par_dev8.err"
+    same parallel_device_block_size "$T/solo_dev.txt" "$T/par_dev8.txt"
     # the placement prices the pool's cache, as hc-solve --ctx: a budget that holds the whole
     # model with one sequence's cache holds less of it with four
     for np in 1 4; do

@@ -411,9 +411,12 @@ static void test_tied_and_eval_errors(void)
     char err[256];
     hc_ctx_params p = { .n_ctx = CTX + 1 };
     hc_ctx *too_big = hc_ctx_new(m, &p, err, sizeof err);
+    CHECK(too_big == NULL && strstr(err, "context_length"));
+    hc_ctx_params odd_block = { .n_ctx = 8, .kv_block = 12 };
+    hc_ctx *odd = hc_ctx_new(m, &odd_block, err, sizeof err);
+    CHECK(odd == NULL && strstr(err, "a KV block of 12 positions: not a power of two from 4 to 1024"));
     hc_model_free(m);
     CHECK(r1 == -1 && r2 == -1 && r3 == 0);
-    CHECK(too_big == NULL && strstr(err, "context_length"));
 }
 
 static void test_sampler(void)

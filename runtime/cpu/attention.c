@@ -1,5 +1,5 @@
 /* The CPU's KV cache and attention: the cache a pool of blocks of
- * HC_KV_BLOCK positions in 2 MiB pages, read through each sequence's block
+ * kv_block positions in 2 MiB pages, read through each sequence's block
  * table (backend.h), and causal grouped-query attention over it written for
  * the host's vector units (scores, softmax and the mix of the values as
  * llama2.c's run.c computes them, in an order that does not depend on the
@@ -21,29 +21,30 @@
  * then a group's q interleaved (attn_group) */
 #define ATT_SCRATCH(n_ctx, hd) ((size_t)ATT_TOKENS * (size_t)(n_ctx) + (size_t)ATT_GROUP * (size_t)(hd))
 
-/* attn_one's ATT_POS positions side by side lie in one block */
-_Static_assert(HC_KV_BLOCK % ATT_POS == 0, "a block holds whole groups of ATT_POS positions");
+/* attn_one's ATT_POS positions side by side lie in one block (blocks are powers of two) */
+_Static_assert(HC_KV_BLOCK_MIN % ATT_POS == 0, "a block holds whole groups of ATT_POS positions");
 
 struct hc_kv {
-    int n_ctx, kv_dim, n_blocks;
-    float *k, *v;          /* [n_layer][n_blocks][HC_KV_BLOCK][kv_dim] each (layers that are off: never touched) */
+    int n_ctx, kv_dim, n_blocks, shift;   /* a block: 1 << shift positions */
+    float *k, *v;          /* [n_layer][n_blocks][1 << shift][kv_dim] each (layers that are off: never touched) */
     float *scores;         /* [n_threads][ATT_SCRATCH] */
     int *runs;             /* [n_batch + 1]: the first row of each work item's tokens (hc_cpu_attention) */
 };
 
-hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_ctx, const uint8_t *on, char *err,
-                     size_t errlen)
+hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int block, int n_ctx, const uint8_t *on,
+                     char *err, size_t errlen)
 {
     hc_cpu *c = (hc_cpu *)be;
     (void)on;   /* the pages of a layer that is off are never written, so never made */
     hc_kv *kv = calloc(1, sizeof *kv);
     size_t kv_dim = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
-    size_t bytes = sizeof(float) * (size_t)hp->n_layer * (size_t)n_blocks * HC_KV_BLOCK * kv_dim;
+    size_t bytes = sizeof(float) * (size_t)hp->n_layer * (size_t)n_blocks * (size_t)block * kv_dim;
     size_t scratch = sizeof(float) * (size_t)hc_pool_size(c->pool) * ATT_SCRATCH(n_ctx, hp->head_dim);
     if (kv) {
         kv->n_ctx = n_ctx;
         kv->kv_dim = (int)kv_dim;
         kv->n_blocks = n_blocks;
+        kv->shift = __builtin_ctz((unsigned)block);
         kv->runs = malloc(sizeof *kv->runs * ((size_t)hc_ctx_n_batch(c->ctx) + 1));
         /* in 2 MiB pages: one token's attention reads a head's slice of every
          * position, kv_dim floats apart, so with 4 KiB pages nearly each key and
@@ -53,7 +54,7 @@ hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_c
         kv->scores = hc_cpu_alloc(scratch);
     }
     if (!kv || !kv->k || !kv->v || !kv->scores || !kv->runs) {
-        snprintf(err, errlen, "out of memory for a KV cache of %d blocks of %d positions", n_blocks, HC_KV_BLOCK);
+        snprintf(err, errlen, "out of memory for a KV cache of %d blocks of %d positions", n_blocks, block);
         hc_cpu_kv_free(be, kv);
         return NULL;
     }
@@ -77,19 +78,21 @@ typedef struct {
     const float *base;      /* the layer's block 0, at the head's offset */
     const int32_t *table;   /* the sequence's blocks */
     size_t kv_dim;
+    int shift;              /* a block: 1 << shift positions */
 } kv_pages;
 
 static inline __attribute__((always_inline)) const float *kv_row(const kv_pages *c, int p)
 {
     unsigned u = (unsigned)p;
-    return c->base + ((size_t)c->table[u / HC_KV_BLOCK] * HC_KV_BLOCK + u % HC_KV_BLOCK) * c->kv_dim;
+    unsigned in_block = u & ((1u << c->shift) - 1);
+    return c->base + (((size_t)c->table[u >> c->shift] << c->shift) | in_block) * c->kv_dim;
 }
 
 static kv_pages kv_pages_of(const hc_kv *kv, const float *cache, int layer, const hc_seq_rows *r, int b, size_t off)
 {
-    size_t layer_off = (size_t)layer * (size_t)kv->n_blocks * HC_KV_BLOCK * (size_t)kv->kv_dim;
+    size_t layer_off = ((size_t)layer * (size_t)kv->n_blocks << kv->shift) * (size_t)kv->kv_dim;
     return (kv_pages){ cache + layer_off + off, r->table + (size_t)r->seq[b] * (size_t)r->max_blocks,
-                       (size_t)kv->kv_dim };
+                       (size_t)kv->kv_dim, kv->shift };
 }
 
 void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v)
@@ -191,7 +194,7 @@ static inline __attribute__((always_inline)) void att_mix(int G, const float *co
     att_vec o[ATT_GROUP] = { 0 };
     for (int p = 0; p <= last[G - 1];) {
         const float *vp = kv_row(vc, p) + i0;
-        int end = p + HC_KV_BLOCK <= last[G - 1] + 1 ? p + HC_KV_BLOCK : last[G - 1] + 1;
+        int end = p + (1 << vc->shift) <= last[G - 1] + 1 ? p + (1 << vc->shift) : last[G - 1] + 1;
         for (; p < end; p++, vp += vc->kv_dim) {
             att_vec vv;
             memcpy(&vv, vp, sizeof vv);
@@ -218,7 +221,7 @@ static inline __attribute__((always_inline)) void att_mix_one(int G, const float
     att_vec o[MIX_GROUPS] = { 0 };
     for (int p = 0; p <= last;) {
         const float *vp = kv_row(vc, p) + i0;
-        int end = p + HC_KV_BLOCK <= last + 1 ? p + HC_KV_BLOCK : last + 1;
+        int end = p + (1 << vc->shift) <= last + 1 ? p + (1 << vc->shift) : last + 1;
         for (; p < end; p++, vp += vc->kv_dim) {
             _Pragma("GCC unroll 8")
             for (int g = 0; g < G; g++) {

@@ -22,8 +22,8 @@ typedef struct {
 static inline float *hc_cpu_host(hc_view v) { return (float *)((uintptr_t)v.buf->p + v.off); }
 
 /* attention.c */
-hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_ctx, const uint8_t *on, char *err,
-                     size_t errlen);
+hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int block, int n_ctx, const uint8_t *on,
+                     char *err, size_t errlen);
 void hc_cpu_kv_free(hc_backend *be, hc_kv *kv);
 void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v);
 void hc_cpu_attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int row0, int n,

@@ -39,8 +39,8 @@ typedef struct {
 } cl_vec;
 
 struct hc_kv {
-    int n_layer, n_blocks, n_ctx, kv_dim;
-    cl_mem *k, *v;   /* [n_layer]: n_blocks blocks of HC_KV_BLOCK rows of kv_dim floats (NULL: a layer off) */
+    int n_layer, n_blocks, n_ctx, kv_dim, shift;   /* a block: 1 << shift positions */
+    cl_mem *k, *v;   /* [n_layer]: n_blocks blocks of 1 << shift rows of kv_dim floats (NULL: a layer off) */
 };
 
 /* A step not yet launched, a norm or attention's combine: the next step's
@@ -1006,8 +1006,8 @@ static void kv_free(hc_backend *be, hc_kv *kv)
     free(kv);
 }
 
-static hc_kv *kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_ctx, const uint8_t *on, char *err,
-                     size_t errlen)
+static hc_kv *kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int block, int n_ctx, const uint8_t *on,
+                     char *err, size_t errlen)
 {
     clb *b = (clb *)be;
     hc_kv *kv = calloc(1, sizeof *kv);
@@ -1021,7 +1021,8 @@ static hc_kv *kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_c
     kv->n_blocks = n_blocks;
     kv->n_ctx = n_ctx;
     kv->kv_dim = hp->n_head_kv * hp->head_dim;
-    size_t bytes = sizeof(float) * (size_t)n_blocks * HC_KV_BLOCK * (size_t)kv->kv_dim;
+    kv->shift = __builtin_ctz((unsigned)block);
+    size_t bytes = sizeof(float) * (size_t)n_blocks * (size_t)block * (size_t)kv->kv_dim;
     for (int l = 0; l < hp->n_layer; l++) {
         if (on && !on[l]) continue;
         if (!(kv->k[l] = hc_cl_buffer(b->cl, CL_MEM_READ_WRITE, bytes, NULL, err, errlen)) ||
@@ -1060,17 +1061,17 @@ static void kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_
     if (b->failed || B <= 0 || !kv_layer(b, kv, layer, 0, B, &n_pos)) return;
     cl_mem km = mem_of(k), vm = mem_of(v);
     cl_uint ko = flo(k), vo = flo(v);
-    cl_int mb = b->rows->max_blocks, kvd = kv->kv_dim, total = B * kv->kv_dim;
+    cl_int mb = b->rows->max_blocks, sh = kv->shift, kvd = kv->kv_dim, total = B * kv->kv_dim;
     const pending p = b->pend;
     if (p.kind == PEND_ROPE && p.vm[0] == km && p.vo[0] == ko && p.rn[0] == B && p.r0[0] == 0 && p.d[0] == kvd) {
         b->pend.kind = PEND_NONE;   /* k rotated into the cache, v beside it: one launch */
         args_from(b, b->rope_store, pending_args(b, b->rope_store, &p), A(vm), A(vo), A(kv->k[layer]),
-                  A(kv->v[layer]), A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), END);
+                  A(kv->v[layer]), A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), A(sh), END);
         launch_ew(b, b->rope_store, rope_pairs(&p) + (size_t)total);
         return;
     }
     args(b, b->kv_store, A(km), A(ko), A(vm), A(vo), A(kv->k[layer]), A(kv->v[layer]), A(b->scratch[SCR_POS]),
-         A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), A(kvd), A(total), END);
+         A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), A(sh), A(kvd), A(total), END);
     launch_ew(b, b->kv_store, (size_t)total);
 }
 
@@ -1089,13 +1090,13 @@ static void attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
     cl_mem qm = mem_of(q), om = mem_of(out);
     cl_uint qo = flo(q), oo = flo(out);
     cl_int hd = hp->head_dim, nh = hp->n_head, group = hp->n_head / hp->n_head_kv, kvd = kv->kv_dim,
-           mb = b->rows->max_blocks, r0 = row0, chc = ch, nc = n_chunks;
+           mb = b->rows->max_blocks, sh = kv->shift, r0 = row0, chc = ch, nc = n_chunks;
     cl_mem ml = scratch(b, SCR_ML, sizeof(float) * 2 * slots);
     size_t L = hc_clb_attn_local(&b->geo, hp->head_dim);
     cl_int tp = hc_clb_attn_tile(hp->head_dim);
     size_t g[3] = { (size_t)n_chunks * L, (size_t)hp->n_head, (size_t)B }, l[3] = { L, 1, 1 };
     args(b, b->attn_part, A(qm), A(qo), A(kv->k[layer]), A(kv->v[layer]), A(hd), A(nh), A(group), A(kvd),
-         A(b->scratch[SCR_POS]), A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), A(r0), A(chc), A(nc), A(tp),
+         A(b->scratch[SCR_POS]), A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), A(sh), A(r0), A(chc), A(nc), A(tp),
          A(part), A(ml), LOCAL(sizeof(float) * (size_t)ch), LOCAL(sizeof(float) * L),
          LOCAL(sizeof(float) * (size_t)hp->head_dim), LOCAL(sizeof(float) * (size_t)tp * (size_t)(hp->head_dim + 1)),
          END);
@@ -1178,10 +1179,10 @@ void hc_cl_backend_geometry(hc_backend *be, const hc_clb_device *d)
 static void build_options(char *o, size_t len, int exact_div)
 {
     snprintf(o, len,
-             "-cl-std=CL1.2 %s-DTOKENS=%d -DMM_ROWS=%d -DMM_ITEMS=%d -DHC_KV_BLOCK=%d "
+             "-cl-std=CL1.2 %s-DTOKENS=%d -DMM_ROWS=%d -DMM_ITEMS=%d "
              "-DHC_ACT_SILU=%d -DHC_ACT_RELU=%d -DHC_ACT_GELU=%d -DHC_NORM_RMS=%d -DHC_NORM_LAYER=%d "
              "-DHC_POS_ROPE=%d -DHC_POS_ROPE_NEOX=%d -DHC_FFN_GATED=%d -DHC_FFN_SYMMETRIC=%d -DHC_FFN_SEQUENTIAL=%d",
-             exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", HC_CLB_TOKENS, HC_CLB_MM_ROWS, HC_CLB_MM_ITEMS, HC_KV_BLOCK, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER, HC_POS_ROPE,
+             exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", HC_CLB_TOKENS, HC_CLB_MM_ROWS, HC_CLB_MM_ITEMS, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER, HC_POS_ROPE,
              HC_POS_ROPE_NEOX, HC_FFN_GATED, HC_FFN_SYMMETRIC, HC_FFN_SEQUENTIAL);
 }
 

@@ -793,23 +793,23 @@ GLUS(gelu)
 GLUS(silu)
 
 /* ------------------------------------------------------------ the KV cache
- * Blocks of HC_KV_BLOCK positions; a sequence's position p in slot
- * p % HC_KV_BLOCK of block tbl[p / HC_KV_BLOCK] (runtime/backend.h). */
-size_t kv_slot(__global const int *tbl, int p)
+ * Blocks of 1 << shift positions; a sequence's position p in slot
+ * p % (1 << shift) of block tbl[p >> shift] (runtime/backend.h). */
+size_t kv_slot(__global const int *tbl, int p, int shift)
 {
-    return (size_t)tbl[p / HC_KV_BLOCK] * HC_KV_BLOCK + (size_t)(p % HC_KV_BLOCK);
+    return ((size_t)tbl[p >> shift] << shift) | (size_t)(p & ((1 << shift) - 1));
 }
 
 /* element e of the B rows' k and v (kv_dim floats each) into the slot of
  * row b's position pos[b] of its sequence seq[b] */
 __kernel void kv_store(__global const float *k, uint ko, __global const float *v, uint vo, __global float *kc,
                        __global float *vc, __global const int *pos, __global const int *seq,
-                       __global const int *table, int max_blocks, int kv_dim, int total)
+                       __global const int *table, int max_blocks, int shift, int kv_dim, int total)
 {
     const int e = get_global_id(0);
     if (e >= total) return;
     const int b = e / kv_dim;
-    const size_t dst = kv_slot(table + seq[b] * max_blocks, pos[b]) * kv_dim + e % kv_dim;
+    const size_t dst = kv_slot(table + seq[b] * max_blocks, pos[b], shift) * kv_dim + e % kv_dim;
     kc[dst] = k[ko + e];
     vc[dst] = v[vo + e];
 }
@@ -817,7 +817,7 @@ __kernel void kv_store(__global const float *k, uint ko, __global const float *v
 /* rope's pairs, the first set's (k, row0 0) also into the cache, then the
    n0 rows of v (dim0 floats each) into it, as kv_store: one launch for both */
 __kernel void rope_store(ROPE_ARGS, __global const float *v, uint vvo, __global float *kc, __global float *vc,
-                         __global const int *seq, __global const int *table, int max_blocks)
+                         __global const int *seq, __global const int *table, int max_blocks, int shift)
 {
     const int e = get_global_id(0), pairs = n0 * (dim0 / 2) + n1 * (dim1 / 2);
     int b, i0, i1;
@@ -825,13 +825,13 @@ __kernel void rope_store(ROPE_ARGS, __global const float *v, uint vvo, __global 
     if (e < pairs) {
         if (rope_pair(mode, hd, pos, freq, dim0, n0, row00, va, vo0, dim1, n1, row01, vb, vo1, e, &b, &i0, &i1, &r0,
                       &r1) == 1) {
-            const size_t dst = kv_slot(table + seq[b] * max_blocks, pos[b]) * dim0;
+            const size_t dst = kv_slot(table + seq[b] * max_blocks, pos[b], shift) * dim0;
             kc[dst + i0] = r0;
             kc[dst + i1] = r1;
         }
     } else if (e - pairs < n0 * dim0) {
         b = (e - pairs) / dim0;
-        vc[kv_slot(table + seq[b] * max_blocks, pos[b]) * dim0 + (e - pairs) % dim0] = v[vvo + e - pairs];
+        vc[kv_slot(table + seq[b] * max_blocks, pos[b], shift) * dim0 + (e - pairs) % dim0] = v[vvo + e - pairs];
     }
 }
 
@@ -850,7 +850,7 @@ __kernel void rope_store(ROPE_ARGS, __global const float *v, uint vvo, __global 
  * out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c, M the largest m_c. */
 __kernel void attn_part(__global const float *q, uint qo, __global const float *kc, __global const float *vc, int hd,
                         int n_head, int group, int kv_dim, __global const int *pos, __global const int *seq,
-                        __global const int *table, int max_blocks, int row0, int ch, int n_chunks, int tp,
+                        __global const int *table, int max_blocks, int shift, int row0, int ch, int n_chunks, int tp,
                         __global float *part, __global float *ml, __local float *sc, __local float *red,
                         __local float *ob, __local float *kt)
 {
@@ -866,7 +866,7 @@ __kernel void attn_part(__global const float *q, uint qo, __global const float *
     for (int t0 = p0; t0 < p1; t0 += tp) {
         const int tn = min(tp, p1 - t0);
         for (int p = 0; p < tn; p++) {
-            __global const float *kr = kc + kv_slot(tbl, t0 + p) * kv_dim + koff;
+            __global const float *kr = kc + kv_slot(tbl, t0 + p, shift) * kv_dim + koff;
             for (int d = lid; d < hd; d += L) kt[p * (hd + 1) + d] = kr[d];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -900,7 +900,7 @@ __kernel void attn_part(__global const float *q, uint qo, __global const float *
         if (lid < hd) {
             __global const float *vr = vc + koff + lid;
             float o = 0.0f;
-            for (int p = p0; p < p1; p++) o += sc[p - p0] * vr[kv_slot(tbl, p) * kv_dim];
+            for (int p = p0; p < p1; p++) o += sc[p - p0] * vr[kv_slot(tbl, p, shift) * kv_dim];
             po[lid] = o;
         }
     } else {         /* item lid owns the float4 columns lid, lid + L, ... in ob; positions outside */
@@ -909,7 +909,7 @@ __kernel void attn_part(__global const float *q, uint qo, __global const float *
         for (int d = 4 * h4 + lid; d < hd; d += L) ob[d] = 0.0f;
         for (int p = p0; p < p1; p++) {
             const float e = sc[p - p0];
-            __global const float *vr = vc + kv_slot(tbl, p) * kv_dim + koff;
+            __global const float *vr = vc + kv_slot(tbl, p, shift) * kv_dim + koff;
             for (int i = lid; i < h4; i += L) vstore4(vload4(i, ob) + e * vload4(i, vr), i, ob);
             for (int d = 4 * h4 + lid; d < hd; d += L) ob[d] += e * vr[d];
         }
