@@ -164,6 +164,13 @@ struct hc_backend_ops {
     void (*kv_free)(hc_backend *be, hc_kv *kv);
     /* store k[B][kv_dim] and v[B][kv_dim] of the batch's rows 0..B-1 of layer */
     void (*kv_store)(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v);
+    /* Swapping (vLLM's swap preemption): layer's k and v of the n blocks
+     * ids[] to host memory (out 1) or from it into them (out 0), host
+     * holding for each block in turn its k rows, then its v rows (2 · block
+     * · kv_dim floats a block). After the steps queued before; done on
+     * return. 0, or -1 + err as read. */
+    int (*kv_copy)(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int n, float *host, int out, char *err,
+                   size_t errlen);
     /* out[n][n_head·head_dim] = causal grouped-query attention of q[n][...],
      * q's row i being the batch's row row0 + i: over positions 0..pos of its
      * sequence in layer: scores q·k / sqrt(head_dim), softmax, the mix of v */

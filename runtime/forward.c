@@ -565,14 +565,30 @@ int hc_eval(hc_ctx *ctx, const int32_t *tokens, int n_tokens, int pos0, float *l
     return finite_logits(ctx, logits, which == HC_LOGITS_ALL ? n_tokens : which == HC_LOGITS_LAST && n_tokens > 0);
 }
 
+/* A device failed under hc_eval_rows or hc_ctx_kv_copy: 1, the context on the CPU. */
+static int rows_device_failed(hc_ctx *ctx)
+{
+    hc_warn("%s: %s; running on the CPU from here on (every sequence's KV cache recomputed there)",
+            ctx->dev_name ? ctx->dev_name : "device", ctx->err);
+    all_on_cpu(ctx);
+    return 1;
+}
+
 int hc_eval_rows(hc_ctx *ctx, const int32_t *tokens, const hc_seq_rows *rows, int n_out, float *logits)
 {
     /* a hook reads every row of the last layer */
-    if (eval_batch(ctx, tokens, rows, ctx->hook ? rows->B : n_out, n_out, logits)) {
-        hc_warn("%s: %s; running on the CPU from here on (every sequence's KV cache recomputed there)",
-                ctx->dev_name ? ctx->dev_name : "device", ctx->err);
-        all_on_cpu(ctx);
-        return 1;
-    }
+    if (eval_batch(ctx, tokens, rows, ctx->hook ? rows->B : n_out, n_out, logits)) return rows_device_failed(ctx);
     return finite_logits(ctx, logits, n_out);
+}
+
+int hc_ctx_kv_copy(hc_ctx *ctx, const int32_t *ids, int n, float *host, int out)
+{
+    const hc_hparams *hp = &ctx->model->hp;
+    size_t layer = (size_t)n * 2 * (size_t)ctx->kv_block * (size_t)hp->n_head_kv * (size_t)hp->head_dim;   /* floats */
+    for (int l = 0; l < hp->n_layer; l++) {
+        const hc_rows *R = &ctx->rows[ctx->layers[l].dev];
+        if (R->be->ops->kv_copy(R->be, R->kv, l, ids, n, host + (size_t)l * layer, out, ctx->err, sizeof ctx->err))
+            return rows_device_failed(ctx);
+    }
+    return 0;
 }

@@ -41,6 +41,11 @@ static const char usage[] =
     "                          default 3/4 of the available memory, at most N contexts)\n"
     "      --block-size N      with --parallel: positions per KV block, a power of two\n"
     "                          from 4 to 1024 (default 16, vLLM's)\n"
+    "      --preemption-mode M with --parallel: what a preempted sequence's cache becomes:\n"
+    "                          swap (to host memory, back when it runs again; default)\n"
+    "                          or recompute (dropped, its text evaluated again)\n"
+    "      --swap-space SIZE   with --parallel: host memory for swapped caches (default\n"
+    "                          4G, vLLM's); a cache it does not hold is recomputed\n"
     "  -i, --interactive       after generating, read a line from standard input, append\n"
     "                          it and go on in the same context; ends at end of input\n"
     "  -n, --n-predict N       tokens to generate (default 128); stops early at BOS/EOS\n"
@@ -106,6 +111,9 @@ typedef struct {
     int parallel, json;  /* --parallel N (0: one prompt), --json */
     uint64_t kv_budget;  /* --kv-budget; 0: from the available memory */
     int kv_block;        /* --block-size: positions per KV block */
+    int recompute;       /* --preemption-mode recompute */
+    uint64_t swap_space; /* --swap-space */
+    int sched_opts;      /* --preemption-mode or --swap-space given */
     hc_prompt *prompts;  /* --parallel: the prompts of -f */
     int n_prompts;
     int weights_mem;     /* enum hc_weights_mem: --mmap, --no-mmap or neither */
@@ -173,8 +181,8 @@ static void check_args(options *o)
     if (o->parallel && !o->prompt_file) hc_die("--parallel runs the prompts of -f FILE (one a line)");
     if (o->parallel && (o->interactive || o->ppl_file || o->logits || o->tokenize))
         hc_die("--parallel does not go with -i, --perplexity, --logits or --tokenize");
-    if (!o->parallel && (o->json || o->kv_budget || o->kv_block != HC_KV_BLOCK))
-        hc_die("--json, --kv-budget and --block-size go with --parallel");
+    if (!o->parallel && (o->json || o->kv_budget || o->kv_block != HC_KV_BLOCK || o->sched_opts))
+        hc_die("--json, --kv-budget, --block-size, --preemption-mode and --swap-space go with --parallel");
     if (o->parallel && o->n_batch && o->n_batch < o->parallel)
         hc_die("-b %d is less than --parallel %d: every running sequence needs a row in each step", o->n_batch,
                o->parallel);
@@ -229,6 +237,7 @@ static void parse_args(int argc, char **argv, options *o)
         { "device", required_argument, 0, 'Q' }, { "list-devices", no_argument, 0, 'W' },
         { "parallel", required_argument, 0, 'J' }, { "json", no_argument, 0, 'O' },
         { "kv-budget", required_argument, 0, 'U' }, { "block-size", required_argument, 0, 'F' },
+        { "preemption-mode", required_argument, 0, 'e' }, { "swap-space", required_argument, 0, 'w' },
         { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION,
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
@@ -238,6 +247,7 @@ static void parse_args(int argc, char **argv, options *o)
         if (strcmp(argv[i], "-np") == 0) argv[i] = "--parallel";
     }
     *o = (options){ .prompt = "", .n_predict = 128, .threads = hc_default_threads(64), .kv_block = HC_KV_BLOCK,
+                    .swap_space = (uint64_t)4 << 30,
                     .sp = { .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 42 }, .fo = { .gpu_layers = -1 } };
     int c;
     while ((c = getopt_long(argc, argv, ":m:p:f:in:t:c:b:vh", longs, NULL)) != -1) {
@@ -293,6 +303,16 @@ static void parse_args(int argc, char **argv, options *o)
         case 'F':
             o->kv_block = (int)hc_opt_int("--block-size", optarg, HC_KV_BLOCK_MIN, HC_KV_BLOCK_MAX);
             if (o->kv_block & (o->kv_block - 1)) hc_die("bad value for --block-size: %s (a power of two)", optarg);
+            break;
+        case 'e':
+            if (strcmp(optarg, "swap") && strcmp(optarg, "recompute"))
+                hc_die("bad value for --preemption-mode: '%s' (swap or recompute)", optarg);
+            o->recompute = optarg[0] == 'r';
+            o->sched_opts = 1;
+            break;
+        case 'w':
+            if (hc_parse_size(optarg, &o->swap_space)) hc_die("bad value for --swap-space: '%s' (bytes, or K/M/G/T)", optarg);
+            o->sched_opts = 1;
             break;
         case 'v': o->verbose = o->fo.verbose = 1; break;
         case HC_OPT_VERSION: hc_version();
@@ -666,15 +686,20 @@ static void parallel(const hc_model *m, const hc_tokenizer *tok, const options *
         t->last = t->n_prompt ? ids[t->n_prompt - 1] : -1;
     }
     hc_ctx *ctx = new_ctx(m, o, ffn, n_ctx, blocks);
-    hc_sched_params sp = { o->parallel, n_ctx, blocks, hc_tokenizer_bos(tok), hc_tokenizer_eos(tok) };
+    if (hc_ctx_on_device(ctx))   /* docs/design/runtime.md, "Many prompts at once": exactness */
+        hc_warn("on a device, a product of several rows adds in another order than one row's (tiles, not the "
+                "matrix-vector kernel): a text can differ from its plain run's where two tokens nearly tie");
+    hc_sched_params sp = { o->parallel, n_ctx, blocks, hc_tokenizer_bos(tok), hc_tokenizer_eos(tok), !o->recompute,
+                           o->swap_space };
     hc_sched_out out = { par_token, par_done, &P };
     hc_sched_stats st;
     char sz[32];
     P.t0 = hc_now();
     if (hc_sched_run(ctx, reqs, n, &sp, &out, &st, err, sizeof err)) hc_die("%s: %s", o->model, err);
     double dt = hc_now() - P.t0;
-    fprintf(stderr, "batch:      %d prompts (%d refused), at most %d at once, %d steps, %d preempted; KV cache %d "
-            "blocks of %d positions (%s)\n", n, P.refused, st.most_running, st.steps, st.preempted, blocks,
+    fprintf(stderr, "batch:      %d prompts (%d refused), at most %d at once, %d steps, %d preempted (%d swapped); "
+            "KV cache %d blocks of %d positions (%s)\n", n, P.refused, st.most_running, st.steps, st.preempted,
+            st.swapped, blocks,
             o->kv_block, hc_format_size((uint64_t)blocks * hc_blocks_bytes(&m->hp, o->kv_block), sz, sizeof sz));
     fprintf(stderr, "prompt:     %6ld tokens (with recomputed ones)\n", st.prompt_rows);
     fprintf(stderr, "generation: %6ld tokens in %9.2f ms (%9.1f tok/s summed, prompts included)\n", st.generated,

@@ -197,6 +197,7 @@ void hc_ctx_free(hc_ctx *ctx);
 const hc_model *hc_ctx_model(const hc_ctx *ctx);
 int hc_ctx_n_batch(const hc_ctx *ctx);
 int hc_ctx_kv_block(const hc_ctx *ctx);   /* positions per KV block */
+int hc_ctx_on_device(const hc_ctx *ctx);  /* 1: layers or the head run on a device */
 /* The context's threads, for a hook that wants to run work on them. */
 hc_pool *hc_ctx_pool(hc_ctx *ctx);
 /* Why the last hc_eval failed. */
@@ -243,6 +244,14 @@ typedef struct {
  * caller recomputes them); -1 with the reason in hc_ctx_error (a logit that
  * is not finite). */
 int hc_eval_rows(hc_ctx *ctx, const int32_t *tokens, const hc_seq_rows *rows, int n_out, float *logits);
+
+/* Swap preemption (vLLM's): the k and v of every layer in the cache's
+ * blocks ids[0..n) to host memory (out 1: n · hc_blocks_bytes of the
+ * context's block size at host), or from there into the blocks ids (out 0;
+ * they need not be the ones it came from), wherever each layer's cache
+ * lives. 0; 1 when a device failed, as hc_eval_rows (the copy is lost with
+ * every sequence's cache). */
+int hc_ctx_kv_copy(hc_ctx *ctx, const int32_t *ids, int n, float *host, int out);
 
 /* The pieces of hc_eval, for B <= n_batch rows (tokens must be valid), in
  * the order they run. */

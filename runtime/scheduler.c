@@ -3,10 +3,11 @@
  * free blocks; each step feeds every running sequence's next token and, in
  * what the step's n_batch rows leave, chunks of the prompts of those just
  * admitted; a sequence that needs a block when none is free preempts the
- * most recent request (its blocks freed, its text so far recomputed as a
- * prompt when it is admitted again: the rows' bits do not depend on the
- * batch, so it goes on as if never stopped). docs/design/runtime.md, "Many
- * prompts at once". */
+ * most recent request: its blocks freed, its cache swapped to host memory
+ * and back into other blocks when it is admitted again, or its text so far
+ * recomputed as a prompt then (the rows' bits do not depend on the batch,
+ * so either way it goes on as if never stopped). docs/design/runtime.md,
+ * "Many prompts at once". */
 #include "scheduler.h"
 #include "blocks.h"
 #include "cli.h"
@@ -24,6 +25,7 @@ typedef struct {
     int n_gen, state;
     int slot;             /* its block table (the rows' sequence id) while running */
     int n_blocks;         /* blocks in its table */
+    float *swapped;       /* preempted by swapping: the cache of its n_cached positions (hc_ctx_kv_copy) */
     hc_sampler *smp;      /* from its first admission to its end: preemption keeps its draws */
 } seq_state;
 
@@ -38,6 +40,7 @@ typedef struct {
     int *running, n_running;      /* request ids, ascending */
     int *slots, n_slots;          /* free block tables */
     int max_blocks, watermark, block;   /* block: positions per block (the context's) */
+    uint64_t block_bytes, swap_used;    /* a block's k and v in every layer; the swap space taken */
     int32_t *tables;              /* [n_parallel][max_blocks] */
     hc_blocks blocks;
     int32_t *tok, *pos, *seq;     /* [n_batch]: the step's rows */
@@ -82,14 +85,60 @@ static void finish(sched *S, int r, enum hc_stop why)
     S->out->done(S->out->user, r, why);
 }
 
-/* Recomputation: the cache is dropped, the tokens kept. */
-static void preempt(sched *S, int r)
+/* The blocks that hold a sequence's cached positions. */
+static int cached_blocks(const sched *S, const seq_state *s) { return hc_blocks_for(s->n_cached, S->block); }
+
+static void swap_free(sched *S, seq_state *s)
 {
+    if (!s->swapped) return;
+    S->swap_used -= (uint64_t)cached_blocks(S, s) * S->block_bytes;
+    free(s->swapped);
+    s->swapped = NULL;
+}
+
+/* The cache of running sequence s to host memory: 0; -1 when the swap
+ * space does not hold it; 1 when the device failed (every cache lost). */
+static int swap_out(sched *S, seq_state *s)
+{
+    uint64_t bytes = (uint64_t)cached_blocks(S, s) * S->block_bytes;
+    if (!s->n_cached || S->swap_used + bytes > S->p->swap_space || !(s->swapped = malloc(bytes))) return -1;
+    S->swap_used += bytes;
+    if (hc_ctx_kv_copy(S->ctx, table_of(S, s), cached_blocks(S, s), s->swapped, 1)) {
+        swap_free(S, s);
+        return 1;
+    }
+    S->st->swapped++;
+    return 0;
+}
+
+/* Preemption: the blocks back, the tokens kept; the cache swapped out where
+ * `keep` and the parameters ask for it and the swap space holds it, else
+ * dropped, to be recomputed. When the device fails in the swap, every
+ * running sequence's cache is lost with it: they are preempted too. */
+static void preempt(sched *S, int r, int keep)
+{
+    seq_state *s = &S->s[r];
+    int rc = keep && S->p->swap ? swap_out(S, s) : -1;
+    if (rc) s->n_cached = 0;
     release(S, r);
-    S->s[r].n_cached = 0;
-    S->s[r].state = WAITING;
+    s->state = WAITING;
     insert(S->waiting, &S->n_waiting, r);
     S->st->preempted++;
+    if (rc == 1)
+        while (S->n_running) preempt(S, S->running[S->n_running - 1], 0);
+}
+
+/* A swapped sequence's cache back, into its new blocks. When the device
+ * fails, the copy is lost with every cache: all running are preempted. */
+static void swap_in(sched *S, int r)
+{
+    seq_state *s = &S->s[r];
+    int rc = hc_ctx_kv_copy(S->ctx, table_of(S, s), cached_blocks(S, s), s->swapped, 0);
+    swap_free(S, s);
+    if (rc) {
+        s->n_cached = 0;
+        while (S->n_running) preempt(S, S->running[S->n_running - 1], 0);
+    }
 }
 
 /* Waiting requests in order while there is a free table and their tokens'
@@ -109,6 +158,7 @@ static int admit(sched *S)
         s->state = RUNNING;
         drop(S->waiting, &S->n_waiting, r);
         insert(S->running, &S->n_running, r);
+        if (s->swapped) swap_in(S, r);
     }
     return 0;
 }
@@ -125,7 +175,7 @@ static void grow(sched *S)
         }
         int32_t b = hc_blocks_take(&S->blocks);
         if (b >= 0) table_of(S, s)[s->n_blocks++] = b;
-        else preempt(S, S->running[S->n_running - 1]);   /* perhaps this one: then the loop ends */
+        else preempt(S, S->running[S->n_running - 1], 1);   /* perhaps this one: then the loop ends */
     }
 }
 
@@ -198,7 +248,7 @@ static int step(sched *S, int n_batch, char *err, size_t errlen)
         return -1;
     }
     if (rc > 0) {   /* a device failed and the caches went with it: everything recomputed on the CPU */
-        while (S->n_running) preempt(S, S->running[S->n_running - 1]);
+        while (S->n_running) preempt(S, S->running[S->n_running - 1], 0);
         return 0;
     }
     hc_sched_stats *st = S->st;
@@ -221,6 +271,7 @@ static void sched_free(sched *S, int n)
 {
     for (int r = 0; S->s && r < n; r++) {
         free(S->s[r].tokens);
+        free(S->s[r].swapped);
         hc_sampler_free(S->s[r].smp);
     }
     void *bufs[] = { S->s, S->waiting, S->running, S->slots, S->tables, S->tok, S->pos, S->seq, S->take, S->wanted,
@@ -236,7 +287,8 @@ int hc_sched_run(hc_ctx *ctx, const hc_request *reqs, int n, const hc_sched_para
     size_t V = (size_t)hc_ctx_model(ctx)->hp.n_vocab;
     const int block = hc_ctx_kv_block(ctx);
     sched S = { .ctx = ctx, .reqs = reqs, .p = p, .out = out, .st = st, .block = block,
-                .max_blocks = hc_blocks_for(p->n_ctx, block), .watermark = p->n_blocks / 100 };   /* vLLM's default: 1 % of the blocks */
+                .max_blocks = hc_blocks_for(p->n_ctx, block), .watermark = p->n_blocks / 100,
+                .block_bytes = hc_blocks_bytes(&hc_ctx_model(ctx)->hp, block) };   /* vLLM's default: 1 % of the blocks */
     memset(st, 0, sizeof *st);
     if (p->n_blocks < S.max_blocks || nb < np) {
         snprintf(err, errlen, "a pool of %d KV blocks and %zu rows per step cannot run %zu sequences of %d positions",

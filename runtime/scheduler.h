@@ -36,11 +36,16 @@ typedef struct {
     int n_ctx;                /* positions of one sequence (the context's n_ctx) */
     int n_blocks;             /* the context's n_kv_blocks: at least one n_ctx's */
     int32_t bos, eos;         /* the tokens that end a text (-1: none) */
+    int swap;                 /* preemption by swapping the cache to host memory (vLLM's swap), where
+                               * swap_space holds it; else, and when it does not, by recomputation */
+    uint64_t swap_space;      /* bytes of host memory for swapped caches */
 } hc_sched_params;
 
 typedef struct {
     int steps, decode_steps;  /* decode steps: every row a running sequence's next token */
-    int preempted;            /* sequences preempted (their cache recomputed later) */
+    int preempted;            /* sequences preempted */
+    int swapped;              /* of them, those whose cache was swapped to host memory (the others
+                               * recomputed it later) */
     long prompt_rows;         /* rows of prompts (and of recomputed sequences) */
     long generated;           /* tokens sampled, decode_tokens of them from decode steps */
     long decode_tokens;

@@ -126,8 +126,9 @@ static const uint32_t t_ggml[5] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16
  *   OP_ROPE         head_dim, heads, rows, pos0 (t: enum hc_pos)
  *   OP_ACT          n_ff, B, biases, threshold x 100 (t: enum hc_ffn_kind, d: enum hc_act)
  *   OP_ATTN         head_dim, n_head, n_head_kv, B, pos0 (t: positions per block, 0: HC_KV_BLOCK; the
- *                   cache's blocks in reverse order; the B rows' q and k rotated (RoPE) first, k in one
- *                   step with its store where a device can)
+ *                   cache's blocks in reverse order; with t, the cache of the positions before pos0
+ *                   swapped out with kv_copy and back into other blocks first; the B rows' q and k
+ *                   rotated (RoPE) first, k in one step with its store where a device can)
  *   OP_BIAS, OP_ADD n, B (OP_ADD: t 1 adds a second term)
  *   OP_NEURONS      n_ff, n, kind, act, biases and threshold x 100 (t: the weights' type; one input row:
  *                   ffn_neurons, which must equal the backend's own matmul and ffn_act bit for bit; then
@@ -177,6 +178,7 @@ static const op_case cases[] = {
     { OP_ATTN, 0, 256, 2, 1, 3, 40 }, { OP_ATTN, 0, 6, 4, 2, 5, 20 }, { OP_ATTN, 0, 64, 4, 4, 7, 0 },
     { OP_ATTN, 0, 8, 4, 2, 7, 50 }, { OP_ATTN, 0, 64, 2, 1, 19, 1500 },
     { OP_ATTN, 4, 8, 4, 2, 7, 50 }, { OP_ATTN, 64, 64, 4, 2, 5, 300 }, { OP_ATTN, 1024, 8, 4, 2, 3, 20 },
+    { OP_ATTN, 16, 64, 4, 2, 7, 100 },
     { OP_BIAS, 0, 300, 3, 0, 0, 0 }, { OP_ADD, 0, 1000, 1, 0, 0, 0 }, { OP_ADD, 1, 300, 7, 0, 0, 0 },
     NEURONS_ALL(HC_FFN_GATED), NEURONS_ALL(HC_FFN_SYMMETRIC), NEURONS_ALL(HC_FFN_SEQUENTIAL),
     { OP_NORM_MM, T_Q8_0, 40, 256, 1, 0, 0 }, { OP_NORM_MM, T_Q4_0, 40, 256, 1, 0, 0 },
@@ -348,24 +350,50 @@ static hc_hparams hparams(void)
     return hp;
 }
 
-/* The rows of a step: n positions from pos0 of one sequence whose blocks
- * of `block` positions lie in the pool of n_blocks in reverse order (the
- * last block first), so the cache is read through its block table. */
+/* The rows of a step: n positions from pos0 of one sequence whose n_blocks
+ * blocks of `block` positions lie in the pool from block `first` on in
+ * reverse order (the last block first), so the cache is read through its
+ * block table. */
 enum { MAX_ROWS = 2048 };
 typedef struct {
     int32_t pos[MAX_ROWS], seq[MAX_ROWS], table[MAX_ROWS / HC_KV_BLOCK_MIN + 1];
     hc_seq_rows rows;
 } step_rows;
-static const hc_seq_rows *rows_at(step_rows *s, int pos0, int n, int n_blocks, int block)
+static const hc_seq_rows *rows_at(step_rows *s, int pos0, int n, int first, int n_blocks, int block)
 {
     if (n > MAX_ROWS || n_blocks > MAX_ROWS / HC_KV_BLOCK_MIN + 1) abort();
     for (int b = 0; b < n; b++) {
         s->pos[b] = pos0 + b;
         s->seq[b] = 0;
     }
-    for (int i = 0; i < n_blocks; i++) s->table[i] = n_blocks - 1 - i;
+    for (int i = 0; i < n_blocks; i++) s->table[i] = first + n_blocks - 1 - i;
     s->rows = (hc_seq_rows){ n, s->pos, s->seq, s->table, 1, n_blocks, block };
     return &s->rows;
+}
+
+/* Swapping as the scheduler does it, in layer 1 of kv: the first n blocks
+ * of a sequence's table (rows_at's of n_blocks from block 0) out to host
+ * memory, NaN into them (so that what is read later comes from the copy),
+ * then into the first n of its table from block n_blocks on. 0, or -1 +
+ * r->err. */
+static int swap_blocks(run_ctx *r, hc_kv *kv, int kv_dim, int block, int n, int n_blocks)
+{
+    const hc_backend_ops *o = r->o;
+    static step_rows from, to;
+    rows_at(&from, 0, 0, 0, n_blocks, block);
+    rows_at(&to, 0, 0, n_blocks, n_blocks, block);
+    size_t floats = 2 * (size_t)n * (size_t)block * (size_t)kv_dim;
+    float *host = malloc(sizeof(float) * floats), *nan = malloc(sizeof(float) * floats);
+    int rc = -1;
+    if (host && nan) {
+        for (size_t i = 0; i < floats; i++) nan[i] = NAN;
+        rc = o->kv_copy(r->be, kv, 1, from.table, n, host, 1, r->err, sizeof r->err) ||
+             o->kv_copy(r->be, kv, 1, from.table, n, nan, 0, r->err, sizeof r->err) ||
+             o->kv_copy(r->be, kv, 1, to.table, n, host, 0, r->err, sizeof r->err) ? -1 : 0;
+    }
+    free(host);
+    free(nan);
+    return rc;
 }
 
 /* Runs case c on r's backend into out (n_out floats) and its reference
@@ -665,7 +693,7 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         hc_bvec f = bvec(r, freq, hd / 2);
         bx = upload(r, v, (size_t)n * dim);
         if (bx) {
-            o->batch(r->be, rows_at(&rw, pos0, n, 1 + (pos0 + n) / HC_KV_BLOCK, HC_KV_BLOCK));
+            o->batch(r->be, rows_at(&rw, pos0, n, 0, 1 + (pos0 + n) / HC_KV_BLOCK, HC_KV_BLOCK));
             /* as two sets of rows, the second from row n / 2 on (k and q) */
             const hc_rope_rows two[2] = { { V(bx), dim, n / 2, 0 },
                                           { hc_view_at(V(bx), sizeof(float) * (size_t)(n / 2) * dim), dim, n - n / 2,
@@ -721,8 +749,8 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         hc_bvec f = bvec(r, freq, hd / 2);
         hp.pos = HC_POS_ROPE;
         uint8_t on[2] = { 0, 1 };
-        int n_blocks = hc_blocks_for(n_ctx, block);
-        hc_kv *kv = o->kv_new(r->be, &hp, n_blocks, block, n_ctx, on, r->err, sizeof r->err);
+        int n_blocks = hc_blocks_for(n_ctx, block), at = 0;   /* at: where the sequence's blocks start */
+        hc_kv *kv = o->kv_new(r->be, &hp, 2 * n_blocks, block, n_ctx, on, r->err, sizeof r->err);
         bx = upload(r, q, (size_t)B * q_dim);
         by = upload(r, k, (size_t)npos * kv_dim);
         bz = upload(r, v, (size_t)npos * kv_dim);
@@ -732,14 +760,18 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
             size_t row = sizeof(float) * (size_t)kv_dim;
             int p1 = pos0 / 2;
             if (p1 > 0) {
-                o->batch(r->be, rows_at(&rw, 0, p1, n_blocks, block));
+                o->batch(r->be, rows_at(&rw, 0, p1, 0, n_blocks, block));
                 o->kv_store(r->be, kv, 1, p1, V(by), V(bz));
             }
             if (pos0 > p1) {
-                o->batch(r->be, rows_at(&rw, p1, pos0 - p1, n_blocks, block));
+                o->batch(r->be, rows_at(&rw, p1, pos0 - p1, 0, n_blocks, block));
                 o->kv_store(r->be, kv, 1, pos0 - p1, hc_view_at(V(by), row * p1), hc_view_at(V(bz), row * p1));
             }
-            o->batch(r->be, rows_at(&rw, pos0, B, n_blocks, block));
+            if (c->t && pos0 > 0) {   /* swapped out and back into the pool's other half, NaN left behind */
+                at = n_blocks;
+                rc = swap_blocks(r, kv, kv_dim, block, hc_blocks_for(pos0, block), n_blocks);
+            }
+            o->batch(r->be, rows_at(&rw, pos0, B, at, n_blocks, block));
             const hc_rope_rows kq[2] = { { hc_view_at(V(by), row * pos0), kv_dim, B, 0 }, { V(bx), q_dim, B, 0 } };
             o->rope(r->be, &hp, &f, kq, 2);
             o->kv_store(r->be, kv, 1, B, hc_view_at(V(by), row * pos0), hc_view_at(V(bz), row * pos0));

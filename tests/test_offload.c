@@ -8,6 +8,7 @@
  * tests/test_offload.sh's. */
 #include "harness.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cpu/cpu.h"
@@ -26,6 +27,7 @@ typedef struct {
     hc_backend *cpu;     /* the CPU backend that computes */
     hc_ctx *owner;       /* the context whose pool it runs on */
     long steps, fail_at; /* steps run; the step that fails (-1: none) */
+    long first_copy[2];  /* the step of the first kv_copy in (0) and out (1); -1: none yet */
     int failed;
 } standin;
 
@@ -80,6 +82,21 @@ static hc_kv *s_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int b
     return CPU(be)->ops->kv_new(CPU(be), hp, n_blocks, block, n_ctx, on, e, el);
 }
 static void s_kv_free(hc_backend *be, hc_kv *kv) { CPU(be)->ops->kv_free(CPU(be), kv); }
+static int s_kv_copy(hc_backend *be, hc_kv *kv, int l, const int32_t *ids, int n, float *host, int out, char *e,
+                     size_t el)
+{
+    if (sd(be)->first_copy[out] < 0) sd(be)->first_copy[out] = sd(be)->steps;
+    if (!step(be)) return status(be, e, el);
+    CPU(be)->ops->kv_copy(CPU(be), kv, l, ids, n, host, out, e, el);
+    if (out) {   /* blocks given up are the pool's again: NaN here, so a swap that is not copied back shows */
+        size_t floats = (size_t)n * 2 * HC_KV_BLOCK_MAX * 64;   /* synth's kv_dim is 32 */
+        float *nan = malloc(sizeof *nan * floats);
+        for (size_t i = 0; nan && i < floats; i++) nan[i] = NAN;
+        if (nan) CPU(be)->ops->kv_copy(CPU(be), kv, l, ids, n, nan, 0, e, el);
+        free(nan);
+    }
+    return status(be, e, el);
+}
 static void s_kv_store(hc_backend *be, hc_kv *kv, int l, int B, hc_view k, hc_view v)
 {
     if (step(be)) CPU(be)->ops->kv_store(CPU(be), kv, l, B, k, v);
@@ -93,7 +110,7 @@ static const hc_backend_ops standin_ops = {
     .name = "stand-in", .free = s_free, .buf_new = s_buf_new, .buf_free = s_buf_free, .write = s_write,
     .send = s_write, .read = s_read, .host = s_host, .pinned_new = s_buf_new, .pinned_host = s_pinned_host, .mat_new = s_mat_new, .vec_new = s_vec_new, .dev_free = s_dev_free,
     .matmul = s_matmul, .norm = s_norm, .rope = s_rope, .add_bias = s_add_bias, .add = s_add,
-    .ffn_act = s_ffn_act, .batch = s_batch, .kv_new = s_kv_new, .kv_free = s_kv_free, .kv_store = s_kv_store,
+    .ffn_act = s_ffn_act, .batch = s_batch, .kv_new = s_kv_new, .kv_free = s_kv_free, .kv_store = s_kv_store, .kv_copy = s_kv_copy,
     .attention = s_attention, .sync = status,
 };
 
@@ -106,6 +123,7 @@ static hc_backend *standin_new(const hc_model *m, long fail_at)
     s->owner = hc_ctx_new(m, &p, err, sizeof err);
     s->cpu = s->owner ? hc_cpu_backend_new(s->owner) : NULL;
     s->fail_at = fail_at;
+    s->first_copy[0] = s->first_copy[1] = -1;
     return &s->be;
 }
 
@@ -231,17 +249,20 @@ static void on_token(void *user, int r, int32_t t)
 static void on_done(void *user, int r, enum hc_stop why) { (void)user, (void)r, (void)why; }
 
 /* NREQ greedy requests (the prompt's last NPROMPT - r tokens) at once, on
- * place or the CPU: their tokens in *o. */
-static int schedule(const hc_model *m, const hc_place *place, sched_out *o, hc_sched_stats *st)
+ * place or the CPU, in a pool of n_blocks of `block` positions (0: NREQ
+ * contexts), preempted by swapping or recomputation: their tokens in *o. */
+static int schedule(const hc_model *m, const hc_place *place, int block, int n_blocks, int swap, sched_out *o,
+                    hc_sched_stats *st)
 {
     char err[256];
-    int n_blocks = NREQ * hc_blocks_for(CTX, HC_KV_BLOCK);
-    hc_ctx_params p = { .n_ctx = CTX, .n_kv_blocks = n_blocks, .n_batch = 8, .n_threads = 2, .place = place };
+    if (!n_blocks) n_blocks = NREQ * hc_blocks_for(CTX, block);
+    hc_ctx_params p = { .n_ctx = CTX, .n_kv_blocks = n_blocks, .kv_block = block, .n_batch = 8, .n_threads = 2,
+                        .place = place };
     hc_ctx *ctx = hc_ctx_new(m, &p, err, sizeof err);
     if (!ctx) return -1;
     hc_request reqs[NREQ];
     for (int r = 0; r < NREQ; r++) reqs[r] = (hc_request){ prompt + r, NPROMPT - r, SGEN, { 0.0f, 0, 1.0f, 1 } };
-    hc_sched_params sp = { NREQ, CTX, n_blocks, -1, -1 };
+    hc_sched_params sp = { NREQ, CTX, n_blocks, -1, -1, swap, UINT64_MAX };
     hc_sched_out out = { on_token, on_done, o };
     memset(o, 0, sizeof *o);
     int rc = hc_sched_run(ctx, reqs, NREQ, &sp, &out, st, err, sizeof err);
@@ -258,7 +279,7 @@ static void test_failure_mid_schedule(void)
     CHECKF(m, "%s", th_last_err());
     static sched_out cpu, dev;
     hc_sched_stats st;
-    CHECK(schedule(m, NULL, &cpu, &st) == 0);
+    CHECK(schedule(m, NULL, HC_KV_BLOCK, 0, 1, &cpu, &st) == 0);
     static const hc_place_plan whole = { 3, 1, 1 };
     static const long at[] = { 0, 7, 30, 90, 200, 450 };   /* the last near the end of 486 steps */
     for (size_t i = 0; i < sizeof at / sizeof *at; i++) {
@@ -266,10 +287,51 @@ static void test_failure_mid_schedule(void)
         hc_backend *be = standin_new(m, at[i]);
         hc_place *pl = hc_place_new(m, be, "stand-in", &whole, stderr, err, sizeof err);
         CHECKF(pl, "%s", err);
-        CHECK(schedule(m, pl, &dev, &st) == 0);
+        CHECK(schedule(m, pl, HC_KV_BLOCK, 0, 1, &dev, &st) == 0);
         CHECKF(!memcmp(&cpu, &dev, sizeof cpu), "failure at step %ld: not the CPU-only texts", at[i]);
         CHECKF(at[i] < sd(be)->steps, "step %ld never came (%ld steps)", at[i], sd(be)->steps);
         CHECKF(st.most_running > 1, "the requests never ran together (%d)", st.most_running);
+        hc_place_free(pl);
+        be->ops->free(be);
+    }
+    hc_model_free(m);
+}
+
+/* A pool of one context for the NREQ sequences: preempted, their caches
+ * swapped to host memory and back (or recomputed), the texts those of the
+ * pool that holds them all, on the CPU and on the device; the device lost
+ * at any step (in a swap too): every text still the CPU-only run's. */
+static void test_swap_preemption(void)
+{
+    hc_model *m = synth("llama", "relu");
+    CHECKF(m, "%s", th_last_err());
+    static sched_out all, out;
+    hc_sched_stats st;
+    enum { BLOCK = 4 };   /* a sequence grows by a block every 4 tokens */
+    const int small = hc_blocks_for(CTX, BLOCK);
+    CHECK(schedule(m, NULL, BLOCK, 0, 1, &all, &st) == 0 && st.preempted == 0);
+    for (int swap = 0; swap <= 1; swap++) {
+        CHECK(schedule(m, NULL, BLOCK, small, swap, &out, &st) == 0);
+        CHECKF(!memcmp(&all, &out, sizeof all), "swap %d on the CPU: not the texts of the larger pool", swap);
+        CHECKF(st.preempted > 0 && st.swapped == (swap ? st.preempted : 0), "swap %d: %d preempted, %d swapped", swap,
+               st.preempted, st.swapped);
+    }
+    static const hc_place_plan whole = { 3, 1, 1 };
+    /* no failure, then failures in the first swap out and in, then at steps 0, 13, 39, ... */
+    long at[16] = { -1 }, steps = 0;
+    for (int i = 0; i < 16 && (i < 3 || at[i] < steps); i++) {
+        char err[256];
+        hc_backend *be = standin_new(m, at[i]);
+        hc_place *pl = hc_place_new(m, be, "stand-in", &whole, stderr, err, sizeof err);
+        CHECKF(pl, "%s", err);
+        CHECK(schedule(m, pl, BLOCK, small, 1, &out, &st) == 0);
+        CHECKF(!memcmp(&all, &out, sizeof all), "device, failure at step %ld: not the CPU-only texts", at[i]);
+        if (i == 0) {
+            steps = sd(be)->steps;
+            at[1] = sd(be)->first_copy[1], at[2] = sd(be)->first_copy[0], at[3] = 0;
+            CHECKF(st.swapped > 0 && at[1] >= 0 && at[2] > at[1], "no swap on the device (%d preempted)", st.preempted);
+        }
+        if (i >= 3 && i < 15) at[i + 1] = at[i] * 3 + 13;
         hc_place_free(pl);
         be->ops->free(be);
     }
@@ -281,5 +343,6 @@ int main(void)
     RUN(test_placements_same_bits);
     RUN(test_failure_mid_run);
     RUN(test_failure_mid_schedule);
+    RUN(test_swap_preemption);
     return th_done();
 }

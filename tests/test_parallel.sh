@@ -3,8 +3,9 @@
 # byte for byte the text of its prompt run alone (greedy; stories260K, dense
 # and with the sparse FFN, and two hf-tiny families: qwen2's NeoX RoPE and
 # biases, opt's learned positions),
-# also when a small --kv-budget forces preemption and recomputation, with
-# other block sizes (--block-size), and on the OpenCL device (-ngl 99); a prompt longer than the context is refused
+# also when a small --kv-budget forces preemption (the caches swapped to host
+# memory, or recomputed), with other block sizes (--block-size), and on the
+# OpenCL device (-ngl 99, its blocks swapped); a prompt longer than the context is refused
 # on its own line while the others go on; sampled texts do not depend on N;
 # JSON Lines in (per-prompt n_predict, temp, seed; unknown keys refused by
 # name) and out (--json).
@@ -50,10 +51,21 @@ else fail parallel_timings "$(cat "$T/par.err")"; fi
 "$R" -m "$S" -f "$T/p.txt" -np 3 -n 40 --temp 0 -t 1 >"$T/np3.txt" 2>/dev/null
 same parallel_np_alias_threads "$T/solo.txt" "$T/np3.txt"
 
-# preemption: 10 blocks of 16 positions for 8 sequences of up to 49 tokens
+# preemption: 10 blocks of 16 positions for 8 sequences of up to 49 tokens; each preempted
+# sequence's cache swapped to host memory (the default), recomputed (--preemption-mode
+# recompute), or recomputed because the swap space does not hold it
 "$R" -m "$S" -f "$T/p.txt" --parallel 8 -n 40 --temp 0 -t 2 -c 64 --kv-budget 200K >"$T/pre.txt" 2>"$T/pre.err"
-if grep -q "^batch: .* [1-9][0-9]* preempted" "$T/pre.err"; then same parallel_preempted "$T/solo.txt" "$T/pre.txt"
-else fail parallel_preempted "no preemption: $(grep batch "$T/pre.err")"; fi
+if grep -q "^batch: .* \([1-9][0-9]*\) preempted (\1 swapped)" "$T/pre.err"; then
+    same parallel_preempted_swapped "$T/solo.txt" "$T/pre.txt"
+else fail parallel_preempted_swapped "not all swapped: $(grep batch "$T/pre.err")"; fi
+for how in "--preemption-mode recompute" "--swap-space 1K"; do
+    "$R" -m "$S" -f "$T/p.txt" --parallel 8 -n 40 --temp 0 -t 2 -c 64 --kv-budget 200K $how >"$T/rec.txt" 2>"$T/rec.err"
+    name=parallel_preempted_recomputed_$(echo "$how" | tr -dc 'a-z')
+    if grep -q "^batch: .* [1-9][0-9]* preempted (0 swapped)" "$T/rec.err"; then same "$name" "$T/solo.txt" "$T/rec.txt"
+    else fail "$name" "$(grep batch "$T/rec.err")"; fi
+done
+check_fails parallel_preemption_mode "bad value for --preemption-mode: 'later' (swap or recompute)" \
+    "$R" -m "$S" -f "$T/p.txt" --parallel 8 --preemption-mode later
 check_fails parallel_budget_too_small "less than one context of 64 positions" \
     "$R" -m "$S" -f "$T/p.txt" --parallel 8 -c 64 --kv-budget 40K
 # other block sizes (--block-size, vLLM's): the same texts, preempted or not
@@ -69,7 +81,8 @@ grep -q "^batch: .* [1-9][0-9]* preempted" "$T/bs4.err" && ok parallel_block_siz
 check_fails parallel_block_size_power_of_two "bad value for --block-size: 12 (a power of two)" \
     "$R" -m "$S" -f "$T/p.txt" --parallel 8 --block-size 12
 check_fails parallel_block_size_range "--block-size" "$R" -m "$S" -f "$T/p.txt" --parallel 8 --block-size 2
-check_fails parallel_block_size_alone "--block-size go with --parallel" "$R" -m "$S" -p x --block-size 32
+check_fails parallel_block_size_alone "--swap-space go with --parallel" "$R" -m "$S" -p x --block-size 32
+check_fails parallel_swap_space_alone "--swap-space go with --parallel" "$R" -m "$S" -p x --swap-space 1G
 
 # the sparse FFN (SiLU skipping |act(gate)| < 0.3): each row keeps its own neurons, the step reads their union
 solo_all sparse "$S" 40 "$T/solo_sparse.txt" --temp 0 --sparse-threshold 0.3
@@ -123,7 +136,7 @@ check_fails parallel_json_unknown_key "$T/bad.txt:1: unknown key 'tmp'" "$R" -m 
 printf 'fine\n{"prompt": 3}\n' >"$T/bad2.txt"
 check_fails parallel_json_bad_type "$T/bad2.txt:2: \"prompt\" must be a string" "$R" -m "$S" -f "$T/bad2.txt" -np 2
 check_fails parallel_needs_file "--parallel runs the prompts of -f FILE" "$R" -m "$S" -p x --parallel 2
-check_fails parallel_json_alone "--json, --kv-budget and --block-size go with --parallel" "$R" -m "$S" -p x --json
+check_fails parallel_json_alone "--json, --kv-budget, --block-size, --preemption-mode and --swap-space go with --parallel" "$R" -m "$S" -p x --json
 
 # hf-tiny families: qwen2 (NeoX RoPE, q/k/v biases), opt (learned positions)
 H=$HC_FIXTURES/hf-tiny
@@ -144,9 +157,13 @@ if "$R" --list-devices >/dev/null 2>&1; then
     if grep -q "every FFN neuron" "$T/par_dev.err"; then same parallel_device "$T/solo_dev.txt" "$T/par_dev.txt"
     else fail parallel_device "not on the device: $(head -c 300 "$T/par_dev.err")"; fi
     same parallel_device_is_cpu_text "$T/solo.txt" "$T/par_dev.txt"
+    grep -q "on a device, a product of several rows adds in another order than one row's" "$T/par_dev.err" &&
+        ok parallel_device_warns_bits || fail parallel_device_warns_bits "$(head -c 300 "$T/par_dev.err")"
     "$R" -m "$S" -f "$T/p.txt" --parallel 8 -n 40 --temp 0 -t 2 -ngl 99 -c 64 --kv-budget 200K --block-size 8 \
         >"$T/par_dev8.txt" 2>"$T/par_dev8.err"
-    same parallel_device_block_size "$T/solo_dev.txt" "$T/par_dev8.txt"
+    if grep -q "^batch: .* \([1-9][0-9]*\) preempted (\1 swapped)" "$T/par_dev8.err"; then
+        same parallel_device_swapped "$T/solo_dev.txt" "$T/par_dev8.txt"
+    else fail parallel_device_swapped "$(grep batch "$T/par_dev8.err")"; fi
     # the placement prices the pool's cache, as hc-solve --ctx: a budget that holds the whole
     # model with one sequence's cache holds less of it with four
     for np in 1 4; do

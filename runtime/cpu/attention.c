@@ -107,6 +107,26 @@ void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_
     }
 }
 
+int hc_cpu_kv_copy(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int n, float *host, int out, char *err,
+                   size_t errlen)
+{
+    (void)be, (void)err, (void)errlen;
+    size_t block = ((size_t)1 << kv->shift) * (size_t)kv->kv_dim;   /* floats */
+    size_t layer_off = (size_t)layer * (size_t)kv->n_blocks * block;
+    for (int i = 0; i < n; i++) {
+        float *k = kv->k + layer_off + (size_t)ids[i] * block, *v = kv->v + layer_off + (size_t)ids[i] * block;
+        float *hk = host + 2 * (size_t)i * block, *hv = hk + block;
+        if (out) {
+            memcpy(hk, k, sizeof(float) * block);
+            memcpy(hv, v, sizeof(float) * block);
+        } else {
+            memcpy(k, hk, sizeof(float) * block);
+            memcpy(v, hv, sizeof(float) * block);
+        }
+    }
+    return 0;
+}
+
 typedef struct {
     const hc_kv *kv;
     const hc_hparams *hp;

@@ -321,6 +321,7 @@ static const hc_backend_ops cpu_ops = {
     .kv_new = hc_cpu_kv_new,
     .kv_free = hc_cpu_kv_free,
     .kv_store = hc_cpu_kv_store,
+    .kv_copy = hc_cpu_kv_copy,
     .attention = hc_cpu_attention,
     .sync = cpu_sync,
 };

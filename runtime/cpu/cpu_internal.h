@@ -26,6 +26,8 @@ hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int blo
                      char *err, size_t errlen);
 void hc_cpu_kv_free(hc_backend *be, hc_kv *kv);
 void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v);
+int hc_cpu_kv_copy(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int n, float *host, int out, char *err,
+                   size_t errlen);
 void hc_cpu_attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int row0, int n,
                       hc_view out);
 

@@ -1075,6 +1075,31 @@ static void kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_
     launch_ew(b, b->kv_store, (size_t)total);
 }
 
+/* Each block's k and v rows one read or write, queued, then one wait
+ * (also after a failure: no copy may touch host once this returns). */
+static int kv_copy(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int n, float *host, int out, char *err,
+                   size_t errlen)
+{
+    clb *b = (clb *)be;
+    settle(b);
+    if (!b->failed && (layer < 0 || layer >= kv->n_layer || !kv->k[layer]))
+        fail_msg(b, "OpenCL backend: layer %d has no KV cache on the device", layer);
+    const size_t block = ((size_t)1 << kv->shift) * (size_t)kv->kv_dim, bytes = sizeof(float) * block;
+    for (int i = 0; i < n && !b->failed; i++) {
+        cl_mem m[2] = { kv->k[layer], kv->v[layer] };
+        for (int j = 0; j < 2; j++) {
+            float *h = host + (2 * (size_t)i + (size_t)j) * block;
+            size_t at = (size_t)ids[i] * bytes;
+            cl_int rc = out ? clEnqueueReadBuffer(b->q, m[j], CL_FALSE, at, bytes, h, 0, NULL, NULL)
+                            : clEnqueueWriteBuffer(b->q, m[j], CL_FALSE, at, bytes, h, 0, NULL, NULL);
+            if (rc != CL_SUCCESS) fail(b, out ? "clEnqueueReadBuffer" : "clEnqueueWriteBuffer", rc);
+        }
+    }
+    cl_int rc = clFinish(b->q);
+    if (rc != CL_SUCCESS) fail(b, "clFinish", rc);
+    return report(b, err, errlen);
+}
+
 static void attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int row0, int B,
                       hc_view out)
 {
@@ -1159,6 +1184,7 @@ static const hc_backend_ops ops = {
     .kv_new = kv_new,
     .kv_free = kv_free,
     .kv_store = kv_store,
+    .kv_copy = kv_copy,
     .attention = attention,
     .sync = sync_,
     .flush = flush,
