@@ -6,8 +6,11 @@
  * transparent huge pages (ext4: MADV_COLLAPSE on it fails). Copied into
  * anonymous memory advised to use 2 MiB pages the same kernels read faster:
  * Q4_0 decode 79.8 -> 105.1 t/s on AVX-512 (docs/measurements.md). The copy
- * keeps every byte, so every result is the same; the copied pages of the
- * mapping are dropped (clean file pages: resident memory does not double). */
+ * keeps every byte, so every result is the same (where Q4_0's products run on
+ * AVX-512 its rows' blocks are reordered within chunks of 16, q4x16.h, which
+ * those kernels read without permutes: the same blocks, the same bits); the
+ * copied pages of the mapping are dropped (clean file pages: resident memory
+ * does not double). */
 #include "model.h"
 
 #include <stdint.h>
@@ -17,6 +20,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "hugepage.h"
+#include "kernels.h"
+#include "q4x16.h"
 
 void hc_model_drop_mapped(const hc_model *m, const void *p, size_t n)
 {
@@ -28,10 +33,12 @@ void hc_model_drop_mapped(const hc_model *m, const void *p, size_t n)
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
-/* A weight to copy and the bytes it reads. */
+/* A weight to copy and the bytes it reads; chunks: 1 when its copy may
+ * take Q4_0's chunks of 16 (read by products, not by AXPY). */
 typedef struct {
     hc_weight *w;
     const uint8_t *lo, *hi;
+    int chunks;
 } span;
 
 static int by_start(const void *a, const void *b)
@@ -41,12 +48,12 @@ static int by_start(const void *a, const void *b)
 }
 
 /* w into s[*n] when it is ggml rows inside the file mapping. */
-static void add(const hc_model *m, hc_weight *w, span *s, int *n)
+static void add(const hc_model *m, hc_weight *w, int chunks, span *s, int *n)
 {
     const gguf_file *f = m->file;
     const uint8_t *p = w->data;
     if (w->kind != HC_WEIGHT_GGML || !p || p < f->base || p >= f->base + f->size) return;
-    s[(*n)++] = (span){ w, p, p + hc_weight_bytes(w) };
+    s[(*n)++] = (span){ w, p, p + hc_weight_bytes(w), chunks };
 }
 
 /* The model's ggml matrices in the mapping, ascending by address; with_ffn 0
@@ -54,14 +61,14 @@ static void add(const hc_model *m, hc_weight *w, span *s, int *n)
 static int collect(hc_model *m, int with_ffn, span *s)
 {
     int n = 0;
-    add(m, &m->token_embd, s, &n);
-    add(m, &m->output, s, &n);
-    add(m, &m->pos_embd, s, &n);
+    add(m, &m->token_embd, 1, s, &n);
+    add(m, &m->output, 1, s, &n);
+    add(m, &m->pos_embd, 1, s, &n);
     for (int l = 0; l < m->hp.n_layer; l++) {
         hc_layer *ly = &m->layers[l];
         hc_weight *all[] = { &ly->attn_q, &ly->attn_k, &ly->attn_v, &ly->attn_output, &ly->fc1, &ly->fc2,
                              &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, &ly->ffn_down_t };
-        for (int i = 0; i < (with_ffn ? 10 : 6); i++) add(m, all[i], s, &n);
+        for (int i = 0; i < (with_ffn ? 10 : 6); i++) add(m, all[i], all[i] != &ly->ffn_down_t, s, &n);
     }
     qsort(s, (size_t)n, sizeof *s, by_start);
     return n;
@@ -106,8 +113,22 @@ static int huge_pages_on(void)
     return strstr(line, "[always]") || strstr(line, "[madvise]");
 }
 
+/* 1 when the run s[i..j) (bytes up to hi) is whole rows of Q4_0 matrices of
+ * one row length that products read: its copy can be in chunks of 16
+ * (q4x16.h) row by row, for every view of it. */
+static int in_chunks(const span *s, int i, int j, const uint8_t *hi)
+{
+    const size_t rb = hc_weight_bytes(s[i].w) / (size_t)s[i].w->rows;
+    for (int k = i; k < j; k++)
+        if (!s[k].chunks || s[k].w->type != GGML_TYPE_Q4_0 || s[k].w->n != s[i].w->n || (size_t)(s[k].lo - s[i].lo) % rb)
+            return 0;
+    return (size_t)(hi - s[i].lo) % rb == 0;
+}
+
 int64_t hc_model_copy_weights(hc_model *m, int mode, int with_ffn, char *err, size_t errlen)
 {
+    /* where Q4_0's products run on AVX-512, its rows are copied in the chunks its kernels load without permutes */
+    const int chunks = hc_kernel_choice(HC_KT_Q4_0) == HC_ISA_AVX512;
     if (mode == HC_WEIGHTS_MAP || !m->file->owns_map) return 0;
     span *s = malloc(sizeof *s * (3 + 10 * (size_t)m->hp.n_layer));
     if (!s) goto no_memory;
@@ -129,7 +150,16 @@ int64_t hc_model_copy_weights(hc_model *m, int mode, int with_ffn, char *err, si
     for (int i = 0, j; i < n; i = j) {
         j = run_end(s, n, i, &hi);
         at = place(at, s[i].lo);
-        memcpy(buf + at, s[i].lo, (size_t)(hi - s[i].lo));
+        if (chunks && in_chunks(s, i, j, hi)) {
+            const int nb = s[i].w->n / QK4_0;
+            const size_t rb = sizeof(block_q4_0) * (size_t)nb;
+            for (size_t o = 0; o < (size_t)(hi - s[i].lo); o += rb)
+                hc_q4x16_repack((const block_q4_0 *)(s[i].lo + o), buf + at + o, nb);
+            for (int k = i; k < j; k++) s[k].w->kind = HC_WEIGHT_Q4X16;
+            m->n_chunked += j - i;
+        } else {
+            memcpy(buf + at, s[i].lo, (size_t)(hi - s[i].lo));
+        }
         for (int k = i; k < j; k++) s[k].w->data = buf + at + (s[k].lo - s[i].lo);
         hc_model_drop_mapped(m, s[i].lo, (size_t)(hi - s[i].lo));
         at += (size_t)(hi - s[i].lo);

@@ -14,7 +14,9 @@
  *        picks some).
  *        ISA avx512-nobf16: the AVX-512 BF16 kernels without vdpbf16ps;
  *        avx512-vpermt2w, avx512-vpermt2d: AVX-512 Q4_0 unpacking with word
- *        or dword permutes (by default as the CPU model's table row says).
+ *        or dword permutes (by default as the CPU model's table row says);
+ *        avx512-chunks: Q4_0 rows in chunks of 16 blocks, as hc-run copies
+ *        them for AVX-512 (runtime/q4x16.h; also for pool).
  *        bench_kernels pool ISA N ROWS THREADS [REPS]: decode (B = 1) on the
  *        runtime's persistent pool of THREADS threads, split as hc-run splits
  *        it (hc_pool_matvec), each ggml type (TYPES="F16 Q4_0" picks some),
@@ -38,6 +40,7 @@
 #include "kernels.h"
 #include "kernels_gptq.h"
 #include "matmul.h"
+#include "q4x16.h"
 #include "quants.h"
 
 enum { N = 4096, ROWS = 11008 };
@@ -142,6 +145,31 @@ static double thread_cpu(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* ISA NAME-chunks: 1, and NAME left in isa. */
+static int chunks_asked(char *isa)
+{
+    char *c = strstr(isa, "-chunks");
+    if (c) *c = 0;
+    return c != NULL;
+}
+
+/* The rows of w (rows x copies of them at W) into Q4_0's chunks of 16 blocks
+ * when asked and w is Q4_0, as hc-run's copy of the weights. */
+static void to_chunks(int asked, hc_weight *w, char *W, int copies)
+{
+    if (!asked || w->type != GGML_TYPE_Q4_0) return;
+    const int nb = w->n / QK4_0;
+    const size_t rb = ggml_row_size(w->type, w->n);
+    block_q4_0 *row = malloc(rb);
+    if (!row) hc_die("out of memory");
+    for (size_t r = 0; r < (size_t)w->rows * (size_t)copies; r++) {
+        memcpy(row, W + r * rb, rb);
+        hc_q4x16_repack(row, (uint8_t *)W + r * rb, nb);
+    }
+    free(row);
+    w->kind = HC_WEIGHT_Q4X16;
+}
+
 /* bench_kernels cpu ISA N ROWS B [REPS] (see the top of the file). */
 static int cpu_mode(int argc, char **argv)
 {
@@ -155,6 +183,7 @@ static int cpu_mode(int argc, char **argv)
     if (nobf16) *nobf16 = 0, hc_kernel_bf16_dot(0);
     char *perm = strstr(isa, "-vpermt2");    /* avx512-vpermt2w / -vpermt2d: how Q4_0 unpacks */
     if (perm) hc_kernel_q4_word_permutes(perm[8] == 'w'), *perm = 0;
+    const int chunks = chunks_asked(isa);
     if (hc_kernel_force(isa)) hc_die("instruction set %s is not available", argv[2]);
     int n = atoi(argv[3]), rows = atoi(argv[4]), B = atoi(argv[5]), reps = argc > 6 ? atoi(argv[6]) : 3;
     if (n < 32 || n % 32 || rows < 1 || B < 1 || reps < 1) hc_die("N must be a multiple of 32; ROWS, B, REPS >= 1");
@@ -164,7 +193,8 @@ static int cpu_mode(int argc, char **argv)
     if (!y) hc_die("out of memory");
     printf("isa %s%s%s, one thread, %d x %d, B = %d, best of %d in CPU time\n", hc_kernel_isa(),
            hc_isa() == HC_ISA_AVX512 && hc_bf16_dot() ? " (BF16: vdpbf16ps)" : "",
-           hc_isa() != HC_ISA_AVX512 ? "" : hc_q4_word_permutes() ? " (Q4_0: vpermt2w)" : " (Q4_0: vpermt2d)", n, rows, B, reps);
+           hc_isa() != HC_ISA_AVX512 ? "" : chunks ? " (Q4_0: chunks of 16)" : hc_q4_word_permutes() ? " (Q4_0: vpermt2w)"
+           : " (Q4_0: vpermt2d)", n, rows, B, reps);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const int gptq = types[ti] == GGML_TYPE_COUNT;
         if (only && !strstr(only, gptq ? "GPTQ" : ggml_type_name(types[ti]))) continue;
@@ -178,6 +208,7 @@ static int cpu_mode(int argc, char **argv)
             if (!(W = hc_huge_alloc(ggml_row_size(types[ti], n) * (size_t)rows))) hc_die("out of memory");
             fill_rows(types[ti], W, x, n, rows);
             w.data = W;
+            to_chunks(chunks, &w, W, 1);
         }
         size_t bytes = hc_weight_bytes(&w), xs;
         char *xa = activations(&w, x, B, &xs);
@@ -284,7 +315,10 @@ static double pool_rep(hc_pool *pool, const hc_weight *w, const void *xa, size_t
 static int pool_mode(int argc, char **argv)
 {
     if (argc < 6) hc_die("usage: bench_kernels pool ISA N ROWS THREADS [REPS]");
-    if (hc_kernel_force(argv[2])) hc_die("instruction set %s is not available", argv[2]);
+    char isa[32];
+    snprintf(isa, sizeof isa, "%s", argv[2]);
+    const int chunks = chunks_asked(isa);
+    if (hc_kernel_force(isa)) hc_die("instruction set %s is not available", argv[2]);
     int n = atoi(argv[3]), rows = atoi(argv[4]), nt = atoi(argv[5]), reps = argc > 6 ? atoi(argv[6]) : 30;
     if (n < 32 || n % 32 || rows < 1 || nt < 1 || nt > 64 || reps < 1)
         hc_die("N must be a multiple of 32; ROWS, REPS >= 1; THREADS 1..64");
@@ -301,6 +335,7 @@ static int pool_mode(int argc, char **argv)
         int copies, kept[2] = { 0, 0 };
         char *W = rotating_weights(ggml_types[ti], x, n, rows, &copies);
         hc_weight w = { .kind = HC_WEIGHT_GGML, .type = ggml_types[ti], .data = W, .n = n, .rows = rows };
+        to_chunks(chunks, &w, W, copies);
         size_t xs;
         char *xa = activations(&w, x, 1, &xs);
         for (int r = 0, it = 0; r < reps; r++)

@@ -69,6 +69,19 @@ for d in "$H"/*/; do
     [ -f "$T/$d.gguf" ] && mmap_same "$d"
 done
 [ -f "$T/llama-relu.gguf" ] && mmap_same llama-relu --sparse
+# Q4_0 (hc-quantize --pure): where Q4_0 runs on AVX-512 the copy is in chunks of 16 blocks
+# (runtime/q4x16.h), Falcon's row views and the tied embeddings too: still the mapping's bits
+for d in falcon llama-tied-gqa; do
+    [ -f "$T/$d.gguf" ] || continue
+    if ! "$HC_BIN/hc-quantize" -q --pure "$T/$d.gguf" "$T/$d-q4.gguf" Q4_0 >/dev/null 2>"$T/err"; then
+        fail "mmap_same_bits_$d-q4" "quantize: $(head -c 200 "$T/err")"; continue
+    fi
+    mmap_same "$d-q4"
+    if grep -q "Q4_0 avx512" "$T/copy.err"; then
+        grep -q "^weights: copied into 2 MiB pages, [1-9][0-9]* Q4_0 matrices in chunks of 16 blocks" "$T/copy.err" &&
+            ok "q4_chunks_copied_$d" || fail "q4_chunks_copied_$d" "$(grep '^weights' "$T/copy.err")"
+    else skip "q4_chunks_copied_$d" "Q4_0 does not run on AVX-512 here"; fi
+done
 
 # Budgets that hold every layer's attention and the output head, and some of the FFN neurons:
 # the hot rows' sums stay on the device and the CPU sends its cold share (one exchange per

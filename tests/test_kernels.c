@@ -11,6 +11,7 @@
 #include "ggml_types.h"
 #include "kernels.h"
 #include "matmul.h"
+#include "q4x16.h"
 #include "quants.h"
 
 static const char *const isas[] = { "avx512", "avx2", "scalar" };
@@ -27,10 +28,8 @@ static hc_weight view(uint32_t t, const void *W, int n, int rows)
 static size_t act_bytes(uint32_t t, int n) { return hc_weight_act_bytes(&(hc_weight){ .kind = HC_WEIGHT_GGML, .type = t, .n = n }); }
 static void act_prepare(uint32_t t, const float *x, int n, void *act) { hc_weight w = view(t, NULL, n, 1); hc_weight_prepare(&w, hc_isa(), x, act); }
 static void row_to_f32(uint32_t t, const void *row, int n, float *out) { hc_weight w = view(t, row, n, 1); hc_weight_row(&w, 0, out); }
-static void matvec_on(int isa, uint32_t t, const void *W, int n, int r0, int r1, const void *acts, size_t as, int B,
-                      float *y, size_t ys)
+static void matvec_of(int isa, hc_weight w, int r0, int r1, const void *acts, size_t as, int B, float *y, size_t ys)
 {
-    hc_weight w = view(t, W, n, r1);
     size_t xs = hc_weight_arranged_bytes(&w, isa);
     void *xa = NULL;
     if (xs) {   /* arranged once for the product, as hc_ctx_matvec does */
@@ -40,6 +39,9 @@ static void matvec_on(int isa, uint32_t t, const void *W, int n, int r0, int r1,
     hc_weight_matvec(&w, isa, r0, r1, xs ? xa : acts, xs ? xs : as, B, y, ys);
     free(xa);
 }
+static void matvec_on(int isa, uint32_t t, const void *W, int n, int r0, int r1, const void *acts, size_t as, int B,
+                      float *y, size_t ys)
+{ matvec_of(isa, view(t, W, n, r1), r0, r1, acts, as, B, y, ys); }
 static void matvec(uint32_t t, const void *W, int n, int r0, int r1, const void *acts, size_t as, int B, float *y, size_t ys)
 { matvec_on(hc_isa(), t, W, n, r0, r1, acts, as, B, y, ys); }
 static void matvec_ref(uint32_t t, const void *W, int n, int r0, int r1, const void *acts, size_t as, int B, float *y,
@@ -732,6 +734,60 @@ static void test_q4_word_permutes(void)
     hc_kernel_force(NULL);
 }
 
+/* Q4_0 rows repacked in chunks of 16 blocks (q4x16.h, the AVX-512 copy's
+ * layout): each block and each row's values as before, and every product
+ * (B = 1, and tiles at B = 5 and 17), AXPY and the reference the bits of the
+ * same rows in ggml's layout, for rows of 1..40 blocks (a short last chunk)
+ * and 344 (4096 x 11008's down rows). */
+static void test_q4x16_layout(void)
+{
+    enum { ROWS = 5, B = 17 };
+    for (int nb = 1; nb <= 41; nb++) {
+        const int n = 32 * (nb == 41 ? 344 : nb), nblk = n / 32;
+        const size_t rb = ggml_row_size(GGML_TYPE_Q4_0, n), as = act_bytes(GGML_TYPE_Q4_0, n);
+        uint8_t *w = make_weights(GGML_TYPE_Q4_0, ROWS, n), *w16 = malloc(rb * ROWS);
+        for (int r = 0; r < ROWS; r++) hc_q4x16_repack((const block_q4_0 *)(w + r * rb), w16 + r * rb, nblk);
+        int same_blocks = 1;
+        for (int r = 0; r < ROWS; r++)
+            for (int b = 0; b < nblk; b++) {
+                block_q4_0 blk;
+                hc_q4x16_block(w16 + r * rb, nblk, b, &blk);
+                same_blocks &= !memcmp(&blk, (const block_q4_0 *)(w + r * rb) + b, sizeof blk);
+            }
+        CHECKF(same_blocks, "%d blocks: a block moved", nblk);
+        hc_weight g = view(GGML_TYPE_Q4_0, w, n, ROWS), c = g;
+        c.kind = HC_WEIGHT_Q4X16;
+        c.data = w16;
+        char *a = malloc(as * B);
+        const size_t most = (size_t)(n > B * ROWS ? n : B * ROWS);
+        float *x = malloc(sizeof(float) * (size_t)n), *yg = malloc(sizeof(float) * 2 * most), *yc = yg + most;
+        for (int b = 0; b < B; b++) {
+            for (int i = 0; i < n; i++) x[i] = frand();
+            act_prepare(GGML_TYPE_Q4_0, x, n, a + as * (size_t)b);
+        }
+        hc_weight_row(&g, ROWS - 1, yg);
+        hc_weight_row(&c, ROWS - 1, yc);
+        CHECKF(!memcmp(yg, yc, sizeof(float) * (size_t)n), "%d blocks: the row's values differ", nblk);
+        /* AVX-512 against ggml's layout on AVX-512; elsewhere (the reference) against the reference */
+        for (int i = 0; i < (int)(sizeof isas / sizeof *isas); i++) {
+            if (hc_kernel_force(isas[i])) continue;
+            const int isa = hc_isa(), ref = isa == HC_ISA_AVX512 ? isa : HC_ISA_SCALAR, Bs[] = { 1, 5, B };
+            for (int k = 0; k < 3; k++) {
+                matvec_of(ref, g, 0, ROWS, a, as, Bs[k], yg, ROWS);
+                matvec_of(isa, c, 0, ROWS, a, as, Bs[k], yc, ROWS);
+                CHECKF(!memcmp(yg, yc, sizeof(float) * (size_t)(Bs[k] * ROWS)), "%s, %d blocks, B = %d: not ggml's bits",
+                       isas[i], nblk, Bs[k]);
+            }
+            for (int j = 0; j < n; j++) yg[j] = yc[j] = x[j];
+            hc_weight_axpy(&g, ref, 1, 0, n, 0.75f, yg);
+            hc_weight_axpy(&c, isa, 1, 0, n, 0.75f, yc);
+            CHECKF(!memcmp(yg, yc, sizeof(float) * (size_t)n), "%s, %d blocks: AXPY differs", isas[i], nblk);
+        }
+        hc_kernel_force(NULL);
+        free(w), free(w16), free(a), free(x), free(yg);
+    }
+}
+
 /* Gathered rows equal the same rows of a dense matvec, bit for bit; so do
  * they read with a row step of 2 from a copy where each row of w lies beside
  * the same row of another matrix (w2), either of the two read. */
@@ -987,6 +1043,7 @@ int main(void)
     RUN(test_pool_matvec);
     RUN(test_quant_extremes);
     RUN(test_q4_word_permutes);
+    RUN(test_q4x16_layout);
     RUN(test_matvec_rows);
     RUN(test_axpy);
     RUN(test_axpy_range);

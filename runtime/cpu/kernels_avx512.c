@@ -15,6 +15,7 @@
 #include "ggml_types.h"
 #include "kernels.h"
 #include "kernels_gptq.h"
+#include "q4x16.h"
 
 #define T __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 #define TI static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
@@ -838,32 +839,58 @@ typedef struct {
 
 #define Q4_CHUNK 16                       /* blocks per chunk */
 
+/* Chunk c's lo and hi (as each layout wants them: put, for lane 4m+g, block
+ * 4g+m's codes where that layout's weights meet them), its corr and d. */
+TI void arrange_chunk(const block_q8_0 *x, int nb, int c, xq4 *xc,
+                      void (*put)(int8_t lo[4][64], int8_t hi[4][64], int g, int m, const int8_t *qs))
+{
+    int8_t lo[4][64] = {{0}}, hi[4][64] = {{0}};
+    int32_t corr[16] = {0};
+    float d[16] = {0};
+    for (int g = 0; g < 4; g++)
+        for (int m = 0; m < 4; m++) {
+            int b = c * Q4_CHUNK + 4 * g + m, s = 0;
+            if (b >= nb) continue;
+            put(lo, hi, g, m, x[b].qs);
+            for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
+            corr[4 * m + g] = -8 * s;
+            d[4 * m + g] = _cvtsh_ss(x[b].d);
+        }
+    for (int g = 0; g < 4; g++) {
+        xc->lo[g] = _mm512_loadu_si512(lo[g]);
+        xc->hi[g] = _mm512_loadu_si512(hi[g]);
+    }
+    xc->corr = _mm512_loadu_si512(corr);
+    xc->d = _mm512_loadu_ps(d);
+}
+
+/* ggml's layout (q4_unpack): block 4g+m's 16 bytes in 128-bit lane m of group g. */
+static void put_groups(int8_t lo[4][64], int8_t hi[4][64], int g, int m, const int8_t *qs)
+{
+    memcpy(lo[g] + 16 * m, qs, 16);
+    memcpy(hi[g] + 16 * m, qs + 16, 16);
+}
+
 T static void arrange_q4(const void *act, int n, void *xa)
 {
-    const block_q8_0 *x = act;
-    xq4 *xc = xa;
-    int nb = n / QK8_0;
-    for (int c = 0; c < (nb + Q4_CHUNK - 1) / Q4_CHUNK; c++) {
-        int8_t lo[4][64] = {{0}}, hi[4][64] = {{0}};
-        int32_t corr[16] = {0};
-        float d[16] = {0};
-        for (int g = 0; g < 4; g++)
-            for (int m = 0; m < 4; m++) {
-                int b = c * Q4_CHUNK + 4 * g + m, s = 0;
-                if (b >= nb) continue;
-                memcpy(lo[g] + 16 * m, x[b].qs, 16);
-                memcpy(hi[g] + 16 * m, x[b].qs + 16, 16);
-                for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
-                corr[4 * m + g] = -8 * s;
-                d[4 * m + g] = _cvtsh_ss(x[b].d);
-            }
-        for (int g = 0; g < 4; g++) {
-            xc[c].lo[g] = _mm512_loadu_si512(lo[g]);
-            xc[c].hi[g] = _mm512_loadu_si512(hi[g]);
-        }
-        xc[c].corr = _mm512_loadu_si512(corr);
-        xc[c].d = _mm512_loadu_ps(d);
+    for (int c = 0; c < (n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK; c++)
+        arrange_chunk(act, n / QK8_0, c, (xq4 *)xa + c, put_groups);
+}
+
+/* Chunks of 16 blocks (q4x16.h, q4x16_unpack): lane 4m+g of plane i holds
+ * block 4g+m's bytes qs[4i .. 4i + 3] (lo) and qs[16 + 4i ..] (hi). */
+static void put_planes(int8_t lo[4][64], int8_t hi[4][64], int g, int m, const int8_t *qs)
+{
+    for (int i = 0; i < 4; i++) {
+        memcpy(lo[i] + 4 * (4 * m + g), qs + 4 * i, 4);
+        memcpy(hi[i] + 4 * (4 * m + g), qs + 16 + 4 * i, 4);
     }
+}
+
+T static void arrange_q4x16(const void *act, int n, void *xa)
+{
+    for (int c = 0; c < (n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK; c++)
+        arrange_chunk(act, n / QK8_0, c, (xq4 *)xa + c, put_planes);
 }
 
 #define W2(a, b) ((a) | (b) << 16)   /* two word indices per int32: gcc lacks _mm512_setr_epi16 */
@@ -949,6 +976,44 @@ TI __m512 q4_fma(const __m512i lo[4], const __m512i hi[4], __m512 dw, const xq4 
     return _mm512_fmadd_ps(_mm512_mul_ps(dw, x->d), _mm512_cvtepi32_ps(C), acc);
 }
 
+/* A chunk of t blocks in chunks of 16 (q4x16.h) at p: plane i's lanes are
+ * each block's nibble bytes qs[4i ..], so lo[i] / hi[i] come by a load and
+ * a mask (a short chunk's lanes by an expanding load), and the lanes are
+ * already q4_fma's (lane 4m+g = block 4g+m): the same values as q4_unpack. */
+TI void q4x16_unpack(const uint8_t *p, int t, __m512i lo[4], __m512i hi[4], __m512 *dw)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512i w[4];
+    if (t == Q4_CHUNK) {
+        *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < 4; i++) w[i] = _mm512_loadu_si512(p + 32 + 64 * i);
+    } else {
+        const __mmask16 lanes = hc_q4x16_lanes(t);
+        *dw = _mm512_maskz_expand_ps(lanes, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << t) - 1), p)));
+        for (int i = 0; i < 4; i++) w[i] = _mm512_maskz_expandloadu_epi32(lanes, p + 2 * t + 4 * t * i);
+    }
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < 4; i++) {
+        lo[i] = _mm512_and_si512(w[i], m4);
+        hi[i] = _mm512_and_si512(_mm512_srli_epi16(w[i], 4), m4);
+    }
+}
+
+/* q4_fma for chunks of 16: each lane's dword is already its block's, so the
+ * 8 dpbusd leave the block sums with no reduction between lanes (the same
+ * integers: the sums are exact), then the same convert and FMA. */
+TI __m512 q4x16_fma(const __m512i lo[4], const __m512i hi[4], __m512 dw, const xq4 *x, __m512 acc)
+{
+    __m512i D[4];
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < 4; i++)
+        D[i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(i ? _mm512_setzero_si512() : x->corr, lo[i], x->lo[i]), hi[i],
+                                   x->hi[i]);
+    __m512i C = _mm512_add_epi32(_mm512_add_epi32(D[0], D[1]), _mm512_add_epi32(D[2], D[3]));
+    return _mm512_fmadd_ps(_mm512_mul_ps(dw, x->d), _mm512_cvtepi32_ps(C), acc);
+}
+
 static size_t arranged_q4(int n) { return sizeof(xq4) * (size_t)((n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK); }
 
 /* The chunk at q when it is whole, else its nb blocks copied into pad
@@ -961,30 +1026,53 @@ TI const block_q4_0 *q4_whole(const block_q4_0 *q, int nb, block_q4_0 pad[Q4_CHU
     return pad;
 }
 
-/* Chunks in order, the last one zero-padded; wp: see q4_unpack. */
-TI float dot_q4_as(const hc_weight *w, int r, const void *xa, const int wp)
+/* How a Q4_0 row's chunks are unpacked: from ggml's layout with dword or
+ * word permutes (q4_unpack's wp 0 or 1), or from chunks of 16 (q4x16_unpack). */
+enum { Q4_DWORDS, Q4_WORDS, Q4_X16 };
+
+/* Chunk c of a row of nb blocks at q, unpacked as `how` says; the same
+ * values every way (the last chunk zero-padded, or its missing lanes zero). */
+TI void q4_chunk(const block_q4_0 *q, int nb, int c, __m512i lo[4], __m512i hi[4], __m512 *dw, const int how)
+{
+    if (how == Q4_X16) {
+        q4x16_unpack((const uint8_t *)(q + c * Q4_CHUNK), nb - c * Q4_CHUNK < Q4_CHUNK ? nb - c * Q4_CHUNK : Q4_CHUNK,
+                     lo, hi, dw);
+        return;
+    }
+    block_q4_0 pad[Q4_CHUNK];
+    q4_unpack(q4_whole(q + c * Q4_CHUNK, nb - c * Q4_CHUNK, pad), lo, hi, dw, how);
+}
+
+TI __m512 q4_fma_as(const __m512i lo[4], const __m512i hi[4], __m512 dw, const xq4 *x, __m512 acc, const int how)
+{
+    return how == Q4_X16 ? q4x16_fma(lo, hi, dw, x, acc) : q4_fma(lo, hi, dw, x, acc);
+}
+
+/* Chunks in order; how: see q4_chunk. */
+TI float dot_q4_as(const hc_weight *w, int r, const void *xa, const int how)
 {
     const block_q4_0 *q = QROW(block_q4_0, w, r);
     const xq4 *xc = xa;
     __m512 acc = _mm512_setzero_ps();
     int nb = w->n / QK8_0;
     for (int c = 0; c * Q4_CHUNK < nb; c++) {
-        block_q4_0 pad[Q4_CHUNK];
         __m512i lo[4], hi[4];
         __m512 dw;
-        q4_unpack(q4_whole(q + c * Q4_CHUNK, nb - c * Q4_CHUNK, pad), lo, hi, &dw, wp);
-        acc = q4_fma(lo, hi, dw, xc + c, acc);
+        q4_chunk(q, nb, c, lo, hi, &dw, how);
+        acc = q4_fma_as(lo, hi, dw, xc + c, acc, how);
     }
     return _mm512_reduce_add_ps(acc);
 }
 
 T static float dot_q4(const hc_weight *w, int r, const void *xa)
 {
-    return hc_q4_word_permutes() ? dot_q4_as(w, r, xa, 1) : dot_q4_as(w, r, xa, 0);
+    return hc_q4_word_permutes() ? dot_q4_as(w, r, xa, Q4_WORDS) : dot_q4_as(w, r, xa, Q4_DWORDS);
 }
 
+T static float dot_q4x16(const hc_weight *w, int r, const void *xa) { return dot_q4_as(w, r, xa, Q4_X16); }
+
 /* The Q4_0 tile, as dot_q4: each row chunk unpacked once for the vectors. */
-TI void tile_q4_as(const hc_weight *wt, const int *rows, const void *const *xv, float *y, const int wp)
+TI void tile_q4_as(const hc_weight *wt, const int *rows, const void *const *xv, float *y, const int how)
 {
     enum { R = R4, Tn = T4 };
     const block_q4_0 *q[R];
@@ -999,13 +1087,12 @@ TI void tile_q4_as(const hc_weight *wt, const int *rows, const void *const *xv, 
     for (int c = 0; c * Q4_CHUNK < nb; c++)
         _Pragma("GCC unroll 4")
         for (int r = 0; r < R; r++) {
-            block_q4_0 pad[Q4_CHUNK];
             __m512i lo[4], hi[4];
             __m512 dw;
-            q4_unpack(q4_whole(q[r] + c * Q4_CHUNK, nb - c * Q4_CHUNK, pad), lo, hi, &dw, wp);
+            q4_chunk(q[r], nb, c, lo, hi, &dw, how);
             hc_prefetch_next_tile(q[r] + c * Q4_CHUNK, sizeof(block_q4_0) * (size_t)nb * R, sizeof(block_q4_0) * Q4_CHUNK);
             _Pragma("GCC unroll 4")
-            for (int t = 0; t < Tn; t++) acc[r][t] = q4_fma(lo, hi, dw, xc[t] + c, acc[r][t]);
+            for (int t = 0; t < Tn; t++) acc[r][t] = q4_fma_as(lo, hi, dw, xc[t] + c, acc[r][t], how);
         }
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R; r++)
@@ -1015,8 +1102,13 @@ TI void tile_q4_as(const hc_weight *wt, const int *rows, const void *const *xv, 
 
 T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
-    if (hc_q4_word_permutes()) tile_q4_as(wt, rows, xv, y, 1);
-    else tile_q4_as(wt, rows, xv, y, 0);
+    if (hc_q4_word_permutes()) tile_q4_as(wt, rows, xv, y, Q4_WORDS);
+    else tile_q4_as(wt, rows, xv, y, Q4_DWORDS);
+}
+
+T static void tile_q4x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    tile_q4_as(wt, rows, xv, y, Q4_X16);
 }
 
 /* Block b of a Q4_0 row as 32 signed values -8..7 in element order. */
@@ -1027,23 +1119,36 @@ TI __m256i q4_values(const block_q4_0 *blk)
     return _mm256_sub_epi8(_mm256_and_si256(q, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
 }
 
+/* Block b of row r, in either layout (weight.h: HC_WEIGHT_GGML, HC_WEIGHT_Q4X16). */
+TI block_q4_0 q4_block(const hc_weight *w, int r, int b)
+{
+    block_q4_0 out;
+    if (w->kind == HC_WEIGHT_Q4X16) hc_q4x16_block((const uint8_t *)QROW(block_q4_0, w, r), w->n / QK4_0, b, &out);
+    else out = QROW(block_q4_0, w, r)[b];
+    return out;
+}
+
 T static void axpy_q4(const hc_weight *w, int r, int c0, int c1, float a, float *y)
 {
-    const block_q4_0 *wb = QROW(block_q4_0, w, r);
-    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0) axpy_q32(q4_values(&wb[b]), _cvtsh_ss(wb[b].d), a, y);
+    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0) {
+        const block_q4_0 wb = q4_block(w, r, b);
+        axpy_q32(q4_values(&wb), _cvtsh_ss(wb.d), a, y);
+    }
 }
 
 T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, const float *a, const int32_t *rows,
                             float *y, size_t ys)
 {
-    const block_q4_0 *wb = QROW(block_q4_0, w, r);
-    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0)
-        axpy_multi_q32(q4_values(&wb[b]), _cvtsh_ss(wb[b].d), nt, a, rows, y, ys);
+    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0) {
+        const block_q4_0 wb = q4_block(w, r, b);
+        axpy_multi_q32(q4_values(&wb), _cvtsh_ss(wb.d), nt, a, rows, y, ys);
+    }
 }
 
-const hc_kernel hc_avx512_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q4, .arrange = arrange_q4,
-                                   .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .tile_min = 3, .axpy = axpy_q4,
-                                   .axpy_multi = axpy_multi_q4 };
+#define Q4_KERNEL .prepare = prepare_q8, .arranged_bytes = arranged_q4, .rm = R4, .tm = T4, .tile_min = 3, \
+                  .axpy = axpy_q4, .axpy_multi = axpy_multi_q4
+const hc_kernel hc_avx512_q4_0 = { Q4_KERNEL, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4 };
+const hc_kernel hc_avx512_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16 };
 
 /* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: 16 blocks (256
  * code bytes) per step, summed in integers to one int32 per block as Q4_0's

@@ -12,6 +12,7 @@
 
 #include "ggml_types.h"
 #include "kernels_gptq.h"
+#include "q4x16.h"
 #include "quants.h"
 
 void hc_act_copy(const hc_weight *w, const float *x, void *act) { memcpy(act, x, (size_t)w->n * sizeof(float)); }
@@ -96,30 +97,39 @@ static void axpy_q8_0(const hc_weight *w, int r, int c0, int c1, float a, float 
     }
 }
 
+/* Block b of row r of a Q4_0 weight, in ggml's layout or in chunks of 16 (q4x16.h). */
+static block_q4_0 q4_block(const hc_weight *w, int r, int b)
+{
+    block_q4_0 out;
+    if (w->kind == HC_WEIGHT_Q4X16) hc_q4x16_block(ggml_row(w, r), w->n / QK4_0, b, &out);
+    else out = ((const block_q4_0 *)ggml_row(w, r))[b];
+    return out;
+}
+
 static float dot_q4_0(const hc_weight *w, int r, const void *act)
 {
-    const block_q4_0 *wb = ggml_row(w, r);
     const block_q8_0 *x = act;
     float s = 0;
     for (int b = 0; b < w->n / QK4_0; b++) {
+        const block_q4_0 wb = q4_block(w, r, b);
         int isum = 0;
         for (int j = 0; j < QK4_0 / 2; j++) {
-            isum += ((wb[b].qs[j] & 15) - 8) * x[b].qs[j];
-            isum += ((wb[b].qs[j] >> 4) - 8) * x[b].qs[j + QK4_0 / 2];
+            isum += ((wb.qs[j] & 15) - 8) * x[b].qs[j];
+            isum += ((wb.qs[j] >> 4) - 8) * x[b].qs[j + QK4_0 / 2];
         }
-        s += (float)isum * (fp16_to_fp32(wb[b].d) * fp16_to_fp32(x[b].d));
+        s += (float)isum * (fp16_to_fp32(wb.d) * fp16_to_fp32(x[b].d));
     }
     return s;
 }
 
 static void axpy_q4_0(const hc_weight *w, int r, int c0, int c1, float a, float *y)
 {
-    const block_q4_0 *wb = ggml_row(w, r);
     for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0) {
-        float d = fp16_to_fp32(wb[b].d);
+        const block_q4_0 wb = q4_block(w, r, b);
+        float d = fp16_to_fp32(wb.d);
         for (int j = 0; j < QK4_0 / 2; j++) {
-            y[j] += a * (((wb[b].qs[j] & 15) - 8) * d);
-            y[j + QK4_0 / 2] += a * (((wb[b].qs[j] >> 4) - 8) * d);
+            y[j] += a * (((wb.qs[j] & 15) - 8) * d);
+            y[j + QK4_0 / 2] += a * (((wb.qs[j] >> 4) - 8) * d);
         }
     }
 }
@@ -192,5 +202,6 @@ void hc_ref_gptq_tile(const hc_weight *w, const int *rows, int rm, const void *c
 const hc_kernel hc_ref_float = { .prepare = hc_act_copy, .dot = dot_float, .axpy = axpy_float };
 const hc_kernel hc_ref_bf16 = { .prepare = act_bf16, .dot = dot_bf16, .axpy = axpy_float };
 const hc_kernel hc_ref_q8_0 = { .prepare = prepare_q8, .dot = dot_q8_0, .axpy = axpy_q8_0 };
+/* Q4_0 in either layout: ggml's (HC_WEIGHT_GGML) or in chunks of 16 (HC_WEIGHT_Q4X16). */
 const hc_kernel hc_ref_q4_0 = { .prepare = prepare_q8, .dot = dot_q4_0, .axpy = axpy_q4_0 };
 const hc_kernel hc_ref_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .axpy = hc_ref_gptq_axpy };

@@ -1,0 +1,50 @@
+/* Q4_0 rows in chunks of 16 blocks (q4x16.h). */
+#include "q4x16.h"
+
+#include <string.h>
+#include "quants.h"
+
+uint16_t hc_q4x16_lanes(int t)
+{
+    uint16_t m = 0;
+    for (int L = 0; L < HC_Q4X16_CHUNK; L++)
+        if (hc_q4x16_block_of(L) < t) m |= (uint16_t)(1u << L);
+    return m;
+}
+
+/* Where lane L's scale (at 2·slot) and plane bytes (at 2t + 4t·i + 4·slot)
+ * lie in a chunk of t blocks: slot = its rank among the chunk's lanes. */
+static int slot_of(int L, int t) { return __builtin_popcount(hc_q4x16_lanes(t) & ((1u << L) - 1)); }
+
+void hc_q4x16_repack(const block_q4_0 *src, uint8_t *dst, int nb)
+{
+    for (int c = 0; c < nb; c += HC_Q4X16_CHUNK) {
+        const int t = nb - c < HC_Q4X16_CHUNK ? nb - c : HC_Q4X16_CHUNK;
+        for (int L = 0, k = 0; L < HC_Q4X16_CHUNK; L++) {
+            if (hc_q4x16_block_of(L) >= t) continue;
+            const block_q4_0 *b = &src[c + hc_q4x16_block_of(L)];
+            memcpy(dst + 2 * k, &b->d, 2);
+            for (int i = 0; i < 4; i++) memcpy(dst + 2 * t + 4 * t * i + 4 * k, b->qs + 4 * i, 4);
+            k++;
+        }
+        dst += sizeof(block_q4_0) * (size_t)t;
+    }
+}
+
+void hc_q4x16_block(const uint8_t *row, int nb, int b, block_q4_0 *out)
+{
+    const int c = b - b % HC_Q4X16_CHUNK, j = b % HC_Q4X16_CHUNK, t = nb - c < HC_Q4X16_CHUNK ? nb - c : HC_Q4X16_CHUNK;
+    const uint8_t *chunk = row + sizeof(block_q4_0) * (size_t)c;
+    const int k = slot_of(4 * (j % 4) + j / 4, t);   /* the lane of block j */
+    memcpy(&out->d, chunk + 2 * k, 2);
+    for (int i = 0; i < 4; i++) memcpy(out->qs + 4 * i, chunk + 2 * t + 4 * t * i + 4 * k, 4);
+}
+
+void hc_q4x16_row_f32(const uint8_t *row, int n, float *out)
+{
+    for (int b = 0; b < n / QK4_0; b++) {
+        block_q4_0 blk;
+        hc_q4x16_block(row, n / QK4_0, b, &blk);
+        dequantize_row_q4_0(&blk, out + (size_t)b * QK4_0, QK4_0);
+    }
+}
