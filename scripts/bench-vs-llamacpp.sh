@@ -174,7 +174,9 @@ row() {
     done
     bytes=$(awk '/weights read per token:/ { print $5 }' "$T/hc.err" 2>/dev/null || true)
     kg=-   # ppN: hc's kernel alone, thread CPU time (bench_kernels cpu: DIM x 2048, B = N)
-    case $test in pp*) kg=$("$O/bench/bench_kernels" cpu "$isa" "$DIM" 2048 "${test#pp}" 3 2>/dev/null |
+    kisa=$isa   # on the rows as hc-run copied them: Q4_0 in chunks of 16 blocks where it says so
+    grep -q "Q4_0 matrices in chunks of 16" "$T/hc.err" 2>/dev/null && kisa=$isa-chunks
+    case $test in pp*) kg=$("$O/bench/bench_kernels" cpu "$kisa" "$DIM" 2048 "${test#pp}" 3 2>/dev/null |
                            awk -v ty="$type" '$1 == ty { print $2 }') ;; esac
     echo "$test $type $t $(median <"$T/hc") $(median <"$T/ll") ${bytes:-0} $(cut -d' ' -f1 /proc/loadavg) ${kg:--}" >>"$T/raw"
 }
