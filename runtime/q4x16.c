@@ -4,13 +4,12 @@
 #include <string.h>
 #include "quants.h"
 
-uint16_t hc_q4x16_lanes(int t)
-{
-    uint16_t m = 0;
-    for (int L = 0; L < HC_Q4X16_CHUNK; L++)
-        if (hc_q4x16_block_of(L) < t) m |= (uint16_t)(1u << L);
-    return m;
-}
+/* lanes[t]: the lanes of a chunk of t blocks (bit L when block 4·(L % 4) + L / 4 < t) */
+static const uint16_t lanes[HC_Q4X16_CHUNK + 1] = { 0x0000, 0x0001, 0x0011, 0x0111, 0x1111, 0x1113, 0x1133, 0x1333,
+                                                    0x3333, 0x3337, 0x3377, 0x3777, 0x7777, 0x777f, 0x77ff, 0x7fff,
+                                                    0xffff };
+
+uint16_t hc_q4x16_lanes(int t) { return lanes[t]; }
 
 /* Where lane L's scale (at 2·slot) and plane bytes (at 2t + 4t·i + 4·slot)
  * lie in a chunk of t blocks: slot = its rank among the chunk's lanes. */
