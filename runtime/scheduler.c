@@ -135,10 +135,8 @@ static void swap_in(sched *S, int r)
     seq_state *s = &S->s[r];
     int rc = hc_ctx_kv_copy(S->ctx, table_of(S, s), cached_blocks(S, s), s->swapped, 0);
     swap_free(S, s);
-    if (rc) {
-        s->n_cached = 0;
+    if (rc)   /* this one too: recomputed */
         while (S->n_running) preempt(S, S->running[S->n_running - 1], 0);
-    }
 }
 
 /* Waiting requests in order while there is a free table and their tokens'
