@@ -203,12 +203,10 @@ T static void axpy_multi_f(const hc_weight *w, int r, int c0, int c1, int nt, co
  *   the 16, with the 3 weight registers and an activation load; 2 x 6 and
  *   4 x 3 measured slower), chunk by chunk into the even or odd chunks' set,
  *   the other set parked in memory meanwhile.
- * - F16 (tile_steps): dot_steps' two accumulators of 3 x 2 pairs in
- *   registers for the whole row, for vectors 0-1 and then 2-3
+ * - F16 (steps_part): the same 3 x 4 pairs, over a0's steps and then a1's
  *   (docs/design/kernels.md). */
 #define RM 3              /* rows per tile */
 #define TM 4              /* vectors per tile */
-#define TS 2              /* vectors per pass of tile_steps */
 
 /* acc[r][t] += w_r[i..i+8) * x_t[i..i+8) for r < RM, t < Tn. */
 TI void step(int k, int Tn, const void *const *w, const float *const *x, int i, __m256 acc[RM][TM])
@@ -277,56 +275,37 @@ TI void chunks_part(int k, int nt, const void *const *w, const float *const *x, 
     }
 }
 
-/* a0, a1 += dot_steps' steps over elements [i0, i1) for RM rows x TS
- * vectors: i0 a multiple of 32, i1 one too or n (only then the last step
- * and the padded tail), as steps_range. */
-TI void steps_tile(int k, const void *const *w, const float *const *x, int i0, int i1, __m256 a0[RM][TM],
-                   __m256 a1[RM][TM])
+/* park[p] += the steps that dot_steps adds into its accumulator a<p> over
+ * elements [c0, c1) (c0 a multiple of 32, c1 one too or n: only then the
+ * last step and the padded tail), for RM rows x TM vectors: a0's steps
+ * ([16c, 16c + 8), and the last whole 8 elements when they start a 16),
+ * then a1's ([16c + 8, 16c + 16), and the tail). One accumulator's steps at
+ * a time, so each weight is widened once for all TM vectors while every
+ * pair keeps its dot's two chains (taking both chains at once left room for
+ * 2 vectors, and each weight was widened twice). */
+TI void steps_part(int k, const void *const *w, const float *const *x, int c0, int c1, float park[2][RM][TM][8])
 {
-    int i = i0;
-    for (; i + 16 <= i1; i += 16) {
-        step(k, TS, w, x, i, a0);
-        step(k, TS, w, x, i + 8, a1);
-    }
-    if (i + 8 <= i1) {
-        step(k, TS, w, x, i, a0);
-        i += 8;
-    }
-    if (i < i1) tail_step(k, TS, w, x, i, i1, a1);
-}
-
-/* park[pass][0 or 1][r][t] += steps_tile over [c0, c1), vectors 0-1 then 2-3
- * (the second pass only if the batch's edge did not fill it with copies). */
-TI void steps_part(int k, const void *const *w, const float *const *x, int c0, int c1, float park[2][2][RM][TM][8])
-{
-    for (int p = 0; p < TM / TS; p++) {
-        if (p && x[TS] == x[TS - 1]) return;
-        __m256 a0[RM][TM], a1[RM][TM];
+    for (int p = 0; p < 2; p++) {
+        __m256 acc[RM][TM];
         _Pragma("GCC unroll 8")
         for (int r = 0; r < RM; r++)
             _Pragma("GCC unroll 8")
-            for (int t = 0; t < TS; t++) a0[r][t] = _mm256_load_ps(park[p][0][r][t]), a1[r][t] = _mm256_load_ps(park[p][1][r][t]);
-        steps_tile(k, w, x + p * TS, c0, c1, a0, a1);
+            for (int t = 0; t < TM; t++) acc[r][t] = _mm256_load_ps(park[p][r][t]);
+        int i = c0;
+        for (; i + 16 <= c1; i += 16) step(k, TM, w, x, i + 8 * p, acc);
+        if (i + 8 <= c1) {
+            if (!p) step(k, TM, w, x, i, acc);
+            i += 8;
+        }
+        if (i < c1 && p) tail_step(k, TM, w, x, i, c1, acc);
         _Pragma("GCC unroll 8")
         for (int r = 0; r < RM; r++)
             _Pragma("GCC unroll 8")
-            for (int t = 0; t < TS; t++) _mm256_store_ps(park[p][0][r][t], a0[r][t]), _mm256_store_ps(park[p][1][r][t], a1[r][t]);
+            for (int t = 0; t < TM; t++) _mm256_store_ps(park[p][r][t], acc[r][t]);
     }
 }
 
-/* y[t * RM + r] = dot_steps(k, w[r], x[t], n) from steps_part's park (vectors
- * of an unrun second pass are copies of vector TS - 1). */
-TI void steps_sum(const float park[2][2][RM][TM][8], const float *const *x, float *y)
-{
-    for (int t = 0; t < TM; t++) {
-        int p = t / TS, u = t % TS;
-        if (p && x[TS] == x[TS - 1]) p = 0, u = TS - 1;
-        for (int r = 0; r < RM; r++)
-            y[t * RM + r] = hsum(_mm256_add_ps(_mm256_load_ps(park[p][0][r][u]), _mm256_load_ps(park[p][1][r][u])));
-    }
-}
-
-#define PARK_F (2 * 2 * RM * TM * 8)   /* floats parked per float tile (F16's two passes) */
+#define PARK_F (2 * RM * TM * 8)       /* floats parked per float tile (two sets of accumulators) */
 #define KB_F 1024                      /* columns per block of the float tile (hc_kernel.kb) */
 
 /* hc_kernel.tile_part and tile_sum of the float tile. */
@@ -336,13 +315,13 @@ T static void part_f(const hc_weight *w, const int *r, const void *const *x, int
     const float *const *xf = (const float *const *)x;
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
     if (w->type == GGML_TYPE_F32) chunks_part(GGML_TYPE_F32, TM, rows, xf, c0, c1, (float (*)[RM][TM][8])park);
-    else steps_part(GGML_TYPE_F16, rows, xf, c0, c1, (float (*)[2][RM][TM][8])park);
+    else steps_part(GGML_TYPE_F16, rows, xf, c0, c1, (float (*)[RM][TM][8])park);
 }
 
 T static void sum_tile_f(const hc_weight *w, const void *const *x, const float *park, float *y)
 {
-    if (w->type == GGML_TYPE_F32) chunks_sum(TM, (const float (*)[RM][TM][8])park, y);
-    else steps_sum((const float (*)[2][RM][TM][8])park, (const float *const *)x, y);
+    (void)w, (void)x;   /* F32's even and odd chunks, F16's a0 and a1: summed alike */
+    chunks_sum(TM, (const float (*)[RM][TM][8])park, y);
 }
 
 /* hc_kernel.dots for F32: the tile's RM rows with one vector. */
