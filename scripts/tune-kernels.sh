@@ -4,15 +4,19 @@
 #
 #   sh scripts/tune-kernels.sh
 #
-# Times every instruction set this CPU runs (avx2, avx512; AVX-512 Q4_0 both
-# ways it unpacks, with word or with dword permutes) with
+# Times every instruction set this CPU runs (avx2, avx512; AVX-512 Q4_0 the
+# three ways it runs: from the file mapping with word or with dword
+# permutes, and from hc-run's copy in chunks of 16 blocks) with
 # build/bench/bench_kernels on one thread, in thread CPU time, ROUNDS rounds
 # with the sets alternating (the median of the rounds): decode (B = 1, DIM x 2048) and a
 # prompt tile (B = 64, DIM x 1024). A type takes the set whose worse ratio to
 # the fastest set (decode or prompt) is highest, ties to the wider set: every
 # product, gathered row and AXPY of a type runs on one set (their rows' bits
-# must agree), so one set serves both. Prints the CPU, each figure and the row
-# to paste (docs/design/kernels.md, "Choosing the kernels").
+# must agree), so one set serves both; Q4_0's AVX-512 counts its best way (the
+# copy's chunks, where hc-run copies, or a permute), and the row's last field
+# is the faster permute, for rows left in the mapping (--mmap, the sparse
+# FFN's). Prints the CPU, each figure and the row to paste
+# (docs/design/kernels.md, "Choosing the kernels").
 #
 # Environment (defaults): DIM=4096 ROUNDS=5 REPS=20 (products per timing, best of).
 set -eu
@@ -30,9 +34,9 @@ family=$(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1)
 model=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "cpu: $name ($vendor family $family model $model)"
 
-# AVX-512 Q4_0 both ways (word or dword permutes: the row's last field)
+# AVX-512 Q4_0 three ways (word or dword permutes: the row's last field; chunks)
 isas=""
-for isa in avx2 avx512-vpermt2d avx512-vpermt2w; do
+for isa in avx2 avx512-vpermt2d avx512-vpermt2w avx512-chunks; do
     "$B" cpu "$isa" 32 1 1 1 >/dev/null 2>&1 && isas="$isas $isa"
 done
 [ -n "$isas" ] || { echo "tune-kernels: this CPU runs neither avx2 nor avx512 kernels" >&2; exit 1; }
@@ -50,7 +54,7 @@ done
 
 # best GFLOP/s per (set, op, type); per type the set with the highest worse ratio
 awk -v fam="$family" -v model="$model" -v vendor="$vendor" '
-$1 != "avx512-vpermt2w" || $3 == "Q4_0" {
+($1 != "avx512-vpermt2w" && $1 != "avx512-chunks") || $3 == "Q4_0" {
     k = $1 SUBSEP $2 SUBSEP $3; nv[k]++; v[k, nv[k]] = $4; has[$1, $3] = 1; sets[$1] = 1 }
 END {
     # each figure: the median of the rounds (the best of REPS of a round now and
@@ -61,22 +65,22 @@ END {
         best[k] = v[k, int((nv[k] + 1) / 2)]
     }
     split("F32 F16 BF16 Q8_0 Q4_0 GPTQ", order, " ")
-    split("avx2 avx512 avx512-vpermt2w", cand, " ")
+    split("avx2 avx512 avx512-vpermt2w avx512-chunks", cand, " ")
     row = ""; wperm = 0
     for (n = 1; n <= 6; n++) {
         t = order[n]; top["decode"] = 0; top["prompt"] = 0
         for (s in sets) for (op in top) if (has[s, t] && best[s, op, t] > top[op]) top[op] = best[s, op, t]
         pick = ""; score = -1
-        for (c = 1; c <= 3; c++) {
+        for (c = 1; c <= 4; c++) {
             i = cand[c]
             if (!has[i, t]) continue
             d = best[i, "decode", t] / top["decode"]; p = best[i, "prompt", t] / top["prompt"]
-            m = d < p ? d : p
+            m = d < p ? d : p; mof[i] = m
             printf "%-5s %-15s decode %8.1f GFLOP/s (%.2f)  prompt %8.1f GFLOP/s (%.2f)\n", t, i,
                    best[i, "decode", t], d, best[i, "prompt", t], p
             if (m >= score) { score = m; pick = i }
         }
-        if (t == "Q4_0" && pick == "avx512-vpermt2w") wperm = 1
+        if (t == "Q4_0" && has["avx512-vpermt2w", t] && mof["avx512-vpermt2w"] >= mof["avx512"]) wperm = 1
         row = row (n > 1 ? ", " : "") (pick == "avx2" ? "A2" : "A5")
     }
     printf "row: { \"NAME\", \"%s\", %d, %d, %d, { %s }, %d },\n", vendor, fam, model, model, row, wperm
