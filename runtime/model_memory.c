@@ -127,9 +127,9 @@ static int in_chunks(const span *s, int i, int j, const uint8_t *hi)
 
 int64_t hc_model_copy_weights(hc_model *m, int mode, int with_ffn, char *err, size_t errlen)
 {
+    if (mode == HC_WEIGHTS_MAP || !m->file->owns_map) return 0;
     /* where Q4_0's products run on AVX-512, its rows are copied in the chunks its kernels load without permutes */
     const int chunks = hc_kernel_choice(HC_KT_Q4_0) == HC_ISA_AVX512;
-    if (mode == HC_WEIGHTS_MAP || !m->file->owns_map) return 0;
     span *s = malloc(sizeof *s * (3 + 10 * (size_t)m->hp.n_layer));
     if (!s) goto no_memory;
     int n = collect(m, with_ffn, s);

@@ -14,8 +14,10 @@
 #ifndef HC_Q4X16_H
 #define HC_Q4X16_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "ggml_types.h"
+#include "weight.h"
 
 #define HC_Q4X16_CHUNK 16   /* blocks per chunk */
 
@@ -29,5 +31,16 @@ void hc_q4x16_repack(const block_q4_0 *src, uint8_t *dst, int nb);
 void hc_q4x16_block(const uint8_t *row, int nb, int b, block_q4_0 *out);
 /* A row of n elements in the layout, widened to f32 (dequantize_row_q4_0's values). */
 void hc_q4x16_row_f32(const uint8_t *row, int n, float *out);
+
+/* Block b of row r of a Q4_0 weight in either layout (weight.h:
+ * HC_WEIGHT_GGML, HC_WEIGHT_Q4X16): where it lies, or copied into *buf
+ * from the chunks. */
+static inline const block_q4_0 *hc_q4_0_block(const hc_weight *w, int r, int b, block_q4_0 *buf)
+{
+    const block_q4_0 *row = (const block_q4_0 *)w->data + (size_t)r * (size_t)(w->n / QK4_0);
+    if (w->kind != HC_WEIGHT_Q4X16) return row + b;
+    hc_q4x16_block((const uint8_t *)row, w->n / QK4_0, b, buf);
+    return buf;
+}
 
 #endif

@@ -65,15 +65,12 @@ static void row_q4x16(const hc_weight *w, int r, float *out)
 
 #if defined(__x86_64__)
 #define KERNELS2(ref, t) { &hc_ref_##ref, &hc_avx2_##t, &hc_avx512_##t }
-#else
-#define KERNELS2(ref, t) { &hc_ref_##ref }
-#endif
-#define KERNELS(t) KERNELS2(t, t)
-#if defined(__x86_64__)
 #define Q4X16_KERNELS { &hc_ref_q4_0, &hc_ref_q4_0, &hc_avx512_q4x16 }
 #else
+#define KERNELS2(ref, t) { &hc_ref_##ref }
 #define Q4X16_KERNELS { &hc_ref_q4_0 }
 #endif
+#define KERNELS(t) KERNELS2(t, t)
 
 static const hc_type_traits traits[] = {
     [HC_KT_F32]  = { act_f32,  row_bytes_ggml, row_ggml, KERNELS2(float, f32) },

@@ -1119,20 +1119,12 @@ TI __m256i q4_values(const block_q4_0 *blk)
     return _mm256_sub_epi8(_mm256_and_si256(q, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
 }
 
-/* Block b of row r, in either layout (weight.h: HC_WEIGHT_GGML, HC_WEIGHT_Q4X16). */
-TI block_q4_0 q4_block(const hc_weight *w, int r, int b)
-{
-    block_q4_0 out;
-    if (w->kind == HC_WEIGHT_Q4X16) hc_q4x16_block((const uint8_t *)QROW(block_q4_0, w, r), w->n / QK4_0, b, &out);
-    else out = QROW(block_q4_0, w, r)[b];
-    return out;
-}
-
 T static void axpy_q4(const hc_weight *w, int r, int c0, int c1, float a, float *y)
 {
     for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0) {
-        const block_q4_0 wb = q4_block(w, r, b);
-        axpy_q32(q4_values(&wb), _cvtsh_ss(wb.d), a, y);
+        block_q4_0 buf;
+        const block_q4_0 *wb = hc_q4_0_block(w, r, b, &buf);
+        axpy_q32(q4_values(wb), _cvtsh_ss(wb->d), a, y);
     }
 }
 
@@ -1140,8 +1132,9 @@ T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, c
                             float *y, size_t ys)
 {
     for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0) {
-        const block_q4_0 wb = q4_block(w, r, b);
-        axpy_multi_q32(q4_values(&wb), _cvtsh_ss(wb.d), nt, a, rows, y, ys);
+        block_q4_0 buf;
+        const block_q4_0 *wb = hc_q4_0_block(w, r, b, &buf);
+        axpy_multi_q32(q4_values(wb), _cvtsh_ss(wb->d), nt, a, rows, y, ys);
     }
 }
 

@@ -97,27 +97,19 @@ static void axpy_q8_0(const hc_weight *w, int r, int c0, int c1, float a, float 
     }
 }
 
-/* Block b of row r of a Q4_0 weight, in ggml's layout or in chunks of 16 (q4x16.h). */
-static block_q4_0 q4_block(const hc_weight *w, int r, int b)
-{
-    block_q4_0 out;
-    if (w->kind == HC_WEIGHT_Q4X16) hc_q4x16_block(ggml_row(w, r), w->n / QK4_0, b, &out);
-    else out = ((const block_q4_0 *)ggml_row(w, r))[b];
-    return out;
-}
-
 static float dot_q4_0(const hc_weight *w, int r, const void *act)
 {
     const block_q8_0 *x = act;
     float s = 0;
     for (int b = 0; b < w->n / QK4_0; b++) {
-        const block_q4_0 wb = q4_block(w, r, b);
+        block_q4_0 buf;
+        const block_q4_0 *wb = hc_q4_0_block(w, r, b, &buf);
         int isum = 0;
         for (int j = 0; j < QK4_0 / 2; j++) {
-            isum += ((wb.qs[j] & 15) - 8) * x[b].qs[j];
-            isum += ((wb.qs[j] >> 4) - 8) * x[b].qs[j + QK4_0 / 2];
+            isum += ((wb->qs[j] & 15) - 8) * x[b].qs[j];
+            isum += ((wb->qs[j] >> 4) - 8) * x[b].qs[j + QK4_0 / 2];
         }
-        s += (float)isum * (fp16_to_fp32(wb.d) * fp16_to_fp32(x[b].d));
+        s += (float)isum * (fp16_to_fp32(wb->d) * fp16_to_fp32(x[b].d));
     }
     return s;
 }
@@ -125,11 +117,12 @@ static float dot_q4_0(const hc_weight *w, int r, const void *act)
 static void axpy_q4_0(const hc_weight *w, int r, int c0, int c1, float a, float *y)
 {
     for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0) {
-        const block_q4_0 wb = q4_block(w, r, b);
-        float d = fp16_to_fp32(wb.d);
+        block_q4_0 buf;
+        const block_q4_0 *wb = hc_q4_0_block(w, r, b, &buf);
+        float d = fp16_to_fp32(wb->d);
         for (int j = 0; j < QK4_0 / 2; j++) {
-            y[j] += a * (((wb.qs[j] & 15) - 8) * d);
-            y[j + QK4_0 / 2] += a * (((wb.qs[j] >> 4) - 8) * d);
+            y[j] += a * (((wb->qs[j] & 15) - 8) * d);
+            y[j + QK4_0 / 2] += a * (((wb->qs[j] >> 4) - 8) * d);
         }
     }
 }
