@@ -1034,15 +1034,20 @@ static hc_kv *kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int blo
     return kv;
 }
 
+/* 1 when layer has a cache here, else a failure */
+static int kv_has(clb *b, const hc_kv *kv, int layer)
+{
+    if (layer >= 0 && layer < kv->n_layer && kv->k[layer]) return 1;
+    fail_msg(b, "OpenCL backend: layer %d has no KV cache on the device", layer);
+    return 0;
+}
+
 /* 1 when layer has a cache here and the step's rows row0..row0+n-1 lie
  * within a sequence's n_ctx positions (*n_pos: the most positions a row
  * reads), else a failure */
 static int kv_layer(clb *b, hc_kv *kv, int layer, int row0, int n, int *n_pos)
 {
-    if (layer < 0 || layer >= kv->n_layer || !kv->k[layer]) {
-        fail_msg(b, "OpenCL backend: layer %d has no KV cache on the device", layer);
-        return 0;
-    }
+    if (!kv_has(b, kv, layer)) return 0;
     int most = 0;
     for (int i = row0; i < row0 + n; i++)
         if (b->rows->pos[i] + 1 > most) most = b->rows->pos[i] + 1;
@@ -1082,11 +1087,10 @@ static int kv_copy(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int
 {
     clb *b = (clb *)be;
     settle(b);
-    if (!b->failed && (layer < 0 || layer >= kv->n_layer || !kv->k[layer]))
-        fail_msg(b, "OpenCL backend: layer %d has no KV cache on the device", layer);
     const size_t block = ((size_t)1 << kv->shift) * (size_t)kv->kv_dim, bytes = sizeof(float) * block;
-    for (int i = 0; i < n && !b->failed; i++) {
-        cl_mem m[2] = { kv->k[layer], kv->v[layer] };
+    const int here = !b->failed && kv_has(b, kv, layer);
+    for (int i = 0; here && i < n && !b->failed; i++) {
+        const cl_mem m[2] = { kv->k[layer], kv->v[layer] };
         for (int j = 0; j < 2; j++) {
             float *h = host + (2 * (size_t)i + (size_t)j) * block;
             size_t at = (size_t)ids[i] * bytes;
