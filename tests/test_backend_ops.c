@@ -937,6 +937,39 @@ static void test_ops(void)
     cur->close(be);
 }
 
+/* The CPU's attention on every instruction set this CPU runs (attention.c
+ * compiles it once per set, the one HC_KERNELS forces chosen): the same
+ * bits on each. */
+static void test_attention_isas(void)
+{
+    static const char *const isas[] = { "scalar", "avx2", "avx512" };
+    char why[512];
+    int skip, sets = 0;
+    hc_backend *be = open_cpu(&skip, why, sizeof why);
+    CHECKF(be, "%s", why);
+    run_ctx r = { be, be->ops, "" };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const op_case *c = &cases[i];
+        if (c->op != OP_ATTN) continue;
+        size_t n = case_outputs(c);
+        float *first = calloc(n, sizeof *first), *out = calloc(n, sizeof *out), *ref = calloc(n, sizeof *ref);
+        char what[128];
+        describe(c, what, sizeof what);
+        sets = 0;
+        for (size_t s = 0; s < sizeof isas / sizeof *isas; s++) {
+            if (hc_kernel_force(isas[s])) continue;   /* not on this CPU */
+            CHECKF(!run_case(&r, c, sets ? out : first, ref, n, (int)i), "%s on %s: %s", what, isas[s], r.err);
+            CHECKF(!sets || !memcmp(first, out, sizeof(float) * n), "%s: %s's bits differ from scalar's", what, isas[s]);
+            sets++;
+        }
+        free(first);
+        free(out);
+        free(ref);
+    }
+    close_cpu(be);   /* and back to the choice by type */
+    if (sets < 2) SKIP("this CPU runs only the scalar kernels");
+}
+
 /* A step on a weight the kernels do not take: NULL and the type named. */
 static void test_unsupported(void)
 {
@@ -1050,6 +1083,7 @@ int main(void)
         snprintf(name, sizeof name, "test_ops_%s", cur->name);
         th_run(name, test_ops);
     }
+    RUN(test_attention_isas);
     RUN(test_unsupported);
     return th_done();
 }

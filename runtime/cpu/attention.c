@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hugepage.h"
+#include "kernels.h"
 
 #define ATT_TOKENS 16   /* tokens of one head per attention work item (attn_run): each K/V
                           * row, a cache miss, is read once for them (4: 22 % of a 512-token
@@ -335,12 +336,8 @@ static inline __attribute__((always_inline)) void attn_one(const float *q, const
  * Each key and value row is read once for the item's tokens; every token
  * still gets its own operations in its own order (positions ascending), so
  * the bits do not depend on the grouping nor on what else is in the batch. */
-/* Compiled for AVX-512 and AVX2 as well (chosen at load time): the lanes of
- * att_dots and att_mix then fill one wider register, with the same operations
- * per lane, so the bits do not change. */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void attn_run(void *arg, int chunk, int ith)
+static inline __attribute__((always_inline)) void attn_items(const attn_task *t, int chunk, int ith)
 {
-    const attn_task *t = arg;
     const hc_kv *kv = t->kv;
     const hc_hparams *hp = t->hp;
     const hc_seq_rows *r = t->rows;
@@ -369,6 +366,18 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void attn_ru
     }
 }
 
+/* attn_items compiled for each instruction set, the one the kernels use
+ * (hc_isa_top: HC_KERNELS chooses this one too): the lanes of att_dots and
+ * att_mix then fill one wider register, with the same operations per lane
+ * and no fused multiply-adds (-ffp-contract=off), so the bits do not change
+ * (tests/test_backend_ops.c, test_attention_isas). */
+__attribute__((target("avx512f"))) static void attn_avx512(void *arg, int chunk, int ith) { attn_items(arg, chunk, ith); }
+__attribute__((target("avx2"))) static void attn_avx2(void *arg, int chunk, int ith) { attn_items(arg, chunk, ith); }
+static void attn_scalar(void *arg, int chunk, int ith) { attn_items(arg, chunk, ith); }
+static void (*const attn_run[HC_ISA_COUNT])(void *, int, int) = {
+    [HC_ISA_SCALAR] = attn_scalar, [HC_ISA_AVX2] = attn_avx2, [HC_ISA_AVX512] = attn_avx512
+};
+
 /* The n rows cut into runs: consecutive positions of one sequence, at most
  * ATT_TOKENS of them (kv->runs, relative to row0). */
 void hc_cpu_attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int row0, int n,
@@ -388,5 +397,5 @@ void hc_cpu_attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
     size_t work = 2 * positions * (size_t)hp->n_head * (size_t)hp->head_dim;
     attn_task t = { kv, hp, r, hc_cpu_host(q), hc_cpu_host(out), layer, row0, n_runs, 0 };
     t.n_chunks = hc_pool_chunks(c->pool, n_runs * hp->n_head, work);
-    hc_pool_run(c->pool, attn_run, &t, t.n_chunks);
+    hc_pool_run(c->pool, attn_run[hc_isa_top()], &t, t.n_chunks);
 }
