@@ -959,8 +959,16 @@ TI void q4_unpack(const block_q4_0 *q, __m512i lo[4], __m512i hi[4], __m512 *dw,
     *dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(s));
 }
 
+/* acc + the 16 block sums C of a chunk (lane 4m+g = block 4g+m) times their
+ * weight and activation scales: one convert and one FMA, the same in every
+ * Q4_0 dot and tile, so every way has the same bits. */
+TI __m512 q4_scaled(__m512i C, __m512 dw, const xq4 *x, __m512 acc)
+{
+    return _mm512_fmadd_ps(_mm512_mul_ps(dw, x->d), _mm512_cvtepi32_ps(C), acc);
+}
+
 /* acc + the dot of an unpacked chunk with activation chunk x: the 16 block
- * sums in integers, then one convert and one FMA. */
+ * sums in integers, then q4_scaled. */
 TI __m512 q4_fma(const __m512i lo[4], const __m512i hi[4], __m512 dw, const xq4 *x, __m512 acc)
 {
     const __m512i ones = _mm512_set1_epi16(1);
@@ -973,7 +981,7 @@ TI __m512 q4_fma(const __m512i lo[4], const __m512i hi[4], __m512 dw, const xq4 
     __m512i A = _mm512_madd_epi16(_mm512_packs_epi32(D[0], D[1]), ones);
     __m512i B = _mm512_madd_epi16(_mm512_packs_epi32(D[2], D[3]), ones);
     __m512i C = _mm512_dpwssd_epi32(x->corr, _mm512_packs_epi32(A, B), ones);
-    return _mm512_fmadd_ps(_mm512_mul_ps(dw, x->d), _mm512_cvtepi32_ps(C), acc);
+    return q4_scaled(C, dw, x, acc);
 }
 
 /* A chunk of t blocks in chunks of 16 (q4x16.h) at p: plane i's lanes are
@@ -1002,7 +1010,7 @@ TI void q4x16_unpack(const uint8_t *p, int t, __m512i lo[4], __m512i hi[4], __m5
 
 /* q4_fma for chunks of 16: each lane's dword is already its block's, so the
  * 8 dpbusd leave the block sums with no reduction between lanes (the same
- * integers: the sums are exact), then the same convert and FMA. */
+ * integers: the sums are exact), then q4_scaled. */
 TI __m512 q4x16_fma(const __m512i lo[4], const __m512i hi[4], __m512 dw, const xq4 *x, __m512 acc)
 {
     __m512i D[4];
@@ -1011,7 +1019,7 @@ TI __m512 q4x16_fma(const __m512i lo[4], const __m512i hi[4], __m512 dw, const x
         D[i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(i ? _mm512_setzero_si512() : x->corr, lo[i], x->lo[i]), hi[i],
                                    x->hi[i]);
     __m512i C = _mm512_add_epi32(_mm512_add_epi32(D[0], D[1]), _mm512_add_epi32(D[2], D[3]));
-    return _mm512_fmadd_ps(_mm512_mul_ps(dw, x->d), _mm512_cvtepi32_ps(C), acc);
+    return q4_scaled(C, dw, x, acc);
 }
 
 static size_t arranged_q4(int n) { return sizeof(xq4) * (size_t)((n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK); }
@@ -1116,7 +1124,7 @@ T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *x
  * cycle, one vpdpbusd) the loads bound it: 257-261 -> 302-315 GFLOP/s at B = 8
  * and 64 (bench_kernels cpu avx512-chunks 4096 4096 B). Each pair's block sums
  * in two chains of 4 vpdpbusd (one from the correction; exact integers, so any
- * order), then q4x16_fma's convert and FMA: dot_q4x16's bits. */
+ * order), then q4_scaled: dot_q4x16's bits. */
 T static void tile_q4x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
     const block_q4_0 *q[R4];
@@ -1153,8 +1161,7 @@ T static void tile_q4x16(const hc_weight *wt, const int *rows, const void *const
             }
             _Pragma("GCC unroll 4")
             for (int r = 0; r < R4; r++)
-                acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], x->d), _mm512_cvtepi32_ps(_mm512_add_epi32(D[r][0], D[r][1])),
-                                            acc[r][t]);
+                acc[r][t] = q4_scaled(_mm512_add_epi32(D[r][0], D[r][1]), dw[r], x, acc[r][t]);
         }
     }
     _Pragma("GCC unroll 4")
