@@ -34,7 +34,7 @@ void hc_q4x16_block(const uint8_t *row, int nb, int b, block_q4_0 *out)
 {
     const int c = b - b % HC_Q4X16_CHUNK, j = b % HC_Q4X16_CHUNK, t = nb - c < HC_Q4X16_CHUNK ? nb - c : HC_Q4X16_CHUNK;
     const uint8_t *chunk = row + sizeof(block_q4_0) * (size_t)c;
-    const int k = slot_of(4 * (j % 4) + j / 4, t);   /* the lane of block j */
+    const int k = slot_of(hc_q4x16_block_of(j), t);   /* the lane of block j: the map is its own inverse */
     memcpy(&out->d, chunk + 2 * k, 2);
     for (int i = 0; i < 4; i++) memcpy(out->qs + 4 * i, chunk + 2 * t + 4 * t * i + 4 * k, 4);
 }
