@@ -65,8 +65,13 @@ int hc_cl_icd_hint(char *hint, size_t len);
 /* The device hc_cl_pick(device) chooses, with the kernels built. NULL + one
  * line in err when there is none or a call fails. flags: HC_CL_PROFILE times
  * every command on the device (-v, benchmarks: the hot rows' device time, the
- * backend's transfers); without it the queue keeps no timings. */
-enum { HC_CL_PROFILE = 1 };
+ * backend's transfers); without it the queue keeps no timings.
+ * HC_CL_BATCH_INVARIANT: the backend (hc_cl_backend_new) gives every row of
+ * a step the bits it has alone (--batch-invariant, --parallel): products one
+ * input row at a time (mv_T, over all of a step's rows in one launch), no
+ * fused FFN neurons, attention and transposed products cut the same way
+ * whatever the batch. */
+enum { HC_CL_PROFILE = 1, HC_CL_BATCH_INVARIANT = 2 };
 hc_cl *hc_cl_open(const char *device, int flags, char *err, size_t errlen);
 void hc_cl_free(hc_cl *cl);
 /* The device's copy bandwidth: one buffer of `bytes` copied into another
@@ -169,6 +174,8 @@ enum {
     HC_CLB_MM_ROWS = 64,    /* matrix rows of a tiled product's group (mm16, mm64: B > 1) */
     HC_CLB_MM_ITEMS = 128,  /* its work items: 16 x 8, each 4 rows x (tile / 8) input rows */
     HC_CLB_CHUNK_MAX = 1024, /* positions of one attention work group (their scores in local memory) */
+    HC_CLB_CHUNK_FIXED = 256, /* its positions where each row keeps its bits whatever the batch (HC_CL_BATCH_INVARIANT) */
+    HC_CLB_T_FIXED = 16,    /* the transposed product's slices there, at most */
     HC_CLB_ATTN_TILE = 4160, /* floats of an attention group's key tile (32 keys of head_dim 128 + 1) */
     HC_CLB_T_PART = 1 << 22  /* floats of the transposed product's slices' sums, at most */
 };
@@ -196,8 +203,14 @@ int hc_clb_mm_slices(const hc_clb_device *d, int rows, int n, int B);
  * fixed order by sum_slices). */
 size_t hc_clb_t_local(const hc_clb_device *d, int units);
 int hc_clb_t_slices(const hc_clb_device *d, int units, int k, int B);
+/* Where each row keeps its bits whatever the batch (HC_CL_BATCH_INVARIANT):
+ * the slices of one input row, HC_CLB_T_FIXED at most, for every batch, and
+ * the input rows a launch of S slices takes (their sums within HC_CLB_T_PART). */
+int hc_clb_t_slices_fixed(const hc_clb_device *d, int units, int k);
+int hc_clb_t_rows(int units, int S);
 /* Attention (attn_part then attn_combine): positions per chunk, so that
- * n_head * B * chunks fills the device where n_pos allows; items per group. */
+ * n_head * B * chunks fills the device where n_pos allows (where each row
+ * keeps its bits whatever the batch: HC_CLB_CHUNK_FIXED); items per group. */
 int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos);
 size_t hc_clb_attn_local(const hc_clb_device *d, int head_dim);
 /* Keys a tile of attn_part stages in local memory (HC_CLB_ATTN_TILE floats

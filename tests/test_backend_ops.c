@@ -43,10 +43,10 @@ typedef struct {
 } backend_row;
 
 static hc_cl *the_cl;
-static hc_backend *open_opencl(int *skip, char *why, size_t len)
+static hc_backend *open_opencl_flags(int flags, int *skip, char *why, size_t len)
 {
     *skip = 0;
-    if (!(the_cl = hc_cl_open(NULL, 0, why, len))) {
+    if (!(the_cl = hc_cl_open(NULL, flags, why, len))) {
         *skip = 1;
         return NULL;
     }
@@ -57,6 +57,7 @@ static hc_backend *open_opencl(int *skip, char *why, size_t len)
     }
     return be;
 }
+static hc_backend *open_opencl(int *skip, char *why, size_t len) { return open_opencl_flags(0, skip, why, len); }
 static void close_opencl(hc_backend *be)
 {
     be->ops->free(be);
@@ -66,10 +67,22 @@ static void close_opencl(hc_backend *be)
 
 /* The OpenCL backend launched as on an H200 (132 units, groups up to
  * 1024): the groups and trees a GPU gets, on whatever device is there. */
+static const hc_clb_device h200 = { 132, 1024, 1 };
 static hc_backend *open_opencl_gpu(int *skip, char *why, size_t len)
 {
     hc_backend *be = open_opencl(skip, why, len);
-    if (be) hc_cl_backend_geometry(be, &(hc_clb_device){ 132, 1024, 1 });
+    if (be) hc_cl_backend_geometry(be, &h200);
+    return be;
+}
+/* The same where every row keeps its bits whatever the batch (--batch-invariant) */
+static hc_backend *open_opencl_inv(int *skip, char *why, size_t len)
+{
+    return open_opencl_flags(HC_CL_BATCH_INVARIANT, skip, why, len);
+}
+static hc_backend *open_opencl_inv_gpu(int *skip, char *why, size_t len)
+{
+    hc_backend *be = open_opencl_inv(skip, why, len);
+    if (be) hc_cl_backend_geometry(be, &h200);
     return be;
 }
 
@@ -111,6 +124,8 @@ static const backend_row backends[] = {
     { "cpu_scalar", open_cpu_scalar, close_cpu, 5e-6, 0, 5e-6 },
     { "opencl", open_opencl, close_opencl, 5e-6, 2e-6, 2e-6 },
     { "opencl_gpu_geometry", open_opencl_gpu, close_opencl, 5e-6, 2e-6, 2e-6 },
+    { "opencl_batch_invariant", open_opencl_inv, close_opencl, 5e-6, 2e-6, 2e-6 },
+    { "opencl_batch_invariant_gpu_geometry", open_opencl_inv_gpu, close_opencl, 5e-6, 2e-6, 2e-6 },
 };
 
 /* ------------------------------------------------------------ the cases */
@@ -970,6 +985,115 @@ static void test_attention_isas(void)
     if (sets < 2) SKIP("this CPU runs only the scalar kernels");
 }
 
+/* ------------------------------------------------------------ batch invariance */
+
+/* The product of tw on B rows of `in` floats at x, into out ([B][outs]):
+ * all rows in one step (one_by_one 0) or each row a step of its own. */
+static int product_rows(run_ctx *r, test_weight *tw, int tr, const float *x, int B, int in, int outs, int one_by_one,
+                        float *out)
+{
+    int rc = 0;
+    for (int b0 = 0; b0 < B && !rc; b0 += one_by_one ? 1 : B) {
+        const int nb = one_by_one ? 1 : B;
+        hc_buf *bx = upload(r, x + (size_t)b0 * in, (size_t)nb * in), *by = upload(r, NULL, (size_t)nb * outs);
+        rc = !bx || !by;
+        if (!rc) {
+            r->o->matmul(r->be, V(bx), nb, &(hc_mm){ &tw->m, 0, tr, V(by), (size_t)outs, 0 }, 1);
+            rc = r->o->read(r->be, V(by), out + (size_t)b0 * outs, sizeof(float) * (size_t)nb * outs, r->err,
+                            sizeof r->err);
+        }
+        if (bx) r->o->buf_free(r->be, bx);
+        if (by) r->o->buf_free(r->be, by);
+    }
+    return rc;
+}
+
+/* Attention of B rows at positions pos0.. of one sequence (hd 64, 4 heads,
+ * 2 KV heads), into out: all rows in one step or each alone. */
+static int attention_rows(run_ctx *r, int B, int pos0, int one_by_one, float *out)
+{
+    const hc_backend_ops *o = r->o;
+    static step_rows rw;
+    hc_hparams hp = hparams();
+    hp.head_dim = 64, hp.n_head = 4, hp.n_head_kv = 2, hp.n_layer = 1, hp.n_embd = 256;
+    const int q_dim = 256, kv_dim = 128, npos = pos0 + B, n_blocks = hc_blocks_for(npos, HC_KV_BLOCK);
+    rng = 77;
+    float *q = rand_vec((size_t)B * q_dim, 1.0f), *k = rand_vec((size_t)npos * kv_dim, 1.0f),
+          *v = rand_vec((size_t)npos * kv_dim, 1.0f);
+    hc_kv *kv = o->kv_new(r->be, &hp, n_blocks, HC_KV_BLOCK, npos, NULL, r->err, sizeof r->err);
+    hc_buf *bq = upload(r, q, (size_t)B * q_dim), *bk = upload(r, k, (size_t)npos * kv_dim),
+           *bv = upload(r, v, (size_t)npos * kv_dim), *bo = upload(r, NULL, (size_t)B * q_dim);
+    int rc = !kv || !bq || !bk || !bv || !bo;
+    if (!rc) {
+        o->batch(r->be, rows_at(&rw, 0, npos, 0, n_blocks, HC_KV_BLOCK));
+        o->kv_store(r->be, kv, 0, npos, V(bk), V(bv));
+        o->batch(r->be, rows_at(&rw, pos0, B, 0, n_blocks, HC_KV_BLOCK));
+        const size_t row = sizeof(float) * q_dim;
+        for (int b0 = 0; b0 < B; b0 += one_by_one ? 1 : B)
+            o->attention(r->be, kv, 0, &hp, hc_view_at(V(bq), row * b0), b0, one_by_one ? 1 : B,
+                         hc_view_at(V(bo), row * b0));
+        rc = o->read(r->be, V(bo), out, row * B, r->err, sizeof r->err);
+    }
+    if (kv) o->kv_free(r->be, kv);
+    hc_buf *bufs[] = { bq, bk, bv, bo };
+    for (int i = 0; i < 4; i++)
+        if (bufs[i]) o->buf_free(r->be, bufs[i]);
+    free(q);
+    free(k);
+    free(v);
+    return rc;
+}
+
+/* With HC_CL_BATCH_INVARIANT each row of a step has the bits it has alone
+ * (--parallel's texts are their plain runs'): products of every type
+ * (transposed too) and attention over several chunks, on the device's own
+ * geometry and an H200's. */
+static void test_batch_invariant(void)
+{
+    static const int mm[][3] = { { 100, 4096, 7 }, { 130, 192, 70 } }, mt[][3] = { { 1000, 64, 19 }, { 300, 96, 7 } };
+    char why[512];
+    int no_device;
+    for (int gpu = 0; gpu < 2; gpu++) {
+        hc_backend *be = (gpu ? open_opencl_inv_gpu : open_opencl_inv)(&no_device, why, sizeof why);
+        CHECKF(be || no_device, "%s", why);
+        if (!be) SKIP("no OpenCL device");
+        run_ctx r = { be, be->ops, "" };
+        for (int tr = 0; tr < 2; tr++)
+            for (int t = 0; t < (tr ? T_GPTQ : N_T); t++)
+                for (int s = 0; s < 2; s++) {
+                    const int rows = (tr ? mt : mm)[s][0], n = (tr ? mt : mm)[s][1], B = (tr ? mt : mm)[s][2];
+                    const int in = tr ? rows : n, outs = tr ? n : rows;
+                    test_weight tw;
+                    rng = 5;
+                    float *x = rand_vec((size_t)B * in, 1.0f), *all = calloc((size_t)B * outs, sizeof(float)),
+                          *one = calloc((size_t)B * outs, sizeof(float));
+                    int rc = weight_new(&r, t, rows, n, &tw) || product_rows(&r, &tw, tr, x, B, in, outs, 0, all) ||
+                             product_rows(&r, &tw, tr, x, B, in, outs, 1, one);
+                    CHECKF(!rc, "%s%s %dx%d: %s", t_names[t], tr ? " transposed" : "", rows, n, r.err);
+                    CHECKF(rc || !memcmp(all, one, sizeof(float) * (size_t)B * outs),
+                           "%s geometry: %s%s %dx%d: %d rows at once differ from one at a time", gpu ? "GPU" : "own",
+                           t_names[t], tr ? " transposed" : "", rows, n, B);
+                    weight_free(&r, &tw);
+                    free(x);
+                    free(all);
+                    free(one);
+                }
+        static const int at[][2] = { { 19, 300 }, { 7, 1500 }, { 33, 0 } };
+        for (int i = 0; i < 3; i++) {
+            const int B = at[i][0], pos0 = at[i][1];
+            float *all = calloc((size_t)B * 256, sizeof(float)), *one = calloc((size_t)B * 256, sizeof(float));
+            int rc = attention_rows(&r, B, pos0, 0, all) || attention_rows(&r, B, pos0, 1, one);
+            CHECKF(!rc, "attention: %s", r.err);
+            CHECKF(rc || !memcmp(all, one, sizeof(float) * (size_t)B * 256),
+                   "%s geometry: attention of %d rows from position %d differs from one at a time", gpu ? "GPU" : "own",
+                   B, pos0);
+            free(all);
+            free(one);
+        }
+        close_opencl(be);
+    }
+}
+
 /* A step on a weight the kernels do not take: NULL and the type named. */
 static void test_unsupported(void)
 {
@@ -1050,6 +1174,12 @@ static void test_clb_geometry(void)
                        (!d->gpu || B > 1 || tg >= 16 * cu),
                    "device %zu: transposed, B %d: %zu groups, %zu slices", i, B, tg, S);
         }
+        /* batch-invariant: one row's slices for every batch, in launches of rows whose sums fit */
+        const int Sf = hc_clb_t_slices_fixed(d, E / 8, F), tr = hc_clb_t_rows(E / 8, Sf);
+        CHECKF(Sf >= 1 && Sf <= HC_CLB_T_FIXED && Sf == (hc_clb_t_slices(d, E / 8, F, 1) < HC_CLB_T_FIXED
+                                                            ? hc_clb_t_slices(d, E / 8, F, 1) : HC_CLB_T_FIXED) &&
+                   tr >= 1 && (size_t)Sf * (size_t)tr * E <= HC_CLB_T_PART,
+               "device %zu: batch-invariant transposed: %d slices, %d rows a launch", i, Sf, tr);
         /* attention: decode at several positions, and a prompt */
         const int npos[] = { 1, 17, 512, CTX };
         for (size_t p = 0; p < 4; p++)
@@ -1063,6 +1193,7 @@ static void test_clb_geometry(void)
                        "device %zu: attention of %d positions, B %d: chunks of %d, %zu groups", i, n, B, ch, g);
             }
         CHECK(hc_clb_attn_chunk(d, H, 1, CTX) < CTX || cu <= (size_t)H);
+        CHECK(HC_CLB_CHUNK_FIXED <= HC_CLB_CHUNK_MAX);   /* batch-invariant attention's chunks */
         /* norms: one group per row, within the limit */
         CHECK(hc_clb_norm_local(d, E) <= d->wg_max && hc_clb_norm_local(d, E) <= (size_t)E);
         /* element-wise: rope pairs, biases, the FFN activation, the logits */
@@ -1084,6 +1215,7 @@ int main(void)
         th_run(name, test_ops);
     }
     RUN(test_attention_isas);
+    RUN(test_batch_invariant);
     RUN(test_unsupported);
     return th_done();
 }

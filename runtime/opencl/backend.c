@@ -748,55 +748,66 @@ static void slices_add(clb *b, const slices *o, int S, int nb, int cols, hc_view
     launch_ew(b, b->sum_slices, (size_t)nb * (size_t)cols);
 }
 
+/* it's transposed product of input rows b0 .. B - 1 (mt_T): its slices as
+ * the geometry gives them for those rows, or (batch-invariant) as for one
+ * row, in launches of as many rows as their sums' scratch holds. */
 static void transposed(clb *b, hc_view x, int B, const hc_mm *it)
 {
     const cl_mat *m = it->w->dev;
-    const int nb = B - it->b0;
     if (m->perm || m->kn != m->n) { fail_msg(b, "OpenCL backend: transposed INT4-GPTQ rows are not supported"); return; }
+    const int units = (m->n + 7) / 8, inv = b->cl->invariant;
+    const int S = inv ? hc_clb_t_slices_fixed(&b->geo, units, m->rows) : hc_clb_t_slices(&b->geo, units, m->rows, B - it->b0);
+    const int most = inv ? hc_clb_t_rows(units, S) : B;
     cl_mem xm = mem_of(x);
-    cl_uint xo = flo(x) + (cl_uint)((size_t)it->b0 * (size_t)m->rows);
-    cl_int n = m->kn, Bc = nb;
-    const int units = (m->n + 7) / 8, S = hc_clb_t_slices(&b->geo, units, m->rows, nb);
-    cl_int rps = (m->rows + S - 1) / S, k = m->rows;
+    cl_int n = m->kn, rps = (m->rows + S - 1) / S, k = m->rows;
     size_t l[3] = { hc_clb_t_local(&b->geo, units), 1, 1 };
-    size_t g[3] = { round_up((size_t)units, l[0]), (size_t)S, ((size_t)nb + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS };
-    const slices o = slices_out(b, S, nb, m->n, it->y, it->y_stride, it->add);
-    args(b, b->mt[m->fmt], A(m->m), A(m->dofs), A(n), A(k), A(rps), A(xm), A(xo), A(Bc), A(o.m), A(o.o), A(o.s), END);
-    launch(b, b->mt[m->fmt], 3, g, l);
-    slices_add(b, &o, S, nb, m->n, it->y, it->y_stride, it->add);
+    for (int b0 = it->b0; b0 < B && !b->failed; b0 += most) {
+        const int nb = B - b0 < most ? B - b0 : most;
+        const hc_view y = hc_view_at(it->y, sizeof(float) * (size_t)(b0 - it->b0) * it->y_stride);
+        cl_uint xo = flo(x) + (cl_uint)((size_t)b0 * (size_t)m->rows);
+        cl_int Bc = nb;
+        size_t g[3] = { round_up((size_t)units, l[0]), (size_t)S, ((size_t)nb + HC_CLB_TOKENS - 1) / HC_CLB_TOKENS };
+        const slices o = slices_out(b, S, nb, m->n, y, it->y_stride, it->add);
+        args(b, b->mt[m->fmt], A(m->m), A(m->dofs), A(n), A(k), A(rps), A(xm), A(xo), A(Bc), A(o.m), A(o.o), A(o.s),
+             END);
+        launch(b, b->mt[m->fmt], 3, g, l);
+        slices_add(b, &o, S, nb, m->n, y, it->y_stride, it->add);
+    }
 }
 
-/* One input row's products by the c items at it (1 to 3, of one format
- * and row length, sharing their input p): one launch of mv_T. */
-static void row_products(clb *b, const prepared *p, const hc_mm *it, int c)
+/* The products of input rows it->b0 .. B - 1, one row at a time, by the c
+ * items at it (1 to 3, of one format and row length, sharing their input
+ * p): one launch of mv_T. */
+static void row_products(clb *b, const prepared *p, int B, const hc_mm *it, int c)
 {
     const cl_mat *m = it->w->dev;
     const int q = p->form == FORM_Q8 || p->form == FORM_G8;
     const size_t lanes = hc_clb_mv_lanes(&b->geo, m->kn / (q ? HC_CLB_UNIT_Q : HC_CLB_UNIT_F));
     const size_t R = hc_clb_mv_rows(&b->geo, lanes);
     cl_mem w[3], y[3];
-    cl_uint d[3], yo[3];
+    cl_uint d[3], yo[3], ys[3];
     cl_int rows[3], bound[3];
     size_t groups = 0;
     for (int i = 0; i < 3; i++) {   /* missing matrices repeat the last one, past every group */
         const hc_mm *t = &it[i < c ? i : c - 1];
         const cl_mat *mt = t->w->dev;
         w[i] = mt->m, d[i] = mt->dofs, rows[i] = mt->rows, y[i] = mem_of(t->y), yo[i] = flo(t->y);
+        ys[i] = (cl_uint)t->y_stride;
         if (i < c) groups += ((size_t)mt->rows + R - 1) / R;
         bound[i] = (cl_int)groups;
     }
-    cl_int n = m->kn, xb = it->b0, acc = it->add;
+    cl_int n = m->kn, xb = it->b0, acc = it->add, nt = B - it->b0;
     cl_uint xo = p->xo + (cl_uint)((size_t)it->b0 * (size_t)m->n);
     cl_kernel k = b->mv[m->fmt];
-    const size_t l[2] = { lanes, R }, g[2] = { lanes, groups * R };
+    const size_t l[2] = { lanes, R }, g[2] = { lanes, groups * (size_t)nt * R };
+#define MV_ARGS A(w[0]), A(d[0]), A(rows[0]), A(y[0]), A(yo[0]), A(ys[0]), A(w[1]), A(d[1]), A(rows[1]), A(y[1]), \
+                A(yo[1]), A(ys[1]), A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(ys[2]), A(bound[0]), \
+                A(bound[1]), A(n), A(acc), A(nt), A(p->mem)
     if (q)
-        args(b, k, A(w[0]), A(d[0]), A(rows[0]), A(y[0]), A(yo[0]), A(w[1]), A(d[1]), A(rows[1]), A(y[1]), A(yo[1]),
-             A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(acc), A(p->mem),
-             A(p->doff), A(p->soff), A(p->poff), A(xb), LOCAL(sizeof(float) * lanes * R), END);
+        args(b, k, MV_ARGS, A(p->doff), A(p->soff), A(p->poff), A(xb), LOCAL(sizeof(float) * lanes * R), END);
     else
-        args(b, k, A(w[0]), A(d[0]), A(rows[0]), A(y[0]), A(yo[0]), A(w[1]), A(d[1]), A(rows[1]), A(y[1]), A(yo[1]),
-             A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(bound[0]), A(bound[1]), A(n), A(acc), A(p->mem), A(xo),
-             LOCAL(sizeof(float) * lanes * R), END);
+        args(b, k, MV_ARGS, A(xo), LOCAL(sizeof(float) * lanes * R), END);
+#undef MV_ARGS
     launch(b, k, 2, g, l);
 }
 
@@ -848,13 +859,13 @@ static void matmul(hc_backend *be, hc_view x, int B, const hc_mm *items, int n_i
             next = !h;
             prepare(b, x, B, it, SCR_ACT0 + h, &held[h]);
         }
-        if (B - it->b0 > 1) {
+        if (B - it->b0 > 1 && !b->cl->invariant) {
             tiled_product(b, &held[h], B, it);
             continue;
         }
         int c = 1;   /* one launch for the row products that follow on the same input (q, k, v; gate, up) */
         while (c < 3 && i + c < n_items && joins(&held[h], it, &items[i + c])) c++;
-        row_products(b, &held[h], it, c);
+        row_products(b, &held[h], B, it, c);
         i += c - 1;
     }
 }
@@ -937,7 +948,7 @@ static int ffn_neurons(hc_backend *be, const hc_hparams *hp, const hc_blayer *ly
     const hc_mm first = { seq ? &ly->up : &ly->gate, 0, 0, H, (size_t)hp->n_ff, 0 };
     const hc_mm up = { &ly->up, 0, 0, H, (size_t)hp->n_ff, 0 };
     const cl_mat *g = first.w->dev, *u = up.w->dev;
-    if (!g || !u || a < 0 || a >= N_ACT || g->rows != hp->n_ff || u->rows != g->rows) return -1;
+    if (b->cl->invariant || !g || !u || a < 0 || a >= N_ACT || g->rows != hp->n_ff || u->rows != g->rows) return -1;
     prepared p = { fmt_form[g->fmt], &first, NULL, 0, 0, 0, 0 };
     if (!seq && !joins(&p, &first, &up)) return -1;
     prepare(b, xn, 1, &first, SCR_ACT0, &p);
@@ -1110,7 +1121,7 @@ static void attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
     clb *b = (clb *)be;
     int n_pos;
     if (b->failed || B <= 0 || !kv_layer(b, kv, layer, row0, B, &n_pos)) return;
-    const int ch = hc_clb_attn_chunk(&b->geo, hp->n_head, B, n_pos);
+    const int ch = b->cl->invariant ? HC_CLB_CHUNK_FIXED : hc_clb_attn_chunk(&b->geo, hp->n_head, B, n_pos);
     const int n_chunks = (n_pos + ch - 1) / ch;
     const size_t slots = (size_t)B * (size_t)hp->n_head * (size_t)n_chunks;
     const size_t part_bytes = sizeof(float) * slots * (size_t)hp->head_dim;

@@ -115,6 +115,7 @@ hc_cl *hc_cl_open(const char *device, int flags, char *err, size_t errlen)
     cl->ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &rc);
     CHECK_CL(rc, "clCreateContext");
     cl->profile = (flags & HC_CL_PROFILE) != 0;
+    cl->invariant = (flags & HC_CL_BATCH_INVARIANT) != 0;
     cl->q = clCreateCommandQueue(cl->ctx, dev, cl->profile ? CL_QUEUE_PROFILING_ENABLE : 0, &rc);
     CHECK_CL(rc, "clCreateCommandQueue");
     const char *src[] = { hc_cl_common_source, hc_cl_hot_rows_source };

@@ -15,6 +15,7 @@ struct hc_cl {
     hc_cl_info info;
     int index;                  /* in hc_cl_list */
     int profile;                /* HC_CL_PROFILE: the queue times its commands */
+    int invariant;              /* HC_CL_BATCH_INVARIANT: the backend's rows keep their bits whatever the batch */
     cl_context ctx;
     cl_command_queue q;
     cl_program prog;

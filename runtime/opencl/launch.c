@@ -74,6 +74,18 @@ int hc_clb_t_slices(const hc_clb_device *d, int units, int k, int B)
     return s < 1 ? 1 : (int)s;
 }
 
+int hc_clb_t_slices_fixed(const hc_clb_device *d, int units, int k)
+{
+    const int s = hc_clb_t_slices(d, units, k, 1);
+    return s < HC_CLB_T_FIXED ? s : HC_CLB_T_FIXED;
+}
+
+int hc_clb_t_rows(int units, int S)
+{
+    const size_t r = HC_CLB_T_PART / ((size_t)S * 8 * (size_t)units);
+    return r < 1 ? 1 : r > (size_t)INT32_MAX ? INT32_MAX : (int)r;
+}
+
 int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos)
 {
     size_t target = d->gpu ? 2 * (size_t)d->cu : d->cu, rows = (size_t)n_head * (size_t)(B > 0 ? B : 1);

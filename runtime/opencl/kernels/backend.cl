@@ -198,9 +198,13 @@ __kernel void act_q8(__global const float *x, uint xo, int n, __global const int
 }
 
 /* ------------------------------------------------------------ products
- * mv_T (one input row), for up to three matrices of one input in one
- * launch (q, k and v; gate and up): a group of LR x R items (dimensions 0
- * and 1) takes R rows of one matrix (groups 0 .. g1-1 the first's, g1 ..
+ * mv_T (one input row at a time), for up to three matrices of one input in
+ * one launch (q, k and v; gate and up), on nt input rows (1 but where the
+ * backend keeps each row's bits whatever the batch, HC_CL_BATCH_INVARIANT):
+ * group G of dimension 1 takes input row G % nt and row group G / nt, so
+ * that the groups of one row group, which read the same weights, run
+ * together. A group of LR x R items (dimensions 0
+ * and 1) takes R rows of one matrix (row groups 0 .. g1-1 the first's, g1 ..
  * g2-1 the second's, then the third's), LR lanes to a row (a warp's worth
  * on a GPU, 1 on a CPU device); lane i sums units i, i + LR, ... of its
  * row, so that the lanes' loads of one step are one contiguous run (16
@@ -209,17 +213,19 @@ __kernel void act_q8(__global const float *x, uint xo, int n, __global const int
  * units in flight a step, float8 partial sums of weight x input, added in a
  * fixed order), a block of 32 for q8, q4, g4 (its integer sum with the Q8
  * input times the scales, BLOCK_T). Matrix i: weights Wi (scales at di),
- * rows_i rows, into yi[yoi + r] (acc: added to it). x at x + xo; a quantized product's input
- * is the act_q8 form at X (doff, soff as there), its row xb. */
+ * rows_i rows, input row t into yi[yoi + t ysi + r] (acc: added to it). Input
+ * row t at x + xo + t n; a quantized product's input is the act_q8 form at X
+ * (doff, soff as there), its row xb + t. */
 #define MV_MATRICES \
-    __global const uchar *W0, uint d0, int rows0, __global float *y0, uint yo0, \
-    __global const uchar *W1, uint d1, int rows1, __global float *y1, uint yo1, \
-    __global const uchar *W2, uint d2, int rows2, __global float *y2, uint yo2, int g1, int g2, int n, int acc
+    __global const uchar *W0, uint d0, int rows0, __global float *y0, uint yo0, uint ys0, \
+    __global const uchar *W1, uint d1, int rows1, __global float *y1, uint yo1, uint ys1, \
+    __global const uchar *W2, uint d2, int rows2, __global float *y2, uint yo2, uint ys2, int g1, int g2, int n, \
+    int acc, int nt
 #define MV_HEAD \
-    const int grp = get_group_id(1), mi = grp < g1 ? 0 : grp < g2 ? 1 : 2; \
+    const int grp = get_group_id(1) / nt, t = get_group_id(1) % nt, mi = grp < g1 ? 0 : grp < g2 ? 1 : 2; \
     __global const uchar *W = mi == 0 ? W0 : mi == 1 ? W1 : W2; \
     __global float *y = mi == 0 ? y0 : mi == 1 ? y1 : y2; \
-    const uint yo = mi == 0 ? yo0 : mi == 1 ? yo1 : yo2; \
+    const uint yo = (mi == 0 ? yo0 : mi == 1 ? yo1 : yo2) + (uint)t * (mi == 0 ? ys0 : mi == 1 ? ys1 : ys2); \
     const int rows = mi == 0 ? rows0 : mi == 1 ? rows1 : rows2; \
     __global const float *D = (__global const float *)(W + (mi == 0 ? d0 : mi == 1 ? d1 : d2)); \
     const int lane = get_local_id(0), LR = get_local_size(0), g = get_local_id(1); \
@@ -357,7 +363,8 @@ float lane_q4(__global const uchar *W, __global const float *D, int n, int r, __
 __kernel void mv_##T(MV_MATRICES, __global const float *x, uint xo, __local float *red) \
 { \
     MV_HEAD \
-    const float s = lane_##T(W, D, n, r, x + xo, xo % 4 == 0, lane, LR); \
+    const uint xt = xo + (uint)t * (uint)n; \
+    const float s = lane_##T(W, D, n, r, x + xt, xt % 4 == 0, lane, LR); \
     MV_TAIL \
 }
 #define PRODUCTS_Q(T) \
@@ -365,7 +372,7 @@ __kernel void mv_##T(MV_MATRICES, __global const uchar *X, uint doff, uint soff,
                      __local float *red) \
 { \
     MV_HEAD \
-    const float s = lane_##T(W, D, n, r, X, doff, soff, poff, xb, lane, LR); \
+    const float s = lane_##T(W, D, n, r, X, doff, soff, poff, xb + t, lane, LR); \
     MV_TAIL \
 }
 
