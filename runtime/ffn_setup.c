@@ -144,7 +144,8 @@ static void open_device(hc_ffn *f, const hc_ffn_opts *o, int forced, FILE *log)
         if (i < 0 && forced) hc_warn("%s; running on the CPU only", msg);
         return;
     }
-    if (!(f->cl = hc_cl_open(o->device, o->verbose ? HC_CL_PROFILE : 0, msg, sizeof msg)) || !(f->dev = hc_cl_backend_new(f->cl, msg, sizeof msg))) {
+    const int flags = (o->verbose ? HC_CL_PROFILE : 0) | (o->batch_invariant ? HC_CL_BATCH_INVARIANT : 0);
+    if (!(f->cl = hc_cl_open(o->device, flags, msg, sizeof msg)) || !(f->dev = hc_cl_backend_new(f->cl, msg, sizeof msg))) {
         hc_warn("%s; running on the CPU only", msg);
         hc_cl_free(f->cl);
         f->cl = NULL;

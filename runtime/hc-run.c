@@ -92,6 +92,10 @@ static const char usage[] =
     "                          output head too), whatever the budget; also on a CPU\n"
     "                          OpenCL device; -ngl 0: no device (default: a GPU gets what\n"
     "                          --vram-budget holds)\n"
+    "      --batch-invariant   on a device, every row of a step with the bits it has\n"
+    "                          alone: a prompt batched gives the logits of its tokens\n"
+    "                          one at a time (products one row at a time; on by default\n"
+    "                          with --parallel); the CPU always does so\n"
     "      --mmap              run the weights from the file mapping (4 KiB pages)\n"
     "      --no-mmap           copy the weights into memory in 2 MiB pages (faster\n"
     "                          decode: fewer TLB misses); default: copy when transparent\n"
@@ -188,6 +192,7 @@ static void check_args(options *o)
                o->parallel);
     if (o->fo.device) check_device(o->fo.device);
     if (o->fo.gpu_layers == 0) o->fo.no_gpu_index = 1;
+    if (o->parallel) o->fo.batch_invariant = 1;   /* each text its plain run's (docs/design/runtime.md) */
     read_prompt(o);
     char err[512];
     if (o->parallel && !(o->prompts = hc_prompts_parse(o->prompt_file, o->prompt, o->prompt_len, &o->n_prompts, err,
@@ -238,7 +243,7 @@ static void parse_args(int argc, char **argv, options *o)
         { "parallel", required_argument, 0, 'J' }, { "json", no_argument, 0, 'O' },
         { "kv-budget", required_argument, 0, 'U' }, { "block-size", required_argument, 0, 'F' },
         { "preemption-mode", required_argument, 0, 'e' }, { "swap-space", required_argument, 0, 'w' },
-        { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION,
+        { "batch-invariant", no_argument, 0, 'I' }, { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION,
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     /* llama.cpp spells them -ngl and -np, which getopt would read as -n gl, -n p */
@@ -294,6 +299,7 @@ static void parse_args(int argc, char **argv, options *o)
             o->fo.device = optarg;
             break;
         case 'W': o->list_devices = 1; break;
+        case 'I': o->fo.batch_invariant = 1; break;
         case 'J': o->parallel = (int)hc_opt_int("--parallel", optarg, 1, 4096); break;
         case 'O': o->json = 1; break;
         case 'U':
@@ -686,9 +692,6 @@ static void parallel(const hc_model *m, const hc_tokenizer *tok, const options *
         t->last = t->n_prompt ? ids[t->n_prompt - 1] : -1;
     }
     hc_ctx *ctx = new_ctx(m, o, ffn, n_ctx, blocks);
-    if (hc_ctx_on_device(ctx))   /* docs/design/runtime.md, "Many prompts at once": exactness */
-        hc_warn("on a device, a product of several rows adds in another order than one row's (tiles, not the "
-                "matrix-vector kernel): a text can differ from its plain run's where two tokens nearly tie");
     hc_sched_params sp = { o->parallel, n_ctx, blocks, hc_tokenizer_bos(tok), hc_tokenizer_eos(tok), !o->recompute,
                            o->swap_space };
     hc_sched_out out = { par_token, par_done, &P };

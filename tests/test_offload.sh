@@ -4,8 +4,9 @@
 # BF16, Q8_0, Q4_0; INT4-GPTQ for one family), hc-run's logits with the whole
 # model on the device (-ngl 99: prompt batched, and token by token with
 # -b 1) and with only its first layer there (-ngl 1: the residual stream
-# crosses over) are the CPU's within 1e-4 of the largest logit; the
-# llama2.c model's greedy text on the device is run.c's. On PoCL here; on a
+# crosses over) are the CPU's within 1e-4 of the largest logit, and with
+# --batch-invariant (F32) the batched prompt's logits are -b 1's bit for bit;
+# the llama2.c model's greedy text on the device is run.c's. On PoCL here; on a
 # machine without an OpenCL device every case is a skip.
 . tests/lib.sh
 C="$HC_BIN/hc-convert"
@@ -15,6 +16,20 @@ H="$HC_FIXTURES/hf-tiny"
 if [ ! -d "$H" ]; then skip offload "no $H"; finish; fi
 if ! command -v python3 >/dev/null; then skip offload "no python3"; finish; fi
 if ! "$R" --list-devices >/dev/null 2>&1; then skip offload "no OpenCL device"; finish; fi
+
+# batch_invariant NAME MODEL: with --batch-invariant the whole model on the
+# device gives the prompt's logits batched with the bits of -b 1 (each row
+# its own bits whatever the batch: --parallel's texts are their plain runs')
+batch_invariant() {
+    p="The dog ran to the park and found a big red ball."
+    if "$R" -m "$2" -p "$p" --logits -n 0 -t 2 -ngl 99 --batch-invariant >"$T/all.txt" 2>"$T/err" &&
+       "$R" -m "$2" -p "$p" --logits -n 0 -t 2 -ngl 99 --batch-invariant -b 1 >"$T/one.txt" 2>>"$T/err"; then
+        if cmp -s "$T/all.txt" "$T/one.txt"; then ok "offload_batch_invariant_$1"
+        else fail "offload_batch_invariant_$1" "batched logits differ from -b 1's"; fi
+    else
+        fail "offload_batch_invariant_$1" "$(head -c 300 "$T/err")"
+    fi
+}
 
 # placements NAME MODEL: the CPU's logits, then each placement's against them
 placements() {
@@ -43,6 +58,7 @@ for d in "$H"/*/; do
         fail "offload_$f" "convert: $(head -c 300 "$T/err")"; continue
     fi
     placements "$f-f32" "$T/$f-f32.gguf"
+    batch_invariant "$f-f32" "$T/$f-f32.gguf"
     for t in f16 bf16 q8_0 q4_0; do
         if "$Q" -q "$T/$f-f32.gguf" "$T/$f-$t.gguf" "$t" >/dev/null 2>"$T/err"; then
             placements "$f-$t" "$T/$f-$t.gguf"
