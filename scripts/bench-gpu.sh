@@ -10,6 +10,8 @@
 #                     then hot FFN neurons; a budget that holds every neuron runs
 #                     the whole model on the device)
 #   full-offload      hc-run -ngl 99 -c CTX (every layer, the head, every FFN neuron)
+#   full-offload-inv  the same with --batch-invariant (each row as alone, --parallel's
+#                     mode: products one row at a time, no tiles)
 #   default           hc-run -c CTX: no option asks for a placement, so hc-run prices one with
 #                     hc-solve's cost model and makes it only where it pays (a GPU; never a CPU
 #                     device), with a note when it says "offload: not chosen"
@@ -28,8 +30,9 @@
 # decode speed over the scalar CPU's (issue 33's bar on PoCL: >= 70 %), and a
 # note for every device run whose text differs from the dense CPU's (on a random
 # synthetic model a near-tie may flip greedily: reported, not an error), and the dense
-# CPU's and full offload's prompt speed on a long prompt (LONG_BYTES of CORPUS, default
-# 2200: about 512 tokens; -c and -b LONG_CTX, default 1024; issue 34's goal: 20x).
+# CPU's, full offload's and full offload's with --batch-invariant prompt speed on a
+# long prompt (LONG_BYTES of CORPUS, default 2200: about 512 tokens; -c and -b
+# LONG_CTX, default 1024; issue 34's goal: 20x).
 # docs/measurements.md ("The GPU check") records each run with its device.
 #
 # The model: hc-convert synth SHAPE --act relu --hot-fraction 0.05 --hot-skew 1,
@@ -180,17 +183,17 @@ same_text() {
 long_prompt() {
     [ "$LONG_BYTES" -gt 0 ] || return 0
     head -c "$LONG_BYTES" "$CORPUS" >"$T/long.txt"
-    for how in dense-CPU full-offload; do
-        a="-ngl 0 --dense"
-        [ "$how" = dense-CPU ] || a="-ngl 99"
+    for how in dense-CPU full-offload full-offload-inv; do
+        case $how in dense-CPU) a="-ngl 0 --dense" ;; full-offload) a="-ngl 99" ;; *) a="-ngl 99 --batch-invariant" ;; esac
         # shellcheck disable=SC2086  # a is options
         "$HC_BIN/hc-run" -m "$M" -f "$T/long.txt" -n 1 --temp 0 -t "$THREADS" -c "$LONG_CTX" -b "$LONG_CTX" $a \
             >/dev/null 2>"$T/long-$how.err" || { echo "bench-gpu: long prompt, $how: $(tail -n 3 "$T/long-$how.err")" >&2; exit 1; }
     done
     awk -v t="$type" '/^prompt:/ { n[FILENAME] = $2; v[FILENAME] = $(NF - 1); sub(/^\(/, "", v[FILENAME]) }
-        END { c = v[ARGV[1]] + 0; g = v[ARGV[2]] + 0
-              printf "%-6s long prompt (%s tokens): dense-CPU %.1f t/s, full-offload %.1f t/s: %.1fx (goal >= 20x)\n",
-                     t, n[ARGV[1]], c, g, (c > 0 ? g / c : 0) }' "$T/long-dense-CPU.err" "$T/long-full-offload.err"
+        END { c = v[ARGV[1]] + 0; g = v[ARGV[2]] + 0; i = v[ARGV[3]] + 0
+              printf "%-6s long prompt (%s tokens): dense-CPU %.1f t/s, full-offload %.1f t/s: %.1fx (goal >= 20x); " \
+                     "--batch-invariant %.1f t/s: %.1fx\n", t, n[ARGV[1]], c, g, (c > 0 ? g / c : 0), i, (c > 0 ? i / c : 0) }' \
+        "$T/long-dense-CPU.err" "$T/long-full-offload.err" "$T/long-full-offload-inv.err"
 }
 
 "$HC_BIN/hc-convert" synth -o "$T/m-f16.gguf" $SHAPE --act relu --type f16 --hot-fraction 0.05 --hot-skew 1 \
@@ -214,6 +217,7 @@ for type in $TYPES; do
         same_text "hybrid-${b}x"
     done
     row full-offload -m "$M" -ngl 99
+    row full-offload-inv -m "$M" -ngl 99 --batch-invariant   # each row as alone (--parallel's mode): mv_T, no tiles
     row default -m "$M"   # no option asking for a placement: hc-run's own choice, priced (issue 34)
     grep -q '^offload: not chosen' "$T/default.err" && echo "  ($type default: $(grep '^offload: not chosen' "$T/default.err"))"
     grep -q '^offload: \([0-9]*\) of \1 layers.*every FFN neuron' "$T/full-offload.err" ||

@@ -22,7 +22,7 @@ for k in "mv F16" "mm Q4_0" "mt Q8_0" "hot Q4_0" "attention"; do
 done
 # columns: type run prompt decode devMiB dev% served decGB/s %copy
 for t in f16 q4_0; do
-    for r in dense-CPU dense-CPU-scalar sparse-CPU hybrid-0.75x hybrid-1.5x full-offload default; do
+    for r in dense-CPU dense-CPU-scalar sparse-CPU hybrid-0.75x hybrid-1.5x full-offload full-offload-inv default; do
         if awk -v t="$t" -v r="$r" '$1 == t && $2 == r && $3 + 0 > 0 && $4 + 0 > 0 { f = 1 } END { exit !f }' "$T/out"
         then ok "bench_gpu_row_${t}_$r"; else fail "bench_gpu_row_${t}_$r" "$(cat "$T/out")"; fi
     done
@@ -38,7 +38,7 @@ for t in f16 q4_0; do
     then ok "bench_gpu_every_neuron_$t"; else fail "bench_gpu_every_neuron_$t" "$(cat "$T/out")"; fi
     if grep -q "^$t *full-offload decode / dense-CPU-scalar decode: [0-9][0-9]* %" "$T/out"; then ok "bench_gpu_ratio_$t"
     else fail "bench_gpu_ratio_$t" "$(cat "$T/out")"; fi
-    if grep -Eq "^$t +long prompt \([0-9]+ tokens\): dense-CPU [0-9.]+ t/s, full-offload [0-9.]+ t/s: [0-9.]+x" "$T/out"
+    if grep -Eq "^$t +long prompt \([0-9]+ tokens\): dense-CPU [0-9.]+ t/s, full-offload [0-9.]+ t/s: [0-9.]+x .*--batch-invariant [0-9.]+ t/s" "$T/out"
     then ok "bench_gpu_long_prompt_$t"; else fail "bench_gpu_long_prompt_$t" "$(cat "$T/out")"; fi
 done
 if grep -q "^q4_0 *hybrid-0.5x *skipped: --vram-budget .* is too small: the dense part needs" "$T/out"
