@@ -152,7 +152,8 @@ static void open_device(hc_ffn *f, const hc_ffn_opts *o, int forced, FILE *log)
         return;
     }
     hc_cl_describe(&d, i, line, sizeof line);
-    fprintf(log, "opencl: %s%s\n", line, d.is_gpu ? "" : ": the 'device' share runs on this machine's cores");
+    fprintf(log, "opencl: %s%s%s\n", line, d.is_gpu ? "" : ": the 'device' share runs on this machine's cores",
+            o->batch_invariant ? "; every row with its bits alone (--batch-invariant)" : "");
     if (!d.is_gpu && hc_cl_icd_hint(hint, sizeof hint)) hc_warn("%s", hint);
 }
 

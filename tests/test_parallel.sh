@@ -158,6 +158,8 @@ if "$R" --list-devices >/dev/null 2>&1; then
     if grep -q "every FFN neuron" "$T/par_dev.err"; then same parallel_device "$T/solo_dev.txt" "$T/par_dev.txt"
     else fail parallel_device "not on the device: $(head -c 300 "$T/par_dev.err")"; fi
     same parallel_device_is_cpu_text "$T/solo.txt" "$T/par_dev.txt"
+    grep -q "^opencl: .*; every row with its bits alone (--batch-invariant)$" "$T/par_dev.err" &&
+        ok parallel_device_batch_invariant || fail parallel_device_batch_invariant "$(grep opencl "$T/par_dev.err")"
     "$R" -m "$S" -f "$T/p.txt" --parallel 8 -n 40 --temp 0 -t 2 -ngl 99 -c 64 --kv-budget 200K --block-size 8 \
         >"$T/par_dev8.txt" 2>"$T/par_dev8.err"
     if grep -q "^batch: .* \([1-9][0-9]*\) preempted (\1 swapped)" "$T/par_dev8.err"; then
