@@ -330,7 +330,7 @@ static void tiles_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr
     /* rows longer than SEGMENT_COLS go in segments of it (whole blocks), so
      * a group of a segment holds more rows */
     int sw = n > SEGMENT_COLS ? SEGMENT_COLS / k->kb * k->kb : n;
-    size_t seg_bytes = hc_traits(w)->row_bytes(w) / (size_t)n * (size_t)sw;
+    size_t seg_bytes = hc_traits(w)->row_bytes(w) * (size_t)sw / (size_t)n;
     int g = (int)(panel_bytes() / 2 / seg_bytes) / rm;
     g = g < 1 ? 1 : g > GROUP_TILES ? GROUP_TILES : g;
     int passes = (int)(((size_t)B * xs + VECTOR_PASS_BYTES - 1) / VECTOR_PASS_BYTES);
@@ -372,7 +372,8 @@ static void tiles(const hc_weight *w, const hc_kernel *k, int r0, int nr, const 
                   float *y, size_t ys)
 {
     int few = k->few && B <= k->few_tm;
-    if (k->tile_part && !few) {
+    /* column blocks where a row has more than one and the tile runs at all */
+    if (k->tile_part && !few && B >= k->tile_min && w->n > k->kb) {
         tiles_blocked(w, k, r0, nr, xa, xs, B, y, ys);
         return;
     }

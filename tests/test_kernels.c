@@ -736,46 +736,48 @@ static void test_q4_word_permutes(void)
 
 /* Q4_0 rows repacked in chunks of 16 blocks (q4x16.h, the AVX-512 copy's
  * layout): each block and each row's values as before, and every product
- * (B = 1, and tiles at B = 5 and 17), AXPY and the reference the bits of the
- * same rows in ggml's layout, for rows of 1..40 blocks (a short last chunk)
- * and 344 (4096 x 11008's down rows). */
+ * (B = 1, and tiles at B = 5, 6, 7 and 17: edges of 1, 2 and 3 vectors),
+ * AXPY and the reference the bits of the same rows in ggml's layout, for
+ * rows of 1..40 blocks (a short last chunk) and 344 (4096 x 11008's down
+ * rows, which the tile takes in column blocks: 70 of them, several groups
+ * of row tiles). */
 static void test_q4x16_layout(void)
 {
-    enum { ROWS = 5, B = 17 };
+    enum { B = 17 };
     for (int nb = 1; nb <= 41; nb++) {
-        const int n = 32 * (nb == 41 ? 344 : nb), nblk = n / 32;
+        const int n = 32 * (nb == 41 ? 344 : nb), nblk = n / 32, rows = nb == 41 ? 70 : 5;
         const size_t rb = ggml_row_size(GGML_TYPE_Q4_0, n), as = act_bytes(GGML_TYPE_Q4_0, n);
-        uint8_t *w = make_weights(GGML_TYPE_Q4_0, ROWS, n), *w16 = malloc(rb * ROWS);
-        for (int r = 0; r < ROWS; r++) hc_q4x16_repack((const block_q4_0 *)(w + r * rb), w16 + r * rb, nblk);
+        uint8_t *w = make_weights(GGML_TYPE_Q4_0, rows, n), *w16 = malloc(rb * rows);
+        for (int r = 0; r < rows; r++) hc_q4x16_repack((const block_q4_0 *)(w + r * rb), w16 + r * rb, nblk);
         int same_blocks = 1;
-        for (int r = 0; r < ROWS; r++)
+        for (int r = 0; r < rows; r++)
             for (int b = 0; b < nblk; b++) {
                 block_q4_0 blk;
                 hc_q4x16_block(w16 + r * rb, nblk, b, &blk);
                 same_blocks &= !memcmp(&blk, (const block_q4_0 *)(w + r * rb) + b, sizeof blk);
             }
         CHECKF(same_blocks, "%d blocks: a block moved", nblk);
-        hc_weight g = view(GGML_TYPE_Q4_0, w, n, ROWS), c = g;
+        hc_weight g = view(GGML_TYPE_Q4_0, w, n, rows), c = g;
         c.kind = HC_WEIGHT_Q4X16;
         c.data = w16;
         char *a = malloc(as * B);
-        const size_t most = (size_t)(n > B * ROWS ? n : B * ROWS);
+        const size_t most = (size_t)(n > B * rows ? n : B * rows);
         float *x = malloc(sizeof(float) * (size_t)n), *yg = malloc(sizeof(float) * 2 * most), *yc = yg + most;
         for (int b = 0; b < B; b++) {
             for (int i = 0; i < n; i++) x[i] = frand();
             act_prepare(GGML_TYPE_Q4_0, x, n, a + as * (size_t)b);
         }
-        hc_weight_row(&g, ROWS - 1, yg);
-        hc_weight_row(&c, ROWS - 1, yc);
+        hc_weight_row(&g, rows - 1, yg);
+        hc_weight_row(&c, rows - 1, yc);
         CHECKF(!memcmp(yg, yc, sizeof(float) * (size_t)n), "%d blocks: the row's values differ", nblk);
         /* AVX-512 against ggml's layout on AVX-512; elsewhere (the reference) against the reference */
         for (int i = 0; i < (int)(sizeof isas / sizeof *isas); i++) {
             if (hc_kernel_force(isas[i])) continue;
-            const int isa = hc_isa(), ref = isa == HC_ISA_AVX512 ? isa : HC_ISA_SCALAR, Bs[] = { 1, 5, B };
-            for (int k = 0; k < 3; k++) {
-                matvec_of(ref, g, 0, ROWS, a, as, Bs[k], yg, ROWS);
-                matvec_of(isa, c, 0, ROWS, a, as, Bs[k], yc, ROWS);
-                CHECKF(!memcmp(yg, yc, sizeof(float) * (size_t)(Bs[k] * ROWS)), "%s, %d blocks, B = %d: not ggml's bits",
+            const int isa = hc_isa(), ref = isa == HC_ISA_AVX512 ? isa : HC_ISA_SCALAR, Bs[] = { 1, 5, 6, 7, B };
+            for (int k = 0; k < 5; k++) {
+                matvec_of(ref, g, 0, rows, a, as, Bs[k], yg, rows);
+                matvec_of(isa, c, 0, rows, a, as, Bs[k], yc, rows);
+                CHECKF(!memcmp(yg, yc, sizeof(float) * (size_t)(Bs[k] * rows)), "%s, %d blocks, B = %d: not ggml's bits",
                        isas[i], nblk, Bs[k]);
             }
             for (int j = 0; j < n; j++) yg[j] = yc[j] = x[j];

@@ -86,7 +86,8 @@ typedef struct hc_kernel {
      * tiles now do it chunk by chunk themselves (hc_prefetch_next_tile). */
     int tile_prefetch;
     /* Optional (NULL: tile over whole rows): the tile in column blocks of kb
-     * elements (weight.c keeps a vector tile's block in L1 while the row
+     * elements for rows longer than kb and batches of at least tile_min
+     * (weight.c keeps a vector tile's block in L1 while the row
      * tiles of a group pass): tile_part adds columns [c0, c1) (c0 a multiple of kb; c1
      * one too, or n) of the pairs to their accumulators parked at park
      * (tile_park floats aligned to 64, zeroed before the first block), in

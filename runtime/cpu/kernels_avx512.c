@@ -1124,19 +1124,12 @@ T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *x
  * cycle, one vpdpbusd) the loads bound it: 257-261 -> 302-315 GFLOP/s at B = 8
  * and 64 (bench_kernels cpu avx512-chunks 4096 4096 B). Each pair's block sums
  * in two chains of 4 vpdpbusd (one from the correction; exact integers, so any
- * order), then q4_scaled: dot_q4x16's bits. */
-T static void tile_q4x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+ * order), then q4_scaled: dot_q4x16's bits. This adds chunks [c0, c1) of the
+ * rows to acc for the first nt vectors. */
+TI void q4x16_chunks(const block_q4_0 *const q[R4], int nb, const xq4 *const *xc, int nt, int c0, int c1,
+                     __m512 acc[R4][T4])
 {
-    const block_q4_0 *q[R4];
-    const xq4 *const *xc = (const xq4 *const *)xv;
-    const int nb = wt->n / QK8_0;
-    for (int r = 0; r < R4; r++) q[r] = QROW(block_q4_0, wt, rows[r]);
-    __m512 acc[R4][T4];
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R4; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < T4; t++) acc[r][t] = _mm512_setzero_ps();
-    for (int c = 0; c * Q4_CHUNK < nb; c++) {
+    for (int c = c0; c < c1; c++) {
         __m512i lo[R4][4], hi[R4][4];
         __m512 dw[R4];
         _Pragma("GCC unroll 4")
@@ -1145,7 +1138,7 @@ T static void tile_q4x16(const hc_weight *wt, const int *rows, const void *const
             hc_prefetch_next_tile(q[r] + c * Q4_CHUNK, sizeof(block_q4_0) * (size_t)nb * R4, sizeof(block_q4_0) * Q4_CHUNK);
         }
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < T4; t++) {
+        for (int t = 0; t < nt; t++) {
             const xq4 *x = xc[t] + c;
             __m512i D[R4][2];
             _Pragma("GCC unroll 4")
@@ -1164,10 +1157,72 @@ T static void tile_q4x16(const hc_weight *wt, const int *rows, const void *const
                 acc[r][t] = q4_scaled(_mm512_add_epi32(D[r][0], D[r][1]), dw[r], x, acc[r][t]);
         }
     }
+}
+
+/* The rows of a Q4_0 tile in chunks of 16 (weight.c's row indices r). */
+TI int q4x16_rows(const hc_weight *wt, const int *r, const block_q4_0 *q[R4])
+{
+    for (int i = 0; i < R4; i++) q[i] = QROW(block_q4_0, wt, r[i]);
+    return wt->n / QK8_0;
+}
+
+T static void tile_q4x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    const block_q4_0 *q[R4];
+    const int nb = q4x16_rows(wt, rows, q);
+    __m512 acc[R4][T4];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R4; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T4; t++) acc[r][t] = _mm512_setzero_ps();
+    q4x16_chunks(q, nb, (const xq4 *const *)xv, T4, 0, (nb + Q4_CHUNK - 1) / Q4_CHUNK, acc);
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R4; r++)
         _Pragma("GCC unroll 4")
         for (int t = 0; t < T4; t++) y[t * R4 + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+/* The same tile in column blocks (hc_kernel.tile_part): rows longer than
+ * KB_Q4 columns made its four vectors' activation chunks (640 bytes per 512
+ * columns each) outgrow the 32 KiB L1 beside the rows, and the tile ran at
+ * half speed on the down projection's 11008-wide rows (bench_kernels cpu
+ * avx512-chunks N 4096 8: 305 GFLOP/s at N = 4096 and 5120, 129-242 from
+ * 6144 on). Each block adds its chunks to the pairs' accumulators parked
+ * between blocks, in tile_q4x16's order, for the vectors the tile really has
+ * (an edge's copies cost nothing). */
+#define KB_Q4 4096
+#define PARK_Q4 (R4 * T4 * 16)
+
+T static void part_q4x16(const hc_weight *wt, const int *rows, const void *const *xv, int c0, int c1, float *park)
+{
+    const block_q4_0 *q[R4];
+    const int nb = q4x16_rows(wt, rows, q), tn = hc_real_vectors(xv, T4), per = QK8_0 * Q4_CHUNK;
+    const xq4 *const *xc = (const xq4 *const *)xv;
+    __m512 acc[R4][T4];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R4; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T4; t++) acc[r][t] = _mm512_load_ps(park + (r * T4 + t) * 16);
+    /* the vector count as a constant in each call, so the loops unroll */
+    switch (tn) {
+    case 1: q4x16_chunks(q, nb, xc, 1, c0 / per, (c1 + per - 1) / per, acc); break;
+    case 2: q4x16_chunks(q, nb, xc, 2, c0 / per, (c1 + per - 1) / per, acc); break;
+    case 3: q4x16_chunks(q, nb, xc, 3, c0 / per, (c1 + per - 1) / per, acc); break;
+    default: q4x16_chunks(q, nb, xc, T4, c0 / per, (c1 + per - 1) / per, acc); break;
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R4; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < T4; t++) _mm512_store_ps(park + (r * T4 + t) * 16, acc[r][t]);
+}
+
+T static void sum_q4x16(const hc_weight *wt, const void *const *xv, const float *park, float *y)
+{
+    (void)wt;
+    int tn = hc_real_vectors(xv, T4);
+    for (int r = 0; r < R4; r++)
+        for (int t = 0; t < tn; t++) y[t * R4 + r] = _mm512_reduce_add_ps(_mm512_load_ps(park + (r * T4 + t) * 16));
+    hc_copy_edge(y, tn, R4, T4);
 }
 
 /* Block b of a Q4_0 row as 32 signed values -8..7 in element order. */
@@ -1200,7 +1255,8 @@ T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, c
 #define Q4_KERNEL .prepare = prepare_q8, .arranged_bytes = arranged_q4, .rm = R4, .tm = T4, .tile_min = 3, \
                   .axpy = axpy_q4, .axpy_multi = axpy_multi_q4
 const hc_kernel hc_avx512_q4_0 = { Q4_KERNEL, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4 };
-const hc_kernel hc_avx512_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16 };
+const hc_kernel hc_avx512_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16,
+                                    .tile_part = part_q4x16, .tile_sum = sum_q4x16, .kb = KB_Q4, .tile_park = PARK_Q4 };
 
 /* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: 16 blocks (256
  * code bytes) per step, summed in integers to one int32 per block as Q4_0's
