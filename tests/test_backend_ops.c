@@ -91,10 +91,11 @@ static hc_backend *open_opencl_inv_gpu(int *skip, char *why, size_t len)
  * the scalar ones, whose products are the reference's bits. */
 static hc_model *cpu_model;
 static hc_ctx *cpu_ctx;
+static int cpu_threads = 2;   /* the CPU backend's pool */
 static hc_backend *open_cpu(int *skip, char *why, size_t len)
 {
     const char *path = th_tmp("cpu.gguf");
-    hc_ctx_params p = { .n_threads = 2 };
+    hc_ctx_params p = { .n_threads = cpu_threads };
     *skip = 0;
     if (th_sh("%s synth --dim 64 --n-ff 128 --layers 1 -o %s", th_bin("hc-convert"), path)) {
         snprintf(why, len, "hc-convert synth: %s", th_last_err());
@@ -1008,15 +1009,16 @@ static int product_rows(run_ctx *r, test_weight *tw, int tr, const float *x, int
     return rc;
 }
 
-/* Attention of B rows at positions pos0.. of one sequence (hd 64, 4 heads,
- * 2 KV heads), into out: all rows in one step or each alone. */
-static int attention_rows(run_ctx *r, int B, int pos0, int one_by_one, float *out)
+/* Attention of B rows at positions pos0.. of one sequence (heads of hd
+ * floats, nh of them over nkv KV heads), into out: all rows in one step or
+ * each alone. */
+static int attention_rows(run_ctx *r, int hd, int nh, int nkv, int B, int pos0, int one_by_one, float *out)
 {
     const hc_backend_ops *o = r->o;
     static step_rows rw;
     hc_hparams hp = hparams();
-    hp.head_dim = 64, hp.n_head = 4, hp.n_head_kv = 2, hp.n_layer = 1, hp.n_embd = 256;
-    const int q_dim = 256, kv_dim = 128, npos = pos0 + B, n_blocks = hc_blocks_for(npos, HC_KV_BLOCK);
+    hp.head_dim = hd, hp.n_head = nh, hp.n_head_kv = nkv, hp.n_layer = 1, hp.n_embd = nh * hd;
+    const int q_dim = nh * hd, kv_dim = nkv * hd, npos = pos0 + B, n_blocks = hc_blocks_for(npos, HC_KV_BLOCK);
     rng = 77;
     float *q = rand_vec((size_t)B * q_dim, 1.0f), *k = rand_vec((size_t)npos * kv_dim, 1.0f),
           *v = rand_vec((size_t)npos * kv_dim, 1.0f);
@@ -1082,7 +1084,7 @@ static void test_batch_invariant(void)
         for (int i = 0; i < 3; i++) {
             const int B = at[i][0], pos0 = at[i][1];
             float *all = calloc((size_t)B * 256, sizeof(float)), *one = calloc((size_t)B * 256, sizeof(float));
-            int rc = attention_rows(&r, B, pos0, 0, all) || attention_rows(&r, B, pos0, 1, one);
+            int rc = attention_rows(&r, 64, 4, 2, B, pos0, 0, all) || attention_rows(&r, 64, 4, 2, B, pos0, 1, one);
             CHECKF(!rc, "attention: %s", r.err);
             CHECKF(rc || !memcmp(all, one, sizeof(float) * (size_t)B * 256),
                    "%s geometry: attention of %d rows from position %d differs from one at a time", gpu ? "GPU" : "own",
@@ -1091,6 +1093,40 @@ static void test_batch_invariant(void)
             free(one);
         }
         close_opencl(be);
+    }
+}
+
+/* The CPU's attention gives each row the same bits whether its run holds
+ * several tokens (a head at a time) or one (decoding: a block of heads
+ * position by position, the blocks sized by the threads): for 1, 2 and 3
+ * threads, heads of 64 and of 12 floats (not whole lanes), 4 over 2 KV
+ * heads, 6 over 3 and 5 over 5 (blocks that do not divide them), every row
+ * the bits of the first run's. */
+static void test_cpu_attention_blocks(void)
+{
+    static const int shapes[][3] = { { 64, 4, 2 }, { 12, 6, 3 }, { 32, 5, 5 } };
+    enum { B = 9, POS0 = 300 };
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const int hd = shapes[s][0], nh = shapes[s][1], nkv = shapes[s][2], n = B * nh * hd;
+        float *first = calloc((size_t)n, sizeof(float)), *out = calloc((size_t)n, sizeof(float));
+        for (int threads = 1; threads <= 3; threads++)
+            for (int one = 0; one < 2; one++) {
+                char why[512];
+                int skip;
+                cpu_threads = threads;
+                hc_backend *be = open_cpu(&skip, why, sizeof why);
+                CHECKF(be, "%s", why);
+                run_ctx r = { be, be->ops, "" };
+                int rc = attention_rows(&r, hd, nh, nkv, B, POS0, one, threads == 1 && !one ? first : out);
+                close_cpu(be);
+                CHECKF(!rc, "attention: %s", r.err);
+                CHECKF((threads == 1 && !one) || !memcmp(first, out, sizeof(float) * (size_t)n),
+                       "hd %d, %d heads over %d: %d threads, rows %s: bits differ from 1 thread's step", hd, nh, nkv,
+                       threads, one ? "one at a time" : "in one step");
+            }
+        cpu_threads = 2;
+        free(first);
+        free(out);
     }
 }
 
@@ -1215,6 +1251,7 @@ int main(void)
         th_run(name, test_ops);
     }
     RUN(test_attention_isas);
+    RUN(test_cpu_attention_blocks);
     RUN(test_batch_invariant);
     RUN(test_unsupported);
     return th_done();

@@ -18,9 +18,14 @@
                           * Q4_0 prompt's time against the weight products, 16: 15 %) */
 #define ATT_GROUP 8      /* tokens whose dots and mixes share each key and value load (att_dots) */
 #define ATT_POS 4        /* positions whose dots one token computes side by side (att_dots_pos) */
-/* floats of attention scratch per thread: the scores of ATT_TOKENS tokens,
- * then a group's q interleaved (attn_group) */
-#define ATT_SCRATCH(n_ctx, hd) ((size_t)ATT_TOKENS * (size_t)(n_ctx) + (size_t)ATT_GROUP * (size_t)(hd))
+/* floats from one token's (or head's) scores to the next's: a cache line past
+ * the context, so that the rows of the tokens or heads read side by side do
+ * not all fall in one L1 set (n_ctx a multiple of 1024: 4 KiB apart) */
+#define ATT_ROW(n_ctx) ((size_t)(n_ctx) + 16)
+/* floats of attention scratch per thread: the scores of ATT_TOKENS tokens or
+ * heads, then a group's q interleaved (attn_group) */
+#define ATT_SCRATCH(n_ctx, n_head, hd) \
+    ((size_t)((n_head) > ATT_TOKENS ? (n_head) : ATT_TOKENS) * ATT_ROW(n_ctx) + (size_t)ATT_GROUP * (size_t)(hd))
 
 /* attn_one's ATT_POS positions side by side lie in one block (blocks are powers of two) */
 _Static_assert(HC_KV_BLOCK_MIN % ATT_POS == 0, "a block holds whole groups of ATT_POS positions");
@@ -40,7 +45,7 @@ hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int blo
     hc_kv *kv = calloc(1, sizeof *kv);
     size_t kv_dim = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
     size_t bytes = sizeof(float) * (size_t)hp->n_layer * (size_t)n_blocks * (size_t)block * kv_dim;
-    size_t scratch = sizeof(float) * (size_t)hc_pool_size(c->pool) * ATT_SCRATCH(n_ctx, hp->head_dim);
+    size_t scratch = sizeof(float) * (size_t)hc_pool_size(c->pool) * ATT_SCRATCH(n_ctx, hp->n_head, hp->head_dim);
     if (kv) {
         kv->n_ctx = n_ctx;
         kv->kv_dim = (int)kv_dim;
@@ -135,6 +140,7 @@ typedef struct {
     const float *q;
     float *out;
     int layer, row0, n_runs, n_chunks;
+    int heads;   /* heads per work item (attn_items) */
 } attn_task;
 
 /* q · k over n floats in ATT_LANES interleaved partial sums (the tail into
@@ -331,37 +337,97 @@ static inline __attribute__((always_inline)) void attn_one(const float *q, const
     for (; i0 < hd; i0++) out[i0] = att_mix_lane(sc, pos, vc, i0);   /* not whole lanes */
 }
 
-/* One head and up to ATT_TOKENS consecutive tokens of one sequence per work
- * item (a run, hc_cpu_attention): scores over 0..pos, softmax, mix of V.
- * Each key and value row is read once for the item's tokens; every token
- * still gets its own operations in its own order (positions ascending), so
- * the bits do not depend on the grouping nor on what else is in the batch. */
+/* One token, heads [h0, h1) (q and out: the token's rows of all heads; kc
+ * and vc at head offset 0; head h reads KV head h / group; sc: a row of
+ * sc_stride floats per head): each head's scores, softmax and mix with
+ * attn_one's operations in attn_one's order, so its bits, but position by
+ * position across the heads. A position's keys (and values) of all heads
+ * are one run of memory, which the prefetchers follow at the read bandwidth,
+ * where one head's slice of each position (512 bytes, 16 KiB a row apart at
+ * LLaMA-7B's width) read at less than half of it; half a row per thread
+ * reads between the two. The mix adds into out, which stays in L1. A block
+ * of one head is attn_one. */
+static inline __attribute__((always_inline)) void attn_heads(const float *q, const kv_pages *kc, const kv_pages *vc,
+                                                             int group, int h0, int h1, int hd, int pos, float scale,
+                                                             float *sc, int sc_stride, float *out)
+{
+    if (h1 - h0 == 1) {
+        kv_pages k1 = *kc, v1 = *vc;
+        k1.base += (size_t)(h0 / group) * hd;
+        v1.base += (size_t)(h0 / group) * hd;
+        attn_one(q + (size_t)h0 * hd, &k1, &v1, hd, pos, scale, sc, out + (size_t)h0 * hd);
+        return;
+    }
+    for (int p = 0; p <= pos; p++) {
+        const float *kp = kv_row(kc, p);
+        for (int h = h0; h < h1; h++) {
+            float d;
+            att_dots_pos(1, q + (size_t)h * hd, kp + (size_t)(h / group) * hd, 0, hd, &d);
+            sc[(size_t)(h - h0) * sc_stride + p] = d / scale;
+        }
+    }
+    for (int h = h0; h < h1; h++) softmax(sc + (size_t)(h - h0) * sc_stride, pos + 1);
+    memset(out + (size_t)h0 * hd, 0, sizeof(float) * (size_t)(h1 - h0) * hd);
+    for (int p = 0; p <= pos; p++) {
+        const float *vp = kv_row(vc, p);
+        for (int h = h0; h < h1; h++) {
+            const float a = sc[(size_t)(h - h0) * sc_stride + p], *v = vp + (size_t)(h / group) * hd;
+            float *o = out + (size_t)h * hd;
+            int i = 0;
+            for (; i + ATT_LANES <= hd; i += ATT_LANES) {
+                att_vec ov, vv;
+                memcpy(&ov, o + i, sizeof ov);
+                memcpy(&vv, v + i, sizeof vv);
+                ov += a * vv;
+                memcpy(o + i, &ov, sizeof ov);
+            }
+            for (; i < hd; i++) o[i] += a * v[i];   /* not whole lanes */
+        }
+    }
+}
+
+/* Per work item (a run, hc_cpu_attention) one block of t->heads heads and up
+ * to ATT_TOKENS consecutive tokens of one sequence: scores over 0..pos,
+ * softmax, mix of V. Runs of several tokens take one head an item (t->heads
+ * 1), each key and value row read once for the item's tokens; a run of one
+ * token takes a block of heads position by position (attn_heads). Every
+ * token still gets its own operations in its own order (positions
+ * ascending), so the bits do not depend on the grouping, the blocks nor on
+ * what else is in the batch. */
 static inline __attribute__((always_inline)) void attn_items(const attn_task *t, int chunk, int ith)
 {
     const hc_kv *kv = t->kv;
     const hc_hparams *hp = t->hp;
     const hc_seq_rows *r = t->rows;
     int hd = hp->head_dim, q_dim = hp->n_head * hd, n_ctx = kv->n_ctx, group = hp->n_head / hp->n_head_kv;
+    int row_sc = (int)ATT_ROW(n_ctx), blocks = (hp->n_head + t->heads - 1) / t->heads;
     float scale = sqrtf((float)hd);
     int lo, hi;
     /* the last tokens' chunks first: a token's work grows with its position,
      * and the pool hands chunks out in order, so the costliest no longer
      * come last, when the other threads have nothing left to take */
-    hc_split(t->n_runs * hp->n_head, 1, t->n_chunks - 1 - chunk, t->n_chunks, &lo, &hi);
+    hc_split(t->n_runs * blocks, 1, t->n_chunks - 1 - chunk, t->n_chunks, &lo, &hi);
     for (int item = lo; item < hi; item++) {
-        int run = item / hp->n_head, h = item % hp->n_head;
+        int run = item / blocks, h0 = item % blocks * t->heads, h1 = h0 + t->heads < hp->n_head ? h0 + t->heads : hp->n_head;
         int b0 = kv->runs[run], nb = kv->runs[run + 1] - b0, row = t->row0 + b0;
-        size_t koff = (size_t)(h / group) * hd;
-        kv_pages kc = kv_pages_of(kv, kv->k, t->layer, r, row, koff), vc = kv_pages_of(kv, kv->v, t->layer, r, row, koff);
-        const float *q = t->q + (size_t)b0 * q_dim + (size_t)h * hd;
-        float *att = kv->scores + (size_t)ith * ATT_SCRATCH(n_ctx, hd), *qt = att + ATT_TOKENS * (size_t)n_ctx;
-        float *out = t->out + (size_t)b0 * q_dim + (size_t)h * hd;
+        float *att = kv->scores + (size_t)ith * ATT_SCRATCH(n_ctx, hp->n_head, hd);
+        float *qt = att + (size_t)(hp->n_head > ATT_TOKENS ? hp->n_head : ATT_TOKENS) * (size_t)row_sc;
+        const float *q = t->q + (size_t)b0 * q_dim;
+        float *out = t->out + (size_t)b0 * q_dim;
+        kv_pages kc = kv_pages_of(kv, kv->k, t->layer, r, row, 0), vc = kv_pages_of(kv, kv->v, t->layer, r, row, 0);
+        if (nb == 1) {
+            attn_heads(q, &kc, &vc, group, h0, h1, hd, r->pos[row], scale, att, row_sc, out);
+            continue;
+        }
+        size_t koff = (size_t)(h0 / group) * hd;
+        kc.base += koff;
+        vc.base += koff;
         for (int g0 = 0; g0 < nb; g0 += ATT_GROUP) {
             int G = nb - g0 < ATT_GROUP ? nb - g0 : ATT_GROUP, pos = r->pos[row] + g0;
             const float *qg = q + (size_t)g0 * q_dim;
-            float *sc = att + (size_t)g0 * n_ctx, *og = out + (size_t)g0 * q_dim;
-            if (G == 1) attn_one(qg, &kc, &vc, hd, pos, scale, sc, og);
-            else attn_group(G, qg, q_dim, &kc, &vc, hd, pos, scale, sc, n_ctx, qt, og);
+            float *sc = att + (size_t)g0 * row_sc, *og = out + (size_t)g0 * q_dim;
+            if (G == 1) attn_one(qg + (size_t)h0 * hd, &kc, &vc, hd, pos, scale, sc, og + (size_t)h0 * hd);
+            else attn_group(G, qg + (size_t)h0 * hd, q_dim, &kc, &vc, hd, pos, scale, sc, row_sc, qt, og + (size_t)h0 * hd);
         }
     }
 }
@@ -398,7 +464,14 @@ void hc_cpu_attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
     }
     kv->runs[n_runs] = n;
     size_t work = 2 * positions * (size_t)hp->n_head * (size_t)hp->head_dim;
-    attn_task t = { kv, hp, r, hc_cpu_host(q), hc_cpu_host(out), layer, row0, n_runs, 0 };
-    t.n_chunks = hc_pool_chunks(c->pool, n_runs * hp->n_head, work);
+    /* runs of one token (decoding) in blocks of heads, about two items a
+     * thread: the longer a block, the longer the runs of memory it reads */
+    int threads = hc_pool_size(c->pool), heads = 1;
+    if (n_runs == n) {   /* decoding: each run's heads in as few blocks as give every thread one */
+        int blocks = (threads + n_runs - 1) / n_runs;
+        heads = (hp->n_head + blocks - 1) / blocks;
+    }
+    attn_task t = { kv, hp, r, hc_cpu_host(q), hc_cpu_host(out), layer, row0, n_runs, 0, heads };
+    t.n_chunks = hc_pool_chunks(c->pool, n_runs * ((hp->n_head + heads - 1) / heads), work);
     hc_pool_run(c->pool, attn_run[hc_isa_top()], &t, t.n_chunks);
 }
