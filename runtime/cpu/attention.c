@@ -140,7 +140,7 @@ typedef struct {
     const float *q;
     float *out;
     int layer, row0, n_runs, n_chunks;
-    int heads;   /* heads per work item (attn_items) */
+    int pass, blocks, heads;   /* attn_items: the pass, its parts per run, heads per ATT_MIX part */
 } attn_task;
 
 /* q · k over n floats in ATT_LANES interleaved partial sums (the tail into
@@ -337,41 +337,42 @@ static inline __attribute__((always_inline)) void attn_one(const float *q, const
     for (; i0 < hd; i0++) out[i0] = att_mix_lane(sc, pos, vc, i0);   /* not whole lanes */
 }
 
-/* One token, heads [h0, h1) (q and out: the token's rows of all heads; kc
- * and vc at head offset 0; head h reads KV head h / group; sc: a row of
- * sc_stride floats per head): each head's scores, softmax and mix with
- * attn_one's operations in attn_one's order, so its bits, but position by
- * position across the heads. A position's keys (and values) of all heads
- * are one run of memory, which the prefetchers follow at the read bandwidth,
- * where one head's slice of each position (512 bytes, 16 KiB a row apart at
- * LLaMA-7B's width) read at less than half of it; half a row per thread
- * reads between the two. The mix adds into out, which stays in L1. A block
- * of one head is attn_one. */
-static inline __attribute__((always_inline)) void attn_heads(const float *q, const kv_pages *kc, const kv_pages *vc,
-                                                             int group, int h0, int h1, int hd, int pos, float scale,
-                                                             float *sc, int sc_stride, float *out)
+/* A lone token's attention, position by position across its heads: a
+ * position's keys (and values) of all heads are one run of memory, which the
+ * prefetchers follow at the read bandwidth, where one head's slice of each
+ * position (512 bytes, 16 KiB a row apart at LLaMA-7B's width) read at less
+ * than half of it, and half a row per thread between the two. Each head gets
+ * attn_one's operations in attn_one's order, so its bits. Head h reads KV
+ * head h / group; kc and vc at head offset 0; head h's scores at sc + h ·
+ * sc_stride.
+ * heads_scores: the scores of all nh heads (q: the token's rows of them) at
+ * positions [p0, p1). */
+static inline __attribute__((always_inline)) void heads_scores(const float *q, const kv_pages *kc, int group, int nh,
+                                                               int hd, int p0, int p1, float scale, float *sc,
+                                                               int sc_stride)
 {
-    if (h1 - h0 == 1) {
-        kv_pages k1 = *kc, v1 = *vc;
-        k1.base += (size_t)(h0 / group) * hd;
-        v1.base += (size_t)(h0 / group) * hd;
-        attn_one(q + (size_t)h0 * hd, &k1, &v1, hd, pos, scale, sc, out + (size_t)h0 * hd);
-        return;
-    }
-    for (int p = 0; p <= pos; p++) {
+    for (int p = p0; p < p1; p++) {
         const float *kp = kv_row(kc, p);
-        for (int h = h0; h < h1; h++) {
+        for (int h = 0; h < nh; h++) {
             float d;
             att_dots_pos(1, q + (size_t)h * hd, kp + (size_t)(h / group) * hd, 0, hd, &d);
-            sc[(size_t)(h - h0) * sc_stride + p] = d / scale;
+            sc[(size_t)h * sc_stride + p] = d / scale;
         }
     }
-    for (int h = h0; h < h1; h++) softmax(sc + (size_t)(h - h0) * sc_stride, pos + 1);
+}
+
+/* heads_mix: for heads [h0, h1), the softmax of their scores over 0..pos and
+ * the mix of the values into out (the token's rows of all heads), added
+ * there position by position (the rows stay in L1). */
+static inline __attribute__((always_inline)) void heads_mix(float *sc, int sc_stride, const kv_pages *vc, int group,
+                                                            int h0, int h1, int hd, int pos, float *out)
+{
+    for (int h = h0; h < h1; h++) softmax(sc + (size_t)h * sc_stride, pos + 1);
     memset(out + (size_t)h0 * hd, 0, sizeof(float) * (size_t)(h1 - h0) * hd);
     for (int p = 0; p <= pos; p++) {
         const float *vp = kv_row(vc, p);
         for (int h = h0; h < h1; h++) {
-            const float a = sc[(size_t)(h - h0) * sc_stride + p], *v = vp + (size_t)(h / group) * hd;
+            const float a = sc[(size_t)h * sc_stride + p], *v = vp + (size_t)(h / group) * hd;
             float *o = out + (size_t)h * hd;
             int i = 0;
             for (; i + ATT_LANES <= hd; i += ATT_LANES) {
@@ -386,48 +387,62 @@ static inline __attribute__((always_inline)) void attn_heads(const float *q, con
     }
 }
 
-/* Per work item (a run, hc_cpu_attention) one block of t->heads heads and up
- * to ATT_TOKENS consecutive tokens of one sequence: scores over 0..pos,
- * softmax, mix of V. Runs of several tokens take one head an item (t->heads
- * 1), each key and value row read once for the item's tokens; a run of one
- * token takes a block of heads position by position (attn_heads). Every
- * token still gets its own operations in its own order (positions
- * ascending), so the bits do not depend on the grouping, the blocks nor on
- * what else is in the batch. */
+/* Per work item (a run of tokens, hc_cpu_attention) one of t->blocks parts:
+ * - pass ATT_WHOLE: runs of several tokens a head each (up to ATT_TOKENS
+ *   consecutive tokens of one sequence: scores over 0..pos, softmax, mix of
+ *   V; each key and value row read once for the item's tokens; a lone token
+ *   among them by attn_one), and in a step of lone tokens (t->blocks 1)
+ *   each token all its heads (heads_scores and heads_mix, scores in the
+ *   thread's scratch);
+ * - with fewer lone tokens than threads, two passes: ATT_SCORES, the
+ *   scores of all heads over a part of the positions, into the run's own
+ *   scratch (thread run's: there are more threads than runs), then ATT_MIX,
+ *   a block of t->heads heads' softmax and mix.
+ * Every token still gets its own operations in its own order (positions
+ * ascending), so the bits do not depend on the grouping, the parts, the
+ * passes nor on what else is in the batch. */
+enum { ATT_WHOLE, ATT_SCORES, ATT_MIX };
 static inline __attribute__((always_inline)) void attn_items(const attn_task *t, int chunk, int ith)
 {
     const hc_kv *kv = t->kv;
     const hc_hparams *hp = t->hp;
     const hc_seq_rows *r = t->rows;
-    int hd = hp->head_dim, q_dim = hp->n_head * hd, n_ctx = kv->n_ctx, group = hp->n_head / hp->n_head_kv;
-    int row_sc = (int)ATT_ROW(n_ctx), blocks = (hp->n_head + t->heads - 1) / t->heads;
+    int hd = hp->head_dim, nh = hp->n_head, q_dim = nh * hd, n_ctx = kv->n_ctx, group = nh / hp->n_head_kv;
+    int row_sc = (int)ATT_ROW(n_ctx);
     float scale = sqrtf((float)hd);
     int lo, hi;
     /* the last tokens' chunks first: a token's work grows with its position,
      * and the pool hands chunks out in order, so the costliest no longer
      * come last, when the other threads have nothing left to take */
-    hc_split(t->n_runs * blocks, 1, t->n_chunks - 1 - chunk, t->n_chunks, &lo, &hi);
+    hc_split(t->n_runs * t->blocks, 1, t->n_chunks - 1 - chunk, t->n_chunks, &lo, &hi);
     for (int item = lo; item < hi; item++) {
-        int run = item / blocks, h0 = item % blocks * t->heads, h1 = h0 + t->heads < hp->n_head ? h0 + t->heads : hp->n_head;
-        int b0 = kv->runs[run], nb = kv->runs[run + 1] - b0, row = t->row0 + b0;
-        float *att = kv->scores + (size_t)ith * ATT_SCRATCH(n_ctx, hp->n_head, hd);
-        float *qt = att + (size_t)(hp->n_head > ATT_TOKENS ? hp->n_head : ATT_TOKENS) * (size_t)row_sc;
+        int run = item / t->blocks, part = item % t->blocks;
+        int b0 = kv->runs[run], nb = kv->runs[run + 1] - b0, row = t->row0 + b0, pos = r->pos[row];
+        float *att = kv->scores + (size_t)(t->pass == ATT_WHOLE ? ith : run) * ATT_SCRATCH(n_ctx, nh, hd);
         const float *q = t->q + (size_t)b0 * q_dim;
         float *out = t->out + (size_t)b0 * q_dim;
         kv_pages kc = kv_pages_of(kv, kv->k, t->layer, r, row, 0), vc = kv_pages_of(kv, kv->v, t->layer, r, row, 0);
-        if (nb == 1) {
-            attn_heads(q, &kc, &vc, group, h0, h1, hd, r->pos[row], scale, att, row_sc, out);
-            continue;
-        }
-        size_t koff = (size_t)(h0 / group) * hd;
-        kc.base += koff;
-        vc.base += koff;
-        for (int g0 = 0; g0 < nb; g0 += ATT_GROUP) {
-            int G = nb - g0 < ATT_GROUP ? nb - g0 : ATT_GROUP, pos = r->pos[row] + g0;
-            const float *qg = q + (size_t)g0 * q_dim;
-            float *sc = att + (size_t)g0 * row_sc, *og = out + (size_t)g0 * q_dim;
-            if (G == 1) attn_one(qg + (size_t)h0 * hd, &kc, &vc, hd, pos, scale, sc, og + (size_t)h0 * hd);
-            else attn_group(G, qg + (size_t)h0 * hd, q_dim, &kc, &vc, hd, pos, scale, sc, row_sc, qt, og + (size_t)h0 * hd);
+        if (t->pass == ATT_SCORES) {
+            heads_scores(q, &kc, group, nh, hd, (int)((int64_t)(pos + 1) * part / t->blocks),
+                         (int)((int64_t)(pos + 1) * (part + 1) / t->blocks), scale, att, row_sc);
+        } else if (t->pass == ATT_MIX) {
+            int h0 = part * t->heads, h1 = h0 + t->heads < nh ? h0 + t->heads : nh;
+            heads_mix(att, row_sc, &vc, group, h0, h1, hd, pos, out);
+        } else if (nb == 1 && t->blocks == 1) {
+            heads_scores(q, &kc, group, nh, hd, 0, pos + 1, scale, att, row_sc);
+            heads_mix(att, row_sc, &vc, group, 0, nh, hd, pos, out);
+        } else {
+            float *qt = att + (size_t)(nh > ATT_TOKENS ? nh : ATT_TOKENS) * (size_t)row_sc;
+            size_t koff = (size_t)(part / group) * hd, h = (size_t)part * hd;
+            kc.base += koff;
+            vc.base += koff;
+            for (int g0 = 0; g0 < nb; g0 += ATT_GROUP) {
+                int G = nb - g0 < ATT_GROUP ? nb - g0 : ATT_GROUP;
+                const float *qg = q + (size_t)g0 * q_dim + h;
+                float *sc = att + (size_t)g0 * row_sc, *og = out + (size_t)g0 * q_dim + h;
+                if (G == 1) attn_one(qg, &kc, &vc, hd, pos + g0, scale, sc, og);
+                else attn_group(G, qg, q_dim, &kc, &vc, hd, pos + g0, scale, sc, row_sc, qt, og);
+            }
         }
     }
 }
@@ -464,14 +479,20 @@ void hc_cpu_attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
     }
     kv->runs[n_runs] = n;
     size_t work = 2 * positions * (size_t)hp->n_head * (size_t)hp->head_dim;
-    /* runs of one token (decoding) in blocks of heads, about two items a
-     * thread: the longer a block, the longer the runs of memory it reads */
-    int threads = hc_pool_size(c->pool), heads = 1;
-    if (n_runs == n) {   /* decoding: each run's heads in as few blocks as give every thread one */
-        int blocks = (threads + n_runs - 1) / n_runs;
-        heads = (hp->n_head + blocks - 1) / blocks;
+    attn_task t = { kv, hp, r, hc_cpu_host(q), hc_cpu_host(out), layer, row0, n_runs, 0, ATT_WHOLE, hp->n_head, 1 };
+    int threads = hc_pool_size(c->pool);
+    if (n_runs == n) {   /* lone tokens (decoding): all heads an item, or parts of them for every thread */
+        int parts = (threads + n_runs - 1) / n_runs;
+        t.heads = (hp->n_head + parts - 1) / parts;
+        t.blocks = (hp->n_head + t.heads - 1) / t.heads;
+        if (t.blocks > 1) {
+            t.pass = ATT_SCORES;
+            t.n_chunks = hc_pool_chunks(c->pool, n_runs * t.blocks, work / 2);
+            hc_pool_run(c->pool, attn_run[hc_isa_top()], &t, t.n_chunks);
+            t.pass = ATT_MIX;
+        }
+        work /= t.blocks > 1 ? 2 : 1;
     }
-    attn_task t = { kv, hp, r, hc_cpu_host(q), hc_cpu_host(out), layer, row0, n_runs, 0, heads };
-    t.n_chunks = hc_pool_chunks(c->pool, n_runs * ((hp->n_head + heads - 1) / heads), work);
+    t.n_chunks = hc_pool_chunks(c->pool, n_runs * t.blocks, work);
     hc_pool_run(c->pool, attn_run[hc_isa_top()], &t, t.n_chunks);
 }
