@@ -416,7 +416,10 @@ static inline __attribute__((always_inline)) void attn_items(const attn_task *t,
      * come last, when the other threads have nothing left to take */
     hc_split(t->n_runs * t->blocks, 1, t->n_chunks - 1 - chunk, t->n_chunks, &lo, &hi);
     for (int item = lo; item < hi; item++) {
-        int run = item / t->blocks, part = item % t->blocks;
+        /* a head's runs one after another (its slice of the cache, read by
+         * each of them, then stays in the caches); a lone token's parts */
+        int multi = t->pass == ATT_WHOLE && t->blocks > 1;
+        int run = multi ? item % t->n_runs : item / t->blocks, part = multi ? item / t->n_runs : item % t->blocks;
         int b0 = kv->runs[run], nb = kv->runs[run + 1] - b0, row = t->row0 + b0, pos = r->pos[row];
         float *att = kv->scores + (size_t)(t->pass == ATT_WHOLE ? ith : run) * ATT_SCRATCH(n_ctx, nh, hd);
         const float *q = t->q + (size_t)b0 * q_dim;
