@@ -411,9 +411,11 @@ static inline __attribute__((always_inline)) void attn_items(const attn_task *t,
     int row_sc = (int)ATT_ROW(n_ctx);
     float scale = sqrtf((float)hd);
     int lo, hi;
-    /* the last tokens' chunks first: a token's work grows with its position,
-     * and the pool hands chunks out in order, so the costliest no longer
-     * come last, when the other threads have nothing left to take */
+    /* the chunks from the last: among lone tokens the last tokens' first (a
+     * token's work grows with its position, and the pool hands chunks out
+     * in order, so the costliest no longer come last, when the other
+     * threads have nothing left to take); a prompt's chunks hold heads'
+     * runs, alike in work */
     hc_split(t->n_runs * t->blocks, 1, t->n_chunks - 1 - chunk, t->n_chunks, &lo, &hi);
     for (int item = lo; item < hi; item++) {
         /* a head's runs one after another (its slice of the cache, read by
