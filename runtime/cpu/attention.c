@@ -22,10 +22,11 @@
  * the context, so that the rows of the tokens or heads read side by side do
  * not all fall in one L1 set (n_ctx a multiple of 1024: 4 KiB apart) */
 #define ATT_ROW(n_ctx) ((size_t)(n_ctx) + 16)
-/* floats of attention scratch per thread: the scores of ATT_TOKENS tokens or
- * heads, then a group's q interleaved (attn_group) */
-#define ATT_SCRATCH(n_ctx, n_head, hd) \
-    ((size_t)((n_head) > ATT_TOKENS ? (n_head) : ATT_TOKENS) * ATT_ROW(n_ctx) + (size_t)ATT_GROUP * (size_t)(hd))
+/* score rows of attention scratch per thread: ATT_TOKENS tokens' or n_head heads' */
+#define ATT_SCORE_ROWS(n_head) ((size_t)((n_head) > ATT_TOKENS ? (n_head) : ATT_TOKENS))
+/* floats of attention scratch per thread: the score rows, then a group's q
+ * interleaved (attn_group) */
+#define ATT_SCRATCH(n_ctx, n_head, hd) (ATT_SCORE_ROWS(n_head) * ATT_ROW(n_ctx) + (size_t)ATT_GROUP * (size_t)(hd))
 
 /* attn_one's ATT_POS positions side by side lie in one block (blocks are powers of two) */
 _Static_assert(HC_KV_BLOCK_MIN % ATT_POS == 0, "a block holds whole groups of ATT_POS positions");
@@ -437,7 +438,7 @@ static inline __attribute__((always_inline)) void attn_items(const attn_task *t,
             heads_scores(q, &kc, group, nh, hd, 0, pos + 1, scale, att, row_sc);
             heads_mix(att, row_sc, &vc, group, 0, nh, hd, pos, out);
         } else {
-            float *qt = att + (size_t)(nh > ATT_TOKENS ? nh : ATT_TOKENS) * (size_t)row_sc;
+            float *qt = att + ATT_SCORE_ROWS(nh) * (size_t)row_sc;
             size_t koff = (size_t)(part / group) * hd, h = (size_t)part * hd;
             kc.base += koff;
             vc.base += koff;
@@ -490,13 +491,13 @@ void hc_cpu_attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
         int parts = (threads + n_runs - 1) / n_runs;
         t.heads = (hp->n_head + parts - 1) / parts;
         t.blocks = (hp->n_head + t.heads - 1) / t.heads;
-        if (t.blocks > 1) {
+        if (t.blocks > 1) {   /* the scores, then the mix: half the work each */
+            work /= 2;
             t.pass = ATT_SCORES;
-            t.n_chunks = hc_pool_chunks(c->pool, n_runs * t.blocks, work / 2);
+            t.n_chunks = hc_pool_chunks(c->pool, n_runs * t.blocks, work);
             hc_pool_run(c->pool, attn_run[hc_isa_top()], &t, t.n_chunks);
             t.pass = ATT_MIX;
         }
-        work /= t.blocks > 1 ? 2 : 1;
     }
     t.n_chunks = hc_pool_chunks(c->pool, n_runs * t.blocks, work);
     hc_pool_run(c->pool, attn_run[hc_isa_top()], &t, t.n_chunks);

@@ -1197,6 +1197,7 @@ T static void part_q4x16(const hc_weight *wt, const int *rows, const void *const
 {
     const block_q4_0 *q[R4];
     const int nb = q4x16_rows(wt, rows, q), tn = hc_real_vectors(xv, T4), per = QK8_0 * Q4_CHUNK;
+    const int a = c0 / per, e = (c1 + per - 1) / per;   /* the block's chunks */
     const xq4 *const *xc = (const xq4 *const *)xv;
     __m512 acc[R4][T4];
     _Pragma("GCC unroll 4")
@@ -1205,10 +1206,10 @@ T static void part_q4x16(const hc_weight *wt, const int *rows, const void *const
         for (int t = 0; t < T4; t++) acc[r][t] = _mm512_load_ps(park + (r * T4 + t) * 16);
     /* the vector count as a constant in each call, so the loops unroll */
     switch (tn) {
-    case 1: q4x16_chunks(q, nb, xc, 1, c0 / per, (c1 + per - 1) / per, acc); break;
-    case 2: q4x16_chunks(q, nb, xc, 2, c0 / per, (c1 + per - 1) / per, acc); break;
-    case 3: q4x16_chunks(q, nb, xc, 3, c0 / per, (c1 + per - 1) / per, acc); break;
-    default: q4x16_chunks(q, nb, xc, T4, c0 / per, (c1 + per - 1) / per, acc); break;
+    case 1: q4x16_chunks(q, nb, xc, 1, a, e, acc); break;
+    case 2: q4x16_chunks(q, nb, xc, 2, a, e, acc); break;
+    case 3: q4x16_chunks(q, nb, xc, 3, a, e, acc); break;
+    default: q4x16_chunks(q, nb, xc, T4, a, e, acc); break;
     }
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R4; r++)

@@ -748,9 +748,9 @@ static void slices_add(clb *b, const slices *o, int S, int nb, int cols, hc_view
     launch_ew(b, b->sum_slices, (size_t)nb * (size_t)cols);
 }
 
-/* it's transposed product of input rows b0 .. B - 1 (mt_T): its slices as
- * the geometry gives them for those rows, or (batch-invariant) as for one
- * row, in launches of as many rows as their sums' scratch holds. */
+/* The transposed product of item it on input rows it->b0 .. B - 1 (mt_T):
+ * its slices as the geometry gives them for those rows, or (batch-invariant)
+ * as for one row, in launches of as many rows as their sums' scratch holds. */
 static void transposed(clb *b, hc_view x, int B, const hc_mm *it)
 {
     const cl_mat *m = it->w->dev;
