@@ -396,8 +396,6 @@ static void tiles(const hc_weight *w, const hc_kernel *k, int r0, int nr, const 
                 int rn = p1 - i0 < rm ? p1 - i0 : rm, rows[8];
                 float out[64];
                 tile_rows(k, r0, i0, rn, rows);
-                if (b0 == 0 && k->tile_prefetch)   /* the panel's first pass reads its rows from memory */
-                    for (int j = i0 + rm; j < i0 + 2 * rm && j < p1; j++) hc_weight_prefetch(w, r0 + j, 0, w->n);
                 (few ? k->few : k->tile)(w, rows, x, out);
                 tile_store(k, out, b0, tn, i0, rn, y, ys);
             }

@@ -83,9 +83,11 @@ static void seen_x(const hc_gptq *g, const float *x, const void *act, float *out
         out[g->perm ? g->perm[i] : i] = hc_gptq_int8(g) ? hc_gptq_xd(act, i / 32) * (float)hc_gptq_xq(act, i) : x[i];
 }
 
-static void check_shape(int n, int rows, int gs, int shuffled)
+/* B vectors: 3 and 12 give the AVX-512 tile its half (4 vectors, the last
+ * repeated; 12: a whole tile, then half a one), 13 two whole ones (the
+ * second with 5), AVX2's tile of 4 its edges. */
+static void check_batch(int n, int rows, int gs, int shuffled, int B)
 {
-    enum { B = 3 };
     file_weight f;
     make_weight(&f, n, rows, gs, shuffled);
     hc_gptq g;
@@ -164,7 +166,7 @@ static void check_shape(int n, int rows, int gs, int shuffled)
     hc_kernel_force(NULL);
     static const char *what[] = { "", "row dequant", "reference vs file layout", "SIMD vs reference", "row split",
                                   "row AXPY", "activation rounding", "tile vs B = 1" };
-    if (bad) th_fail(__FILE__, __LINE__, "n=%d rows=%d gs=%d shuffled=%d: %s", n, rows, gs, shuffled, what[bad]);
+    if (bad) th_fail(__FILE__, __LINE__, "n=%d rows=%d gs=%d shuffled=%d B=%d: %s", n, rows, gs, shuffled, B, what[bad]);
     free(y1);
     free(x);
     free(row);
@@ -173,6 +175,12 @@ static void check_shape(int n, int rows, int gs, int shuffled)
     free(y);
     hc_gptq_free(&g);
     free_weight(&f);
+}
+
+static void check_shape(int n, int rows, int gs, int shuffled)
+{
+    static const int batches[] = { 3, 12, 13 };
+    for (size_t i = 0; i < sizeof batches / sizeof *batches; i++) check_batch(n, rows, gs, shuffled, batches[i]);
 }
 
 static void test_plain_groups(void)

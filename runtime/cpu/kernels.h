@@ -79,12 +79,6 @@ typedef struct hc_kernel {
      * (measured per kernel with bench_kernels cpu: docs/design/kernels.md,
      * "Few vectors"); 0: always a tile. */
     int tile_min;
-    /* 1: the tile's loads are no stream the hardware prefetcher follows (a
-     * quantized row's chunks), so weight.c prefetches the next row tile's rows
-     * while a panel's first vector tile runs ("Few vectors" again: AVX-512
-     * Q4_0 at B = 4 went from 76 to 171 GFLOP/s). GPTQ's; the Q8_0 and Q4_0
-     * tiles now do it chunk by chunk themselves (hc_prefetch_next_tile). */
-    int tile_prefetch;
     /* Optional (NULL: tile over whole rows): the tile in column blocks of kb
      * elements for rows longer than kb and batches of at least tile_min
      * (weight.c keeps a vector tile's block in L1 while the row
@@ -208,9 +202,9 @@ static inline void hc_copy_edge(float *y, int nt, int rm, int tm)
 /* The quantized tiles fetch into L2 (prefetcht1), chunk by chunk, the same
  * chunk of the row tile weight.c runs next (the rows `ahead` bytes after
  * theirs), so that the memory works while the integer arithmetic does
- * (AVX-512 Q8_0 at B = 8: 135 -> 185 GFLOP/s; the whole next tile fetched
- * before each tile, hc_kernel.tile_prefetch, gave 135: docs/design/kernels.md,
- * "Few vectors"). */
+ * (AVX-512 Q8_0 at B = 8: 135 -> 185 GFLOP/s, GPTQ on 11008-wide rows
+ * 127-134 -> 187-189; the whole next tile fetched by weight.c before each
+ * tile gave 135 for Q8_0: docs/design/kernels.md, "Few vectors"). */
 static inline void hc_prefetch_next_tile(const void *chunk, size_t ahead, size_t bytes)
 {
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)chunk + ahead + o, 0, 2);

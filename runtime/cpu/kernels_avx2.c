@@ -19,8 +19,8 @@
 #define T __attribute__((target("avx2,fma,f16c")))
 #define TI static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
-/* Software prefetch distance in the Q4_0 row being read (as the AVX-512 kernels;
- * Q8_0 reads 14-20 % slower with it on Zen 4, docs/measurements.md). */
+/* Software prefetch distance in the Q4_0 and GPTQ rows the dots read (Q8_0
+ * reads 14-20 % slower with it on Zen 4, docs/measurements.md). */
 #define PF_Q 4096
 
 TI float hsum(__m256 v)
@@ -1057,9 +1057,6 @@ TI void gq_load(const uint8_t *row, int nb, int c, int h, const float *sm, int n
         memset(pad, 0, sizeof pad);
         memcpy(pad, p, 16 * (size_t)(nb - 8 * k));
         p = pad;
-    } else {
-        _mm_prefetch((const char *)p + PF_Q, _MM_HINT_T0);
-        _mm_prefetch((const char *)p + PF_Q + 64, _MM_HINT_T0);
     }
     #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
@@ -1128,6 +1125,9 @@ T static float dot_gptq(const hc_weight *w, int r, const void *act)
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             if (16 * c + 8 * h >= nb) break;
+            const char *step = (const char *)row + 128 * (size_t)(2 * c + h);
+            _mm_prefetch(step + PF_Q, _MM_HINT_T0);
+            _mm_prefetch(step + PF_Q + 64, _MM_HINT_T0);
             gq_load(row, nb, c, h, sm, n2, x + c, &wc);
             acc = gq_fma(&wc, x + c, h, acc);
         }
@@ -1135,7 +1135,10 @@ T static float dot_gptq(const hc_weight *w, int r, const void *act)
     return gq_zero(sm, hc_gptq_xz(g, act), 2 * g->n_groups, acc);
 }
 
-/* The GPTQ tile, as dot_gptq: each row step unpacked once for the vectors. */
+/* The GPTQ tile, as dot_gptq: each row step unpacked once for the vectors,
+ * the next row tile's step fetched into L2 meanwhile (hc_prefetch_next_tile,
+ * as the AVX-512 tile; the row's own bytes PF_Q ahead, as the dot fetches
+ * them, held 11008-wide rows below 4096-wide ones). */
 T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
     enum { R = RG, Tn = TG };
@@ -1162,6 +1165,7 @@ T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const 
             for (int r = 0; r < R; r++) {
                 wgq wc;
                 gq_load(w[r], nb, c, h, sm[r], n2, x[0] + c, &wc);
+                hc_prefetch_next_tile(w[r] + 128 * (size_t)(2 * c + h), (size_t)g->kp / 2 * R, 128);
                 _Pragma("GCC unroll 4")
                 for (int t = 0; t < Tn; t++) acc[r][t] = gq_fma(&wc, x[t] + c, h, acc[r][t]);
             }
@@ -1202,5 +1206,5 @@ T static void axpy_gptq(const hc_weight *w, int r, int c0, int c1, float a, floa
 }
 
 const hc_kernel hc_avx2_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .tile = tile_gptq, .rm = RG,
-                                 .tm = TG, .tile_min = 3, .tile_prefetch = 1, .axpy = axpy_gptq };
+                                 .tm = TG, .tile_min = 3, .axpy = axpy_gptq };
 #endif

@@ -27,12 +27,10 @@
  * ahead halved F16, and the quantized dots' 4 KiB ahead, which once lifted
  * Q4_0 from 11 to 24 GB/s, cost Q8_0 and Q4_0 10-30 % once their arithmetic
  * became the integer-sum kernels below; docs/design/kernels.md, "Decode");
- * PF_Q bytes ahead in the GPTQ tile (the dot without it: 19-31 GB/s from
- * memory instead of 15-26); none in the streams either (prefetcht0/t1/t2/nta
- * 1-8 KiB ahead in the F16 streams: even or slower, docs/design/kernels.md);
- * the F16 few-vector, Q8_0 and Q4_0 tiles fetch the next row tile into L2
- * while they compute (few_pass, hc_prefetch_next_tile). */
-#define PF_Q 4096
+ * none in the streams either (prefetcht0/t1/t2/nta 1-8 KiB ahead in the F16
+ * streams: even or slower, docs/design/kernels.md); the F16 few-vector,
+ * Q8_0, Q4_0 and GPTQ tiles fetch the next row tile into L2 while they
+ * compute (few_pass, hc_prefetch_next_tile). */
 
 /* ---- F32 / F16 / BF16: one body, specialised by the constant k (a ggml
  * type) when inlined ---- */
@@ -1286,14 +1284,11 @@ TI __m512i chunk_line(const char *p, int i, int tail, long rem)
 }
 
 /* The chunk at p (rem bytes of the row left from p) and the scales of the
- * row's n2 floats of pairs sm that sidx names (n2 < 0: groups of 32); pf:
- * prefetch PF_Q ahead (the tile only). */
-TI void gq_load(const uint8_t *p, long rem, const float *sm, int n2, const hc_gptq_xchunk *x, wgq *w, int pf)
+ * row's n2 floats of pairs sm that sidx names (n2 < 0: groups of 32). */
+TI void gq_load(const uint8_t *p, long rem, const float *sm, int n2, const hc_gptq_xchunk *x, wgq *w)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const int tail = rem < 256;
-    if (pf && !tail)
-        for (int i = 0; i < 4; i++) _mm_prefetch((const char *)p + PF_Q + 64 * i, _MM_HINT_T0);
     #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
         __m512i z = chunk_line((const char *)p, g, tail, rem);
@@ -1350,44 +1345,59 @@ T static float dot_gptq(const hc_weight *w, int r, const void *act)
     __m512 acc = _mm512_setzero_ps();
     wgq wc;
     for (int c = 0; c < hc_gptq_chunks(g); c++) {
-        gq_load(row + 256 * (size_t)c, rb - 256L * c, sm, n2, x + c, &wc, 0);
+        gq_load(row + 256 * (size_t)c, rb - 256L * c, sm, n2, x + c, &wc);
         acc = gq_fma(&wc, x + c, acc);
     }
     return _mm512_reduce_add_ps(gq_zero(sm, hc_gptq_xz(g, act), 2 * g->n_groups, acc));
 }
 
-/* The GPTQ tile, as dot_gptq: each row chunk unpacked once for the vectors. */
-T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+/* The GPTQ tile, as dot_gptq, for the first nt vectors (y[t * RG + r]):
+ * each row chunk unpacked once for the vectors, then the zero terms. The
+ * next row tile's chunk is fetched into L2 meanwhile
+ * (hc_prefetch_next_tile; fetching the row's own bytes ahead, as dot_gptq
+ * does, held the down projection's 11008-wide rows to 127-134 GFLOP/s at B =
+ * 8 against 163-174 at 4096 wide). */
+TI void gq_tile(const hc_gptq *g, const int *rows, const void *const *xv, int nt, float *y)
 {
-    enum { R = RG, Tn = TG };
-    const hc_gptq *g = wt->ext;
-    if (!hc_gptq_int8(g)) {
-        hc_ref_gptq_tile(wt, rows, R, xv, Tn, y);
-        return;
-    }
-    const uint8_t *w[R];
-    const float *sm[R];
     const hc_gptq_xchunk *const *x = (const hc_gptq_xchunk *const *)xv;
     const long rb = g->kp / 2;
     const int n2 = g->gs == 32 ? -1 : 2 * g->n_groups;
-    __m512 acc[R][Tn];
-    hc_gptq_tile_rows(g, rows, R, w, sm);
+    const uint8_t *w[RG];
+    const float *sm[RG];
+    __m512 acc[RG][TG];
+    hc_gptq_tile_rows(g, rows, RG, w, sm);
     _Pragma("GCC unroll 2")
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < RG; r++)
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < Tn; t++) acc[r][t] = _mm512_setzero_ps();
+        for (int t = 0; t < nt; t++) acc[r][t] = _mm512_setzero_ps();
     for (int c = 0; c < hc_gptq_chunks(g); c++) {
         _Pragma("GCC unroll 2")
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < RG; r++) {
             wgq wc;
-            gq_load(w[r] + 256 * (size_t)c, rb - 256L * c, sm[r], n2, x[0] + c, &wc, 1);
+            gq_load(w[r] + 256 * (size_t)c, rb - 256L * c, sm[r], n2, x[0] + c, &wc);
+            hc_prefetch_next_tile(w[r] + 256 * (size_t)c, (size_t)rb * RG, 256);
             _Pragma("GCC unroll 8")
-            for (int t = 0; t < Tn; t++) acc[r][t] = gq_fma(&wc, x[t] + c, acc[r][t]);
+            for (int t = 0; t < nt; t++) acc[r][t] = gq_fma(&wc, x[t] + c, acc[r][t]);
         }
     }
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < Tn; t++)
-            y[t * R + r] = _mm512_reduce_add_ps(gq_zero(sm[r], hc_gptq_xz(g, xv[t]), 2 * g->n_groups, acc[r][t]));
+    for (int r = 0; r < RG; r++)
+        for (int t = 0; t < nt; t++)
+            y[t * RG + r] = _mm512_reduce_add_ps(gq_zero(sm[r], hc_gptq_xz(g, xv[t]), 2 * g->n_groups, acc[r][t]));
+}
+
+/* Half a tile when it really has at most half its vectors (B = 4 computed
+ * 4 copies of the last vector). */
+T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    const hc_gptq *g = wt->ext;
+    if (!hc_gptq_int8(g)) {
+        hc_ref_gptq_tile(wt, rows, RG, xv, TG, y);
+    } else if (hc_real_vectors(xv, TG) > TG / 2) {
+        gq_tile(g, rows, xv, TG, y);
+    } else {
+        gq_tile(g, rows, xv, TG / 2, y);
+        hc_copy_edge(y, TG / 2, RG, TG);
+    }
 }
 
 /* Down columns (groups of one element, no perm: kernels_gptq.h), 16 elements
@@ -1419,5 +1429,5 @@ T static void axpy_gptq(const hc_weight *w, int r, int c0, int c1, float a, floa
 }
 
 const hc_kernel hc_avx512_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .tile = tile_gptq, .rm = RG,
-                                   .tm = TG, .tile_min = 4, .tile_prefetch = 1, .axpy = axpy_gptq };
+                                   .tm = TG, .tile_min = 3, .axpy = axpy_gptq };
 #endif
