@@ -364,6 +364,26 @@ static void tiles_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr
     free(park);
 }
 
+/* Rows [p0, p1) times the tn vectors from b0, fewer than the tile takes,
+ * by dot: each row against every vector while it is in L1, but rows longer
+ * than HC_ROW_BLOCK vector by vector over the panel (then in L2): the
+ * vectors' arranged activations (14 KiB each for Q4_0 at 11008 wide) beside
+ * the row outgrew the L1, and B = 2 on the down projection ran at half B =
+ * 1's speed (bench_kernels cpu avx512-chunks 11008 4096 2: Q4_0 69 against
+ * 138-147 GFLOP/s vector by vector; on 4096-wide rows row by row stays
+ * ahead, 171-183 against 161). */
+static void dots_few(const hc_weight *w, const hc_kernel *k, int r0, int p0, int p1, const char *xa, size_t xs,
+                     int b0, int tn, float *y, size_t ys)
+{
+    if (w->n > HC_ROW_BLOCK) {
+        for (int t = b0; t < b0 + tn; t++)
+            for (int i = p0; i < p1; i++) y[(size_t)t * ys + (size_t)i] = k->dot(w, r0 + i, xa + (size_t)t * xs);
+    } else {
+        for (int i = p0; i < p1; i++)
+            for (int t = b0; t < b0 + tn; t++) y[(size_t)t * ys + (size_t)i] = k->dot(w, r0 + i, xa + (size_t)t * xs);
+    }
+}
+
 /* The B arranged vectors (xs apart) times rows [r0, r0 + nr): panels of rows
  * that stay in L2, in each the vectors tm at a time (B <= few_tm: all at
  * once, by the kernel's few) and the rows rm at a time. An edge tile repeats
@@ -386,8 +406,7 @@ static void tiles(const hc_weight *w, const hc_kernel *k, int r0, int nr, const 
         for (int b0 = 0; b0 < B; b0 += tm) {
             int tn = B - b0 < tm ? B - b0 : tm;
             if (tn < k->tile_min) {   /* dot gives a tile's bits */
-                for (int i = p0; i < p1; i++)
-                    for (int t = b0; t < b0 + tn; t++) y[(size_t)t * ys + (size_t)i] = k->dot(w, r0 + i, xa + (size_t)t * xs);
+                dots_few(w, k, r0, p0, p1, xa, xs, b0, tn, y, ys);
                 continue;
             }
             const void *x[8];
