@@ -392,8 +392,8 @@ static void tiles(const hc_weight *w, const hc_kernel *k, int r0, int nr, const 
                   float *y, size_t ys)
 {
     int few = k->few && B <= k->few_tm;
-    /* column blocks where a row has more than one and the tile runs at all */
-    if (k->tile_part && !few && B >= k->tile_min && w->n > k->kb) {
+    /* column blocks where a row has more than one and a vector tile is whole */
+    if (k->tile_part && !few && B >= k->tm && w->n > k->kb) {
         tiles_blocked(w, k, r0, nr, xa, xs, B, y, ys);
         return;
     }

@@ -247,6 +247,37 @@ TI void tile_chunks_any(const void *const *w, const float *const *x, int n, floa
     hc_copy_edge(y, tn > 4 ? TM : tn > 2 ? 4 : 2, RM, TM);
 }
 
+/* The F32 tile in column blocks of CHUNK (hc_kernel.tile_part): weight.c
+ * keeps a vector tile's block in L1 while a group of row tiles passes over
+ * it, where tile_chunks read its six vectors' chunk from L2 again for each
+ * row tile (4 weight and 6 activation lines per 24 FMAs: 72-78 % of the FMA
+ * peak at B = 128). Each block is one chunk, into its set of tile_chunks'
+ * parked accumulators: its bits. */
+#define PARK_F32 (2 * RM * TM * 16)
+
+T static void part_f32(const hc_weight *w, const int *r, const void *const *x, int c0, int c1, float *park)
+{
+    const void *rows[RM];
+    const float *const *xf = (const float *const *)x;
+    float (*set)[TM][16] = ((float (*)[RM][TM][16])park)[c0 / CHUNK % 2];
+    int tn = hc_real_vectors(x, TM);
+    for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
+    if (tn > 4) chunk_tile(GGML_TYPE_F32, TM, 1, rows, xf, w->n, c0, c1, set);
+    else if (tn > 2) chunk_tile(GGML_TYPE_F32, 4, 1, rows, xf, w->n, c0, c1, set);
+    else chunk_tile(GGML_TYPE_F32, 2, 1, rows, xf, w->n, c0, c1, set);
+}
+
+T static void sum_f32(const hc_weight *w, const void *const *x, const float *park, float *y)
+{
+    (void)w;
+    const float (*p)[RM][TM][16] = (const float (*)[RM][TM][16])park;
+    int tn = hc_real_vectors(x, TM), nt = tn > 4 ? TM : tn > 2 ? 4 : 2;
+    for (int r = 0; r < RM; r++)
+        for (int t = 0; t < nt; t++)
+            y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(p[0][r][t]), _mm512_load_ps(p[1][r][t])));
+    hc_copy_edge(y, nt, RM, TM);
+}
+
 /* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < nt (TS in
  * the tile, 1 in dots_h). */
 TI void tile_steps(int k, int nt, const void *const *w, const float *const *x, int n, float *y)
@@ -412,7 +443,8 @@ T static void dots_h(const hc_weight *w, const void *const *rows, const void *co
     .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
     .tile = tile_f, .rm = RM, .tm = TM, .axpy = axpy_f, .axpy_multi = axpy_multi_f
 const hc_kernel hc_avx512_float = { FLOAT_KERNEL, .dots = dots_h, .few = few_h, .few_tm = FT };
-const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_short = 1 };
+const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_short = 1, .tile_part = part_f32,
+                                  .tile_sum = sum_f32, .kb = CHUNK, .tile_park = PARK_F32 };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 32 pairs of bf16
  * per register. With AVX512_BF16 one vdpbf16ps per register: lane j gets
