@@ -80,14 +80,15 @@ typedef struct hc_kernel {
      * "Few vectors"); 0: always a tile. */
     int tile_min;
     /* Optional (NULL: tile over whole rows): the tile in column blocks of kb
-     * elements for rows longer than kb and batches of at least tm (one
-     * whole vector tile; fewer vectors go over whole rows, which the memory
-     * streams faster: AVX-512 F32 at B = 5 40-47 GFLOP/s in blocks against
-     * 50-56) (weight.c keeps a vector tile's block in L1 while the row
-     * tiles of a group pass): tile_part adds columns [c0, c1) (c0 a multiple of kb; c1
-     * one too, or n) of the pairs to their accumulators parked at park
-     * (tile_park floats aligned to 64, zeroed before the first block), in
-     * the order tile takes them; tile_sum gives tile's y from park, its bits. */
+     * elements, for rows longer than kb and batches of at least one whole
+     * vector tile (tm; fewer vectors go over whole rows, which the memory
+     * streams faster: AVX-512 F32 at B = 5 ran at 40-47 GFLOP/s in blocks,
+     * 50-56 without). weight.c keeps a vector tile's block in L1 while the
+     * row tiles of a group pass. tile_part adds columns [c0, c1) (c0 a
+     * multiple of kb; c1 one too, or n) of the pairs to their accumulators
+     * parked at park (tile_park floats aligned to 64, zeroed before the
+     * first block), in the order tile takes them; tile_sum gives tile's y
+     * from park, its bits. */
     void (*tile_part)(const hc_weight *w, const int *r, const void *const *x, int c0, int c1, float *park);
     void (*tile_sum)(const hc_weight *w, const void *const *x, const float *park, float *y);
     int kb, tile_park;

@@ -224,6 +224,14 @@ TI void chunk_tile(int k, int nt, int next, const void *const *w, const float *c
         for (int t = 0; t < nt; t++) _mm512_store_ps(park[r][t], acc[r][t]);
 }
 
+/* y[t * RM + r] for t < nt from the even and odd chunks' parked sums. */
+TI void park_sums(int nt, const float park[2][RM][TM][16], float *y)
+{
+    for (int r = 0; r < RM; r++)
+        for (int t = 0; t < nt; t++)
+            y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(park[0][r][t]), _mm512_load_ps(park[1][r][t])));
+}
+
 /* y[t * RM + r] = dot_chunks(k, w[r], x[t], n) for r < RM, t < nt (a
  * constant at every call). */
 TI void tile_chunks(int k, int nt, int next, const void *const *w, const float *const *x, int n, float *y)
@@ -232,27 +240,33 @@ TI void tile_chunks(int k, int nt, int next, const void *const *w, const float *
     memset(park, 0, sizeof park);
     for (int c = 0; c < n; c += CHUNK)
         chunk_tile(k, nt, next, w, x, n, c, n - c < CHUNK ? n : c + CHUNK, park[c / CHUNK % 2]);
-    for (int r = 0; r < RM; r++)
-        for (int t = 0; t < nt; t++)
-            y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(park[0][r][t]), _mm512_load_ps(park[1][r][t])));
+    park_sums(nt, (const float (*)[RM][TM][16])park, y);
 }
 
-/* The F32 tile over the vectors it really has (see hc_real_vectors). */
+/* The vectors the F32 tile computes: those it really has (see
+ * hc_real_vectors), rounded up to 2, 4 or TM. */
+TI int f32_vectors(const void *const *x)
+{
+    int tn = hc_real_vectors(x, TM);
+    return tn > 4 ? TM : tn > 2 ? 4 : 2;
+}
+
+/* The F32 tile over f32_vectors' vectors, the copies of an edge after. */
 TI void tile_chunks_any(const void *const *w, const float *const *x, int n, float *y)
 {
-    int tn = hc_real_vectors((const void *const *)x, TM);
-    if (tn > 4) tile_chunks(GGML_TYPE_F32, TM, 1, w, x, n, y);
-    else if (tn > 2) tile_chunks(GGML_TYPE_F32, 4, 1, w, x, n, y);
+    int nt = f32_vectors((const void *const *)x);
+    if (nt == TM) tile_chunks(GGML_TYPE_F32, TM, 1, w, x, n, y);
+    else if (nt == 4) tile_chunks(GGML_TYPE_F32, 4, 1, w, x, n, y);
     else tile_chunks(GGML_TYPE_F32, 2, 1, w, x, n, y);
-    hc_copy_edge(y, tn > 4 ? TM : tn > 2 ? 4 : 2, RM, TM);
+    hc_copy_edge(y, nt, RM, TM);
 }
 
 /* The F32 tile in column blocks of CHUNK (hc_kernel.tile_part): weight.c
  * keeps a vector tile's block in L1 while a group of row tiles passes over
  * it, where tile_chunks read its six vectors' chunk from L2 again for each
- * row tile (4 weight and 6 activation lines per 24 FMAs: 72-78 % of the FMA
- * peak at B = 128). Each block is one chunk, into its set of tile_chunks'
- * parked accumulators: its bits. */
+ * row tile (4 weight and 6 activation lines per 24 FMAs: 69-77 % of the FMA
+ * peak at B = 128 on 11008-wide rows, 76-80 % now). Each block is one chunk,
+ * into its set of tile_chunks' parked accumulators: its bits. */
 #define PARK_F32 (2 * RM * TM * 16)
 
 T static void part_f32(const hc_weight *w, const int *r, const void *const *x, int c0, int c1, float *park)
@@ -260,21 +274,18 @@ T static void part_f32(const hc_weight *w, const int *r, const void *const *x, i
     const void *rows[RM];
     const float *const *xf = (const float *const *)x;
     float (*set)[TM][16] = ((float (*)[RM][TM][16])park)[c0 / CHUNK % 2];
-    int tn = hc_real_vectors(x, TM);
+    int nt = f32_vectors(x);
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    if (tn > 4) chunk_tile(GGML_TYPE_F32, TM, 1, rows, xf, w->n, c0, c1, set);
-    else if (tn > 2) chunk_tile(GGML_TYPE_F32, 4, 1, rows, xf, w->n, c0, c1, set);
+    if (nt == TM) chunk_tile(GGML_TYPE_F32, TM, 1, rows, xf, w->n, c0, c1, set);
+    else if (nt == 4) chunk_tile(GGML_TYPE_F32, 4, 1, rows, xf, w->n, c0, c1, set);
     else chunk_tile(GGML_TYPE_F32, 2, 1, rows, xf, w->n, c0, c1, set);
 }
 
 T static void sum_f32(const hc_weight *w, const void *const *x, const float *park, float *y)
 {
     (void)w;
-    const float (*p)[RM][TM][16] = (const float (*)[RM][TM][16])park;
-    int tn = hc_real_vectors(x, TM), nt = tn > 4 ? TM : tn > 2 ? 4 : 2;
-    for (int r = 0; r < RM; r++)
-        for (int t = 0; t < nt; t++)
-            y[t * RM + r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_load_ps(p[0][r][t]), _mm512_load_ps(p[1][r][t])));
+    int nt = f32_vectors(x);
+    park_sums(nt, (const float (*)[RM][TM][16])park, y);
     hc_copy_edge(y, nt, RM, TM);
 }
 
