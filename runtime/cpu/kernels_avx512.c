@@ -1397,9 +1397,9 @@ T static float dot_gptq(const hc_weight *w, int r, const void *act)
 /* The GPTQ tile, as dot_gptq, for the first nt vectors (y[t * RG + r]):
  * each row chunk unpacked once for the vectors, then the zero terms. The
  * next row tile's chunk is fetched into L2 meanwhile
- * (hc_prefetch_next_tile; fetching the row's own bytes ahead, as dot_gptq
- * does, held the down projection's 11008-wide rows to 127-134 GFLOP/s at B =
- * 8 against 163-174 at 4096 wide). */
+ * (hc_prefetch_next_tile; fetching the row's own bytes 4 KiB ahead, as this
+ * tile did, held the down projection's 11008-wide rows to 127-134 GFLOP/s at
+ * B = 8 against 163-174 at 4096 wide). */
 TI void gq_tile(const hc_gptq *g, const int *rows, const void *const *xv, int nt, float *y)
 {
     const hc_gptq_xchunk *const *x = (const hc_gptq_xchunk *const *)xv;
