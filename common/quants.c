@@ -158,6 +158,18 @@ void fp16_row_to_f32_at(const uint16_t *h, float *y, int64_t n, int level)
         y[j] = fp16_to_fp32(h[j]);
 }
 
+void fp32_row_to_f16_at(const float *x, uint16_t *h, int64_t n, int level)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (clamp_level(level) > HC_SIMD_SCALAR) {   /* F16C at either level */
+        fp32_row_to_f16_avx2(x, h, n);
+        return;
+    }
+#endif
+    for (int64_t j = 0; j < n; j++)
+        h[j] = fp32_to_fp16(x[j]);
+}
+
 void quantize_row_q4_0(const float *x, block_q4_0 *y, int64_t k)
 {
     quantize_row_q4_0_at(x, y, k, HC_SIMD_AVX512);

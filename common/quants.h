@@ -30,6 +30,10 @@ void quantize_row_q8_0_at(const float *x, block_q8_0 *y, int64_t k, int level);
 /* n F16 values to F32, the bits fp16_to_fp32 gives (vcvtph2ps: exact, NaNs
  * quieted the same way), at a SIMD level as above. */
 void fp16_row_to_f32_at(const uint16_t *h, float *y, int64_t n, int level);
+/* n F32 values to F16, the bits fp32_to_fp16 gives (vcvtps2ph, round to
+ * nearest even; a group of 8 with a NaN goes through fp32_to_fp16), at a
+ * SIMD level as above. */
+void fp32_row_to_f16_at(const float *x, uint16_t *h, int64_t n, int level);
 
 /* (int8_t)v as x86-64 executes it (cvttss2si, low byte; 0 for NaN and out of
  * range), which ggml's x86 build does where C leaves the result undefined. */
@@ -42,5 +46,6 @@ void quantize_row_q4_0_avx512(const float *x, block_q4_0 *y, int64_t k);
 void quantize_row_q8_0_avx512(const float *x, block_q8_0 *y, int64_t k);
 void fp16_row_to_f32_avx2(const uint16_t *h, float *y, int64_t n);
 void fp16_row_to_f32_avx512(const uint16_t *h, float *y, int64_t n);
+void fp32_row_to_f16_avx2(const float *x, uint16_t *h, int64_t n);
 
 #endif

@@ -127,6 +127,21 @@ __attribute__((target("avx2,f16c"))) void fp16_row_to_f32_avx2(const uint16_t *h
         y[j] = fp16_to_fp32(h[j]);
 }
 
+__attribute__((target("avx2,f16c"))) void fp32_row_to_f16_avx2(const float *x, uint16_t *h, int64_t n)
+{
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 v = _mm256_loadu_ps(x + j);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {   /* fp32_to_fp16's NaN */
+            for (int i = 0; i < 8; i++) h[j + i] = fp32_to_fp16(x[j + i]);
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(h + j), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    for (; j < n; j++)
+        h[j] = fp32_to_fp16(x[j]);
+}
+
 /* --------------------------------------------------------------- AVX-512 */
 
 #define AVX512 __attribute__((target("avx512f,avx512bw")))

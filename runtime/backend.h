@@ -155,21 +155,24 @@ struct hc_backend_ops {
 
     /* The KV cache, paged (vLLM's): a pool of n_blocks blocks of `block`
      * positions (a power of two), each a k and a v row of
-     * n_head_kv·head_dim floats, for the layers with on[layer] set (on
+     * n_head_kv·head_dim elements, for the layers with on[layer] set (on
      * NULL: every layer). A sequence's position p lives in slot p % block
      * of block table[p / block] of its block table (the rows' block is
-     * this one); a sequence holds at most n_ctx positions. */
+     * this one); a sequence holds at most n_ctx positions. type_k, type_v:
+     * GGML_TYPE_F32, or GGML_TYPE_F16 (stored rounded to nearest even,
+     * widened exactly when read) where the backend holds it; else NULL and
+     * err names the type. */
     hc_kv *(*kv_new)(hc_backend *be, const hc_hparams *hp, int n_blocks, int block, int n_ctx, const uint8_t *on,
-                     char *err, size_t errlen);
+                     uint32_t type_k, uint32_t type_v, char *err, size_t errlen);
     void (*kv_free)(hc_backend *be, hc_kv *kv);
     /* store k[B][kv_dim] and v[B][kv_dim] of the batch's rows 0..B-1 of layer */
     void (*kv_store)(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v);
     /* Swapping (vLLM's swap preemption): layer's k and v of the n blocks
      * ids[] to host memory (out 1) or from it into them (out 0), host
-     * holding for each block in turn its k rows, then its v rows (2 · block
-     * · kv_dim floats a block). After the steps queued before; done on
-     * return. 0, or -1 + err as read. */
-    int (*kv_copy)(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int n, float *host, int out, char *err,
+     * holding for each block in turn its k rows, then its v rows (block ·
+     * kv_dim elements each, in the cache's types). After the steps queued
+     * before; done on return. 0, or -1 + err as read. */
+    int (*kv_copy)(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int n, void *host, int out, char *err,
                    size_t errlen);
     /* out[n][n_head·head_dim] = causal grouped-query attention of q[n][...],
      * q's row i being the batch's row row0 + i: over positions 0..pos of its

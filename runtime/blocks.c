@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include "ggml_types.h"
 
 int hc_blocks_init(hc_blocks *b, int n)
 {
@@ -27,28 +28,35 @@ void hc_blocks_give(hc_blocks *b, const int32_t *table, int n)
     for (int i = n - 1; i >= 0; i--) b->free[b->n_free++] = table[i];
 }
 
-uint64_t hc_blocks_bytes(const hc_hparams *hp, int block)
+int hc_kv_bytes(uint32_t type_k, uint32_t type_v)
 {
-    return 2 * sizeof(float) * (uint64_t)block * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
+    return (type_k == GGML_TYPE_F16 ? 2 : 4) + (type_v == GGML_TYPE_F16 ? 2 : 4);
+}
+
+uint64_t hc_blocks_bytes(const hc_hparams *hp, int block, int kv_bytes)
+{
+    return (uint64_t)kv_bytes * (uint64_t)block * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv *
+           (uint64_t)hp->head_dim;
 }
 
 /* The blocks `bytes` hold, at most n_parallel contexts'. */
-static uint64_t blocks_in(const hc_hparams *hp, uint64_t bytes, int n_ctx, int n_parallel, int block)
+static uint64_t blocks_in(const hc_hparams *hp, uint64_t bytes, int n_ctx, int n_parallel, int block, int kv_bytes)
 {
-    uint64_t most = (uint64_t)n_parallel * (uint64_t)hc_blocks_for(n_ctx, block), n = bytes / hc_blocks_bytes(hp, block);
+    uint64_t most = (uint64_t)n_parallel * (uint64_t)hc_blocks_for(n_ctx, block),
+             n = bytes / hc_blocks_bytes(hp, block, kv_bytes);
     return n < most ? n : most;
 }
 
-int hc_blocks_most(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, int block)
+int hc_blocks_most(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, int block, int kv_bytes)
 {
-    return (int)blocks_in(hp, budget ? budget : UINT64_MAX, n_ctx, n_parallel, block);
+    return (int)blocks_in(hp, budget ? budget : UINT64_MAX, n_ctx, n_parallel, block, kv_bytes);
 }
 
-int hc_blocks_pool(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, int block, char *err,
-                   size_t errlen)
+int hc_blocks_pool(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, int block, int kv_bytes,
+                   char *err, size_t errlen)
 {
-    uint64_t block_bytes = hc_blocks_bytes(hp, block), bytes = budget ? budget : hc_mem_available() / 4 * 3;
-    uint64_t n = blocks_in(hp, bytes, n_ctx, n_parallel, block);
+    uint64_t block_bytes = hc_blocks_bytes(hp, block, kv_bytes), bytes = budget ? budget : hc_mem_available() / 4 * 3;
+    uint64_t n = blocks_in(hp, bytes, n_ctx, n_parallel, block, kv_bytes);
     if (n < (uint64_t)hc_blocks_for(n_ctx, block)) {
         snprintf(err, errlen, "a KV budget of %llu bytes%s holds %llu blocks of %d positions (%llu bytes each), less "
                  "than one context of %d positions (-c): give a larger --kv-budget or a smaller -c",

@@ -15,8 +15,12 @@ typedef struct {
     int32_t *free;   /* [n]: the free blocks' ids, the next one taken last */
 } hc_blocks;
 
-/* The bytes of a block: k and v of `block` positions in every layer, f32. */
-uint64_t hc_blocks_bytes(const hc_hparams *hp, int block);
+/* The bytes of a k element and a v element of a cache of those types
+ * (GGML_TYPE_F32 or GGML_TYPE_F16: hc_ctx_params). */
+int hc_kv_bytes(uint32_t type_k, uint32_t type_v);
+/* The bytes of a block: k and v of `block` positions in every layer,
+ * kv_bytes (hc_kv_bytes) a position's element of each. */
+uint64_t hc_blocks_bytes(const hc_hparams *hp, int block, int kv_bytes);
 /* All n blocks free; 0, or -1 when out of memory. */
 int hc_blocks_init(hc_blocks *b, int n);
 void hc_blocks_free(hc_blocks *b);
@@ -28,11 +32,11 @@ void hc_blocks_give(hc_blocks *b, const int32_t *table, int n);
  * `block`: budget bytes of blocks (0: three quarters of the memory
  * available now), at most what n_parallel whole contexts take. Its blocks,
  * or -1 with err when it holds less than one context. */
-int hc_blocks_pool(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, int block, char *err,
-                   size_t errlen);
+int hc_blocks_pool(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, int block, int kv_bytes,
+                   char *err, size_t errlen);
 /* The most blocks hc_blocks_pool can give (what the budget holds, or n_parallel
  * contexts without one): what a device's placement prices, before the
  * memory left after loading decides the pool. */
-int hc_blocks_most(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, int block);
+int hc_blocks_most(const hc_hparams *hp, uint64_t budget, int n_ctx, int n_parallel, int block, int kv_bytes);
 
 #endif

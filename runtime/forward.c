@@ -6,6 +6,7 @@
  * placement (place.h) changes. The CPU's numerics follow run.c (RMSNorm, RoPE,
  * softmax written the same way) so greedy decoding matches it token for token. */
 #include "forward.h"
+#include "blocks.h"
 #include "cli.h"
 #include "cpu/cpu.h"
 #include "ctx_internal.h"
@@ -77,7 +78,8 @@ static int rows_new(hc_ctx *ctx, hc_rows *R, hc_backend *be, const uint8_t *on, 
     }
     R->rope_freq = (hc_bvec){ ctx->rope_freq, hp->head_dim / 2, NULL };
     if (op->vec_new && !(R->rope_freq.dev = op->vec_new(be, ctx->rope_freq, hp->head_dim / 2, err, errlen))) return -1;
-    return (R->kv = op->kv_new(be, hp, ctx->n_kv_blocks, ctx->kv_block, ctx->n_ctx, on, err, errlen)) ? 0 : -1;
+    return (R->kv = op->kv_new(be, hp, ctx->n_kv_blocks, ctx->kv_block, ctx->n_ctx, on, ctx->type_k, ctx->type_v, err,
+                               errlen)) ? 0 : -1;
 }
 
 static void rows_free(hc_rows *R)
@@ -149,6 +151,12 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
         return NULL;
     }
     int kv_block = p && p->kv_block ? p->kv_block : HC_KV_BLOCK;
+    uint32_t type_k = p ? p->type_k : GGML_TYPE_F32, type_v = p ? p->type_v : GGML_TYPE_F32;
+    if ((type_k != GGML_TYPE_F32 && type_k != GGML_TYPE_F16) || (type_v != GGML_TYPE_F32 && type_v != GGML_TYPE_F16)) {
+        snprintf(err, errlen, "a KV cache of %s is not implemented (f32 or f16)",
+                 ggml_type_name(type_k != GGML_TYPE_F32 && type_k != GGML_TYPE_F16 ? type_k : type_v));
+        return NULL;
+    }
     if (kv_block < HC_KV_BLOCK_MIN || kv_block > HC_KV_BLOCK_MAX || (kv_block & (kv_block - 1))) {
         snprintf(err, errlen, "a KV block of %d positions: not a power of two from %d to %d", kv_block,
                  HC_KV_BLOCK_MIN, HC_KV_BLOCK_MAX);
@@ -170,6 +178,8 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     ctx->n_batch = n_batch;
     ctx->n_kv_blocks = n_kv_blocks;
     ctx->kv_block = kv_block;
+    ctx->type_k = type_k;
+    ctx->type_v = type_v;
     if (p) {
         ctx->hook = p->hook;
         ctx->hook_user = p->hook_user;
@@ -230,6 +240,7 @@ void hc_ctx_free(hc_ctx *ctx)
 const hc_model *hc_ctx_model(const hc_ctx *ctx) { return ctx->model; }
 int hc_ctx_n_batch(const hc_ctx *ctx) { return ctx->n_batch; }
 int hc_ctx_kv_block(const hc_ctx *ctx) { return ctx->kv_block; }
+int hc_ctx_kv_bytes(const hc_ctx *ctx) { return hc_kv_bytes(ctx->type_k, ctx->type_v); }
 hc_pool *hc_ctx_pool(hc_ctx *ctx) { return ctx->pool; }
 const char *hc_ctx_error(const hc_ctx *ctx) { return ctx->err; }
 float *hc_ctx_ffn_scratch(hc_ctx *ctx, int which) { return hc_cpu_ptr(ctx->rows[HC_ON_CPU].ffn[which != 0]); }
@@ -581,13 +592,15 @@ int hc_eval_rows(hc_ctx *ctx, const int32_t *tokens, const hc_seq_rows *rows, in
     return finite_logits(ctx, logits, n_out);
 }
 
-int hc_ctx_kv_copy(hc_ctx *ctx, const int32_t *ids, int n, float *host, int out)
+int hc_ctx_kv_copy(hc_ctx *ctx, const int32_t *ids, int n, void *host, int out)
 {
     const hc_hparams *hp = &ctx->model->hp;
-    size_t layer = (size_t)n * 2 * (size_t)ctx->kv_block * (size_t)hp->n_head_kv * (size_t)hp->head_dim;   /* floats */
+    size_t layer = (size_t)n * (size_t)hc_ctx_kv_bytes(ctx) * (size_t)ctx->kv_block * (size_t)hp->n_head_kv *
+                   (size_t)hp->head_dim;   /* bytes */
     for (int l = 0; l < hp->n_layer; l++) {
         const hc_rows *R = &ctx->rows[ctx->layers[l].dev];
-        if (R->be->ops->kv_copy(R->be, R->kv, l, ids, n, host + (size_t)l * layer, out, ctx->err, sizeof ctx->err))
+        if (R->be->ops->kv_copy(R->be, R->kv, l, ids, n, (char *)host + (size_t)l * layer, out, ctx->err,
+                                sizeof ctx->err))
             return rows_device_failed(ctx);
     }
     return 0;

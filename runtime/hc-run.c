@@ -54,6 +54,10 @@ static const char usage[] =
     "                          --perplexity, the model's context_length for --parallel,\n"
     "                          per sequence; at most the model's context_length)\n"
     "  -b, --batch-size N      prompt tokens per forward step (default 512)\n"
+    "  -ctk, --cache-type-k T  the KV cache's keys: f32 (default: exact) or f16 (half\n"
+    "                          the memory and the bytes attention reads, rounded to\n"
+    "                          nearest even; llama.cpp's default); on the CPU only\n"
+    "  -ctv, --cache-type-v T  the KV cache's values: f32 (default) or f16, as -ctk\n"
     "      --temp T            temperature; 0 = greedy (default 0.8)\n"
     "      --top-k K           keep the K most likely tokens (default 40; 0 = all)\n"
     "      --top-p P           nucleus sampling (default 0.95; 1 = off)\n"
@@ -115,6 +119,7 @@ typedef struct {
     int parallel, json;  /* --parallel N (0: one prompt), --json */
     uint64_t kv_budget;  /* --kv-budget; 0: from the available memory */
     int kv_block;        /* --block-size: positions per KV block */
+    uint32_t type_k, type_v;   /* -ctk, -ctv: GGML_TYPE_F32 or GGML_TYPE_F16 */
     int recompute;       /* --preemption-mode recompute */
     uint64_t swap_space; /* --swap-space */
     int sched_opts;      /* --preemption-mode or --swap-space given */
@@ -223,6 +228,17 @@ static _Noreturn void list_devices(const char *device)
     exit(use < 0);
 }
 
+/* -ctk/-ctv's type: f32 or f16; llama.cpp's others refused by name. */
+static uint32_t cache_type(const char *opt, const char *v)
+{
+    if (!strcmp(v, "f32")) return GGML_TYPE_F32;
+    if (!strcmp(v, "f16")) return GGML_TYPE_F16;
+    static const char *const llama[] = { "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1" };
+    for (size_t i = 0; i < sizeof llama / sizeof *llama; i++)
+        if (!strcmp(v, llama[i])) hc_die("%s %s: a KV cache of %s is not implemented (f32 or f16)", opt, v, v);
+    hc_die("bad value for %s: '%s' (f32 or f16)", opt, v);
+}
+
 static void parse_args(int argc, char **argv, options *o)
 {
     static const struct option longs[] = {
@@ -242,14 +258,17 @@ static void parse_args(int argc, char **argv, options *o)
         { "device", required_argument, 0, 'Q' }, { "list-devices", no_argument, 0, 'W' },
         { "parallel", required_argument, 0, 'J' }, { "json", no_argument, 0, 'O' },
         { "kv-budget", required_argument, 0, 'U' }, { "block-size", required_argument, 0, 'F' },
+        { "cache-type-k", required_argument, 0, 'k' }, { "cache-type-v", required_argument, 0, 'V' },
         { "preemption-mode", required_argument, 0, 'e' }, { "swap-space", required_argument, 0, 'w' },
         { "batch-invariant", no_argument, 0, 'I' }, { "verbose", no_argument, 0, 'v' }, HC_LONG_VERSION,
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
-    /* llama.cpp spells them -ngl and -np, which getopt would read as -n gl, -n p */
+    /* llama.cpp spells them -ngl, -np, -ctk and -ctv, which getopt would read as -n gl, -n p, -c tk, -c tv */
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
         if (strcmp(argv[i], "-ngl") == 0) argv[i] = "--n-gpu-layers";
         if (strcmp(argv[i], "-np") == 0) argv[i] = "--parallel";
+        if (strcmp(argv[i], "-ctk") == 0) argv[i] = "--cache-type-k";
+        if (strcmp(argv[i], "-ctv") == 0) argv[i] = "--cache-type-v";
     }
     *o = (options){ .prompt = "", .n_predict = 128, .threads = hc_default_threads(64), .kv_block = HC_KV_BLOCK,
                     .swap_space = (uint64_t)4 << 30,
@@ -306,6 +325,8 @@ static void parse_args(int argc, char **argv, options *o)
             if (hc_parse_size(optarg, &o->kv_budget) || !o->kv_budget)
                 hc_die("bad value for --kv-budget: '%s' (bytes, or K/M/G/T)", optarg);
             break;
+        case 'k': o->type_k = cache_type("--cache-type-k", optarg); break;
+        case 'V': o->type_v = cache_type("--cache-type-v", optarg); break;
         case 'F':
             o->kv_block = (int)hc_opt_int("--block-size", optarg, HC_KV_BLOCK_MIN, HC_KV_BLOCK_MAX);
             if (o->kv_block & (o->kv_block - 1)) hc_die("bad value for --block-size: %s (a power of two)", optarg);
@@ -336,7 +357,7 @@ static hc_ctx *new_ctx(const hc_model *m, const options *o, hc_ffn *ffn, int n_c
 {
     char err[512];
     hc_ctx_params cp = { .n_ctx = n_ctx, .n_kv_blocks = n_kv_blocks, .kv_block = o->kv_block, .n_batch = o->n_batch,
-                         .n_threads = o->threads };
+                         .n_threads = o->threads, .type_k = o->type_k, .type_v = o->type_v };
     hc_ffn_attach(ffn, &cp);
     hc_ctx *ctx = hc_ctx_new(m, &cp, err, sizeof err);
     if (!ctx) hc_die("%s", err);
@@ -670,7 +691,8 @@ static void parallel(const hc_model *m, const hc_tokenizer *tok, const options *
 {
     char err[512];
     int n = o->n_prompts, n_ctx = parallel_ctx(m, o);
-    int blocks = hc_blocks_pool(&m->hp, o->kv_budget, n_ctx, o->parallel, o->kv_block, err, sizeof err);
+    const int kv_bytes = hc_kv_bytes(o->type_k, o->type_v);
+    int blocks = hc_blocks_pool(&m->hp, o->kv_budget, n_ctx, o->parallel, o->kv_block, kv_bytes, err, sizeof err);
     if (blocks < 0) hc_die("%s: %s", o->model, err);
     hc_request *reqs = calloc((size_t)n, sizeof *reqs);
     par_run P = { .tok = tok, .o = o, .t = calloc((size_t)n, sizeof *P.t), .n_ctx = n_ctx };
@@ -703,7 +725,8 @@ static void parallel(const hc_model *m, const hc_tokenizer *tok, const options *
     fprintf(stderr, "batch:      %d prompts (%d refused), at most %d at once, %d steps, %d preempted (%d swapped); "
             "KV cache %d blocks of %d positions (%s)\n", n, P.refused, st.most_running, st.steps, st.preempted,
             st.swapped, blocks,
-            o->kv_block, hc_format_size((uint64_t)blocks * hc_blocks_bytes(&m->hp, o->kv_block), sz, sizeof sz));
+            o->kv_block,
+            hc_format_size((uint64_t)blocks * hc_blocks_bytes(&m->hp, o->kv_block, kv_bytes), sz, sizeof sz));
     fprintf(stderr, "prompt:     %6ld tokens (with recomputed ones)\n", st.prompt_rows);
     fprintf(stderr, "generation: %6ld tokens in %9.2f ms (%9.1f tok/s summed, prompts included)\n", st.generated,
             dt * 1e3, st.generated / (dt > 0 ? dt : 1e-9));
@@ -775,6 +798,8 @@ static void print_model(const hc_model *m, const options *o)
     char why[512];
     hc_kernel_describe(why, sizeof why);
     fprintf(stderr, "kernels by type: %s\n", why);
+    fprintf(stderr, "KV cache: k %s, v %s (%d bytes a position and layer)\n", ggml_type_name(o->type_k),
+            ggml_type_name(o->type_v), hc_kv_bytes(o->type_k, o->type_v) * hp->n_head_kv * hp->head_dim);
 }
 
 int main(int argc, char **argv)
@@ -798,7 +823,8 @@ int main(int argc, char **argv)
     if (o.reset_index) reset_gpu_index(&o, idx, sizeof idx);
     o.fo.n_ctx = o.n_ctx;
     if (o.parallel)   /* the device's share of the cache priced for the largest pool, as hc-solve --ctx */
-        o.fo.n_ctx = hc_blocks_most(&m->hp, o.kv_budget, parallel_ctx(m, &o), o.parallel, o.kv_block) * o.kv_block;
+        o.fo.n_ctx = hc_blocks_most(&m->hp, o.kv_budget, parallel_ctx(m, &o), o.parallel, o.kv_block,
+                                    hc_kv_bytes(o.type_k, o.type_v)) * o.kv_block;
     hc_ffn *ffn = hc_ffn_setup(m, &o.fo, stderr, err, sizeof err);
     if (!ffn) hc_die("%s", err);
     int64_t copied = hc_model_copy_weights(m, o.weights_mem, !hc_ffn_is_sparse(ffn), err, sizeof err);

@@ -186,6 +186,9 @@ typedef struct {
     int kv_block;    /* positions per block: a power of two in [HC_KV_BLOCK_MIN,
                       * HC_KV_BLOCK_MAX]; 0: HC_KV_BLOCK */
     int n_batch;     /* most tokens per forward step; 0: min(n_ctx, 512) */
+    uint32_t type_k, type_v;   /* the KV cache's k and v: GGML_TYPE_F32 (0, the default) or
+                                * GGML_TYPE_F16 (llama.cpp's -ctk/-ctv f16: half the bytes,
+                                * rounded to nearest even; on the CPU only) */
     int n_threads;   /* 0: 1 */
     hc_hook_fn hook;  void *hook_user;   /* NULL: no hooks */
     hc_ffn_fn ffn;    void *ffn_user;    /* NULL: the dense FFN (hc_ffn_dense) */
@@ -202,6 +205,7 @@ void hc_ctx_free(hc_ctx *ctx);
 const hc_model *hc_ctx_model(const hc_ctx *ctx);
 int hc_ctx_n_batch(const hc_ctx *ctx);
 int hc_ctx_kv_block(const hc_ctx *ctx);   /* positions per KV block */
+int hc_ctx_kv_bytes(const hc_ctx *ctx);   /* bytes of a k element and a v element of its cache */
 int hc_ctx_on_device(const hc_ctx *ctx);  /* 1: layers or the head run on a device */
 /* The context's threads, for a hook that wants to run work on them. */
 hc_pool *hc_ctx_pool(hc_ctx *ctx);
@@ -256,7 +260,7 @@ int hc_eval_rows(hc_ctx *ctx, const int32_t *tokens, const hc_seq_rows *rows, in
  * they need not be the ones it came from), wherever each layer's cache
  * lives. 0; 1 when a device failed, as hc_eval_rows (the copy is lost with
  * every sequence's cache). */
-int hc_ctx_kv_copy(hc_ctx *ctx, const int32_t *ids, int n, float *host, int out);
+int hc_ctx_kv_copy(hc_ctx *ctx, const int32_t *ids, int n, void *host, int out);
 
 /* The pieces of hc_eval, for B <= n_batch rows (tokens must be valid), in
  * the order they run. */

@@ -25,7 +25,7 @@ typedef struct {
     int n_gen, state;
     int slot;             /* its block table (the rows' sequence id) while running */
     int n_blocks;         /* blocks in its table */
-    float *swapped;       /* preempted by swapping: the cache of its n_cached positions (hc_ctx_kv_copy) */
+    void *swapped;        /* preempted by swapping: the cache of its n_cached positions (hc_ctx_kv_copy) */
     hc_sampler *smp;      /* from its first admission to its end: preemption keeps its draws */
 } seq_state;
 
@@ -286,7 +286,7 @@ int hc_sched_run(hc_ctx *ctx, const hc_request *reqs, int n, const hc_sched_para
     const int block = hc_ctx_kv_block(ctx);
     sched S = { .ctx = ctx, .reqs = reqs, .p = p, .out = out, .st = st, .block = block,
                 .max_blocks = hc_blocks_for(p->n_ctx, block), .watermark = p->n_blocks / 100,
-                .block_bytes = hc_blocks_bytes(&hc_ctx_model(ctx)->hp, block) };   /* vLLM's default: 1 % of the blocks */
+                .block_bytes = hc_blocks_bytes(&hc_ctx_model(ctx)->hp, block, hc_ctx_kv_bytes(ctx)) };   /* vLLM's default: 1 % of the blocks */
     memset(st, 0, sizeof *st);
     if (p->n_blocks < S.max_blocks || nb < np) {
         snprintf(err, errlen, "a pool of %d KV blocks and %zu rows per step cannot run %zu sequences of %d positions",

@@ -26,7 +26,7 @@
 #   dN       GEN tokens after a prompt of N tokens (decoding at depth N, where
 #            attention reads N positions of keys and values a token and layer;
 #            N + GEN <= 1024: hc-run -p <N tokens> -n GEN, its generation line;
-#            llama-bench -d N -p 0 -n GEN; llama.cpp's cache in LLAMA_KV, hc's f32)
+#            llama-bench -d N -p 0 -n GEN; llama.cpp's cache in LLAMA_KV, hc's in HC_KV)
 #   quant    F16 -> TYPE, seconds (hc-quantize --pure -t; llama-quantize --pure), TYPES
 #            Q8_0/Q4_0 only; output written to a temporary directory and deleted
 # "% bw" = weight bytes per token (hc-run -v) × decode t/s ÷ the read bandwidth
@@ -52,8 +52,8 @@
 #
 # Environment (defaults): TYPES="F32 F16 BF16 Q8_0 Q4_0" THREADS="1 2" TESTS="decode
 # pp128 pp512 quant" REPS=3 GEN=32 DIM=4096 NFF=11008 LAYERS=8 VERSION=0.3.36
-# MODELS=$PEER/models HC_PRUNE=kv LLAMA_KV=f16 (llama.cpp's default KV cache type; f32
-# is hc-run's). HC_KERNELS=avx2 (or avx512, scalar) makes hc-run and
+# MODELS=$PEER/models HC_PRUNE=kv LLAMA_KV=f16 (llama.cpp's default KV cache type)
+# HC_KV=f32 (hc-run's default; f16: -ctk f16 -ctv f16, llama.cpp's). HC_KERNELS=avx2 (or avx512, scalar) makes hc-run and
 # hc-quantize use that instruction set's kernels (docs/hc-run.md, ENVIRONMENT).
 # LLAMA_ISA=avx2 builds and runs llama.cpp without AVX-512 (AVX2, FMA, F16C;
 # under $PEER/llama-build-avx2): with HC_KERNELS=avx2, the AVX2-only comparison on
@@ -72,6 +72,7 @@ NFF=${NFF:-11008}
 LAYERS=${LAYERS:-8}
 HC_PRUNE=${HC_PRUNE:-kv}
 LLAMA_KV=${LLAMA_KV:-f16}
+HC_KV=${HC_KV:-f32}
 case $HC_PRUNE in kv|ffn|none) ;; *) echo "bench-vs-llamacpp: HC_PRUNE is kv, ffn or none, not '$HC_PRUNE'" >&2; exit 1 ;; esac
 VOCAB=512
 CALIB_TOKENS=${CALIB_TOKENS:-256}
@@ -171,7 +172,7 @@ row() {
                 llama_ts -m "$lm" -p 0 -n "$GEN" -t "$t" >>"$T/ll" ;;
         pp*)    hc_ts prompt -m "$m" -p "$p" --logits -t "$t" >>"$T/hc"
                 llama_ts -m "$lm" -p "${test#pp}" -n 0 -t "$t" >>"$T/ll" ;;
-        d*)     hc_ts generation -m "$m" -p "$p" -n "$GEN" --temp 0 -t "$t" >>"$T/hc"
+        d*)     hc_ts generation -m "$m" -p "$p" -n "$GEN" --temp 0 -t "$t" -ctk "$HC_KV" -ctv "$HC_KV" >>"$T/hc"
                 llama_ts -m "$lm" -d "${test#d}" -p 0 -n "$GEN" -t "$t" -ctk "$LLAMA_KV" -ctv "$LLAMA_KV" >>"$T/ll" ;;
         quant)  secs_of "$HC_BIN/hc-quantize" -q --pure -t "$t" "$(model F16)" "$T/q.gguf" "$type" >>"$T/hc"
                 echo >>"$T/hc"; rm -f "$T/q.gguf"
@@ -267,6 +268,6 @@ echo "| test | type | threads | hc | llama.cpp | hc ÷ llama.cpp | hc % bw | lla
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 cat "$T/table"
 echo
-echo "(decode, ppN and dN: tokens/s; dN: llama.cpp's KV cache $LLAMA_KV, hc's f32; quant: seconds, and the ratio is llama.cpp's time ÷ hc's; GFLOP/s: last layer for the earlier tokens: hc-run HC_PRUNE=$HC_PRUNE, llama.cpp ffn; GPTQ rows: llama.cpp runs the Q4_0 file)"
+echo "(decode, ppN and dN: tokens/s; dN: llama.cpp's KV cache $LLAMA_KV, hc's $HC_KV; quant: seconds, and the ratio is llama.cpp's time ÷ hc's; GFLOP/s: last layer for the earlier tokens: hc-run HC_PRUNE=$HC_PRUNE, llama.cpp ffn; GPTQ rows: llama.cpp runs the Q4_0 file)"
 echo "one core's peak, GFLOP/s (bench_peak, thread CPU time): $(tr '\n' ' ' <"$T/peak")(hc % peak against $peak_name$([ "${qpeak:-0}" != 0 ] && echo ", Q8_0/Q4_0/GPTQ against dpbusd")$([ "${bpeak:-0}" != 0 ] && echo ", BF16 against dpbf16"))"
 cat "$T/bw"

@@ -766,7 +766,7 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         hp.pos = HC_POS_ROPE;
         uint8_t on[2] = { 0, 1 };
         int n_blocks = hc_blocks_for(n_ctx, block), at = 0;   /* at: where the sequence's blocks start */
-        hc_kv *kv = o->kv_new(r->be, &hp, 2 * n_blocks, block, n_ctx, on, r->err, sizeof r->err);
+        hc_kv *kv = o->kv_new(r->be, &hp, 2 * n_blocks, block, n_ctx, on, GGML_TYPE_F32, GGML_TYPE_F32, r->err, sizeof r->err);
         bx = upload(r, q, (size_t)B * q_dim);
         by = upload(r, k, (size_t)npos * kv_dim);
         bz = upload(r, v, (size_t)npos * kv_dim);
@@ -1011,8 +1011,10 @@ static int product_rows(run_ctx *r, test_weight *tw, int tr, const float *x, int
 
 /* Attention of B rows at positions pos0.. of one sequence (heads of hd
  * floats, nh of them over nkv KV heads), into out: all rows in one step or
- * each alone. */
-static int attention_rows(run_ctx *r, int hd, int nh, int nkv, int B, int pos0, int one_by_one, float *out)
+ * each alone; the cache's k and v of type kvt (GGML_TYPE_F32 or F16), its
+ * inputs rounded to f16 first when f16_inputs. */
+static int attention_rows_as(run_ctx *r, int hd, int nh, int nkv, int B, int pos0, int one_by_one, uint32_t kvt,
+                             int f16_inputs, float *out)
 {
     const hc_backend_ops *o = r->o;
     static step_rows rw;
@@ -1022,7 +1024,11 @@ static int attention_rows(run_ctx *r, int hd, int nh, int nkv, int B, int pos0, 
     rng = 77;
     float *q = rand_vec((size_t)B * q_dim, 1.0f), *k = rand_vec((size_t)npos * kv_dim, 1.0f),
           *v = rand_vec((size_t)npos * kv_dim, 1.0f);
-    hc_kv *kv = o->kv_new(r->be, &hp, n_blocks, HC_KV_BLOCK, npos, NULL, r->err, sizeof r->err);
+    for (size_t i = 0; f16_inputs && i < (size_t)npos * (size_t)kv_dim; i++) {
+        k[i] = fp16_to_fp32(fp32_to_fp16(k[i]));
+        v[i] = fp16_to_fp32(fp32_to_fp16(v[i]));
+    }
+    hc_kv *kv = o->kv_new(r->be, &hp, n_blocks, HC_KV_BLOCK, npos, NULL, kvt, kvt, r->err, sizeof r->err);
     hc_buf *bq = upload(r, q, (size_t)B * q_dim), *bk = upload(r, k, (size_t)npos * kv_dim),
            *bv = upload(r, v, (size_t)npos * kv_dim), *bo = upload(r, NULL, (size_t)B * q_dim);
     int rc = !kv || !bq || !bk || !bv || !bo;
@@ -1044,6 +1050,10 @@ static int attention_rows(run_ctx *r, int hd, int nh, int nkv, int B, int pos0, 
     free(k);
     free(v);
     return rc;
+}
+static int attention_rows(run_ctx *r, int hd, int nh, int nkv, int B, int pos0, int one_by_one, float *out)
+{
+    return attention_rows_as(r, hd, nh, nkv, B, pos0, one_by_one, GGML_TYPE_F32, 0, out);
 }
 
 /* With HC_CL_BATCH_INVARIANT each row of a step has the bits it has alone
@@ -1128,6 +1138,74 @@ static void test_cpu_attention_blocks(void)
         free(first);
         free(out);
     }
+}
+
+/* The CPU's f16 KV cache (-ctk/-ctv f16): on inputs that f16 holds
+ * exactly, the bits of the f32 cache, on every instruction set this CPU runs
+ * (F16C's widening and fp16_to_fp32's agree), for a prompt's rows in one
+ * step and each alone (its groups, lone tokens and the heads' passes); on
+ * others, within f16's rounding of it, and not equal (the cache is f16
+ * indeed). Heads of 64 and of 12 floats (not whole lanes), 4 over 2 KV heads
+ * and 6 over 3. */
+static void test_attention_f16_cache(void)
+{
+    static const char *const isas[] = { "scalar", "avx2", "avx512" };
+    static const int shapes[][3] = { { 64, 4, 2 }, { 12, 6, 3 } };
+    enum { B = 9, POS0 = 300 };
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const int hd = shapes[s][0], nh = shapes[s][1], nkv = shapes[s][2], n = B * nh * hd;
+        float *f32 = calloc((size_t)n, sizeof(float)), *f16 = calloc((size_t)n, sizeof(float));
+        float *first = calloc((size_t)n, sizeof(float));
+        int sets = 0;
+        for (size_t i = 0; i < sizeof isas / sizeof *isas; i++) {
+            if (hc_kernel_force(isas[i])) continue;   /* not on this CPU */
+            for (int one = 0; one < 2; one++) {
+                char why[512];
+                int skip;
+                hc_backend *be = open_cpu(&skip, why, sizeof why);
+                CHECKF(be, "%s", why);
+                hc_kernel_force(isas[i]);   /* again: close_cpu of the round before set it back */
+                run_ctx r = { be, be->ops, "" };
+                int rc = attention_rows_as(&r, hd, nh, nkv, B, POS0, one, GGML_TYPE_F32, 1, f32) ||
+                         attention_rows_as(&r, hd, nh, nkv, B, POS0, one, GGML_TYPE_F16, 1, f16);
+                CHECKF(!rc, "attention: %s", r.err);
+                CHECKF(!memcmp(f32, f16, sizeof(float) * (size_t)n),
+                       "hd %d, %d heads over %d, %s, rows %s: an f16 cache of f16 values differs from the f32 cache",
+                       hd, nh, nkv, isas[i], one ? "one at a time" : "in one step");
+                CHECKF(sets++ == 0 || !memcmp(first, f16, sizeof(float) * (size_t)n),
+                       "hd %d, %d heads over %d: %s, rows %s: bits differ from the first set's", hd, nh, nkv, isas[i],
+                       one ? "one at a time" : "in one step");
+                if (sets == 1) memcpy(first, f16, sizeof(float) * (size_t)n);
+                if (!one) {
+                    rc = attention_rows_as(&r, hd, nh, nkv, B, POS0, 0, GGML_TYPE_F32, 0, f32) ||
+                         attention_rows_as(&r, hd, nh, nkv, B, POS0, 0, GGML_TYPE_F16, 0, f16);
+                    CHECKF(!rc, "attention: %s", r.err);
+                    double most = 0;
+                    for (int j = 0; j < n; j++) most = fmax(most, fabs((double)f32[j] - f16[j]));
+                    CHECKF(most > 0 && most < 2e-3, "hd %d, %d heads over %d, %s: f16 cache %g from the f32 one", hd, nh,
+                           nkv, isas[i], most);
+                }
+                close_cpu(be);
+            }
+        }
+        free(f32);
+        free(f16);
+        free(first);
+    }
+}
+
+/* Only the CPU holds an f16 cache: the device's kv_new refuses it by name. */
+static void test_device_f16_cache_refused(void)
+{
+    char why[512];
+    int no_device;
+    hc_backend *be = open_opencl(&no_device, why, sizeof why);
+    CHECKF(be || no_device, "%s", why);
+    if (!be) SKIP("no OpenCL device");
+    hc_hparams hp = hparams();
+    hc_kv *kv = be->ops->kv_new(be, &hp, 4, HC_KV_BLOCK, 64, NULL, GGML_TYPE_F16, GGML_TYPE_F32, why, sizeof why);
+    CHECKF(!kv && strstr(why, "F16") && strstr(why, "not implemented"), "device kv_new of f16: %s", kv ? "made" : why);
+    close_opencl(be);
 }
 
 /* A step on a weight the kernels do not take: NULL and the type named. */
@@ -1252,6 +1330,8 @@ int main(void)
     }
     RUN(test_attention_isas);
     RUN(test_cpu_attention_blocks);
+    RUN(test_attention_f16_cache);
+    RUN(test_device_f16_cache_refused);
     RUN(test_batch_invariant);
     RUN(test_unsupported);
     return th_done();

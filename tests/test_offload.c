@@ -77,12 +77,12 @@ static void s_ffn_act(hc_backend *be, const hc_hparams *hp, const hc_bvec *gb, c
 }
 static void s_batch(hc_backend *be, const hc_seq_rows *rows) { CPU(be)->ops->batch(CPU(be), rows); }
 static hc_kv *s_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int block, int n_ctx, const uint8_t *on,
-                       char *e, size_t el)
+                       uint32_t tk, uint32_t tv, char *e, size_t el)
 {
-    return CPU(be)->ops->kv_new(CPU(be), hp, n_blocks, block, n_ctx, on, e, el);
+    return CPU(be)->ops->kv_new(CPU(be), hp, n_blocks, block, n_ctx, on, tk, tv, e, el);
 }
 static void s_kv_free(hc_backend *be, hc_kv *kv) { CPU(be)->ops->kv_free(CPU(be), kv); }
-static int s_kv_copy(hc_backend *be, hc_kv *kv, int l, const int32_t *ids, int n, float *host, int out, char *e,
+static int s_kv_copy(hc_backend *be, hc_kv *kv, int l, const int32_t *ids, int n, void *host, int out, char *e,
                      size_t el)
 {
     if (sd(be)->first_copy[out] < 0) sd(be)->first_copy[out] = sd(be)->steps;

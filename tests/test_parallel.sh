@@ -4,7 +4,7 @@
 # and with the sparse FFN, and two hf-tiny families: qwen2's NeoX RoPE and
 # biases, opt's learned positions),
 # also when a small --kv-budget forces preemption (the caches swapped to host
-# memory, or recomputed), with other block sizes (--block-size), and on the
+# memory, or recomputed; an f16 cache too), with other block sizes (--block-size), and on the
 # OpenCL device (-ngl 99, its blocks swapped); a prompt longer than the context is refused
 # on its own line while the others go on; sampled texts do not depend on N;
 # JSON Lines in (per-prompt n_predict, temp, seed; unknown keys refused by
@@ -64,6 +64,14 @@ for how in "--preemption-mode recompute" "--swap-space 1K"; do
     if grep -q "^batch: .* [1-9][0-9]* preempted (0 swapped)" "$T/rec.err"; then same "$name" "$T/solo.txt" "$T/rec.txt"
     else fail "$name" "$(grep batch "$T/rec.err")"; fi
 done
+# an f16 KV cache (-ctk/-ctv f16): half the bytes a block, so half the budget holds the
+# same 10 blocks; the batch's texts are the f16 cache's solo runs, swapped or not
+solo_all stories "$S" 40 "$T/solo16.txt" --temp 0 -ctk f16 -ctv f16
+"$R" -m "$S" -f "$T/p.txt" --parallel 8 -n 40 --temp 0 -t 2 -c 64 --kv-budget 100K -ctk f16 -ctv f16 \
+    >"$T/pre16.txt" 2>"$T/pre16.err"
+if grep -q "^batch: .* \([1-9][0-9]*\) preempted (\1 swapped); KV cache 10 blocks" "$T/pre16.err"; then
+    same parallel_f16_cache_swapped "$T/solo16.txt" "$T/pre16.txt"
+else fail parallel_f16_cache_swapped "$(grep batch "$T/pre16.err")"; fi
 check_fails parallel_preemption_mode "bad value for --preemption-mode: 'later' (swap or recompute)" \
     "$R" -m "$S" -f "$T/p.txt" --parallel 8 --preemption-mode later
 check_fails parallel_budget_too_small "less than one context of 64 positions" \

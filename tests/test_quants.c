@@ -220,6 +220,44 @@ static void test_fp16_rows(void)
     free(h); free(want); free(got);
 }
 
+/* Floats that round to every half (each half's value, the midpoints
+ * between neighbours: ties to even, and just beside them), beyond the
+ * largest (to inf), below the smallest subnormal (to 0), NaNs with payloads,
+ * at odd lengths and offsets, narrowed at every level: the reference's
+ * bits. */
+static void test_f32_rows_to_fp16(void)
+{
+    enum { N = 4 * 65536 + 7 };
+    float *x = malloc(N * sizeof *x);
+    uint16_t *want = malloc(N * sizeof *want), *got = malloc(N * sizeof *got);
+    CHECK(x && want && got);
+    for (int i = 0; i < N; i++) {
+        uint16_t a = (uint16_t)((i / 4) * 40503u), b = (uint16_t)(a + 1);
+        float fa = fp16_to_fp32(a), fb = fp16_to_fp32(b), mid = fa + (fb - fa) / 2;
+        switch (i % 4) {
+        case 0: x[i] = fa; break;
+        case 1: x[i] = mid; break;
+        case 2: x[i] = nextafterf(mid, INFINITY); break;
+        default: x[i] = i % 8 == 3 ? nextafterf(mid, -INFINITY) : (i % 16 == 7 ? 1e6f : 1e-9f); break;
+        }
+        if (i % 1000 == 5) {   /* a NaN with a payload, and its sign */
+            uint32_t u = 0x7f800001u | (uint32_t)i << 8 | (i % 2000 == 5 ? 0x80000000u : 0);
+            memcpy(&x[i], &u, sizeof u);
+        }
+        want[i] = fp32_to_fp16(x[i]);
+    }
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (levels[l] > hc_quant_simd_level()) continue;
+        for (int off = 0; off < 3; off++) {
+            memset(got, 0, N * sizeof *got);
+            fp32_row_to_f16_at(x + off, got + off, N - 7 + off, levels[l]);
+            CHECKF(memcmp(got + off, want + off, (size_t)(N - 7 + off) * sizeof *got) == 0, "level %d offset %d",
+                   levels[l], off);
+        }
+    }
+    free(x); free(want); free(got);
+}
+
 int main(void)
 {
     RUN(test_hand_blocks_q4_0);
@@ -230,5 +268,6 @@ int main(void)
     RUN(test_simd_equals_ref);
     RUN(test_simd_unaligned);
     RUN(test_fp16_rows);
+    RUN(test_f32_rows_to_fp16);
     return th_done();
 }

@@ -10,8 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ggml_types.h"
 #include "hugepage.h"
 #include "kernels.h"
+#include "quants.h"
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #define ATT_TOKENS 16   /* tokens of one head per attention work item (attn_run): each K/V
                           * row, a cache miss, is read once for them (4: 22 % of a 512-token
@@ -31,33 +36,42 @@
 /* attn_one's ATT_POS positions side by side lie in one block (blocks are powers of two) */
 _Static_assert(HC_KV_BLOCK_MIN % ATT_POS == 0, "a block holds whole groups of ATT_POS positions");
 
+/* How a cache's elements are read (hc_ctx_params' type_k, type_v): f32, or
+ * f16 widened by vcvtph2ps (F16C) or by fp16_to_fp32, the same exact
+ * values. A constant in each compiled attention (attn_run), so that its
+ * loops are made for the form. */
+enum { KV_F32, KV_F16, KV_F16_SOFT, KV_FORMS };
+
 struct hc_kv {
     int n_ctx, kv_dim, n_blocks, shift;   /* a block: 1 << shift positions */
-    float *k, *v;          /* [n_layer][n_blocks][1 << shift][kv_dim] each (layers that are off: never touched) */
+    int f16k, f16v;        /* 1: k (v) held as f16 */
+    char *k, *v;           /* [n_layer][n_blocks][1 << shift][kv_dim] elements each (layers that are off: never touched) */
     float *scores;         /* [n_threads][ATT_SCRATCH] */
     int *runs;             /* [n_batch + 1]: the first row of each work item's tokens (hc_cpu_attention) */
 };
 
 hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int block, int n_ctx, const uint8_t *on,
-                     char *err, size_t errlen)
+                     uint32_t type_k, uint32_t type_v, char *err, size_t errlen)
 {
     hc_cpu *c = (hc_cpu *)be;
     (void)on;   /* the pages of a layer that is off are never written, so never made */
     hc_kv *kv = calloc(1, sizeof *kv);
     size_t kv_dim = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
-    size_t bytes = sizeof(float) * (size_t)hp->n_layer * (size_t)n_blocks * (size_t)block * kv_dim;
+    size_t elems = (size_t)hp->n_layer * (size_t)n_blocks * (size_t)block * kv_dim;
     size_t scratch = sizeof(float) * (size_t)hc_pool_size(c->pool) * ATT_SCRATCH(n_ctx, hp->n_head, hp->head_dim);
     if (kv) {
         kv->n_ctx = n_ctx;
         kv->kv_dim = (int)kv_dim;
+        kv->f16k = type_k == GGML_TYPE_F16;
+        kv->f16v = type_v == GGML_TYPE_F16;
         kv->n_blocks = n_blocks;
         kv->shift = __builtin_ctz((unsigned)block);
         kv->runs = malloc(sizeof *kv->runs * ((size_t)hc_ctx_n_batch(c->ctx) + 1));
         /* in 2 MiB pages: one token's attention reads a head's slice of every
          * position, kv_dim floats apart, so with 4 KiB pages nearly each key and
          * value row cost a TLB miss */
-        kv->k = hc_huge_alloc(bytes);
-        kv->v = hc_huge_alloc(bytes);
+        kv->k = hc_huge_alloc(elems * (kv->f16k ? 2 : 4));
+        kv->v = hc_huge_alloc(elems * (kv->f16v ? 2 : 4));
         kv->scores = hc_cpu_alloc(scratch);
     }
     if (!kv || !kv->k || !kv->v || !kv->scores || !kv->runs) {
@@ -80,26 +94,65 @@ void hc_cpu_kv_free(hc_backend *be, hc_kv *kv)
 }
 
 /* A head's slice of one layer's k or v as a sequence reads it: position
- * p's row at row(p), through the sequence's block table. */
+ * p's row at kv_row(p), through the sequence's block table; its elements
+ * in form t (a constant where the attention is compiled, so the loops are
+ * made for it). */
 typedef struct {
-    const float *base;      /* the layer's block 0, at the head's offset */
+    const char *base;       /* the layer's block 0, at the head's offset */
     const int32_t *table;   /* the sequence's blocks */
-    size_t kv_dim;
+    size_t row;             /* bytes from one position's row to the next's in a block */
     int shift;              /* a block: 1 << shift positions */
+    int t;                  /* KV_F32, KV_F16 or KV_F16_SOFT */
 } kv_pages;
 
-static inline __attribute__((always_inline)) const float *kv_row(const kv_pages *c, int p)
+static inline __attribute__((always_inline)) const char *kv_row(const kv_pages *c, int p)
 {
     unsigned u = (unsigned)p;
     unsigned in_block = u & ((1u << c->shift) - 1);
-    return c->base + (((size_t)c->table[u >> c->shift] << c->shift) | in_block) * c->kv_dim;
+    return c->base + (((size_t)c->table[u >> c->shift] << c->shift) | in_block) * c->row;
 }
 
-static kv_pages kv_pages_of(const hc_kv *kv, const float *cache, int layer, const hc_seq_rows *r, int b, size_t off)
+/* Bytes of e elements in form t. */
+static inline __attribute__((always_inline)) size_t kv_bytes(int t, size_t e) { return t == KV_F32 ? 4 * e : 2 * e; }
+
+#if defined(__x86_64__)
+/* 8 f16 at h widened (F16C); only called where the attention's instruction
+ * set has it (not inlined into the others' code, where it is never reached). */
+__attribute__((target("avx,f16c"))) static inline void kv_widen8(const void *h, float *f)
 {
-    size_t layer_off = ((size_t)layer * (size_t)kv->n_blocks << kv->shift) * (size_t)kv->kv_dim;
-    return (kv_pages){ cache + layer_off + off, r->table + (size_t)r->seq[b] * (size_t)r->max_blocks,
-                       (size_t)kv->kv_dim, kv->shift };
+    _mm256_storeu_ps(f, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
+}
+#else
+static inline void kv_widen8(const void *h, float *f)
+{
+    for (int j = 0; j < 8; j++) f[j] = fp16_to_fp32(((const uint16_t *)h)[j]);
+}
+#endif
+
+/* Element i of a row in form t. */
+static inline __attribute__((always_inline)) float kv_elem(int t, const char *row, size_t i)
+{
+    if (t == KV_F32) {
+        float f;
+        memcpy(&f, row + 4 * i, sizeof f);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, row + 2 * i, sizeof h);
+    return fp16_to_fp32(h);
+}
+
+static kv_pages kv_pages_of(const hc_kv *kv, const char *cache, int f16, int t, int layer, const hc_seq_rows *r, int b)
+{
+    size_t row = (size_t)kv->kv_dim * (f16 ? 2 : 4), layer_off = ((size_t)layer * (size_t)kv->n_blocks << kv->shift) * row;
+    return (kv_pages){ cache + layer_off, r->table + (size_t)r->seq[b] * (size_t)r->max_blocks, row, kv->shift, t };
+}
+
+/* n floats at x into a cache row (f16: rounded to nearest even, as fp32_to_fp16). */
+static void kv_put(int f16, char *row, const float *x, size_t n)
+{
+    if (!f16) memcpy(row, x, sizeof(float) * n);
+    else fp32_row_to_f16_at(x, (uint16_t *)(void *)row, (int64_t)n, hc_quant_simd_level());
 }
 
 void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v)
@@ -108,27 +161,28 @@ void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_
     size_t n = (size_t)kv->kv_dim;
     const float *ks = hc_cpu_host(k), *vs = hc_cpu_host(v);
     for (int b = 0; b < B; b++) {
-        kv_pages kc = kv_pages_of(kv, kv->k, layer, r, b, 0), vc = kv_pages_of(kv, kv->v, layer, r, b, 0);
-        memcpy((float *)kv_row(&kc, r->pos[b]), ks + (size_t)b * n, sizeof(float) * n);
-        memcpy((float *)kv_row(&vc, r->pos[b]), vs + (size_t)b * n, sizeof(float) * n);
+        kv_pages kc = kv_pages_of(kv, kv->k, kv->f16k, 0, layer, r, b), vc = kv_pages_of(kv, kv->v, kv->f16v, 0, layer, r, b);
+        kv_put(kv->f16k, (char *)kv_row(&kc, r->pos[b]), ks + (size_t)b * n, n);
+        kv_put(kv->f16v, (char *)kv_row(&vc, r->pos[b]), vs + (size_t)b * n, n);
     }
 }
 
-int hc_cpu_kv_copy(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int n, float *host, int out, char *err,
+int hc_cpu_kv_copy(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int n, void *host, int out, char *err,
                    size_t errlen)
 {
     (void)be, (void)err, (void)errlen;
-    size_t block = ((size_t)1 << kv->shift) * (size_t)kv->kv_dim;   /* floats */
-    size_t layer_off = (size_t)layer * (size_t)kv->n_blocks * block;
+    size_t elems = ((size_t)1 << kv->shift) * (size_t)kv->kv_dim;   /* a block's */
+    size_t kb = elems * (kv->f16k ? 2 : 4), vb = elems * (kv->f16v ? 2 : 4);
     for (int i = 0; i < n; i++) {
-        float *k = kv->k + layer_off + (size_t)ids[i] * block, *v = kv->v + layer_off + (size_t)ids[i] * block;
-        float *hk = host + 2 * (size_t)i * block, *hv = hk + block;
+        char *k = kv->k + ((size_t)layer * (size_t)kv->n_blocks + (size_t)ids[i]) * kb,
+             *v = kv->v + ((size_t)layer * (size_t)kv->n_blocks + (size_t)ids[i]) * vb;
+        char *hk = (char *)host + (size_t)i * (kb + vb), *hv = hk + kb;
         if (out) {
-            memcpy(hk, k, sizeof(float) * block);
-            memcpy(hv, v, sizeof(float) * block);
+            memcpy(hk, k, kb);
+            memcpy(hv, v, vb);
         } else {
-            memcpy(k, hk, sizeof(float) * block);
-            memcpy(v, hv, sizeof(float) * block);
+            memcpy(k, hk, kb);
+            memcpy(v, hv, vb);
         }
     }
     return 0;
@@ -156,14 +210,25 @@ typedef struct {
 #define MIX_GROUPS 8   /* lane groups of its output one token mixes at once (att_mix_one) */
 typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
 
+/* *v = elements [i, i + ATT_LANES) of a row in form t. */
+static inline __attribute__((always_inline)) void kv_vec(int t, const char *row, size_t i, att_vec *v)
+{
+    float f[ATT_LANES];
+    if (t == KV_F32) memcpy(f, row + 4 * i, sizeof f);
+    else if (t == KV_F16) kv_widen8(row + 2 * i, f);
+    else
+        for (int j = 0; j < ATT_LANES; j++) f[j] = kv_elem(t, row, i + (size_t)j);
+    memcpy(v, f, sizeof *v);
+}
+
 /* The dot of a q row and a key row from its lane sums *s (elements up to
  * i): the tail [i, n) added to lane 0, then the lanes summed pairwise. */
-static inline __attribute__((always_inline)) float att_lanes_sum(const att_vec *s, const float *q, const float *k, int i,
-                                                                 int n)
+static inline __attribute__((always_inline)) float att_lanes_sum(const att_vec *s, const float *q, int t, const char *k,
+                                                                 int i, int n)
 {
     float l[ATT_LANES];
     memcpy(l, s, sizeof l);
-    for (int r = i; r < n; r++) l[0] += q[r] * k[r];
+    for (int r = i; r < n; r++) l[0] += q[r] * kv_elem(t, k, (size_t)r);
     _Pragma("GCC unroll 4")
     for (int w = ATT_LANES / 2; w > 0; w /= 2)
         _Pragma("GCC unroll 4")
@@ -175,28 +240,28 @@ static inline __attribute__((always_inline)) float att_lanes_sum(const att_vec *
  * rows interleaved (by attn_group), so that one pointer reaches all of them
  * (eight row pointers left too few registers: a sum went to the stack); the
  * tail of a row that is not whole lanes is read from q. */
-static inline __attribute__((always_inline)) void att_dots(int G, const float *qt, const float *const *q,
-                                                           const float *k, int n, float *sc)
+static inline __attribute__((always_inline)) void att_dots(int G, const float *qt, const float *const *q, int t,
+                                                           const char *k, int n, float *sc)
 {
     att_vec s[ATT_GROUP] = { 0 };
     int i = 0;
     for (; i + ATT_LANES <= n; i += ATT_LANES, qt += G * ATT_LANES) {
         att_vec kv, qv;
-        memcpy(&kv, k + i, sizeof kv);
+        kv_vec(t, k, (size_t)i, &kv);
         _Pragma("GCC unroll 8")
         for (int g = 0; g < G; g++) {
             memcpy(&qv, qt + g * ATT_LANES, sizeof qv);
             s[g] += qv * kv;
         }
     }
-    for (int g = 0; g < G; g++) sc[g] = att_lanes_sum(&s[g], q[g], k, i, n);
+    for (int g = 0; g < G; g++) sc[g] = att_lanes_sum(&s[g], q[g], t, k, i, n);
 }
 
-/* One token: sc[j] = q · k_j over n floats for j < P (k_j = k + j·k_stride),
+/* One token: sc[j] = q · k_j over n floats for j < P (k_j k_stride bytes on),
  * att_dots' operations for each position, the P sums side by side (one
  * after another, each waited on the last add of the one before). */
-static inline __attribute__((always_inline)) void att_dots_pos(int P, const float *q, const float *k, size_t k_stride,
-                                                               int n, float *sc)
+static inline __attribute__((always_inline)) void att_dots_pos(int P, const float *q, int t, const char *k,
+                                                               size_t k_stride, int n, float *sc)
 {
     att_vec s[ATT_POS] = { 0 };
     int i = 0;
@@ -205,11 +270,11 @@ static inline __attribute__((always_inline)) void att_dots_pos(int P, const floa
         memcpy(&qv, q + i, sizeof qv);
         _Pragma("GCC unroll 8")
         for (int j = 0; j < P; j++) {
-            memcpy(&kv, k + (size_t)j * k_stride + i, sizeof kv);
+            kv_vec(t, k + (size_t)j * k_stride, (size_t)i, &kv);
             s[j] += qv * kv;
         }
     }
-    for (int j = 0; j < P; j++) sc[j] = att_lanes_sum(&s[j], q, k + (size_t)j * k_stride, i, n);
+    for (int j = 0; j < P; j++) sc[j] = att_lanes_sum(&s[j], q, t, k + (size_t)j * k_stride, i, n);
 }
 
 /* out[g][i0 + j] = Σ_p a[g][p] · v_p[i0 + j] for j < ATT_LANES, g < G, p from 0
@@ -221,11 +286,11 @@ static inline __attribute__((always_inline)) void att_mix(int G, const float *co
 {
     att_vec o[ATT_GROUP] = { 0 };
     for (int p = 0; p <= last[G - 1];) {
-        const float *vp = kv_row(vc, p) + i0;
+        const char *vp = kv_row(vc, p);
         int end = p + (1 << vc->shift) <= last[G - 1] + 1 ? p + (1 << vc->shift) : last[G - 1] + 1;
-        for (; p < end; p++, vp += vc->kv_dim) {
+        for (; p < end; p++, vp += vc->row) {
             att_vec vv;
-            memcpy(&vv, vp, sizeof vv);
+            kv_vec(vc->t, vp, (size_t)i0, &vv);
             if (p <= p_all) {
                 _Pragma("GCC unroll 8")
                 for (int g = 0; g < G; g++) o[g] += a[g][p] * vv;
@@ -248,13 +313,13 @@ static inline __attribute__((always_inline)) void att_mix_one(int G, const float
 {
     att_vec o[MIX_GROUPS] = { 0 };
     for (int p = 0; p <= last;) {
-        const float *vp = kv_row(vc, p) + i0;
+        const char *vp = kv_row(vc, p);
         int end = p + (1 << vc->shift) <= last + 1 ? p + (1 << vc->shift) : last + 1;
-        for (; p < end; p++, vp += vc->kv_dim) {
+        for (; p < end; p++, vp += vc->row) {
             _Pragma("GCC unroll 8")
             for (int g = 0; g < G; g++) {
                 att_vec vv;
-                memcpy(&vv, vp + g * ATT_LANES, sizeof vv);
+                kv_vec(vc->t, vp, (size_t)(i0 + g * ATT_LANES), &vv);
                 o[g] += a[p] * vv;
             }
         }
@@ -276,7 +341,7 @@ static void softmax(float *att, int n)
 static inline __attribute__((always_inline)) float att_mix_lane(const float *a, int last, const kv_pages *vc, int i)
 {
     float o = 0.0f;
-    for (int p = 0; p <= last; p++) o += a[p] * kv_row(vc, p)[i];
+    for (int p = 0; p <= last; p++) o += a[p] * kv_elem(vc->t, kv_row(vc, p), (size_t)i);
     return o;
 }
 
@@ -302,7 +367,7 @@ static inline __attribute__((always_inline)) void attn_group(int G, const float 
         for (int g = 0; g < ATT_GROUP; g++) memcpy(qt + (size_t)(c * ATT_GROUP + g * ATT_LANES), qg[g] + c, ATT_LANES * sizeof *qt);
     for (int p = 0; p <= last[ATT_GROUP - 1]; p++) {
         float d[ATT_GROUP];
-        att_dots(ATT_GROUP, qt, qg, kv_row(kc, p), hd, d);
+        att_dots(ATT_GROUP, qt, qg, kc->t, kv_row(kc, p), hd, d);
         for (int g = 0; g < ATT_GROUP; g++)
             if (p <= last[g]) sg[g][p] = d[g] / scale;
     }
@@ -323,12 +388,12 @@ static inline __attribute__((always_inline)) void attn_one(const float *q, const
     int p = 0;
     for (; p + ATT_POS <= pos + 1; p += ATT_POS) {   /* p a multiple of ATT_POS: the ATT_POS rows in one block */
         float d[ATT_POS];
-        att_dots_pos(ATT_POS, q, kv_row(kc, p), kc->kv_dim, hd, d);
+        att_dots_pos(ATT_POS, q, kc->t, kv_row(kc, p), kc->row, hd, d);
         for (int j = 0; j < ATT_POS; j++) sc[p + j] = d[j] / scale;
     }
     for (; p <= pos; p++) {
         float d;
-        att_dots_pos(1, q, kv_row(kc, p), kc->kv_dim, hd, &d);
+        att_dots_pos(1, q, kc->t, kv_row(kc, p), kc->row, hd, &d);
         sc[p] = d / scale;
     }
     softmax(sc, pos + 1);
@@ -356,10 +421,10 @@ static inline __attribute__((always_inline)) void heads_scores_pos(int P, const 
                                                                    int nh, int hd, int p, float scale, float *sc,
                                                                    int sc_stride)
 {
-    const float *kp = kv_row(kc, p);
+    const char *kp = kv_row(kc, p);
     for (int h = 0; h < nh; h++) {
         float d[ATT_POS];
-        att_dots_pos(P, q + (size_t)h * hd, kp + (size_t)(h / group) * hd, kc->kv_dim, hd, d);
+        att_dots_pos(P, q + (size_t)h * hd, kc->t, kp + kv_bytes(kc->t, (size_t)(h / group) * hd), kc->row, hd, d);
         for (int j = 0; j < P; j++) sc[(size_t)h * sc_stride + p + j] = d[j] / scale;
     }
 }
@@ -382,9 +447,10 @@ static inline __attribute__((always_inline)) void heads_mix_pos(int P, const flo
                                                                 const kv_pages *vc, int group, int h0, int h1, int hd,
                                                                 int p, float *out)
 {
-    const float *vp = kv_row(vc, p);
+    const char *vp = kv_row(vc, p);
     for (int h = h0; h < h1; h++) {
-        const float *a = sc + (size_t)h * sc_stride + p, *v = vp + (size_t)(h / group) * hd;
+        const float *a = sc + (size_t)h * sc_stride + p;
+        const char *v = vp + kv_bytes(vc->t, (size_t)(h / group) * hd);
         float *o = out + (size_t)h * hd;
         int i = 0;
         for (; i + ATT_LANES <= hd; i += ATT_LANES) {
@@ -392,13 +458,13 @@ static inline __attribute__((always_inline)) void heads_mix_pos(int P, const flo
             memcpy(&ov, o + i, sizeof ov);
             _Pragma("GCC unroll 4")
             for (int j = 0; j < P; j++) {
-                memcpy(&vv, v + (size_t)j * vc->kv_dim + i, sizeof vv);
+                kv_vec(vc->t, v + (size_t)j * vc->row, (size_t)i, &vv);
                 ov += a[j] * vv;
             }
             memcpy(o + i, &ov, sizeof ov);
         }
         for (; i < hd; i++)   /* not whole lanes */
-            for (int j = 0; j < P; j++) o[i] += a[j] * v[(size_t)j * vc->kv_dim + i];
+            for (int j = 0; j < P; j++) o[i] += a[j] * kv_elem(vc->t, v + (size_t)j * vc->row, (size_t)i);
     }
 }
 
@@ -431,7 +497,7 @@ static inline __attribute__((always_inline)) void heads_mix(float *sc, int sc_st
  * ascending), so the bits do not depend on the grouping, the parts, the
  * passes nor on what else is in the batch. */
 enum { ATT_WHOLE, ATT_SCORES, ATT_MIX };
-static inline __attribute__((always_inline)) void attn_items(const attn_task *t, int chunk, int ith)
+static inline __attribute__((always_inline)) void attn_items(const attn_task *t, int chunk, int ith, int kt, int vt)
 {
     const hc_kv *kv = t->kv;
     const hc_hparams *hp = t->hp;
@@ -455,7 +521,8 @@ static inline __attribute__((always_inline)) void attn_items(const attn_task *t,
         float *att = kv->scores + (size_t)(t->pass == ATT_WHOLE ? ith : run) * ATT_SCRATCH(n_ctx, nh, hd);
         const float *q = t->q + (size_t)b0 * q_dim;
         float *out = t->out + (size_t)b0 * q_dim;
-        kv_pages kc = kv_pages_of(kv, kv->k, t->layer, r, row, 0), vc = kv_pages_of(kv, kv->v, t->layer, r, row, 0);
+        kv_pages kc = kv_pages_of(kv, kv->k, kv->f16k, kt, t->layer, r, row),
+                 vc = kv_pages_of(kv, kv->v, kv->f16v, vt, t->layer, r, row);
         if (t->pass == ATT_SCORES) {
             heads_scores(q, &kc, group, nh, hd, (int)((int64_t)(pos + 1) * part / t->blocks),
                          (int)((int64_t)(pos + 1) * (part + 1) / t->blocks), scale, att, row_sc);
@@ -468,8 +535,8 @@ static inline __attribute__((always_inline)) void attn_items(const attn_task *t,
         } else {
             float *qt = att + ATT_SCORE_ROWS(nh) * (size_t)row_sc;
             size_t koff = (size_t)(part / group) * hd, h = (size_t)part * hd;
-            kc.base += koff;
-            vc.base += koff;
+            kc.base += kv_bytes(kt, koff);
+            vc.base += kv_bytes(vt, koff);
             for (int g0 = 0; g0 < nb; g0 += ATT_GROUP) {
                 int G = nb - g0 < ATT_GROUP ? nb - g0 : ATT_GROUP;
                 const float *qg = q + (size_t)g0 * q_dim + h;
@@ -488,12 +555,31 @@ static inline __attribute__((always_inline)) void attn_items(const attn_task *t,
  * (tests/test_backend_ops.c, test_attention_isas). AVX-512 with VL, as the
  * kernels' set has it: its 32 registers hold att_dots' 8 sums, which
  * without VL (16 usable for 8-lane vectors) went to the stack, two of them
- * on every step. */
-__attribute__((target("avx512f,avx512vl"))) static void attn_avx512(void *arg, int chunk, int ith) { attn_items(arg, chunk, ith); }
-__attribute__((target("avx2"))) static void attn_avx2(void *arg, int chunk, int ith) { attn_items(arg, chunk, ith); }
-static void attn_scalar(void *arg, int chunk, int ith) { attn_items(arg, chunk, ith); }
-static void (*const attn_run[HC_ISA_COUNT])(void *, int, int) = {
-    [HC_ISA_SCALAR] = attn_scalar, [HC_ISA_AVX2] = attn_avx2, [HC_ISA_AVX512] = attn_avx512
+ * on every step. With F16C (every CPU that runs the AVX2 kernels), as an f16
+ * cache's rows are widened there; the scalar build widens them with
+ * fp16_to_fp32, the same values. One compiled attention for each form of k
+ * and v. */
+#define ATTN_RUN(name, target, kt, vt) \
+    target static void name(void *arg, int chunk, int ith) { attn_items(arg, chunk, ith, kt, vt); }
+#define AVX512 __attribute__((target("avx512f,avx512vl,f16c")))
+#define AVX2 __attribute__((target("avx2,f16c")))
+ATTN_RUN(attn_avx512, AVX512, KV_F32, KV_F32)
+ATTN_RUN(attn_avx512_v16, AVX512, KV_F32, KV_F16)
+ATTN_RUN(attn_avx512_k16, AVX512, KV_F16, KV_F32)
+ATTN_RUN(attn_avx512_kv16, AVX512, KV_F16, KV_F16)
+ATTN_RUN(attn_avx2, AVX2, KV_F32, KV_F32)
+ATTN_RUN(attn_avx2_v16, AVX2, KV_F32, KV_F16)
+ATTN_RUN(attn_avx2_k16, AVX2, KV_F16, KV_F32)
+ATTN_RUN(attn_avx2_kv16, AVX2, KV_F16, KV_F16)
+ATTN_RUN(attn_scalar, , KV_F32, KV_F32)
+ATTN_RUN(attn_scalar_v16, , KV_F32, KV_F16_SOFT)
+ATTN_RUN(attn_scalar_k16, , KV_F16_SOFT, KV_F32)
+ATTN_RUN(attn_scalar_kv16, , KV_F16_SOFT, KV_F16_SOFT)
+/* [instruction set][k in f16][v in f16] */
+static void (*const attn_run[HC_ISA_COUNT][2][2])(void *, int, int) = {
+    [HC_ISA_SCALAR] = { { attn_scalar, attn_scalar_v16 }, { attn_scalar_k16, attn_scalar_kv16 } },
+    [HC_ISA_AVX2] = { { attn_avx2, attn_avx2_v16 }, { attn_avx2_k16, attn_avx2_kv16 } },
+    [HC_ISA_AVX512] = { { attn_avx512, attn_avx512_v16 }, { attn_avx512_k16, attn_avx512_kv16 } },
 };
 
 /* The n rows cut into runs: consecutive positions of one sequence, at most
@@ -523,10 +609,10 @@ void hc_cpu_attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
             work /= 2;
             t.pass = ATT_SCORES;
             t.n_chunks = hc_pool_chunks(c->pool, n_runs * t.blocks, work);
-            hc_pool_run(c->pool, attn_run[hc_isa_top()], &t, t.n_chunks);
+            hc_pool_run(c->pool, attn_run[hc_isa_top()][kv->f16k][kv->f16v], &t, t.n_chunks);
             t.pass = ATT_MIX;
         }
     }
     t.n_chunks = hc_pool_chunks(c->pool, n_runs * t.blocks, work);
-    hc_pool_run(c->pool, attn_run[hc_isa_top()], &t, t.n_chunks);
+    hc_pool_run(c->pool, attn_run[hc_isa_top()][kv->f16k][kv->f16v], &t, t.n_chunks);
 }

@@ -23,10 +23,10 @@ static inline float *hc_cpu_host(hc_view v) { return (float *)((uintptr_t)v.buf-
 
 /* attention.c */
 hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int block, int n_ctx, const uint8_t *on,
-                     char *err, size_t errlen);
+                     uint32_t type_k, uint32_t type_v, char *err, size_t errlen);
 void hc_cpu_kv_free(hc_backend *be, hc_kv *kv);
 void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v);
-int hc_cpu_kv_copy(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int n, float *host, int out, char *err,
+int hc_cpu_kv_copy(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int n, void *host, int out, char *err,
                    size_t errlen);
 void hc_cpu_attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp, hc_view q, int row0, int n,
                       hc_view out);

@@ -1018,9 +1018,14 @@ static void kv_free(hc_backend *be, hc_kv *kv)
 }
 
 static hc_kv *kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int block, int n_ctx, const uint8_t *on,
-                     char *err, size_t errlen)
+                     uint32_t type_k, uint32_t type_v, char *err, size_t errlen)
 {
     clb *b = (clb *)be;
+    if (type_k != GGML_TYPE_F32 || type_v != GGML_TYPE_F32) {
+        snprintf(err, errlen, "OpenCL: a KV cache of %s is not implemented on the device (its cache is f32: -ctk f32 "
+                 "-ctv f32, or keep the layers on the CPU)", ggml_type_name(type_k != GGML_TYPE_F32 ? type_k : type_v));
+        return NULL;
+    }
     hc_kv *kv = calloc(1, sizeof *kv);
     if (!kv || !(kv->k = calloc((size_t)hp->n_layer, sizeof *kv->k)) ||
         !(kv->v = calloc((size_t)hp->n_layer, sizeof *kv->v))) {
@@ -1093,7 +1098,7 @@ static void kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_
 
 /* Each block's k and v rows one read or write, queued, then one wait
  * (also after a failure: no copy may touch host once this returns). */
-static int kv_copy(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int n, float *host, int out, char *err,
+static int kv_copy(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int n, void *host, int out, char *err,
                    size_t errlen)
 {
     clb *b = (clb *)be;
@@ -1103,7 +1108,7 @@ static int kv_copy(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int
     for (int i = 0; here && i < n && !b->failed; i++) {
         const cl_mem m[2] = { kv->k[layer], kv->v[layer] };
         for (int j = 0; j < 2; j++) {
-            float *h = host + (2 * (size_t)i + (size_t)j) * block;
+            float *h = (float *)host + (2 * (size_t)i + (size_t)j) * block;
             size_t at = (size_t)ids[i] * bytes;
             cl_int rc = out ? clEnqueueReadBuffer(b->q, m[j], CL_FALSE, at, bytes, h, 0, NULL, NULL)
                             : clEnqueueWriteBuffer(b->q, m[j], CL_FALSE, at, bytes, h, 0, NULL, NULL);
