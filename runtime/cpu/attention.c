@@ -40,11 +40,12 @@ _Static_assert(HC_KV_BLOCK_MIN % ATT_POS == 0, "a block holds whole groups of AT
  * f16 widened by vcvtph2ps (F16C) or by fp16_to_fp32, the same exact
  * values. A constant in each compiled attention (attn_run), so that its
  * loops are made for the form. */
-enum { KV_F32, KV_F16, KV_F16_SOFT, KV_FORMS };
+enum { KV_F32, KV_F16, KV_F16_SOFT };
 
 struct hc_kv {
     int n_ctx, kv_dim, n_blocks, shift;   /* a block: 1 << shift positions */
     int f16k, f16v;        /* 1: k (v) held as f16 */
+    int level;             /* the SIMD level that rounds rows to f16 (hc_quant_simd_level, asked once: cpuid) */
     char *k, *v;           /* [n_layer][n_blocks][1 << shift][kv_dim] elements each (layers that are off: never touched) */
     float *scores;         /* [n_threads][ATT_SCRATCH] */
     int *runs;             /* [n_batch + 1]: the first row of each work item's tokens (hc_cpu_attention) */
@@ -64,6 +65,7 @@ hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int blo
         kv->kv_dim = (int)kv_dim;
         kv->f16k = type_k == GGML_TYPE_F16;
         kv->f16v = type_v == GGML_TYPE_F16;
+        kv->level = hc_quant_simd_level();
         kv->n_blocks = n_blocks;
         kv->shift = __builtin_ctz((unsigned)block);
         kv->runs = malloc(sizeof *kv->runs * ((size_t)hc_ctx_n_batch(c->ctx) + 1));
@@ -142,17 +144,17 @@ static inline __attribute__((always_inline)) float kv_elem(int t, const char *ro
     return fp16_to_fp32(h);
 }
 
-static kv_pages kv_pages_of(const hc_kv *kv, const char *cache, int f16, int t, int layer, const hc_seq_rows *r, int b)
+static kv_pages kv_pages_of(const hc_kv *kv, const char *cache, int t, int layer, const hc_seq_rows *r, int b)
 {
-    size_t row = (size_t)kv->kv_dim * (f16 ? 2 : 4), layer_off = ((size_t)layer * (size_t)kv->n_blocks << kv->shift) * row;
+    size_t row = kv_bytes(t, (size_t)kv->kv_dim), layer_off = ((size_t)layer * (size_t)kv->n_blocks << kv->shift) * row;
     return (kv_pages){ cache + layer_off, r->table + (size_t)r->seq[b] * (size_t)r->max_blocks, row, kv->shift, t };
 }
 
 /* n floats at x into a cache row (f16: rounded to nearest even, as fp32_to_fp16). */
-static void kv_put(int f16, char *row, const float *x, size_t n)
+static void kv_put(const hc_kv *kv, int f16, char *row, const float *x, size_t n)
 {
     if (!f16) memcpy(row, x, sizeof(float) * n);
-    else fp32_row_to_f16_at(x, (uint16_t *)(void *)row, (int64_t)n, hc_quant_simd_level());
+    else fp32_row_to_f16_at(x, (uint16_t *)(void *)row, (int64_t)n, kv->level);
 }
 
 void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v)
@@ -161,9 +163,10 @@ void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_
     size_t n = (size_t)kv->kv_dim;
     const float *ks = hc_cpu_host(k), *vs = hc_cpu_host(v);
     for (int b = 0; b < B; b++) {
-        kv_pages kc = kv_pages_of(kv, kv->k, kv->f16k, 0, layer, r, b), vc = kv_pages_of(kv, kv->v, kv->f16v, 0, layer, r, b);
-        kv_put(kv->f16k, (char *)kv_row(&kc, r->pos[b]), ks + (size_t)b * n, n);
-        kv_put(kv->f16v, (char *)kv_row(&vc, r->pos[b]), vs + (size_t)b * n, n);
+        kv_pages kc = kv_pages_of(kv, kv->k, kv->f16k ? KV_F16 : KV_F32, layer, r, b),
+                 vc = kv_pages_of(kv, kv->v, kv->f16v ? KV_F16 : KV_F32, layer, r, b);
+        kv_put(kv, kv->f16k, (char *)kv_row(&kc, r->pos[b]), ks + (size_t)b * n, n);
+        kv_put(kv, kv->f16v, (char *)kv_row(&vc, r->pos[b]), vs + (size_t)b * n, n);
     }
 }
 
@@ -521,8 +524,7 @@ static inline __attribute__((always_inline)) void attn_items(const attn_task *t,
         float *att = kv->scores + (size_t)(t->pass == ATT_WHOLE ? ith : run) * ATT_SCRATCH(n_ctx, nh, hd);
         const float *q = t->q + (size_t)b0 * q_dim;
         float *out = t->out + (size_t)b0 * q_dim;
-        kv_pages kc = kv_pages_of(kv, kv->k, kv->f16k, kt, t->layer, r, row),
-                 vc = kv_pages_of(kv, kv->v, kv->f16v, vt, t->layer, r, row);
+        kv_pages kc = kv_pages_of(kv, kv->k, kt, t->layer, r, row), vc = kv_pages_of(kv, kv->v, vt, t->layer, r, row);
         if (t->pass == ATT_SCORES) {
             heads_scores(q, &kc, group, nh, hd, (int)((int64_t)(pos + 1) * part / t->blocks),
                          (int)((int64_t)(pos + 1) * (part + 1) / t->blocks), scale, att, row_sc);
