@@ -28,10 +28,7 @@ void hc_blocks_give(hc_blocks *b, const int32_t *table, int n)
     for (int i = n - 1; i >= 0; i--) b->free[b->n_free++] = table[i];
 }
 
-int hc_kv_bytes(uint32_t type_k, uint32_t type_v)
-{
-    return (type_k == GGML_TYPE_F16 ? 2 : 4) + (type_v == GGML_TYPE_F16 ? 2 : 4);
-}
+int hc_kv_bytes(uint32_t type_k, uint32_t type_v) { return (int)(ggml_row_size(type_k, 1) + ggml_row_size(type_v, 1)); }
 
 uint64_t hc_blocks_bytes(const hc_hparams *hp, int block, int kv_bytes)
 {

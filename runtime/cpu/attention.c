@@ -46,7 +46,7 @@ enum { KV_F32, KV_F16, KV_F16_SOFT };
 
 struct hc_kv {
     int n_ctx, kv_dim, n_blocks, shift;   /* a block: 1 << shift positions */
-    int f16k, f16v;        /* 1: k (v) held as f16 */
+    uint32_t type_k, type_v;   /* GGML_TYPE_F32 or GGML_TYPE_F16 (hc_ctx_params) */
     int level;             /* the SIMD level that rounds rows to f16 (hc_quant_simd_level, asked once: cpuid) */
     char *k, *v;           /* [n_layer][n_blocks][1 << shift][kv_dim] elements each (layers that are off: never touched) */
     float *scores;         /* [n_threads][ATT_SCRATCH] */
@@ -65,8 +65,8 @@ hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int blo
     if (kv) {
         kv->n_ctx = n_ctx;
         kv->kv_dim = (int)kv_dim;
-        kv->f16k = type_k == GGML_TYPE_F16;
-        kv->f16v = type_v == GGML_TYPE_F16;
+        kv->type_k = type_k;
+        kv->type_v = type_v;
         kv->level = hc_quant_simd_level();
         kv->n_blocks = n_blocks;
         kv->shift = __builtin_ctz((unsigned)block);
@@ -74,8 +74,8 @@ hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int blo
         /* in 2 MiB pages: one token's attention reads a head's slice of every
          * position, kv_dim floats apart, so with 4 KiB pages nearly each key and
          * value row cost a TLB miss */
-        kv->k = hc_huge_alloc(elems * (kv->f16k ? 2 : 4));
-        kv->v = hc_huge_alloc(elems * (kv->f16v ? 2 : 4));
+        kv->k = hc_huge_alloc(ggml_row_size(type_k, (int64_t)elems));
+        kv->v = hc_huge_alloc(ggml_row_size(type_v, (int64_t)elems));
         kv->scores = hc_cpu_alloc(scratch);
     }
     if (!kv || !kv->k || !kv->v || !kv->scores || !kv->runs) {
@@ -152,10 +152,13 @@ static kv_pages kv_pages_of(const hc_kv *kv, const char *cache, int t, int layer
     return (kv_pages){ cache + layer_off, r->table + (size_t)r->seq[b] * (size_t)r->max_blocks, row, kv->shift, t };
 }
 
-/* n floats at x into a cache row (f16: rounded to nearest even, as fp32_to_fp16). */
-static void kv_put(const hc_kv *kv, int f16, char *row, const float *x, size_t n)
+/* The form a cache of type (GGML_TYPE_F32 or F16) is stored in. */
+static int kv_form(uint32_t type) { return type == GGML_TYPE_F16 ? KV_F16 : KV_F32; }
+
+/* n floats at x into a cache row in form t (f16: rounded to nearest even, as fp32_to_fp16). */
+static void kv_put(const hc_kv *kv, int t, char *row, const float *x, size_t n)
 {
-    if (!f16) memcpy(row, x, sizeof(float) * n);
+    if (t == KV_F32) memcpy(row, x, sizeof(float) * n);
     else fp32_row_to_f16_at(x, (uint16_t *)(void *)row, (int64_t)n, kv->level);
 }
 
@@ -165,10 +168,10 @@ void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_
     size_t n = (size_t)kv->kv_dim;
     const float *ks = hc_cpu_host(k), *vs = hc_cpu_host(v);
     for (int b = 0; b < B; b++) {
-        kv_pages kc = kv_pages_of(kv, kv->k, kv->f16k ? KV_F16 : KV_F32, layer, r, b),
-                 vc = kv_pages_of(kv, kv->v, kv->f16v ? KV_F16 : KV_F32, layer, r, b);
-        kv_put(kv, kv->f16k, (char *)kv_row(&kc, r->pos[b]), ks + (size_t)b * n, n);
-        kv_put(kv, kv->f16v, (char *)kv_row(&vc, r->pos[b]), vs + (size_t)b * n, n);
+        kv_pages kc = kv_pages_of(kv, kv->k, kv_form(kv->type_k), layer, r, b),
+                 vc = kv_pages_of(kv, kv->v, kv_form(kv->type_v), layer, r, b);
+        kv_put(kv, kc.t, (char *)kv_row(&kc, r->pos[b]), ks + (size_t)b * n, n);
+        kv_put(kv, vc.t, (char *)kv_row(&vc, r->pos[b]), vs + (size_t)b * n, n);
     }
 }
 
@@ -177,7 +180,7 @@ int hc_cpu_kv_copy(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int
 {
     (void)be, (void)err, (void)errlen;
     size_t elems = ((size_t)1 << kv->shift) * (size_t)kv->kv_dim;   /* a block's */
-    size_t kb = elems * (kv->f16k ? 2 : 4), vb = elems * (kv->f16v ? 2 : 4);
+    size_t kb = ggml_row_size(kv->type_k, (int64_t)elems), vb = ggml_row_size(kv->type_v, (int64_t)elems);
     for (int i = 0; i < n; i++) {
         char *k = kv->k + ((size_t)layer * (size_t)kv->n_blocks + (size_t)ids[i]) * kb,
              *v = kv->v + ((size_t)layer * (size_t)kv->n_blocks + (size_t)ids[i]) * vb;
@@ -586,7 +589,7 @@ ATTN_RUN(attn_scalar, , KV_F32, KV_F32)
 ATTN_RUN(attn_scalar_v16, , KV_F32, KV_F16_SOFT)
 ATTN_RUN(attn_scalar_k16, , KV_F16_SOFT, KV_F32)
 ATTN_RUN(attn_scalar_kv16, , KV_F16_SOFT, KV_F16_SOFT)
-/* [instruction set][k in f16][v in f16] */
+/* [instruction set][k's form][v's form] (kv_form: KV_F32 or KV_F16) */
 static void (*const attn_run[HC_ISA_COUNT][2][2])(void *, int, int) = {
     [HC_ISA_SCALAR] = { { attn_scalar, attn_scalar_v16 }, { attn_scalar_k16, attn_scalar_kv16 } },
     [HC_ISA_AVX2] = { { attn_avx2, attn_avx2_v16 }, { attn_avx2_k16, attn_avx2_kv16 } },
@@ -620,10 +623,10 @@ void hc_cpu_attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
             work /= 2;
             t.pass = ATT_SCORES;
             t.n_chunks = hc_pool_chunks(c->pool, n_runs * t.blocks, work);
-            hc_pool_run(c->pool, attn_run[hc_isa_top()][kv->f16k][kv->f16v], &t, t.n_chunks);
+            hc_pool_run(c->pool, attn_run[hc_isa_top()][kv_form(kv->type_k)][kv_form(kv->type_v)], &t, t.n_chunks);
             t.pass = ATT_MIX;
         }
     }
     t.n_chunks = hc_pool_chunks(c->pool, n_runs * t.blocks, work);
-    hc_pool_run(c->pool, attn_run[hc_isa_top()][kv->f16k][kv->f16v], &t, t.n_chunks);
+    hc_pool_run(c->pool, attn_run[hc_isa_top()][kv_form(kv->type_k)][kv_form(kv->type_v)], &t, t.n_chunks);
 }
