@@ -238,7 +238,7 @@ static int kv_dim(const gguf_file *m, const char *arch, uint32_t n_embd, uint64_
     return 0;
 }
 
-int hc_budget_read(hc_budget *b, const gguf_file *m, int64_t ctx, char *err, size_t errlen)
+int hc_budget_read(hc_budget *b, const gguf_file *m, int64_t ctx, int kv_bytes, char *err, size_t errlen)
 {
     memset(b, 0, sizeof *b);
     char *arch = NULL;
@@ -265,7 +265,7 @@ int hc_budget_read(hc_budget *b, const gguf_file *m, int64_t ctx, char *err, siz
         hc_budget_layer *L = &b->layer[l];
         if (neuron_bytes(m, l, b->n_embd, b->n_ff, &L->neuron_bytes, &L->part[HC_FIX_GPTQ_PAIRS], err, errlen))
             goto fail;
-        L->part[HC_FIX_KV] = 2 * (uint64_t)b->ctx * kv_row * HC_BUDGET_KV_BYTES;   /* K and V */
+        L->part[HC_FIX_KV] = (uint64_t)b->ctx * kv_row * (uint64_t)kv_bytes;   /* K and V */
     }
     for (uint64_t i = 0; i < m->n_tensors; i++)
         if (charge(b, m, &m->tensors[i], err, errlen))

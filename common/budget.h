@@ -22,13 +22,14 @@
  *   HC_FIX_OUTPUT  the output head: every tensor outside the layers but token_embd
  *                  (output, output_norm and its bias, rope_freqs, ...), and
  *                  token_embd when the embeddings are tied (no output.weight)
- *   HC_FIX_KV      K and V of ctx positions, HC_BUDGET_KV_BYTES per element
+ *   HC_FIX_KV      K and V of ctx positions, kv_bytes (hc_budget_read) a position's element of both
  *   HC_FIX_GPTQ_PAIRS  the layer's GPTQ ffn_down pairs table (0 without GPTQ) */
 enum { HC_FIX_ATTN, HC_FIX_PRED, HC_FIX_NORM, HC_FIX_OUTPUT, HC_FIX_KV, HC_FIX_GPTQ_PAIRS, HC_FIX_COUNT };
 /* Their names in hc-solve's outputs ("attention", ..., "kv_cache", "gptq_down_pairs"). */
 extern const char *const hc_budget_fixed_names[HC_FIX_COUNT];
 
-/* hc-run's KV caches (CPU and device) hold f32: 4 bytes an element (ggml's and PowerInfer's default is F16, 2). */
+/* hc-run's default KV caches (CPU and device) hold f32: 4 bytes an element of
+ * k and of v; -ctk/-ctv f16 2 (ggml's and PowerInfer's default is F16). */
 #define HC_BUDGET_KV_BYTES 4
 
 typedef struct {
@@ -46,9 +47,11 @@ typedef struct {
     uint64_t fixed_total;          /* sum of fixed[] */
 } hc_budget;
 
-/* Prices model m. ctx < 0: charge the KV cache for the model's
- * <arch>.context_length. 0, or -1 with a one-line message naming the file. */
-int hc_budget_read(hc_budget *b, const gguf_file *m, int64_t ctx, char *err, size_t errlen);
+/* Prices model m, its KV cache at kv_bytes for an element of k and one of v
+ * (2 * HC_BUDGET_KV_BYTES: f32's). ctx < 0: charge the KV cache for the
+ * model's <arch>.context_length. 0, or -1 with a one-line message naming the
+ * file. */
+int hc_budget_read(hc_budget *b, const gguf_file *m, int64_t ctx, int kv_bytes, char *err, size_t errlen);
 void hc_budget_free(hc_budget *b);
 
 /* Bytes left for FFN neurons once every fixed part is charged, in the order

@@ -177,7 +177,9 @@ uint64_t hc_default_budget(uint64_t mem)
 static int place_dense(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, FILE *log, char *err, size_t errlen)
 {
     hc_budget b;
-    if (hc_budget_read(&b, m->file, o->n_ctx > 0 ? o->n_ctx : -1, err, errlen)) return -1;
+    if (hc_budget_read(&b, m->file, o->n_ctx > 0 ? o->n_ctx : -1, o->kv_bytes ? o->kv_bytes : 2 * HC_BUDGET_KV_BYTES,
+                       err, errlen))
+        return -1;
     int L = m->hp.n_layer;
     uint64_t budget = o->vram_budget ? o->vram_budget : hc_default_budget(hc_cl_about(f->cl)->mem_size), used, ffn = 0;
     uint64_t head = b.fixed[HC_FIX_OUTPUT];

@@ -29,6 +29,7 @@ typedef struct {
     const char *device;      /* OpenCL device number (--device); NULL: $HC_OPENCL_DEVICE, else the first GPU */
     int gpu_layers;          /* -ngl: the first N layers wholly on the device; -1: the budget decides */
     int n_ctx;               /* the context the KV cache is priced for */
+    int kv_bytes;            /* ... at these bytes a position's element of k and v (hc_kv_bytes); 0: f32's */
     int batch_invariant;     /* the device's rows keep their bits whatever the batch (HC_CL_BATCH_INVARIANT) */
     int verbose;             /* the sparse FFN checks its recall; the dense FFN is timed */
 } hc_ffn_opts;

@@ -56,7 +56,7 @@ static const char usage[] =
     "  -b, --batch-size N      prompt tokens per forward step (default 512)\n"
     "  -ctk, --cache-type-k T  the KV cache's keys: f32 (default: exact) or f16 (half\n"
     "                          the memory and the bytes attention reads, rounded to\n"
-    "                          nearest even; llama.cpp's default); on the CPU only\n"
+    "                          nearest even; llama.cpp's default)\n"
     "  -ctv, --cache-type-v T  the KV cache's values: f32 (default) or f16, as -ctk\n"
     "      --temp T            temperature; 0 = greedy (default 0.8)\n"
     "      --top-k K           keep the K most likely tokens (default 40; 0 = all)\n"
@@ -822,6 +822,7 @@ int main(int argc, char **argv)
     char idx[4096];
     if (o.reset_index) reset_gpu_index(&o, idx, sizeof idx);
     o.fo.n_ctx = o.n_ctx;
+    o.fo.kv_bytes = hc_kv_bytes(o.type_k, o.type_v);
     if (o.parallel)   /* the device's share of the cache priced for the largest pool, as hc-solve --ctx */
         o.fo.n_ctx = hc_blocks_most(&m->hp, o.kv_budget, parallel_ctx(m, &o), o.parallel, o.kv_block,
                                     hc_kv_bytes(o.type_k, o.type_v)) * o.kv_block;

@@ -12,6 +12,8 @@
 #   full-offload      hc-run -ngl 99 -c CTX (every layer, the head, every FFN neuron)
 #   full-offload-inv  the same with --batch-invariant (each row as alone, --parallel's
 #                     mode: products one row at a time, no tiles)
+#   full-offload-kv16 full-offload with an f16 KV cache (-ctk f16 -ctv f16: llama.cpp's and
+#                     PowerInfer's default; half the bytes attention reads)
 #   default           hc-run -c CTX: no option asks for a placement, so hc-run prices one with
 #                     hc-solve's cost model and makes it only where it pays (a GPU; never a CPU
 #                     device), with a note when it says "offload: not chosen"
@@ -218,6 +220,7 @@ for type in $TYPES; do
     done
     row full-offload -m "$M" -ngl 99
     row full-offload-inv -m "$M" -ngl 99 --batch-invariant   # each row as alone (--parallel's mode): mv_T, no tiles
+    row full-offload-kv16 -m "$M" -ngl 99 -ctk f16 -ctv f16
     row default -m "$M"   # no option asking for a placement: hc-run's own choice, priced (issue 34)
     grep -q '^offload: not chosen' "$T/default.err" && echo "  ($type default: $(grep '^offload: not chosen' "$T/default.err"))"
     grep -q '^offload: \([0-9]*\) of \1 layers.*every FFN neuron' "$T/full-offload.err" ||

@@ -67,18 +67,18 @@ static hc_weight random_weight(uint32_t type, int rows, int n, char **data)
     return (hc_weight){ HC_WEIGHT_GGML, type, d, n, rows, NULL };
 }
 
-/* One sequence's cache of npos positions in blocks 0.. of layer 0, for a
- * decode step's attention: k[npos] and v[npos] rows stored, then the
+/* One sequence's cache of npos positions in blocks 0.. of layer 0, k and v
+ * of type (f32 or f16), for a decode step's attention: k[npos] and v[npos] rows stored, then the
  * backend's batch left at *rows, the row of position npos - 1. *tables holds
  * what *rows points to: both stay until the last step (free *tables then).
  * NULL + err. */
-static hc_kv *decode_cache(hc_backend *be, const hc_hparams *hp, int npos, hc_view k, hc_view v, hc_seq_rows *rows,
-                           int32_t **tables, char *err, size_t errlen)
+static hc_kv *decode_cache(hc_backend *be, const hc_hparams *hp, int npos, uint32_t type, hc_view k, hc_view v,
+                           hc_seq_rows *rows, int32_t **tables, char *err, size_t errlen)
 {
     const hc_backend_ops *o = be->ops;
     int n_blocks = hc_blocks_for(npos, HC_KV_BLOCK);
     int32_t *t = malloc(sizeof *t * (2 * (size_t)npos + (size_t)n_blocks));   /* positions, sequences, table */
-    hc_kv *kv = t ? o->kv_new(be, hp, n_blocks, HC_KV_BLOCK, npos, NULL, GGML_TYPE_F32, GGML_TYPE_F32, err, errlen) : NULL;
+    hc_kv *kv = t ? o->kv_new(be, hp, n_blocks, HC_KV_BLOCK, npos, NULL, type, type, err, errlen) : NULL;
     if (!kv) {
         if (!t) snprintf(err, errlen, "out of memory");
         free(t);
@@ -149,7 +149,8 @@ static int attention_bench(int argc, char **argv)
     o->write(be, (hc_view){ bv, 0 }, v, sizeof(float) * kvn);
     int32_t *tables;
     hc_seq_rows rows;
-    hc_kv *kv = decode_cache(be, &hp, npos, (hc_view){ bk, 0 }, (hc_view){ bv, 0 }, &rows, &tables, err, sizeof err);
+    hc_kv *kv = decode_cache(be, &hp, npos, GGML_TYPE_F32, (hc_view){ bk, 0 }, (hc_view){ bv, 0 }, &rows, &tables, err,
+                             sizeof err);
     if (!kv) { fprintf(stderr, "bench_clops: %s\n", err); return 1; }
     for (int r = 0; r <= reps; r++) {
         double t0 = hc_now();
@@ -333,19 +334,26 @@ static int table_bench(int argc, char **argv)
     size_t kvn = (size_t)npos * (size_t)n;
     float *kvh = rc ? NULL : malloc(sizeof(float) * kvn);
     hc_view kb = { NULL, 0 };
-    hc_kv *kv = NULL;
-    int32_t *tables = NULL;
-    hc_seq_rows rows;
     if (kvh) {
         for (size_t i = 0; i < kvn; i++) kvh[i] = frand();
         kb = device_floats(be, kvh, kvn, err, sizeof err);
     }
-    if (kb.buf && (kv = decode_cache(be, &hp, npos, kb, kb, &rows, &tables, err, sizeof err))) {
+    char what[64];
+    int made = kb.buf != NULL;
+    for (int f16 = 0; made && !rc && f16 < 2; f16++) {   /* an f32 cache, then an f16 one (-ctk/-ctv f16) */
+        int32_t *tables;
+        hc_seq_rows rows;
+        hc_kv *kv = decode_cache(be, &hp, npos, f16 ? GGML_TYPE_F16 : GGML_TYPE_F32, kb, kb, &rows, &tables, err,
+                                 sizeof err);
+        if (!(made = kv != NULL)) break;
         step s = { .kind = K_ATTN, .x = x, .y = y, .kv = kv, .hp = &hp };
-        char what[64];
-        snprintf(what, sizeof what, "attention %dx128, %d pos", n / 128, npos);
-        rc = table_row(be, what, &s, 2.0 * (double)kvn * sizeof(float), reps, copy, QUEUED);
-        s = (step){ .kind = K_ADD, .x = y, .y = x, .B = n };
+        snprintf(what, sizeof what, "attention %dx128, %d pos%s", n / 128, npos, f16 ? ", f16" : "");
+        rc = table_row(be, what, &s, 2.0 * (double)kvn * (f16 ? 2 : sizeof(float)), reps, copy, QUEUED);
+        be->ops->kv_free(be, kv);
+        free(tables);
+    }
+    if (made && !rc) {
+        step s = (step){ .kind = K_ADD, .x = y, .y = x, .B = n };
         snprintf(what, sizeof what, "add %d floats", n);
         rc = rc || table_row(be, what, &s, 0, reps, copy, 1) || table_row(be, what, &s, 0, reps, copy, QUEUED);
     } else if (!rc) {
@@ -353,14 +361,12 @@ static int table_bench(int argc, char **argv)
         rc = 1;
     }
     if (kb.buf) be->ops->buf_free(be, kb.buf);
-    if (kv) be->ops->kv_free(be, kv);
     hc_buf *bs[] = { x.buf, xh.buf, y.buf };
     for (int i = 0; i < 3; i++) if (bs[i]) be->ops->buf_free(be, bs[i]);
     be->ops->free(be);
     hc_cl_free(cl);
     free(host);
     free(kvh);
-    free(tables);
     return rc != 0;
 }
 

@@ -340,7 +340,7 @@ int main(int argc, char **argv)
     if (hc_stats_check_model(stats, model, o.model, err, sizeof err))
         hc_die("%s (statistics %s)", err, o.stats);
     hc_budget budget;
-    if (hc_budget_read(&budget, model, o.ctx, err, sizeof err))
+    if (hc_budget_read(&budget, model, o.ctx, 2 * HC_BUDGET_KV_BYTES, err, sizeof err))
         hc_die("%s", err);
 
     uint64_t capacity = 0;

@@ -141,10 +141,13 @@ static const uint32_t t_ggml[5] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16
  *   OP_NORM         n_embd, B, bias            (t: enum hc_norm)
  *   OP_ROPE         head_dim, heads, rows, pos0 (t: enum hc_pos)
  *   OP_ACT          n_ff, B, biases, threshold x 100 (t: enum hc_ffn_kind, d: enum hc_act)
- *   OP_ATTN         head_dim, n_head, n_head_kv, B, pos0 (t: positions per block, 0: HC_KV_BLOCK; the
+ *   OP_ATTN         head_dim, n_head, n_head_kv, B, pos0 (t & KV_BLOCK: positions per block, 0: HC_KV_BLOCK; the
  *                   cache's blocks in reverse order; with t, the cache of the positions before pos0
  *                   swapped out with kv_copy and back into other blocks first; the B rows' q and k
- *                   rotated (RoPE) first, k in one step with its store where a device can)
+ *                   rotated (RoPE) first, k in one step with its store where a device can; the bits
+ *                   KV_F16_K and KV_F16_V of t: k and v as halves (-ctk/-ctv f16); then the stored
+ *                   values, read back with kv_copy, are the reference's, each within f16's rounding of
+ *                   what was stored)
  *   OP_BIAS, OP_ADD n, B (OP_ADD: t 1 adds a second term)
  *   OP_NEURONS      n_ff, n, kind, act, biases and threshold x 100 (t: the weights' type; one input row:
  *                   ffn_neurons, which must equal the backend's own matmul and ffn_act bit for bit; then
@@ -155,6 +158,7 @@ static const uint32_t t_ggml[5] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16
 typedef struct {
     int op, t, a, b, c, d, e;
 } op_case;
+enum { KV_BLOCK = 0xfff, KV_F16_K = 1 << 12, KV_F16_V = 1 << 13 };   /* OP_ATTN's t */
 
 #define MM3(rows, n, B) { OP_MM, T_F32, rows, n, B, 0, 0 }, { OP_MM, T_F16, rows, n, B, 0, 0 }, \
                         { OP_MM, T_BF16, rows, n, B, 0, 0 }
@@ -195,6 +199,9 @@ static const op_case cases[] = {
     { OP_ATTN, 0, 8, 4, 2, 7, 50 }, { OP_ATTN, 0, 64, 2, 1, 19, 1500 },
     { OP_ATTN, 4, 8, 4, 2, 7, 50 }, { OP_ATTN, 64, 64, 4, 2, 5, 300 }, { OP_ATTN, 1024, 8, 4, 2, 3, 20 },
     { OP_ATTN, 16, 64, 4, 2, 7, 100 },
+    { OP_ATTN, KV_F16_K | KV_F16_V, 64, 4, 2, 7, 300 }, { OP_ATTN, KV_F16_K | KV_F16_V, 6, 4, 2, 5, 20 },
+    { OP_ATTN, 16 | KV_F16_K, 64, 4, 2, 7, 100 }, { OP_ATTN, 4 | KV_F16_V, 8, 4, 2, 7, 50 },
+    { OP_ATTN, KV_F16_K | KV_F16_V, 64, 2, 1, 19, 1500 },
     { OP_BIAS, 0, 300, 3, 0, 0, 0 }, { OP_ADD, 0, 1000, 1, 0, 0, 0 }, { OP_ADD, 1, 300, 7, 0, 0, 0 },
     NEURONS_ALL(HC_FFN_GATED), NEURONS_ALL(HC_FFN_SYMMETRIC), NEURONS_ALL(HC_FFN_SEQUENTIAL),
     { OP_NORM_MM, T_Q8_0, 40, 256, 1, 0, 0 }, { OP_NORM_MM, T_Q4_0, 40, 256, 1, 0, 0 },
@@ -409,6 +416,33 @@ static int swap_blocks(run_ctx *r, hc_kv *kv, int kv_dim, int block, int n, int 
     }
     free(host);
     free(nan);
+    return rc;
+}
+
+/* The k and v values layer 1 of kv holds for positions 0..npos-1 of the
+ * sequence of rows (its block table), read with kv_copy and widened: into
+ * out, npos rows of kv_dim floats of k, then as many of v. 0, or -1 +
+ * r->err. */
+static float cache_elem(uint32_t type, const char *at)
+{
+    return type == GGML_TYPE_F16 ? fp16_to_fp32(*(const uint16_t *)at) : *(const float *)at;
+}
+static int cache_values(run_ctx *r, hc_kv *kv, const hc_seq_rows *rows, int npos, int kv_dim, uint32_t tk,
+                        uint32_t tv, float *out)
+{
+    const int n = hc_blocks_for(npos, rows->block);
+    const size_t elems = (size_t)rows->block * (size_t)kv_dim;   /* a block's of k, of v */
+    const size_t kb = ggml_row_size(tk, (int64_t)elems), vb = ggml_row_size(tv, (int64_t)elems);
+    char *host = malloc((size_t)n * (kb + vb));
+    int rc = host ? r->o->kv_copy(r->be, kv, 1, rows->table, n, host, 1, r->err, sizeof r->err) : -1;
+    for (int p = 0; !rc && p < npos; p++)
+        for (int e = 0; e < kv_dim; e++) {
+            const char *blk = host + (size_t)(p / rows->block) * (kb + vb);
+            const size_t at = (size_t)(p % rows->block) * (size_t)kv_dim + (size_t)e;
+            out[(size_t)p * kv_dim + e] = cache_elem(tk, blk + at * ggml_row_size(tk, 1));
+            out[((size_t)npos + p) * kv_dim + e] = cache_elem(tv, blk + kb + at * ggml_row_size(tv, 1));
+        }
+    free(host);
     return rc;
 }
 
@@ -752,7 +786,7 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
     }
     case OP_ATTN: {
         int hd = c->a, nh = c->b, nkv = c->c, B = c->d, pos0 = c->e, n_ctx = pos0 + B + 5;
-        int block = c->t ? c->t : HC_KV_BLOCK;
+        int block = c->t & KV_BLOCK ? c->t & KV_BLOCK : HC_KV_BLOCK;
         int q_dim = nh * hd, kv_dim = nkv * hd, npos = pos0 + B;
         hp.head_dim = hd;
         hp.n_head = nh;
@@ -766,7 +800,11 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         hp.pos = HC_POS_ROPE;
         uint8_t on[2] = { 0, 1 };
         int n_blocks = hc_blocks_for(n_ctx, block), at = 0;   /* at: where the sequence's blocks start */
-        hc_kv *kv = o->kv_new(r->be, &hp, 2 * n_blocks, block, n_ctx, on, GGML_TYPE_F32, GGML_TYPE_F32, r->err, sizeof r->err);
+        const uint32_t tk = c->t & KV_F16_K ? GGML_TYPE_F16 : GGML_TYPE_F32,
+                       tv = c->t & KV_F16_V ? GGML_TYPE_F16 : GGML_TYPE_F32;
+        hc_kv *kv = o->kv_new(r->be, &hp, 2 * n_blocks, block, n_ctx, on, tk, tv, r->err, sizeof r->err);
+        /* the cache's values when it holds halves: k's npos rows, then v's */
+        float *stored = c->t & (KV_F16_K | KV_F16_V) ? calloc(2 * (size_t)npos * kv_dim, sizeof(float)) : NULL;
         bx = upload(r, q, (size_t)B * q_dim);
         by = upload(r, k, (size_t)npos * kv_dim);
         bz = upload(r, v, (size_t)npos * kv_dim);
@@ -783,7 +821,7 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
                 o->batch(r->be, rows_at(&rw, p1, pos0 - p1, 0, n_blocks, block));
                 o->kv_store(r->be, kv, 1, pos0 - p1, hc_view_at(V(by), row * p1), hc_view_at(V(bz), row * p1));
             }
-            if (c->t && pos0 > 0) {   /* swapped out and back into the pool's other half, NaN left behind */
+            if (c->t & KV_BLOCK && pos0 > 0) {   /* swapped out and back into the pool's other half, NaN left behind */
                 at = n_blocks;
                 rc = swap_blocks(r, kv, kv_dim, block, hc_blocks_for(pos0, block), n_blocks);
             }
@@ -793,6 +831,7 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
             o->kv_store(r->be, kv, 1, B, hc_view_at(V(by), row * pos0), hc_view_at(V(bz), row * pos0));
             o->attention(r->be, kv, 1, &hp, V(bx), 0, B, V(bo));
             rc = o->read(r->be, V(bo), out, sizeof(float) * n_out, r->err, sizeof r->err);
+            if (!rc && stored) rc = cache_values(r, kv, &rw.rows, npos, kv_dim, tk, tv, stored);
             if (!rc && q_dim % 32 == 0) {   /* a Q4_0 product of the output, as the o projection */
                 float *po = malloc(sizeof(float) * 16 * (size_t)B), *pr = malloc(sizeof(float) * 16 * (size_t)B);
                 attn_step s = { kv, &hp, V(bx), V(bo), B };
@@ -808,6 +847,15 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
             ref_rope(HC_POS_ROPE, freq, hd, q + (size_t)b * q_dim, q_dim, pos0 + b);
             ref_rope(HC_POS_ROPE, freq, hd, k + (size_t)(pos0 + b) * kv_dim, kv_dim, pos0 + b);
         }
+        for (size_t i = 0; stored && !rc && i < 2 * (size_t)npos * kv_dim; i++) {   /* the cache's values */
+            float *want = i < (size_t)npos * kv_dim ? &k[i] : &v[i - (size_t)npos * kv_dim];
+            if (!(fabsf(stored[i] - *want) <= 1e-3f * fabsf(*want) + 1e-7f)) {
+                snprintf(r->err, sizeof r->err, "the cache holds %g for %g (element %zu)", stored[i], *want, i);
+                rc = -1;
+            }
+            *want = stored[i];
+        }
+        free(stored);
         double *sc = malloc(sizeof(double) * (size_t)npos);
         for (int b = 0; b < B; b++)
             for (int h = 0; h < nh; h++) {
@@ -1195,7 +1243,7 @@ static void test_attention_f16_cache(void)
 }
 
 /* What the device does not take, NULL and the type named: a weight of a
- * type its kernels lack, an f16 KV cache (only the CPU holds one). */
+ * type its kernels lack, a KV cache of a type other than f32 and f16. */
 static void test_unsupported(void)
 {
     char why[512];
@@ -1209,8 +1257,8 @@ static void test_unsupported(void)
     void *m = be->ops->mat_new(be, &w, err, sizeof err);
     CHECKF(!m && strstr(err, "Q4_1"), "%s", err);
     hc_hparams hp = hparams();
-    hc_kv *kv = be->ops->kv_new(be, &hp, 4, HC_KV_BLOCK, 64, NULL, GGML_TYPE_F16, GGML_TYPE_F32, err, sizeof err);
-    CHECKF(!kv && strstr(err, "F16") && strstr(err, "not implemented"), "device kv_new of f16: %s", kv ? "made" : err);
+    hc_kv *kv = be->ops->kv_new(be, &hp, 4, HC_KV_BLOCK, 64, NULL, GGML_TYPE_F16, GGML_TYPE_Q8_0, err, sizeof err);
+    CHECKF(!kv && strstr(err, "Q8_0") && strstr(err, "not implemented"), "device kv_new of q8_0: %s", kv ? "made" : err);
     /* a failed step is sticky: read and sync report it */
     hc_buf *b = be->ops->buf_new(be, 64, err, sizeof err);
     hc_bmat bm = { &w, NULL };

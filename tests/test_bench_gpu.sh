@@ -22,7 +22,8 @@ for k in "mv F16" "mm Q4_0" "mt Q8_0" "hot Q4_0" "attention"; do
 done
 # columns: type run prompt decode devMiB dev% served decGB/s %copy
 for t in f16 q4_0; do
-    for r in dense-CPU dense-CPU-scalar sparse-CPU hybrid-0.75x hybrid-1.5x full-offload full-offload-inv default; do
+    for r in dense-CPU dense-CPU-scalar sparse-CPU hybrid-0.75x hybrid-1.5x full-offload full-offload-inv full-offload-kv16 \
+             default; do
         if awk -v t="$t" -v r="$r" '$1 == t && $2 == r && $3 + 0 > 0 && $4 + 0 > 0 { f = 1 } END { exit !f }' "$T/out"
         then ok "bench_gpu_row_${t}_$r"; else fail "bench_gpu_row_${t}_$r" "$(cat "$T/out")"; fi
     done

@@ -37,7 +37,7 @@ static gguf_file *open_fixture(const char *name)
 
 /* stories260K: 5 layers of F32 attention (q, o [64, 64]; k, v [64, 32];
  * attn_norm [64]), ffn_norm [64], no predictor; output.weight [64, 512] +
- * output_norm. */
+ * output_norm; its KV cache in f32, then in f16. */
 static void test_stories260K_layers(void)
 {
     if (!th_fixture("stories260K.gguf"))
@@ -45,7 +45,7 @@ static void test_stories260K_layers(void)
     gguf_file *m = open_fixture("stories260K.gguf");
     CHECKF(m, "%s", err);
     hc_budget b;
-    int rc = hc_budget_read(&b, m, 512, err, sizeof err);
+    int rc = hc_budget_read(&b, m, 512, 2 * HC_BUDGET_KV_BYTES, err, sizeof err);
     gguf_close(m);
     CHECKF(rc == 0, "%s", err);
     CHECK(b.n_layer == 5 && b.ctx == 512);
@@ -63,6 +63,17 @@ static void test_stories260K_layers(void)
     CHECK(b.fixed[HC_FIX_OUTPUT] == 64 * 512 * 4 + 64 * 4);
     CHECK(sums_hold(&b));
     hc_budget_free(&b);
+    /* an f16 cache (-ctk f16 -ctv f16): 2 bytes an element, the rest as before */
+    m = open_fixture("stories260K.gguf");
+    CHECKF(m, "%s", err);
+    hc_budget h;
+    rc = hc_budget_read(&h, m, 512, 2 * 2, err, sizeof err);
+    gguf_close(m);
+    CHECKF(rc == 0, "%s", err);
+    CHECK(h.layer[0].part[HC_FIX_KV] == 2 * 512 * 32 * 2 &&
+          h.layer[0].part[HC_FIX_ATTN] == 2 * 64 * 64 * 4 + 2 * 64 * 32 * 4 + 64 * 4);
+    CHECK(sums_hold(&h));
+    hc_budget_free(&h);
 }
 
 /* hc_budget_layers counts whole leading layers (dense part + KV), and all of
@@ -74,7 +85,7 @@ static void test_layers_boundaries(void)
     gguf_file *m = open_fixture("stories260K.gguf");
     CHECKF(m, "%s", err);
     hc_budget b;
-    int rc = hc_budget_read(&b, m, 100, err, sizeof err);
+    int rc = hc_budget_read(&b, m, 100, 2 * HC_BUDGET_KV_BYTES, err, sizeof err);
     gguf_close(m);
     CHECKF(rc == 0, "%s", err);
     uint64_t one = hc_budget_layer_dense(&b, 0) + b.layer[0].part[HC_FIX_KV], all = 5 * one;
@@ -105,7 +116,7 @@ static void test_default_ctx(void)
     gguf_file *m = open_fixture("stories260K.gguf");
     CHECKF(m, "%s", err);
     hc_budget b;
-    int rc = hc_budget_read(&b, m, -1, err, sizeof err);
+    int rc = hc_budget_read(&b, m, -1, 2 * HC_BUDGET_KV_BYTES, err, sizeof err);
     gguf_close(m);
     CHECKF(rc == 0, "%s", err);
     CHECK(b.ctx == 2048 && b.fixed[HC_FIX_KV] == 5ull * 2 * 2048 * 32 * 4);
@@ -170,7 +181,7 @@ static void test_small_model_parts(void)
     gguf_file *m = small_model(th_tmp("small.gguf"), NULL);
     CHECKF(m, "%s", err);
     hc_budget b;
-    int rc = hc_budget_read(&b, m, 10, err, sizeof err);
+    int rc = hc_budget_read(&b, m, 10, 2 * HC_BUDGET_KV_BYTES, err, sizeof err);
     gguf_close(m);
     CHECKF(rc == 0, "%s", err);
     const uint64_t attn = (2 * NE * NE + 2 * NE * 8 + NE) * 4, norms = NE * 4;   /* attn_norm is attention's */
@@ -197,7 +208,7 @@ static void test_tensor_outside_layers(void)
     gguf_file *m = small_model(path, "blk.2.attn_norm.weight");
     CHECKF(m, "%s", err);
     hc_budget b;
-    int rc = hc_budget_read(&b, m, 10, err, sizeof err);
+    int rc = hc_budget_read(&b, m, 10, 2 * HC_BUDGET_KV_BYTES, err, sizeof err);
     gguf_close(m);
     CHECK(rc == -1);
     CHECKF(strstr(err, path) && strstr(err, "tensor blk.2.attn_norm.weight is not in a layer 0..1"), "%s", err);

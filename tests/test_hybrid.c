@@ -834,7 +834,7 @@ static void test_cli(void)
     hc_sparse *s = new_sparse(m, 0.0f, 0, 0);
     hc_gpuidx *g = hc_gpuidx_load(gi, NL, FF, err, sizeof err);
     hc_budget b;
-    CHECKF(g && hc_budget_read(&b, m->file, -1, err, sizeof err) == 0, "%s", err);
+    CHECKF(g && hc_budget_read(&b, m->file, -1, 2 * HC_BUDGET_KV_BYTES, err, sizeof err) == 0, "%s", err);
     unsigned long long budget = b.fixed_total + hc_hybrid_bytes(m, s, g);
     hc_budget_free(&b);
     hc_gpuidx_free(g);

@@ -5,7 +5,7 @@
 # biases, opt's learned positions),
 # also when a small --kv-budget forces preemption (the caches swapped to host
 # memory, or recomputed; an f16 cache too), with other block sizes (--block-size), and on the
-# OpenCL device (-ngl 99, its blocks swapped); a prompt longer than the context is refused
+# OpenCL device (-ngl 99, its blocks swapped, in f32 and in f16); a prompt longer than the context is refused
 # on its own line while the others go on; sampled texts do not depend on N;
 # JSON Lines in (per-prompt n_predict, temp, seed; unknown keys refused by
 # name) and out (--json).
@@ -173,15 +173,27 @@ if "$R" --list-devices >/dev/null 2>&1; then
     if grep -q "^batch: .* \([1-9][0-9]*\) preempted (\1 swapped)" "$T/par_dev8.err"; then
         same parallel_device_swapped "$T/solo_dev.txt" "$T/par_dev8.txt"
     else fail parallel_device_swapped "$(grep batch "$T/par_dev8.err")"; fi
+    # an f16 cache on the device too: half the budget holds the same blocks; swapped, each
+    # prompt's solo f16 text there
+    solo_all stories_dev16 "$S" 40 "$T/solo_dev16.txt" --temp 0 -ngl 99 --batch-invariant -ctk f16 -ctv f16
+    "$R" -m "$S" -f "$T/p.txt" --parallel 8 -n 40 --temp 0 -t 2 -ngl 99 -c 64 --kv-budget 100K --block-size 8 \
+        -ctk f16 -ctv f16 >"$T/par_dev16.txt" 2>"$T/par_dev16.err"
+    if grep -q "every FFN neuron" "$T/par_dev16.err" &&
+       grep -q "^batch: .* \([1-9][0-9]*\) preempted (\1 swapped)" "$T/par_dev16.err"; then
+        same parallel_device_f16_cache_swapped "$T/solo_dev16.txt" "$T/par_dev16.txt"
+    else fail parallel_device_f16_cache_swapped "$(grep -e batch -e offload -e 'not impl' "$T/par_dev16.err")"; fi
     # the placement prices the pool's cache, as hc-solve --ctx: a budget that holds the whole
-    # model with one sequence's cache holds less of it with four
-    for np in 1 4; do
-        "$R" -m "$S" -f "$T/p.txt" --parallel $np -c 128 -n 4 --temp 0 -t 2 --device 0 --vram-budget 1400K >/dev/null \
-            2>"$T/np$np.err"
+    # model with one sequence's cache holds less of it with four, and all of it again with
+    # four in f16
+    for np in 1 4 4f16; do
+        # shellcheck disable=SC2046   # the cache's flags: two words or none
+        "$R" -m "$S" -f "$T/p.txt" --parallel ${np%f16} -c 128 -n 4 --temp 0 -t 2 --device 0 --vram-budget 1400K \
+            $([ "$np" = 4f16 ] && echo -ctk f16 -ctv f16) >/dev/null 2>"$T/np$np.err"
     done
     if grep -q "^offload: 5 of 5 layers .*, every FFN neuron on the device" "$T/np1.err" &&
-       grep -q "^offload: 5 of 5 layers (attention, norms, KV cache), the output head on the device" "$T/np4.err"
+       grep -q "^offload: 5 of 5 layers (attention, norms, KV cache), the output head on the device" "$T/np4.err" &&
+       grep -q "^offload: 5 of 5 layers .*, every FFN neuron on the device" "$T/np4f16.err"
     then ok parallel_device_prices_pool
-    else fail parallel_device_prices_pool "$(grep -h offload "$T/np1.err" "$T/np4.err")"; fi
+    else fail parallel_device_prices_pool "$(grep -h offload "$T/np1.err" "$T/np4.err" "$T/np4f16.err")"; fi
 else skip parallel_device "no OpenCL device"; fi
 finish

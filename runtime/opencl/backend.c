@@ -40,7 +40,8 @@ typedef struct {
 
 struct hc_kv {
     int n_layer, n_blocks, n_ctx, kv_dim, shift;   /* a block: 1 << shift positions */
-    cl_mem *k, *v;   /* [n_layer]: n_blocks blocks of 1 << shift rows of kv_dim floats (NULL: a layer off) */
+    cl_int k16, v16;   /* 1: k (v) held as halves (-ctk/-ctv f16), 0: as floats */
+    cl_mem *k, *v;   /* [n_layer]: n_blocks blocks of 1 << shift rows of kv_dim elements (NULL: a layer off) */
 };
 
 /* A step not yet launched, a norm or attention's combine: the next step's
@@ -1021,11 +1022,13 @@ static hc_kv *kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int blo
                      uint32_t type_k, uint32_t type_v, char *err, size_t errlen)
 {
     clb *b = (clb *)be;
-    if (type_k != GGML_TYPE_F32 || type_v != GGML_TYPE_F32) {
-        snprintf(err, errlen, "OpenCL: a KV cache of %s is not implemented on the device (its cache is f32: -ctk f32 "
-                 "-ctv f32, or keep the layers on the CPU)", ggml_type_name(type_k != GGML_TYPE_F32 ? type_k : type_v));
-        return NULL;
-    }
+    const uint32_t types[2] = { type_k, type_v };
+    for (int i = 0; i < 2; i++)
+        if (types[i] != GGML_TYPE_F32 && types[i] != GGML_TYPE_F16) {
+            snprintf(err, errlen, "OpenCL: a KV cache of %s is not implemented on the device (f32 or f16)",
+                     ggml_type_name(types[i]));
+            return NULL;
+        }
     hc_kv *kv = calloc(1, sizeof *kv);
     if (!kv || !(kv->k = calloc((size_t)hp->n_layer, sizeof *kv->k)) ||
         !(kv->v = calloc((size_t)hp->n_layer, sizeof *kv->v))) {
@@ -1038,11 +1041,13 @@ static hc_kv *kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int blo
     kv->n_ctx = n_ctx;
     kv->kv_dim = hp->n_head_kv * hp->head_dim;
     kv->shift = __builtin_ctz((unsigned)block);
-    size_t bytes = sizeof(float) * (size_t)n_blocks * (size_t)block * (size_t)kv->kv_dim;
+    kv->k16 = type_k == GGML_TYPE_F16;
+    kv->v16 = type_v == GGML_TYPE_F16;
+    const int64_t elems = (int64_t)n_blocks * block * kv->kv_dim;
     for (int l = 0; l < hp->n_layer; l++) {
         if (on && !on[l]) continue;
-        if (!(kv->k[l] = hc_cl_buffer(b->cl, CL_MEM_READ_WRITE, bytes, NULL, err, errlen)) ||
-            !(kv->v[l] = hc_cl_buffer(b->cl, CL_MEM_READ_WRITE, bytes, NULL, err, errlen))) {
+        if (!(kv->k[l] = hc_cl_buffer(b->cl, CL_MEM_READ_WRITE, ggml_row_size(type_k, elems), NULL, err, errlen)) ||
+            !(kv->v[l] = hc_cl_buffer(b->cl, CL_MEM_READ_WRITE, ggml_row_size(type_v, elems), NULL, err, errlen))) {
             kv_free(be, kv);
             return NULL;
         }
@@ -1087,11 +1092,13 @@ static void kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_
     if (p.kind == PEND_ROPE && p.vm[0] == km && p.vo[0] == ko && p.rn[0] == B && p.r0[0] == 0 && p.d[0] == kvd) {
         b->pend.kind = PEND_NONE;   /* k rotated into the cache, v beside it: one launch */
         args_from(b, b->rope_store, pending_args(b, b->rope_store, &p), A(vm), A(vo), A(kv->k[layer]),
-                  A(kv->v[layer]), A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), A(sh), END);
+                  A(kv->v[layer]), A(kv->k16), A(kv->v16), A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb),
+                  A(sh), END);
         launch_ew(b, b->rope_store, rope_pairs(&p) + (size_t)total);
         return;
     }
-    args(b, b->kv_store, A(km), A(ko), A(vm), A(vo), A(kv->k[layer]), A(kv->v[layer]), A(b->scratch[SCR_POS]),
+    args(b, b->kv_store, A(km), A(ko), A(vm), A(vo), A(kv->k[layer]), A(kv->v[layer]), A(kv->k16), A(kv->v16),
+         A(b->scratch[SCR_POS]),
          A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), A(sh), A(kvd), A(total), END);
     launch_ew(b, b->kv_store, (size_t)total);
 }
@@ -1103,15 +1110,16 @@ static int kv_copy(hc_backend *be, hc_kv *kv, int layer, const int32_t *ids, int
 {
     clb *b = (clb *)be;
     settle(b);
-    const size_t block = ((size_t)1 << kv->shift) * (size_t)kv->kv_dim, bytes = sizeof(float) * block;
+    const size_t block = ((size_t)1 << kv->shift) * (size_t)kv->kv_dim;   /* a block's elements of k, of v */
+    const size_t bytes[2] = { (kv->k16 ? 2 : 4) * block, (kv->v16 ? 2 : 4) * block };
     const int here = !b->failed && kv_has(b, kv, layer);
     for (int i = 0; here && i < n && !b->failed; i++) {
         const cl_mem m[2] = { kv->k[layer], kv->v[layer] };
-        for (int j = 0; j < 2; j++) {
-            float *h = (float *)host + (2 * (size_t)i + (size_t)j) * block;
-            size_t at = (size_t)ids[i] * bytes;
-            cl_int rc = out ? clEnqueueReadBuffer(b->q, m[j], CL_FALSE, at, bytes, h, 0, NULL, NULL)
-                            : clEnqueueWriteBuffer(b->q, m[j], CL_FALSE, at, bytes, h, 0, NULL, NULL);
+        char *h = (char *)host + (size_t)i * (bytes[0] + bytes[1]);   /* the block's k, then its v */
+        for (int j = 0; j < 2; h += bytes[j], j++) {
+            size_t at = (size_t)ids[i] * bytes[j];
+            cl_int rc = out ? clEnqueueReadBuffer(b->q, m[j], CL_FALSE, at, bytes[j], h, 0, NULL, NULL)
+                            : clEnqueueWriteBuffer(b->q, m[j], CL_FALSE, at, bytes[j], h, 0, NULL, NULL);
             if (rc != CL_SUCCESS) fail(b, out ? "clEnqueueReadBuffer" : "clEnqueueWriteBuffer", rc);
         }
     }
@@ -1140,7 +1148,8 @@ static void attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
     size_t L = hc_clb_attn_local(&b->geo, hp->head_dim);
     cl_int tp = hc_clb_attn_tile(hp->head_dim);
     size_t g[3] = { (size_t)n_chunks * L, (size_t)hp->n_head, (size_t)B }, l[3] = { L, 1, 1 };
-    args(b, b->attn_part, A(qm), A(qo), A(kv->k[layer]), A(kv->v[layer]), A(hd), A(nh), A(group), A(kvd),
+    args(b, b->attn_part, A(qm), A(qo), A(kv->k[layer]), A(kv->v[layer]), A(kv->k16), A(kv->v16), A(hd), A(nh),
+         A(group), A(kvd),
          A(b->scratch[SCR_POS]), A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), A(sh), A(r0), A(chc), A(nc), A(tp),
          A(part), A(ml), LOCAL(sizeof(float) * (size_t)ch), LOCAL(sizeof(float) * L),
          LOCAL(sizeof(float) * (size_t)hp->head_dim), LOCAL(sizeof(float) * (size_t)tp * (size_t)(hp->head_dim + 1)),

@@ -807,24 +807,42 @@ size_t kv_slot(__global const int *tbl, int p, int shift)
     return ((size_t)tbl[p >> shift] << shift) | (size_t)(p & ((1 << shift) - 1));
 }
 
+/* Element i of a cache of floats (f16 0) or of halves (f16 1, -ctk/-ctv f16):
+   vload_half and vstore_half_rte are OpenCL 1.2's own (no cl_khr_fp16), the
+   store rounding to nearest even as the CPU's cache does. */
+float kv_get(__global const uchar *c, int f16, size_t i)
+{
+    return f16 ? vload_half(i, (__global const half *)c) : ((__global const float *)c)[i];
+}
+void kv_put(__global uchar *c, int f16, size_t i, float x)
+{
+    if (f16) vstore_half_rte(x, i, (__global half *)c);
+    else ((__global float *)c)[i] = x;
+}
+float4 kv_get4(__global const uchar *c, int f16, size_t at, size_t i)   /* elements at + 4i .. at + 4i + 3 */
+{
+    return f16 ? vload_half4(i, (__global const half *)c + at) : vload4(i, (__global const float *)c + at);
+}
+
 /* element e of the B rows' k and v (kv_dim floats each) into the slot of
  * row b's position pos[b] of its sequence seq[b] */
-__kernel void kv_store(__global const float *k, uint ko, __global const float *v, uint vo, __global float *kc,
-                       __global float *vc, __global const int *pos, __global const int *seq,
+__kernel void kv_store(__global const float *k, uint ko, __global const float *v, uint vo, __global uchar *kc,
+                       __global uchar *vc, int k16, int v16, __global const int *pos, __global const int *seq,
                        __global const int *table, int max_blocks, int shift, int kv_dim, int total)
 {
     const int e = get_global_id(0);
     if (e >= total) return;
     const int b = e / kv_dim;
     const size_t dst = kv_slot(table + seq[b] * max_blocks, pos[b], shift) * kv_dim + e % kv_dim;
-    kc[dst] = k[ko + e];
-    vc[dst] = v[vo + e];
+    kv_put(kc, k16, dst, k[ko + e]);
+    kv_put(vc, v16, dst, v[vo + e]);
 }
 
 /* rope's pairs, the first set's (k, row0 0) also into the cache, then the
    n0 rows of v (dim0 floats each) into it, as kv_store: one launch for both */
-__kernel void rope_store(ROPE_ARGS, __global const float *v, uint vvo, __global float *kc, __global float *vc,
-                         __global const int *seq, __global const int *table, int max_blocks, int shift)
+__kernel void rope_store(ROPE_ARGS, __global const float *v, uint vvo, __global uchar *kc, __global uchar *vc,
+                         int k16, int v16, __global const int *seq, __global const int *table, int max_blocks,
+                         int shift)
 {
     const int e = get_global_id(0), pairs = n0 * (dim0 / 2) + n1 * (dim1 / 2);
     int b, i0, i1;
@@ -833,12 +851,13 @@ __kernel void rope_store(ROPE_ARGS, __global const float *v, uint vvo, __global 
         if (rope_pair(mode, hd, pos, freq, dim0, n0, row00, va, vo0, dim1, n1, row01, vb, vo1, e, &b, &i0, &i1, &r0,
                       &r1) == 1) {
             const size_t dst = kv_slot(table + seq[b] * max_blocks, pos[b], shift) * dim0;
-            kc[dst + i0] = r0;
-            kc[dst + i1] = r1;
+            kv_put(kc, k16, dst + i0, r0);
+            kv_put(kc, k16, dst + i1, r1);
         }
     } else if (e - pairs < n0 * dim0) {
         b = (e - pairs) / dim0;
-        vc[kv_slot(table + seq[b] * max_blocks, pos[b], shift) * dim0 + (e - pairs) % dim0] = v[vvo + e - pairs];
+        kv_put(vc, v16, kv_slot(table + seq[b] * max_blocks, pos[b], shift) * dim0 + (e - pairs) % dim0,
+               v[vvo + e - pairs]);
     }
 }
 
@@ -855,8 +874,8 @@ __kernel void rope_store(ROPE_ARGS, __global const float *v, uint vvo, __global 
  * item, in ob when an item owns several) into part; m and l into ml.
  * attn_combine: per output element, the chunks in order:
  * out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c, M the largest m_c. */
-__kernel void attn_part(__global const float *q, uint qo, __global const float *kc, __global const float *vc, int hd,
-                        int n_head, int group, int kv_dim, __global const int *pos, __global const int *seq,
+__kernel void attn_part(__global const float *q, uint qo, __global const uchar *kc, __global const uchar *vc, int k16,
+                        int v16, int hd, int n_head, int group, int kv_dim, __global const int *pos, __global const int *seq,
                         __global const int *table, int max_blocks, int shift, int row0, int ch, int n_chunks, int tp,
                         __global float *part, __global float *ml, __local float *sc, __local float *red,
                         __local float *ob, __local float *kt)
@@ -873,8 +892,8 @@ __kernel void attn_part(__global const float *q, uint qo, __global const float *
     for (int t0 = p0; t0 < p1; t0 += tp) {
         const int tn = min(tp, p1 - t0);
         for (int p = 0; p < tn; p++) {
-            __global const float *kr = kc + kv_slot(tbl, t0 + p, shift) * kv_dim + koff;
-            for (int d = lid; d < hd; d += L) kt[p * (hd + 1) + d] = kr[d];
+            const size_t kr = kv_slot(tbl, t0 + p, shift) * kv_dim + koff;
+            for (int d = lid; d < hd; d += L) kt[p * (hd + 1) + d] = kv_get(kc, k16, kr + d);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int p = lid; p < tn; p += L) {
@@ -905,9 +924,8 @@ __kernel void attn_part(__global const float *q, uint qo, __global const float *
     __global float *po = part + slot * hd;
     if (L >= hd) {   /* an output per item */
         if (lid < hd) {
-            __global const float *vr = vc + koff + lid;
             float o = 0.0f;
-            for (int p = p0; p < p1; p++) o += sc[p - p0] * vr[kv_slot(tbl, p, shift) * kv_dim];
+            for (int p = p0; p < p1; p++) o += sc[p - p0] * kv_get(vc, v16, kv_slot(tbl, p, shift) * kv_dim + koff + lid);
             po[lid] = o;
         }
     } else {         /* item lid owns the float4 columns lid, lid + L, ... in ob; positions outside */
@@ -916,9 +934,9 @@ __kernel void attn_part(__global const float *q, uint qo, __global const float *
         for (int d = 4 * h4 + lid; d < hd; d += L) ob[d] = 0.0f;
         for (int p = p0; p < p1; p++) {
             const float e = sc[p - p0];
-            __global const float *vr = vc + kv_slot(tbl, p, shift) * kv_dim + koff;
-            for (int i = lid; i < h4; i += L) vstore4(vload4(i, ob) + e * vload4(i, vr), i, ob);
-            for (int d = 4 * h4 + lid; d < hd; d += L) ob[d] += e * vr[d];
+            const size_t vr = kv_slot(tbl, p, shift) * kv_dim + koff;
+            for (int i = lid; i < h4; i += L) vstore4(vload4(i, ob) + e * kv_get4(vc, v16, vr, i), i, ob);
+            for (int d = 4 * h4 + lid; d < hd; d += L) ob[d] += e * kv_get(vc, v16, vr + d);
         }
         for (int i = lid; i < h4; i += L) vstore4(vload4(i, ob), i, po);
         for (int d = 4 * h4 + lid; d < hd; d += L) po[d] = ob[d];
