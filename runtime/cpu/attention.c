@@ -216,6 +216,7 @@ typedef struct {
  * still gets its own operations in its own order. */
 #define ATT_LANES 8
 #define MIX_GROUPS 8   /* lane groups of its output one token mixes at once (att_mix_one) */
+#define MIX_W 2        /* lane groups of its output a group of tokens mixes at once (att_mix), at most */
 typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
 
 /* *v = elements [i, i + ATT_LANES) of a row in form t. */
@@ -227,6 +228,22 @@ static inline __attribute__((always_inline)) void kv_vec(int t, const char *row,
     else
         for (int j = 0; j < ATT_LANES; j++) f[j] = kv_elem(t, row, i + (size_t)j);
     memcpy(v, f, sizeof *v);
+}
+
+/* v[0], v[1] = elements [i, i + 2·ATT_LANES) of a row in form t: f32 as one
+ * load whose halves are taken apart in registers (two loads side by side
+ * were made one wide load, split through the stack). */
+static inline __attribute__((always_inline)) void kv_vec2(int t, const char *row, size_t i, att_vec *v)
+{
+    typedef float att_vec2_u __attribute__((vector_size(2 * ATT_LANES * sizeof(float)), aligned(4), may_alias));
+    if (t != KV_F32) {
+        kv_vec(t, row, i, &v[0]);
+        kv_vec(t, row, i + ATT_LANES, &v[1]);
+        return;
+    }
+    att_vec2_u w = *(const att_vec2_u *)(const void *)(row + 4 * i);
+    v[0] = __builtin_shufflevector(w, w, 0, 1, 2, 3, 4, 5, 6, 7);
+    v[1] = __builtin_shufflevector(w, w, 8, 9, 10, 11, 12, 13, 14, 15);
 }
 
 /* The dot of a q row and a key row from its lane sums *s (elements up to
@@ -285,31 +302,37 @@ static inline __attribute__((always_inline)) void att_dots_pos(int P, const floa
     for (int j = 0; j < P; j++) sc[j] = att_lanes_sum(&s[j], q, t, k + (size_t)j * k_stride, i, n);
 }
 
-/* out[g][i0 + j] = Σ_p a[g][p] · v_p[i0 + j] for j < ATT_LANES, g < G, p from 0
- * to last[g] ascending (v_p = kv_row(vc, p)), starting from 0 as a zeroed
- * output would. Positions up to p_all are within every token's range. A
- * block's rows lie kv_dim apart: one table look-up per block. */
-static inline __attribute__((always_inline)) void att_mix(int G, const float *const *a, const int *last, int p_all,
-                                                          const kv_pages *vc, int i0, float *const *out)
+/* out[g][i0 + j] = Σ_p a[g][p] · v_p[i0 + j] for j < W·ATT_LANES, g < G, p
+ * from 0 to last[g] ascending (v_p = kv_row(vc, p)), starting from 0 as a
+ * zeroed output would. Positions up to p_all are within every token's
+ * range. A block's rows lie kv_dim apart: one table look-up per block. W
+ * lane groups a pass (MIX_W where the registers hold G·W sums): each lane
+ * has its own sum, so the width changes no bits, and a wider pass reads
+ * whole cache lines of each value row in half the passes. */
+static inline __attribute__((always_inline)) void att_mix(int G, int W, const float *const *a, const int *last,
+                                                          int p_all, const kv_pages *vc, int i0, float *const *out)
 {
-    att_vec o[ATT_GROUP] = { 0 };
+    att_vec o[ATT_GROUP][MIX_W] = { 0 };
     for (int p = 0; p <= last[G - 1];) {
         const char *vp = kv_row(vc, p);
         int end = p + (1 << vc->shift) <= last[G - 1] + 1 ? p + (1 << vc->shift) : last[G - 1] + 1;
         for (; p < end; p++, vp += vc->row) {
-            att_vec vv;
-            kv_vec(vc->t, vp, (size_t)i0, &vv);
+            att_vec vv[MIX_W];
+            if (W == 1) kv_vec(vc->t, vp, (size_t)i0, &vv[0]);
+            else kv_vec2(vc->t, vp, (size_t)i0, vv);
             if (p <= p_all) {
                 _Pragma("GCC unroll 8")
-                for (int g = 0; g < G; g++) o[g] += a[g][p] * vv;
+                for (int g = 0; g < G; g++)
+                    for (int w = 0; w < W; w++) o[g][w] += a[g][p] * vv[w];
             } else {
                 _Pragma("GCC unroll 8")
                 for (int g = 0; g < G; g++)
-                    if (p <= last[g]) o[g] += a[g][p] * vv;
+                    if (p <= last[g])
+                        for (int w = 0; w < W; w++) o[g][w] += a[g][p] * vv[w];
             }
         }
     }
-    for (int g = 0; g < G; g++) memcpy(out[g] + i0, &o[g], sizeof o[g]);
+    for (int g = 0; g < G; g++) memcpy(out[g] + i0, o[g], (size_t)W * sizeof *o[g]);
 }
 
 /* One token: out[i0 + c] = Σ_p a[p] · v_p[i0 + c] for c < G·ATT_LANES, p
@@ -357,9 +380,10 @@ static inline __attribute__((always_inline)) float att_mix_lane(const float *a, 
  * (a short group repeats its last token): token g's scores over positions
  * 0..pos + g into sc + g·sc_stride, their softmax, and its mix of the values
  * into out + g·q_dim; qt: room for ATT_GROUP·head_dim floats. */
-static inline __attribute__((always_inline)) void attn_group(int G, const float *q, int q_dim, const kv_pages *kc,
-                                                             const kv_pages *vc, int hd, int pos, float scale,
-                                                             float *sc, int sc_stride, float *qt, float *out)
+static inline __attribute__((always_inline)) void attn_group(int G, int mw, const float *q, int q_dim,
+                                                             const kv_pages *kc, const kv_pages *vc, int hd, int pos,
+                                                             float scale, float *sc, int sc_stride, float *qt,
+                                                             float *out)
 {
     const float *qg[ATT_GROUP], *ag[ATT_GROUP];
     float *sg[ATT_GROUP], *og[ATT_GROUP];
@@ -381,7 +405,8 @@ static inline __attribute__((always_inline)) void attn_group(int G, const float 
     }
     for (int g = 0; g < G; g++) softmax(sg[g], last[g] + 1);
     int i0 = 0;
-    for (; i0 + ATT_LANES <= hd; i0 += ATT_LANES) att_mix(ATT_GROUP, ag, last, pos, vc, i0, og);
+    for (; mw > 1 && i0 + mw * ATT_LANES <= hd; i0 += mw * ATT_LANES) att_mix(ATT_GROUP, mw, ag, last, pos, vc, i0, og);
+    for (; i0 + ATT_LANES <= hd; i0 += ATT_LANES) att_mix(ATT_GROUP, 1, ag, last, pos, vc, i0, og);
     for (; i0 < hd; i0++)   /* a head size that is not whole lanes */
         for (int g = 0; g < G; g++) og[g][i0] = att_mix_lane(ag[g], last[g], vc, i0);
 }
@@ -512,7 +537,8 @@ static inline __attribute__((always_inline)) void heads_mix(float *sc, int sc_st
  * ascending), so the bits do not depend on the grouping, the parts, the
  * passes nor on what else is in the batch. */
 enum { ATT_WHOLE, ATT_SCORES, ATT_MIX };
-static inline __attribute__((always_inline)) void attn_items(const attn_task *t, int chunk, int ith, int kt, int vt)
+static inline __attribute__((always_inline)) void attn_items(const attn_task *t, int chunk, int ith, int kt, int vt,
+                                                             int mw)
 {
     const hc_kv *kv = t->kv;
     const hc_hparams *hp = t->hp;
@@ -556,7 +582,7 @@ static inline __attribute__((always_inline)) void attn_items(const attn_task *t,
                 const float *qg = q + (size_t)g0 * q_dim + h;
                 float *sc = att + (size_t)g0 * row_sc, *og = out + (size_t)g0 * q_dim + h;
                 if (G == 1) attn_one(qg, &kc, &vc, hd, pos + g0, scale, sc, og);
-                else attn_group(G, qg, q_dim, &kc, &vc, hd, pos + g0, scale, sc, row_sc, qt, og);
+                else attn_group(G, mw, qg, q_dim, &kc, &vc, hd, pos + g0, scale, sc, row_sc, qt, og);
             }
         }
     }
@@ -573,22 +599,22 @@ static inline __attribute__((always_inline)) void attn_items(const attn_task *t,
  * cache's rows are widened there; the scalar build widens them with
  * fp16_to_fp32, the same values. One compiled attention for each form of k
  * and v. */
-#define ATTN_RUN(name, target, kt, vt) \
-    target static void name(void *arg, int chunk, int ith) { attn_items(arg, chunk, ith, kt, vt); }
+#define ATTN_RUN(name, target, kt, vt, mw) \
+    target static void name(void *arg, int chunk, int ith) { attn_items(arg, chunk, ith, kt, vt, mw); }
 #define AVX512 __attribute__((target("avx512f,avx512vl,f16c")))
 #define AVX2 __attribute__((target("avx2,f16c")))
-ATTN_RUN(attn_avx512, AVX512, KV_F32, KV_F32)
-ATTN_RUN(attn_avx512_v16, AVX512, KV_F32, KV_F16)
-ATTN_RUN(attn_avx512_k16, AVX512, KV_F16, KV_F32)
-ATTN_RUN(attn_avx512_kv16, AVX512, KV_F16, KV_F16)
-ATTN_RUN(attn_avx2, AVX2, KV_F32, KV_F32)
-ATTN_RUN(attn_avx2_v16, AVX2, KV_F32, KV_F16)
-ATTN_RUN(attn_avx2_k16, AVX2, KV_F16, KV_F32)
-ATTN_RUN(attn_avx2_kv16, AVX2, KV_F16, KV_F16)
-ATTN_RUN(attn_scalar, , KV_F32, KV_F32)
-ATTN_RUN(attn_scalar_v16, , KV_F32, KV_F16_SOFT)
-ATTN_RUN(attn_scalar_k16, , KV_F16_SOFT, KV_F32)
-ATTN_RUN(attn_scalar_kv16, , KV_F16_SOFT, KV_F16_SOFT)
+ATTN_RUN(attn_avx512, AVX512, KV_F32, KV_F32, MIX_W)
+ATTN_RUN(attn_avx512_v16, AVX512, KV_F32, KV_F16, MIX_W)
+ATTN_RUN(attn_avx512_k16, AVX512, KV_F16, KV_F32, MIX_W)
+ATTN_RUN(attn_avx512_kv16, AVX512, KV_F16, KV_F16, MIX_W)
+ATTN_RUN(attn_avx2, AVX2, KV_F32, KV_F32, 1)
+ATTN_RUN(attn_avx2_v16, AVX2, KV_F32, KV_F16, 1)
+ATTN_RUN(attn_avx2_k16, AVX2, KV_F16, KV_F32, 1)
+ATTN_RUN(attn_avx2_kv16, AVX2, KV_F16, KV_F16, 1)
+ATTN_RUN(attn_scalar, , KV_F32, KV_F32, 1)
+ATTN_RUN(attn_scalar_v16, , KV_F32, KV_F16_SOFT, 1)
+ATTN_RUN(attn_scalar_k16, , KV_F16_SOFT, KV_F32, 1)
+ATTN_RUN(attn_scalar_kv16, , KV_F16_SOFT, KV_F16_SOFT, 1)
 /* [instruction set][k's form][v's form] (kv_form: KV_F32 or KV_F16) */
 static void (*const attn_run[HC_ISA_COUNT][2][2])(void *, int, int) = {
     [HC_ISA_SCALAR] = { { attn_scalar, attn_scalar_v16 }, { attn_scalar_k16, attn_scalar_kv16 } },
