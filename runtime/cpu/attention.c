@@ -358,13 +358,79 @@ static inline __attribute__((always_inline)) void att_mix_one(int G, const float
     memcpy(out + i0, o, (size_t)G * sizeof *o);
 }
 
-/* Softmax of att[0..n) in place. */
-static void softmax(float *att, int n)
+/* *v = e^v in each lane, for the softmax's v <= 0 (a score less its row's
+ * largest), within 1 ulp where e^x is a normal float: x = n·ln 2 + r with n
+ * rounded to nearest (|r| <= ln 2 / 2, ln 2 in two parts as Cody and Waite),
+ * Cephes' degree-6 polynomial for e^r, times 2^n built in the exponent
+ * bits. Plain multiplies and adds (no FMA: -ffp-contract=off), so every
+ * compiled attention, the scalar one too, gives the same bits, where glibc's
+ * expf took a call per position. x below -87.33 (e^x under FLT_MIN) gives 0,
+ * NaN gives NaN. */
+typedef int32_t att_ivec __attribute__((vector_size(ATT_LANES * sizeof(int32_t))));
+static inline __attribute__((always_inline)) void att_exp(att_vec *v)
 {
-    float max = att[0], sum = 0.0f;
-    for (int p = 1; p < n; p++) if (att[p] > max) max = att[p];
-    for (int p = 0; p < n; p++) { att[p] = expf(att[p] - max); sum += att[p]; }
-    for (int p = 0; p < n; p++) att[p] /= sum;
+    att_vec x = *v;
+    const float magic = 12582912.0f;   /* 1.5 · 2^23: adding it rounds to an integer */
+    att_vec t = x * 1.44269504088896341f + magic, nf = t - magic;
+    att_vec r = x - nf * 0.693359375f;   /* ln 2's leading bits: nf · them is exact */
+    r = r - nf * -2.12194440e-4f;
+    att_vec p = 1.9875691500e-4f * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    att_ivec n = (att_ivec)t - 0x4b400000;   /* t's integer, from its low bits (magic's bits: 0x4b400000) */
+    att_vec y = p * (att_vec)((n + 127) << 23);
+    *v = (att_vec)((att_ivec)y & ~(x < -87.33654f));   /* under FLT_MIN: 0 */
+}
+
+float hc_cpu_exp(float x)
+{
+    att_vec v = { x };
+    att_exp(&v);
+    return v[0];
+}
+
+/* Softmax of att[0..n) in place, ATT_LANES positions at a time (a short
+ * tail as a vector padded with -inf, whose e^x are 0): the largest, e^(s -
+ * largest) (att_exp), their sum in ATT_LANES interleaved partial sums added
+ * pairwise at the end (as the dots: the same order in every attention and
+ * batch, where one running sum waited on each add), and the divisions. */
+static inline __attribute__((always_inline)) void softmax(float *att, int n)
+{
+    typedef float att_vec_u __attribute__((vector_size(ATT_LANES * sizeof(float)), aligned(4), may_alias));
+    att_vec m, v, s = { 0 };
+    float f[ATT_LANES], sum;
+    const int whole = n - n % ATT_LANES, tail = n - whole;
+    for (int j = 0; j < ATT_LANES; j++) f[j] = j < tail ? att[whole + j] : -INFINITY;
+    memcpy(&m, f, sizeof m);
+    for (int p = 0; p < whole; p += ATT_LANES) {   /* lane by lane, NaN never chosen (as a > max) */
+        v = *(const att_vec_u *)(const void *)(att + p);
+        m = (att_vec)(((att_ivec)v & (v > m)) | ((att_ivec)m & ~(v > m)));
+    }
+    float max = att[0];
+    for (int j = 0; j < ATT_LANES; j++) if (m[j] > max) max = m[j];
+    for (int p = 0; p < whole; p += ATT_LANES) {
+        v = *(const att_vec_u *)(const void *)(att + p) - max;
+        att_exp(&v);
+        *(att_vec_u *)(void *)(att + p) = v;
+        s += v;
+    }
+    if (tail) {
+        memcpy(&v, f, sizeof v);
+        v -= max;
+        att_exp(&v);
+        s += v;
+        memcpy(f, &v, sizeof v);
+        memcpy(att + whole, f, sizeof(float) * (size_t)tail);
+    }
+    memcpy(f, &s, sizeof f);
+    for (int w = ATT_LANES / 2; w > 0; w /= 2)
+        for (int j = 0; j < w; j++) f[j] += f[j + w];
+    sum = f[0];
+    for (int p = 0; p < whole; p += ATT_LANES) *(att_vec_u *)(void *)(att + p) /= sum;
+    for (int p = whole; p < n; p++) att[p] /= sum;
 }
 
 /* Σ_p a[p] · v_p[i] for p from 0 to last ascending (v_p = kv_row(vc, p)):

@@ -17,5 +17,8 @@ hc_view hc_cpu_view(const void *p);
 void *hc_cpu_alloc(size_t bytes);
 /* The floats of a view of the CPU backend. */
 float *hc_cpu_ptr(hc_view v);
+/* e^x as the attention's softmax computes it (x <= 0), the same bits in
+ * every instruction set's attention (attention.c, att_exp). */
+float hc_cpu_exp(float x);
 
 #endif
