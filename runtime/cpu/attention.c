@@ -222,9 +222,13 @@ typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
 /* *v = elements [i, i + ATT_LANES) of a row in form t. */
 static inline __attribute__((always_inline)) void kv_vec(int t, const char *row, size_t i, att_vec *v)
 {
+    typedef float att_vec_u __attribute__((vector_size(ATT_LANES * sizeof(float)), aligned(4), may_alias));
     float f[ATT_LANES];
-    if (t == KV_F32) memcpy(f, row + 4 * i, sizeof f);
-    else if (t == KV_F16) kv_widen8(row + 2 * i, f);
+    if (t == KV_F32) {   /* a load into a register (through an array: two 16-byte halves stored, one 32-byte reload) */
+        *v = *(const att_vec_u *)(const void *)(row + 4 * i);
+        return;
+    }
+    if (t == KV_F16) kv_widen8(row + 2 * i, f);
     else
         for (int j = 0; j < ATT_LANES; j++) f[j] = kv_elem(t, row, i + (size_t)j);
     memcpy(v, f, sizeof *v);
