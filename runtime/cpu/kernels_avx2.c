@@ -69,6 +69,7 @@ TI void steps_range(int k, const void *row, const float *x, int i0, int i1, __m2
 {
     __m256 s0 = *a0, s1 = *a1;   /* in registers for the loop */
     int i = i0;
+    _Pragma("GCC unroll 2")   /* fewer instructions in flight per line read: 0.65-0.82 -> 0.79-0.88 of a plain read */
     for (; i + 16 <= i1; i += 16) {
         if (next && !((i - i0) & 31)) _mm_prefetch(next + 2 * (i - i0), _MM_HINT_T1);
         s0 = _mm256_fmadd_ps(load8(k, row, i), _mm256_loadu_ps(x + i), s0);
