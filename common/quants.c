@@ -5,6 +5,7 @@
 #include <cpuid.h>
 #endif
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 #include "quants.h"
 
@@ -95,11 +96,20 @@ void dequantize_row_q8_0(const block_q8_0 *x, float *y, int64_t k)
 
 /* ------------------------------------------------------------ dispatch */
 
+/* Asked once per process: cpuid is a VM exit (7 us on this project's
+ * VMs), and the kernels' dispatch asks on every attention and every f16
+ * cache row (threads racing here store the same value). */
 int hc_cpu_has_f16c(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+    static atomic_int known = -1;
+    int has = atomic_load_explicit(&known, memory_order_relaxed);
+    if (has < 0) {
+        unsigned a, b, c, d;
+        has = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+        atomic_store_explicit(&known, has, memory_order_relaxed);
+    }
+    return has;
 #else
     return 0;
 #endif
