@@ -257,6 +257,7 @@ int hc_budget_read(hc_budget *b, const gguf_file *m, int64_t ctx, int kv_bytes, 
         return -1;
     if (ctx >= 0)
         b->ctx = (uint32_t)ctx;
+    b->kv_bytes = kv_bytes;
     if (!(b->layer = calloc(b->n_layer, sizeof *b->layer))) {
         snprintf(err, errlen, "%s: out of memory", m->path);
         return -1;

@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "atomic_file.h"
+#include "ggml_types.h"
 #include "pretok.h"
 
 const char *hc_prog = "hc";
@@ -149,6 +150,16 @@ int hc_parse_size(const char *s, uint64_t *out)
         return 0;
     }
     return -1;
+}
+
+uint32_t hc_opt_cache_type(const char *opt, const char *v)
+{
+    if (!strcmp(v, "f32")) return GGML_TYPE_F32;
+    if (!strcmp(v, "f16")) return GGML_TYPE_F16;
+    static const char *const llama[] = { "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1" };
+    for (size_t i = 0; i < sizeof llama / sizeof *llama; i++)
+        if (!strcmp(v, llama[i])) hc_die("%s %s: a KV cache of %s is not implemented (f32 or f16)", opt, v, v);
+    hc_die("bad value for %s: '%s' (f32 or f16)", opt, v);
 }
 
 long long hc_opt_int(const char *opt, const char *s, long long lo, long long hi)

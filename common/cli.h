@@ -33,6 +33,9 @@ const char *hc_format_size(uint64_t bytes, char *buf, size_t len);
  * "bad value for OPT: 'S' (expected ...)". */
 long long hc_opt_int(const char *opt, const char *s, long long lo, long long hi);
 double hc_opt_num(const char *opt, const char *s, double lo, double hi);
+/* A KV cache type (llama.cpp's -ctk/-ctv): GGML_TYPE_F32 for "f32", GGML_TYPE_F16
+ * for "f16"; llama.cpp's other cache types are refused by name through hc_die. */
+uint32_t hc_opt_cache_type(const char *opt, const char *v);
 /* Default -t: the online CPUs, clamped to [1, max]. */
 int hc_default_threads(int max);
 /* The default case of a getopt_long loop whose optstring starts with ':'

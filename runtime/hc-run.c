@@ -228,17 +228,6 @@ static _Noreturn void list_devices(const char *device)
     exit(use < 0);
 }
 
-/* -ctk/-ctv's type: f32 or f16; llama.cpp's others refused by name. */
-static uint32_t cache_type(const char *opt, const char *v)
-{
-    if (!strcmp(v, "f32")) return GGML_TYPE_F32;
-    if (!strcmp(v, "f16")) return GGML_TYPE_F16;
-    static const char *const llama[] = { "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1" };
-    for (size_t i = 0; i < sizeof llama / sizeof *llama; i++)
-        if (!strcmp(v, llama[i])) hc_die("%s %s: a KV cache of %s is not implemented (f32 or f16)", opt, v, v);
-    hc_die("bad value for %s: '%s' (f32 or f16)", opt, v);
-}
-
 static void parse_args(int argc, char **argv, options *o)
 {
     static const struct option longs[] = {
@@ -325,8 +314,8 @@ static void parse_args(int argc, char **argv, options *o)
             if (hc_parse_size(optarg, &o->kv_budget) || !o->kv_budget)
                 hc_die("bad value for --kv-budget: '%s' (bytes, or K/M/G/T)", optarg);
             break;
-        case 'k': o->type_k = cache_type("--cache-type-k", optarg); break;
-        case 'V': o->type_v = cache_type("--cache-type-v", optarg); break;
+        case 'k': o->type_k = hc_opt_cache_type("--cache-type-k", optarg); break;
+        case 'V': o->type_v = hc_opt_cache_type("--cache-type-v", optarg); break;
         case 'F':
             o->kv_block = (int)hc_opt_int("--block-size", optarg, HC_KV_BLOCK_MIN, HC_KV_BLOCK_MAX);
             if (o->kv_block & (o->kv_block - 1)) hc_die("bad value for --block-size: %s (a power of two)", optarg);
@@ -766,10 +755,11 @@ static void reset_gpu_index(options *o, char *idx, size_t idx_len)
     char *slash = n > 0 ? memrchr(solve, '/', (size_t)n) : NULL;
     if (slash) strcpy(slash + 1, "hc-solve");
     if (!slash || access(solve, X_OK) != 0) strcpy(solve, "hc-solve");
-    char *argv[] = { solve, "-m", (char *)o->model, "-s", stats, "--vram-budget", budget, "-o", idx,
-                     o->n_ctx ? "--ctx" : NULL, ctx, NULL };
-    fprintf(stderr, "reset-gpu-index: %s -m %s -s %s --vram-budget %s -o %s%s%s\n", solve, o->model, stats, budget, idx,
-            o->n_ctx ? " --ctx " : "", o->n_ctx ? ctx : "");
+    char *ctk = o->type_k == GGML_TYPE_F16 ? "f16" : "f32", *ctv = o->type_v == GGML_TYPE_F16 ? "f16" : "f32";
+    char *argv[] = { solve, "-m", (char *)o->model, "-s", stats, "--vram-budget", budget, "-o", idx, "-ctk", ctk,
+                     "-ctv", ctv, o->n_ctx ? "--ctx" : NULL, ctx, NULL };
+    fprintf(stderr, "reset-gpu-index: %s -m %s -s %s --vram-budget %s -o %s -ctk %s -ctv %s%s%s\n", solve, o->model,
+            stats, budget, idx, ctk, ctv, o->n_ctx ? " --ctx " : "", o->n_ctx ? ctx : "");
     posix_spawn_file_actions_t fa;   /* its report goes to stderr: stdout is the text */
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);

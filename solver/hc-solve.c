@@ -12,6 +12,7 @@
 #include "atomic_file.h"
 #include "cli.h"
 #include "gguf.h"
+#include "ggml_types.h"
 #include "model_check.h"
 #include "outputs.h"
 #include "solve.h"
@@ -36,8 +37,10 @@ static void usage(FILE *f)
 "      --time-limit S        stop GLPK after S seconds (default 60) and keep its best\n"
 "      --gap G               stop at relative MIP gap G (default 1e-5; 0 = prove\n"
 "                            optimality, which can take minutes on 70B shapes)\n"
-"      --ctx N               KV cache charged for N positions, f32 as hc-run keeps it\n"
-"                            (default: the model's context length, the most hc-run uses)\n"
+"      --ctx N               KV cache charged for N positions (default: the model's\n"
+"                            context length, the most hc-run uses)\n"
+"  -ctk, --cache-type-k T    ... its keys as hc-run will hold them: f32 (default) or f16\n"
+"  -ctv, --cache-type-v T    ... its values: f32 (default) or f16\n"
 "      --greedy              hottest neurons per byte first, no ILP (baseline)\n"
 "      --sweep LIST          coverage for each budget of a comma-separated list; no file\n"
 "      --json                print the report (or the sweep) as JSON on stdout\n"
@@ -60,6 +63,7 @@ typedef struct {
     uint64_t budget, *sweep_budgets;   /* --sweep's list, checked while parsing */
     int n_sweep;
     int have_budget, batch, greedy, json, have_cost, ctx;
+    uint32_t type_k, type_v;   /* -ctk, -ctv: the KV cache's types as hc-run holds them */
     solve_cost cost;
     solve_ilp_opts ilp;
 } options;
@@ -95,7 +99,7 @@ static uint64_t *sweep_budgets(const char *list, int *n)
 static void parse_args(int argc, char **argv, options *o)
 {
     enum { O_BATCH = 256, O_TIME, O_GAP, O_CTX, O_GREEDY, O_SWEEP, O_JSON, O_REPORT, O_SVG, O_MIN, O_CPU, O_GPU,
-           O_SYNC };
+           O_SYNC, O_CTK, O_CTV };
     static const struct option longopts[] = {
         { "model", required_argument, 0, 'm' }, { "stats", required_argument, 0, 's' },
         { "vram-budget", required_argument, 0, 'B' }, { "output", required_argument, 0, 'o' },
@@ -105,11 +109,17 @@ static void parse_args(int argc, char **argv, options *o)
         { "json", no_argument, 0, O_JSON }, { "report", required_argument, 0, O_REPORT },
         { "svg", required_argument, 0, O_SVG }, { "min-layer-neurons", required_argument, 0, O_MIN },
         { "cpu-bw", required_argument, 0, O_CPU }, { "gpu-bw", required_argument, 0, O_GPU },
-        { "sync-us", required_argument, 0, O_SYNC }, { "verbose", no_argument, 0, 'v' },
+        { "sync-us", required_argument, 0, O_SYNC }, { "cache-type-k", required_argument, 0, O_CTK },
+        { "cache-type-v", required_argument, 0, O_CTV }, { "verbose", no_argument, 0, 'v' },
         HC_LONG_VERSION, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     memset(o, 0, sizeof *o);
     o->ctx = -1;
+    o->type_k = o->type_v = GGML_TYPE_F32;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {   /* llama.cpp's spelling, which getopt reads as -c tk */
+        if (strcmp(argv[i], "-ctk") == 0) argv[i] = "--cache-type-k";
+        if (strcmp(argv[i], "-ctv") == 0) argv[i] = "--cache-type-v";
+    }
     o->cost = (solve_cost){ 0, 0, HC_COST_CPU_BW, HC_COST_GPU_BW, HC_COST_SYNC_S };
     /* A gap stop, unlike a time-limit stop, gives the same file on every machine. */
     o->ilp = (solve_ilp_opts){ 60, 1e-5, 0 };
@@ -125,6 +135,8 @@ static void parse_args(int argc, char **argv, options *o)
         case O_TIME: o->ilp.time_limit = hc_opt_num("--time-limit", optarg, 0, DBL_MAX); break;
         case O_GAP: o->ilp.gap = hc_opt_num("--gap", optarg, 0, DBL_MAX); break;
         case O_CTX: o->ctx = (int)hc_opt_int("--ctx", optarg, 0, 1 << 24); break;
+        case O_CTK: o->type_k = hc_opt_cache_type("--cache-type-k", optarg); break;
+        case O_CTV: o->type_v = hc_opt_cache_type("--cache-type-v", optarg); break;
         case O_GREEDY: o->greedy = 1; break;
         case O_SWEEP: o->sweep = optarg; free(o->sweep_budgets); o->sweep_budgets = sweep_budgets(optarg, &o->n_sweep); break;
         case O_JSON: o->json = 1; break;
@@ -249,7 +261,7 @@ static void print_summary(const solve_result *r, const char *out)
     for (int i = 0; i < HC_FIX_COUNT; i++)
         printf(" %s %s%s", hc_budget_fixed_names[i], hc_format_size(b->fixed[i], s1, sizeof s1),
                i == HC_FIX_COUNT - 1 ? "" : ",");
-    printf(" (ctx %" PRIu32 ")\n", b->ctx);
+    printf(" (ctx %" PRIu32 ", %d bytes a KV element pair)\n", b->ctx, b->kv_bytes);
     printf("placed    %" PRIu64 " of %" PRIu64 " neurons (%.2f%%), %s\n", neurons, (uint64_t)p->n_layer * p->n_ff,
            100.0 * (double)neurons / ((double)p->n_layer * p->n_ff), hc_format_size(r->sol.bytes, s1, sizeof s1));
     printf("coverage  %.4f%% of activations (greedy %.4f%%)\n", pct(r->sol.objective, p->total),
@@ -340,7 +352,8 @@ int main(int argc, char **argv)
     if (hc_stats_check_model(stats, model, o.model, err, sizeof err))
         hc_die("%s (statistics %s)", err, o.stats);
     hc_budget budget;
-    if (hc_budget_read(&budget, model, o.ctx, 2 * HC_BUDGET_KV_BYTES, err, sizeof err))
+    if (hc_budget_read(&budget, model, o.ctx, (int)(ggml_row_size(o.type_k, 1) + ggml_row_size(o.type_v, 1)), err,
+                       sizeof err))
         hc_die("%s", err);
 
     uint64_t capacity = 0;

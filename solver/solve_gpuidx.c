@@ -39,6 +39,7 @@ static void set_kvs(gguf_writer *w, const solve_result *r)
     gguf_set_u64(w, K("ffn_capacity"), r->capacity);
     gguf_set_u64(w, K("ffn_bytes"), r->sol.bytes);
     gguf_set_u32(w, K("ctx"), r->budget->ctx);
+    gguf_set_u32(w, K("kv_bytes"), (uint32_t)r->budget->kv_bytes);
     gguf_set_u32(w, K("batch"), p->batch);
     uint32_t *min = solve_alloc(p->n_layer * sizeof *min);
     for (uint32_t l = 0; l < p->n_layer; l++)

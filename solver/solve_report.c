@@ -64,6 +64,7 @@ char *solve_report_json(const solve_result *r)
     cJSON_AddNumberToObject(o, "n_ff", p->n_ff);
     cJSON_AddNumberToObject(o, "batch", p->batch);
     cJSON_AddNumberToObject(o, "ctx", r->budget->ctx);
+    cJSON_AddNumberToObject(o, "kv_bytes", r->budget->kv_bytes);
     cJSON *sum = solve_summary_json(r);
     for (cJSON *c = sum->child; c; c = sum->child) /* move the summary's members up */
         cJSON_AddItemToObject(o, c->string, cJSON_DetachItemViaPointer(sum, c));

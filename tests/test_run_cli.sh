@@ -86,6 +86,13 @@ if run -p "hello world" -n 8 --reset-gpu-index --stats "$T/m.stats" --vram-budge
    grep -q "^reset-gpu-index: .*hc-solve -m $M -s $T/m.stats --vram-budget 409600" "$T/r.err" &&
    grep -q "^hybrid: $M.generated.gpuidx\|running on the CPU only" "$T/r.err"; then ok run_reset_gpu_index
 else fail run_reset_gpu_index "$(cat "$T/r.err")"; fi
+# ... priced for the run's cache: with -ctk/-ctv f16, hc-solve's bytes with the same flags
+"$HC_BIN/hc-solve" -m "$M" -s "$T/m.stats" --vram-budget 409600 -ctk f16 -ctv f16 -o "$T/direct16.gpuidx" >/dev/null 2>&1
+if run -p "hello world" -n 8 --reset-gpu-index --stats "$T/m.stats" --vram-budget 400K -ctk f16 -ctv f16 >/dev/null \
+       2>"$T/r16.err" && cmp -s "$M.generated.gpuidx" "$T/direct16.gpuidx" &&
+   grep -q "^reset-gpu-index: .*hc-solve -m $M -s $T/m.stats --vram-budget 409600 -o .* -ctk f16 -ctv f16" "$T/r16.err"
+then ok run_reset_gpu_index_f16_cache
+else fail run_reset_gpu_index_f16_cache "$(cat "$T/r16.err")"; fi
 rm -f "$M.generated.gpuidx"
 check_fails run_reset_needs_stats "hc-solve failed" run -p x -n 1 --reset-gpu-index --vram-budget 400K
 check_fails run_reset_not_with_index "does not go with --gpu-index" run --reset-gpu-index --gpu-index "$T/direct.gpuidx"

@@ -480,8 +480,15 @@ static void test_defaults(void)
     CHECK(th_sh("%s -m %s -s %s --vram-budget 1M -o %s", th_bin("hc-solve"), model_path, stats_path,
                 th_tmp("d.gpuidx")) == 0);
     gguf_file *f = gguf_open(th_tmp("d.gpuidx"), err, sizeof err);
-    uint32_t ctx = 0;
+    uint32_t ctx = 0, kv = 0;
     CHECK(f && gguf_get_u32(f, "hotcold.solve.ctx", &ctx) == 0 && ctx == NCTX);
+    CHECK(f && gguf_get_u32(f, "hotcold.solve.kv_bytes", &kv) == 0 && kv == 8);   /* f32 k and v */
+    gguf_close(f);
+    /* ... at the types hc-run will hold: -ctk/-ctv f16, 2 bytes each */
+    CHECK(th_sh("%s -m %s -s %s --vram-budget 1M -ctk f16 -ctv f16 -o %s", th_bin("hc-solve"), model_path,
+                stats_path, th_tmp("h.gpuidx")) == 0);
+    f = gguf_open(th_tmp("h.gpuidx"), err, sizeof err);
+    CHECK(f && gguf_get_u32(f, "hotcold.solve.kv_bytes", &kv) == 0 && kv == 4);
     gguf_close(f);
     /* -b is llama.cpp's batch size: the budget is --vram-budget, and the message says so */
     CHECK(th_sh("%s -m %s -s %s -b 1M", th_bin("hc-solve"), model_path, stats_path) == 1);
