@@ -265,6 +265,29 @@ static inline __attribute__((always_inline)) float att_lanes_sum(const att_vec *
     return l[0];
 }
 
+/* sc[g] = att_lanes_sum's tree of the lane sums s[g], for the ATT_LANES
+ * rows at once: each level adds, in every row, the same two values as
+ * att_lanes_sum's l[j] += l[j + w] (the rows' lanes regrouped by shuffles
+ * between the levels: 7 shuffles and 7 adds for 8 rows, where row by row
+ * took the stack and a fifth of a long prompt's attention). */
+static inline __attribute__((always_inline)) void att_lanes_sums(const att_vec *s, att_vec *r)
+{
+    _Static_assert(ATT_LANES == 8, "the shuffles below are for 8 lanes");
+    att_vec t[4], e[2];
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < 4; i++)   /* w = 4: rows 2i, 2i + 1, lanes j + (j + 4), j < 4, in each half */
+        t[i] = __builtin_shufflevector(s[2 * i], s[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11) +
+               __builtin_shufflevector(s[2 * i], s[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15);
+    _Pragma("GCC unroll 2")
+    for (int i = 0; i < 2; i++)   /* w = 2: rows 4i .. 4i + 3, lanes 0 + 2 and 1 + 3 of each */
+        e[i] = __builtin_shufflevector(t[2 * i], t[2 * i + 1], 0, 1, 8, 9, 4, 5, 12, 13) +
+               __builtin_shufflevector(t[2 * i], t[2 * i + 1], 2, 3, 10, 11, 6, 7, 14, 15);
+    /* w = 1: lane 0 + 1 of each row, in the order rows 0, 2, 1, 3, 4, 6, 5, 7 */
+    att_vec x = __builtin_shufflevector(e[0], e[1], 0, 2, 4, 6, 8, 10, 12, 14) +
+                __builtin_shufflevector(e[0], e[1], 1, 3, 5, 7, 9, 11, 13, 15);
+    *r = __builtin_shufflevector(x, x, 0, 2, 1, 3, 4, 6, 5, 7);
+}
+
 /* sc[g] = q[g] · k over n floats for g < G; qt: the whole lanes of the G
  * rows interleaved (by attn_group), so that one pointer reaches all of them
  * (eight row pointers left too few registers: a sum went to the stack); the
@@ -283,7 +306,13 @@ static inline __attribute__((always_inline)) void att_dots(int G, const float *q
             s[g] += qv * kv;
         }
     }
-    for (int g = 0; g < G; g++) sc[g] = att_lanes_sum(&s[g], q[g], t, k, i, n);
+    if (G < ATT_LANES || i < n) {   /* a short group, or a head size not whole lanes */
+        for (int g = 0; g < G; g++) sc[g] = att_lanes_sum(&s[g], q[g], t, k, i, n);
+        return;
+    }
+    att_vec r;
+    att_lanes_sums(s, &r);
+    memcpy(sc, &r, sizeof r);
 }
 
 /* One token: sc[j] = q · k_j over n floats for j < P (k_j k_stride bytes on),
@@ -470,6 +499,7 @@ static inline __attribute__((always_inline)) void attn_group(int G, int mw, cons
     for (int p = 0; p <= last[ATT_GROUP - 1]; p++) {
         float d[ATT_GROUP];
         att_dots(ATT_GROUP, qt, qg, kc->t, kv_row(kc, p), hd, d);
+        _Pragma("GCC unroll 8")   /* stores of their own: as a loop, a masked scatter */
         for (int g = 0; g < ATT_GROUP; g++)
             if (p <= last[g]) sg[g][p] = d[g] / scale;
     }
