@@ -332,7 +332,13 @@ static inline __attribute__((always_inline)) void att_dots_pos(int P, const floa
             s[j] += qv * kv;
         }
     }
-    for (int j = 0; j < P; j++) sc[j] = att_lanes_sum(&s[j], q, t, k + (size_t)j * k_stride, i, n);
+    if (P < ATT_LANES || i < n) {   /* fewer positions, or a head size not whole lanes */
+        for (int j = 0; j < P; j++) sc[j] = att_lanes_sum(&s[j], q, t, k + (size_t)j * k_stride, i, n);
+        return;
+    }
+    att_vec r;
+    att_lanes_sums(s, &r);
+    memcpy(sc, &r, sizeof r);
 }
 
 /* out[g][i0 + j] = Σ_p a[g][p] · v_p[i0 + j] for j < W·ATT_LANES, g < G, p
