@@ -238,6 +238,8 @@ static int kv_dim(const gguf_file *m, const char *arch, uint32_t n_embd, uint64_
     return 0;
 }
 
+int hc_kv_bytes(uint32_t type_k, uint32_t type_v) { return (int)(ggml_row_size(type_k, 1) + ggml_row_size(type_v, 1)); }
+
 int hc_budget_read(hc_budget *b, const gguf_file *m, int64_t ctx, int kv_bytes, char *err, size_t errlen)
 {
     memset(b, 0, sizeof *b);

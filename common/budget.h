@@ -31,6 +31,9 @@ extern const char *const hc_budget_fixed_names[HC_FIX_COUNT];
 /* hc-run's default KV caches (CPU and device) hold f32: 4 bytes an element of
  * k and of v; -ctk/-ctv f16 2 (ggml's and PowerInfer's default is F16). */
 #define HC_BUDGET_KV_BYTES 4
+/* The bytes of a k element and a v element of a cache of those types
+ * (GGML_TYPE_F32 or GGML_TYPE_F16: hc-run's -ctk, -ctv), hc_budget_read's kv_bytes. */
+int hc_kv_bytes(uint32_t type_k, uint32_t type_v);
 
 typedef struct {
     uint64_t part[HC_FIX_COUNT];   /* this layer's bytes of each fixed part; part[HC_FIX_OUTPUT] is 0 */

@@ -5,7 +5,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include "ggml_types.h"
 
 int hc_blocks_init(hc_blocks *b, int n)
 {
@@ -27,8 +26,6 @@ void hc_blocks_give(hc_blocks *b, const int32_t *table, int n)
 {
     for (int i = n - 1; i >= 0; i--) b->free[b->n_free++] = table[i];
 }
-
-int hc_kv_bytes(uint32_t type_k, uint32_t type_v) { return (int)(ggml_row_size(type_k, 1) + ggml_row_size(type_v, 1)); }
 
 uint64_t hc_blocks_bytes(const hc_hparams *hp, int block, int kv_bytes)
 {

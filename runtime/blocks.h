@@ -15,9 +15,6 @@ typedef struct {
     int32_t *free;   /* [n]: the free blocks' ids, the next one taken last */
 } hc_blocks;
 
-/* The bytes of a k element and a v element of a cache of those types
- * (GGML_TYPE_F32 or GGML_TYPE_F16: hc_ctx_params). */
-int hc_kv_bytes(uint32_t type_k, uint32_t type_v);
 /* The bytes of a block: k and v of `block` positions in every layer,
  * kv_bytes (hc_kv_bytes) a position's element of each. */
 uint64_t hc_blocks_bytes(const hc_hparams *hp, int block, int kv_bytes);

@@ -7,6 +7,7 @@
  * softmax written the same way) so greedy decoding matches it token for token. */
 #include "forward.h"
 #include "blocks.h"
+#include "budget.h"
 #include "cli.h"
 #include "cpu/cpu.h"
 #include "ctx_internal.h"

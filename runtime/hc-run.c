@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <cJSON.h>
 #include "blocks.h"
+#include "budget.h"
 #include "cli.h"
 #include "ffn_setup.h"
 #include "kernels.h"

@@ -352,8 +352,7 @@ int main(int argc, char **argv)
     if (hc_stats_check_model(stats, model, o.model, err, sizeof err))
         hc_die("%s (statistics %s)", err, o.stats);
     hc_budget budget;
-    if (hc_budget_read(&budget, model, o.ctx, (int)(ggml_row_size(o.type_k, 1) + ggml_row_size(o.type_v, 1)), err,
-                       sizeof err))
+    if (hc_budget_read(&budget, model, o.ctx, hc_kv_bytes(o.type_k, o.type_v), err, sizeof err))
         hc_die("%s", err);
 
     uint64_t capacity = 0;

@@ -47,7 +47,6 @@ enum { KV_F32, KV_F16, KV_F16_SOFT };
 struct hc_kv {
     int n_ctx, kv_dim, n_blocks, shift;   /* a block: 1 << shift positions */
     uint32_t type_k, type_v;   /* GGML_TYPE_F32 or GGML_TYPE_F16 (hc_ctx_params) */
-    int level;             /* the SIMD level that rounds rows to f16 (hc_quant_simd_level, asked once: cpuid) */
     char *k, *v;           /* [n_layer][n_blocks][1 << shift][kv_dim] elements each (layers that are off: never touched) */
     float *scores;         /* [n_threads][ATT_SCRATCH] */
     int *runs;             /* [n_batch + 1]: the first row of each work item's tokens (hc_cpu_attention) */
@@ -67,7 +66,6 @@ hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int blo
         kv->kv_dim = (int)kv_dim;
         kv->type_k = type_k;
         kv->type_v = type_v;
-        kv->level = hc_quant_simd_level();
         kv->n_blocks = n_blocks;
         kv->shift = __builtin_ctz((unsigned)block);
         kv->runs = malloc(sizeof *kv->runs * ((size_t)hc_ctx_n_batch(c->ctx) + 1));
@@ -156,10 +154,10 @@ static kv_pages kv_pages_of(const hc_kv *kv, const char *cache, int t, int layer
 static int kv_form(uint32_t type) { return type == GGML_TYPE_F16 ? KV_F16 : KV_F32; }
 
 /* n floats at x into a cache row in form t (f16: rounded to nearest even, as fp32_to_fp16). */
-static void kv_put(const hc_kv *kv, int t, char *row, const float *x, size_t n)
+static void kv_put(int t, char *row, const float *x, size_t n)
 {
     if (t == KV_F32) memcpy(row, x, sizeof(float) * n);
-    else fp32_row_to_f16_at(x, (uint16_t *)(void *)row, (int64_t)n, kv->level);
+    else fp32_row_to_f16_at(x, (uint16_t *)(void *)row, (int64_t)n, HC_SIMD_AVX512);   /* the best this CPU has */
 }
 
 void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v)
@@ -170,8 +168,8 @@ void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_
     for (int b = 0; b < B; b++) {
         kv_pages kc = kv_pages_of(kv, kv->k, kv_form(kv->type_k), layer, r, b),
                  vc = kv_pages_of(kv, kv->v, kv_form(kv->type_v), layer, r, b);
-        kv_put(kv, kc.t, (char *)kv_row(&kc, r->pos[b]), ks + (size_t)b * n, n);
-        kv_put(kv, vc.t, (char *)kv_row(&vc, r->pos[b]), vs + (size_t)b * n, n);
+        kv_put(kc.t, (char *)kv_row(&kc, r->pos[b]), ks + (size_t)b * n, n);
+        kv_put(vc.t, (char *)kv_row(&vc, r->pos[b]), vs + (size_t)b * n, n);
     }
 }
 
@@ -250,6 +248,17 @@ static inline __attribute__((always_inline)) void kv_vec2(int t, const char *row
     v[1] = __builtin_shufflevector(w, w, 8, 9, 10, 11, 12, 13, 14, 15);
 }
 
+/* The lanes l summed pairwise: l[j] += l[j + w] for w = ATT_LANES / 2,
+ * ..., 1; the result in l[0]. */
+static inline __attribute__((always_inline)) float att_pairwise(float *l)
+{
+    _Pragma("GCC unroll 4")
+    for (int w = ATT_LANES / 2; w > 0; w /= 2)
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < w; j++) l[j] += l[j + w];
+    return l[0];
+}
+
 /* The dot of a q row and a key row from its lane sums *s (elements up to
  * i): the tail [i, n) added to lane 0, then the lanes summed pairwise. */
 static inline __attribute__((always_inline)) float att_lanes_sum(const att_vec *s, const float *q, int t, const char *k,
@@ -258,11 +267,7 @@ static inline __attribute__((always_inline)) float att_lanes_sum(const att_vec *
     float l[ATT_LANES];
     memcpy(l, s, sizeof l);
     for (int r = i; r < n; r++) l[0] += q[r] * kv_elem(t, k, (size_t)r);
-    _Pragma("GCC unroll 4")
-    for (int w = ATT_LANES / 2; w > 0; w /= 2)
-        _Pragma("GCC unroll 4")
-        for (int j = 0; j < w; j++) l[j] += l[j + w];
-    return l[0];
+    return att_pairwise(l);
 }
 
 /* sc[g] = att_lanes_sum's tree of the lane sums s[g], for the ATT_LANES
@@ -465,9 +470,7 @@ static inline __attribute__((always_inline)) void softmax(float *att, int n)
         memcpy(att + whole, f, sizeof(float) * (size_t)tail);
     }
     memcpy(f, &s, sizeof f);
-    for (int w = ATT_LANES / 2; w > 0; w /= 2)
-        for (int j = 0; j < w; j++) f[j] += f[j + w];
-    sum = f[0];
+    sum = att_pairwise(f);
     for (int p = 0; p < whole; p += ATT_LANES) *(att_vec_u *)(void *)(att + p) /= sum;
     for (int p = whole; p < n; p++) att[p] /= sum;
 }
