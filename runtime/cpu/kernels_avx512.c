@@ -294,8 +294,9 @@ T static void sum_f32(const hc_weight *w, const void *const *x, const float *par
 }
 
 /* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < nt (TS in
- * the tile, 1 in dots_h). */
-TI void tile_steps(int k, int nt, const void *const *w, const float *const *x, int n, float *y)
+ * the tile, 1 in dots_h); with next (the tile's first pass), one line of row
+ * r + RM, the next row tile's, is fetched into L2 per 32 elements. */
+TI void tile_steps(int k, int nt, int next, const void *const *w, const float *const *x, int n, float *y)
 {
     __m512 a0[RM][TM], a1[RM][TM];
     const __mmask16 all = 0xffff;
@@ -305,6 +306,8 @@ TI void tile_steps(int k, int nt, const void *const *w, const float *const *x, i
         for (int t = 0; t < nt; t++) a0[r][t] = a1[r][t] = _mm512_setzero_ps();
     int i = 0;
     for (; i + 32 <= n; i += 32) {
+        if (next)
+            for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + RM * 2 * (size_t)n + 2 * i, _MM_HINT_T1);
         step(k, nt, w, x, i, all, a0);
         step(k, nt, w, x, i + 16, all, a1);
     }
@@ -327,9 +330,9 @@ TI void tile_steps_all(int k, const void *const *w, const float *const *x, int n
     int tn = hc_real_vectors((const void *const *)x, TM);
     for (int t0 = 0; t0 < tn; t0 += TS) {
         int nt = tn - t0 < TS ? tn - t0 : TS;
-        if (nt == TS) tile_steps(k, TS, w, x + t0, n, y + t0 * RM);
-        else if (nt == 2) tile_steps(k, 2, w, x + t0, n, y + t0 * RM);
-        else tile_steps(k, 1, w, x + t0, n, y + t0 * RM);
+        if (nt == TS) tile_steps(k, TS, !t0, w, x + t0, n, y + t0 * RM);
+        else if (nt == 2) tile_steps(k, 2, !t0, w, x + t0, n, y + t0 * RM);
+        else tile_steps(k, 1, !t0, w, x + t0, n, y + t0 * RM);
     }
     hc_copy_edge(y, tn, RM, TM);
 }
@@ -449,7 +452,7 @@ T static void dots_f(const hc_weight *w, const void *const *rows, const void *co
 /* hc_kernel.dots for F16: tile_steps with one vector. */
 T static void dots_h(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
 {
-    tile_steps(GGML_TYPE_F16, 1, rows, (const float *const *)x, w->n, y);
+    tile_steps(GGML_TYPE_F16, 1, 0, rows, (const float *const *)x, w->n, y);
 }
 
 /* F16's kernel (rows longer than 4096 as streams: dots_h) and F32's (rows of
