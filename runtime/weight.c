@@ -218,20 +218,20 @@ static void dots_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr,
 }
 
 /* y[i] = row r0 + i · xa for i < nr through hc_kernel.dots: the rows split
- * into k->rm runs of q rows, row i of every run at once, so k->rm ascending
- * streams; the last nr - k->rm * q rows one at a time. */
+ * into R runs of q rows (R = the rows dots takes), row i of every run at
+ * once, so R ascending streams; the last nr - R * q rows one at a time. */
 static void dots_streams(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *xa, float *y)
 {
     size_t rb = hc_traits(w)->row_bytes(w);
-    int q = nr / k->rm;
+    int R = k->dots_rm ? k->dots_rm : k->rm, q = nr / R;
     for (int i = 0; i < q; i++) {
         const void *rows[8];
         float out[8];
-        for (int s = 0; s < k->rm; s++) rows[s] = (const char *)w->data + (size_t)(r0 + s * q + i) * rb;
+        for (int s = 0; s < R; s++) rows[s] = (const char *)w->data + (size_t)(r0 + s * q + i) * rb;
         k->dots(w, rows, &xa, out);
-        for (int s = 0; s < k->rm; s++) y[s * q + i] = out[s];
+        for (int s = 0; s < R; s++) y[s * q + i] = out[s];
     }
-    for (int i = k->rm * q; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
+    for (int i = R * q; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
 }
 
 /* y[i] = row r0 + i · xa for i < nr. Rows longer than HC_ROW_BLOCK as

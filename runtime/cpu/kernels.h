@@ -60,9 +60,10 @@ typedef struct hc_kernel {
      * row's data starts; x[0]: the arranged or prepared activation), the
      * bits of dot, each activation load shared by the rows. Rows longer
      * than HC_ROW_BLOCK at B = 1 are read as rm ascending streams through
-     * it (weight.c), and so are shorter ones where dots_short is set (F32). */
+     * it (weight.c), and so are shorter ones where dots_short is set (F32).
+     * dots_rm: the rows dots takes (0: rm). */
     void (*dots)(const hc_weight *w, const void *const *rows, const void *const *x, float *y);
-    int dots_short;
+    int dots_rm, dots_short;
     /* Optional register tile (NULL: dot per pair): y[t * rm + i] = row r[i]
      * · x[t] for i < rm, t < tm, every value the bits dot gives. */
     void (*tile)(const hc_weight *w, const int *r, const void *const *x, float *y);

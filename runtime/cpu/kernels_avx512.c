@@ -89,27 +89,45 @@ TI float dot_steps(int k, const void *row, const float *x, int n)
  * chunks of 256 or 512 elements cost the tile 10 % or 6 % in parking.) */
 #define CHUNK 1024        /* elements */
 
-/* acc + row · x over elements [i0, i1) (none when i0 >= i1) in 16-element
- * steps, the last one masked at i1. */
-TI __m512 chunk_sum(int k, const void *row, const float *x, int i0, int i1, __m512 acc)
+#define DOTS_F32 3        /* F32 rows hc_kernel.dots reads side by side */
+
+/* acc[r] + row[r] · x over elements [i0, i1) (none when i0 >= i1) in
+ * 16-element steps, the last one masked at i1, for r < R. */
+TI void chunk_sums(int k, int R, const void *const *row, const float *x, int i0, int i1, __m512 acc[DOTS_F32])
 {
     int i = i0;
-    for (; i + 16 <= i1; i += 16) acc = _mm512_fmadd_ps(load16(k, row, i, 0xffff), _mm512_loadu_ps(x + i), acc);
+    for (; i + 16 <= i1; i += 16) {
+        __m512 xv = _mm512_loadu_ps(x + i);
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) acc[r] = _mm512_fmadd_ps(load16(k, row[r], i, 0xffff), xv, acc[r]);
+    }
     if (i < i1) {
         __mmask16 m = tail_mask(i1 - i);
-        acc = _mm512_fmadd_ps(load16(k, row, i, m), _mm512_maskz_loadu_ps(m, x + i), acc);
+        __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) acc[r] = _mm512_fmadd_ps(load16(k, row[r], i, m), xv, acc[r]);
     }
-    return acc;
+}
+
+/* y[r] = dot_chunks of row[r] for r < R, the rows side by side. */
+TI void rows_chunks(int k, int R, const void *const *row, const float *x, int n, float *y)
+{
+    __m512 a0[DOTS_F32], a1[DOTS_F32];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++) a0[r] = a1[r] = _mm512_setzero_ps();
+    for (int c = 0; c < n; c += 2 * CHUNK) {
+        chunk_sums(k, R, row, x, c, n - c < CHUNK ? n : c + CHUNK, a0);
+        chunk_sums(k, R, row, x, c + CHUNK, n - c < 2 * CHUNK ? n : c + 2 * CHUNK, a1);
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++) y[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));
 }
 
 TI float dot_chunks(int k, const void *row, const float *x, int n)
 {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
-    for (int c = 0; c < n; c += 2 * CHUNK) {
-        a0 = chunk_sum(k, row, x, c, n - c < CHUNK ? n : c + CHUNK, a0);
-        a1 = chunk_sum(k, row, x, c + CHUNK, n - c < 2 * CHUNK ? n : c + 2 * CHUNK, a1);
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    float y;
+    rows_chunks(k, 1, &row, x, n, &y);
+    return y;
 }
 
 T static float dot_f(const hc_weight *w, int r, const void *x)
@@ -203,7 +221,7 @@ TI void step(int k, int Tn, const void *const *w, const float *const *x, int i, 
     }
 }
 
-/* park[r][t] += chunk_sum's steps over elements [i0, i1), t < nt; with next
+/* park[r][t] += chunk_sums' steps over elements [i0, i1), t < nt; with next
  * (the tile, not the B = 1 streams, whose rows are apart), one line of row r
  * + RM, the next row tile's, is fetched into L2 per step, as in the F16
  * few-vector tile. */
@@ -443,10 +461,12 @@ T static void few_h(const hc_weight *w, const int *r, const void *const *x, floa
     hc_copy_edge(y, tn, RM, FT);
 }
 
-/* hc_kernel.dots for F32: the 4 x 6 tile with one vector. */
+/* hc_kernel.dots for F32: DOTS_F32 rows side by side with one vector (as
+ * three streams a core read 4096-wide rows 3 % faster than as the tile's 4:
+ * `bench_kernels pool avx512 4096 11008 1`, 28.3-28.6 -> 29.2-29.4 GB/s). */
 T static void dots_f(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
 {
-    tile_chunks(GGML_TYPE_F32, 1, 0, rows, (const float *const *)x, w->n, y);
+    rows_chunks(GGML_TYPE_F32, DOTS_F32, rows, (const float *)x[0], w->n, y);
 }
 
 /* hc_kernel.dots for F16: tile_steps with one vector. */
@@ -461,7 +481,7 @@ T static void dots_h(const hc_weight *w, const void *const *rows, const void *co
     .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
     .tile = tile_f, .rm = RM, .tm = TM, .axpy = axpy_f, .axpy_multi = axpy_multi_f
 const hc_kernel hc_avx512_float = { FLOAT_KERNEL, .dots = dots_h, .few = few_h, .few_tm = FT };
-const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_short = 1, .tile_part = part_f32,
+const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_rm = DOTS_F32, .dots_short = 1, .tile_part = part_f32,
                                   .tile_sum = sum_f32, .kb = CHUNK, .tile_park = PARK_F32 };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 32 pairs of bf16
