@@ -56,7 +56,6 @@ hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int blo
                      uint32_t type_k, uint32_t type_v, char *err, size_t errlen)
 {
     hc_cpu *c = (hc_cpu *)be;
-    (void)on;   /* the pages of a layer that is off are never written, so never made */
     hc_kv *kv = calloc(1, sizeof *kv);
     size_t kv_dim = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
     size_t elems = (size_t)hp->n_layer * (size_t)n_blocks * (size_t)block * kv_dim;
@@ -80,6 +79,22 @@ hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int blo
         snprintf(err, errlen, "out of memory for a KV cache of %d blocks of %d positions", n_blocks, block);
         hc_cpu_kv_free(be, kv);
         return NULL;
+    }
+    /* One context's cache (hc-run's default: the prompt and the generation)
+     * is written whole, so its pages are made now, as llama.cpp clears its
+     * cache at creation: made by the prompt's first writes, mid-product,
+     * they cost a 512-token BF16 prompt 4-7 % (docs/measurements.md). The
+     * layers that are off never get pages; a pool for many sequences
+     * (--parallel) gets them as its blocks are first used. */
+    if (n_blocks <= (n_ctx + block - 1) / block) {
+        size_t layer_elems = (size_t)n_blocks * (size_t)block * kv_dim;
+        for (int l = 0; l < hp->n_layer; l++) {
+            if (on && !on[l]) continue;
+            memset(kv->k + ggml_row_size(type_k, (int64_t)(layer_elems * (size_t)l)), 0,
+                   ggml_row_size(type_k, (int64_t)layer_elems));
+            memset(kv->v + ggml_row_size(type_v, (int64_t)(layer_elems * (size_t)l)), 0,
+                   ggml_row_size(type_v, (int64_t)layer_elems));
+        }
     }
     return kv;
 }
