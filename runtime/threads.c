@@ -166,10 +166,21 @@ int hc_pool_chunks(const hc_pool *p, int n_units, size_t work)
     return c < 1 ? 1 : (int)c;
 }
 
-int hc_pool_piece(int chunk, int n_chunks, int regions)
+void hc_pool_run_range(int n, int unit, int chunk, int n_chunks, int regions, int *lo, int *hi)
 {
-    if (regions <= 1 || n_chunks % regions) return chunk;
-    return chunk % regions * (n_chunks / regions) + chunk / regions;
+    if (regions <= 1 || n_chunks % regions) {
+        hc_split(n, unit, chunk, n_chunks, lo, hi);
+        return;
+    }
+    int q = n_chunks / regions, j = chunk / regions, r0, r1;
+    hc_split(n, unit, chunk % regions, regions, &r0, &r1);
+    long units = (r1 - r0 + (long)unit - 1) / unit, parts = (long)q * (q + 1) / 2;
+    long a = (long)j * q - (long)j * (j - 1) / 2;   /* the parts of the pieces before j */
+    long b = a + q - j;
+    *lo = r0 + (int)(units * a / parts) * unit;
+    *hi = r0 + (int)(units * b / parts) * unit;
+    *lo = *lo < r1 ? *lo : r1;
+    *hi = *hi < r1 ? *hi : r1;
 }
 
 void hc_split(int n, int unit, int i, int nparts, int *lo, int *hi)

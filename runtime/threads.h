@@ -33,13 +33,16 @@ int hc_pool_chunks(const hc_pool *p, int n_units, size_t work);
 typedef void (*hc_range_fn)(void *arg, int lo, int hi);
 void hc_pool_ranges(hc_pool *p, hc_range_fn fn, void *arg, int n, size_t work);
 
-/* The piece of the work that chunk `chunk` of n_chunks takes: the pieces
- * (in work order) cut into `regions` runs of n_chunks / regions, and the
+/* Range [*lo, *hi) of [0, n) (boundaries at multiples of unit) that chunk
+ * `chunk` of n_chunks takes: [0, n) cut into `regions` runs (hc_split), the
  * chunks dealt to the runs in turn (chunk mod regions is the run, chunk /
- * regions the place in it). With one run per thread and the threads claiming
- * chunks in turn, each thread walks its own run from start to end. regions
- * <= 1, or one that does not divide n_chunks: the chunk itself. */
-int hc_pool_piece(int chunk, int n_chunks, int regions);
+ * regions the place in it), each run's q = n_chunks / regions pieces in
+ * order and shrinking, q, q - 1, ..., 1 parts of q(q + 1)/2. With one run
+ * per thread and the threads claiming chunks in turn, each thread walks its
+ * own run from start to end, and the chunk a product's end waits for is a
+ * run's smallest. regions <= 1, or one that does not divide n_chunks:
+ * hc_split's part `chunk`. */
+void hc_pool_run_range(int n, int unit, int chunk, int n_chunks, int regions, int *lo, int *hi);
 
 /* Range [*lo, *hi) of part i of nparts over [0, n), boundaries at multiples of unit. */
 void hc_split(int n, int unit, int i, int nparts, int *lo, int *hi);

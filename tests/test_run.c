@@ -456,17 +456,39 @@ static void test_split(void)
             }
             CHECK(next == n);
         }
-    /* hc_pool_piece: a permutation of the chunks; with r runs, chunks i, i + r,
-     * i + 2r, ... (one thread's claims in turn) are run i's pieces in order */
-    for (int nc = 1; nc <= 24; nc++)
-        for (int r = 0; r <= 4; r++) {
-            int seen[24] = { 0 }, runs = r > 1 && nc % r == 0;
-            for (int c = 0; c < nc; c++) {
-                int p = hc_pool_piece(c, nc, r);
-                CHECK(p >= 0 && p < nc && !seen[p]++);
-                CHECK(runs ? p == c % r * (nc / r) + c / r : p == c);
+    /* hc_pool_run_range: the chunks' ranges tile [0, n) on unit boundaries;
+     * with r runs, chunks i, i + r, i + 2r, ... (one thread's claims in
+     * turn) are run i's pieces in order, each no larger than the one before
+     * by more than a unit; else the chunks are hc_split's parts */
+    for (int n = 0; n < 300; n += 37)
+        for (int nc = 1; nc <= 24; nc++)
+            for (int r = 0; r <= 4; r++) {
+                int runs = r > 1 && nc % r == 0, covered = 0;
+                for (int i = 0; i < (runs ? r : 1); i++) {
+                    int prev_hi = -1, prev_len = 1 << 30;
+                    for (int c = i; c < nc; c += runs ? r : 1) {
+                        int lo, hi, slo, shi;
+                        hc_pool_run_range(n, 4, c, nc, r, &lo, &hi);
+                        CHECK(lo <= hi && (lo % 4 == 0 || lo == n) && (hi % 4 == 0 || hi == n));
+                        CHECK(prev_hi < 0 || lo == prev_hi);
+                        covered += hi - lo;
+                        prev_hi = hi;
+                        if (runs) CHECK(hi - lo <= prev_len + 4);
+                        prev_len = hi - lo;
+                        hc_split(n, 4, c, nc, &slo, &shi);
+                        if (!runs) CHECK(lo == slo && hi == shi);
+                    }
+                    if (runs) {
+                        int r0, r1;
+                        hc_split(n, 4, i, r, &r0, &r1);
+                        int lo, hi;
+                        hc_pool_run_range(n, 4, i, nc, r, &lo, &hi);
+                        CHECK(lo == r0);
+                        CHECK(prev_hi == r1);
+                    }
+                }
+                CHECK(covered == n);
             }
-        }
 }
 
 typedef struct {

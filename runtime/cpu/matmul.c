@@ -87,7 +87,7 @@ typedef struct {
     int isa;
     const void *xa;          /* the activations the kernels read (see arranged) */
     size_t xs, y_stride;
-    int B, n_chunks, regions;   /* chunk c computes row piece hc_pool_piece(c, n_chunks, regions) */
+    int B, n_chunks, regions;   /* chunk c computes the rows hc_pool_run_range gives it */
     float *y;
 } matvec_task;
 
@@ -96,19 +96,22 @@ static void matvec_chunk(void *arg, int chunk, int ith)
     const matvec_task *t = arg;
     int lo, hi;
     (void)ith;
-    hc_split(t->w->rows, ROW_UNIT, hc_pool_piece(chunk, t->n_chunks, t->regions), t->n_chunks, &lo, &hi);
+    hc_pool_run_range(t->w->rows, ROW_UNIT, chunk, t->n_chunks, t->regions, &lo, &hi);
     if (lo < hi) hc_weight_matvec(t->w, t->isa, lo, hi, t->xa, t->xs, t->B, t->y + lo, t->y_stride);
 }
 
 /* Decode (B = 1) reads the rows once, from memory: the row pieces go in one
- * run per thread, dealt in turn (hc_pool_piece), so that each thread reads
- * its own part of the matrix as one ascending stream while a chunk stays
- * about 1/(4·threads) of the product (a thread descheduled on a busy machine
- * still holds back only its chunk). At two threads that made Q8_0, Q4_0 and
- * GPTQ tokens about 1 % faster (0-5 %) than pieces taken in order, the
- * float types within +-1 % (docs/design/kernels.md, "Two threads"). B > 1
- * takes the pieces in order. Which thread computes a row never changes its
- * bits. */
+ * run per thread, dealt in turn (hc_pool_run_range), so that each thread
+ * reads its own part of the matrix as one ascending stream while a chunk
+ * stays about 1/(4·threads) of the product (a thread descheduled on a busy
+ * machine still holds back only its chunk). At two threads that made Q8_0,
+ * Q4_0 and GPTQ tokens about 1 % faster (0-5 %) than pieces taken in order,
+ * the float types within +-1 % (docs/design/kernels.md, "Two threads"). A
+ * run's pieces shrink (4, 3, 2, 1 tenths at two threads), so that the thread
+ * that ends first waits at most a tenth of the other's run: the two threads'
+ * waits in a Q4_0 decode went from ~1000 to ~750 of ~10 000 samples. B > 1
+ * takes equal pieces in order. Which thread computes a row never changes
+ * its bits. */
 void hc_pool_matvec(hc_pool *pool, const hc_weight *w, int isa, const void *xa, size_t xs, int B, float *y,
                     size_t y_stride)
 {
