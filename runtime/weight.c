@@ -238,10 +238,10 @@ static void dots_streams(const hc_weight *w, const hc_kernel *k, int r0, int nr,
  * several streams where the kernel has dots (dots_streams; every float type
  * but F16 on AVX2, which keeps its column blocks), shorter ones so only where
  * it says dots_short (F32: on Zen 4 one core reads 3 or 4 ascending F32
- * streams about 25 % faster than one; 4096-wide F16 and BF16 rows read faster one at
- * a time, their activation in L1 beside one stream). Otherwise long rows in
- * column blocks, and the rest one row at a time: interleaving four
- * neighbouring rows halved the speed of Q8_0/Q4_0 on Zen
+ * streams about 25 % faster than one; 4096-wide F16 and BF16 rows read
+ * faster one at a time, their activation in L1 beside one stream).
+ * Otherwise long rows in column blocks, and the rest one row at a time:
+ * interleaving four neighbouring rows halved the speed of Q8_0/Q4_0 on Zen
  * (docs/design/kernels.md, "Decode"). */
 static void dots(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *xa, float *y)
 {

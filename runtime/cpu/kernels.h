@@ -59,9 +59,9 @@ typedef struct hc_kernel {
      * AVX-512, have it): y[i] = rows[i] · x[0] for i < rm (rows: where each
      * row's data starts; x[0]: the arranged or prepared activation), the
      * bits of dot, each activation load shared by the rows. Rows longer
-     * than HC_ROW_BLOCK at B = 1 are read as rm ascending streams through
-     * it (weight.c), and so are shorter ones where dots_short is set (F32).
-     * dots_rm: the rows dots takes (0: rm). */
+     * than HC_ROW_BLOCK at B = 1 are read as ascending streams through it,
+     * dots_rm of them (0: rm) (weight.c), and so are shorter ones where
+     * dots_short is set (F32). */
     void (*dots)(const hc_weight *w, const void *const *rows, const void *const *x, float *y);
     int dots_rm, dots_short;
     /* Optional register tile (NULL: dot per pair): y[t * rm + i] = row r[i]

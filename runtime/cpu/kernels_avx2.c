@@ -301,7 +301,7 @@ TI void steps_part(int k, const void *const *w, const float *const *x, int n, in
         int i = c0;
         for (; i + 16 <= c1; i += 16) {
             if (p && !((i - c0) & 31))
-                for (int r = 0; r < RM; r++) hc_prefetch_next_tile((const uint16_t *)w[r] + i, (size_t)RM * 2 * (size_t)n, 64);
+                for (int r = 0; r < RM; r++) hc_prefetch_next_tile((const uint16_t *)w[r] + i, (size_t)RM * 2 * n, 64);
             step(k, TM, w, x, i + 8 * p, acc);
         }
         if (i + 8 <= c1) {

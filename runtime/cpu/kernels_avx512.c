@@ -461,9 +461,10 @@ T static void few_h(const hc_weight *w, const int *r, const void *const *x, floa
     hc_copy_edge(y, tn, RM, FT);
 }
 
-/* hc_kernel.dots for F32: DOTS_F32 rows side by side with one vector (as
- * three streams a core read 4096-wide rows 3 % faster than as the tile's 4:
- * `bench_kernels pool avx512 4096 11008 1`, 28.3-28.6 -> 29.2-29.4 GB/s). */
+/* hc_kernel.dots for F32: DOTS_F32 rows side by side with one vector (a
+ * core read 4096-wide rows faster as three streams than as the tile's four:
+ * `bench_kernels pool avx512 4096 11008 1`, 26.3-27.7 -> 29.1-30.6 GB/s;
+ * two streams 28.3-28.5). */
 T static void dots_f(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
 {
     rows_chunks(GGML_TYPE_F32, DOTS_F32, rows, (const float *)x[0], w->n, y);
@@ -481,8 +482,8 @@ T static void dots_h(const hc_weight *w, const void *const *rows, const void *co
     .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
     .tile = tile_f, .rm = RM, .tm = TM, .axpy = axpy_f, .axpy_multi = axpy_multi_f
 const hc_kernel hc_avx512_float = { FLOAT_KERNEL, .dots = dots_h, .few = few_h, .few_tm = FT };
-const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_rm = DOTS_F32, .dots_short = 1, .tile_part = part_f32,
-                                  .tile_sum = sum_f32, .kb = CHUNK, .tile_park = PARK_F32 };
+const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_rm = DOTS_F32, .dots_short = 1,
+                                  .tile_part = part_f32, .tile_sum = sum_f32, .kb = CHUNK, .tile_park = PARK_F32 };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 32 pairs of bf16
  * per register. With AVX512_BF16 one vdpbf16ps per register: lane j gets

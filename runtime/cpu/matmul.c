@@ -110,9 +110,8 @@ static void matvec_chunk(void *arg, int chunk, int ith)
  * run's pieces shrink (4, 3, 2, 1 tenths at two threads), so that the thread
  * that ends first waits at most a tenth of the other's run: the two threads'
  * waits in a Q4_0 decode went from 620-676 to 522-545 of ~13 000 samples
- * (docs/design/kernels.md, "Two threads"). B > 1
- * takes equal pieces in order. Which thread computes a row never changes
- * its bits. */
+ * (docs/design/kernels.md, "Two threads"). B > 1 takes equal pieces in
+ * order. Which thread computes a row never changes its bits. */
 void hc_pool_matvec(hc_pool *pool, const hc_weight *w, int isa, const void *xa, size_t xs, int B, float *y,
                     size_t y_stride)
 {
