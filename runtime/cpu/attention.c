@@ -86,14 +86,14 @@ hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int blo
      * they cost a 512-token BF16 prompt 4-7 % (docs/measurements.md). The
      * layers that are off never get pages; a pool for many sequences
      * (--parallel) gets them as its blocks are first used. */
-    if (n_blocks <= (n_ctx + block - 1) / block) {
+    if (n_blocks <= hc_blocks_for(n_ctx, block)) {
         size_t layer_elems = (size_t)n_blocks * (size_t)block * kv_dim;
+        size_t k_bytes = ggml_row_size(type_k, (int64_t)layer_elems);
+        size_t v_bytes = ggml_row_size(type_v, (int64_t)layer_elems);
         for (int l = 0; l < hp->n_layer; l++) {
             if (on && !on[l]) continue;
-            memset(kv->k + ggml_row_size(type_k, (int64_t)(layer_elems * (size_t)l)), 0,
-                   ggml_row_size(type_k, (int64_t)layer_elems));
-            memset(kv->v + ggml_row_size(type_v, (int64_t)(layer_elems * (size_t)l)), 0,
-                   ggml_row_size(type_v, (int64_t)layer_elems));
+            memset(kv->k + k_bytes * (size_t)l, 0, k_bytes);
+            memset(kv->v + v_bytes * (size_t)l, 0, v_bytes);
         }
     }
     return kv;
@@ -481,8 +481,7 @@ static inline __attribute__((always_inline)) void softmax(float *att, int n)
         v -= max;
         att_exp(&v);
         s += v;
-        memcpy(f, &v, sizeof v);
-        memcpy(att + whole, f, sizeof(float) * (size_t)tail);
+        memcpy(att + whole, &v, sizeof(float) * (size_t)tail);
     }
     memcpy(f, &s, sizeof f);
     sum = att_pairwise(f);
