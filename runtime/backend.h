@@ -161,9 +161,10 @@ struct hc_backend_ops {
      * this one); a sequence holds at most n_ctx positions. type_k, type_v:
      * GGML_TYPE_F32, or GGML_TYPE_F16 (stored rounded to nearest even,
      * widened exactly when read) where the backend holds it; else NULL and
-     * err names the type. */
-    hc_kv *(*kv_new)(hc_backend *be, const hc_hparams *hp, int n_blocks, int block, int n_ctx, const uint8_t *on,
-                     uint32_t type_k, uint32_t type_v, char *err, size_t errlen);
+     * err names the type. Blocks 0..n_warm-1 get their memory now (the
+     * rest when first written, where a backend's memory is made lazily). */
+    hc_kv *(*kv_new)(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_warm, int block, int n_ctx,
+                     const uint8_t *on, uint32_t type_k, uint32_t type_v, char *err, size_t errlen);
     void (*kv_free)(hc_backend *be, hc_kv *kv);
     /* store k[B][kv_dim] and v[B][kv_dim] of the batch's rows 0..B-1 of layer */
     void (*kv_store)(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v);

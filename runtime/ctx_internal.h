@@ -36,6 +36,7 @@ struct hc_ctx {
     hc_pool *pool;
     int n_ctx, n_batch;
     int n_kv_blocks, kv_block;  /* the KV cache's pool and block size (model.h, hc_ctx_params) */
+    int n_kv_warm;              /* its blocks whose memory is made with it (hc_ctx_params) */
     uint32_t type_k, type_v;    /* its element types (hc_ctx_params) */
     hc_hook_fn hook;  void *hook_user;   /* from hc_ctx_params; NULL: none */
     hc_ffn_fn ffn;    void *ffn_user;    /* NULL: the dense FFN */

@@ -79,8 +79,8 @@ static int rows_new(hc_ctx *ctx, hc_rows *R, hc_backend *be, const uint8_t *on, 
     }
     R->rope_freq = (hc_bvec){ ctx->rope_freq, hp->head_dim / 2, NULL };
     if (op->vec_new && !(R->rope_freq.dev = op->vec_new(be, ctx->rope_freq, hp->head_dim / 2, err, errlen))) return -1;
-    return (R->kv = op->kv_new(be, hp, ctx->n_kv_blocks, ctx->kv_block, ctx->n_ctx, on, ctx->type_k, ctx->type_v, err,
-                               errlen)) ? 0 : -1;
+    return (R->kv = op->kv_new(be, hp, ctx->n_kv_blocks, ctx->n_kv_warm, ctx->kv_block, ctx->n_ctx, on, ctx->type_k,
+                               ctx->type_v, err, errlen)) ? 0 : -1;
 }
 
 static void rows_free(hc_rows *R)
@@ -178,6 +178,8 @@ hc_ctx *hc_ctx_new(const hc_model *m, const hc_ctx_params *p, char *err, size_t 
     ctx->n_ctx = n_ctx;
     ctx->n_batch = n_batch;
     ctx->n_kv_blocks = n_kv_blocks;
+    ctx->n_kv_warm = p && p->n_kv_warm > 0 ? (p->n_kv_warm < n_kv_blocks ? p->n_kv_warm : n_kv_blocks)
+                     : n_kv_blocks <= max_blocks ? n_kv_blocks : 0;
     ctx->kv_block = kv_block;
     ctx->type_k = type_k;
     ctx->type_v = type_v;

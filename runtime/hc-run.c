@@ -342,12 +342,13 @@ static void parse_args(int argc, char **argv, options *o)
     check_args(o);
 }
 
-/* A context of n_ctx positions per sequence; n_kv_blocks 0: one sequence's. */
-static hc_ctx *new_ctx(const hc_model *m, const options *o, hc_ffn *ffn, int n_ctx, int n_kv_blocks)
+/* A context of n_ctx positions per sequence; n_kv_blocks 0: one sequence's;
+ * n_kv_warm: hc_ctx_params'. */
+static hc_ctx *new_ctx(const hc_model *m, const options *o, hc_ffn *ffn, int n_ctx, int n_kv_blocks, int n_kv_warm)
 {
     char err[512];
-    hc_ctx_params cp = { .n_ctx = n_ctx, .n_kv_blocks = n_kv_blocks, .kv_block = o->kv_block, .n_batch = o->n_batch,
-                         .n_threads = o->threads, .type_k = o->type_k, .type_v = o->type_v };
+    hc_ctx_params cp = { .n_ctx = n_ctx, .n_kv_blocks = n_kv_blocks, .n_kv_warm = n_kv_warm, .kv_block = o->kv_block,
+                         .n_batch = o->n_batch, .n_threads = o->threads, .type_k = o->type_k, .type_v = o->type_v };
     hc_ffn_attach(ffn, &cp);
     hc_ctx *ctx = hc_ctx_new(m, &cp, err, sizeof err);
     if (!ctx) hc_die("%s", err);
@@ -433,7 +434,7 @@ static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options
     int n_ctx = hc_window_len(&m->hp, o->n_ctx);
     if (n_ctx < 4) hc_die("-c %d is too small for --perplexity (need 4 or more)", n_ctx);
     if (n_tok < n_ctx) hc_die("%s: %d tokens, need at least %d (one window of -c)", o->ppl_file, n_tok, n_ctx);
-    hc_ctx *ctx = new_ctx(m, o, ffn, n_ctx, 0);
+    hc_ctx *ctx = new_ctx(m, o, ffn, n_ctx, 0, 0);
     int V = m->hp.n_vocab, n_chunk = n_tok / n_ctx, first = n_ctx / 2;
     float *logits = malloc(sizeof(float) * (size_t)n_ctx * (size_t)V);
     int32_t *win = malloc(sizeof *win * (size_t)n_ctx);
@@ -562,7 +563,7 @@ static void generate(const hc_model *m, const hc_tokenizer *tok, const options *
     }
     if (n_prompt > n_ctx) hc_die("prompt has %d tokens, more than the context of %d (-c)", n_prompt, n_ctx);
     int V = m->hp.n_vocab;
-    gen_state g = { .tok = tok, .ctx = new_ctx(m, o, ffn, n_ctx, 0), .smp = hc_sampler_new(&o->sp, V),
+    gen_state g = { .tok = tok, .ctx = new_ctx(m, o, ffn, n_ctx, 0, 0), .smp = hc_sampler_new(&o->sp, V),
                     .logits = malloc(sizeof(float) * (size_t)V), .n_ctx = n_ctx, .pending = -1,
                     .last = prompt[n_prompt - 1] };
     if (!g.logits || !g.smp) hc_die("out of memory");
@@ -703,9 +704,9 @@ static void parallel(const hc_model *m, const hc_tokenizer *tok, const options *
         t->gen = t->len;
         t->last = t->n_prompt ? ids[t->n_prompt - 1] : -1;
     }
-    hc_ctx *ctx = new_ctx(m, o, ffn, n_ctx, blocks);
     hc_sched_params sp = { o->parallel, n_ctx, blocks, hc_tokenizer_bos(tok), hc_tokenizer_eos(tok), !o->recompute,
                            o->swap_space };
+    hc_ctx *ctx = new_ctx(m, o, ffn, n_ctx, blocks, hc_sched_blocks_most(reqs, n, &sp, o->kv_block));
     hc_sched_out out = { par_token, par_done, &P };
     hc_sched_stats st;
     char sz[32];

@@ -183,6 +183,9 @@ typedef struct {
     int n_ctx;       /* KV cache positions of one sequence; 0: min(context_length, 2048) */
     int n_kv_blocks; /* blocks of kv_block positions in the cache's pool, shared by the
                       * sequences of hc_eval_rows; 0: one sequence's n_ctx (hc_eval's) */
+    int n_kv_warm;   /* the pool's blocks 0.. whose pages are made with it, as llama.cpp
+                      * clears its cache at creation (the rest: when first written); 0:
+                      * the whole cache of one sequence's pool, none of a larger one's */
     int kv_block;    /* positions per block: a power of two in [HC_KV_BLOCK_MIN,
                       * HC_KV_BLOCK_MAX]; 0: HC_KV_BLOCK */
     int n_batch;     /* most tokens per forward step; 0: min(n_ctx, 512) */

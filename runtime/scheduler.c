@@ -265,6 +265,28 @@ static int step(sched *S, int n_batch, char *err, size_t errlen)
     return 0;
 }
 
+static int descending(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x < y) - (x > y);
+}
+
+int hc_sched_blocks_most(const hc_request *reqs, int n, const hc_sched_params *p, int block)
+{
+    int *need = malloc(sizeof *need * (size_t)(n ? n : 1));
+    if (!need) return 0;   /* only a hint: the blocks get their pages when first written */
+    for (int r = 0; r < n; r++) {
+        const hc_request *q = &reqs[r];
+        long most = (long)q->n_prompt + q->n_predict;
+        need[r] = !q->n_prompt || q->n_prompt > p->n_ctx ? 0 : hc_blocks_for(most < p->n_ctx ? (int)most : p->n_ctx, block);
+    }
+    qsort(need, (size_t)n, sizeof *need, descending);
+    long sum = 0;
+    for (int r = 0; r < n && r < p->n_parallel; r++) sum += need[r];
+    free(need);
+    return sum < p->n_blocks ? (int)sum : p->n_blocks;
+}
+
 static void sched_free(sched *S, int n)
 {
     for (int r = 0; S->s && r < n; r++) {

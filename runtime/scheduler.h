@@ -53,6 +53,13 @@ typedef struct {
     int most_running;         /* the most sequences run in one step */
 } hc_sched_stats;
 
+/* The most KV blocks of `block` positions the requests hold at once when
+ * run with p: the n_parallel largest of their prompts with their
+ * generations, each at most n_ctx positions, at most the pool. The pool's
+ * free blocks are a stack from block 0, so the blocks a run ever takes are
+ * 0 .. this - 1: the ones worth making at creation (hc_ctx_params.n_kv_warm). */
+int hc_sched_blocks_most(const hc_request *reqs, int n, const hc_sched_params *p, int block);
+
 /* Every request to its end on ctx (made with n_kv_blocks = p->n_blocks,
  * n_batch >= p->n_parallel), first come first served. 0, or -1 + err (out
  * of memory, logits that are not finite). */

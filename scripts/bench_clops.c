@@ -78,7 +78,7 @@ static hc_kv *decode_cache(hc_backend *be, const hc_hparams *hp, int npos, uint3
     const hc_backend_ops *o = be->ops;
     int n_blocks = hc_blocks_for(npos, HC_KV_BLOCK);
     int32_t *t = malloc(sizeof *t * (2 * (size_t)npos + (size_t)n_blocks));   /* positions, sequences, table */
-    hc_kv *kv = t ? o->kv_new(be, hp, n_blocks, HC_KV_BLOCK, npos, NULL, type, type, err, errlen) : NULL;
+    hc_kv *kv = t ? o->kv_new(be, hp, n_blocks, n_blocks, HC_KV_BLOCK, npos, NULL, type, type, err, errlen) : NULL;
     if (!kv) {
         if (!t) snprintf(err, errlen, "out of memory");
         free(t);

@@ -802,7 +802,7 @@ static int run_case(run_ctx *r, const op_case *c, float *out, float *ref, size_t
         int n_blocks = hc_blocks_for(n_ctx, block), at = 0;   /* at: where the sequence's blocks start */
         const uint32_t tk = c->t & KV_F16_K ? GGML_TYPE_F16 : GGML_TYPE_F32,
                        tv = c->t & KV_F16_V ? GGML_TYPE_F16 : GGML_TYPE_F32;
-        hc_kv *kv = o->kv_new(r->be, &hp, 2 * n_blocks, block, n_ctx, on, tk, tv, r->err, sizeof r->err);
+        hc_kv *kv = o->kv_new(r->be, &hp, 2 * n_blocks, n_blocks, block, n_ctx, on, tk, tv, r->err, sizeof r->err);
         /* the cache's values when it holds halves: k's npos rows, then v's */
         float *stored = c->t & (KV_F16_K | KV_F16_V) ? calloc(2 * (size_t)npos * kv_dim, sizeof(float)) : NULL;
         bx = upload(r, q, (size_t)B * q_dim);
@@ -1076,7 +1076,7 @@ static int attention_rows_as(run_ctx *r, int hd, int nh, int nkv, int B, int pos
         k[i] = fp16_to_fp32(fp32_to_fp16(k[i]));
         v[i] = fp16_to_fp32(fp32_to_fp16(v[i]));
     }
-    hc_kv *kv = o->kv_new(r->be, &hp, n_blocks, HC_KV_BLOCK, npos, NULL, kvt, kvt, r->err, sizeof r->err);
+    hc_kv *kv = o->kv_new(r->be, &hp, n_blocks, n_blocks, HC_KV_BLOCK, npos, NULL, kvt, kvt, r->err, sizeof r->err);
     hc_buf *bq = upload(r, q, (size_t)B * q_dim), *bk = upload(r, k, (size_t)npos * kv_dim),
            *bv = upload(r, v, (size_t)npos * kv_dim), *bo = upload(r, NULL, (size_t)B * q_dim);
     int rc = !kv || !bq || !bk || !bv || !bo;
@@ -1280,7 +1280,7 @@ static void test_unsupported(void)
     void *m = be->ops->mat_new(be, &w, err, sizeof err);
     CHECKF(!m && strstr(err, "Q4_1"), "%s", err);
     hc_hparams hp = hparams();
-    hc_kv *kv = be->ops->kv_new(be, &hp, 4, HC_KV_BLOCK, 64, NULL, GGML_TYPE_F16, GGML_TYPE_Q8_0, err, sizeof err);
+    hc_kv *kv = be->ops->kv_new(be, &hp, 4, 4, HC_KV_BLOCK, 64, NULL, GGML_TYPE_F16, GGML_TYPE_Q8_0, err, sizeof err);
     CHECKF(!kv && strstr(err, "Q8_0") && strstr(err, "not implemented"), "device kv_new of q8_0: %s", kv ? "made" : err);
     /* a failed step is sticky: read and sync report it */
     hc_buf *b = be->ops->buf_new(be, 64, err, sizeof err);

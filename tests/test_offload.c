@@ -29,6 +29,7 @@ typedef struct {
     long steps, fail_at; /* steps run; the step that fails (-1: none) */
     long first_copy[2];  /* the step of the first kv_copy in (0) and out (1); -1: none yet */
     int failed;
+    int top_block;       /* the largest block id a step's rows used */
 } standin;
 
 static standin *sd(hc_backend *be) { return (standin *)be; }
@@ -75,11 +76,18 @@ static void s_ffn_act(hc_backend *be, const hc_hparams *hp, const hc_bvec *gb, c
 {
     if (step(be)) CPU(be)->ops->ffn_act(CPU(be), hp, gb, ub, g, u, B);
 }
-static void s_batch(hc_backend *be, const hc_seq_rows *rows) { CPU(be)->ops->batch(CPU(be), rows); }
-static hc_kv *s_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int block, int n_ctx, const uint8_t *on,
-                       uint32_t tk, uint32_t tv, char *e, size_t el)
+static void s_batch(hc_backend *be, const hc_seq_rows *rows)
 {
-    return CPU(be)->ops->kv_new(CPU(be), hp, n_blocks, block, n_ctx, on, tk, tv, e, el);
+    for (int b = 0; b < rows->B; b++) {
+        int32_t id = rows->table[rows->seq[b] * rows->max_blocks + rows->pos[b] / rows->block];
+        if (id > sd(be)->top_block) sd(be)->top_block = id;
+    }
+    CPU(be)->ops->batch(CPU(be), rows);
+}
+static hc_kv *s_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_warm, int block, int n_ctx,
+                       const uint8_t *on, uint32_t tk, uint32_t tv, char *e, size_t el)
+{
+    return CPU(be)->ops->kv_new(CPU(be), hp, n_blocks, n_warm, block, n_ctx, on, tk, tv, e, el);
 }
 static void s_kv_free(hc_backend *be, hc_kv *kv) { CPU(be)->ops->kv_free(CPU(be), kv); }
 static int s_kv_copy(hc_backend *be, hc_kv *kv, int l, const int32_t *ids, int n, void *host, int out, char *e,
@@ -248,9 +256,15 @@ static void on_token(void *user, int r, int32_t t)
 }
 static void on_done(void *user, int r, enum hc_stop why) { (void)user, (void)r, (void)why; }
 
-/* NREQ greedy requests (the prompt's last NPROMPT - r tokens) at once, on
- * place or the CPU, in a pool of n_blocks of `block` positions (0: NREQ
- * contexts), preempted by swapping or recomputation: their tokens in *o. */
+/* NREQ greedy requests: the prompt's last NPROMPT - r tokens, SGEN more */
+static void requests(hc_request reqs[NREQ])
+{
+    for (int r = 0; r < NREQ; r++) reqs[r] = (hc_request){ prompt + r, NPROMPT - r, SGEN, { 0.0f, 0, 1.0f, 1 } };
+}
+
+/* The requests at once, on place or the CPU, in a pool of n_blocks of
+ * `block` positions (0: NREQ contexts), preempted by swapping or
+ * recomputation: their tokens in *o. */
 static int schedule(const hc_model *m, const hc_place *place, int block, int n_blocks, int swap, sched_out *o,
                     hc_sched_stats *st)
 {
@@ -261,7 +275,7 @@ static int schedule(const hc_model *m, const hc_place *place, int block, int n_b
     hc_ctx *ctx = hc_ctx_new(m, &p, err, sizeof err);
     if (!ctx) return -1;
     hc_request reqs[NREQ];
-    for (int r = 0; r < NREQ; r++) reqs[r] = (hc_request){ prompt + r, NPROMPT - r, SGEN, { 0.0f, 0, 1.0f, 1 } };
+    requests(reqs);
     hc_sched_params sp = { NREQ, CTX, n_blocks, -1, -1, swap, UINT64_MAX };
     hc_sched_out out = { on_token, on_done, o };
     memset(o, 0, sizeof *o);
@@ -291,6 +305,39 @@ static void test_failure_mid_schedule(void)
         CHECKF(!memcmp(&cpu, &dev, sizeof cpu), "failure at step %ld: not the CPU-only texts", at[i]);
         CHECKF(at[i] < sd(be)->steps, "step %ld never came (%ld steps)", at[i], sd(be)->steps);
         CHECKF(st.most_running > 1, "the requests never ran together (%d)", st.most_running);
+        hc_place_free(pl);
+        be->ops->free(be);
+    }
+    hc_model_free(m);
+}
+
+/* The blocks a run takes are 0 .. hc_sched_blocks_most - 1, the ones its
+ * context makes ahead: the requests' blocks all at once in a pool that holds
+ * them, the pool in one that does not. */
+static void test_blocks_most(void)
+{
+    hc_model *m = synth("llama", "relu");
+    CHECKF(m, "%s", th_last_err());
+    static sched_out out;
+    hc_sched_stats st;
+    static const hc_place_plan whole = { 3, 1, 1 };
+    enum { BLOCK = 4 };
+    hc_request reqs[NREQ];
+    requests(reqs);
+    int all = 0;
+    for (int r = 0; r < NREQ; r++) all += hc_blocks_for(NPROMPT - r + SGEN, BLOCK);
+    const int pools[] = { NREQ * hc_blocks_for(CTX, BLOCK), hc_blocks_for(CTX, BLOCK) };
+    for (int i = 0; i < 2; i++) {
+        char err[256];
+        hc_sched_params sp = { NREQ, CTX, pools[i], -1, -1, 0, 0 };
+        int most = hc_sched_blocks_most(reqs, NREQ, &sp, BLOCK), want = pools[i] < all ? pools[i] : all;
+        CHECKF(most == want, "pool %d: %d blocks most, not %d", pools[i], most, want);
+        hc_backend *be = standin_new(m, -1);
+        hc_place *pl = hc_place_new(m, be, "stand-in", &whole, stderr, err, sizeof err);
+        CHECKF(pl, "%s", err);
+        CHECK(schedule(m, pl, BLOCK, pools[i], 0, &out, &st) == 0);
+        CHECKF(sd(be)->top_block < most, "pool %d: block %d used, beyond the %d made ahead", pools[i],
+               sd(be)->top_block, most);
         hc_place_free(pl);
         be->ops->free(be);
     }
@@ -343,6 +390,7 @@ int main(void)
     RUN(test_placements_same_bits);
     RUN(test_failure_mid_run);
     RUN(test_failure_mid_schedule);
+    RUN(test_blocks_most);
     RUN(test_swap_preemption);
     return th_done();
 }

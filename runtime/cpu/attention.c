@@ -52,8 +52,8 @@ struct hc_kv {
     int *runs;             /* [n_batch + 1]: the first row of each work item's tokens (hc_cpu_attention) */
 };
 
-hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int block, int n_ctx, const uint8_t *on,
-                     uint32_t type_k, uint32_t type_v, char *err, size_t errlen)
+hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_warm, int block, int n_ctx,
+                     const uint8_t *on, uint32_t type_k, uint32_t type_v, char *err, size_t errlen)
 {
     hc_cpu *c = (hc_cpu *)be;
     hc_kv *kv = calloc(1, sizeof *kv);
@@ -80,21 +80,18 @@ hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int blo
         hc_cpu_kv_free(be, kv);
         return NULL;
     }
-    /* One context's cache (hc-run's default: the prompt and the generation)
-     * is written whole, so its pages are made now, as llama.cpp clears its
-     * cache at creation: made by the prompt's first writes, mid-product,
-     * they cost a 512-token BF16 prompt 4-7 % (docs/measurements.md). The
-     * layers that are off never get pages; a pool for many sequences
-     * (--parallel) gets them as its blocks are first used. */
-    if (n_blocks <= hc_blocks_for(n_ctx, block)) {
-        size_t layer_elems = (size_t)n_blocks * (size_t)block * kv_dim;
-        size_t k_bytes = ggml_row_size(type_k, (int64_t)layer_elems);
-        size_t v_bytes = ggml_row_size(type_v, (int64_t)layer_elems);
-        for (int l = 0; l < hp->n_layer; l++) {
-            if (on && !on[l]) continue;
-            memset(kv->k + k_bytes * (size_t)l, 0, k_bytes);
-            memset(kv->v + v_bytes * (size_t)l, 0, v_bytes);
-        }
+    /* The blocks the caller will write (one context's whole cache, or the
+     * most a --parallel run holds at once) get their pages now, as llama.cpp
+     * clears its cache at creation: made by the first writes, mid-product,
+     * they cost a 512-token BF16 prompt 4-7 % and --parallel 8 decode 5 %
+     * (docs/measurements.md). The layers that are off never get pages. */
+    size_t layer_elems = (size_t)n_blocks * (size_t)block * kv_dim, warm_elems = (size_t)n_warm * (size_t)block * kv_dim;
+    for (int l = 0; l < hp->n_layer && n_warm; l++) {
+        if (on && !on[l]) continue;
+        memset(kv->k + ggml_row_size(type_k, (int64_t)(layer_elems * (size_t)l)), 0,
+               ggml_row_size(type_k, (int64_t)warm_elems));
+        memset(kv->v + ggml_row_size(type_v, (int64_t)(layer_elems * (size_t)l)), 0,
+               ggml_row_size(type_v, (int64_t)warm_elems));
     }
     return kv;
 }

@@ -22,7 +22,8 @@ typedef struct {
 static inline float *hc_cpu_host(hc_view v) { return (float *)((uintptr_t)v.buf->p + v.off); }
 
 /* attention.c */
-hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int block, int n_ctx, const uint8_t *on,
+hc_kv *hc_cpu_kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_warm, int block, int n_ctx,
+                     const uint8_t *on,
                      uint32_t type_k, uint32_t type_v, char *err, size_t errlen);
 void hc_cpu_kv_free(hc_backend *be, hc_kv *kv);
 void hc_cpu_kv_store(hc_backend *be, hc_kv *kv, int layer, int B, hc_view k, hc_view v);

@@ -1018,9 +1018,10 @@ static void kv_free(hc_backend *be, hc_kv *kv)
     free(kv);
 }
 
-static hc_kv *kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int block, int n_ctx, const uint8_t *on,
-                     uint32_t type_k, uint32_t type_v, char *err, size_t errlen)
+static hc_kv *kv_new(hc_backend *be, const hc_hparams *hp, int n_blocks, int n_warm, int block, int n_ctx,
+                     const uint8_t *on, uint32_t type_k, uint32_t type_v, char *err, size_t errlen)
 {
+    (void)n_warm;   /* a device buffer's memory is made with it */
     clb *b = (clb *)be;
     const uint32_t types[2] = { type_k, type_v };
     for (int i = 0; i < 2; i++)
