@@ -115,7 +115,7 @@ typedef struct {
     struct hc_gptq **gptq;            /* INT4-GPTQ weights loaded (owned), n_gptq of them */
     int n_gptq;
     void *weights_copy;               /* hc_model_copy_weights' copy (owned) or NULL */
-    int n_chunked;                    /* of its matrices, those in Q4_0's chunks of 16 (HC_WEIGHT_Q4X16) */
+    int n_chunked;                    /* of its matrices, those in chunks of 16 (HC_WEIGHT_X16) */
 } hc_model;
 
 /* NULL + one line "PATH: what is wrong" in err for any file it cannot run. */
@@ -140,10 +140,10 @@ enum hc_weights_mem { HC_WEIGHTS_AUTO = 0, HC_WEIGHTS_MAP, HC_WEIGHTS_COPY };
 /* Copy m's ggml matrices (with_ffn 0: all but the FFN's gate, up and down,
  * which the sparse FFN copies itself) out of the file mapping per mode, the
  * same bytes, each at its old address modulo 64; the copied pages of the
- * mapping are dropped. Where Q4_0's products run on AVX-512, the Q4_0
- * matrices that products read (not ffn_down_t, read by AXPY) are copied in
- * chunks of 16 blocks (HC_WEIGHT_Q4X16, runtime/q4x16.h): the same blocks,
- * the same bits, no permutes in their kernels. Bytes copied (0: none), or -1
+ * mapping are dropped. Where Q4_0's or Q8_0's products run on AVX-512, the
+ * matrices of that type that products read (not ffn_down_t, read by AXPY)
+ * are copied in chunks of 16 blocks (HC_WEIGHT_X16, runtime/x16.h): the same
+ * blocks, the same bits, no permutes in their kernels. Bytes copied (0: none), or -1
  * + "PATH: ..." in err when COPY finds no memory. Before any context is made
  * and after any device took its copies (which read ggml's layout). */
 int64_t hc_model_copy_weights(hc_model *m, int mode, int with_ffn, char *err, size_t errlen);

@@ -6,9 +6,10 @@
  * transparent huge pages (ext4: MADV_COLLAPSE on it fails). Copied into
  * anonymous memory advised to use 2 MiB pages the same kernels read faster:
  * Q4_0 decode 79.8 -> 105.1 t/s on AVX-512 (docs/measurements.md). The copy
- * keeps every byte, so every result is the same (where Q4_0's products run on
- * AVX-512 its rows' blocks are reordered within chunks of 16, q4x16.h, which
- * those kernels read without permutes: the same blocks, the same bits); the
+ * keeps every block, so every result is the same (where Q4_0's and Q8_0's
+ * products run on AVX-512 their rows' blocks are reordered within chunks of
+ * 16, x16.h, which those kernels read without permutes: the same blocks, the
+ * same bits); the
  * copied pages of the mapping are dropped (clean file pages: resident memory
  * does not double). */
 #include "model.h"
@@ -21,7 +22,7 @@
 #include <unistd.h>
 #include "hugepage.h"
 #include "kernels.h"
-#include "q4x16.h"
+#include "x16.h"
 
 void hc_model_drop_mapped(const hc_model *m, const void *p, size_t n)
 {
@@ -34,7 +35,7 @@ void hc_model_drop_mapped(const hc_model *m, const void *p, size_t n)
 }
 
 /* A weight to copy and the bytes it reads; chunks: 1 when its copy may
- * take Q4_0's chunks of 16 (read by products, not by AXPY). */
+ * take chunks of 16 (read by products, not by AXPY). */
 typedef struct {
     hc_weight *w;
     const uint8_t *lo, *hi;
@@ -113,14 +114,16 @@ static int huge_pages_on(void)
     return strstr(line, "[always]") || strstr(line, "[madvise]");
 }
 
-/* 1 when the run s[i..j) (bytes up to hi) is whole rows of Q4_0 matrices of
- * one row length that products read: its copy can be in chunks of 16
- * (q4x16.h) row by row, for every view of it. */
-static int in_chunks(const span *s, int i, int j, const uint8_t *hi)
+/* 1 when the run s[i..j) (bytes up to hi) is whole rows of matrices of one
+ * type in `types` (bit per enum ggml_type) and one row length that products
+ * read: its copy can be in chunks of 16 (x16.h) row by row, for every view
+ * of it. */
+static int in_chunks(const span *s, int i, int j, const uint8_t *hi, unsigned types)
 {
     const size_t rb = hc_weight_bytes(s[i].w) / (size_t)s[i].w->rows;
+    if (s[i].w->type >= 32 || !(types >> s[i].w->type & 1)) return 0;
     for (int k = i; k < j; k++)
-        if (!s[k].chunks || s[k].w->type != GGML_TYPE_Q4_0 || s[k].w->n != s[i].w->n || (size_t)(s[k].lo - s[i].lo) % rb)
+        if (!s[k].chunks || s[k].w->type != s[i].w->type || s[k].w->n != s[i].w->n || (size_t)(s[k].lo - s[i].lo) % rb)
             return 0;
     return (size_t)(hi - s[i].lo) % rb == 0;
 }
@@ -128,8 +131,10 @@ static int in_chunks(const span *s, int i, int j, const uint8_t *hi)
 int64_t hc_model_copy_weights(hc_model *m, int mode, int with_ffn, char *err, size_t errlen)
 {
     if (mode == HC_WEIGHTS_MAP || !m->file->owns_map) return 0;
-    /* where Q4_0's products run on AVX-512, its rows are copied in the chunks its kernels load without permutes */
-    const int chunks = hc_kernel_choice(HC_KT_Q4_0) == HC_ISA_AVX512;
+    /* where Q4_0's and Q8_0's products run on AVX-512, their rows are copied in the chunks those kernels load
+     * without permutes */
+    const unsigned chunks = (hc_kernel_choice(HC_KT_Q4_0) == HC_ISA_AVX512) << GGML_TYPE_Q4_0 |
+                            (hc_kernel_choice(HC_KT_Q8_0) == HC_ISA_AVX512) << GGML_TYPE_Q8_0;
     span *s = malloc(sizeof *s * (3 + 10 * (size_t)m->hp.n_layer));
     if (!s) goto no_memory;
     int n = collect(m, with_ffn, s);
@@ -150,12 +155,12 @@ int64_t hc_model_copy_weights(hc_model *m, int mode, int with_ffn, char *err, si
     for (int i = 0, j; i < n; i = j) {
         j = run_end(s, n, i, &hi);
         at = place(at, s[i].lo);
-        if (chunks && in_chunks(s, i, j, hi)) {
-            const int nb = s[i].w->n / QK4_0;
-            const size_t rb = sizeof(block_q4_0) * (size_t)nb;
-            for (size_t o = 0; o < (size_t)(hi - s[i].lo); o += rb)
-                hc_q4x16_repack((const block_q4_0 *)(s[i].lo + o), buf + at + o, nb);
-            for (int k = i; k < j; k++) s[k].w->kind = HC_WEIGHT_Q4X16;
+        if (in_chunks(s, i, j, hi, chunks)) {
+            const uint32_t type = s[i].w->type;
+            const int nb = s[i].w->n / 32;
+            const size_t rb = ggml_row_size(type, s[i].w->n);
+            for (size_t o = 0; o < (size_t)(hi - s[i].lo); o += rb) hc_x16_repack(type, s[i].lo + o, buf + at + o, nb);
+            for (int k = i; k < j; k++) s[k].w->kind = HC_WEIGHT_X16;
             m->n_chunked += j - i;
         } else {
             memcpy(buf + at, s[i].lo, (size_t)(hi - s[i].lo));

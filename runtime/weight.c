@@ -13,7 +13,7 @@
 #include "ggml_types.h"
 #include "kernels.h"
 #include "kernels_gptq.h"
-#include "q4x16.h"
+#include "x16.h"
 #include "quants.h"
 
 /* Batched products: weight rows are processed in panels of about 3/4 of the
@@ -58,17 +58,17 @@ static void row_ggml(const hc_weight *w, int r, float *out)
 
 static void row_gptq(const hc_weight *w, int r, float *out) { hc_gptq_row(w->ext, r, out); }
 
-static void row_q4x16(const hc_weight *w, int r, float *out)
+static void row_x16(const hc_weight *w, int r, float *out)
 {
-    hc_q4x16_row_f32((const uint8_t *)w->data + (size_t)r * ggml_row_size(w->type, w->n), w->n, out);
+    hc_x16_row_f32(w->type, (const uint8_t *)w->data + (size_t)r * ggml_row_size(w->type, w->n), w->n, out);
 }
 
 #if defined(__x86_64__)
 #define KERNELS2(ref, t) { &hc_ref_##ref, &hc_avx2_##t, &hc_avx512_##t }
-#define Q4X16_KERNELS { &hc_ref_q4_0, &hc_ref_q4_0, &hc_avx512_q4x16 }
+#define X16_KERNELS(t) { &hc_ref_##t##_0, &hc_ref_##t##_0, &hc_avx512_##t##x16 }
 #else
 #define KERNELS2(ref, t) { &hc_ref_##ref }
-#define Q4X16_KERNELS { &hc_ref_q4_0 }
+#define X16_KERNELS(t) { &hc_ref_##t##_0 }
 #endif
 #define KERNELS(t) KERNELS2(t, t)
 
@@ -79,8 +79,9 @@ static const hc_type_traits traits[] = {
     [HC_KT_Q8_0] = { act_q8,   row_bytes_ggml, row_ggml, KERNELS(q8_0) },
     [HC_KT_Q4_0] = { act_q8,   row_bytes_ggml, row_ggml, KERNELS(q4_0) },
     [HC_KT_GPTQ] = { act_gptq, row_bytes_gptq, row_gptq, KERNELS(gptq) },
-    /* only made where Q4_0 runs on AVX-512 (model_memory.c); other instruction sets: the reference */
-    [HC_KT_Q4X16] = { act_q8, row_bytes_ggml, row_q4x16, Q4X16_KERNELS },
+    /* only made where the type runs on AVX-512 (model_memory.c); other instruction sets: the reference */
+    [HC_KT_Q4X16] = { act_q8, row_bytes_ggml, row_x16, X16_KERNELS(q4) },
+    [HC_KT_Q8X16] = { act_q8, row_bytes_ggml, row_x16, X16_KERNELS(q8) },
 };
 
 static int ggml_entry(uint32_t type)
@@ -101,9 +102,10 @@ int hc_kernel_supports(uint32_t type) { return ggml_entry(type) >= 0; }
 static int entry(const hc_weight *w)
 {
     int e = w->kind == HC_WEIGHT_GPTQ ? HC_KT_GPTQ : w->kind == HC_WEIGHT_GGML ? ggml_entry(w->type)
-            : w->kind == HC_WEIGHT_Q4X16 ? HC_KT_Q4X16 : -1;
+            : w->kind != HC_WEIGHT_X16 ? -1 : w->type == GGML_TYPE_Q4_0 ? HC_KT_Q4X16
+            : w->type == GGML_TYPE_Q8_0 ? HC_KT_Q8X16 : -1;
     if (e < 0) hc_die("kernels: no kernels for weight kind %d type %u", w->kind, w->type);
-    if ((e == HC_KT_Q8_0 || e == HC_KT_Q4_0 || e == HC_KT_Q4X16) && w->n % QK8_0)
+    if ((e == HC_KT_Q8_0 || e == HC_KT_Q4_0 || e >= HC_KT_COUNT) && w->n % QK8_0)
         hc_die("kernels: row of %d elements is not whole blocks", w->n);
     return e;
 }
@@ -116,7 +118,8 @@ const hc_type_traits *hc_traits(const hc_weight *w) { return &traits[entry(w)]; 
 const hc_kernel *hc_kernel_for(const hc_weight *w, int isa)
 {
     int e = entry(w);
-    return traits[e].isa[isa == HC_ISA_CHOSEN ? hc_kernel_choice(e == HC_KT_Q4X16 ? HC_KT_Q4_0 : e) : isa];
+    const int column = e == HC_KT_Q4X16 ? HC_KT_Q4_0 : e == HC_KT_Q8X16 ? HC_KT_Q8_0 : e;
+    return traits[e].isa[isa == HC_ISA_CHOSEN ? hc_kernel_choice(column) : isa];
 }
 
 size_t hc_weight_act_bytes(const hc_weight *w) { return hc_traits(w)->act_bytes(w); }
@@ -130,7 +133,7 @@ int hc_weight_same_act(const hc_weight *a, const hc_weight *b)
 {
     if (a->kind == HC_WEIGHT_GPTQ && b->kind == HC_WEIGHT_GPTQ) return hc_gptq_same_act(a->ext, b->ext);
     return a->kind == b->kind && a->type == b->type && a->n == b->n &&
-           (a->kind == HC_WEIGHT_GGML || a->kind == HC_WEIGHT_Q4X16);
+           (a->kind == HC_WEIGHT_GGML || a->kind == HC_WEIGHT_X16);
 }
 
 const char *hc_weight_type_name(const hc_weight *w)

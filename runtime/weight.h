@@ -14,8 +14,8 @@ enum hc_weight_kind {
     HC_WEIGHT_NONE = 0,   /* absent (optional tensor not in the file) */
     HC_WEIGHT_GGML = 1,   /* rows of ggml type `type`, ggml layout (ne[0] = n, ne[1] = rows) */
     HC_WEIGHT_GPTQ = 2,   /* INT4-GPTQ, ext = struct hc_gptq (runtime/kernels_gptq.h) */
-    HC_WEIGHT_Q4X16 = 3,  /* Q4_0 rows (type GGML_TYPE_Q4_0) in chunks of 16 blocks (runtime/q4x16.h):
-                           * the model's copy, where Q4_0 runs on AVX-512 */
+    HC_WEIGHT_X16 = 3,    /* Q4_0 or Q8_0 rows (type) in chunks of 16 blocks (runtime/x16.h): the
+                           * model's copy, where the type runs on AVX-512 */
 };
 
 typedef struct {

@@ -15,8 +15,8 @@
  *        ISA avx512-nobf16: the AVX-512 BF16 kernels without vdpbf16ps;
  *        avx512-vpermt2w, avx512-vpermt2d: AVX-512 Q4_0 unpacking with word
  *        or dword permutes (by default as the CPU model's table row says);
- *        avx512-chunks: Q4_0 rows in chunks of 16 blocks, as hc-run copies
- *        them for AVX-512 (runtime/q4x16.h; also for pool).
+ *        avx512-chunks: Q4_0 and Q8_0 rows in chunks of 16 blocks, as hc-run
+ *        copies them for AVX-512 (runtime/x16.h; also for pool).
  *        bench_kernels pool ISA N ROWS THREADS [REPS]: decode (B = 1) on the
  *        runtime's persistent pool of THREADS threads, split as hc-run splits
  *        it (hc_pool_matvec), each ggml type (TYPES="F16 Q4_0" picks some),
@@ -40,7 +40,7 @@
 #include "kernels.h"
 #include "kernels_gptq.h"
 #include "matmul.h"
-#include "q4x16.h"
+#include "x16.h"
 #include "quants.h"
 
 enum { N = 4096, ROWS = 11008 };
@@ -153,21 +153,21 @@ static int chunks_asked(char *isa)
     return c != NULL;
 }
 
-/* The rows of w (rows x copies of them at W) into Q4_0's chunks of 16 blocks
- * when asked and w is Q4_0, as hc-run's copy of the weights. */
+/* The rows of w (rows x copies of them at W) into chunks of 16 blocks when
+ * asked and w is Q4_0 or Q8_0, as hc-run's copy of the weights. */
 static void to_chunks(int asked, hc_weight *w, char *W, int copies)
 {
-    if (!asked || w->type != GGML_TYPE_Q4_0) return;
+    if (!asked || (w->type != GGML_TYPE_Q4_0 && w->type != GGML_TYPE_Q8_0)) return;
     const int nb = w->n / QK4_0;
     const size_t rb = ggml_row_size(w->type, w->n);
-    block_q4_0 *row = malloc(rb);
+    uint8_t *row = malloc(rb);
     if (!row) hc_die("out of memory");
     for (size_t r = 0; r < (size_t)w->rows * (size_t)copies; r++) {
         memcpy(row, W + r * rb, rb);
-        hc_q4x16_repack(row, (uint8_t *)W + r * rb, nb);
+        hc_x16_repack(w->type, row, (uint8_t *)W + r * rb, nb);
     }
     free(row);
-    w->kind = HC_WEIGHT_Q4X16;
+    w->kind = HC_WEIGHT_X16;
 }
 
 /* bench_kernels cpu ISA N ROWS B [REPS] (see the top of the file). */

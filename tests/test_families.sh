@@ -69,18 +69,20 @@ for d in "$H"/*/; do
     [ -f "$T/$d.gguf" ] && mmap_same "$d"
 done
 [ -f "$T/llama-relu.gguf" ] && mmap_same llama-relu --sparse
-# Q4_0 (hc-quantize --pure): where Q4_0 runs on AVX-512 the copy is in chunks of 16 blocks
-# (runtime/q4x16.h), Falcon's row views and the tied embeddings too: still the mapping's bits
-for d in falcon llama-tied-gqa; do
-    [ -f "$T/$d.gguf" ] || continue
-    if ! "$HC_BIN/hc-quantize" -q --pure "$T/$d.gguf" "$T/$d-q4.gguf" Q4_0 >/dev/null 2>"$T/err"; then
-        fail "mmap_same_bits_$d-q4" "quantize: $(head -c 200 "$T/err")"; continue
-    fi
-    mmap_same "$d-q4"
-    if grep -q "Q4_0 avx512" "$T/copy.err"; then
-        grep -q "^weights: copied into 2 MiB pages, [1-9][0-9]* Q4_0 matrices in chunks of 16 blocks" "$T/copy.err" &&
-            ok "q4_chunks_copied_$d" || fail "q4_chunks_copied_$d" "$(grep '^weights' "$T/copy.err")"
-    else skip "q4_chunks_copied_$d" "Q4_0 does not run on AVX-512 here"; fi
+# Q4_0 and Q8_0 (hc-quantize --pure): where the type runs on AVX-512 the copy is in chunks of 16
+# blocks (runtime/x16.h), Falcon's row views and the tied embeddings too: still the mapping's bits
+for q in Q4_0 Q8_0; do
+    for d in falcon llama-tied-gqa; do
+        [ -f "$T/$d.gguf" ] || continue
+        if ! "$HC_BIN/hc-quantize" -q --pure "$T/$d.gguf" "$T/$d-$q.gguf" $q >/dev/null 2>"$T/err"; then
+            fail "mmap_same_bits_$d-$q" "quantize: $(head -c 200 "$T/err")"; continue
+        fi
+        mmap_same "$d-$q"
+        if grep -q "$q avx512" "$T/copy.err"; then
+            grep -q "^weights: copied into 2 MiB pages, [1-9][0-9]* Q4_0/Q8_0 matrices in chunks of 16 blocks" \
+                "$T/copy.err" && ok "chunks_copied_$d-$q" || fail "chunks_copied_$d-$q" "$(grep '^weights' "$T/copy.err")"
+        else skip "chunks_copied_$d-$q" "$q does not run on AVX-512 here"; fi
+    done
 done
 
 # Budgets that hold every layer's attention and the output head, and some of the FFN neurons:

@@ -11,7 +11,7 @@
 #include "ggml_types.h"
 #include "kernels.h"
 #include "matmul.h"
-#include "q4x16.h"
+#include "x16.h"
 #include "quants.h"
 
 static const char *const isas[] = { "avx512", "avx2", "scalar" };
@@ -734,56 +734,60 @@ static void test_q4_word_permutes(void)
     hc_kernel_force(NULL);
 }
 
-/* Q4_0 rows repacked in chunks of 16 blocks (q4x16.h, the AVX-512 copy's
- * layout): each block and each row's values as before, and every product
- * (B = 1, and tiles at B = 5, 6, 7 and 17: edges of 1, 2 and 3 vectors),
- * AXPY and the reference the bits of the same rows in ggml's layout, for
- * rows of 1..40 blocks (a short last chunk) and 344 (4096 x 11008's down
- * rows, which the tile takes in column blocks: 70 of them, several groups
- * of row tiles). */
-static void test_q4x16_layout(void)
+/* Q4_0 and Q8_0 rows repacked in chunks of 16 blocks (x16.h, the AVX-512
+ * copy's layout): each block and each row's values as before, and every
+ * product (B = 1, and tiles at B = 5, 6, 7 and 17: edges of 1, 2 and 3
+ * vectors), AXPY and the reference the bits of the same rows in ggml's
+ * layout, for rows of 1..40 blocks (a short last chunk) and 344 (4096 x
+ * 11008's down rows, which the tile takes in column blocks: 70 of them,
+ * several groups of row tiles). */
+static void test_x16_layout(void)
 {
     enum { B = 17 };
-    for (int nb = 1; nb <= 41; nb++) {
-        const int n = 32 * (nb == 41 ? 344 : nb), nblk = n / 32, rows = nb == 41 ? 70 : 5;
-        const size_t rb = ggml_row_size(GGML_TYPE_Q4_0, n), as = act_bytes(GGML_TYPE_Q4_0, n);
-        uint8_t *w = make_weights(GGML_TYPE_Q4_0, rows, n), *w16 = malloc(rb * rows);
-        for (int r = 0; r < rows; r++) hc_q4x16_repack((const block_q4_0 *)(w + r * rb), w16 + r * rb, nblk);
+    static const uint32_t x16_types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0 };
+    for (int k = 0; k < 2 * 41; k++) {
+        const uint32_t type = x16_types[k / 41];
+        const int nb = 1 + k % 41, n = 32 * (nb == 41 ? 344 : nb), nblk = n / 32, rows = nb == 41 ? 70 : 5;
+        const size_t rb = ggml_row_size(type, n), as = act_bytes(type, n), bs = ggml_type_size(type);
+        uint8_t *w = make_weights(type, rows, n), *w16 = malloc(rb * rows);
+        for (int r = 0; r < rows; r++) hc_x16_repack(type, w + r * rb, w16 + r * rb, nblk);
         int same_blocks = 1;
         for (int r = 0; r < rows; r++)
             for (int b = 0; b < nblk; b++) {
-                block_q4_0 blk;
-                hc_q4x16_block(w16 + r * rb, nblk, b, &blk);
-                same_blocks &= !memcmp(&blk, (const block_q4_0 *)(w + r * rb) + b, sizeof blk);
+                block_q8_0 blk;   /* the larger of the two */
+                hc_x16_block(type, w16 + r * rb, nblk, b, &blk);
+                same_blocks &= !memcmp(&blk, w + r * rb + b * bs, bs);
             }
-        CHECKF(same_blocks, "%d blocks: a block moved", nblk);
-        hc_weight g = view(GGML_TYPE_Q4_0, w, n, rows), c = g;
-        c.kind = HC_WEIGHT_Q4X16;
+        CHECKF(same_blocks, "%s, %d blocks: a block moved", ggml_type_name(type), nblk);
+        hc_weight g = view(type, w, n, rows), c = g;
+        c.kind = HC_WEIGHT_X16;
         c.data = w16;
         char *a = malloc(as * B);
         const size_t most = (size_t)(n > B * rows ? n : B * rows);
         float *x = malloc(sizeof(float) * (size_t)n), *yg = malloc(sizeof(float) * 2 * most), *yc = yg + most;
         for (int b = 0; b < B; b++) {
             for (int i = 0; i < n; i++) x[i] = frand();
-            act_prepare(GGML_TYPE_Q4_0, x, n, a + as * (size_t)b);
+            act_prepare(type, x, n, a + as * (size_t)b);
         }
         hc_weight_row(&g, rows - 1, yg);
         hc_weight_row(&c, rows - 1, yc);
-        CHECKF(!memcmp(yg, yc, sizeof(float) * (size_t)n), "%d blocks: the row's values differ", nblk);
+        CHECKF(!memcmp(yg, yc, sizeof(float) * (size_t)n), "%s, %d blocks: the row's values differ",
+               ggml_type_name(type), nblk);
         /* AVX-512 against ggml's layout on AVX-512; elsewhere (the reference) against the reference */
         for (int i = 0; i < (int)(sizeof isas / sizeof *isas); i++) {
             if (hc_kernel_force(isas[i])) continue;
             const int isa = hc_isa(), ref = isa == HC_ISA_AVX512 ? isa : HC_ISA_SCALAR, Bs[] = { 1, 5, 6, 7, B };
-            for (int k = 0; k < 5; k++) {
-                matvec_of(ref, g, 0, rows, a, as, Bs[k], yg, rows);
-                matvec_of(isa, c, 0, rows, a, as, Bs[k], yc, rows);
-                CHECKF(!memcmp(yg, yc, sizeof(float) * (size_t)(Bs[k] * rows)), "%s, %d blocks, B = %d: not ggml's bits",
-                       isas[i], nblk, Bs[k]);
+            for (int j = 0; j < 5; j++) {
+                matvec_of(ref, g, 0, rows, a, as, Bs[j], yg, rows);
+                matvec_of(isa, c, 0, rows, a, as, Bs[j], yc, rows);
+                CHECKF(!memcmp(yg, yc, sizeof(float) * (size_t)(Bs[j] * rows)),
+                       "%s %s, %d blocks, B = %d: not ggml's bits", isas[i], ggml_type_name(type), nblk, Bs[j]);
             }
             for (int j = 0; j < n; j++) yg[j] = yc[j] = x[j];
             hc_weight_axpy(&g, ref, 1, 0, n, 0.75f, yg);
             hc_weight_axpy(&c, isa, 1, 0, n, 0.75f, yc);
-            CHECKF(!memcmp(yg, yc, sizeof(float) * (size_t)n), "%s, %d blocks: AXPY differs", isas[i], nblk);
+            CHECKF(!memcmp(yg, yc, sizeof(float) * (size_t)n), "%s %s, %d blocks: AXPY differs", isas[i],
+                   ggml_type_name(type), nblk);
         }
         hc_kernel_force(NULL);
         free(w), free(w16), free(a), free(x), free(yg);
@@ -1045,7 +1049,7 @@ int main(void)
     RUN(test_pool_matvec);
     RUN(test_quant_extremes);
     RUN(test_q4_word_permutes);
-    RUN(test_q4x16_layout);
+    RUN(test_x16_layout);
     RUN(test_matvec_rows);
     RUN(test_axpy);
     RUN(test_axpy_range);

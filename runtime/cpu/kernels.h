@@ -29,10 +29,11 @@
 enum hc_isa_id { HC_ISA_SCALAR, HC_ISA_AVX2, HC_ISA_AVX512, HC_ISA_COUNT, HC_ISA_CHOSEN = HC_ISA_COUNT };
 
 /* The weight types with kernels: the traits table's entries (weight.c) and
- * the columns of the table of CPU models (kernel_table.c). Q4_0 in chunks of
- * 16 blocks (HC_WEIGHT_Q4X16) is no column: it takes Q4_0's choice. */
+ * the columns of the table of CPU models (kernel_table.c). Q4_0 and Q8_0 in
+ * chunks of 16 blocks (HC_WEIGHT_X16) are no columns: they take their type's
+ * choice. */
 enum hc_kernel_type { HC_KT_F32, HC_KT_F16, HC_KT_BF16, HC_KT_Q8_0, HC_KT_Q4_0, HC_KT_GPTQ, HC_KT_COUNT,
-                      HC_KT_Q4X16 = HC_KT_COUNT };
+                      HC_KT_Q4X16 = HC_KT_COUNT, HC_KT_Q8X16 };
 
 /* One weight type on one instruction set (ggml's type_traits_cpu entry). */
 typedef struct hc_kernel {
@@ -175,7 +176,7 @@ extern const hc_kernel hc_ref_float, hc_ref_bf16, hc_ref_q8_0, hc_ref_q4_0, hc_r
 #if defined(__x86_64__)
 extern const hc_kernel hc_avx2_float, hc_avx2_f32, hc_avx2_bf16, hc_avx2_q8_0, hc_avx2_q4_0, hc_avx2_gptq;
 extern const hc_kernel hc_avx512_float, hc_avx512_f32, hc_avx512_bf16, hc_avx512_q8_0, hc_avx512_q4_0, hc_avx512_gptq,
-    hc_avx512_q4x16;
+    hc_avx512_q4x16, hc_avx512_q8x16;
 #endif
 
 /* Row r of a F32, F16 or BF16 weight, from column c. */

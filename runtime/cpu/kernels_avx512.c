@@ -15,7 +15,7 @@
 #include "ggml_types.h"
 #include "kernels.h"
 #include "kernels_gptq.h"
-#include "q4x16.h"
+#include "x16.h"
 
 #define T __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 #define TI static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
@@ -835,8 +835,11 @@ TI void axpy_q32(__m256i q, float d, float a, float *y)
 
 T static void axpy_q8(const hc_weight *w, int r, int c0, int c1, float a, float *y)
 {
-    const block_q8_0 *wb = QROW(block_q8_0, w, r);
-    for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0) axpy_q32(load32(wb[b].qs), _cvtsh_ss(wb[b].d), a, y);
+    for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0) {
+        block_q8_0 buf;
+        const block_q8_0 *wb = hc_q8_0_block(w, r, b, &buf);
+        axpy_q32(load32(wb->qs), _cvtsh_ss(wb->d), a, y);
+    }
 }
 
 /* axpy_q32 for nt outputs: the block's q * d once, then one FMA per output. */
@@ -856,9 +859,11 @@ TI void axpy_multi_q32(__m256i q, float d, int nt, const float *a, const int32_t
 T static void axpy_multi_q8(const hc_weight *w, int r, int c0, int c1, int nt, const float *a, const int32_t *rows,
                             float *y, size_t ys)
 {
-    const block_q8_0 *wb = QROW(block_q8_0, w, r);
-    for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0)
-        axpy_multi_q32(load32(wb[b].qs), _cvtsh_ss(wb[b].d), nt, a, rows, y, ys);
+    for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0) {
+        block_q8_0 buf;
+        const block_q8_0 *wb = hc_q8_0_block(w, r, b, &buf);
+        axpy_multi_q32(load32(wb->qs), _cvtsh_ss(wb->d), nt, a, rows, y, ys);
+    }
 }
 
 /* roundf (half away from zero) for |v| < 2^23: truncate, then step away from
@@ -899,7 +904,8 @@ const hc_kernel hc_avx512_q8_0 = { .prepare = prepare_q8, .arranged_bytes = arra
  * bytes are gathered as [qs(4g) qs(4g+1) qs(4g+2) qs(4g+3)], so lo[g] and hi[g]
  * hold the activation bytes that meet their low and high nibbles. After the
  * integer reduction (q4_chunk) lane 4m+g holds block 4g+m: corr is that
- * block's -8·Σx and d its activation scale, in the same order. */
+ * block's -8·Σx (-128·Σx for Q8_0 in chunks of 16) and d its activation
+ * scale, in the same order. */
 typedef struct {
     __m512i lo[4], hi[4];
     __m512i corr;
@@ -909,9 +915,10 @@ typedef struct {
 #define Q4_CHUNK 16                       /* blocks per chunk */
 
 /* Chunk c's lo and hi (as each layout wants them: put, for lane 4m+g, block
- * 4g+m's codes where that layout's weights meet them), its corr and d. */
+ * 4g+m's codes where that layout's weights meet them), its corr (-bias·Σx:
+ * the weights' codes are stored plus bias, unsigned) and d. */
 TI void arrange_chunk(const block_q8_0 *x, int nb, int c, xq4 *xc,
-                      void (*put)(int8_t lo[4][64], int8_t hi[4][64], int g, int m, const int8_t *qs))
+                      void (*put)(int8_t lo[4][64], int8_t hi[4][64], int g, int m, const int8_t *qs), int bias)
 {
     int8_t lo[4][64] = {{0}}, hi[4][64] = {{0}};
     int32_t corr[16] = {0};
@@ -922,7 +929,7 @@ TI void arrange_chunk(const block_q8_0 *x, int nb, int c, xq4 *xc,
             if (b >= nb) continue;
             put(lo, hi, g, m, x[b].qs);
             for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
-            corr[4 * m + g] = -8 * s;
+            corr[4 * m + g] = -bias * s;
             d[4 * m + g] = _cvtsh_ss(x[b].d);
         }
     for (int g = 0; g < 4; g++) {
@@ -943,11 +950,12 @@ static void put_groups(int8_t lo[4][64], int8_t hi[4][64], int g, int m, const i
 T static void arrange_q4(const void *act, int n, void *xa)
 {
     for (int c = 0; c < (n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK; c++)
-        arrange_chunk(act, n / QK8_0, c, (xq4 *)xa + c, put_groups);
+        arrange_chunk(act, n / QK8_0, c, (xq4 *)xa + c, put_groups, 8);
 }
 
-/* Chunks of 16 blocks (q4x16.h, q4x16_unpack): lane 4m+g of plane i holds
- * block 4g+m's bytes qs[4i .. 4i + 3] (lo) and qs[16 + 4i ..] (hi). */
+/* Chunks of 16 blocks (x16.h, x16_unpack): lane 4m+g of plane i holds
+ * block 4g+m's bytes qs[4i .. 4i + 3] (lo) and qs[16 + 4i ..] (hi), where
+ * they meet Q4_0's nibbles and Q8_0's codes alike. */
 static void put_planes(int8_t lo[4][64], int8_t hi[4][64], int g, int m, const int8_t *qs)
 {
     for (int i = 0; i < 4; i++) {
@@ -959,7 +967,13 @@ static void put_planes(int8_t lo[4][64], int8_t hi[4][64], int g, int m, const i
 T static void arrange_q4x16(const void *act, int n, void *xa)
 {
     for (int c = 0; c < (n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK; c++)
-        arrange_chunk(act, n / QK8_0, c, (xq4 *)xa + c, put_planes);
+        arrange_chunk(act, n / QK8_0, c, (xq4 *)xa + c, put_planes, 8);
+}
+
+T static void arrange_q8x16(const void *act, int n, void *xa)
+{
+    for (int c = 0; c < (n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK; c++)
+        arrange_chunk(act, n / QK8_0, c, (xq4 *)xa + c, put_planes, 128);
 }
 
 #define W2(a, b) ((a) | (b) << 16)   /* two word indices per int32: gcc lacks _mm512_setr_epi16 */
@@ -1053,27 +1067,30 @@ TI __m512 q4_fma(const __m512i lo[4], const __m512i hi[4], __m512 dw, const xq4 
     return q4_scaled(C, dw, x, acc);
 }
 
-/* A chunk of t blocks in chunks of 16 (q4x16.h) at p: plane i's lanes are
- * each block's nibble bytes qs[4i ..], so lo[i] / hi[i] come by a load and
- * a mask (a short chunk's lanes by an expanding load), and the lanes are
- * already q4_fma's (lane 4m+g = block 4g+m): the same values as q4_unpack. */
-TI void q4x16_unpack(const uint8_t *p, int t, __m512i lo[4], __m512i hi[4], __m512 *dw)
+/* A chunk of t blocks in chunks of 16 (x16.h) at p, Q4_0's or (q8)
+ * Q8_0's: plane i's lanes are each block's code bytes qs[4i ..], so lo[i] /
+ * hi[i] come by a load (Q8_0: planes i and 4 + i, already unsigned) or a
+ * load and a mask (Q4_0's nibbles; a short chunk's lanes by an expanding
+ * load), and the lanes are already q4_fma's (lane 4m+g = block 4g+m): for
+ * Q4_0 the same values as q4_unpack. */
+TI void x16_unpack(const uint8_t *p, int t, __m512i lo[4], __m512i hi[4], __m512 *dw, const int q8)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    __m512i w[4];
+    const int planes = q8 ? 8 : 4;
+    __m512i w[8];
     if (t == Q4_CHUNK) {
         *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-        _Pragma("GCC unroll 4")
-        for (int i = 0; i < 4; i++) w[i] = _mm512_loadu_si512(p + 32 + 64 * i);
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < planes; i++) w[i] = _mm512_loadu_si512(p + 32 + 64 * i);
     } else {
-        const __mmask16 lanes = hc_q4x16_lanes(t);
+        const __mmask16 lanes = hc_x16_lanes(t);
         *dw = _mm512_maskz_expand_ps(lanes, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << t) - 1), p)));
-        for (int i = 0; i < 4; i++) w[i] = _mm512_maskz_expandloadu_epi32(lanes, p + 2 * t + 4 * t * i);
+        for (int i = 0; i < planes; i++) w[i] = _mm512_maskz_expandloadu_epi32(lanes, p + 2 * t + 4 * t * i);
     }
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
     _Pragma("GCC unroll 4")
     for (int i = 0; i < 4; i++) {
-        lo[i] = _mm512_and_si512(w[i], m4);
-        hi[i] = _mm512_and_si512(_mm512_srli_epi16(w[i], 4), m4);
+        lo[i] = q8 ? w[i] : _mm512_and_si512(w[i], m4);
+        hi[i] = q8 ? w[4 + i] : _mm512_and_si512(_mm512_srli_epi16(w[i], 4), m4);
     }
 }
 
@@ -1103,42 +1120,67 @@ TI const block_q4_0 *q4_whole(const block_q4_0 *q, int nb, block_q4_0 pad[Q4_CHU
     return pad;
 }
 
-/* How a Q4_0 row's chunks are unpacked: from ggml's layout with dword or
- * word permutes (q4_unpack's wp 0 or 1), or from chunks of 16 (q4x16_unpack). */
-enum { Q4_DWORDS, Q4_WORDS, Q4_X16 };
+/* How a row's chunks are unpacked: Q4_0 from ggml's layout with dword or
+ * word permutes (q4_unpack's wp 0 or 1), or Q4_0 or Q8_0 from chunks of 16
+ * (x16_unpack). */
+enum { Q4_DWORDS, Q4_WORDS, Q4_X16, Q8_X16 };
+
+/* The bytes of a block of the rows `how` reads. */
+#define HOW_BLOCK(how) ((how) == Q8_X16 ? sizeof(block_q8_0) : sizeof(block_q4_0))
 
 /* Chunk c of a row of nb blocks at q, unpacked as `how` says; the same
  * values every way (the last chunk zero-padded, or its missing lanes zero). */
-TI void q4_chunk(const block_q4_0 *q, int nb, int c, __m512i lo[4], __m512i hi[4], __m512 *dw, const int how)
+TI void q4_chunk(const void *q, int nb, int c, __m512i lo[4], __m512i hi[4], __m512 *dw, const int how)
 {
-    if (how == Q4_X16) {
-        q4x16_unpack((const uint8_t *)(q + c * Q4_CHUNK), nb - c * Q4_CHUNK < Q4_CHUNK ? nb - c * Q4_CHUNK : Q4_CHUNK,
-                     lo, hi, dw);
+    if (how >= Q4_X16) {
+        x16_unpack((const uint8_t *)q + HOW_BLOCK(how) * (size_t)(c * Q4_CHUNK),
+                   nb - c * Q4_CHUNK < Q4_CHUNK ? nb - c * Q4_CHUNK : Q4_CHUNK, lo, hi, dw, how == Q8_X16);
         return;
     }
     block_q4_0 pad[Q4_CHUNK];
-    q4_unpack(q4_whole(q + c * Q4_CHUNK, nb - c * Q4_CHUNK, pad), lo, hi, dw, how);
+    q4_unpack(q4_whole((const block_q4_0 *)q + c * Q4_CHUNK, nb - c * Q4_CHUNK, pad), lo, hi, dw, how);
 }
 
 TI __m512 q4_fma_as(const __m512i lo[4], const __m512i hi[4], __m512 dw, const xq4 *x, __m512 acc, const int how)
 {
-    return how == Q4_X16 ? q4x16_fma(lo, hi, dw, x, acc) : q4_fma(lo, hi, dw, x, acc);
+    return how >= Q4_X16 ? q4x16_fma(lo, hi, dw, x, acc) : q4_fma(lo, hi, dw, x, acc);
+}
+
+/* Row r of w, whose blocks are of the type `how` reads. */
+TI const uint8_t *how_row(const hc_weight *w, int r, const int how)
+{
+    return (const uint8_t *)w->data + (size_t)r * (size_t)(w->n / QK8_0) * HOW_BLOCK(how);
+}
+
+/* A row's sum of its 16 lanes. Q8_0 in chunks of 16 holds block 4g+m in
+ * lane 4m+g (x16.h), where dot_q8 holds block 8(M/2) + 2q + M%2 in lane
+ * 4M+q (q8_block_sums): each lane's sum is the same value in another lane,
+ * so the lanes go back to dot_q8's order first, and the row gets its bits. */
+TI float x16_sum(__m512 acc, const int how)
+{
+    if (how == Q8_X16)
+        acc = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 8, 1, 9, 4, 12, 5, 13, 2, 10, 3, 11, 6, 14, 7, 15), acc);
+    return _mm512_reduce_add_ps(acc);
 }
 
 /* Chunks in order; how: see q4_chunk. */
 TI float dot_q4_as(const hc_weight *w, int r, const void *xa, const int how)
 {
-    const block_q4_0 *q = QROW(block_q4_0, w, r);
+    const uint8_t *q = how_row(w, r, how);
     const xq4 *xc = xa;
     __m512 acc = _mm512_setzero_ps();
     int nb = w->n / QK8_0;
     for (int c = 0; c * Q4_CHUNK < nb; c++) {
         __m512i lo[4], hi[4];
         __m512 dw;
+        if (how == Q8_X16) {   /* two chunks ahead: without, this dot read 15 % slower than dot_q8 from memory */
+            const size_t chunk = sizeof(block_q8_0) * Q4_CHUNK;
+            hc_prefetch_next_tile(q + chunk * (size_t)c, 2 * chunk, chunk);
+        }
         q4_chunk(q, nb, c, lo, hi, &dw, how);
         acc = q4_fma_as(lo, hi, dw, xc + c, acc, how);
     }
-    return _mm512_reduce_add_ps(acc);
+    return x16_sum(acc, how);
 }
 
 T static float dot_q4(const hc_weight *w, int r, const void *xa)
@@ -1147,6 +1189,7 @@ T static float dot_q4(const hc_weight *w, int r, const void *xa)
 }
 
 T static float dot_q4x16(const hc_weight *w, int r, const void *xa) { return dot_q4_as(w, r, xa, Q4_X16); }
+T static float dot_q8x16(const hc_weight *w, int r, const void *xa) { return dot_q4_as(w, r, xa, Q8_X16); }
 
 /* The Q4_0 tile, as dot_q4: each row chunk unpacked once for the vectors. */
 TI void tile_q4_as(const hc_weight *wt, const int *rows, const void *const *xv, float *y, const int how)
@@ -1193,18 +1236,19 @@ T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *x
  * cycle, one vpdpbusd) the loads bound it: 257-261 -> 302-315 GFLOP/s at B = 8
  * and 64 (bench_kernels cpu avx512-chunks 4096 4096 B). Each pair's block sums
  * in two chains of 4 vpdpbusd (one from the correction; exact integers, so any
- * order), then q4_scaled: dot_q4x16's bits. This adds chunks [c0, c1) of the
- * rows to acc for the first nt vectors. */
-TI void q4x16_chunks(const block_q4_0 *const q[R4], int nb, const xq4 *const *xc, int nt, int c0, int c1,
-                     __m512 acc[R4][T4])
+ * order), then q4_scaled: dot_q4_as's bits. This adds chunks [c0, c1) of the
+ * rows (Q4_0's or Q8_0's: how) to acc for the first nt vectors. */
+TI void x16_chunks(const uint8_t *const q[R4], int nb, const xq4 *const *xc, int nt, int c0, int c1,
+                   __m512 acc[R4][T4], const int how)
 {
+    const size_t chunk = HOW_BLOCK(how) * Q4_CHUNK;
     for (int c = c0; c < c1; c++) {
         __m512i lo[R4][4], hi[R4][4];
         __m512 dw[R4];
         _Pragma("GCC unroll 4")
         for (int r = 0; r < R4; r++) {
-            q4_chunk(q[r], nb, c, lo[r], hi[r], &dw[r], Q4_X16);
-            hc_prefetch_next_tile(q[r] + c * Q4_CHUNK, sizeof(block_q4_0) * (size_t)nb * R4, sizeof(block_q4_0) * Q4_CHUNK);
+            q4_chunk(q[r], nb, c, lo[r], hi[r], &dw[r], how);
+            hc_prefetch_next_tile(q[r] + chunk * (size_t)c, HOW_BLOCK(how) * (size_t)nb * R4, chunk);
         }
         _Pragma("GCC unroll 4")
         for (int t = 0; t < nt; t++) {
@@ -1228,27 +1272,37 @@ TI void q4x16_chunks(const block_q4_0 *const q[R4], int nb, const xq4 *const *xc
     }
 }
 
-/* The rows of a Q4_0 tile in chunks of 16 (weight.c's row indices r). */
-TI int q4x16_rows(const hc_weight *wt, const int *r, const block_q4_0 *q[R4])
+/* The rows of a tile in chunks of 16 (weight.c's row indices r). */
+TI int x16_rows(const hc_weight *wt, const int *r, const uint8_t *q[R4], const int how)
 {
-    for (int i = 0; i < R4; i++) q[i] = QROW(block_q4_0, wt, r[i]);
+    for (int i = 0; i < R4; i++) q[i] = how_row(wt, r[i], how);
     return wt->n / QK8_0;
 }
 
-T static void tile_q4x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+TI void tile_x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y, const int how)
 {
-    const block_q4_0 *q[R4];
-    const int nb = q4x16_rows(wt, rows, q);
+    const uint8_t *q[R4];
+    const int nb = x16_rows(wt, rows, q, how);
     __m512 acc[R4][T4];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R4; r++)
         _Pragma("GCC unroll 4")
         for (int t = 0; t < T4; t++) acc[r][t] = _mm512_setzero_ps();
-    q4x16_chunks(q, nb, (const xq4 *const *)xv, T4, 0, (nb + Q4_CHUNK - 1) / Q4_CHUNK, acc);
+    x16_chunks(q, nb, (const xq4 *const *)xv, T4, 0, (nb + Q4_CHUNK - 1) / Q4_CHUNK, acc, how);
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R4; r++)
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < T4; t++) y[t * R4 + r] = _mm512_reduce_add_ps(acc[r][t]);
+        for (int t = 0; t < T4; t++) y[t * R4 + r] = x16_sum(acc[r][t], how);
+}
+
+T static void tile_q4x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    tile_x16(wt, rows, xv, y, Q4_X16);
+}
+
+T static void tile_q8x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    tile_x16(wt, rows, xv, y, Q8_X16);
 }
 
 /* The same tile in column blocks (hc_kernel.tile_part): rows longer than
@@ -1257,15 +1311,16 @@ T static void tile_q4x16(const hc_weight *wt, const int *rows, const void *const
  * half speed on the down projection's 11008-wide rows (bench_kernels cpu
  * avx512-chunks N 4096 8: 305 GFLOP/s at N = 4096 and 5120, 129-242 from
  * 6144 on). Each block adds its chunks to the pairs' accumulators parked
- * between blocks, in tile_q4x16's order, for the vectors the tile really has
+ * between blocks, in tile_x16's order, for the vectors the tile really has
  * (an edge's copies cost nothing). */
 #define KB_Q4 4096
 #define PARK_Q4 (R4 * T4 * 16)
 
-T static void part_q4x16(const hc_weight *wt, const int *rows, const void *const *xv, int c0, int c1, float *park)
+TI void part_x16(const hc_weight *wt, const int *rows, const void *const *xv, int c0, int c1, float *park,
+                 const int how)
 {
-    const block_q4_0 *q[R4];
-    const int nb = q4x16_rows(wt, rows, q), tn = hc_real_vectors(xv, T4), per = QK8_0 * Q4_CHUNK;
+    const uint8_t *q[R4];
+    const int nb = x16_rows(wt, rows, q, how), tn = hc_real_vectors(xv, T4), per = QK8_0 * Q4_CHUNK;
     const int a = c0 / per, e = (c1 + per - 1) / per;   /* the block's chunks */
     const xq4 *const *xc = (const xq4 *const *)xv;
     __m512 acc[R4][T4];
@@ -1275,10 +1330,10 @@ T static void part_q4x16(const hc_weight *wt, const int *rows, const void *const
         for (int t = 0; t < T4; t++) acc[r][t] = _mm512_load_ps(park + (r * T4 + t) * 16);
     /* the vector count as a constant in each call, so the loops unroll */
     switch (tn) {
-    case 1: q4x16_chunks(q, nb, xc, 1, a, e, acc); break;
-    case 2: q4x16_chunks(q, nb, xc, 2, a, e, acc); break;
-    case 3: q4x16_chunks(q, nb, xc, 3, a, e, acc); break;
-    default: q4x16_chunks(q, nb, xc, T4, a, e, acc); break;
+    case 1: x16_chunks(q, nb, xc, 1, a, e, acc, how); break;
+    case 2: x16_chunks(q, nb, xc, 2, a, e, acc, how); break;
+    case 3: x16_chunks(q, nb, xc, 3, a, e, acc, how); break;
+    default: x16_chunks(q, nb, xc, T4, a, e, acc, how); break;
     }
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R4; r++)
@@ -1286,13 +1341,34 @@ T static void part_q4x16(const hc_weight *wt, const int *rows, const void *const
         for (int t = 0; t < T4; t++) _mm512_store_ps(park + (r * T4 + t) * 16, acc[r][t]);
 }
 
+T static void part_q4x16(const hc_weight *wt, const int *rows, const void *const *xv, int c0, int c1, float *park)
+{
+    part_x16(wt, rows, xv, c0, c1, park, Q4_X16);
+}
+
+T static void part_q8x16(const hc_weight *wt, const int *rows, const void *const *xv, int c0, int c1, float *park)
+{
+    part_x16(wt, rows, xv, c0, c1, park, Q8_X16);
+}
+
+TI void sum_x16(const void *const *xv, const float *park, float *y, const int how)
+{
+    int tn = hc_real_vectors(xv, T4);
+    for (int r = 0; r < R4; r++)
+        for (int t = 0; t < tn; t++) y[t * R4 + r] = x16_sum(_mm512_load_ps(park + (r * T4 + t) * 16), how);
+    hc_copy_edge(y, tn, R4, T4);
+}
+
 T static void sum_q4x16(const hc_weight *wt, const void *const *xv, const float *park, float *y)
 {
     (void)wt;
-    int tn = hc_real_vectors(xv, T4);
-    for (int r = 0; r < R4; r++)
-        for (int t = 0; t < tn; t++) y[t * R4 + r] = _mm512_reduce_add_ps(_mm512_load_ps(park + (r * T4 + t) * 16));
-    hc_copy_edge(y, tn, R4, T4);
+    sum_x16(xv, park, y, Q4_X16);
+}
+
+T static void sum_q8x16(const hc_weight *wt, const void *const *xv, const float *park, float *y)
+{
+    (void)wt;
+    sum_x16(xv, park, y, Q8_X16);
 }
 
 /* Block b of a Q4_0 row as 32 signed values -8..7 in element order. */
@@ -1327,6 +1403,13 @@ T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, c
 const hc_kernel hc_avx512_q4_0 = { Q4_KERNEL, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4 };
 const hc_kernel hc_avx512_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16,
                                     .tile_part = part_q4x16, .tile_sum = sum_q4x16, .kb = KB_Q4, .tile_park = PARK_Q4 };
+/* Q8_0 in chunks of 16: Q8_0's kernel but for its products, which take the
+ * Q4_0 chunks' tile (the activation arranged the same way, with the
+ * correction for codes stored plus 128) */
+const hc_kernel hc_avx512_q8x16 = { .prepare = prepare_q8, .arranged_bytes = arranged_q4, .arrange = arrange_q8x16,
+                                    .dot = dot_q8x16, .tile = tile_q8x16, .rm = R4, .tm = T4, .tile_min = 3,
+                                    .axpy = axpy_q8, .axpy_multi = axpy_multi_q8, .tile_part = part_q8x16,
+                                    .tile_sum = sum_q8x16, .kb = KB_Q4, .tile_park = PARK_Q4 };
 
 /* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: 16 blocks (256
  * code bytes) per step, summed in integers to one int32 per block as Q4_0's

@@ -12,7 +12,7 @@
 
 #include "ggml_types.h"
 #include "kernels_gptq.h"
-#include "q4x16.h"
+#include "x16.h"
 #include "quants.h"
 
 void hc_act_copy(const hc_weight *w, const float *x, void *act) { memcpy(act, x, (size_t)w->n * sizeof(float)); }
@@ -78,22 +78,25 @@ static void axpy_float(const hc_weight *w, int r, int c0, int c1, float a, float
 
 static float dot_q8_0(const hc_weight *w, int r, const void *act)
 {
-    const block_q8_0 *wb = ggml_row(w, r), *x = act;
+    const block_q8_0 *x = act;
     float s = 0;
     for (int b = 0; b < w->n / QK8_0; b++) {
+        block_q8_0 buf;
+        const block_q8_0 *wb = hc_q8_0_block(w, r, b, &buf);
         int isum = 0;
-        for (int j = 0; j < QK8_0; j++) isum += wb[b].qs[j] * x[b].qs[j];
-        s += (float)isum * (fp16_to_fp32(wb[b].d) * fp16_to_fp32(x[b].d));
+        for (int j = 0; j < QK8_0; j++) isum += wb->qs[j] * x[b].qs[j];
+        s += (float)isum * (fp16_to_fp32(wb->d) * fp16_to_fp32(x[b].d));
     }
     return s;
 }
 
 static void axpy_q8_0(const hc_weight *w, int r, int c0, int c1, float a, float *y)
 {
-    const block_q8_0 *wb = ggml_row(w, r);
     for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0) {
-        float d = fp16_to_fp32(wb[b].d);
-        for (int j = 0; j < QK8_0; j++) y[j] += a * (wb[b].qs[j] * d);
+        block_q8_0 buf;
+        const block_q8_0 *wb = hc_q8_0_block(w, r, b, &buf);
+        float d = fp16_to_fp32(wb->d);
+        for (int j = 0; j < QK8_0; j++) y[j] += a * (wb->qs[j] * d);
     }
 }
 
@@ -194,7 +197,7 @@ void hc_ref_gptq_tile(const hc_weight *w, const int *rows, int rm, const void *c
 
 const hc_kernel hc_ref_float = { .prepare = hc_act_copy, .dot = dot_float, .axpy = axpy_float };
 const hc_kernel hc_ref_bf16 = { .prepare = act_bf16, .dot = dot_bf16, .axpy = axpy_float };
+/* Q8_0 and Q4_0 in either layout: ggml's (HC_WEIGHT_GGML) or in chunks of 16 (HC_WEIGHT_X16). */
 const hc_kernel hc_ref_q8_0 = { .prepare = prepare_q8, .dot = dot_q8_0, .axpy = axpy_q8_0 };
-/* Q4_0 in either layout: ggml's (HC_WEIGHT_GGML) or in chunks of 16 (HC_WEIGHT_Q4X16). */
 const hc_kernel hc_ref_q4_0 = { .prepare = prepare_q8, .dot = dot_q4_0, .axpy = axpy_q4_0 };
 const hc_kernel hc_ref_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .axpy = hc_ref_gptq_axpy };

@@ -1,0 +1,59 @@
+/* Q4_0 and Q8_0 rows in chunks of 16 blocks: the layout the model's copy of
+ * those matrices takes when their products run on AVX-512 (model_memory.c),
+ * so that a chunk's weights load into the kernel's lanes with plain loads,
+ * no permutes or shuffles (docs/design/kernels.md, "Q4_0 and Q8_0 in chunks
+ * of 16 blocks").
+ *
+ * A row keeps its size (the block's bytes, the same blocks), reordered within
+ * each chunk of 16 blocks; the row's last chunk holds the t < 16 blocks left.
+ * A chunk has 16 lanes: lane L holds block 4·(L % 4) + L / 4 of the chunk
+ * (the order in which the AVX-512 Q4_0 kernel's block sums come out); a
+ * short chunk only the lanes whose block exists. The chunk stores its lanes'
+ * fp16 scales (lanes ascending), then planes, plane i holding the lanes'
+ * code bytes qs[4i .. 4i + 3] (lanes ascending): four planes of Q4_0's
+ * nibble bytes, eight of Q8_0's codes, those stored plus 128 (x ^ 0x80,
+ * unsigned, as vpdpbusd reads them). In a whole chunk the scales are 32
+ * bytes and each plane 64, one register. */
+#ifndef HC_X16_H
+#define HC_X16_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ggml_types.h"
+#include "weight.h"
+
+#define HC_X16_CHUNK 16   /* blocks per chunk */
+
+/* The block of chunk lane L (the map is its own inverse). */
+static inline int hc_x16_block_of(int L) { return 4 * (L % 4) + L / 4; }
+/* The lanes (bit L) of a chunk of t blocks. */
+uint16_t hc_x16_lanes(int t);
+/* A row of nb blocks of type (GGML_TYPE_Q4_0 or Q8_0) into the layout (dst:
+ * the row's bytes, not src). */
+void hc_x16_repack(uint32_t type, const void *src, uint8_t *dst, int nb);
+/* Block b of a row of nb blocks in the layout, as ggml stores it. */
+void hc_x16_block(uint32_t type, const uint8_t *row, int nb, int b, void *out);
+/* A row of n elements in the layout, widened to f32 (ggml's dequantized values). */
+void hc_x16_row_f32(uint32_t type, const uint8_t *row, int n, float *out);
+
+/* Block b of row r of a Q4_0 or Q8_0 weight in either layout (weight.h:
+ * HC_WEIGHT_GGML, HC_WEIGHT_X16): where it lies, or copied into *buf from
+ * the chunks. */
+static inline const void *hc_quant_block(const hc_weight *w, int r, int b, void *buf)
+{
+    const size_t bs = ggml_type_size(w->type);
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)r * (size_t)(w->n / 32) * bs;
+    if (w->kind != HC_WEIGHT_X16) return row + (size_t)b * bs;
+    hc_x16_block(w->type, row, w->n / 32, b, buf);
+    return buf;
+}
+static inline const block_q4_0 *hc_q4_0_block(const hc_weight *w, int r, int b, block_q4_0 *buf)
+{
+    return hc_quant_block(w, r, b, buf);
+}
+static inline const block_q8_0 *hc_q8_0_block(const hc_weight *w, int r, int b, block_q8_0 *buf)
+{
+    return hc_quant_block(w, r, b, buf);
+}
+
+#endif
