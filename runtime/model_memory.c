@@ -9,9 +9,8 @@
  * keeps every block, so every result is the same (where Q4_0's and Q8_0's
  * products run on AVX-512 their rows' blocks are reordered within chunks of
  * 16, x16.h, which those kernels read without permutes: the same blocks, the
- * same bits); the
- * copied pages of the mapping are dropped (clean file pages: resident memory
- * does not double). */
+ * same bits); the copied pages of the mapping are dropped (clean file pages:
+ * resident memory does not double). */
 #include "model.h"
 
 #include <stdint.h>
