@@ -1152,14 +1152,23 @@ TI const uint8_t *how_row(const hc_weight *w, int r, const int how)
     return (const uint8_t *)w->data + (size_t)r * (size_t)(w->n / QK8_0) * HOW_BLOCK(how);
 }
 
+/* A value the compiler must take as it is: an empty asm that may have
+ * changed it. GCC folds a load into every instruction that uses a value (a
+ * load for each), and loads are what bound the chunks' tile; Clang's
+ * _mm512_reduce_add_ps may reassociate, so it drops a permute before it. */
+#define IN_REGISTER(v) __asm__("" : "+v"(v))
+
 /* A row's sum of its 16 lanes. Q8_0 in chunks of 16 holds block 4g+m in
  * lane 4m+g (x16.h), where dot_q8 holds block 8(M/2) + 2q + M%2 in lane
  * 4M+q (q8_block_sums): each lane's sum is the same value in another lane,
- * so the lanes go back to dot_q8's order first, and the row gets its bits. */
+ * so the lanes go back to dot_q8's order first (kept from Clang's
+ * reassociation), and the row gets its bits. */
 TI float x16_sum(__m512 acc, const int how)
 {
-    if (how == Q8_X16)
+    if (how == Q8_X16) {
         acc = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 8, 1, 9, 4, 12, 5, 13, 2, 10, 3, 11, 6, 14, 7, 15), acc);
+        IN_REGISTER(acc);
+    }
     return _mm512_reduce_add_ps(acc);
 }
 
@@ -1225,10 +1234,6 @@ T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *x
     if (hc_q4_word_permutes()) tile_q4_as(wt, rows, xv, y, Q4_WORDS);
     else tile_q4_as(wt, rows, xv, y, Q4_DWORDS);
 }
-
-/* A value kept in a register: GCC folds a load into every instruction that
- * uses the value (a load for each), and loads are what bound tile_q4x16. */
-#define IN_REGISTER(v) __asm__("" : "+v"(v))
 
 /* The tile over chunks of 16, both rows' chunks unpacked first, so that each
  * activation load serves the two rows: per row, vector and chunk, tile_q4_as
