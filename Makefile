@@ -57,7 +57,11 @@ PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || \
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 $(OPT) \
            -Wall -Wextra -Werror -ffp-contract=off -pthread $(PKG_CFLAGS)
-LDLIBS  += $(PKG_LIBS) -lglpk -lunistring -lm -lpthread
+# --as-needed: a program links only the libraries it calls, whatever the
+# compiler's default (GCC's here drops the others, Clang's keeps them): a
+# program that loads OpenBLAS without calling it got OpenBLAS's thread pool
+# at load, which hangs the exit under an address-space limit (runtime/blas_fixed.c).
+LDLIBS  += -Wl,--as-needed $(PKG_LIBS) -lglpk -lunistring -lm -lpthread
 
 # The folders whose headers each folder's sources may include (see the top).
 USES_common     := common
