@@ -6,16 +6,17 @@
 #
 # Times every instruction set this CPU runs (avx2, avx512; AVX-512 Q4_0 the
 # three ways it runs: from the file mapping with word or with dword
-# permutes, and from hc-run's copy in chunks of 16 blocks) with
+# permutes, and from hc-run's copy in chunks of 16 blocks; AVX-512 Q8_0 from
+# the mapping and from the chunks) with
 # build/bench/bench_kernels on one thread, in thread CPU time, ROUNDS rounds
 # with the sets alternating (the median of the rounds): decode (B = 1, DIM x 2048) and a
 # prompt tile (B = 64, DIM x 1024). A type takes the set whose worse ratio to
 # the fastest set (decode or prompt) is highest, ties to the wider set: every
 # product, gathered row and AXPY of a type runs on one set (their rows' bits
-# must agree), so one set serves both; Q4_0's AVX-512 counts its best way (the
-# copy's chunks, where hc-run copies, or a permute), and the row's last field
-# is the faster permute, for rows left in the mapping (--mmap, the sparse
-# FFN's). Prints the CPU, each figure and the row to paste
+# must agree), so one set serves both; Q4_0's and Q8_0's AVX-512 count their
+# best way (the copy's chunks, where hc-run copies, or the mapping's layout),
+# and the row's last field is the faster permute, for rows left in the
+# mapping (--mmap, the sparse FFN's). Prints the CPU, each figure and the row to paste
 # (docs/design/kernels.md, "Choosing the kernels").
 #
 # Environment (defaults): DIM=4096 ROUNDS=5 REPS=20 (products per timing, best of).
@@ -34,7 +35,7 @@ family=$(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1)
 model=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "cpu: $name ($vendor family $family model $model)"
 
-# AVX-512 Q4_0 three ways (word or dword permutes: the row's last field; chunks)
+# AVX-512 Q4_0 three ways (word or dword permutes: the row's last field; chunks), Q8_0 two
 isas=""
 for isa in avx2 avx512-vpermt2d avx512-vpermt2w avx512-chunks; do
     "$B" cpu "$isa" 32 1 1 1 >/dev/null 2>&1 && isas="$isas $isa"
@@ -54,7 +55,7 @@ done
 
 # best GFLOP/s per (set, op, type); per type the set with the highest worse ratio
 awk -v fam="$family" -v model="$model" -v vendor="$vendor" '
-($1 != "avx512-vpermt2w" && $1 != "avx512-chunks") || $3 == "Q4_0" {
+$1 == "avx512-chunks" ? ($3 == "Q4_0" || $3 == "Q8_0") : ($1 != "avx512-vpermt2w" || $3 == "Q4_0") {
     k = $1 SUBSEP $2 SUBSEP $3; nv[k]++; v[k, nv[k]] = $4; has[$1, $3] = 1; sets[$1] = 1 }
 END {
     # each figure: the median of the rounds (the best of REPS of a round now and
