@@ -118,7 +118,7 @@ const hc_type_traits *hc_traits(const hc_weight *w) { return &traits[entry(w)]; 
 const hc_kernel *hc_kernel_for(const hc_weight *w, int isa)
 {
     int e = entry(w);
-    const int column = e == HC_KT_Q4X16 ? HC_KT_Q4_0 : e == HC_KT_Q8X16 ? HC_KT_Q8_0 : e;
+    const int column = e >= HC_KT_COUNT ? ggml_entry(w->type) : e;   /* chunks of 16: their type's */
     return traits[e].isa[isa == HC_ISA_CHOSEN ? hc_kernel_choice(column) : isa];
 }
 

@@ -36,12 +36,12 @@ void hc_x16_block(uint32_t type, const uint8_t *row, int nb, int b, void *out);
 /* A row of n elements in the layout, widened to f32 (ggml's dequantized values). */
 void hc_x16_row_f32(uint32_t type, const uint8_t *row, int n, float *out);
 
-/* Block b of row r of a Q4_0 or Q8_0 weight in either layout (weight.h:
- * HC_WEIGHT_GGML, HC_WEIGHT_X16): where it lies, or copied into *buf from
- * the chunks. */
-static inline const void *hc_quant_block(const hc_weight *w, int r, int b, void *buf)
+/* Block b of row r of a Q4_0 or Q8_0 weight (blocks of bs bytes) in either
+ * layout (weight.h: HC_WEIGHT_GGML, HC_WEIGHT_X16): where it lies, or copied
+ * into *buf from the chunks. bs is the caller's constant: AXPY asks per
+ * block. */
+static inline const void *hc_quant_block(const hc_weight *w, int r, int b, size_t bs, void *buf)
 {
-    const size_t bs = ggml_type_size(w->type);
     const uint8_t *row = (const uint8_t *)w->data + (size_t)r * (size_t)(w->n / 32) * bs;
     if (w->kind != HC_WEIGHT_X16) return row + (size_t)b * bs;
     hc_x16_block(w->type, row, w->n / 32, b, buf);
@@ -49,11 +49,11 @@ static inline const void *hc_quant_block(const hc_weight *w, int r, int b, void 
 }
 static inline const block_q4_0 *hc_q4_0_block(const hc_weight *w, int r, int b, block_q4_0 *buf)
 {
-    return hc_quant_block(w, r, b, buf);
+    return hc_quant_block(w, r, b, sizeof(block_q4_0), buf);
 }
 static inline const block_q8_0 *hc_q8_0_block(const hc_weight *w, int r, int b, block_q8_0 *buf)
 {
-    return hc_quant_block(w, r, b, buf);
+    return hc_quant_block(w, r, b, sizeof(block_q8_0), buf);
 }
 
 #endif
