@@ -265,6 +265,9 @@ static int step(sched *S, int n_batch, char *err, size_t errlen)
     return 0;
 }
 
+/* A request that never runs: an empty prompt, or one longer than the context. */
+static int refused(const hc_request *q, const hc_sched_params *p) { return !q->n_prompt || q->n_prompt > p->n_ctx; }
+
 static int descending(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;
@@ -278,7 +281,7 @@ int hc_sched_blocks_most(const hc_request *reqs, int n, const hc_sched_params *p
     for (int r = 0; r < n; r++) {
         const hc_request *q = &reqs[r];
         long most = (long)q->n_prompt + q->n_predict;
-        need[r] = !q->n_prompt || q->n_prompt > p->n_ctx ? 0 : hc_blocks_for(most < p->n_ctx ? (int)most : p->n_ctx, block);
+        need[r] = refused(q, p) ? 0 : hc_blocks_for(most < p->n_ctx ? (int)most : p->n_ctx, block);
     }
     qsort(need, (size_t)n, sizeof *need, descending);
     long sum = 0;
@@ -333,7 +336,7 @@ int hc_sched_run(hc_ctx *ctx, const hc_request *reqs, int n, const hc_sched_para
     for (int i = (int)np - 1; i >= 0; i--) S.slots[S.n_slots++] = i;   /* table 0 taken first */
     for (int r = 0; r < n; r++) {
         const hc_request *q = &reqs[r];
-        if (!q->n_prompt || q->n_prompt > p->n_ctx) {
+        if (refused(q, p)) {
             S.s[r].state = DONE;
             out->done(out->user, r, HC_STOP_REFUSED);
             continue;
