@@ -86,6 +86,31 @@ static hc_backend *open_opencl_inv_gpu(int *skip, char *why, size_t len)
     return be;
 }
 
+/* Built asking for PTX's dp4a whatever the device (HC_CL_DP4A=1): on an
+ * NVIDIA GPU the quantized products with it, elsewhere (PoCL) without it
+ * after the build with it failed, as hc_cl_backend_dots says. HC_CL_DP4A=0
+ * goes without it on any device. */
+static hc_backend *open_opencl_dp4a(int *skip, char *why, size_t len)
+{
+    setenv("HC_CL_DP4A", "0", 1);
+    hc_backend *be = open_opencl(skip, why, len);
+    int ok = !be || !strcmp(hc_cl_backend_dots(be), "bytes widened");
+    if (be) {
+        if (!ok) snprintf(why, len, "HC_CL_DP4A=0: %s", hc_cl_backend_dots(be));
+        close_opencl(be);
+    }
+    setenv("HC_CL_DP4A", "1", 1);
+    be = ok ? open_opencl(skip, why, len) : NULL;
+    unsetenv("HC_CL_DP4A");
+    const char *d = be ? hc_cl_backend_dots(be) : "";
+    if (be && strncmp(d, "dp4a (PTX", 9) && !strstr(d, "bytes widened: the build with dp4a failed (")) {
+        snprintf(why, len, "HC_CL_DP4A=1: %s", d);
+        close_opencl(be);
+        be = NULL;
+    }
+    return be;
+}
+
 /* The CPU backend of a context (its pool and prepared-input buffers) on a
  * small model of its own: with the best kernels this CPU runs, and with
  * the scalar ones, whose products are the reference's bits. */
@@ -127,6 +152,7 @@ static const backend_row backends[] = {
     { "opencl_gpu_geometry", open_opencl_gpu, close_opencl, 5e-6, 2e-6, 2e-6 },
     { "opencl_batch_invariant", open_opencl_inv, close_opencl, 5e-6, 2e-6, 2e-6 },
     { "opencl_batch_invariant_gpu_geometry", open_opencl_inv_gpu, close_opencl, 5e-6, 2e-6, 2e-6 },
+    { "opencl_dp4a", open_opencl_dp4a, close_opencl, 5e-6, 2e-6, 2e-6 },
 };
 
 /* ------------------------------------------------------------ the cases */

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <CL/cl_ext.h>
+
 #include "cl_internal.h"
 #include "ggml_types.h"
 #include "kernels_gptq.h"
@@ -73,7 +75,7 @@ typedef struct {
 typedef struct {
     int on;
     cl_mem x, mem;         /* the row's floats at x + xo; the form at mem */
-    cl_uint xo, doff, soff, poff;
+    cl_uint xo, doff, soff;
     const void *w;         /* the device copy of the weight it was made for */
 } made_form;
 
@@ -103,6 +105,7 @@ typedef struct {
     int n_kt;
     double idle_s;                /* profiling: the device's time between kernels */
     char err[256];
+    char dots[320];         /* how the quantized products multiply (hc_cl_backend_dots) */
     const hc_seq_rows *rows;  /* the step's rows (batch), their positions, sequences and block tables in SCR_POS.. */
     cl_mem scratch[8];      /* two prepared inputs, the slices' sums, attention's partial sums and their m, l,
                              * the step's positions, sequences and block tables */
@@ -639,13 +642,13 @@ static cl_mem vec_mem(clb *b, const hc_bvec *v, const char *what)
 
 /* An input in the form a format's products take (FORM_*): B rows at mem
  * (FORM_F32: the input itself at float offset xo; FORM_BF16: rows of n
- * floats from 0; the Q8 forms: act_q8's layout, doff, soff and poff). it:
+ * floats from 0; the Q8 forms: act_q8's layout, doff and soff). it:
  * the item it was made for. */
 typedef struct {
     int form;
     const hc_mm *it;
     cl_mem mem;
-    cl_uint xo, doff, soff, poff;
+    cl_uint xo, doff, soff;
 } prepared;
 
 /* 1 when p serves the item it (the CPU's hc_weight_same_act, but any
@@ -674,8 +677,7 @@ static size_t q8_form(clb *b, int B, int kn, int slot, prepared *p)
     const size_t codes = round_up((size_t)B * (size_t)kn, 64);
     p->doff = (cl_uint)codes;
     p->soff = (cl_uint)(codes + sizeof(float) * nb);
-    p->poff = (cl_uint)round_up(codes + 2 * sizeof(float) * nb, 64);
-    p->mem = scratch(b, slot, p->poff + 2 * (size_t)B * (size_t)kn);
+    p->mem = scratch(b, slot, codes + 2 * sizeof(float) * nb);
     return nb;
 }
 
@@ -686,10 +688,10 @@ static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepare
     const cl_mat *m = it->w->dev;
     p->form = fmt_form[m->fmt];
     p->it = it;
-    p->xo = p->doff = p->soff = p->poff = 0;
+    p->xo = p->doff = p->soff = 0;
     const made_form *f = &b->made;
     if (B == 1 && f->on && f->w == m && f->x == mem_of(x) && f->xo == flo(x)) {
-        *p = (prepared){ FORM_Q8, it, f->mem, 0, f->doff, f->soff, f->poff };
+        *p = (prepared){ FORM_Q8, it, f->mem, 0, f->doff, f->soff };
         return;
     }
     if (p->form == FORM_F32) {
@@ -713,13 +715,13 @@ static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepare
         b->pend.kind = PEND_NONE;   /* the pending step and this form in one launch */
         const int norm = pn.kind == PEND_NORM;
         cl_kernel k = norm ? b->norm_q8 : b->attn_combine_q8;
-        args_from(b, k, pending_args(b, k, &pn), A(half_d), A(p->mem), A(p->doff), A(p->soff), A(p->poff), END);
+        args_from(b, k, pending_args(b, k, &pn), A(half_d), A(p->mem), A(p->doff), A(p->soff), END);
         size_t g = norm ? pn.l * (size_t)B : (size_t)B * (size_t)n, l = norm ? pn.l : 32;   /* a block a group */
         launch(b, k, 1, &g, &l);
         return;
     }
     args(b, b->act_q8, A(xm), A(xo), A(n), A(m->perm), A(has), A(kp), A(Bc), A(half_d), A(p->mem), A(p->doff),
-         A(p->soff), A(p->poff), END);
+         A(p->soff), END);
     launch_ew(b, b->act_q8, nb);
 }
 
@@ -805,7 +807,7 @@ static void row_products(clb *b, const prepared *p, int B, const hc_mm *it, int 
                 A(yo[1]), A(ys[1]), A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(ys[2]), A(bound[0]), \
                 A(bound[1]), A(n), A(acc), A(nt), A(p->mem)
     if (q)
-        args(b, k, MV_ARGS, A(p->doff), A(p->soff), A(p->poff), A(xb), LOCAL(sizeof(float) * lanes * R), END);
+        args(b, k, MV_ARGS, A(p->doff), A(p->soff), A(xb), LOCAL(sizeof(float) * lanes * R), END);
     else
         args(b, k, MV_ARGS, A(xo), LOCAL(sizeof(float) * lanes * R), END);
 #undef MV_ARGS
@@ -950,7 +952,7 @@ static int ffn_neurons(hc_backend *be, const hc_hparams *hp, const hc_blayer *ly
     const hc_mm up = { &ly->up, 0, 0, H, (size_t)hp->n_ff, 0 };
     const cl_mat *g = first.w->dev, *u = up.w->dev;
     if (b->cl->invariant || !g || !u || a < 0 || a >= N_ACT || g->rows != hp->n_ff || u->rows != g->rows) return -1;
-    prepared p = { fmt_form[g->fmt], &first, NULL, 0, 0, 0, 0 };
+    prepared p = { fmt_form[g->fmt], &first, NULL, 0, 0, 0 };
     if (!seq && !joins(&p, &first, &up)) return -1;
     prepare(b, xn, 1, &first, SCR_ACT0, &p);
     const int q = p.form == FORM_Q8 || p.form == FORM_G8;
@@ -960,7 +962,7 @@ static int ffn_neurons(hc_backend *be, const hc_hparams *hp, const hc_blayer *ly
     const int units = g->kn / (q ? HC_CLB_UNIT_Q : HC_CLB_UNIT_F);
     const size_t lanes = q8 ? hc_clb_glu_lanes(&b->geo, units) : hc_clb_mv_lanes(&b->geo, units);
     const size_t R = q8 ? 32 : hc_clb_mv_rows(&b->geo, lanes);
-    prepared hq = { FORM_Q8, NULL, NULL, 0, 0, 0, 0 };
+    prepared hq = { FORM_Q8, NULL, NULL, 0, 0, 0 };
     if (q8) q8_form(b, 1, g->rows, SCR_ACT1, &hq);
     cl_mem gb = vec_mem(b, &ly->gate_b, "the gate bias"), ub = vec_mem(b, &ly->up_b, "the up bias");
     cl_int rows = g->rows, n = g->kn, kind = hp->ffn_kind, has_gb = gb != NULL, has_ub = ub != NULL;
@@ -971,15 +973,15 @@ static int ffn_neurons(hc_backend *be, const hc_hparams *hp, const hc_blayer *ly
     cl_int half_d = 1;
     if (q)
         args(b, k, A(g->m), A(g->dofs), A(u->m), A(u->dofs), A(rows), A(n), A(kind), A(thr), A(gb), A(has_gb), A(ub),
-             A(has_ub), A(hm), A(ho), A(p.mem), A(p.doff), A(p.soff), A(p.poff), LOCAL(2 * sizeof(float) * lanes * R),
-             A(q8), A(half_d), A(hq.mem), A(hq.doff), A(hq.soff), A(hq.poff), END);
+             A(has_ub), A(hm), A(ho), A(p.mem), A(p.doff), A(p.soff), LOCAL(2 * sizeof(float) * lanes * R),
+             A(q8), A(half_d), A(hq.mem), A(hq.doff), A(hq.soff), END);
     else
         args(b, k, A(g->m), A(g->dofs), A(u->m), A(u->dofs), A(rows), A(n), A(kind), A(thr), A(gb), A(has_gb), A(ub),
              A(has_ub), A(hm), A(ho), A(p.mem), A(p.xo), LOCAL(2 * sizeof(float) * lanes * R), END);
     const size_t l[2] = { lanes, R }, gs[2] = { lanes, ((size_t)rows + R - 1) / R * R };
     launch(b, k, 2, gs, l);
     if (q8 && !b->failed)
-        b->made = (made_form){ 1, hm, hq.mem, ho, hq.doff, hq.soff, hq.poff, dm };
+        b->made = (made_form){ 1, hm, hq.mem, ho, hq.doff, hq.soff, dm };
     return 0;
 }
 
@@ -1231,15 +1233,76 @@ void hc_cl_backend_geometry(hc_backend *be, const hc_clb_device *d)
 
 /* The model.h enums and the tile sizes as -D options: the kernels never see a bare number.
  * exact_div: the device divides as IEEE does when asked (the Q8_0 scale amax/127 and its
- * inverse then have the CPU's bits; without it an ulp can differ). */
-static void build_options(char *o, size_t len, int exact_div)
+ * inverse then have the CPU's bits; without it an ulp can differ). dp4a: the four-byte
+ * integer dots as PTX's dp4a (common.cl's HC_DP4A). */
+static void build_options(char *o, size_t len, int exact_div, int dp4a)
 {
     snprintf(o, len,
-             "-cl-std=CL1.2 %s-DTOKENS=%d -DMM_ROWS=%d -DMM_ITEMS=%d "
+             "-cl-std=CL1.2 %s%s-DTOKENS=%d -DMM_ROWS=%d -DMM_ITEMS=%d "
              "-DHC_ACT_SILU=%d -DHC_ACT_RELU=%d -DHC_ACT_GELU=%d -DHC_NORM_RMS=%d -DHC_NORM_LAYER=%d "
              "-DHC_POS_ROPE=%d -DHC_POS_ROPE_NEOX=%d -DHC_FFN_GATED=%d -DHC_FFN_SYMMETRIC=%d -DHC_FFN_SEQUENTIAL=%d",
-             exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", HC_CLB_TOKENS, HC_CLB_MM_ROWS, HC_CLB_MM_ITEMS, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER, HC_POS_ROPE,
-             HC_POS_ROPE_NEOX, HC_FFN_GATED, HC_FFN_SYMMETRIC, HC_FFN_SEQUENTIAL);
+             exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", dp4a ? "-DHC_DP4A=1 " : "", HC_CLB_TOKENS,
+             HC_CLB_MM_ROWS, HC_CLB_MM_ITEMS, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER,
+             HC_POS_ROPE, HC_POS_ROPE_NEOX, HC_FFN_GATED, HC_FFN_SYMMETRIC, HC_FFN_SEQUENTIAL);
+}
+
+/* Whether the device runs PTX's dp4a: an NVIDIA GPU (cl_nv_device_attribute_query) of
+ * compute capability 6.1 or later. HC_CL_DP4A=0 says no, 1 yes whatever the device (its
+ * build then fails on any other device, and the backend says so and goes without). The
+ * capability into *major, *minor. */
+static int wants_dp4a(cl_device_id dev, cl_uint *major, cl_uint *minor)
+{
+    const char *env = getenv("HC_CL_DP4A");
+    char ext[8192] = "";
+    *major = *minor = 0;
+    if (env && *env) return strcmp(env, "0") != 0;
+    if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL) != CL_SUCCESS ||
+        !strstr(ext, "cl_nv_device_attribute_query") ||
+        clGetDeviceInfo(dev, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof *major, major, NULL) != CL_SUCCESS ||
+        clGetDeviceInfo(dev, CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV, sizeof *minor, minor, NULL) != CL_SUCCESS)
+        return 0;
+    return *major > 6 || (*major == 6 && *minor >= 1);
+}
+
+/* The build log's start, on one line (the call takes only a buffer the whole log fits) */
+static void build_log(cl_program p, cl_device_id dev, char *log, size_t len)
+{
+    size_t n = 0;
+    char *all = NULL;
+    log[0] = 0;
+    if (clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) == CL_SUCCESS && n && (all = malloc(n + 1)) &&
+        clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, n, all, NULL) == CL_SUCCESS) {
+        all[n] = 0;
+        snprintf(log, len, "%s", all);
+    }
+    free(all);
+    for (char *c = log; *c; c++) if (*c == '\n' || *c == '\r') *c = ' ';
+}
+
+/* Build the kernels, with dp4a where the device has it; when that build fails, again
+ * without, the reason in b->dots (a warning for hc-run). */
+static cl_int build(clb *b, cl_device_id dev, int exact_div)
+{
+    char opts[640], log[1024];
+    cl_uint major, minor;
+    const int dp4a = wants_dp4a(dev, &major, &minor);
+    build_options(opts, sizeof opts, exact_div, dp4a);
+    cl_int rc = clBuildProgram(b->prog, 1, &dev, opts, NULL, NULL);
+    if (rc == CL_SUCCESS) {
+        if (dp4a && major) snprintf(b->dots, sizeof b->dots, "dp4a (PTX, compute capability %u.%u)", major, minor);
+        else snprintf(b->dots, sizeof b->dots, dp4a ? "dp4a (PTX)" : "bytes widened");
+        return rc;
+    }
+    if (!dp4a) return rc;
+    build_log(b->prog, dev, log, sizeof log);
+    snprintf(b->dots, sizeof b->dots, "bytes widened: the build with dp4a failed (%.200s)", log);
+    build_options(opts, sizeof opts, exact_div, 0);
+    return clBuildProgram(b->prog, 1, &dev, opts, NULL, NULL);
+}
+
+const char *hc_cl_backend_dots(const hc_backend *be)
+{
+    return ((const clb *)be)->dots;
 }
 
 static cl_kernel kernel(cl_program p, const char *name, char *err, size_t errlen)
@@ -1270,15 +1333,12 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
     const char *src[] = { hc_cl_common_source, hc_cl_backend_source };
     b->prog = clCreateProgramWithSource(cl->ctx, 2, src, NULL, &rc);
     CHECK_CL(rc, "clCreateProgramWithSource");
-    char opts[640];
     cl_device_fp_config fp = 0;
     if (clGetDeviceInfo(dev, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) != CL_SUCCESS) fp = 0;
-    build_options(opts, sizeof opts, (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0);
-    rc = clBuildProgram(b->prog, 1, &dev, opts, NULL, NULL);
+    rc = build(b, dev, (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0);
     if (rc != CL_SUCCESS) {
-        char log[1024] = "";
-        clGetProgramBuildInfo(b->prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-        for (char *p = log; *p; p++) if (*p == '\n') *p = ' ';
+        char log[1024];
+        build_log(b->prog, dev, log, sizeof log);
         snprintf(err, errlen, "OpenCL: building the backend's kernels failed: %d %s: %.400s", rc,
                  hc_cl_error_name(rc), log);
         goto bad;

@@ -77,6 +77,12 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
     return NULL;
 }
 
+const char *hc_cl_backend_dots(const hc_backend *be)
+{
+    (void)be;
+    return none;
+}
+
 void hc_cl_backend_geometry(hc_backend *b, const hc_clb_device *d)
 {
     (void)b;

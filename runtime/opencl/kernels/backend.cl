@@ -1,7 +1,7 @@
 /* The OpenCL backend's kernels (runtime/backend.h on a device; host side in
  * runtime/opencl/backend.c), OpenCL C 1.2 without extensions: no half
  * arithmetic (vload_half/vstore_half only), no subgroups, no atomics. Built
- * after kernels/common.cl (hsum4, hsum16, idot32). A product takes its input
+ * after kernels/common.cl (hsum4, idot4, udot4). A product takes its input
  * in the form the CPU prepares for the weight's type (hc_weight_prepare):
  * f32 for F32/F16, bf16-rounded for BF16, Q8_0 blocks for Q8_0/Q4_0, GPTQ's
  * int8 blocks for INT4-GPTQ; the act_* kernels make those forms with the
@@ -28,7 +28,7 @@
  *                   -scale*zero}: value s*q + m
  * w8_T (f32, f16, bf16): elements 8j .. 8j + 7 of row r; w32_T: 32j ..
  * 32j + 31 into lo and hi; w1_T: element k (a row's tail past whole units).
- * The quantized formats are read a block at a time (wq_T; the transposed
+ * The quantized formats are read a block at a time (words_T; the transposed
  * product: c8_T). Where a
  * row's bytes are a multiple of 16 (n % 4 == 0 for f32, n % 8 == 0 for f16
  * and bf16; always for the quantized formats, n a multiple of 32), the
@@ -76,43 +76,84 @@ W32(f32)
 W32(f16)
 W32(bf16)
 
-/* wq_T: block j of row r of a quantized format as shorts (elements 0..15 in
- * lo, 16..31 in hi) and its scale pair {s, m} (q8, q4: {d, 0}). */
-void wq_q8(__global const uchar *W, __global const float *D, int n, int r, int j, short16 *lo, short16 *hi, float2 *sm)
+/* words_T: block j of row r of a quantized format as eight words of four
+ * int8 codes each, elements 0..15 in a and 16..31 in b, in the form that
+ * dot_T multiplies with the input's codes (act_q8's, in the same order):
+ * q8 its codes; q4 each code q as 16 (q - 8), an int8 (the nibble moved to
+ * the byte's top, its top bit flipped), so that the sum is 16 times the
+ * block's; g4 the codes as they are, unsigned.
+ * scale_T: the block's pair {s, m} (q8: {d, 0}; q4: {d / 16, 0}, exact, so
+ * that s * (d/16 * dx) has the bits of s/16 * (d * dx): d and dx are fp16
+ * values, their product far from underflow). */
+void words_q8(__global const uchar *W, int n, int r, int j, uint4 *a, uint4 *b)
 {
     __global const uint4 *q = (__global const uint4 *)(W + (size_t)r * n + 32 * (size_t)j);
-    *lo = convert_short16(as_char16(q[0]));
-    *hi = convert_short16(as_char16(q[1]));
-    *sm = (float2)(D[(size_t)r * (n / 32) + j], 0.0f);
+    *a = q[0];
+    *b = q[1];
 }
 /* block j's 16 code bytes of row r (q4, g4) */
-uchar16 codes4(__global const uchar *W, int n, int r, int j)
+uint4 codes4(__global const uchar *W, int n, int r, int j)
 {
-    return as_uchar16(((__global const uint4 *)(W + (size_t)r * (n / 2)))[j]);
+    return ((__global const uint4 *)(W + (size_t)r * (n / 2)))[j];
 }
-void wq_q4(__global const uchar *W, __global const float *D, int n, int r, int j, short16 *lo, short16 *hi, float2 *sm)
+void words_q4(__global const uchar *W, int n, int r, int j, uint4 *a, uint4 *b)
 {
-    const uchar16 c = codes4(W, n, r, j);
-    *lo = convert_short16(c & (uchar)15) - (short)8;
-    *hi = convert_short16(c >> (uchar)4) - (short)8;
-    *sm = (float2)(D[(size_t)r * (n / 32) + j], 0.0f);
+    const uint4 c = codes4(W, n, r, j);
+    *a = ((c << 4u) & 0xF0F0F0F0u) ^ 0x80808080u;
+    *b = (c & 0xF0F0F0F0u) ^ 0x80808080u;
 }
-void wq_g4(__global const uchar *W, __global const float *D, int n, int r, int j, short16 *lo, short16 *hi, float2 *sm)
+void words_g4(__global const uchar *W, int n, int r, int j, uint4 *a, uint4 *b)
 {
-    const uchar16 c = codes4(W, n, r, j);
-    *lo = convert_short16(c & (uchar)15);
-    *hi = convert_short16(c >> (uchar)4);
-    *sm = vload2((size_t)r * (n / 32) + j, D);
+    const uint4 c = codes4(W, n, r, j);
+    *a = c & 0x0F0F0F0Fu;
+    *b = (c >> 4u) & 0x0F0F0F0Fu;
 }
+#define dot_q8 idot4
+#define dot_q4 idot4
+#define dot_g4 udot4
+float2 scale_q8(__global const float *D, int n, int r, int j) { return (float2)(D[(size_t)r * (n / 32) + j], 0.0f); }
+float2 scale_q4(__global const float *D, int n, int r, int j)
+{
+    return (float2)(D[(size_t)r * (n / 32) + j] * 0.0625f, 0.0f);
+}
+float2 scale_g4(__global const float *D, int n, int r, int j) { return vload2((size_t)r * (n / 32) + j, D); }
+/* a block's integer sum (q4: 16 times it): words a, b of a weight block
+ * (words_T) times the input block's codes u (elements 0..15), v (16..31):
+ * eight dp4a, or (bytes widened) the 32 codes as shorts in two vectors,
+ * each product and pair of them exact in 16 bits (|w x| <= 128 * 127), as
+ * a CPU device runs fast */
+#ifdef HC_DP4A
+#define BSUM(T) \
+int bsum_##T(uint4 a, uint4 b, uint4 u, uint4 v) \
+{ \
+    int s = dot_##T(a.x, u.x, 0); \
+    s = dot_##T(a.y, u.y, s); \
+    s = dot_##T(a.z, u.z, s); \
+    s = dot_##T(a.w, u.w, s); \
+    s = dot_##T(b.x, v.x, s); \
+    s = dot_##T(b.y, v.y, s); \
+    s = dot_##T(b.z, v.z, s); \
+    return dot_##T(b.w, v.w, s); \
+}
+#else
+#define wide_q8(w) convert_short16(as_char16(w))
+#define wide_q4(w) convert_short16(as_char16(w))
+#define wide_g4(w) convert_short16(as_uchar16(w))
+#define BSUM(T) \
+int bsum_##T(uint4 a, uint4 b, uint4 u, uint4 v) \
+{ \
+    return hsum16(convert_int16(wide_##T(a) * wide_q8(u) + wide_##T(b) * wide_q8(v))); \
+}
+#endif
+BSUM(q8)
+BSUM(q4)
+BSUM(g4)
+
 /* A block's term from its sum s of the codes' products (a float holding an
  * integer, or a vector of them: the tiled products'), the weight's pair sm,
  * the activation block's scale dx and (GPTQ) its sum d*sum(q) xs: Q8_0/Q4_0
  * as ggml, s * (d_w * d_x); INT4-GPTQ as kernels_ref.c's dot_gptq_int8,
- * s * (s_w * d_x) + m * X (there summed per group first). The float formats'
- * blocks are their products' sums, as they are (the tiled products). */
-#define BLOCK_f32(s, sm, dx, xs) (s)
-#define BLOCK_f16(s, sm, dx, xs) (s)
-#define BLOCK_bf16(s, sm, dx, xs) (s)
+ * s * (s_w * d_x) + m * X (there summed per group first). */
 #define BLOCK_q8(s, sm, dx, xs) ((s) * ((sm).x * (dx)))
 #define BLOCK_q4(s, sm, dx, xs) ((s) * ((sm).x * (dx)))
 #define BLOCK_g4(s, sm, dx, xs) ((sm).x * ((s) * (dx)) + (sm).y * (xs))
@@ -138,12 +179,9 @@ void tree(__local float *red, int cnt, int lid, int L)
  * d = amax/127, q = round(v * (1/d)) (half away from zero, as roundf), as
  * quantize_row_q8_0_ref and GPTQ's act_prepare_int8. The form at X:
  * codes [B][kp] at 0, d [B][kp/32] as floats at doff, d * sum(q) [B][kp/32]
- * at soff, and the codes in pairs at poff for mv_q4: per block 16 uints
- * x[a + 2] + x[a] * 2^16 (mod 2^32), a = 0, 4, 8, 12, 1, 5, 9, 13, 16, 20,
- * ...: the pairs of elements that a Q4_0 block's code words hold (pairs16),
- * as 4 uint4s, each in a plane of its own ([B][4][kp/32] uint4s: the lanes
- * of mv_q4, consecutive blocks, load consecutive 16 bytes). half_d: d rounded to fp16 (Q8_0 blocks store it
- * so; the codes come from the f32 d, as ggml's), else kept f32 (GPTQ). */
+ * at soff (the codes 16-byte aligned: kp a multiple of 32). half_d: d
+ * rounded to fp16 (Q8_0 blocks store it so; the codes come from the f32 d,
+ * as ggml's), else kept f32 (GPTQ). */
 __kernel void act_bf16(__global const float *x, uint xo, int total, __global float *o)
 {
     const int e = get_global_id(0);
@@ -155,7 +193,7 @@ __kernel void act_bf16(__global const float *x, uint xo, int total, __global flo
 
 /* block blk of row b (its n floats at xr) into act_q8's form */
 void q8_block(__global const float *xr, int n, __global const int *perm, int has_perm, int kp, int b, int blk,
-              int half_d, __global uchar *X, uint doff, uint soff, uint poff)
+              int half_d, __global uchar *X, uint doff, uint soff)
 {
     const int nb = kp / 32, e = b * nb + blk, k0 = 32 * blk;
     float v[32], amax = 0.0f;
@@ -173,28 +211,22 @@ void q8_block(__global const float *xr, int n, __global const int *perm, int has
         dd = vload_half(0, (__global const half *)(xd + e));
     }
     __global char *q = (__global char *)X + (size_t)b * kp + k0;
-    char c[32];
     int sum = 0;
     for (int i = 0; i < 32; i++) {
-        c[i] = (char)convert_int_rtz(round(v[i] * id));
-        q[i] = c[i];
-        sum += c[i];
+        const char c = (char)convert_int_rtz(round(v[i] * id));
+        q[i] = c;
+        sum += c;
     }
     xd[e] = dd;
     ((__global float *)(X + soff))[e] = d * (float)sum;
-    __global uint *pairs = (__global uint *)(X + poff);
-    for (int i = 0; i < 16; i++) {   /* pair i: elements a and a + 2 of word i % 4, as pairs16 masks them */
-        const int a = 4 * (i % 4) + (i / 4) % 2 + (i >= 8 ? 16 : 0);
-        pairs[4 * (((size_t)b * 4 + i / 4) * nb + blk) + i % 4] = (uint)c[a + 2] + ((uint)c[a] << 16);
-    }
 }
 
 __kernel void act_q8(__global const float *x, uint xo, int n, __global const int *perm, int has_perm, int kp, int B,
-                     int half_d, __global uchar *X, uint doff, uint soff, uint poff)
+                     int half_d, __global uchar *X, uint doff, uint soff)
 {
     const int e = get_global_id(0), nb = kp / 32;
     if (e >= B * nb) return;
-    q8_block(x + xo + (size_t)(e / nb) * n, n, perm, has_perm, kp, e / nb, e % nb, half_d, X, doff, soff, poff);
+    q8_block(x + xo + (size_t)(e / nb) * n, n, perm, has_perm, kp, e / nb, e % nb, half_d, X, doff, soff);
 }
 
 /* ------------------------------------------------------------ products
@@ -271,26 +303,24 @@ float lane_##T(__global const uchar *W, __global const float *D, int n, int r, _
     for (int k = nu * 8 + lane; k < n; k += LR) s += w1_##T(W, D, n, r, k) * x[k]; \
     return s; \
 }
-/* block j's term of a quantized row (x_q: the input's codes, xd, xz its scales) */
+/* block j's term of a quantized row (xq: the input's codes, xd, xz its scales) */
 #define TERM_Q(T) \
-float term_##T(__global const uchar *W, __global const float *D, int n, int r, __global const char *xq, \
+float term_##T(__global const uchar *W, __global const float *D, int n, int r, __global const uint4 *xq, \
                __global const float *xd, __global const float *xz, int j) \
 { \
-    short16 xl, xh, lo, hi; \
-    float2 sm; \
-    xload32_aligned(xq + 32 * (size_t)j, &xl, &xh); \
-    wq_##T(W, D, n, r, j, &lo, &hi, &sm); \
-    return BLOCK_##T((float)hsum16(iprod32(lo, hi, xl, xh)), sm, xd[j], xz[j]); \
+    uint4 a, b; \
+    words_##T(W, n, r, j, &a, &b); \
+    return BLOCK_##T((float)bsum_##T(a, b, xq[2 * j], xq[2 * j + 1]), scale_##T(D, n, r, j), xd[j], xz[j]); \
 }
 /* four blocks a step, their terms added in block order: every load of the
    step in flight at once (a lane of a 4096-wide row has four) */
 #define LANE_Q(T) \
 TERM_Q(T) \
 float lane_##T(__global const uchar *W, __global const float *D, int n, int r, __global const uchar *X, uint doff, \
-               uint soff, uint poff, int xb, int lane, int LR) \
+               uint soff, int xb, int lane, int LR) \
 { \
     const int nb = n / 32; \
-    __global const char *xq = (__global const char *)X + (size_t)xb * n; \
+    __global const uint4 *xq = (__global const uint4 *)(X + (size_t)xb * n); \
     __global const float *xd = (__global const float *)(X + doff) + (size_t)xb * nb, \
                          *xz = (__global const float *)(X + soff) + (size_t)xb * nb; \
     float s = 0.0f; \
@@ -310,54 +340,8 @@ LANE_F(f32)
 LANE_F(f16)
 LANE_F(bf16)
 LANE_Q(q8)
+LANE_Q(q4)
 LANE_Q(g4)
-
-/* A Q4_0 block's 16 code bytes u (four words: bytes 4w .. 4w + 3 hold
- * elements 4w + i in their low nibbles, 16 + 4w + i in their high) times
- * act_q8's code pairs p[0], p[nb], p[2nb], p[3nb] of x (its planes):
- * masked with 0x000F000F, word w holds elements 4w and 4w + 2 (lane w of
- * the first), shifted by 8 4w + 1 and 4w + 3 (the second), by 4 16 + 4w and
- * 16 + 4w + 2 (the third), by 12 the last two (the fourth).
- * Each pair (q_a - 8) + (q_b - 8) * 2^16 times x_b + x_a * 2^16 puts q_a x_a
- * + q_b x_b at 2^16 and q_a x_b below it; mod 2^32, as 32-bit multiply-adds
- * give them. */
-uint pairs16(uint4 u, __global const uint4 *p, int nb)
-{
-    const uint m = 0x000F000Fu, k = 0x00080008u;
-    const uint4 t = ((u & m) - k) * p[0] + (((u >> 8) & m) - k) * p[nb] + (((u >> 4) & m) - k) * p[2 * nb] +
-                    (((u >> 12) & m) - k) * p[3 * nb];
-    return (t.x + t.y) + (t.z + t.w);
-}
-
-/* a Q4_0 block's term from pairs16's total t, its scale d and the input's dx */
-float q4_term(uint t, float d, float dx) { return BLOCK_q4((float)((as_int(t) + 32768) >> 16), (float2)(d, 0.0f), dx, 0.0f); }
-
-/* lane_q4: as LANE_Q, a block's integer sum from sixteen 32-bit
- * multiply-adds of code pairs (pairs16) where the others widen each code:
- * the sum of the low halves is within +-16 * 8 * 127 < 2^15 and the block's
- * sum within +-32 * 8 * 127, so the 32-bit total, rounded at 2^16, is the
- * exact sum of the 32 products (the same float as LANE_Q's). */
-float lane_q4(__global const uchar *W, __global const float *D, int n, int r, __global const uchar *X, uint doff,
-              uint soff, uint poff, int xb, int lane, int LR)
-{
-    const int nb = n / 32;
-    __global const uint4 *xp = (__global const uint4 *)(X + poff) + (size_t)xb * 4 * nb;
-    __global const float *xd = (__global const float *)(X + doff) + (size_t)xb * nb;
-    __global const uint4 *wc = (__global const uint4 *)(W + (size_t)r * (n / 2));
-    D += (size_t)r * nb;
-    float s = 0.0f;
-    int j = lane;
-    for (; j + 3 * LR < nb; j += 4 * LR) {   /* as LANE_Q: four blocks' loads at once, added in order */
-        const uint t0 = pairs16(wc[j], xp + j, nb), t1 = pairs16(wc[j + LR], xp + j + LR, nb);
-        const uint t2 = pairs16(wc[j + 2 * LR], xp + j + 2 * LR, nb), t3 = pairs16(wc[j + 3 * LR], xp + j + 3 * LR, nb);
-        s += q4_term(t0, D[j], xd[j]);
-        s += q4_term(t1, D[j + LR], xd[j + LR]);
-        s += q4_term(t2, D[j + 2 * LR], xd[j + 2 * LR]);
-        s += q4_term(t3, D[j + 3 * LR], xd[j + 3 * LR]);
-    }
-    for (; j < nb; j += LR) s += q4_term(pairs16(wc[j], xp + j, nb), D[j], xd[j]);
-    return s;
-}
 
 #define PRODUCTS_F(T) \
 __kernel void mv_##T(MV_MATRICES, __global const float *x, uint xo, __local float *red) \
@@ -368,11 +352,11 @@ __kernel void mv_##T(MV_MATRICES, __global const float *x, uint xo, __local floa
     MV_TAIL \
 }
 #define PRODUCTS_Q(T) \
-__kernel void mv_##T(MV_MATRICES, __global const uchar *X, uint doff, uint soff, uint poff, int xb, \
+__kernel void mv_##T(MV_MATRICES, __global const uchar *X, uint doff, uint soff, int xb, \
                      __local float *red) \
 { \
     MV_HEAD \
-    const float s = lane_##T(W, D, n, r, X, doff, soff, poff, xb + t, lane, LR); \
+    const float s = lane_##T(W, D, n, r, X, doff, soff, xb + t, lane, LR); \
     MV_TAIL \
 }
 
@@ -381,21 +365,22 @@ __kernel void mv_##T(MV_MATRICES, __global const uchar *X, uint doff, uint soff,
  * +MM_ROWS of input rows BN*t .. +BN over slice s of the row's 32-blocks
  * (kps of them; one slice: into y, else into slice s's part of the
  * sum_slices buffer, yss floats apart). Each 32-block of the tile's weights
- * and inputs goes once through local memory, as floats (a quantized code's
- * value, or the element), and each of the MM_ITEMS items sums 4 rows x TN
- * input rows from there, in registers (float8 or float2 fused multiply-adds):
- * rows tr + 16i (i < 4) and input rows TN*tc .. TN*tc + TN-1 of item
- * 16*tc + tr. A block's 32 products are summed first (for the integer formats the
- * codes' products, exact in a float: |sum| <= 32 * 128 * 127 < 2^24), then
- * BLOCK_T adds it with the scales, the blocks in order: no sum depends on
- * scheduling. The input is the form the weight's type takes (x_f: floats,
- * rows xs apart from xo; x_q: act_q8's form, codes rows xs apart, rows
- * from xo on, the scales at doff and soff). */
+ * and inputs goes once through local memory, and each of the MM_ITEMS items
+ * sums 4 rows x TN input rows from there, in registers: rows tr + 16i (i <
+ * 4) and input rows TN*tc .. TN*tc + TN-1 of item 16*tc + tr. The float
+ * formats stage floats and sum them with fused multiply-adds (float8 or
+ * float2); the quantized formats stage their codes as words (words_T, and
+ * the input's act_q8 codes) and sum four products at a time (dot_T: dp4a on
+ * NVIDIA) in ints, the exact sum of a block's 32 code products (in a float
+ * too: |sum| <= 32 * 128 * 127 < 2^24). BLOCK_T adds each block's sum with
+ * the scales, the blocks in order: no sum depends on scheduling. The input
+ * is the form the weight's type takes (floats, rows xs apart from xo; or
+ * act_q8's form, codes rows xs bytes apart, rows from xo on, the scales at
+ * doff and soff). */
 
-/* row r's 32-block j (zeros past n) as lo and hi, and the block's scale pair */
+/* row r's 32-block j (zeros past n) as lo and hi */
 #define WLOAD_F(T) \
-void wload_##T(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi, \
-               float2 *sm) \
+void wload_##T(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi) \
 { \
     if (32 * j + 32 <= n) { \
         w32_##T(W, D, n, r, j, lo, hi); \
@@ -405,27 +390,13 @@ void wload_##T(__global const uchar *W, __global const float *D, int n, int r, i
         *lo = vload16(0, v); \
         *hi = vload16(1, v); \
     } \
-    *sm = (float2)(1.0f, 0.0f); \
-}
-#define WLOAD_Q(T) \
-void wload_##T(__global const uchar *W, __global const float *D, int n, int r, int j, float16 *lo, float16 *hi, \
-               float2 *sm) \
-{ \
-    short16 l, h; \
-    wq_##T(W, D, n, r, j, &l, &h, sm); \
-    *lo = convert_float16(l); \
-    *hi = convert_float16(h); \
 }
 WLOAD_F(f32)
 WLOAD_F(f16)
 WLOAD_F(bf16)
-WLOAD_Q(q8)
-WLOAD_Q(q4)
-WLOAD_Q(g4)
 
-/* input row b's 32-block j as lo and hi, and (x_q) its d and d * sum(q) in sm */
-void xload_f(__global const uchar *X, uint xo, uint xs, uint doff, uint soff, int n, int b, int j, float16 *lo,
-             float16 *hi, float2 *sm)
+/* input row b's 32-block j as lo and hi */
+void xload_f(__global const uchar *X, uint xo, uint xs, int n, int b, int j, float16 *lo, float16 *hi)
 {
     __global const float *x = (__global const float *)X + xo + (size_t)b * xs + 32 * (size_t)j;
     if (32 * j + 32 <= n) {
@@ -438,82 +409,159 @@ void xload_f(__global const uchar *X, uint xo, uint xs, uint doff, uint soff, in
         *lo = vload16(0, v);
         *hi = vload16(1, v);
     }
-    *sm = (float2)(0.0f, 0.0f);
 }
-void xload_q(__global const uchar *X, uint xo, uint xs, uint doff, uint soff, int n, int b, int j, float16 *lo,
-             float16 *hi, float2 *sm)
+/* the quantized input row b's block j: its codes' words, and d, d * sum(q) in sm */
+void xload_q(__global const uchar *X, uint xo, uint xs, uint doff, uint soff, int n, int b, int j, uint4 *a,
+             uint4 *c, float2 *sm)
 {
     const size_t row = (size_t)xo + (size_t)b, e = row * (size_t)(n / 32) + (size_t)j;
-    short16 l, h;
-    xload32_aligned((__global const char *)X + row * xs + 32 * (size_t)j, &l, &h);
-    *lo = convert_float16(l);
-    *hi = convert_float16(h);
+    __global const uint4 *q = (__global const uint4 *)(X + row * xs + 32 * (size_t)j);
+    *a = q[0];
+    *c = q[1];
     *sm = (float2)(((__global const float *)(X + doff))[e], ((__global const float *)(X + soff))[e]);
 }
 
-/* Items 0 .. MM_ROWS-1 stage a weight row each, the last BN items an input
- * row each; each loads block j + 1 into registers (lo, hi, sm) before the
- * group sums block j from local memory, so that the loads wait while it
- * sums. */
-#define STAGE_LOAD(T, XF, j) \
-    if (wi) wload_##T(W, D, n, min(r0 + lid, rows - 1), j, &lo, &hi, &sm); \
-    else if (xi) xload_##XF(X, xo, xs, doff, soff, n, min(b0 + e, B - 1), j, &lo, &hi, &sm);
-#define GEMM(T, XF, BN, TN) \
-__kernel void mm##BN##_##T(__global const uchar *W, uint dofs, int n, int rows, __global const uchar *X, uint xo, \
-                           uint xs, uint doff, uint soff, int B, __global float *y, uint yo, uint ys, uint yss, \
-                           int kps) \
+/* dot_T of one word w with TN input words x into TN sums a: idot4x2,
+ * idot4x8, udot4x2, udot4x8; with the bytes widened, a byte of w times the
+ * same byte of the TN words at a time (WB: w's bytes' type), as vectors */
+#ifdef HC_DP4A
+#define DOTX(D, WB) \
+int2 D##x2(uint w, uint2 x, int2 a) { return (int2)(D(w, x.s0, a.s0), D(w, x.s1, a.s1)); } \
+int8 D##x8(uint w, uint8 x, int8 a) \
 { \
-    __local float wt[32 * MM_ROWS], xt[32 * BN], xd[BN], xz[BN]; \
-    __local float2 wsc[MM_ROWS]; \
+    return (int8)(D(w, x.s0, a.s0), D(w, x.s1, a.s1), D(w, x.s2, a.s2), D(w, x.s3, a.s3), D(w, x.s4, a.s4), \
+                  D(w, x.s5, a.s5), D(w, x.s6, a.s6), D(w, x.s7, a.s7)); \
+}
+#else
+#define DOTXN(D, WB, TN) \
+int##TN D##x##TN(uint w, uint##TN x, int##TN a) \
+{ \
+    const WB##4 b = as_##WB##4(w); \
+    return a + (int)b.x * (as_int##TN(x << 24u) >> 24) + (int)b.y * (as_int##TN(x << 16u) >> 24) + \
+           (int)b.z * (as_int##TN(x << 8u) >> 24) + (int)b.w * (as_int##TN(x) >> 24); \
+}
+#define DOTX(D, WB) DOTXN(D, WB, 2) DOTXN(D, WB, 8)
+#endif
+DOTX(idot4, char)
+DOTX(udot4, uchar)
+#define DOTX_CAT(D, TN) D##x##TN
+#define DOTX_OF(D, TN) DOTX_CAT(D, TN)
+#define DOTX_T(T, TN) DOTX_OF(dot_##T, TN)   /* dot_T expanded before the paste: idot4x8, ... */
+
+/* words a, c (eight) into column at of a staging array of `stride` words a row */
+void stage8(__local uint *t, int stride, int at, uint4 a, uint4 c)
+{
+    t[at] = a.x, t[stride + at] = a.y, t[2 * stride + at] = a.z, t[3 * stride + at] = a.w;
+    t[4 * stride + at] = c.x, t[5 * stride + at] = c.y, t[6 * stride + at] = c.z, t[7 * stride + at] = c.w;
+}
+
+/* What both tiles share: the group's place (MM_HEAD), and its sums into y
+ * (MM_STORE). Items 0 .. MM_ROWS-1 stage a weight row each, the last BN
+ * items an input row each; each loads block j + 1 into registers before the
+ * group sums block j from local memory, so that the loads wait while it
+ * sums (the last block loaded again at the end: no branch). */
+#define MM_ARGS \
+    __global const uchar *W, uint dofs, int n, int rows, __global const uchar *X, uint xo, uint xs, uint doff, \
+    uint soff, int B, __global float *y, uint yo, uint ys, uint yss, int kps
+#define MM_HEAD(BN, TN) \
     __global const float *D = (__global const float *)(W + dofs); \
     const int lid = get_local_id(0), tr = lid % 16, tc = lid / 16; \
     const int r0 = get_group_id(0) * MM_ROWS, b0 = get_group_id(1) * BN, s = get_group_id(2); \
     const int j1 = min((s + 1) * kps, (n + 31) / 32); \
     const int wi = lid < MM_ROWS, xi = lid >= MM_ITEMS - BN, e = lid - (MM_ITEMS - BN); \
-    float16 lo = 0.0f, hi = 0.0f; \
-    float2 sm = 0.0f; \
+    const int wr = min(r0 + lid, rows - 1), xr = min(b0 + e, B - 1); \
     float##TN acc[MM_ROWS / 16]; \
-    for (int i = 0; i < MM_ROWS / 16; i++) acc[i] = 0.0f; \
-    STAGE_LOAD(T, XF, min(s * kps, j1 - 1)) \
-    for (int j = s * kps; j < j1; j++) { \
-        float v[32]; \
-        vstore16(lo, 0, v); \
-        vstore16(hi, 1, v); \
-        if (wi) { \
-            for (int i = 0; i < 32; i++) wt[i * MM_ROWS + lid] = v[i]; \
-            wsc[lid] = sm; \
-        } else if (xi) { \
-            for (int i = 0; i < 32; i++) xt[i * BN + e] = v[i]; \
-            xd[e] = sm.x; \
-            xz[e] = sm.y; \
-        } \
-        barrier(CLK_LOCAL_MEM_FENCE); \
-        STAGE_LOAD(T, XF, min(j + 1, j1 - 1)) /* the last block again at the end: no branch */ \
-        float##TN sum[MM_ROWS / 16]; \
-        for (int i = 0; i < MM_ROWS / 16; i++) sum[i] = 0.0f; \
-        for (int k = 0; k < 32; k++) { \
-            const float##TN x = vload##TN(tc, xt + k * BN); \
-            for (int i = 0; i < MM_ROWS / 16; i++) sum[i] = fma((float##TN)(wt[k * MM_ROWS + tr + 16 * i]), x, sum[i]); \
-        } \
-        const float##TN dx = vload##TN(tc, xd), sx = vload##TN(tc, xz); \
-        for (int i = 0; i < MM_ROWS / 16; i++) acc[i] += BLOCK_##T(sum[i], wsc[tr + 16 * i], dx, sx); \
-        barrier(CLK_LOCAL_MEM_FENCE); \
-    } \
+    for (int i = 0; i < MM_ROWS / 16; i++) acc[i] = 0.0f;
+#define MM_STORE(TN) \
     float o[TN]; \
     for (int i = 0; i < MM_ROWS / 16; i++) { \
         const int r = r0 + tr + 16 * i; \
         vstore##TN(acc[i], 0, o); \
         for (int t = 0; t < TN; t++) \
             if (r < rows && b0 + tc * TN + t < B) y[yo + (size_t)s * yss + (size_t)(b0 + tc * TN + t) * ys + r] = o[t]; \
+    }
+
+/* A block's sums from the staged tiles, sum[i] for row tr + 16i: K steps of
+ * an element (a float, or a word of four codes) of each row times those of
+ * the item's TN inputs, by MAC (fmaw2, fmaw8: fused multiply-adds; idot4x2,
+ * ...: four-byte dots) */
+#define fmaw2(w, x, s) fma((float2)(w), x, s)
+#define fmaw8(w, x, s) fma((float8)(w), x, s)
+#define MM_SUMS(ST, BN, TN, K, MAC) \
+    ST##TN sum[MM_ROWS / 16]; \
+    for (int i = 0; i < MM_ROWS / 16; i++) sum[i] = 0; \
+    for (int k = 0; k < K; k++) \
+        for (int i = 0; i < MM_ROWS / 16; i++) sum[i] = MAC(wt[k * MM_ROWS + tr + 16 * i], vload##TN(tc, xt + k * BN), sum[i]);
+
+#define FSTAGE_LOAD(T, j) \
+    if (wi) wload_##T(W, D, n, wr, j, &lo, &hi); \
+    else if (xi) xload_f(X, xo, xs, n, xr, j, &lo, &hi);
+#define GEMM_F(T, BN, TN) \
+__kernel void mm##BN##_##T(MM_ARGS) \
+{ \
+    __local float wt[32 * MM_ROWS], xt[32 * BN]; \
+    MM_HEAD(BN, TN) \
+    float16 lo = 0.0f, hi = 0.0f; \
+    FSTAGE_LOAD(T, min(s * kps, j1 - 1)) \
+    for (int j = s * kps; j < j1; j++) { \
+        float v[32]; \
+        vstore16(lo, 0, v); \
+        vstore16(hi, 1, v); \
+        if (wi) \
+            for (int i = 0; i < 32; i++) wt[i * MM_ROWS + lid] = v[i]; \
+        else if (xi) \
+            for (int i = 0; i < 32; i++) xt[i * BN + e] = v[i]; \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+        FSTAGE_LOAD(T, min(j + 1, j1 - 1)) \
+        MM_SUMS(float, BN, TN, 32, fmaw##TN) \
+        for (int i = 0; i < MM_ROWS / 16; i++) acc[i] += sum[i]; \
+        barrier(CLK_LOCAL_MEM_FENCE); \
     } \
+    MM_STORE(TN) \
 }
-#define GEMMS(T, XF) GEMM(T, XF, 16, 2) GEMM(T, XF, 64, 8)
-GEMMS(f32, f)
-GEMMS(f16, f)
-GEMMS(bf16, f)
-GEMMS(q8, q)
-GEMMS(q4, q)
-GEMMS(g4, q)
+
+#define QSTAGE_LOAD(T, j) \
+    if (wi) { \
+        words_##T(W, n, wr, j, &a, &c); \
+        sm = scale_##T(D, n, wr, j); \
+    } else if (xi) { \
+        xload_q(X, xo, xs, doff, soff, n, xr, j, &a, &c, &sm); \
+    }
+#define GEMM_Q(T, BN, TN) \
+__kernel void mm##BN##_##T(MM_ARGS) \
+{ \
+    __local uint wt[8 * MM_ROWS], xt[8 * BN]; \
+    __local float xd[BN], xz[BN]; \
+    __local float2 wsc[MM_ROWS]; \
+    MM_HEAD(BN, TN) \
+    uint4 a = 0, c = 0; \
+    float2 sm = 0.0f; \
+    QSTAGE_LOAD(T, min(s * kps, j1 - 1)) \
+    for (int j = s * kps; j < j1; j++) { \
+        if (wi) { \
+            stage8(wt, MM_ROWS, lid, a, c); \
+            wsc[lid] = sm; \
+        } else if (xi) { \
+            stage8(xt, BN, e, a, c); \
+            xd[e] = sm.x; \
+            xz[e] = sm.y; \
+        } \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+        QSTAGE_LOAD(T, min(j + 1, j1 - 1)) \
+        MM_SUMS(int, BN, TN, 8, DOTX_T(T, TN)) \
+        const float##TN dx = vload##TN(tc, xd), sx = vload##TN(tc, xz); \
+        for (int i = 0; i < MM_ROWS / 16; i++) \
+            acc[i] += BLOCK_##T(convert_float##TN(sum[i]), wsc[tr + 16 * i], dx, sx); \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+    } \
+    MM_STORE(TN) \
+}
+GEMM_F(f32, 16, 2) GEMM_F(f32, 64, 8)
+GEMM_F(f16, 16, 2) GEMM_F(f16, 64, 8)
+GEMM_F(bf16, 16, 2) GEMM_F(bf16, 64, 8)
+GEMM_Q(q8, 16, 2) GEMM_Q(q8, 64, 8)
+GEMM_Q(q4, 16, 2) GEMM_Q(q4, 64, 8)
+GEMM_Q(g4, 16, 2) GEMM_Q(g4, 64, 8)
 
 /* c8_T: elements 8u .. 8u + 7 of row r (zeros past n): the transposed
  * product's unit, 8 output columns (16 bytes of f16; 8 of q8; 4 of q4 and
@@ -650,14 +698,14 @@ __kernel void norm(int kind, int n, float eps, __global const float *w, __global
    same group: one launch where the products would take two. */
 __kernel void norm_q8(int kind, int n, float eps, __global const float *w, __global const float *bias, int has_b,
                       __global const float *x, uint xo, __global float *o, uint oo, __local float *red, int half_d,
-                      __global uchar *X, uint doff, uint soff, uint poff)
+                      __global uchar *X, uint doff, uint soff)
 {
     const int lid = get_local_id(0), L = get_local_size(0), b = get_group_id(0);
     __global float *row = o + oo + (size_t)b * n;
     norm_row(kind, n, eps, w, bias, has_b, x + xo + (size_t)b * n, row, red);
     barrier(CLK_GLOBAL_MEM_FENCE);   /* the row's values, written by the group's items */
     for (int blk = lid; blk < n / 32; blk += L)
-        q8_block(row, n, (__global const int *)0, 0, n, b, blk, half_d, X, doff, soff, poff);
+        q8_block(row, n, (__global const int *)0, 0, n, b, blk, half_d, X, doff, soff);
 }
 
 /* Pair e of the n0 rows of dim0 floats at va + vo0, then of the n1 rows at
@@ -780,18 +828,17 @@ __kernel void glu_##T##_##A(GLU_ARGS, __global const float *x, uint xo, __local 
    half_d as there) too, a group's block by its first item: the down
    product's input without a launch of its own. */
 #define GLU_Q(T, A) \
-__kernel void glu_##T##_##A(GLU_ARGS, __global const uchar *X, uint doff, uint soff, uint poff, __local float *red, \
-                            int q8, int half_d, __global uchar *X2, uint doff2, uint soff2, uint poff2) \
+__kernel void glu_##T##_##A(GLU_ARGS, __global const uchar *X, uint doff, uint soff, __local float *red, int q8, \
+                            int half_d, __global uchar *X2, uint doff2, uint soff2) \
 { \
     GLU_HEAD \
-    const float sg = lane_##T(Wg, Dg, n, r, X, doff, soff, poff, 0, lane, LR); \
-    const float su = kind == HC_FFN_SEQUENTIAL ? 0.0f : lane_##T(Wu, Du, n, r, X, doff, soff, poff, 0, lane, LR); \
+    const float sg = lane_##T(Wg, Dg, n, r, X, doff, soff, 0, lane, LR); \
+    const float su = kind == HC_FFN_SEQUENTIAL ? 0.0f : lane_##T(Wu, Du, n, r, X, doff, soff, 0, lane, LR); \
     GLU_TAIL(A) \
     if (q8) { \
         barrier(CLK_GLOBAL_MEM_FENCE); /* the group's 32 rows of h */ \
         if (lane == 0 && g == 0) \
-            q8_block(h + ho, rows, (__global const int *)0, 0, rows, 0, get_group_id(1), half_d, X2, doff2, soff2, \
-                     poff2); \
+            q8_block(h + ho, rows, (__global const int *)0, 0, rows, 0, get_group_id(1), half_d, X2, doff2, soff2); \
     } \
 }
 #define GLUS(A) GLU_F(f32, A) GLU_F(f16, A) GLU_F(bf16, A) GLU_Q(q8, A) GLU_Q(q4, A) GLU_Q(g4, A)
@@ -977,12 +1024,12 @@ __kernel void attn_combine(__global const float *part, __global const float *ml,
    rows of n_head * hd), then each group's block in act_q8's form. */
 __kernel void attn_combine_q8(__global const float *part, __global const float *ml, int hd, int n_head,
                               __global const int *pos, int row0, int ch, int n_chunks, __global float *out, uint oo,
-                              int total, int half_d, __global uchar *X, uint doff, uint soff, uint poff)
+                              int total, int half_d, __global uchar *X, uint doff, uint soff)
 {
     const int e = get_global_id(0), n = n_head * hd;
     combine_one(part, ml, hd, n_head, pos, row0, ch, n_chunks, out, oo, e);
     barrier(CLK_GLOBAL_MEM_FENCE);   /* the block's values, written by the group's items */
     if (get_local_id(0) == 0)
         q8_block(out + oo + (size_t)(e / n) * n, n, (__global const int *)0, 0, n, e / n, e % n / 32, half_d, X, doff,
-                 soff, poff);
+                 soff);
 }
