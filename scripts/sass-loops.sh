@@ -1,0 +1,86 @@
+#!/bin/sh
+# The OpenCL backend's kernels as an NVIDIA GPU would run them, without a
+# GPU: runtime/opencl/kernels/{common,backend}.cl compiled by clang's OpenCL
+# front end to PTX (with libclc's built-ins), by NVIDIA's ptxas to machine
+# code for ARCH, and disassembled by nvdisasm; then, for each kernel named,
+# each loop's instructions (a label to the branch back to it) by opcode.
+# NVIDIA's driver compiles the same source with a front end of its own, so
+# the counts are a proxy: what a change does to a loop's instructions per
+# byte of weights, before a GPU measures it (docs/measurements.md, "dp4a for
+# the quantized products").
+#   sh scripts/sass-loops.sh [KERNEL...]       (default: mv_q8 mv_q4 mm64_q4)
+#   DP4A=0 sh scripts/sass-loops.sh mv_q4      (the build without dp4a)
+# Needs Debian's clang, llvm (llvm-link, opt, llc) and libclc (LIBCLC: its
+# nvptx64--nvidiacl.bc; apt-get install libclc-15 or apt-get download
+# libclc-14 and unpack it), and NVIDIA's ptxas and nvdisasm (CUDA_BIN, a
+# folder holding both: pip download nvidia-cuda-nvcc-cu12
+# nvidia-cuda-nvdisasm and unzip the wheels). Says what is missing, exit 2.
+set -eu
+LLVM=${LLVM:-14}
+ARCH=${ARCH:-sm_90}
+DP4A=${DP4A:-1}
+CUDA_BIN=${CUDA_BIN:-}
+LIBCLC=${LIBCLC:-/usr/lib/clc/nvptx64--nvidiacl.bc}
+[ $# -gt 0 ] || set -- mv_q8 mv_q4 mm64_q4
+tool() {
+    for t in "$@"; do
+        if [ -n "$CUDA_BIN" ] && [ -x "$CUDA_BIN/$t" ]; then echo "$CUDA_BIN/$t"; return; fi
+        if command -v "$t" >/dev/null 2>&1; then command -v "$t"; return; fi
+    done
+    echo "sass-loops: $1 not found (see the header of scripts/sass-loops.sh)" >&2
+    exit 2
+}
+CLANG=$(tool clang-"$LLVM" clang)
+LINK=$(tool llvm-link-"$LLVM" llvm-link)
+OPT=$(tool opt-"$LLVM" opt)
+LLC=$(tool llc-"$LLVM" llc)
+PTXAS=$(tool ptxas)
+NVDISASM=$(tool nvdisasm)
+[ -f "$LIBCLC" ] || { echo "sass-loops: $LIBCLC not found (LIBCLC: libclc's nvptx64--nvidiacl.bc)" >&2; exit 2; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/hcsass.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+K=runtime/opencl/kernels
+cat "$K/common.cl" "$K/backend.cl" > "$T/k.cl"
+# The host's -D options (runtime/opencl/backend.c, build_options): the enums'
+# values do not change the loops; clang spells NVIDIA's asm as __asm__, and
+# declares vload_half only with cl_khr_fp16 on (the kernels use no half
+# arithmetic).
+D="-DTOKENS=8 -DMM_ROWS=64 -DMM_ITEMS=128 -DHC_ACT_SILU=0 -DHC_ACT_RELU=1 -DHC_ACT_GELU=2 -DHC_NORM_RMS=0
+   -DHC_NORM_LAYER=1 -DHC_POS_ROPE=0 -DHC_POS_ROPE_NEOX=1 -DHC_FFN_GATED=0 -DHC_FFN_SYMMETRIC=1 -DHC_FFN_SEQUENTIAL=2
+   -Dasm=__asm__"
+[ "$DP4A" = 0 ] || D="$D -DHC_DP4A=1"
+# shellcheck disable=SC2086
+"$CLANG" -target nvptx64-nvidia-nvcl -cl-std=CL1.2 -Xclang -finclude-default-header -Xclang -cl-ext=+cl_khr_fp16 \
+    -O2 -emit-llvm -c $D "$T/k.cl" -o "$T/k.bc"
+"$LINK" "$T/k.bc" "$LIBCLC" -only-needed -o "$T/l.bc" 2>/dev/null   # (a warning on the two triples' spelling)
+"$OPT" -O3 "$T/l.bc" -o "$T/o.bc"
+"$LLC" -mcpu=sm_80 -mattr=+ptx70 "$T/o.bc" -o "$T/k.ptx"
+"$PTXAS" -arch="$ARCH" -O3 "$T/k.ptx" -o "$T/k.cubin"
+"$NVDISASM" -c "$T/k.cubin" 2>/dev/null > "$T/k.sass"
+echo "$ARCH, dp4a $DP4A: each loop's instructions (a label to the branch back to it), by opcode"
+for k in "$@"; do
+    awk -v name="$k" '
+        $0 ~ "^[ \t]*\\.text\\." name ":" { on = 1; next }
+        on && /^[ \t]*\.section/ { exit }
+        on && /^\.L_x_[0-9]+:/ { sub(":.*", ""); at[$0] = n; next }
+        on && match($0, /\/\*[0-9a-f]+\*\/[ \t]+[^;]*;/) {
+            ins = substr($0, RSTART, RLENGTH)
+            sub(/^\/\*[0-9a-f]+\*\/[ \t]+/, "", ins)
+            sub(/^@!?U?P[A-Z0-9]+[ \t]+/, "", ins)
+            split(ins, w, /[ \t]+/)
+            op[n++] = w[1]
+            if (w[1] == "BRA" && match(ins, /\.L_x_[0-9]+/)) {
+                l = substr(ins, RSTART, RLENGTH)
+                if ((l in at) && at[l] < n - 1) {
+                    delete c
+                    m = 0
+                    for (i = at[l]; i < n; i++) if (c[op[i]]++ == 0) u[++m] = op[i]
+                    for (i = 2; i <= m; i++)   # the opcodes by count, most first
+                        for (j = i; j > 1 && c[u[j]] > c[u[j - 1]]; j--) { t = u[j]; u[j] = u[j - 1]; u[j - 1] = t }
+                    s = ""
+                    for (i = 1; i <= m; i++) s = s sprintf("%s%s %d", i > 1 ? ", " : "", u[i], c[u[i]])
+                    printf "%s: loop of %d instructions: %s\n", name, n - at[l], s
+                }
+            }
+        }' "$T/k.sass"
+done
