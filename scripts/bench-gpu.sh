@@ -34,7 +34,11 @@
 # synthetic model a near-tie may flip greedily: reported, not an error), and the dense
 # CPU's, full offload's and full offload's with --batch-invariant prompt speed on a
 # long prompt (LONG_BYTES of CORPUS, default 2200: about 512 tokens; -c and -b
-# LONG_CTX, default 1024; issue 34's goal: 20x).
+# LONG_CTX, default 1024; issue 34's goal: 20x). With PROFILE=1 (the default), one
+# more full-offload run with -v (its queue timed, so not among the rows) says where
+# the device's time went: its "device transfers", "device kernels" (the most costly
+# kernels and the time between kernels) and quantized products' "integer dots"
+# lines, each prefixed by the type.
 # docs/measurements.md ("The GPU check") records each run with its device.
 #
 # The model: hc-convert synth SHAPE --act relu --hot-fraction 0.05 --hot-skew 1,
@@ -70,7 +74,7 @@
 # tinystories-calib.txt, else models/synth-corpus.txt), SOLVE_OPTS (more hc-solve
 # options), KEEP (keep the temporary folder), HC_OPENCL_DEVICE (the device), SCALAR (0:
 # leave out the scalar CPU's row, minutes on a large model), LONG_BYTES (0: no long
-# prompt), LONG_CTX, PI_EPOCHS, PI_TOKENS, SMOKE.
+# prompt), LONG_CTX, PROFILE (0: no -v run), PI_EPOCHS, PI_TOKENS, SMOKE.
 set -eu
 cd "$(dirname "$0")/.."
 HC_BIN=${HC_BIN:-$(pwd)/bin}
@@ -231,6 +235,11 @@ for type in $TYPES; do
             printf "%-6s full-offload decode / dense-CPU-scalar decode: %.0f %% (issue 33 bar on PoCL: >= 70 %%)\n",
                    t, (s > 0 ? 100 * f / s : 0) }'
     long_prompt
+    if [ "${PROFILE:-1}" = 1 ]; then
+        "$HC_BIN/hc-run" -m "$M" -ngl 99 -v -p "$PROMPT" -n "$GEN" --temp 0 -t "$THREADS" -c "$CTX" \
+            >/dev/null 2>"$T/profile.err" || true
+        grep -E '^(device transfers|device kernels|opencl: the quantized)' "$T/profile.err" | sed "s/^/$type   /"
+    fi
     [ "$type" = f16 ] || rm -f "$M"
 done
 # pi_tps FILE: "prompt_tps decode_tps" of PowerInfer's llama_print_timings lines

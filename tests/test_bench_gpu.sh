@@ -41,6 +41,9 @@ for t in f16 q4_0; do
     else fail "bench_gpu_ratio_$t" "$(cat "$T/out")"; fi
     if grep -Eq "^$t +long prompt \([0-9]+ tokens\): dense-CPU [0-9.]+ t/s, full-offload [0-9.]+ t/s: [0-9.]+x .*--batch-invariant [0-9.]+ t/s" "$T/out"
     then ok "bench_gpu_long_prompt_$t"; else fail "bench_gpu_long_prompt_$t" "$(cat "$T/out")"; fi
+    if grep -Eq "^$t +device kernels: [0-9.]+ ms between them" "$T/out" && grep -q "^$t *device transfers: " "$T/out" &&
+       grep -Eq "^$t +opencl: the quantized products' integer dots: (bytes widened|dp4a)" "$T/out"
+    then ok "bench_gpu_profile_$t"; else fail "bench_gpu_profile_$t" "$(cat "$T/out")"; fi
 done
 if grep -q "^q4_0 *hybrid-0.5x *skipped: --vram-budget .* is too small: the dense part needs" "$T/out"
 then ok bench_gpu_small_budget_said; else fail bench_gpu_small_budget_said "$(cat "$T/out")"; fi
