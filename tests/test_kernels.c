@@ -611,7 +611,8 @@ static void test_float_row_streams(void) { each_isa(float_row_streams); }
 
 /* hc_pool_matvec, the threads' split of a product (at B = 1 one run of row
  * pieces per thread, dealt in turn), gives the bits of one call over all the
- * rows, for pools of 2 and 3 threads (8 and 12 chunks here). */
+ * rows, for pools of 2 and 3 threads (8 and 12 chunks here); so do three
+ * products in one run (hc_pool_matvec_many). */
 static int pool_matvec_same(const char *isa)
 {
     const int n = 512, rows = 1040;
@@ -638,12 +639,27 @@ static int pool_matvec_same(const char *isa)
                 }
                 memset(yp, 0xff, yb);
                 hc_pool_matvec(p, &wv, hc_isa(), xs ? xa : a, xs ? xs : as, B, yp, (size_t)rows);
-                hc_pool_free(p);
                 if (memcmp(y, yp, yb)) {
                     th_fail(__FILE__, __LINE__, "%s %s B=%d: %d threads change the product", isa, ggml_type_name(t),
                             B, nt);
                     ok = 0;
                 }
+                /* three products in one run (hc_pool_matvec_many): the first 1040, 37 and 500 rows,
+                 * ends that are not whole ROW_UNITs; each gives its rows of y */
+                const hc_weight ws[3] = { wv, view(t, w, n, 37), view(t, w, n, 500) };
+                const hc_weight *wp[3] = { &ws[0], &ws[1], &ws[2] };
+                float *ym[3] = { malloc(yb), malloc(yb), malloc(yb) };
+                for (int m = 0; m < 3 && ym[m]; m++) memset(ym[m], 0xff, yb);
+                if (ym[0] && ym[1] && ym[2]) hc_pool_matvec_many(p, wp, ym, 3, hc_isa(), xs ? xa : a, xs ? xs : as, B, (size_t)rows);
+                for (int m = 0; m < 3; m++)
+                    for (int b = 0; b < B && ok; b++)
+                        if (!ym[m] || memcmp(y + (size_t)b * rows, ym[m] + (size_t)b * rows, sizeof(float) * (size_t)ws[m].rows)) {
+                            th_fail(__FILE__, __LINE__, "%s %s B=%d: %d threads, product %d of 3 in one run differs",
+                                    isa, ggml_type_name(t), B, nt, m);
+                            ok = 0;
+                        }
+                for (int m = 0; m < 3; m++) free(ym[m]);
+                hc_pool_free(p);
             }
             free(xa), free(w), free(a), free(y), free(yp);
         }

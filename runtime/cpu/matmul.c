@@ -83,12 +83,13 @@ static const void *arranged(hc_ctx *ctx, const hc_weight *w, int isa, const void
 }
 
 typedef struct {
-    const hc_weight *w;
+    const hc_weight *w[HC_MATVEC_MANY];   /* the products, their rows end to end (each from a multiple of */
+    float *y[HC_MATVEC_MANY];             /* ROW_UNIT: start[p]) */
+    int start[HC_MATVEC_MANY + 1], n_w;
     int isa;
     const void *xa;          /* the activations the kernels read (see arranged) */
     size_t xs, y_stride;
     int B, n_chunks, regions;   /* chunk c computes the rows hc_pool_run_range gives it */
-    float *y;
 } matvec_task;
 
 static void matvec_chunk(void *arg, int chunk, int ith)
@@ -96,8 +97,12 @@ static void matvec_chunk(void *arg, int chunk, int ith)
     const matvec_task *t = arg;
     int lo, hi;
     (void)ith;
-    hc_pool_run_range(t->w->rows, ROW_UNIT, chunk, t->n_chunks, t->regions, &lo, &hi);
-    if (lo < hi) hc_weight_matvec(t->w, t->isa, lo, hi, t->xa, t->xs, t->B, t->y + lo, t->y_stride);
+    hc_pool_run_range(t->start[t->n_w], ROW_UNIT, chunk, t->n_chunks, t->regions, &lo, &hi);
+    for (int p = 0; p < t->n_w; p++) {
+        int a = lo > t->start[p] ? lo - t->start[p] : 0, b = hi - t->start[p];
+        if (b > t->w[p]->rows) b = t->w[p]->rows;
+        if (a < b) hc_weight_matvec(t->w[p], t->isa, a, b, t->xa, t->xs, t->B, t->y[p] + a, t->y_stride);
+    }
 }
 
 /* Decode (B = 1) reads the rows once, from memory: the row pieces go in one
@@ -112,13 +117,26 @@ static void matvec_chunk(void *arg, int chunk, int ith)
  * waits in a Q4_0 decode went from 620-676 to 522-545 of ~13 000 samples
  * (docs/design/kernels.md, "Two threads"). B > 1 takes equal pieces in
  * order. Which thread computes a row never changes its bits. */
+void hc_pool_matvec_many(hc_pool *pool, const hc_weight *const *w, float *const *y, int n, int isa, const void *xa,
+                         size_t xs, int B, size_t y_stride)
+{
+    matvec_task t = { .n_w = n, .isa = isa, .xa = xa, .xs = xs, .y_stride = y_stride, .B = B };
+    size_t work = 0;
+    for (int p = 0; p < n; p++) {
+        t.w[p] = w[p];
+        t.y[p] = y[p];
+        t.start[p + 1] = t.start[p] + (w[p]->rows + ROW_UNIT - 1) / ROW_UNIT * ROW_UNIT;
+        work += (size_t)w[p]->rows * (size_t)w[p]->n * (size_t)B;
+    }
+    t.n_chunks = hc_pool_chunks(pool, t.start[n] / ROW_UNIT, work);
+    t.regions = B == 1 ? hc_pool_size(pool) : 1;
+    hc_pool_run(pool, matvec_chunk, &t, t.n_chunks);
+}
+
 void hc_pool_matvec(hc_pool *pool, const hc_weight *w, int isa, const void *xa, size_t xs, int B, float *y,
                     size_t y_stride)
 {
-    size_t work = (size_t)w->rows * (size_t)w->n * (size_t)B;
-    int nc = hc_pool_chunks(pool, (w->rows + ROW_UNIT - 1) / ROW_UNIT, work);
-    matvec_task t = { w, isa, xa, xs, y_stride, B, nc, B == 1 ? hc_pool_size(pool) : 1, y };
-    hc_pool_run(pool, matvec_chunk, &t, nc);
+    hc_pool_matvec_many(pool, &w, &y, 1, isa, xa, xs, B, y_stride);
 }
 
 void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride)
@@ -127,6 +145,19 @@ void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, i
     size_t xs;
     const void *xa = arranged(ctx, w, isa, acts, B, &xs);
     hc_pool_matvec(ctx->pool, w, isa, xa, xs, B, y, y_stride);
+}
+
+int hc_matvec_joins(const hc_weight *a, const hc_weight *b)
+{
+    return a->type == b->type && a->kind == b->kind && a->n == b->n && hc_weight_same_act(a, b);
+}
+
+void hc_ctx_matvec_many(hc_ctx *ctx, const hc_weight *const *w, const void *acts, float *const *y, int n)
+{
+    int isa = hc_isa();
+    size_t xs;
+    const void *xa = arranged(ctx, w[0], isa, acts, 1, &xs);
+    hc_pool_matvec_many(ctx->pool, w, y, n, isa, xa, xs, 1, 0);
 }
 
 void hc_ctx_matvec(hc_ctx *ctx, const hc_weight *w, const float *x, int B, float *y)

@@ -27,6 +27,20 @@ void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, i
  * (bench_kernels pool measures it). */
 void hc_pool_matvec(hc_pool *pool, const hc_weight *w, int isa, const void *xa, size_t xs, int B, float *y,
                     size_t y_stride);
+/* The products of n <= HC_MATVEC_MANY weights that hc_matvec_joins with
+ * the same activations, y[p] = w[p] · them: their rows end to end in one
+ * pool run, so that the threads wait once, not n times. Each row's bits are
+ * hc_pool_matvec's. */
+enum { HC_MATVEC_MANY = 3 };
+void hc_pool_matvec_many(hc_pool *pool, const hc_weight *const *w, float *const *y, int n, int isa, const void *xa,
+                         size_t xs, int B, size_t y_stride);
+/* One input row's products of n weights that hc_matvec_joins (q, k and v;
+ * gate and up) on the prepared activation at acts, as hc_pool_matvec_many:
+ * a decoded layer's seven products ran in seven pool runs, now four. */
+void hc_ctx_matvec_many(hc_ctx *ctx, const hc_weight *const *w, const void *acts, float *const *y, int n);
+/* Whether b's product can run in a's (hc_ctx_matvec_many): the same type,
+ * layout and row length, and so the same arranged activation. */
+int hc_matvec_joins(const hc_weight *a, const hc_weight *b);
 /* (hc_ctx_matvec, the public product of model.h: hc_ctx_prepare, then hc_ctx_matvec_prepared.) */
 
 /* y[b*y_stride + i] = row step·idx[i] of w · activation b (B prepared
