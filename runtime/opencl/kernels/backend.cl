@@ -242,7 +242,7 @@ __kernel void act_q8(__global const float *x, uint xo, int n, __global const int
  * row, so that the lanes' loads of one step are one contiguous run (16
  * bytes each for f16), then the tail of a row that is not whole units, then
  * a tree over the lanes. A unit is 8 weights for f32, f16, bf16 (four
- * units in flight a step, float8 partial sums of weight x input, added in a
+ * units in flight a step, float8 partial sums by fused multiply-adds, added in a
  * fixed order), a block of 32 for q8, q4, g4 (its integer sum with the Q8
  * input times the scales, BLOCK_T). Matrix i: weights Wi (scales at di),
  * rows_i rows, input row t into yi[yoi + t ysi + r] (acc: added to it). Input
@@ -292,12 +292,12 @@ float lane_##T(__global const uchar *W, __global const float *D, int n, int r, _
     float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f; \
     int j = lane; \
     for (; j + 3 * LR < nu; j += 4 * LR) { \
-        a0 += w8_##T(W, D, n, r, j) * x8(x, j, al); \
-        a1 += w8_##T(W, D, n, r, j + LR) * x8(x, j + LR, al); \
-        a2 += w8_##T(W, D, n, r, j + 2 * LR) * x8(x, j + 2 * LR, al); \
-        a3 += w8_##T(W, D, n, r, j + 3 * LR) * x8(x, j + 3 * LR, al); \
+        a0 = fma(w8_##T(W, D, n, r, j), x8(x, j, al), a0); \
+        a1 = fma(w8_##T(W, D, n, r, j + LR), x8(x, j + LR, al), a1); \
+        a2 = fma(w8_##T(W, D, n, r, j + 2 * LR), x8(x, j + 2 * LR, al), a2); \
+        a3 = fma(w8_##T(W, D, n, r, j + 3 * LR), x8(x, j + 3 * LR, al), a3); \
     } \
-    for (; j < nu; j += LR) a0 += w8_##T(W, D, n, r, j) * x8(x, j, al); \
+    for (; j < nu; j += LR) a0 = fma(w8_##T(W, D, n, r, j), x8(x, j, al), a0); \
     const float8 a = (a0 + a1) + (a2 + a3); \
     float s = hsum4(a.lo + a.hi); \
     for (int k = nu * 8 + lane; k < n; k += LR) s += w1_##T(W, D, n, r, k) * x[k]; \
@@ -598,6 +598,26 @@ float8 c8_g4(__global const uchar *W, __global const float *D, int n, int r, int
     return sm.x * convert_float8(nib8(W, n, r, u)) + sm.y;
 }
 
+/* The tile's TOKENS input rows one by one, each index a constant: an array
+ * indexed by a variable lives in memory, not registers, on a GPU (a loop
+ * over t < nt made every row's step load and store acc). */
+#if TOKENS != 8
+#error "EACH_TOKEN spells out TOKENS = 8 (HC_CLB_TOKENS)"
+#endif
+#define EACH_TOKEN(S) S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7)
+#define MT_FMA(t) if (t < nt) acc[t] = fma(w, (float8)(x[(size_t)(t) * k + i]), acc[t]);
+#define MT_STORE(t) if (t < nt) store8(y + (size_t)(t) * ys, acc[t], n - 8 * u);
+/* the first m (<= 8) of v's elements at o */
+void store8(__global float *o, float8 v, int m)
+{
+    if (m >= 8) {
+        vstore8(v, 0, o);
+        return;
+    }
+    float e[8];
+    vstore8(v, 0, e);
+    for (int i = 0; i < m; i++) o[i] = e[i];
+}
 #define TRANSPOSED(T) \
 /* mt_T, transposed (ffn_down_t): y_b[c] = sum_i x_b[i] * W[i][c]; item = \
    unit u of 8 columns (dimension 0: a warp's loads of a row one contiguous \
@@ -616,14 +636,10 @@ __kernel void mt_##T(__global const uchar *W, uint dofs, int n, int k, int rps, 
     x += xo + (size_t)b0 * k; \
     for (int i = i0; i < i1; i++) { \
         const float8 w = c8_##T(W, D, n, i, u); \
-        for (int t = 0; t < nt; t++) acc[t] += w * x[(size_t)t * k + i]; \
+        EACH_TOKEN(MT_FMA) \
     } \
-    for (int t = 0; t < nt; t++) { \
-        float v[8]; \
-        vstore8(acc[t], 0, v); \
-        __global float *o = y + yo + ((size_t)s * B + b0 + t) * ys + 8 * (size_t)u; \
-        for (int e = 0; e < 8 && 8 * u + e < n; e++) o[e] = v[e]; \
-    } \
+    y += yo + ((size_t)s * B + b0) * ys + 8 * (size_t)u; \
+    EACH_TOKEN(MT_STORE) \
 }
 
 PRODUCTS_F(f32)
