@@ -1253,12 +1253,15 @@ static void build_options(char *o, size_t len, int exact_div, int dp4a)
 static int wants_dp4a(cl_device_id dev, cl_uint *major, cl_uint *minor)
 {
     const char *env = getenv("HC_CL_DP4A");
-    char ext[8192] = "";
+    size_t n = 0;
+    char *ext = NULL;
     *major = *minor = 0;
     if (env && *env) return strcmp(env, "0") != 0;
-    if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL) != CL_SUCCESS ||
-        !strstr(ext, "cl_nv_device_attribute_query") ||
-        clGetDeviceInfo(dev, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof *major, major, NULL) != CL_SUCCESS ||
+    int nv = clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &n) == CL_SUCCESS && (ext = calloc(n + 1, 1)) &&
+             clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, n, ext, NULL) == CL_SUCCESS &&
+             strstr(ext, "cl_nv_device_attribute_query");
+    free(ext);
+    if (!nv || clGetDeviceInfo(dev, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof *major, major, NULL) != CL_SUCCESS ||
         clGetDeviceInfo(dev, CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV, sizeof *minor, minor, NULL) != CL_SUCCESS)
         return 0;
     return *major > 6 || (*major == 6 && *minor >= 1);
