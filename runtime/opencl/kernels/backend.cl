@@ -191,18 +191,29 @@ __kernel void act_bf16(__global const float *x, uint xo, int total, __global flo
     o[e] = as_float(h << 16);
 }
 
-/* block blk of row b (its n floats at xr) into act_q8's form */
+/* block blk of row b (its n floats at xr) into act_q8's form: the 32
+   values as two vectors (an array indexed by a variable would live in
+   memory on a GPU), where the rows are read in order and whole */
 void q8_block(__global const float *xr, int n, __global const int *perm, int has_perm, int kp, int b, int blk,
               int half_d, __global uchar *X, uint doff, uint soff)
 {
     const int nb = kp / 32, e = b * nb + blk, k0 = 32 * blk;
-    float v[32], amax = 0.0f;
-    for (int i = 0; i < 32; i++) {
-        const int k = k0 + i;
-        v[i] = k < n ? xr[has_perm ? perm[k] : k] : 0.0f;
-        const float a = fabs(v[i]);
-        amax = amax > a ? amax : a;
+    float16 lo, hi;
+    if (!has_perm && k0 + 32 <= n) {
+        lo = vload16(0, xr + k0);
+        hi = vload16(1, xr + k0);
+    } else {
+        float v[32];
+        for (int i = 0; i < 32; i++) v[i] = k0 + i < n ? xr[has_perm ? perm[k0 + i] : k0 + i] : 0.0f;
+        lo = vload16(0, v);
+        hi = vload16(1, v);
     }
+    const float16 al = fabs(lo), ah = fabs(hi);   /* amax by halves, each step a > b ? a : b as the CPU's */
+    const float16 m16 = select(ah, al, al > ah);
+    const float8 m8 = select(m16.hi, m16.lo, m16.lo > m16.hi);
+    const float4 m4 = select(m8.hi, m8.lo, m8.lo > m8.hi);
+    const float2 m2 = select(m4.hi, m4.lo, m4.lo > m4.hi);
+    const float amax = m2.x > m2.y ? m2.x : m2.y;
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     __global float *xd = (__global float *)(X + doff);
     float dd = d;
@@ -210,15 +221,12 @@ void q8_block(__global const float *xr, int n, __global const int *perm, int has
         vstore_half_rte(d, 0, (__global half *)(xd + e));
         dd = vload_half(0, (__global const half *)(xd + e));
     }
-    __global char *q = (__global char *)X + (size_t)b * kp + k0;
-    int sum = 0;
-    for (int i = 0; i < 32; i++) {
-        const char c = (char)convert_int_rtz(round(v[i] * id));
-        q[i] = c;
-        sum += c;
-    }
+    const int16 ql = convert_int16_rtz(round(lo * id)), qh = convert_int16_rtz(round(hi * id));
+    __global uint4 *q = (__global uint4 *)(X + (size_t)b * kp + k0);   /* 16-byte aligned: kp, k0 multiples of 32 */
+    q[0] = as_uint4(convert_char16(ql));
+    q[1] = as_uint4(convert_char16(qh));
     xd[e] = dd;
-    ((__global float *)(X + soff))[e] = d * (float)sum;
+    ((__global float *)(X + soff))[e] = d * (float)hsum16(ql + qh);
 }
 
 __kernel void act_q8(__global const float *x, uint xo, int n, __global const int *perm, int has_perm, int kp, int B,
