@@ -109,21 +109,15 @@ static void cpu_matmul(hc_backend *be, hc_view x, int B, const hc_mm *items, int
                 hc_ctx_prepare(ctx, w, xs, B, acts[a]);
                 held[a] = w;
             }
-            const char *at = (char *)acts[a] + (size_t)it->b0 * hc_ctx_act_stride(ctx);
+            const hc_weight *ws[HC_MATVEC_MANY] = { w };
+            float *ys[HC_MATVEC_MANY] = { y };
             int n = 1;   /* one input row: the next items that join it run in its pool run */
-            while (rows == 1 && !it->add && n < HC_MATVEC_MANY && i + n < n_items && !it[n].transposed &&
-                   !it[n].add && it[n].b0 == it->b0 && hc_matvec_joins(w, it[n].w->host))
-                n++;
-            if (n == 1) {
-                hc_ctx_matvec_prepared(ctx, w, at, rows, y, stride);
-            } else {
-                const hc_weight *ws[HC_MATVEC_MANY];
-                float *ys[HC_MATVEC_MANY];
-                for (int p = 0; p < n; p++) ws[p] = it[p].w->host, ys[p] = hc_cpu_host(it[p].y);
-                hc_ctx_matvec_many(ctx, ws, at, ys, n);
-                i += n - 1;
-                continue;
-            }
+            for (; rows == 1 && !it->add && n < HC_MATVEC_MANY && i + n < n_items && !it[n].transposed &&
+                   !it[n].add && it[n].b0 == it->b0 && hc_matvec_joins(w, it[n].w->host);
+                 n++)
+                ws[n] = it[n].w->host, ys[n] = hc_cpu_host(it[n].y);
+            hc_ctx_matvec_many(ctx, ws, (char *)acts[a] + (size_t)it->b0 * hc_ctx_act_stride(ctx), rows, ys, stride, n);
+            i += n - 1;   /* joined only where none adds (it->add: n is 1) */
         }
         if (!it->add) continue;
         float *to = hc_cpu_host(it->y);

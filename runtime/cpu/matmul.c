@@ -139,25 +139,23 @@ void hc_pool_matvec(hc_pool *pool, const hc_weight *w, int isa, const void *xa, 
     hc_pool_matvec_many(pool, &w, &y, 1, isa, xa, xs, B, y_stride);
 }
 
-void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride)
-{
-    int isa = hc_isa();
-    size_t xs;
-    const void *xa = arranged(ctx, w, isa, acts, B, &xs);
-    hc_pool_matvec(ctx->pool, w, isa, xa, xs, B, y, y_stride);
-}
-
 int hc_matvec_joins(const hc_weight *a, const hc_weight *b)
 {
     return a->type == b->type && a->kind == b->kind && a->n == b->n && hc_weight_same_act(a, b);
 }
 
-void hc_ctx_matvec_many(hc_ctx *ctx, const hc_weight *const *w, const void *acts, float *const *y, int n)
+void hc_ctx_matvec_many(hc_ctx *ctx, const hc_weight *const *w, const void *acts, int B, float *const *y,
+                        size_t y_stride, int n)
 {
     int isa = hc_isa();
     size_t xs;
-    const void *xa = arranged(ctx, w[0], isa, acts, 1, &xs);
-    hc_pool_matvec_many(ctx->pool, w, y, n, isa, xa, xs, 1, 0);
+    const void *xa = arranged(ctx, w[0], isa, acts, B, &xs);
+    hc_pool_matvec_many(ctx->pool, w, y, n, isa, xa, xs, B, y_stride);
+}
+
+void hc_ctx_matvec_prepared(hc_ctx *ctx, const hc_weight *w, const void *acts, int B, float *y, size_t y_stride)
+{
+    hc_ctx_matvec_many(ctx, &w, acts, B, &y, y_stride, 1);
 }
 
 void hc_ctx_matvec(hc_ctx *ctx, const hc_weight *w, const float *x, int B, float *y)

@@ -34,10 +34,12 @@ void hc_pool_matvec(hc_pool *pool, const hc_weight *w, int isa, const void *xa, 
 enum { HC_MATVEC_MANY = 3 };
 void hc_pool_matvec_many(hc_pool *pool, const hc_weight *const *w, float *const *y, int n, int isa, const void *xa,
                          size_t xs, int B, size_t y_stride);
-/* One input row's products of n weights that hc_matvec_joins (q, k and v;
- * gate and up) on the prepared activation at acts, as hc_pool_matvec_many:
- * a decoded layer's seven products ran in seven pool runs, now four. */
-void hc_ctx_matvec_many(hc_ctx *ctx, const hc_weight *const *w, const void *acts, float *const *y, int n);
+/* The products of n weights that hc_matvec_joins (q, k and v; gate and
+ * up) on the B prepared activations at acts, as hc_pool_matvec_many (n = 1:
+ * hc_ctx_matvec_prepared): a decoded layer's seven products ran in seven
+ * pool runs, now four. */
+void hc_ctx_matvec_many(hc_ctx *ctx, const hc_weight *const *w, const void *acts, int B, float *const *y,
+                        size_t y_stride, int n);
 /* Whether b's product can run in a's (hc_ctx_matvec_many): the same type,
  * layout and row length, and so the same arranged activation. */
 int hc_matvec_joins(const hc_weight *a, const hc_weight *b);
