@@ -3,7 +3,6 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 #include "budget.h"
 #include "cli.h"
@@ -156,8 +155,9 @@ static void open_device(hc_ffn *f, const hc_ffn_opts *o, int forced, FILE *log)
     fprintf(log, "opencl: %s%s%s\n", line, d.is_gpu ? "" : ": the 'device' share runs on this machine's cores",
             o->batch_invariant ? "; every row with its bits alone (--batch-invariant)" : "");
     if (!d.is_gpu && hc_cl_icd_hint(hint, sizeof hint)) hc_warn("%s", hint);
-    const char *dots = hc_cl_backend_dots(f->dev);
-    if (strstr(dots, "failed")) hc_warn("OpenCL: the quantized products' integer dots: %s", dots);
+    int fell_back;
+    const char *dots = hc_cl_backend_dots(f->dev, &fell_back);
+    if (fell_back) hc_warn("OpenCL: the quantized products' integer dots: %s", dots);
     else if (o->verbose) fprintf(log, "opencl: the quantized products' integer dots: %s\n", dots);
 }
 

@@ -160,8 +160,9 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen);
 /* How its quantized products multiply four code bytes at a time: "dp4a (PTX,
  * compute capability M.N)" on an NVIDIA GPU that has it (HC_CL_DP4A=0 turns
  * it off), else "bytes widened", with the reason when a build with dp4a
- * failed (HC_CL_DP4A=1 asks for it on any device). Same bits either way. */
-const char *hc_cl_backend_dots(const hc_backend *be);
+ * failed (HC_CL_DP4A=1 asks for it on any device; *fell_back, when not NULL,
+ * says whether it did). Same bits either way. */
+const char *hc_cl_backend_dots(const hc_backend *be, int *fell_back);
 
 /* Its launch geometry, plain C so that a test checks it without a device:
  * what the device says (CL_DEVICE_MAX_COMPUTE_UNITS, CL_DEVICE_MAX_WORK_GROUP_SIZE,

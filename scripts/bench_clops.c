@@ -317,7 +317,7 @@ static int table_bench(int argc, char **argv)
     }
     hc_cl_describe(hc_cl_about(cl), hc_cl_index(cl), line, sizeof line);
     printf("%s\ncopy: %.1f GB/s (64 MiB buffers, read + written bytes); integer dots: %s\n", line, copy / 1e9,
-           hc_cl_backend_dots(be));
+           hc_cl_backend_dots(be, NULL));
     printf("%-36s %13s %12s %13s %8s\n", "kernel", "read", "time", "speed", "of copy");
     size_t big = (size_t)(n > ff ? n : ff) * 64;
     float *host = malloc(sizeof(float) * big);

@@ -92,19 +92,21 @@ static hc_backend *open_opencl_inv_gpu(int *skip, char *why, size_t len)
  * goes without it on any device. */
 static hc_backend *open_opencl_dp4a(int *skip, char *why, size_t len)
 {
+    int fell = 0;
     setenv("HC_CL_DP4A", "0", 1);
     hc_backend *be = open_opencl(skip, why, len);
-    int ok = !be || !strcmp(hc_cl_backend_dots(be), "bytes widened");
+    const char *d = be ? hc_cl_backend_dots(be, &fell) : "";
+    int ok = !be || (!strcmp(d, "bytes widened") && !fell);
     if (be) {
-        if (!ok) snprintf(why, len, "HC_CL_DP4A=0: %s", hc_cl_backend_dots(be));
+        if (!ok) snprintf(why, len, "HC_CL_DP4A=0: %s (fell back: %d)", d, fell);
         close_opencl(be);
     }
     setenv("HC_CL_DP4A", "1", 1);
     be = ok ? open_opencl(skip, why, len) : NULL;
     unsetenv("HC_CL_DP4A");
-    const char *d = be ? hc_cl_backend_dots(be) : "";
-    if (be && strncmp(d, "dp4a (PTX", 9) && !strstr(d, "bytes widened: the build with dp4a failed (")) {
-        snprintf(why, len, "HC_CL_DP4A=1: %s", d);
+    d = be ? hc_cl_backend_dots(be, &fell) : "";
+    if (be && !(fell ? strstr(d, "bytes widened: the build with dp4a failed (") == d : !strncmp(d, "dp4a (PTX", 9))) {
+        snprintf(why, len, "HC_CL_DP4A=1: %s (fell back: %d)", d, fell);
         close_opencl(be);
         be = NULL;
     }

@@ -105,7 +105,8 @@ typedef struct {
     int n_kt;
     double idle_s;                /* profiling: the device's time between kernels */
     char err[256];
-    char dots[320];         /* how the quantized products multiply (hc_cl_backend_dots) */
+    char dots[320];         /* how the quantized products multiply, and whether a build with */
+    int dots_fell_back;     /* dp4a failed (hc_cl_backend_dots) */
     const hc_seq_rows *rows;  /* the step's rows (batch), their positions, sequences and block tables in SCR_POS.. */
     cl_mem scratch[8];      /* two prepared inputs, the slices' sums, attention's partial sums and their m, l,
                              * the step's positions, sequences and block tables */
@@ -1234,7 +1235,7 @@ void hc_cl_backend_geometry(hc_backend *be, const hc_clb_device *d)
 /* The model.h enums and the tile sizes as -D options: the kernels never see a bare number.
  * exact_div: the device divides as IEEE does when asked (the Q8_0 scale amax/127 and its
  * inverse then have the CPU's bits; without it an ulp can differ). dp4a: the four-byte
- * integer dots as PTX's dp4a (common.cl's HC_DP4A). */
+ * integer dots as PTX's dp4a (backend.cl's HC_DP4A). */
 static void build_options(char *o, size_t len, int exact_div, int dp4a)
 {
     snprintf(o, len,
@@ -1299,13 +1300,16 @@ static cl_int build(clb *b, cl_device_id dev, int exact_div)
     if (!dp4a) return rc;
     build_log(b->prog, dev, log, sizeof log);
     snprintf(b->dots, sizeof b->dots, "bytes widened: the build with dp4a failed (%.200s)", log);
+    b->dots_fell_back = 1;
     build_options(opts, sizeof opts, exact_div, 0);
     return clBuildProgram(b->prog, 1, &dev, opts, NULL, NULL);
 }
 
-const char *hc_cl_backend_dots(const hc_backend *be)
+const char *hc_cl_backend_dots(const hc_backend *be, int *fell_back)
 {
-    return ((const clb *)be)->dots;
+    const clb *b = (const clb *)be;
+    if (fell_back) *fell_back = b->dots_fell_back;
+    return b->dots;
 }
 
 static cl_kernel kernel(cl_program p, const char *name, char *err, size_t errlen)

@@ -77,9 +77,10 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
     return NULL;
 }
 
-const char *hc_cl_backend_dots(const hc_backend *be)
+const char *hc_cl_backend_dots(const hc_backend *be, int *fell_back)
 {
     (void)be;
+    if (fell_back) *fell_back = 0;
     return none;
 }
 

@@ -1,7 +1,7 @@
 /* The OpenCL backend's kernels (runtime/backend.h on a device; host side in
  * runtime/opencl/backend.c), OpenCL C 1.2 without extensions: no half
  * arithmetic (vload_half/vstore_half only), no subgroups, no atomics. Built
- * after kernels/common.cl (hsum4, idot4, udot4). A product takes its input
+ * after kernels/common.cl (hsum4, hsum16). A product takes its input
  * in the form the CPU prepares for the weight's type (hc_weight_prepare):
  * f32 for F32/F16, bf16-rounded for BF16, Q8_0 blocks for Q8_0/Q4_0, GPTQ's
  * int8 blocks for INT4-GPTQ; the act_* kernels make those forms with the
@@ -108,6 +108,25 @@ void words_g4(__global const uchar *W, int n, int r, int j, uint4 *a, uint4 *b)
     *a = c & 0x0F0F0F0Fu;
     *b = (c >> 4u) & 0x0F0F0F0Fu;
 }
+/* a + the four products of b's and c's bytes, b's signed (idot4) or
+   unsigned (udot4), c's signed: CUDA's dp4a. NVIDIA's PTX has it as one
+   instruction from compute capability 6.1 on, where the host defines
+   HC_DP4A (its OpenCL C takes PTX in asm statements); elsewhere the
+   kernels widen the bytes themselves, in vectors (bsum_T, DOTX below). */
+#ifdef HC_DP4A
+int idot4(uint b, uint c, int a)
+{
+    int d;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(b), "r"(c), "r"(a));
+    return d;
+}
+int udot4(uint b, uint c, int a)
+{
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(b), "r"(c), "r"(a));
+    return d;
+}
+#endif
 #define dot_q8 idot4
 #define dot_q4 idot4
 #define dot_g4 udot4

@@ -1,9 +1,8 @@
 /* What both OpenCL programs share (runtime/opencl/kernels/backend.cl and
- * hot_rows.cl are each built after this file): horizontal sums, NVIDIA's
- * four-byte integer dots, and the integer dot of a 32-value block with a Q8_0
- * activation block as ggml computes it (ggml_vec_dot_q8_0_q8_0: the codes'
- * products summed exactly in int, then scaled once by the block's d_w *
- * d_x). */
+ * hot_rows.cl are each built after this file): horizontal sums, and the
+ * integer dot of a 32-value block with a Q8_0 activation block as ggml
+ * computes it (ggml_vec_dot_q8_0_q8_0: the codes' products summed exactly
+ * in int, then scaled once by the block's d_w * d_x). */
 #pragma OPENCL FP_CONTRACT OFF
 
 int hsum16(int16 v) { int8 a = v.lo + v.hi; int4 b = a.lo + a.hi; int2 c = b.lo + b.hi; return c.x + c.y; }
@@ -21,26 +20,6 @@ void xload32(__global const char *xq, short16 *xl, short16 *xh)
     *xl = convert_short16(vload16(0, xq));
     *xh = convert_short16(vload16(1, xq));
 }
-/* a + the four products of b's and c's bytes, b's signed (idot4) or
-   unsigned (udot4), c's signed: CUDA's dp4a. NVIDIA's PTX has it as one
-   instruction from compute capability 6.1 on, where the host defines
-   HC_DP4A (its OpenCL C takes PTX in asm statements); elsewhere the
-   kernels widen the bytes themselves, in vectors (backend.cl). */
-#ifdef HC_DP4A
-int idot4(uint b, uint c, int a)
-{
-    int d;
-    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(b), "r"(c), "r"(a));
-    return d;
-}
-int udot4(uint b, uint c, int a)
-{
-    int d;
-    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(b), "r"(c), "r"(a));
-    return d;
-}
-#endif
-
 /* sum_i w_i * x_i over one block, x the codes at xq */
 int idot32(short16 lo, short16 hi, __global const char *xq)
 {
