@@ -19,8 +19,9 @@
  *        copies them for AVX-512 (runtime/x16.h; also for pool).
  *        bench_kernels pool ISA N ROWS THREADS [REPS]: decode (B = 1) on the
  *        runtime's persistent pool of THREADS threads, split as hc-run splits
- *        it (hc_pool_matvec), each ggml type (TYPES="F16 Q4_0" picks some),
- *        interleaved rep by rep with a plain read of the same bytes in the
+ *        it (hc_pool_matvec), each ggml type and INT4-GPTQ (TYPES="F16 Q4_0"
+ *        picks some), interleaved rep by rep with a plain read of the same
+ *        bytes (GPTQ: its codes; the product also reads the pairs) in the
  *        same number of chunks (64-byte loads, 8 sums: what the product could
  *        reach at that moment); weights rotate through copies that defeat
  *        the LLC. A rep counts only if every thread ran for all of it (its
@@ -291,14 +292,15 @@ static int cmp_double(const void *a, const void *b)
  * pool: GB/s, or 0 when some thread did not run for all of it. */
 static double pool_rep(hc_pool *pool, const hc_weight *w, const void *xa, size_t xs, float *y, int read)
 {
-    size_t bytes = hc_weight_bytes(w);
+    const hc_gptq *g = w->kind == HC_WEIGHT_GPTQ ? w->ext : NULL;
+    size_t bytes = read && g ? (size_t)w->rows * ((size_t)g->kp / 2) : hc_weight_bytes(w);
     stamp_task s0, s1;
     double w0 = hc_now();
     stamp(pool, &s0);
     double t0 = hc_now();
     if (read) {
-        read_task rt = { w->data, bytes, hc_pool_chunks(pool, (w->rows + 15) / 16, (size_t)w->rows * (size_t)w->n),
-                         { 0 } };
+        read_task rt = { g ? (const void *)g->codes : w->data, bytes,
+                         hc_pool_chunks(pool, (w->rows + 15) / 16, (size_t)w->rows * (size_t)w->n), { 0 } };
         hc_pool_run(pool, __builtin_cpu_supports("avx512f") ? read_avx512 : read_avx2, &rt, rt.n_chunks);
     } else {
         hc_pool_matvec(pool, w, hc_isa(), xa, xs, 1, y, (size_t)w->rows);
@@ -329,22 +331,36 @@ static int pool_mode(int argc, char **argv)
     if (!pool || !y || !gb) hc_die("out of memory");
     printf("isa %s, %d threads (the runtime's pool and split), %d x %d, B = 1, medians of %d reps\n", hc_kernel_isa(),
            nt, n, rows, reps);
-    for (size_t ti = 0; ti < N_GGML_TYPES; ti++) {
-        if (only && !strstr(only, ggml_type_name(ggml_types[ti]))) continue;
-        size_t bytes = ggml_row_size(ggml_types[ti], n) * (size_t)rows;
+    for (size_t ti = 0; ti <= N_GGML_TYPES; ti++) {   /* the ggml types, then INT4-GPTQ */
+        const int gptq = ti == N_GGML_TYPES;
+        const char *name = gptq ? "GPTQ" : ggml_type_name(ggml_types[ti]);
+        if (only && !strstr(only, name)) continue;
         int copies, kept[2] = { 0, 0 };
-        char *W = rotating_weights(ggml_types[ti], x, n, rows, &copies);
-        hc_weight w = { .kind = HC_WEIGHT_GGML, .type = ggml_types[ti], .data = W, .n = n, .rows = rows };
-        to_chunks(chunks, &w, W, copies);
+        char *W = NULL;
+        hc_gptq g, view;   /* GPTQ: the copies as one weight's rows, a view of one copy at a time */
+        hc_weight w = { .kind = HC_WEIGHT_GPTQ, .type = GGML_TYPE_I32, .n = n, .rows = rows, .ext = &view };
+        size_t bytes;
+        if (gptq) {
+            bytes = (size_t)rows * ((size_t)(n + 31) / 32 * 16);
+            copies = (int)(ROTATE_BYTES / bytes) + 1;
+            gptq_weight(n, rows * copies, &g);
+            view = hc_gptq_rows(&g, 0, rows);
+        } else {
+            bytes = ggml_row_size(ggml_types[ti], n) * (size_t)rows;
+            W = rotating_weights(ggml_types[ti], x, n, rows, &copies);
+            w = (hc_weight){ .kind = HC_WEIGHT_GGML, .type = ggml_types[ti], .data = W, .n = n, .rows = rows };
+            to_chunks(chunks, &w, W, copies);
+        }
         size_t xs;
         char *xa = activations(&w, x, 1, &xs);
         for (int r = 0, it = 0; r < reps; r++)
             for (int read = 0; read < 2; read++, it++) {
-                w.data = W + bytes * (size_t)(it % copies);
+                if (gptq) view = hc_gptq_rows(&g, rows * (it % copies), rows);
+                else w.data = W + bytes * (size_t)(it % copies);
                 double v = pool_rep(pool, &w, xa, xs, y, read);
                 if (v > 0) gb[(size_t)read * (size_t)reps + (size_t)kept[read]++] = v;
             }
-        printf("%-5s", ggml_type_name(ggml_types[ti]));
+        printf("%-5s", name);
         if (kept[0] && kept[1]) {
             qsort(gb, (size_t)kept[0], sizeof(double), cmp_double);
             qsort(gb + reps, (size_t)kept[1], sizeof(double), cmp_double);
@@ -355,6 +371,7 @@ static int pool_mode(int argc, char **argv)
             printf(" no rep in which every thread ran throughout (reps kept %d, %d)\n", kept[0], kept[1]);
         }
         fflush(stdout);
+        if (gptq) hc_gptq_free(&g);
         free(W);
         free(xa);
     }
