@@ -14,7 +14,16 @@ enum {
     MIN_SPLIT_WORK = 1 << 18    /* multiply-adds below which one call does it all */
 };
 
-static void one_thread(void) { openblas_set_num_threads(1); }
+/* Only when OpenBLAS runs more than one: after the preinit below it runs one
+ * and has no pool, and then openblas_set_num_threads(1) is not harmless.
+ * OpenBLAS 0.3.21 (Debian 12) "grows" a pool of 0 threads to 1 by starting
+ * a server thread numbered -1, which writes before its table of threads and
+ * is never joined (the likely cause of a segmentation fault of hc-quantize's
+ * GPTQ about once in 500 runs). */
+static void one_thread(void)
+{
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
 
 /* OpenBLAS starts its thread pool when the library loads, before main: under
  * an address-space limit (`ulimit -v` of 100-160 MB) a thread of that pool
