@@ -14,16 +14,7 @@ enum {
     MIN_SPLIT_WORK = 1 << 18    /* multiply-adds below which one call does it all */
 };
 
-/* Only when OpenBLAS runs more than one: after the preinit below it runs one
- * and has no pool, and then openblas_set_num_threads(1) is not harmless.
- * OpenBLAS 0.3.21 (Debian 12) "grows" a pool of 0 threads to 1 by starting
- * a server thread numbered -1, which writes before its table of threads and
- * is never joined (the likely cause of a segmentation fault of hc-quantize's
- * GPTQ about once in 500 runs). */
-static void one_thread(void)
-{
-    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-}
+static void one_thread(void) { openblas_set_num_threads(1); }
 
 /* OpenBLAS starts its thread pool when the library loads, before main: under
  * an address-space limit (`ulimit -v` of 100-160 MB) a thread of that pool
@@ -33,15 +24,22 @@ static void one_thread(void)
  * but a program cannot set it in time: its initialiser runs before main and
  * any constructor of ours, and libc's initialiser resets the environment
  * after the executable's preinit array. What it honours is a thread count
- * already set when it initialises: blas_cpu_number (exported by OpenBLAS,
- * 0 until then; weak, so another BLAS without it links), set from the
- * preinit array, which the dynamic loader runs before any shared library's
- * initialiser. This object is linked into every program that calls
- * OpenBLAS. */
+ * already set when it initialises, set here from the preinit array, which
+ * the dynamic loader runs before any shared library's initialiser: the two
+ * counts OPENBLAS_NUM_THREADS=1 would set (exported by OpenBLAS, 0 until
+ * then; weak, so another BLAS without them links). Both, or OpenBLAS is
+ * left half-configured: with blas_num_threads still 0 (0.3.21, Debian 12),
+ * its first buffer allocation sets blas_cpu_number back to the processor
+ * count, so that products go threaded to a pool never started (a hang), and
+ * openblas_set_num_threads(1) "grows" the pool of none by starting a server
+ * thread numbered -1 that writes before its table of threads: together a
+ * segmentation fault of hc-quantize's GPTQ about once in 150 runs. This
+ * object is linked into every program that calls OpenBLAS. */
 extern int blas_cpu_number __attribute__((weak));
+extern int blas_num_threads __attribute__((weak));
 static void no_blas_pool(void)
 {
-    if (&blas_cpu_number) blas_cpu_number = 1;
+    if (&blas_cpu_number && &blas_num_threads) blas_cpu_number = blas_num_threads = 1;
 }
 __attribute__((section(".preinit_array"), used)) static void (*const preinit_no_blas_pool)(void) = no_blas_pool;
 

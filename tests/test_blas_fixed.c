@@ -109,22 +109,31 @@ static int threads_now(void)
     return n;
 }
 
-/* Putting OpenBLAS on one thread starts no thread. OpenBLAS 0.3.21, asked
- * for one thread when the preinit had already given it one and no pool,
- * started a stray server thread numbered -1 (blas_fixed.c): a rare crash at
- * exit. Must run first, before anything has called hc_blas_one_thread. */
-static void test_one_thread_starts_none(void)
+/* OpenBLAS stays on one thread with no pool, in the state
+ * OPENBLAS_NUM_THREADS=1 gives, through the first product (which sets up its
+ * buffers) and hc_blas_one_thread. OpenBLAS 0.3.21, left half-configured by
+ * the preinit (blas_fixed.c), went threaded to a pool it never started and
+ * started a stray thread numbered -1. Must run first, before any product. */
+extern int blas_cpu_number __attribute__((weak));
+extern int blas_num_threads __attribute__((weak));
+static void test_one_thread_no_pool(void)
 {
+    CHECK(&blas_cpu_number && &blas_num_threads);   /* OpenBLAS */
     const int before = threads_now();
+    float a[4] = { 1, 2, 3, 4 }, c[4];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2);
     hc_blas_one_thread();
+    hc_sgemm(NULL, CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2);
     const int after = threads_now();
     CHECKF(before > 0 && after == before, "%d threads before, %d after", before, after);
-    CHECK(openblas_get_num_threads() == 1);
+    CHECKF(blas_cpu_number == 1 && blas_num_threads == 1, "OpenBLAS: blas_cpu_number %d, blas_num_threads %d",
+           blas_cpu_number, blas_num_threads);
+    CHECK(c[0] == 7 && c[1] == 10 && c[2] == 15 && c[3] == 22);
 }
 
 int main(void)
 {
-    RUN(test_one_thread_starts_none);
+    RUN(test_one_thread_no_pool);
     RUN(test_sgemm_any_pool);
     RUN(test_gram_any_pool);
     return th_done();
