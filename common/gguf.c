@@ -56,7 +56,7 @@ static int64_t find_duplicate(const char *const *names, size_t stride, size_t n)
 {
     if (n < 2) return -1;
     name_ref *refs = malloc(n * sizeof *refs);
-    if (!refs) abort();
+    if (!refs) hc_die("out of memory for %zu names", n);
     for (size_t i = 0; i < n; i++) {
         refs[i].name = *(const char *const *)((const char *)names + i * stride);
         refs[i].idx = i;
@@ -429,7 +429,7 @@ int gguf_get_str(const gguf_file *f, const char *key, char **out)
     if (i < 0) return -1;
     if (f->kv[i].type != GGUF_TYPE_STRING) return -2;
     const gguf_str *s = &f->kv[i].strs[0];
-    if (!(*out = malloc(s->len + 1))) abort();
+    if (!(*out = malloc(s->len + 1))) hc_die("out of memory for a %llu-byte string", (unsigned long long)s->len);
     memcpy(*out, s->ptr, s->len);
     (*out)[s->len] = 0;
     return 0;
@@ -518,10 +518,7 @@ struct gguf_writer {
 static void *xrealloc(void *p, size_t n)
 {
     void *q = realloc(p, n);
-    if (!q && n) {
-        fputs("gguf: out of memory\n", stderr);
-        abort();
-    }
+    if (!q && n) hc_die("out of memory for %zu bytes", n);
     return q;
 }
 

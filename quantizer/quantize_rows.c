@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cli.h"
 #include "kernels.h"
 #include "quantize.h"
 #include "quants.h"
@@ -65,8 +66,7 @@ static void *run_job(void *arg)
     const job *j = arg;
     const size_t src_row = ggml_row_size(j->src_type, j->n), dst_row = ggml_row_size(j->dst_type, j->n);
     float *tmp = j->src_type == GGML_TYPE_F32 ? NULL : malloc((size_t)j->n * sizeof *tmp);
-    if (j->src_type != GGML_TYPE_F32 && !tmp)
-        abort();   /* a row of floats: nothing sensible to do without it */
+    if (j->src_type != GGML_TYPE_F32 && !tmp) hc_die("out of memory for a row of %lld floats", (long long)j->n);
     for (int64_t r = j->row0; r < j->row1; r++)
         narrow(j->dst_type, widen(j->src_type, j->src + (size_t)r * src_row, tmp, j->n, j->level),
                j->dst + (size_t)r * dst_row, j->n, j->level);
