@@ -8,6 +8,9 @@
 #   make valgrind      tests/test_valgrind.sh on the programs of $(BIN) (~45 s;
 #                      `make test` skips it)
 #   make faults        tests/test_faults.sh (also part of `make test`)
+#   make tsan          the C unit tests built with -fsanitize=thread into
+#                      build/tsan and run: the pool, the kernels' row splits,
+#                      the scheduler's batches, GPTQ's products on the pool
 
 FUZZ_SRCS    := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_ALL     := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRCS))
@@ -46,7 +49,7 @@ fuzz: ## libFuzzer targets built with clang, each run FUZZ_SECONDS (default 10)
 	    $(patsubst %,$(FUZZ_O)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	@FUZZ_O=$(FUZZ_O) sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-.PHONY: valgrind faults
+.PHONY: valgrind faults tsan
 valgrind: ## the programs under valgrind (tests/test_valgrind.sh, ~45 s; not in make test)
 	@$(MAKE) --no-print-directory $(PROGRAMS)
 	@HC_VALGRIND=1 HC_BIN=$(abspath $(BIN)) sh tests/test_valgrind.sh
@@ -54,3 +57,10 @@ valgrind: ## the programs under valgrind (tests/test_valgrind.sh, ~45 s; not in 
 faults: ## full disk, kills, bad and huge inputs (tests/test_faults.sh; also in make test)
 	@$(MAKE) --no-print-directory $(PROGRAMS)
 	@HC_BIN=$(abspath $(BIN)) sh tests/test_faults.sh
+
+# A report of ThreadSanitizer ends its test with a non-zero status (halt_on_error).
+TSAN_O := build/tsan
+tsan: ## the C unit tests under ThreadSanitizer (build/tsan; not in make test)
+	@$(MAKE) --no-print-directory O=$(TSAN_O) BIN=$(TSAN_O)/bin OPT="-O1 -g -fsanitize=thread" \
+	    LDSAN=-fsanitize=thread $(patsubst $(O)/%,$(TSAN_O)/%,$(TESTS))
+	@TSAN_OPTIONS="halt_on_error=1 $${TSAN_OPTIONS:-}" HC_TESTS=$(abspath $(TSAN_O)/tests) sh tests/run.sh --binaries
