@@ -9,6 +9,10 @@
 #                     times the file (attention, norms, KV cache and head first,
 #                     then hot FFN neurons; a budget that holds every neuron runs
 #                     the whole model on the device)
+#   hybrid-ffnF       the same for a BUDGETS entry ffnF: a budget of the dense part
+#                     (hc-solve's report: attention, norms, head, KV cache) plus F
+#                     times the FFN's bytes (issue 34's goal: with ffn0.5, decode
+#                     >= 4x the dense CPU's; the script prints the ratio)
 #   full-offload      hc-run -ngl 99 -c CTX (every layer, the head, every FFN neuron)
 #   full-offload-inv  the same with --batch-invariant (each row as alone, --parallel's
 #                     mode: products one row at a time, no tiles)
@@ -66,7 +70,7 @@
 # whole script on any OpenCL device (PoCL: tests/test_bench_gpu.sh) in seconds;
 # its figures mean nothing.
 # Environment: HC_BIN (default bin), O (make's build folder, default build),
-# THREADS (default: online CPUs), TYPES ("f16 q4_0"), BUDGETS ("0.5 0.75 1.5"),
+# THREADS (default: online CPUs), TYPES ("f16 q4_0"), BUDGETS ("0.5 ffn0.5 0.75 1.5"),
 # SHAPE (hc-convert synth's shape options), CTX (hc-solve --ctx and hc-run -c, 512;
 # at most SHAPE's --ctx), GEN (64), REPS (1),
 # COPY_MIB (bench_cldev's buffers, 1024), KERNEL_SHAPE (the table's "N FF POSITIONS
@@ -82,7 +86,7 @@ O=${O:-build}
 HC_FIXTURES=${HC_FIXTURES:-../shared/fixtures}
 THREADS=${THREADS:-$(nproc)}
 TYPES=${TYPES:-f16 q4_0}
-BUDGETS=${BUDGETS:-0.5 0.75 1.5}
+BUDGETS=${BUDGETS:-0.5 ffn0.5 0.75 1.5}
 REPS=${REPS:-1}
 SMOKE=${SMOKE:-0}
 SCALAR=${SCALAR:-1}
@@ -184,6 +188,15 @@ same_text() {
     echo "  ($type $1: text differs from the dense CPU's${same:-, and from the scalar and sparse CPU's})"
 }
 
+# ffn_budget F: the bytes of the dense part as hc-solve counts it at CTX (its report's dense_total)
+# plus F times the FFN's (n_ff neurons of neuron_bytes a layer), for $M
+ffn_budget() {
+    "$HC_BIN/hc-solve" -m "$M" -s "$T/s-$type.gguf" --vram-budget "$((size * 2))" --ctx "$CTX" --greedy --json \
+        -o "$T/probe.gpuidx" 2>/dev/null |
+        awk -v f="$1" '/"dense_total":/ { d = $2 + 0 } /"n_ff":/ { n = $2 + 0 } /"neuron_bytes":/ { ffn += n * $2 }
+                       END { printf "%.0f", d + f * ffn }'
+}
+
 # long_prompt: the dense CPU's and full offload's speed on a long prompt (LONG_BYTES of
 # CORPUS, about 512 tokens; -n 1), and full offload's over the dense CPU's (issue 34's goal: 20x)
 long_prompt() {
@@ -213,14 +226,17 @@ for type in $TYPES; do
     [ "$SCALAR" = 0 ] || (export HC_KERNELS=scalar; row dense-CPU-scalar -m "$M" -ngl 0 --dense)
     row sparse-CPU -m "$M" -ngl 0 --sparse --disable-gpu-index
     for b in $BUDGETS; do
-        bytes=$(awk -v s="$size" -v b="$b" 'BEGIN { printf "%.0f", s * b }')
+        case $b in
+        ffn*) name=hybrid-$b bytes=$(ffn_budget "${b#ffn}") ;;
+        *) name=hybrid-${b}x bytes=$(awk -v s="$size" -v b="$b" 'BEGIN { printf "%.0f", s * b }') ;;
+        esac
         if ! "$HC_BIN/hc-solve" -m "$M" -s "$T/s-$type.gguf" --vram-budget "$bytes" --ctx "$CTX" $SOLVE_OPTS \
                 -o "$T/i.gpuidx" >/dev/null 2>"$T/solve.err"; then
-            printf '%-6s %-17s %s\n' "$type" "hybrid-${b}x" "skipped: $(sed 's/.*: --vram-budget/--vram-budget/' "$T/solve.err")"
+            printf '%-6s %-17s %s\n' "$type" "$name" "skipped: $(sed 's/.*: --vram-budget/--vram-budget/' "$T/solve.err")"
             continue
         fi
-        row "hybrid-${b}x" -m "$M" --gpu-index "$T/i.gpuidx" --vram-budget "$bytes"
-        same_text "hybrid-${b}x"
+        row "$name" -m "$M" --gpu-index "$T/i.gpuidx" --vram-budget "$bytes"
+        same_text "$name"
     done
     row full-offload -m "$M" -ngl 99
     row full-offload-inv -m "$M" -ngl 99 --batch-invariant   # each row as alone (--parallel's mode): mv_T, no tiles
@@ -230,6 +246,14 @@ for type in $TYPES; do
     grep -q '^offload: \([0-9]*\) of \1 layers.*every FFN neuron' "$T/full-offload.err" ||
         echo "  ($type full-offload: $(grep '^offload:' "$T/full-offload.err" || echo 'no offload line'))"
     same_text full-offload
+    for f in "$T"/hybrid-ffn*.decode; do
+        [ -f "$f" ] || continue
+        name=${f##*/}
+        awk -v t="$type" -v n="${name%.decode}" -v h="$(cat "$f")" -v c="$(cat "$T/dense-CPU.decode")" 'BEGIN {
+            printf "%-6s %s decode / dense-CPU decode: %.1fx (issue 34 goal with ffn0.5: >= 4x)\n", t, n,
+                   (c > 0 ? h / c : 0) }'
+        rm -f "$f"
+    done
     [ "$SCALAR" = 0 ] ||
         awk -v t="$type" -v f="$(cat "$T/full-offload.decode")" -v s="$(cat "$T/dense-CPU-scalar.decode")" 'BEGIN {
             printf "%-6s full-offload decode / dense-CPU-scalar decode: %.0f %% (issue 33 bar on PoCL: >= 70 %%)\n",

@@ -2,7 +2,9 @@
 # scripts/bench-gpu.sh in its smoke mode on the OpenCL device that is here
 # (PoCL's CPU device in CI): every row of the table comes out with positive
 # speeds, the device runs hold bytes there, a budget too small for the dense
-# part is reported (hc-solve's message) and skipped, full offload (-ngl 99)
+# part is reported (hc-solve's message) and skipped, a budget of the dense part
+# and half the FFN's bytes holds less than everything and has its decode ratio
+# to the dense CPU's printed (issue 34's goal), full offload (-ngl 99)
 # and the largest budget put every FFN neuron on the device, and each type
 # ends with the full-offload / scalar-CPU decode ratio. Whether a device text
 # equals the dense CPU's is reported by the script, not checked here
@@ -22,14 +24,14 @@ for k in "mv F16" "mm Q4_0" "mt Q8_0" "hot Q4_0" "attention"; do
 done
 # columns: type run prompt decode devMiB dev% served decGB/s %copy
 for t in f16 q4_0; do
-    for r in dense-CPU dense-CPU-scalar sparse-CPU hybrid-0.75x hybrid-1.5x full-offload full-offload-inv full-offload-kv16 \
-             default; do
+    for r in dense-CPU dense-CPU-scalar sparse-CPU hybrid-ffn0.5 hybrid-0.75x hybrid-1.5x full-offload full-offload-inv \
+             full-offload-kv16 default; do
         if awk -v t="$t" -v r="$r" '$1 == t && $2 == r && $3 + 0 > 0 && $4 + 0 > 0 { f = 1 } END { exit !f }' "$T/out"
         then ok "bench_gpu_row_${t}_$r"; else fail "bench_gpu_row_${t}_$r" "$(cat "$T/out")"; fi
     done
     # the device runs say what they put there: bytes, and a share of the activations
-    if awk -v t="$t" '$1 == t && $2 ~ /^(hybrid-0.75x|hybrid-1.5x|full-offload)$/ && $5 + 0 > 0 && $7 != "-" { n++ }
-                      END { exit n != 3 }' "$T/out"
+    if awk -v t="$t" '$1 == t && $2 ~ /^(hybrid-ffn0.5|hybrid-0.75x|hybrid-1.5x|full-offload)$/ && $5 + 0 > 0 && $7 != "-" { n++ }
+                      END { exit n != 4 }' "$T/out"
     then ok "bench_gpu_device_bytes_$t"; else fail "bench_gpu_device_bytes_$t" "$(cat "$T/out")"; fi
     # unasked, nothing goes on a CPU device
     if awk -v t="$t" '$1 == t && $2 == "default" && $5 + 0 == 0 { f = 1 } END { exit !f }' "$T/out"
@@ -39,6 +41,11 @@ for t in f16 q4_0; do
     then ok "bench_gpu_every_neuron_$t"; else fail "bench_gpu_every_neuron_$t" "$(cat "$T/out")"; fi
     if grep -q "^$t *full-offload decode / dense-CPU-scalar decode: [0-9][0-9]* %" "$T/out"; then ok "bench_gpu_ratio_$t"
     else fail "bench_gpu_ratio_$t" "$(cat "$T/out")"; fi
+    # the dense part and half the FFN's bytes: the budget issue 34's goal names, and its ratio
+    if awk -v t="$t" '$1 == t && $2 == "hybrid-ffn0.5" && $3 + 0 > 0 { d = $5 } $1 == t && $2 == "hybrid-1.5x" { a = $5 }
+                      END { exit !(d > 0 && d < a) }' "$T/out" &&
+       grep -Eq "^$t +hybrid-ffn0.5 decode / dense-CPU decode: [0-9.]+x \(issue 34 goal" "$T/out"
+    then ok "bench_gpu_ffn_half_$t"; else fail "bench_gpu_ffn_half_$t" "$(cat "$T/out")"; fi
     if grep -Eq "^$t +long prompt \([0-9]+ tokens\): dense-CPU [0-9.]+ t/s, full-offload [0-9.]+ t/s: [0-9.]+x .*--batch-invariant [0-9.]+ t/s" "$T/out"
     then ok "bench_gpu_long_prompt_$t"; else fail "bench_gpu_long_prompt_$t" "$(cat "$T/out")"; fi
     if grep -Eq "^$t +device kernels: [0-9.]+ ms between them" "$T/out" && grep -q "^$t *device transfers: " "$T/out" &&
