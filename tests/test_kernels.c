@@ -490,12 +490,13 @@ static void test_matvec_tiled_float(void) { each_isa(tiled_float_all); }
 
 /* Few vectors (B = 2..8: sequences decoded together; AVX-512 F16 has its
  * own tile for them, hc_kernel.few): every B, row counts off the 4-row tile
- * and widths off the 16-element steps and the 512-column blocks, each pair
- * the B = 1 dot's bits (also split) and near the reference. */
+ * and widths off the 16-element steps and the 512-column blocks (1024 and
+ * 3072: rows a multiple of 2 KiB, which it fetches along), each pair the
+ * B = 1 dot's bits (also split) and near the reference. */
 static int few_vectors_all(const char *isa)
 {
     static const uint32_t ft[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
-    static const int ns[] = { 1, 15, 17, 31, 47, 511, 513, 1040, 1553, 4099 };
+    static const int ns[] = { 1, 15, 17, 31, 47, 511, 513, 1024, 1040, 1553, 3072, 4099 };
     static const int rows[] = { 1, 3, 5, 9 };
     for (int ti = 0; ti < 3; ti++)
         for (int B = 2; B <= 8; B++)
