@@ -530,6 +530,35 @@ void hc_json_print(cJSON *root)
     cJSON_Delete(root);
 }
 
+cJSON *hc_json_text(const char *s, size_t n)
+{
+    char *buf = malloc(3 * n + 1);   /* a byte becomes at most U+FFFD's 3 */
+    if (!buf) hc_die("out of memory");
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        const unsigned char *p = (const unsigned char *)s + i;
+        size_t len = (size_t)hc_utf8_valid_len(p, n - i);
+        if (len) {
+            if (p[0]) memcpy(buf + o, p, len), o += len;
+            i += len;
+        } else {
+            memcpy(buf + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    buf[o] = 0;
+    cJSON *j = cJSON_CreateString(buf);
+    free(buf);
+    if (!j) hc_die("out of memory");
+    return j;
+}
+
+void hc_json_add_text(cJSON *o, const char *key, const char *s)
+{
+    if (!cJSON_AddItemToObject(o, key, hc_json_text(s, strlen(s)))) hc_die("out of memory");
+}
+
 uint64_t hc_fnv1a64(const void *data, size_t len, uint64_t h)
 {
     const unsigned char *p = data;

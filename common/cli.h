@@ -122,6 +122,15 @@ void hc_xml_text(FILE *f, const char *s);
 struct cJSON;
 void hc_json_print(struct cJSON *root);
 
+/* The n bytes at s as a JSON string that always parses (JSON text is UTF-8,
+ * RFC 8259; names, prompts and texts from files and models need not be):
+ * each byte that does not begin a valid UTF-8 character becomes U+FFFD, NUL
+ * bytes are dropped (cJSON keeps C strings). Out of memory exits through
+ * hc_die. */
+struct cJSON *hc_json_text(const char *s, size_t n);
+/* hc_json_text of the string s added to object o as key. */
+void hc_json_add_text(struct cJSON *o, const char *key, const char *s);
+
 /* splitmix64 (Steele, Lea, Flood 2014): the next value of the stream whose
  * state is *s. Seeded streams that every machine repeats bit for bit. */
 static inline uint64_t hc_splitmix64(uint64_t *s)

@@ -184,30 +184,6 @@ static cJSON *json_u64(uint64_t v)
     return xcheck(cJSON_CreateRaw(buf));   /* exact digits: a double would round above 2^53 */
 }
 
-/* A JSON string; invalid UTF-8 bytes become U+FFFD and NUL bytes are dropped,
- * so the output always parses. */
-static cJSON *json_str(const char *s, uint64_t n)
-{
-    char *buf = xcheck(malloc(3 * n + 1));
-    size_t o = 0;
-    for (uint64_t i = 0; i < n;) {
-        const unsigned char *p = (const unsigned char *)s + i;
-        size_t len = (size_t)hc_utf8_valid_len(p, (size_t)(n - i));
-        if (len) {
-            if (p[0]) { memcpy(buf + o, p, len); o += len; }
-            i += len;
-        } else {
-            memcpy(buf + o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i++;
-        }
-    }
-    buf[o] = 0;
-    cJSON *j = xcheck(cJSON_CreateString(buf));
-    free(buf);
-    return j;
-}
-
 static cJSON *json_elem(const gguf_kv *kv, uint64_t i)
 {
     uint32_t t = kv->type == GGUF_TYPE_ARRAY ? kv->arr_type : kv->type;
@@ -217,7 +193,7 @@ static cJSON *json_elem(const gguf_kv *kv, uint64_t i)
     char buf[64];
     switch (t) {
     case GGUF_TYPE_STRING:
-        return json_str(kv->strs[i].ptr, kv->strs[i].len);
+        return hc_json_text(kv->strs[i].ptr, kv->strs[i].len);
     case GGUF_TYPE_BOOL:
         return xcheck(cJSON_CreateBool(gguf_kv_num(kv, i) != 0));
     case GGUF_TYPE_UINT64:
@@ -240,7 +216,7 @@ static cJSON *json_elem(const gguf_kv *kv, uint64_t i)
 static void dump_json(const gguf_file *f)
 {
     cJSON *root = xcheck(cJSON_CreateObject());
-    cJSON_AddItemToObject(root, "file", xcheck(cJSON_CreateString(f->path)));
+    hc_json_add_text(root, "file", f->path);
     cJSON_AddItemToObject(root, "variant", xcheck(cJSON_CreateString(variant_name(f->variant))));
     cJSON_AddItemToObject(root, "version", json_u64(f->version));
     cJSON_AddItemToObject(root, "size", json_u64(f->size));
@@ -253,7 +229,7 @@ static void dump_json(const gguf_file *f)
     for (uint64_t i = 0; i < f->n_kv; i++) {
         const gguf_kv *kv = &f->kv[i];
         cJSON *o = xcheck(cJSON_CreateObject());
-        cJSON_AddItemToObject(o, "key", json_str(kv->key, strlen(kv->key)));
+        cJSON_AddItemToObject(o, "key", hc_json_text(kv->key, strlen(kv->key)));
         cJSON_AddItemToObject(o, "type", xcheck(cJSON_CreateString(gguf_vtype_name(kv->type))));
         if (kv->type == GGUF_TYPE_ARRAY) {
             cJSON *arr = xcheck(cJSON_CreateArray());
@@ -273,7 +249,7 @@ static void dump_json(const gguf_file *f)
         cJSON *o = xcheck(cJSON_CreateObject());
         cJSON *shape = xcheck(cJSON_CreateArray());
         for (uint32_t d = 0; d < t->n_dims; d++) cJSON_AddItemToArray(shape, json_u64((uint64_t)t->ne[d]));
-        cJSON_AddItemToObject(o, "name", json_str(t->name, strlen(t->name)));
+        cJSON_AddItemToObject(o, "name", hc_json_text(t->name, strlen(t->name)));
         cJSON_AddItemToObject(o, "type", xcheck(cJSON_CreateString(ggml_type_name(t->type))));
         cJSON_AddItemToObject(o, "shape", shape);
         cJSON_AddItemToObject(o, "offset", json_u64(t->offset));

@@ -135,17 +135,17 @@ static void show_json(const char *path, const hc_stats *s, const hc_layer_summar
     char hash[17];
     snprintf(hash, sizeof hash, "%016" PRIx64, s->ffn_hash);
     cJSON *o = cJSON_CreateObject(), *layers = cJSON_CreateArray();
-    cJSON_AddStringToObject(o, "file", path);
-    cJSON_AddStringToObject(o, "arch", s->arch);
+    hc_json_add_text(o, "file", path);
+    hc_json_add_text(o, "arch", s->arch);
     cJSON_AddNumberToObject(o, "n_layer", s->n_layer);
     cJSON_AddNumberToObject(o, "n_ff", s->n_ff);
     cJSON_AddNumberToObject(o, "n_embd", s->n_embd);
-    cJSON_AddStringToObject(o, "activation", s->activation);
+    hc_json_add_text(o, "activation", s->activation);
     cJSON_AddNumberToObject(o, "threshold", short_float(s->threshold));
     cJSON_AddNumberToObject(o, "n_tokens", (double)s->n_tokens);
     cJSON_AddNumberToObject(o, "ctx", s->ctx);
     cJSON_AddStringToObject(o, "ffn_hash", hash);
-    cJSON_AddStringToObject(o, "corpus", s->corpus);
+    hc_json_add_text(o, "corpus", s->corpus);
     for (uint32_t l = 0; l < s->n_layer; l++) {
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "layer", l);

@@ -635,11 +635,12 @@ static void par_write(par_run *P, int r)
     if (P->o->json) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "line", p->line);
-        cJSON_AddStringToObject(j, "prompt", p->text);
+        if (!cJSON_AddItemToObject(j, "prompt", hc_json_text(p->text, p->len))) hc_die("out of memory");
         if (t->stop == HC_STOP_REFUSED) {
             cJSON_AddStringToObject(j, "error", why);
         } else {
-            cJSON_AddStringToObject(j, "completion", t->text ? t->text + t->gen : "");
+            cJSON *text = t->text ? hc_json_text(t->text + t->gen, t->len - t->gen) : hc_json_text("", 0);
+            if (!cJSON_AddItemToObject(j, "completion", text)) hc_die("out of memory");
             cJSON_AddNumberToObject(j, "tokens_prompt", t->n_prompt);
             cJSON_AddNumberToObject(j, "tokens_generated", t->n_gen);
             cJSON_AddStringToObject(j, "stop", stop_names[t->stop]);

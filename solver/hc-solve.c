@@ -286,7 +286,7 @@ static void run_sweep(const options *o, solve_result *r, const char *model_path)
             if (rows) {
                 cJSON *e = cJSON_CreateObject();
                 cJSON_AddNumberToObject(e, "vram_budget", (double)r->vram_budget);
-                cJSON_AddStringToObject(e, "error", err);
+                hc_json_add_text(e, "error", err);
                 cJSON_AddItemToArray(rows, e);
             } else {
                 printf("%12s %12s  the dense part (%s) does not fit\n", hc_format_size(r->vram_budget, s1, sizeof s1),

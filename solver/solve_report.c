@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "cli.h"
 #include "solve.h"
 
 static double share(int64_t part, int64_t whole)
@@ -53,12 +54,12 @@ char *solve_report_json(const solve_result *r)
     const solve_problem *p = r->problem;
     char h[17];
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "model", r->model_name);
+    hc_json_add_text(o, "model", r->model_name);
     snprintf(h, sizeof h, "%016" PRIx64, r->model_hash);
     cJSON_AddStringToObject(o, "model_ffn_hash", h);
     snprintf(h, sizeof h, "%016" PRIx64, r->stats_hash);
     cJSON_AddStringToObject(o, "stats_hash", h);
-    cJSON_AddStringToObject(o, "stats_corpus", r->stats->corpus);
+    hc_json_add_text(o, "stats_corpus", r->stats->corpus);
     cJSON_AddNumberToObject(o, "stats_n_tokens", (double)r->stats->n_tokens);
     cJSON_AddNumberToObject(o, "n_layer", p->n_layer);
     cJSON_AddNumberToObject(o, "n_ff", p->n_ff);

@@ -1,9 +1,10 @@
-/* common/: fp16/bf16 conversion, hc_parse_size, hc_format_size, atomic_file, hc_read_file. */
+/* common/: fp16/bf16 conversion, hc_parse_size, hc_format_size, atomic_file, hc_read_file, hc_json_text. */
 #include "harness.h"
 #include "atomic_file.h"
 #include "cli.h"
 #include "ggml_types.h"
 
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
 #include <stdint.h>
@@ -433,6 +434,36 @@ static void test_progress_units(void)
     CHECKF(strcmp(buf, "profile") == 0, "%s", buf);
 }
 
+/* JSON strings from bytes that are not UTF-8 (a model's name, a prompt, a
+ * completion cut inside a character) still make JSON that parses. */
+static void test_json_text(void)
+{
+    static const struct { const char *in; size_t n; const char *out; } cases[] = {
+        { "plain", 5, "\"plain\"" },
+        { "caf\xc3\xa9 \xe2\x96\x81", 9, "\"caf\xc3\xa9 \xe2\x96\x81\"" },        /* valid UTF-8 kept */
+        { "a\xff" "b", 3, "\"a\xef\xbf\xbd" "b\"" },                            /* a stray byte */
+        { "\xe2\x96", 2, "\"\xef\xbf\xbd\xef\xbf\xbd\"" },               /* a character cut short */
+        { "\xc0\xaf\xed\xa0\x80", 5, "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"" }, /* overlong, surrogate */
+        { "a\0b\n\"", 5, "\"ab\\n\\\"\"" },                                  /* NUL dropped, escapes */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cJSON *j = hc_json_text(cases[i].in, cases[i].n);
+        char *s = cJSON_PrintUnformatted(j);
+        int same = s && !strcmp(s, cases[i].out);
+        cJSON *back = s ? cJSON_Parse(s) : NULL;
+        CHECKF(same && cJSON_IsString(back), "case %zu: %s", i, s ? s : "(null)");
+        cJSON_Delete(back);
+        free(s);
+        cJSON_Delete(j);
+    }
+    cJSON *o = cJSON_CreateObject();
+    hc_json_add_text(o, "model", "n\xf5me");
+    char *s = cJSON_PrintUnformatted(o);
+    CHECKF(s && !strcmp(s, "{\"model\":\"n\xef\xbf\xbdme\"}"), "%s", s ? s : "(null)");
+    free(s);
+    cJSON_Delete(o);
+}
+
 int main(void)
 {
     RUN(test_fp16_known_values);
@@ -450,5 +481,6 @@ int main(void)
     RUN(test_stale_temporaries_removed);
     RUN(test_commit_group);
     RUN(test_progress_units);
+    RUN(test_json_text);
     return th_done();
 }

@@ -139,6 +139,16 @@ for r, f in zip(rows, sys.argv[2:]):
 assert rows[0]["tokens_generated"] <= 12 and rows[1]["tokens_generated"] <= 20
 PY
 then ok parallel_json_lines; else fail parallel_json_lines "$(cat "$T/why" | tail -3)"; fi
+# bytes that are not UTF-8 (and a NUL) in a prompt: the JSON still parses (U+FFFD for each stray byte)
+printf 'Once \377\376 upon\nThe c\000at\n' >"$T/u.txt"
+"$R" -m "$S" -f "$T/u.txt" -np 2 --json -n 8 --temp 0 -t 2 >"$T/u.out" 2>/dev/null
+if python3 - "$T/u.out" >"$T/why" 2>&1 <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1], "rb").read().decode("utf-8").splitlines()]
+assert [r["prompt"] for r in rows] == ["Once \ufffd\ufffd upon", "The cat"], rows
+assert all(r["completion"] and r["stop"] == "length" for r in rows), rows
+PY
+then ok parallel_json_utf8; else fail parallel_json_utf8 "$(tail -3 "$T/why")"; fi
 printf '{"prompt": "x", "tmp": 1}\n' >"$T/bad.txt"
 check_fails parallel_json_unknown_key "$T/bad.txt:1: unknown key 'tmp'" "$R" -m "$S" -f "$T/bad.txt" -np 2
 printf 'fine\n{"prompt": 3}\n' >"$T/bad2.txt"
