@@ -22,7 +22,7 @@ FUZZ_OPT     := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-fra
 
 # The parsers' objects a target may reach (not the kernels, solver or GPTQ).
 FUZZ_DEPS := $(call obj,$(wildcard common/*.c) tests/fuzz/util.c runtime/gpuidx.c \
-               $(addprefix runtime/,tokenizer.c tokenizer_bpe.c heap.c) \
+               $(addprefix runtime/,tokenizer.c tokenizer_bpe.c heap.c prompts.c) \
                $(addprefix gguf-tools/convert_,out.c safetensors.c tokenizer.c bpe.c) \
                $(addprefix profiler/,zipread.c pickle.c ptfile.c))
 

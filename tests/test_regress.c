@@ -23,6 +23,7 @@ int fuzz_pickle(const uint8_t *, size_t);
 int fuzz_ptfile(const uint8_t *, size_t);
 int fuzz_tokenizer(const uint8_t *, size_t);
 int fuzz_model(const uint8_t *, size_t);
+int fuzz_prompts(const uint8_t *, size_t);
 
 static const struct {
     const char *name;
@@ -32,6 +33,7 @@ static const struct {
     {"safetensors", fuzz_safetensors}, {"hfconfig", fuzz_hfconfig}, {"hftok", fuzz_hftok},
     {"llama2c", fuzz_llama2c}, {"zip", fuzz_zip}, {"pickle", fuzz_pickle},
     {"ptfile", fuzz_ptfile}, {"tokenizer", fuzz_tokenizer}, {"model", fuzz_model},
+    {"prompts", fuzz_prompts},
 };
 enum { N_TARGETS = sizeof targets / sizeof *targets };
 

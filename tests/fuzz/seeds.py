@@ -111,6 +111,12 @@ def stats(n_layer, n_ff):
 add("stats", "seed-2x8.stats", stats(2, 8))
 add("stats", "seed-1x1.stats", stats(1, 1))
 
+# ------------------------------------------------------------------ hc-run's prompts file (--parallel)
+add("prompts", "seed-lines.txt", "Once upon a time\n\nThe little dog\n")
+add("prompts", "seed-jsonl.txt", '{"prompt": "A bird", "n_predict": 12, "temp": 0.7, "seed": 3}\nplain line\n'
+    '{"prompt": "x\\u00e9", "temp": 0}\n')
+add("prompts", "seed-bad.txt", '{"prompt": "x", "tmp": 1}\n')
+
 # ------------------------------------------------------------------ safetensors
 def safetensors(entries, meta=True):
     hdr, data = {}, b""
