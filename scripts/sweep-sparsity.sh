@@ -117,8 +117,16 @@ awk -F '\t' -v dense="$dense" -v crits="$crits" '
     }' "$rows"
 
 if [ -n "$json" ]; then
-    awk -F '\t' -v model="$model" -v held="$held" -v calib="$calib" -v ctx="$ctx" -v dense="$dense" -v recall="$recall" '
-        BEGIN { printf "{\"model\": \"%s\", \"calibration\": \"%s\", \"heldout\": \"%s\", \"ctx\": %d, \"predictor_recall\": %s, \"dense_perplexity\": %s, \"rows\": [", model, calib, held, ctx, recall, dense }
+    # the paths through the environment (awk -v would read their backslashes as escapes), quoted for JSON
+    model=$model calib=$calib held=$held awk -F '\t' -v ctx="$ctx" -v dense="$dense" -v recall="$recall" '
+        function str(s,  o, i, c) {   # a char at a time: gsub replacements treat backslashes differently in each awk
+            for (i = 1; i <= length(s); i++) {
+                c = substr(s, i, 1)
+                o = o (c == "\\" || c == "\"" ? "\\" c : c == "\t" ? "\\t" : c)
+            }
+            return "\"" o "\""
+        }
+        BEGIN { printf "{\"model\": %s, \"calibration\": %s, \"heldout\": %s, \"ctx\": %d, \"predictor_recall\": %s, \"dense_perplexity\": %s, \"rows\": [", str(ENVIRON["model"]), str(ENVIRON["calib"]), str(ENVIRON["held"]), ctx, recall, dense }
         { printf "%s\n  {\"target\": %s, \"criterion\": \"%s\", \"perplexity\": %s, \"skipped\": %s, \"ffn_bytes_pct\": %s}", (NR > 1 ? "," : ""), $1, $2, $3, $4 / 100, $5 }
         END { printf "\n]}\n" }' "$rows" >"$json.tmp" && mv "$json.tmp" "$json"
 fi

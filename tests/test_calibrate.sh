@@ -57,7 +57,7 @@ check predictors_run grep -q "calibrated per-layer thresholds on .*, candidates 
 head -c 6000 "$T/c.txt" >"$T/held.txt"
 check sweep sh -c "HC_BIN='$HC_BIN' sh scripts/sweep-sparsity.sh -m '$M' -f '$T/c.txt' -e '$T/held.txt' -c 128 -s 0.5 -k 'gate contribution predicted' -P '--epochs 2' -d '$T/sw' --json '$T/s.json' --svg '$T/s.svg' >'$T/s.md' 2>/dev/null"
 check sweep_table grep -q '^| 0.5 | .* skipped, .* bytes | .* skipped, .* bytes | .* skipped, .* bytes |$' "$T/s.md"
-check sweep_json python3 -c "import json, sys; d = json.load(open('$T/s.json')); sys.exit(len(d['rows']) != 6 or d['rows'][4]['criterion'] != 'contribution')"
+check sweep_json python3 -c "import json, sys; d = json.load(open('$T/s.json')); sys.exit(d['model'] != '$M' or len(d['rows']) != 6 or d['rows'][4]['criterion'] != 'contribution')"
 # the predictors skip on top of the calibrated rule: at least the exact contribution's fraction
 check sweep_predicted_skips_more python3 -c "import json, sys; r = json.load(open('$T/s.json'))['rows']; sys.exit(not (r[5]['criterion'] == 'predicted' and r[5]['skipped'] >= r[4]['skipped'] - 0.02))"
 # the bytes of a predictor row are hc-run's "FFN weights read ... (Z%)" (not its predicted-active %)
