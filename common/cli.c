@@ -172,6 +172,16 @@ long long hc_opt_int(const char *opt, const char *s, long long lo, long long hi)
     return v;
 }
 
+uint64_t hc_opt_seed(const char *opt, const char *s)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);   /* which takes a sign and wraps it: refused below */
+    if (!(*s >= '0' && *s <= '9') || *end || errno)
+        hc_die("bad value for %s: '%s' (expected 0..18446744073709551615)", opt, s);
+    return v;
+}
+
 double hc_opt_num(const char *opt, const char *s, double lo, double hi)
 {
     char *end;

@@ -32,6 +32,8 @@ const char *hc_format_size(uint64_t bytes, char *buf, size_t len);
  * DBL_MAX: any finite number >= lo); anything else exits through hc_die with
  * "bad value for OPT: 'S' (expected ...)". */
 long long hc_opt_int(const char *opt, const char *s, long long lo, long long hi);
+/* A seed: a decimal integer 0..2^64-1 (no sign, no other base). */
+uint64_t hc_opt_seed(const char *opt, const char *s);
 double hc_opt_num(const char *opt, const char *s, double lo, double hi);
 /* A KV cache type (llama.cpp's -ctk/-ctv): GGML_TYPE_F32 for "f32", GGML_TYPE_F16
  * for "f16"; llama.cpp's other cache types are refused by name through hc_die. */

@@ -203,10 +203,7 @@ static void synth_option(int c, const char *v, cv_synth_opts *o)
         else if (!strcmp(v, "f16")) o->type = GGML_TYPE_F16;
         else hc_die("bad value for --type: '%s' (expected f32 or f16)", v);
         break;
-    case O_SEED:
-        o->seed = strtoull(v, &end, 0);
-        if (*end || end == v) hc_die("bad value for --seed: '%s' (expected an integer)", v);
-        break;
+    case O_SEED: o->seed = hc_opt_seed("--seed", v); break;
     case O_HOT:
         o->hot_fraction = strtod(v, &end);
         if (*end || !(o->hot_fraction > 0 && o->hot_fraction <= 1))

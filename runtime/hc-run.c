@@ -2,11 +2,13 @@
  * measure perplexity with a GGUF model. */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <spawn.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cJSON.h>
@@ -62,7 +64,7 @@ static const char usage[] =
     "      --temp T            temperature; 0 = greedy (default 0.8)\n"
     "      --top-k K           keep the K most likely tokens (default 40; 0 = all)\n"
     "      --top-p P           nucleus sampling (default 0.95; 1 = off)\n"
-    "      --seed S            sampler seed (default 42)\n"
+    "      --seed S            sampler seed (default 42; -1: a random one, printed)\n"
     "      --perplexity FILE   perplexity of a text file in windows of -c tokens; each\n"
     "                          window starts with BOS and its second half is scored (as\n"
     "                          llama.cpp); ends with the line 'perplexity: X'\n"
@@ -118,6 +120,7 @@ typedef struct {
     char *prompt_buf;    /* the prompt read from a file or stdin, freed at the end */
     int n_predict, threads, n_ctx, n_batch, logits, verbose, interactive, reset_index, tokenize, list_devices;
     int parallel, json;  /* --parallel N (0: one prompt), --json */
+    int seed_drawn;      /* --seed -1: sp.seed drawn from the kernel's random bytes */
     uint64_t kv_budget;  /* --kv-budget; 0: from the available memory */
     int kv_block;        /* --block-size: positions per KV block */
     uint32_t type_k, type_v;   /* -ctk, -ctv: GGML_TYPE_F32 or GGML_TYPE_F16 */
@@ -130,6 +133,20 @@ typedef struct {
     hc_ffn_opts fo;
     hc_sampler_params sp;
 } options;
+
+/* --seed S: 0..2^64-1, or -1 (llama.cpp's "random seed"), which draws one
+ * from the kernel's random bytes (1 returned: the run prints it, so that it
+ * can be repeated). */
+static int parse_seed(const char *s, uint64_t *seed)
+{
+    if (!strcmp(s, "-1")) {
+        if (getrandom(seed, sizeof *seed, 0) != (ssize_t)sizeof *seed)
+            hc_die("--seed -1: no random bytes: %s", strerror(errno));
+        return 1;
+    }
+    *seed = hc_opt_seed("--seed", s);
+    return 0;
+}
 
 /* All of a stream (the prompt from standard input), NUL-terminated. */
 static char *read_stream(FILE *f, const char *name, size_t *len)
@@ -280,12 +297,7 @@ static void parse_args(int argc, char **argv, options *o)
         case 'T': o->sp.temp = (float)hc_opt_num("--temp", optarg, 0, 1e6); break;
         case 'K': o->sp.top_k = (int)hc_opt_int("--top-k", optarg, 0, 1 << 30); break;
         case 'P': o->sp.top_p = (float)hc_opt_num("--top-p", optarg, 0, 1); break;
-        case 'S': {
-            char *end;
-            o->sp.seed = strtoull(optarg, &end, 10);
-            if (!*optarg || *end) hc_die("bad value for --seed: '%s'", optarg);
-            break;
-        }
+        case 'S': o->seed_drawn = parse_seed(optarg, &o->sp.seed); break;
         case 'X': o->ppl_file = optarg; break;
         case 'L': o->logits = 1; break;
         case 'Z': o->tokenize = 1; break;
@@ -829,6 +841,7 @@ int main(int argc, char **argv)
     else if (o.verbose)
         fprintf(stderr, "weights: %s\n", copied ? "copied into 2 MiB pages" : "in the file mapping");
     fprintf(stderr, "load:       %.2f ms\n", (hc_now() - t0) * 1e3);
+    if (o.seed_drawn) fprintf(stderr, "seed:       %" PRIu64 " (drawn for --seed -1)\n", o.sp.seed);
     if (o.ppl_file) perplexity(m, tok, &o, ffn);
     else if (o.parallel) parallel(m, tok, &o, ffn);
     else generate(m, tok, &o, ffn);

@@ -57,6 +57,8 @@ for c in llama2c hf synth; do
     bad_options "convert_$c" hc-convert "$c"
 done
 refuses convert_needs_value "option '--outtype' needs a value $H" hc-convert hf --outtype
+refuses convert_seed_base "bad value for --seed: '0x10' (expected 0..18446744073709551615)" hc-convert synth -o "$T/s.gguf" --seed 0x10
+refuses convert_seed_negative "bad value for --seed: '-1'" hc-convert synth -o "$T/s.gguf" --seed -1
 
 helps quantize hc-quantize
 bad_options quantize hc-quantize

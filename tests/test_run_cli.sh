@@ -98,6 +98,14 @@ check_fails run_reset_needs_stats "hc-solve failed" run -p x -n 1 --reset-gpu-in
 check_fails run_reset_not_with_index "does not go with --gpu-index" run --reset-gpu-index --gpu-index "$T/direct.gpuidx"
 check_fails run_stats_alone "--stats is for --reset-gpu-index" run --stats "$T/m.stats"
 
+# --seed -1 (llama.cpp's random seed): drawn, printed on stderr, and that seed repeats the run;
+# seeds outside 0..2^64-1 refused, not wrapped
+"$R" -m "$M" -p "hello" -n 16 --temp 1 -t 1 --seed -1 >"$T/r1.txt" 2>"$T/r1.err"
+drawn=$(sed -n 's/^seed: *\([0-9]*\) (drawn for --seed -1)$/\1/p' "$T/r1.err")
+check run_seed_drawn_repeats sh -c "[ -n '$drawn' ] && '$R' -m '$M' -p hello -n 16 --temp 1 -t 1 --seed '$drawn' 2>/dev/null | cmp - '$T/r1.txt'"
+check_fails run_seed_too_large "bad value for --seed: '18446744073709551616'" run -p x -n 1 --seed 18446744073709551616
+check_fails run_seed_negative "bad value for --seed: '-2'" run -p x -n 1 --seed -2
+
 # EOS: generation stops and says so on stderr (stories260K stops within 400 tokens)
 S=$HC_FIXTURES/stories260K.gguf
 if [ -f "$S" ]; then
