@@ -182,7 +182,7 @@ enum {
     HC_CLB_CHUNK_MAX = 1024, /* positions of one attention work group (their scores in local memory) */
     HC_CLB_CHUNK_FIXED = 256, /* its positions where each row keeps its bits whatever the batch (HC_CL_BATCH_INVARIANT) */
     HC_CLB_T_FIXED = 16,    /* the transposed product's slices there, at most */
-    HC_CLB_ATTN_TILE = 4160, /* floats of an attention group's key tile (32 keys of head_dim 128 + 1) */
+    HC_CLB_ATTN_TILE = 4224, /* floats of an attention group's tile of scores (128 positions x 32 lanes + 1 at head_dim 128) */
     HC_CLB_T_PART = 1 << 22  /* floats of the transposed product's slices' sums, at most */
 };
 /* A product of one input row (kernel mv_T) of rows of `units` steps (n /
@@ -219,8 +219,10 @@ int hc_clb_t_rows(int units, int S);
  * keeps its bits whatever the batch: HC_CLB_CHUNK_FIXED); items per group. */
 int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos);
 size_t hc_clb_attn_local(const hc_clb_device *d, int head_dim);
-/* Keys a tile of attn_part stages in local memory (HC_CLB_ATTN_TILE floats
- * of rows head_dim + 1 long; at least one). */
+/* A key or value row's lanes of 4 in attn_part (the last zero-padded), and
+ * the positions of a tile of its scores (HC_CLB_ATTN_TILE floats of rows
+ * lanes + 1 long; at least one). */
+int hc_clb_attn_lanes(int head_dim);
 int hc_clb_attn_tile(int head_dim);
 /* Launch b's steps as the geometry above gives them for d instead of its
  * own device (kept within what its kernels take): tests run a GPU's

@@ -88,10 +88,11 @@ int hc_clb_t_rows(int units, int S)
 
 int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos)
 {
-    size_t target = d->gpu ? 2 * (size_t)d->cu : d->cu, rows = (size_t)n_head * (size_t)(B > 0 ? B : 1);
+    size_t target = d->gpu ? 8 * (size_t)d->cu : d->cu, rows = (size_t)n_head * (size_t)(B > 0 ? B : 1);
     size_t c = (target + rows - 1) / rows;
     size_t ch = ((size_t)n_pos + c - 1) / c;
     if (ch > 16) ch = ch / 16 * 16;
+    else if (d->gpu) ch = 16;   /* fewer positions do not pay a group's reductions */
     if (ch > HC_CLB_CHUNK_MAX) ch = HC_CLB_CHUNK_MAX;
     return ch < 1 ? 1 : (int)ch;
 }
@@ -99,9 +100,11 @@ int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos)
 /* A CPU device: one item, its mix a contiguous pass over each value row */
 size_t hc_clb_attn_local(const hc_clb_device *d, int head_dim) { return fit(d, (size_t)head_dim, d->gpu ? 128 : 1); }
 
+int hc_clb_attn_lanes(int head_dim) { return (head_dim + 3) / 4; }
+
 int hc_clb_attn_tile(int head_dim)
 {
-    int t = HC_CLB_ATTN_TILE / (head_dim + 1);
+    int t = HC_CLB_ATTN_TILE / (hc_clb_attn_lanes(head_dim) + 1);
     return t < 1 ? 1 : t;
 }
 

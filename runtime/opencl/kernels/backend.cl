@@ -953,45 +953,98 @@ __kernel void rope_store(ROPE_ARGS, __global const float *v, uint vvo, __global 
 
 /* ------------------------------------------------------------ attention
  * attn_part: group (chunk c, head h, row b), row b the batch's row0 + b at
- * position P = pos[row0 + b] of its sequence (its blocks tbl):
- * positions c*ch .. of 0..P; the scores q.k / sqrt(hd) in local
- * memory (sc): the keys come in tiles of tp positions through local memory
- * (kt, rows hd + 1 apart against bank conflicts), read by consecutive items
- * along each key row (one contiguous run of a row per step, where an item
- * per key would read rows kv_dim apart), then each key's dot by one item,
- * d ascending; their max m, e_p = exp(s_p - m), l = sum e_p, and
- * o[d] = sum_p e_p v_p[d] (positions ascending; each output owned by one
- * item, in ob when an item owns several) into part; m and l into ml.
+ * position P = pos[row0 + b] of its sequence (its blocks tbl): positions
+ * c*ch .. of 0..P. A key or value row of head_dim is W = head_dim / 4
+ * lanes of 4 (the last one zero-padded). Items are (lane j, slice s): WL =
+ * min(L, W) lanes side by side (a GPU: a row's W lanes, so consecutive items
+ * read a row's 16-byte pieces, the whole row at once), S = L / WL slices
+ * taking every S-th position; where there are fewer items than lanes (a
+ * CPU device: one item), an item takes lanes j, j + WL, ... of each row in
+ * one pass.
+ * Scores: per tile of tp positions, each (position, lane) product of 4 into
+ * local memory (kt, rows W + 1 apart against bank conflicts), then each
+ * position's lanes summed in order by one item, / sqrt(head_dim), into sc
+ * (with one lane an item, each item sums its positions' products as they
+ * come: the same order, no tile);
+ * their max m, e_p = exp(s_p - m), l = sum e_p; o = sum_p e_p v_p, each
+ * slice over its positions ascending (in a register with a lane per item,
+ * else in ob), then the slices in order; o into part, m and l into ml.
  * attn_combine: per output element, the chunks in order:
  * out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c, M the largest m_c. */
+
+/* Lane j (elements 4j .. 4j + 3, those past n zero) of the row at r. */
+float4 q_lane(__global const float *r, int j, int n)
+{
+    if (4 * j + 4 <= n) return vload4(j, r);
+    float4 v = (float4)0.0f;
+    v.x = r[4 * j];
+    if (4 * j + 1 < n) v.y = r[4 * j + 1];
+    if (4 * j + 2 < n) v.z = r[4 * j + 2];
+    return v;
+}
+float4 kv_lane(__global const uchar *c, int f16, size_t at, int j, int n)
+{
+    /* n (head_dim) a multiple of 4: every row starts on a 4-element bound
+       (kv_dim and the head's offset are multiples of n too), so one 16-byte
+       (f32) or 8-byte (f16) load, where vload4 may only assume the element's
+       alignment and loads one element at a time */
+    if (!(n & 3)) {
+        if (!f16) return ((__global const float4 *)c)[at / 4 + (size_t)j];
+        const uint2 w = ((__global const uint2 *)c)[at / 4 + (size_t)j];
+        return vload_half4(0, (__private const half *)&w);
+    }
+    if (4 * j + 4 <= n) return kv_get4(c, f16, at, (size_t)j);
+    float4 v = (float4)0.0f;
+    v.x = kv_get(c, f16, at + 4 * j);
+    if (4 * j + 1 < n) v.y = kv_get(c, f16, at + 4 * j + 1);
+    if (4 * j + 2 < n) v.z = kv_get(c, f16, at + 4 * j + 2);
+    return v;
+}
+/* a lane's 4 products summed as a tree: a position's chain of dependent
+   adds is one a lane */
+float dot_lane(float4 a, float4 b) { return (a.x * b.x + a.z * b.z) + (a.y * b.y + a.w * b.w); }
+
 __kernel void attn_part(__global const float *q, uint qo, __global const uchar *kc, __global const uchar *vc, int k16,
                         int v16, int hd, int n_head, int group, int kv_dim, __global const int *pos, __global const int *seq,
                         __global const int *table, int max_blocks, int shift, int row0, int ch, int n_chunks, int tp,
                         __global float *part, __global float *ml, __local float *sc, __local float *red,
-                        __local float *ob, __local float *kt)
+                        __local float4 *ob, __local float *kt)
 {
     const int lid = get_local_id(0), L = get_local_size(0);
     const int c = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
     const int npos = pos[row0 + b] + 1, p0 = c * ch, p1 = min(p0 + ch, npos);
     __global const int *tbl = table + seq[row0 + b] * max_blocks;
     if (p0 >= npos) return;   /* the whole group: no barrier is reached */
+    const int W = (hd + 3) / 4, WL = min(L, W), S = L / WL, j0 = lid % WL, s = lid / WL;
     __global const float *qr = q + qo + ((size_t)b * n_head + h) * hd;
     const size_t koff = (size_t)(h / group) * hd;
     const float scale = sqrt((float)hd);
+    for (int j = lid; j < W; j += L) ob[j] = q_lane(qr, j, hd);   /* q's lanes, until the values' sums */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float4 q0 = ob[j0];   /* an item's only lane when WL == W */
     float mx = -INFINITY;
-    for (int t0 = p0; t0 < p1; t0 += tp) {
+    for (int p = p0 + lid; WL == 1 && p < p1; p += L) {   /* an item a position (a CPU device): no tile */
+        const size_t kr = kv_slot(tbl, p, shift) * kv_dim + koff;
+        float d = 0.0f;
+        for (int j = 0; j < W; j++) d += dot_lane(ob[j], kv_lane(kc, k16, kr, j, hd));
+        d = d / scale;
+        sc[p - p0] = d;
+        mx = fmax(mx, d);
+    }
+    for (int t0 = p0; WL > 1 && t0 < p1; t0 += tp) {
         const int tn = min(tp, p1 - t0);
-        for (int p = 0; p < tn; p++) {
+        for (int p = s; s < S && p < tn; p += S) {
             const size_t kr = kv_slot(tbl, t0 + p, shift) * kv_dim + koff;
-            for (int d = lid; d < hd; d += L) kt[p * (hd + 1) + d] = kv_get(kc, k16, kr + d);
+            for (int j = j0; j < W; j += WL)
+                kt[p * (W + 1) + j] = dot_lane(j == j0 ? q0 : ob[j], kv_lane(kc, k16, kr, j, hd));
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int p = lid; p < tn; p += L) {
-            float s = 0.0f;
-            for (int d = 0; d < hd; d++) s += qr[d] * kt[p * (hd + 1) + d];
-            s = s / scale;
-            sc[t0 - p0 + p] = s;
-            mx = fmax(mx, s);
+            float d = 0.0f;
+            for (int j = 0; j < W; j++) d += kt[p * (W + 1) + j];
+            d = d / scale;
+            sc[t0 - p0 + p] = d;
+            mx = fmax(mx, d);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -1010,26 +1063,30 @@ __kernel void attn_part(__global const float *q, uint qo, __global const uchar *
         l += e;
     }
     l = group_sum(l, red, lid, L);   /* its barriers also publish sc */
+    if (s < S) {
+        if (WL == W) {   /* a lane per item */
+            float4 o = (float4)0.0f;
+            for (int p = p0 + s; p < p1; p += S)
+                o = fma((float4)sc[p - p0], kv_lane(vc, v16, kv_slot(tbl, p, shift) * kv_dim + koff, j0, hd), o);
+            ob[s * W + j0] = o;
+        } else {         /* several: each value row in one pass, the sums in ob */
+            for (int j = j0; j < W; j += WL) ob[s * W + j] = (float4)0.0f;
+            for (int p = p0 + s; p < p1; p += S) {
+                const float4 e = (float4)sc[p - p0];
+                const size_t vr = kv_slot(tbl, p, shift) * kv_dim + koff;
+                for (int j = j0; j < W; j += WL) ob[s * W + j] = fma(e, kv_lane(vc, v16, vr, j, hd), ob[s * W + j]);
+            }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
     const size_t slot = ((size_t)b * n_head + h) * n_chunks + c;
     __global float *po = part + slot * hd;
-    if (L >= hd) {   /* an output per item */
-        if (lid < hd) {
-            float o = 0.0f;
-            for (int p = p0; p < p1; p++) o += sc[p - p0] * kv_get(vc, v16, kv_slot(tbl, p, shift) * kv_dim + koff + lid);
-            po[lid] = o;
-        }
-    } else {         /* item lid owns the float4 columns lid, lid + L, ... in ob; positions outside */
-        const int h4 = hd / 4;
-        for (int i = lid; i < h4; i += L) vstore4((float4)0.0f, i, ob);
-        for (int d = 4 * h4 + lid; d < hd; d += L) ob[d] = 0.0f;
-        for (int p = p0; p < p1; p++) {
-            const float e = sc[p - p0];
-            const size_t vr = kv_slot(tbl, p, shift) * kv_dim + koff;
-            for (int i = lid; i < h4; i += L) vstore4(vload4(i, ob) + e * kv_get4(vc, v16, vr, i), i, ob);
-            for (int d = 4 * h4 + lid; d < hd; d += L) ob[d] += e * kv_get(vc, v16, vr + d);
-        }
-        for (int i = lid; i < h4; i += L) vstore4(vload4(i, ob), i, po);
-        for (int d = 4 * h4 + lid; d < hd; d += L) po[d] = ob[d];
+    for (int j = lid; j < W; j += L) {
+        float4 o = ob[j];
+        for (int t = 1; t < S; t++) o += ob[t * W + j];
+        if (4 * j + 4 <= hd) vstore4(o, j, po);
+        else
+            for (int e = 0; e < hd - 4 * j; e++) po[4 * j + e] = e == 0 ? o.x : e == 1 ? o.y : o.z;
     }
     if (lid == 0) {
         ml[2 * slot] = mx;
