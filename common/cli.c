@@ -500,12 +500,16 @@ void hc_map_close(hc_map *m)
 
 void hc_xml_text(FILE *f, const char *s)
 {
-    for (; *s; s++) {
-        if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
-        else if (*s == '&') fputs("&amp;", f);
-        else if (*s == '"') fputs("&quot;", f);
-        else fputc(*s, f);
+    for (size_t n = strlen(s), i = 0; i < n;) {
+        const unsigned char *c = (const unsigned char *)s + i;
+        size_t k = (size_t)hc_utf8_valid_len(c, n - i);
+        if (c[0] == '<') fputs("&lt;", f);
+        else if (c[0] == '>') fputs("&gt;", f);
+        else if (c[0] == '&') fputs("&amp;", f);
+        else if (c[0] == '"') fputs("&quot;", f);
+        else if (!k || (c[0] < 0x20 && c[0] != '\t' && c[0] != '\n' && c[0] != '\r')) fputs("\xef\xbf\xbd", f);
+        else fwrite(c, 1, k, f);
+        i += k ? k : 1;
     }
 }
 

@@ -116,7 +116,10 @@ typedef struct {
 int hc_map_open(hc_map *m, const char *path, char *err, size_t errlen);
 void hc_map_close(hc_map *m);
 
-/* Write s to f as XML character data (SVG text): < > & " escaped. */
+/* Write s to f as XML character data (SVG text): < > & " escaped, and
+ * what XML 1.0 does not allow in a document (bytes that do not begin a valid
+ * UTF-8 character, control characters but tab, newline and carriage return)
+ * as U+FFFD, so that a name from a file cannot stop the plot from parsing. */
 void hc_xml_text(FILE *f, const char *s);
 
 /* Print a cJSON tree to stdout (cJSON_Print's layout, then a newline) and

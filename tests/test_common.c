@@ -1,4 +1,4 @@
-/* common/: fp16/bf16 conversion, hc_parse_size, hc_format_size, atomic_file, hc_read_file, hc_json_text. */
+/* common/: fp16/bf16 conversion, hc_parse_size, hc_format_size, atomic_file, hc_read_file, hc_json_text, hc_xml_text. */
 #include "harness.h"
 #include "atomic_file.h"
 #include "cli.h"
@@ -464,6 +464,21 @@ static void test_json_text(void)
     cJSON_Delete(o);
 }
 
+/* SVG text from names that are not UTF-8 or hold control bytes stays
+ * well-formed XML. */
+static void test_xml_text(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f);
+    hc_xml_text(f, "a<b>&\"c\" caf\xc3\xa9 \xff\x01\tx\xe2\x96");
+    fclose(f);
+    const char *want = "a&lt;b&gt;&amp;&quot;c&quot; caf\xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd\tx\xef\xbf\xbd\xef\xbf\xbd";
+    CHECKF(buf && !strcmp(buf, want), "%s", buf ? buf : "(null)");
+    free(buf);
+}
+
 int main(void)
 {
     RUN(test_fp16_known_values);
@@ -482,5 +497,6 @@ int main(void)
     RUN(test_commit_group);
     RUN(test_progress_units);
     RUN(test_json_text);
+    RUN(test_xml_text);
     return th_done();
 }
