@@ -328,6 +328,35 @@ int hc_path(char *buf, size_t cap, char *err, size_t errlen, const char *fmt, ..
     return -1;
 }
 
+char *hc_read_stream(int fd, const char *path, size_t *len, char *err, size_t errlen)
+{
+    size_t cap = 1 << 16, got = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (got + 1 == cap) {
+            char *more = realloc(buf, cap *= 2);
+            if (!more) break;
+            buf = more;
+        }
+        ssize_t r = read(fd, buf + got, cap - 1 - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            snprintf(err, errlen, "%s: %s", path, strerror(errno));
+            free(buf);
+            return NULL;
+        }
+        if (r == 0) {
+            buf[got] = 0;
+            if (len) *len = got;
+            return buf;
+        }
+        got += (size_t)r;
+    }
+    snprintf(err, errlen, "%s: out of memory after %zu bytes", path, got);
+    free(buf);
+    return NULL;
+}
+
 char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen)
 {
     struct stat st;
@@ -341,10 +370,15 @@ char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen)
         close(fd);
         return NULL;
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode)) {
         snprintf(err, errlen, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
         close(fd);
         return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {   /* a pipe: <(cmd), /dev/stdin */
+        char *text = hc_read_stream(fd, path, len, err, errlen);
+        close(fd);
+        return text;
     }
     size_t size = (size_t)st.st_size, got = 0;
     char *buf = malloc(size + 1);

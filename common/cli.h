@@ -95,8 +95,13 @@ void hc_progress_format(const hc_progress *p, double elapsed, char *buf, size_t 
 int hc_path(char *buf, size_t cap, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-/* Read a whole (small) file into a NUL-terminated malloc'd buffer. NULL + err on failure. */
+/* Read a whole (small) file into a NUL-terminated malloc'd buffer: a regular
+ * file, or a pipe or character device read to its end (<(cmd), /dev/stdin);
+ * a directory or block device refused. NULL + err on failure. */
 char *hc_read_file(const char *path, size_t *len, char *err, size_t errlen);
+/* All that fd gives until its end (standard input, a pipe), the same way
+ * (name for messages); fd stays open. */
+char *hc_read_stream(int fd, const char *name, size_t *len, char *err, size_t errlen);
 
 /* A JSON file of at most max bytes, parsed: its root object (cJSON_Delete
  * it), or NULL with "path: why" in err (unreadable, larger than max, does

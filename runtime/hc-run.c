@@ -148,22 +148,6 @@ static int parse_seed(const char *s, uint64_t *seed)
     return 0;
 }
 
-/* All of a stream (the prompt from standard input), NUL-terminated. */
-static char *read_stream(FILE *f, const char *name, size_t *len)
-{
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (size_t r; buf && (r = fread(buf + n, 1, cap - 1 - n, f)) > 0;) {
-        n += r;
-        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
-    if (!buf) hc_die("%s: out of memory", name);
-    if (ferror(f)) hc_die("%s: read error", name);
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 /* -f FILE, -f - and -p -: the prompt's text, without one final newline. */
 static void read_prompt(options *o)
 {
@@ -175,8 +159,9 @@ static void read_prompt(options *o)
     if (o->interactive && strcmp(src, "-") == 0)
         hc_die("-i reads standard input: the prompt cannot come from it too (use -f FILE or -p TEXT)");
     char err[512], *text;
-    if (strcmp(src, "-") == 0) text = read_stream(stdin, "standard input", &o->prompt_len);
-    else if (!(text = hc_read_file(src, &o->prompt_len, err, sizeof err))) hc_die("%s", err);
+    text = strcmp(src, "-") == 0 ? hc_read_stream(0, "standard input", &o->prompt_len, err, sizeof err)
+                                 : hc_read_file(src, &o->prompt_len, err, sizeof err);
+    if (!text) hc_die("%s", err);
     if (o->prompt_len && text[o->prompt_len - 1] == '\n') text[--o->prompt_len] = 0;
     o->prompt = o->prompt_buf = text;
 }

@@ -15,6 +15,7 @@ run -p "hello world" -n 8 >"$T/p.txt" 2>/dev/null
 printf 'hello world\n' >"$T/prompt.txt"
 check run_f sh -c "'$R' -m '$M' --temp 0 -t 1 -f '$T/prompt.txt' -n 8 >'$T/f.txt' && cmp '$T/f.txt' '$T/p.txt'"
 check run_f_stdin sh -c "'$R' -m '$M' --temp 0 -t 1 -f - -n 8 <'$T/prompt.txt' | cmp - '$T/p.txt'"
+check run_f_pipe sh -c "printf 'hello world\\n' | '$R' -m '$M' --temp 0 -t 1 -f /dev/stdin -n 8 | cmp - '$T/p.txt'"
 check run_p_stdin sh -c "'$R' -m '$M' --temp 0 -t 1 -p - -n 8 <'$T/prompt.txt' | cmp - '$T/p.txt'"
 check_fails run_f_missing "hc-run: $T/none.txt: No such file" run -f "$T/none.txt"
 check_fails run_p_and_f "-p and -f do not go together" run -p x -f "$T/prompt.txt"
