@@ -330,10 +330,21 @@ int hc_path(char *buf, size_t cap, char *err, size_t errlen, const char *fmt, ..
 
 char *hc_read_stream(int fd, const char *path, size_t *len, char *err, size_t errlen)
 {
+    /* an endless stream (/dev/zero) ends in a message, not in the kernel's
+       out-of-memory killer: at most half of the machine's memory */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t most = pages > 0 && page > 0 ? (size_t)pages / 2 * (size_t)page : (size_t)1 << 32;
     size_t cap = 1 << 16, got = 0;
     char *buf = malloc(cap);
     while (buf) {
         if (got + 1 == cap) {
+            if (cap > most / 2) {
+                char sz[32];
+                snprintf(err, errlen, "%s: more than %s (half of this machine's memory)", path,
+                         hc_format_size(cap, sz, sizeof sz));
+                free(buf);
+                return NULL;
+            }
             char *more = realloc(buf, cap *= 2);
             if (!more) break;
             buf = more;

@@ -267,6 +267,11 @@ else
     vlim "$P" -m "$M" -f "$T/corpus.txt" -o "$T/v-s.gguf" -c 16 -t 2
     rc=$?
     [ $rc -eq 0 ] && ok ulimit_v_profile || fail ulimit_v_profile "exit $rc: $(head -c 200 "$T/err")"
+    # an endless pipe as the prompt: one line and exit 1 when the memory runs out, no signal death
+    vlim "$R" -m "$M" -f /dev/zero -n 1
+    rc=$?
+    [ $rc -eq 1 ] && grep -q '^hc-run: /dev/zero: out of memory after [0-9]* bytes$' "$T/err" && ok ulimit_v_endless_prompt ||
+        fail ulimit_v_endless_prompt "exit $rc: $(head -c 200 "$T/err")"
 fi
 
 finish
