@@ -229,7 +229,7 @@ static void dump_json(const gguf_file *f)
     for (uint64_t i = 0; i < f->n_kv; i++) {
         const gguf_kv *kv = &f->kv[i];
         cJSON *o = xcheck(cJSON_CreateObject());
-        cJSON_AddItemToObject(o, "key", hc_json_text(kv->key, strlen(kv->key)));
+        hc_json_add_text(o, "key", kv->key);
         cJSON_AddItemToObject(o, "type", xcheck(cJSON_CreateString(gguf_vtype_name(kv->type))));
         if (kv->type == GGUF_TYPE_ARRAY) {
             cJSON *arr = xcheck(cJSON_CreateArray());
@@ -249,7 +249,7 @@ static void dump_json(const gguf_file *f)
         cJSON *o = xcheck(cJSON_CreateObject());
         cJSON *shape = xcheck(cJSON_CreateArray());
         for (uint32_t d = 0; d < t->n_dims; d++) cJSON_AddItemToArray(shape, json_u64((uint64_t)t->ne[d]));
-        cJSON_AddItemToObject(o, "name", hc_json_text(t->name, strlen(t->name)));
+        hc_json_add_text(o, "name", t->name);
         cJSON_AddItemToObject(o, "type", xcheck(cJSON_CreateString(ggml_type_name(t->type))));
         cJSON_AddItemToObject(o, "shape", shape);
         cJSON_AddItemToObject(o, "offset", json_u64(t->offset));
