@@ -230,6 +230,7 @@ static const op_case cases[] = {
     { OP_ATTN, KV_F16_K | KV_F16_V, 64, 4, 2, 7, 300 }, { OP_ATTN, KV_F16_K | KV_F16_V, 6, 4, 2, 5, 20 },
     { OP_ATTN, 16 | KV_F16_K, 64, 4, 2, 7, 100 }, { OP_ATTN, 4 | KV_F16_V, 8, 4, 2, 7, 50 },
     { OP_ATTN, KV_F16_K | KV_F16_V, 64, 2, 1, 19, 1500 },
+    { OP_ATTN, 0, 128, 4, 2, 1, 700 }, { OP_ATTN, KV_F16_K | KV_F16_V, 128, 4, 2, 3, 200 },   /* a GPU: 4 slices of 32 lanes */
     { OP_BIAS, 0, 300, 3, 0, 0, 0 }, { OP_ADD, 0, 1000, 1, 0, 0, 0 }, { OP_ADD, 1, 300, 7, 0, 0, 0 },
     NEURONS_ALL(HC_FFN_GATED), NEURONS_ALL(HC_FFN_SYMMETRIC), NEURONS_ALL(HC_FFN_SEQUENTIAL),
     { OP_NORM_MM, T_Q8_0, 40, 256, 1, 0, 0 }, { OP_NORM_MM, T_Q4_0, 40, 256, 1, 0, 0 },
