@@ -134,7 +134,7 @@ static void parse_args(int argc, char **argv, options *o)
         case O_BATCH: o->batch = (int)hc_opt_int("--batch", optarg, 1, 1 << 24); break;
         case O_TIME: o->ilp.time_limit = hc_opt_num("--time-limit", optarg, 0, DBL_MAX); break;
         case O_GAP: o->ilp.gap = hc_opt_num("--gap", optarg, 0, DBL_MAX); break;
-        case O_CTX: o->ctx = (int)hc_opt_int("--ctx", optarg, 0, 1 << 24); break;
+        case O_CTX: o->ctx = (int)hc_opt_int("--ctx", optarg, 1, 1 << 24); break;
         case O_CTK: o->type_k = hc_opt_cache_type("--cache-type-k", optarg); break;
         case O_CTV: o->type_v = hc_opt_cache_type("--cache-type-v", optarg); break;
         case O_GREEDY: o->greedy = 1; break;

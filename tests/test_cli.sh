@@ -75,6 +75,7 @@ refuses profile_merge_needs_value "option '--output' needs a value $H" hc-profil
 helps solve hc-solve
 bad_options solve hc-solve
 refuses solve_needs_value "option '--svg' needs a value $H" hc-solve --svg
+refuses solve_ctx_zero "bad value for --ctx: '0' (expected 1..16777216)" hc-solve -m x.gguf -s y.gguf --vram-budget 1G --ctx 0
 
 helps run hc-run
 bad_options run hc-run
