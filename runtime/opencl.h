@@ -219,10 +219,13 @@ int hc_clb_t_rows(int units, int S);
  * keeps its bits whatever the batch: HC_CLB_CHUNK_FIXED); items per group. */
 int hc_clb_attn_chunk(const hc_clb_device *d, int n_head, int B, int n_pos);
 size_t hc_clb_attn_local(const hc_clb_device *d, int head_dim);
-/* A key or value row's lanes of 4 in attn_part (the last zero-padded), and
- * the positions of a tile of its scores (HC_CLB_ATTN_TILE floats of rows
- * lanes + 1 long; at least one). */
+/* A key or value row's lanes of 4 in attn_part (the last zero-padded); the
+ * floats of its value sums for a group of `items` (a float4 per lane and
+ * slice of the positions, min(items, lanes) lanes side by side); and the
+ * positions of a tile of its scores (HC_CLB_ATTN_TILE floats of rows lanes +
+ * 1 long; at least one). */
 int hc_clb_attn_lanes(int head_dim);
+size_t hc_clb_attn_sums(size_t items, int head_dim);
 int hc_clb_attn_tile(int head_dim);
 /* Launch b's steps as the geometry above gives them for d instead of its
  * own device (kept within what its kernels take): tests run a GPU's

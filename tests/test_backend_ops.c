@@ -1392,7 +1392,7 @@ static void test_clb_geometry(void)
                 size_t l = hc_clb_attn_local(d, 128), g = (size_t)H * B * (size_t)((n + ch - 1) / ch);
                 size_t could = (size_t)H * B * (size_t)((n + 15) / 16), W = (size_t)hc_clb_attn_lanes(128);
                 size_t tile = (size_t)hc_clb_attn_tile(128) * (W + 1);   /* the tile of scores in local memory */
-                size_t ob = 4 * (l / (l < W ? l : W)) * W;                 /* the slices' value sums */
+                size_t ob = hc_clb_attn_sums(l, 128);                       /* the slices' value sums */
                 CHECKF(g >= (could < cu ? could : cu) && ch <= HC_CLB_CHUNK_MAX &&
                        sizeof(float) * ((size_t)ch + l + ob + tile) <= lm && l <= d->wg_max && tile >= 16 * (W + 1) &&
                        (!d->gpu || l % W == 0),   /* a GPU: a row's lanes side by side, whole slices */

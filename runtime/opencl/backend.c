@@ -1150,14 +1150,13 @@ static void attention(hc_backend *be, hc_kv *kv, int layer, const hc_hparams *hp
            mb = b->rows->max_blocks, sh = kv->shift, r0 = row0, chc = ch, nc = n_chunks;
     cl_mem ml = scratch(b, SCR_ML, sizeof(float) * 2 * slots);
     size_t L = hc_clb_attn_local(&b->geo, hp->head_dim), W = (size_t)hc_clb_attn_lanes(hp->head_dim);
-    size_t S = L / (L < W ? L : W);   /* slices of the positions */
     cl_int tp = hc_clb_attn_tile(hp->head_dim);
     size_t g[3] = { (size_t)n_chunks * L, (size_t)hp->n_head, (size_t)B }, l[3] = { L, 1, 1 };
     args(b, b->attn_part, A(qm), A(qo), A(kv->k[layer]), A(kv->v[layer]), A(kv->k16), A(kv->v16), A(hd), A(nh),
          A(group), A(kvd),
          A(b->scratch[SCR_POS]), A(b->scratch[SCR_SEQ]), A(b->scratch[SCR_TABLE]), A(mb), A(sh), A(r0), A(chc), A(nc), A(tp),
          A(part), A(ml), LOCAL(sizeof(float) * (size_t)ch), LOCAL(sizeof(float) * L),
-         LOCAL(4 * sizeof(float) * S * W), LOCAL(sizeof(float) * (size_t)tp * (W + 1)), END);
+         LOCAL(sizeof(float) * hc_clb_attn_sums(L, hp->head_dim)), LOCAL(sizeof(float) * (size_t)tp * (W + 1)), END);
     launch(b, b->attn_part, 3, g, l);
     b->pend = (pending){ .kind = PEND_COMBINE, .o = om, .oo = oo, .B = B, .n = nh * hd, .part = part, .ml = ml,
                          .hd = hd, .n_head = nh, .row0 = r0, .ch = chc, .n_chunks = nc };

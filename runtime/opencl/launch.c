@@ -102,6 +102,12 @@ size_t hc_clb_attn_local(const hc_clb_device *d, int head_dim) { return fit(d, (
 
 int hc_clb_attn_lanes(int head_dim) { return (head_dim + 3) / 4; }
 
+size_t hc_clb_attn_sums(size_t items, int head_dim)
+{
+    size_t W = (size_t)hc_clb_attn_lanes(head_dim), slices = items / (items < W ? items : W);
+    return 4 * slices * W;
+}
+
 int hc_clb_attn_tile(int head_dim)
 {
     int t = HC_CLB_ATTN_TILE / (hc_clb_attn_lanes(head_dim) + 1);
