@@ -636,7 +636,7 @@ static void par_write(par_run *P, int r)
         if (t->stop == HC_STOP_REFUSED) {
             cJSON_AddStringToObject(j, "error", why);
         } else {
-            cJSON *text = t->text ? hc_json_text(t->text + t->gen, t->len - t->gen) : hc_json_text("", 0);
+            cJSON *text = hc_json_text(t->text ? t->text + t->gen : "", t->len - t->gen);   /* no text: len = gen = 0 */
             if (!cJSON_AddItemToObject(j, "completion", text)) hc_die("out of memory");
             cJSON_AddNumberToObject(j, "tokens_prompt", t->n_prompt);
             cJSON_AddNumberToObject(j, "tokens_generated", t->n_gen);
