@@ -7,6 +7,7 @@
  * What tokenizers would do differently from the runtime is refused by name. */
 #include "convert.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -370,12 +371,23 @@ int cv_json_spm(const char *path, const cJSON *root, cv_vocab *v, char *err, siz
 
 /* ----------------------------------------------------- post-processor */
 
+/* A token id in JSON: a whole number 0..2^32-1 into *id (1), else 0. Larger
+ * ones are refused against the vocabulary later; converting a double past
+ * int64's range (2e59 from a hostile file) would be undefined. */
+static int json_id(const cJSON *j, int64_t *id)
+{
+    if (!cJSON_IsNumber(j) || !(j->valuedouble >= 0 && j->valuedouble < 4294967296.0) ||
+        j->valuedouble != floor(j->valuedouble))
+        return 0;
+    *id = (int64_t)j->valuedouble;
+    return 1;
+}
+
 static int special_id(const char *path, const cJSON *post, const char *name, int64_t *id, char *err, size_t errlen)
 {
     const cJSON *ids = item(item(item(post, "special_tokens"), name), "ids");
-    if (cJSON_GetArraySize(ids) != 1 || !cJSON_IsNumber(ids->child) || ids->child->valuedouble < 0)
+    if (cJSON_GetArraySize(ids) != 1 || !json_id(ids->child, id))
         return refuse(err, errlen, path, "post_processor: special token '%s' is not one id", name);
-    *id = (int64_t)ids->child->valuedouble;
     return 0;
 }
 
@@ -420,10 +432,8 @@ static int walk_post(const char *path, const cJSON *post, cv_vocab *v, char *err
     if (!strcmp(type, "TemplateProcessing")) return post_template(path, post, v, err, errlen);
     if (!strcmp(type, "RobertaProcessing") || !strcmp(type, "BertProcessing")) {
         const cJSON *cls = cJSON_GetArrayItem(item(post, "cls"), 1), *sep = cJSON_GetArrayItem(item(post, "sep"), 1);
-        if (!cJSON_IsNumber(cls) || !cJSON_IsNumber(sep) || cls->valuedouble < 0 || sep->valuedouble < 0)
+        if (!json_id(cls, &v->bos_id) || !json_id(sep, &v->eos_id))
             return refuse(err, errlen, path, "post_processor %s without cls and sep ids", type);
-        v->bos_id = (int64_t)cls->valuedouble;
-        v->eos_id = (int64_t)sep->valuedouble;
         v->add_bos = v->add_eos = 1;
         return 0;
     }
