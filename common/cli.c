@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -28,12 +29,23 @@ const char *hc_prog = "hc";
 /* hc_die has printed its line: the exit handlers need not add another. */
 static int dying;
 
-/* 0, or why stdout lost output: an errno, or -1 when an earlier failed
- * write left only the stream's error flag. */
+/* A failed write inside printf leaves only the stream's error flag; a pipe
+ * whose reader has gone still says so to poll (POLLERR on the write end). */
+static int stdout_reader_gone(void)
+{
+    struct pollfd p = { .fd = STDOUT_FILENO, .events = POLLOUT };
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
+/* 0, or why stdout lost output: the errno of the first failure seen, EPIPE
+ * for a pipe without its reader, or -1 when nothing tells the reason. */
 static int stdout_error(void)
 {
+    static int lost;
     errno = 0;
-    return fflush(stdout) != 0 || ferror(stdout) ? (errno ? errno : -1) : 0;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && !lost)
+        lost = errno ? errno : stdout_reader_gone() ? EPIPE : -1;
+    return lost;
 }
 
 /* "standard output: write failed[: REASON]" into line. */
@@ -43,32 +55,40 @@ static const char *stdout_message(int e, char *line, size_t len)
     return line;
 }
 
+/* A reader that has gone (`| head`) took what it wanted: stop quietly with
+ * status 0, as ripgrep does. Any other loss is one line and status 1. */
 void hc_stdout_flush(void)
 {
     char line[256];
     int e = stdout_error();
+    if (e == EPIPE) exit(0);
     if (e) hc_die("%s", stdout_message(e, line, sizeof line));
 }
 
 /* Output lost on stdout (a full disk, /dev/full) must not pass for success:
  * at exit stdout is flushed and closed, and a failure becomes one line and
  * status 1. A stdout closed before we started (EBADF on close, nothing
- * written) is not an error. */
+ * written) is not an error, nor is a reader that has gone (EPIPE): the
+ * status stays what the program chose. */
 static void check_stdout(void)
 {
     if (dying) return;
     int e = stdout_error();
     if (fclose(stdout) != 0 && !e && errno != EBADF) e = errno;
-    if (!e) return;
+    if (!e || e == EPIPE) return;
     char line[256];
     fprintf(stderr, "%s: %s\n", hc_prog, stdout_message(e, line, sizeof line));
     _exit(1);
 }
 
 /* Registered before main runs, so the check runs after every exit handler
- * the program registers (those may still print). */
+ * the program registers (those may still print). SIGPIPE is ignored so that
+ * no program dies of a closed pipe: a write to one fails with EPIPE, which
+ * the stdout checks above take as the reader's choice and a file output's
+ * writer as a failed write naming the file (the artefact is incomplete). */
 __attribute__((constructor)) static void watch_stdout(void)
 {
+    signal(SIGPIPE, SIG_IGN);
     atexit(check_stdout);
 }
 

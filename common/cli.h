@@ -17,7 +17,8 @@ void hc_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))
  * hc_die with "standard output: write failed: REASON". Every program also
  * checks stdout at exit (flush and close, common/cli.c): lost output makes
  * the exit status 1 with that line, so a program calls this only to stop
- * early (hc-run stops generating). */
+ * early (hc-run stops generating). A reader that has gone (EPIPE: `| head`)
+ * ends the program quietly with status 0; SIGPIPE is ignored in every one. */
 void hc_stdout_flush(void);
 /* Print "prog: message" to stderr. */
 void hc_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

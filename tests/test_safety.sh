@@ -133,6 +133,35 @@ else
     skip stdout_lost "no /dev/full"
 fi
 
+# ---------------------------------------------------------------- a reader that has gone
+# stdout a pipe whose read end is closed before the program starts (what
+# `| head` becomes): no program dies of SIGPIPE. Text on stdout stops quietly
+# with status 0 (hc-run stops generating at once: no timings follow); a GGUF
+# streamed there is a failed write naming the output, status 1.
+gone() {
+    name=$1 want=$2; shift 2
+    python3 - "$@" >"$T/gone" 2>&1 <<'PY'
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+p = subprocess.run(sys.argv[1:], stdout=w, stderr=subprocess.PIPE)   # SIGPIPE as the shell leaves it
+print(p.returncode)
+sys.stdout.write(p.stderr.decode(errors="replace"))
+PY
+    rc=$(head -n 1 "$T/gone") err=$(tail -n +2 "$T/gone")
+    if [ "$rc" != "$want" ]; then fail "$name" "exit $rc (want $want): $err"
+    elif [ "$want" = 0 ] && printf '%s\n' "$err" | grep -q 'write failed'; then fail "$name" "stderr: $err"
+    elif [ "$want" != 0 ] && ! printf '%s\n' "$err" | grep -q 'write failed: Broken pipe'; then fail "$name" "stderr: $err"
+    else ok "$name"; fi
+}
+"$C" synth -o "$T/v.gguf" --dim 32 --n-ff 64 --layers 1 --heads 4 --vocab 20000 --ctx 64 >/dev/null 2>&1 || fail setup_vocab synth
+gone pipe_gone_run 0 "$R" -m "$M" -p "the cat" -n 32 -t 1
+grep -q '^prompt:' "$T/gone" && fail pipe_gone_run_stops "generated to the end: $(cat "$T/gone")" || ok pipe_gone_run_stops
+gone pipe_gone_run_logits 0 "$R" -m "$M" -p "the cat" --logits -t 1
+gone pipe_gone_gguf_dump 0 "$G" dump --json "$T/v.gguf"
+gone pipe_gone_help 0 "$R" --help
+gone pipe_gone_quantize 1 "$Q" "$M" /dev/stdout q8_0
+
 # ---------------------------------------------------------------- non-finite weights
 # One weight of blk.1.ffn_down made infinite (then NaN): hc-run stops at the
 # first logits with one line, as hc-quantize and hc-profile refuse the file.
