@@ -638,6 +638,15 @@ void hc_json_add_text(cJSON *o, const char *key, const char *s)
     if (!cJSON_AddItemToObject(o, key, hc_json_text(s, strlen(s)))) hc_die("out of memory");
 }
 
+int hc_json_index(const cJSON *j, uint64_t n, uint64_t *out)
+{
+    if (!cJSON_IsNumber(j)) return 0;
+    double d = j->valuedouble;
+    if (!(d >= 0 && d < (double)n) || d != (double)(uint64_t)d) return 0;
+    *out = (uint64_t)d;
+    return 1;
+}
+
 uint64_t hc_fnv1a64(const void *data, size_t len, uint64_t h)
 {
     const unsigned char *p = data;

@@ -142,6 +142,12 @@ struct cJSON *hc_json_text(const char *s, size_t n);
 /* hc_json_text of the string s added to object o as key. */
 void hc_json_add_text(struct cJSON *o, const char *key, const char *s);
 
+/* A JSON number that is a whole number below n (n at most 2^53, where a
+ * double still holds every integer) into *out: 1, else 0. Checked before any
+ * conversion: a double past an integer type's range (2e59 from a hostile
+ * file) converts to undefined behaviour, and 1.5 must not pass as 1. */
+int hc_json_index(const struct cJSON *j, uint64_t n, uint64_t *out);
+
 /* splitmix64 (Steele, Lea, Flood 2014): the next value of the stream whose
  * state is *s. Seeded streams that every machine repeats bit for bit. */
 static inline uint64_t hc_splitmix64(uint64_t *s)

@@ -7,7 +7,6 @@
  * What tokenizers would do differently from the runtime is refused by name. */
 #include "convert.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cli.h"
 #include "normalize.h"
 #include "pretok.h"
 
@@ -217,8 +217,8 @@ static int load_vocab(const char *path, const cJSON *model, cv_vocab *v, char *e
 {
     const cJSON *e, *unk = item(model, "unk_token");
     cJSON_ArrayForEach(e, item(model, "vocab")) {
-        double id = cJSON_IsNumber(e) ? e->valuedouble : -1;
-        if (!(id >= 0 && id < v->n) || id != (double)(uint32_t)id)
+        uint64_t id;
+        if (!hc_json_index(e, v->n, &id))
             return refuse(err, errlen, path, "model.vocab['%s']: id outside config.json's vocab_size %u",
                           e->string, v->n);
         int is_unk = cJSON_IsString(unk) && !strcmp(unk->valuestring, e->string);
@@ -372,14 +372,12 @@ int cv_json_spm(const char *path, const cJSON *root, cv_vocab *v, char *err, siz
 /* ----------------------------------------------------- post-processor */
 
 /* A token id in JSON: a whole number 0..2^32-1 into *id (1), else 0. Larger
- * ones are refused against the vocabulary later; converting a double past
- * int64's range (2e59 from a hostile file) would be undefined. */
+ * ones are refused against the vocabulary later. */
 static int json_id(const cJSON *j, int64_t *id)
 {
-    if (!cJSON_IsNumber(j) || !(j->valuedouble >= 0 && j->valuedouble < 4294967296.0) ||
-        j->valuedouble != floor(j->valuedouble))
-        return 0;
-    *id = (int64_t)j->valuedouble;
+    uint64_t u;
+    if (!hc_json_index(j, (uint64_t)UINT32_MAX + 1, &u)) return 0;
+    *id = (int64_t)u;
     return 1;
 }
 

@@ -56,10 +56,10 @@ static uint32_t cfg_u32(const cfgref *c, const char *key, uint32_t def)
         if (!def) hc_die("%s: missing \"%s\"", c->path, key);
         return def;
     }
-    double d = cJSON_IsNumber(j) ? j->valuedouble : -1;
-    if (!(d >= 0 && d <= 4294967295.0) || d != (double)(uint32_t)d)
+    uint64_t u;
+    if (!hc_json_index(j, (uint64_t)UINT32_MAX + 1, &u))
         hc_die("%s: \"%s\" is not a non-negative integer", c->path, key);
-    return (uint32_t)d;
+    return (uint32_t)u;
 }
 
 static double num_of(const cfgref *c, const cJSON *obj, const char *key, double def)

@@ -22,15 +22,8 @@ static const struct { const char *name; uint32_t size, type; } st_dtypes[] = {
     {"BOOL", 1, UINT32_MAX}, {"F8_E4M3", 1, UINT32_MAX}, {"F8_E5M2", 1, UINT32_MAX},
 };
 
-/* A JSON number that is an exact non-negative integer below 2^53. */
-static int json_u53(const cJSON *j, uint64_t *out)
-{
-    if (!cJSON_IsNumber(j)) return -1;
-    double d = j->valuedouble;
-    if (!(d >= 0 && d <= 9007199254740992.0) || d != (double)(uint64_t)d) return -1;
-    *out = (uint64_t)d;
-    return 0;
-}
+/* Shapes and offsets: whole numbers below 2^53, every one a double holds. */
+#define U53 ((uint64_t)1 << 53)
 
 static int cmp_by_offset(const void *a, const void *b)
 {
@@ -106,13 +99,13 @@ static const char *parse_entry(const cJSON *e, const uint8_t *data, uint64_t dat
     uint64_t numel = 1;
     for (int i = 0; i < nd; i++) {
         uint64_t d;
-        if (json_u53(cJSON_GetArrayItem(sh, i), &d)) return "shape is not a list of non-negative integers";
+        if (!hc_json_index(cJSON_GetArrayItem(sh, i), U53, &d)) return "shape is not a list of non-negative integers";
         if (__builtin_mul_overflow(numel, d, &numel)) return "shape overflows";
         t->shape[i] = (int64_t)d;
     }
     uint64_t b, end, nbytes;
-    if (cJSON_GetArraySize(off) != 2 || json_u53(cJSON_GetArrayItem(off, 0), &b) ||
-        json_u53(cJSON_GetArrayItem(off, 1), &end) || b > end)
+    if (cJSON_GetArraySize(off) != 2 || !hc_json_index(cJSON_GetArrayItem(off, 0), U53, &b) ||
+        !hc_json_index(cJSON_GetArrayItem(off, 1), U53, &end) || b > end)
         return "data_offsets is not [begin, end]";
     if (end > data_size) return "data_offsets run past the end of the file";
     if (__builtin_mul_overflow(numel, (uint64_t)esize, &nbytes) || nbytes != end - b)

@@ -224,8 +224,16 @@ static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t 
         }
         v->unigram = 1;
         const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_id");
-        if (!rc && cJSON_IsNumber(unk) && unk->valuedouble >= 0 && unk->valuedouble < v->n)
-            v->types[(uint32_t)unk->valuedouble] = TOK_UNKNOWN;
+        uint64_t uid;
+        if (!rc && unk && !cJSON_IsNull(unk)) {
+            if (hc_json_index(unk, v->n, &uid)) {
+                v->types[uid] = TOK_UNKNOWN;
+            } else {
+                snprintf(err, errlen, "%s: model.unk_id is not a token id below config.json's vocab_size %u",
+                         path, v->n);
+                rc = -1;
+            }
+        }
     } else if (!strcmp(type->valuestring, "BPE") && cJSON_IsObject(vocab)) {
         for (const cJSON *e = vocab->child; e && !rc; e = e->next) {
             if (!cJSON_IsNumber(e)) {

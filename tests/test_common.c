@@ -464,6 +464,26 @@ static void test_json_text(void)
     cJSON_Delete(o);
 }
 
+/* Ids, sizes and offsets from JSON: whole numbers below the bound only,
+ * decided on the double before any conversion. */
+static void test_json_index(void)
+{
+    static const struct { const char *json; uint64_t n; int ok; uint64_t want; } cases[] = {
+        { "0", 3, 1, 0 }, { "2", 3, 1, 2 }, { "3", 3, 0, 0 }, { "-1", 3, 0, 0 }, { "1.5", 3, 0, 0 },
+        { "2.3e59", 4294967296u, 0, 0 }, { "4294967295", 4294967296u, 1, 4294967295u },
+        { "4294967296", 4294967296u, 0, 0 }, { "9007199254740991", (uint64_t)1 << 53, 1, 9007199254740991u },
+        { "\"1\"", 3, 0, 0 }, { "true", 3, 0, 0 }, { "null", 3, 0, 0 }, { "0", 0, 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cJSON *j = cJSON_Parse(cases[i].json);
+        uint64_t got = 77;
+        int ok = hc_json_index(j, cases[i].n, &got);
+        CHECKF(ok == cases[i].ok && (!ok || got == cases[i].want) && (ok || got == 77),
+               "%s below %llu: %d, %llu", cases[i].json, (unsigned long long)cases[i].n, ok, (unsigned long long)got);
+        cJSON_Delete(j);
+    }
+}
+
 /* SVG text from names that are not UTF-8 or hold control bytes stays
  * well-formed XML. */
 static void test_xml_text(void)
@@ -497,6 +517,7 @@ int main(void)
     RUN(test_commit_group);
     RUN(test_progress_units);
     RUN(test_json_text);
+    RUN(test_json_index);
     RUN(test_xml_text);
     return th_done();
 }

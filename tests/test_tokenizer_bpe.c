@@ -296,6 +296,26 @@ static void test_refusals(void)
     CHECK(refused("added.id", "2", "added token '<|begin_of_text|>' (id 2) would replace the vocabulary's '!'"));
 }
 
+/* A Unigram model's unk_id must be a token id: 1.5, -1 or one past the
+ * vocabulary is refused by name (they were ignored, or 1.5 taken as 1). */
+static void test_unigram_unk_id(void)
+{
+    if (!th_fixture("")) SKIP("no fixtures");
+    const spm_file *uni = NULL;
+    for (size_t i = 0; i < sizeof SPM_FILES / sizeof *SPM_FILES; i++)
+        if (!strcmp(SPM_FILES[i].name, "unigram")) uni = &SPM_FILES[i];
+    CHECK(uni);
+    static const char *bad[] = { "1.5", "-1", "1000000", "\"0\"" };
+    for (size_t i = 0; uni && i < sizeof bad / sizeof *bad; i++) {
+        cJSON *j = cJSON_Parse(uni->json);
+        cJSON_ReplaceItemInObject(cJSON_GetObjectItem(j, "model"), "unk_id", cJSON_Parse(bad[i]));
+        const char *g = convert("unk_id", j);
+        cJSON_Delete(j);
+        CHECKF(!g && strstr(th_last_err(), "model.unk_id is not a token id"), "unk_id %s: %s", bad[i],
+               g ? "converted" : th_last_err());
+    }
+}
+
 /* A normalizer Sequence of n Replace steps of pattern by content: JSON, static. */
 static const char *replace_steps(int n, const char *pattern, const char *content)
 {
@@ -453,6 +473,7 @@ int main(void)
     RUN(test_variants);
     RUN(test_spm_unknown_runs);
     RUN(test_refusals);
+    RUN(test_unigram_unk_id);
     RUN(test_normalizer_bounds);
     RUN(test_runtime_refusals);
     RUN(test_match_limit);
