@@ -140,6 +140,8 @@ static void open_device(hc_ffn *f, const hc_ffn_opts *o, int forced, FILE *log)
     char msg[512], line[512], hint[1024];
     hc_cl_info d;
     int i = o->gpu_layers == 0 ? -1 : hc_cl_choose(o->device, &d, msg, sizeof msg);
+    const char *named = getenv("HC_OPENCL_DEVICE");
+    if (i < 0 && o->gpu_layers != 0 && named && *named) hc_die("%s", msg);   /* as --device's, never replaced */
     if (i < 0 || (!d.is_gpu && !forced)) {
         if (i < 0 && forced) hc_warn("%s; running on the CPU only", msg);
         return;

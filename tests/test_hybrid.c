@@ -876,7 +876,7 @@ static void test_cli(void)
 
 /* Listing and choosing the device: --list-devices marks the one a run uses,
  * --device N and HC_OPENCL_DEVICE choose it, a number that is not listed is
- * refused in one line; a vendor library without its ICD file is named with
+ * refused in one line (so is an HC_CL_DP4A other than 0 or 1); a vendor library without its ICD file is named with
  * how to register it, and not once an ICD file names it. */
 static void test_devices(void)
 {
@@ -895,6 +895,12 @@ static void test_devices(void)
     CHECKF(strstr(th_last_err(), "--device 31: no such OpenCL device"), "%s", th_last_err());
     CHECK(th_sh("%s -m %s -p hi -n 2 --gpu-index %s --device 0", run, path, gi) == 0);
     CHECKF(strstr(th_last_err(), "opencl: device 0: '"), "%s", th_last_err());
+    /* the variable as the option: refused, not a run on the CPU (unless -ngl 0 asks for none) */
+    CHECK(th_sh("HC_OPENCL_DEVICE=31 %s -m %s -p hi -n 2", run, path) == 1);
+    CHECKF(strstr(th_last_err(), "HC_OPENCL_DEVICE 31: no such OpenCL device"), "%s", th_last_err());
+    CHECK(th_sh("HC_OPENCL_DEVICE=31 %s -m %s -p hi -n 2 -ngl 0", run, path) == 0);
+    CHECK(th_sh("HC_CL_DP4A=yes %s -m %s -p hi -n 2 --gpu-index %s --device 0", run, path, gi) == 1);
+    CHECKF(strstr(th_last_err(), "HC_CL_DP4A: 'yes' is not 0 or 1"), "%s", th_last_err());
 
     char lib[512], icd[512];
     snprintf(lib, sizeof lib, "%s/libnvidia-opencl.so.1", th_tmpdir());

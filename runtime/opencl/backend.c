@@ -12,6 +12,7 @@
 #include <CL/cl_ext.h>
 
 #include "cl_internal.h"
+#include "cli.h"
 #include "ggml_types.h"
 #include "kernels_gptq.h"
 
@@ -1248,15 +1249,18 @@ static void build_options(char *o, size_t len, int exact_div, int dp4a)
 
 /* Whether the device runs PTX's dp4a: an NVIDIA GPU (cl_nv_device_attribute_query) of
  * compute capability 6.1 or later. HC_CL_DP4A=0 says no, 1 yes whatever the device (its
- * build then fails on any other device, and the backend says so and goes without). The
- * capability into *major, *minor. */
+ * build then fails on any other device, and the backend says so and goes without); any
+ * other value is refused, as HC_KERNELS'. The capability into *major, *minor. */
 static int wants_dp4a(cl_device_id dev, cl_uint *major, cl_uint *minor)
 {
     const char *env = getenv("HC_CL_DP4A");
     size_t n = 0;
     char *ext = NULL;
     *major = *minor = 0;
-    if (env && *env) return strcmp(env, "0") != 0;
+    if (env && *env) {
+        if (strcmp(env, "0") && strcmp(env, "1")) hc_die("HC_CL_DP4A: '%s' is not 0 or 1", env);
+        return env[0] == '1';
+    }
     int nv = clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &n) == CL_SUCCESS && (ext = calloc(n + 1, 1)) &&
              clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, n, ext, NULL) == CL_SUCCESS &&
              strstr(ext, "cl_nv_device_attribute_query");
