@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
+
+#include "cli.h"
 
 /* Temporaries of this process not yet renamed or removed. Slots are claimed
  * with an atomic compare-and-swap and read by af_remove_temporaries, which a
@@ -155,6 +158,21 @@ static int open_in_place(atomic_file *af, const char *path, char *err, size_t er
         return -1;
     }
     return 0;
+}
+
+int af_reserve(atomic_file *af, uint64_t bytes, char *err, size_t errlen)
+{
+    if (!af->tmp || bytes == 0) return 0;
+    int fd = fileno(af->fp);
+    if (bytes <= INT64_MAX && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)bytes) == 0) return 0;
+    int e = bytes > INT64_MAX ? EFBIG : errno;
+    if (e == EOPNOTSUPP || e == ENOSYS || e == EINVAL) return 0;   /* EINVAL: a mode this file system lacks */
+    struct statvfs fs;
+    char need[32], have[32] = "?";
+    if (fstatvfs(fd, &fs) == 0) hc_format_size((uint64_t)fs.f_bavail * fs.f_frsize, have, sizeof have);
+    snprintf(err, errlen, "%s: the output needs %s: %s (%s free on its file system)", af->path,
+             hc_format_size(bytes, need, sizeof need), strerror(e), have);
+    return -1;
 }
 
 int af_check(const char *path, char *err, size_t errlen)

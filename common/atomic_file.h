@@ -16,6 +16,7 @@
 #ifndef HC_ATOMIC_FILE_H
 #define HC_ATOMIC_FILE_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 typedef struct {
@@ -26,6 +27,13 @@ typedef struct {
 
 /* 0 on success; on failure -1 with a one-line message in err. */
 int af_open(atomic_file *af, const char *path, char *err, size_t errlen);
+/* Reserve bytes on disk for the temporary (fallocate, the file's size left
+ * as it is): an output that cannot fit fails here, in milliseconds, rather
+ * than after the work that fills the disk. 0, or -1 with "PATH: the output
+ * needs SIZE: REASON (SIZE free on its file system)" in err (the caller
+ * aborts). An output written in place, or a file system without fallocate,
+ * reserves nothing. */
+int af_reserve(atomic_file *af, uint64_t bytes, char *err, size_t errlen);
 /* 0 if af_open(path) can succeed, else -1 with its message: a temporary is
  * created and removed, but an output written in place is not opened (a FIFO
  * would wait for a reader, then give it an early end of file). */

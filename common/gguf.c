@@ -799,12 +799,34 @@ static int check_io(gguf_writer *w, char *err, size_t errlen)
     return stream_fail(w, err, errlen, "write failed: %s", strerror(w->io_errno));
 }
 
+/* The file's size: the header (magic, version, counts, KVs, tensor infos,
+ * its size into *header), then, with tensors, the data section from the
+ * next aligned offset, each tensor padded. ggml pads before the data
+ * section; with no tensors there is no data section and no padding (as
+ * ggml-vocab-llama-spm.gguf ends). */
+static uint64_t writer_size(const gguf_writer *w, uint64_t *header)
+{
+    uint64_t pos = 24, data = 0;
+    for (size_t i = 0; i < w->n_kv; i++) pos += 8 + strlen(w->kv[i].key) + 4 + w->kv[i].len;
+    for (size_t i = 0; i < w->n_t; i++) {
+        pos += 8 + strlen(w->t[i].name) + 4 + 8 * w->t[i].n_dims + 4 + 8;
+        data += pad_to(w->t[i].nbytes, w->align);
+    }
+    *header = pos;
+    return w->n_t ? pad_to(pos, w->align) + data : pos;
+}
+
 int gguf_writer_begin(gguf_writer *w, const char *path, char *err, size_t errlen)
 {
     if (w->open) { snprintf(err, errlen, "%s: writer already open", path); return -1; }
     w->align = writer_alignment(w);
     if (w->err[0]) { snprintf(err, errlen, "%s: %s", path, w->err); return -1; }
     if (af_open(&w->af, path, err, errlen) != 0) return -1;
+    uint64_t header, size = writer_size(w, &header);
+    if (af_reserve(&w->af, size, err, errlen) != 0) {
+        af_abort(&w->af);
+        return -1;
+    }
     w->open = 1;
     w->io_errno = 0;
     w->cur = 0;
@@ -813,14 +835,12 @@ int gguf_writer_begin(gguf_writer *w, const char *path, char *err, size_t errlen
     out_u32(w, 3);
     out_u64(w, w->n_t);
     out_u64(w, w->n_kv);
-    uint64_t pos = 24;
     for (size_t i = 0; i < w->n_kv; i++) {
         uint64_t klen = strlen(w->kv[i].key);
         out_u64(w, klen);
         out(w, w->kv[i].key, klen);
         out_u32(w, w->kv[i].type);
         out(w, w->kv[i].val, w->kv[i].len);
-        pos += 8 + klen + 4 + w->kv[i].len;
     }
     uint64_t offset = 0;
     for (size_t i = 0; i < w->n_t; i++) {
@@ -836,11 +856,8 @@ int gguf_writer_begin(gguf_writer *w, const char *path, char *err, size_t errlen
         t->offset = offset;
         out_u64(w, offset);
         offset += pad_to(t->nbytes, w->align);
-        pos += 8 + nlen + 4 + 8 * t->n_dims + 4 + 8;
     }
-    /* ggml pads before the data section; with no tensors there is no data
-     * section and no padding (as ggml-vocab-llama-spm.gguf ends). */
-    if (w->n_t) out_zeros(w, pad_to(pos, w->align) - pos);
+    if (w->n_t) out_zeros(w, pad_to(header, w->align) - header);
     return check_io(w, err, errlen);
 }
 

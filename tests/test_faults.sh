@@ -64,12 +64,29 @@ cp "$M" "$T/full/keep.gguf"
 refused full_keeps_old "File too large" fsz 8 "$Q" -q "$M" "$T/full/keep.gguf" q8_0
 if cmp -s "$M" "$T/full/keep.gguf"; then ok full_keeps_old_file; else fail full_keeps_old_file "changed"; fi
 
-# A real ENOSPC: a 64 KiB tmpfs (needs mount permission).
+# An output no disk holds (25.5 TiB): refused before any work, where the
+# file system reserves space (util-linux's fallocate says whether it does).
+reserves=0
+fallocate -l 4096 "$T/full/probe" 2>/dev/null && reserves=1
+rm -f "$T/full/probe"
+if [ $reserves = 1 ]; then
+    refused too_big_synth "huge.gguf: the output needs 25.5 TiB: " \
+        timeout 60 "$C" synth -o "$T/full/huge.gguf" --dim 1000000 --n-ff 1000000 --layers 1
+    no_output too_big_synth_clean "$T/full" huge.gguf
+else
+    skip too_big_synth "this file system reserves no space (fallocate)"
+fi
+
+# A real ENOSPC: a 64 KiB tmpfs (needs mount permission). The output's size
+# is reserved before any work (af_reserve), so the refusal says what it
+# needs and what is free.
 mkdir -p "$T/mnt"
 if mount -t tmpfs -o size=64k hcfaults "$T/mnt" 2>/dev/null; then
-    refused enospc_synth "No space left" "$C" synth -o "$T/mnt/a.gguf"
+    refused enospc_synth "a.gguf: the output needs 781.8 KiB: No space left on device (64.0 KiB free on its file system)" \
+        "$C" synth -o "$T/mnt/a.gguf"
     no_output enospc_synth_clean "$T/mnt" a.gguf
-    refused enospc_quantize "No space left" "$Q" -q "$M" "$T/mnt/q.gguf" f16
+    refused enospc_quantize "q.gguf: the output needs .*: No space left on device (.* free on its file system)" \
+        "$Q" -q "$M" "$T/mnt/q.gguf" f16
     no_output enospc_quantize_clean "$T/mnt" q.gguf
     umount "$T/mnt"
 else
