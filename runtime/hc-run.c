@@ -134,14 +134,20 @@ typedef struct {
     hc_sampler_params sp;
 } options;
 
+/* A seed from the kernel's random bytes, for a seed of -1 (what names it). */
+static uint64_t draw_seed(const char *what)
+{
+    uint64_t seed;
+    if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) hc_die("%s: no random bytes: %s", what, strerror(errno));
+    return seed;
+}
+
 /* --seed S: 0..2^64-1, or -1 (llama.cpp's "random seed"), which draws one
- * from the kernel's random bytes (1 returned: the run prints it, so that it
- * can be repeated). */
+ * (1 returned: the run prints it, so that it can be repeated). */
 static int parse_seed(const char *s, uint64_t *seed)
 {
     if (!strcmp(s, "-1")) {
-        if (getrandom(seed, sizeof *seed, 0) != (ssize_t)sizeof *seed)
-            hc_die("--seed -1: no random bytes: %s", strerror(errno));
+        *seed = draw_seed("--seed -1");
         return 1;
     }
     *seed = hc_opt_seed("--seed", s);
@@ -696,6 +702,10 @@ static void parallel(const hc_model *m, const hc_tokenizer *tok, const options *
         reqs[r].sp = o->sp;
         if (p->has_temp) reqs[r].sp.temp = p->temp;
         if (p->has_seed) reqs[r].sp.seed = p->seed;
+        if (p->seed_drawn) {   /* as --seed -1: printed, so that the line can be repeated */
+            reqs[r].sp.seed = draw_seed(what);
+            fprintf(stderr, "%s: seed %" PRIu64 " (drawn for \"seed\": -1)\n", what, reqs[r].sp.seed);
+        }
         par_text *t = &P.t[r];
         t->n_prompt = reqs[r].n_prompt;
         for (int i = 0; i < t->n_prompt; i++) add_piece(tok, i ? ids[i - 1] : -1, ids[i], &t->text, &t->len, &t->cap);

@@ -2,19 +2,11 @@
 #include "prompts.h"
 
 #include <cJSON.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A JSON number that is a whole number in [lo, hi], or -1. */
-static int whole(const cJSON *v, double lo, double hi, double *out)
-{
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi)
-        return -1;
-    *out = v->valuedouble;
-    return 0;
-}
+#include "cli.h"
 
 /* One JSON line into p; 0, or -1 with what is wrong in err. */
 static int json_prompt(const char *line, size_t len, hc_prompt *p, char *err, size_t errlen)
@@ -28,15 +20,18 @@ static int json_prompt(const char *line, size_t len, hc_prompt *p, char *err, si
         goto end;
     }
     for (const cJSON *v = o->child; v; v = v->next) {
-        double d;
+        uint64_t u;
         if (!strcmp(v->string, "prompt")) {
             if (!cJSON_IsString(v)) { snprintf(err, errlen, "\"prompt\" must be a string"); goto end; }
             free(p->text);
             p->len = strlen(v->valuestring);
             if (!(p->text = strdup(v->valuestring))) { snprintf(err, errlen, "out of memory"); goto end; }
         } else if (!strcmp(v->string, "n_predict")) {
-            if (whole(v, 0, 1 << 24, &d)) { snprintf(err, errlen, "\"n_predict\" must be a whole number 0..16777216"); goto end; }
-            p->n_predict = (int)d;
+            if (!hc_json_index(v, (1 << 24) + 1, &u)) {
+                snprintf(err, errlen, "\"n_predict\" must be a whole number 0..16777216");
+                goto end;
+            }
+            p->n_predict = (int)u;
         } else if (!strcmp(v->string, "temp")) {
             if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 1e6)) {
                 snprintf(err, errlen, "\"temp\" must be a number 0..1e6");
@@ -45,9 +40,14 @@ static int json_prompt(const char *line, size_t len, hc_prompt *p, char *err, si
             p->temp = (float)v->valuedouble;
             p->has_temp = 1;
         } else if (!strcmp(v->string, "seed")) {
-            if (whole(v, 0, 9007199254740992.0, &d)) { snprintf(err, errlen, "\"seed\" must be a whole number 0..2^53"); goto end; }
-            p->seed = (uint64_t)d;
-            p->has_seed = 1;
+            if (cJSON_IsNumber(v) && v->valuedouble == -1) {
+                p->seed_drawn = 1, p->has_seed = 0;
+            } else if (hc_json_index(v, (uint64_t)1 << 53, &u)) {
+                p->seed = u, p->has_seed = 1, p->seed_drawn = 0;
+            } else {
+                snprintf(err, errlen, "\"seed\" must be a whole number 0..2^53-1, or -1 to draw one");
+                goto end;
+            }
         } else {
             snprintf(err, errlen, "unknown key '%s' (known: prompt, n_predict, temp, seed)", v->string);
             goto end;

@@ -1,6 +1,7 @@
 /* The prompts of hc-run -f FILE --parallel N: one a line, or a JSON object
  * on a line that starts with '{' (JSON Lines) with "prompt" and, for that
- * prompt alone, "n_predict", "temp" and "seed" (docs/hc-run.md). */
+ * prompt alone, "n_predict", "temp" and "seed" (-1 as --seed -1;
+ * docs/hc-run.md). */
 #ifndef HC_PROMPTS_H
 #define HC_PROMPTS_H
 
@@ -13,6 +14,7 @@ typedef struct {
     size_t len;
     int n_predict;         /* -1: the command line's */
     int has_temp, has_seed;
+    int seed_drawn;        /* "seed": -1, as --seed -1: the run draws one */
     float temp;
     uint64_t seed;
 } hc_prompt;
