@@ -51,7 +51,8 @@ static const char usage[] =
     "                          4G, vLLM's); a cache it does not hold is recomputed\n"
     "  -i, --interactive       after generating, read a line from standard input, append\n"
     "                          it and go on in the same context; ends at end of input\n"
-    "  -n, --n-predict N       tokens to generate (default 128); stops early at BOS/EOS\n"
+    "  -n, --n-predict N       tokens to generate (default 128); stops early at BOS/EOS;\n"
+    "                          -2: until the context is full\n"
     "  -t, --threads N         threads (default: online CPUs)\n"
     "  -c, --ctx-size N        context (default: prompt + N for generation, 512 for\n"
     "                          --perplexity, the model's context_length for --parallel,\n"
@@ -118,6 +119,7 @@ typedef struct {
     const char *model, *prompt, *prompt_file, *ppl_file, *stats;
     size_t prompt_len;
     char *prompt_buf;    /* the prompt read from a file or stdin, freed at the end */
+    int until_full;      /* -n -2 */
     int n_predict, threads, n_ctx, n_batch, logits, verbose, interactive, reset_index, tokenize, list_devices;
     int parallel, json;  /* --parallel N (0: one prompt), --json */
     int seed_drawn;      /* --seed -1: sp.seed drawn from the kernel's random bytes */
@@ -133,6 +135,18 @@ typedef struct {
     hc_ffn_opts fo;
     hc_sampler_params sp;
 } options;
+
+/* -n N: 0..2^24, or llama.cpp's -2, until the context is full (or EOS):
+ * the largest N, which every context ends first. llama.cpp's -1 generates
+ * without end by shifting the context, which hc-run does not do: refused. */
+static void parse_n_predict(const char *s, options *o)
+{
+    if (!strcmp(s, "-1"))
+        hc_die("-n -1 (llama.cpp's endless generation, which shifts the context) is not supported; "
+               "-n -2 generates until the context is full");
+    o->until_full = !strcmp(s, "-2");
+    o->n_predict = o->until_full ? 1 << 24 : (int)hc_opt_int("-n", s, 0, 1 << 24);
+}
 
 /* A seed from the kernel's random bytes, for a seed of -1 (what names it). */
 static uint64_t draw_seed(const char *what)
@@ -281,7 +295,7 @@ static void parse_args(int argc, char **argv, options *o)
         case 'E': o->reset_index = 1; break;
         case 'A': o->stats = optarg; break;
         case 'g': o->fo.gpu_layers = (int)hc_opt_int("-ngl", optarg, 0, 1 << 20); break;
-        case 'n': o->n_predict = (int)hc_opt_int("-n", optarg, 0, 1 << 24); break;
+        case 'n': parse_n_predict(optarg, o); break;
         case 't': o->threads = (int)hc_opt_int("-t", optarg, 1, 256); break;
         case 'c': o->n_ctx = (int)hc_opt_int("-c", optarg, 1, 1 << 24); break;
         case 'b': o->n_batch = (int)hc_opt_int("-b", optarg, 1, 1 << 20); break;
@@ -480,6 +494,7 @@ typedef struct {
     hc_sampler *smp;
     float *logits;
     int n_ctx, pos, last, pending;
+    int until_full;              /* -n -2: a full context is the end asked for, no warning */
     int n_gen, n_fed;            /* totals for the timing lines */
     double t_gen, t_fed;
 } gen_state;
@@ -491,7 +506,7 @@ static int gen_feed(gen_state *g, const int32_t *t, int n)
     int k = (g->pending >= 0) + n;
     if (g->pos + k > g->n_ctx) {
         fputs("\n", stdout);
-        hc_warn("context of %d tokens is full; stopping (raise -c)", g->n_ctx);
+        if (!g->until_full) hc_warn("context of %d tokens is full; stopping (raise -c)", g->n_ctx);
         return -1;
     }
     int32_t *all = malloc(sizeof *all * (size_t)k);
@@ -568,6 +583,7 @@ static void generate(const hc_model *m, const hc_tokenizer *tok, const options *
     int V = m->hp.n_vocab;
     gen_state g = { .tok = tok, .ctx = new_ctx(m, o, ffn, n_ctx, 0, 0), .smp = hc_sampler_new(&o->sp, V),
                     .logits = malloc(sizeof(float) * (size_t)V), .n_ctx = n_ctx, .pending = -1,
+                    .until_full = o->until_full,
                     .last = prompt[n_prompt - 1] };
     if (!g.logits || !g.smp) hc_die("out of memory");
 

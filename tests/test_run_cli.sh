@@ -1,6 +1,6 @@
 #!/bin/sh
 # hc-run's llama.cpp habits: -f FILE and -f -/-p - (prompt from a file or
-# standard input), -i (interactive: a line read after each generation is
+# standard input), -n -2 (until the context is full), -i (interactive: a line read after each generation is
 # appended and generation goes on in the same context), -ngl N (the first N layers
 # on the OpenCL device; -ngl 0: none), "[end of text]" on stderr at EOS,
 # HC_KERNELS (the kernels' instruction set for the run; without it, by type: -v says which and why),
@@ -33,6 +33,15 @@ else fail run_interactive "$(cat "$T/i.txt"; cat "$T/i.err")"; fi
 printf 'once more\nand again\nand a third time\n' | run -p "hello world" -n 8 -i -c 24 >"$T/c.txt" 2>"$T/c.err"
 if [ $? -eq 0 ] && grep -q "context of 24 tokens is full" "$T/c.err"; then ok run_interactive_one_context
 else fail run_interactive_one_context "$(cat "$T/c.err")"; fi
+
+# -n -2 (llama.cpp's "until the context is filled"): the text of any -n that
+# fills it, with no warning (the end asked for); -n -1 (endless, by shifting
+# the context) is refused by name
+run -p "hello world" -n 21 -c 24 >"$T/n21.txt" 2>/dev/null
+run -p "hello world" -n -2 -c 24 >"$T/n2.txt" 2>"$T/n2.err"
+if [ $? -eq 0 ] && cmp -s "$T/n2.txt" "$T/n21.txt" && ! grep -q "is full" "$T/n2.err"; then ok run_n_until_full
+else fail run_n_until_full "$(cat "$T/n2.err")"; fi
+check_fails run_n_endless "-n -1 (llama.cpp's endless generation, which shifts the context) is not supported" run -p x -n -1
 
 # -ngl N: the first N layers on the OpenCL device (all of them: the whole
 # model), the same text; -ngl 0: no device
