@@ -1286,26 +1286,94 @@ static void build_log(cl_program p, cl_device_id dev, char *log, size_t len)
     for (char *c = log; *c; c++) if (*c == '\n' || *c == '\r') *c = ' ';
 }
 
-/* Build the kernels, with dp4a where the device has it; when that build fails, again
- * without, the reason in b->dots (a warning for hc-run). */
-static cl_int build(clb *b, cl_device_id dev, int exact_div)
+/* The host's idot4 (b's bytes signed) or udot4 (unsigned) of b and c onto a. */
+static int host_dot4(cl_uint b, cl_uint c, int a, int b_signed)
 {
-    char opts[640], log[1024];
-    cl_uint major, minor;
-    const int dp4a = wants_dp4a(dev, &major, &minor);
-    build_options(opts, sizeof opts, exact_div, dp4a);
-    cl_int rc = clBuildProgram(b->prog, 1, &dev, opts, NULL, NULL);
-    if (rc == CL_SUCCESS) {
-        if (dp4a && major) snprintf(b->dots, sizeof b->dots, "dp4a (PTX, compute capability %u.%u)", major, minor);
-        else snprintf(b->dots, sizeof b->dots, dp4a ? "dp4a (PTX)" : "bytes widened");
-        return rc;
+    for (int k = 0; k < 4; k++) {
+        const int x = (int)(b >> 8 * k & 0xff), y = (int8_t)(c >> 8 * k & 0xff);
+        a += (b_signed ? (int8_t)x : x) * y;
     }
-    if (!dp4a) return rc;
-    build_log(b->prog, dev, log, sizeof log);
-    snprintf(b->dots, sizeof b->dots, "bytes widened: the build with dp4a failed (%.200s)", log);
-    b->dots_fell_back = 1;
-    build_options(opts, sizeof opts, exact_div, 0);
-    return clBuildProgram(b->prog, 1, &dev, opts, NULL, NULL);
+    return a;
+}
+
+/* The built kernels' four-byte dots (dots_check) against the host's, on words
+ * that hold every byte's extremes and on a splitmix64 stream: 0 when all
+ * agree, 1 with the first that does not in why, -1 when the check could not
+ * run (err). The check's kernel is released, so the program can be built again. */
+#define DOTS_CHECKED 64
+static int dots_differ(clb *b, char *why, size_t whylen, char *err, size_t errlen)
+{
+    static const cl_uint edge[] = { 0x00000000u, 0x7f7f7f7fu, 0x80808080u, 0xffffffffu, 0x807f01ffu, 0x01ff807fu };
+    cl_uint bw[DOTS_CHECKED], cw[DOTS_CHECKED];
+    cl_int got[2 * DOTS_CHECKED];
+    uint64_t s = 1;
+    for (int i = 0; i < DOTS_CHECKED; i++) {
+        const int e = (int)(sizeof edge / sizeof *edge);
+        bw[i] = i < e * e ? edge[i / e] : (cl_uint)hc_splitmix64(&s);
+        cw[i] = i < e * e ? edge[i % e] : (cl_uint)hc_splitmix64(&s);
+    }
+    cl_int rc;
+    cl_mem m[3] = { NULL, NULL, NULL };
+    cl_kernel k = clCreateKernel(b->prog, "dots_check", &rc);
+    const size_t n = DOTS_CHECKED;
+    if (rc == CL_SUCCESS) m[0] = clCreateBuffer(b->cl->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof bw, bw, &rc);
+    if (rc == CL_SUCCESS) m[1] = clCreateBuffer(b->cl->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof cw, cw, &rc);
+    if (rc == CL_SUCCESS) m[2] = clCreateBuffer(b->cl->ctx, CL_MEM_WRITE_ONLY, sizeof got, NULL, &rc);
+    for (cl_uint a = 0; a < 3 && rc == CL_SUCCESS; a++) rc = clSetKernelArg(k, a, sizeof m[a], &m[a]);
+    if (rc == CL_SUCCESS) rc = clEnqueueNDRangeKernel(b->q, k, 1, NULL, &n, NULL, 0, NULL, NULL);
+    if (rc == CL_SUCCESS) rc = clEnqueueReadBuffer(b->q, m[2], CL_TRUE, 0, sizeof got, got, 0, NULL, NULL);
+    for (int i = 0; i < 3; i++) if (m[i]) clReleaseMemObject(m[i]);
+    if (k) clReleaseKernel(k);
+    if (rc != CL_SUCCESS) {
+        snprintf(err, errlen, "OpenCL: checking the integer dots failed: %d %s", rc, hc_cl_error_name(rc));
+        return -1;
+    }
+    for (int i = 0; i < 2 * DOTS_CHECKED; i++) {
+        const int want = host_dot4(bw[i / 2], cw[i / 2], i / 2 - 32, i % 2 == 0);
+        if (got[i] != want) {
+            snprintf(why, whylen, "%s(0x%08x, 0x%08x, %d) gave %d, not %d", i % 2 ? "udot4" : "idot4", bw[i / 2],
+                     cw[i / 2], i / 2 - 32, got[i], want);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Build the kernels, with dp4a where the device has it, and check their
+ * integer dots against the host's (dots_differ). When the build with dp4a
+ * fails or its dots differ, build again without, the reason in b->dots (a
+ * warning for hc-run); dots that differ without dp4a are an error. 0, or -1
+ * with err. */
+static int build(clb *b, cl_device_id dev, int exact_div, char *err, size_t errlen)
+{
+    char opts[640], log[1024], why[256];
+    cl_uint major, minor;
+    int dp4a = wants_dp4a(dev, &major, &minor);
+    for (;;) {
+        build_options(opts, sizeof opts, exact_div, dp4a);
+        cl_int rc = clBuildProgram(b->prog, 1, &dev, opts, NULL, NULL);
+        build_log(b->prog, dev, log, sizeof log);
+        if (rc != CL_SUCCESS && !dp4a) {
+            snprintf(err, errlen, "OpenCL: building the backend's kernels failed: %d %s: %.400s", rc,
+                     hc_cl_error_name(rc), log);
+            return -1;
+        }
+        const int differ = rc == CL_SUCCESS ? dots_differ(b, why, sizeof why, err, errlen) : 0;
+        if (differ < 0) return -1;
+        if (rc == CL_SUCCESS && !differ) break;
+        if (!dp4a) {
+            snprintf(err, errlen, "OpenCL: the device's integer dots differ from the host's: %s", why);
+            return -1;
+        }
+        if (rc != CL_SUCCESS) snprintf(b->dots, sizeof b->dots, "bytes widened: the build with dp4a failed (%.200s)", log);
+        else snprintf(b->dots, sizeof b->dots, "bytes widened: dp4a's sums differed from the host's (%s)", why);
+        b->dots_fell_back = 1;
+        dp4a = 0;
+    }
+    if (b->dots_fell_back) return 0;
+    if (dp4a && major) snprintf(b->dots, sizeof b->dots, "dp4a (PTX, compute capability %u.%u)", major, minor);
+    else snprintf(b->dots, sizeof b->dots, dp4a ? "dp4a (PTX)" : "bytes widened");
+    return 0;
 }
 
 const char *hc_cl_backend_dots(const hc_backend *be, int *fell_back)
@@ -1345,14 +1413,7 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
     CHECK_CL(rc, "clCreateProgramWithSource");
     cl_device_fp_config fp = 0;
     if (clGetDeviceInfo(dev, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) != CL_SUCCESS) fp = 0;
-    rc = build(b, dev, (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0);
-    if (rc != CL_SUCCESS) {
-        char log[1024];
-        build_log(b->prog, dev, log, sizeof log);
-        snprintf(err, errlen, "OpenCL: building the backend's kernels failed: %d %s: %.400s", rc,
-                 hc_cl_error_name(rc), log);
-        goto bad;
-    }
+    if (build(b, dev, (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0, err, errlen) != 0) goto bad;
     size_t kwg = wg_max;
     for (int f = 0; f < N_FMT; f++) {
         char name[32];

@@ -112,7 +112,8 @@ void words_g4(__global const uchar *W, int n, int r, int j, uint4 *a, uint4 *b)
    unsigned (udot4), c's signed: CUDA's dp4a. NVIDIA's PTX has it as one
    instruction from compute capability 6.1 on, where the host defines
    HC_DP4A (its OpenCL C takes PTX in asm statements); elsewhere the
-   kernels widen the bytes themselves, in vectors (bsum_T, DOTX below). */
+   kernels widen the bytes themselves, in vectors (bsum_T, DOTX below), and
+   these two, byte by byte, serve only dots_check. */
 #ifdef HC_DP4A
 int idot4(uint b, uint c, int a)
 {
@@ -126,7 +127,28 @@ int udot4(uint b, uint c, int a)
     asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(b), "r"(c), "r"(a));
     return d;
 }
+#else
+int idot4(uint b, uint c, int a)
+{
+    const char4 x = as_char4(b), y = as_char4(c);
+    return a + x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
+}
+int udot4(uint b, uint c, int a)
+{
+    const uchar4 x = as_uchar4(b);
+    const char4 y = as_char4(c);
+    return a + x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
+}
 #endif
+/* out[2i], out[2i+1]: idot4 and udot4 of b[i], c[i] onto i - 32, which the
+   host compares with its own sums once the kernels are built: a dp4a whose
+   operands or signedness were not what idot4 and udot4 say would differ. */
+__kernel void dots_check(__global const uint *b, __global const uint *c, __global int *out)
+{
+    const int i = get_global_id(0);
+    out[2 * i] = idot4(b[i], c[i], i - 32);
+    out[2 * i + 1] = udot4(b[i], c[i], i - 32);
+}
 #define dot_q8 idot4
 #define dot_q4 idot4
 #define dot_g4 udot4
