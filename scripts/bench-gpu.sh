@@ -25,7 +25,8 @@
 # First the kernel table (bench_clops table: the backend's products for decode,
 # a 64-token prompt and ffn_down_t, the hot rows, attention, and a small step's
 # launch, on one layer's shapes N x FF, in GB/s of the bytes each must read and
-# their share of the copy bandwidth); KERNELS=0 leaves it out.
+# their share of the copy bandwidth); KERNELS=0 leaves it out. Where the quantized
+# products use dp4a, their rows follow again with the bytes widened (HC_CL_DP4A=0).
 # Columns: prompt and decode tokens/s; the bytes hc-run put on the device
 # (its "offload:" line plus the hot rows of its "hybrid:" line) and their share
 # of the file's bytes (the KV cache counts too, so it may pass 100 %); the
@@ -126,7 +127,12 @@ CORPUS=${CORPUS:-$HC_FIXTURES/tinystories-calib.txt}
 cat "$T/dev.txt"
 if [ "${KERNELS:-1}" = 1 ]; then
     # shellcheck disable=SC2086  # the shape is four numbers
-    "$O/bench/bench_clops" table ${KERNEL_SHAPE:-4096 11008 2048 10} | tail -n +2
+    "$O/bench/bench_clops" table ${KERNEL_SHAPE:-4096 11008 2048 10} | tail -n +2 | tee "$T/table.txt"
+    if grep -q 'integer dots: dp4a' "$T/table.txt"; then
+        echo "the quantized rows again with the bytes widened (HC_CL_DP4A=0), to weigh dp4a in the same run:"
+        # shellcheck disable=SC2086
+        HC_CL_DP4A=0 "$O/bench/bench_clops" table ${KERNEL_SHAPE:-4096 11008 2048 10} | grep -E '^(mv|mm|mt|hot) Q'
+    fi
     echo
 fi
 COPY=$(sed -n 's/^copy: \([0-9.]*\) GB\/s.*/\1/p' "$T/dev.txt")
