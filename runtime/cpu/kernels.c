@@ -141,7 +141,7 @@ void hc_kernel_describe(char *buf, size_t size)
     int isa[HC_KT_COUNT], wperm;
     const char *row = table_row(&c, isa, &wperm);
     if (hc_kernel_choice(HC_KT_Q4_0) == HC_ISA_AVX512 && o < size)
-        o += (size_t)snprintf(buf + o, size - o, ", AVX-512 Q4_0 unpacked with %s", hc_q4_word_permutes() ? "vpermt2w" : "vpermt2d");
+        o += (size_t)snprintf(buf + o, size - o, ", AVX-512 Q4_0 rows in ggml's layout unpacked with %s", hc_q4_word_permutes() ? "vpermt2w" : "vpermt2d");
     if (o >= size) return;
     if (hc_isa() != HC_ISA_CHOSEN)
         snprintf(buf + o, size - o, " (%s)", getenv("HC_KERNELS") && *getenv("HC_KERNELS") ? "HC_KERNELS" : "forced");
