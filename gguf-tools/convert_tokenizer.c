@@ -138,18 +138,26 @@ static long vocab_id(const cv_vocab *v, const char *piece)
     return -1;
 }
 
-static int set_json_token(cv_vocab *v, const char *path, double id, const char *text, float score,
-                          int32_t type, char *err, size_t errlen)
+/* The id of token text from JSON: a whole number below config.json's
+ * vocab_size into *id (0), else -1 with the message in err. */
+static int json_token_id(const cv_vocab *v, const char *path, const cJSON *j, const char *text, uint32_t *id,
+                         char *err, size_t errlen)
 {
-    if (!(id >= 0 && id < v->n) || id != (double)(uint32_t)id) {
-        snprintf(err, errlen, "%s: token '%s' has id %.0f outside config.json's vocab_size %u",
-                 path, text, id, v->n);
+    uint64_t u;
+    if (!hc_json_index(j, v->n, &u)) {
+        snprintf(err, errlen, "%s: token '%s' has id %.17g, not one below config.json's vocab_size %u", path, text,
+                 cJSON_IsNumber(j) ? j->valuedouble : -1.0, v->n);
         return -1;
     }
+    *id = (uint32_t)u;
+    return 0;
+}
+
+static void set_json_token(cv_vocab *v, uint32_t id, const char *text, float score, int32_t type)
+{
     size_t len = strlen(text);
     if (type == TOK_NORMAL && cv_is_byte_token(text, len)) type = TOK_BYTE;
-    cv_vocab_set(v, (uint32_t)id, text, len, score, type);
-    return 0;
+    cv_vocab_set(v, id, text, len, score, type);
 }
 
 /* BPE scores: score = -(rank of the first merge forming the piece). */
@@ -185,12 +193,12 @@ static int score_merges(cv_vocab *v, const char *path, const cJSON *merges, char
  * as the piece: two models). Checked for text of printable ASCII only, which
  * every vocabulary form (SentencePiece's, GPT-2's bytes) spells as itself;
  * other added text may spell the same piece another way. */
-static int replaces_piece(const cv_vocab *v, double id, const char *text)
+static int replaces_piece(const cv_vocab *v, uint32_t id, const char *text)
 {
-    if (!(id >= 0 && id < v->n) || !v->tokens[(uint32_t)id]) return 0;
+    if (!v->tokens[id]) return 0;
     for (const char *c = text; *c; c++)
         if (*c < 33 || *c > 126) return 0;
-    return strcmp(v->tokens[(uint32_t)id], text) != 0;
+    return strcmp(v->tokens[id], text) != 0;
 }
 
 static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t errlen)
@@ -217,9 +225,11 @@ static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t 
             if (!cJSON_IsString(piece) || !cJSON_IsNumber(score)) {
                 snprintf(err, errlen, "%s: model.vocab[%d] is not [piece, score]", path, id);
                 rc = -1;
+            } else if ((uint32_t)id >= v->n) {
+                snprintf(err, errlen, "%s: model.vocab has more than config.json's vocab_size %u pieces", path, v->n);
+                rc = -1;
             } else {
-                rc = set_json_token(v, path, id, piece->valuestring, (float)score->valuedouble,
-                                    TOK_NORMAL, err, errlen);
+                set_json_token(v, (uint32_t)id, piece->valuestring, (float)score->valuedouble, TOK_NORMAL);
             }
         }
         v->unigram = 1;
@@ -236,11 +246,12 @@ static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t 
         }
     } else if (!strcmp(type->valuestring, "BPE") && cJSON_IsObject(vocab)) {
         for (const cJSON *e = vocab->child; e && !rc; e = e->next) {
+            uint32_t id;
             if (!cJSON_IsNumber(e)) {
                 snprintf(err, errlen, "%s: model.vocab['%s'] is not an id", path, e->string);
                 rc = -1;
-            } else {
-                rc = set_json_token(v, path, e->valuedouble, e->string, 0.0f, TOK_NORMAL, err, errlen);
+            } else if (!(rc = json_token_id(v, path, e, e->string, &id, err, errlen))) {
+                set_json_token(v, id, e->string, 0.0f, TOK_NORMAL);
             }
         }
         if (!rc) rc = score_merges(v, path, cJSON_GetObjectItemCaseSensitive(model, "merges"), err, errlen);
@@ -262,8 +273,9 @@ static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t 
             break;
         }
         int special = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special"));
-        uint32_t i = id->valuedouble >= 0 && id->valuedouble < v->n ? (uint32_t)id->valuedouble : 0;
-        if (replaces_piece(v, id->valuedouble, content->valuestring)) {
+        uint32_t i;
+        if ((rc = json_token_id(v, path, id, content->valuestring, &i, err, errlen))) break;
+        if (replaces_piece(v, i, content->valuestring)) {
             snprintf(err, errlen, "%s: added token '%s' (id %u) would replace the vocabulary's '%s'", path,
                      content->valuestring, i, v->tokens[i]);
             rc = -1;
@@ -271,8 +283,7 @@ static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t 
         }
         int32_t t = special ? TOK_CONTROL : TOK_USER_DEFINED;
         if (v->tokens[i] && v->types[i] == TOK_UNKNOWN) t = TOK_UNKNOWN;   /* <unk> stays UNKNOWN */
-        rc = set_json_token(v, path, id->valuedouble, content->valuestring,
-                            v->tokens[i] ? v->scores[i] : 0.0f, t, err, errlen);
+        set_json_token(v, i, content->valuestring, v->tokens[i] ? v->scores[i] : 0.0f, t);
     }
     cJSON_Delete(root);
     return rc;

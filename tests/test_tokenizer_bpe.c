@@ -294,6 +294,9 @@ static void test_refusals(void)
     CHECK(refused("model.merges", "[\"zq qz\"]", "model.merges[0] 'zq qz'"));
     /* an added token on an id the vocabulary holds with another piece */
     CHECK(refused("added.id", "2", "added token '<|begin_of_text|>' (id 2) would replace the vocabulary's '!'"));
+    /* an id that is not one (it was truncated, or refused only against the vocabulary) */
+    CHECK(refused("added.id", "1.5", "token '<|begin_of_text|>' has id 1.5, not one below config.json's vocab_size"));
+    CHECK(refused("added.id", "-1", "token '<|begin_of_text|>' has id -1, not one below config.json's vocab_size"));
 }
 
 /* A Unigram model's unk_id must be a token id: 1.5, -1 or one past the
