@@ -620,6 +620,7 @@ typedef struct {
     int n_prompt, n_gen, done;
     enum hc_stop stop;
     double t_first, t_done;
+    uint64_t seed;         /* drawn for the line's "seed": -1 */
 } par_text;
 
 typedef struct {
@@ -660,6 +661,7 @@ static void par_write(par_run *P, int r)
         } else {
             cJSON *text = hc_json_text(t->text ? t->text + t->gen : "", t->len - t->gen);   /* no text: len = gen = 0 */
             if (!cJSON_AddItemToObject(j, "completion", text)) hc_die("out of memory");
+            if (p->seed_drawn) cJSON_AddNumberToObject(j, "seed", (double)t->seed);   /* < 2^53: exact */
             cJSON_AddNumberToObject(j, "tokens_prompt", t->n_prompt);
             cJSON_AddNumberToObject(j, "tokens_generated", t->n_gen);
             cJSON_AddStringToObject(j, "stop", stop_names[t->stop]);
@@ -718,11 +720,11 @@ static void parallel(const hc_model *m, const hc_tokenizer *tok, const options *
         reqs[r].sp = o->sp;
         if (p->has_temp) reqs[r].sp.temp = p->temp;
         if (p->has_seed) reqs[r].sp.seed = p->seed;
-        if (p->seed_drawn) {   /* as --seed -1: printed, so that the line can be repeated */
-            reqs[r].sp.seed = draw_seed(what);
-            fprintf(stderr, "%s: seed %" PRIu64 " (drawn for \"seed\": -1)\n", what, reqs[r].sp.seed);
-        }
         par_text *t = &P.t[r];
+        if (p->seed_drawn) {   /* as --seed -1, but below 2^53, so that a JSON line can repeat it */
+            t->seed = reqs[r].sp.seed = draw_seed(what) >> 11;
+            fprintf(stderr, "%s: seed %" PRIu64 " (drawn for \"seed\": -1)\n", what, t->seed);
+        }
         t->n_prompt = reqs[r].n_prompt;
         for (int i = 0; i < t->n_prompt; i++) add_piece(tok, i ? ids[i - 1] : -1, ids[i], &t->text, &t->len, &t->cap);
         t->gen = t->len;
