@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -636,6 +637,20 @@ cJSON *hc_json_text(const char *s, size_t n)
 void hc_json_add_text(cJSON *o, const char *key, const char *s)
 {
     if (!cJSON_AddItemToObject(o, key, hc_json_text(s, strlen(s)))) hc_die("out of memory");
+}
+
+cJSON *hc_json_u64(uint64_t v)
+{
+    char digits[24];
+    snprintf(digits, sizeof digits, "%" PRIu64, v);
+    cJSON *j = cJSON_CreateRaw(digits);
+    if (!j) hc_die("out of memory");
+    return j;
+}
+
+void hc_json_add_u64(cJSON *o, const char *key, uint64_t v)
+{
+    if (!cJSON_AddItemToObject(o, key, hc_json_u64(v))) hc_die("out of memory");
 }
 
 int hc_json_index(const cJSON *j, uint64_t n, uint64_t *out)

@@ -142,6 +142,12 @@ struct cJSON *hc_json_text(const char *s, size_t n);
 /* hc_json_text of the string s added to object o as key. */
 void hc_json_add_text(struct cJSON *o, const char *key, const char *s);
 
+/* v as a JSON number of its own digits (cJSON prints a double, which keeps
+ * only 15 of them: 8502262104303759 would become 8.50226210430376e+15), and
+ * that number added to object o as key. Out of memory exits through hc_die. */
+struct cJSON *hc_json_u64(uint64_t v);
+void hc_json_add_u64(struct cJSON *o, const char *key, uint64_t v);
+
 /* A JSON number that is a whole number below n (n at most 2^53, where a
  * double still holds every integer) into *out: 1, else 0. Checked before any
  * conversion: a double past an integer type's range (2e59 from a hostile

@@ -177,13 +177,6 @@ static void *xcheck(void *p)
     return p;
 }
 
-static cJSON *json_u64(uint64_t v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRIu64, v);
-    return xcheck(cJSON_CreateRaw(buf));   /* exact digits: a double would round above 2^53 */
-}
-
 static cJSON *json_elem(const gguf_kv *kv, uint64_t i)
 {
     uint32_t t = kv->type == GGUF_TYPE_ARRAY ? kv->arr_type : kv->type;
@@ -198,7 +191,7 @@ static cJSON *json_elem(const gguf_kv *kv, uint64_t i)
         return xcheck(cJSON_CreateBool(gguf_kv_num(kv, i) != 0));
     case GGUF_TYPE_UINT64:
         memcpy(&u64, kv->data + 8 * i, 8);
-        return json_u64(u64);
+        return hc_json_u64(u64);
     case GGUF_TYPE_INT64:
         memcpy(&i64, kv->data + 8 * i, 8);
         snprintf(buf, sizeof buf, "%" PRId64, i64);
@@ -218,12 +211,12 @@ static void dump_json(const gguf_file *f)
     cJSON *root = xcheck(cJSON_CreateObject());
     hc_json_add_text(root, "file", f->path);
     cJSON_AddItemToObject(root, "variant", xcheck(cJSON_CreateString(variant_name(f->variant))));
-    cJSON_AddItemToObject(root, "version", json_u64(f->version));
-    cJSON_AddItemToObject(root, "size", json_u64(f->size));
-    cJSON_AddItemToObject(root, "alignment", json_u64(f->alignment));
-    cJSON_AddItemToObject(root, "n_kv", json_u64(f->n_kv));
-    cJSON_AddItemToObject(root, "n_tensors", json_u64(f->n_tensors));
-    cJSON_AddItemToObject(root, "data_offset", json_u64(f->data_offset));
+    cJSON_AddItemToObject(root, "version", hc_json_u64(f->version));
+    cJSON_AddItemToObject(root, "size", hc_json_u64(f->size));
+    cJSON_AddItemToObject(root, "alignment", hc_json_u64(f->alignment));
+    cJSON_AddItemToObject(root, "n_kv", hc_json_u64(f->n_kv));
+    cJSON_AddItemToObject(root, "n_tensors", hc_json_u64(f->n_tensors));
+    cJSON_AddItemToObject(root, "data_offset", hc_json_u64(f->data_offset));
 
     cJSON *kvs = xcheck(cJSON_AddArrayToObject(root, "kv"));
     for (uint64_t i = 0; i < f->n_kv; i++) {
@@ -234,7 +227,7 @@ static void dump_json(const gguf_file *f)
         if (kv->type == GGUF_TYPE_ARRAY) {
             cJSON *arr = xcheck(cJSON_CreateArray());
             cJSON_AddItemToObject(o, "elem_type", xcheck(cJSON_CreateString(gguf_vtype_name(kv->arr_type))));
-            cJSON_AddItemToObject(o, "n", json_u64(kv->n));
+            cJSON_AddItemToObject(o, "n", hc_json_u64(kv->n));
             for (uint64_t k = 0; k < kv->n; k++) cJSON_AddItemToArray(arr, json_elem(kv, k));
             cJSON_AddItemToObject(o, "value", arr);
         } else {
@@ -248,12 +241,12 @@ static void dump_json(const gguf_file *f)
         const gguf_tensor *t = &f->tensors[i];
         cJSON *o = xcheck(cJSON_CreateObject());
         cJSON *shape = xcheck(cJSON_CreateArray());
-        for (uint32_t d = 0; d < t->n_dims; d++) cJSON_AddItemToArray(shape, json_u64((uint64_t)t->ne[d]));
+        for (uint32_t d = 0; d < t->n_dims; d++) cJSON_AddItemToArray(shape, hc_json_u64((uint64_t)t->ne[d]));
         hc_json_add_text(o, "name", t->name);
         cJSON_AddItemToObject(o, "type", xcheck(cJSON_CreateString(ggml_type_name(t->type))));
         cJSON_AddItemToObject(o, "shape", shape);
-        cJSON_AddItemToObject(o, "offset", json_u64(t->offset));
-        cJSON_AddItemToObject(o, "bytes", json_u64(t->nbytes));
+        cJSON_AddItemToObject(o, "offset", hc_json_u64(t->offset));
+        cJSON_AddItemToObject(o, "bytes", hc_json_u64(t->nbytes));
         cJSON_AddItemToArray(ts, o);
     }
 

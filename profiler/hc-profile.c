@@ -142,7 +142,7 @@ static void show_json(const char *path, const hc_stats *s, const hc_layer_summar
     cJSON_AddNumberToObject(o, "n_embd", s->n_embd);
     hc_json_add_text(o, "activation", s->activation);
     cJSON_AddNumberToObject(o, "threshold", short_float(s->threshold));
-    cJSON_AddNumberToObject(o, "n_tokens", (double)s->n_tokens);
+    hc_json_add_u64(o, "n_tokens", s->n_tokens);
     cJSON_AddNumberToObject(o, "ctx", s->ctx);
     cJSON_AddStringToObject(o, "ffn_hash", hash);
     hc_json_add_text(o, "corpus", s->corpus);

@@ -661,11 +661,7 @@ static void par_write(par_run *P, int r)
         } else {
             cJSON *text = hc_json_text(t->text ? t->text + t->gen : "", t->len - t->gen);   /* no text: len = gen = 0 */
             if (!cJSON_AddItemToObject(j, "completion", text)) hc_die("out of memory");
-            if (p->seed_drawn) {   /* digits of our own: cJSON prints 16-digit numbers to 15 */
-                char seed[24];
-                snprintf(seed, sizeof seed, "%" PRIu64, t->seed);
-                if (!cJSON_AddRawToObject(j, "seed", seed)) hc_die("out of memory");
-            }
+            if (p->seed_drawn) hc_json_add_u64(j, "seed", t->seed);
             cJSON_AddNumberToObject(j, "tokens_prompt", t->n_prompt);
             cJSON_AddNumberToObject(j, "tokens_generated", t->n_gen);
             cJSON_AddStringToObject(j, "stop", stop_names[t->stop]);

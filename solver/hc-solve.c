@@ -285,7 +285,7 @@ static void run_sweep(const options *o, solve_result *r, const char *model_path)
         if (hc_budget_capacity(r->budget, model_path, r->vram_budget, &r->capacity, err, sizeof err)) {
             if (rows) {
                 cJSON *e = cJSON_CreateObject();
-                cJSON_AddNumberToObject(e, "vram_budget", (double)r->vram_budget);
+                hc_json_add_u64(e, "vram_budget", r->vram_budget);
                 hc_json_add_text(e, "error", err);
                 cJSON_AddItemToArray(rows, e);
             } else {

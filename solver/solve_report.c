@@ -15,14 +15,14 @@ cJSON *solve_summary_json(const solve_result *r)
 {
     const solve_problem *p = r->problem;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "vram_budget", (double)r->vram_budget);
+    hc_json_add_u64(o, "vram_budget", r->vram_budget);
     cJSON *b = cJSON_AddObjectToObject(o, "budget");
     for (int i = 0; i < HC_FIX_COUNT; i++)
-        cJSON_AddNumberToObject(b, hc_budget_fixed_names[i], (double)r->budget->fixed[i]);
-    cJSON_AddNumberToObject(b, "dense_total", (double)r->budget->fixed_total);
-    cJSON_AddNumberToObject(b, "ffn_capacity", (double)r->capacity);
-    cJSON_AddNumberToObject(b, "ffn_used", (double)r->sol.bytes);
-    cJSON_AddNumberToObject(b, "unused", (double)(r->capacity - r->sol.bytes));
+        hc_json_add_u64(b, hc_budget_fixed_names[i], r->budget->fixed[i]);
+    hc_json_add_u64(b, "dense_total", r->budget->fixed_total);
+    hc_json_add_u64(b, "ffn_capacity", r->capacity);
+    hc_json_add_u64(b, "ffn_used", r->sol.bytes);
+    hc_json_add_u64(b, "unused", r->capacity - r->sol.bytes);
     cJSON *s = cJSON_AddObjectToObject(o, "solver");
     cJSON_AddStringToObject(s, "method", r->method);
     cJSON_AddStringToObject(s, "status", solve_status_names[r->info.status]);
@@ -42,7 +42,7 @@ cJSON *solve_summary_json(const solve_result *r)
     cJSON *t = cJSON_AddObjectToObject(o, "totals");
     cJSON_AddNumberToObject(t, "gpu_neurons", (double)neurons);
     cJSON_AddNumberToObject(t, "neurons", (double)p->n_layer * p->n_ff);
-    cJSON_AddNumberToObject(t, "gpu_bytes", (double)r->sol.bytes);
+    hc_json_add_u64(t, "gpu_bytes", r->sol.bytes);
     cJSON_AddNumberToObject(t, "activations", (double)p->total);
     cJSON_AddNumberToObject(t, "gpu_activations", (double)r->sol.objective);
     cJSON_AddNumberToObject(t, "coverage", share(r->sol.objective, p->total));
@@ -60,7 +60,7 @@ char *solve_report_json(const solve_result *r)
     snprintf(h, sizeof h, "%016" PRIx64, r->stats_hash);
     cJSON_AddStringToObject(o, "stats_hash", h);
     hc_json_add_text(o, "stats_corpus", r->stats->corpus);
-    cJSON_AddNumberToObject(o, "stats_n_tokens", (double)r->stats->n_tokens);
+    hc_json_add_u64(o, "stats_n_tokens", r->stats->n_tokens);
     cJSON_AddNumberToObject(o, "n_layer", p->n_layer);
     cJSON_AddNumberToObject(o, "n_ff", p->n_ff);
     cJSON_AddNumberToObject(o, "batch", p->batch);
@@ -78,8 +78,8 @@ char *solve_report_json(const solve_result *r)
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "layer", l);
         cJSON_AddNumberToObject(e, "gpu_neurons", k);
-        cJSON_AddNumberToObject(e, "neuron_bytes", (double)L->neuron_bytes);
-        cJSON_AddNumberToObject(e, "gpu_bytes", (double)k * (double)L->neuron_bytes);
+        hc_json_add_u64(e, "neuron_bytes", L->neuron_bytes);
+        hc_json_add_u64(e, "gpu_bytes", (uint64_t)k * L->neuron_bytes);
         cJSON_AddNumberToObject(e, "min_neurons", L->n_units ? L->end[0] : p->n_ff + 1);
         cJSON_AddNumberToObject(e, "activations", (double)L->total);
         cJSON_AddNumberToObject(e, "gpu_activations", (double)covered);
