@@ -484,6 +484,22 @@ static void test_json_index(void)
     }
 }
 
+/* 64-bit integers keep every digit in JSON (a double keeps 15). */
+static void test_json_u64(void)
+{
+    static const uint64_t v[] = { 0, 8502262104303759u, 109950063265972224u, UINT64_MAX };
+    static const char *const want[] = { "0", "8502262104303759", "109950063265972224", "18446744073709551615" };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        cJSON *o = cJSON_CreateObject();
+        hc_json_add_u64(o, "n", v[i]);
+        char *s = cJSON_PrintUnformatted(o), line[64];
+        snprintf(line, sizeof line, "{\"n\":%s}", want[i]);
+        CHECKF(s && !strcmp(s, line), "%s", s ? s : "(null)");
+        free(s);
+        cJSON_Delete(o);
+    }
+}
+
 /* SVG text from names that are not UTF-8 or hold control bytes stays
  * well-formed XML. */
 static void test_xml_text(void)
@@ -518,6 +534,7 @@ int main(void)
     RUN(test_progress_units);
     RUN(test_json_text);
     RUN(test_json_index);
+    RUN(test_json_u64);
     RUN(test_xml_text);
     return th_done();
 }

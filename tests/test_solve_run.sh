@@ -38,4 +38,9 @@ then ok solver_f16_cache
 else fail solver_f16_cache "$(grep -h -e '^dense' -e '^placed' "$T/solve_f32.out" "$T/solve_f16.out")"; fi
 check_fails solver_cache_type_q8_0 "--cache-type-k q8_0: a KV cache of q8_0 is not implemented (f32 or f16)" \
     "$HC_BIN/hc-solve" -m "$T/Q4_0.gguf" -s "$T/Q4_0.stats" --vram-budget 900K -ctk q8_0
+# bytes in --json keep every digit (cJSON's doubles keep 15): 99999 TiB is 109950063265972224
+"$HC_BIN/hc-solve" -m "$T/Q4_0.gguf" -s "$T/Q4_0.stats" --vram-budget 99999T --json >"$T/big.json" 2>/dev/null
+if python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["vram_budget"] == 109950063265972224' \
+    "$T/big.json" 2>/dev/null; then ok solver_json_bytes_exact
+else fail solver_json_bytes_exact "$(head -c 200 "$T/big.json")"; fi
 finish
