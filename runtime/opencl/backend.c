@@ -1352,7 +1352,7 @@ static int build(clb *b, cl_device_id dev, int exact_div, char *err, size_t errl
     for (;;) {
         build_options(opts, sizeof opts, exact_div, dp4a);
         cl_int rc = clBuildProgram(b->prog, 1, &dev, opts, NULL, NULL);
-        build_log(b->prog, dev, log, sizeof log);
+        if (rc != CL_SUCCESS) build_log(b->prog, dev, log, sizeof log);
         if (rc != CL_SUCCESS && !dp4a) {
             snprintf(err, errlen, "OpenCL: building the backend's kernels failed: %d %s: %.400s", rc,
                      hc_cl_error_name(rc), log);
