@@ -177,6 +177,7 @@ enum {
     HC_CLB_TOKENS = 8,      /* input rows per work group of a prompt's transposed product (the tile) */
     HC_CLB_UNIT_F = 8,      /* weights a lane of mv reads per step: F32, F16, BF16 */
     HC_CLB_UNIT_Q = 32,     /* the same, quantized (a block) */
+    HC_CLB_Q8_RUN = 32,     /* blocks of an interleaved act_q8 form whose words lie side by side: mv's lanes */
     HC_CLB_MM_ROWS = 64,    /* matrix rows of a tiled product's group (mm16, mm64: B > 1) */
     HC_CLB_MM_ITEMS = 128,  /* its work items: 16 x 8, each 4 rows x (tile / 8) input rows */
     HC_CLB_CHUNK_MAX = 1024, /* positions of one attention work group (their scores in local memory) */
@@ -191,6 +192,11 @@ enum {
  * items on a GPU; 4 on a CPU device). */
 size_t hc_clb_mv_lanes(const hc_clb_device *d, int units);
 size_t hc_clb_mv_rows(const hc_clb_device *d, size_t lanes);
+/* act_q8's form of B input rows (the quantized products' input): 1 when
+ * its blocks' words are interleaved, word w of HC_CLB_Q8_RUN blocks side by
+ * side (the row padded to whole runs); 0 when a block's 32 code bytes lie
+ * whole. */
+int hc_clb_q8_interleaved(const hc_clb_device *d, int B);
 /* The FFN neurons of one input row that also make h's Q8_0 form (glu_T_A
  * with q8): groups of 32 rows (a block of h), the lanes a row gets. */
 size_t hc_clb_glu_lanes(const hc_clb_device *d, int units);

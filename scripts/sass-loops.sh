@@ -45,7 +45,7 @@ cat "$K/common.cl" "$K/backend.cl" > "$T/k.cl"
 # values do not change the loops; clang spells NVIDIA's asm as __asm__, and
 # declares vload_half only with cl_khr_fp16 on (the kernels use no half
 # arithmetic).
-D="-DTOKENS=8 -DMM_ROWS=64 -DMM_ITEMS=128 -DHC_ACT_SILU=0 -DHC_ACT_RELU=1 -DHC_ACT_GELU=2 -DHC_NORM_RMS=0
+D="-DTOKENS=8 -DMM_ROWS=64 -DMM_ITEMS=128 -DQ8_RUN=32 -DHC_ACT_SILU=0 -DHC_ACT_RELU=1 -DHC_ACT_GELU=2 -DHC_NORM_RMS=0
    -DHC_NORM_LAYER=1 -DHC_POS_ROPE=0 -DHC_POS_ROPE_NEOX=1 -DHC_FFN_GATED=0 -DHC_FFN_SYMMETRIC=1 -DHC_FFN_SEQUENTIAL=2
    -Dasm=__asm__"
 [ "$DP4A" = 0 ] || D="$D -DHC_DP4A=1"

@@ -1351,14 +1351,21 @@ static void test_clb_geometry(void)
                                "device %zu: product %dx%d: %zu groups of %zu x %zu", i, rows, n, g, lanes, R);
                         /* every lane has a unit of the row to read */
                         CHECK(lanes * (size_t)unit <= (size_t)n);
+                        /* one row's Q8 form on a GPU: a step's lanes read words of one run side by side */
+                        if (unit == HC_CLB_UNIT_Q)
+                            CHECKF(hc_clb_q8_interleaved(d, 1) == d->gpu &&
+                                       (!d->gpu || HC_CLB_Q8_RUN % lanes == 0),
+                                   "device %zu: product %dx%d: %zu lanes, runs of %d", i, rows, n, lanes,
+                                   (int)HC_CLB_Q8_RUN);
                         /* the FFN neurons that make h's Q8_0 form too: groups of 32 rows */
                         size_t gl = hc_clb_glu_lanes(d, n / unit);
                         CHECKF((gl & (gl - 1)) == 0 && 32 * gl <= d->wg_max && gl * (size_t)unit <= (size_t)n &&
-                                   (!d->gpu || 32 * gl >= 128),
+                                   (!d->gpu || (32 * gl >= 128 && HC_CLB_Q8_RUN % gl == 0)),
                                "device %zu: FFN neurons %dx%d: %zu lanes", i, rows, n, gl);
                     }
                     continue;
                 }
+                CHECK(!hc_clb_q8_interleaved(d, B));   /* the tiles read a block's 32 code bytes whole */
                 /* tiled: the groups (tiles x slices) fill the device, each slice 8 blocks or more, local memory
                  * (the tiles of 32 inputs as floats, a row apiece padded by one, and the scale pairs) within 48 KiB */
                 const size_t tile = (size_t)hc_clb_mm_tile(B);

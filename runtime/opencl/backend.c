@@ -77,6 +77,7 @@ typedef struct {
     int on;
     cl_mem x, mem;         /* the row's floats at x + xo; the form at mem */
     cl_uint xo, doff, soff;
+    cl_int il;             /* interleaved (hc_clb_q8_interleaved) */
     const void *w;         /* the device copy of the weight it was made for */
 } made_form;
 
@@ -651,6 +652,7 @@ typedef struct {
     const hc_mm *it;
     cl_mem mem;
     cl_uint xo, doff, soff;
+    cl_int il;   /* a Q8 form's words interleaved (hc_clb_q8_interleaved) */
 } prepared;
 
 /* 1 when p serves the item it (the CPU's hc_weight_same_act, but any
@@ -676,7 +678,8 @@ static int joins(const prepared *p, const hc_mm *it, const hc_mm *o)
 static size_t q8_form(clb *b, int B, int kn, int slot, prepared *p)
 {
     const size_t nb = (size_t)B * (size_t)(kn / 32);
-    const size_t codes = round_up((size_t)B * (size_t)kn, 64);
+    p->il = hc_clb_q8_interleaved(&b->geo, B);   /* then one row, padded to whole runs of 32-byte blocks */
+    const size_t codes = round_up((size_t)B * (size_t)kn, p->il ? 32 * HC_CLB_Q8_RUN : 64);
     p->doff = (cl_uint)codes;
     p->soff = (cl_uint)(codes + sizeof(float) * nb);
     p->mem = scratch(b, slot, codes + 2 * sizeof(float) * nb);
@@ -691,9 +694,10 @@ static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepare
     p->form = fmt_form[m->fmt];
     p->it = it;
     p->xo = p->doff = p->soff = 0;
+    p->il = 0;
     const made_form *f = &b->made;
     if (B == 1 && f->on && f->w == m && f->x == mem_of(x) && f->xo == flo(x)) {
-        *p = (prepared){ FORM_Q8, it, f->mem, 0, f->doff, f->soff };
+        *p = (prepared){ FORM_Q8, it, f->mem, 0, f->doff, f->soff, f->il };
         return;
     }
     if (p->form == FORM_F32) {
@@ -717,13 +721,14 @@ static void prepare(clb *b, hc_view x, int B, const hc_mm *it, int slot, prepare
         b->pend.kind = PEND_NONE;   /* the pending step and this form in one launch */
         const int norm = pn.kind == PEND_NORM;
         cl_kernel k = norm ? b->norm_q8 : b->attn_combine_q8;
-        args_from(b, k, pending_args(b, k, &pn), A(half_d), A(p->mem), A(p->doff), A(p->soff), END);
+        args_from(b, k, pending_args(b, k, &pn), A(half_d), A(p->mem), A(p->doff), A(p->soff), A(p->il),
+                  END);
         size_t g = norm ? pn.l * (size_t)B : (size_t)B * (size_t)n, l = norm ? pn.l : 32;   /* a block a group */
         launch(b, k, 1, &g, &l);
         return;
     }
     args(b, b->act_q8, A(xm), A(xo), A(n), A(m->perm), A(has), A(kp), A(Bc), A(half_d), A(p->mem), A(p->doff),
-         A(p->soff), END);
+         A(p->soff), A(p->il), END);
     launch_ew(b, b->act_q8, nb);
 }
 
@@ -809,7 +814,7 @@ static void row_products(clb *b, const prepared *p, int B, const hc_mm *it, int 
                 A(yo[1]), A(ys[1]), A(w[2]), A(d[2]), A(rows[2]), A(y[2]), A(yo[2]), A(ys[2]), A(bound[0]), \
                 A(bound[1]), A(n), A(acc), A(nt), A(p->mem)
     if (q)
-        args(b, k, MV_ARGS, A(p->doff), A(p->soff), A(xb), LOCAL(sizeof(float) * lanes * R), END);
+        args(b, k, MV_ARGS, A(p->doff), A(p->soff), A(p->il), A(xb), LOCAL(sizeof(float) * lanes * R), END);
     else
         args(b, k, MV_ARGS, A(xo), LOCAL(sizeof(float) * lanes * R), END);
 #undef MV_ARGS
@@ -954,7 +959,7 @@ static int ffn_neurons(hc_backend *be, const hc_hparams *hp, const hc_blayer *ly
     const hc_mm up = { &ly->up, 0, 0, H, (size_t)hp->n_ff, 0 };
     const cl_mat *g = first.w->dev, *u = up.w->dev;
     if (b->cl->invariant || !g || !u || a < 0 || a >= N_ACT || g->rows != hp->n_ff || u->rows != g->rows) return -1;
-    prepared p = { fmt_form[g->fmt], &first, NULL, 0, 0, 0 };
+    prepared p = { fmt_form[g->fmt], &first, NULL, 0, 0, 0, 0 };
     if (!seq && !joins(&p, &first, &up)) return -1;
     prepare(b, xn, 1, &first, SCR_ACT0, &p);
     const int q = p.form == FORM_Q8 || p.form == FORM_G8;
@@ -964,7 +969,7 @@ static int ffn_neurons(hc_backend *be, const hc_hparams *hp, const hc_blayer *ly
     const int units = g->kn / (q ? HC_CLB_UNIT_Q : HC_CLB_UNIT_F);
     const size_t lanes = q8 ? hc_clb_glu_lanes(&b->geo, units) : hc_clb_mv_lanes(&b->geo, units);
     const size_t R = q8 ? 32 : hc_clb_mv_rows(&b->geo, lanes);
-    prepared hq = { FORM_Q8, NULL, NULL, 0, 0, 0 };
+    prepared hq = { FORM_Q8, NULL, NULL, 0, 0, 0, 0 };
     if (q8) q8_form(b, 1, g->rows, SCR_ACT1, &hq);
     cl_mem gb = vec_mem(b, &ly->gate_b, "the gate bias"), ub = vec_mem(b, &ly->up_b, "the up bias");
     cl_int rows = g->rows, n = g->kn, kind = hp->ffn_kind, has_gb = gb != NULL, has_ub = ub != NULL;
@@ -975,15 +980,15 @@ static int ffn_neurons(hc_backend *be, const hc_hparams *hp, const hc_blayer *ly
     cl_int half_d = 1;
     if (q)
         args(b, k, A(g->m), A(g->dofs), A(u->m), A(u->dofs), A(rows), A(n), A(kind), A(thr), A(gb), A(has_gb), A(ub),
-             A(has_ub), A(hm), A(ho), A(p.mem), A(p.doff), A(p.soff), LOCAL(2 * sizeof(float) * lanes * R),
-             A(q8), A(half_d), A(hq.mem), A(hq.doff), A(hq.soff), END);
+             A(has_ub), A(hm), A(ho), A(p.mem), A(p.doff), A(p.soff), A(p.il), LOCAL(2 * sizeof(float) * lanes * R),
+             A(q8), A(half_d), A(hq.mem), A(hq.doff), A(hq.soff), A(hq.il), END);
     else
         args(b, k, A(g->m), A(g->dofs), A(u->m), A(u->dofs), A(rows), A(n), A(kind), A(thr), A(gb), A(has_gb), A(ub),
              A(has_ub), A(hm), A(ho), A(p.mem), A(p.xo), LOCAL(2 * sizeof(float) * lanes * R), END);
     const size_t l[2] = { lanes, R }, gs[2] = { lanes, ((size_t)rows + R - 1) / R * R };
     launch(b, k, 2, gs, l);
     if (q8 && !b->failed)
-        b->made = (made_form){ 1, hm, hq.mem, ho, hq.doff, hq.soff, dm };
+        b->made = (made_form){ 1, hm, hq.mem, ho, hq.doff, hq.soff, hq.il, dm };
     return 0;
 }
 
@@ -1239,11 +1244,11 @@ void hc_cl_backend_geometry(hc_backend *be, const hc_clb_device *d)
 static void build_options(char *o, size_t len, int exact_div, int dp4a)
 {
     snprintf(o, len,
-             "-cl-std=CL1.2 %s%s-DTOKENS=%d -DMM_ROWS=%d -DMM_ITEMS=%d "
+             "-cl-std=CL1.2 %s%s-DTOKENS=%d -DMM_ROWS=%d -DMM_ITEMS=%d -DQ8_RUN=%d "
              "-DHC_ACT_SILU=%d -DHC_ACT_RELU=%d -DHC_ACT_GELU=%d -DHC_NORM_RMS=%d -DHC_NORM_LAYER=%d "
              "-DHC_POS_ROPE=%d -DHC_POS_ROPE_NEOX=%d -DHC_FFN_GATED=%d -DHC_FFN_SYMMETRIC=%d -DHC_FFN_SEQUENTIAL=%d",
              exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", dp4a ? "-DHC_DP4A=1 " : "", HC_CLB_TOKENS,
-             HC_CLB_MM_ROWS, HC_CLB_MM_ITEMS, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER,
+             HC_CLB_MM_ROWS, HC_CLB_MM_ITEMS, HC_CLB_Q8_RUN, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER,
              HC_POS_ROPE, HC_POS_ROPE_NEOX, HC_FFN_GATED, HC_FFN_SYMMETRIC, HC_FFN_SEQUENTIAL);
 }
 

@@ -40,6 +40,12 @@ size_t hc_clb_mv_rows(const hc_clb_device *d, size_t lanes)
     return items / lanes > 0 ? pow2_floor(items / lanes) : 1;
 }
 
+/* One row's form on a GPU: word w of HC_CLB_Q8_RUN blocks side by side, so
+ * that mv's lanes load each word of theirs as one contiguous run; more rows
+ * go to the tiles, which take a block's 32 bytes whole, and a CPU device's
+ * item takes a row's blocks in turn (kernels/backend.cl, xwords) */
+int hc_clb_q8_interleaved(const hc_clb_device *d, int B) { return d->gpu && B == 1; }
+
 size_t hc_clb_glu_lanes(const hc_clb_device *d, int units)
 {
     size_t most = (d->wg_max ? d->wg_max : 1) / 32;

@@ -222,7 +222,29 @@ void tree(__local float *red, int cnt, int lid, int L)
  * codes [B][kp] at 0, d [B][kp/32] as floats at doff, d * sum(q) [B][kp/32]
  * at soff (the codes 16-byte aligned: kp a multiple of 32). half_d: d
  * rounded to fp16 (Q8_0 blocks store it so; the codes come from the f32 d,
- * as ggml's), else kept f32 (GPTQ). */
+ * as ggml's), else kept f32 (GPTQ). A row's codes are eight words (four
+ * codes each) a block; in a form of one row on a GPU (il, the host's
+ * hc_clb_q8_interleaved) word w of Q8_RUN blocks lies side by side, the row
+ * padded to whole runs, so that the lanes of mv_T, which take a row's
+ * blocks in turn, load one contiguous run of words, where each loading its
+ * own block's 32 bytes would touch eight times the cache lines; else (the
+ * tiles' rows) a block's 32 bytes lie whole. */
+/* an interleaved row's word 0 of block j (word w: Q8_RUN * w words on) */
+size_t xword0(int j) { return 8 * (size_t)(j & -Q8_RUN) + (size_t)(j & (Q8_RUN - 1)); }
+/* block j's words: elements 0..15 in u, 16..31 in v */
+void xwords(__global const uint *xw, int il, int j, uint4 *u, uint4 *v)
+{
+    if (!il) {
+        __global const uint4 *q = (__global const uint4 *)xw + 2 * (size_t)j;
+        *u = q[0];
+        *v = q[1];
+        return;
+    }
+    __global const uint *p = xw + xword0(j);
+    *u = (uint4)(p[0], p[Q8_RUN], p[2 * Q8_RUN], p[3 * Q8_RUN]);
+    *v = (uint4)(p[4 * Q8_RUN], p[5 * Q8_RUN], p[6 * Q8_RUN], p[7 * Q8_RUN]);
+}
+
 __kernel void act_bf16(__global const float *x, uint xo, int total, __global float *o)
 {
     const int e = get_global_id(0);
@@ -236,7 +258,7 @@ __kernel void act_bf16(__global const float *x, uint xo, int total, __global flo
    values as two vectors (an array indexed by a variable would live in
    memory on a GPU), where the rows are read in order and whole */
 void q8_block(__global const float *xr, int n, __global const int *perm, int has_perm, int kp, int b, int blk,
-              int half_d, __global uchar *X, uint doff, uint soff)
+              int half_d, __global uchar *X, uint doff, uint soff, int il)
 {
     const int nb = kp / 32, e = b * nb + blk, k0 = 32 * blk;
     float16 lo, hi;
@@ -263,19 +285,26 @@ void q8_block(__global const float *xr, int n, __global const int *perm, int has
         dd = vload_half(0, (__global const half *)(xd + e));
     }
     const int16 ql = convert_int16_rtz(round(lo * id)), qh = convert_int16_rtz(round(hi * id));
-    __global uint4 *q = (__global uint4 *)(X + (size_t)b * kp + k0);   /* 16-byte aligned: kp, k0 multiples of 32 */
-    q[0] = as_uint4(convert_char16(ql));
-    q[1] = as_uint4(convert_char16(qh));
+    const uint4 u = as_uint4(convert_char16(ql)), v = as_uint4(convert_char16(qh));
+    if (!il) {
+        __global uint4 *q = (__global uint4 *)(X + (size_t)b * kp + k0);   /* 16-byte aligned: kp, k0 multiples of 32 */
+        q[0] = u;
+        q[1] = v;
+    } else {   /* one row */
+        __global uint *p = (__global uint *)X + xword0(blk);
+        p[0] = u.x, p[Q8_RUN] = u.y, p[2 * Q8_RUN] = u.z, p[3 * Q8_RUN] = u.w;
+        p[4 * Q8_RUN] = v.x, p[5 * Q8_RUN] = v.y, p[6 * Q8_RUN] = v.z, p[7 * Q8_RUN] = v.w;
+    }
     xd[e] = dd;
     ((__global float *)(X + soff))[e] = d * (float)hsum16(ql + qh);
 }
 
 __kernel void act_q8(__global const float *x, uint xo, int n, __global const int *perm, int has_perm, int kp, int B,
-                     int half_d, __global uchar *X, uint doff, uint soff)
+                     int half_d, __global uchar *X, uint doff, uint soff, int il)
 {
     const int e = get_global_id(0), nb = kp / 32;
     if (e >= B * nb) return;
-    q8_block(x + xo + (size_t)(e / nb) * n, n, perm, has_perm, kp, e / nb, e % nb, half_d, X, doff, soff);
+    q8_block(x + xo + (size_t)(e / nb) * n, n, perm, has_perm, kp, e / nb, e % nb, half_d, X, doff, soff, il);
 }
 
 /* ------------------------------------------------------------ products
@@ -352,38 +381,47 @@ float lane_##T(__global const uchar *W, __global const float *D, int n, int r, _
     for (int k = nu * 8 + lane; k < n; k += LR) s += w1_##T(W, D, n, r, k) * x[k]; \
     return s; \
 }
-/* block j's term of a quantized row (xq: the input's codes, xd, xz its scales) */
+/* block j's term of a quantized row (xw: the input's codes, interleaved
+   where il; xd, xz its scales) */
 #define TERM_Q(T) \
-float term_##T(__global const uchar *W, __global const float *D, int n, int r, __global const uint4 *xq, \
+float term_##T(__global const uchar *W, __global const float *D, int n, int r, __global const uint *xw, int il, \
                __global const float *xd, __global const float *xz, int j) \
 { \
-    uint4 a, b; \
+    uint4 a, b, u, v; \
     words_##T(W, n, r, j, &a, &b); \
-    return BLOCK_##T((float)bsum_##T(a, b, xq[2 * j], xq[2 * j + 1]), scale_##T(D, n, r, j), xd[j], xz[j]); \
+    xwords(xw, il, j, &u, &v); \
+    return BLOCK_##T((float)bsum_##T(a, b, u, v), scale_##T(D, n, r, j), xd[j], xz[j]); \
 }
 /* four blocks a step, their terms added in block order: every load of the
    step in flight at once (a lane of a 4096-wide row has four) */
 #define LANE_Q(T) \
 TERM_Q(T) \
-float lane_##T(__global const uchar *W, __global const float *D, int n, int r, __global const uchar *X, uint doff, \
-               uint soff, int xb, int lane, int LR) \
+float lane_##T##_of(__global const uchar *W, __global const float *D, int n, int r, __global const uchar *X, \
+                    uint doff, uint soff, int il, int xb, int lane, int LR) \
 { \
     const int nb = n / 32; \
-    __global const uint4 *xq = (__global const uint4 *)(X + (size_t)xb * n); \
+    __global const uint *xq = (__global const uint *)(X + (size_t)xb * n); \
     __global const float *xd = (__global const float *)(X + doff) + (size_t)xb * nb, \
                          *xz = (__global const float *)(X + soff) + (size_t)xb * nb; \
     float s = 0.0f; \
     int j = lane; \
     for (; j + 3 * LR < nb; j += 4 * LR) { \
-        const float t0 = term_##T(W, D, n, r, xq, xd, xz, j), t1 = term_##T(W, D, n, r, xq, xd, xz, j + LR); \
-        const float t2 = term_##T(W, D, n, r, xq, xd, xz, j + 2 * LR), t3 = term_##T(W, D, n, r, xq, xd, xz, j + 3 * LR); \
+        const float t0 = term_##T(W, D, n, r, xq, il, xd, xz, j), t1 = term_##T(W, D, n, r, xq, il, xd, xz, j + LR); \
+        const float t2 = term_##T(W, D, n, r, xq, il, xd, xz, j + 2 * LR), t3 = term_##T(W, D, n, r, xq, il, xd, xz, j + 3 * LR); \
         s += t0; \
         s += t1; \
         s += t2; \
         s += t3; \
     } \
-    for (; j < nb; j += LR) s += term_##T(W, D, n, r, xq, xd, xz, j); \
+    for (; j < nb; j += LR) s += term_##T(W, D, n, r, xq, il, xd, xz, j); \
     return s; \
+} \
+/* il a constant in each call, so that each loop loads one way */ \
+float lane_##T(__global const uchar *W, __global const float *D, int n, int r, __global const uchar *X, uint doff, \
+               uint soff, int il, int xb, int lane, int LR) \
+{ \
+    return il ? lane_##T##_of(W, D, n, r, X, doff, soff, 1, xb, lane, LR) \
+              : lane_##T##_of(W, D, n, r, X, doff, soff, 0, xb, lane, LR); \
 }
 LANE_F(f32)
 LANE_F(f16)
@@ -401,11 +439,11 @@ __kernel void mv_##T(MV_MATRICES, __global const float *x, uint xo, __local floa
     MV_TAIL \
 }
 #define PRODUCTS_Q(T) \
-__kernel void mv_##T(MV_MATRICES, __global const uchar *X, uint doff, uint soff, int xb, \
+__kernel void mv_##T(MV_MATRICES, __global const uchar *X, uint doff, uint soff, int il, int xb, \
                      __local float *red) \
 { \
     MV_HEAD \
-    const float s = lane_##T(W, D, n, r, X, doff, soff, xb + t, lane, LR); \
+    const float s = lane_##T(W, D, n, r, X, doff, soff, il, xb + t, lane, LR); \
     MV_TAIL \
 }
 
@@ -763,14 +801,14 @@ __kernel void norm(int kind, int n, float eps, __global const float *w, __global
    same group: one launch where the products would take two. */
 __kernel void norm_q8(int kind, int n, float eps, __global const float *w, __global const float *bias, int has_b,
                       __global const float *x, uint xo, __global float *o, uint oo, __local float *red, int half_d,
-                      __global uchar *X, uint doff, uint soff)
+                      __global uchar *X, uint doff, uint soff, int il)
 {
     const int lid = get_local_id(0), L = get_local_size(0), b = get_group_id(0);
     __global float *row = o + oo + (size_t)b * n;
     norm_row(kind, n, eps, w, bias, has_b, x + xo + (size_t)b * n, row, red);
     barrier(CLK_GLOBAL_MEM_FENCE);   /* the row's values, written by the group's items */
     for (int blk = lid; blk < n / 32; blk += L)
-        q8_block(row, n, (__global const int *)0, 0, n, b, blk, half_d, X, doff, soff);
+        q8_block(row, n, (__global const int *)0, 0, n, b, blk, half_d, X, doff, soff, il);
 }
 
 /* Pair e of the n0 rows of dim0 floats at va + vo0, then of the n1 rows at
@@ -893,17 +931,18 @@ __kernel void glu_##T##_##A(GLU_ARGS, __global const float *x, uint xo, __local 
    half_d as there) too, a group's block by its first item: the down
    product's input without a launch of its own. */
 #define GLU_Q(T, A) \
-__kernel void glu_##T##_##A(GLU_ARGS, __global const uchar *X, uint doff, uint soff, __local float *red, int q8, \
-                            int half_d, __global uchar *X2, uint doff2, uint soff2) \
+__kernel void glu_##T##_##A(GLU_ARGS, __global const uchar *X, uint doff, uint soff, int il, __local float *red, \
+                            int q8, int half_d, __global uchar *X2, uint doff2, uint soff2, int il2) \
 { \
     GLU_HEAD \
-    const float sg = lane_##T(Wg, Dg, n, r, X, doff, soff, 0, lane, LR); \
-    const float su = kind == HC_FFN_SEQUENTIAL ? 0.0f : lane_##T(Wu, Du, n, r, X, doff, soff, 0, lane, LR); \
+    const float sg = lane_##T(Wg, Dg, n, r, X, doff, soff, il, 0, lane, LR); \
+    const float su = kind == HC_FFN_SEQUENTIAL ? 0.0f : lane_##T(Wu, Du, n, r, X, doff, soff, il, 0, lane, LR); \
     GLU_TAIL(A) \
     if (q8) { \
         barrier(CLK_GLOBAL_MEM_FENCE); /* the group's 32 rows of h */ \
         if (lane == 0 && g == 0) \
-            q8_block(h + ho, rows, (__global const int *)0, 0, rows, 0, get_group_id(1), half_d, X2, doff2, soff2); \
+            q8_block(h + ho, rows, (__global const int *)0, 0, rows, 0, get_group_id(1), half_d, X2, doff2, soff2, \
+                     il2); \
     } \
 }
 #define GLUS(A) GLU_F(f32, A) GLU_F(f16, A) GLU_F(bf16, A) GLU_Q(q8, A) GLU_Q(q4, A) GLU_Q(g4, A)
@@ -1146,12 +1185,12 @@ __kernel void attn_combine(__global const float *part, __global const float *ml,
    rows of n_head * hd), then each group's block in act_q8's form. */
 __kernel void attn_combine_q8(__global const float *part, __global const float *ml, int hd, int n_head,
                               __global const int *pos, int row0, int ch, int n_chunks, __global float *out, uint oo,
-                              int total, int half_d, __global uchar *X, uint doff, uint soff)
+                              int total, int half_d, __global uchar *X, uint doff, uint soff, int il)
 {
     const int e = get_global_id(0), n = n_head * hd;
     combine_one(part, ml, hd, n_head, pos, row0, ch, n_chunks, out, oo, e);
     barrier(CLK_GLOBAL_MEM_FENCE);   /* the block's values, written by the group's items */
     if (get_local_id(0) == 0)
         q8_block(out + oo + (size_t)(e / n) * n, n, (__global const int *)0, 0, n, e / n, e % n / 32, half_d, X, doff,
-                 soff);
+                 soff, il);
 }
