@@ -212,6 +212,7 @@ static const op_case cases[] = {
     MMQ(37, 64, 1), MMQ(37, 64, 7), MMQ(64, 288, 1), MMQ(64, 288, 19), MMQ(300, 4096, 1), MMQ(6, 256, 19),
     MMQ(100, 4096, 7), MMQ(130, 192, 70),
     MMT(45, 64, 1), MMT(45, 96, 7), MMT(300, 288, 1), MMT(1000, 64, 19),
+    MMT(45, 96, 9),   /* transposed: a tile of 8 input rows, then one alone (the decode loop) */
     /* transposed, float rows of 100 outputs: a last unit of 8 columns that is not whole */
     { OP_MM_T, T_F32, 45, 100, 3, 0, 0 }, { OP_MM_T, T_F16, 45, 100, 3, 0, 0 }, { OP_MM_T, T_BF16, 45, 100, 1, 0, 0 },
     { OP_NORM, HC_NORM_RMS, 48, 1, 0, 0, 0 }, { OP_NORM, HC_NORM_RMS, 288, 7, 0, 0, 0 }, { OP_NORM, HC_NORM_RMS, 4096, 3, 0, 0, 0 },

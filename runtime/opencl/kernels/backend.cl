@@ -718,9 +718,21 @@ __kernel void mt_##T(__global const uchar *W, uint dofs, int n, int k, int rps, 
     const int u = get_global_id(0), s = get_global_id(1), b0 = get_global_id(2) * TOKENS; \
     if (8 * u >= n) return; \
     const int i0 = s * rps, i1 = min(i0 + rps, k), nt = min(TOKENS, B - b0); \
+    x += xo + (size_t)b0 * k; \
+    if (nt == 1) {   /* decode: the sums of input row 0 alone, two rows' loads in flight */ \
+        float8 a = 0.0f; \
+        int i = i0; \
+        for (; i + 1 < i1; i += 2) { \
+            const float8 w0 = c8_##T(W, D, n, i, u), w1 = c8_##T(W, D, n, i + 1, u); \
+            a = fma(w0, (float8)(x[i]), a); \
+            a = fma(w1, (float8)(x[i + 1]), a); \
+        } \
+        if (i < i1) a = fma(c8_##T(W, D, n, i, u), (float8)(x[i]), a); \
+        store8(y + yo + ((size_t)s * B + b0) * ys + 8 * (size_t)u, a, n - 8 * u); \
+        return; \
+    } \
     float8 acc[TOKENS]; \
     for (int t = 0; t < TOKENS; t++) acc[t] = 0.0f; \
-    x += xo + (size_t)b0 * k; \
     for (int i = i0; i < i1; i++) { \
         const float8 w = c8_##T(W, D, n, i, u); \
         EACH_TOKEN(MT_FMA) \
