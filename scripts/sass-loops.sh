@@ -1,6 +1,6 @@
 #!/bin/sh
 # The OpenCL backend's kernels as an NVIDIA GPU would run them, without a
-# GPU: runtime/opencl/kernels/{common,backend}.cl compiled by clang's OpenCL
+# GPU: runtime/opencl/kernels/{common,backend,hot_rows}.cl compiled by clang's OpenCL
 # front end to PTX (with libclc's built-ins), by NVIDIA's ptxas to machine
 # code for ARCH, and disassembled by nvdisasm; then, for each kernel named,
 # each loop's instructions (a label to the branch back to it) by opcode.
@@ -10,6 +10,7 @@
 # the quantized products").
 #   sh scripts/sass-loops.sh [KERNEL...]       (default: mv_q8 mv_q4 mm64_q4)
 #   DP4A=0 sh scripts/sass-loops.sh mv_q4      (the build without dp4a)
+#   sh scripts/sass-loops.sh gate_up_f16 down_f16   (kernels/hot_rows.cl's too)
 # Needs Debian's clang, llvm (llvm-link, opt, llc) and libclc (LIBCLC: its
 # nvptx64--nvidiacl.bc; apt-get install libclc-15 or apt-get download
 # libclc-14 and unpack it), and NVIDIA's ptxas and nvdisasm (CUDA_BIN, a
@@ -40,7 +41,6 @@ NVDISASM=$(tool nvdisasm)
 T=$(mktemp -d "${TMPDIR:-/tmp}/hcsass.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 K=runtime/opencl/kernels
-cat "$K/common.cl" "$K/backend.cl" > "$T/k.cl"
 # The host's -D options (runtime/opencl/backend.c, build_options): the enums'
 # values do not change the loops; clang spells NVIDIA's asm as __asm__, and
 # declares vload_half only with cl_khr_fp16 on (the kernels use no half
@@ -49,14 +49,23 @@ D="-DTOKENS=8 -DMM_ROWS=64 -DMM_ITEMS=128 -DQ8_RUN=32 -DHC_ACT_SILU=0 -DHC_ACT_R
    -DHC_NORM_LAYER=1 -DHC_POS_ROPE=0 -DHC_POS_ROPE_NEOX=1 -DHC_FFN_GATED=0 -DHC_FFN_SYMMETRIC=1 -DHC_FFN_SEQUENTIAL=2
    -Dasm=__asm__"
 [ "$DP4A" = 0 ] || D="$D -DHC_DP4A=1"
-# shellcheck disable=SC2086
-"$CLANG" -target nvptx64-nvidia-nvcl -cl-std=CL1.2 -Xclang -finclude-default-header -Xclang -cl-ext=+cl_khr_fp16 \
-    -O2 -emit-llvm -c $D "$T/k.cl" -o "$T/k.bc"
-"$LINK" "$T/k.bc" "$LIBCLC" -only-needed -o "$T/l.bc" 2>/dev/null   # (a warning on the two triples' spelling)
-"$OPT" -O3 "$T/l.bc" -o "$T/o.bc"
-"$LLC" -mcpu=sm_80 -mattr=+ptx70 "$T/o.bc" -o "$T/k.ptx"
-"$PTXAS" -arch="$ARCH" -O3 "$T/k.ptx" -o "$T/k.cubin"
-"$NVDISASM" -c "$T/k.cubin" 2>/dev/null > "$T/k.sass"
+# build NAME FILE OPTIONS: common.cl and FILE as one program into $T/NAME.sass
+build() {
+    cat "$K/common.cl" "$K/$2" > "$T/$1.cl"
+    # shellcheck disable=SC2086
+    "$CLANG" -target nvptx64-nvidia-nvcl -cl-std=CL1.2 -Xclang -finclude-default-header -Xclang -cl-ext=+cl_khr_fp16 \
+        -O2 -emit-llvm -c $3 "$T/$1.cl" -o "$T/$1.bc"
+    "$LINK" "$T/$1.bc" "$LIBCLC" -only-needed -o "$T/$1.l.bc" 2>/dev/null   # (a warning on the two triples' spelling)
+    "$OPT" -O3 "$T/$1.l.bc" -o "$T/$1.o.bc"
+    "$LLC" -mcpu=sm_80 -mattr=+ptx70 "$T/$1.o.bc" -o "$T/$1.ptx"
+    "$PTXAS" -arch="$ARCH" -O3 "$T/$1.ptx" -o "$T/$1.cubin"
+    "$NVDISASM" -c "$T/$1.cubin" 2>/dev/null > "$T/$1.sass"
+}
+build backend backend.cl "$D"
+# the hybrid FFN's hot-row kernels (gate_up_T, down_T), with runtime/opencl/cl.c's
+# options on a GPU (groups of HC_CL_WG_MAX, tiles of HC_CL_TILE tokens)
+build hot hot_rows.cl "-DWG=64 -DTILE=8"
+cat "$T/backend.sass" "$T/hot.sass" > "$T/k.sass"
 echo "$ARCH, dp4a $DP4A: each loop's instructions (a label to the branch back to it), by opcode"
 for k in "$@"; do
     awk -v name="$k" '
