@@ -386,9 +386,9 @@ float lane_##T##_of(__global const uchar *W, __global const float *D, int n, int
     for (int k = nu * 8 + lane; k < n; k += LR) s += w1_##T(W, D, n, r, k) * x[k]; \
     return s; \
 } \
-/* whole 16-byte runs (rows of a multiple of 8, x aligned) apart, so that the \
-   loop that reads them has no narrow loads beside (n passed as 8 (n / 8), \
-   which the compiler knows is a multiple of 8: w8_T's test folds) */ \
+/* the aligned case (rows a multiple of 8 elements, x 16-byte aligned) in a \
+   loop of its own, without the narrow loads beside: n passed as 8 (n / 8), \
+   which the compiler knows is a multiple of 8, so that w8_T's test folds */ \
 float lane_##T(__global const uchar *W, __global const float *D, int n, int r, __global const float *x, int al, \
                int lane, int LR) \
 { \
@@ -414,20 +414,20 @@ float lane_##T##_of(__global const uchar *W, __global const float *D, int n, int
                     uint doff, uint soff, int il, int xb, int lane, int LR) \
 { \
     const int nb = n / 32; \
-    __global const uint *xq = (__global const uint *)(X + (size_t)xb * n); \
+    __global const uint *xw = (__global const uint *)(X + (size_t)xb * n); \
     __global const float *xd = (__global const float *)(X + doff) + (size_t)xb * nb, \
                          *xz = (__global const float *)(X + soff) + (size_t)xb * nb; \
     float s = 0.0f; \
     int j = lane; \
     for (; j + 3 * LR < nb; j += 4 * LR) { \
-        const float t0 = term_##T(W, D, n, r, xq, il, xd, xz, j), t1 = term_##T(W, D, n, r, xq, il, xd, xz, j + LR); \
-        const float t2 = term_##T(W, D, n, r, xq, il, xd, xz, j + 2 * LR), t3 = term_##T(W, D, n, r, xq, il, xd, xz, j + 3 * LR); \
+        const float t0 = term_##T(W, D, n, r, xw, il, xd, xz, j), t1 = term_##T(W, D, n, r, xw, il, xd, xz, j + LR); \
+        const float t2 = term_##T(W, D, n, r, xw, il, xd, xz, j + 2 * LR), t3 = term_##T(W, D, n, r, xw, il, xd, xz, j + 3 * LR); \
         s += t0; \
         s += t1; \
         s += t2; \
         s += t3; \
     } \
-    for (; j < nb; j += LR) s += term_##T(W, D, n, r, xq, il, xd, xz, j); \
+    for (; j < nb; j += LR) s += term_##T(W, D, n, r, xw, il, xd, xz, j); \
     return s; \
 } \
 /* il a constant in each call, so that each loop loads one way */ \
