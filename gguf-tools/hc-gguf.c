@@ -211,12 +211,12 @@ static void dump_json(const gguf_file *f)
     cJSON *root = xcheck(cJSON_CreateObject());
     hc_json_add_text(root, "file", f->path);
     cJSON_AddItemToObject(root, "variant", xcheck(cJSON_CreateString(variant_name(f->variant))));
-    cJSON_AddItemToObject(root, "version", hc_json_u64(f->version));
-    cJSON_AddItemToObject(root, "size", hc_json_u64(f->size));
-    cJSON_AddItemToObject(root, "alignment", hc_json_u64(f->alignment));
-    cJSON_AddItemToObject(root, "n_kv", hc_json_u64(f->n_kv));
-    cJSON_AddItemToObject(root, "n_tensors", hc_json_u64(f->n_tensors));
-    cJSON_AddItemToObject(root, "data_offset", hc_json_u64(f->data_offset));
+    hc_json_add_u64(root, "version", f->version);
+    hc_json_add_u64(root, "size", f->size);
+    hc_json_add_u64(root, "alignment", f->alignment);
+    hc_json_add_u64(root, "n_kv", f->n_kv);
+    hc_json_add_u64(root, "n_tensors", f->n_tensors);
+    hc_json_add_u64(root, "data_offset", f->data_offset);
 
     cJSON *kvs = xcheck(cJSON_AddArrayToObject(root, "kv"));
     for (uint64_t i = 0; i < f->n_kv; i++) {
@@ -227,7 +227,7 @@ static void dump_json(const gguf_file *f)
         if (kv->type == GGUF_TYPE_ARRAY) {
             cJSON *arr = xcheck(cJSON_CreateArray());
             cJSON_AddItemToObject(o, "elem_type", xcheck(cJSON_CreateString(gguf_vtype_name(kv->arr_type))));
-            cJSON_AddItemToObject(o, "n", hc_json_u64(kv->n));
+            hc_json_add_u64(o, "n", kv->n);
             for (uint64_t k = 0; k < kv->n; k++) cJSON_AddItemToArray(arr, json_elem(kv, k));
             cJSON_AddItemToObject(o, "value", arr);
         } else {
@@ -245,8 +245,8 @@ static void dump_json(const gguf_file *f)
         hc_json_add_text(o, "name", t->name);
         cJSON_AddItemToObject(o, "type", xcheck(cJSON_CreateString(ggml_type_name(t->type))));
         cJSON_AddItemToObject(o, "shape", shape);
-        cJSON_AddItemToObject(o, "offset", hc_json_u64(t->offset));
-        cJSON_AddItemToObject(o, "bytes", hc_json_u64(t->nbytes));
+        hc_json_add_u64(o, "offset", t->offset);
+        hc_json_add_u64(o, "bytes", t->nbytes);
         cJSON_AddItemToArray(ts, o);
     }
 
