@@ -160,7 +160,9 @@ static int open_in_place(atomic_file *af, const char *path, char *err, size_t er
     return 0;
 }
 
-int af_reserve(atomic_file *af, uint64_t bytes, char *err, size_t errlen)
+/* fallocate bytes for the temporary, the file's size kept: 0, or -1 with
+ * "PATH: the output needs [at least ]SIZE: REASON (SIZE free ...)" in err. */
+static int reserve(atomic_file *af, uint64_t bytes, const char *at_least, char *err, size_t errlen)
 {
     if (!af->tmp || bytes == 0) return 0;
     int fd = fileno(af->fp);
@@ -170,12 +172,17 @@ int af_reserve(atomic_file *af, uint64_t bytes, char *err, size_t errlen)
     struct statvfs fs;
     char need[32], have[32] = "?";
     if (fstatvfs(fd, &fs) == 0) hc_format_size((uint64_t)fs.f_bavail * fs.f_frsize, have, sizeof have);
-    snprintf(err, errlen, "%s: the output needs %s: %s (%s free on its file system)", af->path,
+    snprintf(err, errlen, "%s: the output needs %s%s: %s (%s free on its file system)", af->path, at_least,
              hc_format_size(bytes, need, sizeof need), strerror(e), have);
     return -1;
 }
 
-int af_check(const char *path, char *err, size_t errlen)
+int af_reserve(atomic_file *af, uint64_t bytes, char *err, size_t errlen)
+{
+    return reserve(af, bytes, "", err, errlen);
+}
+
+int af_check(const char *path, uint64_t at_least, char *err, size_t errlen)
 {
     char *target;
     int where = resolve(path, &target, err, errlen);
@@ -187,8 +194,9 @@ int af_check(const char *path, char *err, size_t errlen)
     if (where != 0) return where < 0 ? -1 : 0;
     atomic_file af;
     if (af_open(&af, path, err, errlen) != 0) return -1;
+    int rc = reserve(&af, at_least, "at least ", err, errlen);
     af_abort(&af);
-    return 0;
+    return rc;
 }
 
 int af_open(atomic_file *af, const char *path_given, char *err, size_t errlen)

@@ -36,8 +36,12 @@ int af_open(atomic_file *af, const char *path, char *err, size_t errlen);
 int af_reserve(atomic_file *af, uint64_t bytes, char *err, size_t errlen);
 /* 0 if af_open(path) can succeed, else -1 with its message: a temporary is
  * created and removed, but an output written in place is not opened (a FIFO
- * would wait for a reader, then give it an early end of file). */
-int af_check(const char *path, char *err, size_t errlen);
+ * would wait for a reader, then give it an early end of file). With
+ * at_least > 0, also -1 when the temporary cannot have that many bytes
+ * reserved now (af_reserve's test, "the output needs at least SIZE"): a
+ * writer whose exact size comes only after long work (GPTQ's calibration)
+ * fails at once where even its smallest output cannot fit. */
+int af_check(const char *path, uint64_t at_least, char *err, size_t errlen);
 /* Flush, fsync, close and rename into place. On failure the temporary file is
  * removed and -1 returned with a message naming the final path. Inside a
  * commit group the rename waits for af_group_commit. An output written in

@@ -79,6 +79,6 @@ void hc_check_outputs(const char *const *in, size_t n_in, const char *const *out
                     hc_die("%s: output given twice (also as %s)", out[o], out[p]);
         }
         char err[1024];
-        if (af_check(out[o], err, sizeof err) != 0) hc_die("%s", err);
+        if (af_check(out[o], 0, err, sizeof err) != 0) hc_die("%s", err);
     }
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "atomic_file.h"
 #include "cli.h"
 #include "gptq.h"
 
@@ -202,6 +203,28 @@ static void export_kvs(void *vctx, gguf_writer *w)
 
 /* ------------------------------------------------------------ entry */
 
+/* The least the output can take: each tensor that may be quantized at its
+ * size or at 4 bits an element, whichever is smaller (INT4-GPTQ's codes and
+ * Q4_0 / Q4_1 blocks store more than 4 bits an element), the rest as they
+ * are (the native layout quantizes only the blocks' matrices). Checked
+ * before calibration, so a disk that cannot hold even that refuses in
+ * milliseconds, not after the work; the exact size is reserved when the file
+ * is written. */
+static int check_room(const hc_quant_opts *o, int export, char *err, size_t errlen)
+{
+    gguf_file *f = gguf_open(o->in, err, errlen);
+    if (!f) return -1;
+    uint64_t bytes = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        uint64_t half = (uint64_t)t->ne[0] * (uint64_t)t->ne[1] * (uint64_t)t->ne[2] * (uint64_t)t->ne[3] / 2;
+        int may_shrink = t->n_dims == 2 && (export || strncmp(t->name, "blk.", 4) == 0);
+        bytes += may_shrink && half < t->nbytes ? half : t->nbytes;
+    }
+    gguf_close(f);
+    return af_check(o->out, bytes, err, errlen);
+}
+
 int hc_gptq_quantize(const hc_quant_opts *o, const hc_gptq_opts *g, char *err, size_t errlen)
 {
     const int export = g->export_type != HC_TYPE_DEFAULT;
@@ -236,7 +259,7 @@ int hc_gptq_quantize(const hc_quant_opts *o, const hc_gptq_opts *g, char *err, s
         co.p.sym = GPTQ_NATIVE_SYM;   /* asym: GPTQ lower or equal to sym on both models measured */
     }
     gptq_run run;
-    if (gptq_calibrate(o->in, &co, &run, err, errlen) != 0) return -1;
+    if (check_room(o, export, err, errlen) != 0 || gptq_calibrate(o->in, &co, &run, err, errlen) != 0) return -1;
     if (!o->quiet)
         printf("gptq: %d weights, %d calibration tokens (%d windows of %d)\n", run.n_res, run.tokens,
                run.windows, co.ctx);

@@ -88,6 +88,12 @@ if mount -t tmpfs -o size=64k hcfaults "$T/mnt" 2>/dev/null; then
     refused enospc_quantize "q.gguf: the output needs .*: No space left on device (.* free on its file system)" \
         "$Q" -q "$M" "$T/mnt/q.gguf" f16
     no_output enospc_quantize_clean "$T/mnt" q.gguf
+    # GPTQ's size is known only after calibration: the least it can take is
+    # checked before, so the refusal comes first (no "gptq:" line of the work)
+    refused enospc_gptq "q.gguf: the output needs at least .*: No space left on device (.* free on its file system)" \
+        "$Q" -v "$T/big.gguf" "$T/mnt/q.gguf" gptq --calib "$T/corpus.txt" --ctx 16 --calib-tokens 64
+    if grep -q '^gptq:' "$T/out"; then fail enospc_gptq_first "calibrated before refusing"; else ok enospc_gptq_first; fi
+    no_output enospc_gptq_clean "$T/mnt" q.gguf
     umount "$T/mnt"
 else
     skip enospc "cannot mount a tmpfs here"
