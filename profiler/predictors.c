@@ -211,6 +211,7 @@ int hc_predictors_run(const hc_pred_opts *oin, hc_pred_report *rep, char *err, s
                      o.model, l);
             goto done;
         }
+    if (o.output && hc_pred_check_room(m, &o, err, errlen) != 0) goto done;
     if (hc_pred_collect(&o, m, sets, rep, err, errlen) != 0) goto done;
     if (!(pool = hc_pool_new(o.n_threads))) {
         snprintf(err, errlen, "%s: cannot start %d threads", o.model, o.n_threads);

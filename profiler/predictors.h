@@ -133,6 +133,11 @@ int hc_pred_collect(const hc_pred_opts *o, const hc_model *m, hc_pred_set *sets[
                     hc_pred_report *rep, char *err, size_t errlen);
 void hc_pred_sets_free(hc_pred_set *sets, int n_layer);
 
+/* Before the work: 0 when the least the output can take (the input's
+ * tensors but an old fc1 and fc2: ffn_down_t has ffn_down's bytes) can be
+ * reserved at o->output now, else -1 and af_check's message in err, so that
+ * a disk without room refuses before collection and training, not after. */
+int hc_pred_check_room(const hc_model *m, const hc_pred_opts *o, char *err, size_t errlen);
 /* The PWRI model to o->output (atomic): nets[layer] are the stored predictors. */
 int hc_pred_write(const hc_model *m, const hc_pred_net *nets, const hc_pred_opts *o, const hc_pred_report *rep,
                   char *err, size_t errlen);

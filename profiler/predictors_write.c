@@ -60,6 +60,21 @@ static int is_layer_tensor(const char *name, const char *suffix, int *layer)
     return strcmp(name + n, suffix) == 0;
 }
 
+/* An fc1 or fc2 of the input: predictors trained before, which the output drops. */
+static int is_old_predictor(const char *name)
+{
+    int l;
+    return is_layer_tensor(name, "fc1.weight", &l) || is_layer_tensor(name, "fc2.weight", &l);
+}
+
+int hc_pred_check_room(const hc_model *m, const hc_pred_opts *o, char *err, size_t errlen)
+{
+    uint64_t bytes = 0;
+    for (uint64_t i = 0; i < m->file->n_tensors; i++)
+        if (!is_old_predictor(m->file->tensors[i].name)) bytes += m->file->tensors[i].nbytes;
+    return af_check(o->output, bytes, err, errlen);
+}
+
 /* Every KV of the input, then the threshold and the hotcold.predictor.*
  * report keys. 0, or -1 out of memory. */
 static int set_kvs(gguf_writer *w, const gguf_file *f, const hc_pred_opts *o, const hc_pred_report *rep, int L)
@@ -97,7 +112,7 @@ static size_t add_tensors(gguf_writer *w, const hc_model *m, const hc_pred_net *
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = &f->tensors[i];
         int l;
-        if (is_layer_tensor(t->name, "fc1.weight", &l) || is_layer_tensor(t->name, "fc2.weight", &l)) continue;
+        if (is_old_predictor(t->name)) continue;
         if (is_layer_tensor(t->name, "ffn_down.weight", &l) && l >= 0 && l < L) {
             int64_t ne[2] = { E, F };
             snprintf(nm, sizeof nm, "blk.%d.ffn_down_t.weight", l);

@@ -94,6 +94,10 @@ if mount -t tmpfs -o size=64k hcfaults "$T/mnt" 2>/dev/null; then
         "$Q" -v "$T/big.gguf" "$T/mnt/q.gguf" gptq --calib "$T/corpus.txt" --ctx 16 --calib-tokens 64
     if grep -q '^gptq:' "$T/out"; then fail enospc_gptq_first "calibrated before refusing"; else ok enospc_gptq_first; fi
     no_output enospc_gptq_clean "$T/mnt" q.gguf
+    # predictors: the input's tensors are most of the output; checked before collection and training
+    refused enospc_predictors "p.gguf: the output needs at least .*: No space left on device" \
+        "$P" predictors -m "$M" -f "$T/corpus.txt" -o "$T/mnt/p.gguf" --ctx 16 -t 1
+    no_output enospc_predictors_clean "$T/mnt" p.gguf
     umount "$T/mnt"
 else
     skip enospc "cannot mount a tmpfs here"
