@@ -23,6 +23,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
 #include "backend.h"
 #include "weight.h"
 
@@ -157,6 +159,13 @@ int hc_cl_layer_counts(hc_cl_layer *L, uint64_t counts[3], char *err, size_t err
  * NULL + one line in err when the kernels cannot be built. ops->free frees
  * the backend, not cl. docs/design/runtime.md, "The OpenCL backend". */
 hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen);
+/* What the device made of each of its kernels (the backend's and the hot
+ * rows'), one line each on out after a heading: private bytes an item (on a
+ * GPU, registers spilled and arrays kept in memory), local bytes a group, the
+ * largest group it runs (NVIDIA lowers it for a kernel's registers); with dir,
+ * the two programs' binaries (PTX on NVIDIA) as dir/backend.bin and
+ * dir/hot_rows.bin. 0, or -1 with err. */
+int hc_cl_backend_report(hc_backend *be, FILE *out, const char *dir, char *err, size_t errlen);
 /* How its quantized products multiply four code bytes at a time: "dp4a (PTX,
  * compute capability M.N)" on an NVIDIA GPU that has it (HC_CL_DP4A=0 turns
  * it off), else "bytes widened", with the reason when a build with dp4a

@@ -27,6 +27,11 @@
 # launch, on one layer's shapes N x FF, in GB/s of the bytes each must read and
 # their share of the copy bandwidth); KERNELS=0 leaves it out. Where the quantized
 # products use dp4a, their rows follow again with the bytes widened (HC_CL_DP4A=0).
+# Then what the driver made of each kernel (bench_clops kernels: private bytes an
+# item, which on a GPU are registers spilled and arrays kept in memory; local bytes;
+# the largest group, which NVIDIA lowers for a kernel's registers); with BINARIES=DIR
+# the programs' binaries are kept there (PTX on NVIDIA: PTX=DIR/backend.bin sh
+# scripts/sass-loops.sh KERNEL... counts the card's own loops, registers and spills).
 # Columns: prompt and decode tokens/s; the bytes hc-run put on the device
 # (its "offload:" line plus the hot rows of its "hybrid:" line) and their share
 # of the file's bytes (the KV cache counts too, so it may pass 100 %); the
@@ -77,7 +82,8 @@
 # COPY_MIB (bench_cldev's buffers, 1024), KERNEL_SHAPE (the table's "N FF POSITIONS
 # REPS", default "4096 11008 2048 10"), KERNELS (1), CORPUS (default: the fixtures'
 # tinystories-calib.txt, else models/synth-corpus.txt), SOLVE_OPTS (more hc-solve
-# options), KEEP (keep the temporary folder), HC_OPENCL_DEVICE (the device), SCALAR (0:
+# options), KEEP (keep the temporary folder), BINARIES (a folder for the kernels'
+# binaries), HC_OPENCL_DEVICE (the device), SCALAR (0:
 # leave out the scalar CPU's row, minutes on a large model), LONG_BYTES (0: no long
 # prompt), LONG_CTX, PROFILE (0: no -v run), PI_EPOCHS, PI_TOKENS, SMOKE.
 set -eu
@@ -133,6 +139,9 @@ if [ "${KERNELS:-1}" = 1 ]; then
         # shellcheck disable=SC2086
         HC_CL_DP4A=0 "$O/bench/bench_clops" table ${KERNEL_SHAPE:-4096 11008 2048 10} | grep -E '^(mv|mm|mt|hot) Q'
     fi
+    echo
+    [ -z "${BINARIES:-}" ] || mkdir -p "$BINARIES"
+    "$O/bench/bench_clops" kernels ${BINARIES:+"$BINARIES"}
     echo
 fi
 COPY=$(sed -n 's/^copy: \([0-9.]*\) GB\/s.*/\1/p' "$T/dev.txt")

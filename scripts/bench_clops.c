@@ -371,10 +371,28 @@ static int table_bench(int argc, char **argv)
     return rc != 0;
 }
 
+/* bench_clops kernels [DIR] */
+static int kernels_report(int argc, char **argv)
+{
+    char err[512], line[512];
+    hc_cl *cl = hc_cl_open(NULL, 0, err, sizeof err);
+    hc_backend *be = cl ? hc_cl_backend_new(cl, err, sizeof err) : NULL;
+    int rc = !be || hc_cl_backend_report(be, stdout, argc > 2 ? argv[2] : NULL, err, sizeof err);
+    if (be) {
+        hc_cl_describe(hc_cl_about(cl), hc_cl_index(cl), line, sizeof line);
+        printf("(%s; integer dots: %s)\n", line, hc_cl_backend_dots(be, NULL));
+        be->ops->free(be);
+    }
+    if (rc) fprintf(stderr, "bench_clops: %s\n", err);
+    hc_cl_free(cl);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "attention")) return attention_bench(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "table")) return table_bench(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "kernels")) return kernels_report(argc, argv);
     int rows = argc > 3 ? atoi(argv[1]) : 4096, n = argc > 3 ? atoi(argv[2]) : 4096;
     int reps = argc > 3 ? atoi(argv[3]) : 20, B = argc > 4 ? atoi(argv[4]) : 1;
     if (rows < 1 || n < 32 || n % 32 || reps < 1 || B < 1) {

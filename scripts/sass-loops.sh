@@ -11,6 +11,10 @@
 #   sh scripts/sass-loops.sh [KERNEL...]       (default: mv_q8 mv_q4 mm64_q4)
 #   DP4A=0 sh scripts/sass-loops.sh mv_q4      (the build without dp4a)
 #   sh scripts/sass-loops.sh gate_up_f16 down_f16   (kernels/hot_rows.cl's too)
+#   PTX=DIR/backend.bin sh scripts/sass-loops.sh mm64_q4
+#       (the PTX NVIDIA's driver made: bench_clops kernels DIR on the GPU's
+#       machine writes it; only ptxas and nvdisasm are needed then, and the
+#       counts are the card's own code, not a proxy)
 # Needs Debian's clang, llvm (llvm-link, opt, llc) and libclc (LIBCLC: its
 # nvptx64--nvidiacl.bc; apt-get install libclc-15 or apt-get download
 # libclc-14 and unpack it), and NVIDIA's ptxas and nvdisasm (CUDA_BIN, a
@@ -31,15 +35,62 @@ tool() {
     echo "sass-loops: $1 not found (see the header of scripts/sass-loops.sh)" >&2
     exit 2
 }
+# loops KERNEL...: each loop of each kernel in $T/k.sass, by opcode
+loops() {
+    for k in "$@"; do
+        # ptxas -v: the kernel's stack frame, spills and registers
+        awk -v name="$k" '$0 ~ "Function properties for " name "$" { on = 1; next }
+            on && /stack frame/ { sub(/^[ \t]+/, ""); f = $0; next }
+            on && /Used [0-9]+ registers/ { match($0, /Used [0-9]+ registers/)
+                printf "%s: %s; %s\n", name, substr($0, RSTART + 5, RLENGTH - 5), f; exit }' "$T/ptxas.txt"
+        awk -v name="$k" '
+            $0 ~ "^[ \t]*\\.text\\." name ":" { on = 1; next }
+            on && /^[ \t]*\.section/ { exit }
+            on && /^\.L_x_[0-9]+:/ { sub(":.*", ""); at[$0] = n; next }
+            on && match($0, /\/\*[0-9a-f]+\*\/[ \t]+[^;]*;/) {
+                ins = substr($0, RSTART, RLENGTH)
+                sub(/^\/\*[0-9a-f]+\*\/[ \t]+/, "", ins)
+                sub(/^@!?U?P[A-Z0-9]+[ \t]+/, "", ins)
+                split(ins, w, /[ \t]+/)
+                op[n++] = w[1]
+                if (w[1] == "BRA" && match(ins, /\.L_x_[0-9]+/)) {
+                    l = substr(ins, RSTART, RLENGTH)
+                    if ((l in at) && at[l] < n - 1) {
+                        delete c
+                        m = 0
+                        for (i = at[l]; i < n; i++) if (c[op[i]]++ == 0) u[++m] = op[i]
+                        for (i = 2; i <= m; i++)   # the opcodes by count, most first
+                            for (j = i; j > 1 && c[u[j]] > c[u[j - 1]]; j--) { t = u[j]; u[j] = u[j - 1]; u[j - 1] = t }
+                        s = ""
+                        for (i = 1; i <= m; i++) s = s sprintf("%s%s %d", i > 1 ? ", " : "", u[i], c[u[i]])
+                        printf "%s: loop of %d instructions: %s\n", name, n - at[l], s
+                    }
+                }
+            }' "$T/k.sass"
+    done
+}
+PTXAS=$(tool ptxas)
+NVDISASM=$(tool nvdisasm)
+T=$(mktemp -d "${TMPDIR:-/tmp}/hcsass.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+# sass NAME: $T/NAME.ptx to machine code, disassembled into $T/NAME.sass
+sass() {
+    "$PTXAS" -v -arch="$ARCH" -O3 "$T/$1.ptx" -o "$T/$1.cubin" 2>> "$T/ptxas.txt"
+    "$NVDISASM" -c "$T/$1.cubin" 2>/dev/null > "$T/$1.sass"
+}
+if [ -n "${PTX:-}" ]; then
+    [ -f "$PTX" ] || { echo "sass-loops: PTX: no file $PTX" >&2; exit 2; }
+    cp "$PTX" "$T/k.ptx"
+    sass k
+    echo "$ARCH, the driver's PTX ($PTX): each loop's instructions (a label to the branch back to it), by opcode"
+    loops "$@"
+    exit 0
+fi
 CLANG=$(tool clang-"$LLVM" clang)
 LINK=$(tool llvm-link-"$LLVM" llvm-link)
 OPT=$(tool opt-"$LLVM" opt)
 LLC=$(tool llc-"$LLVM" llc)
-PTXAS=$(tool ptxas)
-NVDISASM=$(tool nvdisasm)
 [ -f "$LIBCLC" ] || { echo "sass-loops: $LIBCLC not found (LIBCLC: libclc's nvptx64--nvidiacl.bc)" >&2; exit 2; }
-T=$(mktemp -d "${TMPDIR:-/tmp}/hcsass.XXXXXX")
-trap 'rm -rf "$T"' EXIT
 K=runtime/opencl/kernels
 # The host's -D options (runtime/opencl/backend.c, build_options): the enums'
 # values do not change the loops; clang spells NVIDIA's asm as __asm__, and
@@ -58,8 +109,7 @@ build() {
     "$LINK" "$T/$1.bc" "$LIBCLC" -only-needed -o "$T/$1.l.bc" 2>/dev/null   # (a warning on the two triples' spelling)
     "$OPT" -O3 "$T/$1.l.bc" -o "$T/$1.o.bc"
     "$LLC" -mcpu=sm_80 -mattr=+ptx70 "$T/$1.o.bc" -o "$T/$1.ptx"
-    "$PTXAS" -arch="$ARCH" -O3 "$T/$1.ptx" -o "$T/$1.cubin"
-    "$NVDISASM" -c "$T/$1.cubin" 2>/dev/null > "$T/$1.sass"
+    sass "$1"
 }
 build backend backend.cl "$D"
 # the hybrid FFN's hot-row kernels (gate_up_T, down_T), with runtime/opencl/cl.c's
@@ -67,29 +117,4 @@ build backend backend.cl "$D"
 build hot hot_rows.cl "-DWG=64 -DTILE=8"
 cat "$T/backend.sass" "$T/hot.sass" > "$T/k.sass"
 echo "$ARCH, dp4a $DP4A: each loop's instructions (a label to the branch back to it), by opcode"
-for k in "$@"; do
-    awk -v name="$k" '
-        $0 ~ "^[ \t]*\\.text\\." name ":" { on = 1; next }
-        on && /^[ \t]*\.section/ { exit }
-        on && /^\.L_x_[0-9]+:/ { sub(":.*", ""); at[$0] = n; next }
-        on && match($0, /\/\*[0-9a-f]+\*\/[ \t]+[^;]*;/) {
-            ins = substr($0, RSTART, RLENGTH)
-            sub(/^\/\*[0-9a-f]+\*\/[ \t]+/, "", ins)
-            sub(/^@!?U?P[A-Z0-9]+[ \t]+/, "", ins)
-            split(ins, w, /[ \t]+/)
-            op[n++] = w[1]
-            if (w[1] == "BRA" && match(ins, /\.L_x_[0-9]+/)) {
-                l = substr(ins, RSTART, RLENGTH)
-                if ((l in at) && at[l] < n - 1) {
-                    delete c
-                    m = 0
-                    for (i = at[l]; i < n; i++) if (c[op[i]]++ == 0) u[++m] = op[i]
-                    for (i = 2; i <= m; i++)   # the opcodes by count, most first
-                        for (j = i; j > 1 && c[u[j]] > c[u[j - 1]]; j--) { t = u[j]; u[j] = u[j - 1]; u[j - 1] = t }
-                    s = ""
-                    for (i = 1; i <= m; i++) s = s sprintf("%s%s %d", i > 1 ? ", " : "", u[i], c[u[i]])
-                    printf "%s: loop of %d instructions: %s\n", name, n - at[l], s
-                }
-            }
-        }' "$T/k.sass"
-done
+loops "$@"

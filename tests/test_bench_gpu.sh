@@ -15,13 +15,18 @@ if ! "$HC_BIN/hc-run" --list-devices >/dev/null 2>&1; then
     finish
 fi
 O=${HC_TESTS:+${HC_TESTS%/tests}}
-if SMOKE=1 THREADS=2 O=${O:-build} sh scripts/bench-gpu.sh >"$T/out" 2>"$T/err"; then ok bench_gpu_smoke
+if SMOKE=1 THREADS=2 O=${O:-build} BINARIES="$T/bin" sh scripts/bench-gpu.sh >"$T/out" 2>"$T/err"; then ok bench_gpu_smoke
 else fail bench_gpu_smoke "exit $?: $(tail -c 300 "$T/err")"; fi
 # the kernel table: each product, the hot rows and attention in GB/s against the copy bandwidth
 for k in "mv F16" "mm Q4_0" "mt Q8_0" "hot Q4_0" "attention"; do
     if grep -Eq "^$k .* [0-9.]+ MiB +[0-9.]+ ms +[0-9.]+ GB/s +[0-9.]+%$" "$T/out"; then ok "bench_gpu_kernel_${k% *}"
     else fail "bench_gpu_kernel_${k% *}" "$(head -n 30 "$T/out")"; fi
 done
+# what the driver made of each kernel (one line each, both programs), and the programs' binaries kept
+if awk '$1 == "backend" && $2 == "mm64_q4" && $3 ~ /^[0-9]+$/ && $4 > 0 && $5 > 0 { m = 1 }
+        $1 == "hot_rows" && $2 == "down_q4_0" && $5 > 0 { h = 1 } END { exit !(m && h) }' "$T/out" &&
+   [ -s "$T/bin/backend.bin" ] && [ -s "$T/bin/hot_rows.bin" ]
+then ok bench_gpu_kernels_built; else fail bench_gpu_kernels_built "$(grep -E '^(backend|hot_rows) ' "$T/out" | head)"; fi
 # columns: type run prompt decode devMiB dev% served decGB/s %copy
 for t in f16 q4_0; do
     for r in dense-CPU dense-CPU-scalar sparse-CPU hybrid-ffn0.5 hybrid-0.75x hybrid-1.5x full-offload full-offload-inv \

@@ -1399,6 +1399,20 @@ static cl_kernel kernel(cl_program p, const char *name, char *err, size_t errlen
     return k;
 }
 
+int hc_cl_backend_report(hc_backend *be, FILE *out, const char *dir, char *err, size_t errlen)
+{
+    clb *b = (clb *)be;
+    cl_device_id dev;
+    CHECK_CL(clGetCommandQueueInfo(b->q, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL), "clGetCommandQueueInfo");
+    fprintf(out, "%-9s %-24s %9s %9s %6s\n", "program", "kernel", "private B", "local B", "group");
+    if (hc_cl_program_report(b->prog, dev, "backend", out, dir, err, errlen) ||
+        hc_cl_program_report(b->cl->prog, dev, "hot_rows", out, dir, err, errlen))
+        return -1;
+    return 0;
+bad:
+    return -1;
+}
+
 hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
 {
     clb *b = calloc(1, sizeof *b);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "atomic_file.h"
 #include "cl_internal.h"
 #include "cli.h"
 #include "kernels_gptq.h"
@@ -197,6 +198,78 @@ double hc_cl_copy_bandwidth(hc_cl *cl, size_t bytes, int reps, char *err, size_t
 bad:
     hc_cl_release((cl_mem[]){ a, b }, 2);
     return gbps;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* p's binary for dev (PTX on NVIDIA, an object on PoCL) into path, atomically */
+static int write_binary(cl_program p, const char *path, char *err, size_t errlen)
+{
+    size_t n = 0;
+    unsigned char *bin = NULL;
+    atomic_file af;
+    int rc = -1;
+    CHECK_CL(clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL), "the program's binary size");
+    if (!(bin = malloc(n ? n : 1))) { snprintf(err, errlen, "OpenCL: out of host memory"); goto bad; }
+    CHECK_CL(clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL), "the program's binary");
+    if (af_open(&af, path, err, errlen)) goto bad;
+    if (fwrite(bin, 1, n, af.fp) != n) {
+        snprintf(err, errlen, "%s: write failed", path);
+        af_abort(&af);
+        goto bad;
+    }
+    rc = af_commit(&af, err, errlen);
+bad:
+    free(bin);
+    return rc;
+}
+
+int hc_cl_program_report(cl_program p, cl_device_id dev, const char *what, FILE *out, const char *dir, char *err,
+                         size_t errlen)
+{
+    cl_uint n = 0;
+    cl_kernel *ks = NULL;
+    char **line = NULL;
+    int rc = -1;
+    CHECK_CL(clCreateKernelsInProgram(p, 0, NULL, &n), "clCreateKernelsInProgram");
+    if (!(ks = calloc(n, sizeof *ks)) || !(line = calloc(n, sizeof *line))) {
+        snprintf(err, errlen, "OpenCL: out of host memory");
+        goto bad;
+    }
+    CHECK_CL(clCreateKernelsInProgram(p, n, ks, NULL), "clCreateKernelsInProgram");
+    for (cl_uint i = 0; i < n; i++) {
+        char name[64];
+        cl_ulong priv, local;
+        size_t wg;
+        CHECK_CL(clGetKernelInfo(ks[i], CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL), "a kernel's name");
+        CHECK_CL(clGetKernelWorkGroupInfo(ks[i], dev, CL_KERNEL_PRIVATE_MEM_SIZE, sizeof priv, &priv, NULL),
+                 "a kernel's private memory");
+        CHECK_CL(clGetKernelWorkGroupInfo(ks[i], dev, CL_KERNEL_LOCAL_MEM_SIZE, sizeof local, &local, NULL),
+                 "a kernel's local memory");
+        CHECK_CL(clGetKernelWorkGroupInfo(ks[i], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL),
+                 "a kernel's work group size");
+        char buf[160];
+        snprintf(buf, sizeof buf, "%-9s %-24s %9llu %9llu %6zu", what, name, (unsigned long long)priv,
+                 (unsigned long long)local, wg);
+        if (!(line[i] = strdup(buf))) { snprintf(err, errlen, "OpenCL: out of host memory"); goto bad; }
+    }
+    qsort(line, n, sizeof *line, by_name);
+    for (cl_uint i = 0; i < n; i++) fprintf(out, "%s\n", line[i]);
+    rc = 0;
+    if (dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.bin", dir, what);
+        rc = write_binary(p, path, err, errlen);
+    }
+bad:
+    for (cl_uint i = 0; ks && i < n; i++) if (ks[i]) clReleaseKernel(ks[i]);
+    for (cl_uint i = 0; line && i < n; i++) free(line[i]);
+    free(ks);
+    free(line);
+    return rc;
 }
 
 int hc_cl_index(const hc_cl *cl) { return cl->index; }

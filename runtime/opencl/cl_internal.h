@@ -58,4 +58,13 @@ void hc_cl_release(cl_mem *ms, size_t n);
  * device when this returns). */
 cl_mem hc_cl_buffer(hc_cl *cl, cl_mem_flags flags, size_t bytes, const void *host, char *err, size_t errlen);
 
+/* One line a kernel of program p, by name, on out: WHAT (the program), the
+ * kernel, the device's private bytes an item (on a GPU: registers spilled and
+ * arrays the compiler could not keep in registers), local bytes a group, and
+ * the largest group it runs (NVIDIA lowers it when the kernel's registers do
+ * not fit its most items). With dir, p's binary (PTX on NVIDIA, to read with
+ * ptxas: scripts/sass-loops.sh) is written to dir/WHAT.bin. 0, or -1 with err. */
+int hc_cl_program_report(cl_program p, cl_device_id dev, const char *what, FILE *out, const char *dir, char *err,
+                         size_t errlen);
+
 #endif

@@ -77,6 +77,15 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
     return NULL;
 }
 
+int hc_cl_backend_report(hc_backend *be, FILE *out, const char *dir, char *err, size_t errlen)
+{
+    (void)be;
+    (void)out;
+    (void)dir;
+    snprintf(err, errlen, "%s", none);
+    return -1;
+}
+
 const char *hc_cl_backend_dots(const hc_backend *be, int *fell_back)
 {
     (void)be;
