@@ -664,9 +664,16 @@ GEMM_Q(q8, 16, 2) GEMM_Q(q8, 64, 8)
 GEMM_Q(q4, 16, 2) GEMM_Q(q4, 64, 8)
 GEMM_Q(g4, 16, 2) GEMM_Q(g4, 64, 8)
 
-/* c8_T: elements 8u .. 8u + 7 of row r (zeros past n): the transposed
- * product's unit, 8 output columns (16 bytes of f16; 8 of q8; 4 of q4 and
- * g4's nibbles, whose bytes hold columns i and i + 16 of a block). */
+/* c8_T: the 8 elements of unit u of row r (zeros past n), the transposed
+ * product's unit: for f32, f16, bf16 and q8 elements 8u .. 8u + 7 (16 bytes
+ * of f16, 8 of q8); for q4 and g4 word u % 4 of block u / 4, 4 code bytes
+ * whose low nibbles are elements 4w .. 4w + 3 of the block and high ones
+ * 4w + 16 .. 4w + 19 (cols8_T says where they go), so that each code byte
+ * is read once and a warp's loads of a row are one contiguous run.
+ * The codes become floats without an int-to-float conversion (a quarter-rate
+ * instruction on NVIDIA's GPUs): a byte c OR'ed into 0x4B000000 is the float
+ * 2^23 + c, and the subtraction that follows is exact, so the values are
+ * convert_float's. */
 #define COL8_F(T) \
 float8 c8_##T(__global const uchar *W, __global const float *D, int n, int r, int u) \
 { \
@@ -678,36 +685,31 @@ float8 c8_##T(__global const uchar *W, __global const float *D, int n, int r, in
 COL8_F(f32)
 COL8_F(f16)
 COL8_F(bf16)
+/* 2^23 + each byte of v (each below 256), as floats */
+float4 big4(uint v)
+{
+    return as_float4((uint4)(v, v >> 8, v >> 16, v >> 24) & 0xFFu | 0x4B000000u);
+}
 float8 c8_q8(__global const uchar *W, __global const float *D, int n, int r, int u)
 {
-    const char8 q = as_char8(*(__global const uint2 *)(W + (size_t)r * n + 8 * (size_t)u));
-    return convert_float8(q) * D[(size_t)r * (n / 32) + u / 4];
+    const uint2 q = *(__global const uint2 *)(W + (size_t)r * n + 8 * (size_t)u) ^ 0x80808080u;   /* c + 128 */
+    return ((float8)(big4(q.x), big4(q.y)) - 8388736.0f) * D[(size_t)r * (n / 32) + u / 4];
 }
-/* the 8 codes of unit u of row r (q4, g4): block u / 4, bytes 0-7 or 8-15, low or high nibbles */
-uchar8 nib8(__global const uchar *W, int n, int r, int u)
+/* unit u's 4 code bytes of row r (q4, g4): low nibbles, then high, as 2^23 + code */
+float8 nib8(__global const uchar *W, int n, int r, int u)
 {
-    const uchar8 b = as_uchar8(*(__global const uint2 *)(W + (size_t)r * (n / 2) + (size_t)(u / 4) * 16 + (u % 2) * 8));
-    return u % 4 < 2 ? b & (uchar)15 : b >> (uchar)4;
+    const uint c = ((__global const uint *)(W + (size_t)r * (n / 2)))[u];
+    return (float8)(big4(c & 0x0F0F0F0Fu), big4(c >> 4 & 0x0F0F0F0Fu));
 }
 float8 c8_q4(__global const uchar *W, __global const float *D, int n, int r, int u)
 {
-    return convert_float8(convert_int8(nib8(W, n, r, u)) - 8) * D[(size_t)r * (n / 32) + u / 4];
+    return (nib8(W, n, r, u) - 8388616.0f) * D[(size_t)r * (n / 32) + u / 4];
 }
 float8 c8_g4(__global const uchar *W, __global const float *D, int n, int r, int u)
 {
     const float2 sm = vload2((size_t)r * (n / 32) + u / 4, D);
-    return sm.x * convert_float8(nib8(W, n, r, u)) + sm.y;
+    return sm.x * (nib8(W, n, r, u) - 8388608.0f) + sm.y;
 }
-
-/* The tile's TOKENS input rows one by one, each index a constant: an array
- * indexed by a variable lives in memory, not registers, on a GPU (a loop
- * over t < nt made every row's step load and store acc). */
-#if TOKENS != 8
-#error "EACH_TOKEN spells out TOKENS = 8 (HC_CLB_TOKENS)"
-#endif
-#define EACH_TOKEN(S) S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7)
-#define MT_FMA(t) if (t < nt) acc[t] = fma(w, (float8)(x[(size_t)(t) * k + i]), acc[t]);
-#define MT_STORE(t) if (t < nt) store8(y + (size_t)(t) * ys, acc[t], n - 8 * u);
 /* the first m (<= 8) of v's elements at o */
 void store8(__global float *o, float8 v, int m)
 {
@@ -719,17 +721,45 @@ void store8(__global float *o, float8 v, int m)
     vstore8(v, 0, e);
     for (int i = 0; i < m; i++) o[i] = e[i];
 }
+/* unit u's 8 sums into row o (n columns): elements 8u .. 8u + 7 (as many as
+ * there are), or with nib (NIB_T: q4, g4) the unit's two runs of 4 */
+void put8(__global float *o, int u, float8 v, int n, int nib)
+{
+    if (!nib) {
+        store8(o + 8 * (size_t)u, v, n - 8 * u);
+        return;
+    }
+    o += 32 * (size_t)(u / 4) + 4 * (u % 4);
+    vstore4(v.lo, 0, o);
+    vstore4(v.hi, 0, o + 16);
+}
+#define NIB_f32 0
+#define NIB_f16 0
+#define NIB_bf16 0
+#define NIB_q8 0
+#define NIB_q4 1
+#define NIB_g4 1
+
+/* The tile's TOKENS input rows one by one, each index a constant: an array
+ * indexed by a variable lives in memory, not registers, on a GPU (a loop
+ * over t < nt made every row's step load and store acc). */
+#if TOKENS != 8
+#error "EACH_TOKEN spells out TOKENS = 8 (HC_CLB_TOKENS)"
+#endif
+#define EACH_TOKEN(S) S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7)
+#define MT_FMA(t) if (t < nt) acc[t] = fma(w, (float8)(x[(size_t)(t) * k + i]), acc[t]);
+#define MT_STORE(t) if (t < nt) put8(y + (size_t)(t) * ys, u, acc[t], n, nib);
 #define TRANSPOSED(T) \
 /* mt_T, transposed (ffn_down_t): y_b[c] = sum_i x_b[i] * W[i][c]; item = \
-   unit u of 8 columns (dimension 0: a warp's loads of a row one contiguous \
-   run), slice s of the k rows (dimension 1), a tile of TOKENS input rows \
+   unit u of 8 columns (c8_T; dimension 0: a warp's loads of a row one \
+   contiguous run), slice s of the k rows (dimension 1), a tile of TOKENS input rows \
    (dimension 2). One slice: into y; else into part [slices][B][n], added \
    by sum_slices. */ \
 __kernel void mt_##T(__global const uchar *W, uint dofs, int n, int k, int rps, __global const float *x, uint xo, \
                      int B, __global float *y, uint yo, uint ys) \
 { \
     __global const float *D = (__global const float *)(W + dofs); \
-    const int u = get_global_id(0), s = get_global_id(1), b0 = get_global_id(2) * TOKENS; \
+    const int u = get_global_id(0), s = get_global_id(1), b0 = get_global_id(2) * TOKENS, nib = NIB_##T; \
     if (8 * u >= n) return; \
     const int i0 = s * rps, i1 = min(i0 + rps, k), nt = min(TOKENS, B - b0); \
     x += xo + (size_t)b0 * k; \
@@ -742,7 +772,7 @@ __kernel void mt_##T(__global const uchar *W, uint dofs, int n, int k, int rps, 
             a = fma(w1, (float8)(x[i + 1]), a); \
         } \
         if (i < i1) a = fma(c8_##T(W, D, n, i, u), (float8)(x[i]), a); \
-        store8(y + yo + ((size_t)s * B + b0) * ys + 8 * (size_t)u, a, n - 8 * u); \
+        put8(y + yo + ((size_t)s * B + b0) * ys, u, a, n, nib); \
         return; \
     } \
     float8 acc[TOKENS]; \
@@ -751,7 +781,7 @@ __kernel void mt_##T(__global const uchar *W, uint dofs, int n, int k, int rps, 
         const float8 w = c8_##T(W, D, n, i, u); \
         EACH_TOKEN(MT_FMA) \
     } \
-    y += yo + ((size_t)s * B + b0) * ys + 8 * (size_t)u; \
+    y += yo + ((size_t)s * B + b0) * ys; \
     EACH_TOKEN(MT_STORE) \
 }
 
