@@ -159,6 +159,9 @@ int hc_cl_layer_counts(hc_cl_layer *L, uint64_t counts[3], char *err, size_t err
  * NULL + one line in err when the kernels cannot be built. ops->free frees
  * the backend, not cl. docs/design/runtime.md, "The OpenCL backend". */
 hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen);
+/* The same with source in place of kernels/backend.cl (a variant of it, with
+ * the same kernels and arguments): bench_clops times one without a rebuild. */
+hc_backend *hc_cl_backend_new_with(hc_cl *cl, const char *source, char *err, size_t errlen);
 /* What the device made of each of its kernels (the backend's and the hot
  * rows'), one line each on out after a heading: private bytes an item (on a
  * GPU, registers spilled and arrays kept in memory), local bytes a group, the

@@ -32,6 +32,9 @@
 # the largest group, which NVIDIA lowers for a kernel's registers); with BINARIES=DIR
 # the programs' binaries are kept there (PTX on NVIDIA: PTX=DIR/backend.bin sh
 # scripts/sass-loops.sh KERNEL... counts the card's own loops, registers and spills).
+# VARIANTS="A.cl B.cl": the kernel table again with each file, a variant of
+# runtime/opencl/kernels/backend.cl, built in its place (bench_clops' HC_CL_SOURCE):
+# one run weighs several kernel changes on a GPU without a rebuild.
 # Columns: prompt and decode tokens/s; the bytes hc-run put on the device
 # (its "offload:" line plus the hot rows of its "hybrid:" line) and their share
 # of the file's bytes (the KV cache counts too, so it may pass 100 %); the
@@ -83,7 +86,7 @@
 # REPS", default "4096 11008 2048 10"), KERNELS (1), CORPUS (default: the fixtures'
 # tinystories-calib.txt, else models/synth-corpus.txt), SOLVE_OPTS (more hc-solve
 # options), KEEP (keep the temporary folder), BINARIES (a folder for the kernels'
-# binaries), HC_OPENCL_DEVICE (the device), SCALAR (0:
+# binaries), VARIANTS, HC_OPENCL_DEVICE (the device), SCALAR (0:
 # leave out the scalar CPU's row, minutes on a large model), LONG_BYTES (0: no long
 # prompt), LONG_CTX, PROFILE (0: no -v run), PI_EPOCHS, PI_TOKENS, SMOKE.
 set -eu
@@ -140,6 +143,12 @@ if [ "${KERNELS:-1}" = 1 ]; then
         HC_CL_DP4A=0 "$O/bench/bench_clops" table ${KERNEL_SHAPE:-4096 11008 2048 10} | grep -E '^(mv|mm|mt|hot) Q'
     fi
     echo
+    for v in ${VARIANTS:-}; do
+        echo "the kernel table again with $v in place of kernels/backend.cl:"
+        # shellcheck disable=SC2086
+        HC_CL_SOURCE=$v "$O/bench/bench_clops" table ${KERNEL_SHAPE:-4096 11008 2048 10} | tail -n +5
+        echo
+    done
     [ -z "${BINARIES:-}" ] || mkdir -p "$BINARIES"
     "$O/bench/bench_clops" kernels ${BINARIES:+"$BINARIES"}
     echo

@@ -21,7 +21,16 @@
  * ReLU), attention, and one small step's launch (add of n floats, in µs,
  * alone with its wait and queued). Each kernel's time is one of 8 queued back
  * to back with one wait, as a decode queues them; the hot rows', one step with
- * its wait (a hybrid layer's exchange). */
+ * its wait (a hybrid layer's exchange).
+ *   bench_clops kernels [DIR]
+ * what the device made of each kernel (private bytes an item: on a GPU,
+ * registers spilled and arrays kept in memory; local bytes a group; the
+ * largest group), and with DIR the programs' binaries there (PTX on NVIDIA:
+ * PTX=DIR/backend.bin sh scripts/sass-loops.sh reads the driver's own code).
+ * With HC_CL_SOURCE=FILE every mode builds FILE, a variant of
+ * runtime/opencl/kernels/backend.cl (the same kernels and arguments), in its
+ * place: a GPU session weighs a change without a rebuild (scripts/bench-gpu.sh,
+ * VARIANTS). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,13 +105,26 @@ static hc_kv *decode_cache(hc_backend *be, const hc_hparams *hp, int npos, uint3
     return kv;
 }
 
+/* The OpenCL backend on cl, of HC_CL_SOURCE's kernels when it names a file */
+static hc_backend *open_backend(hc_cl *cl, char *err, size_t errlen)
+{
+    const char *path = getenv("HC_CL_SOURCE");
+    if (!cl) return NULL;
+    if (!path || !*path) return hc_cl_backend_new(cl, err, errlen);
+    char *src = hc_read_file(path, NULL, err, errlen);
+    hc_backend *be = src ? hc_cl_backend_new_with(cl, src, err, errlen) : NULL;
+    free(src);
+    if (be) printf("kernels: %s (HC_CL_SOURCE)\n", path);
+    return be;
+}
+
 static int attention_bench(int argc, char **argv)
 {
     int H = argc > 4 ? atoi(argv[2]) : 32, hd = argc > 4 ? atoi(argv[3]) : 128, npos = argc > 4 ? atoi(argv[4]) : 2048;
     int reps = argc > 5 ? atoi(argv[5]) : 10;
     char err[512], line[512];
     hc_cl *cl = hc_cl_open(NULL, 0, err, sizeof err);
-    hc_backend *be = cl ? hc_cl_backend_new(cl, err, sizeof err) : NULL;
+    hc_backend *be = open_backend(cl, err, sizeof err);
     if (!be || H < 1 || hd < 2 || npos < 1 || reps < 1) {
         fprintf(stderr, "bench_clops: %s\n", be ? "bad arguments" : err);
         return 1;
@@ -309,7 +331,7 @@ static int table_bench(int argc, char **argv)
     }
     char err[512], line[512];
     hc_cl *cl = hc_cl_open(NULL, 0, err, sizeof err);
-    hc_backend *be = cl ? hc_cl_backend_new(cl, err, sizeof err) : NULL;
+    hc_backend *be = open_backend(cl, err, sizeof err);
     double copy = be ? hc_cl_copy_bandwidth(cl, 64u << 20, reps, err, sizeof err) : -1;
     if (copy <= 0) {
         fprintf(stderr, "bench_clops: %s\n", err);
@@ -376,7 +398,7 @@ static int kernels_report(int argc, char **argv)
 {
     char err[512], line[512];
     hc_cl *cl = hc_cl_open(NULL, 0, err, sizeof err);
-    hc_backend *be = cl ? hc_cl_backend_new(cl, err, sizeof err) : NULL;
+    hc_backend *be = open_backend(cl, err, sizeof err);
     int rc = !be || hc_cl_backend_report(be, stdout, argc > 2 ? argv[2] : NULL, err, sizeof err);
     if (be) {
         hc_cl_describe(hc_cl_about(cl), hc_cl_index(cl), line, sizeof line);
@@ -401,7 +423,7 @@ int main(int argc, char **argv)
     }
     char err[512], line[512];
     hc_cl *cl = hc_cl_open(NULL, 0, err, sizeof err);
-    hc_backend *be = cl ? hc_cl_backend_new(cl, err, sizeof err) : NULL;
+    hc_backend *be = open_backend(cl, err, sizeof err);
     if (!be) {
         fprintf(stderr, "bench_clops: %s\n", err);
         hc_cl_free(cl);

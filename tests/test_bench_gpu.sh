@@ -15,13 +15,19 @@ if ! "$HC_BIN/hc-run" --list-devices >/dev/null 2>&1; then
     finish
 fi
 O=${HC_TESTS:+${HC_TESTS%/tests}}
-if SMOKE=1 THREADS=2 O=${O:-build} BINARIES="$T/bin" sh scripts/bench-gpu.sh >"$T/out" 2>"$T/err"; then ok bench_gpu_smoke
+cp runtime/opencl/kernels/backend.cl "$T/variant.cl"
+if SMOKE=1 THREADS=2 O=${O:-build} BINARIES="$T/bin" VARIANTS="$T/variant.cl" sh scripts/bench-gpu.sh >"$T/out" 2>"$T/err"
+then ok bench_gpu_smoke
 else fail bench_gpu_smoke "exit $?: $(tail -c 300 "$T/err")"; fi
 # the kernel table: each product, the hot rows and attention in GB/s against the copy bandwidth
 for k in "mv F16" "mm Q4_0" "mt Q8_0" "hot Q4_0" "attention"; do
     if grep -Eq "^$k .* [0-9.]+ MiB +[0-9.]+ ms +[0-9.]+ GB/s +[0-9.]+%$" "$T/out"; then ok "bench_gpu_kernel_${k% *}"
     else fail "bench_gpu_kernel_${k% *}" "$(head -n 30 "$T/out")"; fi
 done
+# a variant of kernels/backend.cl timed in its place: its table's rows follow
+if awk '/^the kernel table again with .*variant.cl in place of/ { v = 1; next }
+        v && /^mm Q4_0 .* [0-9.]+ GB\/s +[0-9.]+%$/ { f = 1 } END { exit !f }' "$T/out"
+then ok bench_gpu_variant; else fail bench_gpu_variant "$(grep -A 3 'table again' "$T/out")"; fi
 # what the driver made of each kernel (one line each, both programs), and the programs' binaries kept
 if awk '$1 == "backend" && $2 == "mm64_q4" && $3 ~ /^[0-9]+$/ && $4 > 0 && $5 > 0 { m = 1 }
         $1 == "hot_rows" && $2 == "down_q4_0" && $5 > 0 { h = 1 } END { exit !(m && h) }' "$T/out" &&

@@ -1415,6 +1415,11 @@ bad:
 
 hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
 {
+    return hc_cl_backend_new_with(cl, hc_cl_backend_source, err, errlen);
+}
+
+hc_backend *hc_cl_backend_new_with(hc_cl *cl, const char *source, char *err, size_t errlen)
+{
     clb *b = calloc(1, sizeof *b);
     cl_int rc;
     cl_device_id dev;
@@ -1427,7 +1432,7 @@ hc_backend *hc_cl_backend_new(hc_cl *cl, char *err, size_t errlen)
     CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg_max, &wg_max, NULL), "work group size");
     b->geo = (hc_clb_device){ cl->info.compute_units, wg_max, cl->info.is_gpu };
 
-    const char *src[] = { hc_cl_common_source, hc_cl_backend_source };
+    const char *src[] = { hc_cl_common_source, source };
     b->prog = clCreateProgramWithSource(cl->ctx, 2, src, NULL, &rc);
     CHECK_CL(rc, "clCreateProgramWithSource");
     cl_device_fp_config fp = 0;

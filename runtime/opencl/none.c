@@ -86,6 +86,12 @@ int hc_cl_backend_report(hc_backend *be, FILE *out, const char *dir, char *err, 
     return -1;
 }
 
+hc_backend *hc_cl_backend_new_with(hc_cl *cl, const char *source, char *err, size_t errlen)
+{
+    (void)source;
+    return hc_cl_backend_new(cl, err, errlen);
+}
+
 const char *hc_cl_backend_dots(const hc_backend *be, int *fell_back)
 {
     (void)be;
