@@ -11,6 +11,8 @@
 #   sh scripts/sass-loops.sh [KERNEL...]       (default: mv_q8 mv_q4 mm64_q4)
 #   DP4A=0 sh scripts/sass-loops.sh mv_q4      (the build without dp4a)
 #   sh scripts/sass-loops.sh gate_up_f16 down_f16   (kernels/hot_rows.cl's too)
+#   CL=variant.cl sh scripts/sass-loops.sh mm64_f32   (a variant of backend.cl in
+#       its place, as bench-gpu.sh's VARIANTS would time it on a GPU)
 #   PTX=DIR/backend.bin sh scripts/sass-loops.sh mm64_q4
 #       (the PTX NVIDIA's driver made: bench_clops kernels DIR on the GPU's
 #       machine writes it; only ptxas and nvdisasm are needed then, and the
@@ -102,7 +104,7 @@ D="-DTOKENS=8 -DMM_ROWS=64 -DMM_ITEMS=128 -DQ8_RUN=32 -DHC_ACT_SILU=0 -DHC_ACT_R
 [ "$DP4A" = 0 ] || D="$D -DHC_DP4A=1"
 # build NAME FILE OPTIONS: common.cl and FILE as one program into $T/NAME.sass
 build() {
-    cat "$K/common.cl" "$K/$2" > "$T/$1.cl"
+    cat "$K/common.cl" "$2" > "$T/$1.cl"
     # shellcheck disable=SC2086
     "$CLANG" -target nvptx64-nvidia-nvcl -cl-std=CL1.2 -Xclang -finclude-default-header -Xclang -cl-ext=+cl_khr_fp16 \
         -O2 -emit-llvm -c $3 "$T/$1.cl" -o "$T/$1.bc"
@@ -111,10 +113,10 @@ build() {
     "$LLC" -mcpu=sm_80 -mattr=+ptx70 "$T/$1.o.bc" -o "$T/$1.ptx"
     sass "$1"
 }
-build backend backend.cl "$D"
+build backend "${CL:-$K/backend.cl}" "$D"
 # the hybrid FFN's hot-row kernels (gate_up_T, down_T), with runtime/opencl/cl.c's
 # options on a GPU (groups of HC_CL_WG_MAX, tiles of HC_CL_TILE tokens)
-build hot hot_rows.cl "-DWG=64 -DTILE=8"
+build hot "$K/hot_rows.cl" "-DWG=64 -DTILE=8"
 cat "$T/backend.sass" "$T/hot.sass" > "$T/k.sass"
 echo "$ARCH, dp4a $DP4A: each loop's instructions (a label to the branch back to it), by opcode"
 loops "$@"
