@@ -10,7 +10,7 @@
 # the quantized products").
 #   sh scripts/sass-loops.sh [KERNEL...]       (default: mv_q8 mv_q4 mm64_q4)
 #   DP4A=0 sh scripts/sass-loops.sh mv_q4      (the build without dp4a)
-#   sh scripts/sass-loops.sh gate_up_f16 down_f16   (kernels/hot_rows.cl's too)
+#   sh scripts/sass-loops.sh gate_up1_f16 down8_f16   (kernels/hot_rows.cl's too)
 #   CL=variant.cl sh scripts/sass-loops.sh mm64_f32   (a variant of backend.cl in
 #       its place, as bench-gpu.sh's VARIANTS would time it on a GPU)
 #   PTX=DIR/backend.bin sh scripts/sass-loops.sh mm64_q4
@@ -114,7 +114,7 @@ build() {
     sass "$1"
 }
 build backend "${CL:-$K/backend.cl}" "$D"
-# the hybrid FFN's hot-row kernels (gate_up_T, down_T), with runtime/opencl/cl.c's
+# the hybrid FFN's hot-row kernels (gate_up1_T, gate_up8_T, down1_T, down8_T), with runtime/opencl/cl.c's
 # options on a GPU (groups of HC_CL_WG_MAX, tiles of HC_CL_TILE tokens)
 build hot "$K/hot_rows.cl" "-DWG=64 -DTILE=8"
 cat "$T/backend.sass" "$T/hot.sass" > "$T/k.sass"

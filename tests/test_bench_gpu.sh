@@ -30,7 +30,7 @@ if awk '/^the kernel table again with .*variant.cl in place of/ { v = 1; next }
 then ok bench_gpu_variant; else fail bench_gpu_variant "$(grep -A 3 'table again' "$T/out")"; fi
 # what the driver made of each kernel (one line each, both programs), and the programs' binaries kept
 if awk '$1 == "backend" && $2 == "mm64_q4" && $3 ~ /^[0-9]+$/ && $4 > 0 && $5 > 0 { m = 1 }
-        $1 == "hot_rows" && $2 == "down_q4_0" && $5 > 0 { h = 1 } END { exit !(m && h) }' "$T/out" &&
+        $1 == "hot_rows" && $2 == "down1_q4_0" && $5 > 0 { h = 1 } END { exit !(m && h) }' "$T/out" &&
    [ -s "$T/bin/backend.bin" ] && [ -s "$T/bin/hot_rows.bin" ]
 then ok bench_gpu_kernels_built; else fail bench_gpu_kernels_built "$(grep -E '^(backend|hot_rows) ' "$T/out" | head)"; fi
 # columns: type run prompt decode devMiB dev% served decGB/s %copy

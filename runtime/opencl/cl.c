@@ -136,25 +136,26 @@ hc_cl *hc_cl_open(const char *device, int flags, char *err, size_t errlen)
     CHECK_CL(rc, "clCreateKernel");
     cl->count_hot = clCreateKernel(cl->prog, "count_hot", &rc);
     CHECK_CL(rc, "clCreateKernel");
-    for (int i = 0; i < HC_CL_N_TYPES; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "gate_up_%s", hc_cl_type_names[i]);
-        cl->gate_up[i] = clCreateKernel(cl->prog, name, &rc);
-        CHECK_CL(rc, "clCreateKernel");
-        snprintf(name, sizeof name, "down_%s", hc_cl_type_names[i]);
-        cl->down[i] = clCreateKernel(cl->prog, name, &rc);
-        CHECK_CL(rc, "clCreateKernel");
-        size_t kwg, kwg2;
-        CHECK_CL(clGetKernelWorkGroupInfo(cl->gate_up[i], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL),
-                 "kernel work group size");
-        CHECK_CL(clGetKernelWorkGroupInfo(cl->down[i], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg2, &kwg2, NULL),
-                 "kernel work group size");
-        if (kwg2 < kwg) kwg = kwg2;
-        if (kwg < cl->wg) {
-            snprintf(err, errlen, "OpenCL: the device runs work groups of %zu, the kernels need %zu", kwg, cl->wg);
-            goto bad;
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < HC_CL_N_TYPES; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "gate_up%d_%s", t ? HC_CL_TILE : 1, hc_cl_type_names[i]);
+            cl->gate_up[t][i] = clCreateKernel(cl->prog, name, &rc);
+            CHECK_CL(rc, "clCreateKernel");
+            snprintf(name, sizeof name, "down%d_%s", t ? HC_CL_TILE : 1, hc_cl_type_names[i]);
+            cl->down[t][i] = clCreateKernel(cl->prog, name, &rc);
+            CHECK_CL(rc, "clCreateKernel");
+            size_t kwg, kwg2;
+            CHECK_CL(clGetKernelWorkGroupInfo(cl->gate_up[t][i], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL),
+                     "kernel work group size");
+            CHECK_CL(clGetKernelWorkGroupInfo(cl->down[t][i], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg2, &kwg2, NULL),
+                     "kernel work group size");
+            if (kwg2 < kwg) kwg = kwg2;
+            if (kwg < cl->wg) {
+                snprintf(err, errlen, "OpenCL: the device runs work groups of %zu, the kernels need %zu", kwg, cl->wg);
+                goto bad;
+            }
         }
-    }
     return cl;
 bad:
     hc_cl_free(cl);
@@ -166,10 +167,11 @@ void hc_cl_free(hc_cl *cl)
     if (!cl) return;
     cl_mem ms[] = { cl->x, cl->mask, cl->h, cl->y, cl->part, cl->zeros, cl->truth };
     hc_cl_release(ms, sizeof ms / sizeof *ms);
-    for (int i = 0; i < HC_CL_N_TYPES; i++) {
-        if (cl->gate_up[i]) clReleaseKernel(cl->gate_up[i]);
-        if (cl->down[i]) clReleaseKernel(cl->down[i]);
-    }
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < HC_CL_N_TYPES; i++) {
+            if (cl->gate_up[t][i]) clReleaseKernel(cl->gate_up[t][i]);
+            if (cl->down[t][i]) clReleaseKernel(cl->down[t][i]);
+        }
     if (cl->down_sum) clReleaseKernel(cl->down_sum);
     if (cl->count_hot) clReleaseKernel(cl->count_hot);
     if (cl->prog) clReleaseProgram(cl->prog);

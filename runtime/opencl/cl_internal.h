@@ -19,7 +19,8 @@ struct hc_cl {
     cl_context ctx;
     cl_command_queue q;
     cl_program prog;
-    cl_kernel gate_up[HC_CL_N_TYPES], down[HC_CL_N_TYPES], down_sum, count_hot;
+    /* [0]: one token (decode), [1]: tiles of HC_CL_TILE tokens (kernels/hot_rows.cl) */
+    cl_kernel gate_up[2][HC_CL_N_TYPES], down[2][HC_CL_N_TYPES], down_sum, count_hot;
     size_t wg;
     /* scratch shared by all layers (one token-layer in flight at a time) */
     cl_mem x, mask, h, y, part, zeros, truth;   /* part: the down slices' sums; truth: hc_cl_layer_keep's */

@@ -124,7 +124,8 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
 {
     hc_cl *cl = L->cl;
     cl_int n = L->n, k = L->k, a = act;
-    cl_kernel gu = cl->gate_up[L->ti_gu], dn = cl->down[L->ti_down];
+    const int tiled = B > 1, tile = tiled ? HC_CL_TILE : 1;   /* decode's kernels: one token's work, not a tile's */
+    cl_kernel gu = cl->gate_up[tiled][L->ti_gu], dn = cl->down[tiled][L->ti_down];
     size_t xb = L->xb;
     cl_int xbi = (cl_int)xb, rbg = L->rb_gu, rbd = L->rb_down, gs = L->gs;
     if (grow(cl, &cl->x, &cl->x_cap, xb * (size_t)B, &cl->host_x, err, errlen) ||
@@ -163,7 +164,7 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     CHECK_CL(clSetKernelArg(gu, 16, sizeof gs, &gs), "gate_up arg");
     cl_int Bi = B;
     CHECK_CL(clSetKernelArg(gu, 17, sizeof Bi, &Bi), "gate_up arg");
-    const size_t tiles = ((size_t)B + HC_CL_TILE - 1) / HC_CL_TILE;
+    const size_t tiles = ((size_t)B + tile - 1) / tile;
     size_t g1[2] = { (size_t)k * cl->wg, tiles }, l1[2] = { cl->wg, 1 };
     CHECK_CL(clEnqueueNDRangeKernel(cl->q, gu, 2, NULL, g1, l1, 0, NULL, NULL), "gate_up kernel");
     CHECK_CL(clSetKernelArg(dn, 0, sizeof(cl_mem), &L->down), "down arg");

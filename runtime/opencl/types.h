@@ -8,7 +8,7 @@
 
 enum { HC_CL_N_GGML = 5, HC_CL_GPTQ = HC_CL_N_GGML, HC_CL_N_TYPES };
 
-/* Kernel name suffixes, in the order above (gate_up_f32, down_gptq, ...). */
+/* Kernel name suffixes, in the order above (gate_up1_f32, down8_gptq, ...). */
 extern const char *const hc_cl_type_names[HC_CL_N_TYPES];
 /* w's place in the order above, or -1. */
 int hc_cl_type_index(const hc_weight *w);

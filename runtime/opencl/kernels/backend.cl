@@ -744,9 +744,8 @@ void put8(__global float *o, int u, float8 v, int n, int nib)
  * indexed by a variable lives in memory, not registers, on a GPU (a loop
  * over t < nt made every row's step load and store acc). */
 #if TOKENS != 8
-#error "EACH_TOKEN spells out TOKENS = 8 (HC_CLB_TOKENS)"
+#error "EACH8 spells out TOKENS = 8 (HC_CLB_TOKENS)"
 #endif
-#define EACH_TOKEN(S) S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7)
 #define MT_FMA(t) if (t < nt) acc[t] = fma(w, (float8)(x[(size_t)(t) * k + i]), acc[t]);
 #define MT_STORE(t) if (t < nt) put8(y + (size_t)(t) * ys, u, acc[t], n, nib);
 #define TRANSPOSED(T) \
@@ -779,10 +778,10 @@ __kernel void mt_##T(__global const uchar *W, uint dofs, int n, int k, int rps, 
     for (int t = 0; t < TOKENS; t++) acc[t] = 0.0f; \
     for (int i = i0; i < i1; i++) { \
         const float8 w = c8_##T(W, D, n, i, u); \
-        EACH_TOKEN(MT_FMA) \
+        EACH8(MT_FMA) \
     } \
     y += yo + ((size_t)s * B + b0) * ys; \
-    EACH_TOKEN(MT_STORE) \
+    EACH8(MT_STORE) \
 }
 
 PRODUCTS_F(f32)

@@ -5,6 +5,11 @@
  * in int, then scaled once by the block's d_w * d_x). */
 #pragma OPENCL FP_CONTRACT OFF
 
+/* S(0) .. S(7): a tile's 8 tokens spelled out, each index a constant where a
+ * loop's body is too large for the compiler to unroll (an array indexed by a
+ * variable lives in memory, not registers, on a GPU) */
+#define EACH8(S) S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7)
+
 int hsum16(int16 v) { int8 a = v.lo + v.hi; int4 b = a.lo + a.hi; int2 c = b.lo + b.hi; return c.x + c.y; }
 float hsum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 

@@ -1,7 +1,8 @@
 /* The hybrid FFN's hot-row kernels (runtime/opencl.h), OpenCL C 1.2. The
  * build embeds this file as a C string (runtime/module.mk); the runtime
  * compiles it for the device it opens.
- * One gate_up_T and one down_T kernel per stored type T, from one body each.
+ * Per stored type T, gate_up1_T and down1_T for one token (decode) and
+ * gate_up8_T and down8_T for tiles of TILE tokens, from one body each.
  * Rows as ggml stores them: F32, F16, BF16 elements; Q8_0 = half d + 32
  * int8, Q4_0 = half d + 16 bytes (low nibbles are elements 0..15, high
  * nibbles 16..31), value = d * (q - 8).
@@ -13,68 +14,89 @@
  * fixed order (per-item partial sums, then a tree in local memory), so the
  * device's results do not change from run to run. */
 #pragma OPENCL FP_CONTRACT OFF
+#if TILE != 8
+#error "EACH8 spells out TILE = 8 (HC_CL_TILE)"
+#endif
 
-/* Partial dot products of one work item (lid of WG) with the nt inputs of a
-   tile (TILE tokens, x_bytes apart) whose on[t] is set; each weight unit is
-   read once for the tile. Items read consecutive vectors (4 floats / halves,
-   a 32-value block, or a GPTQ code), so a group's loads are contiguous. A
-   token's sum is the same whatever shares its tile (the same terms in the
-   same order). gs: the GPTQ group size (others ignore it). */
+/* Partial dot products of one work item (lid of WG) with the inputs of a
+   tile (up to TILE tokens, x_bytes apart) whose on8 is set (never past the
+   tile's nt tokens), one sum a token in the float8 returned; each weight
+   unit is read once for the tile. Items read consecutive vectors (4 floats /
+   halves, a 32-value block, or a GPTQ code), so a group's loads are
+   contiguous. A token's sum is the same whatever shares its tile (the same
+   terms in the same order). gs: the GPTQ group size (others ignore it).
+   Each comes as dots1_T, for a tile of one token (decode), and dots8_T, for
+   a tile of TILE: every loop over a tile's tokens runs to that constant
+   (tile_n), spelled out by EACH8 where a body is too large to unroll, so that
+   every array index is a constant and the sums stay in registers (an array
+   indexed by a variable, or passed by pointer, lives in memory on a GPU), and
+   decode does one token's work, not TILE's under a mask. */
 
-/* hsum4, hsum16, idot32: kernels/common.cl, built before this file. */
+/* hsum4, hsum16, idot32, EACH8: kernels/common.cl, built before this file. */
 
+/* a tile of NT tokens' sums s and flags on as arrays, from the flags' vector */
+#define TILE_ARRAYS(NT) \
+    const int tile_n = NT; \
+    float s[TILE] = { 0.0f }; \
+    int on[TILE]; \
+    vstore8(on8, 0, on);
+#define DOTS_ARGS __global const uchar *w, __global const uchar *x, int x_bytes, int8 on8, int n, int gs, int lid
 /* F32, F16 and BF16 rows (E the stored element): 4-vectors read by load4,
    the tail of a row that is not whole 4-vectors one element at a time by
    load1; the input likewise by xload4 and xload1 (floats, or BF16's
    bf16-rounded activation as stored: 2 bytes an element). */
-#define DOTS_FLOAT(T, E, load4, load1, XE, xload4, xload1) \
-void dots_##T(__global const uchar *w, __global const uchar *x, int x_bytes, int nt, const int *on, int n, int gs, \
-              int lid, float *s) { \
+#define DOTS_FLOAT(NT, T, E, load4, load1, XE, xload4, xload1) \
+float8 dots##NT##_##T(DOTS_ARGS) { \
+    TILE_ARRAYS(NT) \
     __global const E *a = (__global const E *)w; \
     for (int i = lid; i < n / 4; i += WG) { \
         float4 v = load4(i, a); \
-        for (int t = 0; t < nt; t++) \
+        for (int t = 0; t < tile_n; t++) \
             if (on[t]) s[t] += hsum4(v * xload4(i, (__global const XE *)(x + (size_t)t * x_bytes))); \
     } \
     for (int i = n / 4 * 4 + lid; i < n; i += WG) \
-        for (int t = 0; t < nt; t++) \
+        for (int t = 0; t < tile_n; t++) \
             if (on[t]) s[t] += load1(i, a) * xload1(i, (__global const XE *)(x + (size_t)t * x_bytes)); \
+    return vload8(0, s); \
 }
 #define LOAD1_F32(i, a) ((a)[i])
 float4 bf16x4(int i, __global const ushort *a) { return as_float4(convert_uint4(vload4(i, a)) << (uint)16); }
 float bf16x1(int i, __global const ushort *a) { return as_float((uint)a[i] << 16); }
-DOTS_FLOAT(f32, float, vload4, LOAD1_F32, float, vload4, LOAD1_F32)
-DOTS_FLOAT(f16, half, vload_half4, vload_half, float, vload4, LOAD1_F32)
-DOTS_FLOAT(bf16, ushort, bf16x4, bf16x1, ushort, bf16x4, bf16x1)
-/* The tile's block sums with one weight block's values lo (elements 0..15),
-   hi (16..31) and scale dw: Q8_0 activation blocks as the CPU prepares them,
-   an integer sum per block scaled by d_w * d_x, as ggml. */
-void block_dots(short16 lo, short16 hi, float dw, __global const uchar *x, int x_bytes, int nt, const int *on, int b,
-                float *s) {
-    for (int t = 0; t < nt; t++) {
-        if (!on[t]) continue;
-        __global const uchar *bx = x + (size_t)t * x_bytes + (size_t)b * 34;
-        int sum = idot32(lo, hi, (__global const char *)(bx + 2));
-        s[t] += (float)sum * (dw * vload_half(0, (__global const half *)bx));
+#define DOTS_F32(NT) DOTS_FLOAT(NT, f32, float, vload4, LOAD1_F32, float, vload4, LOAD1_F32)
+#define DOTS_F16(NT) DOTS_FLOAT(NT, f16, half, vload_half4, vload_half, float, vload4, LOAD1_F32)
+#define DOTS_BF16(NT) DOTS_FLOAT(NT, bf16, ushort, bf16x4, bf16x1, ushort, bf16x4, bf16x1)
+/* Token t's sum with one weight block b's values lo (elements 0..15), hi
+   (16..31) and scale dw: Q8_0 activation blocks as the CPU prepares them, an
+   integer sum per block scaled by d_w * d_x, as ggml. */
+#define BLOCK_DOT(t) \
+    if ((t) < tile_n && on[t]) { \
+        __global const uchar *bx = x + (size_t)(t) * x_bytes + (size_t)b * 34; \
+        int sum = idot32(lo, hi, (__global const char *)(bx + 2)); \
+        s[t] += (float)sum * (dw * vload_half(0, (__global const half *)bx)); \
     }
+#define DOTS_Q8_0(NT) \
+float8 dots##NT##_q8_0(DOTS_ARGS) { \
+    TILE_ARRAYS(NT) \
+    for (int b = lid; b < n / 32; b += WG) { \
+        __global const uchar *bw = w + (size_t)b * 34; \
+        __global const char *qw = (__global const char *)(bw + 2); \
+        const short16 lo = convert_short16(vload16(0, qw)), hi = convert_short16(vload16(1, qw)); \
+        const float dw = vload_half(0, (__global const half *)bw); \
+        EACH8(BLOCK_DOT) \
+    } \
+    return vload8(0, s); \
 }
-void dots_q8_0(__global const uchar *w, __global const uchar *x, int x_bytes, int nt, const int *on, int n, int gs,
-               int lid, float *s) {
-    for (int b = lid; b < n / 32; b += WG) {
-        __global const uchar *bw = w + (size_t)b * 34;
-        __global const char *qw = (__global const char *)(bw + 2);
-        block_dots(convert_short16(vload16(0, qw)), convert_short16(vload16(1, qw)),
-                   vload_half(0, (__global const half *)bw), x, x_bytes, nt, on, b, s);
-    }
-}
-void dots_q4_0(__global const uchar *w, __global const uchar *x, int x_bytes, int nt, const int *on, int n, int gs,
-               int lid, float *s) {
-    for (int b = lid; b < n / 32; b += WG) {
-        __global const uchar *bw = w + (size_t)b * 18;
-        short16 q = convert_short16(vload16(0, bw + 2));
-        block_dots((q & (short)15) - (short)8, (q >> (short)4) - (short)8, vload_half(0, (__global const half *)bw), x,
-                   x_bytes, nt, on, b, s);
-    }
+#define DOTS_Q4_0(NT) \
+float8 dots##NT##_q4_0(DOTS_ARGS) { \
+    TILE_ARRAYS(NT) \
+    for (int b = lid; b < n / 32; b += WG) { \
+        __global const uchar *bw = w + (size_t)b * 18; \
+        const short16 q = convert_short16(vload16(0, bw + 2)); \
+        const short16 lo = (q & (short)15) - (short)8, hi = (q >> (short)4) - (short)8; \
+        const float dw = vload_half(0, (__global const half *)bw); \
+        EACH8(BLOCK_DOT) \
+    } \
+    return vload8(0, s); \
 }
 /* x: the prepared GPTQ activation (kernels_gptq.h): for gs % 32 == 0 the
    int8 blocks in chunks of 16 (768 bytes: sidx[16] at 0, d[16] at 64,
@@ -93,16 +115,20 @@ float x_gptq(__global const uchar *x, int k, int gs) {
     float d = ((__global const float *)(c + 64))[4 * (b % 4) + b / 4];
     return d * (float)((__global const char *)c)[(i < 16 ? 128 : 384) + 64 * (b / 4) + 16 * (b % 4) + i % 16];
 }
-void dots_gptq(__global const uchar *w, __global const uchar *x, int x_bytes, int nt, const int *on, int n, int gs,
-               int lid, float *s) {
-    __global const float *sm = (__global const float *)(w + (n + 31) / 32 * 16);
-    for (int k = lid; k < n; k += WG) {
-        int j = k / gs;
-        float v = sm[2 * j] * (float)code_gptq(w, k) + sm[2 * j + 1];
-        for (int t = 0; t < nt; t++)
-            if (on[t]) s[t] += v * x_gptq(x + (size_t)t * x_bytes, k, gs);
-    }
+#define DOTS_GPTQ(NT) \
+float8 dots##NT##_gptq(DOTS_ARGS) { \
+    TILE_ARRAYS(NT) \
+    __global const float *sm = (__global const float *)(w + (n + 31) / 32 * 16); \
+    for (int k = lid; k < n; k += WG) { \
+        int j = k / gs; \
+        float v = sm[2 * j] * (float)code_gptq(w, k) + sm[2 * j + 1]; \
+        for (int t = 0; t < tile_n; t++) \
+            if (on[t]) s[t] += v * x_gptq(x + (size_t)t * x_bytes, k, gs); \
+    } \
+    return vload8(0, s); \
 }
+DOTS_F32(1) DOTS_F32(8) DOTS_F16(1) DOTS_F16(8) DOTS_BF16(1) DOTS_BF16(8)
+DOTS_Q8_0(1) DOTS_Q8_0(8) DOTS_Q4_0(1) DOTS_Q4_0(8) DOTS_GPTQ(1) DOTS_GPTQ(8)
 
 /* Elements c..c+3 of a row (c a multiple of 4, c + 3 < n), widened; p: the
    row's GPTQ pairs (others ignore it). */
@@ -151,19 +177,25 @@ float elem_gptq(__global const uchar *w, int c, __global const float *p) {
 #define PAIRS_q4_0(sm, smrow, r, n) (sm)
 #define PAIRS_gptq(sm, smrow, r, n) ((sm) + (size_t)smrow[r] * 2 * (n))
 
-/* s[t] = the sums of s[t] over the work group for t < nt, each in the same
-   fixed tree order (deterministic; one token's total is the same in any tile). */
-void group_sums(__local float *red, float *s, int nt, int lid) {
-    for (int t = 0; t < nt; t++) red[t * WG + lid] = s[t];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int h = WG / 2; h > 0; h >>= 1) {
-        if (lid < h)
-            for (int t = 0; t < nt; t++) red[t * WG + lid] += red[t * WG + lid + h];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    for (int t = 0; t < nt; t++) s[t] = red[t * WG];
-    barrier(CLK_LOCAL_MEM_FENCE);
+/* group_sumsN: the sums of v's first nt (<= N) over the work group, each in
+   the same fixed tree order (deterministic; one token's total is the same in
+   any tile). */
+#define GROUP_SUMS(NT) \
+float8 group_sums##NT(__local float *red, float8 v, int nt, int lid) { \
+    float s[TILE]; \
+    vstore8(v, 0, s); \
+    for (int t = 0; t < NT; t++) if (t < nt) red[t * WG + lid] = s[t]; \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    for (int h = WG / 2; h > 0; h >>= 1) { \
+        if (lid < h) \
+            for (int t = 0; t < NT; t++) if (t < nt) red[t * WG + lid] += red[t * WG + lid + h]; \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+    } \
+    for (int t = 0; t < TILE; t++) s[t] = t < NT && t < nt ? red[t * WG] : 0.0f; \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    return vload8(0, s); \
 }
+GROUP_SUMS(1) GROUP_SUMS(8)
 
 /* act: 0 SiLU (as run.c), 1 ReLU, 2 GELU (erf), model.h enum hc_act. */
 float act_fn(float g, int act) {
@@ -172,51 +204,59 @@ float act_fn(float g, int act) {
     return g * (1.0f / (1.0f + exp(-g)));
 }
 
-/* One work group per (hot row, tile of TILE tokens): dimension 1 is the tile
-   of tokens b0 = TILE * tile .. of B, token b's x, mask and h at
+/* One work group per (hot row, tile of tokens): dimension 1 is the tile of
+   tokens b0 = tile_n * tile .. of B, token b's x, mask and h at
    b * x_bytes, b * k, b * k; the row is read once for the tile. Every branch
    depends on values the whole group shares, so no barrier is skipped by part
    of a group. kind (opencl.h hc_cl_rows): 0 gated a * u, 1 symmetric a *
    act(u), 2 sequential a (gate holds the up rows); fb, ub: per-row biases;
    rb: bytes of a row; gs: the GPTQ group size.
-   contrib: keep by the contribution |h| * dn[r] >= t_act instead of |a| >= t_act. */
-#define GATE_UP(T) \
-__kernel void gate_up_##T(__global const uchar *gate, __global const uchar *up, __global const uchar *x, \
-                          __global const uchar *mask, int n, int act, float t_act, __global float *h, \
-                          int k, int x_bytes, int kind, __global const float *fb, \
-                          __global const float *ub, __global const float *dn, int contrib, int rb, int gs, int B) { \
+   contrib: keep by the contribution |h| * dn[r] >= t_act instead of |a| >= t_act.
+   gate_up1_T takes one token (decode: a tile of 1) and gate_up8_T tiles of
+   TILE, each with loops to its constant tile_n. */
+/* token t's gate activation a, kept when a passes the threshold tg, then
+   times its up row's (an activation's body is too large for a loop over t
+   to be unrolled: EACH8) */
+#define GATE_ACT(t) \
+    if ((t) < tile_n && on[t]) { \
+        float a = act_fn(g[t] + fb[r], act); \
+        on[t] = a != 0.0f && (a >= tg || -a >= tg); \
+        v[t] = on[t] ? a : 0.0f; \
+        any |= on[t]; \
+    }
+#define UP_ACT(t) if ((t) < tile_n && on[t]) v[t] *= kind == 1 ? act_fn(u[t] + ub[r], act) : u[t] + ub[r];
+#define GATE_UP(T, NT) \
+__kernel void gate_up##NT##_##T(__global const uchar *gate, __global const uchar *up, __global const uchar *x, \
+                                __global const uchar *mask, int n, int act, float t_act, __global float *h, \
+                                int k, int x_bytes, int kind, __global const float *fb, \
+                                __global const float *ub, __global const float *dn, int contrib, int rb, int gs, int B) { \
     __local float red[TILE * WG]; \
-    int r = get_group_id(0), lid = get_local_id(0), b0 = get_group_id(1) * TILE, nt = min(TILE, B - b0); \
+    const int tile_n = NT; \
+    int r = get_group_id(0), lid = get_local_id(0), b0 = get_group_id(1) * tile_n, nt = min(tile_n, B - b0); \
+    float tg = contrib ? 0.0f : t_act; \
     float g[TILE], u[TILE], v[TILE]; \
     int on[TILE], any = 0; \
     for (int t = 0; t < TILE; t++) { \
-        on[t] = t < nt && mask[(size_t)(b0 + t) * k + r]; \
-        g[t] = u[t] = v[t] = 0.0f; \
+        on[t] = t < tile_n && t < nt && mask[(size_t)(b0 + t) * k + r]; \
+        v[t] = 0.0f; \
     } \
     x += (size_t)b0 * x_bytes; \
-    dots_##T(gate + (size_t)r * rb, x, x_bytes, nt, on, n, gs, lid, g); \
-    group_sums(red, g, nt, lid); \
-    float tg = contrib ? 0.0f : t_act; \
-    for (int t = 0; t < nt; t++) { \
-        float a = act_fn(g[t] + fb[r], act); \
-        on[t] = on[t] && a != 0.0f && (a >= tg || -a >= tg); \
-        v[t] = on[t] ? a : 0.0f; \
-        any |= on[t]; \
-    } \
+    vstore8(group_sums##NT(red, dots##NT##_##T(gate + (size_t)r * rb, x, x_bytes, vload8(0, on), n, gs, lid), nt, lid), \
+            0, g); \
+    EACH8(GATE_ACT) \
     if (kind != 2 && any) { \
-        dots_##T(up + (size_t)r * rb, x, x_bytes, nt, on, n, gs, lid, u); \
-        group_sums(red, u, nt, lid); \
-        for (int t = 0; t < nt; t++) \
-            if (on[t]) v[t] *= kind == 1 ? act_fn(u[t] + ub[r], act) : u[t] + ub[r]; \
+        vstore8(group_sums##NT(red, dots##NT##_##T(up + (size_t)r * rb, x, x_bytes, vload8(0, on), n, gs, lid), nt, \
+                               lid), 0, u); \
+        EACH8(UP_ACT) \
     } \
     if (lid == 0) \
-        for (int t = 0; t < nt; t++) { \
+        for (int t = 0; t < tile_n; t++) if (t < nt) { \
             float c = fabs(v[t]) * dn[r]; \
             h[(size_t)(b0 + t) * k + r] = contrib && (c == 0.0f || c < t_act) ? 0.0f : v[t]; \
         } \
 }
 /* One work group per DCOLS output columns, slice of the hot rows and tile of
-   TILE tokens (dimension 1: tokens b0 = TILE * tile .. of B): the k rows are
+   tokens (dimension 1: tokens b0 = tile_n * tile .. of B): the k rows are
    cut into `splits` slices (the host chooses enough to fill the device:
    opencl/rows.c, hc_cl_down_splits), and group g takes columns
    (g % blocks) * DCOLS.. of slice g / blocks. DITEMS items each own 4
@@ -227,26 +267,28 @@ __kernel void gate_up_##T(__global const uchar *gate, __global const uchar *up, 
    writes y; several write part[slice][b][n], which down_sum adds in slice
    order: no result depends on scheduling, nor on what shares a token's tile.
    rb: bytes of a row; sm, smrow: the GPTQ pairs table and each row's entry
-   (PAIRS_T). */
+   (PAIRS_T). down1_T takes one token (decode) and down8_T tiles of TILE,
+   each with loops to its constant tile_n. */
 #define DITEMS (WG < 8 ? WG : 8)
 #define LANES (WG / DITEMS)
 #define DCOLS (4 * DITEMS)
-#define DOWN(T) \
-__kernel void down_##T(__global const uchar *down, __global const float *h, int k, int n, __global float *y, \
-                       int rb, __global const float *sm, __global const int *smrow, int splits, \
-                       __global float *part, int B) { \
+#define DOWN(T, NT) \
+__kernel void down##NT##_##T(__global const uchar *down, __global const float *h, int k, int n, __global float *y, \
+                             int rb, __global const float *sm, __global const int *smrow, int splits, \
+                             __global float *part, int B) { \
     __local float4 red[TILE * WG]; \
+    const int tile_n = NT; \
     int lid = get_local_id(0), item = lid % DITEMS, lane = lid / DITEMS; \
-    int b0 = get_group_id(1) * TILE, nt = min(TILE, B - b0); \
+    int b0 = get_group_id(1) * tile_n, nt = min(tile_n, B - b0); \
     int blocks = (n + DCOLS - 1) / DCOLS, g = get_group_id(0), s = g / blocks; \
     int c = g % blocks * DCOLS + 4 * item, lo = (int)((long)k * s / splits), hi = (int)((long)k * (s + 1) / splits); \
     float4 acc[TILE]; \
     float hr[TILE]; \
-    for (int t = 0; t < TILE; t++) acc[t] = (float4)(0.0f); \
+    for (int t = 0; t < tile_n; t++) acc[t] = (float4)(0.0f); \
     for (int r = lo + lane; r < hi; r += LANES) { \
         int any = 0; \
-        for (int t = 0; t < nt; t++) { \
-            hr[t] = h[(size_t)(b0 + t) * k + r]; \
+        for (int t = 0; t < tile_n; t++) { \
+            hr[t] = t < nt ? h[(size_t)(b0 + t) * k + r] : 0.0f; \
             any |= hr[t] != 0.0f; \
         } \
         if (!any) continue; \
@@ -254,24 +296,24 @@ __kernel void down_##T(__global const uchar *down, __global const float *h, int 
         __global const float *p = PAIRS_##T(sm, smrow, r, n); \
         if (c + 3 < n) { \
             float4 e = elem4_##T(row, c, p); \
-            for (int t = 0; t < nt; t++) \
+            for (int t = 0; t < tile_n; t++) \
                 if (hr[t] != 0.0f) acc[t] += hr[t] * e; \
         } else { \
             float e0 = c < n ? elem_##T(row, c, p) : 0.0f, e1 = c + 1 < n ? elem_##T(row, c + 1, p) : 0.0f; \
             float e2 = c + 2 < n ? elem_##T(row, c + 2, p) : 0.0f; \
-            for (int t = 0; t < nt; t++) \
+            for (int t = 0; t < tile_n; t++) \
                 if (hr[t] != 0.0f) { acc[t].x += hr[t] * e0; acc[t].y += hr[t] * e1; acc[t].z += hr[t] * e2; } \
         } \
     } \
-    for (int t = 0; t < nt; t++) red[t * WG + lid] = acc[t]; \
+    for (int t = 0; t < tile_n; t++) if (t < nt) red[t * WG + lid] = acc[t]; \
     barrier(CLK_LOCAL_MEM_FENCE); \
     for (int h2 = LANES / 2; h2 > 0; h2 >>= 1) { \
         if (lane < h2) \
-            for (int t = 0; t < nt; t++) red[t * WG + lid] += red[t * WG + lid + h2 * DITEMS]; \
+            for (int t = 0; t < tile_n; t++) if (t < nt) red[t * WG + lid] += red[t * WG + lid + h2 * DITEMS]; \
         barrier(CLK_LOCAL_MEM_FENCE); \
     } \
     if (lane == 0) \
-        for (int t = 0; t < nt; t++) { \
+        for (int t = 0; t < tile_n; t++) if (t < nt) { \
             int b = b0 + t; \
             __global float *yb = splits == 1 ? y + (size_t)b * n : part + ((size_t)s * B + b) * n; \
             float4 v = red[t * WG + lid]; \
@@ -319,5 +361,5 @@ __kernel void count_hot(__global const float *h, __global const uchar *mask, __g
             if (v && atomic_add(&counts[2 * c], v) > UINT_MAX - v) atomic_inc(&counts[2 * c + 1]);
         }
 }
-GATE_UP(f32) GATE_UP(f16) GATE_UP(bf16) GATE_UP(q8_0) GATE_UP(q4_0) GATE_UP(gptq)
-DOWN(f32) DOWN(f16) DOWN(bf16) DOWN(q8_0) DOWN(q4_0) DOWN(gptq)
+#define ROW_KERNELS(T) GATE_UP(T, 1) GATE_UP(T, 8) DOWN(T, 1) DOWN(T, 8)
+ROW_KERNELS(f32) ROW_KERNELS(f16) ROW_KERNELS(bf16) ROW_KERNELS(q8_0) ROW_KERNELS(q4_0) ROW_KERNELS(gptq)
