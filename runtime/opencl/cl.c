@@ -237,7 +237,7 @@ int hc_cl_program_report(cl_program p, cl_device_id dev, const char *what, FILE 
     char **line = NULL;
     int rc = -1;
     CHECK_CL(clCreateKernelsInProgram(p, 0, NULL, &n), "clCreateKernelsInProgram");
-    if (!(ks = calloc(n, sizeof *ks)) || !(line = calloc(n, sizeof *line))) {
+    if (!(ks = calloc(n ? n : 1, sizeof *ks)) || !(line = calloc(n ? n : 1, sizeof *line))) {
         snprintf(err, errlen, "OpenCL: out of host memory");
         goto bad;
     }
