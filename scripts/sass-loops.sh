@@ -77,7 +77,8 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/hcsass.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 # sass NAME: $T/NAME.ptx to machine code, disassembled into $T/NAME.sass
 sass() {
-    "$PTXAS" -v -arch="$ARCH" -O3 "$T/$1.ptx" -o "$T/$1.cubin" 2>> "$T/ptxas.txt"
+    "$PTXAS" -v -arch="$ARCH" -O3 "$T/$1.ptx" -o "$T/$1.cubin" 2>> "$T/ptxas.txt" ||
+        { cat "$T/ptxas.txt" >&2; exit 1; }   # its messages, kept for the registers, are also its errors
     "$NVDISASM" -c "$T/$1.cubin" 2>/dev/null > "$T/$1.sass"
 }
 if [ -n "${PTX:-}" ]; then

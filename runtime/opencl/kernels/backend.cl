@@ -668,7 +668,7 @@ GEMM_Q(g4, 16, 2) GEMM_Q(g4, 64, 8)
  * product's unit: for f32, f16, bf16 and q8 elements 8u .. 8u + 7 (16 bytes
  * of f16, 8 of q8); for q4 and g4 word u % 4 of block u / 4, 4 code bytes
  * whose low nibbles are elements 4w .. 4w + 3 of the block and high ones
- * 4w + 16 .. 4w + 19 (cols8_T says where they go), so that each code byte
+ * 4w + 16 .. 4w + 19 (put8 stores them there), so that each code byte
  * is read once and a warp's loads of a row are one contiguous run.
  * The codes become floats without an int-to-float conversion (a quarter-rate
  * instruction on NVIDIA's GPUs): a byte c OR'ed into 0x4B000000 is the float
