@@ -157,10 +157,12 @@ static void open_device(hc_ffn *f, const hc_ffn_opts *o, int forced, FILE *log)
     fprintf(log, "opencl: %s%s%s\n", line, d.is_gpu ? "" : ": the 'device' share runs on this machine's cores",
             o->batch_invariant ? "; every row with its bits alone (--batch-invariant)" : "");
     if (!d.is_gpu && hc_cl_icd_hint(hint, sizeof hint)) hc_warn("%s", hint);
-    int fell_back;
-    const char *dots = hc_cl_backend_dots(f->dev, &fell_back);
+    int fell_back, rows_fell_back;
+    const char *dots = hc_cl_backend_dots(f->dev, &fell_back), *rows_dots = hc_cl_dots(f->cl, &rows_fell_back);
     if (fell_back) hc_warn("OpenCL: the quantized products' integer dots: %s", dots);
     else if (o->verbose) fprintf(log, "opencl: the quantized products' integer dots: %s\n", dots);
+    /* the hot rows' program is built first, with the same choice: said only where it differs */
+    if (rows_fell_back && !fell_back) hc_warn("OpenCL: the hot rows' integer dots: %s", rows_dots);
 }
 
 uint64_t hc_default_budget(uint64_t mem)

@@ -84,6 +84,9 @@ double hc_cl_copy_bandwidth(hc_cl *cl, size_t bytes, int reps, char *err, size_t
 /* The opened device: its number in hc_cl_list and what it is. */
 int hc_cl_index(const hc_cl *cl);
 const hc_cl_info *hc_cl_about(const hc_cl *cl);
+/* How the hot rows' Q8_0 and Q4_0 dots multiply four code bytes at a time,
+ * as hc_cl_backend_dots says of the backend's products. */
+const char *hc_cl_dots(const hc_cl *cl, int *fell_back);
 /* 1 if the kernels handle rows of this weight: ggml F32, F16, Q8_0, Q4_0, or
  * INT4-GPTQ (gate/up rows with their own pairs, down columns with a table). */
 int hc_cl_supports(const hc_weight *w, int down);

@@ -99,10 +99,11 @@ K=runtime/opencl/kernels
 # values do not change the loops; clang spells NVIDIA's asm as __asm__, and
 # declares vload_half only with cl_khr_fp16 on (the kernels use no half
 # arithmetic).
+DOTS="-Dasm=__asm__"
+[ "$DP4A" = 0 ] || DOTS="$DOTS -DHC_DP4A=1"   # both programs (runtime/opencl/cl.c, hc_cl_build)
 D="-DTOKENS=8 -DMM_ROWS=64 -DMM_ITEMS=128 -DQ8_RUN=32 -DHC_ACT_SILU=0 -DHC_ACT_RELU=1 -DHC_ACT_GELU=2 -DHC_NORM_RMS=0
    -DHC_NORM_LAYER=1 -DHC_POS_ROPE=0 -DHC_POS_ROPE_NEOX=1 -DHC_FFN_GATED=0 -DHC_FFN_SYMMETRIC=1 -DHC_FFN_SEQUENTIAL=2
-   -Dasm=__asm__"
-[ "$DP4A" = 0 ] || D="$D -DHC_DP4A=1"
+   $DOTS"
 # build NAME FILE OPTIONS: common.cl and FILE as one program into $T/NAME.sass
 build() {
     cat "$K/common.cl" "$2" > "$T/$1.cl"
@@ -117,7 +118,7 @@ build() {
 build backend "${CL:-$K/backend.cl}" "$D"
 # the hybrid FFN's hot-row kernels (gate_up1_T, gate_up8_T, down1_T, down8_T), with runtime/opencl/cl.c's
 # options on a GPU (groups of HC_CL_WG_MAX, tiles of HC_CL_TILE tokens)
-build hot "$K/hot_rows.cl" "-DWG=64 -DTILE=8"
+build hot "$K/hot_rows.cl" "-DWG=64 -DTILE=8 $DOTS"
 cat "$T/backend.sass" "$T/hot.sass" > "$T/k.sass"
 echo "$ARCH, dp4a $DP4A: each loop's instructions (a label to the branch back to it), by opcode"
 loops "$@"

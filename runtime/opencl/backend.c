@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <CL/cl_ext.h>
-
 #include "cl_internal.h"
 #include "cli.h"
 #include "ggml_types.h"
@@ -1239,146 +1237,26 @@ void hc_cl_backend_geometry(hc_backend *be, const hc_clb_device *d)
 
 /* The model.h enums and the tile sizes as -D options: the kernels never see a bare number.
  * exact_div: the device divides as IEEE does when asked (the Q8_0 scale amax/127 and its
- * inverse then have the CPU's bits; without it an ulp can differ). dp4a: the four-byte
- * integer dots as PTX's dp4a (backend.cl's HC_DP4A). */
-static void build_options(char *o, size_t len, int exact_div, int dp4a)
+ * inverse then have the CPU's bits; without it an ulp can differ). */
+static void build_options(char *o, size_t len, int exact_div)
 {
     snprintf(o, len,
-             "-cl-std=CL1.2 %s%s-DTOKENS=%d -DMM_ROWS=%d -DMM_ITEMS=%d -DQ8_RUN=%d "
+             "-cl-std=CL1.2 %s-DTOKENS=%d -DMM_ROWS=%d -DMM_ITEMS=%d -DQ8_RUN=%d "
              "-DHC_ACT_SILU=%d -DHC_ACT_RELU=%d -DHC_ACT_GELU=%d -DHC_NORM_RMS=%d -DHC_NORM_LAYER=%d "
              "-DHC_POS_ROPE=%d -DHC_POS_ROPE_NEOX=%d -DHC_FFN_GATED=%d -DHC_FFN_SYMMETRIC=%d -DHC_FFN_SEQUENTIAL=%d",
-             exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", dp4a ? "-DHC_DP4A=1 " : "", HC_CLB_TOKENS,
+             exact_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", HC_CLB_TOKENS,
              HC_CLB_MM_ROWS, HC_CLB_MM_ITEMS, HC_CLB_Q8_RUN, HC_ACT_SILU, HC_ACT_RELU, HC_ACT_GELU, HC_NORM_RMS, HC_NORM_LAYER,
              HC_POS_ROPE, HC_POS_ROPE_NEOX, HC_FFN_GATED, HC_FFN_SYMMETRIC, HC_FFN_SEQUENTIAL);
 }
 
-/* Whether the device runs PTX's dp4a: an NVIDIA GPU (cl_nv_device_attribute_query) of
- * compute capability 6.1 or later. HC_CL_DP4A=0 says no, 1 yes whatever the device (its
- * build then fails on any other device, and the backend says so and goes without); any
- * other value is refused, as HC_KERNELS'. The capability into *major, *minor. */
-static int wants_dp4a(cl_device_id dev, cl_uint *major, cl_uint *minor)
+/* Build the kernels as hc_cl_build does (dp4a where the device has it, the
+ * integer dots checked), the outcome in b->dots. */
+static int build(clb *b, int exact_div, char *err, size_t errlen)
 {
-    const char *env = getenv("HC_CL_DP4A");
-    size_t n = 0;
-    char *ext = NULL;
-    *major = *minor = 0;
-    if (env && *env) {
-        if (strcmp(env, "0") && strcmp(env, "1")) hc_die("HC_CL_DP4A: '%s' is not 0 or 1", env);
-        return env[0] == '1';
-    }
-    int nv = clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &n) == CL_SUCCESS && (ext = calloc(n + 1, 1)) &&
-             clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, n, ext, NULL) == CL_SUCCESS &&
-             strstr(ext, "cl_nv_device_attribute_query");
-    free(ext);
-    if (!nv || clGetDeviceInfo(dev, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof *major, major, NULL) != CL_SUCCESS ||
-        clGetDeviceInfo(dev, CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV, sizeof *minor, minor, NULL) != CL_SUCCESS)
-        return 0;
-    return *major > 6 || (*major == 6 && *minor >= 1);
-}
-
-/* The build log's start, on one line (the call takes only a buffer the whole log fits) */
-static void build_log(cl_program p, cl_device_id dev, char *log, size_t len)
-{
-    size_t n = 0;
-    char *all = NULL;
-    log[0] = 0;
-    if (clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) == CL_SUCCESS && n && (all = malloc(n + 1)) &&
-        clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, n, all, NULL) == CL_SUCCESS) {
-        all[n] = 0;
-        snprintf(log, len, "%s", all);
-    }
-    free(all);
-    for (char *c = log; *c; c++) if (*c == '\n' || *c == '\r') *c = ' ';
-}
-
-/* The host's idot4 (b's bytes signed) or udot4 (unsigned) of b and c onto a. */
-static int host_dot4(cl_uint b, cl_uint c, int a, int b_signed)
-{
-    for (int k = 0; k < 4; k++) {
-        const int x = (int)(b >> 8 * k & 0xff), y = (int8_t)(c >> 8 * k & 0xff);
-        a += (b_signed ? (int8_t)x : x) * y;
-    }
-    return a;
-}
-
-/* The built kernels' four-byte dots (dots_check) against the host's, on words
- * that hold every byte's extremes and on a splitmix64 stream: 0 when all
- * agree, 1 with the first that does not in why, -1 when the check could not
- * run (err). The check's kernel is released, so the program can be built again. */
-#define DOTS_CHECKED 64
-static int dots_differ(clb *b, char *why, size_t whylen, char *err, size_t errlen)
-{
-    static const cl_uint edge[] = { 0x00000000u, 0x7f7f7f7fu, 0x80808080u, 0xffffffffu, 0x807f01ffu, 0x01ff807fu };
-    cl_uint bw[DOTS_CHECKED], cw[DOTS_CHECKED];
-    cl_int got[2 * DOTS_CHECKED];
-    uint64_t s = 1;
-    for (int i = 0; i < DOTS_CHECKED; i++) {
-        const int e = (int)(sizeof edge / sizeof *edge);
-        bw[i] = i < e * e ? edge[i / e] : (cl_uint)hc_splitmix64(&s);
-        cw[i] = i < e * e ? edge[i % e] : (cl_uint)hc_splitmix64(&s);
-    }
-    cl_int rc;
-    cl_mem m[3] = { NULL, NULL, NULL };
-    cl_kernel k = clCreateKernel(b->prog, "dots_check", &rc);
-    const size_t n = DOTS_CHECKED;
-    if (rc == CL_SUCCESS) m[0] = clCreateBuffer(b->cl->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof bw, bw, &rc);
-    if (rc == CL_SUCCESS) m[1] = clCreateBuffer(b->cl->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof cw, cw, &rc);
-    if (rc == CL_SUCCESS) m[2] = clCreateBuffer(b->cl->ctx, CL_MEM_WRITE_ONLY, sizeof got, NULL, &rc);
-    for (cl_uint a = 0; a < 3 && rc == CL_SUCCESS; a++) rc = clSetKernelArg(k, a, sizeof m[a], &m[a]);
-    if (rc == CL_SUCCESS) rc = clEnqueueNDRangeKernel(b->q, k, 1, NULL, &n, NULL, 0, NULL, NULL);
-    if (rc == CL_SUCCESS) rc = clEnqueueReadBuffer(b->q, m[2], CL_TRUE, 0, sizeof got, got, 0, NULL, NULL);
-    for (int i = 0; i < 3; i++) if (m[i]) clReleaseMemObject(m[i]);
-    if (k) clReleaseKernel(k);
-    if (rc != CL_SUCCESS) {
-        snprintf(err, errlen, "OpenCL: checking the integer dots failed: %d %s", rc, hc_cl_error_name(rc));
-        return -1;
-    }
-    for (int i = 0; i < 2 * DOTS_CHECKED; i++) {
-        const int want = host_dot4(bw[i / 2], cw[i / 2], i / 2 - 32, i % 2 == 0);
-        if (got[i] != want) {
-            snprintf(why, whylen, "%s(0x%08x, 0x%08x, %d) gave %d, not %d", i % 2 ? "udot4" : "idot4", bw[i / 2],
-                     cw[i / 2], i / 2 - 32, got[i], want);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Build the kernels, with dp4a where the device has it, and check their
- * integer dots against the host's (dots_differ). When the build with dp4a
- * fails or its dots differ, build again without, the reason in b->dots (a
- * warning for hc-run); dots that differ without dp4a are an error. 0, or -1
- * with err. */
-static int build(clb *b, cl_device_id dev, int exact_div, char *err, size_t errlen)
-{
-    char opts[640], log[1024], why[256];
-    cl_uint major, minor;
-    int dp4a = wants_dp4a(dev, &major, &minor);
-    for (;;) {
-        build_options(opts, sizeof opts, exact_div, dp4a);
-        cl_int rc = clBuildProgram(b->prog, 1, &dev, opts, NULL, NULL);
-        if (rc != CL_SUCCESS) build_log(b->prog, dev, log, sizeof log);
-        if (rc != CL_SUCCESS && !dp4a) {
-            snprintf(err, errlen, "OpenCL: building the backend's kernels failed: %d %s: %.400s", rc,
-                     hc_cl_error_name(rc), log);
-            return -1;
-        }
-        const int differ = rc == CL_SUCCESS ? dots_differ(b, why, sizeof why, err, errlen) : 0;
-        if (differ < 0) return -1;
-        if (rc == CL_SUCCESS && !differ) break;
-        if (!dp4a) {
-            snprintf(err, errlen, "OpenCL: the device's integer dots differ from the host's: %s", why);
-            return -1;
-        }
-        if (rc != CL_SUCCESS) snprintf(b->dots, sizeof b->dots, "bytes widened: the build with dp4a failed (%.200s)", log);
-        else snprintf(b->dots, sizeof b->dots, "bytes widened: dp4a's sums differed from the host's (%s)", why);
-        b->dots_fell_back = 1;
-        dp4a = 0;
-    }
-    if (b->dots_fell_back) return 0;
-    if (dp4a && major) snprintf(b->dots, sizeof b->dots, "dp4a (PTX, compute capability %u.%u)", major, minor);
-    else snprintf(b->dots, sizeof b->dots, dp4a ? "dp4a (PTX)" : "bytes widened");
-    return 0;
+    char opts[640];
+    build_options(opts, sizeof opts, exact_div);
+    return hc_cl_build(b->cl, b->prog, "the backend's kernels", opts, b->dots, sizeof b->dots, &b->dots_fell_back, err,
+                       errlen);
 }
 
 const char *hc_cl_backend_dots(const hc_backend *be, int *fell_back)
@@ -1437,7 +1315,7 @@ hc_backend *hc_cl_backend_new_with(hc_cl *cl, const char *source, char *err, siz
     CHECK_CL(rc, "clCreateProgramWithSource");
     cl_device_fp_config fp = 0;
     if (clGetDeviceInfo(dev, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) != CL_SUCCESS) fp = 0;
-    if (build(b, dev, (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0, err, errlen) != 0) goto bad;
+    if (build(b, (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0, err, errlen) != 0) goto bad;
     size_t kwg = wg_max;
     for (int f = 0; f < N_FMT; f++) {
         char name[32];

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <CL/cl_ext.h>
+
 #include "atomic_file.h"
 #include "cl_internal.h"
 #include "cli.h"
@@ -53,6 +55,132 @@ cl_mem hc_cl_buffer(hc_cl *cl, cl_mem_flags flags, size_t bytes, const void *hos
         return NULL;
     }
     return m;
+}
+
+/* Whether the device runs PTX's dp4a: an NVIDIA GPU (cl_nv_device_attribute_query) of
+ * compute capability 6.1 or later. HC_CL_DP4A=0 says no, 1 yes whatever the device (its
+ * builds then fail on any other device, and hc_cl_build says so and goes without); any
+ * other value is refused, as HC_KERNELS'. The capability into *major, *minor. */
+static int wants_dp4a(cl_device_id dev, cl_uint *major, cl_uint *minor)
+{
+    const char *env = getenv("HC_CL_DP4A");
+    size_t n = 0;
+    char *ext = NULL;
+    *major = *minor = 0;
+    if (env && *env) {
+        if (strcmp(env, "0") && strcmp(env, "1")) hc_die("HC_CL_DP4A: '%s' is not 0 or 1", env);
+        return env[0] == '1';
+    }
+    int nv = clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &n) == CL_SUCCESS && (ext = calloc(n + 1, 1)) &&
+             clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, n, ext, NULL) == CL_SUCCESS &&
+             strstr(ext, "cl_nv_device_attribute_query");
+    free(ext);
+    if (!nv || clGetDeviceInfo(dev, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof *major, major, NULL) != CL_SUCCESS ||
+        clGetDeviceInfo(dev, CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV, sizeof *minor, minor, NULL) != CL_SUCCESS)
+        return 0;
+    return *major > 6 || (*major == 6 && *minor >= 1);
+}
+
+/* The build log's start, on one line (the call takes only a buffer the whole log fits) */
+static void build_log(cl_program p, cl_device_id dev, char *log, size_t len)
+{
+    size_t n = 0;
+    char *all = NULL;
+    log[0] = 0;
+    if (clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) == CL_SUCCESS && n && (all = malloc(n + 1)) &&
+        clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, n, all, NULL) == CL_SUCCESS) {
+        all[n] = 0;
+        snprintf(log, len, "%s", all);
+    }
+    free(all);
+    for (char *c = log; *c; c++) if (*c == '\n' || *c == '\r') *c = ' ';
+}
+
+/* The host's idot4 (b's bytes signed) or udot4 (unsigned) of b and c onto a. */
+static int host_dot4(cl_uint b, cl_uint c, int a, int b_signed)
+{
+    for (int k = 0; k < 4; k++) {
+        const int x = (int)(b >> 8 * k & 0xff), y = (int8_t)(c >> 8 * k & 0xff);
+        a += (b_signed ? (int8_t)x : x) * y;
+    }
+    return a;
+}
+
+/* Program p's four-byte dots (kernels/common.cl's dots_check) against the
+ * host's, on words that hold every byte's extremes and on a splitmix64
+ * stream: 0 when all agree, 1 with the first that does not in why, -1 when
+ * the check could not run (err). The check's kernel is released, so the
+ * program can be built again. */
+#define DOTS_CHECKED 64
+static int dots_differ(hc_cl *cl, cl_program p, char *why, size_t whylen, char *err, size_t errlen)
+{
+    static const cl_uint edge[] = { 0x00000000u, 0x7f7f7f7fu, 0x80808080u, 0xffffffffu, 0x807f01ffu, 0x01ff807fu };
+    cl_uint bw[DOTS_CHECKED], cw[DOTS_CHECKED];
+    cl_int got[2 * DOTS_CHECKED];
+    uint64_t s = 1;
+    for (int i = 0; i < DOTS_CHECKED; i++) {
+        const int e = (int)(sizeof edge / sizeof *edge);
+        bw[i] = i < e * e ? edge[i / e] : (cl_uint)hc_splitmix64(&s);
+        cw[i] = i < e * e ? edge[i % e] : (cl_uint)hc_splitmix64(&s);
+    }
+    cl_int rc;
+    cl_mem m[3] = { NULL, NULL, NULL };
+    cl_kernel k = clCreateKernel(p, "dots_check", &rc);
+    const size_t n = DOTS_CHECKED;
+    if (rc == CL_SUCCESS) m[0] = clCreateBuffer(cl->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof bw, bw, &rc);
+    if (rc == CL_SUCCESS) m[1] = clCreateBuffer(cl->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof cw, cw, &rc);
+    if (rc == CL_SUCCESS) m[2] = clCreateBuffer(cl->ctx, CL_MEM_WRITE_ONLY, sizeof got, NULL, &rc);
+    for (cl_uint a = 0; a < 3 && rc == CL_SUCCESS; a++) rc = clSetKernelArg(k, a, sizeof m[a], &m[a]);
+    if (rc == CL_SUCCESS) rc = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &n, NULL, 0, NULL, NULL);
+    if (rc == CL_SUCCESS) rc = clEnqueueReadBuffer(cl->q, m[2], CL_TRUE, 0, sizeof got, got, 0, NULL, NULL);
+    for (int i = 0; i < 3; i++) if (m[i]) clReleaseMemObject(m[i]);
+    if (k) clReleaseKernel(k);
+    if (rc != CL_SUCCESS) {
+        snprintf(err, errlen, "OpenCL: checking the integer dots failed: %d %s", rc, hc_cl_error_name(rc));
+        return -1;
+    }
+    for (int i = 0; i < 2 * DOTS_CHECKED; i++) {
+        const int want = host_dot4(bw[i / 2], cw[i / 2], i / 2 - 32, i % 2 == 0);
+        if (got[i] != want) {
+            snprintf(why, whylen, "%s(0x%08x, 0x%08x, %d) gave %d, not %d", i % 2 ? "udot4" : "idot4", bw[i / 2],
+                     cw[i / 2], i / 2 - 32, got[i], want);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int hc_cl_build(hc_cl *cl, cl_program p, const char *what, const char *opts, char *dots, size_t dotslen, int *fell_back,
+                char *err, size_t errlen)
+{
+    char all[1024], log[1024], why[256];
+    cl_uint major, minor;
+    int dp4a = wants_dp4a(cl->dev, &major, &minor);
+    *fell_back = 0;
+    for (;;) {
+        snprintf(all, sizeof all, "%s%s", opts, dp4a ? " -DHC_DP4A=1" : "");
+        cl_int rc = clBuildProgram(p, 1, &cl->dev, all, NULL, NULL);
+        if (rc != CL_SUCCESS) build_log(p, cl->dev, log, sizeof log);
+        if (rc != CL_SUCCESS && !dp4a) {
+            snprintf(err, errlen, "OpenCL: building %s failed: %d %s: %.400s", what, rc, hc_cl_error_name(rc), log);
+            return -1;
+        }
+        const int differ = rc == CL_SUCCESS ? dots_differ(cl, p, why, sizeof why, err, errlen) : 0;
+        if (differ < 0) return -1;
+        if (rc == CL_SUCCESS && !differ) break;
+        if (!dp4a) {
+            snprintf(err, errlen, "OpenCL: the device's integer dots differ from the host's: %s", why);
+            return -1;
+        }
+        if (rc != CL_SUCCESS) snprintf(dots, dotslen, "bytes widened: the build with dp4a failed (%.200s)", log);
+        else snprintf(dots, dotslen, "bytes widened: dp4a's sums differed from the host's (%s)", why);
+        *fell_back = 1;
+        dp4a = 0;
+    }
+    if (*fell_back) return 0;
+    if (dp4a && major) snprintf(dots, dotslen, "dp4a (PTX, compute capability %u.%u)", major, minor);
+    else snprintf(dots, dotslen, dp4a ? "dp4a (PTX)" : "bytes widened");
+    return 0;
 }
 
 /* Up to max devices of every platform, platform by platform: what each is
@@ -108,7 +236,7 @@ hc_cl *hc_cl_open(const char *device, int flags, char *err, size_t errlen)
     int n = list_devices(list, ids, HC_CL_MAX_DEVICES, err, errlen);
     if (n < 0 || (cl->index = hc_cl_pick(list, n, device, err, errlen)) < 0) goto bad;
     cl->info = list[cl->index];
-    cl_device_id dev = ids[cl->index];
+    cl_device_id dev = cl->dev = ids[cl->index];
     size_t wg_max;
     CHECK_CL(clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg_max, &wg_max, NULL), "work group size");
     for (cl->wg = HC_CL_WG_MAX; cl->wg > wg_max; cl->wg /= 2) {}
@@ -124,14 +252,9 @@ hc_cl *hc_cl_open(const char *device, int flags, char *err, size_t errlen)
     CHECK_CL(rc, "clCreateProgramWithSource");
     char opts[64];
     snprintf(opts, sizeof opts, "-DWG=%zu -DTILE=%d", cl->wg, HC_CL_TILE);
-    rc = clBuildProgram(cl->prog, 1, &dev, opts, NULL, NULL);
-    if (rc != CL_SUCCESS) {
-        char log[512] = "";
-        clGetProgramBuildInfo(cl->prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-        for (char *p = log; *p; p++) if (*p == '\n') *p = ' ';
-        snprintf(err, errlen, "OpenCL: building the kernels failed: %d %s: %.300s", rc, hc_cl_error_name(rc), log);
+    if (hc_cl_build(cl, cl->prog, "the hot rows' kernels", opts, cl->dots, sizeof cl->dots, &cl->dots_fell_back, err,
+                    errlen))
         goto bad;
-    }
     cl->down_sum = clCreateKernel(cl->prog, "down_sum", &rc);
     CHECK_CL(rc, "clCreateKernel");
     cl->count_hot = clCreateKernel(cl->prog, "count_hot", &rc);
@@ -276,3 +399,9 @@ bad:
 
 int hc_cl_index(const hc_cl *cl) { return cl->index; }
 const hc_cl_info *hc_cl_about(const hc_cl *cl) { return &cl->info; }
+
+const char *hc_cl_dots(const hc_cl *cl, int *fell_back)
+{
+    if (fell_back) *fell_back = cl->dots_fell_back;
+    return cl->dots;
+}

@@ -16,9 +16,12 @@ struct hc_cl {
     int index;                  /* in hc_cl_list */
     int profile;                /* HC_CL_PROFILE: the queue times its commands */
     int invariant;              /* HC_CL_BATCH_INVARIANT: the backend's rows keep their bits whatever the batch */
+    cl_device_id dev;
     cl_context ctx;
     cl_command_queue q;
     cl_program prog;
+    char dots[320];             /* how the hot rows' quantized dots multiply (hc_cl_build) */
+    int dots_fell_back;
     /* [0]: one token (decode), [1]: tiles of HC_CL_TILE tokens (kernels/hot_rows.cl) */
     cl_kernel gate_up[2][HC_CL_N_TYPES], down[2][HC_CL_N_TYPES], down_sum, count_hot;
     size_t wg;
@@ -58,6 +61,16 @@ void hc_cl_release(cl_mem *ms, size_t n);
 /* A buffer of bytes (at least 1), written from host when not NULL (on the
  * device when this returns). */
 cl_mem hc_cl_buffer(hc_cl *cl, cl_mem_flags flags, size_t bytes, const void *host, char *err, size_t errlen);
+
+/* Build program p (WHAT in errors) with opts, and with PTX's dp4a
+ * (-DHC_DP4A=1: kernels/common.cl's idot4, udot4) where the device runs it:
+ * an NVIDIA GPU of compute capability 6.1 or later, or as HC_CL_DP4A says.
+ * The built integer dots are checked against the host's (dots_check); when
+ * the build with dp4a fails or its dots differ, p is built again without
+ * and *fell_back is set. How the dots multiply goes to dots (hc-run -v, and
+ * a warning when it fell back). 0, or -1 with err. */
+int hc_cl_build(hc_cl *cl, cl_program p, const char *what, const char *opts, char *dots, size_t dotslen, int *fell_back,
+                char *err, size_t errlen);
 
 /* One line a kernel of program p, by name, on out: WHAT (the program), the
  * kernel, the device's private bytes an item (on a GPU: registers spilled and

@@ -13,7 +13,9 @@ struct hc_cl_layer {
     int splits;                    /* slices of the rows in the down launch (hc_cl_down_splits) */
     int kind;                      /* hc_cl_rows.kind */
     int rb_gu, rb_down, gs;        /* bytes of a row on the device; GPTQ group size of gate/up (else 1) */
-    size_t xb;                     /* bytes of one prepared x */
+    cl_uint dofs_gu, dofs_down;    /* Q8_0, Q4_0: the rows' block scales from this byte (split_blocks) */
+    int split_x;                   /* the prepared x is Q8_0 blocks, split on its way up */
+    size_t xb, xdb;                /* bytes of one prepared x, and on the device (16-byte aligned) */
     cl_mem gate, up, down;         /* gate: the first rows; up NULL for a sequential FFN */
     cl_mem first_b, up_b;          /* NULL: none (cl->zeros) */
     cl_mem down_norm;              /* NULL: the gate criterion (cl->zeros unused) */
@@ -37,15 +39,50 @@ static int grow(hc_cl *cl, cl_mem *m, size_t *cap, size_t need, void **host, cha
     return 0;
 }
 
-/* A device buffer of w's rows (*rb bytes each): ggml rows as they are, a GPTQ
- * row as its codes then (gate/up) its pairs; a GPTQ down column's pairs
- * table and entries go to *pairs and *pair_row. */
-static cl_mem rows_buffer(hc_cl *cl, const hc_weight *w, int *rb, cl_mem *pairs, cl_mem *pair_row, char *err,
-                          size_t errlen)
+_Static_assert(offsetof(block_q8_0, qs) == 2 && offsetof(block_q4_0, qs) == 2, "a block is its fp16 d, then its codes");
+
+/* nblk Q8_0 or Q4_0 blocks of bb bytes at src as kernels/hot_rows.cl reads
+ * them: their codes one after another at codes (16-byte loads, where the
+ * blocks' 34 or 18 bytes left the codes unaligned), their fp16 scales at
+ * halves. The same bytes. */
+static void split_blocks(const uint8_t *src, size_t nblk, size_t bb, uint8_t *codes, uint8_t *halves)
 {
+    for (size_t i = 0; i < nblk; i++) {
+        memcpy(codes + i * (bb - 2), src + i * bb + 2, bb - 2);
+        memcpy(halves + 2 * i, src + i * bb, 2);
+    }
+}
+
+static int block_type(const hc_weight *w)
+{
+    return w->kind == HC_WEIGHT_GGML && (w->type == GGML_TYPE_Q8_0 || w->type == GGML_TYPE_Q4_0);
+}
+
+/* A device buffer of w's rows (*rb bytes each): F32, F16, BF16 rows as they
+ * are; Q8_0 and Q4_0 split (split_blocks: *rb the bytes of a row's codes,
+ * the scales from byte *dofs); a GPTQ row as its codes then (gate/up) its
+ * pairs, a GPTQ down column's pairs table and entries to *pairs and *pair_row. */
+static cl_mem rows_buffer(hc_cl *cl, const hc_weight *w, int *rb, cl_uint *dofs, cl_mem *pairs, cl_mem *pair_row,
+                          char *err, size_t errlen)
+{
+    *dofs = 0;
     if (w->kind != HC_WEIGHT_GPTQ) {
+        const size_t bytes = ggml_row_size(w->type, w->n) * (size_t)w->rows;
         *rb = (int)ggml_row_size(w->type, w->n);
-        return hc_cl_buffer(cl, CL_MEM_READ_ONLY, (size_t)*rb * (size_t)w->rows, w->data, err, errlen);
+        if (!block_type(w)) return hc_cl_buffer(cl, CL_MEM_READ_ONLY, bytes, w->data, err, errlen);
+        const size_t bb = w->type == GGML_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+        const size_t nblk = (size_t)w->rows * (size_t)(w->n / 32);
+        uint8_t *host = malloc(bytes ? bytes : 1);
+        if (!host) {
+            snprintf(err, errlen, "OpenCL: out of memory");
+            return NULL;
+        }
+        *rb = (int)((size_t)(w->n / 32) * (bb - 2));
+        *dofs = (cl_uint)(nblk * (bb - 2));
+        split_blocks(w->data, nblk, bb, host, host + *dofs);
+        cl_mem m = hc_cl_buffer(cl, CL_MEM_READ_ONLY, bytes, host, err, errlen);
+        free(host);
+        return m;
     }
     const hc_gptq *g = w->ext;
     size_t cb = (size_t)g->kp / 2, pb = sizeof(float) * 2 * (size_t)g->n_groups, own = g->sm_row ? 0 : pb;
@@ -81,12 +118,15 @@ hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_emb
         goto bad;
     }
     L->xb = hc_weight_act_bytes(gu);
+    L->split_x = block_type(gu);
+    L->xdb = L->split_x ? (L->xb + 15) / 16 * 16 : L->xb;
     L->splits = hc_cl_down_splits(n_embd, k, (int)cl->wg, cl->info.compute_units);
     size_t bb = sizeof(float) * (size_t)k;
     cl_mem_flags ro = CL_MEM_READ_ONLY;
-    if (!(L->gate = rows_buffer(cl, gu, &L->rb_gu, NULL, NULL, err, errlen)) ||
-        (rows->up.kind != HC_WEIGHT_NONE && !(L->up = rows_buffer(cl, &rows->up, &L->rb_gu, NULL, NULL, err, errlen))) ||
-        !(L->down = rows_buffer(cl, dn, &L->rb_down, &L->pairs, &L->pair_row, err, errlen)) ||
+    if (!(L->gate = rows_buffer(cl, gu, &L->rb_gu, &L->dofs_gu, NULL, NULL, err, errlen)) ||
+        (rows->up.kind != HC_WEIGHT_NONE &&
+         !(L->up = rows_buffer(cl, &rows->up, &L->rb_gu, &L->dofs_gu, NULL, NULL, err, errlen))) ||
+        !(L->down = rows_buffer(cl, dn, &L->rb_down, &L->dofs_down, &L->pairs, &L->pair_row, err, errlen)) ||
         (rows->first_b && !(L->first_b = hc_cl_buffer(cl, ro, bb, rows->first_b, err, errlen))) ||
         (rows->up_b && !(L->up_b = hc_cl_buffer(cl, ro, bb, rows->up_b, err, errlen))) ||
         (rows->down_norm && !(L->down_norm = hc_cl_buffer(cl, ro, bb, rows->down_norm, err, errlen))) ||
@@ -100,7 +140,7 @@ hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_emb
         free(z);
         if (!cl->zeros) goto bad;
     }
-    if (grow(cl, &cl->x, &cl->x_cap, L->xb, &cl->host_x, err, errlen) ||
+    if (grow(cl, &cl->x, &cl->x_cap, L->xdb, &cl->host_x, err, errlen) ||
         grow(cl, &cl->mask, &cl->mask_cap, (size_t)k, &cl->host_mask, err, errlen) ||
         grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k, NULL, err, errlen) ||
         grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n_embd, NULL, err, errlen))
@@ -126,9 +166,9 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     cl_int n = L->n, k = L->k, a = act;
     const int tiled = B > 1, tile = tiled ? HC_CL_TILE : 1;   /* decode's kernels: one token's work, not a tile's */
     cl_kernel gu = cl->gate_up[tiled][L->ti_gu], dn = cl->down[tiled][L->ti_down];
-    size_t xb = L->xb;
-    cl_int xbi = (cl_int)xb, rbg = L->rb_gu, rbd = L->rb_down, gs = L->gs;
-    if (grow(cl, &cl->x, &cl->x_cap, xb * (size_t)B, &cl->host_x, err, errlen) ||
+    size_t xb = L->xb, xdb = L->xdb;
+    cl_int xbi = (cl_int)xdb, rbg = L->rb_gu, rbd = L->rb_down, gs = L->gs;
+    if (grow(cl, &cl->x, &cl->x_cap, xdb * (size_t)B, &cl->host_x, err, errlen) ||
         grow(cl, &cl->mask, &cl->mask_cap, (size_t)k * (size_t)B, &cl->host_mask, err, errlen) ||
         grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k * (size_t)B, NULL, err, errlen) ||
         grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n * (size_t)B, NULL, err, errlen) ||
@@ -136,9 +176,14 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
                                NULL, err, errlen)))
         return -1;
     L->B = B;
-    for (int b = 0; b < B; b++) memcpy((char *)cl->host_x + (size_t)b * xb, (const char *)x + (size_t)b * x_stride, xb);
+    for (int b = 0; b < B; b++) {
+        uint8_t *to = (uint8_t *)cl->host_x + (size_t)b * xdb;
+        const uint8_t *from = (const uint8_t *)x + (size_t)b * x_stride;
+        if (L->split_x) split_blocks(from, (size_t)n / 32, sizeof(block_q8_0), to, to + n);
+        else memcpy(to, from, xb);
+    }
     memcpy(cl->host_mask, mask, (size_t)k * (size_t)B);
-    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->x, CL_FALSE, 0, xb * (size_t)B, cl->host_x, 0, NULL,
+    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->x, CL_FALSE, 0, xdb * (size_t)B, cl->host_x, 0, NULL,
                                   cl->profile ? &L->first : NULL), "write x");
     CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->mask, CL_FALSE, 0, (size_t)k * (size_t)B, cl->host_mask, 0, NULL, NULL),
              "write mask");
@@ -164,6 +209,7 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     CHECK_CL(clSetKernelArg(gu, 16, sizeof gs, &gs), "gate_up arg");
     cl_int Bi = B;
     CHECK_CL(clSetKernelArg(gu, 17, sizeof Bi, &Bi), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 18, sizeof L->dofs_gu, &L->dofs_gu), "gate_up arg");
     const size_t tiles = ((size_t)B + tile - 1) / tile;
     size_t g1[2] = { (size_t)k * cl->wg, tiles }, l1[2] = { cl->wg, 1 };
     CHECK_CL(clEnqueueNDRangeKernel(cl->q, gu, 2, NULL, g1, l1, 0, NULL, NULL), "gate_up kernel");
@@ -181,6 +227,7 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     cl_mem part = splits > 1 ? cl->part : cl->y;   /* one slice writes y and never reads part */
     CHECK_CL(clSetKernelArg(dn, 9, sizeof(cl_mem), &part), "down arg");
     CHECK_CL(clSetKernelArg(dn, 10, sizeof Bi, &Bi), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 11, sizeof L->dofs_down, &L->dofs_down), "down arg");
     const size_t dcols = (size_t)hc_cl_down_cols((int)cl->wg), blocks = ((size_t)n + dcols - 1) / dcols;
     size_t g2[2] = { blocks * (size_t)splits * cl->wg, tiles }, l2[2] = { cl->wg, 1 };
     CHECK_CL(clEnqueueNDRangeKernel(cl->q, dn, 2, NULL, g2, l2, 0, NULL, NULL), "down kernel");

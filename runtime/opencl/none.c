@@ -32,6 +32,13 @@ double hc_cl_copy_bandwidth(hc_cl *cl, size_t bytes, int reps, char *err, size_t
 int hc_cl_index(const hc_cl *cl) { (void)cl; return -1; }
 const hc_cl_info *hc_cl_about(const hc_cl *cl) { (void)cl; return NULL; }
 
+const char *hc_cl_dots(const hc_cl *cl, int *fell_back)
+{
+    (void)cl;
+    if (fell_back) *fell_back = 0;
+    return none;
+}
+
 hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_embd, char *err, size_t errlen)
 {
     (void)cl; (void)rows; (void)k; (void)n_embd;

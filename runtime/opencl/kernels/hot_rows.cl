@@ -3,9 +3,12 @@
  * compiles it for the device it opens.
  * Per stored type T, gate_up1_T and down1_T for one token (decode) and
  * gate_up8_T and down8_T for tiles of TILE tokens, from one body each.
- * Rows as ggml stores them: F32, F16, BF16 elements; Q8_0 = half d + 32
- * int8, Q4_0 = half d + 16 bytes (low nibbles are elements 0..15, high
- * nibbles 16..31), value = d * (q - 8).
+ * Rows as ggml stores them for F32, F16, BF16 (rb bytes each). Q8_0 and
+ * Q4_0 blocks split as the host's hot rows buffer holds them (the same
+ * bytes): every row's codes first (rb = n or n/2 bytes a row: common.cl's
+ * q8 and q4 forms, 16-byte aligned), then every row's block scales as
+ * halves from byte dofs; the prepared Q8_0 input of a token likewise, its
+ * codes then its halves from byte n. Values d * q (Q8_0), d * (q - 8) (Q4_0).
  * INT4-GPTQ rows (kernels_gptq.h) use the same nibble order without d: a
  * gate/up row is its codes then its groups' {scale, -scale*zero} floats, a
  * down column is its codes, with the pairs of its ffn_down group in a table;
@@ -32,7 +35,7 @@
    indexed by a variable, or passed by pointer, lives in memory on a GPU), and
    decode does one token's work, not TILE's under a mask. */
 
-/* hsum4, hsum16, idot32, EACH8: kernels/common.cl, built before this file. */
+/* hsum4, words_T, bsum_T, EACH8: kernels/common.cl, built before this file. */
 
 /* a tile of NT tokens' sums s and flags on as arrays, from the flags' vector */
 #define TILE_ARRAYS(NT) \
@@ -40,7 +43,8 @@
     float s[TILE] = { 0.0f }; \
     int on[TILE]; \
     vstore8(on8, 0, on);
-#define DOTS_ARGS __global const uchar *w, __global const uchar *x, int x_bytes, int8 on8, int n, int gs, int lid
+#define DOTS_ARGS __global const uchar *w, __global const half *d, __global const uchar *x, int x_bytes, int8 on8, \
+                  int n, int gs, int lid
 /* F32, F16 and BF16 rows (E the stored element): 4-vectors read by load4,
    the tail of a row that is not whole 4-vectors one element at a time by
    load1; the input likewise by xload4 and xload1 (floats, or BF16's
@@ -65,46 +69,43 @@ float bf16x1(int i, __global const ushort *a) { return as_float((uint)a[i] << 16
 #define DOTS_F32(NT) DOTS_FLOAT(NT, f32, float, vload4, LOAD1_F32, float, vload4, LOAD1_F32)
 #define DOTS_F16(NT) DOTS_FLOAT(NT, f16, half, vload_half4, vload_half, float, vload4, LOAD1_F32)
 #define DOTS_BF16(NT) DOTS_FLOAT(NT, bf16, ushort, bf16x4, bf16x1, ushort, bf16x4, bf16x1)
-/* Token t's sum with one weight block b's values lo (elements 0..15), hi
-   (16..31) and scale dw: Q8_0 activation blocks as the CPU prepares them, an
-   integer sum per block scaled by d_w * d_x, as ggml. */
-#define BLOCK_DOT(t) \
+/* A block's integer sum with the input's: Q4_0's words hold 16 (q - 8)
+   (common.cl's words_q4), so its sum is divided by 16, exactly. */
+int block_sum_q8_0(uint4 a, uint4 c, uint4 u, uint4 v) { return bsum_q8(a, c, u, v); }
+int block_sum_q4_0(uint4 a, uint4 c, uint4 u, uint4 v) { return bsum_q4(a, c, u, v) / 16; }
+/* Token t's sum with weight block b's words a (elements 0..15), c (16..31)
+   and scale dw: the codes' products summed exactly in int, then scaled by
+   d_w * d_x, as ggml. */
+#define BLOCK_DOT(t, T) \
     if ((t) < tile_n && on[t]) { \
-        __global const uchar *bx = x + (size_t)(t) * x_bytes + (size_t)b * 34; \
-        int sum = idot32(lo, hi, (__global const char *)(bx + 2)); \
-        s[t] += (float)sum * (dw * vload_half(0, (__global const half *)bx)); \
+        __global const uchar *xt = x + (size_t)(t) * x_bytes; \
+        __global const uint4 *xq = (__global const uint4 *)xt + 2 * (size_t)b; \
+        s[t] += (float)block_sum_##T(a, c, xq[0], xq[1]) * (dw * vload_half(b, (__global const half *)(xt + n))); \
     }
-#define DOTS_Q8_0(NT) \
-float8 dots##NT##_q8_0(DOTS_ARGS) { \
+#define BLOCK_DOT_q8_0(t) BLOCK_DOT(t, q8_0)
+#define BLOCK_DOT_q4_0(t) BLOCK_DOT(t, q4_0)
+/* Q: the type's device form (common.cl's words_Q) */
+#define DOTS_Q(NT, T, Q) \
+float8 dots##NT##_##T(DOTS_ARGS) { \
     TILE_ARRAYS(NT) \
     for (int b = lid; b < n / 32; b += WG) { \
-        __global const uchar *bw = w + (size_t)b * 34; \
-        __global const char *qw = (__global const char *)(bw + 2); \
-        const short16 lo = convert_short16(vload16(0, qw)), hi = convert_short16(vload16(1, qw)); \
-        const float dw = vload_half(0, (__global const half *)bw); \
-        EACH8(BLOCK_DOT) \
+        uint4 a, c; \
+        words_##Q(w, n, 0, b, &a, &c); \
+        const float dw = vload_half(b, d); \
+        EACH8(BLOCK_DOT_##T) \
     } \
     return vload8(0, s); \
 }
-#define DOTS_Q4_0(NT) \
-float8 dots##NT##_q4_0(DOTS_ARGS) { \
-    TILE_ARRAYS(NT) \
-    for (int b = lid; b < n / 32; b += WG) { \
-        __global const uchar *bw = w + (size_t)b * 18; \
-        const short16 q = convert_short16(vload16(0, bw + 2)); \
-        const short16 lo = (q & (short)15) - (short)8, hi = (q >> (short)4) - (short)8; \
-        const float dw = vload_half(0, (__global const half *)bw); \
-        EACH8(BLOCK_DOT) \
-    } \
-    return vload8(0, s); \
-}
+DOTS_Q(1, q8_0, q8) DOTS_Q(8, q8_0, q8) DOTS_Q(1, q4_0, q4) DOTS_Q(8, q4_0, q4)
 /* x: the prepared GPTQ activation (kernels_gptq.h): for gs % 32 == 0 the
    int8 blocks in chunks of 16 (768 bytes: sidx[16] at 0, d[16] at 64,
    lo[4][64] at 128, hi[4][64] at 384; block 4g+m's scale is d[4m+g], its
    element i < 16 lo[g][16m+i], 16 + i hi[g][16m+i]), else kp floats in the
    row's position order. Each code dequantized with its group's pair, then
    times the activation's value. */
-int code_gptq(__global const uchar *w, int k) {
+/* code k of a row of nibbles in 16-byte blocks of 32 (Q4_0, GPTQ: low
+   nibbles elements 0..15, high ones 16..31) */
+int nibble(__global const uchar *w, int k) {
     uchar b = w[(k / 32) * 16 + k % 16];
     return k % 32 < 16 ? b & 15 : b >> 4;
 }
@@ -123,54 +124,41 @@ float8 dots##NT##_gptq(DOTS_ARGS) { \
     __global const float *sm = (__global const float *)(w + (n + 31) / 32 * 16); \
     for (int k = lid; k < n; k += WG) { \
         int j = k / gs; \
-        float v = sm[2 * j] * (float)code_gptq(w, k) + sm[2 * j + 1]; \
+        float v = sm[2 * j] * (float)nibble(w, k) + sm[2 * j + 1]; \
         for (int t = 0; t < tile_n; t++) \
             if (on[t]) s[t] += v * x_gptq(x + (size_t)t * x_bytes, k, gs); \
     } \
     return vload8(0, s); \
 }
-DOTS_F32(1) DOTS_F32(8) DOTS_F16(1) DOTS_F16(8) DOTS_BF16(1) DOTS_BF16(8)
-DOTS_Q8_0(1) DOTS_Q8_0(8) DOTS_Q4_0(1) DOTS_Q4_0(8) DOTS_GPTQ(1) DOTS_GPTQ(8)
+DOTS_F32(1) DOTS_F32(8) DOTS_F16(1) DOTS_F16(8) DOTS_BF16(1) DOTS_BF16(8) DOTS_GPTQ(1) DOTS_GPTQ(8)
 
-/* Elements c..c+3 of a row (c a multiple of 4, c + 3 < n), widened; p: the
-   row's GPTQ pairs (others ignore it). */
-float4 elem4_f32(__global const uchar *w, int c, __global const float *p) { return vload4(c / 4, (__global const float *)w); }
-float4 elem4_f16(__global const uchar *w, int c, __global const float *p) { return vload_half4(c / 4, (__global const half *)w); }
-float4 elem4_q8_0(__global const uchar *w, int c, __global const float *p) {
-    __global const uchar *b = w + (size_t)(c / 32) * 34;
-    return convert_float4(vload4(0, (__global const char *)(b + 2) + c % 32)) * vload_half(0, (__global const half *)b);
+/* codes c..c+3 (c a multiple of 4) of a row of nibbles (as nibble), one word */
+int4 nibbles4(__global const uchar *w, int c) {
+    const uint q = ((__global const uint *)w)[c / 32 * 4 + c % 16 / 4];
+    return convert_int4(as_uchar4(c % 32 < 16 ? q & 0x0f0f0f0fu : q >> 4 & 0x0f0f0f0fu));
 }
-float4 elem4_q4_0(__global const uchar *w, int c, __global const float *p) {
-    __global const uchar *b = w + (size_t)(c / 32) * 18;
-    int j = c % 32;
-    int4 q = convert_int4(vload4(0, b + 2 + j % 16));
-    q = j < 16 ? (q & 15) : (q >> 4);
-    return convert_float4(q - 8) * vload_half(0, (__global const half *)b);
+/* Elements c..c+3 of a row (c a multiple of 4, c + 3 < n), widened; d: the
+   row's block scales (Q8_0, Q4_0), p: its GPTQ pairs (others ignore them). */
+#define ELEM_ARGS __global const uchar *w, int c, __global const half *d, __global const float *p
+float4 elem4_f32(ELEM_ARGS) { return vload4(c / 4, (__global const float *)w); }
+float4 elem4_f16(ELEM_ARGS) { return vload_half4(c / 4, (__global const half *)w); }
+float4 elem4_bf16(ELEM_ARGS) { return bf16x4(c / 4, (__global const ushort *)w); }
+float4 elem4_q8_0(ELEM_ARGS) {
+    return convert_float4(as_char4(((__global const uint *)w)[c / 4])) * vload_half(c / 32, d);
 }
-/* Element c of a row, widened (the tail of a row when n % 4 != 0). */
-float elem_f32(__global const uchar *w, int c, __global const float *p) { return ((__global const float *)w)[c]; }
-float elem_f16(__global const uchar *w, int c, __global const float *p) { return vload_half(c, (__global const half *)w); }
-float4 elem4_bf16(__global const uchar *w, int c, __global const float *p) { return bf16x4(c / 4, (__global const ushort *)w); }
-float elem_bf16(__global const uchar *w, int c, __global const float *p) { return bf16x1(c, (__global const ushort *)w); }
-float elem_q8_0(__global const uchar *w, int c, __global const float *p) {
-    __global const uchar *b = w + (size_t)(c / 32) * 34;
-    return (float)((__global const char *)(b + 2))[c % 32] * vload_half(0, (__global const half *)b);
-}
-float elem_q4_0(__global const uchar *w, int c, __global const float *p) {
-    __global const uchar *b = w + (size_t)(c / 32) * 18;
-    int j = c % 32, q = j < 16 ? (b[2 + j] & 15) : (b[2 + j - 16] >> 4);
-    return (float)(q - 8) * vload_half(0, (__global const half *)b);
-}
-float4 elem4_gptq(__global const uchar *w, int c, __global const float *p) {
-    int j = c % 32;
-    int4 q = convert_int4(vload4(0, w + (c / 32) * 16 + j % 16));
-    q = j < 16 ? (q & 15) : (q >> 4);
+float4 elem4_q4_0(ELEM_ARGS) { return convert_float4(nibbles4(w, c) - 8) * vload_half(c / 32, d); }
+float4 elem4_gptq(ELEM_ARGS) {
     float8 sm = vload8(0, p + 2 * c);
-    return sm.even * convert_float4(q) + sm.odd;
+    return sm.even * convert_float4(nibbles4(w, c)) + sm.odd;
 }
-float elem_gptq(__global const uchar *w, int c, __global const float *p) {
-    return p[2 * c] * (float)code_gptq(w, c) + p[2 * c + 1];
-}
+/* Element c of a row, widened (the tail of a row when n % 4 != 0: never
+   for the block formats, whose rows are whole blocks). */
+float elem_f32(ELEM_ARGS) { return ((__global const float *)w)[c]; }
+float elem_f16(ELEM_ARGS) { return vload_half(c, (__global const half *)w); }
+float elem_bf16(ELEM_ARGS) { return bf16x1(c, (__global const ushort *)w); }
+float elem_q8_0(ELEM_ARGS) { return (float)((__global const char *)w)[c] * vload_half(c / 32, d); }
+float elem_q4_0(ELEM_ARGS) { return (float)(nibble(w, c) - 8) * vload_half(c / 32, d); }
+float elem_gptq(ELEM_ARGS) { return p[2 * c] * (float)nibble(w, c) + p[2 * c + 1]; }
 /* The pairs of down row r: a GPTQ column's are the table row smrow[r]. */
 #define PAIRS_f32(sm, smrow, r, n) (sm)
 #define PAIRS_f16(sm, smrow, r, n) (sm)
@@ -208,11 +196,14 @@ float act_fn(float g, int act) {
 
 /* One work group per (hot row, tile of tokens): dimension 1 is the tile of
    tokens b0 = tile_n * tile .. of B, token b's x, mask and h at
-   b * x_bytes, b * k, b * k; the row is read once for the tile. Every branch
-   depends on values the whole group shares, so no barrier is skipped by part
-   of a group. kind (opencl.h hc_cl_rows): 0 gated a * u, 1 symmetric a *
-   act(u), 2 sequential a (gate holds the up rows); fb, ub: per-row biases;
-   rb: bytes of a row; gs: the GPTQ group size.
+   b * x_bytes, b * k, b * k; the row is read once for the tile, and not at
+   all when the tile's mask asks none of its tokens. Every branch depends on
+   values the whole group shares (the mask of its row and tile, too), so no
+   barrier is skipped by part of a group. kind (opencl.h hc_cl_rows): 0 gated
+   a * u, 1 symmetric a * act(u), 2 sequential a (gate holds the up rows); fb,
+   ub: per-row biases;
+   rb: bytes of a row (of its codes for Q8_0, Q4_0, whose block scales
+   start at byte dofs); gs: the GPTQ group size.
    contrib: keep by the contribution |h| * dn[r] >= t_act instead of |a| >= t_act.
    gate_up1_T takes one token (decode: a tile of 1) and gate_up8_T tiles of
    TILE, each with loops to its constant tile_n. */
@@ -231,24 +222,30 @@ float act_fn(float g, int act) {
 __kernel void gate_up##NT##_##T(__global const uchar *gate, __global const uchar *up, __global const uchar *x, \
                                 __global const uchar *mask, int n, int act, float t_act, __global float *h, \
                                 int k, int x_bytes, int kind, __global const float *fb, \
-                                __global const float *ub, __global const float *dn, int contrib, int rb, int gs, int B) { \
+                                __global const float *ub, __global const float *dn, int contrib, int rb, int gs, int B, \
+                                uint dofs) { \
     __local float red[TILE * WG]; \
     const int tile_n = NT; \
     int r = get_group_id(0), lid = get_local_id(0), b0 = get_group_id(1) * tile_n, nt = min(tile_n, B - b0); \
     float tg = contrib ? 0.0f : t_act; \
     float g[TILE], u[TILE], v[TILE]; \
-    int on[TILE], any = 0; \
+    int on[TILE], asked = 0, any = 0; \
     for (int t = 0; t < TILE; t++) { \
         on[t] = t < tile_n && t < nt && mask[(size_t)(b0 + t) * k + r]; \
+        asked |= on[t]; \
         v[t] = 0.0f; \
     } \
     x += (size_t)b0 * x_bytes; \
-    vstore8(group_sums##NT(red, dots##NT##_##T(gate + (size_t)r * rb, x, x_bytes, vload8(0, on), n, gs, lid), nt, lid), \
-            0, g); \
-    EACH8(GATE_ACT) \
+    const size_t rd = (size_t)r * (size_t)(n / 32);   /* the row's first block scale (Q8_0, Q4_0) */ \
+    /* a row no token of the tile asks for is not read (its h stays 0) */ \
+    if (asked) { \
+        vstore8(group_sums##NT(red, dots##NT##_##T(gate + (size_t)r * rb, (__global const half *)(gate + dofs) + rd, \
+                                                   x, x_bytes, vload8(0, on), n, gs, lid), nt, lid), 0, g); \
+        EACH8(GATE_ACT) \
+    } \
     if (kind != 2 && any) { \
-        vstore8(group_sums##NT(red, dots##NT##_##T(up + (size_t)r * rb, x, x_bytes, vload8(0, on), n, gs, lid), nt, \
-                               lid), 0, u); \
+        vstore8(group_sums##NT(red, dots##NT##_##T(up + (size_t)r * rb, (__global const half *)(up + dofs) + rd, x, \
+                                                   x_bytes, vload8(0, on), n, gs, lid), nt, lid), 0, u); \
         EACH8(UP_ACT) \
     } \
     if (lid == 0) \
@@ -268,8 +265,8 @@ __kernel void gate_up##NT##_##T(__global const uchar *gate, __global const uchar
    sums are then added in a fixed tree order in local memory. One slice
    writes y; several write part[slice][b][n], which down_sum adds in slice
    order: no result depends on scheduling, nor on what shares a token's tile.
-   rb: bytes of a row; sm, smrow: the GPTQ pairs table and each row's entry
-   (PAIRS_T). down1_T takes one token (decode) and down8_T tiles of TILE,
+   rb, dofs: as gate_up's; sm, smrow: the GPTQ pairs table and each row's
+   entry (PAIRS_T). down1_T takes one token (decode) and down8_T tiles of TILE,
    each with loops to its constant tile_n. */
 #define DITEMS (WG < 8 ? WG : 8)
 #define LANES (WG / DITEMS)
@@ -277,7 +274,7 @@ __kernel void gate_up##NT##_##T(__global const uchar *gate, __global const uchar
 #define DOWN(T, NT) \
 __kernel void down##NT##_##T(__global const uchar *down, __global const float *h, int k, int n, __global float *y, \
                              int rb, __global const float *sm, __global const int *smrow, int splits, \
-                             __global float *part, int B) { \
+                             __global float *part, int B, uint dofs) { \
     __local float4 red[TILE * WG]; \
     const int tile_n = NT; \
     int lid = get_local_id(0), item = lid % DITEMS, lane = lid / DITEMS; \
@@ -296,13 +293,14 @@ __kernel void down##NT##_##T(__global const uchar *down, __global const float *h
         if (!any) continue; \
         __global const uchar *row = down + (size_t)r * rb; \
         __global const float *p = PAIRS_##T(sm, smrow, r, n); \
+        __global const half *d = (__global const half *)(down + dofs) + (size_t)r * (size_t)(n / 32); \
         if (c + 3 < n) { \
-            float4 e = elem4_##T(row, c, p); \
+            float4 e = elem4_##T(row, c, d, p); \
             for (int t = 0; t < tile_n; t++) \
                 if (hr[t] != 0.0f) acc[t] += hr[t] * e; \
         } else { \
-            float e0 = c < n ? elem_##T(row, c, p) : 0.0f, e1 = c + 1 < n ? elem_##T(row, c + 1, p) : 0.0f; \
-            float e2 = c + 2 < n ? elem_##T(row, c + 2, p) : 0.0f; \
+            float e0 = c < n ? elem_##T(row, c, d, p) : 0.0f, e1 = c + 1 < n ? elem_##T(row, c + 1, d, p) : 0.0f; \
+            float e2 = c + 2 < n ? elem_##T(row, c + 2, d, p) : 0.0f; \
             for (int t = 0; t < tile_n; t++) \
                 if (hr[t] != 0.0f) { acc[t].x += hr[t] * e0; acc[t].y += hr[t] * e1; acc[t].z += hr[t] * e2; } \
         } \
