@@ -45,29 +45,49 @@
     vstore8(on8, 0, on);
 #define DOTS_ARGS __global const uchar *w, __global const half *d, __global const uchar *x, int x_bytes, int8 on8, \
                   int n, int gs, int lid
+/* Four elements i*4 .. i*4+3 of a row of floats, halves or BF16 halves,
+   widened: where al, the row and the unit 8- or 16-byte aligned, in one load
+   through a vector pointer (vloadn asks only an element's alignment, and a
+   GPU's compiler splits it into one load an element). */
+float4 f32x4(int i, __global const float *a, int al) { return al ? ((__global const float4 *)a)[i] : vload4(i, a); }
+float4 f16x4(int i, __global const half *a, int al)
+{
+    if (!al) return vload_half4(i, a);
+    const ushort4 u = ((__global const ushort4 *)a)[i];   /* converted from a private copy: no cl_khr_fp16 */
+    return vload_half4(0, (const half *)&u);
+}
+float4 bf16x4(int i, __global const ushort *a, int al)
+{
+    return as_float4(convert_uint4(al ? ((__global const ushort4 *)a)[i] : vload4(i, a)) << (uint)16);
+}
+float bf16x1(int i, __global const ushort *a) { return as_float((uint)a[i] << 16); }
 /* F32, F16 and BF16 rows (E the stored element): 4-vectors read by load4,
    the tail of a row that is not whole 4-vectors one element at a time by
    load1; the input likewise by xload4 and xload1 (floats, or BF16's
-   bf16-rounded activation as stored: 2 bytes an element). */
+   bf16-rounded activation as stored: 2 bytes an element). Rows of whole
+   4-vectors (n % 4 == 0: the rows, and each token's input, aligned) take
+   the aligned loads, in a build of their own (al a constant). */
 #define DOTS_FLOAT(NT, T, E, load4, load1, XE, xload4, xload1) \
-float8 dots##NT##_##T(DOTS_ARGS) { \
+float8 dots##NT##_##T##_of(DOTS_ARGS, int al) { \
     TILE_ARRAYS(NT) \
     __global const E *a = (__global const E *)w; \
     for (int i = lid; i < n / 4; i += WG) { \
-        float4 v = load4(i, a); \
+        float4 v = load4(i, a, al); \
         for (int t = 0; t < tile_n; t++) \
-            if (on[t]) s[t] += hsum4(v * xload4(i, (__global const XE *)(x + (size_t)t * x_bytes))); \
+            if (on[t]) s[t] += hsum4(v * xload4(i, (__global const XE *)(x + (size_t)t * x_bytes), al)); \
     } \
     for (int i = n / 4 * 4 + lid; i < n; i += WG) \
         for (int t = 0; t < tile_n; t++) \
             if (on[t]) s[t] += load1(i, a) * xload1(i, (__global const XE *)(x + (size_t)t * x_bytes)); \
     return vload8(0, s); \
+} \
+float8 dots##NT##_##T(DOTS_ARGS) { \
+    return n % 4 ? dots##NT##_##T##_of(w, d, x, x_bytes, on8, n, gs, lid, 0) \
+                 : dots##NT##_##T##_of(w, d, x, x_bytes, on8, n, gs, lid, 1); \
 }
 #define LOAD1_F32(i, a) ((a)[i])
-float4 bf16x4(int i, __global const ushort *a) { return as_float4(convert_uint4(vload4(i, a)) << (uint)16); }
-float bf16x1(int i, __global const ushort *a) { return as_float((uint)a[i] << 16); }
-#define DOTS_F32(NT) DOTS_FLOAT(NT, f32, float, vload4, LOAD1_F32, float, vload4, LOAD1_F32)
-#define DOTS_F16(NT) DOTS_FLOAT(NT, f16, half, vload_half4, vload_half, float, vload4, LOAD1_F32)
+#define DOTS_F32(NT) DOTS_FLOAT(NT, f32, float, f32x4, LOAD1_F32, float, f32x4, LOAD1_F32)
+#define DOTS_F16(NT) DOTS_FLOAT(NT, f16, half, f16x4, vload_half, float, f32x4, LOAD1_F32)
 #define DOTS_BF16(NT) DOTS_FLOAT(NT, bf16, ushort, bf16x4, bf16x1, ushort, bf16x4, bf16x1)
 /* A block's integer sum with the input's: Q4_0's words hold 16 (q - 8)
    (common.cl's words_q4), so its sum is divided by 16, exactly. */
@@ -138,11 +158,12 @@ int4 nibbles4(__global const uchar *w, int c) {
     return convert_int4(as_uchar4(c % 32 < 16 ? q & 0x0f0f0f0fu : q >> 4 & 0x0f0f0f0fu));
 }
 /* Elements c..c+3 of a row (c a multiple of 4, c + 3 < n), widened; d: the
-   row's block scales (Q8_0, Q4_0), p: its GPTQ pairs (others ignore them). */
-#define ELEM_ARGS __global const uchar *w, int c, __global const half *d, __global const float *p
-float4 elem4_f32(ELEM_ARGS) { return vload4(c / 4, (__global const float *)w); }
-float4 elem4_f16(ELEM_ARGS) { return vload_half4(c / 4, (__global const half *)w); }
-float4 elem4_bf16(ELEM_ARGS) { return bf16x4(c / 4, (__global const ushort *)w); }
+   row's block scales (Q8_0, Q4_0), p: its GPTQ pairs (others ignore them);
+   al: the rows are whole 4-vectors (f32x4). */
+#define ELEM_ARGS __global const uchar *w, int c, __global const half *d, __global const float *p, int al
+float4 elem4_f32(ELEM_ARGS) { return f32x4(c / 4, (__global const float *)w, al); }
+float4 elem4_f16(ELEM_ARGS) { return f16x4(c / 4, (__global const half *)w, al); }
+float4 elem4_bf16(ELEM_ARGS) { return bf16x4(c / 4, (__global const ushort *)w, al); }
 float4 elem4_q8_0(ELEM_ARGS) {
     return convert_float4(as_char4(((__global const uint *)w)[c / 4])) * vload_half(c / 32, d);
 }
@@ -281,6 +302,7 @@ __kernel void down##NT##_##T(__global const uchar *down, __global const float *h
     int b0 = get_group_id(1) * tile_n, nt = min(tile_n, B - b0); \
     int blocks = (n + DCOLS - 1) / DCOLS, g = get_group_id(0), s = g / blocks; \
     int c = g % blocks * DCOLS + 4 * item, lo = (int)((long)k * s / splits), hi = (int)((long)k * (s + 1) / splits); \
+    const int al = n % 4 == 0; \
     float4 acc[TILE]; \
     float hr[TILE]; \
     for (int t = 0; t < tile_n; t++) acc[t] = (float4)(0.0f); \
@@ -295,12 +317,13 @@ __kernel void down##NT##_##T(__global const uchar *down, __global const float *h
         __global const float *p = PAIRS_##T(sm, smrow, r, n); \
         __global const half *d = (__global const half *)(down + dofs) + (size_t)r * (size_t)(n / 32); \
         if (c + 3 < n) { \
-            float4 e = elem4_##T(row, c, d, p); \
+            float4 e = elem4_##T(row, c, d, p, al); \
             for (int t = 0; t < tile_n; t++) \
                 if (hr[t] != 0.0f) acc[t] += hr[t] * e; \
         } else { \
-            float e0 = c < n ? elem_##T(row, c, d, p) : 0.0f, e1 = c + 1 < n ? elem_##T(row, c + 1, d, p) : 0.0f; \
-            float e2 = c + 2 < n ? elem_##T(row, c + 2, d, p) : 0.0f; \
+            float e0 = c < n ? elem_##T(row, c, d, p, al) : 0.0f; \
+            float e1 = c + 1 < n ? elem_##T(row, c + 1, d, p, al) : 0.0f; \
+            float e2 = c + 2 < n ? elem_##T(row, c + 2, d, p, al) : 0.0f; \
             for (int t = 0; t < tile_n; t++) \
                 if (hr[t] != 0.0f) { acc[t].x += hr[t] * e0; acc[t].y += hr[t] * e1; acc[t].z += hr[t] * e2; } \
         } \
