@@ -86,29 +86,36 @@ static hc_backend *open_opencl_inv_gpu(int *skip, char *why, size_t len)
     return be;
 }
 
+/* Whether the dots d (fell back: fell) are what HC_CL_DP4A=want gives:
+ * widened at 0; at 1 dp4a, or widened after the build with it failed. */
+static int dots_as_asked(const char *d, int fell, int want)
+{
+    if (!want) return !strcmp(d, "bytes widened") && !fell;
+    return fell ? strstr(d, "bytes widened: the build with dp4a failed (") == d : !strncmp(d, "dp4a (PTX", 9);
+}
+
 /* Built asking for PTX's dp4a whatever the device (HC_CL_DP4A=1): on an
  * NVIDIA GPU the quantized products with it, elsewhere (PoCL) without it
- * after the build with it failed, as hc_cl_backend_dots says. HC_CL_DP4A=0
- * goes without it on any device. */
+ * after the build with it failed, as hc_cl_backend_dots says, and the hot
+ * rows' program alike (hc_cl_dots). HC_CL_DP4A=0 goes without it on any
+ * device. */
 static hc_backend *open_opencl_dp4a(int *skip, char *why, size_t len)
 {
-    int fell = 0;
-    setenv("HC_CL_DP4A", "0", 1);
-    hc_backend *be = open_opencl(skip, why, len);
-    const char *d = be ? hc_cl_backend_dots(be, &fell) : "";
-    int ok = !be || (!strcmp(d, "bytes widened") && !fell);
-    if (be) {
-        if (!ok) snprintf(why, len, "HC_CL_DP4A=0: %s (fell back: %d)", d, fell);
-        close_opencl(be);
-    }
-    setenv("HC_CL_DP4A", "1", 1);
-    be = ok ? open_opencl(skip, why, len) : NULL;
-    unsetenv("HC_CL_DP4A");
-    d = be ? hc_cl_backend_dots(be, &fell) : "";
-    if (be && !(fell ? strstr(d, "bytes widened: the build with dp4a failed (") == d : !strncmp(d, "dp4a (PTX", 9))) {
-        snprintf(why, len, "HC_CL_DP4A=1: %s (fell back: %d)", d, fell);
-        close_opencl(be);
-        be = NULL;
+    hc_backend *be = NULL;
+    for (int want = 0; want < 2; want++) {
+        int fell = 0, rows_fell = 0;
+        setenv("HC_CL_DP4A", want ? "1" : "0", 1);
+        be = open_opencl(skip, why, len);
+        unsetenv("HC_CL_DP4A");
+        if (!be) return NULL;
+        const char *d = hc_cl_backend_dots(be, &fell), *rd = hc_cl_dots(the_cl, &rows_fell);
+        if (!dots_as_asked(d, fell, want) || !dots_as_asked(rd, rows_fell, want)) {
+            snprintf(why, len, "HC_CL_DP4A=%d: %s (fell back: %d); hot rows: %s (fell back: %d)", want, d, fell, rd,
+                     rows_fell);
+            close_opencl(be);
+            return NULL;
+        }
+        if (!want) close_opencl(be);
     }
     return be;
 }
