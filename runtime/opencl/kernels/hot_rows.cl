@@ -120,33 +120,54 @@ DOTS_Q(1, q8_0, q8) DOTS_Q(8, q8_0, q8) DOTS_Q(1, q4_0, q4) DOTS_Q(8, q4_0, q4)
 /* x: the prepared GPTQ activation (kernels_gptq.h): for gs % 32 == 0 the
    int8 blocks in chunks of 16 (768 bytes: sidx[16] at 0, d[16] at 64,
    lo[4][64] at 128, hi[4][64] at 384; block 4g+m's scale is d[4m+g], its
-   element i < 16 lo[g][16m+i], 16 + i hi[g][16m+i]), else kp floats in the
-   row's position order. Each code dequantized with its group's pair, then
-   times the activation's value. */
+   element i < 16 lo[g][16m+i], 16 + i hi[g][16m+i]), then the groups' pairs
+   {0, X_g} (X_g: the group's sum of d * q); else kp floats in the row's
+   position order. */
 /* code k of a row of nibbles in 16-byte blocks of 32 (Q4_0, GPTQ: low
    nibbles elements 0..15, high ones 16..31) */
 int nibble(__global const uchar *w, int k) {
     uchar b = w[(k / 32) * 16 + k % 16];
     return k % 32 < 16 ? b & 15 : b >> 4;
 }
-float x_gptq(__global const uchar *x, int k, int gs) {
-    if (gs % 32) return ((__global const float *)x)[k];
-    __global const uchar *c = x + (size_t)(k / 512) * 768;
-    int b = k / 32 % 16, i = k % 32;
-    float d = ((__global const float *)(c + 64))[4 * (b % 4) + b / 4];
-    return d * (float)((__global const char *)c)[(i < 16 ? 128 : 384) + 64 * (b / 4) + 16 * (b % 4) + i % 16];
-}
-/* (a loop over the tile's tokens, which clang unrolls: EACH8's copies of
-   x_gptq ran PoCL's prompts 22 % slower) */
+/* Token t's term of GPTQ block b (codes' words a, c; the group's pair sm),
+   as the CPU's int8 product: s * (the codes' integer sum with the block's
+   int8 input, times its d), and the group's m * X_g once, with its first
+   block. xz: the pairs after xc's chunks. */
+#define GPTQ_BLOCK(t) \
+    if ((t) < tile_n && on[t]) { \
+        __global const uchar *xt = x + (size_t)(t) * x_bytes, *xc = xt + (size_t)(b / 16) * 768; \
+        const int bb = b % 16, at = 64 * (bb / 4) + 16 * (bb % 4); \
+        const float dx = ((__global const float *)(xc + 64))[4 * (bb % 4) + bb / 4]; \
+        float term = pair.x * ((float)bsum_g4(a, c, *(__global const uint4 *)(xc + 128 + at), \
+                                             *(__global const uint4 *)(xc + 384 + at)) * dx); \
+        if (first) term += pair.y * ((__global const float *)(xt + (size_t)chunks * 768))[2 * j + 1]; \
+        s[t] += term; \
+    }
+/* gs % 32 == 0: an item a 32-block at a time (common.cl's words_g4, bsum_g4);
+   else an item a position at a time, each code dequantized with its group's
+   pair, then times the activation's float (a loop over the tile's tokens,
+   which clang unrolls: EACH8's copies of the float loop ran PoCL's prompts
+   22 % slower). */
 #define DOTS_GPTQ(NT) \
 float8 dots##NT##_gptq(DOTS_ARGS) { \
     TILE_ARRAYS(NT) \
-    __global const float *sm = (__global const float *)(w + (n + 31) / 32 * 16); \
+    const int nb = (n + 31) / 32, chunks = (nb + 15) / 16; \
+    __global const float *sm = (__global const float *)(w + (size_t)nb * 16); \
+    if (gs % 32 == 0) { \
+        for (int b = lid; b < nb; b += WG) { \
+            const int j = 32 * b / gs, first = 32 * b % gs == 0; \
+            const float2 pair = vload2(j, sm); \
+            uint4 a, c; \
+            words_g4(w, n, 0, b, &a, &c); \
+            EACH8(GPTQ_BLOCK) \
+        } \
+        return vload8(0, s); \
+    } \
     for (int k = lid; k < n; k += WG) { \
         int j = k / gs; \
         float v = sm[2 * j] * (float)nibble(w, k) + sm[2 * j + 1]; \
         for (int t = 0; t < tile_n; t++) \
-            if (on[t]) s[t] += v * x_gptq(x + (size_t)t * x_bytes, k, gs); \
+            if (on[t]) s[t] += v * ((__global const float *)(x + (size_t)t * x_bytes))[k]; \
     } \
     return vload8(0, s); \
 }
