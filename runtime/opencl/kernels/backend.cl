@@ -539,10 +539,8 @@ GEMM_Q(g4, 16, 2) GEMM_Q(g4, 64, 8)
  * whose low nibbles are elements 4w .. 4w + 3 of the block and high ones
  * 4w + 16 .. 4w + 19 (put8 stores them there), so that each code byte
  * is read once and a warp's loads of a row are one contiguous run.
- * The codes become floats without an int-to-float conversion (a quarter-rate
- * instruction on NVIDIA's GPUs): a byte c OR'ed into 0x4B000000 is the float
- * 2^23 + c, and the subtraction that follows is exact, so the values are
- * convert_float's. */
+ * The codes become floats without an int-to-float conversion (common.cl's
+ * big4). */
 #define COL8_F(T) \
 float8 c8_##T(__global const uchar *W, __global const float *D, int n, int r, int u) \
 { \
@@ -554,11 +552,6 @@ float8 c8_##T(__global const uchar *W, __global const float *D, int n, int r, in
 COL8_F(f32)
 COL8_F(f16)
 COL8_F(bf16)
-/* 2^23 + each byte of v (each below 256), as floats */
-float4 big4(uint v)
-{
-    return as_float4((uint4)(v, v >> 8, v >> 16, v >> 24) & 0xFFu | 0x4B000000u);
-}
 float8 c8_q8(__global const uchar *W, __global const float *D, int n, int r, int u)
 {
     const uint2 q = *(__global const uint2 *)(W + (size_t)r * n + 8 * (size_t)u) ^ 0x80808080u;   /* c + 128 */

@@ -173,10 +173,11 @@ float8 dots##NT##_gptq(DOTS_ARGS) { \
 }
 DOTS_F32(1) DOTS_F32(8) DOTS_F16(1) DOTS_F16(8) DOTS_BF16(1) DOTS_BF16(8) DOTS_GPTQ(1) DOTS_GPTQ(8)
 
-/* codes c..c+3 (c a multiple of 4) of a row of nibbles (as nibble), one word */
-int4 nibbles4(__global const uchar *w, int c) {
+/* codes c..c+3 (c a multiple of 4) of a row of nibbles (as nibble) as the
+   bytes of one word */
+uint nibbles4(__global const uchar *w, int c) {
     const uint q = ((__global const uint *)w)[c / 32 * 4 + c % 16 / 4];
-    return convert_int4(as_uchar4(c % 32 < 16 ? q & 0x0f0f0f0fu : q >> 4 & 0x0f0f0f0fu));
+    return c % 32 < 16 ? q & 0x0f0f0f0fu : q >> 4 & 0x0f0f0f0fu;
 }
 /* Elements c..c+3 of a row (c a multiple of 4, c + 3 < n), widened; d: the
    row's block scales (Q8_0, Q4_0), p: its GPTQ pairs (others ignore them);
@@ -185,13 +186,14 @@ int4 nibbles4(__global const uchar *w, int c) {
 float4 elem4_f32(ELEM_ARGS) { return f32x4(c / 4, (__global const float *)w, al); }
 float4 elem4_f16(ELEM_ARGS) { return f16x4(c / 4, (__global const half *)w, al); }
 float4 elem4_bf16(ELEM_ARGS) { return bf16x4(c / 4, (__global const ushort *)w, al); }
+/* the codes as floats by common.cl's big4: Q8_0's signed bytes plus 128 */
 float4 elem4_q8_0(ELEM_ARGS) {
-    return convert_float4(as_char4(((__global const uint *)w)[c / 4])) * vload_half(c / 32, d);
+    return (big4(((__global const uint *)w)[c / 4] ^ 0x80808080u) - 8388736.0f) * vload_half(c / 32, d);
 }
-float4 elem4_q4_0(ELEM_ARGS) { return convert_float4(nibbles4(w, c) - 8) * vload_half(c / 32, d); }
+float4 elem4_q4_0(ELEM_ARGS) { return (big4(nibbles4(w, c)) - 8388616.0f) * vload_half(c / 32, d); }
 float4 elem4_gptq(ELEM_ARGS) {
     float8 sm = vload8(0, p + 2 * c);
-    return sm.even * convert_float4(nibbles4(w, c)) + sm.odd;
+    return sm.even * (big4(nibbles4(w, c)) - 8388608.0f) + sm.odd;
 }
 /* Element c of a row, widened (the tail of a row when n % 4 != 0: never
    for the block formats, whose rows are whole blocks). */
