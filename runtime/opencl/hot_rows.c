@@ -1,5 +1,6 @@
 /* A layer's hot rows on the device and the launches of their two kernels
  * (runtime/opencl.h). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +73,10 @@ static cl_mem rows_buffer(hc_cl *cl, const hc_weight *w, int *rb, cl_uint *dofs,
         if (!block_type(w)) return hc_cl_buffer(cl, CL_MEM_READ_ONLY, bytes, w->data, err, errlen);
         const size_t bb = w->type == GGML_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
         const size_t nblk = (size_t)w->rows * (size_t)(w->n / 32);
+        if (nblk * (bb - 2) > UINT32_MAX) {   /* the kernels' offset of the scales is a uint */
+            snprintf(err, errlen, "OpenCL: %d hot rows of %s are over 4 GiB", w->rows, hc_weight_type_name(w));
+            return NULL;
+        }
         uint8_t *host = malloc(bytes ? bytes : 1);
         if (!host) {
             snprintf(err, errlen, "OpenCL: out of memory");
