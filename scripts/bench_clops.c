@@ -338,8 +338,8 @@ static int table_bench(int argc, char **argv)
         return 1;
     }
     hc_cl_describe(hc_cl_about(cl), hc_cl_index(cl), line, sizeof line);
-    printf("%s\ncopy: %.1f GB/s (64 MiB buffers, read + written bytes); integer dots: %s\n", line, copy / 1e9,
-           hc_cl_backend_dots(be, NULL));
+    printf("%s\ncopy: %.1f GB/s (64 MiB buffers, read + written bytes); integer dots: %s (hot rows: %s)\n", line,
+           copy / 1e9, hc_cl_backend_dots(be, NULL), hc_cl_dots(cl, NULL));
     printf("%-36s %13s %12s %13s %8s\n", "kernel", "read", "time", "speed", "of copy");
     size_t big = (size_t)(n > ff ? n : ff) * 64;
     float *host = malloc(sizeof(float) * big);
@@ -402,7 +402,7 @@ static int kernels_report(int argc, char **argv)
     int rc = !be || hc_cl_backend_report(be, stdout, argc > 2 ? argv[2] : NULL, err, sizeof err);
     if (be) {
         hc_cl_describe(hc_cl_about(cl), hc_cl_index(cl), line, sizeof line);
-        printf("(%s; integer dots: %s)\n", line, hc_cl_backend_dots(be, NULL));
+        printf("(%s; integer dots: %s; hot rows: %s)\n", line, hc_cl_backend_dots(be, NULL), hc_cl_dots(cl, NULL));
         be->ops->free(be);
     }
     if (rc) fprintf(stderr, "bench_clops: %s\n", err);
