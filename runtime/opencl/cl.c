@@ -288,6 +288,8 @@ bad:
 void hc_cl_free(hc_cl *cl)
 {
     if (!cl) return;
+    hc_cl_stage *st[] = { &cl->up_x, &cl->up_mask, &cl->up_truth, &cl->down_h, &cl->down_y };
+    for (size_t i = 0; i < sizeof st / sizeof *st; i++) hc_cl_stage_free(cl, st[i]);
     cl_mem ms[] = { cl->x, cl->mask, cl->h, cl->y, cl->part, cl->zeros, cl->truth };
     hc_cl_release(ms, sizeof ms / sizeof *ms);
     for (int t = 0; t < 2; t++)
@@ -300,9 +302,6 @@ void hc_cl_free(hc_cl *cl)
     if (cl->prog) clReleaseProgram(cl->prog);
     if (cl->q) clReleaseCommandQueue(cl->q);
     if (cl->ctx) clReleaseContext(cl->ctx);
-    free(cl->host_x);
-    free(cl->host_mask);
-    free(cl->host_truth);
     free(cl);
 }
 

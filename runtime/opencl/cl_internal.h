@@ -11,6 +11,18 @@
 
 enum { HC_CL_WG_MAX = 64 };
 
+/* Pinned host memory staging one transfer of the hot rows' exchange
+ * (hot_rows.c): memory the driver allocates for the host
+ * (CL_MEM_ALLOC_HOST_PTR), mapped once, which the device's transfers read
+ * and write directly; done: the last transfer queued from it, waited for
+ * before the host writes it again. */
+typedef struct {
+    cl_mem m;
+    void *host;
+    size_t cap;
+    cl_event done;
+} hc_cl_stage;
+
 struct hc_cl {
     hc_cl_info info;
     int index;                  /* in hc_cl_list */
@@ -28,7 +40,8 @@ struct hc_cl {
     /* scratch shared by all layers (one token-layer in flight at a time) */
     cl_mem x, mask, h, y, part, zeros, truth;   /* part: the down slices' sums; truth: hc_cl_layer_keep's */
     size_t x_cap, mask_cap, h_cap, y_cap, part_cap, zeros_cap, truth_cap;
-    void *host_x, *host_mask, *host_truth;   /* staging: the caller may reuse its inputs at once */
+    /* the uploads' staging (the caller may reuse its inputs at once) and the downloads' */
+    hc_cl_stage up_x, up_mask, up_truth, down_h, down_y;
 };
 
 /* A buffer of the OpenCL backend (backend.h's hc_buf): the hot rows leave
@@ -54,6 +67,9 @@ const char *hc_cl_error_name(cl_int e);
             goto bad; \
         } \
     } while (0)
+
+/* Release a stage's memory, once its last transfer is done. */
+void hc_cl_stage_free(hc_cl *cl, hc_cl_stage *s);
 
 /* Release the buffers of ms that are not NULL. */
 void hc_cl_release(cl_mem *ms, size_t n);

@@ -25,19 +25,54 @@ struct hc_cl_layer {
     cl_event first, last;
 };
 
-/* Grow a scratch buffer (device and host staging) to `need` bytes. */
-static int grow(hc_cl *cl, cl_mem *m, size_t *cap, size_t need, void **host, char *err, size_t errlen)
+/* Grow a device scratch buffer to `need` bytes. */
+static int grow(hc_cl *cl, cl_mem *m, size_t *cap, size_t need, char *err, size_t errlen)
 {
     if (need <= *cap) return 0;
     if (*m) clReleaseMemObject(*m);
     *m = hc_cl_buffer(cl, CL_MEM_READ_WRITE, need, NULL, err, errlen);
     *cap = *m ? need : 0;
-    if (!*m) return -1;
-    if (host) {
-        free(*host);
-        if (!(*host = malloc(need))) { snprintf(err, errlen, "OpenCL: out of host memory"); return -1; }
+    return *m ? 0 : -1;
+}
+
+/* Wait for s's last transfer. */
+static void settle(hc_cl_stage *s)
+{
+    if (!s->done) return;
+    clWaitForEvents(1, &s->done);
+    clReleaseEvent(s->done);
+    s->done = NULL;
+}
+
+void hc_cl_stage_free(hc_cl *cl, hc_cl_stage *s)
+{
+    settle(s);
+    if (s->host) {
+        clEnqueueUnmapMemObject(cl->q, s->m, s->host, 0, NULL, NULL);
+        clFinish(cl->q);
     }
-    return 0;
+    if (s->m) clReleaseMemObject(s->m);
+    *s = (hc_cl_stage){ 0 };
+}
+
+/* s's host memory, of at least need bytes and free to write (its last
+ * transfer done), or NULL with err. */
+static void *stage(hc_cl *cl, hc_cl_stage *s, size_t need, char *err, size_t errlen)
+{
+    settle(s);
+    if (need <= s->cap) return s->host;
+    hc_cl_stage_free(cl, s);
+    cl_int rc = CL_SUCCESS;
+    if ((s->m = hc_cl_buffer(cl, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, need, NULL, err, errlen)))
+        s->host = clEnqueueMapBuffer(cl->q, s->m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, need, 0, NULL, NULL, &rc);
+    if (s->host) {
+        s->cap = need;
+        return s->host;
+    }
+    if (s->m) snprintf(err, errlen, "OpenCL: mapping %zu bytes of pinned memory failed: %d %s", need, rc,
+                       hc_cl_error_name(rc));
+    hc_cl_stage_free(cl, s);
+    return NULL;
 }
 
 _Static_assert(offsetof(block_q8_0, qs) == 2 && offsetof(block_q4_0, qs) == 2, "a block is its fp16 d, then its codes");
@@ -145,10 +180,9 @@ hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_emb
         free(z);
         if (!cl->zeros) goto bad;
     }
-    if (grow(cl, &cl->x, &cl->x_cap, L->xdb, &cl->host_x, err, errlen) ||
-        grow(cl, &cl->mask, &cl->mask_cap, (size_t)k, &cl->host_mask, err, errlen) ||
-        grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k, NULL, err, errlen) ||
-        grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n_embd, NULL, err, errlen))
+    if (grow(cl, &cl->x, &cl->x_cap, L->xdb, err, errlen) || grow(cl, &cl->mask, &cl->mask_cap, (size_t)k, err, errlen) ||
+        grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k, err, errlen) ||
+        grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n_embd, err, errlen))
         goto bad;
     return L;
 bad:
@@ -173,24 +207,27 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     cl_kernel gu = cl->gate_up[tiled][L->ti_gu], dn = cl->down[tiled][L->ti_down];
     size_t xb = L->xb, xdb = L->xdb;
     cl_int xbi = (cl_int)xdb, rbg = L->rb_gu, rbd = L->rb_down, gs = L->gs;
-    if (grow(cl, &cl->x, &cl->x_cap, xdb * (size_t)B, &cl->host_x, err, errlen) ||
-        grow(cl, &cl->mask, &cl->mask_cap, (size_t)k * (size_t)B, &cl->host_mask, err, errlen) ||
-        grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k * (size_t)B, NULL, err, errlen) ||
-        grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n * (size_t)B, NULL, err, errlen) ||
-        (L->splits > 1 && grow(cl, &cl->part, &cl->part_cap, sizeof(float) * (size_t)n * (size_t)B * (size_t)L->splits,
-                               NULL, err, errlen)))
+    uint8_t *hx, *hm;
+    if (grow(cl, &cl->x, &cl->x_cap, xdb * (size_t)B, err, errlen) ||
+        grow(cl, &cl->mask, &cl->mask_cap, (size_t)k * (size_t)B, err, errlen) ||
+        grow(cl, &cl->h, &cl->h_cap, sizeof(float) * (size_t)k * (size_t)B, err, errlen) ||
+        grow(cl, &cl->y, &cl->y_cap, sizeof(float) * (size_t)n * (size_t)B, err, errlen) ||
+        (L->splits > 1 &&
+         grow(cl, &cl->part, &cl->part_cap, sizeof(float) * (size_t)n * (size_t)B * (size_t)L->splits, err, errlen)) ||
+        !(hx = stage(cl, &cl->up_x, xdb * (size_t)B, err, errlen)) ||
+        !(hm = stage(cl, &cl->up_mask, (size_t)k * (size_t)B, err, errlen)))
         return -1;
     L->B = B;
     for (int b = 0; b < B; b++) {
-        uint8_t *to = (uint8_t *)cl->host_x + (size_t)b * xdb;
+        uint8_t *to = hx + (size_t)b * xdb;
         const uint8_t *from = (const uint8_t *)x + (size_t)b * x_stride;
         if (L->split_x) split_blocks(from, (size_t)n / 32, sizeof(block_q8_0), to, to + n);
         else memcpy(to, from, xb);
     }
-    memcpy(cl->host_mask, mask, (size_t)k * (size_t)B);
-    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->x, CL_FALSE, 0, xdb * (size_t)B, cl->host_x, 0, NULL,
-                                  cl->profile ? &L->first : NULL), "write x");
-    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->mask, CL_FALSE, 0, (size_t)k * (size_t)B, cl->host_mask, 0, NULL, NULL),
+    memcpy(hm, mask, (size_t)k * (size_t)B);
+    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->x, CL_FALSE, 0, xdb * (size_t)B, hx, 0, NULL, &cl->up_x.done), "write x");
+    if (cl->profile && clRetainEvent(L->first = cl->up_x.done) != CL_SUCCESS) L->first = NULL;
+    CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->mask, CL_FALSE, 0, (size_t)k * (size_t)B, hm, 0, NULL, &cl->up_mask.done),
              "write mask");
     cl_mem up = L->up ? L->up : L->gate, fb = L->first_b ? L->first_b : cl->zeros;
     cl_mem ub = L->up_b ? L->up_b : cl->zeros, dnorm = L->down_norm ? L->down_norm : cl->zeros;
@@ -257,10 +294,13 @@ int hc_cl_layer_finish(hc_cl_layer *L, float *y, float *h, double *dev_s, char *
 {
     hc_cl *cl = L->cl;
     cl_ulong t0, t1;
-    size_t B = (size_t)L->B;
-    CHECK_CL(clEnqueueReadBuffer(cl->q, cl->h, CL_FALSE, 0, sizeof(float) * (size_t)L->k * B, h, 0, NULL, NULL), "read h");
-    CHECK_CL(clEnqueueReadBuffer(cl->q, cl->y, CL_TRUE, 0, sizeof(float) * (size_t)L->n * B, y, 0, NULL,
-                                 cl->profile ? &L->last : NULL), "read y");
+    size_t B = (size_t)L->B, hb = sizeof(float) * (size_t)L->k * B, yb = sizeof(float) * (size_t)L->n * B;
+    float *hh = stage(cl, &cl->down_h, hb, err, errlen), *hy = hh ? stage(cl, &cl->down_y, yb, err, errlen) : NULL;
+    if (!hy) goto bad;
+    CHECK_CL(clEnqueueReadBuffer(cl->q, cl->h, CL_FALSE, 0, hb, hh, 0, NULL, NULL), "read h");
+    CHECK_CL(clEnqueueReadBuffer(cl->q, cl->y, CL_TRUE, 0, yb, hy, 0, NULL, cl->profile ? &L->last : NULL), "read y");
+    memcpy(h, hh, hb);   /* the in-order queue read h first */
+    memcpy(y, hy, yb);
     if (cl->profile) {   /* from the upload of x to the end of the read of y */
         CHECK_CL(clGetEventProfilingInfo(L->first, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL), "profiling");
         CHECK_CL(clGetEventProfilingInfo(L->last, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL), "profiling");
@@ -287,9 +327,12 @@ int hc_cl_layer_keep(hc_cl_layer *L, hc_view y, const uint8_t *truth, char *err,
     if (L->first) clReleaseEvent(L->first);   /* no device time without a wait */
     L->first = NULL;
     if (truth) {
-        if (grow(cl, &cl->truth, &cl->truth_cap, (size_t)total, &cl->host_truth, err, errlen)) return -1;
-        memcpy(cl->host_truth, truth, (size_t)total);
-        CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->truth, CL_FALSE, 0, (size_t)total, cl->host_truth, 0, NULL, NULL),
+        uint8_t *ht;
+        if (grow(cl, &cl->truth, &cl->truth_cap, (size_t)total, err, errlen) ||
+            !(ht = stage(cl, &cl->up_truth, (size_t)total, err, errlen)))
+            return -1;
+        memcpy(ht, truth, (size_t)total);
+        CHECK_CL(clEnqueueWriteBuffer(cl->q, cl->truth, CL_FALSE, 0, (size_t)total, ht, 0, NULL, &cl->up_truth.done),
                  "write truth");
     }
     cl_mem tm = truth ? cl->truth : cl->mask;
