@@ -313,24 +313,14 @@ static hc_buf *buf_new(hc_backend *be, size_t bytes, char *err, size_t errlen)
     return h;
 }
 
-/* Pinned host memory: a buffer the driver allocates for the host
- * (CL_MEM_ALLOC_HOST_PTR), mapped once for the context's life; its pages are
- * what the device's transfers can read and write directly. */
+/* Pinned host memory (hc_cl_pinned), mapped once for the context's life. */
 static hc_buf *pinned_new(hc_backend *be, size_t bytes, char *err, size_t errlen)
 {
     clb *b = (clb *)be;
     hc_buf *h = calloc(1, sizeof *h);
     if (!h) { snprintf(err, errlen, "OpenCL: out of host memory"); return NULL; }
     h->bytes = bytes;
-    cl_int rc = CL_SUCCESS;
-    if ((h->m = hc_cl_buffer(b->cl, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, err, errlen)))
-        h->host = clEnqueueMapBuffer(b->q, h->m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes ? bytes : 1, 0, NULL,
-                                     NULL, &rc);
-    if (h->host) return h;
-    if (h->m) {
-        snprintf(err, errlen, "OpenCL: mapping %zu bytes of pinned memory failed: %d %s", bytes, rc, hc_cl_error_name(rc));
-        clReleaseMemObject(h->m);
-    }
+    if ((h->host = hc_cl_pinned(b->cl, bytes, &h->m, err, errlen))) return h;
     free(h);
     return NULL;
 }

@@ -57,6 +57,20 @@ cl_mem hc_cl_buffer(hc_cl *cl, cl_mem_flags flags, size_t bytes, const void *hos
     return m;
 }
 
+void *hc_cl_pinned(hc_cl *cl, size_t bytes, cl_mem *m, char *err, size_t errlen)
+{
+    cl_int rc = CL_SUCCESS;
+    void *host = NULL;
+    if ((*m = hc_cl_buffer(cl, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, err, errlen)))
+        host = clEnqueueMapBuffer(cl->q, *m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes ? bytes : 1, 0, NULL, NULL,
+                                  &rc);
+    if (host || !*m) return host;
+    snprintf(err, errlen, "OpenCL: mapping %zu bytes of pinned memory failed: %d %s", bytes, rc, hc_cl_error_name(rc));
+    clReleaseMemObject(*m);
+    *m = NULL;
+    return NULL;
+}
+
 /* Whether the device runs PTX's dp4a: an NVIDIA GPU (cl_nv_device_attribute_query) of
  * compute capability 6.1 or later. HC_CL_DP4A=0 says no, 1 yes whatever the device (its
  * builds then fail on any other device, and hc_cl_build says so and goes without); any

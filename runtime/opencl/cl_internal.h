@@ -68,6 +68,12 @@ const char *hc_cl_error_name(cl_int e);
         } \
     } while (0)
 
+/* Pinned host memory of `bytes`: a buffer the driver allocates for the host
+ * (CL_MEM_ALLOC_HOST_PTR) into *m, mapped once for reading and writing; its
+ * pages are what the device's transfers read and write directly. The host
+ * address, or NULL with err (*m NULL). */
+void *hc_cl_pinned(hc_cl *cl, size_t bytes, cl_mem *m, char *err, size_t errlen);
+
 /* Release a stage's memory, once its last transfer is done. */
 void hc_cl_stage_free(hc_cl *cl, hc_cl_stage *s);
 

@@ -62,17 +62,8 @@ static void *stage(hc_cl *cl, hc_cl_stage *s, size_t need, char *err, size_t err
     settle(s);
     if (need <= s->cap) return s->host;
     hc_cl_stage_free(cl, s);
-    cl_int rc = CL_SUCCESS;
-    if ((s->m = hc_cl_buffer(cl, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, need, NULL, err, errlen)))
-        s->host = clEnqueueMapBuffer(cl->q, s->m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, need, 0, NULL, NULL, &rc);
-    if (s->host) {
-        s->cap = need;
-        return s->host;
-    }
-    if (s->m) snprintf(err, errlen, "OpenCL: mapping %zu bytes of pinned memory failed: %d %s", need, rc,
-                       hc_cl_error_name(rc));
-    hc_cl_stage_free(cl, s);
-    return NULL;
+    if ((s->host = hc_cl_pinned(cl, need, &s->m, err, errlen))) s->cap = need;
+    return s->host;
 }
 
 _Static_assert(offsetof(block_q8_0, qs) == 2 && offsetof(block_q4_0, qs) == 2, "a block is its fp16 d, then its codes");
