@@ -143,7 +143,7 @@ int nibble(__global const uchar *w, int k) {
         if (first) term += pair.y * ((__global const float *)(xt + (size_t)chunks * 768))[2 * j + 1]; \
         s[t] += term; \
     }
-/* gs % 32 == 0: an item a 32-block at a time (common.cl's words_g4, bsum_g4);
+/* gs % 32 == 0: an item a 32-block at a time (common.cl's g4_words, bsum_g4);
    else an item a position at a time, each code dequantized with its group's
    pair, then times the activation's float (a loop over the tile's tokens,
    which clang unrolls: EACH8's copies of the float loop ran PoCL's prompts
@@ -154,11 +154,13 @@ float8 dots##NT##_gptq(DOTS_ARGS) { \
     const int nb = (n + 31) / 32, chunks = (nb + 15) / 16; \
     __global const float *sm = (__global const float *)(w + (size_t)nb * 16); \
     if (gs % 32 == 0) { \
+        /* a row's codes are 16-byte aligned where its pairs are an even count of 8 bytes */ \
+        const int al = ((ulong)w & 15) == 0; \
         for (int b = lid; b < nb; b += WG) { \
             const int j = 32 * b / gs, first = 32 * b % gs == 0; \
             const float2 pair = vload2(j, sm); \
             uint4 a, c; \
-            words_g4(w, n, 0, b, &a, &c); \
+            g4_words(al ? ((__global const uint4 *)w)[b] : vload4(b, (__global const uint *)w), &a, &c); \
             EACH8(GPTQ_BLOCK) \
         } \
         return vload8(0, s); \
