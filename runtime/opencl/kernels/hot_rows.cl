@@ -25,7 +25,7 @@
    tile (up to TILE tokens, x_bytes apart) whose on8 is set (never past the
    tile's nt tokens), one sum a token in the float8 returned; each weight
    unit is read once for the tile. Items read consecutive vectors (4 floats /
-   halves, a 32-value block, or a GPTQ code), so a group's loads are
+   halves, a 32-value block, or a GPTQ block or code), so a group's loads are
    contiguous. A token's sum is the same whatever shares its tile (the same
    terms in the same order). gs: the GPTQ group size (others ignore it).
    Each comes as dots1_T, for a tile of one token (decode), and dots8_T, for
@@ -129,10 +129,11 @@ int nibble(__global const uchar *w, int k) {
     uchar b = w[(k / 32) * 16 + k % 16];
     return k % 32 < 16 ? b & 15 : b >> 4;
 }
-/* Token t's term of GPTQ block b (codes' words a, c; the group's pair sm),
-   as the CPU's int8 product: s * (the codes' integer sum with the block's
-   int8 input, times its d), and the group's m * X_g once, with its first
-   block. xz: the pairs after xc's chunks. */
+/* Token t's term of GPTQ block b (its codes' words a, c; its group j's
+   pair {s, m} in pair; first: b is the group's first block), as the CPU's
+   int8 product: s * (the codes' integer sum with the block's int8 input,
+   times its d), and the group's m * X_g once, with its first block (X_g in
+   the pairs after the input's chunks). */
 #define GPTQ_BLOCK(t) \
     if ((t) < tile_n && on[t]) { \
         __global const uchar *xt = x + (size_t)(t) * x_bytes, *xc = xt + (size_t)(b / 16) * 768; \
