@@ -13,8 +13,8 @@ struct hc_cl_layer {
     int ti_gu, ti_down, k, n, B;   /* B: rows of the batch in flight */
     int splits;                    /* slices of the rows in the down launch (hc_cl_down_splits) */
     int kind;                      /* hc_cl_rows.kind */
-    int rb_gu, rb_down, gs;        /* bytes of a row on the device; GPTQ group size of gate/up (else 1) */
-    cl_uint dofs_gu, dofs_down;    /* Q8_0, Q4_0: the rows' block scales from this byte (split_blocks) */
+    int rb_gu, rb_down, gs;        /* bytes of a row's body on the device; GPTQ group size of gate/up (else 1) */
+    int sb_gu, sb_down;            /* bytes of a row's scales, after every row's body (rows_buffer) */
     int split_x;                   /* the prepared x is Q8_0 blocks, split on its way up */
     size_t xb, xdb;                /* bytes of one prepared x, and on the device (16-byte aligned) */
     cl_mem gate, up, down;         /* gate: the first rows; up NULL for a sequential FFN */
@@ -85,53 +85,55 @@ static int block_type(const hc_weight *w)
     return w->kind == HC_WEIGHT_GGML && (w->type == GGML_TYPE_Q8_0 || w->type == GGML_TYPE_Q4_0);
 }
 
-/* A device buffer of w's rows (*rb bytes each): F32, F16, BF16 rows as they
- * are; Q8_0 and Q4_0 split (split_blocks: *rb the bytes of a row's codes,
- * the scales from byte *dofs); a GPTQ row as its codes then (gate/up) its
- * pairs, a GPTQ down column's pairs table and entries to *pairs and *pair_row. */
-static cl_mem rows_buffer(hc_cl *cl, const hc_weight *w, int *rb, cl_uint *dofs, cl_mem *pairs, cl_mem *pair_row,
-                          char *err, size_t errlen)
+/* A device buffer of w's rows as kernels/hot_rows.cl reads them: every
+ * row's body (*rb bytes), then every row's scales (*sb bytes). F32, F16,
+ * BF16 rows as they are, no scales; Q8_0 and Q4_0 split (split_blocks): a
+ * row's codes, its fp16 block scales; a GPTQ row's codes, and a gate/up
+ * row's pairs as its scales (a down column's pairs table and entries to
+ * *pairs and *pair_row). The same bytes in another order: every row's codes
+ * 16-byte aligned, which a block's scale or a row's pairs in front left
+ * them not. */
+static cl_mem rows_buffer(hc_cl *cl, const hc_weight *w, int *rb, int *sb, cl_mem *pairs, cl_mem *pair_row, char *err,
+                          size_t errlen)
 {
-    *dofs = 0;
+    *sb = 0;
     if (w->kind != HC_WEIGHT_GPTQ) {
         const size_t bytes = ggml_row_size(w->type, w->n) * (size_t)w->rows;
         *rb = (int)ggml_row_size(w->type, w->n);
         if (!block_type(w)) return hc_cl_buffer(cl, CL_MEM_READ_ONLY, bytes, w->data, err, errlen);
         const size_t bb = w->type == GGML_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
         const size_t nblk = (size_t)w->rows * (size_t)(w->n / 32);
-        if (nblk * (bb - 2) > UINT32_MAX) {   /* the kernels' offset of the scales is a uint */
-            snprintf(err, errlen, "OpenCL: %d hot rows of %s are over 4 GiB", w->rows, hc_weight_type_name(w));
-            return NULL;
-        }
         uint8_t *host = malloc(bytes ? bytes : 1);
         if (!host) {
             snprintf(err, errlen, "OpenCL: out of memory");
             return NULL;
         }
         *rb = (int)((size_t)(w->n / 32) * (bb - 2));
-        *dofs = (cl_uint)(nblk * (bb - 2));
-        split_blocks(w->data, nblk, bb, host, host + *dofs);
+        *sb = 2 * (w->n / 32);
+        split_blocks(w->data, nblk, bb, host, host + nblk * (bb - 2));
         cl_mem m = hc_cl_buffer(cl, CL_MEM_READ_ONLY, bytes, host, err, errlen);
         free(host);
         return m;
     }
     const hc_gptq *g = w->ext;
     size_t cb = (size_t)g->kp / 2, pb = sizeof(float) * 2 * (size_t)g->n_groups, own = g->sm_row ? 0 : pb;
-    *rb = (int)(cb + own);
+    *rb = (int)cb;
+    *sb = (int)own;
     if (g->sm_row &&
         (!(*pairs = hc_cl_buffer(cl, CL_MEM_READ_ONLY, pb * (size_t)g->n_sm, g->sm, err, errlen)) ||
          !(*pair_row = hc_cl_buffer(cl, CL_MEM_READ_ONLY, sizeof(int32_t) * (size_t)g->rows, g->sm_row, err, errlen))))
         return NULL;
-    char *host = malloc((size_t)*rb * (size_t)g->rows);
+    const size_t rows = (size_t)g->rows, bytes = (cb + own) * rows;
+    char *host = malloc(bytes ? bytes : 1);
     if (!host) {
         snprintf(err, errlen, "OpenCL: out of memory");
         return NULL;
     }
-    for (int r = 0; r < g->rows; r++) {
-        memcpy(host + (size_t)r * (size_t)*rb, hc_gptq_codes(g, r), cb);
-        memcpy(host + (size_t)r * (size_t)*rb + cb, hc_gptq_sm(g, r), own);
+    for (size_t r = 0; r < rows; r++) {
+        memcpy(host + r * cb, hc_gptq_codes(g, (int)r), cb);
+        memcpy(host + rows * cb + r * own, hc_gptq_sm(g, (int)r), own);
     }
-    cl_mem m = hc_cl_buffer(cl, CL_MEM_READ_ONLY, (size_t)*rb * (size_t)g->rows, host, err, errlen);
+    cl_mem m = hc_cl_buffer(cl, CL_MEM_READ_ONLY, bytes, host, err, errlen);
     free(host);
     return m;
 }
@@ -154,10 +156,10 @@ hc_cl_layer *hc_cl_layer_new(hc_cl *cl, const hc_cl_rows *rows, int k, int n_emb
     L->splits = hc_cl_down_splits(n_embd, k, (int)cl->wg, cl->info.compute_units);
     size_t bb = sizeof(float) * (size_t)k;
     cl_mem_flags ro = CL_MEM_READ_ONLY;
-    if (!(L->gate = rows_buffer(cl, gu, &L->rb_gu, &L->dofs_gu, NULL, NULL, err, errlen)) ||
+    if (!(L->gate = rows_buffer(cl, gu, &L->rb_gu, &L->sb_gu, NULL, NULL, err, errlen)) ||
         (rows->up.kind != HC_WEIGHT_NONE &&
-         !(L->up = rows_buffer(cl, &rows->up, &L->rb_gu, &L->dofs_gu, NULL, NULL, err, errlen))) ||
-        !(L->down = rows_buffer(cl, dn, &L->rb_down, &L->dofs_down, &L->pairs, &L->pair_row, err, errlen)) ||
+         !(L->up = rows_buffer(cl, &rows->up, &L->rb_gu, &L->sb_gu, NULL, NULL, err, errlen))) ||
+        !(L->down = rows_buffer(cl, dn, &L->rb_down, &L->sb_down, &L->pairs, &L->pair_row, err, errlen)) ||
         (rows->first_b && !(L->first_b = hc_cl_buffer(cl, ro, bb, rows->first_b, err, errlen))) ||
         (rows->up_b && !(L->up_b = hc_cl_buffer(cl, ro, bb, rows->up_b, err, errlen))) ||
         (rows->down_norm && !(L->down_norm = hc_cl_buffer(cl, ro, bb, rows->down_norm, err, errlen))) ||
@@ -242,7 +244,7 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     CHECK_CL(clSetKernelArg(gu, 16, sizeof gs, &gs), "gate_up arg");
     cl_int Bi = B;
     CHECK_CL(clSetKernelArg(gu, 17, sizeof Bi, &Bi), "gate_up arg");
-    CHECK_CL(clSetKernelArg(gu, 18, sizeof L->dofs_gu, &L->dofs_gu), "gate_up arg");
+    CHECK_CL(clSetKernelArg(gu, 18, sizeof L->sb_gu, &L->sb_gu), "gate_up arg");
     const size_t tiles = ((size_t)B + tile - 1) / tile;
     size_t g1[2] = { (size_t)k * cl->wg, tiles }, l1[2] = { cl->wg, 1 };
     CHECK_CL(clEnqueueNDRangeKernel(cl->q, gu, 2, NULL, g1, l1, 0, NULL, NULL), "gate_up kernel");
@@ -260,7 +262,7 @@ int hc_cl_layer_start(hc_cl_layer *L, const void *x, size_t x_stride, int B, con
     cl_mem part = splits > 1 ? cl->part : cl->y;   /* one slice writes y and never reads part */
     CHECK_CL(clSetKernelArg(dn, 9, sizeof(cl_mem), &part), "down arg");
     CHECK_CL(clSetKernelArg(dn, 10, sizeof Bi, &Bi), "down arg");
-    CHECK_CL(clSetKernelArg(dn, 11, sizeof L->dofs_down, &L->dofs_down), "down arg");
+    CHECK_CL(clSetKernelArg(dn, 11, sizeof L->sb_down, &L->sb_down), "down arg");
     const size_t dcols = (size_t)hc_cl_down_cols((int)cl->wg), blocks = ((size_t)n + dcols - 1) / dcols;
     size_t g2[2] = { blocks * (size_t)splits * cl->wg, tiles }, l2[2] = { cl->wg, 1 };
     CHECK_CL(clEnqueueNDRangeKernel(cl->q, dn, 2, NULL, g2, l2, 0, NULL, NULL), "down kernel");

@@ -58,13 +58,12 @@ void words_q4(__global const uchar *W, int n, int r, int j, uint4 *a, uint4 *b)
     *a = ((c << 4u) & 0xF0F0F0F0u) ^ 0x80808080u;
     *b = (c & 0xF0F0F0F0u) ^ 0x80808080u;
 }
-/* a block's 16 code bytes c of g4 as its words */
-void g4_words(uint4 c, uint4 *a, uint4 *b)
+void words_g4(__global const uchar *W, int n, int r, int j, uint4 *a, uint4 *b)
 {
+    const uint4 c = codes4(W, n, r, j);
     *a = c & 0x0F0F0F0Fu;
     *b = (c >> 4u) & 0x0F0F0F0Fu;
 }
-void words_g4(__global const uchar *W, int n, int r, int j, uint4 *a, uint4 *b) { g4_words(codes4(W, n, r, j), a, b); }
 /* a + the four products of b's and c's bytes, b's signed (idot4) or
    unsigned (udot4), c's signed: CUDA's dp4a. NVIDIA's PTX has it as one
    instruction from compute capability 6.1 on, where the host defines

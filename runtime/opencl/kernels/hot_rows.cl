@@ -3,16 +3,16 @@
  * compiles it for the device it opens.
  * Per stored type T, gate_up1_T and down1_T for one token (decode) and
  * gate_up8_T and down8_T for tiles of TILE tokens, from one body each.
- * Rows as ggml stores them for F32, F16, BF16 (rb bytes each). Q8_0 and
- * Q4_0 blocks split as the host's hot rows buffer holds them (the same
- * bytes): every row's codes first (rb = n or n/2 bytes a row: common.cl's
- * q8 and q4 forms, 16-byte aligned), then every row's block scales as
- * halves from byte dofs; the prepared Q8_0 input of a token likewise, its
- * codes then its halves from byte n. Values d * q (Q8_0), d * (q - 8) (Q4_0).
- * INT4-GPTQ rows (kernels_gptq.h) use the same nibble order without d: a
- * gate/up row is its codes then its groups' {scale, -scale*zero} floats, a
- * down column is its codes, with the pairs of its ffn_down group in a table;
- * value = scale * q + (-scale*zero).
+ * A buffer of k rows holds every row's body (rb bytes each), then every
+ * row's scales (sb bytes each), from byte k * rb (the host's rows_buffer):
+ * F32, F16, BF16 rows as ggml stores them, no scales; Q8_0 and Q4_0 blocks
+ * split (the same bytes): a row's codes (rb = n or n/2: common.cl's q8 and
+ * q4 forms, 16-byte aligned), its block scales as halves; the prepared Q8_0
+ * input of a token likewise, its codes then its halves from byte n. Values
+ * d * q (Q8_0), d * (q - 8) (Q4_0). INT4-GPTQ rows (kernels_gptq.h) use the
+ * same nibble order without d: a gate/up row is its codes, its scales its
+ * groups' {scale, -scale*zero} floats; a down column is its codes, with the
+ * pairs of its ffn_down group in a table; value = scale * q + (-scale*zero).
  * WG (work-group size, a power of two) is defined by the host. Sums run in a
  * fixed order (per-item partial sums, then a tree in local memory), so the
  * device's results do not change from run to run. */
@@ -43,7 +43,7 @@
     float s[TILE] = { 0.0f }; \
     int on[TILE]; \
     vstore8(on8, 0, on);
-#define DOTS_ARGS __global const uchar *w, __global const half *d, __global const uchar *x, int x_bytes, int8 on8, \
+#define DOTS_ARGS __global const uchar *w, __global const uchar *sc, __global const uchar *x, int x_bytes, int8 on8, \
                   int n, int gs, int lid
 /* Four elements i*4 .. i*4+3 of a row of floats, halves or BF16 halves,
    widened: where al, the row and the unit 8- or 16-byte aligned, in one load
@@ -82,8 +82,8 @@ float8 dots##NT##_##T##_of(DOTS_ARGS, int al) { \
     return vload8(0, s); \
 } \
 float8 dots##NT##_##T(DOTS_ARGS) { \
-    return n % 4 ? dots##NT##_##T##_of(w, d, x, x_bytes, on8, n, gs, lid, 0) \
-                 : dots##NT##_##T##_of(w, d, x, x_bytes, on8, n, gs, lid, 1); \
+    return n % 4 ? dots##NT##_##T##_of(w, sc, x, x_bytes, on8, n, gs, lid, 0) \
+                 : dots##NT##_##T##_of(w, sc, x, x_bytes, on8, n, gs, lid, 1); \
 }
 #define LOAD1_F32(i, a) ((a)[i])
 #define DOTS_F32(NT) DOTS_FLOAT(NT, f32, float, f32x4, LOAD1_F32, float, f32x4, LOAD1_F32)
@@ -111,7 +111,7 @@ float8 dots##NT##_##T(DOTS_ARGS) { \
     for (int b = lid; b < n / 32; b += WG) { \
         uint4 a, c; \
         words_##Q(w, n, 0, b, &a, &c); \
-        const float dw = vload_half(b, d); \
+        const float dw = vload_half(b, (__global const half *)sc); \
         EACH8(BLOCK_DOT_##T) \
     } \
     return vload8(0, s); \
@@ -144,7 +144,7 @@ int nibble(__global const uchar *w, int k) {
         if (first) term += pair.y * ((__global const float *)(xt + (size_t)chunks * 768))[2 * j + 1]; \
         s[t] += term; \
     }
-/* gs % 32 == 0: an item a 32-block at a time (common.cl's g4_words, bsum_g4);
+/* gs % 32 == 0: an item a 32-block at a time (common.cl's words_g4, bsum_g4);
    else an item a position at a time, each code dequantized with its group's
    pair, then times the activation's float (a loop over the tile's tokens,
    which clang unrolls: EACH8's copies of the float loop ran PoCL's prompts
@@ -153,15 +153,13 @@ int nibble(__global const uchar *w, int k) {
 float8 dots##NT##_gptq(DOTS_ARGS) { \
     TILE_ARRAYS(NT) \
     const int nb = (n + 31) / 32, chunks = (nb + 15) / 16; \
-    __global const float *sm = (__global const float *)(w + (size_t)nb * 16); \
+    __global const float *sm = (__global const float *)sc; \
     if (gs % 32 == 0) { \
-        /* a row's codes are 16-byte aligned where its pairs are an even count of 8 bytes */ \
-        const int al = ((ulong)w & 15) == 0; \
         for (int b = lid; b < nb; b += WG) { \
             const int j = 32 * b / gs, first = 32 * b % gs == 0; \
             const float2 pair = vload2(j, sm); \
             uint4 a, c; \
-            g4_words(al ? ((__global const uint4 *)w)[b] : vload4(b, (__global const uint *)w), &a, &c); \
+            words_g4(w, n, 0, b, &a, &c); \
             EACH8(GPTQ_BLOCK) \
         } \
         return vload8(0, s); \
@@ -249,8 +247,8 @@ float act_fn(float g, int act) {
    barrier is skipped by part of a group. kind (opencl.h hc_cl_rows): 0 gated
    a * u, 1 symmetric a * act(u), 2 sequential a (gate holds the up rows); fb,
    ub: per-row biases;
-   rb: bytes of a row (of its codes for Q8_0, Q4_0, whose block scales
-   start at byte dofs); gs: the GPTQ group size.
+   rb, sb: bytes of a row's body and of its scales (the scales from byte
+   k * rb); gs: the GPTQ group size.
    contrib: keep by the contribution |h| * dn[r] >= t_act instead of |a| >= t_act.
    gate_up1_T takes one token (decode: a tile of 1) and gate_up8_T tiles of
    TILE, each with loops to its constant tile_n. */
@@ -270,7 +268,7 @@ __kernel void gate_up##NT##_##T(__global const uchar *gate, __global const uchar
                                 __global const uchar *mask, int n, int act, float t_act, __global float *h, \
                                 int k, int x_bytes, int kind, __global const float *fb, \
                                 __global const float *ub, __global const float *dn, int contrib, int rb, int gs, int B, \
-                                uint dofs) { \
+                                int sb) { \
     __local float red[TILE * WG]; \
     const int tile_n = NT; \
     int r = get_group_id(0), lid = get_local_id(0), b0 = get_group_id(1) * tile_n, nt = min(tile_n, B - b0); \
@@ -283,16 +281,16 @@ __kernel void gate_up##NT##_##T(__global const uchar *gate, __global const uchar
         v[t] = 0.0f; \
     } \
     x += (size_t)b0 * x_bytes; \
-    const size_t rd = (size_t)r * (size_t)(n / 32);   /* the row's first block scale (Q8_0, Q4_0) */ \
+    const size_t rs = (size_t)k * rb + (size_t)r * sb;   /* the row's scales */ \
     /* a row no token of the tile asks for is not read (its h stays 0) */ \
     if (asked) { \
-        vstore8(group_sums##NT(red, dots##NT##_##T(gate + (size_t)r * rb, (__global const half *)(gate + dofs) + rd, \
-                                                   x, x_bytes, vload8(0, on), n, gs, lid), nt, lid), 0, g); \
+        vstore8(group_sums##NT(red, dots##NT##_##T(gate + (size_t)r * rb, gate + rs, x, x_bytes, vload8(0, on), n, gs, \
+                                                   lid), nt, lid), 0, g); \
         EACH8(GATE_ACT) \
     } \
     if (kind != 2 && any) { \
-        vstore8(group_sums##NT(red, dots##NT##_##T(up + (size_t)r * rb, (__global const half *)(up + dofs) + rd, x, \
-                                                   x_bytes, vload8(0, on), n, gs, lid), nt, lid), 0, u); \
+        vstore8(group_sums##NT(red, dots##NT##_##T(up + (size_t)r * rb, up + rs, x, x_bytes, vload8(0, on), n, gs, lid), \
+                               nt, lid), 0, u); \
         EACH8(UP_ACT) \
     } \
     if (lid == 0) \
@@ -312,7 +310,7 @@ __kernel void gate_up##NT##_##T(__global const uchar *gate, __global const uchar
    sums are then added in a fixed tree order in local memory. One slice
    writes y; several write part[slice][b][n], which down_sum adds in slice
    order: no result depends on scheduling, nor on what shares a token's tile.
-   rb, dofs: as gate_up's; sm, smrow: the GPTQ pairs table and each row's
+   rb, sb: as gate_up's; sm, smrow: the GPTQ pairs table and each row's
    entry (PAIRS_T). down1_T takes one token (decode) and down8_T tiles of TILE,
    each with loops to its constant tile_n. */
 #define DITEMS (WG < 8 ? WG : 8)
@@ -321,7 +319,7 @@ __kernel void gate_up##NT##_##T(__global const uchar *gate, __global const uchar
 #define DOWN(T, NT) \
 __kernel void down##NT##_##T(__global const uchar *down, __global const float *h, int k, int n, __global float *y, \
                              int rb, __global const float *sm, __global const int *smrow, int splits, \
-                             __global float *part, int B, uint dofs) { \
+                             __global float *part, int B, int sb) { \
     __local float4 red[TILE * WG]; \
     const int tile_n = NT; \
     int lid = get_local_id(0), item = lid % DITEMS, lane = lid / DITEMS; \
@@ -341,7 +339,7 @@ __kernel void down##NT##_##T(__global const uchar *down, __global const float *h
         if (!any) continue; \
         __global const uchar *row = down + (size_t)r * rb; \
         __global const float *p = PAIRS_##T(sm, smrow, r, n); \
-        __global const half *d = (__global const half *)(down + dofs) + (size_t)r * (size_t)(n / 32); \
+        __global const half *d = (__global const half *)(down + (size_t)k * rb + (size_t)r * sb); \
         if (c + 3 < n) { \
             float4 e = elem4_##T(row, c, d, p, al); \
             for (int t = 0; t < tile_n; t++) \
