@@ -849,8 +849,8 @@ int main(int argc, char **argv)
     int64_t copied = hc_model_copy_weights(m, o.weights_mem, !hc_ffn_is_sparse(ffn), err, sizeof err);
     if (copied < 0) hc_die("%s", err);
     if (o.verbose && m->n_chunked)
-        fprintf(stderr, "weights: copied into 2 MiB pages, %d Q4_0/Q8_0 matrices in chunks of 16 blocks (AVX-512 "
-                "without permutes)\n", m->n_chunked);
+        fprintf(stderr, "weights: copied into 2 MiB pages, %d Q4_0/Q8_0 matrices in chunks of 16 blocks (loaded "
+                "without permutes or inserts)\n", m->n_chunked);
     else if (o.verbose)
         fprintf(stderr, "weights: %s\n", copied ? "copied into 2 MiB pages" : "in the file mapping");
     fprintf(stderr, "load:       %.2f ms\n", (hc_now() - t0) * 1e3);

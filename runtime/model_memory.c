@@ -6,10 +6,10 @@
  * transparent huge pages (ext4: MADV_COLLAPSE on it fails). Copied into
  * anonymous memory advised to use 2 MiB pages the same kernels read faster:
  * Q4_0 decode 79.8 -> 105.1 t/s on AVX-512 (docs/measurements.md). The copy
- * keeps every block, so every result is the same (where Q4_0's and Q8_0's
- * products run on AVX-512 their rows' blocks are reordered within chunks of
- * 16, x16.h, which those kernels read without permutes: the same blocks, the
- * same bits); the copied pages of the mapping are dropped (clean file pages:
+ * keeps every block, so every result is the same (where Q4_0's products run
+ * on AVX2 or AVX-512, and Q8_0's on AVX-512, their rows' blocks are
+ * reordered within chunks of 16, x16.h, which those kernels read without
+ * permutes or inserts: the same blocks, the same bits); the copied pages of the mapping are dropped (clean file pages:
  * resident memory does not double). */
 #include "model.h"
 
@@ -130,9 +130,9 @@ static int in_chunks(const span *s, int i, int j, const uint8_t *hi, unsigned ty
 int64_t hc_model_copy_weights(hc_model *m, int mode, int with_ffn, char *err, size_t errlen)
 {
     if (mode == HC_WEIGHTS_MAP || !m->file->owns_map) return 0;
-    /* where Q4_0's and Q8_0's products run on AVX-512, their rows are copied in the chunks those kernels load
-     * without permutes */
-    const unsigned chunks = (hc_kernel_choice(HC_KT_Q4_0) == HC_ISA_AVX512) << GGML_TYPE_Q4_0 |
+    /* where Q4_0's products run on AVX2 or AVX-512 and Q8_0's on AVX-512, their rows are copied in the chunks
+     * those kernels load without permutes or inserts */
+    const unsigned chunks = (hc_kernel_choice(HC_KT_Q4_0) >= HC_ISA_AVX2) << GGML_TYPE_Q4_0 |
                             (hc_kernel_choice(HC_KT_Q8_0) == HC_ISA_AVX512) << GGML_TYPE_Q8_0;
     span *s = malloc(sizeof *s * (3 + 10 * (size_t)m->hp.n_layer));
     if (!s) goto no_memory;

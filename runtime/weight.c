@@ -65,10 +65,10 @@ static void row_x16(const hc_weight *w, int r, float *out)
 
 #if defined(__x86_64__)
 #define KERNELS2(ref, t) { &hc_ref_##ref, &hc_avx2_##t, &hc_avx512_##t }
-#define X16_KERNELS(t) { &hc_ref_##t##_0, &hc_ref_##t##_0, &hc_avx512_##t##x16 }
+#define X16_KERNELS(t, avx2) { &hc_ref_##t##_0, avx2, &hc_avx512_##t##x16 }
 #else
 #define KERNELS2(ref, t) { &hc_ref_##ref }
-#define X16_KERNELS(t) { &hc_ref_##t##_0 }
+#define X16_KERNELS(t, avx2) { &hc_ref_##t##_0 }
 #endif
 #define KERNELS(t) KERNELS2(t, t)
 
@@ -79,9 +79,10 @@ static const hc_type_traits traits[] = {
     [HC_KT_Q8_0] = { act_q8,   row_bytes_ggml, row_ggml, KERNELS(q8_0) },
     [HC_KT_Q4_0] = { act_q8,   row_bytes_ggml, row_ggml, KERNELS(q4_0) },
     [HC_KT_GPTQ] = { act_gptq, row_bytes_gptq, row_gptq, KERNELS(gptq) },
-    /* only made where the type runs on AVX-512 (model_memory.c); other instruction sets: the reference */
-    [HC_KT_Q4X16] = { act_q8, row_bytes_ggml, row_x16, X16_KERNELS(q4) },
-    [HC_KT_Q8X16] = { act_q8, row_bytes_ggml, row_x16, X16_KERNELS(q8) },
+    /* only made where the type runs on AVX-512, or AVX2 for Q4_0 (model_memory.c); other instruction sets: the
+     * reference */
+    [HC_KT_Q4X16] = { act_q8, row_bytes_ggml, row_x16, X16_KERNELS(q4, &hc_avx2_q4x16) },
+    [HC_KT_Q8X16] = { act_q8, row_bytes_ggml, row_x16, X16_KERNELS(q8, &hc_ref_q8_0) },
 };
 
 static int ggml_entry(uint32_t type)

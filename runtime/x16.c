@@ -68,3 +68,43 @@ void hc_x16_row_f32(uint32_t type, const uint8_t *row, int n, float *out)
         else dequantize_row_q4_0(&blk.q4, out + (size_t)b * 32, 32);
     }
 }
+
+void hc_x16_pad(uint32_t type, const uint8_t *p, int t, uint8_t *out)
+{
+    const int planes = codes_of(type) / 4;
+    memset(out, 0, ggml_type_size(type) * HC_X16_CHUNK);
+    for (int L = 0, k = 0; L < HC_X16_CHUNK; L++) {
+        if (hc_x16_block_of(L) >= t) continue;
+        memcpy(out + 2 * L, p + 2 * k, 2);
+        for (int i = 0; i < planes; i++) memcpy(out + 32 + 64 * i + 4 * L, p + 2 * t + 4 * t * i + 4 * k, 4);
+        k++;
+    }
+}
+
+void hc_x16_arrange(const void *act, int n, int layout, int bias, void *out)
+{
+    const block_q8_0 *x = act;
+    const int nb = n / 32;
+    hc_x16_act *o = out;
+    for (int c = 0; c * HC_X16_CHUNK < nb; c++, o++) {
+        memset(o, 0, sizeof *o);
+        for (int g = 0; g < 4; g++)
+            for (int m = 0; m < 4; m++) {
+                const int b = c * HC_X16_CHUNK + 4 * g + m, L = 4 * m + g;
+                if (b >= nb) continue;
+                if (layout == HC_X16_PLANES) {
+                    for (int i = 0; i < 4; i++) {
+                        memcpy(o->lo[i] + 4 * L, x[b].qs + 4 * i, 4);
+                        memcpy(o->hi[i] + 4 * L, x[b].qs + 16 + 4 * i, 4);
+                    }
+                } else {
+                    memcpy(o->lo[g] + 16 * m, x[b].qs, 16);
+                    memcpy(o->hi[g] + 16 * m, x[b].qs + 16, 16);
+                }
+                int sum = 0;
+                for (int j = 0; j < 32; j++) sum += x[b].qs[j];
+                o->corr[L] = -bias * sum;
+                o->d[L] = fp16_to_fp32(x[b].d);
+            }
+    }
+}

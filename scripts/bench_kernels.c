@@ -15,8 +15,10 @@
  *        ISA avx512-nobf16: the AVX-512 BF16 kernels without vdpbf16ps;
  *        avx512-vpermt2w, avx512-vpermt2d: AVX-512 Q4_0 unpacking with word
  *        or dword permutes (by default as the CPU model's table row says);
- *        avx512-chunks: Q4_0 and Q8_0 rows in chunks of 16 blocks, as hc-run
- *        copies them for AVX-512 (runtime/x16.h; also for pool).
+ *        avx512-chunks, avx2-chunks: Q4_0 and Q8_0 rows in chunks of 16
+ *        blocks, as hc-run copies them for AVX-512 (and Q4_0 for AVX2;
+ *        AVX2's Q8_0 in chunks takes the reference) (runtime/x16.h; also
+ *        for pool).
  *        bench_kernels pool ISA N ROWS THREADS [REPS]: decode (B = 1) on the
  *        runtime's persistent pool of THREADS threads, split as hc-run splits
  *        it (hc_pool_matvec), each ggml type and INT4-GPTQ (TYPES="F16 Q4_0"
@@ -194,7 +196,7 @@ static int cpu_mode(int argc, char **argv)
     if (!y) hc_die("out of memory");
     printf("isa %s%s%s, one thread, %d x %d, B = %d, best of %d in CPU time\n", hc_kernel_isa(),
            hc_isa() == HC_ISA_AVX512 && hc_bf16_dot() ? " (BF16: vdpbf16ps)" : "",
-           hc_isa() != HC_ISA_AVX512 ? "" : chunks ? " (Q4_0: chunks of 16)" : hc_q4_word_permutes() ? " (Q4_0: vpermt2w)"
+           chunks ? " (Q4_0: chunks of 16)" : hc_isa() != HC_ISA_AVX512 ? "" : hc_q4_word_permutes() ? " (Q4_0: vpermt2w)"
            : " (Q4_0: vpermt2d)", n, rows, B, reps);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const int gptq = types[ti] == GGML_TYPE_COUNT;

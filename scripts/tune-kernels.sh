@@ -6,15 +6,15 @@
 #
 # Times every instruction set this CPU runs (avx2, avx512; AVX-512 Q4_0 the
 # three ways it runs: from the file mapping with word or with dword
-# permutes, and from hc-run's copy in chunks of 16 blocks; AVX-512 Q8_0 from
-# the mapping and from the chunks) with
+# permutes, and from hc-run's copy in chunks of 16 blocks; AVX-512 Q8_0 and
+# AVX2 Q4_0 from the mapping and from the chunks) with
 # build/bench/bench_kernels on one thread, in thread CPU time, ROUNDS rounds
 # with the sets alternating (the median of the rounds): decode (B = 1, DIM x 2048) and a
 # prompt tile (B = 64, DIM x 1024). A type takes the set whose worse ratio to
 # the fastest set (decode or prompt) is highest, ties to the wider set: every
 # product, gathered row and AXPY of a type runs on one set (their rows' bits
-# must agree), so one set serves both; Q4_0's and Q8_0's AVX-512 count their
-# best way (the copy's chunks, where hc-run copies, or the mapping's layout),
+# must agree), so one set serves both; Q4_0's and Q8_0's AVX-512, and Q4_0's
+# AVX2, count their best way (the copy's chunks, where hc-run copies, or the mapping's layout),
 # and the row's last field is the faster permute, for rows left in the
 # mapping (--mmap, the sparse FFN's). Prints the CPU, each figure and the row to paste
 # (docs/design/kernels.md, "Choosing the kernels").
@@ -35,9 +35,9 @@ family=$(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1)
 model=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo "cpu: $name ($vendor family $family model $model)"
 
-# AVX-512 Q4_0 three ways (word or dword permutes: the row's last field; chunks), Q8_0 two
+# AVX-512 Q4_0 three ways (word or dword permutes: the row's last field; chunks), AVX-512 Q8_0 and AVX2 Q4_0 two
 isas=""
-for isa in avx2 avx512-vpermt2d avx512-vpermt2w avx512-chunks; do
+for isa in avx2 avx2-chunks avx512-vpermt2d avx512-vpermt2w avx512-chunks; do
     "$B" cpu "$isa" 32 1 1 1 >/dev/null 2>&1 && isas="$isas $isa"
 done
 [ -n "$isas" ] || { echo "tune-kernels: this CPU runs neither avx2 nor avx512 kernels" >&2; exit 1; }
@@ -55,7 +55,7 @@ done
 
 # best GFLOP/s per (set, op, type); per type the set with the highest worse ratio
 awk -v fam="$family" -v model="$model" -v vendor="$vendor" '
-$1 == "avx512-chunks" ? ($3 == "Q4_0" || $3 == "Q8_0") : ($1 != "avx512-vpermt2w" || $3 == "Q4_0") {
+$1 == "avx512-chunks" ? ($3 == "Q4_0" || $3 == "Q8_0") : $1 == "avx2-chunks" || $1 == "avx512-vpermt2w" ? $3 == "Q4_0" : 1 {
     k = $1 SUBSEP $2 SUBSEP $3; nv[k]++; v[k, nv[k]] = $4; has[$1, $3] = 1; sets[$1] = 1 }
 END {
     # each figure: the median of the rounds (the best of REPS of a round now and
@@ -66,13 +66,13 @@ END {
         best[k] = v[k, int((nv[k] + 1) / 2)]
     }
     split("F32 F16 BF16 Q8_0 Q4_0 GPTQ", order, " ")
-    split("avx2 avx512 avx512-vpermt2w avx512-chunks", cand, " ")
+    split("avx2 avx2-chunks avx512 avx512-vpermt2w avx512-chunks", cand, " ")
     row = ""; wperm = 0
     for (n = 1; n <= 6; n++) {
         t = order[n]; top["decode"] = 0; top["prompt"] = 0
         for (s in sets) for (op in top) if (has[s, t] && best[s, op, t] > top[op]) top[op] = best[s, op, t]
         pick = ""; score = -1
-        for (c = 1; c <= 4; c++) {
+        for (c = 1; c <= 5; c++) {
             i = cand[c]
             if (!has[i, t]) continue
             d = best[i, "decode", t] / top["decode"]; p = best[i, "prompt", t] / top["prompt"]
@@ -82,7 +82,7 @@ END {
             if (m >= score) { score = m; pick = i }
         }
         if (t == "Q4_0" && has["avx512-vpermt2w", t] && mof["avx512-vpermt2w"] >= mof["avx512"]) wperm = 1
-        row = row (n > 1 ? ", " : "") (pick == "avx2" ? "A2" : "A5")
+        row = row (n > 1 ? ", " : "") (pick ~ /^avx2/ ? "A2" : "A5")
     }
     printf "row: { \"NAME\", \"%s\", %d, %d, %d, { %s }, %d },\n", vendor, fam, model, model, row, wperm
 }' "$T/all"

@@ -174,7 +174,8 @@ int hc_kernel_bf16_dot(int on);
  * activation), which the bf16 kernels borrow. */
 extern const hc_kernel hc_ref_float, hc_ref_bf16, hc_ref_q8_0, hc_ref_q4_0, hc_ref_gptq;
 #if defined(__x86_64__)
-extern const hc_kernel hc_avx2_float, hc_avx2_f32, hc_avx2_bf16, hc_avx2_q8_0, hc_avx2_q4_0, hc_avx2_gptq;
+extern const hc_kernel hc_avx2_float, hc_avx2_f32, hc_avx2_bf16, hc_avx2_q8_0, hc_avx2_q4_0, hc_avx2_gptq,
+    hc_avx2_q4x16;
 extern const hc_kernel hc_avx512_float, hc_avx512_f32, hc_avx512_bf16, hc_avx512_q8_0, hc_avx512_q4_0, hc_avx512_gptq,
     hc_avx512_q4x16, hc_avx512_q8x16;
 #endif

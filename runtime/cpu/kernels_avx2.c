@@ -15,12 +15,14 @@
 #include "ggml_types.h"
 #include "kernels.h"
 #include "kernels_gptq.h"
+#include "x16.h"
 
 #define T __attribute__((target("avx2,fma,f16c")))
 #define TI static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
-/* Software prefetch distance in the Q4_0 and GPTQ rows the dots read (Q8_0
- * reads 14-20 % slower with it on Zen 4, docs/measurements.md). */
+/* Software prefetch distance in the GPTQ rows the dots read (Q8_0 read
+ * 14-20 % slower with it on Zen 4, and Q4_0 in chunks of 16 about 10 %,
+ * docs/measurements.md). */
 #define PF_Q 4096
 
 TI float hsum(__m256 v)
@@ -883,159 +885,188 @@ const hc_kernel hc_avx2_q8_0 = { .prepare = prepare_q8, .arranged_bytes = arrang
                                  .axpy = axpy_q8,
                                  .axpy_multi = axpy_multi_q8 };
 
-/* ---- Q4_0: 8 blocks per step, summed in integers to one int32 per block,
- * so one convert and one FMA cover 8 blocks ---- */
+/* ---- Q4_0: 16 blocks per step (a chunk, x16.h's), as two halves of 8
+ * blocks each summed in integers to one int32 per block, so one convert and
+ * one FMA cover 8 blocks. Rows in ggml's layout, or in chunks of 16
+ * (hc-run's copy where Q4_0 runs on AVX2 or AVX-512, model_memory.c), which
+ * load the codes with plain 32-byte loads and the scales with one, where
+ * ggml's layout takes a 128-bit insert per two blocks and eight word
+ * inserts per half: AVX2 decode read 25-26 GB/s of a 4096 x 11008 matrix in
+ * ggml's layout, 29-31 in chunks of 16 (bench_kernels cpu avx2[-chunks]
+ * 4096 11008 1). Both ways give each lane the same block's integer sum and
+ * scales, so they have the same bits. ---- */
 
-/* The Q8_0 activation rearranged for 8 blocks of a row (a chunk, 144 bytes of
- * Q4_0), as 4 pairs of blocks: lo[p] and hi[p] are the activation bytes that
- * meet the low and high nibbles of blocks 2p, 2p+1 (one block per 128-bit
- * lane). After the reduction (q4_chunk) lane 4m+p holds block 2p+m: corr is
- * that block's -8·Σx and d its activation scale, in the same order. */
+/* The activation arranged for a chunk (x16.h's hc_x16_act: HC_X16_GROUPS
+ * for ggml's layout, HC_X16_PLANES for chunks of 16) as registers: half h
+ * of lo[i] / hi[i] meets the codes of the chunk's lanes 8h .. 8h + 7, and
+ * lane j of half h holds block 4(j % 4) + 2h + j / 4, as corr[h] and d[h]. */
 typedef struct {
-    __m256i lo[4], hi[4];
-    __m256i corr;
-    __m256 d;
+    __m256i lo[4][2], hi[4][2];
+    __m256i corr[2];
+    __m256 d[2];
 } xq4;
+_Static_assert(sizeof(xq4) == sizeof(hc_x16_act), "xq4 is hc_x16_act's bytes");
 
-#define Q4_CHUNK 8
+#define Q4_CHUNK HC_X16_CHUNK
+#define Q4_CHUNK_BYTES (Q4_CHUNK * sizeof(block_q4_0))
 
-T static void arrange_q4(const void *act, int n, void *xa)
+T static void arrange_q4(const void *act, int n, void *xa) { hc_x16_arrange(act, n, HC_X16_GROUPS, 8, xa); }
+T static void arrange_q4x16(const void *act, int n, void *xa) { hc_x16_arrange(act, n, HC_X16_PLANES, 8, xa); }
+
+/* Half h of the whole chunk at p (x16: in chunks of 16, else ggml's 16
+ * blocks): the codes that meet the activation's lo[i][h] and hi[i][h], as
+ * values 0..15, and the half's 8 block scales in its lane order. */
+TI void q4_half(const uint8_t *p, int h, __m256i lo[4], __m256i hi[4], __m256 *dw, const int x16)
 {
-    xq4 *xc = xa;
-    for (int c = 0; c * Q4_CHUNK < n / QK8_0; c++)
-        arrange_pairs(act, n / QK8_0, c, xc[c].lo, xc[c].hi, &xc[c].d, &xc[c].corr);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const block_q4_0 *q = (const block_q4_0 *)p;
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < 4; i++) {
+        /* plane i's lanes; or blocks 4i + 2h and 4i + 2h + 1, one per 128-bit lane */
+        __m256i v = x16 ? _mm256_loadu_si256((const __m256i *)(p + 32 + 64 * i + 32 * h))
+                        : _mm256_loadu2_m128i((const __m128i *)q[4 * i + 2 * h + 1].qs,
+                                              (const __m128i *)q[4 * i + 2 * h].qs);
+        lo[i] = _mm256_and_si256(v, m4);
+        hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+    if (x16) {
+        *dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * h)));
+    } else {
+        const int b = 2 * h;
+        *dw = _mm256_cvtph_ps(_mm_setr_epi16((short)q[b].d, (short)q[b + 4].d, (short)q[b + 8].d, (short)q[b + 12].d,
+                                             (short)q[b + 1].d, (short)q[b + 5].d, (short)q[b + 9].d,
+                                             (short)q[b + 13].d));
+    }
 }
 
-static size_t arranged_q4(int n) { return sizeof(xq4) * (size_t)((n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK); }
-
-/* acc + the dot of the 8 blocks at q (whole blocks, 144 bytes) with chunk xc. */
-TI __m256 q4_chunk(const block_q4_0 *q, const xq4 *xc, __m256 acc)
+/* acc + half h of a chunk with activation chunk x: the 8 blocks' integer
+ * sums (exact, so either way's order gives the same), then one convert and
+ * one FMA, the same in the dot and the tile. */
+TI __m256 q4_half_fma(const __m256i lo[4], const __m256i hi[4], __m256 dw, const xq4 *x, int h, __m256 acc,
+                      const int x16)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    __m256i P[4];
-    #pragma GCC unroll 4
-    for (int p = 0; p < 4; p++) {
-        __m256i v = _mm256_loadu2_m128i((const __m128i *)q[2 * p + 1].qs, (const __m128i *)q[2 * p].qs);
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i C;
+    if (x16) {
+        /* a lane's 4 bytes are one block's: its 16 pair sums in int16
+         * (|s| <= 16 * 15 * 128), then to int32 once */
+        __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < 4; i++) {
+            s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(lo[i], x->lo[i][h]));
+            s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(hi[i], x->hi[i][h]));
+        }
+        C = _mm256_madd_epi16(_mm256_add_epi16(s0, s1), ones);
+    } else {
         /* int16 pairs within ±2·15·128 each, ±4·15·128 summed */
-        __m256i d16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xc->lo[p]), _mm256_maddubs_epi16(hi, xc->hi[p]));
-        P[p] = _mm256_madd_epi16(d16, ones);
+        __m256i P[4];
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < 4; i++)
+            P[i] = _mm256_madd_epi16(
+                _mm256_add_epi16(_mm256_maddubs_epi16(lo[i], x->lo[i][h]), _mm256_maddubs_epi16(hi[i], x->hi[i][h])),
+                ones);
+        C = block_sums(P);
     }
-    __m256i C = _mm256_add_epi32(block_sums(P), xc->corr);
-    /* block 2p+m's scale to lane 4m+p (word inserts beat a gather here) */
-    __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)q[0].d, (short)q[2].d, (short)q[4].d, (short)q[6].d,
-                                               (short)q[1].d, (short)q[3].d, (short)q[5].d, (short)q[7].d));
-    return _mm256_fmadd_ps(_mm256_mul_ps(dw, xc->d), _mm256_cvtepi32_ps(C), acc);
+    C = _mm256_add_epi32(C, x->corr[h]);
+    return _mm256_fmadd_ps(_mm256_mul_ps(dw, x->d[h]), _mm256_cvtepi32_ps(C), acc);
 }
 
-T static float dot_q4(const hc_weight *w, int r, const void *xa)
+/* Chunk c of a row of nb blocks at q as a whole chunk: itself, or its
+ * blocks zero-padded into pad (no codes, no scales: the lanes add 0). */
+TI const uint8_t *q4_whole(const uint8_t *q, int nb, int c, uint8_t pad[Q4_CHUNK_BYTES], const int x16)
 {
-    const block_q4_0 *q = QROW(block_q4_0, w, r);
-    const xq4 *xc = xa;
-    __m256 acc = _mm256_setzero_ps();
-    int c = 0, nb = w->n / QK8_0;
-    for (; (c + 1) * Q4_CHUNK <= nb; c++) {
-        const block_q4_0 *qc = q + c * Q4_CHUNK;
-        for (int i = 0; i < 3; i++) _mm_prefetch((const char *)qc + PF_Q + 64 * i, _MM_HINT_T0);
-        acc = q4_chunk(qc, xc + c, acc);
+    const uint8_t *p = q + (size_t)c * Q4_CHUNK_BYTES;
+    const int t = nb - c * Q4_CHUNK;
+    if (t >= Q4_CHUNK) return p;
+    if (x16) {
+        hc_x16_pad(GGML_TYPE_Q4_0, p, t, pad);
+    } else {
+        memset(pad, 0, Q4_CHUNK_BYTES);
+        memcpy(pad, p, (size_t)t * sizeof(block_q4_0));
     }
-    if (c * Q4_CHUNK < nb) {   /* the last blocks, zero-padded to a chunk */
-        block_q4_0 pad[Q4_CHUNK];
-        memset(pad, 0, sizeof pad);
-        memcpy(pad, q + c * Q4_CHUNK, (size_t)(nb - c * Q4_CHUNK) * sizeof(block_q4_0));
-        acc = q4_chunk(pad, xc + c, acc);
-    }
-    return hsum(acc);
+    return pad;
 }
 
+/* acc[t] + row q (nb blocks) · activation xc[t] for t < nt, chunk by chunk,
+ * each half unpacked once for the nt vectors; with next (the tile), the
+ * same chunk of the row next bytes on is fetched into L2 meanwhile (the
+ * dot's rows come by the hardware's prefetch: a software one PF_Q ahead
+ * made them slower). */
+TI void q4_rows(const uint8_t *q, int nb, const xq4 *const *xc, int nt, size_t next, __m256 acc[T4], const int x16)
+{
+    for (int c = 0; c * Q4_CHUNK < nb; c++) {
+        uint8_t pad[Q4_CHUNK_BYTES];
+        if (next) hc_prefetch_next_tile(q + Q4_CHUNK_BYTES * (size_t)c, next, Q4_CHUNK_BYTES);
+        const uint8_t *p = q4_whole(q, nb, c, pad, x16);
+        _Pragma("GCC unroll 2")
+        for (int h = 0; h < 2; h++) {
+            __m256i lo[4], hi[4];
+            __m256 dw;
+            q4_half(p, h, lo, hi, &dw, x16);
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < nt; t++) acc[t] = q4_half_fma(lo, hi, dw, xc[t] + c, h, acc[t], x16);
+        }
+    }
+}
+
+TI float dot_q4_as(const hc_weight *w, int r, const void *xa, const int x16)
+{
+    const xq4 *x = xa;
+    __m256 acc[T4] = { _mm256_setzero_ps() };
+    q4_rows((const uint8_t *)QROW(block_q4_0, w, r), w->n / QK8_0, &x, 1, 0, acc, x16);
+    return hsum(acc[0]);
+}
+
+T static float dot_q4(const hc_weight *w, int r, const void *xa) { return dot_q4_as(w, r, xa, 0); }
+T static float dot_q4x16(const hc_weight *w, int r, const void *xa) { return dot_q4_as(w, r, xa, 1); }
+
+/* The Q4_0 tile: one row (R4) with T4 vectors, as the dot. */
+TI void tile_q4_as(const hc_weight *wt, const int *rows, const void *const *xv, float *y, const int x16)
+{
+    const int nb = wt->n / QK8_0;
+    __m256 acc[T4];
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < T4; t++) acc[t] = _mm256_setzero_ps();
+    q4_rows((const uint8_t *)QROW(block_q4_0, wt, rows[0]), nb, (const xq4 *const *)xv, T4,
+            sizeof(block_q4_0) * (size_t)nb * R4, acc, x16);
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < T4; t++) y[t] = hsum(acc[t]);
+}
+
+T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    tile_q4_as(wt, rows, xv, y, 0);
+}
+
+T static void tile_q4x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    tile_q4_as(wt, rows, xv, y, 1);
+}
+
+/* AXPY block by block, in either layout (x16.h's hc_q4_0_block). */
 T static void axpy_q4(const hc_weight *w, int r, int c0, int c1, float a, float *y)
 {
-    const block_q4_0 *wb = QROW(block_q4_0, w, r);
-    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0)
-        axpy_q32(_mm256_sub_epi8(nibbles(wb[b].qs), _mm256_set1_epi8(8)), _cvtsh_ss(wb[b].d), a, y);
+    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0) {
+        block_q4_0 buf;
+        const block_q4_0 *wb = hc_q4_0_block(w, r, b, &buf);
+        axpy_q32(_mm256_sub_epi8(nibbles(wb->qs), _mm256_set1_epi8(8)), _cvtsh_ss(wb->d), a, y);
+    }
 }
 
 T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, const float *a, const int32_t *rows,
                             float *y, size_t ys)
 {
-    const block_q4_0 *wb = QROW(block_q4_0, w, r);
-    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0)
-        axpy_multi_q32(_mm256_sub_epi8(nibbles(wb[b].qs), _mm256_set1_epi8(8)), _cvtsh_ss(wb[b].d), nt, a, rows, y, ys);
-}
-
-/* q4_chunk for R rows (8 whole blocks at wq[r]) x Tn vectors. */
-TI void q4_chunk_tile(int R, int Tn, const block_q4_0 *const *wq, const xq4 *const *xc, int c, __m256 acc[RQ][TQN])
-{
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++) {
-        __m256i lo[4], hi[4];
-        _Pragma("GCC unroll 4")
-        for (int p = 0; p < 4; p++) {
-            __m256i v = _mm256_loadu2_m128i((const __m128i *)wq[r][2 * p + 1].qs, (const __m128i *)wq[r][2 * p].qs);
-            lo[p] = _mm256_and_si256(v, m4);
-            hi[p] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        }
-        const block_q4_0 *q = wq[r];
-        __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)q[0].d, (short)q[2].d, (short)q[4].d, (short)q[6].d,
-                                                   (short)q[1].d, (short)q[3].d, (short)q[5].d, (short)q[7].d));
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < Tn; t++) {
-            const xq4 *x = xc[t] + c;
-            __m256i P[4];
-            _Pragma("GCC unroll 4")
-            for (int p = 0; p < 4; p++) {
-                __m256i d16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[p], x->lo[p]), _mm256_maddubs_epi16(hi[p], x->hi[p]));
-                P[p] = _mm256_madd_epi16(d16, ones);
-            }
-            __m256i C = _mm256_add_epi32(block_sums(P), x->corr);
-            acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, x->d), _mm256_cvtepi32_ps(C), acc[r][t]);
-        }
+    for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0) {
+        block_q4_0 buf;
+        const block_q4_0 *wb = hc_q4_0_block(w, r, b, &buf);
+        axpy_multi_q32(_mm256_sub_epi8(nibbles(wb->qs), _mm256_set1_epi8(8)), _cvtsh_ss(wb->d), nt, a, rows, y, ys);
     }
 }
 
-/* The Q4_0 tile, as dot_q4: whole chunks in order, then the last blocks
- * zero-padded to a chunk. */
-T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
-{
-    enum { R = R4, Tn = T4 };
-    const block_q4_0 *w[R];
-    const xq4 *const *xc = (const xq4 *const *)xv;
-    const int nb = wt->n / QK8_0;
-    for (int r = 0; r < R; r++) w[r] = QROW(block_q4_0, wt, rows[r]);
-    __m256 acc[RQ][TQN];
-    const block_q4_0 *wq[RQ];
-    int c = 0;
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_setzero_ps();
-    for (; (c + 1) * Q4_CHUNK <= nb; c++) {
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < R; r++) {
-            wq[r] = w[r] + c * Q4_CHUNK;
-            hc_prefetch_next_tile(wq[r], sizeof(block_q4_0) * (size_t)nb * R, sizeof(block_q4_0) * Q4_CHUNK);
-        }
-        q4_chunk_tile(R, Tn, wq, xc, c, acc);
-    }
-    if (c * Q4_CHUNK < nb) {
-        block_q4_0 pad[RQ][Q4_CHUNK];
-        memset(pad, 0, sizeof pad);
-        for (int r = 0; r < R; r++) {
-            memcpy(pad[r], w[r] + c * Q4_CHUNK, (size_t)(nb - c * Q4_CHUNK) * sizeof(block_q4_0));
-            wq[r] = pad[r];
-        }
-        q4_chunk_tile(R, Tn, wq, xc, c, acc);
-    }
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < Tn; t++) y[t * R + r] = hsum(acc[r][t]);
-}
-
-const hc_kernel hc_avx2_q4_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q4, .arrange = arrange_q4,
-                                 .dot = dot_q4, .tile = tile_q4, .rm = R4, .tm = T4, .tile_min = 3, .axpy = axpy_q4,
-                                 .axpy_multi = axpy_multi_q4 };
+#define Q4_KERNEL .prepare = prepare_q8, .arranged_bytes = hc_x16_act_bytes, .rm = R4, .tm = T4, .tile_min = 3, \
+                  .axpy = axpy_q4, .axpy_multi = axpy_multi_q4
+const hc_kernel hc_avx2_q4_0 = { Q4_KERNEL, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4 };
+const hc_kernel hc_avx2_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16 };
 
 /* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: 8 blocks (128
  * code bytes, half an activation chunk) per step, summed in integers to one

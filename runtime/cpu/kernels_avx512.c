@@ -918,82 +918,26 @@ const hc_kernel hc_avx512_q8_0 = { .prepare = prepare_q8, .arranged_bytes = arra
 /* ---- Q4_0 against Q8_0 activations: 16 blocks per step, summed in integers
  * to one int32 per block, so one convert and one FMA cover 16 blocks ---- */
 
-/* The Q8_0 activation rearranged for 16 blocks of a row (a "chunk", 288 bytes
- * of Q4_0): the chunk is 4 groups of 4 blocks; group g's 64 weight nibble
- * bytes are gathered as [qs(4g) qs(4g+1) qs(4g+2) qs(4g+3)], so lo[g] and hi[g]
- * hold the activation bytes that meet their low and high nibbles. After the
- * integer reduction (q4_chunk) lane 4m+g holds block 4g+m: corr is that
- * block's -8·Σx (-128·Σx for Q8_0 in chunks of 16) and d its activation
- * scale, in the same order. */
+/* The Q8_0 activation arranged for 16 blocks of a row (a "chunk", 288 bytes
+ * of Q4_0): x16.h's hc_x16_act as registers, lane 4m+g = block 4g+m after
+ * the integer reduction (q4_chunk). */
 typedef struct {
     __m512i lo[4], hi[4];
     __m512i corr;
     __m512 d;
 } xq4;
+_Static_assert(sizeof(xq4) == sizeof(hc_x16_act), "xq4 is hc_x16_act's bytes");
 
 #define Q4_CHUNK 16                       /* blocks per chunk */
 
-/* Chunk c's lo and hi (as each layout wants them: put, for lane 4m+g, block
- * 4g+m's codes where that layout's weights meet them), its corr (-bias·Σx:
- * the weights' codes are stored plus bias, unsigned) and d. */
-TI void arrange_chunk(const block_q8_0 *x, int nb, int c, xq4 *xc,
-                      void (*put)(int8_t lo[4][64], int8_t hi[4][64], int g, int m, const int8_t *qs), int bias)
-{
-    int8_t lo[4][64] = {{0}}, hi[4][64] = {{0}};
-    int32_t corr[16] = {0};
-    float d[16] = {0};
-    for (int g = 0; g < 4; g++)
-        for (int m = 0; m < 4; m++) {
-            int b = c * Q4_CHUNK + 4 * g + m, s = 0;
-            if (b >= nb) continue;
-            put(lo, hi, g, m, x[b].qs);
-            for (int j = 0; j < QK8_0; j++) s += x[b].qs[j];
-            corr[4 * m + g] = -bias * s;
-            d[4 * m + g] = _cvtsh_ss(x[b].d);
-        }
-    for (int g = 0; g < 4; g++) {
-        xc->lo[g] = _mm512_loadu_si512(lo[g]);
-        xc->hi[g] = _mm512_loadu_si512(hi[g]);
-    }
-    xc->corr = _mm512_loadu_si512(corr);
-    xc->d = _mm512_loadu_ps(d);
-}
-
 /* ggml's layout (q4_unpack): block 4g+m's 16 bytes in 128-bit lane m of group g. */
-static void put_groups(int8_t lo[4][64], int8_t hi[4][64], int g, int m, const int8_t *qs)
-{
-    memcpy(lo[g] + 16 * m, qs, 16);
-    memcpy(hi[g] + 16 * m, qs + 16, 16);
-}
-
-T static void arrange_q4(const void *act, int n, void *xa)
-{
-    for (int c = 0; c < (n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK; c++)
-        arrange_chunk(act, n / QK8_0, c, (xq4 *)xa + c, put_groups, 8);
-}
+T static void arrange_q4(const void *act, int n, void *xa) { hc_x16_arrange(act, n, HC_X16_GROUPS, 8, xa); }
 
 /* Chunks of 16 blocks (x16.h, x16_unpack): lane 4m+g of plane i holds
  * block 4g+m's bytes qs[4i .. 4i + 3] (lo) and qs[16 + 4i ..] (hi), where
  * they meet Q4_0's nibbles and Q8_0's codes alike. */
-static void put_planes(int8_t lo[4][64], int8_t hi[4][64], int g, int m, const int8_t *qs)
-{
-    for (int i = 0; i < 4; i++) {
-        memcpy(lo[i] + 4 * (4 * m + g), qs + 4 * i, 4);
-        memcpy(hi[i] + 4 * (4 * m + g), qs + 16 + 4 * i, 4);
-    }
-}
-
-T static void arrange_q4x16(const void *act, int n, void *xa)
-{
-    for (int c = 0; c < (n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK; c++)
-        arrange_chunk(act, n / QK8_0, c, (xq4 *)xa + c, put_planes, 8);
-}
-
-T static void arrange_q8x16(const void *act, int n, void *xa)
-{
-    for (int c = 0; c < (n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK; c++)
-        arrange_chunk(act, n / QK8_0, c, (xq4 *)xa + c, put_planes, 128);
-}
+T static void arrange_q4x16(const void *act, int n, void *xa) { hc_x16_arrange(act, n, HC_X16_PLANES, 8, xa); }
+T static void arrange_q8x16(const void *act, int n, void *xa) { hc_x16_arrange(act, n, HC_X16_PLANES, 128, xa); }
 
 #define W2(a, b) ((a) | (b) << 16)   /* two word indices per int32: gcc lacks _mm512_setr_epi16 */
 
@@ -1126,8 +1070,6 @@ TI __m512 q4x16_fma(const __m512i lo[4], const __m512i hi[4], __m512 dw, const x
     __m512i C = _mm512_add_epi32(_mm512_add_epi32(D[0], D[1]), _mm512_add_epi32(D[2], D[3]));
     return q4_scaled(C, dw, x, acc);
 }
-
-static size_t arranged_q4(int n) { return sizeof(xq4) * (size_t)((n / QK8_0 + Q4_CHUNK - 1) / Q4_CHUNK); }
 
 /* The chunk at q when it is whole, else its nb blocks copied into pad
  * (zeros after them: no weight nibbles, no scale). */
@@ -1422,7 +1364,7 @@ T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, c
     }
 }
 
-#define Q4_KERNEL .prepare = prepare_q8, .arranged_bytes = arranged_q4, .rm = R4, .tm = T4, .tile_min = 3, \
+#define Q4_KERNEL .prepare = prepare_q8, .arranged_bytes = hc_x16_act_bytes, .rm = R4, .tm = T4, .tile_min = 3, \
                   .axpy = axpy_q4, .axpy_multi = axpy_multi_q4
 const hc_kernel hc_avx512_q4_0 = { Q4_KERNEL, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4 };
 const hc_kernel hc_avx512_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16,
@@ -1430,7 +1372,7 @@ const hc_kernel hc_avx512_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = 
 /* Q8_0 in chunks of 16: Q8_0's kernel but for its products, which take the
  * Q4_0 chunks' tile (the activation arranged the same way, with the
  * correction for codes stored plus 128) */
-const hc_kernel hc_avx512_q8x16 = { .prepare = prepare_q8, .arranged_bytes = arranged_q4, .arrange = arrange_q8x16,
+const hc_kernel hc_avx512_q8x16 = { .prepare = prepare_q8, .arranged_bytes = hc_x16_act_bytes, .arrange = arrange_q8x16,
                                     .dot = dot_q8x16, .tile = tile_q8x16, .rm = R4, .tm = T4, .tile_min = 3,
                                     .axpy = axpy_q8, .axpy_multi = axpy_multi_q8, .tile_part = part_q8x16,
                                     .tile_sum = sum_q8x16, .kb = KB_Q4, .tile_park = PARK_Q4 };
