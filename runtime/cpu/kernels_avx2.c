@@ -913,62 +913,72 @@ _Static_assert(sizeof(xq4) == sizeof(hc_x16_act), "xq4 is hc_x16_act's bytes");
 T static void arrange_q4(const void *act, int n, void *xa) { hc_x16_arrange(act, n, HC_X16_GROUPS, 8, xa); }
 T static void arrange_q4x16(const void *act, int n, void *xa) { hc_x16_arrange(act, n, HC_X16_PLANES, 8, xa); }
 
-/* Half h of the whole chunk at p (x16: in chunks of 16, else ggml's 16
- * blocks): the codes that meet the activation's lo[i][h] and hi[i][h], as
- * values 0..15, and the half's 8 block scales in its lane order. */
-TI void q4_half(const uint8_t *p, int h, __m256i lo[4], __m256i hi[4], __m256 *dw, const int x16)
+/* acc + half h's 8 block sums C (exact integers, so the order in which
+ * either layout sums them does not matter) with their correction, times
+ * their weight and activation scales: one convert and one FMA, the same in
+ * the dot and the tile and from either layout. */
+TI __m256 q4_scaled(__m256i C, __m256 dw, const xq4 *x, int h, __m256 acc)
+{
+    return _mm256_fmadd_ps(_mm256_mul_ps(dw, x->d[h]), _mm256_cvtepi32_ps(_mm256_add_epi32(C, x->corr[h])), acc);
+}
+
+/* acc[t] + half h of the whole chunk at p (in chunks of 16) with chunk c of
+ * activations xc[t], t < nt: plane by plane (one register of codes, its low
+ * and high nibbles) against each vector, whose 16 pair sums of a block a
+ * lane stay in int16 (|s| <= 16 * 15 * 128) until one vpmaddwd: few enough
+ * registers that the tile's 4 vectors keep their sums and accumulators in
+ * them. */
+TI void q4x16_half(const uint8_t *p, int h, const xq4 *const *xc, int c, int nt, __m256 acc[T4])
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const block_q4_0 *q = (const block_q4_0 *)p;
+    __m256i s[T4];
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_si256();
     _Pragma("GCC unroll 4")
     for (int i = 0; i < 4; i++) {
-        /* plane i's lanes; or blocks 4i + 2h and 4i + 2h + 1, one per 128-bit lane */
-        __m256i v = x16 ? _mm256_loadu_si256((const __m256i *)(p + 32 + 64 * i + 32 * h))
-                        : _mm256_loadu2_m128i((const __m128i *)q[4 * i + 2 * h + 1].qs,
-                                              (const __m128i *)q[4 * i + 2 * h].qs);
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(p + 32 + 64 * i + 32 * h));
+        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) {
+            s[t] = _mm256_add_epi16(s[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xc[t][c].lo[i][h]),
+                                                           _mm256_maddubs_epi16(hi, xc[t][c].hi[i][h])));
+            __asm__("" : "+x"(s[t]));   /* summed plane by plane: GCC's reassociated sums held every product */
+        }
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * h)));
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < nt; t++)
+        acc[t] = q4_scaled(_mm256_madd_epi16(s[t], _mm256_set1_epi16(1)), dw, xc[t] + c, h, acc[t]);
+}
+
+/* The same from ggml's 16 blocks at q: blocks 4i + 2h and 4i + 2h + 1 as one
+ * register per i (one per 128-bit lane), their partial sums reduced to the
+ * same lanes by block_sums, the 8 scales gathered by word inserts. */
+TI void q4_pairs_half(const block_q4_0 *q, int h, const xq4 *const *xc, int c, int nt, __m256 acc[T4])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256i lo[4], hi[4];
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < 4; i++) {
+        __m256i v = _mm256_loadu2_m128i((const __m128i *)q[4 * i + 2 * h + 1].qs, (const __m128i *)q[4 * i + 2 * h].qs);
         lo[i] = _mm256_and_si256(v, m4);
         hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
     }
-    if (x16) {
-        *dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * h)));
-    } else {
-        const int b = 2 * h;
-        *dw = _mm256_cvtph_ps(_mm_setr_epi16((short)q[b].d, (short)q[b + 4].d, (short)q[b + 8].d, (short)q[b + 12].d,
-                                             (short)q[b + 1].d, (short)q[b + 5].d, (short)q[b + 9].d,
-                                             (short)q[b + 13].d));
-    }
-}
-
-/* acc + half h of a chunk with activation chunk x: the 8 blocks' integer
- * sums (exact, so either way's order gives the same), then one convert and
- * one FMA, the same in the dot and the tile. */
-TI __m256 q4_half_fma(const __m256i lo[4], const __m256i hi[4], __m256 dw, const xq4 *x, int h, __m256 acc,
-                      const int x16)
-{
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i C;
-    if (x16) {
-        /* a lane's 4 bytes are one block's: its 16 pair sums in int16
-         * (|s| <= 16 * 15 * 128), then to int32 once */
-        __m256i s0 = _mm256_setzero_si256(), s1 = s0;
-        _Pragma("GCC unroll 4")
-        for (int i = 0; i < 4; i++) {
-            s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(lo[i], x->lo[i][h]));
-            s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(hi[i], x->hi[i][h]));
-        }
-        C = _mm256_madd_epi16(_mm256_add_epi16(s0, s1), ones);
-    } else {
-        /* int16 pairs within ±2·15·128 each, ±4·15·128 summed */
-        __m256i P[4];
+    const int b = 2 * h;
+    const __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)q[b].d, (short)q[b + 4].d, (short)q[b + 8].d,
+                                                     (short)q[b + 12].d, (short)q[b + 1].d, (short)q[b + 5].d,
+                                                     (short)q[b + 9].d, (short)q[b + 13].d));
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < nt; t++) {
+        const xq4 *x = xc[t] + c;
+        __m256i P[4];   /* int16 pairs within ±2·15·128 each, ±4·15·128 summed */
         _Pragma("GCC unroll 4")
         for (int i = 0; i < 4; i++)
             P[i] = _mm256_madd_epi16(
                 _mm256_add_epi16(_mm256_maddubs_epi16(lo[i], x->lo[i][h]), _mm256_maddubs_epi16(hi[i], x->hi[i][h])),
                 ones);
-        C = block_sums(P);
+        acc[t] = q4_scaled(block_sums(P), dw, x, h, acc[t]);
     }
-    C = _mm256_add_epi32(C, x->corr[h]);
-    return _mm256_fmadd_ps(_mm256_mul_ps(dw, x->d[h]), _mm256_cvtepi32_ps(C), acc);
 }
 
 /* Chunk c of a row of nb blocks at q as a whole chunk: itself, or its
@@ -998,13 +1008,10 @@ TI void q4_rows(const uint8_t *q, int nb, const xq4 *const *xc, int nt, size_t n
         uint8_t pad[Q4_CHUNK_BYTES];
         if (next) hc_prefetch_next_tile(q + Q4_CHUNK_BYTES * (size_t)c, next, Q4_CHUNK_BYTES);
         const uint8_t *p = q4_whole(q, nb, c, pad, x16);
-        _Pragma("GCC unroll 2")
+        _Pragma("GCC unroll 1")
         for (int h = 0; h < 2; h++) {
-            __m256i lo[4], hi[4];
-            __m256 dw;
-            q4_half(p, h, lo, hi, &dw, x16);
-            _Pragma("GCC unroll 8")
-            for (int t = 0; t < nt; t++) acc[t] = q4_half_fma(lo, hi, dw, xc[t] + c, h, acc[t], x16);
+            if (x16) q4x16_half(p, h, xc, c, nt, acc);
+            else q4_pairs_half((const block_q4_0 *)p, h, xc, c, nt, acc);
         }
     }
 }
