@@ -1008,7 +1008,7 @@ TI void q4_rows(const uint8_t *q, int nb, const xq4 *const *xc, int nt, size_t n
         uint8_t pad[Q4_CHUNK_BYTES];
         if (next) hc_prefetch_next_tile(q + Q4_CHUNK_BYTES * (size_t)c, next, Q4_CHUNK_BYTES);
         const uint8_t *p = q4_whole(q, nb, c, pad, x16);
-        _Pragma("GCC unroll 1")
+        _Pragma("GCC unroll 1")   /* a half at a time: two halves' registers do not fit the 16 */
         for (int h = 0; h < 2; h++) {
             if (x16) q4x16_half(p, h, xc, c, nt, acc);
             else q4_pairs_half((const block_q4_0 *)p, h, xc, c, nt, acc);
