@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ggml_types.h"
 #include "weight.h"
@@ -214,6 +215,18 @@ static inline void hc_copy_edge(float *y, int nt, int rm, int tm)
 static inline void hc_prefetch_next_tile(const void *chunk, size_t ahead, size_t bytes)
 {
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)chunk + ahead + o, 0, 2);
+}
+
+/* A row's chunk of `whole` units (blocks) of bs bytes at p, of which n are
+ * the row's: p itself when n >= whole, else those n copied into pad and
+ * zeros after them (no codes, no scales: the missing units add 0), so that
+ * a row's short last chunk goes through the whole chunk's loads. */
+static inline const void *hc_whole_chunk(const void *p, int n, int whole, size_t bs, void *pad)
+{
+    if (n >= whole) return p;
+    memset(pad, 0, (size_t)whole * bs);
+    memcpy(pad, p, (size_t)n * bs);
+    return pad;
 }
 
 /* rows[i] = where row r[i] of a F32, F16 or BF16 weight starts, i < rm. */

@@ -760,16 +760,6 @@ TI __m256i q8_pair(const wq8 *r, const xq8 *x, int p)
     return _mm256_add_epi32(q8_dot32(r->w[2 * p], r->a[2 * p], x->lo[p]), q8_dot32(r->w[2 * p + 1], r->a[2 * p + 1], x->hi[p]));
 }
 
-/* The chunk at q when it is whole (nb >= 8 blocks left), else its nb blocks
- * copied into pad, zeros after them. */
-TI const block_q8_0 *q8_whole(const block_q8_0 *q, int nb, block_q8_0 pad[Q8_CHUNK])
-{
-    if (nb >= Q8_CHUNK) return q;
-    memset(pad, 0, Q8_CHUNK * sizeof(block_q8_0));
-    memcpy(pad, q, (size_t)nb * sizeof(block_q8_0));
-    return pad;
-}
-
 T static float dot_q8(const hc_weight *w, int r, const void *xa)
 {
     const block_q8_0 *q = QROW(block_q8_0, w, r);
@@ -779,7 +769,8 @@ T static float dot_q8(const hc_weight *w, int r, const void *xa)
     for (; (c + 1) * Q8_CHUNK <= nb; c++) acc = q8_chunk(q + c * Q8_CHUNK, xc + c, acc);
     if (c * Q8_CHUNK < nb) {   /* the last blocks, zero-padded to a chunk */
         block_q8_0 pad[Q8_CHUNK];
-        acc = q8_chunk(q8_whole(q + c * Q8_CHUNK, nb - c * Q8_CHUNK, pad), xc + c, acc);
+        const block_q8_0 *b = hc_whole_chunk(q + c * Q8_CHUNK, nb - c * Q8_CHUNK, Q8_CHUNK, sizeof(block_q8_0), pad);
+        acc = q8_chunk(b, xc + c, acc);
     }
     return hsum(acc);
 }
@@ -823,7 +814,7 @@ T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *x
     for (int c = 0; c * Q8_CHUNK < nb; c++) {
         block_q8_0 pad[Q8_CHUNK];
         if ((c + 1) * Q8_CHUNK <= nb) q8_load(w + c * Q8_CHUNK, &wr);
-        else q8_load(q8_whole(w + c * Q8_CHUNK, nb - c * Q8_CHUNK, pad), &wr);
+        else q8_load(hc_whole_chunk(w + c * Q8_CHUNK, nb - c * Q8_CHUNK, Q8_CHUNK, sizeof(block_q8_0), pad), &wr);
         hc_prefetch_next_tile(w + c * Q8_CHUNK, sizeof(block_q8_0) * (size_t)nb, sizeof(block_q8_0) * Q8_CHUNK);
         __m256i u[2][TQN], S[TQN];
         _Pragma("GCC unroll 2")
@@ -987,13 +978,8 @@ TI const uint8_t *q4_whole(const uint8_t *q, int nb, int c, uint8_t pad[Q4_CHUNK
 {
     const uint8_t *p = q + (size_t)c * Q4_CHUNK_BYTES;
     const int t = nb - c * Q4_CHUNK;
-    if (t >= Q4_CHUNK) return p;
-    if (x16) {
-        hc_x16_pad(GGML_TYPE_Q4_0, p, t, pad);
-    } else {
-        memset(pad, 0, Q4_CHUNK_BYTES);
-        memcpy(pad, p, (size_t)t * sizeof(block_q4_0));
-    }
+    if (t >= Q4_CHUNK || !x16) return hc_whole_chunk(p, t, Q4_CHUNK, sizeof(block_q4_0), pad);
+    hc_x16_pad(GGML_TYPE_Q4_0, p, t, pad);
     return pad;
 }
 
@@ -1101,12 +1087,7 @@ TI void gq_load(const uint8_t *row, int nb, int c, int h, const float *sm, int n
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const int k = 2 * c + h;
     uint8_t pad[128];
-    const uint8_t *p = row + 128 * (size_t)k;
-    if (8 * k + 8 > nb) {
-        memset(pad, 0, sizeof pad);
-        memcpy(pad, p, 16 * (size_t)(nb - 8 * k));
-        p = pad;
-    }
+    const uint8_t *p = hc_whole_chunk(row + 128 * (size_t)k, nb - 8 * k, 8, 16, pad);
     #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(p + 32 * i));

@@ -711,16 +711,6 @@ typedef struct {
     __m512 d;
 } xq8;
 
-/* The chunk at b when it is whole, else its nb blocks copied into pad
- * (zeros after them). */
-TI const block_q8_0 *q8_whole(const block_q8_0 *b, int nb, block_q8_0 pad[Q8_CHUNK])
-{
-    if (nb >= Q8_CHUNK) return b;
-    memset(pad, 0, Q8_CHUNK * sizeof(block_q8_0));
-    memcpy(pad, b, (size_t)nb * sizeof(block_q8_0));
-    return pad;
-}
-
 /* corr[G] = -128·Σx per int32 lane of group G of the spread chunk U: it
  * turns vpdpbusd of the weights plus 128 (unsigned) with x into the exact
  * Σ w·x (|Σ| <= 16·255·128). */
@@ -743,7 +733,7 @@ T static void arrange_q8(const void *act, int n, void *xa)
     int nb = n / QK8_0;
     for (int c = 0; c * Q8_CHUNK < nb; c++) {
         block_q8_0 pad[Q8_CHUNK];
-        const block_q8_0 *b = q8_whole(x + c * Q8_CHUNK, nb - c * Q8_CHUNK, pad);
+        const block_q8_0 *b = hc_whole_chunk(x + c * Q8_CHUNK, nb - c * Q8_CHUNK, Q8_CHUNK, sizeof(block_q8_0), pad);
         q8_spread(b, xc[c].q);
         q8_corr(xc[c].q, xc[c].corr);
         xc[c].d = q8_scales(b);
@@ -766,7 +756,7 @@ typedef struct {
 TI void q8_load(const block_q8_0 *b, int nb, wq8 *w)
 {
     block_q8_0 pad[Q8_CHUNK];
-    b = q8_whole(b, nb, pad);
+    b = hc_whole_chunk(b, nb, Q8_CHUNK, sizeof(block_q8_0), pad);
     q8_spread(b, w->U);
     #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) w->U[i] = _mm512_xor_si512(w->U[i], _mm512_set1_epi8((char)0x80));
@@ -1071,16 +1061,6 @@ TI __m512 q4x16_fma(const __m512i lo[4], const __m512i hi[4], __m512 dw, const x
     return q4_scaled(C, dw, x, acc);
 }
 
-/* The chunk at q when it is whole, else its nb blocks copied into pad
- * (zeros after them: no weight nibbles, no scale). */
-TI const block_q4_0 *q4_whole(const block_q4_0 *q, int nb, block_q4_0 pad[Q4_CHUNK])
-{
-    if (nb >= Q4_CHUNK) return q;
-    memset(pad, 0, Q4_CHUNK * sizeof(block_q4_0));
-    memcpy(pad, q, (size_t)nb * sizeof(block_q4_0));
-    return pad;
-}
-
 /* How a row's chunks are unpacked: Q4_0 from ggml's layout with dword or
  * word permutes (q4_unpack's wp 0 or 1), or Q4_0 or Q8_0 from chunks of 16
  * (x16_unpack). */
@@ -1099,7 +1079,8 @@ TI void q4_chunk(const void *q, int nb, int c, __m512i lo[4], __m512i hi[4], __m
         return;
     }
     block_q4_0 pad[Q4_CHUNK];
-    q4_unpack(q4_whole((const block_q4_0 *)q + c * Q4_CHUNK, nb - c * Q4_CHUNK, pad), lo, hi, dw, how);
+    const block_q4_0 *b = (const block_q4_0 *)q + c * Q4_CHUNK;
+    q4_unpack(hc_whole_chunk(b, nb - c * Q4_CHUNK, Q4_CHUNK, sizeof(block_q4_0), pad), lo, hi, dw, how);
 }
 
 TI __m512 q4_fma_as(const __m512i lo[4], const __m512i hi[4], __m512 dw, const xq4 *x, __m512 acc, const int how)
