@@ -20,29 +20,30 @@ static int slot_of(int L, int t) { return __builtin_popcount(hc_x16_lanes(t) & (
 static int codes_of(uint32_t type) { return type == GGML_TYPE_Q8_0 ? QK8_0 : QK4_0 / 2; }
 static uint32_t flip_of(uint32_t type) { return type == GGML_TYPE_Q8_0 ? 0x80808080u : 0; }
 
-/* Four code bytes from `from` to `to`, flipped. */
-static void move4(uint8_t *to, const uint8_t *from, uint32_t flip)
+/* The scale and `planes` code planes of slot kf of a chunk of tf blocks at
+ * `from` to slot kt of one of tt at `to`, the codes xored with flip. A ggml
+ * block is slot 0 of a chunk of 1; in a whole chunk slot L is lane L. */
+static void move_lane(uint8_t *to, int tt, int kt, const uint8_t *from, int tf, int kf, int planes, uint32_t flip)
 {
-    uint32_t v;
-    memcpy(&v, from, 4);
-    v ^= flip;
-    memcpy(to, &v, 4);
+    memcpy(to + 2 * kt, from + 2 * kf, 2);
+    for (int i = 0; i < planes; i++) {
+        uint32_t v;
+        memcpy(&v, from + 2 * tf + 4 * tf * i + 4 * kf, 4);
+        v ^= flip;
+        memcpy(to + 2 * tt + 4 * tt * i + 4 * kt, &v, 4);
+    }
 }
 
 void hc_x16_repack(uint32_t type, const void *src, uint8_t *dst, int nb)
 {
     const size_t bs = ggml_type_size(type);
     const int planes = codes_of(type) / 4;
-    const uint32_t flip = flip_of(type);
     for (int c = 0; c < nb; c += HC_X16_CHUNK) {
         const int t = nb - c < HC_X16_CHUNK ? nb - c : HC_X16_CHUNK;
-        for (int L = 0, k = 0; L < HC_X16_CHUNK; L++) {
-            if (hc_x16_block_of(L) >= t) continue;
-            const uint8_t *b = (const uint8_t *)src + (size_t)(c + hc_x16_block_of(L)) * bs;
-            memcpy(dst + 2 * k, b, 2);
-            for (int i = 0; i < planes; i++) move4(dst + 2 * t + 4 * t * i + 4 * k, b + 2 + 4 * i, flip);
-            k++;
-        }
+        for (int L = 0, k = 0; L < HC_X16_CHUNK; L++)
+            if (hc_x16_block_of(L) < t)
+                move_lane(dst, t, k++, (const uint8_t *)src + (size_t)(c + hc_x16_block_of(L)) * bs, 1, 0, planes,
+                          flip_of(type));
         dst += bs * (size_t)t;
     }
 }
@@ -50,13 +51,9 @@ void hc_x16_repack(uint32_t type, const void *src, uint8_t *dst, int nb)
 void hc_x16_block(uint32_t type, const uint8_t *row, int nb, int b, void *out)
 {
     const int c = b - b % HC_X16_CHUNK, j = b % HC_X16_CHUNK, t = nb - c < HC_X16_CHUNK ? nb - c : HC_X16_CHUNK;
-    const int planes = codes_of(type) / 4;
-    const uint32_t flip = flip_of(type);
-    const uint8_t *chunk = row + ggml_type_size(type) * (size_t)c;
-    const int k = slot_of(hc_x16_block_of(j), t);   /* the lane of block j: the map is its own inverse */
-    uint8_t *o = out;
-    memcpy(o, chunk + 2 * k, 2);
-    for (int i = 0; i < planes; i++) move4(o + 2 + 4 * i, chunk + 2 * t + 4 * t * i + 4 * k, flip);
+    /* the lane of block j: the map is its own inverse; the flip too */
+    move_lane(out, 1, 0, row + ggml_type_size(type) * (size_t)c, t, slot_of(hc_x16_block_of(j), t), codes_of(type) / 4,
+              flip_of(type));
 }
 
 void hc_x16_row_f32(uint32_t type, const uint8_t *row, int n, float *out)
@@ -71,14 +68,9 @@ void hc_x16_row_f32(uint32_t type, const uint8_t *row, int n, float *out)
 
 void hc_x16_pad(uint32_t type, const uint8_t *p, int t, uint8_t *out)
 {
-    const int planes = codes_of(type) / 4;
     memset(out, 0, ggml_type_size(type) * HC_X16_CHUNK);
-    for (int L = 0, k = 0; L < HC_X16_CHUNK; L++) {
-        if (hc_x16_block_of(L) >= t) continue;
-        memcpy(out + 2 * L, p + 2 * k, 2);
-        for (int i = 0; i < planes; i++) memcpy(out + 32 + 64 * i + 4 * L, p + 2 * t + 4 * t * i + 4 * k, 4);
-        k++;
-    }
+    for (int L = 0, k = 0; L < HC_X16_CHUNK; L++)
+        if (hc_x16_block_of(L) < t) move_lane(out, HC_X16_CHUNK, L, p, t, k++, codes_of(type) / 4, 0);
 }
 
 void hc_x16_arrange(const void *act, int n, int layout, int bias, void *out)
