@@ -18,12 +18,7 @@ float hc_act1(int act, float x)
     case HC_ACT_GELU: return 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2));
     case HC_ACT_SILU: break;
     }
-    return x * (1.0f / (1.0f + expf(-x)));
-}
-
-void hc_ffn_act(int act, float *gate, const float *up, int n)
-{
-    for (int i = 0; i < n; i++) gate[i] = hc_act1(act, gate[i]) * up[i];
+    return hc_cpu_silu(x);
 }
 
 /* H[B][n_ff] = every neuron's activation (one row: in one step where the

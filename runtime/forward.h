@@ -25,11 +25,9 @@ void hc_ctx_ffn_left_on_device(hc_ctx *ctx);
 /* H[B][n_ff] = every neuron's activation (the input of down) of the layer's
  * FFN kind, as the dense FFN computes it; uses FFN scratch 1. */
 void hc_ffn_neurons(hc_ctx *ctx, int layer, const float *x_norm, int B, float *H);
-/* act(x) for enum hc_act (SiLU written as run.c, GELU with erf). */
+/* act(x) for enum hc_act (SiLU as the CPU's vectors compute it, within 2
+ * ulp of run.c's x / (1 + expf(-x)): cpu/vmath.h; GELU with erf). */
 float hc_act1(int act, float x);
-/* h = act(gate) * up over n values, in place of gate: the gated FFN's
- * neuron (hc_ffn_kind HC_FFN_GATED). */
-void hc_ffn_act(int act, float *gate, const float *up, int n);
 /* y[B][n] += bias (NULL: none): the biases of q/k/v/o and of the FFN's matrices. */
 void hc_add_bias(float *y, const float *bias, int B, int n);
 

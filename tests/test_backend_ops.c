@@ -1038,10 +1038,11 @@ static void test_ops(void)
     cur->close(be);
 }
 
-/* The CPU's attention on every instruction set this CPU runs (attention.c
- * compiles it once per set, the one HC_KERNELS forces chosen): the same
- * bits on each. */
-static void test_attention_isas(void)
+/* The CPU's attention and FFN activations on every instruction set this
+ * CPU runs (attention.c and cpu.c compile them once per set, the one
+ * HC_KERNELS forces chosen): the same bits on each, the activations' 300
+ * and 256 neurons a row in vectors of 8 and a tail. */
+static void test_cpu_isas(void)
 {
     static const char *const isas[] = { "scalar", "avx2", "avx512" };
     char why[512];
@@ -1051,7 +1052,7 @@ static void test_attention_isas(void)
     run_ctx r = { be, be->ops, "" };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const op_case *c = &cases[i];
-        if (c->op != OP_ATTN) continue;
+        if (c->op != OP_ATTN && c->op != OP_ACT) continue;
         size_t n = case_outputs(c);
         float *first = calloc(n, sizeof *first), *out = calloc(n, sizeof *out), *ref = calloc(n, sizeof *ref);
         char what[128];
@@ -1279,27 +1280,50 @@ static void test_attention_f16_cache(void)
     }
 }
 
-/* The attention's softmax exponential (hc_cpu_exp, att_exp): within 1 ulp
- * of e^x rounded from double over [-87.33, 0] (every float there was checked
- * once: 1 ulp at most; here every 97th), exactly 1 at 0, 0 below FLT_MIN's
- * logarithm and for -inf, NaN for NaN. */
-static void test_softmax_exp(void)
+/* The largest distance in ulp of f(x) from ref(x) rounded to float, over
+ * every 97th float x in [lo, hi], and where it is (*at). */
+static long worst_ulp(float (*f)(float), double (*ref)(double), float lo, float hi, float *at)
 {
     long worst = 0;
-    float at = 0;
     int i = 0;
-    for (float x = -87.33f; x <= 0.0f; x = nextafterf(x, 1.0f), i++) {
+    for (float x = lo; x <= hi; x = nextafterf(x, INFINITY), i++) {
         if (i % 97) continue;
-        float y = hc_cpu_exp(x), e = (float)exp((double)x);
+        float y = f(x), e = (float)ref((double)x);
         int32_t a, b;
         memcpy(&a, &y, sizeof a);
         memcpy(&b, &e, sizeof b);
-        if (labs((long)a - b) > worst) worst = labs((long)a - b), at = x;
+        if (labs((long)a - b) > worst) worst = labs((long)a - b), *at = x;
     }
+    return worst;
+}
+
+/* The attention's softmax exponential (hc_cpu_exp, vmath.h): within 1 ulp
+ * of e^x rounded from double over [-87.33, 0] (every float there was checked
+ * once: 1 ulp at most), exactly 1 at 0, 0 below FLT_MIN's logarithm and for
+ * -inf, NaN for NaN. */
+static void test_softmax_exp(void)
+{
+    float at = 0;
+    long worst = worst_ulp(hc_cpu_exp, exp, -87.33f, 0.0f, &at);
     CHECKF(worst <= 1, "e^%.9g: %ld ulp from exp", at, worst);
     CHECK(hc_cpu_exp(0.0f) == 1.0f && hc_cpu_exp(-0.0f) == 1.0f);
     CHECK(hc_cpu_exp(-88.0f) == 0.0f && hc_cpu_exp(-1e30f) == 0.0f && hc_cpu_exp(-INFINITY) == 0.0f);
     CHECK(isnan(hc_cpu_exp(NAN)));
+}
+
+static double silu_ref(double x) { return x / (1.0 + exp(-x)); }
+
+/* The FFN's SiLU (hc_cpu_silu, vmath.h): within 3 ulp of x / (1 + e^-x)
+ * rounded from double over [-87.33, 100], -0 below, and the special values
+ * as x / (1 + expf(-x)) gives them. */
+static void test_silu(void)
+{
+    float at = 0;
+    long worst = worst_ulp(hc_cpu_silu, silu_ref, -87.33f, 100.0f, &at);
+    CHECKF(worst <= 3, "SiLU(%.9g): %ld ulp from x / (1 + exp(-x))", at, worst);
+    CHECK(hc_cpu_silu(0.0f) == 0.0f && signbit(hc_cpu_silu(-0.0f)));
+    CHECK(hc_cpu_silu(-88.0f) == 0.0f && signbit(hc_cpu_silu(-88.0f)) && hc_cpu_silu(-1e30f) == 0.0f);
+    CHECK(hc_cpu_silu(INFINITY) == INFINITY && isnan(hc_cpu_silu(-INFINITY)) && isnan(hc_cpu_silu(NAN)));
 }
 
 /* What the device does not take, NULL and the type named: a weight of a
@@ -1435,11 +1459,12 @@ int main(void)
         snprintf(name, sizeof name, "test_ops_%s", cur->name);
         th_run(name, test_ops);
     }
-    RUN(test_attention_isas);
+    RUN(test_cpu_isas);
     RUN(test_cpu_attention_blocks);
     RUN(test_attention_f16_cache);
     RUN(test_batch_invariant);
     RUN(test_softmax_exp);
+    RUN(test_silu);
     RUN(test_unsupported);
     return th_done();
 }

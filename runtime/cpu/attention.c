@@ -14,6 +14,7 @@
 #include "hugepage.h"
 #include "kernels.h"
 #include "quants.h"
+#include "vmath.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -228,7 +229,7 @@ typedef struct {
 #define ATT_LANES 8
 #define MIX_GROUPS 8   /* lane groups of its output one token mixes at once (att_mix_one) */
 #define MIX_W 2        /* lane groups of its output a group of tokens mixes at once (att_mix), at most */
-typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
+typedef hc_vf att_vec;   /* ATT_LANES floats (vmath.h) */
 
 /* *v = elements [i, i + ATT_LANES) of a row in form t. */
 static inline __attribute__((always_inline)) void kv_vec(int t, const char *row, size_t i, att_vec *v)
@@ -415,43 +416,16 @@ static inline __attribute__((always_inline)) void att_mix_one(int G, const float
     memcpy(out + i0, o, (size_t)G * sizeof *o);
 }
 
-/* *v = e^v in each lane, for the softmax's v <= 0 (a score less its row's
- * largest), within 1 ulp where e^x is a normal float: x = n·ln 2 + r with n
- * rounded to nearest (|r| <= ln 2 / 2, ln 2 in two parts as Cody and Waite),
- * Cephes' degree-6 polynomial for e^r, times 2^n built in the exponent
- * bits. Plain multiplies and adds (no FMA: -ffp-contract=off), so every
- * compiled attention, the scalar one too, gives the same bits, where glibc's
- * expf took a call per position. x below -87.33 (e^x under FLT_MIN) gives 0,
- * NaN gives NaN. */
-typedef int32_t att_ivec __attribute__((vector_size(ATT_LANES * sizeof(int32_t))));
-static inline __attribute__((always_inline)) void att_exp(att_vec *v)
-{
-    att_vec x = *v;
-    const float magic = 12582912.0f;   /* 1.5 · 2^23: adding it rounds to an integer */
-    att_vec t = x * 1.44269504088896341f + magic, nf = t - magic;
-    att_vec r = x - nf * 0.693359375f;   /* ln 2's leading bits: nf · them is exact */
-    r = r - nf * -2.12194440e-4f;
-    att_vec p = 1.9875691500e-4f * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
-    att_ivec n = (att_ivec)t - 0x4b400000;   /* t's integer, from its low bits (magic's bits: 0x4b400000) */
-    att_vec y = p * (att_vec)((n + 127) << 23);
-    *v = (att_vec)((att_ivec)y & ~(x < -87.33654f));   /* under FLT_MIN: 0 */
-}
-
 float hc_cpu_exp(float x)
 {
-    att_vec v = { x };
-    att_exp(&v);
+    hc_vf v = { x };
+    hc_vexp(&v);
     return v[0];
 }
 
 /* Softmax of att[0..n) in place, ATT_LANES positions at a time (a short
  * tail as a vector padded with -inf, whose e^x are 0): the largest, e^(s -
- * largest) (att_exp), their sum in ATT_LANES interleaved partial sums added
+ * largest) (hc_vexp, vmath.h), their sum in ATT_LANES interleaved partial sums added
  * pairwise at the end (as the dots: the same order in every attention and
  * batch, where one running sum waited on each add), and the divisions. */
 static inline __attribute__((always_inline)) void softmax(float *att, int n)
@@ -464,20 +438,20 @@ static inline __attribute__((always_inline)) void softmax(float *att, int n)
     memcpy(&m, f, sizeof m);
     for (int p = 0; p < whole; p += ATT_LANES) {   /* lane by lane, NaN never chosen (as a > max) */
         v = *(const att_vec_u *)(const void *)(att + p);
-        m = (att_vec)(((att_ivec)v & (v > m)) | ((att_ivec)m & ~(v > m)));
+        m = (att_vec)(((hc_vi)v & (v > m)) | ((hc_vi)m & ~(v > m)));
     }
     float max = att[0];
     for (int j = 0; j < ATT_LANES; j++) if (m[j] > max) max = m[j];
     for (int p = 0; p < whole; p += ATT_LANES) {
         v = *(const att_vec_u *)(const void *)(att + p) - max;
-        att_exp(&v);
+        hc_vexp(&v);
         *(att_vec_u *)(void *)(att + p) = v;
         s += v;
     }
     if (tail) {
         memcpy(&v, f, sizeof v);
         v -= max;
-        att_exp(&v);
+        hc_vexp(&v);
         s += v;
         memcpy(att + whole, &v, sizeof(float) * (size_t)tail);
     }

@@ -10,6 +10,8 @@
 #include "cli.h"
 #include "ctx_internal.h"
 #include "forward.h"
+#include "kernels.h"
+#include "vmath.h"
 
 void *hc_cpu_alloc(size_t bytes)
 {
@@ -259,6 +261,52 @@ typedef struct {
     float *H, *U;
 } act_task;
 
+float hc_cpu_silu(float x)
+{
+    hc_vf v = { x };
+    hc_vsilu(&v);
+    return v[0];
+}
+
+/* g[i] = f(g[i]) · u[i] for i < n, 8 lanes a step (vmath.h) and the tail
+ * one lane at a time: hc_act1's bits. Compiled for AVX2 and for the scalar
+ * build (the 8 lanes as SSE pairs). SiLU over 11008 elements: 7 us, 29 in
+ * the scalar build's, 36 with expf a call per element (docs/measurements.md,
+ * "The FFN's activation in vectors"). */
+#define ACT_MUL(name, target, f)                                                                \
+    target static void name(float *g, const float *u, size_t n)                                 \
+    {                                                                                           \
+        typedef float vu __attribute__((vector_size(sizeof(hc_vf)), aligned(4), may_alias));  \
+        size_t i = 0;                                                                           \
+        for (; i + 8 <= n; i += 8) {                                                            \
+            hc_vf v = *(const vu *)(const void *)(g + i);                                       \
+            f(&v);                                                                              \
+            *(vu *)(void *)(g + i) = v * *(const vu *)(const void *)(u + i);                    \
+        }                                                                                       \
+        for (; i < n; i++) {                                                                    \
+            hc_vf v = { g[i] };                                                                 \
+            f(&v);                                                                              \
+            g[i] = v[0] * u[i];                                                                 \
+        }                                                                                       \
+    }
+#define AVX2 __attribute__((target("avx2")))
+ACT_MUL(silu_mul_avx2, AVX2, hc_vsilu)
+ACT_MUL(silu_mul_plain, , hc_vsilu)
+ACT_MUL(relu_mul_avx2, AVX2, hc_vrelu)
+ACT_MUL(relu_mul_plain, , hc_vrelu)
+
+/* gate[i] = act(gate[i]) · up[i] for i < n (GELU one erff at a time) */
+static void act_mul(int act, float *gate, const float *up, size_t n)
+{
+    int avx2 = hc_isa_top() >= HC_ISA_AVX2;
+    switch ((enum hc_act)act) {
+    case HC_ACT_SILU: (avx2 ? silu_mul_avx2 : silu_mul_plain)(gate, up, n); return;
+    case HC_ACT_RELU: (avx2 ? relu_mul_avx2 : relu_mul_plain)(gate, up, n); return;
+    case HC_ACT_GELU: break;
+    }
+    for (size_t i = 0; i < n; i++) gate[i] = hc_act1(act, gate[i]) * up[i];
+}
+
 /* Rows [lo, hi) of H (and U): the biases, then the FFN kind's activation. */
 static void act_range(void *arg, int lo, int hi)
 {
@@ -276,7 +324,7 @@ static void act_range(void *arg, int lo, int hi)
     case HC_FFN_GATED:
         if (hp->act_threshold > 0)   /* FATReLU: below the threshold the neuron is off */
             for (size_t i = 0; i < n; i++) if (H[i] < hp->act_threshold) H[i] = 0.0f;
-        hc_ffn_act(hp->act, H, U, (int)n);
+        act_mul(hp->act, H, U, n);
         break;
     case HC_FFN_SYMMETRIC:
         for (size_t i = 0; i < n; i++) H[i] = hc_act1(hp->act, H[i]) * hc_act1(hp->act, U[i]);
@@ -288,7 +336,7 @@ static void act_range(void *arg, int lo, int hi)
     }
 }
 
-/* elementwise, so the rows split over the pool (SiLU's expf: 1.3 % of a
+/* elementwise, so the rows split over the pool (SiLU's expf was 1.3 % of a
  * 128-token prompt at one thread, serial before) */
 static void cpu_ffn_act(hc_backend *be, const hc_hparams *hp, const hc_bvec *gate_b, const hc_bvec *up_b, hc_view g,
                         hc_view u, int B)

@@ -18,7 +18,9 @@ void *hc_cpu_alloc(size_t bytes);
 /* The floats of a view of the CPU backend. */
 float *hc_cpu_ptr(hc_view v);
 /* e^x as the attention's softmax computes it (x <= 0), the same bits in
- * every instruction set's attention (attention.c, att_exp). */
+ * every instruction set's attention (vmath.h). */
 float hc_cpu_exp(float x);
+/* SiLU(x) as the CPU's FFN computes it (vmath.h). */
+float hc_cpu_silu(float x);
 
 #endif
