@@ -268,43 +268,51 @@ float hc_cpu_silu(float x)
     return v[0];
 }
 
-/* g[i] = f(g[i]) · u[i] for i < n, 8 lanes a step (vmath.h) and the tail
- * one lane at a time: hc_act1's bits. Compiled for AVX2 and for the scalar
- * build (the 8 lanes as SSE pairs). SiLU over 11008 elements: 7 us, 29 in
- * the scalar build's, 36 with expf a call per element (docs/measurements.md,
- * "The FFN's activation in vectors"). */
-#define ACT_MUL(name, target, f)                                                                \
-    target static void name(float *g, const float *u, size_t n)                                 \
-    {                                                                                           \
-        typedef float vu __attribute__((vector_size(sizeof(hc_vf)), aligned(4), may_alias));  \
-        size_t i = 0;                                                                           \
-        for (; i + 8 <= n; i += 8) {                                                            \
-            hc_vf v = *(const vu *)(const void *)(g + i);                                       \
-            f(&v);                                                                              \
-            *(vu *)(void *)(g + i) = v * *(const vu *)(const void *)(u + i);                    \
-        }                                                                                       \
-        for (; i < n; i++) {                                                                    \
-            hc_vf v = { g[i] };                                                                 \
-            f(&v);                                                                              \
-            g[i] = v[0] * u[i];                                                                 \
-        }                                                                                       \
+/* The FFN kind's neurons from h (and u) in place of h: f(h)·u (gated),
+ * f(h)·f(u) (symmetric), f(h) (sequential), m <= 8 of them as one vector
+ * (vmath.h), a short one padded: hc_act1's bits. */
+static inline __attribute__((always_inline)) void act_lanes(void (*f)(hc_vf *), int kind, float *h, const float *u,
+                                                            size_t m)
+{
+    hc_vf v = { 0 }, w = { 0 };
+    memcpy(&v, h, m * sizeof(float));
+    if (kind != HC_FFN_SEQUENTIAL) memcpy(&w, u, m * sizeof(float));
+    f(&v);
+    if (kind == HC_FFN_SYMMETRIC) f(&w);
+    if (kind != HC_FFN_SEQUENTIAL) v *= w;
+    memcpy(h, &v, m * sizeof(float));
+}
+
+/* act_lanes over n neurons, compiled for AVX2 and for the scalar build (the
+ * 8 lanes as SSE pairs): SiLU over 11008 neurons 7 us, 29 in the scalar
+ * build's, 36 with an expf a neuron (docs/measurements.md, "The FFN's
+ * activation in vectors"). */
+#define ACT_ROWS(name, target, f)                                                    \
+    target static void name(int kind, float *h, const float *u, size_t n)            \
+    {                                                                                \
+        size_t i = 0;                                                                \
+        for (; i + 8 <= n; i += 8) act_lanes(f, kind, h + i, u + i, 8);              \
+        if (i < n) act_lanes(f, kind, h + i, u + i, n - i);                          \
     }
 #define AVX2 __attribute__((target("avx2")))
-ACT_MUL(silu_mul_avx2, AVX2, hc_vsilu)
-ACT_MUL(silu_mul_plain, , hc_vsilu)
-ACT_MUL(relu_mul_avx2, AVX2, hc_vrelu)
-ACT_MUL(relu_mul_plain, , hc_vrelu)
+ACT_ROWS(silu_avx2, AVX2, hc_vsilu)
+ACT_ROWS(silu_plain, , hc_vsilu)
+ACT_ROWS(relu_avx2, AVX2, hc_vrelu)
+ACT_ROWS(relu_plain, , hc_vrelu)
 
-/* gate[i] = act(gate[i]) · up[i] for i < n (GELU one erff at a time) */
-static void act_mul(int act, float *gate, const float *up, size_t n)
+/* act_lanes' neurons for enum hc_act act (GELU one erff at a time) */
+static void act_rows(int act, int kind, float *h, const float *u, size_t n)
 {
     int avx2 = hc_isa_top() >= HC_ISA_AVX2;
     switch ((enum hc_act)act) {
-    case HC_ACT_SILU: (avx2 ? silu_mul_avx2 : silu_mul_plain)(gate, up, n); return;
-    case HC_ACT_RELU: (avx2 ? relu_mul_avx2 : relu_mul_plain)(gate, up, n); return;
+    case HC_ACT_SILU: (avx2 ? silu_avx2 : silu_plain)(kind, h, u, n); return;
+    case HC_ACT_RELU: (avx2 ? relu_avx2 : relu_plain)(kind, h, u, n); return;
     case HC_ACT_GELU: break;
     }
-    for (size_t i = 0; i < n; i++) gate[i] = hc_act1(act, gate[i]) * up[i];
+    for (size_t i = 0; i < n; i++) {
+        float a = hc_act1(act, h[i]);
+        h[i] = kind == HC_FFN_SEQUENTIAL ? a : a * (kind == HC_FFN_SYMMETRIC ? hc_act1(act, u[i]) : u[i]);
+    }
 }
 
 /* Rows [lo, hi) of H (and U): the biases, then the FFN kind's activation. */
@@ -316,24 +324,15 @@ static void act_range(void *arg, int lo, int hi)
     size_t n = (size_t)B * (size_t)F;
     float *H = t->H + (size_t)lo * (size_t)F, *U = t->U + (size_t)lo * (size_t)F;
     enum hc_ffn_kind kind = (enum hc_ffn_kind)hp->ffn_kind;
-    if (kind != HC_FFN_SEQUENTIAL) {
+    if (kind == HC_FFN_SEQUENTIAL) {
+        hc_add_bias(H, t->up_b, B, F);
+    } else {
         hc_add_bias(H, t->gate_b, B, F);
         hc_add_bias(U, t->up_b, B, F);
     }
-    switch (kind) {
-    case HC_FFN_GATED:
-        if (hp->act_threshold > 0)   /* FATReLU: below the threshold the neuron is off */
-            for (size_t i = 0; i < n; i++) if (H[i] < hp->act_threshold) H[i] = 0.0f;
-        act_mul(hp->act, H, U, n);
-        break;
-    case HC_FFN_SYMMETRIC:
-        for (size_t i = 0; i < n; i++) H[i] = hc_act1(hp->act, H[i]) * hc_act1(hp->act, U[i]);
-        break;
-    case HC_FFN_SEQUENTIAL:
-        hc_add_bias(H, t->up_b, B, F);
-        for (size_t i = 0; i < n; i++) H[i] = hc_act1(hp->act, H[i]);
-        break;
-    }
+    if (kind == HC_FFN_GATED && hp->act_threshold > 0)   /* FATReLU: below the threshold the neuron is off */
+        for (size_t i = 0; i < n; i++) if (H[i] < hp->act_threshold) H[i] = 0.0f;
+    act_rows(hp->act, kind, H, U, n);
 }
 
 /* elementwise, so the rows split over the pool (SiLU's expf was 1.3 % of a
