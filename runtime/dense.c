@@ -8,14 +8,13 @@
 #include "ctx_internal.h"
 #include "forward.h"
 
-#include <math.h>
 #include <string.h>
 
 float hc_act1(int act, float x)
 {
     switch ((enum hc_act)act) {
     case HC_ACT_RELU: return x > 0.0f ? x : 0.0f;
-    case HC_ACT_GELU: return 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2));
+    case HC_ACT_GELU: return hc_cpu_gelu(x);
     case HC_ACT_SILU: break;
     }
     return hc_cpu_silu(x);

@@ -268,6 +268,13 @@ float hc_cpu_silu(float x)
     return v[0];
 }
 
+float hc_cpu_gelu(float x)
+{
+    hc_vf v = { x };
+    hc_vgelu(&v);
+    return v[0];
+}
+
 /* The FFN kind's neurons from h (and u) in place of h: f(h)·u (gated),
  * f(h)·f(u) (symmetric), f(h) (sequential), m <= 8 of them as one vector
  * (vmath.h), a short one padded: hc_act1's bits. */
@@ -285,8 +292,9 @@ static inline __attribute__((always_inline)) void act_lanes(void (*f)(hc_vf *), 
 
 /* act_lanes over n neurons, compiled for AVX2 and for the scalar build (the
  * 8 lanes as SSE pairs): SiLU over 11008 neurons 7 us, 29 in the scalar
- * build's, 36 with an expf a neuron (docs/measurements.md, "The FFN's
- * activation in vectors"). */
+ * build's, 36 with an expf a neuron; GELU over 18176 37 us, 110 and 179
+ * with an erff a neuron (docs/measurements.md, "The FFN's activation in
+ * vectors"). */
 #define ACT_ROWS(name, target, f)                                                    \
     target static void name(int kind, float *h, const float *u, size_t n)            \
     {                                                                                \
@@ -299,19 +307,17 @@ ACT_ROWS(silu_avx2, AVX2, hc_vsilu)
 ACT_ROWS(silu_plain, , hc_vsilu)
 ACT_ROWS(relu_avx2, AVX2, hc_vrelu)
 ACT_ROWS(relu_plain, , hc_vrelu)
+ACT_ROWS(gelu_avx2, AVX2, hc_vgelu)
+ACT_ROWS(gelu_plain, , hc_vgelu)
 
-/* act_lanes' neurons for enum hc_act act (GELU one erff at a time) */
+/* act_lanes' neurons for enum hc_act act */
 static void act_rows(int act, int kind, float *h, const float *u, size_t n)
 {
     int avx2 = hc_isa_top() >= HC_ISA_AVX2;
     switch ((enum hc_act)act) {
     case HC_ACT_SILU: (avx2 ? silu_avx2 : silu_plain)(kind, h, u, n); return;
     case HC_ACT_RELU: (avx2 ? relu_avx2 : relu_plain)(kind, h, u, n); return;
-    case HC_ACT_GELU: break;
-    }
-    for (size_t i = 0; i < n; i++) {
-        float a = hc_act1(act, h[i]);
-        h[i] = kind == HC_FFN_SEQUENTIAL ? a : a * (kind == HC_FFN_SYMMETRIC ? hc_act1(act, u[i]) : u[i]);
+    case HC_ACT_GELU: (avx2 ? gelu_avx2 : gelu_plain)(kind, h, u, n); return;
     }
 }
 

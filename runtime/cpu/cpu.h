@@ -20,7 +20,8 @@ float *hc_cpu_ptr(hc_view v);
 /* e^x as the attention's softmax computes it (x <= 0), the same bits in
  * every instruction set's attention (vmath.h). */
 float hc_cpu_exp(float x);
-/* SiLU(x) as the CPU's FFN computes it (vmath.h). */
+/* SiLU(x) and GELU(x) as the CPU's FFN computes them (vmath.h). */
 float hc_cpu_silu(float x);
+float hc_cpu_gelu(float x);
 
 #endif
