@@ -2,7 +2,8 @@
  * plain multiplies and adds (no FMA: -ffp-contract=off): every copy the
  * compiler makes of them, for AVX-512, AVX2 or the scalar build, on 8 lanes
  * or on one, gives the same bits. The attention's softmax and the FFN's
- * activations use them, where glibc's expf took a call per element. */
+ * activations use them, where glibc's expf and erff took a call per
+ * element. */
 #ifndef HC_VMATH_H
 #define HC_VMATH_H
 
