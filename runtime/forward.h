@@ -26,7 +26,7 @@ void hc_ctx_ffn_left_on_device(hc_ctx *ctx);
  * FFN kind, as the dense FFN computes it; uses FFN scratch 1. */
 void hc_ffn_neurons(hc_ctx *ctx, int layer, const float *x_norm, int B, float *H);
 /* act(x) for enum hc_act, as the CPU's vectors compute it (cpu/vmath.h:
- * SiLU within 3 ulp of x / (1 + e^-x), GELU with its own erf). */
+ * SiLU within 3.5 ulp of x / (1 + e^-x), GELU with its own erf). */
 float hc_act1(int act, float x);
 /* y[B][n] += bias (NULL: none): the biases of q/k/v/o and of the FFN's matrices. */
 void hc_add_bias(float *y, const float *bias, int B, int n);

@@ -1281,18 +1281,25 @@ static void test_attention_f16_cache(void)
 }
 
 /* The largest error of f(x) against ref(x) (in double) over every 97th
- * float x in [lo, hi], beyond slack·|x|·2^-24, in units of the last place
- * of ref(x) as a float; *at: where. */
+ * float x in [lo, hi] (lo <= 0 <= hi; the magnitudes' bit patterns in steps
+ * of 97 on each side of 0), beyond slack·|x|·2^-24, in units of the last
+ * place of ref(x) as a float; *at: where. */
 static double worst_ulp(float (*f)(float), double (*ref)(double), float lo, float hi, double slack, float *at)
 {
     double worst = 0;
-    int i = 0;
-    for (float x = lo; x <= hi; x = nextafterf(x, INFINITY), i++) {
-        if (i % 97) continue;
-        double r = ref((double)x), e = fabs((double)f(x) - r) - slack * fabs((double)x) * 0x1p-24;
-        int exp2;
-        frexp(fabs(r) > 0x1p-126 ? r : 0x1p-126, &exp2);
-        if (e / ldexp(1.0, exp2 - 24) > worst) worst = e / ldexp(1.0, exp2 - 24), *at = x;
+    for (int neg = 0; neg < 2; neg++) {
+        float end = neg ? -lo : hi;
+        uint32_t last;
+        memcpy(&last, &end, sizeof last);
+        for (uint32_t b = 0; b <= last; b += 97) {
+            float m, x;
+            memcpy(&m, &b, sizeof m);
+            x = neg ? -m : m;
+            double r = ref((double)x), e = fabs((double)f(x) - r) - slack * fabs((double)x) * 0x1p-24;
+            int exp2;
+            frexp(fabs(r) > 0x1p-126 ? r : 0x1p-126, &exp2);
+            if (e / ldexp(1.0, exp2 - 24) > worst) worst = e / ldexp(1.0, exp2 - 24), *at = x;
+        }
     }
     return worst;
 }
@@ -1313,14 +1320,14 @@ static void test_softmax_exp(void)
 
 static double silu_ref(double x) { return x / (1.0 + exp(-x)); }
 
-/* The FFN's SiLU (hc_cpu_silu, vmath.h): within 3 ulp of x / (1 + e^-x)
+/* The FFN's SiLU (hc_cpu_silu, vmath.h): within 3.5 ulp of x / (1 + e^-x)
  * rounded from double over [-87.33, 100], -0 below, and the special values
  * as x / (1 + expf(-x)) gives them. */
 static void test_silu(void)
 {
     float at = 0;
     double worst = worst_ulp(hc_cpu_silu, silu_ref, -87.33f, 100.0f, 0, &at);
-    CHECKF(worst <= 3, "SiLU(%.9g): %.2f ulp from x / (1 + exp(-x))", at, worst);
+    CHECKF(worst <= 3.5, "SiLU(%.9g): %.2f ulp from x / (1 + exp(-x))", at, worst);
     CHECK(hc_cpu_silu(0.0f) == 0.0f && signbit(hc_cpu_silu(-0.0f)));
     CHECK(hc_cpu_silu(-88.0f) == 0.0f && signbit(hc_cpu_silu(-88.0f)) && hc_cpu_silu(-1e30f) == 0.0f);
     CHECK(hc_cpu_silu(INFINITY) == INFINITY && isnan(hc_cpu_silu(-INFINITY)) && isnan(hc_cpu_silu(NAN)));
@@ -1328,14 +1335,14 @@ static void test_silu(void)
 
 static double gelu_ref(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
 
-/* The FFN's GELU (hc_cpu_gelu, vmath.h): within 5 ulp of GELU from double,
+/* The FFN's GELU (hc_cpu_gelu, vmath.h): within 1.5 ulp of GELU from double,
  * beyond |x|·2^-24 (where 1 + erf(x/√2) is small: v/2 · (1 + erff(v/√2))
  * cancels there), over [-20, 20]; the special values as that formula. */
 static void test_gelu(void)
 {
     float at = 0;
     double worst = worst_ulp(hc_cpu_gelu, gelu_ref, -20.0f, 20.0f, 1, &at);
-    CHECKF(worst <= 5, "GELU(%.9g): %.2f ulp beyond |x|·2^-24 from double", at, worst);
+    CHECKF(worst <= 1.5, "GELU(%.9g): %.2f ulp beyond |x|·2^-24 from double", at, worst);
     CHECK(hc_cpu_gelu(0.0f) == 0.0f && signbit(hc_cpu_gelu(-0.0f)) && hc_cpu_gelu(100.0f) == 100.0f);
     CHECK(hc_cpu_gelu(INFINITY) == INFINITY && isnan(hc_cpu_gelu(-INFINITY)) && isnan(hc_cpu_gelu(NAN)));
 }
