@@ -1298,7 +1298,8 @@ static double worst_ulp(float (*f)(float), double (*ref)(double), float lo, floa
             double r = ref((double)x), e = fabs((double)f(x) - r) - slack * fabs((double)x) * 0x1p-24;
             int exp2;
             frexp(fabs(r) > 0x1p-126 ? r : 0x1p-126, &exp2);
-            if (e / ldexp(1.0, exp2 - 24) > worst) worst = e / ldexp(1.0, exp2 - 24), *at = x;
+            double ulps = e / ldexp(1.0, exp2 - 24);
+            if (ulps > worst) worst = ulps, *at = x;
         }
     }
     return worst;

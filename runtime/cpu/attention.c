@@ -687,7 +687,7 @@ static inline __attribute__((always_inline)) void attn_items(const attn_task *t,
  * (hc_isa_top: HC_KERNELS chooses this one too): the lanes of att_dots and
  * att_mix then fill one wider register, with the same operations per lane
  * and no fused multiply-adds (-ffp-contract=off), so the bits do not change
- * (tests/test_backend_ops.c, test_attention_isas). AVX-512 with VL, as the
+ * (tests/test_backend_ops.c, test_cpu_isas). AVX-512 with VL, as the
  * kernels' set has it: its 32 registers hold att_dots' 8 sums, which
  * without VL (16 usable for 8-lane vectors) went to the stack, two of them
  * on every step. With F16C (every CPU that runs the AVX2 kernels), as an f16
