@@ -99,7 +99,8 @@ static int make_sparse(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, int p
         fprintf(log, "sparse: %s, threshold %g%s", predictors ? "neurons chosen by the predictor" : m->hp.act == HC_ACT_RELU
                 ? "ReLU skips inactive neurons" : "SiLU: skips |silu(gate)| < threshold", sp.threshold,
                 predictors ? " on fc2 · relu(fc1 · x)" : "");
-    fprintf(log, " (%.2f ms to prepare the down rows)\n", (hc_now() - t0) * 1e3);
+    fprintf(log, " (%s%.2f ms to prepare the down rows)\n",
+            hc_sparse_chunked(f->sparse) ? "gate and up rows in chunks of 16 blocks; " : "", (hc_now() - t0) * 1e3);
     return 0;
 }
 

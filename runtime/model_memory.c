@@ -20,7 +20,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "hugepage.h"
-#include "kernels.h"
 #include "x16.h"
 
 void hc_model_drop_mapped(const hc_model *m, const void *p, size_t n)
@@ -114,13 +113,12 @@ static int huge_pages_on(void)
 }
 
 /* 1 when the run s[i..j) (bytes up to hi) is whole rows of matrices of one
- * type in `types` (bit per enum ggml_type) and one row length that products
- * read: its copy can be in chunks of 16 (x16.h) row by row, for every view
- * of it. */
-static int in_chunks(const span *s, int i, int j, const uint8_t *hi, unsigned types)
+ * type whose products read chunks of 16 (x16.h) and one row length that
+ * products read: its copy can be in chunks row by row, for every view of it. */
+static int in_chunks(const span *s, int i, int j, const uint8_t *hi)
 {
     const size_t rb = hc_weight_bytes(s[i].w) / (size_t)s[i].w->rows;
-    if (s[i].w->type >= 32 || !(types >> s[i].w->type & 1)) return 0;
+    if (!hc_x16_wanted(s[i].w->type)) return 0;
     for (int k = i; k < j; k++)
         if (!s[k].chunks || s[k].w->type != s[i].w->type || s[k].w->n != s[i].w->n || (size_t)(s[k].lo - s[i].lo) % rb)
             return 0;
@@ -130,10 +128,6 @@ static int in_chunks(const span *s, int i, int j, const uint8_t *hi, unsigned ty
 int64_t hc_model_copy_weights(hc_model *m, int mode, int with_ffn, char *err, size_t errlen)
 {
     if (mode == HC_WEIGHTS_MAP || !m->file->owns_map) return 0;
-    /* where Q4_0's products run on AVX2 or AVX-512 and Q8_0's on AVX-512, their rows are copied in the chunks
-     * those kernels load without permutes or inserts */
-    const unsigned chunks = (hc_kernel_choice(HC_KT_Q4_0) >= HC_ISA_AVX2) << GGML_TYPE_Q4_0 |
-                            (hc_kernel_choice(HC_KT_Q8_0) == HC_ISA_AVX512) << GGML_TYPE_Q8_0;
     span *s = malloc(sizeof *s * (3 + 10 * (size_t)m->hp.n_layer));
     if (!s) goto no_memory;
     int n = collect(m, with_ffn, s);
@@ -154,7 +148,7 @@ int64_t hc_model_copy_weights(hc_model *m, int mode, int with_ffn, char *err, si
     for (int i = 0, j; i < n; i = j) {
         j = run_end(s, n, i, &hi);
         at = place(at, s[i].lo);
-        if (in_chunks(s, i, j, hi, chunks)) {
+        if (in_chunks(s, i, j, hi)) {
             const uint32_t type = s[i].w->type;
             const int nb = s[i].w->n / 32;
             const size_t rb = ggml_row_size(type, s[i].w->n);

@@ -84,6 +84,9 @@ hc_sparse *hc_sparse_new(const hc_model *m, const hc_sparse_params *p, char *err
 void hc_sparse_free(hc_sparse *s);
 /* 1 if neurons are chosen by the predictor. */
 int hc_sparse_uses_predictor(const hc_sparse *s);
+/* 1 if the CPU's copies of the gate and up rows (up without a gate) are in
+ * chunks of 16 blocks (x16.h: Q4_0 and Q8_0 where their kernels read those). */
+int hc_sparse_chunked(const hc_sparse *s);
 /* Layer's down rows: one row of n_embd per neuron, rows = n_ff. */
 const hc_weight *hc_sparse_down(const hc_sparse *s, int layer);
 /* Layer's ‖down_j‖ per neuron with the contribution criterion, else NULL. */

@@ -156,7 +156,7 @@ void hc_weight_axpy(const hc_weight *w, int isa, int r, int c0, int c1, float a,
 
 void hc_weight_prefetch(const hc_weight *w, int r, int c0, int c1)
 {
-    if (w->kind != HC_WEIGHT_GGML) return;
+    if (w->kind != HC_WEIGHT_GGML && w->kind != HC_WEIGHT_X16) return;
     size_t rb = hc_traits(w)->row_bytes(w);
     const char *row = (const char *)w->data + (size_t)r * rb;
     for (size_t o = rb * (size_t)c0 / (size_t)w->n; o < rb * (size_t)c1 / (size_t)w->n; o += 64) __builtin_prefetch(row + o, 0, 2);

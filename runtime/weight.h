@@ -15,7 +15,7 @@ enum hc_weight_kind {
     HC_WEIGHT_GGML = 1,   /* rows of ggml type `type`, ggml layout (ne[0] = n, ne[1] = rows) */
     HC_WEIGHT_GPTQ = 2,   /* INT4-GPTQ, ext = struct hc_gptq (runtime/kernels_gptq.h) */
     HC_WEIGHT_X16 = 3,    /* Q4_0 or Q8_0 rows (type) in chunks of 16 blocks (runtime/x16.h): the
-                           * model's copy, where the type runs on AVX-512 */
+                           * model's copy and the sparse FFN's, where the type's kernels read them */
 };
 
 typedef struct {
@@ -63,8 +63,8 @@ void hc_weight_matvec_rows(const hc_weight *w, int isa, const int32_t *idx, int 
 /* y[0 .. c1 - c0) += a · columns [c0, c1) of row r (c0 a multiple of 32):
  * the down projection of one neuron stored as a row (ffn_down_t). */
 void hc_weight_axpy(const hc_weight *w, int isa, int r, int c0, int c1, float a, float *y);
-/* Ask the cache for columns [c0, c1) of row r of ggml rows (no-op for other
- * kinds): listed rows (the sparse FFN's) form no stream a hardware
+/* Ask the cache for columns [c0, c1) of row r of ggml rows, or the same
+ * share of a row in chunks of 16 (no-op for GPTQ): listed rows (the sparse FFN's) form no stream a hardware
  * prefetcher follows, so the loops over them fetch the next row meanwhile
  * (measured 2.5-5x on 8 % of a matrix's F16 rows; docs/design/sparse-hybrid.md).
  * Into L2 (prefetcht1), not L1: a 2 KiB row is 32 lines, more than L1 can

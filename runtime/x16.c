@@ -2,6 +2,7 @@
 #include "x16.h"
 
 #include <string.h>
+#include "kernels.h"
 #include "quants.h"
 
 /* lanes[t]: the lanes of a chunk of t blocks (bit L when block 4·(L % 4) + L / 4 < t) */
@@ -32,6 +33,12 @@ static void move_lane(uint8_t *to, int tt, int kt, const uint8_t *from, int tf, 
         v ^= flip;
         memcpy(to + 2 * tt + 4 * tt * i + 4 * kt, &v, 4);
     }
+}
+
+int hc_x16_wanted(uint32_t type)
+{
+    if (type == GGML_TYPE_Q4_0) return hc_kernel_choice(HC_KT_Q4_0) >= HC_ISA_AVX2;
+    return type == GGML_TYPE_Q8_0 && hc_kernel_choice(HC_KT_Q8_0) == HC_ISA_AVX512;
 }
 
 void hc_x16_repack(uint32_t type, const void *src, uint8_t *dst, int nb)

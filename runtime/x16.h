@@ -29,6 +29,10 @@
 static inline int hc_x16_block_of(int L) { return 4 * (L % 4) + L / 4; }
 /* The lanes (bit L) of a chunk of t blocks. */
 uint16_t hc_x16_lanes(int t);
+/* 1 when the products of type's rows read them in the layout on this machine
+ * (the kernels chosen for it: Q4_0 on AVX2 or AVX-512, Q8_0 on AVX-512): a
+ * copy of rows that products read (not AXPY) is then made in it. */
+int hc_x16_wanted(uint32_t type);
 /* A row of nb blocks of type (GGML_TYPE_Q4_0 or Q8_0) into the layout (dst:
  * the row's bytes, not src). */
 void hc_x16_repack(uint32_t type, const void *src, uint8_t *dst, int nb);

@@ -85,6 +85,22 @@ for q in Q4_0 Q8_0; do
     done
 done
 
+# The sparse FFN's own copies of the gate and up rows are in chunks of 16 blocks where the type's
+# kernels read those (x16.h: Q4_0 on AVX2 or AVX-512, Q8_0 on AVX-512); test_hybrid checks their
+# logits against the dense FFN's
+for q in Q4_0 Q8_0; do
+    m="$T/llama-relu-$q.gguf"
+    if ! { [ -f "$T/llama-relu.gguf" ] && "$HC_BIN/hc-quantize" -q --pure "$T/llama-relu.gguf" "$m" $q >/dev/null 2>&1 &&
+           "$R" -m "$m" -p "the cat" -n 1 -t 2 -v --sparse >/dev/null 2>"$T/chunks.err"; }; then
+        fail "sparse_chunks_copied_$q" "quantize or run failed: $(tail -c 200 "$T/chunks.err")"; continue
+    fi
+    ran=avx512; [ $q = Q4_0 ] && ran=avx
+    if grep -q "$q $ran" "$T/chunks.err"; then
+        grep -q "^sparse: .*(gate and up rows in chunks of 16 blocks;" "$T/chunks.err" && ok "sparse_chunks_copied_$q" ||
+            fail "sparse_chunks_copied_$q" "$(grep '^sparse' "$T/chunks.err" | head -c 300)"
+    else skip "sparse_chunks_copied_$q" "$q's kernels here read ggml's layout"; fi
+done
+
 # Budgets that hold every layer's attention and the output head, and some of the FFN neurons:
 # the hot rows' sums stay on the device and the CPU sends its cold share (one exchange per
 # layer); the same neurons are skipped as on the CPU, and greedy text is the CPU's

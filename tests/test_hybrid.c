@@ -23,6 +23,7 @@
 #include "random_gptq.h"
 #include "sampler.h"
 #include "sparse.h"
+#include "x16.h"
 
 enum { DIM = 64, FF = 256, NL = 2, CTX = 64, NPROMPT = 10, NGEN = 12 };
 
@@ -402,6 +403,9 @@ static void test_sparse_cpu_equals_dense(void)
         static run_out dense, sp, sp2;
         hc_sparse *s = new_sparse(m, 0.0f, 0, 1);
         CHECK(s);
+        /* the gate and up copies in chunks of 16 where the type's kernels read those */
+        CHECKF(hc_sparse_chunked(s) == hc_x16_wanted(types[ti]), "%s: chunked %d", ggml_type_name(types[ti]),
+               hc_sparse_chunked(s));
         CHECK(run(m, NULL, 2, &dense) == 0 && run(m, s, 2, &sp) == 0);
         size_t n = (size_t)NPROMPT * m->hp.n_vocab;
         double d = rel_diff(sp.logits, dense.logits, n);

@@ -275,7 +275,12 @@ void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, cons
         free(nz_at);
         return;
     }
+    /* one column range per thread: each range reads a piece of every listed
+     * row, and four per thread made those pieces short (544 bytes of a
+     * 4096-wide Q8_0 row at two threads), each with its own call and fetch
+     * (docs/measurements.md, "The sparse FFN's rows") */
     int nc = hc_pool_chunks(ctx->pool, (w->n + unit - 1) / unit, work);
+    if (nc > hc_pool_size(ctx->pool)) nc = hc_pool_size(ctx->pool);
     down_rows_task t = { w, idx, h, h_stride, k, B, nc, unit, NULL, NULL, NULL, out };
     hc_pool_run(ctx->pool, down_chunk, &t, nc);
 }
@@ -312,7 +317,7 @@ static void rows_chunk(void *arg, int chunk, int ith)
     int lo, hi;
     hc_split(t->k, ROW_UNIT, chunk, t->n_chunks, &lo, &hi);
     if (lo >= hi) return;
-    if (t->B == 1 || t->w->kind != HC_WEIGHT_GGML) {
+    if (t->B == 1 || !t->scratch) {
         for (int b = 0; b < t->B; b++)
             hc_weight_matvec_rows(t->w, t->isa, t->idx + lo, hi - lo, t->step, (const char *)t->xa + (size_t)b * t->xs,
                                   t->y + (size_t)b * t->y_stride + lo);
@@ -351,14 +356,14 @@ void hc_ctx_matvec_rows(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int
     int nc = hc_pool_chunks(ctx->pool, (k + ROW_UNIT - 1) / ROW_UNIT, work);
     rows_task t = { w, hc_isa(), idx, NULL, 0, y_stride, k, step, B, nc, 0, NULL, y, NULL };
     t.xa = arranged(ctx, w, t.isa, acts, B, &t.xs);
-    if (B > 1 && w->kind == HC_WEIGHT_GGML) {
+    if (B > 1 && w->kind != HC_WEIGHT_GPTQ) {   /* ggml rows, or in chunks of 16 (rows of the same bytes) */
         size_t rb = ggml_row_size(w->type, w->n);
         t.tile = (int)(GATHER_BYTES / rb) / ROW_UNIT * ROW_UNIT;
         if (t.tile < ROW_UNIT) t.tile = ROW_UNIT;
         t.scratch = malloc((size_t)hc_pool_size(ctx->pool) * (size_t)t.tile * rb);
         if (!t.scratch) t.tile = 0;   /* out of memory: gather per activation (same values) */
     }
-    if (B > 1 && w->kind == HC_WEIGHT_GGML && !t.scratch) {
+    if (B > 1 && w->kind != HC_WEIGHT_GPTQ && !t.scratch) {
         rows_task one = t;
         one.B = 1;
         for (int b = 0; b < B; b++) {
