@@ -832,31 +832,35 @@ T static void tile_q8(const hc_weight *wt, const int *rows, const void *const *x
         for (int t = 0; t < Tn; t++) y[t * R + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-/* y[0..32) += a * (q * d): q*d is exact in float, then one FMA. */
-TI void axpy_q32(__m256i q, float d, float a, float *y)
+/* y[0..32) += a * (q * d), the block's 32 codes q as two halves of 16: q*d
+ * is exact in float, then one FMA. (Q8_0's halves straight from memory: the
+ * widening loads them, with no 32-byte load and extract between.) */
+TI void axpy_q32(__m128i q0, __m128i q1, float d, float a, float *y)
 {
     __m512 vd = _mm512_set1_ps(d), va = _mm512_set1_ps(a);
-    __m512 v0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
-    __m512 v1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
+    __m512 v0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)), v1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1));
     _mm512_storeu_ps(y, _mm512_fmadd_ps(va, _mm512_mul_ps(v0, vd), _mm512_loadu_ps(y)));
     _mm512_storeu_ps(y + 16, _mm512_fmadd_ps(va, _mm512_mul_ps(v1, vd), _mm512_loadu_ps(y + 16)));
 }
+
+TI __m128i load128(const void *p) { return _mm_loadu_si128((const __m128i *)p); }
 
 T static void axpy_q8(const hc_weight *w, int r, int c0, int c1, float a, float *y)
 {
     for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0) {
         block_q8_0 buf;
         const block_q8_0 *wb = hc_q8_0_block(w, r, b, &buf);
-        axpy_q32(load32(wb->qs), _cvtsh_ss(wb->d), a, y);
+        axpy_q32(load128(wb->qs), load128(wb->qs + 16), _cvtsh_ss(wb->d), a, y);
     }
 }
 
 /* axpy_q32 for nt outputs: the block's q * d once, then one FMA per output. */
-TI void axpy_multi_q32(__m256i q, float d, int nt, const float *a, const int32_t *rows, float *y, size_t ys)
+TI void axpy_multi_q32(__m128i q0, __m128i q1, float d, int nt, const float *a, const int32_t *rows, float *y,
+                       size_t ys)
 {
     __m512 vd = _mm512_set1_ps(d);
-    __m512 w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))), vd);
-    __m512 w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))), vd);
+    __m512 w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)), vd);
+    __m512 w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)), vd);
     for (int t = 0; t < nt; t++) {
         __m512 va = _mm512_set1_ps(a[t]);
         float *yt = y + (size_t)rows[t] * ys;
@@ -871,7 +875,7 @@ T static void axpy_multi_q8(const hc_weight *w, int r, int c0, int c1, int nt, c
     for (int b = c0 / QK8_0; b < c1 / QK8_0; b++, y += QK8_0) {
         block_q8_0 buf;
         const block_q8_0 *wb = hc_q8_0_block(w, r, b, &buf);
-        axpy_multi_q32(load32(wb->qs), _cvtsh_ss(wb->d), nt, a, rows, y, ys);
+        axpy_multi_q32(load128(wb->qs), load128(wb->qs + 16), _cvtsh_ss(wb->d), nt, a, rows, y, ys);
     }
 }
 
@@ -1318,12 +1322,13 @@ T static void sum_q8x16(const hc_weight *wt, const void *const *xv, const float 
     sum_x16(xv, park, y, Q8_X16);
 }
 
-/* Block b of a Q4_0 row as 32 signed values -8..7 in element order. */
-TI __m256i q4_values(const block_q4_0 *blk)
+/* A Q4_0 block's 32 signed values -8..7 in element order, as two halves of
+ * 16: its low nibbles (elements 0..15) in *q0, its high ones in *q1. */
+TI void q4_values(const block_q4_0 *blk, __m128i *q0, __m128i *q1)
 {
-    __m128i t = _mm_loadu_si128((const __m128i *)blk->qs);
-    __m256i q = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
-    return _mm256_sub_epi8(_mm256_and_si256(q, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
+    const __m128i t = load128(blk->qs), m = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+    *q0 = _mm_sub_epi8(_mm_and_si128(t, m), eight);
+    *q1 = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(t, 4), m), eight);
 }
 
 T static void axpy_q4(const hc_weight *w, int r, int c0, int c1, float a, float *y)
@@ -1331,7 +1336,9 @@ T static void axpy_q4(const hc_weight *w, int r, int c0, int c1, float a, float 
     for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0) {
         block_q4_0 buf;
         const block_q4_0 *wb = hc_q4_0_block(w, r, b, &buf);
-        axpy_q32(q4_values(wb), _cvtsh_ss(wb->d), a, y);
+        __m128i q0, q1;
+        q4_values(wb, &q0, &q1);
+        axpy_q32(q0, q1, _cvtsh_ss(wb->d), a, y);
     }
 }
 
@@ -1341,7 +1348,9 @@ T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, c
     for (int b = c0 / QK4_0; b < c1 / QK4_0; b++, y += QK4_0) {
         block_q4_0 buf;
         const block_q4_0 *wb = hc_q4_0_block(w, r, b, &buf);
-        axpy_multi_q32(q4_values(wb), _cvtsh_ss(wb->d), nt, a, rows, y, ys);
+        __m128i q0, q1;
+        q4_values(wb, &q0, &q1);
+        axpy_multi_q32(q0, q1, _cvtsh_ss(wb->d), nt, a, rows, y, ys);
     }
 }
 
