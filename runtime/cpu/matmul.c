@@ -175,6 +175,8 @@ typedef struct {
     const float *nz_h;       /* and their h */
     const size_t *nz_at;     /* [k + 1] */
     float *out;              /* [B][n_embd] += */
+    int slab;                /* B > 1: columns per slab */
+    float *pack;             /* B > 1: [pool size][B][slab], or NULL (no memory: out itself) */
 } down_rows_task;
 
 /* A chunk is a column range of the output, to which the neurons are added in
@@ -183,15 +185,34 @@ typedef struct {
  * read once for all the rows b of the batch with non-zero h (the multi-token
  * AXPY, kernels.h), from per-neuron lists made once, over slabs of columns
  * small enough that the B output slabs stay in L2 while the neurons are
- * added. Each output still gets its neurons in list order, so B > 1 gives the
- * same bits as B = 1 row by row. */
+ * added. The B slabs are packed side by side in the thread's buffer for
+ * that: in the output they lie n_embd floats apart (16 KiB for 4096), all
+ * in the same few cache sets, and the AXPY waited on them (58 % of a
+ * 935-token sparse prompt's samples, docs/measurements.md). Each output
+ * still gets its neurons in list order, so B > 1 gives the same bits as
+ * B = 1 row by row. */
 #define DOWN_SLAB 512
 #define DOWN_OUT_BYTES (256 * 1024)   /* the B output slabs of one slab of columns */
+static int down_slab(int B)
+{
+    int slab = (int)(DOWN_OUT_BYTES / sizeof(float) / (size_t)B) / COL_UNIT * COL_UNIT;
+    return slab < COL_UNIT ? COL_UNIT : slab > DOWN_SLAB ? DOWN_SLAB : slab;
+}
+
+/* Columns [c0, c0 + n) of the B rows of out (n_embd floats apart) to or from
+ * pack's B rows of n (to: pack from out). */
+static void pack_slab(float *out, size_t E, float *pack, int B, int c0, int n, int to)
+{
+    for (int b = 0; b < B; b++) {
+        float *o = out + (size_t)b * E + c0, *p = pack + (size_t)b * (size_t)n;
+        memcpy(to ? p : o, to ? o : p, sizeof(float) * (size_t)n);
+    }
+}
+
 static void down_chunk(void *arg, int chunk, int ith)
 {
     const down_rows_task *t = arg;
     int E = t->w->n, lo, hi;
-    (void)ith;
     hc_split(E, t->unit, chunk, t->n_chunks, &lo, &hi);
     if (lo >= hi) return;
     /* the traits entry's kernel, straight to the instruction set's row AXPY */
@@ -208,17 +229,20 @@ static void down_chunk(void *arg, int chunk, int ith)
         }
         return;
     }
-    int slab = (int)(DOWN_OUT_BYTES / sizeof(float) / (size_t)t->B) / COL_UNIT * COL_UNIT;
-    slab = slab < COL_UNIT ? COL_UNIT : slab > DOWN_SLAB ? DOWN_SLAB : slab;
-    for (int c0 = lo; c0 < hi; c0 += slab) {
-        int c1 = c0 + slab < hi ? c0 + slab : hi;
+    float *pack = t->pack ? t->pack + (size_t)ith * (size_t)t->B * (size_t)t->slab : NULL;
+    for (int c0 = lo; c0 < hi; c0 += t->slab) {
+        int c1 = c0 + t->slab < hi ? c0 + t->slab : hi;
+        float *y = pack ? pack : t->out + c0;
+        size_t ys = pack ? (size_t)(c1 - c0) : (size_t)E;
+        if (pack) pack_slab(t->out, (size_t)E, pack, t->B, c0, c1 - c0, 1);
         for (int i = 0; i < t->k; i++) {
             size_t p = t->nz_at[i], n = t->nz_at[i + 1] - p;
             if (i + 1 < t->k) hc_weight_prefetch(t->w, t->idx ? t->idx[i + 1] : i + 1, c0, c1);
             if (n)
-                hc_weight_axpy_multi(t->w, isa, t->idx ? t->idx[i] : i, c0, c1, (int)n, t->nz_h + p, t->nz_b + p,
-                                     t->out + c0, (size_t)E);
+                hc_weight_axpy_multi(t->w, isa, t->idx ? t->idx[i] : i, c0, c1, (int)n, t->nz_h + p, t->nz_b + p, y,
+                                     ys);
         }
+        if (pack) pack_slab(t->out, (size_t)E, pack, t->B, c0, c1 - c0, 0);
     }
 }
 
@@ -281,7 +305,7 @@ void hc_ctx_down_accum(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, cons
      * (docs/measurements.md, "The sparse FFN's rows") */
     int nc = hc_pool_chunks(ctx->pool, (w->n + unit - 1) / unit, work);
     if (nc > hc_pool_size(ctx->pool)) nc = hc_pool_size(ctx->pool);
-    down_rows_task t = { w, idx, h, h_stride, k, B, nc, unit, NULL, NULL, NULL, out };
+    down_rows_task t = { w, idx, h, h_stride, k, B, nc, unit, NULL, NULL, NULL, out, 0, NULL };
     hc_pool_run(ctx->pool, down_chunk, &t, nc);
 }
 
@@ -290,8 +314,10 @@ void hc_ctx_down_lists(hc_ctx *ctx, const hc_weight *w, const int32_t *idx, int 
 {
     if (k <= 0 || !nz_at[k]) return;
     int nc = hc_pool_chunks(ctx->pool, (w->n + DOWN_SLAB - 1) / DOWN_SLAB, nz_at[k] * (size_t)w->n);
-    down_rows_task t = { w, idx, NULL, 0, k, B, nc, DOWN_SLAB, nz_b, nz_h, nz_at, out };
+    down_rows_task t = { w, idx, NULL, 0, k, B, nc, DOWN_SLAB, nz_b, nz_h, nz_at, out, down_slab(B), NULL };
+    t.pack = malloc(sizeof(float) * (size_t)hc_pool_size(ctx->pool) * (size_t)B * (size_t)t.slab);
     hc_pool_run(ctx->pool, down_chunk, &t, nc);
+    free(t.pack);
 }
 
 typedef struct {
