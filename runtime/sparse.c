@@ -56,9 +56,8 @@ static void huge_rows(const hc_model *m, hc_weight *w, int x16, void **owned)
     size_t n = hc_weight_bytes(w);
     void *p = hc_huge_alloc(n);
     if (!p) return;
-    const void *from = w->data;
     copy_rows(w, x16, p, 1, 0);
-    hc_model_drop_mapped(m, from, n);
+    hc_model_drop_mapped(m, w->data, n);
     w->data = p;
     *owned = p;
 }
