@@ -579,6 +579,30 @@ void hc_xml_text(FILE *f, const char *s)
     }
 }
 
+/* Whether s[0..len) holds U+0000, raw or as "\u0000". A backslash and the
+ * character it escapes are stepped over together, so "\\u0000" (a
+ * backslash, then the text u0000) is not one. */
+static int has_nul(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (!s[i]) return 1;
+        if (s[i] != '\\' || i + 1 == len) continue;
+        if (s[i + 1] == 'u' && len - i >= 6 && !memcmp(s + i + 2, "0000", 4)) return 1;
+        i++;
+    }
+    return 0;
+}
+
+cJSON *hc_json_parse(const char *text, size_t len, const char **end, char *err, size_t errlen)
+{
+    cJSON *j = cJSON_ParseWithLengthOpts(text, len, end, 0);
+    if (!j) snprintf(err, errlen, "JSON does not parse");
+    else if (has_nul(text, (size_t)(*end - text))) snprintf(err, errlen, "U+0000 in JSON is not supported");
+    else return j;
+    cJSON_Delete(j);
+    return NULL;
+}
+
 cJSON *hc_read_json(const char *path, size_t max, char *err, size_t errlen)
 {
     struct stat st;
@@ -590,11 +614,12 @@ cJSON *hc_read_json(const char *path, size_t max, char *err, size_t errlen)
     size_t len;
     char *txt = hc_read_file(path, &len, err, errlen);
     if (!txt) return NULL;
-    cJSON *j = len <= max ? cJSON_ParseWithLength(txt, len) : NULL;
+    const char *end;
+    char why[64] = "file grew past its limit while being read";
+    cJSON *j = len <= max ? hc_json_parse(txt, len, &end, why, sizeof why) : NULL;
     free(txt);
     if (!cJSON_IsObject(j)) {
-        snprintf(err, errlen, "%s: %s", path, len > max ? "file grew past its limit while being read"
-                 : "JSON does not parse (or is not an object)");
+        snprintf(err, errlen, "%s: %s", path, j ? "JSON is not an object" : why);
         cJSON_Delete(j);
         return NULL;
     }

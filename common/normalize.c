@@ -1,5 +1,6 @@
 /* tokenizer.json normalizers over UTF-8 text (see normalize.h). */
 #include "normalize.h"
+#include "cli.h"
 #include "pretok.h"
 #include "regex.h"
 
@@ -126,10 +127,12 @@ static int add_step(hc_normalizer *n, const cJSON *o, char *err, size_t errlen)
 
 hc_normalizer *hc_normalizer_new(const char *json, size_t len, char *err, size_t errlen)
 {
-    cJSON *root = cJSON_ParseWithLength(json, len);
+    const char *end;
+    char why[64];
+    cJSON *root = hc_json_parse(json, len, &end, why, sizeof why);
     hc_normalizer *n = calloc(1, sizeof *n);
     if (n) n->growth = 1;
-    int rc = !root ? (snprintf(err, errlen, "normalizer: JSON does not parse"), -1)
+    int rc = !root ? (snprintf(err, errlen, "normalizer: %s", why), -1)
            : !n ? (snprintf(err, errlen, "out of memory"), -1) : add_step(n, root, err, errlen);
     if (rc == 0 && (n->growth > HC_NORM_GROWTH || n->extra > HC_NORM_EXTRA)) {
         snprintf(err, errlen, "normalizer can lengthen N bytes of text to %.3g x N + %.3g: more than the %d x N + %d allowed",

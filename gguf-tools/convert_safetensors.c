@@ -127,9 +127,11 @@ int st_add_file(st_set *s, const char *path, char *err, size_t errlen)
         hc_map_close(&m);
         return -1;
     }
-    cJSON *root = cJSON_ParseWithLength((const char *)m.data + 8, (size_t)hlen);
+    const char *end;
+    char why[64];
+    cJSON *root = hc_json_parse((const char *)m.data + 8, (size_t)hlen, &end, why, sizeof why);
     if (!cJSON_IsObject(root)) {
-        snprintf(err, errlen, "%s: safetensors header is not a JSON object", path);
+        snprintf(err, errlen, "%s: safetensors header: %s", path, root ? "not a JSON object" : why);
         cJSON_Delete(root);
         hc_map_close(&m);
         return -1;

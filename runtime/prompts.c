@@ -12,10 +12,15 @@
 static int json_prompt(const char *line, size_t len, hc_prompt *p, char *err, size_t errlen)
 {
     const char *end = NULL;
-    cJSON *o = cJSON_ParseWithLengthOpts(line, len, &end, 0);
+    char why[64];
+    cJSON *o = hc_json_parse(line, len, &end, why, sizeof why);
     int rc = -1;
     while (o && end < line + len && (*end == ' ' || *end == '\t' || *end == '\r')) end++;
-    if (!o || !cJSON_IsObject(o) || end != line + len) {
+    if (!o) {
+        snprintf(err, errlen, "a line starting with '{' must be a JSON object: %s", why);
+        goto end;
+    }
+    if (!cJSON_IsObject(o) || end != line + len) {
         snprintf(err, errlen, "a line starting with '{' must be a JSON object");
         goto end;
     }

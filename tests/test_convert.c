@@ -670,12 +670,13 @@ static void test_hf_predictors(void)
 }
 
 /* Each bad input: exit 1, one line naming the file, no output. */
-/* A shell command that gives the first tensor of shape FROM in DIR/model.safetensors the shape TO (same
- * bytes; the header's length is rewritten). */
-#define RESHAPE(from, to)                                                                                   \
+/* A shell command that replaces the first FROM in DIR/model.safetensors' header by TO (the header's
+ * length rewritten); RESHAPE gives the first tensor of shape FROM the shape TO (same bytes). */
+#define HEADER_SUB(from, to)                                                                                \
     "python3 -c \"import struct,sys; p=sys.argv[1]; b=open(p,'rb').read(); n=struct.unpack('<Q',b[:8])[0]; " \
-    "h=b[8:8+n].replace(b'\\\"shape\\\":" from "',b'\\\"shape\\\":" to "',1); "                              \
+    "h=b[8:8+n].replace(b'" from "',b'" to "',1); "                                                          \
     "open(p,'wb').write(struct.pack('<Q',len(h))+h+b[8+n:])\" DIR/model.safetensors"
+#define RESHAPE(from, to) HEADER_SUB("\\\"shape\\\":" from, "\\\"shape\\\":" to)
 
 static void test_hf_errors(void)
 {
@@ -714,6 +715,10 @@ static void test_hf_errors(void)
         {RESHAPE("[32]", "[32,1]"), "has shape [32, 1], expected [32]"},
         {RESHAPE("[32,32]", "[32,32,1]"), "has shape [32, 32, 1], expected [32, 32]"},
         {"sed -i 's/\"data_offsets\":\\[0,/\"data_offsets\":[4,/' DIR/model.safetensors", "byte size does not match"},
+        /* cJSON ends a string at U+0000: the name would be model.norm.weight without a word */
+        {HEADER_SUB("model.norm.weight\\\"", "model.norm.weight\\u0000\\\""),
+         "model.safetensors: safetensors header: U+0000 in JSON is not supported"},
+        {"sed -i 's/LlamaForCausalLM/LlamaForCausalLM\\\\u0000/' DIR/config.json", "config.json: U+0000 in JSON is not supported"},
         {"rm DIR/model.safetensors", "no model.safetensors"},
         {"rm DIR/tokenizer.json", "no tokenizer.model or tokenizer.json"},
         {"sed -i 's/\"model\":{/\"normalizer\":{\"type\":\"NFKC\"},\"model\":{/' DIR/tokenizer.json",

@@ -170,6 +170,15 @@ check_fails parallel_json_seed_fraction "$T/bad3.txt:1: \"seed\" must be a whole
     "$R" -m "$S" -f "$T/bad3.txt" -np 2
 printf '{"prompt": "x", "tmp": 1}\n' >"$T/bad.txt"
 check_fails parallel_json_unknown_key "$T/bad.txt:1: unknown key 'tmp'" "$R" -m "$S" -f "$T/bad.txt" -np 2
+# U+0000 would end cJSON's string, the prompt cut short: refused, escaped or raw; an escaped
+# backslash before u0000 is text
+printf '{"prompt": "ab\\u0000cd"}\n' >"$T/nul1.txt"
+check_fails parallel_json_nul_escape "$T/nul1.txt:1: a line starting with '{' must be a JSON object: U+0000 in JSON is not supported" "$R" -m "$S" -f "$T/nul1.txt" -np 2
+printf '{"prompt": "ab\000cd"}\n' >"$T/nul2.txt"
+check_fails parallel_json_nul_raw "$T/nul2.txt:1: a line starting with '{' must be a JSON object: U+0000 in JSON is not supported" "$R" -m "$S" -f "$T/nul2.txt" -np 2
+printf '{"prompt": "ab\\\\u0000cd"}\n' >"$T/nul3.txt"
+if "$R" -m "$S" -f "$T/nul3.txt" -np 2 -n 2 --temp 0 -t 2 2>"$T/err" | grep -q '^ab\\u0000cd'; then ok parallel_json_backslash_u0000
+else fail parallel_json_backslash_u0000 "$(head -c 300 "$T/err")"; fi
 printf 'fine\n{"prompt": 3}\n' >"$T/bad2.txt"
 check_fails parallel_json_bad_type "$T/bad2.txt:2: \"prompt\" must be a string" "$R" -m "$S" -f "$T/bad2.txt" -np 2
 check_fails parallel_needs_file "--parallel runs the prompts of -f FILE" "$R" -m "$S" -p x --parallel 2

@@ -127,6 +127,30 @@ static void test_replace_same_as_pcre2(void)
     }
 }
 
+/* U+0000 in a normalizer's JSON (a model file's string) is refused, raw or
+ * escaped: cJSON would end the pattern there; an escaped backslash before
+ * u0000 is text. */
+static void test_normalizer_nul(void)
+{
+    char err[256];
+    static const char replace[] = "{\"type\":\"Replace\",\"pattern\":{\"String\":\"a\\u0000b\"},\"content\":\"x\"}",
+                      prepend[] = "{\"type\":\"Prepend\",\"prepend\":\"a\0b\"}";
+    const char *bad[] = { replace, prepend };
+    size_t len[] = { sizeof replace - 1, sizeof prepend - 1 };
+    for (int i = 0; i < 2; i++) {
+        hc_normalizer *n = hc_normalizer_new(bad[i], len[i], err, sizeof err);
+        CHECKF(!n && strstr(err, "normalizer: U+0000 in JSON is not supported"), "case %d: %s", i, n ? "taken" : err);
+        hc_normalizer_free(n);
+    }
+    hc_normalizer *n = replacer("a\\\\u0000", "x", err, sizeof err);
+    CHECKF(n, "%s", err);
+    size_t out_len = 0;
+    char *out = n ? hc_normalize(n, "ba\\u0000c", 9, &out_len) : NULL;
+    CHECKF(out && out_len == 3 && !memcmp(out, "bxc", 3), "%.*s", out ? (int)out_len : 0, out ? out : "");
+    free(out);
+    hc_normalizer_free(n);
+}
+
 static int refused(const char *pattern)
 {
     char err[512];
@@ -250,6 +274,7 @@ int main(void)
 {
     RUN(test_same_as_pcre2);
     RUN(test_replace_same_as_pcre2);
+    RUN(test_normalizer_nul);
     RUN(test_start_dependent);
     RUN(test_budget);
     return th_done();
