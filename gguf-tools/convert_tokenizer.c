@@ -201,6 +201,39 @@ static int replaces_piece(const cv_vocab *v, uint32_t id, const char *text)
     return strcmp(v->tokens[id], text) != 0;
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* A BPE model.vocab (piece -> id) as tokenizers writes it is one-to-one:
+ * an id given to two pieces (one would be lost) or a piece given twice (two
+ * ids; JSON readers differ on which counts) is refused. Ids out of range
+ * are left to the loaders, which refuse them. */
+static int vocab_one_to_one(const char *path, const cJSON *vocab, uint32_t n, char *err, size_t errlen)
+{
+    int count = cJSON_GetArraySize(vocab), k = 0, rc = 0;
+    const char **by_id = calloc(n ? n : 1, sizeof *by_id), **keys = malloc(sizeof *keys * (size_t)(count ? count : 1));
+    if (!by_id || !keys) hc_die("out of memory");
+    for (const cJSON *e = vocab->child; e && !rc; e = e->next) {
+        uint64_t id;
+        keys[k++] = e->string;
+        if (!hc_json_index(e, n, &id)) continue;
+        if (by_id[id]) {
+            snprintf(err, errlen, "%s: model.vocab: id %u is given to '%s' and to '%s'", path, (unsigned)id, by_id[id],
+                     e->string);
+            rc = -1;
+        }
+        by_id[id] = e->string;
+    }
+    qsort(keys, (size_t)k, sizeof *keys, cmp_str);
+    for (int i = 1; i < k && !rc; i++)
+        if (!strcmp(keys[i - 1], keys[i])) {
+            snprintf(err, errlen, "%s: model.vocab['%s'] is given twice", path, keys[i]);
+            rc = -1;
+        }
+    free(by_id);
+    free(keys);
+    return rc;
+}
+
 static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t errlen)
 {
     cJSON *root = hc_read_json(path, HF_MAX_TOKENIZER_JSON, err, errlen);
@@ -212,7 +245,8 @@ static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t 
     if (!cJSON_IsObject(model) || !cJSON_IsString(type)) {
         snprintf(err, errlen, "%s: no model.type", path);
         rc = -1;
-    } else if (cv_json_post(path, root, v, err, errlen) || cv_json_added(path, root, v, err, errlen)) {
+    } else if ((cJSON_IsObject(vocab) && vocab_one_to_one(path, vocab, v->n, err, errlen)) ||
+               cv_json_post(path, root, v, err, errlen) || cv_json_added(path, root, v, err, errlen)) {
         rc = -1;
     } else if (cv_json_byte_level(root)) {
         rc = cv_json_bpe(path, root, v, err, errlen);

@@ -721,6 +721,9 @@ static void test_hf_errors(void)
         {"sed -i 's/LlamaForCausalLM/LlamaForCausalLM\\\\u0000/' DIR/config.json", "config.json: U+0000 in JSON is not supported"},
         {"rm DIR/model.safetensors", "no model.safetensors"},
         {"rm DIR/tokenizer.json", "no tokenizer.model or tokenizer.json"},
+        /* tokenizers' vocab is one-to-one: an id or a piece given twice is refused, not one of them lost */
+        {"sed -i 's/\"b\":261/\"b\":260/' DIR/tokenizer.json", "model.vocab: id 260 is given to 'a' and to 'b'"},
+        {"sed -i 's/\"b\":261/\"a\":261/' DIR/tokenizer.json", "model.vocab['a'] is given twice"},
         {"sed -i 's/\"model\":{/\"normalizer\":{\"type\":\"NFKC\"},\"model\":{/' DIR/tokenizer.json",
          "normalizer type 'NFKC' is not supported"},
     };
