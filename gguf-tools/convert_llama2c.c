@@ -119,6 +119,8 @@ static void l2c_vocab(const char *path, uint32_t n, cv_vocab *v)
             BAD("%s: token %u: length %d runs past the end of the file", path, id, tl);
         const char *text = (const char *)buf + at;
         at += (size_t)tl;
+        /* a GGUF string holds none (ggml refuses it; hc-gguf too) */
+        if (memchr(text, 0, (size_t)tl)) BAD("%s: token %u holds a NUL byte", path, id);
         /* the mapping llama.cpp's llama2.c converter applies (load_vocab) */
         if (id == 0) cv_vocab_set(v, id, "<unk>", 5, score, TOK_UNKNOWN);
         else if (id == 1) cv_vocab_set(v, id, "<s>", 3, score, TOK_CONTROL);

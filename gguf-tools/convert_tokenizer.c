@@ -93,6 +93,11 @@ static int load_spm_model(const char *path, uint32_t n_vocab, cv_vocab *v, char 
             else if (fld == 2 && w == 5) { bits = (uint32_t)val; memcpy(&score, &bits, 4); }
             else if (fld == 3 && w == 0) type = val;
         }
+        if (text && memchr(text, 0, len)) {   /* a GGUF string holds none (ggml refuses it; hc-gguf too) */
+            snprintf(err, errlen, "%s: piece %u holds a NUL byte", path, id);
+            hc_map_close(&m);
+            return -1;
+        }
         if (rr < 0 || !text || type < TOK_NORMAL || type > TOK_BYTE) bad = 1;
         else cv_vocab_set(v, id++, (const char *)text, len, score, (int32_t)type);
     }

@@ -173,6 +173,22 @@ if have_fixtures; then
     head -c 3000 "$HC_FIXTURES/tok512.bin" >"$T/short-tok.bin"
     refused short_llama2c "header describes" "$C" llama2c "$T/short.bin" "$HC_FIXTURES/tok512.bin" -o "$T/x.gguf"
     refused short_tokenizer "ends at token" "$C" llama2c "$HC_FIXTURES/stories260K.bin" "$T/short-tok.bin" -o "$T/x.gguf"
+    # a token's bytes holding a NUL (the token was cut there when written): the second byte of
+    # token 300, and of the first piece that begins with U+2581 "the" in a SentencePiece model
+    python3 - "$HC_FIXTURES/tok512.bin" "$T/nul-tok.bin" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read()); at = 4
+for i in range(300):
+    at += 8 + struct.unpack_from('<i', b, at + 4)[0]
+b[at + 9] = 0
+open(sys.argv[2], 'wb').write(b)
+PY
+    refused nul_tokenizer "nul-tok.bin: token 300 holds a NUL byte" "$C" llama2c "$HC_FIXTURES/stories260K.bin" "$T/nul-tok.bin" -o "$T/x.gguf"
+    if [ -d "$HC_FIXTURES/hf-tiny/llama-relu" ]; then
+        mkdir -p "$T/nulspm" && cp "$HC_FIXTURES/hf-tiny/llama-relu/"* "$T/nulspm/" && chmod u+w "$T/nulspm/"*
+        python3 -c "import sys; p=sys.argv[1]; b=open(p,'rb').read(); i=b.index(b'\xe2\x96\x81the'); open(p,'wb').write(b[:i+4]+b'\0'+b[i+5:])" "$T/nulspm/tokenizer.model"
+        refused nul_spm_piece "tokenizer.model: piece [0-9]* holds a NUL byte" "$C" hf "$T/nulspm" -o "$T/x.gguf"
+    fi
 fi
 no_output no_stray_outputs_short "$T" x.gguf
 
