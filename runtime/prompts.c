@@ -70,7 +70,9 @@ hc_prompt *hc_prompts_parse(const char *name, const char *text, size_t len, int 
     hc_prompt *ps = NULL;
     int count = 0, line = 0;
     char why[256];
-    for (size_t at = 0; at < len; ) {
+    /* a UTF-8 byte order mark, which some editors write, would hide the first line's '{' */
+    size_t start = len >= 3 && !memcmp(text, "\xef\xbb\xbf", 3) ? 3 : 0;
+    for (size_t at = start; at < len; ) {
         const char *nl = memchr(text + at, '\n', len - at);
         size_t end = nl ? (size_t)(nl - text) : len, ll = end - at;
         const char *s = text + at;

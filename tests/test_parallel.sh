@@ -179,6 +179,12 @@ check_fails parallel_json_nul_raw "$T/nul2.txt:1: a line starting with '{' must 
 printf '{"prompt": "ab\\\\u0000cd"}\n' >"$T/nul3.txt"
 if "$R" -m "$S" -f "$T/nul3.txt" -np 2 -n 2 --temp 0 -t 2 2>"$T/err" | grep -q '^ab\\u0000cd'; then ok parallel_json_backslash_u0000
 else fail parallel_json_backslash_u0000 "$(head -c 300 "$T/err")"; fi
+# a byte order mark before the first line's '{' (as some editors write it): still JSON, not the text
+printf '\357\273\277{"prompt": "Lily wanted to", "n_predict": 20}\n' >"$T/bom.txt"
+"$R" -m "$S" -f "$T/bom.txt" -np 2 --temp 0 -t 2 >"$T/bom.out" 2>/dev/null
+sed 1d "$T/bom.out" >"$T/bom1.txt"
+{ cat "$T/j2.txt"; echo; } >"$T/j2n.txt"   # the plain run ends without a newline
+same parallel_json_after_bom "$T/j2n.txt" "$T/bom1.txt"
 printf 'fine\n{"prompt": 3}\n' >"$T/bad2.txt"
 check_fails parallel_json_bad_type "$T/bad2.txt:2: \"prompt\" must be a string" "$R" -m "$S" -f "$T/bad2.txt" -np 2
 check_fails parallel_needs_file "--parallel runs the prompts of -f FILE" "$R" -m "$S" -p x --parallel 2
