@@ -78,6 +78,7 @@ hc_prompt *hc_prompts_parse(const char *name, const char *text, size_t len, int 
         const char *s = text + at;
         at = end + 1;
         line++;
+        if (ll && s[ll - 1] == '\r') ll--;   /* a CRLF line's CR is its ending's, not the prompt's */
         if (!ll) continue;
         hc_prompt *more = realloc(ps, sizeof *ps * (size_t)(count + 1));
         if (!more) goto oom;

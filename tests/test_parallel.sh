@@ -179,6 +179,10 @@ check_fails parallel_json_nul_raw "$T/nul2.txt:1: a line starting with '{' must 
 printf '{"prompt": "ab\\\\u0000cd"}\n' >"$T/nul3.txt"
 if "$R" -m "$S" -f "$T/nul3.txt" -np 2 -n 2 --temp 0 -t 2 2>"$T/err" | grep -q '^ab\\u0000cd'; then ok parallel_json_backslash_u0000
 else fail parallel_json_backslash_u0000 "$(head -c 300 "$T/err")"; fi
+# CRLF line endings: the same prompts, not each with a CR at its end
+sed 's/$/\r/' "$T/p.txt" >"$T/p_crlf.txt"
+"$R" -m "$S" -f "$T/p_crlf.txt" --parallel 8 -n 40 --temp 0 -t 2 >"$T/par_crlf.txt" 2>/dev/null
+same parallel_crlf_lines "$T/solo.txt" "$T/par_crlf.txt"
 # a byte order mark before the first line's '{' (as some editors write it): still JSON, not the text
 printf '\357\273\277{"prompt": "Lily wanted to", "n_predict": 20}\n' >"$T/bom.txt"
 "$R" -m "$S" -f "$T/bom.txt" -np 2 --temp 0 -t 2 >"$T/bom.out" 2>/dev/null
