@@ -595,9 +595,11 @@ static int has_nul(const char *s, size_t len)
 
 cJSON *hc_json_parse(const char *text, size_t len, const char **end, char *err, size_t errlen)
 {
-    cJSON *j = cJSON_ParseWithLengthOpts(text, len, end, 0);
+    const char *stop = text;
+    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &stop, 0);
+    if (end) *end = stop;
     if (!j) snprintf(err, errlen, "JSON does not parse");
-    else if (has_nul(text, (size_t)(*end - text))) snprintf(err, errlen, "U+0000 in JSON is not supported");
+    else if (has_nul(text, (size_t)(stop - text))) snprintf(err, errlen, "U+0000 in JSON is not supported");
     else return j;
     cJSON_Delete(j);
     return NULL;
@@ -614,9 +616,8 @@ cJSON *hc_read_json(const char *path, size_t max, char *err, size_t errlen)
     size_t len;
     char *txt = hc_read_file(path, &len, err, errlen);
     if (!txt) return NULL;
-    const char *end;
     char why[64] = "file grew past its limit while being read";
-    cJSON *j = len <= max ? hc_json_parse(txt, len, &end, why, sizeof why) : NULL;
+    cJSON *j = len <= max ? hc_json_parse(txt, len, NULL, why, sizeof why) : NULL;
     free(txt);
     if (!cJSON_IsObject(j)) {
         snprintf(err, errlen, "%s: %s", path, j ? "JSON is not an object" : why);

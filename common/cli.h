@@ -112,8 +112,8 @@ struct cJSON *hc_read_json(const char *path, size_t max, char *err, size_t errle
 /* The JSON value that text[0..len) begins with, parsed as hc_read_json's (a
  * root of any kind), or NULL with why in err: it does not parse, or it holds
  * U+0000, raw or as "\u0000" (cJSON ends its strings at the first, so a
- * value or a key would be cut short without a word). What follows the value
- * is at *end. */
+ * value or a key would be cut short without a word). Where end is not
+ * NULL, what follows the value is at *end. */
 struct cJSON *hc_json_parse(const char *text, size_t len, const char **end, char *err, size_t errlen);
 
 /* A whole regular file mapped read-only (data NULL when the file is empty). */

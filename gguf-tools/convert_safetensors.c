@@ -127,9 +127,8 @@ int st_add_file(st_set *s, const char *path, char *err, size_t errlen)
         hc_map_close(&m);
         return -1;
     }
-    const char *end;
     char why[64];
-    cJSON *root = hc_json_parse((const char *)m.data + 8, (size_t)hlen, &end, why, sizeof why);
+    cJSON *root = hc_json_parse((const char *)m.data + 8, (size_t)hlen, NULL, why, sizeof why);
     if (!cJSON_IsObject(root)) {
         snprintf(err, errlen, "%s: safetensors header: %s", path, root ? "not a JSON object" : why);
         cJSON_Delete(root);

@@ -228,7 +228,7 @@ static int vocab_one_to_one(const char *path, const cJSON *vocab, uint32_t n, ch
         }
         by_id[id] = e->string;
     }
-    qsort(keys, (size_t)k, sizeof *keys, cmp_str);
+    if (!rc) qsort(keys, (size_t)k, sizeof *keys, cmp_str);
     for (int i = 1; i < k && !rc; i++)
         if (!strcmp(keys[i - 1], keys[i])) {
             snprintf(err, errlen, "%s: model.vocab['%s'] is given twice", path, keys[i]);

@@ -21,9 +21,9 @@ typedef struct {
 
 /* The prompts of text (len bytes, the file name for messages); empty lines
  * hold none, a line's final CR (CRLF endings) is dropped, and a UTF-8 byte
- * order mark at the start is skipped. An array of *n (free with hc_prompts_free), or NULL with
- * "NAME:LINE: what is wrong" in err (not JSON, an unknown key named, a value
- * of the wrong type or range). */
+ * order mark at the start is skipped. An array of *n (free with
+ * hc_prompts_free), or NULL with "NAME:LINE: what is wrong" in err (not
+ * JSON, an unknown key named, a value of the wrong type or range). */
 hc_prompt *hc_prompts_parse(const char *name, const char *text, size_t len, int *n, char *err, size_t errlen);
 void hc_prompts_free(hc_prompt *p, int n);
 
