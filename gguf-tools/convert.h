@@ -143,10 +143,10 @@ typedef struct {
     const char *where;       /* named in "missing tensor" messages (the directory) */
 } st_set;
 
-/* Map one file and add its tensors (a name already in the set is an error).
- * O(n log n) in the set's tensors: names and offsets are sorted, not compared
- * pairwise. */
-int st_add_file(st_set *s, const char *path, char *err, size_t errlen);
+/* Map one file and add its tensors, each named prefix + its name in the file
+ * (prefix "" for none; a name already in the set is an error). O(n log n) in
+ * the set's tensors: names and offsets are sorted, not compared pairwise. */
+int st_add_file(st_set *s, const char *path, const char *prefix, char *err, size_t errlen);
 /* Index of a tensor by name, or -1 (binary search). */
 long st_find(const st_set *s, const char *name);
 void st_free(st_set *s);

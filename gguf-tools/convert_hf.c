@@ -39,7 +39,7 @@ static void open_weights(const char *dir, st_set *s)
     char path[4096], err[512];
     if (hc_path(path, sizeof path, err, sizeof err, "%s/model.safetensors", dir)) hc_die("%s", err);
     if (exists(path)) {
-        if (st_add_file(s, path, err, sizeof err)) hc_die("%s", err);
+        if (st_add_file(s, path, "", err, sizeof err)) hc_die("%s", err);
         return;
     }
     if (hc_path(path, sizeof path, err, sizeof err, "%s/model.safetensors.index.json", dir)) hc_die("%s", err);
@@ -55,7 +55,7 @@ static void open_weights(const char *dir, st_set *s)
         if (hc_path(shard, sizeof shard, err, sizeof err, "%s/%s", dir, e->valuestring)) hc_die("%s", err);
         size_t f = 0;
         while (f < s->n_files && strcmp(s->paths[f], shard)) f++;
-        if (f == s->n_files && st_add_file(s, shard, err, sizeof err)) hc_die("%s", err);
+        if (f == s->n_files && st_add_file(s, shard, "", err, sizeof err)) hc_die("%s", err);
         long t = st_find(s, e->string);
         if (t < 0 || s->t[t].file != f)
             hc_die("%s: tensor '%s' is not in %s", path, e->string, e->valuestring);
@@ -82,16 +82,10 @@ static int open_predictors(const char *dir, const cv_hparams *hp, st_set *pred, 
                        "model_%u.safetensors (see the hc-convert documentation)", path, l);
             hc_die("%s: missing model_%u.safetensors (one predictor per layer)", dir, l);
         }
-        size_t first = pred->n;
-        if (st_add_file(pred, path, err, sizeof err)) hc_die("%s", err);
-        /* prefix this layer's names so that one set holds every layer */
-        for (size_t i = first; i < pred->n; i++) {
-            char *n = malloc(strlen(pred->t[i].name) + 16);
-            if (!n) hc_die("out of memory");
-            sprintf(n, "%u.%s", l, pred->t[i].name);
-            free(pred->t[i].name);
-            pred->t[i].name = n;
-        }
+        /* the layer prefixes the names so that one set holds every layer */
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "%u.", l);
+        if (st_add_file(pred, path, prefix, err, sizeof err)) hc_die("%s", err);
     }
     if (hc_path(path, sizeof path, err, sizeof err, "%s/config.json", dir)) hc_die("%s", err);
     if (!exists(path)) return 0;

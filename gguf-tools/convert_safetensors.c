@@ -115,7 +115,7 @@ static const char *parse_entry(const cJSON *e, const uint8_t *data, uint64_t dat
     return NULL;
 }
 
-int st_add_file(st_set *s, const char *path, char *err, size_t errlen)
+int st_add_file(st_set *s, const char *path, const char *prefix, char *err, size_t errlen)
 {
     hc_map m;
     if (hc_map_open(&m, path, err, errlen)) return -1;
@@ -157,7 +157,9 @@ int st_add_file(st_set *s, const char *path, char *err, size_t errlen)
             snprintf(err, errlen, "%s: tensor '%s': %s", path, e->string, why);
             rc = -1;
         } else {
-            t->name = strdup(e->string);
+            t->name = malloc(strlen(prefix) + strlen(e->string) + 1);
+            if (!t->name) hc_die("out of memory");
+            strcpy(stpcpy(t->name, prefix), e->string);
             t->file = file;
             s->n++;
         }

@@ -203,7 +203,7 @@ typedef struct {
 
 typedef struct {
     int E, F, L, H, KV, V, tied, relu;
-    hft t[64];
+    hft t[128];              /* 3 + 9 per layer: 13 layers at most */
     int n;
 } hfm;
 
@@ -223,6 +223,10 @@ static float round_to(const char *dtype, float x)
 
 static void add_t(hfm *m, const char *dtype, const char *name, int nd, int64_t d0, int64_t d1)
 {
+    if (m->n == (int)(sizeof m->t / sizeof m->t[0])) {
+        fprintf(stderr, "test_convert: add_t: more than %d tensors\n", m->n);
+        exit(2);
+    }
     hft *t = &m->t[m->n++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->nd = nd;
@@ -597,19 +601,23 @@ static void test_hf_sentencepiece_model(void)
     hf_free(&m);
 }
 
-/* --predictors: PWRI magic, sparse_threshold, fc1/fc2, ffn_down_t. */
+/* --predictors: PWRI magic, sparse_threshold, fc1/fc2, ffn_down_t. Eleven layers: the names
+ * "10.fc1.weight" .. "9.fc2.weight" sort apart from the layers' order (a name index sorted
+ * before the layer prefixes were added once missed "9.fc2.weight"). */
+enum { PRED_LAYERS = 11 };
 static void test_hf_predictors(void)
 {
-    hfm m = {.E = 32, .F = 64, .L = 2, .H = 4, .KV = 2, .V = 270, .relu = 1};
+    hfm m = {.E = 32, .F = 64, .L = PRED_LAYERS, .H = 4, .KV = 2, .V = 270, .relu = 1};
     hf_make(&m, "F32");
     char dir[512], pd[512], p[600];
     snprintf(dir, sizeof dir, "%s/pi/m", th_tmpdir());
     snprintf(pd, sizeof pd, "%s/pi/pred", th_tmpdir());
     write_hf_dir(dir, &m, "F32", 1);
     th_sh("mkdir -p %s", pd);
-    hfm pr[2] = {{.n = 0}, {.n = 0}};
-    const int r[2] = {16, 24};
-    for (int l = 0; l < 2; l++) {
+    hfm pr[PRED_LAYERS] = {{.n = 0}};
+    int r[PRED_LAYERS];
+    for (int l = 0; l < PRED_LAYERS; l++) {
+        r[l] = 16 + 8 * (l % 2);
         add_t(&pr[l], "F16", "fc1.weight", 2, r[l], m.E);
         add_t(&pr[l], "F16", "fc2.weight", 2, m.F, r[l]);
         snprintf(p, sizeof p, "%s/model_%d.safetensors", pd, l);
@@ -628,7 +636,7 @@ static void test_hf_predictors(void)
     free(raw);
     float thr;
     CHECK(gguf_get_f32(f, "powerinfer.sparse_threshold", &thr) == 0 && thr == 0.25f);
-    for (int l = 0; l < 2; l++) {
+    for (int l = 0; l < PRED_LAYERS; l++) {
         char nm[64];
         snprintf(nm, sizeof nm, "blk.%d.fc1.weight", l);
         CHECK(same(gguf_get_tensor(f, nm), GGML_TYPE_F16, pr[l].t[0].x, r[l], m.E));
@@ -762,7 +770,7 @@ static int st_header(const char *header, st_set *s, char *err, size_t errlen)
     const char *path = th_tmp("header.safetensors");
     int rc = th_write(path, b, 8 + hl + 64);
     free(b);
-    return rc ? -1 : st_add_file(s, path, err, errlen);
+    return rc ? -1 : st_add_file(s, path, "", err, errlen);
 }
 
 #define ST_F32(name, n, b, e) "\"" name "\":{\"dtype\":\"F32\",\"shape\":[" #n "],\"data_offsets\":[" #b "," #e "]}"

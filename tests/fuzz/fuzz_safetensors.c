@@ -8,7 +8,7 @@ FUZZ_TARGET(fuzz_safetensors)
     char err[512];
     const char *path = fuzz_file("x.safetensors", data, size);
     st_set s = {0};
-    if (st_add_file(&s, path, err, sizeof err) != 0) {
+    if (st_add_file(&s, path, "", err, sizeof err) != 0) {
         fuzz_refused(err, path);
     } else {
         const hc_map *m = &s.maps[0];
