@@ -593,12 +593,14 @@ static int has_nul(const char *s, size_t len)
     return 0;
 }
 
-cJSON *hc_json_parse(const char *text, size_t len, const char **end, char *err, size_t errlen)
+cJSON *hc_json_parse(const char *text, size_t len, char *err, size_t errlen)
 {
     const char *stop = text;
     cJSON *j = cJSON_ParseWithLengthOpts(text, len, &stop, 0);
-    if (end) *end = stop;
+    const char *rest = j ? stop : text + len;
+    while (rest < text + len && (*rest == ' ' || *rest == '\t' || *rest == '\n' || *rest == '\r')) rest++;
     if (!j) snprintf(err, errlen, "JSON does not parse");
+    else if (rest != text + len) snprintf(err, errlen, "text after the JSON value, at byte %zu", (size_t)(rest - text));
     else if (has_nul(text, (size_t)(stop - text))) snprintf(err, errlen, "U+0000 in JSON is not supported");
     else return j;
     cJSON_Delete(j);
@@ -617,7 +619,7 @@ cJSON *hc_read_json(const char *path, size_t max, char *err, size_t errlen)
     char *txt = hc_read_file(path, &len, err, errlen);
     if (!txt) return NULL;
     char why[64] = "file grew past its limit while being read";
-    cJSON *j = len <= max ? hc_json_parse(txt, len, NULL, why, sizeof why) : NULL;
+    cJSON *j = len <= max ? hc_json_parse(txt, len, why, sizeof why) : NULL;
     free(txt);
     if (!cJSON_IsObject(j)) {
         snprintf(err, errlen, "%s: %s", path, j ? "JSON is not an object" : why);

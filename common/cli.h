@@ -109,12 +109,13 @@ char *hc_read_stream(int fd, const char *name, size_t *len, char *err, size_t er
  * not parse, not an object). cJSON takes about 40 times the text in memory,
  * so every JSON input is read through this with a limit of its own. */
 struct cJSON *hc_read_json(const char *path, size_t max, char *err, size_t errlen);
-/* The JSON value that text[0..len) begins with, parsed as hc_read_json's (a
- * root of any kind), or NULL with why in err: it does not parse, or it holds
- * U+0000, raw or as "\u0000" (cJSON ends its strings at the first, so a
- * value or a key would be cut short without a word). Where end is not
- * NULL, what follows the value is at *end. */
-struct cJSON *hc_json_parse(const char *text, size_t len, const char **end, char *err, size_t errlen);
+/* The JSON value text[0..len) holds, parsed as hc_read_json's (a root of
+ * any kind), or NULL with why in err: it does not parse, text other than
+ * JSON whitespace follows the value (a second object appended to a config
+ * would be ignored), or it holds U+0000, raw or as "\u0000" (cJSON ends its
+ * strings at the first, so a value or a key would be cut short without a
+ * word). */
+struct cJSON *hc_json_parse(const char *text, size_t len, char *err, size_t errlen);
 
 /* A whole regular file mapped read-only (data NULL when the file is empty). */
 typedef struct {

@@ -128,7 +128,7 @@ static int add_step(hc_normalizer *n, const cJSON *o, char *err, size_t errlen)
 hc_normalizer *hc_normalizer_new(const char *json, size_t len, char *err, size_t errlen)
 {
     char why[64];
-    cJSON *root = hc_json_parse(json, len, NULL, why, sizeof why);
+    cJSON *root = hc_json_parse(json, len, why, sizeof why);
     hc_normalizer *n = calloc(1, sizeof *n);
     if (n) n->growth = 1;
     int rc = !root ? (snprintf(err, errlen, "normalizer: %s", why), -1)

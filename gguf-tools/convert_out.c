@@ -154,12 +154,24 @@ int cv_check_hparams(const cv_hparams *hp, char *err, size_t errlen)
         why = "head dimension is odd (RoPE rotates pairs)";
     else if (hp->n_head % hp->n_head_kv)
         why = "head count is not a multiple of the KV head count";
-    else if (hp->n_vocab < 3 || hp->unk_id >= hp->n_vocab || hp->bos_id >= hp->n_vocab ||
-             hp->eos_id >= hp->n_vocab)
-        why = "special token id outside the vocabulary";
+    else if (hp->n_vocab < 3)
+        why = "vocabulary of fewer than 3 tokens";
     else if (!(hp->eps > 0.0f && hp->eps < 1.0f))
         why = "the norm epsilon (rms_norm_eps) is not in (0, 1)";
-    if (!why) return 0;
+    if (!why) {
+        /* the padding id may be "none"; the runtime refuses a file with any other one out of range */
+        const struct { const char *name; uint32_t id; } special[] = {
+            { "unknown token id", hp->unk_id }, { "bos_token_id", hp->bos_id }, { "eos_token_id", hp->eos_id },
+            { "pad_token_id", hp->pad_id == UINT32_MAX ? 0 : hp->pad_id },
+        };
+        for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+            if (special[i].id >= hp->n_vocab) {
+                snprintf(err, errlen, "%s %u is not a token id (the vocabulary has %u tokens)", special[i].name,
+                         special[i].id, hp->n_vocab);
+                return -1;
+            }
+        return 0;
+    }
     snprintf(err, errlen, "%s (dim %u, n_ff %u, layers %u, heads %u/%u, vocab %u)", why,
              hp->n_embd, hp->n_ff, hp->n_layer, hp->n_head, hp->n_head_kv, hp->n_vocab);
     return -1;

@@ -128,7 +128,7 @@ int st_add_file(st_set *s, const char *path, const char *prefix, char *err, size
         return -1;
     }
     char why[64];
-    cJSON *root = hc_json_parse((const char *)m.data + 8, (size_t)hlen, NULL, why, sizeof why);
+    cJSON *root = hc_json_parse((const char *)m.data + 8, (size_t)hlen, why, sizeof why);
     if (!cJSON_IsObject(root)) {
         snprintf(err, errlen, "%s: safetensors header: %s", path, root ? "not a JSON object" : why);
         cJSON_Delete(root);

@@ -11,16 +11,14 @@
 /* One JSON line into p; 0, or -1 with what is wrong in err. */
 static int json_prompt(const char *line, size_t len, hc_prompt *p, char *err, size_t errlen)
 {
-    const char *end = NULL;
     char why[64];
-    cJSON *o = hc_json_parse(line, len, &end, why, sizeof why);
+    cJSON *o = hc_json_parse(line, len, why, sizeof why);
     int rc = -1;
-    while (o && end < line + len && (*end == ' ' || *end == '\t' || *end == '\r')) end++;
     if (!o) {
         snprintf(err, errlen, "a line starting with '{' must be a JSON object: %s", why);
         goto end;
     }
-    if (!cJSON_IsObject(o) || end != line + len) {
+    if (!cJSON_IsObject(o)) {
         snprintf(err, errlen, "a line starting with '{' must be a JSON object");
         goto end;
     }

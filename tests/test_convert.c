@@ -714,6 +714,14 @@ static void test_hf_errors(void)
         {"sed -i 's/\"rms_norm_eps\":1e-06/\"rms_norm_eps\":1e-06,\"rms_norm_eps\":2/' DIR/config.json",
          "norm epsilon (rms_norm_eps) is not in (0, 1)"},
         {"sed -i 's/\"vocab_size\":270/\"vocab_size\":[270]/' DIR/config.json", "\"vocab_size\" is not a non-negative integer"},
+        /* a JSON input is one value: a second one appended would be ignored */
+        {"echo '{\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4}}' >> DIR/config.json",
+         "config.json: text after the JSON value, at byte"},
+        {"echo '{}' >> DIR/tokenizer.json", "tokenizer.json: text after the JSON value, at byte"},
+        {HEADER_SUB("{", "{}{"), "model.safetensors: safetensors header: text after the JSON value, at byte 2"},
+        /* a padding id the runtime would refuse */
+        {"sed -i 's/}$/,\"pad_token_id\":300}/' DIR/config.json",
+         "config.json: pad_token_id 300 is not a token id (the vocabulary has 270 tokens)"},
         {"sed -i 's/}$/,\"rope_scaling\":{\"type\":null,\"factor\":4.0}}/' DIR/config.json",
          "\"rope_scaling.type\" is missing or not a string, but the factor is 4"},
         {"sed -i 's/\"num_hidden_layers\":1/\"num_hidden_layers\":2/' DIR/config.json", "missing tensor 'model.layers.1"},
