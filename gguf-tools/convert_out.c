@@ -3,6 +3,7 @@
 #include "convert.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,13 +218,23 @@ static void cv_to_f32(uint32_t type, const void *src, float *dst, size_t n)
     }
 }
 
-static void cv_from_f32(uint32_t type, const float *src, void *dst, size_t n)
+/* src[0..n) in type; returns the index of the first finite value the type
+ * cannot hold (it would be written as inf), or n. */
+static size_t cv_from_f32(uint32_t type, const float *src, void *dst, size_t n)
 {
     uint16_t *h = dst;
     switch (type) {
-    case GGML_TYPE_F32: memcpy(dst, src, n * sizeof *src); break;
-    case GGML_TYPE_F16: for (size_t i = 0; i < n; i++) h[i] = fp32_to_fp16(src[i]); break;
-    case GGML_TYPE_BF16: for (size_t i = 0; i < n; i++) h[i] = fp32_to_bf16(src[i]); break;
+    case GGML_TYPE_F32: memcpy(dst, src, n * sizeof *src); return n;
+    case GGML_TYPE_F16:
+        for (size_t i = 0; i < n; i++) h[i] = fp32_to_fp16(src[i]);
+        for (size_t i = 0; i < n; i++)
+            if ((h[i] & 0x7fff) == 0x7c00 && isfinite(src[i])) return i;
+        return n;
+    case GGML_TYPE_BF16:
+        for (size_t i = 0; i < n; i++) h[i] = fp32_to_bf16(src[i]);
+        for (size_t i = 0; i < n; i++)
+            if ((h[i] & 0x7fff) == 0x7f80 && isfinite(src[i])) return i;
+        return n;
     default: hc_die("internal: output type %u", type);
     }
 }
@@ -304,7 +315,14 @@ int cv_write(gguf_writer *w, const cv_tensors *ts, const char *path, char *err, 
         for (int64_t r = 0; r < t->ne[1] && !rc; r += nr) {
             int64_t k = t->ne[1] - r < nr ? t->ne[1] - r : nr;
             fetch_rows(t, r, k, f);
-            cv_from_f32(t->type, f, o, (size_t)(k * t->ne[0]));
+            size_t bad = cv_from_f32(t->type, f, o, (size_t)(k * t->ne[0]));
+            if (bad < (size_t)(k * t->ne[0])) {
+                snprintf(err, errlen, "%s: tensor %s: value %g at [%lld, %lld] is beyond %s's range (--outtype f32 "
+                         "holds it)", path, t->name, (double)f[bad], (long long)(r + (int64_t)bad / t->ne[0]),
+                         (long long)((int64_t)bad % t->ne[0]), ggml_type_name(t->type));
+                rc = -1;
+                break;
+            }
             rc = gguf_writer_write_data(w, o, (size_t)k * row_bytes, err, errlen);
             done += (uint64_t)k * row_bytes;
             hc_progress_update(&p, done);

@@ -760,6 +760,18 @@ static void test_hf_errors(void)
                "case %zu (%s): rc %d, stderr: %s", i, cases[i].setup, rc, e);
         CHECKF(count_entries(th_tmp("err/out")) == 0, "case %zu left a file", i);
     }
+    /* a weight F16 cannot hold is refused by name, not written as inf; BF16 holds it */
+    th_sh("rm -rf %s", dir);
+    write_hf_dir(dir, &m, "F32", 1);
+    CHECK(th_sh("python3 -c \"import json,struct,sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); "
+                "n=struct.unpack('<Q',b[:8])[0]; o=json.loads(b[8:8+n])['model.layers.0.mlp.up_proj.weight']['data_offsets'][0]; "
+                "b[8+n+o+4:8+n+o+8]=struct.pack('<f',1e5); open(p,'wb').write(b)\" %s/model.safetensors", dir) == 0);
+    CHECK(th_sh("%s hf %s -o %s --outtype f16", CONVERT, dir, out) == 1);
+    CHECKF(strstr(th_last_err(), "tensor blk.0.ffn_up.weight: value 100000 at [0, 1] is beyond F16's range"), "%s",
+           th_last_err());
+    CHECK(count_entries(th_tmp("err/out")) == 0);
+    CHECK(th_sh("%s hf %s -o %s --outtype bf16", CONVERT, dir, out) == 0);
+    th_sh("rm -f %s", out);
     snprintf(p, sizeof p, "%s/nonexistent", th_tmpdir());
     CHECK(th_sh("%s hf %s -o %s", CONVERT, p, out) == 1 && count_entries(th_tmp("err/out")) == 0);
     hf_free(&m);
