@@ -139,10 +139,14 @@ static int place_hot(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, const c
 static void open_device(hc_ffn *f, const hc_ffn_opts *o, int forced, FILE *log)
 {
     char msg[512], line[512], hint[1024];
+    if (o->gpu_layers == 0) {
+        if (forced) hc_warn("-ngl 0: running on the CPU only (%s not used)", o->gpu_index ? "--gpu-index" : "--device");
+        return;
+    }
     hc_cl_info d;
-    int i = o->gpu_layers == 0 ? -1 : hc_cl_choose(o->device, &d, msg, sizeof msg);
+    int i = hc_cl_choose(o->device, &d, msg, sizeof msg);
     const char *named = getenv("HC_OPENCL_DEVICE");
-    if (i < 0 && o->gpu_layers != 0 && named && *named) hc_die("%s", msg);   /* as --device's, never replaced */
+    if (i < 0 && named && *named) hc_die("%s", msg);   /* as --device's, never replaced */
     if (i < 0 || (!d.is_gpu && !forced)) {
         if (i < 0 && forced) hc_warn("%s; running on the CPU only", msg);
         return;
@@ -292,6 +296,17 @@ hc_ffn *hc_ffn_setup(const hc_model *m, const hc_ffn_opts *o, FILE *log, char *e
         idx = NULL;
     }
     if (o->dense || !(o->sparse || o->have_threshold || predictors || idx || calib)) return f;
+    /* the device runs its layers' FFN dense: the sparse one (and its threshold) is the CPU's */
+    int on_device = f->place ? hc_place_ffn_layers(f->place) : 0;
+    const char *asked = o->have_threshold ? "--sparse-threshold" : o->sparse ? "--sparse"
+                      : predictors ? "the model's predictors" : calib ? "the model's calibrated thresholds" : "--gpu-index";
+    if (every_neuron) {
+        hc_warn("%s: not used: every layer's FFN is on the device, where it runs dense", asked);
+        return f;
+    }
+    if (on_device)
+        hc_warn("%s: the FFN of the first %d of %d layers runs dense on the device; the sparse FFN computes the rest",
+                asked, on_device, m->hp.n_layer);
     if (hc_sparse_check(m, msg, sizeof msg)) {
         /* e.g. an INT4-GPTQ ffn_down_t: the dense FFN computes the same model */
         hc_warn("%s; running the dense FFN%s", msg, idx ? " (GPU index not used)" : "");

@@ -58,6 +58,20 @@ for a in "-ngl 99:of 2 layers (attention, norms, KV cache), the output head, eve
     else ok "$name"; fi
 done
 check_fails run_ngl_bad "bad value for -ngl: 'x'" run -ngl x
+# -ngl 0 beside --device: the CPU, said in one warning
+if run -p "hello world" -n 8 -ngl 0 --device 0 >"$T/n.txt" 2>"$T/n.err" && cmp -s "$T/n.txt" "$T/p.txt" &&
+   grep -qx 'hc-run: -ngl 0: running on the CPU only (--device not used)' "$T/n.err"; then ok run_ngl0_device
+else fail run_ngl0_device "$(cat "$T/n.err")"; fi
+# --sparse-threshold beside layers whose FFN the device runs (dense there): said, not dropped
+for a in "99:--sparse-threshold: not used: every layer's FFN is on the device, where it runs dense" \
+         "1:--sparse-threshold: the FFN of the first 1 of 2 layers runs dense on the device; the sparse FFN computes the rest"; do
+    n=${a%%:*} want=${a#*:}
+    if ! run -p "hello world" -n 4 -ngl "$n" --sparse-threshold 0.01 >/dev/null 2>"$T/n.err"; then
+        fail "run_ngl${n}_sparse_threshold" "$(cat "$T/n.err")"
+    elif grep -q 'running on the CPU only' "$T/n.err"; then skip "run_ngl${n}_sparse_threshold" "no OpenCL device"
+    elif grep -qxF "hc-run: $want" "$T/n.err"; then ok "run_ngl${n}_sparse_threshold"
+    else fail "run_ngl${n}_sparse_threshold" "$(cat "$T/n.err")"; fi
+done
 # -v with a device: its transfers, launches and each kernel's time on it
 if run -p "hello world" -n 8 -ngl 99 -v >"$T/v.txt" 2>"$T/v.err" && grep -q 'running on the CPU only' "$T/v.err"; then
     skip run_verbose_device_kernels "no OpenCL device"
