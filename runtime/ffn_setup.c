@@ -11,6 +11,7 @@
 #include "opencl.h"
 #include "place.h"
 #include "sparse.h"
+#include "stats.h"
 
 struct hc_ffn {
     int verbose;
@@ -112,6 +113,11 @@ static int place_hot(hc_ffn *f, const hc_model *m, const hc_ffn_opts *o, const c
     hc_gpuidx *g = hc_gpuidx_load(idx, m->hp.n_layer, m->hp.n_ff, err, errlen);
     if (!g) return -1;
     char sz[2][32], msg[512];
+    uint64_t model_hash = hc_ffn_hash(m->file);
+    if (g->model_ffn_hash && g->model_ffn_hash != model_hash)
+        hc_warn("%s: solved for FFN weights other than this model's (hash %016llx, this model's %016llx: another "
+                "model, or another type of this one); its hot neurons may not be this model's",
+                idx, (unsigned long long)g->model_ffn_hash, (unsigned long long)model_hash);
     if (o->vram_budget && o->vram_budget < g->vram_capacity) {
         /* PowerInfer treats such an index as stale */
         hc_warn("%s: made for %s of device memory (split.vram_capacity), more than --vram-budget %s; its neurons "

@@ -1,6 +1,7 @@
 /* .gpuidx reader (see gpuidx.h). */
 #include "gpuidx.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,12 @@ hc_gpuidx *hc_gpuidx_load(const char *path, int n_layer, int n_ff, char *err, si
     int rc = gguf_get_u64(f, "split.vram_capacity", &g->vram_capacity);
     if (rc) BAD("%s: %s split.vram_capacity (u64): not a PowerInfer GPU index", path,
                 rc == -1 ? "missing key" : "wrong type of key");
+    char *hash = NULL, *end = NULL;
+    rc = gguf_get_str(f, "hotcold.solve.model_ffn_hash", &hash);
+    if (rc == 0) g->model_ffn_hash = strlen(hash) == 16 && isxdigit((unsigned char)hash[0]) ? strtoull(hash, &end, 16) : 0;
+    int bad_hash = rc == -2 || (rc == 0 && (!end || *end || !g->model_ffn_hash));
+    free(hash);
+    if (bad_hash) BAD("%s: hotcold.solve.model_ffn_hash is not 16 hex digits", path);
     uint32_t blocks;
     rc = gguf_get_u32(f, "generic.gpu_index.block_count", &blocks);
     if (rc == -2) BAD("%s: generic.gpu_index.block_count is not a u32", path);

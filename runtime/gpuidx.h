@@ -14,6 +14,7 @@
 typedef struct {
     int n_layer, n_ff;
     uint64_t vram_capacity;   /* split.vram_capacity: device bytes the split was made for */
+    uint64_t model_ffn_hash;  /* hotcold.solve.model_ffn_hash (hc-solve's): the model it was solved for; 0: unknown */
     int *n_gpu;               /* [n_layer] neurons on the device per layer */
     int32_t **bucket;         /* [n_layer][n_gpu[l]] device neurons, ascending */
 } hc_gpuidx;

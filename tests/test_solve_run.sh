@@ -17,6 +17,13 @@ for q in F16 Q8_0 Q4_0; do
     if [ -n "$placed" ] && [ "$placed" = "$device" ]; then ok "solver_bytes_are_device_bytes_$q"
     else fail "solver_bytes_are_device_bytes_$q" "hc-solve placed '$placed', hc-run gathered '$device'"; fi
 done
+# an index solved for other FFN weights (the Q4_0 file's, run on the F16 one) is named in a warning;
+# the model's own is not
+"$HC_BIN/hc-run" -m "$T/F16.gguf" --gpu-index "$T/Q4_0.gpuidx" --vram-budget 900K -p x -n 2 >/dev/null 2>"$T/other.err"
+"$HC_BIN/hc-run" -m "$T/F16.gguf" --gpu-index "$T/F16.gpuidx" --vram-budget 900K -p x -n 2 >/dev/null 2>"$T/own.err"
+if grep -q "^hc-run: $T/Q4_0.gpuidx: solved for FFN weights other than this model's (hash [0-9a-f]\{16\}, this model's [0-9a-f]\{16\}: another model, or another type of this one)" "$T/other.err" &&
+   ! grep -q 'solved for FFN weights other' "$T/own.err"; then ok solver_index_of_other_weights
+else fail solver_index_of_other_weights "$(cat "$T/other.err" "$T/own.err")"; fi
 # -ctk/-ctv f16 (llama.cpp's flags): the KV cache priced at 2 bytes an element, half f32's, so a
 # budget whose dense part is mostly cache places far more neurons, and hc-run with the same cache
 # gathers what hc-solve placed
