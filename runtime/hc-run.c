@@ -520,16 +520,16 @@ static int gen_feed(gen_state *g, const int32_t *t, int n)
     return 0;
 }
 
-/* Sample and print up to n tokens. Stops at BOS or EOS ("[end of text]" on
+/* Sample and print up to n tokens. Stops at an end token ("[end of text]" on
  * stderr, as llama.cpp) and when the context is full (then returns -1). */
 static int gen_run(gen_state *g, int n)
 {
-    int bos = hc_tokenizer_bos(g->tok), eos = hc_tokenizer_eos(g->tok), r = 0;
+    int r = 0;
     double t0 = hc_now();
     for (int k = 0; k < n; k++) {
         if (g->pending >= 0 && (r = gen_feed(g, NULL, 0))) break;
         int next = hc_sample(g->smp, g->logits);
-        if (next == bos || next == eos) {
+        if (hc_tokenizer_is_end(g->tok, next)) {
             hc_stdout_flush();
             fputs("[end of text]\n", stderr);
             break;
@@ -730,7 +730,7 @@ static void parallel(const hc_model *m, const hc_tokenizer *tok, const options *
         t->gen = t->len;
         t->last = t->n_prompt ? ids[t->n_prompt - 1] : -1;
     }
-    hc_sched_params sp = { o->parallel, n_ctx, blocks, hc_tokenizer_bos(tok), hc_tokenizer_eos(tok), !o->recompute,
+    hc_sched_params sp = { o->parallel, n_ctx, blocks, tok, !o->recompute,
                            o->swap_space };
     hc_ctx *ctx = new_ctx(m, o, ffn, n_ctx, blocks, hc_sched_blocks_most(reqs, n, &sp, o->kv_block));
     hc_sched_out out = { par_token, par_done, &P };

@@ -188,7 +188,7 @@ static void sample(sched *S, int r, const float *logits)
     }
     int32_t t = hc_sample(s->smp, logits);
     S->st->generated++;
-    if (t == p->bos || t == p->eos) {
+    if (p->tok && hc_tokenizer_is_end(p->tok, t)) {
         finish(S, r, HC_STOP_EOS);
         return;
     }

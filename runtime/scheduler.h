@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include "model.h"
 #include "sampler.h"
+#include "tokenizer.h"
 
 /* One prompt's generation. */
 typedef struct {
@@ -18,7 +19,7 @@ typedef struct {
 } hc_request;
 
 enum hc_stop {
-    HC_STOP_EOS,       /* BOS or EOS sampled (not given to token) */
+    HC_STOP_EOS,       /* an end token sampled (hc_tokenizer_is_end; not given to token) */
     HC_STOP_LENGTH,    /* n_predict tokens */
     HC_STOP_CONTEXT,   /* the next token would not fit the context (n_ctx) */
     HC_STOP_REFUSED,   /* never run: an empty prompt, or one longer than the context */
@@ -35,7 +36,7 @@ typedef struct {
     int n_parallel;           /* most sequences running at once (llama.cpp's -np) */
     int n_ctx;                /* positions of one sequence (the context's n_ctx) */
     int n_blocks;             /* the context's n_kv_blocks: at least one n_ctx's */
-    int32_t bos, eos;         /* the tokens that end a text (-1: none) */
+    const hc_tokenizer *tok;  /* its end tokens end a text (hc_tokenizer_is_end); NULL: none */
     int swap;                 /* preemption by swapping the cache to host memory (vLLM's swap), where
                                * swap_space holds it; else, and when it does not, by recomputation */
     uint64_t swap_space;      /* bytes of host memory for swapped caches */

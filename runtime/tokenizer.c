@@ -32,6 +32,7 @@ struct hc_tokenizer {
     int n_special;
     int32_t byte_id[256];  /* byte-fallback token of each byte, or -1 */
     int bos, eos, unk;     /* -1 when the vocab has none */
+    int eot, eom;          /* end of turn, of message: -1 when not given */
     int add_bos, add_eos, add_space_prefix;
     int metaspace;         /* the space prefix as tokenizers' Metaspace: 0 no (llama.cpp), 1 "always", 2 "first" */
     int word_chunks;       /* no piece holds a U+2581 right after another character */
@@ -216,13 +217,15 @@ static int model_kind(const gguf_file *f, char *err, size_t errlen)
     return kind;
 }
 
-/* BOS, EOS, UNK (llama.cpp's defaults 1, 2, 0) and the special ids the
- * runtime does not use, each checked against the vocabulary of n tokens. */
+/* BOS, EOS, UNK (llama.cpp's defaults 1, 2, 0), EOT and EOM (none), and the
+ * special ids the runtime does not use, each checked against the vocabulary of n tokens. */
 static void read_special_ids(hc_tokenizer *t, const gguf_file *f, int n, int *bad, char *err, size_t errlen)
 {
     t->bos = get_id(f, "tokenizer.ggml.bos_token_id", 1, n, bad, err, errlen);
     t->eos = get_id(f, "tokenizer.ggml.eos_token_id", 2, n, bad, err, errlen);
     t->unk = get_id(f, "tokenizer.ggml.unknown_token_id", 0, n, bad, err, errlen);
+    t->eot = get_id(f, "tokenizer.ggml.eot_token_id", -1, n, bad, err, errlen);
+    t->eom = get_id(f, "tokenizer.ggml.eom_token_id", -1, n, bad, err, errlen);
     static const char *const unused[] = { "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id",
                                           "tokenizer.ggml.cls_token_id", "tokenizer.ggml.mask_token_id" };
     for (size_t k = 0; k < sizeof unused / sizeof *unused; k++)
@@ -382,6 +385,10 @@ void hc_tokenizer_free(hc_tokenizer *t)
 int hc_tokenizer_n_vocab(const hc_tokenizer *t) { return t->n_vocab; }
 int hc_tokenizer_bos(const hc_tokenizer *t) { return t->bos; }
 int hc_tokenizer_eos(const hc_tokenizer *t) { return t->eos; }
+int hc_tokenizer_is_end(const hc_tokenizer *t, int id)
+{
+    return id >= 0 && (id == t->eos || id == t->eot || id == t->eom || id == t->bos);
+}
 int hc_tokenizer_add_bos(const hc_tokenizer *t) { return t->add_bos; }
 int hc_tokenizer_add_eos(const hc_tokenizer *t) { return t->add_eos; }
 

@@ -19,6 +19,10 @@ void hc_tokenizer_free(hc_tokenizer *t);
 int hc_tokenizer_n_vocab(const hc_tokenizer *t);
 int hc_tokenizer_bos(const hc_tokenizer *t);
 int hc_tokenizer_eos(const hc_tokenizer *t);
+/* Whether id ends a generated text, as llama.cpp's end-of-generation set:
+ * EOS, tokenizer.ggml.eot_token_id and eom_token_id where the file gives
+ * them, and BOS (llama2.c's run.c stops there). */
+int hc_tokenizer_is_end(const hc_tokenizer *t, int id);
 /* tokenizer.ggml.add_bos_token (default 1): whether prompts should start with BOS. */
 int hc_tokenizer_add_bos(const hc_tokenizer *t);
 /* tokenizer.ggml.add_eos_token (default 0): whether the model's tokenizer appends EOS. */

@@ -276,7 +276,7 @@ static int schedule(const hc_model *m, const hc_place *place, int block, int n_b
     if (!ctx) return -1;
     hc_request reqs[NREQ];
     requests(reqs);
-    hc_sched_params sp = { NREQ, CTX, n_blocks, -1, -1, swap, UINT64_MAX };
+    hc_sched_params sp = { NREQ, CTX, n_blocks, NULL, swap, UINT64_MAX };
     hc_sched_out out = { on_token, on_done, o };
     memset(o, 0, sizeof *o);
     int rc = hc_sched_run(ctx, reqs, NREQ, &sp, &out, st, err, sizeof err);
@@ -329,7 +329,7 @@ static void test_blocks_most(void)
     const int pools[] = { NREQ * hc_blocks_for(CTX, BLOCK), hc_blocks_for(CTX, BLOCK) };
     for (int i = 0; i < 2; i++) {
         char err[256];
-        hc_sched_params sp = { NREQ, CTX, pools[i], -1, -1, 0, 0 };
+        hc_sched_params sp = { NREQ, CTX, pools[i], NULL, 0, 0 };
         int most = hc_sched_blocks_most(reqs, NREQ, &sp, BLOCK), want = pools[i] < all ? pools[i] : all;
         CHECKF(most == want, "pool %d: %d blocks most, not %d", pools[i], most, want);
         hc_backend *be = standin_new(m, -1);

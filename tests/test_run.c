@@ -585,24 +585,32 @@ static void test_perplexity(void)
 
 /* A vocabulary with add_bos_token = false (Qwen2's, say): generation and
  * perplexity add no BOS, as llama.cpp; an empty prompt is refused, not run. */
+/* A copy of model at out with one u32 key set (bool 0 for add_bos_token). */
+static int copy_with_key(const char *model, const char *out, const char *key, uint32_t v)
+{
+    char err[512];
+    gguf_file *f = gguf_open(model, err, sizeof err);
+    if (!f) return -1;
+    gguf_writer *w = gguf_writer_new(f->variant);
+    for (uint64_t i = 0; i < f->n_kv; i++) gguf_set_kv(w, &f->kv[i]);
+    if (!strcmp(key, "tokenizer.ggml.add_bos_token")) gguf_set_bool(w, key, 0);
+    else gguf_set_u32(w, key, v);
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        gguf_add_tensor(w, f->tensors[i].name, f->tensors[i].type, f->tensors[i].n_dims, f->tensors[i].ne,
+                        f->tensors[i].data);
+    int rc = gguf_writer_write(w, out, err, sizeof err);
+    gguf_writer_free(w);
+    gguf_close(f);
+    return rc;
+}
+
 static void test_no_bos_vocabulary(void)
 {
     const char *model = th_fixture("stories260K.gguf"), *calib = th_fixture("tinystories-calib.txt");
     if (!model || !calib) SKIP("no fixtures");
-    char err[512];
-    gguf_file *f = gguf_open(model, err, sizeof err);
-    CHECKF(f, "%s", err);
-    gguf_writer *w = gguf_writer_new(f->variant);
-    for (uint64_t i = 0; i < f->n_kv; i++) gguf_set_kv(w, &f->kv[i]);
-    gguf_set_bool(w, "tokenizer.ggml.add_bos_token", 0);
-    for (uint64_t i = 0; i < f->n_tensors; i++)
-        gguf_add_tensor(w, f->tensors[i].name, f->tensors[i].type, f->tensors[i].n_dims, f->tensors[i].ne,
-                        f->tensors[i].data);
     char nobos[600];
     snprintf(nobos, sizeof nobos, "%s", th_tmp("nobos.gguf"));   /* th_tmp's buffer is reused */
-    CHECKF(gguf_writer_write(w, nobos, err, sizeof err) == 0, "%s", err);
-    gguf_writer_free(w);
-    gguf_close(f);
+    CHECK(copy_with_key(model, nobos, "tokenizer.ggml.add_bos_token", 0) == 0);
     int n_bos = 0, n_nobos = 0;
     CHECK(th_sh("'%s' -m '%s' -p 'Once upon a time' -n 0", th_bin("hc-run"), model) == 0);
     grab();
@@ -624,6 +632,30 @@ static void test_no_bos_vocabulary(void)
     grab();
     CHECK(sscanf(out_buf, "perplexity: %lf", &p2) == 1);
     CHECKF(isfinite(p2) && p2 > 1 && p1 != p2, "with BOS %g, without %g", p1, p2);
+}
+
+/* tokenizer.ggml.eot_token_id and eom_token_id end a text as EOS does, alone and with --parallel:
+ * greedy, "Once upon" goes on with " a" (id 261), here the end of turn or of message. */
+static void test_end_tokens(void)
+{
+    const char *model = th_fixture("stories260K.gguf");
+    if (!model) SKIP("no fixtures");
+    static const char *const keys[] = { "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id" };
+    for (int k = 0; k < 2; k++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s", th_tmp("end.gguf"));
+        CHECK(copy_with_key(model, path, keys[k], 261) == 0);
+        CHECK(th_sh("'%s' -m '%s' -p 'Once upon' -n 8 --temp 0", th_bin("hc-run"), path) == 0);
+        grab();
+        CHECKF(!strcmp(out_buf, "Once upon") && strstr(err_buf, "[end of text]"), "%s: %s | %s", keys[k], out_buf, err_buf);
+        CHECK(th_write(th_tmp("end-prompts.txt"), "Once upon\nOnce upon\n", 20) == 0);
+        CHECK(th_sh("'%s' -m '%s' -f '%s' -np 2 -n 8 --temp 0 --json", th_bin("hc-run"), path, th_tmp("end-prompts.txt")) == 0);
+        grab();
+        CHECKF(strstr(out_buf, "\"stop\":\"eos\""), "%s --parallel: %s", keys[k], out_buf);
+    }
+    CHECK(th_sh("'%s' -m '%s' -p 'Once upon' -n 3 --temp 0", th_bin("hc-run"), model) == 0);
+    grab();
+    CHECKF(!strcmp(out_buf, "Once upon a time,"), "without: %s", out_buf);
 }
 
 /* hc-run refuses each broken file with one line "hc-run: PATH: ...", exit 1, no stdout. */
@@ -695,6 +727,7 @@ int main(int argc, char **argv)
     RUN(test_pool_ranges);
     RUN(test_perplexity);
     RUN(test_no_bos_vocabulary);
+    RUN(test_end_tokens);
     RUN(test_load_errors);
     return th_done();
 }
