@@ -20,6 +20,7 @@ typedef struct {
     size_t n_norm;   /* vector floats handed out so far */
     const char *arch;   /* the family's architecture name, prefix of its keys */
     char key[96];       /* akey's result */
+    unsigned char *used;   /* [n_tensors]: read by the loader (the rest is refused) */
 } loader;
 
 __attribute__((format(printf, 2, 3)))
@@ -58,6 +59,15 @@ static int get_f32(loader *L, const char *key, int required, float *out)
     int rc = gguf_get_f32(L->m->file, key, out);
     if (rc == -1 && !required) return 0;
     return rc ? key_error(L, key, rc, "f32") : 0;
+}
+
+/* The tensor of that name, marked as read, or NULL. */
+static const gguf_tensor *find_tensor(loader *L, const char *name)
+{
+    int i = gguf_find_tensor(L->m->file, name);
+    if (i < 0) return NULL;
+    L->used[i] = 1;
+    return &L->m->file->tensors[i];
 }
 
 /* The model families (model.h, "Model families"): general.architecture and
@@ -124,21 +134,30 @@ static int load_activation(loader *L)
 
 /* ARCH.rope.scaling.type: none or linear (with rope.scaling.factor); any
  * other type is refused by name rather than run unscaled. */
+/* As llama.cpp reads them: the type defaults to linear, the factor is
+ * rope.scaling.factor or the older rope.scale_linear, and "none" scales
+ * nothing; an attention factor other than 1 (it scales q and k) is refused. */
 static int load_rope_scaling(loader *L)
 {
     hc_hparams *hp = &L->m->hp;
     char *s = NULL;
     hp->rope_scale = 1.0f;
+    hp->rope_scaling = HC_ROPE_SCALING_NONE;
     int rc = gguf_get_str(L->m->file, akey(L, "rope.scaling.type"), &s);
     if (rc == -2) return key_error(L, L->key, rc, "string");
     int ok = rc == -1 || strcmp(s, "none") == 0 || strcmp(s, "linear") == 0;
     if (!ok) fail(L, "%s '%s' is not supported (none, linear; Llama 3 scaling is rope_freqs.weight)", L->key, s);
-    int linear = rc == 0 && strcmp(s, "linear") == 0;
+    int none = rc == 0 && strcmp(s, "none") == 0;
     free(s);
     if (!ok) return -1;
-    if (get_f32(L, akey(L, "rope.scaling.factor"), linear, &hp->rope_scale)) return -1;
+    float attn = 1.0f;
+    if (get_f32(L, akey(L, "rope.scaling.attn_factor"), 0, &attn)) return -1;
+    if (attn != 1.0f) return fail(L, "%s %g is not supported (1: q and k unscaled)", L->key, attn);
+    if (gguf_find_kv(L->m->file, akey(L, "rope.scaling.factor")) < 0) akey(L, "rope.scale_linear");
+    if (get_f32(L, L->key, 0, &hp->rope_scale)) return -1;
     if (!(hp->rope_scale > 0)) return fail(L, "%s %g must be positive", L->key, hp->rope_scale);
-    hp->rope_scaling = linear && hp->rope_scale != 1.0f ? HC_ROPE_SCALING_LINEAR : HC_ROPE_SCALING_NONE;
+    if (none) hp->rope_scale = 1.0f;
+    if (hp->rope_scale != 1.0f) hp->rope_scaling = HC_ROPE_SCALING_LINEAR;
     return 0;
 }
 
@@ -231,6 +250,12 @@ static int load_gptq(loader *L, const char *name, int n, int rows, hc_weight *w)
         return rc > 0 ? 1 : fail(L, "%s", msg);
     }
     if (keep_gptq(L, g)) return -1;
+    static const char *const companions[] = { "qweight", "scales", "qzeros", "g_idx" };
+    for (size_t i = 0; i < sizeof companions / sizeof companions[0]; i++) {
+        char nm[GGUF_MAX_NAME + 16];
+        snprintf(nm, sizeof nm, "%s.%s", name, companions[i]);
+        find_tensor(L, nm);
+    }
     *w = (hc_weight){ .kind = HC_WEIGHT_GPTQ, .type = GGML_TYPE_I32, .n = n, .rows = g->rows, .ext = g };
     return 0;
 }
@@ -239,7 +264,7 @@ static int load_gptq(loader *L, const char *name, int n, int rows, hc_weight *w)
  * Absent: error when required, else w->kind stays NONE. */
 static int load_weight(loader *L, const char *name, int n, int rows, int required, hc_weight *w)
 {
-    const gguf_tensor *t = gguf_get_tensor(L->m->file, name);
+    const gguf_tensor *t = find_tensor(L, name);
     memset(w, 0, sizeof *w);
     if (!t) {
         int rc = load_gptq(L, name, n, rows, w);
@@ -404,21 +429,25 @@ static int load_globals(loader *L)
     return 0;
 }
 
-/* No tensor blk.N.* with N at or past block_count: its layer would be
- * ignored, and the model run without it. Checked by hc_model_load, which
- * every program that runs a model calls; hc_model_check (hc-quantize,
- * hc-solve: they read a model without running it, and hc-quantize carries
- * every tensor into its output) does not. */
-static int check_block_count(loader *L)
+/* Every tensor read: one the loader does not know (a q/k norm, an expert
+ * router, a bias of a family without one) or one another shadows (attn_q
+ * beside attn_qkv) would leave a different model run without a word, as
+ * llama.cpp refuses a file with tensors it did not take. A blk.N.* with N at
+ * or past block_count is named as such. Checked by hc_model_load, which every
+ * program that runs a model calls; hc_model_check (hc-quantize, hc-solve:
+ * they read a model without running it, and hc-quantize carries every tensor
+ * into its output) does not. */
+static int check_all_used(loader *L)
 {
     const gguf_file *f = L->m->file;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
+        if (L->used[i]) continue;
         const char *name = f->tensors[i].name;
-        char *end;
-        if (strncmp(name, "blk.", 4) != 0) continue;
-        unsigned long il = strtoul(name + 4, &end, 10);
-        if (end != name + 4 && *end == '.' && il >= (unsigned long)L->m->hp.n_layer)
+        char *end = NULL;
+        unsigned long il = strncmp(name, "blk.", 4) ? 0 : strtoul(name + 4, &end, 10);
+        if (end && end != name + 4 && *end == '.' && il >= (unsigned long)L->m->hp.n_layer)
             return fail(L, "tensor %s is past block_count %d (its layer would be ignored)", name, L->m->hp.n_layer);
+        return fail(L, "tensor %s is not used by a %s model as hc-run runs it (it would be ignored)", name, L->arch);
     }
     return 0;
 }
@@ -437,7 +466,8 @@ static void map_weights(const gguf_file *f)
 #endif
 }
 
-hc_model *hc_model_open(const char *path, char *err, size_t errlen)
+/* The model at path; with all_used, every tensor of the file must be read. */
+static hc_model *open_model(const char *path, int all_used, char *err, size_t errlen)
 {
     hc_model *m = calloc(1, sizeof *m);
     if (!m || !(m->path = strdup(path))) {
@@ -445,12 +475,13 @@ hc_model *hc_model_open(const char *path, char *err, size_t errlen)
         free(m);
         return NULL;
     }
-    loader L = { m, err, errlen, 0, "", "" };
+    loader L = { m, err, errlen, 0, "", "", NULL };
     m->file = gguf_open(path, err, errlen);
     if (!m->file || load_hparams(&L)) goto bad;
     hc_hparams *hp = &m->hp;
+    if (!(L.used = calloc(m->file->n_tensors + 1, 1))) { fail(&L, "out of memory"); goto bad; }
 
-    const gguf_tensor *te = gguf_get_tensor(m->file, "token_embd.weight");
+    const gguf_tensor *te = find_tensor(&L, "token_embd.weight");
     if (!te) { fail(&L, "missing tensor token_embd.weight"); goto bad; }
     if (te->ne[1] < 1 || te->ne[1] > INT32_MAX) { fail(&L, "token_embd.weight has %lld rows", (long long)te->ne[1]); goto bad; }
     hp->n_vocab = (int)te->ne[1];
@@ -464,20 +495,20 @@ hc_model *hc_model_open(const char *path, char *err, size_t errlen)
     if (load_globals(&L)) goto bad;
     for (int il = 0; il < hp->n_layer; il++)
         if (load_layer(&L, il)) goto bad;
+    if (all_used && check_all_used(&L)) goto bad;
+    free(L.used);
     return m;
 bad:
+    free(L.used);
     hc_model_free(m);
     return NULL;
 }
 
+hc_model *hc_model_open(const char *path, char *err, size_t errlen) { return open_model(path, 0, err, errlen); }
+
 hc_model *hc_model_load(const char *path, char *err, size_t errlen)
 {
-    hc_model *m = hc_model_open(path, err, errlen);
-    loader L = { m, err, errlen, 0, "", "" };   /* for fail: no keys are read */
-    if (m && check_block_count(&L)) {
-        hc_model_free(m);
-        return NULL;
-    }
+    hc_model *m = open_model(path, 1, err, errlen);
     if (m) map_weights(m->file);
     return m;
 }

@@ -30,6 +30,7 @@ typedef struct {
     const char *omit;      /* tensor left out */
     const char *reshape;   /* tensor written with one row fewer */
     const char *arch;      /* general.architecture (default llama) */
+    void (*more)(gguf_writer *w);   /* further keys or tensors */
 } synth;
 
 static uint64_t rng = 1;
@@ -121,6 +122,7 @@ static const char *write_model(const char *file, const synth *s)
         }
 #undef M
     }
+    if (s->more) s->more(w);
     char err[256];
     int rc = gguf_writer_write(w, path, err, sizeof err);
     gguf_writer_free(w);
@@ -673,6 +675,59 @@ static void expect_error(const char *path, const char *pattern)
            out_buf[0] == 0, "rc %d, stderr: %s", rc, err);
 }
 
+/* Further keys and tensors for test_load_errors and test_rope_scaling. */
+static float ones[E];
+static void q_norm(gguf_writer *w)
+{
+    for (int i = 0; i < E; i++) ones[i] = 1.0f;
+    gguf_add_tensor(w, "blk.0.attn_q_norm.weight", GGML_TYPE_F32, 1, (int64_t[]){ E, 1 }, ones);
+}
+static void q_beside_qkv(gguf_writer *w)
+{
+    static float qkv[(size_t)E * (E + 2 * (E / NH * NKV))];
+    gguf_add_tensor(w, "blk.1.attn_qkv.weight", GGML_TYPE_F32, 2, (int64_t[]){ E, E + 2 * (E / NH * NKV) }, qkv);
+}
+static void factor_only(gguf_writer *w) { gguf_set_f32(w, "llama.rope.scaling.factor", 4.0f); }
+static void linear_factor(gguf_writer *w)
+{
+    gguf_set_str(w, "llama.rope.scaling.type", "linear");
+    gguf_set_f32(w, "llama.rope.scaling.factor", 4.0f);
+}
+static void scale_linear(gguf_writer *w) { gguf_set_f32(w, "llama.rope.scale_linear", 4.0f); }
+static void none_factor(gguf_writer *w)
+{
+    gguf_set_str(w, "llama.rope.scaling.type", "none");
+    gguf_set_f32(w, "llama.rope.scaling.factor", 4.0f);
+}
+static void attn_factor(gguf_writer *w) { gguf_set_f32(w, "llama.rope.scaling.attn_factor", 2.0f); }
+
+/* The rope scaling keys as llama.cpp reads them: the type defaults to linear,
+ * rope.scale_linear is the factor's older name, "none" scales nothing. */
+static void test_rope_scaling(void)
+{
+    static const struct { void (*more)(gguf_writer *); float scale; } cases[] = {
+        { factor_only, 4.0f }, { linear_factor, 4.0f }, { scale_linear, 4.0f }, { none_factor, 1.0f },
+    };
+    float *ref = NULL;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        synth s = { .type = GGML_TYPE_F32, .more = cases[i].more };
+        hc_model *m = load(write_model("rope.gguf", &s));
+        CHECK(m);
+        CHECKF(m->hp.rope_scale == cases[i].scale &&
+               m->hp.rope_scaling == (cases[i].scale == 1.0f ? HC_ROPE_SCALING_NONE : HC_ROPE_SCALING_LINEAR),
+               "case %zu: scale %g, scaling %d", i, m->hp.rope_scale, m->hp.rope_scaling);
+        float *lg = run_all(m, 1, 8, 12);
+        if (i == 0) ref = lg;
+        else {
+            /* position 0 turns by no angle: the later ones tell the scalings apart */
+            CHECKF(!memcmp(ref, lg, sizeof *lg * V * 12) == (cases[i].scale == 4.0f), "case %zu: logits", i);
+            free(lg);
+        }
+        hc_model_free(m);
+    }
+    free(ref);
+}
+
 static void test_load_errors(void)
 {
     synth miss = { .type = GGML_TYPE_F32, .omit = "blk.1.ffn_up.weight" };
@@ -689,6 +744,16 @@ static void test_load_errors(void)
     expect_error(write_model("arch.gguf", &arch), "unsupported architecture 'gpt2'");
     if (th_failed_case) return;
     expect_error(write_model("nodown.gguf", &nodown), "missing tensor blk.0.ffn_down.weight");
+    if (th_failed_case) return;
+    /* a tensor the loader does not read: a q norm, or q beside a fused qkv */
+    synth qn = { .type = GGML_TYPE_F32, .more = q_norm }, qkv = { .type = GGML_TYPE_F32, .more = q_beside_qkv };
+    expect_error(write_model("qnorm.gguf", &qn), "tensor blk.0.attn_q_norm.weight is not used by a llama model as "
+                 "hc-run runs it (it would be ignored)");
+    if (th_failed_case) return;
+    expect_error(write_model("qkv.gguf", &qkv), "tensor blk.1.attn_q.weight is not used by a llama model");
+    if (th_failed_case) return;
+    synth af = { .type = GGML_TYPE_F32, .more = attn_factor };
+    expect_error(write_model("attn-factor.gguf", &af), "llama.rope.scaling.attn_factor 2 is not supported");
     if (th_failed_case) return;
     const char *txt = th_tmp("not.gguf");
     CHECK(th_write(txt, "hello, this is not a model\n", 27) == 0);
@@ -728,6 +793,7 @@ int main(int argc, char **argv)
     RUN(test_perplexity);
     RUN(test_no_bos_vocabulary);
     RUN(test_end_tokens);
+    RUN(test_rope_scaling);
     RUN(test_load_errors);
     return th_done();
 }
