@@ -195,10 +195,20 @@ static int set_pretok(const char *path, pre_walk *p, int ignore_merges, cv_vocab
 
 /* -------------------------------------------------------------- model */
 
-static int check_model(const char *path, const cJSON *model, char *err, size_t errlen)
+/* BPE options neither encoding of the runtime follows. */
+static int check_bpe_options(const char *path, const cJSON *model, char *err, size_t errlen)
 {
     const cJSON *prefix = item(model, "continuing_subword_prefix"), *suffix = item(model, "end_of_word_suffix");
     const cJSON *dropout = item(model, "dropout");
+    if ((cJSON_IsString(prefix) && *prefix->valuestring) || (cJSON_IsString(suffix) && *suffix->valuestring))
+        return refuse(err, errlen, path, "model: continuing_subword_prefix/end_of_word_suffix are not supported");
+    if (cJSON_IsNumber(dropout) && dropout->valuedouble != 0)
+        return refuse(err, errlen, path, "model: BPE dropout is not supported (it makes encoding random)");
+    return 0;
+}
+
+static int check_model(const char *path, const cJSON *model, char *err, size_t errlen)
+{
     if (strcmp(type_of(model), "BPE") != 0)
         return refuse(err, errlen, path, "model type '%s' with a ByteLevel pre-tokenizer is not supported (BPE)",
                       type_of(model));
@@ -206,11 +216,7 @@ static int check_model(const char *path, const cJSON *model, char *err, size_t e
         return refuse(err, errlen, path, "model: BPE without a vocab object and a merges list");
     if (cJSON_IsTrue(item(model, "byte_fallback")))
         return refuse(err, errlen, path, "model: byte_fallback with a ByteLevel pre-tokenizer is not supported");
-    if ((cJSON_IsString(prefix) && *prefix->valuestring) || (cJSON_IsString(suffix) && *suffix->valuestring))
-        return refuse(err, errlen, path, "model: continuing_subword_prefix/end_of_word_suffix are not supported");
-    if (cJSON_IsNumber(dropout) && dropout->valuedouble != 0)
-        return refuse(err, errlen, path, "model: BPE dropout is not supported (it makes encoding random)");
-    return 0;
+    return check_bpe_options(path, model, err, errlen);
 }
 
 static int load_vocab(const char *path, const cJSON *model, cv_vocab *v, char *err, size_t errlen)
@@ -331,28 +337,67 @@ static int is_str(const cJSON *o, const char *key, const char *want)
 #define SPACE "\xe2\x96\x81"
 
 /* Prepend("▁") and Replace(" " -> "▁"): the escaping llama.cpp's SPM does. */
-static int spm_normalizer(const char *path, const cJSON *n, char *err, size_t errlen)
+/* The SentencePiece-style normalizers: Prepend "▁" (the space prefix) and
+ * Replace " " -> "▁" (the escaping), counted; any other is refused. */
+static int spm_normalizer(const char *path, const cJSON *n, int *prepends, int *replaces, char *err, size_t errlen)
 {
     const char *type = type_of(n);
     const cJSON *e;
     if (!strcmp(type, "Sequence")) {
-        cJSON_ArrayForEach(e, item(n, "normalizers")) if (spm_normalizer(path, e, err, errlen)) return -1;
+        cJSON_ArrayForEach(e, item(n, "normalizers"))
+            if (spm_normalizer(path, e, prepends, replaces, err, errlen)) return -1;
         return 0;
     }
-    if (!strcmp(type, "Prepend") && is_str(n, "prepend", SPACE)) return 0;
-    if (!strcmp(type, "Replace") && is_str(item(n, "pattern"), "String", " ") && is_str(n, "content", SPACE)) return 0;
+    if (!strcmp(type, "Prepend") && is_str(n, "prepend", SPACE)) return ++*prepends, 0;
+    if (!strcmp(type, "Replace") && is_str(item(n, "pattern"), "String", " ") && is_str(n, "content", SPACE))
+        return ++*replaces, 0;
     return refuse(err, errlen, path, "normalizer type '%s' is not supported (for SentencePiece-style files: "
                   "Prepend \"" SPACE "\" and Replace \" \" -> \"" SPACE "\")", type);
+}
+
+/* The pieces of a BPE (object) or Unigram ([piece, score] array) vocabulary, one at a time. */
+static const char *vocab_piece(const cJSON *e)
+{
+    const cJSON *p = cJSON_IsArray(e) ? cJSON_GetArrayItem(e, 0) : NULL;
+    return cJSON_IsString(p) ? p->valuestring : e->string;
+}
+
+/* Whether a piece is a byte "<0xHH>" (any == 0), or holds "▁" after its first character (any == 1). */
+static int vocab_has(const cJSON *model, int any)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, item(model, "vocab")) {
+        const char *p = vocab_piece(e);
+        if (!p) continue;
+        if (any == 0 ? cv_is_byte_token(p, strlen(p)) : *p && strstr(p + 1, SPACE) != NULL) return 1;
+    }
+    return 0;
+}
+
+/* The model options the runtime's SentencePiece-style encoding does not follow. */
+static int check_spm_model(const char *path, const cJSON *model, char *err, size_t errlen)
+{
+    if (!strcmp(type_of(model), "BPE")) {
+        if (check_bpe_options(path, model, err, errlen)) return -1;
+        if (cJSON_IsTrue(item(model, "ignore_merges")))
+            return refuse(err, errlen, path, "model: ignore_merges is not supported for SentencePiece-style files");
+    }
+    if (!cJSON_IsTrue(item(model, "byte_fallback")) && vocab_has(model, 0))
+        return refuse(err, errlen, path, "model: byte pieces <0xHH> without byte_fallback are not supported (the "
+                      "runtime falls back to them)");
+    return 0;
 }
 
 int cv_json_spm(const char *path, const cJSON *root, cv_vocab *v, char *err, size_t errlen)
 {
     const cJSON *norm = item(root, "normalizer"), *pre = item(root, "pre_tokenizer"), *model = item(root, "model");
-    if (norm && !cJSON_IsNull(norm) && spm_normalizer(path, norm, err, errlen)) return -1;
-    if (pre && !cJSON_IsNull(pre)) {
-        if (strcmp(type_of(pre), "Metaspace") != 0 || !is_str(pre, "replacement", SPACE))
-            return refuse(err, errlen, path, "pre_tokenizer type '%s' is not supported (for SentencePiece-style "
-                          "files: Metaspace with replacement \"" SPACE "\")", type_of(pre));
+    int prepends = 0, replaces = 0, metaspace = pre && !cJSON_IsNull(pre), meta_prefix = 0;
+    if (norm && !cJSON_IsNull(norm) && spm_normalizer(path, norm, &prepends, &replaces, err, errlen)) return -1;
+    if (metaspace && (strcmp(type_of(pre), "Metaspace") != 0 || !is_str(pre, "replacement", SPACE)))
+        return refuse(err, errlen, path, "pre_tokenizer type '%s' is not supported (for SentencePiece-style "
+                      "files: Metaspace with replacement \"" SPACE "\")", type_of(pre));
+    if (check_spm_model(path, model, err, errlen)) return -1;
+    if (metaspace) {
         const cJSON *scheme = item(pre, "prepend_scheme");
         if (is_str(pre, "prepend_scheme", "never") || cJSON_IsFalse(item(pre, "add_prefix_space")))
             v->add_space_prefix = 0;
@@ -363,7 +408,19 @@ int cv_json_spm(const char *path, const cJSON *root, cv_vocab *v, char *err, siz
         else
             return refuse(err, errlen, path, "pre_tokenizer: Metaspace prepend_scheme '%s' is not supported",
                           scheme->valuestring);
+        meta_prefix = v->add_space_prefix != 0;
+        /* splitting at each "▁" (the default) changes nothing only when no piece spans one */
+        if (!cJSON_IsFalse(item(pre, "split")) && vocab_has(model, 1))
+            return refuse(err, errlen, path, "pre_tokenizer: Metaspace split with pieces that hold \"" SPACE "\" "
+                          "after their start is not supported");
     }
+    if (prepends > 1 || (prepends && meta_prefix))
+        return refuse(err, errlen, path, "the space prefix \"" SPACE "\" added twice (normalizer Prepend%s) is not "
+                      "supported", prepends > 1 ? " twice" : " and pre_tokenizer Metaspace");
+    if (!metaspace && !replaces)
+        return refuse(err, errlen, path, "spaces are not replaced by \"" SPACE "\" (no Replace normalizer, no "
+                      "Metaspace pre-tokenizer): not supported");
+    if (!metaspace && !prepends) v->add_space_prefix = 0;
     /* tokenizers' BPE fuses unknown characters only when asked; Unigram always does */
     if (!strcmp(type_of(model), "BPE") && !cJSON_IsTrue(item(model, "fuse_unk"))) v->fuse_unk = 0;
     return 0;
@@ -442,7 +499,11 @@ static int walk_post(const char *path, const cJSON *post, cv_vocab *v, char *err
 int cv_json_post(const char *path, const cJSON *root, cv_vocab *v, char *err, size_t errlen)
 {
     const cJSON *post = item(root, "post_processor");
-    if (!post || cJSON_IsNull(post)) return 0;
+    if (!post) return 0;
+    if (cJSON_IsNull(post)) {   /* tokenizers adds nothing */
+        v->add_bos = v->add_eos = 0;
+        return 0;
+    }
     if (walk_post(path, post, v, err, errlen)) return -1;
     if ((v->bos_id >= v->n) || (v->eos_id >= v->n))
         return refuse(err, errlen, path, "post_processor: a special token id is outside config.json's vocab_size %u", v->n);

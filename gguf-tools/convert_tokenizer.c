@@ -3,7 +3,9 @@
  * tokenizer.model (preferred, as llama.cpp's converter does): a SentencePiece
  * ModelProto. Only what the vocabulary needs is decoded by a minimal protobuf
  * reader: field 1 (repeated SentencePiece) and, inside it, piece (1, string),
- * score (2, float) and type (3, enum; its values are llama_token_type's).
+ * score (2, float) and type (3, enum; its values are llama_token_type's);
+ * the trainer spec's model type (Unigram or BPE) and the normalizer spec's
+ * options, each either followed or refused.
  *
  * tokenizer.json: model.type "Unigram" gives pieces with scores; "BPE" (with
  * byte_fallback, i.e. a SentencePiece BPE exported by HF) gives pieces and
@@ -67,6 +69,57 @@ static int pb_next(pb *b, uint32_t *field, uint32_t *wire, uint64_t *v, pb *sub)
     }
 }
 
+/* TrainerSpec (ModelProto field 2): the model type, and the one encoding
+ * option the runtime does not follow. Its defaults are the proto's. */
+static int spm_trainer(const char *path, pb b, cv_vocab *v, char *err, size_t errlen)
+{
+    static const char *const types[] = { "?", "UNIGRAM", "BPE", "WORD", "CHAR" };
+    uint64_t model_type = 1, suffix = 0, val;
+    uint32_t field, wire;
+    pb sub;
+    int r;
+    while ((r = pb_next(&b, &field, &wire, &val, &sub)) == 0) {
+        if (field == 3 && wire == 0) model_type = val;
+        else if (field == 24 && wire == 0) suffix = val;
+    }
+    if (r < 0) return snprintf(err, errlen, "%s: trainer_spec does not parse", path), -1;
+    if (model_type != 1 && model_type != 2)
+        return snprintf(err, errlen, "%s: trainer_spec.model_type %s is not supported (UNIGRAM, BPE)", path,
+                        model_type < 5 ? types[model_type] : "unknown"), -1;
+    if (suffix)
+        return snprintf(err, errlen, "%s: trainer_spec.treat_whitespace_as_suffix is not supported", path), -1;
+    v->unigram = model_type == 1;   /* Viterbi over the scores; BPE: merges best score first */
+    return 0;
+}
+
+/* NormalizerSpec (ModelProto field 3): add_dummy_prefix becomes
+ * tokenizer.ggml.add_space_prefix; what the runtime does not do (a
+ * precompiled character map or rules, whitespace removal, no escaping) is
+ * refused by name. Its defaults are the proto's. */
+static int spm_normalizer(const char *path, pb b, cv_vocab *v, char *err, size_t errlen)
+{
+    uint64_t dummy_prefix = 1, remove_spaces = 1, escape = 1, val;
+    size_t charsmap = 0, rules = 0;
+    uint32_t field, wire;
+    pb sub;
+    int r;
+    while ((r = pb_next(&b, &field, &wire, &val, &sub)) == 0) {
+        if (field == 2 && wire == 2) charsmap = (size_t)(sub.end - sub.p);
+        else if (field == 3 && wire == 0) dummy_prefix = val;
+        else if (field == 4 && wire == 0) remove_spaces = val;
+        else if (field == 5 && wire == 0) escape = val;
+        else if (field == 6 && wire == 2) rules = (size_t)(sub.end - sub.p);
+    }
+    const char *why = r < 0 ? "does not parse"
+                    : charsmap ? "precompiled_charsmap (a Unicode normalization) is not supported"
+                    : rules ? "normalization_rule_tsv is not supported"
+                    : remove_spaces ? "remove_extra_whitespaces (true by default) is not supported"
+                    : !escape ? "escape_whitespaces false is not supported" : NULL;
+    if (why) return snprintf(err, errlen, "%s: normalizer_spec: %s", path, why), -1;
+    v->add_space_prefix = dummy_prefix != 0;
+    return 0;
+}
+
 static int load_spm_model(const char *path, uint32_t n_vocab, cv_vocab *v, char *err, size_t errlen)
 {
     hc_map m;
@@ -74,9 +127,16 @@ static int load_spm_model(const char *path, uint32_t n_vocab, cv_vocab *v, char 
     pb b = {m.data, m.size ? m.data + m.size : m.data}, sub, f;   /* no NULL + 0 for an empty file */
     uint32_t field, wire, id = 0;
     uint64_t val;
-    int r, bad = 0;
+    int r, bad = 0, trainer = 0, normalizer = 0;
     while (!bad && (r = pb_next(&b, &field, &wire, &val, &sub)) == 0) {
-        if (field != 1 || wire != 2) continue;
+        if (field == 2 && wire == 2) {
+            trainer = 1;
+            if (spm_trainer(path, sub, v, err, errlen)) bad = 2;
+        } else if (field == 3 && wire == 2) {
+            normalizer = 1;
+            if (spm_normalizer(path, sub, v, err, errlen)) bad = 2;
+        }
+        if (field != 1 || wire != 2 || bad) continue;
         if (id >= n_vocab) {
             snprintf(err, errlen, "%s: more pieces than config.json's vocab_size %u", path, n_vocab);
             hc_map_close(&m);
@@ -101,7 +161,12 @@ static int load_spm_model(const char *path, uint32_t n_vocab, cv_vocab *v, char 
         if (rr < 0 || !text || type < TOK_NORMAL || type > TOK_BYTE) bad = 1;
         else cv_vocab_set(v, id++, (const char *)text, len, score, (int32_t)type);
     }
+    /* an absent spec holds its defaults: a Unigram model that removes extra whitespace */
+    pb none = { m.data, m.data };
+    if (!bad && !trainer && spm_trainer(path, none, v, err, errlen)) bad = 2;
+    if (!bad && !normalizer && spm_normalizer(path, none, v, err, errlen)) bad = 2;
     hc_map_close(&m);
+    if (bad == 2) return -1;
     if (bad || r < 0 || id == 0) {
         snprintf(err, errlen, "%s: not a SentencePiece model (bad piece %u)", path, id);
         return -1;
@@ -239,6 +304,28 @@ static int vocab_one_to_one(const char *path, const cJSON *vocab, uint32_t n, ch
     return rc;
 }
 
+/* tokenizer.json's added_tokens: CONTROL (special) or USER_DEFINED, on their ids. */
+static int add_json_tokens(const char *path, const cJSON *root, cv_vocab *v, char *err, size_t errlen)
+{
+    const cJSON *e, *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+    if (added && !cJSON_IsArray(added)) return snprintf(err, errlen, "%s: added_tokens is not a list", path), -1;
+    cJSON_ArrayForEach(e, added) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
+        if (!cJSON_IsNumber(id) || !cJSON_IsString(content))
+            return snprintf(err, errlen, "%s: added_tokens entry without id and content", path), -1;
+        uint32_t i;
+        if (json_token_id(v, path, id, content->valuestring, &i, err, errlen)) return -1;
+        if (replaces_piece(v, i, content->valuestring))
+            return snprintf(err, errlen, "%s: added token '%s' (id %u) would replace the vocabulary's '%s'", path,
+                            content->valuestring, i, v->tokens[i]), -1;
+        int32_t t = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special")) ? TOK_CONTROL : TOK_USER_DEFINED;
+        if (v->tokens[i] && v->types[i] == TOK_UNKNOWN) t = TOK_UNKNOWN;   /* <unk> stays UNKNOWN */
+        set_json_token(v, i, content->valuestring, v->tokens[i] ? v->scores[i] : 0.0f, t);
+    }
+    return 0;
+}
+
 static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t errlen)
 {
     cJSON *root = hc_read_json(path, HF_MAX_TOKENIZER_JSON, err, errlen);
@@ -302,28 +389,7 @@ static int load_tokenizer_json(const char *path, cv_vocab *v, char *err, size_t 
                  type->valuestring);
         rc = -1;
     }
-    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e && !rc; e = e->next) {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
-        if (!cJSON_IsNumber(id) || !cJSON_IsString(content)) {
-            snprintf(err, errlen, "%s: added_tokens entry without id and content", path);
-            rc = -1;
-            break;
-        }
-        int special = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special"));
-        uint32_t i;
-        if ((rc = json_token_id(v, path, id, content->valuestring, &i, err, errlen))) break;
-        if (replaces_piece(v, i, content->valuestring)) {
-            snprintf(err, errlen, "%s: added token '%s' (id %u) would replace the vocabulary's '%s'", path,
-                     content->valuestring, i, v->tokens[i]);
-            rc = -1;
-            break;
-        }
-        int32_t t = special ? TOK_CONTROL : TOK_USER_DEFINED;
-        if (v->tokens[i] && v->types[i] == TOK_UNKNOWN) t = TOK_UNKNOWN;   /* <unk> stays UNKNOWN */
-        set_json_token(v, i, content->valuestring, v->tokens[i] ? v->scores[i] : 0.0f, t);
-    }
+    if (!rc) rc = add_json_tokens(path, root, v, err, errlen);
     cJSON_Delete(root);
     return rc;
 }
@@ -334,23 +400,58 @@ static int file_exists(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-int cv_hf_vocab(const char *dir, uint32_t n_vocab, cv_vocab *v, uint32_t *unk_id, char *err, size_t errlen)
+/* Beside a tokenizer.model, tokenizer.json's post-processor and added tokens
+ * (the same file's, as transformers' fast tokenizer reads them); the pieces
+ * stay the SentencePiece model's. */
+static int spm_beside_json(const char *path, cv_vocab *v, char *err, size_t errlen)
+{
+    cJSON *root = hc_read_json(path, HF_MAX_TOKENIZER_JSON, err, errlen);
+    if (!root) return -1;
+    int rc = cv_json_post(path, root, v, err, errlen) || cv_json_added(path, root, v, err, errlen) ||
+             add_json_tokens(path, root, v, err, errlen) ? -1 : 0;
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* tokenizer_config.json's add_bos_token / add_eos_token, where it gives them,
+ * win over the post-processor's: transformers rebuilds the post-processor
+ * from them, and llama.cpp's converter reads them too. */
+static int tokenizer_config(const char *dir, cv_vocab *v, char *err, size_t errlen)
 {
     char path[4096];
+    if (hc_path(path, sizeof path, err, errlen, "%s/tokenizer_config.json", dir)) return -1;
+    if (!file_exists(path)) return 0;
+    cJSON *c = hc_read_json(path, HF_MAX_TOKENIZER_JSON, err, errlen);
+    if (!c) return -1;
+    int rc = 0, *flag[2] = { &v->add_bos, &v->add_eos };
+    for (int k = 0; k < 2 && !rc; k++) {
+        const char *key = k ? "add_eos_token" : "add_bos_token";
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(c, key);
+        if (cJSON_IsBool(j)) *flag[k] = cJSON_IsTrue(j);
+        else if (j && !cJSON_IsNull(j)) rc = (snprintf(err, errlen, "%s: %s is not true or false", path, key), -1);
+    }
+    cJSON_Delete(c);
+    return rc;
+}
+
+int cv_hf_vocab(const char *dir, uint32_t n_vocab, cv_vocab *v, uint32_t *unk_id, char *err, size_t errlen)
+{
+    char path[4096], json[4096];
     cv_vocab_init(v, n_vocab);
-    if (hc_path(path, sizeof path, err, errlen, "%s/tokenizer.model", dir)) return -1;
+    if (hc_path(path, sizeof path, err, errlen, "%s/tokenizer.model", dir) ||
+        hc_path(json, sizeof json, err, errlen, "%s/tokenizer.json", dir))
+        return -1;
     int rc;
     if (file_exists(path)) {
         rc = load_spm_model(path, n_vocab, v, err, errlen);
+        if (!rc && file_exists(json)) rc = spm_beside_json(json, v, err, errlen);
+    } else if (file_exists(json)) {
+        rc = load_tokenizer_json(json, v, err, errlen);
     } else {
-        if (hc_path(path, sizeof path, err, errlen, "%s/tokenizer.json", dir)) return -1;
-        if (!file_exists(path)) {
-            snprintf(err, errlen, "%s: no tokenizer.model or tokenizer.json", dir);
-            return -1;
-        }
-        rc = load_tokenizer_json(path, v, err, errlen);
+        snprintf(err, errlen, "%s: no tokenizer.model or tokenizer.json", dir);
+        return -1;
     }
-    if (rc) return -1;
+    if (rc || tokenizer_config(dir, v, err, errlen)) return -1;
     /* ids the tokenizer does not define: padding, as llama.cpp's converter writes it */
     *unk_id = 0;
     int found_unk = 0;

@@ -308,12 +308,14 @@ static int st_write(const char *path, const hft *t, int n, const char *dtype)
     return fclose(f);
 }
 
-/* SPM-style tokenizer.json: specials, 256 bytes, a few pieces, 3 merges. */
+/* SPM-style tokenizer.json (LLaMA's normalizers): specials, 256 bytes, a few pieces, 3 merges. */
 static void write_tokenizer_json(const char *path)
 {
     FILE *f = fopen(path, "w");
     fprintf(f, "{\"version\":\"1.0\",\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\",\"special\":true},"
                "{\"id\":1,\"content\":\"<s>\",\"special\":true},{\"id\":2,\"content\":\"</s>\",\"special\":true}],"
+               "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\xe2\x96\x81\"},"
+               "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\xe2\x96\x81\"}]},"
                "\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"byte_fallback\":true,\"vocab\":{"
                "\"<unk>\":0,\"<s>\":1,\"</s>\":2");
     for (int b = 0; b < 256; b++) fprintf(f, ",\"<0x%02X>\":%d", b, 3 + b);
@@ -563,13 +565,14 @@ static size_t pb_piece(unsigned char *o, const char *piece, float score, int typ
     return k + 2;
 }
 
-static void test_hf_sentencepiece_model(void)
+/* A trainer spec of model_type t (0: none) and a normalizer spec of the given fields. */
+#define SPM_BPE "\x12\x02\x18\x02"                       /* trainer_spec { model_type: BPE } */
+#define SPM_NORM_KEEP_SPACES "\x1a\x02\x20\x00"          /* normalizer_spec { remove_extra_whitespaces: 0 } */
+
+/* tokenizer.model in dir: <unk>, <s>, </s>, 256 bytes, "▁the", "x", then the specs; hc-convert's exit code. */
+static int write_spm_and_convert(const char *dir, const char *specs, size_t specs_len, const char *out)
 {
-    hfm m = {.E = 32, .F = 32, .L = 1, .H = 2, .KV = 2, .V = 262};
-    hf_make(&m, "F32");
-    char dir[512], p[600];
-    snprintf(dir, sizeof dir, "%s/spm/m", th_tmpdir());
-    write_hf_dir(dir, &m, "F32", 1);
+    char p[600];
     unsigned char *buf = malloc(1 << 16);
     size_t n = 0;
     n += pb_piece(buf + n, "<unk>", 0, 2);
@@ -582,12 +585,25 @@ static void test_hf_sentencepiece_model(void)
     }
     n += pb_piece(buf + n, "\xe2\x96\x81the", -1.5f, 1);
     n += pb_piece(buf + n, "x", -7.25f, 1);
-    memcpy(buf + n, "\x12\x02\x08\x01", 4);       /* a trainer_spec field to skip */
-    n += 4;
+    memcpy(buf + n, specs, specs_len);
+    n += specs_len;
     snprintf(p, sizeof p, "%s/tokenizer.model", dir);
-    CHECK(th_write(p, buf, n) == 0);
+    int rc = th_write(p, buf, n);
     free(buf);
-    CHECK(th_sh("%s hf %s -o %s --outtype f32", CONVERT, dir, th_tmp("spm.gguf")) == 0);
+    return rc ? -1 : th_sh("%s hf %s -o %s --outtype f32", CONVERT, dir, out);
+}
+
+static void test_hf_sentencepiece_model(void)
+{
+    hfm m = {.E = 32, .F = 32, .L = 1, .H = 2, .KV = 2, .V = 262};
+    hf_make(&m, "F32");
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/spm/m", th_tmpdir());
+    write_hf_dir(dir, &m, "F32", 1);
+    hf_free(&m);
+    /* LLaMA's: BPE, whitespace kept; a trainer field the vocabulary does not need is skipped */
+    static const char llama[] = "\x12\x04\x18\x02\x20\x07" SPM_NORM_KEEP_SPACES;
+    CHECK(write_spm_and_convert(dir, llama, sizeof llama - 1, th_tmp("spm.gguf")) == 0);
     char err[256];
     gguf_file *f = gguf_open(th_tmp("spm.gguf"), err, sizeof err);
     CHECK(f);
@@ -597,8 +613,54 @@ static void test_hf_sentencepiece_model(void)
     CHECK(gguf_kv_num(sc, 259) == -1.5 && gguf_kv_num(sc, 260) == -7.25);
     CHECK(gguf_kv_num(ty, 0) == 2 && gguf_kv_num(ty, 1) == 3 && gguf_kv_num(ty, 100) == 6 && gguf_kv_num(ty, 260) == 1);
     CHECK(gguf_kv_num(ty, 261) == 5);                 /* padding */
+    int b = 0;
+    CHECK(gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &b) == 0 && b == 1);
+    CHECK(gguf_find_kv(f, "hotcold.tokenizer.unigram") < 0);
     gguf_close(f);
-    hf_free(&m);
+    /* beside it, tokenizer.json's added tokens and post-processor (null: nothing added), and
+     * tokenizer_config.json's add_bos_token / add_eos_token, which win */
+    char p[600];
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    static const char tj[] = "{\"added_tokens\":[{\"id\":261,\"content\":\"<extra>\",\"special\":true}],"
+                             "\"post_processor\":null,\"model\":{\"type\":\"BPE\",\"vocab\":{}}}";
+    CHECK(th_write(p, tj, sizeof tj - 1) == 0);
+    snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
+    CHECK(th_write(p, "{\"add_eos_token\": true, \"add_bos_token\": null}", 46) == 0);
+    CHECK(write_spm_and_convert(dir, llama, sizeof llama - 1, th_tmp("spm-json.gguf")) == 0);
+    f = gguf_open(th_tmp("spm-json.gguf"), err, sizeof err);
+    CHECK(f);
+    tok = kv(f, "tokenizer.ggml.tokens");
+    ty = kv(f, "tokenizer.ggml.token_type");
+    CHECK(tok && tok->strs[261].len == 7 && !memcmp(tok->strs[261].ptr, "<extra>", 7) && gguf_kv_num(ty, 261) == 3);
+    CHECK(gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &b) == 0 && b == 0);
+    CHECK(gguf_get_bool(f, "tokenizer.ggml.add_eos_token", &b) == 0 && b == 1);
+    gguf_close(f);
+    CHECK(th_write(p, "{\"add_bos_token\": \"yes\"}", 24) == 0);
+    CHECK(write_spm_and_convert(dir, llama, sizeof llama - 1, th_tmp("spm-bad.gguf")) == 1);
+    CHECKF(strstr(th_last_err(), "tokenizer_config.json: add_bos_token is not true or false"), "%s", th_last_err());
+    th_sh("rm -f %s %s/tokenizer.json", p, dir);
+    /* a Unigram model (the proto's default type) runs Viterbi; add_dummy_prefix false is no space prefix */
+    static const char unigram[] = "\x1a\x04\x18\x00\x20\x00";
+    CHECK(write_spm_and_convert(dir, unigram, sizeof unigram - 1, th_tmp("spm-uni.gguf")) == 0);
+    f = gguf_open(th_tmp("spm-uni.gguf"), err, sizeof err);
+    CHECK(f);
+    CHECK(gguf_get_bool(f, "hotcold.tokenizer.unigram", &b) == 0 && b == 1);
+    CHECK(gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &b) == 0 && b == 0);
+    gguf_close(f);
+    /* what the runtime does not do is refused by name */
+    static const struct { const char *specs; size_t len; const char *want; } bad[] = {
+        { "\x12\x02\x18\x03" SPM_NORM_KEEP_SPACES, 8, "trainer_spec.model_type WORD is not supported (UNIGRAM, BPE)" },
+        { "\x12\x05\x18\x02\xc0\x01\x01" SPM_NORM_KEEP_SPACES, 11, "trainer_spec.treat_whitespace_as_suffix is not supported" },
+        { SPM_BPE, 4, "normalizer_spec: remove_extra_whitespaces (true by default) is not supported" },
+        { SPM_BPE "\x1a\x05\x20\x00\x12\x01\x41", 11, "normalizer_spec: precompiled_charsmap (a Unicode normalization) is not supported" },
+        { SPM_BPE "\x1a\x04\x20\x00\x28\x00", 10, "normalizer_spec: escape_whitespaces false is not supported" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECKF(write_spm_and_convert(dir, bad[i].specs, bad[i].len, th_tmp("spm-bad.gguf")) == 1 &&
+               strstr(th_last_err(), "tokenizer.model: ") && strstr(th_last_err(), bad[i].want),
+               "case %zu: %s", i, th_last_err());
+        CHECK(!file_exists(th_tmp("spm-bad.gguf")));
+    }
 }
 
 /* --predictors: PWRI magic, sparse_threshold, fc1/fc2, ffn_down_t. Eleven layers: the names
@@ -686,6 +748,11 @@ static void test_hf_predictors(void)
     "open(p,'wb').write(struct.pack('<Q',len(h))+h+b[8+n:])\" DIR/model.safetensors"
 #define RESHAPE(from, to) HEADER_SUB("\\\"shape\\\":" from, "\\\"shape\\\":" to)
 
+/* A shell command that runs the Python statements EXPR on j, DIR/tokenizer.json's JSON, and writes it back. */
+#define TJ_EDIT(expr)                                                                                        \
+    "python3 -c \"import json,sys; p=sys.argv[1]; j=json.load(open(p)); " expr "; json.dump(j,open(p,'w'))\" " \
+    "DIR/tokenizer.json"
+
 static void test_hf_errors(void)
 {
     hfm m = {.E = 32, .F = 32, .L = 1, .H = 2, .KV = 2, .V = 270};
@@ -740,8 +807,19 @@ static void test_hf_errors(void)
         /* tokenizers' vocab is one-to-one: an id or a piece given twice is refused, not one of them lost */
         {"sed -i 's/\"b\":261/\"b\":260/' DIR/tokenizer.json", "model.vocab: id 260 is given to 'a' and to 'b'"},
         {"sed -i 's/\"b\":261/\"a\":261/' DIR/tokenizer.json", "model.vocab['a'] is given twice"},
-        {"sed -i 's/\"model\":{/\"normalizer\":{\"type\":\"NFKC\"},\"model\":{/' DIR/tokenizer.json",
+        {"sed -i 's/\"type\":\"Prepend\"/\"type\":\"NFKC\"/' DIR/tokenizer.json",
          "normalizer type 'NFKC' is not supported"},
+        /* a SentencePiece-style tokenizer.json: what its encoding does not follow */
+        {TJ_EDIT("j['model']['dropout']=0.1"), "tokenizer.json: model: BPE dropout is not supported"},
+        {TJ_EDIT("j['model']['ignore_merges']=True"), "model: ignore_merges is not supported for SentencePiece-style"},
+        {TJ_EDIT("j['model']['byte_fallback']=False"), "model: byte pieces <0xHH> without byte_fallback"},
+        {TJ_EDIT("n=j['normalizer']['normalizers']; n.insert(0,n[0])"), "added twice (normalizer Prepend twice)"},
+        {TJ_EDIT("j['pre_tokenizer']={'type':'Metaspace','replacement':'\\u2581'}"),
+         "added twice (normalizer Prepend and pre_tokenizer Metaspace)"},
+        {TJ_EDIT("j['normalizer']['normalizers'].pop()"), "spaces are not replaced by"},
+        {TJ_EDIT("j['normalizer']=None; j['pre_tokenizer']={'type':'Metaspace','replacement':'\\u2581'}; "
+                 "j['model']['vocab']['a\\u2581b']=265"),
+         "pre_tokenizer: Metaspace split with pieces that hold"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         th_sh("rm -rf %s", dir);
@@ -760,6 +838,22 @@ static void test_hf_errors(void)
                "case %zu (%s): rc %d, stderr: %s", i, cases[i].setup, rc, e);
         CHECKF(count_entries(th_tmp("err/out")) == 0, "case %zu left a file", i);
     }
+    /* Replace without Prepend: no space prefix; a null post-processor adds no BOS */
+    th_sh("rm -rf %s", dir);
+    write_hf_dir(dir, &m, "F32", 1);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, TJ_EDIT("j['normalizer']['normalizers'].pop(0); j['post_processor']=None"));
+    char *at = strstr(cmd, "DIR");
+    snprintf(p, sizeof p, "%.*s%s%s", (int)(at - cmd), cmd, dir, at + 3);
+    CHECK(th_sh("%s", p) == 0);
+    CHECK(th_sh("%s hf %s -o %s --outtype f32", CONVERT, dir, out) == 0);
+    char err[256];
+    gguf_file *f = gguf_open(out, err, sizeof err);
+    int b = 1, b2 = 1;
+    CHECK(f && gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &b) == 0 && b == 0 &&
+          gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &b2) == 0 && b2 == 0);
+    gguf_close(f);
+    th_sh("rm -f %s", out);
     /* a weight F16 cannot hold is refused by name, not written as inf; BF16 holds it */
     th_sh("rm -rf %s", dir);
     write_hf_dir(dir, &m, "F32", 1);

@@ -216,7 +216,8 @@ h='{"w":{"dtype":"F32","shape":[1048576,1048576],"data_offsets":[0,8]}}'
 { le64 ${#h}; printf %s "$h"; le64 0; } >"$T/hf2/model.safetensors"
 for d in hf1 hf2; do
     printf '{"architectures":["LlamaForCausalLM"],"hidden_size":64,"intermediate_size":128,"num_hidden_layers":1,"num_attention_heads":4,"vocab_size":300}' >"$T/$d/config.json"
-    printf '{"model":{"type":"BPE","byte_fallback":true,"vocab":{"<unk>":0,"<s>":1,"</s>":2},"merges":[]}}' >"$T/$d/tokenizer.json"
+    printf %s '{"normalizer":{"type":"Replace","pattern":{"String":" "},"content":"\u2581"},"model":{"type":"BPE",'\
+'"byte_fallback":true,"vocab":{"<unk>":0,"<s>":1,"</s>":2},"merges":[]}}' >"$T/$d/tokenizer.json"
 done
 asan=0
 grep -q __asan_init "$G" 2>/dev/null && asan=1
