@@ -266,8 +266,8 @@ static hc_stats *read_stats(const gguf_file *f, char *err, size_t errlen)
         get_str(f, K("activation"), s->activation, sizeof s->activation, err, errlen) ||
         get_str(f, K("corpus"), s->corpus, sizeof s->corpus, err, errlen))
         goto fail;
-    if (strcmp(s->activation, "relu") != 0 && strcmp(s->activation, "silu") != 0) {
-        snprintf(err, errlen, "%s: activation \"%s\" is not \"relu\" or \"silu\"", f->path, s->activation);
+    if (strcmp(s->activation, "relu") != 0 && strcmp(s->activation, "silu") != 0 && strcmp(s->activation, "gelu") != 0) {
+        snprintf(err, errlen, "%s: activation \"%s\" is not \"relu\", \"silu\" or \"gelu\"", f->path, s->activation);
         goto fail;
     }
     s->n_embd = h.n_embd;

@@ -1,7 +1,7 @@
 /* Activation statistics files ("stats", written by hc-profile, read by hc-solve).
  * A GGUF file with general.architecture = "hotcold.stats":
  *   KVs  hotcold.stats.version (u32, 1), .arch (str), .n_layer, .n_ff, .n_embd (u32),
- *        .activation (str "relu"|"silu"), .threshold (f32), .n_tokens (u64),
+ *        .activation (str "relu"|"silu"|"gelu"), .threshold (f32), .n_tokens (u64),
  *        .ffn_hash (str, 16 hex digits of hc_ffn_hash; "0000000000000000" = unknown,
  *        e.g. imported from PowerInfer), .corpus (str: corpus identity), .ctx (u32)
  *   tensors  blk.N.act_count (I64 [n_ff]) and blk.N.act_sum (F64 [n_ff]) for N = 0..n_layer-1,
@@ -15,7 +15,7 @@
 
 typedef struct {
     char arch[64];
-    char activation[16];       /* "relu" or "silu" */
+    char activation[16];       /* "relu", "silu" or "gelu": the model's FFN activation */
     char corpus[256];          /* free-form corpus identity (name + hash) */
     uint32_t n_layer, n_ff, n_embd, ctx;
     float threshold;

@@ -95,7 +95,7 @@ static int describe(hc_stats *s, const hc_model *m, const hc_profile_opts *o, ch
     snprintf(s->arch, sizeof s->arch, "%s", arch);
     free(arch);
     int relu = m->hp.act == HC_ACT_RELU, calibrated = is_calibrated(m);
-    snprintf(s->activation, sizeof s->activation, "%s", relu ? "relu" : "silu");
+    snprintf(s->activation, sizeof s->activation, "%s", relu ? "relu" : m->hp.act == HC_ACT_GELU ? "gelu" : "silu");
     s->threshold = o->threshold_set ? o->threshold : relu || calibrated ? 0.0f : HC_SILU_THRESHOLD;
     s->n_embd = (uint32_t)m->hp.n_embd;
     s->ffn_hash = hc_ffn_hash(m->file);

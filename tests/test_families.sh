@@ -179,6 +179,13 @@ PY
 neuron_bytes opt 1700K 2 "+ 4"
 neuron_bytes llama-relu 1000K 3
 
+# a GELU model's statistics say gelu (they said silu), and their reader takes them
+if [ ! -f "$T/falcon.gguf" ]; then skip stats_activation_gelu "no falcon model"
+elif "$HC_BIN/hc-profile" -m "$T/falcon.gguf" -f models/synth-corpus.txt -o "$T/falcon.stats" >/dev/null 2>"$T/err" &&
+     "$HC_BIN/hc-profile" show "$T/falcon.stats" --json 2>>"$T/err" | grep -q '"activation":[[:space:]]*"gelu"'
+then ok stats_activation_gelu
+else fail stats_activation_gelu "$(head -c 300 "$T/err")"; fi
+
 # GPTQ of Falcon's fused attn_qkv, quantized as the one layer it is: the same file whatever
 # -t, hc-run loads the native companions (Q, K, V as row views) and the Q4_0 export, and the
 # perplexity stays within 2% of F32's (the tiny random models' is ~510)

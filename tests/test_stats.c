@@ -116,7 +116,7 @@ static void m_count(gguf_writer *w, int64_t *c, double *s) { (void)w; (void)s; c
 static void m_negative(gguf_writer *w, int64_t *c, double *s) { (void)w; (void)s; c[5] = -1; }
 static void m_nan(gguf_writer *w, int64_t *c, double *s) { (void)w; (void)c; s[9] = NAN; }
 static void m_hash(gguf_writer *w, int64_t *c, double *s) { (void)c; (void)s; gguf_set_str(w, "hotcold.stats.ffn_hash", "12345"); }
-static void m_act(gguf_writer *w, int64_t *c, double *s) { (void)c; (void)s; gguf_set_str(w, "hotcold.stats.activation", "gelu"); }
+static void m_act(gguf_writer *w, int64_t *c, double *s) { (void)c; (void)s; gguf_set_str(w, "hotcold.stats.activation", "tanh"); }
 static void m_thr_inf(gguf_writer *w, int64_t *c, double *s) { (void)c; (void)s; gguf_set_f32(w, "hotcold.stats.threshold", INFINITY); }
 static void m_thr_nan(gguf_writer *w, int64_t *c, double *s) { (void)c; (void)s; gguf_set_f32(w, "hotcold.stats.threshold", NAN); }
 
@@ -133,7 +133,7 @@ static void test_corrupt_rejected(void)
     CHECK(rejects(m_negative, "act_count[5] = -1"));
     CHECK(rejects(m_nan, "act_sum[9]"));
     CHECK(rejects(m_hash, "16 lowercase hex"));
-    CHECK(rejects(m_act, "gelu"));
+    CHECK(rejects(m_act, "activation \"tanh\" is not \"relu\", \"silu\" or \"gelu\""));
     /* what hc-profile --threshold refuses */
     CHECK(rejects(m_thr_inf, "hotcold.stats.threshold = inf is not a threshold"));
     CHECK(rejects(m_thr_nan, "hotcold.stats.threshold = nan is not a threshold"));
