@@ -254,6 +254,10 @@ int hc_budget_read(hc_budget *b, const gguf_file *m, int64_t ctx, int kv_bytes, 
              get_dim(m, arch, "embedding_length", 0, &b->n_embd, err, errlen) ||
              kv_dim(m, arch, b->n_embd, &kv_row, err, errlen) ||
              (ctx < 0 && get_dim(m, arch, "context_length", 0, &b->ctx, err, errlen)) ? -1 : 0;
+    char key[128];
+    int64_t train;
+    snprintf(key, sizeof key, "%s.context_length", arch);
+    b->ctx_train = gguf_get_int(m, key, &train) == 0 && train > 0 && train <= UINT32_MAX ? (uint32_t)train : 0;
     free(arch);
     if (rc)
         return -1;

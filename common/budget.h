@@ -44,6 +44,7 @@ typedef struct {
 typedef struct {
     uint32_t n_layer, n_ff, n_embd;
     uint32_t ctx;                  /* KV cache charged for this context length */
+    uint32_t ctx_train;            /* the model's context_length (0: not given) */
     int kv_bytes;                  /* ... at these bytes a position's element of k and v (hc_budget_read) */
     hc_budget_layer *layer;        /* [n_layer] */
     uint64_t fixed[HC_FIX_COUNT];  /* totals: part[i] summed over the layers; fixed[HC_FIX_OUTPUT] is the

@@ -354,6 +354,8 @@ int main(int argc, char **argv)
     hc_budget budget;
     if (hc_budget_read(&budget, model, o.ctx, hc_kv_bytes(o.type_k, o.type_v), err, sizeof err))
         hc_die("%s", err);
+    if (budget.ctx_train && o.ctx > (int64_t)budget.ctx_train)   /* a cache for a context hc-run refuses */
+        hc_die("%s: --ctx %d exceeds the model's context_length %" PRIu32, o.model, o.ctx, budget.ctx_train);
 
     uint64_t capacity = 0;
     if (!o.sweep && hc_budget_capacity(&budget, o.model, o.budget, &capacity, err, sizeof err))

@@ -43,6 +43,9 @@ if [ "$(kv_bytes "$T/solve_f32.out")" = 8 ] && [ "$(kv_bytes "$T/solve_f16.out")
    [ "$(n_placed "$T/solve_f16.out")" -gt $(($(n_placed "$T/solve_f32.out") * 4)) ]
 then ok solver_f16_cache
 else fail solver_f16_cache "$(grep -h -e '^dense' -e '^placed' "$T/solve_f32.out" "$T/solve_f16.out")"; fi
+ctx_train=$("$HC_BIN/hc-gguf" dump "$T/Q4_0.gguf" | sed -n 's/.*llama[.]context_length *u32 *= *\([0-9]*\).*/\1/p')
+check_fails solver_ctx_beyond_model "--ctx $((ctx_train + 1)) exceeds the model's context_length $ctx_train" \
+    "$HC_BIN/hc-solve" -m "$T/Q4_0.gguf" -s "$T/Q4_0.stats" --vram-budget 900K --ctx $((ctx_train + 1))
 check_fails solver_cache_type_q8_0 "--cache-type-k q8_0: a KV cache of q8_0 is not implemented (f32 or f16)" \
     "$HC_BIN/hc-solve" -m "$T/Q4_0.gguf" -s "$T/Q4_0.stats" --vram-budget 900K -ctk q8_0
 # bytes in --json keep every digit (cJSON's doubles keep 15): 99999 TiB is 109950063265972224
