@@ -580,8 +580,12 @@ static void generate(const hc_model *m, const hc_tokenizer *tok, const options *
         n_ctx = want < m->hp.n_ctx_train ? (int)want : m->hp.n_ctx_train;
     }
     if (n_prompt > n_ctx) hc_die("prompt has %d tokens, more than the context of %d (-c)", n_prompt, n_ctx);
+    /* the cache's pages for the positions this run surely writes (the prompt, -n tokens) are made
+     * now; -i's later turns fill the rest of a context as long as the model's as they come */
+    long sure = (long)n_prompt + (o->logits ? 0 : o->n_predict);
+    int warm = (int)(((sure < n_ctx ? sure : n_ctx) + o->kv_block - 1) / o->kv_block);
     int V = m->hp.n_vocab;
-    gen_state g = { .tok = tok, .ctx = new_ctx(m, o, ffn, n_ctx, 0, 0), .smp = hc_sampler_new(&o->sp, V),
+    gen_state g = { .tok = tok, .ctx = new_ctx(m, o, ffn, n_ctx, 0, warm), .smp = hc_sampler_new(&o->sp, V),
                     .logits = malloc(sizeof(float) * (size_t)V), .n_ctx = n_ctx, .pending = -1,
                     .until_full = o->until_full,
                     .last = prompt[n_prompt - 1] };
