@@ -285,14 +285,13 @@ TI void chunks_part(int k, int nt, const void *const *w, const float *const *x, 
  * then a1's ([16c + 8, 16c + 16), and the tail). One accumulator's steps at
  * a time, so each weight is widened once for all TM vectors while every
  * pair keeps its dot's two chains (taking both chains at once left room for
- * 2 vectors, and each weight was widened twice). a1's steps fetch the same
- * columns of the next row tile (the RM rows after these, which weight.c's
- * blocked loop runs next; rows of n halves) into L2, a line per row and 32
- * columns: the tile had read each row tile's block from L2 as it came
- * (`bench_kernels cpu avx2 N ROWS B`, F16, 4096 x 11008 / 11008 x 4096: B =
- * 16 77 / 71 -> 86 / 87 GFLOP/s, B = 128 95 / 91 -> 96 / 97). */
-TI void steps_part(int k, const void *const *w, const float *const *x, int n, int c0, int c1,
-                   float park[2][RM][TM][8])
+ * 2 vectors, and each weight was widened twice). No software prefetch: one
+ * of the next row tile's block (into L2, a line per row and 32 columns) won
+ * 1-12 % on Zen 4 with AVX2 forced, but on Zen 3, an AVX2-only core with
+ * half the L2, it cost a 353-token F16 prompt 17-19 % (hc-run -t 1: 89
+ * against 108 tok/s, -t 2: 166 against 198, medians of 6 alternated runs;
+ * docs/measurements.md, "Zen 3"). */
+TI void steps_part(int k, const void *const *w, const float *const *x, int c0, int c1, float park[2][RM][TM][8])
 {
     for (int p = 0; p < 2; p++) {
         __m256 acc[RM][TM];
@@ -301,11 +300,7 @@ TI void steps_part(int k, const void *const *w, const float *const *x, int n, in
             _Pragma("GCC unroll 8")
             for (int t = 0; t < TM; t++) acc[r][t] = _mm256_load_ps(park[p][r][t]);
         int i = c0;
-        for (; i + 16 <= c1; i += 16) {
-            if (p && !((i - c0) & 31))
-                for (int r = 0; r < RM; r++) hc_prefetch_next_tile((const uint16_t *)w[r] + i, (size_t)RM * 2 * n, 64);
-            step(k, TM, w, x, i + 8 * p, acc);
-        }
+        for (; i + 16 <= c1; i += 16) step(k, TM, w, x, i + 8 * p, acc);
         if (i + 8 <= c1) {
             if (!p) step(k, TM, w, x, i, acc);
             i += 8;
@@ -328,7 +323,7 @@ T static void part_f(const hc_weight *w, const int *r, const void *const *x, int
     const float *const *xf = (const float *const *)x;
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
     if (w->type == GGML_TYPE_F32) chunks_part(GGML_TYPE_F32, TM, rows, xf, c0, c1, (float (*)[RM][TM][8])park);
-    else steps_part(GGML_TYPE_F16, rows, xf, w->n, c0, c1, (float (*)[RM][TM][8])park);
+    else steps_part(GGML_TYPE_F16, rows, xf, c0, c1, (float (*)[RM][TM][8])park);
 }
 
 T static void sum_tile_f(const hc_weight *w, const void *const *x, const float *park, float *y)
