@@ -373,21 +373,26 @@ static hc_ctx *new_ctx(const hc_model *m, const options *o, hc_ffn *ffn, int n_c
 }
 
 /* The ids of text; one pass for nearly every text (an id per byte plus the
- * specials), a second only when the first's room was short. */
-static int32_t *tokenize(const hc_tokenizer *tok, const char *what, const char *text, size_t len, int add_bos,
+ * specials), a second only when the first's room was short. add_special:
+ * BOS and EOS where the vocabulary adds them (tokenizer.ggml.add_bos_token,
+ * add_eos_token), as llama.cpp's add_special. */
+static int32_t *tokenize(const hc_tokenizer *tok, const char *what, const char *text, size_t len, int add_special,
                          int parse_special, int *n)
 {
+    int add_bos = add_special && hc_tokenizer_add_bos(tok);
+    int add_eos = add_special && hc_tokenizer_add_eos(tok) && hc_tokenizer_eos(tok) >= 0;
     int cap = len < (size_t)(1 << 28) ? (int)len + 16 : 0;
-    int32_t *t = malloc(sizeof *t * (size_t)(cap + 1));
+    int32_t *t = malloc(sizeof *t * (size_t)(cap + 2));
     int need = t ? hc_tokenize(tok, text, len, add_bos, parse_special, t, cap) : -1;
     if (need > cap) {
-        int32_t *more = realloc(t, sizeof *t * (size_t)(need + 1));
+        int32_t *more = realloc(t, sizeof *t * (size_t)(need + 2));
         if (!more || hc_tokenize(tok, text, len, add_bos, parse_special, t = more, need) != need) need = -1;
     }
     if (need < 0) {
         free(t);   /* LeakSanitizer reads hc_die's exit */
         hc_die("%s: cannot tokenize: %s", what, hc_tokenize_error());
     }
+    if (add_eos) t[need++] = hc_tokenizer_eos(tok);
     *n = need;
     return t;   /* room for one more id */
 }
@@ -402,8 +407,7 @@ static void print_tokens(const options *o)
     size_t len = o->prompt_len;
     double t0 = hc_now();
     int n;
-    int32_t *ids = tokenize(tok, "prompt", o->prompt, len, hc_tokenizer_add_bos(tok), 1, &n);
-    if (hc_tokenizer_add_eos(tok) && hc_tokenizer_eos(tok) >= 0) ids[n++] = hc_tokenizer_eos(tok);
+    int32_t *ids = tokenize(tok, "prompt", o->prompt, len, 1, 1, &n);
     double dt = hc_now() - t0;
     for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
     putchar('\n');
@@ -446,7 +450,7 @@ static void perplexity(const hc_model *m, const hc_tokenizer *tok, const options
     char *text = hc_read_file(o->ppl_file, &len, err, sizeof err);
     if (!text) hc_die("%s", err);
     int n_tok, bos = hc_tokenizer_add_bos(tok);
-    int32_t *toks = tokenize(tok, o->ppl_file, text, len, bos, 0, &n_tok);
+    int32_t *toks = tokenize(tok, o->ppl_file, text, len, 1, 0, &n_tok);
     free(text);
     int n_ctx = hc_window_len(&m->hp, o->n_ctx);
     if (n_ctx < 4) hc_die("-c %d is too small for --perplexity (need 4 or more)", n_ctx);
@@ -572,7 +576,7 @@ static void interact(gen_state *g, const options *o)
 static void generate(const hc_model *m, const hc_tokenizer *tok, const options *o, hc_ffn *ffn)
 {
     int n_prompt;
-    int32_t *prompt = tokenize(tok, "prompt", o->prompt, o->prompt_len, hc_tokenizer_add_bos(tok), 1, &n_prompt);
+    int32_t *prompt = tokenize(tok, "prompt", o->prompt, o->prompt_len, 1, 1, &n_prompt);
     if (n_prompt == 0) hc_die("%s: the vocabulary adds no BOS and the prompt is empty: give one (-p)", o->model);
     int n_ctx = o->n_ctx;
     if (!n_ctx) {
@@ -718,7 +722,7 @@ static void parallel(const hc_model *m, const hc_tokenizer *tok, const options *
         const hc_prompt *p = &o->prompts[r];
         char what[600];
         snprintf(what, sizeof what, "%s:%d", o->prompt_file, p->line);
-        int32_t *ids = tokenize(tok, what, p->text, p->len, hc_tokenizer_add_bos(tok), 1, &reqs[r].n_prompt);
+        int32_t *ids = tokenize(tok, what, p->text, p->len, 1, 1, &reqs[r].n_prompt);
         reqs[r].prompt = ids;
         reqs[r].n_predict = p->n_predict >= 0 ? p->n_predict : o->n_predict;
         reqs[r].sp = o->sp;

@@ -587,7 +587,7 @@ static void test_perplexity(void)
 
 /* A vocabulary with add_bos_token = false (Qwen2's, say): generation and
  * perplexity add no BOS, as llama.cpp; an empty prompt is refused, not run. */
-/* A copy of model at out with one u32 key set (bool 0 for add_bos_token). */
+/* A copy of model at out with one u32 key set (a bool for tokenizer.ggml.add_*). */
 static int copy_with_key(const char *model, const char *out, const char *key, uint32_t v)
 {
     char err[512];
@@ -595,7 +595,7 @@ static int copy_with_key(const char *model, const char *out, const char *key, ui
     if (!f) return -1;
     gguf_writer *w = gguf_writer_new(f->variant);
     for (uint64_t i = 0; i < f->n_kv; i++) gguf_set_kv(w, &f->kv[i]);
-    if (!strcmp(key, "tokenizer.ggml.add_bos_token")) gguf_set_bool(w, key, 0);
+    if (!strncmp(key, "tokenizer.ggml.add_", 19)) gguf_set_bool(w, key, v != 0);
     else gguf_set_u32(w, key, v);
     for (uint64_t i = 0; i < f->n_tensors; i++)
         gguf_add_tensor(w, f->tensors[i].name, f->tensors[i].type, f->tensors[i].n_dims, f->tensors[i].ne,
@@ -634,6 +634,29 @@ static void test_no_bos_vocabulary(void)
     grab();
     CHECK(sscanf(out_buf, "perplexity: %lf", &p2) == 1);
     CHECKF(isfinite(p2) && p2 > 1 && p1 != p2, "with BOS %g, without %g", p1, p2);
+}
+
+/* tokenizer.ggml.add_eos_token: the prompt ends in EOS wherever hc-run tokenizes one (generation,
+ * --parallel, --tokenize), as llama.cpp's add_special; "Once upon" is BOS 403 407. */
+static void test_add_eos(void)
+{
+    const char *model = th_fixture("stories260K.gguf");
+    if (!model) SKIP("no fixtures");
+    char path[600];
+    snprintf(path, sizeof path, "%s", th_tmp("eos.gguf"));
+    CHECK(copy_with_key(model, path, "tokenizer.ggml.add_eos_token", 1) == 0);
+    CHECK(th_sh("'%s' -m '%s' -p 'Once upon' --tokenize", th_bin("hc-run"), path) == 0);
+    grab();
+    CHECKF(!strcmp(out_buf, "1 403 407 2\n"), "%s", out_buf);
+    CHECK(th_sh("'%s' -m '%s' -p 'Once upon' -n 1 --temp 0", th_bin("hc-run"), path) == 0);
+    grab();
+    int n = 0;
+    CHECKF(sscanf(strstr(err_buf, "prompt:") ? strstr(err_buf, "prompt:") : "", "prompt: %d", &n) == 1 && n == 4, "%s",
+           err_buf);
+    CHECK(th_write(th_tmp("eos-prompts.txt"), "Once upon\n", 10) == 0);
+    CHECK(th_sh("'%s' -m '%s' -f '%s' -np 1 -n 1 --temp 0 --json", th_bin("hc-run"), path, th_tmp("eos-prompts.txt")) == 0);
+    grab();
+    CHECKF(strstr(out_buf, "\"tokens_prompt\":4"), "%s", out_buf);
 }
 
 /* tokenizer.ggml.eot_token_id and eom_token_id end a text as EOS does, alone and with --parallel:
@@ -793,6 +816,7 @@ int main(int argc, char **argv)
     RUN(test_perplexity);
     RUN(test_no_bos_vocabulary);
     RUN(test_end_tokens);
+    RUN(test_add_eos);
     RUN(test_rope_scaling);
     RUN(test_load_errors);
     return th_done();
