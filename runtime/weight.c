@@ -238,21 +238,22 @@ static void dots_streams(const hc_weight *w, const hc_kernel *k, int r0, int nr,
     for (int i = R * q; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
 }
 
-/* y[i] = row r0 + i · xa for i < nr. Rows longer than HC_ROW_BLOCK as
- * several streams where the kernel has dots (dots_streams; every float type
- * but F16 on AVX2, which keeps its column blocks), shorter ones so only where
- * it says dots_short (F32: on Zen 4 one core reads 3 or 4 ascending F32
- * streams about 25 % faster than one; 4096-wide F16 and BF16 rows read
- * faster one at a time, their activation in L1 beside one stream).
- * Otherwise long rows in column blocks, and the rest one row at a time:
- * interleaving four neighbouring rows halved the speed of Q8_0/Q4_0 on Zen
- * (docs/design/kernels.md, "Decode"). */
+/* y[i] = row r0 + i · xa for i < nr. Rows longer than HC_ROW_BLOCK in
+ * column blocks where the kernel has piece (F16 on AVX2), else as several
+ * streams where it has dots (dots_streams); shorter ones as streams only
+ * where it says dots_short: F32 (on Zen 4 one core reads 3 or 4 ascending
+ * F32 streams about 25 % faster than one) and AVX2's F16, BF16, Q8_0 and
+ * Q4_0 (on Zen 3, an AVX2-only core, one stream reads 8-9 GB/s and three
+ * 11-18; AVX-512's F16 and BF16 4096-wide rows read faster one at a time
+ * on Zen 4, their activation in L1 beside one stream). Otherwise one row at
+ * a time: interleaving four neighbouring rows halved the speed of
+ * Q8_0/Q4_0 on Zen (docs/design/kernels.md, "Decode"). */
 static void dots(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *xa, float *y)
 {
-    if (k->dots && (k->dots_short || w->n > HC_ROW_BLOCK)) {
-        dots_streams(w, k, r0, nr, xa, y);
-    } else if (k->piece && w->n > HC_ROW_BLOCK) {
+    if (k->piece && w->n > HC_ROW_BLOCK) {
         dots_blocked(w, k, r0, nr, xa, y);
+    } else if (k->dots && (k->dots_short || w->n > HC_ROW_BLOCK)) {
+        dots_streams(w, k, r0, nr, xa, y);
     } else {
         for (int i = 0; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
     }

@@ -610,6 +610,23 @@ static int float_row_streams(const char *isa)
 
 static void test_float_row_streams(void) { each_isa(float_row_streams); }
 
+/* The same for Q8_0 and Q4_0, whose AVX2 kernels read rows as streams too
+ * (dots_q8, dots_q4): widths of one block, a partial and whole chunks, and
+ * 4096 and 11008. */
+static int quant_row_streams(const char *isa)
+{
+    static const int ns[] = { 32, 96, 512, 544, 4096, 11008 };
+    static const int rows[] = { 1, 2, 3, 4, 5, 13, 37 };
+    static const uint32_t ts[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    for (size_t t = 0; t < 2; t++)
+        for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++)
+            for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+                if (!b1_rows_case(isa, ts[t], ns[c], rows[r])) return 0;
+    return 1;
+}
+
+static void test_quant_row_streams(void) { each_isa(quant_row_streams); }
+
 /* hc_pool_matvec, the threads' split of a product (at B = 1 one run of row
  * pieces per thread, dealt in turn), gives the bits of one call over all the
  * rows, for pools of 2 and 3 threads (8 and 12 chunks here); so do three
@@ -1065,6 +1082,7 @@ int main(void)
     RUN(test_matvec_few_vectors);
     RUN(test_float_long_rows);
     RUN(test_float_row_streams);
+    RUN(test_quant_row_streams);
     RUN(test_pool_matvec);
     RUN(test_quant_extremes);
     RUN(test_q4_word_permutes);

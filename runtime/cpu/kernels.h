@@ -57,13 +57,13 @@ typedef struct hc_kernel {
      * row's result from acc, the bits of dot. */
     void (*piece)(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next);
     float (*piece_sum)(const float *acc);
-    /* Optional (NULL: dot per row, or piece; F32, BF16, and F16 on
-     * AVX-512, have it): y[i] = rows[i] · x[0] for i < rm (rows: where each
-     * row's data starts; x[0]: the arranged or prepared activation), the
-     * bits of dot, each activation load shared by the rows. Rows longer
-     * than HC_ROW_BLOCK at B = 1 are read as ascending streams through it,
-     * dots_rm of them (0: rm) (weight.c), and so are shorter ones where
-     * dots_short is set (F32). */
+    /* Optional (NULL: dot per row; the float types have it, and AVX2's
+     * Q8_0 and Q4_0): y[i] = rows[i] · x[0] for i < dots_rm (0: rm) (rows:
+     * where each row's data starts; x[0]: the arranged or prepared
+     * activation), the bits of dot, each activation load shared by the rows.
+     * Rows longer than HC_ROW_BLOCK at B = 1 are read as ascending streams
+     * through it (unless the kernel has piece: their column blocks), and so
+     * are shorter ones where dots_short is set (weight.c). */
     void (*dots)(const hc_weight *w, const void *const *rows, const void *const *x, float *y);
     int dots_rm, dots_short;
     /* Optional register tile (NULL: dot per pair): y[t * rm + i] = row r[i]

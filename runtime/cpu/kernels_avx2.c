@@ -291,25 +291,26 @@ TI void chunks_part(int k, int nt, const void *const *w, const float *const *x, 
  * half the L2, it cost a 353-token F16 prompt 17-19 % (hc-run -t 1: 89
  * against 108 tok/s, -t 2: 166 against 198, medians of 6 alternated runs;
  * docs/measurements.md, "Zen 3"). */
-TI void steps_part(int k, const void *const *w, const float *const *x, int c0, int c1, float park[2][RM][TM][8])
+TI void steps_part(int k, int nt, const void *const *w, const float *const *x, int c0, int c1,
+                   float park[2][RM][TM][8])
 {
     for (int p = 0; p < 2; p++) {
         __m256 acc[RM][TM];
         _Pragma("GCC unroll 8")
         for (int r = 0; r < RM; r++)
             _Pragma("GCC unroll 8")
-            for (int t = 0; t < TM; t++) acc[r][t] = _mm256_load_ps(park[p][r][t]);
+            for (int t = 0; t < nt; t++) acc[r][t] = _mm256_load_ps(park[p][r][t]);
         int i = c0;
-        for (; i + 16 <= c1; i += 16) step(k, TM, w, x, i + 8 * p, acc);
+        for (; i + 16 <= c1; i += 16) step(k, nt, w, x, i + 8 * p, acc);
         if (i + 8 <= c1) {
-            if (!p) step(k, TM, w, x, i, acc);
+            if (!p) step(k, nt, w, x, i, acc);
             i += 8;
         }
-        if (i < c1 && p) tail_step(k, TM, w, x, i, c1, acc);
+        if (i < c1 && p) tail_step(k, nt, w, x, i, c1, acc);
         _Pragma("GCC unroll 8")
         for (int r = 0; r < RM; r++)
             _Pragma("GCC unroll 8")
-            for (int t = 0; t < TM; t++) _mm256_store_ps(park[p][r][t], acc[r][t]);
+            for (int t = 0; t < nt; t++) _mm256_store_ps(park[p][r][t], acc[r][t]);
     }
 }
 
@@ -323,7 +324,7 @@ T static void part_f(const hc_weight *w, const int *r, const void *const *x, int
     const float *const *xf = (const float *const *)x;
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
     if (w->type == GGML_TYPE_F32) chunks_part(GGML_TYPE_F32, TM, rows, xf, c0, c1, (float (*)[RM][TM][8])park);
-    else steps_part(GGML_TYPE_F16, rows, xf, c0, c1, (float (*)[RM][TM][8])park);
+    else steps_part(GGML_TYPE_F16, TM, rows, xf, c0, c1, (float (*)[RM][TM][8])park);
 }
 
 T static void sum_tile_f(const hc_weight *w, const void *const *x, const float *park, float *y)
@@ -338,6 +339,15 @@ T static void dots_f(const hc_weight *w, const void *const *rows, const void *co
     _Alignas(32) float park[2][RM][TM][8];
     memset(park, 0, sizeof park);
     chunks_part(GGML_TYPE_F32, 1, rows, (const float *const *)x, 0, w->n, park);
+    chunks_sum(1, (const float (*)[RM][TM][8])park, y);
+}
+
+/* hc_kernel.dots for F16: the tile's RM rows with one vector. */
+T static void dots_h(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
+{
+    _Alignas(32) float park[2][RM][TM][8];
+    memset(park, 0, sizeof park);
+    steps_part(GGML_TYPE_F16, 1, rows, (const float *const *)x, 0, w->n, park);
     chunks_sum(1, (const float (*)[RM][TM][8])park, y);
 }
 
@@ -428,13 +438,14 @@ T static void few_h(const hc_weight *w, const int *r, const void *const *x, floa
 }
 
 /* F16's kernel (long rows in column blocks: piece_f; as three streams they
- * read 12 % slower here, docs/design/kernels.md) and F32's (rows of every
- * width as streams: dots_f). */
+ * read 12 % slower on Zen 4, docs/design/kernels.md; 4096-wide rows as
+ * streams: dots_h) and F32's (rows of every width as streams: dots_f). */
 #define FLOAT_KERNEL                                                                                            \
     .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
     .tile = tile_f, .rm = RM, .tm = TM, .tile_part = part_f, .tile_sum = sum_tile_f, .kb = KB_F,               \
     .tile_park = PARK_F, .axpy = axpy_f, .axpy_multi = axpy_multi_f
-const hc_kernel hc_avx2_float = { FLOAT_KERNEL, .piece = piece_f, .piece_sum = sum_f, .few = few_h, .few_tm = FT };
+const hc_kernel hc_avx2_float = { FLOAT_KERNEL, .piece = piece_f, .piece_sum = sum_f, .dots = dots_h, .dots_short = 1,
+                                   .few = few_h, .few_tm = FT };
 const hc_kernel hc_avx2_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_short = 1 };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 16 bf16 per
@@ -582,7 +593,7 @@ T static void few_b(const hc_weight *w, const int *r, const void *const *x, floa
 
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
 const hc_kernel hc_avx2_bf16 = { .prepare = act_bf16, .arranged_bytes = hc_bf16_arranged_bytes,
-                                 .arrange = hc_bf16_arrange, .dot = dot_b, .dots = dots_b,
+                                 .arrange = hc_bf16_arrange, .dot = dot_b, .dots = dots_b, .dots_short = 1,
                                  .tile = tile_b, .rm = BRM, .tm = BTM, .few = few_b, .few_tm = BFT,
                                  .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
@@ -792,6 +803,26 @@ T static void axpy_multi_q8(const hc_weight *w, int r, int c0, int c1, int nt, c
 #define R4 1              /* Q4_0 tile: rows x vectors */
 #define T4 4
 
+/* hc_kernel.dots of Q8_0: DOTS_Q8 rows far apart with one vector, chunk by
+ * chunk, each as dot_q8 (dots_q4's streams). */
+#define DOTS_Q8 3
+T static void dots_q8(const hc_weight *w, const void *const *rows, const void *const *xa, float *y)
+{
+    const xq8 *xc = xa[0];
+    const int nb = w->n / QK8_0;
+    __m256 acc[DOTS_Q8];
+    for (int s = 0; s < DOTS_Q8; s++) acc[s] = _mm256_setzero_ps();
+    for (int c = 0; c * Q8_CHUNK < nb; c++)
+        _Pragma("GCC unroll 4")
+        for (int s = 0; s < DOTS_Q8; s++) {
+            block_q8_0 pad[Q8_CHUNK];
+            const block_q8_0 *q = (const block_q8_0 *)rows[s] + c * Q8_CHUNK;
+            if ((c + 1) * Q8_CHUNK > nb) q = hc_whole_chunk(q, nb - c * Q8_CHUNK, Q8_CHUNK, sizeof(block_q8_0), pad);
+            acc[s] = q8_chunk(q, xc + c, acc[s]);
+        }
+    for (int s = 0; s < DOTS_Q8; s++) y[s] = hsum(acc[s]);
+}
+
 /* The Q8_0 tile, as dot_q8: whole chunks in order, then the last blocks
  * zero-padded to a chunk; each row chunk loaded once for the vectors, and
  * each block pair's weights held while all the vectors pass (the same int32
@@ -868,7 +899,7 @@ T static void prepare_q8(const hc_weight *w, const float *x, void *act)
 
 const hc_kernel hc_avx2_q8_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q8, .arrange = arrange_q8,
                                  .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .tile_min = 4,
-                                 .axpy = axpy_q8,
+                                 .dots = dots_q8, .dots_rm = DOTS_Q8, .dots_short = 1, .axpy = axpy_q8,
                                  .axpy_multi = axpy_multi_q8 };
 
 /* ---- Q4_0: 16 blocks per step (a chunk, x16.h's), as two halves of 8
@@ -1008,6 +1039,42 @@ TI float dot_q4_as(const hc_weight *w, int r, const void *xa, const int x16)
 T static float dot_q4(const hc_weight *w, int r, const void *xa) { return dot_q4_as(w, r, xa, 0); }
 T static float dot_q4x16(const hc_weight *w, int r, const void *xa) { return dot_q4_as(w, r, xa, 1); }
 
+/* hc_kernel.dots of Q4_0: DOTS_Q4 rows far apart (weight.c's dots_streams)
+ * with one vector, chunk by chunk, each row's sums in its dot's order, so
+ * its bits. One core here reads more ascending streams at once than one:
+ * on Zen 3 the single row streamed 8.1 GB/s and a plain read 8.9, where
+ * F32's three streams read 12.8 (bench_kernels pool avx2 4096 11008 1;
+ * docs/measurements.md, "Zen 3"). */
+#define DOTS_Q4 3
+TI void dots_q4_as(const hc_weight *w, const void *const *rows, const void *const *xa, float *y, const int x16)
+{
+    const xq4 *x = xa[0];
+    const int nb = w->n / QK8_0;
+    __m256 acc[DOTS_Q4][T4];
+    for (int s = 0; s < DOTS_Q4; s++) acc[s][0] = _mm256_setzero_ps();
+    for (int c = 0; c * Q4_CHUNK < nb; c++)
+        _Pragma("GCC unroll 4")
+        for (int s = 0; s < DOTS_Q4; s++) {
+            uint8_t pad[Q4_CHUNK_BYTES];
+            const uint8_t *p = q4_whole(rows[s], nb, c, pad, x16);
+            _Pragma("GCC unroll 1")
+            for (int h = 0; h < 2; h++) {
+                if (x16) q4x16_half(p, h, &x, c, 1, acc[s]);
+                else q4_pairs_half((const block_q4_0 *)p, h, &x, c, 1, acc[s]);
+            }
+        }
+    for (int s = 0; s < DOTS_Q4; s++) y[s] = hsum(acc[s][0]);
+}
+
+T static void dots_q4(const hc_weight *w, const void *const *rows, const void *const *xa, float *y)
+{
+    dots_q4_as(w, rows, xa, y, 0);
+}
+T static void dots_q4x16(const hc_weight *w, const void *const *rows, const void *const *xa, float *y)
+{
+    dots_q4_as(w, rows, xa, y, 1);
+}
+
 /* The Q4_0 tile: one row (R4) with T4 vectors, as the dot. */
 TI void tile_q4_as(const hc_weight *wt, const int *rows, const void *const *xv, float *y, const int x16)
 {
@@ -1052,9 +1119,10 @@ T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, c
 }
 
 #define Q4_KERNEL .prepare = prepare_q8, .arranged_bytes = hc_x16_act_bytes, .rm = R4, .tm = T4, .tile_min = 3, \
-                  .axpy = axpy_q4, .axpy_multi = axpy_multi_q4
-const hc_kernel hc_avx2_q4_0 = { Q4_KERNEL, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4 };
-const hc_kernel hc_avx2_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16 };
+                  .axpy = axpy_q4, .axpy_multi = axpy_multi_q4, .dots_rm = DOTS_Q4, .dots_short = 1
+const hc_kernel hc_avx2_q4_0 = { Q4_KERNEL, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4, .dots = dots_q4 };
+const hc_kernel hc_avx2_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16,
+                                   .dots = dots_q4x16 };
 
 /* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: 8 blocks (128
  * code bytes, half an activation chunk) per step, summed in integers to one
