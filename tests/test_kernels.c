@@ -596,16 +596,23 @@ static void test_float_long_rows(void) { each_isa(float_long_rows); }
  * row counts below, at and off a multiple of the runs (the last rows one at
  * a time), widths in and across F32's 1024-element chunks and with masked
  * tails. */
-static int float_row_streams(const char *isa)
+/* b1_rows_case for each of the nt types and nn widths, at row counts below,
+ * at and off a multiple of the runs. */
+static int row_streams(const char *isa, const uint32_t *ts, size_t nt, const int *ns, size_t nn)
 {
-    static const int ns[] = { 1, 17, 1000, 1024, 1025, 2048, 2100, 4096 };
     static const int rows[] = { 1, 2, 3, 4, 5, 8, 12, 13, 37 };
-    static const uint32_t ts[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
-    for (size_t t = 0; t < 3; t++)
-        for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++)
+    for (size_t t = 0; t < nt; t++)
+        for (size_t c = 0; c < nn; c++)
             for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
                 if (!b1_rows_case(isa, ts[t], ns[c], rows[r])) return 0;
     return 1;
+}
+
+static int float_row_streams(const char *isa)
+{
+    static const int ns[] = { 1, 17, 1000, 1024, 1025, 2048, 2100, 4096 };
+    static const uint32_t ts[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
+    return row_streams(isa, ts, 3, ns, sizeof ns / sizeof ns[0]);
 }
 
 static void test_float_row_streams(void) { each_isa(float_row_streams); }
@@ -616,13 +623,8 @@ static void test_float_row_streams(void) { each_isa(float_row_streams); }
 static int quant_row_streams(const char *isa)
 {
     static const int ns[] = { 32, 96, 512, 544, 4096, 11008 };
-    static const int rows[] = { 1, 2, 3, 4, 5, 13, 37 };
     static const uint32_t ts[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
-    for (size_t t = 0; t < 2; t++)
-        for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++)
-            for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
-                if (!b1_rows_case(isa, ts[t], ns[c], rows[r])) return 0;
-    return 1;
+    return row_streams(isa, ts, 2, ns, sizeof ns / sizeof ns[0]);
 }
 
 static void test_quant_row_streams(void) { each_isa(quant_row_streams); }
