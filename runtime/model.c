@@ -132,11 +132,11 @@ static int load_activation(loader *L)
     return 0;
 }
 
-/* ARCH.rope.scaling.type: none or linear (with rope.scaling.factor); any
- * other type is refused by name rather than run unscaled. */
-/* As llama.cpp reads them: the type defaults to linear, the factor is
- * rope.scaling.factor or the older rope.scale_linear, and "none" scales
- * nothing; an attention factor other than 1 (it scales q and k) is refused. */
+/* ARCH.rope.scaling.type: none or linear, any other type refused by name
+ * rather than run unscaled; as llama.cpp reads them, the type defaults to
+ * linear, the factor is rope.scaling.factor or the older rope.scale_linear,
+ * and "none" scales nothing; an attention factor other than 1 (it scales q
+ * and k) is refused. */
 static int load_rope_scaling(loader *L)
 {
     hc_hparams *hp = &L->m->hp;
