@@ -30,13 +30,14 @@ if [ "$(head -c "$n_p" "$T/i.txt")" = "$(cat "$T/p.txt")" ] &&
    grep -q "^generation: *24 tokens" "$T/i.err"; then ok run_interactive
 else fail run_interactive "$(cat "$T/i.txt"; cat "$T/i.err")"; fi
 # -i in a context as long as the model's 2^20 positions (a 1 GiB f32 cache): only the pages of
-# the positions written are made (the whole cache's were)
+# the positions written are made (the whole cache's were); under ASan the allocator's shadow of
+# the cache adds 1/8 of it
 "$HC_BIN/hc-convert" synth --dim 64 --layers 2 --ctx 1048576 -o "$T/long.gguf" 2>/dev/null
 rss=$(printf 'more\n' | python3 -c 'import resource, subprocess, sys
 subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$R" -m "$T/long.gguf" -p hello -n 4 -t 1 -i)
-if [ "${rss:-0}" -gt 0 ] && [ "$rss" -lt 262144 ]; then ok run_interactive_long_context_memory
-else fail run_interactive_long_context_memory "peak RSS ${rss} KiB (want < 256 MiB)"; fi
+if [ "${rss:-0}" -gt 0 ] && [ "$rss" -lt 524288 ]; then ok run_interactive_long_context_memory
+else fail run_interactive_long_context_memory "peak RSS ${rss} KiB (want < 512 MiB, half the cache)"; fi
 # the same context: it fills up (-c 24: 3 prompt tokens + 8 + a line + 8 ...)
 printf 'once more\nand again\nand a third time\n' | run -p "hello world" -n 8 -i -c 24 >"$T/c.txt" 2>"$T/c.err"
 if [ $? -eq 0 ] && grep -q "context of 24 tokens is full" "$T/c.err"; then ok run_interactive_one_context
