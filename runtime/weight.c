@@ -242,11 +242,12 @@ static void dots_streams(const hc_weight *w, const hc_kernel *k, int r0, int nr,
  * column blocks where the kernel has piece (F16 on AVX2), else as several
  * streams where it has dots (dots_streams); shorter ones as streams only
  * where it says dots_short: F32 (on Zen 4 one core reads 3 or 4 ascending
- * F32 streams about 25 % faster than one) and AVX2's F16, BF16, Q8_0 and
+ * F32 streams about 25 % faster than one), AVX2's F16, BF16, Q8_0 and
  * Q4_0 (on Zen 3, an AVX2-only core, one stream reads 8-9 GB/s and three
- * 11-18; AVX-512's F16 and BF16 4096-wide rows read faster one at a time
- * on Zen 4, their activation in L1 beside one stream). Otherwise one row at
- * a time: interleaving four neighbouring rows halved the speed of
+ * 11-18) and AVX-512's Q4_0 and its Q8_0 in chunks (an Intel core: 58 % of a
+ * plain read one at a time; AVX-512's F16 and BF16 4096-wide rows read faster
+ * one at a time on Zen 4, their activation in L1 beside one stream). Otherwise
+ * one row at a time: interleaving four neighbouring rows halved the speed of
  * Q8_0/Q4_0 on Zen (docs/design/kernels.md, "Decode"). */
 static void dots(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *xa, float *y)
 {

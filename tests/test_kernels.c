@@ -617,8 +617,8 @@ static int float_row_streams(const char *isa)
 
 static void test_float_row_streams(void) { each_isa(float_row_streams); }
 
-/* The same for Q8_0 and Q4_0, whose AVX2 kernels read rows as streams too
- * (dots_q8, dots_q4): widths of one block, a partial and whole chunks, and
+/* The same for Q8_0 and Q4_0, whose AVX2 and AVX-512 kernels read rows as
+ * streams too (dots_q8, dots_q4; test_x16_layout: AVX-512's in chunks of 16): widths of one block, a partial and whole chunks, and
  * 4096 and 11008. */
 static int quant_row_streams(const char *isa)
 {

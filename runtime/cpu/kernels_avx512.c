@@ -1146,6 +1146,50 @@ T static float dot_q4(const hc_weight *w, int r, const void *xa)
 T static float dot_q4x16(const hc_weight *w, int r, const void *xa) { return dot_q4_as(w, r, xa, Q4_X16); }
 T static float dot_q8x16(const hc_weight *w, int r, const void *xa) { return dot_q4_as(w, r, xa, Q8_X16); }
 
+/* hc_kernel.dots of Q4_0 (and Q8_0 in chunks of 16): DOTS_Q4 rows far apart
+ * (weight.c's dots_streams) with one vector, chunk by chunk, each row's sums
+ * as dot_q4_as, so its bits; each stream fetches the chunk DOTS_AHEAD chunks
+ * ahead. One Intel core (a Xeon with AMX, family 6 model 167) decoded Q4_0
+ * at 47-50 tok/s one row at a time (58 % of a plain read), 60 as three
+ * streams and 72-82 with the fetch (hc-run -t 1, 2 layers 4096 x 11008;
+ * Q8_0 36 -> 38-40; docs/measurements.md, "Intel Xeon"). */
+#define DOTS_Q4 3
+#define DOTS_AHEAD 4
+TI void dots_q4_as(const hc_weight *w, const void *const *rows, const void *const *xa, float *y, const int how)
+{
+    const xq4 *xc = xa[0];
+    const int nb = w->n / QK8_0;
+    __m512 acc[DOTS_Q4];
+    for (int s = 0; s < DOTS_Q4; s++) acc[s] = _mm512_setzero_ps();
+    for (int c = 0; c * Q4_CHUNK < nb; c++)
+        _Pragma("GCC unroll 4")
+        for (int s = 0; s < DOTS_Q4; s++) {
+            __m512i lo[4], hi[4];
+            __m512 dw;
+            const size_t chunk = HOW_BLOCK(how) * Q4_CHUNK;
+            hc_prefetch_next_tile((const uint8_t *)rows[s] + chunk * (size_t)c, DOTS_AHEAD * chunk, chunk);
+            q4_chunk(rows[s], nb, c, lo, hi, &dw, how);
+            acc[s] = q4_fma_as(lo, hi, dw, xc + c, acc[s], how);
+        }
+    for (int s = 0; s < DOTS_Q4; s++) y[s] = x16_sum(acc[s], how);
+}
+
+T static void dots_q4(const hc_weight *w, const void *const *rows, const void *const *xa, float *y)
+{
+    if (hc_q4_word_permutes()) dots_q4_as(w, rows, xa, y, Q4_WORDS);
+    else dots_q4_as(w, rows, xa, y, Q4_DWORDS);
+}
+
+T static void dots_q4x16(const hc_weight *w, const void *const *rows, const void *const *xa, float *y)
+{
+    dots_q4_as(w, rows, xa, y, Q4_X16);
+}
+
+T static void dots_q8x16(const hc_weight *w, const void *const *rows, const void *const *xa, float *y)
+{
+    dots_q4_as(w, rows, xa, y, Q8_X16);
+}
+
 /* The Q4_0 tile, as dot_q4: each row chunk unpacked once for the vectors. */
 TI void tile_q4_as(const hc_weight *wt, const int *rows, const void *const *xv, float *y, const int how)
 {
@@ -1355,15 +1399,17 @@ T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, c
 }
 
 #define Q4_KERNEL .prepare = prepare_q8, .arranged_bytes = hc_x16_act_bytes, .rm = R4, .tm = T4, .tile_min = 3, \
-                  .axpy = axpy_q4, .axpy_multi = axpy_multi_q4
-const hc_kernel hc_avx512_q4_0 = { Q4_KERNEL, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4 };
+                  .dots_rm = DOTS_Q4, .dots_short = 1, .axpy = axpy_q4, .axpy_multi = axpy_multi_q4
+const hc_kernel hc_avx512_q4_0 = { Q4_KERNEL, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4, .dots = dots_q4 };
 const hc_kernel hc_avx512_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16,
+                                    .dots = dots_q4x16,
                                     .tile_part = part_q4x16, .tile_sum = sum_q4x16, .kb = KB_Q4, .tile_park = PARK_Q4 };
 /* Q8_0 in chunks of 16: Q8_0's kernel but for its products, which take the
  * Q4_0 chunks' tile (the activation arranged the same way, with the
  * correction for codes stored plus 128) */
 const hc_kernel hc_avx512_q8x16 = { .prepare = prepare_q8, .arranged_bytes = hc_x16_act_bytes, .arrange = arrange_q8x16,
                                     .dot = dot_q8x16, .tile = tile_q8x16, .rm = R4, .tm = T4, .tile_min = 3,
+                                    .dots = dots_q8x16, .dots_rm = DOTS_Q4, .dots_short = 1,
                                     .axpy = axpy_q8, .axpy_multi = axpy_multi_q8, .tile_part = part_q8x16,
                                     .tile_sum = sum_q8x16, .kb = KB_Q4, .tile_park = PARK_Q4 };
 
