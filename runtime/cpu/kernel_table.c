@@ -30,6 +30,12 @@ static const struct {
      * 136-141 tok/s, issue 36, the kernel that unpacked with vpermt2w; the
      * one without word permutes is not measured there yet) */
     { "Zen 5", "AuthenticAMD", 26, 0x00, 0xff, { A5, A5, A5, A5, A2, A5 }, 0 },
+    /* An Intel Xeon with AMX and AVX512-FP16 (Sapphire Rapids' features) in a
+     * VM that reports family 6 model 167, 2026-12-02: each type fastest on
+     * AVX-512; Q4_0 from the mapping 0.72 of the chunks' prompt tile with word
+     * permutes against 0.69 with dword permutes, a near tie
+     * (docs/measurements.md, "Intel Xeon (AVX-512, AMX), every type") */
+    { "Intel Xeon (model 167)", "GenuineIntel", 6, 167, 167, { A5, A5, A5, A5, A5, A5 }, 1 },
 };
 
 void hc_cpu_identify(hc_cpu_id *c)
