@@ -238,22 +238,35 @@ static void dots_streams(const hc_weight *w, const hc_kernel *k, int r0, int nr,
     for (int i = R * q; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);
 }
 
+/* Whether rows of w go through k->dots as streams (hc_kernel.dots_when):
+ * F32's at every width (on Zen 4 one core reads 3 or 4 ascending F32
+ * streams about 25 % faster than one), and AVX2's F16, BF16, Q8_0 and Q4_0
+ * (on Zen 3, an AVX2-only core, one stream reads 8-9 GB/s and three
+ * 11-18); AVX-512's Q4_0, Q8_0 in chunks, F16 and BF16 where the CPU's row
+ * says so (an Intel core: Q4_0 at 58 % of a plain read one row at a time;
+ * on Zen 4 AVX-512's F16 and BF16 4096-wide rows read faster one at a time,
+ * their activation in L1 beside one stream), the float ones' longer rows
+ * everywhere. Otherwise one row at a time: interleaving four neighbouring
+ * rows halved the speed of Q8_0/Q4_0 on Zen (docs/design/kernels.md,
+ * "Decode"). */
+static int as_streams(const hc_weight *w, const hc_kernel *k)
+{
+    switch (k->dots_when) {
+    case HC_DOTS_ALL: return 1;
+    case HC_DOTS_BY_CPU: return hc_decode_streams();
+    case HC_DOTS_BY_CPU_LONG: return hc_decode_streams() || w->n > HC_ROW_BLOCK;
+    default: return w->n > HC_ROW_BLOCK;
+    }
+}
+
 /* y[i] = row r0 + i · xa for i < nr. Rows longer than HC_ROW_BLOCK in
  * column blocks where the kernel has piece (F16 on AVX2), else as several
- * streams where it has dots (dots_streams); shorter ones as streams only
- * where it says dots_short: F32 (on Zen 4 one core reads 3 or 4 ascending
- * F32 streams about 25 % faster than one), AVX2's F16, BF16, Q8_0 and
- * Q4_0 (on Zen 3, an AVX2-only core, one stream reads 8-9 GB/s and three
- * 11-18) and AVX-512's Q4_0 and its Q8_0 in chunks (an Intel core: 58 % of a
- * plain read one at a time; AVX-512's F16 and BF16 4096-wide rows read faster
- * one at a time on Zen 4, their activation in L1 beside one stream). Otherwise
- * one row at a time: interleaving four neighbouring rows halved the speed of
- * Q8_0/Q4_0 on Zen (docs/design/kernels.md, "Decode"). */
+ * streams where as_streams says so (dots_streams), else one at a time. */
 static void dots(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *xa, float *y)
 {
     if (k->piece && w->n > HC_ROW_BLOCK) {
         dots_blocked(w, k, r0, nr, xa, y);
-    } else if (k->dots && (k->dots_short || w->n > HC_ROW_BLOCK)) {
+    } else if (k->dots && as_streams(w, k)) {
         dots_streams(w, k, r0, nr, xa, y);
     } else {
         for (int i = 0; i < nr; i++) y[i] = k->dot(w, r0 + i, xa);

@@ -15,6 +15,9 @@
  *        ISA avx512-nobf16: the AVX-512 BF16 kernels without vdpbf16ps;
  *        avx512-vpermt2w, avx512-vpermt2d: AVX-512 Q4_0 unpacking with word
  *        or dword permutes (by default as the CPU model's table row says);
+ *        avx512-streams, avx512-rows (also after -chunks): AVX-512 decode
+ *        reading rows as far-apart streams or one at a time (by default as
+ *        the table row says; hc_decode_streams);
  *        avx512-chunks, avx2-chunks: Q4_0 and Q8_0 rows in chunks of 16
  *        blocks, as hc-run copies them for AVX-512 (and Q4_0 for AVX2;
  *        AVX2's Q8_0 in chunks takes the reference) (runtime/x16.h; also
@@ -148,6 +151,16 @@ static double thread_cpu(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* ISA NAME-streams or NAME-rows: AVX-512 decode reads rows as streams or
+ * one at a time (hc_kernel_decode_streams; by default as the CPU model's
+ * table row says); NAME left in isa. */
+static void streams_asked(char *isa)
+{
+    char *s = strstr(isa, "-streams"), *r = strstr(isa, "-rows");
+    if (s) hc_kernel_decode_streams(1), *s = 0;
+    if (r) hc_kernel_decode_streams(0), *r = 0;
+}
+
 /* ISA NAME-chunks: 1, and NAME left in isa. */
 static int chunks_asked(char *isa)
 {
@@ -186,6 +199,7 @@ static int cpu_mode(int argc, char **argv)
     if (nobf16) *nobf16 = 0, hc_kernel_bf16_dot(0);
     char *perm = strstr(isa, "-vpermt2");    /* avx512-vpermt2w / -vpermt2d: how Q4_0 unpacks */
     if (perm) hc_kernel_q4_word_permutes(perm[8] == 'w'), *perm = 0;
+    streams_asked(isa);
     const int chunks = chunks_asked(isa);
     if (hc_kernel_force(isa)) hc_die("instruction set %s is not available", argv[2]);
     int n = atoi(argv[3]), rows = atoi(argv[4]), B = atoi(argv[5]), reps = argc > 6 ? atoi(argv[6]) : 3;
@@ -321,6 +335,7 @@ static int pool_mode(int argc, char **argv)
     if (argc < 6) hc_die("usage: bench_kernels pool ISA N ROWS THREADS [REPS]");
     char isa[32];
     snprintf(isa, sizeof isa, "%s", argv[2]);
+    streams_asked(isa);
     const int chunks = chunks_asked(isa);
     if (hc_kernel_force(isa)) hc_die("instruction set %s is not available", argv[2]);
     int n = atoi(argv[3]), rows = atoi(argv[4]), nt = atoi(argv[5]), reps = argc > 6 ? atoi(argv[6]) : 30;
@@ -331,8 +346,9 @@ static int pool_mode(int argc, char **argv)
     float *x = random_floats((size_t)64 * (size_t)n), *y = malloc(sizeof(float) * (size_t)rows);
     double *gb = malloc(sizeof(double) * 2 * (size_t)reps);
     if (!pool || !y || !gb) hc_die("out of memory");
-    printf("isa %s, %d threads (the runtime's pool and split), %d x %d, B = 1, medians of %d reps\n", hc_kernel_isa(),
-           nt, n, rows, reps);
+    printf("isa %s%s, %d threads (the runtime's pool and split), %d x %d, B = 1, medians of %d reps\n", hc_kernel_isa(),
+           hc_isa() != HC_ISA_AVX512 ? "" : hc_decode_streams() ? " (decode as streams)" : " (decode a row at a time)", nt,
+           n, rows, reps);
     for (size_t ti = 0; ti <= N_GGML_TYPES; ti++) {   /* the ggml types, then INT4-GPTQ */
         const int gptq = ti == N_GGML_TYPES;
         const char *name = gptq ? "GPTQ" : ggml_type_name(ggml_types[ti]);

@@ -15,9 +15,13 @@
 # product, gathered row and AXPY of a type runs on one set (their rows' bits
 # must agree), so one set serves both; Q4_0's and Q8_0's AVX-512, and Q4_0's
 # AVX2, count their best way (the copy's chunks, where hc-run copies, or the mapping's layout),
-# and the row's last field is the faster permute, for rows left in the
-# mapping (--mmap, the sparse FFN's). Prints the CPU, each figure and the row to paste
-# (docs/design/kernels.md, "Choosing the kernels").
+# and the row's word-permute field is the faster permute, for rows left in the
+# mapping (--mmap, the sparse FFN's). Where AVX-512 runs, decode from memory
+# (bench_kernels pool, one thread, DIM x 11008, F16, BF16, Q8_0 and Q4_0 in
+# chunks) is timed reading rows one at a time and as streams, ROUNDS rounds
+# alternating: the row's last field is 1 (streams) when their product/read
+# ratios, multiplied over the four types, beat one at a time. Prints the CPU,
+# each figure and the row to paste (docs/design/kernels.md, "Choosing the kernels").
 #
 # Environment (defaults): DIM=4096 ROUNDS=5 REPS=20 (products per timing, best of).
 set -eu
@@ -53,8 +57,22 @@ while [ "$r" -lt "$ROUNDS" ]; do
     r=$((r + 1))
 done
 
+# AVX-512 decode from memory, a row at a time against streams
+: >"$T/decode"
+r=0
+case $isas in *avx512*)
+    while [ "$r" -lt "$ROUNDS" ]; do
+        for v in rows streams; do
+            TYPES="F16 BF16 Q8_0 Q4_0" "$B" pool "avx512-chunks-$v" "$DIM" 11008 1 10 |
+                awk -v v="$v" '$2 == "product" { print v, $1, $9 }' >>"$T/decode"
+        done
+        r=$((r + 1))
+    done ;;
+esac
+
 # best GFLOP/s per (set, op, type); per type the set with the highest worse ratio
 awk -v fam="$family" -v model="$model" -v vendor="$vendor" '
+FILENAME ~ /decode$/ { nd[$1, $2]++; dv[$1, $2, nd[$1, $2]] = $3; next }
 $1 == "avx512-chunks" ? ($3 == "Q4_0" || $3 == "Q8_0") : $1 == "avx2-chunks" || $1 == "avx512-vpermt2w" ? $3 == "Q4_0" : 1 {
     k = $1 SUBSEP $2 SUBSEP $3; nv[k]++; v[k, nv[k]] = $4; has[$1, $3] = 1; sets[$1] = 1 }
 END {
@@ -84,5 +102,20 @@ END {
         if (t == "Q4_0" && has["avx512-vpermt2w", t] && mof["avx512-vpermt2w"] >= mof["avx512"]) wperm = 1
         row = row (n > 1 ? ", " : "") (pick ~ /^avx2/ ? "A2" : "A5")
     }
-    printf "row: { \"NAME\", \"%s\", %d, %d, %d, { %s }, %d },\n", vendor, fam, model, model, row, wperm
-}' "$T/all"
+    # the median product/read ratio per (way, type); streams when their product wins
+    split("F16 BF16 Q8_0 Q4_0", dtypes, " "); prod = 1; timed = 0
+    for (d = 1; d <= 4; d++) {
+        t = dtypes[d]
+        for (k = 1; k <= 2; k++) {
+            way = k == 1 ? "rows" : "streams"; n = nd[way, t]
+            for (a = 1; a <= n; a++) for (b = a + 1; b <= n; b++)
+                if (dv[way, t, b] < dv[way, t, a]) { x = dv[way, t, a]; dv[way, t, a] = dv[way, t, b]; dv[way, t, b] = x }
+            med[way] = n ? dv[way, t, int((n + 1) / 2)] : 0
+        }
+        if (!med["rows"] || !med["streams"]) continue
+        printf "%-5s AVX-512 decode from memory: a row at a time %.2f of a read, as streams %.2f\n", t, med["rows"], med["streams"]
+        prod *= med["streams"] / med["rows"]; timed++
+    }
+    streams = timed && prod > 1
+    printf "row: { \"NAME\", \"%s\", %d, %d, %d, { { %s }, %d, %d } },\n", vendor, fam, model, model, row, wperm, streams
+}' "$T/decode" "$T/all"

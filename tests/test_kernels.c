@@ -218,16 +218,18 @@ static int act_bytes_match_ggml(const char *isa)
  * and only where the CPU runs every instruction set it names. */
 static void test_kernel_table(void)
 {
-    int isa[HC_KT_COUNT];
+    hc_kernel_row k = { { 0 }, -1, -1 };
     hc_cpu_id zen4 = { "AuthenticAMD", 25, 17 }, zen5 = { "AuthenticAMD", 26, 68 };
-    hc_cpu_id intel = { "GenuineIntel", 25, 17 }, none = { "", 0, 0 };
-    int wp = -1;
-    const char *row = hc_kernel_table(&zen4, HC_ISA_AVX512, isa, &wp);
-    CHECK(row && !strcmp(row, "Zen 4") && wp == 1);
-    row = hc_kernel_table(&zen5, HC_ISA_AVX512, isa, &wp);
-    CHECK(row && !strcmp(row, "Zen 5") && isa[HC_KT_Q4_0] == HC_ISA_AVX2 && isa[HC_KT_Q8_0] == HC_ISA_AVX512 && !wp);
-    CHECK(!hc_kernel_table(&zen4, HC_ISA_AVX2, isa, &wp));   /* Zen 3: family 25 without AVX-512 */
-    CHECK(!hc_kernel_table(&intel, HC_ISA_AVX512, isa, &wp) && !hc_kernel_table(&none, HC_ISA_AVX512, isa, &wp));
+    hc_cpu_id xeon = { "GenuineIntel", 6, 167 }, intel = { "GenuineIntel", 25, 17 }, none = { "", 0, 0 };
+    const char *row = hc_kernel_table(&zen4, HC_ISA_AVX512, &k);
+    CHECK(row && !strcmp(row, "Zen 4") && k.wperm == 1 && k.streams == 0);
+    row = hc_kernel_table(&zen5, HC_ISA_AVX512, &k);
+    CHECK(row && !strcmp(row, "Zen 5") && k.isa[HC_KT_Q4_0] == HC_ISA_AVX2 && k.isa[HC_KT_Q8_0] == HC_ISA_AVX512 && !k.wperm &&
+          !k.streams);
+    row = hc_kernel_table(&xeon, HC_ISA_AVX512, &k);
+    CHECK(row && k.isa[HC_KT_Q4_0] == HC_ISA_AVX512 && k.streams == 1);
+    CHECK(!hc_kernel_table(&zen4, HC_ISA_AVX2, &k));   /* Zen 3: family 25 without AVX-512 */
+    CHECK(!hc_kernel_table(&intel, HC_ISA_AVX512, &k) && !hc_kernel_table(&none, HC_ISA_AVX512, &k));
 }
 
 /* The choice by type: fixed for the process, an instruction set this CPU
@@ -590,22 +592,27 @@ static int float_long_rows(const char *isa)
 static void test_float_long_rows(void) { each_isa(float_long_rows); }
 
 /* Rows of at most 4096 elements go through hc_kernel.dots at B = 1 where
- * the kernel says dots_short (F32; the others one row at a time): the rows
- * in as many runs as the tile has rows, read side by side. b1_rows_case for
- * every float type, for
- * row counts below, at and off a multiple of the runs (the last rows one at
- * a time), widths in and across F32's 1024-element chunks and with masked
- * tails. */
+ * the kernel's dots_when says so (F32, AVX2's types, AVX-512's by the CPU's
+ * row: hc_decode_streams; the others one row at a time): the rows in as many
+ * runs as the tile has rows, read side by side. b1_rows_case for every float
+ * type, for row counts below, at and off a multiple of the runs (the last
+ * rows one at a time), widths in and across F32's 1024-element chunks and
+ * with masked tails. */
 /* b1_rows_case for each of the nt types and nn widths, at row counts below,
- * at and off a multiple of the runs. */
+ * at and off a multiple of the runs, with AVX-512's decode a row at a time
+ * and as streams (the same bits). */
 static int row_streams(const char *isa, const uint32_t *ts, size_t nt, const int *ns, size_t nn)
 {
     static const int rows[] = { 1, 2, 3, 4, 5, 8, 12, 13, 37 };
-    for (size_t t = 0; t < nt; t++)
-        for (size_t c = 0; c < nn; c++)
-            for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
-                if (!b1_rows_case(isa, ts[t], ns[c], rows[r])) return 0;
-    return 1;
+    int ok = 1;
+    for (int st = 0; st < 2 && ok; st++) {
+        hc_kernel_decode_streams(st);
+        for (size_t t = 0; t < nt && ok; t++)
+            for (size_t c = 0; c < nn && ok; c++)
+                for (size_t r = 0; r < sizeof rows / sizeof rows[0] && ok; r++) ok = b1_rows_case(isa, ts[t], ns[c], rows[r]);
+    }
+    hc_kernel_decode_streams(-1);
+    return ok;
 }
 
 static int float_row_streams(const char *isa)
@@ -618,7 +625,8 @@ static int float_row_streams(const char *isa)
 static void test_float_row_streams(void) { each_isa(float_row_streams); }
 
 /* The same for Q8_0 and Q4_0, whose AVX2 and AVX-512 kernels read rows as
- * streams too (dots_q8, dots_q4; test_x16_layout: AVX-512's in chunks of 16): widths of one block, a partial and whole chunks, and
+ * streams too (dots_q8, dots_q4; test_x16_layout: AVX-512's in chunks of
+ * 16): widths of one block, a partial and whole chunks, and
  * 4096 and 11008. */
 static int quant_row_streams(const char *isa)
 {
@@ -772,8 +780,8 @@ static void test_q4_word_permutes(void)
 
 /* Q4_0 and Q8_0 rows repacked in chunks of 16 blocks (x16.h, the layout of
  * hc-run's copy where they run on AVX-512, and Q4_0 on AVX2): each block and each row's values as before, and every
- * product (B = 1, and tiles at B = 5, 6, 7 and 17: edges of 1, 2 and 3
- * vectors), AXPY and the reference the bits of the same rows in ggml's
+ * product (B = 1, with AVX-512's decode a row at a time and as streams, and
+ * tiles at B = 5, 6, 7 and 17: edges of 1, 2 and 3 vectors), AXPY and the reference the bits of the same rows in ggml's
  * layout, for rows of 1..40 blocks (a short last chunk) and 344 (4096 x
  * 11008's down rows, which the tile takes in column blocks: 70 of them,
  * several groups of row tiles). */
@@ -815,12 +823,15 @@ static void test_x16_layout(void)
             if (hc_kernel_force(isas[i])) continue;
             const int isa = hc_isa(), Bs[] = { 1, 5, 6, 7, B };
             const int ref = isa == HC_ISA_AVX512 || (isa == HC_ISA_AVX2 && type == GGML_TYPE_Q4_0) ? isa : HC_ISA_SCALAR;
-            for (int j = 0; j < 5; j++) {
-                matvec_of(ref, g, 0, rows, a, as, Bs[j], yg, rows);
-                matvec_of(isa, c, 0, rows, a, as, Bs[j], yc, rows);
-                CHECKF(!memcmp(yg, yc, sizeof(float) * (size_t)(Bs[j] * rows)),
-                       "%s %s, %d blocks, B = %d: not ggml's bits", isas[i], ggml_type_name(type), nblk, Bs[j]);
+            for (int j = 0; j < 6; j++) {   /* the last: B = 1 with AVX-512's decode the other way */
+                const int Bj = j < 5 ? Bs[j] : 1;
+                if (j == 5) hc_kernel_decode_streams(!hc_decode_streams());
+                matvec_of(ref, g, 0, rows, a, as, Bj, yg, rows);
+                matvec_of(isa, c, 0, rows, a, as, Bj, yc, rows);
+                CHECKF(!memcmp(yg, yc, sizeof(float) * (size_t)(Bj * rows)), "%s %s, %d blocks, B = %d%s: not ggml's bits",
+                       isas[i], ggml_type_name(type), nblk, Bj, j == 5 ? " (decode the other way)" : "");
             }
+            hc_kernel_decode_streams(-1);
             for (int j = 0; j < n; j++) yg[j] = yc[j] = x[j];
             hc_weight_axpy(&g, ref, 1, 0, n, 0.75f, yg);
             hc_weight_axpy(&c, isa, 1, 0, n, 0.75f, yc);

@@ -84,11 +84,11 @@ int hc_kernel_force(const char *name)
     return -1;
 }
 
-/* This CPU (*c) and its model's table row (kernel_table.c). */
-static const char *table_row(hc_cpu_id *c, int isa[HC_KT_COUNT], int *wperm)
+/* This CPU (*c) and its model's table row (kernel_table.c) in *k. */
+static const char *table_row(hc_cpu_id *c, hc_kernel_row *k)
 {
     hc_cpu_identify(c);
-    return hc_kernel_table(c, best_isa(), isa, wperm);
+    return hc_kernel_table(c, best_isa(), k);
 }
 
 /* The choice by type: the table row's, else the best the CPU runs
@@ -99,9 +99,9 @@ static pthread_once_t by_type_once = PTHREAD_ONCE_INIT;
 static void choose_by_type(void)
 {
     hc_cpu_id c;
-    int wperm;
-    if (!table_row(&c, by_type, &wperm))
-        for (int t = 0; t < HC_KT_COUNT; t++) by_type[t] = best_isa();
+    hc_kernel_row k;
+    const int has_row = table_row(&c, &k) != NULL;
+    for (int t = 0; t < HC_KT_COUNT; t++) by_type[t] = has_row ? k.isa[t] : best_isa();
 }
 
 int hc_kernel_choice(int kt)
@@ -111,14 +111,20 @@ int hc_kernel_choice(int kt)
     return by_type[kt];
 }
 
-/* The table row's word permutes flag (0 without a row); tests and
- * benchmarks set it with hc_kernel_q4_word_permutes. */
-static int table_wperm(void)
+/* The table row's flags; without a row, dword permutes and decode as
+ * streams. */
+static hc_kernel_row table_flags(void)
 {
     hc_cpu_id c;
-    int isa[HC_KT_COUNT], wperm = 0;
-    return table_row(&c, isa, &wperm) ? wperm : 0;
+    hc_kernel_row k = { .wperm = 0, .streams = 1 };
+    table_row(&c, &k);
+    return k;
 }
+
+/* Tests and benchmarks set these two with hc_kernel_q4_word_permutes and
+ * hc_kernel_decode_streams. */
+static int table_wperm(void) { return table_flags().wperm; }
+static int table_streams(void) { return table_flags().streams; }
 
 static atomic_int q4_wperm = -1;
 
@@ -130,6 +136,16 @@ int hc_kernel_q4_word_permutes(int on)
     return hc_q4_word_permutes();
 }
 
+static atomic_int streams = -1;
+
+int hc_decode_streams(void) { return chosen(&streams, table_streams); }
+
+int hc_kernel_decode_streams(int on)
+{
+    atomic_store(&streams, on < 0 ? table_streams() : on);
+    return hc_decode_streams();
+}
+
 void hc_kernel_describe(char *buf, size_t size)
 {
     static const char *const types[HC_KT_COUNT] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "INT4-GPTQ" };
@@ -138,10 +154,12 @@ void hc_kernel_describe(char *buf, size_t size)
         o += (size_t)snprintf(buf + o, size - o, "%s%s %s", t ? ", " : "", types[t], names[hc_kernel_choice(t)]);
     if (o >= size) return;
     hc_cpu_id c;
-    int isa[HC_KT_COUNT], wperm;
-    const char *row = table_row(&c, isa, &wperm);
+    hc_kernel_row k;
+    const char *row = table_row(&c, &k);
     if (hc_kernel_choice(HC_KT_Q4_0) == HC_ISA_AVX512 && o < size)
         o += (size_t)snprintf(buf + o, size - o, ", AVX-512 Q4_0 rows in ggml's layout unpacked with %s", hc_q4_word_permutes() ? "vpermt2w" : "vpermt2d");
+    if (hc_isa_top() == HC_ISA_AVX512 && o < size)
+        o += (size_t)snprintf(buf + o, size - o, ", AVX-512 decode %s", hc_decode_streams() ? "as streams" : "a row at a time");
     if (o >= size) return;
     if (hc_isa() != HC_ISA_CHOSEN)
         snprintf(buf + o, size - o, " (%s)", getenv("HC_KERNELS") && *getenv("HC_KERNELS") ? "HC_KERNELS" : "forced");

@@ -57,15 +57,15 @@ typedef struct hc_kernel {
      * row's result from acc, the bits of dot. */
     void (*piece)(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next);
     float (*piece_sum)(const float *acc);
-    /* Optional (NULL: dot per row; the float types have it, and AVX2's
-     * Q8_0 and Q4_0): y[i] = rows[i] · x[0] for i < dots_rm (0: rm) (rows:
-     * where each row's data starts; x[0]: the arranged or prepared
+    /* Optional (NULL: dot per row; the float types have it, and Q8_0 and
+     * Q4_0 on AVX2 and AVX-512): y[i] = rows[i] · x[0] for i < dots_rm (0:
+     * rm) (rows: where each row's data starts; x[0]: the arranged or prepared
      * activation), the bits of dot, each activation load shared by the rows.
-     * Rows longer than HC_ROW_BLOCK at B = 1 are read as ascending streams
-     * through it (unless the kernel has piece: their column blocks), and so
-     * are shorter ones where dots_short is set (weight.c). */
+     * Which rows at B = 1 are read as ascending streams through it (weight.c;
+     * a kernel with piece takes rows longer than HC_ROW_BLOCK in column
+     * blocks instead): dots_when. */
     void (*dots)(const hc_weight *w, const void *const *rows, const void *const *x, float *y);
-    int dots_rm, dots_short;
+    int dots_rm, dots_when;
     /* Optional register tile (NULL: dot per pair): y[t * rm + i] = row r[i]
      * · x[t] for i < rm, t < tm, every value the bits dot gives. */
     void (*tile)(const hc_weight *w, const int *r, const void *const *x, float *y);
@@ -117,6 +117,12 @@ typedef struct hc_type_traits {
 /* The traits table's entry for w's type (weight.c); dies on a type the
  * runtime has no kernels for (model loading refuses those by name). */
 const hc_type_traits *hc_traits(const hc_weight *w);
+/* hc_kernel.dots_when: the rows read as streams through dots (the others
+ * one at a time): those longer than HC_ROW_BLOCK (0); every row; every row
+ * where hc_decode_streams() says so, else none; every row where it says so,
+ * else the long ones. */
+enum { HC_DOTS_LONG, HC_DOTS_ALL, HC_DOTS_BY_CPU, HC_DOTS_BY_CPU_LONG };
+
 /* w's kernel on isa (HC_ISA_CHOSEN: on the one chosen for w's type). */
 const hc_kernel *hc_kernel_for(const hc_weight *w, int isa);
 /* 1 if the runtime has kernels for ggml weights of this type. */
@@ -150,17 +156,32 @@ int hc_q4_word_permutes(void);
  * hc_q4_word_permutes(). */
 int hc_kernel_q4_word_permutes(int on);
 
+/* 1 when AVX-512 decode (B = 1) reads Q4_0 (and Q8_0 in chunks of 16) rows,
+ * and F16 and BF16 rows of every width, as three or four far-apart streams,
+ * each fetching ahead (HC_DOTS_BY_CPU*): this CPU model's table row says so,
+ * or it has no row (Intel's cores); 0 on the rows where one row at a time
+ * measured faster (Zen 4). The same bits either way. */
+int hc_decode_streams(void);
+/* Tests and benchmarks: on = 0 or 1 sets it, -1 back to the table's. Returns
+ * hc_decode_streams(). */
+int hc_kernel_decode_streams(int on);
+
 /* The CPU as cpuid names it: vendor string, display family and model. */
 typedef struct {
     char vendor[13];
     int family, model;
 } hc_cpu_id;
 void hc_cpu_identify(hc_cpu_id *c);
-/* The name of the table's row for c (kernel_table.c), its instruction set
- * per type in isa[HC_KT_COUNT] and whether AVX-512 Q4_0 unpacks with word
- * permutes in *wperm; NULL when no row matches c or the row names an
- * instruction set above best (the best the CPU runs). */
-const char *hc_kernel_table(const hc_cpu_id *c, int best, int isa[], int *wperm);
+/* A row of the table of CPU models (kernel_table.c). */
+typedef struct {
+    int isa[HC_KT_COUNT];   /* each type's instruction set */
+    int wperm;              /* AVX-512 Q4_0 unpacks with word permutes (hc_q4_word_permutes) */
+    int streams;            /* AVX-512 decode reads rows as streams (hc_decode_streams) */
+} hc_kernel_row;
+/* The name of the table's row for c, filled into *row; NULL (and *row
+ * untouched) when no row matches c or the row names an instruction set
+ * above best (the best the CPU runs). */
+const char *hc_kernel_table(const hc_cpu_id *c, int best, hc_kernel_row *row);
 
 /* 1 when the AVX-512 BF16 kernels use vdpbf16ps: the CPU has AVX512_BF16 and
  * it was not turned off. Without it (Ice Lake; or turned off) they widen the

@@ -444,9 +444,9 @@ T static void few_h(const hc_weight *w, const int *r, const void *const *x, floa
     .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
     .tile = tile_f, .rm = RM, .tm = TM, .tile_part = part_f, .tile_sum = sum_tile_f, .kb = KB_F,               \
     .tile_park = PARK_F, .axpy = axpy_f, .axpy_multi = axpy_multi_f
-const hc_kernel hc_avx2_float = { FLOAT_KERNEL, .piece = piece_f, .piece_sum = sum_f, .dots = dots_h, .dots_short = 1,
+const hc_kernel hc_avx2_float = { FLOAT_KERNEL, .piece = piece_f, .piece_sum = sum_f, .dots = dots_h, .dots_when = HC_DOTS_ALL,
                                    .few = few_h, .few_tm = FT };
-const hc_kernel hc_avx2_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_short = 1 };
+const hc_kernel hc_avx2_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_when = HC_DOTS_ALL };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 16 bf16 per
  * register, both operands widened by shifts (the odd elements by a mask, the
@@ -593,7 +593,7 @@ T static void few_b(const hc_weight *w, const int *r, const void *const *x, floa
 
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
 const hc_kernel hc_avx2_bf16 = { .prepare = act_bf16, .arranged_bytes = hc_bf16_arranged_bytes,
-                                 .arrange = hc_bf16_arrange, .dot = dot_b, .dots = dots_b, .dots_short = 1,
+                                 .arrange = hc_bf16_arrange, .dot = dot_b, .dots = dots_b, .dots_when = HC_DOTS_ALL,
                                  .tile = tile_b, .rm = BRM, .tm = BTM, .few = few_b, .few_tm = BFT,
                                  .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
@@ -899,7 +899,7 @@ T static void prepare_q8(const hc_weight *w, const float *x, void *act)
 
 const hc_kernel hc_avx2_q8_0 = { .prepare = prepare_q8, .arranged_bytes = arranged_q8, .arrange = arrange_q8,
                                  .dot = dot_q8, .tile = tile_q8, .rm = R8, .tm = T8, .tile_min = 4,
-                                 .dots = dots_q8, .dots_rm = DOTS_Q8, .dots_short = 1, .axpy = axpy_q8,
+                                 .dots = dots_q8, .dots_rm = DOTS_Q8, .dots_when = HC_DOTS_ALL, .axpy = axpy_q8,
                                  .axpy_multi = axpy_multi_q8 };
 
 /* ---- Q4_0: 16 blocks per step (a chunk, x16.h's), as two halves of 8
@@ -1119,7 +1119,7 @@ T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, c
 }
 
 #define Q4_KERNEL .prepare = prepare_q8, .arranged_bytes = hc_x16_act_bytes, .rm = R4, .tm = T4, .tile_min = 3, \
-                  .axpy = axpy_q4, .axpy_multi = axpy_multi_q4, .dots_rm = DOTS_Q4, .dots_short = 1
+                  .axpy = axpy_q4, .axpy_multi = axpy_multi_q4, .dots_rm = DOTS_Q4, .dots_when = HC_DOTS_ALL
 const hc_kernel hc_avx2_q4_0 = { Q4_KERNEL, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4, .dots = dots_q4 };
 const hc_kernel hc_avx2_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16,
                                    .dots = dots_q4x16 };

@@ -206,6 +206,7 @@ T static void axpy_multi_f(const hc_weight *w, int r, int c0, int c1, int nt, co
 #define RM 4              /* rows per tile */
 #define TM 6              /* vectors per tile */
 #define TS 3              /* vectors per pass of tile_steps */
+#define DOTS_FETCH 2048   /* bytes ahead each B = 1 F16/BF16 stream fetches (hc_decode_streams) */
 
 /* acc[r][t] += w_r[i..i+16) * x_t[i..i+16) for r < RM, t < Tn (lanes outside m: zero). */
 TI void step(int k, int Tn, const void *const *w, const float *const *x, int i, __mmask16 m, __m512 acc[RM][TM])
@@ -312,8 +313,10 @@ T static void sum_f32(const hc_weight *w, const void *const *x, const float *par
 }
 
 /* y[t * RM + r] = dot_steps(k, w[r], x[t], n) for r < RM, t < nt (TS in
- * the tile, 1 in dots_h); with next (the tile's first pass), one line of row
- * r + RM, the next row tile's, is fetched into L2 per 32 elements. */
+ * the tile, 1 in dots_h); with next 1 (the tile's first pass), one line of
+ * row r + RM, the next row tile's, is fetched into L2 per 32 elements; with
+ * next 2 (far-apart rows as streams), each row's line DOTS_FETCH bytes
+ * ahead. */
 TI void tile_steps(int k, int nt, int next, const void *const *w, const float *const *x, int n, float *y)
 {
     __m512 a0[RM][TM], a1[RM][TM];
@@ -324,8 +327,10 @@ TI void tile_steps(int k, int nt, int next, const void *const *w, const float *c
         for (int t = 0; t < nt; t++) a0[r][t] = a1[r][t] = _mm512_setzero_ps();
     int i = 0;
     for (; i + 32 <= n; i += 32) {
-        if (next)
+        if (next == 1)
             for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + RM * 2 * (size_t)n + 2 * i, _MM_HINT_T1);
+        else if (next == 2)
+            for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + DOTS_FETCH + 2 * i, _MM_HINT_T0);
         step(k, nt, w, x, i, all, a0);
         step(k, nt, w, x, i + 16, all, a1);
     }
@@ -489,19 +494,24 @@ T static void dots_f(const hc_weight *w, const void *const *rows, const void *co
     rows_chunks(GGML_TYPE_F32, DOTS_F32, rows, (const float *)x[0], w->n, y);
 }
 
-/* hc_kernel.dots for F16: tile_steps with one vector. */
+/* hc_kernel.dots for F16: tile_steps with one vector, each row fetching
+ * ahead where decode reads every row as streams (hc_decode_streams; Zen 4's
+ * long rows, the only ones there, read faster without). */
 T static void dots_h(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
 {
-    tile_steps(GGML_TYPE_F16, 1, 0, rows, (const float *const *)x, w->n, y);
+    if (hc_decode_streams()) tile_steps(GGML_TYPE_F16, 1, 2, rows, (const float *const *)x, w->n, y);
+    else tile_steps(GGML_TYPE_F16, 1, 0, rows, (const float *const *)x, w->n, y);
 }
 
-/* F16's kernel (rows longer than 4096 as streams: dots_h) and F32's (rows of
- * every width as streams: dots_f). */
+/* F16's kernel (rows longer than 4096 as streams, and shorter ones where the
+ * CPU's row says so: dots_h) and F32's (rows of every width as streams:
+ * dots_f). */
 #define FLOAT_KERNEL                                                                                            \
     .prepare = hc_act_copy, .arranged_bytes = hc_float_arranged_bytes, .arrange = hc_float_arrange, .dot = dot_f, \
     .tile = tile_f, .rm = RM, .tm = TM, .axpy = axpy_f, .axpy_multi = axpy_multi_f
-const hc_kernel hc_avx512_float = { FLOAT_KERNEL, .dots = dots_h, .few = few_h, .few_tm = FT };
-const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_rm = DOTS_F32, .dots_short = 1,
+const hc_kernel hc_avx512_float = { FLOAT_KERNEL, .dots = dots_h, .dots_when = HC_DOTS_BY_CPU_LONG, .few = few_h,
+                                    .few_tm = FT };
+const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_rm = DOTS_F32, .dots_when = HC_DOTS_ALL,
                                   .tile_part = part_f32, .tile_sum = sum_f32, .kb = CHUNK, .tile_park = PARK_F32 };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 32 pairs of bf16
@@ -590,8 +600,9 @@ TBI void step_bf16(int dp, int nt, const uint16_t *const *w, const uint16_t *con
 }
 
 /* y[t * BRM + r] = dot_b's value of row w[r] and x[t] for t < nt (a
- * constant at every call, so the loops unroll into registers). With next
- * (the tile, not the B = 1 streams, whose rows are apart), one line of row r
+ * constant at every call, so the loops unroll into registers). With next 2
+ * (the B = 1 streams, whose rows are apart), each row's line DOTS_FETCH
+ * bytes ahead is fetched per step; with next 1 (the tile), one line of row r
  * + BRM, the next row tile's, is fetched into L2 per step, so that the memory
  * works while the arithmetic does, as in the F16 few-vector tile (B = 2, 8:
  * 33-37 -> 48, 103-106 -> 109-114 GFLOP/s; B = 128 level). */
@@ -604,8 +615,10 @@ TBI void tile_bf16(int dp, int nt, int next, const uint16_t *const *w, const uin
         for (int t = 0; t < nt; t++) acc[r][t] = _mm512_setzero_ps();
     int i = 0;
     for (; i + 32 <= n; i += 32) {
-        if (next)
+        if (next == 1)
             for (int r = 0; r < BRM; r++) _mm_prefetch((const char *)w[r] + BRM * 2 * (size_t)n + 2 * i, _MM_HINT_T1);
+        else if (next == 2)
+            for (int r = 0; r < BRM; r++) _mm_prefetch((const char *)w[r] + DOTS_FETCH + 2 * i, _MM_HINT_T0);
         step_bf16(dp, nt, w, x, i, 0xffffffffu, acc);
     }
     if (i < n) step_bf16(dp, nt, w, x, i, tail_mask32(n - i), acc);
@@ -633,17 +646,20 @@ TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, fl
     else tile_bf16_any(0, rows, (const uint16_t *const *)x, w->n, y);
 }
 
-/* hc_kernel.dots for BF16: the tile's BRM rows with one vector. */
+/* hc_kernel.dots for BF16: the tile's BRM rows with one vector, fetching
+ * ahead as dots_h does. */
 TB static void dots_b(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
 {
     const uint16_t *const *wb = (const uint16_t *const *)rows, *const *xb = (const uint16_t *const *)x;
-    if (hc_bf16_dot()) tile_bf16(1, 1, 0, wb, xb, w->n, y);
-    else tile_bf16(0, 1, 0, wb, xb, w->n, y);
+    const int ahead = hc_decode_streams() ? 2 : 0;
+    if (hc_bf16_dot()) tile_bf16(1, 1, ahead, wb, xb, w->n, y);
+    else tile_bf16(0, 1, ahead, wb, xb, w->n, y);
 }
 
 /* A BF16 row's AXPY has no activation: the float kernels' (exact widening). */
 const hc_kernel hc_avx512_bf16 = { .prepare = act_bf16, .arranged_bytes = hc_bf16_arranged_bytes,
                                    .arrange = hc_bf16_arrange, .dot = dot_b, .dots = dots_b,
+                                   .dots_when = HC_DOTS_BY_CPU_LONG,
                                    .tile = tile_b, .rm = BRM, .tm = BTM,
                                    .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
@@ -1399,7 +1415,7 @@ T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, c
 }
 
 #define Q4_KERNEL .prepare = prepare_q8, .arranged_bytes = hc_x16_act_bytes, .rm = R4, .tm = T4, .tile_min = 3, \
-                  .dots_rm = DOTS_Q4, .dots_short = 1, .axpy = axpy_q4, .axpy_multi = axpy_multi_q4
+                  .dots_rm = DOTS_Q4, .dots_when = HC_DOTS_BY_CPU, .axpy = axpy_q4, .axpy_multi = axpy_multi_q4
 const hc_kernel hc_avx512_q4_0 = { Q4_KERNEL, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4, .dots = dots_q4 };
 const hc_kernel hc_avx512_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16,
                                     .dots = dots_q4x16,
@@ -1409,7 +1425,7 @@ const hc_kernel hc_avx512_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = 
  * correction for codes stored plus 128) */
 const hc_kernel hc_avx512_q8x16 = { .prepare = prepare_q8, .arranged_bytes = hc_x16_act_bytes, .arrange = arrange_q8x16,
                                     .dot = dot_q8x16, .tile = tile_q8x16, .rm = R4, .tm = T4, .tile_min = 3,
-                                    .dots = dots_q8x16, .dots_rm = DOTS_Q4, .dots_short = 1,
+                                    .dots = dots_q8x16, .dots_rm = DOTS_Q4, .dots_when = HC_DOTS_BY_CPU,
                                     .axpy = axpy_q8, .axpy_multi = axpy_multi_q8, .tile_part = part_q8x16,
                                     .tile_sum = sum_q8x16, .kb = KB_Q4, .tile_park = PARK_Q4 };
 
