@@ -57,7 +57,10 @@
 # hc-quantize use that instruction set's kernels (docs/hc-run.md, ENVIRONMENT).
 # LLAMA_ISA=avx2 builds and runs llama.cpp without AVX-512 (AVX2, FMA, F16C;
 # under $PEER/llama-build-avx2): with HC_KERNELS=avx2, the AVX2-only comparison on
-# an AVX-512 machine. Default: native (GGML_NATIVE, under $PEER/llama-build).
+# an AVX-512 machine. LLAMA_ISA=avx512: AVX-512 with VBMI, VNNI and BF16 but
+# without AMX (under $PEER/llama-build-avx512), for a CPU that reports AMX where
+# it cannot run it (a VM: the native build's AMX kernels died there with SIGILL
+# on Q8_0/Q4_0 prompts). Default: native (GGML_NATIVE, under $PEER/llama-build).
 set -eu
 HC_BIN=${HC_BIN:-$(pwd)/bin}
 PEER=${PEER:-$(pwd)/build/peer}
@@ -85,7 +88,10 @@ case ${LLAMA_ISA:=native} in
 native) LBUILD=$PEER/llama-build; ISA_FLAGS=-DGGML_NATIVE=ON ;;
 avx2) LBUILD=$PEER/llama-build-avx2
       ISA_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF" ;;
-*) echo "bench-vs-llamacpp: LLAMA_ISA is native or avx2, not '$LLAMA_ISA'" >&2; exit 1 ;;
+avx512) LBUILD=$PEER/llama-build-avx512
+      ISA_FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON
+                 -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON" ;;
+*) echo "bench-vs-llamacpp: LLAMA_ISA is native, avx2 or avx512, not '$LLAMA_ISA'" >&2; exit 1 ;;
 esac
 LB=$LBUILD/bin
 T=$(mktemp -d "${TMPDIR:-/tmp}/hcvs.XXXXXX")
