@@ -226,12 +226,11 @@ static void dots_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr,
  * once, so R ascending streams; the last nr - R * q rows one at a time. */
 static void dots_streams(const hc_weight *w, const hc_kernel *k, int r0, int nr, const void *xa, float *y)
 {
-    size_t rb = hc_traits(w)->row_bytes(w);
     int R = k->dots_rm ? k->dots_rm : k->rm, q = nr / R;
     for (int i = 0; i < q; i++) {
-        const void *rows[8];
+        int rows[8];
         float out[8];
-        for (int s = 0; s < R; s++) rows[s] = (const char *)w->data + (size_t)(r0 + s * q + i) * rb;
+        for (int s = 0; s < R; s++) rows[s] = r0 + s * q + i;
         k->dots(w, rows, &xa, out);
         for (int s = 0; s < R; s++) y[s * q + i] = out[s];
     }
@@ -242,10 +241,10 @@ static void dots_streams(const hc_weight *w, const hc_kernel *k, int r0, int nr,
  * F32's at every width (on Zen 4 one core reads 3 or 4 ascending F32
  * streams about 25 % faster than one), and AVX2's F16, BF16, Q8_0 and Q4_0
  * (on Zen 3, an AVX2-only core, one stream reads 8-9 GB/s and three
- * 11-18); AVX-512's Q4_0, Q8_0 in chunks, F16 and BF16 where the CPU's row
- * says so (an Intel core: Q4_0 at 58 % of a plain read one row at a time;
- * on Zen 4 AVX-512's F16 and BF16 4096-wide rows read faster one at a time,
- * their activation in L1 beside one stream), the float ones' longer rows
+ * 11-18); AVX-512's Q4_0, Q8_0 in chunks, INT4-GPTQ, F16 and BF16 where the
+ * CPU's row says so (an Intel core: Q4_0 at 58 % of a plain read one row at
+ * a time; on Zen 4 AVX-512's F16 and BF16 4096-wide rows read faster one at
+ * a time, their activation in L1 beside one stream), the float ones' longer rows
  * everywhere. Otherwise one row at a time: interleaving four neighbouring
  * rows halved the speed of Q8_0/Q4_0 on Zen (docs/design/kernels.md,
  * "Decode"). */

@@ -18,9 +18,9 @@
 # and the row's word-permute field is the faster permute, for rows left in the
 # mapping (--mmap, the sparse FFN's). Where AVX-512 runs, decode from memory
 # (bench_kernels pool, one thread, DIM x 11008, F16, BF16, Q8_0 and Q4_0 in
-# chunks) is timed reading rows one at a time and as streams, ROUNDS rounds
-# alternating: the row's last field is 1 (streams) when their product/read
-# ratios, multiplied over the four types, beat one at a time. Prints the CPU,
+# chunks, INT4-GPTQ) is timed reading rows one at a time and as streams,
+# ROUNDS rounds alternating: the row's last field is 1 (streams) when their
+# product/read ratios, multiplied over the five types, beat one at a time. Prints the CPU,
 # each figure and the row to paste (docs/design/kernels.md, "Choosing the kernels").
 #
 # Environment (defaults): DIM=4096 ROUNDS=5 REPS=20 (products per timing, best of).
@@ -63,7 +63,7 @@ r=0
 case $isas in *avx512*)
     while [ "$r" -lt "$ROUNDS" ]; do
         for v in rows streams; do
-            TYPES="F16 BF16 Q8_0 Q4_0" "$B" pool "avx512-chunks-$v" "$DIM" 11008 1 10 |
+            TYPES="F16 BF16 Q8_0 Q4_0 GPTQ" "$B" pool "avx512-chunks-$v" "$DIM" 11008 1 10 |
                 awk -v v="$v" '$2 == "product" { print v, $1, $9 }' >>"$T/decode"
         done
         r=$((r + 1))
@@ -103,8 +103,8 @@ END {
         row = row (n > 1 ? ", " : "") (pick ~ /^avx2/ ? "A2" : "A5")
     }
     # the median product/read ratio per (way, type); streams when their product wins
-    split("F16 BF16 Q8_0 Q4_0", dtypes, " "); prod = 1; timed = 0
-    for (d = 1; d <= 4; d++) {
+    split("F16 BF16 Q8_0 Q4_0 GPTQ", dtypes, " "); prod = 1; timed = 0
+    for (d = 1; d <= 5; d++) {
         t = dtypes[d]
         for (k = 1; k <= 2; k++) {
             way = k == 1 ? "rows" : "streams"; n = nd[way, t]

@@ -150,11 +150,16 @@ static void check_batch(int n, int rows, int gs, int shuffled, int B)
         hc_weight_matvec(&gw, hc_isa(), 0, rows, acts, ab, B, y, (size_t)rows);
         for (int j = 0; j < rows * B; j++)
             if (fabsf(y[j] - y_ref[j]) > 1e-5f * (1.0f + fabsf(y_ref[j])) && !bad) bad = 3;
-        /* the tile (B > 1) gives the bits of B = 1 */
-        for (int b = 0; b < B; b++) {
-            hc_weight_matvec(&gw, hc_isa(), 0, rows, acts + (size_t)b * ab, ab, 1, y1, (size_t)rows);
-            if (memcmp(y1, y + (size_t)b * rows, sizeof(float) * (size_t)rows) && !bad) bad = 7;
+        /* the tile (B > 1) gives the bits of B = 1, rows one at a time and
+         * as streams (AVX-512's hc_decode_streams) */
+        for (int st = 0; st < 2; st++) {
+            hc_kernel_decode_streams(st);
+            for (int b = 0; b < B; b++) {
+                hc_weight_matvec(&gw, hc_isa(), 0, rows, acts + (size_t)b * ab, ab, 1, y1, (size_t)rows);
+                if (memcmp(y1, y + (size_t)b * rows, sizeof(float) * (size_t)rows) && !bad) bad = 7;
+            }
         }
+        hc_kernel_decode_streams(-1);
         /* any row split gives the same values */
         hc_weight_matvec(&gw, hc_isa(), rows / 2, rows, acts, ab, B, y, (size_t)rows);
         for (int b = 0; b < B; b++)

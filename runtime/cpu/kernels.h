@@ -57,14 +57,14 @@ typedef struct hc_kernel {
      * row's result from acc, the bits of dot. */
     void (*piece)(const hc_weight *w, int r, int c0, int c1, const void *x, float *acc, const char *next);
     float (*piece_sum)(const float *acc);
-    /* Optional (NULL: dot per row; the float types have it, and Q8_0 and
-     * Q4_0 on AVX2 and AVX-512): y[i] = rows[i] · x[0] for i < dots_rm (0:
-     * rm) (rows: where each row's data starts; x[0]: the arranged or prepared
-     * activation), the bits of dot, each activation load shared by the rows.
+    /* Optional (NULL: dot per row; the float types have it, Q8_0 and Q4_0
+     * on AVX2 and AVX-512, and INT4-GPTQ on AVX-512): y[i] = row r[i] · x[0]
+     * for i < dots_rm (0: rm) (x[0]: the arranged or prepared activation),
+     * the bits of dot, the rows read side by side.
      * Which rows at B = 1 are read as ascending streams through it (weight.c;
      * a kernel with piece takes rows longer than HC_ROW_BLOCK in column
      * blocks instead): dots_when. */
-    void (*dots)(const hc_weight *w, const void *const *rows, const void *const *x, float *y);
+    void (*dots)(const hc_weight *w, const int *r, const void *const *x, float *y);
     int dots_rm, dots_when;
     /* Optional register tile (NULL: dot per pair): y[t * rm + i] = row r[i]
      * · x[t] for i < rm, t < tm, every value the bits dot gives. */
@@ -156,11 +156,11 @@ int hc_q4_word_permutes(void);
  * hc_q4_word_permutes(). */
 int hc_kernel_q4_word_permutes(int on);
 
-/* 1 when AVX-512 decode (B = 1) reads Q4_0 (and Q8_0 in chunks of 16) rows,
- * and F16 and BF16 rows of every width, as three or four far-apart streams,
- * each fetching ahead (HC_DOTS_BY_CPU*): this CPU model's table row says so,
- * or it has no row (Intel's cores); 0 on the rows where one row at a time
- * measured faster (Zen 4). The same bits either way. */
+/* 1 when AVX-512 decode (B = 1) reads Q4_0 (and Q8_0 in chunks of 16) and
+ * INT4-GPTQ rows, and F16 and BF16 rows of every width, as three or four
+ * far-apart streams, each fetching ahead (HC_DOTS_BY_CPU*): this CPU model's
+ * table row says so, or it has no row (Intel's cores); 0 on the rows where
+ * one row at a time measured faster (Zen 4). The same bits either way. */
 int hc_decode_streams(void);
 /* Tests and benchmarks: on = 0 or 1 sets it, -1 back to the table's. Returns
  * hc_decode_streams(). */

@@ -334,8 +334,16 @@ T static void sum_tile_f(const hc_weight *w, const void *const *x, const float *
 }
 
 /* hc_kernel.dots for F32: the tile's RM rows with one vector. */
-T static void dots_f(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
+/* The float rows r[0 .. RM) of w, where their data start. */
+TI void float_rows(const hc_weight *w, const int *r, const void *rows[RM])
 {
+    for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
+}
+
+T static void dots_f(const hc_weight *w, const int *r, const void *const *x, float *y)
+{
+    const void *rows[RM];
+    float_rows(w, r, rows);
     _Alignas(32) float park[2][RM][TM][8];
     memset(park, 0, sizeof park);
     chunks_part(GGML_TYPE_F32, 1, rows, (const float *const *)x, 0, w->n, park);
@@ -343,8 +351,10 @@ T static void dots_f(const hc_weight *w, const void *const *rows, const void *co
 }
 
 /* hc_kernel.dots for F16: the tile's RM rows with one vector. */
-T static void dots_h(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
+T static void dots_h(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
+    const void *rows[RM];
+    float_rows(w, r, rows);
     _Alignas(32) float park[2][RM][TM][8];
     memset(park, 0, sizeof park);
     steps_part(GGML_TYPE_F16, 1, rows, (const float *const *)x, 0, w->n, park);
@@ -563,9 +573,11 @@ T static float dot_b(const hc_weight *w, int r, const void *x)
 
 /* hc_kernel.dots for BF16 (rows longer than 4096): the tile's BRM rows with
  * one vector. */
-T static void dots_b(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
+T static void dots_b(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
-    tile_bf16(BRM, 1, 0, (const uint16_t *const *)rows, (const uint16_t *const *)x, w->n, y);
+    const uint16_t *rows[BRM];
+    for (int i = 0; i < BRM; i++) rows[i] = (const uint16_t *)hc_float_row(w, r[i], 0);
+    tile_bf16(BRM, 1, 0, rows, (const uint16_t *const *)x, w->n, y);
 }
 
 T static void tile_b(const hc_weight *w, const int *r, const void *const *x, float *y)
@@ -806,7 +818,7 @@ T static void axpy_multi_q8(const hc_weight *w, int r, int c0, int c1, int nt, c
 /* hc_kernel.dots of Q8_0: DOTS_Q8 rows far apart with one vector, chunk by
  * chunk, each as dot_q8 (dots_q4's streams). */
 #define DOTS_Q8 3
-T static void dots_q8(const hc_weight *w, const void *const *rows, const void *const *xa, float *y)
+T static void dots_q8(const hc_weight *w, const int *r, const void *const *xa, float *y)
 {
     const xq8 *xc = xa[0];
     const int nb = w->n / QK8_0;
@@ -816,7 +828,7 @@ T static void dots_q8(const hc_weight *w, const void *const *rows, const void *c
         _Pragma("GCC unroll 4")
         for (int s = 0; s < DOTS_Q8; s++) {
             block_q8_0 pad[Q8_CHUNK];
-            const block_q8_0 *q = (const block_q8_0 *)rows[s] + c * Q8_CHUNK;
+            const block_q8_0 *q = QROW(block_q8_0, w, r[s]) + c * Q8_CHUNK;
             if ((c + 1) * Q8_CHUNK > nb) q = hc_whole_chunk(q, nb - c * Q8_CHUNK, Q8_CHUNK, sizeof(block_q8_0), pad);
             acc[s] = q8_chunk(q, xc + c, acc[s]);
         }
@@ -1046,7 +1058,7 @@ T static float dot_q4x16(const hc_weight *w, int r, const void *xa) { return dot
  * F32's three streams read 12.8 (bench_kernels pool avx2 4096 11008 1;
  * docs/measurements.md, "Zen 3"). */
 #define DOTS_Q4 3
-TI void dots_q4_as(const hc_weight *w, const void *const *rows, const void *const *xa, float *y, const int x16)
+TI void dots_q4_as(const hc_weight *w, const int *r, const void *const *xa, float *y, const int x16)
 {
     const xq4 *x = xa[0];
     const int nb = w->n / QK8_0;
@@ -1056,7 +1068,7 @@ TI void dots_q4_as(const hc_weight *w, const void *const *rows, const void *cons
         _Pragma("GCC unroll 4")
         for (int s = 0; s < DOTS_Q4; s++) {
             uint8_t pad[Q4_CHUNK_BYTES];
-            const uint8_t *p = q4_whole(rows[s], nb, c, pad, x16);
+            const uint8_t *p = q4_whole((const uint8_t *)QROW(block_q4_0, w, r[s]), nb, c, pad, x16);
             _Pragma("GCC unroll 1")
             for (int h = 0; h < 2; h++) {
                 if (x16) q4x16_half(p, h, &x, c, 1, acc[s]);
@@ -1066,13 +1078,13 @@ TI void dots_q4_as(const hc_weight *w, const void *const *rows, const void *cons
     for (int s = 0; s < DOTS_Q4; s++) y[s] = hsum(acc[s][0]);
 }
 
-T static void dots_q4(const hc_weight *w, const void *const *rows, const void *const *xa, float *y)
+T static void dots_q4(const hc_weight *w, const int *r, const void *const *xa, float *y)
 {
-    dots_q4_as(w, rows, xa, y, 0);
+    dots_q4_as(w, r, xa, y, 0);
 }
-T static void dots_q4x16(const hc_weight *w, const void *const *rows, const void *const *xa, float *y)
+T static void dots_q4x16(const hc_weight *w, const int *r, const void *const *xa, float *y)
 {
-    dots_q4_as(w, rows, xa, y, 1);
+    dots_q4_as(w, r, xa, y, 1);
 }
 
 /* The Q4_0 tile: one row (R4) with T4 vectors, as the dot. */

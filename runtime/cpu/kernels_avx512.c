@@ -489,16 +489,26 @@ T static void few_h(const hc_weight *w, const int *r, const void *const *x, floa
  * core read 4096-wide rows faster as three streams than as the tile's four:
  * `bench_kernels pool avx512 4096 11008 1`, 26.3-27.7 -> 29.1-30.6 GB/s;
  * two streams 28.3-28.5). */
-T static void dots_f(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
+/* The float rows r[0 .. R) of w, where their data start. */
+TI void float_rows(const hc_weight *w, const int *r, int R, const void **rows)
 {
+    for (int i = 0; i < R; i++) rows[i] = hc_float_row(w, r[i], 0);
+}
+
+T static void dots_f(const hc_weight *w, const int *r, const void *const *x, float *y)
+{
+    const void *rows[DOTS_F32];
+    float_rows(w, r, DOTS_F32, rows);
     rows_chunks(GGML_TYPE_F32, DOTS_F32, rows, (const float *)x[0], w->n, y);
 }
 
 /* hc_kernel.dots for F16: tile_steps with one vector, each row fetching
  * ahead where decode reads every row as streams (hc_decode_streams; Zen 4's
  * long rows, the only ones there, read faster without). */
-T static void dots_h(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
+T static void dots_h(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
+    const void *rows[RM];
+    float_rows(w, r, RM, rows);
     if (hc_decode_streams()) tile_steps(GGML_TYPE_F16, 1, 2, rows, (const float *const *)x, w->n, y);
     else tile_steps(GGML_TYPE_F16, 1, 0, rows, (const float *const *)x, w->n, y);
 }
@@ -648,9 +658,10 @@ TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, fl
 
 /* hc_kernel.dots for BF16: the tile's BRM rows with one vector, fetching
  * ahead as dots_h does. */
-TB static void dots_b(const hc_weight *w, const void *const *rows, const void *const *x, float *y)
+TB static void dots_b(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
-    const uint16_t *const *wb = (const uint16_t *const *)rows, *const *xb = (const uint16_t *const *)x;
+    const uint16_t *wb[BRM], *const *xb = (const uint16_t *const *)x;
+    for (int i = 0; i < BRM; i++) wb[i] = (const uint16_t *)hc_float_row(w, r[i], 0);
     const int ahead = hc_decode_streams() ? 2 : 0;
     if (hc_bf16_dot()) tile_bf16(1, 1, ahead, wb, xb, w->n, y);
     else tile_bf16(0, 1, ahead, wb, xb, w->n, y);
@@ -1171,7 +1182,7 @@ T static float dot_q8x16(const hc_weight *w, int r, const void *xa) { return dot
  * Q8_0 36 -> 38-40; docs/measurements.md, "Intel Xeon"). */
 #define DOTS_Q4 3
 #define DOTS_AHEAD 4
-TI void dots_q4_as(const hc_weight *w, const void *const *rows, const void *const *xa, float *y, const int how)
+TI void dots_q4_as(const hc_weight *w, const int *r, const void *const *xa, float *y, const int how)
 {
     const xq4 *xc = xa[0];
     const int nb = w->n / QK8_0;
@@ -1183,27 +1194,28 @@ TI void dots_q4_as(const hc_weight *w, const void *const *rows, const void *cons
             __m512i lo[4], hi[4];
             __m512 dw;
             const size_t chunk = HOW_BLOCK(how) * Q4_CHUNK;
-            hc_prefetch_next_tile((const uint8_t *)rows[s] + chunk * (size_t)c, DOTS_AHEAD * chunk, chunk);
-            q4_chunk(rows[s], nb, c, lo, hi, &dw, how);
+            const uint8_t *row = how_row(w, r[s], how);
+            hc_prefetch_next_tile(row + chunk * (size_t)c, DOTS_AHEAD * chunk, chunk);
+            q4_chunk(row, nb, c, lo, hi, &dw, how);
             acc[s] = q4_fma_as(lo, hi, dw, xc + c, acc[s], how);
         }
     for (int s = 0; s < DOTS_Q4; s++) y[s] = x16_sum(acc[s], how);
 }
 
-T static void dots_q4(const hc_weight *w, const void *const *rows, const void *const *xa, float *y)
+T static void dots_q4(const hc_weight *w, const int *r, const void *const *xa, float *y)
 {
-    if (hc_q4_word_permutes()) dots_q4_as(w, rows, xa, y, Q4_WORDS);
-    else dots_q4_as(w, rows, xa, y, Q4_DWORDS);
+    if (hc_q4_word_permutes()) dots_q4_as(w, r, xa, y, Q4_WORDS);
+    else dots_q4_as(w, r, xa, y, Q4_DWORDS);
 }
 
-T static void dots_q4x16(const hc_weight *w, const void *const *rows, const void *const *xa, float *y)
+T static void dots_q4x16(const hc_weight *w, const int *r, const void *const *xa, float *y)
 {
-    dots_q4_as(w, rows, xa, y, Q4_X16);
+    dots_q4_as(w, r, xa, y, Q4_X16);
 }
 
-T static void dots_q8x16(const hc_weight *w, const void *const *rows, const void *const *xa, float *y)
+T static void dots_q8x16(const hc_weight *w, const int *r, const void *const *xa, float *y)
 {
-    dots_q4_as(w, rows, xa, y, Q8_X16);
+    dots_q4_as(w, r, xa, y, Q8_X16);
 }
 
 /* The Q4_0 tile, as dot_q4: each row chunk unpacked once for the vectors. */
@@ -1523,6 +1535,37 @@ T static float dot_gptq(const hc_weight *w, int r, const void *act)
     return _mm512_reduce_add_ps(gq_zero(sm, hc_gptq_xz(g, act), 2 * g->n_groups, acc));
 }
 
+/* hc_kernel.dots of INT4-GPTQ: DOTS_GQ rows far apart (dots_q4_as's
+ * streams), chunk by chunk, each row's sums as dot_gptq's, so its bits, each
+ * stream fetching the chunk DOTS_AHEAD chunks ahead. */
+#define DOTS_GQ 3
+T static void dots_gptq(const hc_weight *w, const int *r, const void *const *xa, float *y)
+{
+    const hc_gptq *g = w->ext;
+    if (!hc_gptq_int8(g)) {
+        for (int s = 0; s < DOTS_GQ; s++) y[s] = hc_ref_gptq.dot(w, r[s], xa[0]);
+        return;
+    }
+    const hc_gptq_xchunk *x = xa[0];
+    const long rb = g->kp / 2;
+    const int n2 = g->gs == 32 ? -1 : 2 * g->n_groups;
+    const uint8_t *row[DOTS_GQ];
+    const float *sm[DOTS_GQ];
+    __m512 acc[DOTS_GQ];
+    hc_gptq_tile_rows(g, r, DOTS_GQ, row, sm);
+    for (int s = 0; s < DOTS_GQ; s++) acc[s] = _mm512_setzero_ps();
+    for (int c = 0; c < hc_gptq_chunks(g); c++)
+        _Pragma("GCC unroll 4")
+        for (int s = 0; s < DOTS_GQ; s++) {
+            wgq wc;
+            hc_prefetch_next_tile(row[s] + 256 * (size_t)c, DOTS_AHEAD * 256, 256);
+            gq_load(row[s] + 256 * (size_t)c, rb - 256L * c, sm[s], n2, x + c, &wc);
+            acc[s] = gq_fma(&wc, x + c, acc[s]);
+        }
+    for (int s = 0; s < DOTS_GQ; s++)
+        y[s] = _mm512_reduce_add_ps(gq_zero(sm[s], hc_gptq_xz(g, xa[0]), 2 * g->n_groups, acc[s]));
+}
+
 /* The GPTQ tile, as dot_gptq, for the first nt vectors (y[t * RG + r]):
  * each row chunk unpacked once for the vectors, then the zero terms. The
  * next row tile's chunk is fetched into L2 meanwhile
@@ -1601,5 +1644,6 @@ T static void axpy_gptq(const hc_weight *w, int r, int c0, int c1, float a, floa
 }
 
 const hc_kernel hc_avx512_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .tile = tile_gptq, .rm = RG,
-                                   .tm = TG, .tile_min = 3, .axpy = axpy_gptq };
+                                   .tm = TG, .tile_min = 3, .dots = dots_gptq, .dots_rm = DOTS_GQ,
+                                   .dots_when = HC_DOTS_BY_CPU, .axpy = axpy_gptq };
 #endif
