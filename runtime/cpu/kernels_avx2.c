@@ -334,16 +334,10 @@ T static void sum_tile_f(const hc_weight *w, const void *const *x, const float *
 }
 
 /* hc_kernel.dots for F32: the tile's RM rows with one vector. */
-/* The float rows r[0 .. RM) of w, where their data start. */
-TI void float_rows(const hc_weight *w, const int *r, const void *rows[RM])
-{
-    for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-}
-
 T static void dots_f(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
-    float_rows(w, r, rows);
+    hc_float_rows(w, r, RM, rows);
     _Alignas(32) float park[2][RM][TM][8];
     memset(park, 0, sizeof park);
     chunks_part(GGML_TYPE_F32, 1, rows, (const float *const *)x, 0, w->n, park);
@@ -354,7 +348,7 @@ T static void dots_f(const hc_weight *w, const int *r, const void *const *x, flo
 T static void dots_h(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
-    float_rows(w, r, rows);
+    hc_float_rows(w, r, RM, rows);
     _Alignas(32) float park[2][RM][TM][8];
     memset(park, 0, sizeof park);
     steps_part(GGML_TYPE_F16, 1, rows, (const float *const *)x, 0, w->n, park);

@@ -489,16 +489,10 @@ T static void few_h(const hc_weight *w, const int *r, const void *const *x, floa
  * core read 4096-wide rows faster as three streams than as the tile's four:
  * `bench_kernels pool avx512 4096 11008 1`, 26.3-27.7 -> 29.1-30.6 GB/s;
  * two streams 28.3-28.5). */
-/* The float rows r[0 .. R) of w, where their data start. */
-TI void float_rows(const hc_weight *w, const int *r, int R, const void **rows)
-{
-    for (int i = 0; i < R; i++) rows[i] = hc_float_row(w, r[i], 0);
-}
-
 T static void dots_f(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[DOTS_F32];
-    float_rows(w, r, DOTS_F32, rows);
+    hc_float_rows(w, r, DOTS_F32, rows);
     rows_chunks(GGML_TYPE_F32, DOTS_F32, rows, (const float *)x[0], w->n, y);
 }
 
@@ -508,7 +502,7 @@ T static void dots_f(const hc_weight *w, const int *r, const void *const *x, flo
 T static void dots_h(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
-    float_rows(w, r, RM, rows);
+    hc_float_rows(w, r, RM, rows);
     if (hc_decode_streams()) tile_steps(GGML_TYPE_F16, 1, 2, rows, (const float *const *)x, w->n, y);
     else tile_steps(GGML_TYPE_F16, 1, 0, rows, (const float *const *)x, w->n, y);
 }
