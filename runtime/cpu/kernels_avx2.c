@@ -569,9 +569,9 @@ T static float dot_b(const hc_weight *w, int r, const void *x)
  * one vector. */
 T static void dots_b(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
-    const uint16_t *rows[BRM];
-    for (int i = 0; i < BRM; i++) rows[i] = (const uint16_t *)hc_float_row(w, r[i], 0);
-    tile_bf16(BRM, 1, 0, rows, (const uint16_t *const *)x, w->n, y);
+    const void *rows[BRM];
+    hc_float_rows(w, r, BRM, rows);
+    tile_bf16(BRM, 1, 0, (const uint16_t *const *)rows, (const uint16_t *const *)x, w->n, y);
 }
 
 T static void tile_b(const hc_weight *w, const int *r, const void *const *x, float *y)
@@ -816,13 +816,14 @@ T static void dots_q8(const hc_weight *w, const int *r, const void *const *xa, f
 {
     const xq8 *xc = xa[0];
     const int nb = w->n / QK8_0;
+    const block_q8_0 *row[DOTS_Q8];
     __m256 acc[DOTS_Q8];
-    for (int s = 0; s < DOTS_Q8; s++) acc[s] = _mm256_setzero_ps();
+    for (int s = 0; s < DOTS_Q8; s++) row[s] = QROW(block_q8_0, w, r[s]), acc[s] = _mm256_setzero_ps();
     for (int c = 0; c * Q8_CHUNK < nb; c++)
         _Pragma("GCC unroll 4")
         for (int s = 0; s < DOTS_Q8; s++) {
             block_q8_0 pad[Q8_CHUNK];
-            const block_q8_0 *q = QROW(block_q8_0, w, r[s]) + c * Q8_CHUNK;
+            const block_q8_0 *q = row[s] + c * Q8_CHUNK;
             if ((c + 1) * Q8_CHUNK > nb) q = hc_whole_chunk(q, nb - c * Q8_CHUNK, Q8_CHUNK, sizeof(block_q8_0), pad);
             acc[s] = q8_chunk(q, xc + c, acc[s]);
         }
@@ -1056,13 +1057,14 @@ TI void dots_q4_as(const hc_weight *w, const int *r, const void *const *xa, floa
 {
     const xq4 *x = xa[0];
     const int nb = w->n / QK8_0;
+    const uint8_t *row[DOTS_Q4];
     __m256 acc[DOTS_Q4][T4];
-    for (int s = 0; s < DOTS_Q4; s++) acc[s][0] = _mm256_setzero_ps();
+    for (int s = 0; s < DOTS_Q4; s++) row[s] = (const uint8_t *)QROW(block_q4_0, w, r[s]), acc[s][0] = _mm256_setzero_ps();
     for (int c = 0; c * Q4_CHUNK < nb; c++)
         _Pragma("GCC unroll 4")
         for (int s = 0; s < DOTS_Q4; s++) {
             uint8_t pad[Q4_CHUNK_BYTES];
-            const uint8_t *p = q4_whole((const uint8_t *)QROW(block_q4_0, w, r[s]), nb, c, pad, x16);
+            const uint8_t *p = q4_whole(row[s], nb, c, pad, x16);
             _Pragma("GCC unroll 1")
             for (int h = 0; h < 2; h++) {
                 if (x16) q4x16_half(p, h, &x, c, 1, acc[s]);

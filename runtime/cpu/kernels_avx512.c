@@ -654,8 +654,9 @@ TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, fl
  * ahead as dots_h does. */
 TB static void dots_b(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
-    const uint16_t *wb[BRM], *const *xb = (const uint16_t *const *)x;
-    for (int i = 0; i < BRM; i++) wb[i] = (const uint16_t *)hc_float_row(w, r[i], 0);
+    const void *rows[BRM];
+    hc_float_rows(w, r, BRM, rows);
+    const uint16_t *const *wb = (const uint16_t *const *)rows, *const *xb = (const uint16_t *const *)x;
     const int ahead = hc_decode_streams() ? 2 : 0;
     if (hc_bf16_dot()) tile_bf16(1, 1, ahead, wb, xb, w->n, y);
     else tile_bf16(0, 1, ahead, wb, xb, w->n, y);
@@ -1180,17 +1181,17 @@ TI void dots_q4_as(const hc_weight *w, const int *r, const void *const *xa, floa
 {
     const xq4 *xc = xa[0];
     const int nb = w->n / QK8_0;
+    const size_t chunk = HOW_BLOCK(how) * Q4_CHUNK;
+    const uint8_t *row[DOTS_Q4];
     __m512 acc[DOTS_Q4];
-    for (int s = 0; s < DOTS_Q4; s++) acc[s] = _mm512_setzero_ps();
+    for (int s = 0; s < DOTS_Q4; s++) row[s] = how_row(w, r[s], how), acc[s] = _mm512_setzero_ps();
     for (int c = 0; c * Q4_CHUNK < nb; c++)
         _Pragma("GCC unroll 4")
         for (int s = 0; s < DOTS_Q4; s++) {
             __m512i lo[4], hi[4];
             __m512 dw;
-            const size_t chunk = HOW_BLOCK(how) * Q4_CHUNK;
-            const uint8_t *row = how_row(w, r[s], how);
-            hc_prefetch_next_tile(row + chunk * (size_t)c, DOTS_AHEAD * chunk, chunk);
-            q4_chunk(row, nb, c, lo, hi, &dw, how);
+            hc_prefetch_next_tile(row[s] + chunk * (size_t)c, DOTS_AHEAD * chunk, chunk);
+            q4_chunk(row[s], nb, c, lo, hi, &dw, how);
             acc[s] = q4_fma_as(lo, hi, dw, xc + c, acc[s], how);
         }
     for (int s = 0; s < DOTS_Q4; s++) y[s] = x16_sum(acc[s], how);
