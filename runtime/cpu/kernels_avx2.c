@@ -389,6 +389,7 @@ TI void few_pass(int k, int nt, const void *const *w, const float *const *x, int
         for (int t = 0; t < nt; t++) acc[r][t] = c ? _mm256_load_ps(park[r][t]) : _mm256_setzero_ps();
     for (int i = c + 8 * p; i + 8 <= e; i += 16) {
         if (next && !((i - 8) & 31))
+            _Pragma("GCC unroll 4")
             for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + RM * 2 * (size_t)n + 2 * (i - 8), _MM_HINT_T1);
         step(k, nt, w, x, i, acc);
     }
@@ -528,6 +529,7 @@ TI void range_bf16(int R, int Tn, int next, const uint16_t *const *w, const uint
     int i = 0;
     for (; i + 16 <= n; i += 16) {
         if (next && !(i & 31))
+            _Pragma("GCC unroll 4")
             for (int r = 0; r < R; r++) _mm_prefetch((const char *)(w[r] + (size_t)R * (size_t)n + i), _MM_HINT_T1);
         step_bf16(R, Tn, w, x, i, acc);
     }

@@ -225,7 +225,10 @@ TI void step(int k, int Tn, const void *const *w, const float *const *x, int i, 
 /* park[r][t] += chunk_sums' steps over elements [i0, i1), t < nt; with next
  * (the tile, not the B = 1 streams, whose rows are apart), one line of row r
  * + RM, the next row tile's, is fetched into L2 per step, as in the F16
- * few-vector tile. */
+ * few-vector tile. The fetches are unrolled, as in every tile: left a loop,
+ * GCC kept it one (a load of the row pointer, a compare and a branch per
+ * row, the index spilled beside the 24 accumulators) and the F32 tile ran
+ * 10-12 % slower on the Intel Xeon (docs/measurements.md). */
 TI void chunk_tile(int k, int nt, int next, const void *const *w, const float *const *x, int n, int i0, int i1,
                    float park[RM][TM][16])
 {
@@ -237,6 +240,7 @@ TI void chunk_tile(int k, int nt, int next, const void *const *w, const float *c
     int i = i0;
     for (; i + 16 <= i1; i += 16) {
         if (next)
+            _Pragma("GCC unroll 4")
             for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + RM * 4 * (size_t)n + 4 * i, _MM_HINT_T1);
         step(k, nt, w, x, i, 0xffff, acc);
     }
@@ -328,8 +332,10 @@ TI void tile_steps(int k, int nt, int next, const void *const *w, const float *c
     int i = 0;
     for (; i + 32 <= n; i += 32) {
         if (next == 1)
+            _Pragma("GCC unroll 4")
             for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + RM * 2 * (size_t)n + 2 * i, _MM_HINT_T1);
         else if (next == 2)
+            _Pragma("GCC unroll 4")
             for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + DOTS_FETCH + 2 * i, _MM_HINT_T0);
         step(k, nt, w, x, i, all, a0);
         step(k, nt, w, x, i + 16, all, a1);
@@ -421,6 +427,7 @@ TI void few_pass(int k, int nt, const void *const *w, const float *const *x, int
     int fr = 0, fl = 0;                     /* FETCH_ALONG's next row and line */
     for (int i = c + 16 * p; i + 16 <= e; i += 32) {
         if (fetch == FETCH_ACROSS)
+            _Pragma("GCC unroll 4")
             for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + RM * 2 * (size_t)n + 2 * (i - 16), _MM_HINT_T1);
         else if (fetch == FETCH_ALONG)
             for (int q = 0; q < RM && fr < RM; q++) {
@@ -620,8 +627,10 @@ TBI void tile_bf16(int dp, int nt, int next, const uint16_t *const *w, const uin
     int i = 0;
     for (; i + 32 <= n; i += 32) {
         if (next == 1)
+            _Pragma("GCC unroll 4")
             for (int r = 0; r < BRM; r++) _mm_prefetch((const char *)w[r] + BRM * 2 * (size_t)n + 2 * i, _MM_HINT_T1);
         else if (next == 2)
+            _Pragma("GCC unroll 4")
             for (int r = 0; r < BRM; r++) _mm_prefetch((const char *)w[r] + DOTS_FETCH + 2 * i, _MM_HINT_T0);
         step_bf16(dp, nt, w, x, i, 0xffffffffu, acc);
     }
