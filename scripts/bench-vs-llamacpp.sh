@@ -45,7 +45,8 @@
 # run): the f32 FMA peak for the float types, the vpdpbusd (int8)
 # peak for Q8_0/Q4_0/GPTQ where the kernels use it (AVX-512 VNNI; on AVX2 the FMA
 # peak, so a quantized kernel can pass 100 %), the vdpbf16ps peak for BF16 where
-# the CPU has it (AVX-512 BF16; otherwise the FMA peak). It is wall-clock, so a shared
+# hc's kernels use it (AVX-512 BF16 and a row that takes it; hc-run -v says "BF16 by
+# FMAs" otherwise, and the FMA peak counts). It is wall-clock, so a shared
 # machine lowers it; "hc kernel % peak" is the kernel alone in thread CPU time
 # (bench_kernels cpu ISA DIM 2048 N: the type's product with N vectors), which
 # load hardly moves. The peaks are printed below the table.
@@ -191,6 +192,7 @@ row() {
     kg=-   # ppN: hc's kernel alone, thread CPU time (bench_kernels cpu: DIM x 2048, B = N)
     kisa=$isa   # on the rows as hc-run copied them: Q4_0 in chunks of 16 blocks where it says so
     grep -q "Q4_0 matrices in chunks of 16" "$T/hc.err" 2>/dev/null && kisa=$isa-chunks
+    case $kernels in *"BF16 by FMAs"*) kisa=$kisa-nobf16 ;; esac   # and BF16 by FMAs where the row says so
     case $test in pp*) kg=$("$O/bench/bench_kernels" cpu "$kisa" "$DIM" 2048 "${test#pp}" 3 2>/dev/null |
                            awk -v ty="$type" '$1 == ty { print $2 }') ;; esac
     echo "$test $type $t $(median <"$T/hc") $(median <"$T/ll") ${bytes:-0} $(cut -d' ' -f1 /proc/loadavg) ${kg:--}" >>"$T/raw"
@@ -235,13 +237,14 @@ kernels=$("$HC_BIN/hc-run" -m "$(model F16)" -p "" -n 1 -t 1 -v 2>&1 >/dev/null 
 # peaks TYPE: one core's peaks at the instruction set of TYPE's kernels
 peaks() {
     case $1 in GPTQ) k=INT4-GPTQ ;; *) k=$1 ;; esac
-    isa=$(echo "$kernels" | tr ',' '\n' | awk -v k="$k" '$1 == k { print $2 }')
+    isa=$(echo "$kernels" | tr ',' '\n' | awk -v k="$k" '$1 == k { print $2; exit }')   # not "BF16 by ..."
     case $isa in avx512) peak_name=fma512 ;; avx2) peak_name=fma256 ;; *) peak_name=none ;; esac
     peak=$(awk -v n="$peak_name" '$1 == n { print $2 }' "$T/peak")
     qpeak=0
     bpeak=0
     [ "$isa" = avx512 ] && qpeak=$(awk '$1 == "dpbusd" { print $2 }' "$T/peak") &&
         bpeak=$(awk '$1 == "dpbf16" { print $2 }' "$T/peak")
+    case $kernels in *"BF16 by FMAs"*) bpeak=0 ;; esac   # BF16 on the FMAs: their peak
     return 0
 }
 start_load=$(cut -d' ' -f1-3 /proc/loadavg)

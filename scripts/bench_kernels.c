@@ -12,7 +12,9 @@
  *        far less than wall time: GFLOP/s (and GB/s of weights for B = 1),
  *        for each ggml type and INT4-GPTQ (groups of 128; TYPES="F16 GPTQ"
  *        picks some).
- *        ISA avx512-nobf16: the AVX-512 BF16 kernels without vdpbf16ps;
+ *        ISA avx512-nobf16: the AVX-512 BF16 kernels without vdpbf16ps
+ *        (its FMAs), where every other AVX-512 ISA here takes vdpbf16ps when
+ *        the CPU has it, whatever the table row says (hc_bf16_dot);
  *        avx512-vpermt2w, avx512-vpermt2d: AVX-512 Q4_0 unpacking with word
  *        or dword permutes (by default as the CPU model's table row says);
  *        avx512-streams, avx512-rows (also after -chunks): AVX-512 decode
@@ -196,7 +198,8 @@ static int cpu_mode(int argc, char **argv)
     char isa[32];
     snprintf(isa, sizeof isa, "%s", argv[2]);
     char *nobf16 = strstr(isa, "-nobf16");   /* avx512-nobf16: BF16 without vdpbf16ps */
-    if (nobf16) *nobf16 = 0, hc_kernel_bf16_dot(0);
+    hc_kernel_bf16_dot(!nobf16);
+    if (nobf16) *nobf16 = 0;
     char *perm = strstr(isa, "-vpermt2");    /* avx512-vpermt2w / -vpermt2d: how Q4_0 unpacks */
     if (perm) hc_kernel_q4_word_permutes(perm[8] == 'w'), *perm = 0;
     streams_asked(isa);

@@ -218,16 +218,16 @@ static int act_bytes_match_ggml(const char *isa)
  * and only where the CPU runs every instruction set it names. */
 static void test_kernel_table(void)
 {
-    hc_kernel_row k = { { 0 }, -1, -1 };
+    hc_kernel_row k = { { 0 }, -1, -1, -1 };
     hc_cpu_id zen4 = { "AuthenticAMD", 25, 17 }, zen5 = { "AuthenticAMD", 26, 68 };
     hc_cpu_id xeon = { "GenuineIntel", 6, 167 }, intel = { "GenuineIntel", 25, 17 }, none = { "", 0, 0 };
     const char *row = hc_kernel_table(&zen4, HC_ISA_AVX512, &k);
-    CHECK(row && !strcmp(row, "Zen 4") && k.wperm == 1 && k.streams == 0);
+    CHECK(row && !strcmp(row, "Zen 4") && k.wperm == 1 && k.streams == 0 && k.bf16dp == 1);
     row = hc_kernel_table(&zen5, HC_ISA_AVX512, &k);
     CHECK(row && !strcmp(row, "Zen 5") && k.isa[HC_KT_Q4_0] == HC_ISA_AVX2 && k.isa[HC_KT_Q8_0] == HC_ISA_AVX512 && !k.wperm &&
           !k.streams);
     row = hc_kernel_table(&xeon, HC_ISA_AVX512, &k);
-    CHECK(row && k.isa[HC_KT_Q4_0] == HC_ISA_AVX512 && k.streams == 1);
+    CHECK(row && k.isa[HC_KT_Q4_0] == HC_ISA_AVX512 && k.streams == 1 && k.bf16dp == 0);
     CHECK(!hc_kernel_table(&zen4, HC_ISA_AVX2, &k));   /* Zen 3: family 25 without AVX-512 */
     CHECK(!hc_kernel_table(&intel, HC_ISA_AVX512, &k) && !hc_kernel_table(&none, HC_ISA_AVX512, &k));
 }
@@ -1029,36 +1029,42 @@ static int bf16_act_and_dot(const char *isa)
 
 static void test_bf16_act_and_dot(void) { each_isa(bf16_act_and_dot); }
 
-/* The AVX-512 BF16 kernels without vdpbf16ps (as on Ice Lake): against the
- * reference and their own B = 1 dot, and the very bits vdpbf16ps gives on
- * normal numbers (it runs the same two roundings per pair in the same order). */
-static void test_bf16_without_vdpbf16ps(void)
+/* The AVX-512 BF16 kernels both ways, with vdpbf16ps where the CPU has it
+ * and with its FMAs (as on Ice Lake, and where the CPU's table row chose
+ * them): against the reference and their own B = 1 dot, and each the very
+ * bits of the other on normal numbers (the same two roundings per pair in
+ * the same order). */
+static void test_bf16_both_ways(void)
 {
     if (hc_kernel_force("avx512")) SKIP("no AVX-512 kernels on this CPU");
-    int had = hc_bf16_dot();
-    CHECK(hc_kernel_bf16_dot(0) == 0);
-    for (int c = 0; c < 40 && !th_failed_case; c++) CHECK(matvec_case("avx512-nobf16", GGML_TYPE_BF16));
-    for (int c = 0; c < 30 && !th_failed_case; c++) {
-        static const int ns[] = { 1, 31, 32, 33, 63, 64, 65, 100, 1023, 1025, 4099 };
-        int n = ns[rnd() % (sizeof ns / sizeof ns[0])], rows = 1 + (int)(rnd() % 14), B = 2 + (int)(rnd() % 11);
-        CHECK(tiled_float_case("avx512-nobf16", GGML_TYPE_BF16, n, rows, B));
+    const int has = hc_kernel_bf16_dot(1);
+    for (int dp = has; dp >= 0 && !th_failed_case; dp--) {
+        const char *isa = dp ? "avx512 (vdpbf16ps)" : "avx512-nobf16";
+        CHECK(hc_kernel_bf16_dot(dp) == dp);
+        for (int c = 0; c < 40 && !th_failed_case; c++) CHECK(matvec_case(isa, GGML_TYPE_BF16));
+        for (int c = 0; c < 30 && !th_failed_case; c++) {
+            static const int ns[] = { 1, 31, 32, 33, 63, 64, 65, 100, 1023, 1025, 4099 };
+            int n = ns[rnd() % (sizeof ns / sizeof ns[0])], rows = 1 + (int)(rnd() % 14), B = 2 + (int)(rnd() % 11);
+            CHECK(tiled_float_case(isa, GGML_TYPE_BF16, n, rows, B));
+        }
+        CHECK(tiled_float_case(isa, GGML_TYPE_BF16, 11017, 37, 3));   /* B = 1 through dots, long rows */
+        CHECK(b1_rows_case(isa, GGML_TYPE_BF16, 1025, 13));
+        CHECK(b1_rows_case(isa, GGML_TYPE_BF16, 5003, 13));            /* B = 1 through dots */
+        CHECK(b1_rows_case(isa, GGML_TYPE_BF16, 4096, 37));
     }
-    CHECK(tiled_float_case("avx512-nobf16", GGML_TYPE_BF16, 11017, 37, 3));   /* B = 1 through dots, long rows */
-    CHECK(b1_rows_case("avx512-nobf16", GGML_TYPE_BF16, 1025, 13));
-    CHECK(b1_rows_case("avx512-nobf16", GGML_TYPE_BF16, 5003, 13));            /* B = 1 through dots */
-    CHECK(b1_rows_case("avx512-nobf16", GGML_TYPE_BF16, 4096, 37));
-    if (had) {
+    if (has) {
         int n = 1000, rows = 13, B = 7;
         size_t as;
         char *w = make_weights(GGML_TYPE_BF16, rows, n), *a = make_acts(GGML_TYPE_BF16, n, B, &as);
         float y0[7 * 13], y1[7 * 13];
+        CHECK(hc_kernel_bf16_dot(0) == 0);
         matvec(GGML_TYPE_BF16, w, n, 0, rows, a, as, B, y0, (size_t)rows);
         CHECK(hc_kernel_bf16_dot(1) == 1);
         matvec(GGML_TYPE_BF16, w, n, 0, rows, a, as, B, y1, (size_t)rows);
         CHECK(!memcmp(y0, y1, sizeof y0));
         free(w), free(a);
     }
-    hc_kernel_bf16_dot(1);
+    hc_kernel_bf16_dot(-1);
     hc_kernel_force(NULL);
 }
 
@@ -1106,6 +1112,6 @@ int main(void)
     RUN(test_axpy_multi);
     RUN(test_axpy_ref_definition);
     RUN(test_bf16_act_and_dot);
-    RUN(test_bf16_without_vdpbf16ps);
+    RUN(test_bf16_both_ways);
     return th_done();
 }

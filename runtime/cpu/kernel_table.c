@@ -1,10 +1,11 @@
 /* The table of CPU models: for each, the instruction set each weight type's
- * kernels take on it, how AVX-512 Q4_0 unpacks its nibbles there and whether
- * AVX-512 decode reads rows as streams (kernels.h, hc_kernel_table). A row
+ * kernels take on it, how AVX-512 Q4_0 unpacks its nibbles there, whether
+ * AVX-512 decode reads rows as streams and whether AVX-512 BF16 takes
+ * vdpbf16ps or its FMAs (kernels.h, hc_kernel_table). A row
  * comes from scripts/tune-kernels.sh run on that CPU, which times every
  * instruction set's kernels for decode and prompts and prints the row; a CPU
- * without a row takes the best instruction set it runs for every type, and
- * decodes as streams (docs/design/kernels.md, "Choosing the kernels": why a
+ * without a row takes the best instruction set it runs for every type,
+ * decodes as streams and takes vdpbf16ps (docs/design/kernels.md, "Choosing the kernels": why a
  * table and not a timing at startup). */
 #include "kernels.h"
 
@@ -19,26 +20,30 @@
 static const struct {
     const char *name, *vendor;
     int family, model_lo, model_hi;
-    hc_kernel_row k;   /* { F32, F16, BF16, Q8_0, Q4_0, INT4-GPTQ }, word permutes, streams */
+    hc_kernel_row k;   /* { F32, F16, BF16, Q8_0, Q4_0, INT4-GPTQ }, word permutes, streams, vdpbf16ps */
 } rows[] = {
     /* Zen 4 (family 25 with AVX-512; Zen 3, the same family without it, has no
      * row since it does not run A5): EPYC 9004 model 17, 2026-11-27, each type
      * fastest on AVX-512 for decode and prompts, Q4_0 with word permutes
      * (docs/measurements.md, "Kernels chosen by CPU model"); F16 and BF16
      * 4096-wide rows decoded faster one at a time there, the quantized ones
-     * without a fetch ahead (not measured as streams) */
-    { "Zen 4", "AuthenticAMD", 25, 0x00, 0xff, { { A5, A5, A5, A5, A5, A5 }, 1, 0 } },
+     * without a fetch ahead (not measured as streams); BF16's vdpbf16ps tile
+     * twice its FMAs' (190-201 against 96-102 GFLOP/s, docs/design/kernels.md) */
+    { "Zen 4", "AuthenticAMD", 25, 0x00, 0xff, { { A5, A5, A5, A5, A5, A5 }, 1, 0, 1 } },
     /* Zen 5: Q4_0 decode on AVX-512 at half AVX2's speed (66-71 against
      * 136-141 tok/s, issue 36, the kernel that unpacked with vpermt2w; the
-     * one without word permutes is not measured there yet; decode as Zen 4's) */
-    { "Zen 5", "AuthenticAMD", 26, 0x00, 0xff, { { A5, A5, A5, A5, A2, A5 }, 0, 0 } },
+     * one without word permutes is not measured there yet; decode and BF16 as
+     * Zen 4's) */
+    { "Zen 5", "AuthenticAMD", 26, 0x00, 0xff, { { A5, A5, A5, A5, A2, A5 }, 0, 0, 1 } },
     /* An Intel Xeon with AMX and AVX512-FP16 (Sapphire Rapids' features) in a
      * VM that reports family 6 model 167, 2026-12-02: each type fastest on
      * AVX-512; Q4_0 from the mapping 0.72 of the chunks' prompt tile with word
      * permutes against 0.69 with dword permutes, a near tie; decode as
-     * streams fetching ahead: Q4_0 47-50 -> 72-82 tok/s, F16 17.4 -> 23
+     * streams fetching ahead: Q4_0 47-50 -> 72-82 tok/s, F16 17.4 -> 23;
+     * BF16 by FMAs, vdpbf16ps issuing at half their rate here: the prompt
+     * tile 118-133 against 104-111 GFLOP/s, prompts 6-9 % faster
      * (docs/measurements.md, "Intel Xeon (AVX-512, AMX), every type") */
-    { "Intel Xeon (model 167)", "GenuineIntel", 6, 167, 167, { { A5, A5, A5, A5, A5, A5 }, 1, 1 } },
+    { "Intel Xeon (model 167)", "GenuineIntel", 6, 167, 167, { { A5, A5, A5, A5, A5, A5 }, 1, 1, 0 } },
 };
 
 void hc_cpu_identify(hc_cpu_id *c)

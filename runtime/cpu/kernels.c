@@ -111,20 +111,21 @@ int hc_kernel_choice(int kt)
     return by_type[kt];
 }
 
-/* The table row's flags; without a row, dword permutes and decode as
- * streams. */
+/* The table row's flags; without a row, dword permutes, decode as streams
+ * and vdpbf16ps. */
 static hc_kernel_row table_flags(void)
 {
     hc_cpu_id c;
-    hc_kernel_row k = { .wperm = 0, .streams = 1 };
+    hc_kernel_row k = { .wperm = 0, .streams = 1, .bf16dp = 1 };
     table_row(&c, &k);
     return k;
 }
 
-/* Tests and benchmarks set these two with hc_kernel_q4_word_permutes and
- * hc_kernel_decode_streams. */
+/* Tests and benchmarks set these with hc_kernel_q4_word_permutes,
+ * hc_kernel_decode_streams and hc_kernel_bf16_dot. */
 static int table_wperm(void) { return table_flags().wperm; }
 static int table_streams(void) { return table_flags().streams; }
+static int table_bf16dp(void) { return has_avx512bf16() && table_flags().bf16dp; }
 
 static atomic_int q4_wperm = -1;
 
@@ -160,6 +161,8 @@ void hc_kernel_describe(char *buf, size_t size)
         o += (size_t)snprintf(buf + o, size - o, ", AVX-512 Q4_0 rows in ggml's layout unpacked with %s", hc_q4_word_permutes() ? "vpermt2w" : "vpermt2d");
     if (hc_isa_top() == HC_ISA_AVX512 && o < size)
         o += (size_t)snprintf(buf + o, size - o, ", AVX-512 decode %s", hc_decode_streams() ? "as streams" : "a row at a time");
+    if (hc_kernel_choice(HC_KT_BF16) == HC_ISA_AVX512 && has_avx512bf16() && o < size)
+        o += (size_t)snprintf(buf + o, size - o, ", BF16 by %s", hc_bf16_dot() ? "vdpbf16ps" : "FMAs in vdpbf16ps's order");
     if (o >= size) return;
     if (hc_isa() != HC_ISA_CHOSEN)
         snprintf(buf + o, size - o, " (%s)", getenv("HC_KERNELS") && *getenv("HC_KERNELS") ? "HC_KERNELS" : "forced");
@@ -170,13 +173,12 @@ void hc_kernel_describe(char *buf, size_t size)
                  c.vendor, c.family, c.model);
 }
 
-/* Tests and benchmarks change it with hc_kernel_bf16_dot between runs. */
 static atomic_int bf16_dot = -1;
 
-int hc_bf16_dot(void) { return chosen(&bf16_dot, has_avx512bf16); }
+int hc_bf16_dot(void) { return chosen(&bf16_dot, table_bf16dp); }
 
 int hc_kernel_bf16_dot(int on)
 {
-    atomic_store(&bf16_dot, on && has_avx512bf16());
+    atomic_store(&bf16_dot, on < 0 ? table_bf16dp() : on && has_avx512bf16());
     return hc_bf16_dot();
 }

@@ -177,18 +177,20 @@ typedef struct {
     int isa[HC_KT_COUNT];   /* each type's instruction set */
     int wperm;              /* AVX-512 Q4_0 unpacks with word permutes (hc_q4_word_permutes) */
     int streams;            /* AVX-512 decode reads rows as streams (hc_decode_streams) */
+    int bf16dp;             /* AVX-512 BF16 by vdpbf16ps where the CPU has it, else its FMAs (hc_bf16_dot) */
 } hc_kernel_row;
 /* The name of the table's row for c, filled into *row; NULL (and *row
  * untouched) when no row matches c or the row names an instruction set
  * above best (the best the CPU runs). */
 const char *hc_kernel_table(const hc_cpu_id *c, int best, hc_kernel_row *row);
 
-/* 1 when the AVX-512 BF16 kernels use vdpbf16ps: the CPU has AVX512_BF16 and
- * it was not turned off. Without it (Ice Lake; or turned off) they widen the
- * bf16 pairs and FMA them in vdpbf16ps's order (docs/design/kernels.md). */
+/* 1 when the AVX-512 BF16 kernels use vdpbf16ps: the CPU has AVX512_BF16,
+ * its table row (if any) says so, and it was not turned off. Otherwise
+ * (Ice Lake; a row whose FMAs ran faster; or turned off) they widen the bf16
+ * pairs and FMA them in vdpbf16ps's order (docs/design/kernels.md). */
 int hc_bf16_dot(void);
 /* Tests and benchmarks: on = 0 turns vdpbf16ps off, 1 on where the CPU has
- * it. Returns hc_bf16_dot(). */
+ * it, -1 back to the table's choice. Returns hc_bf16_dot(). */
 int hc_kernel_bf16_dot(int on);
 
 /* The kernels of each instruction set file. The float kernels serve F32 and
