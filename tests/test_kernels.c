@@ -1063,6 +1063,12 @@ static void test_bf16_both_ways(void)
         matvec(GGML_TYPE_BF16, w, n, 0, rows, a, as, B, y1, (size_t)rows);
         CHECK(!memcmp(y0, y1, sizeof y0));
         free(w), free(a);
+        char d[512];   /* -v names the path */
+        hc_kernel_describe(d, sizeof d);
+        CHECK(strstr(d, ", BF16 by vdpbf16ps") != NULL);
+        hc_kernel_bf16_dot(0);
+        hc_kernel_describe(d, sizeof d);
+        CHECK(strstr(d, ", BF16 by FMAs in vdpbf16ps's order") != NULL);
     }
     hc_kernel_bf16_dot(-1);
     hc_kernel_force(NULL);
