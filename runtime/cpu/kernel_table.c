@@ -40,7 +40,7 @@ static const struct {
      * AVX-512; Q4_0 from the mapping 0.72 of the chunks' prompt tile with word
      * permutes against 0.69 with dword permutes, a near tie; decode as
      * streams fetching ahead: Q4_0 47-50 -> 72-82 tok/s, F16 17.4 -> 23;
-     * BF16 by FMAs, vdpbf16ps issuing at half their rate here: the prompt
+     * BF16 by FMAs, vdpbf16ps peaking at half their GFLOP/s here: the prompt
      * tile 118-133 against 104-111 GFLOP/s, prompts 6-9 % faster
      * (docs/measurements.md, "Intel Xeon (AVX-512, AMX), every type") */
     { "Intel Xeon (model 167)", "GenuineIntel", 6, 167, 167, { { A5, A5, A5, A5, A5, A5 }, 1, 1, 0 } },
