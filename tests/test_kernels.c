@@ -780,8 +780,9 @@ static void test_q4_word_permutes(void)
 
 /* Q4_0 and Q8_0 rows repacked in chunks of 16 blocks (x16.h, the layout of
  * hc-run's copy where they run on AVX-512, and Q4_0 on AVX2): each block and each row's values as before, and every
- * product (B = 1, with AVX-512's decode a row at a time and as streams, and
- * tiles at B = 5, 6, 7 and 17: edges of 1, 2 and 3 vectors), AXPY and the reference the bits of the same rows in ggml's
+ * product (B = 1, with AVX-512's decode a row at a time and as streams;
+ * B = 3..8, which AVX-512 runs through its tile for few vectors, with one
+ * copy computed at 3, 5 and 7; the tile at 17: an edge of 1 vector), AXPY and the reference the bits of the same rows in ggml's
  * layout, for rows of 1..40 blocks (a short last chunk) and 344 (4096 x
  * 11008's down rows, which the tile takes in column blocks: 70 of them,
  * several groups of row tiles). */
@@ -821,15 +822,15 @@ static void test_x16_layout(void)
          * elsewhere (the reference) against the reference */
         for (int i = 0; i < (int)(sizeof isas / sizeof *isas); i++) {
             if (hc_kernel_force(isas[i])) continue;
-            const int isa = hc_isa(), Bs[] = { 1, 5, 6, 7, B };
+            const int isa = hc_isa(), Bs[] = { 1, 3, 4, 5, 6, 7, 8, B }, nbs = (int)(sizeof Bs / sizeof *Bs);
             const int ref = isa == HC_ISA_AVX512 || (isa == HC_ISA_AVX2 && type == GGML_TYPE_Q4_0) ? isa : HC_ISA_SCALAR;
-            for (int j = 0; j < 6; j++) {   /* the last: B = 1 with AVX-512's decode the other way */
-                const int Bj = j < 5 ? Bs[j] : 1;
-                if (j == 5) hc_kernel_decode_streams(!hc_decode_streams());
+            for (int j = 0; j <= nbs; j++) {   /* the last: B = 1 with AVX-512's decode the other way */
+                const int Bj = j < nbs ? Bs[j] : 1;
+                if (j == nbs) hc_kernel_decode_streams(!hc_decode_streams());
                 matvec_of(ref, g, 0, rows, a, as, Bj, yg, rows);
                 matvec_of(isa, c, 0, rows, a, as, Bj, yc, rows);
                 CHECKF(!memcmp(yg, yc, sizeof(float) * (size_t)(Bj * rows)), "%s %s, %d blocks, B = %d%s: not ggml's bits",
-                       isas[i], ggml_type_name(type), nblk, Bj, j == 5 ? " (decode the other way)" : "");
+                       isas[i], ggml_type_name(type), nblk, Bj, j == nbs ? " (decode the other way)" : "");
             }
             hc_kernel_decode_streams(-1);
             for (int j = 0; j < n; j++) yg[j] = yc[j] = x[j];

@@ -1378,24 +1378,133 @@ T static void part_q8x16(const hc_weight *wt, const int *rows, const void *const
     part_x16(wt, rows, xv, c0, c1, park, Q8_X16);
 }
 
-TI void sum_x16(const void *const *xv, const float *park, float *y, const int how)
+/* The tile's sums from its pairs' parked ones (park[(r * tm + t) * 16 ..]). */
+TI void x16_park_sums(const void *const *xv, const float *park, int tm, float *y, const int how)
 {
-    int tn = hc_real_vectors(xv, T4);
+    int tn = hc_real_vectors(xv, tm);
     for (int r = 0; r < R4; r++)
-        for (int t = 0; t < tn; t++) y[t * R4 + r] = x16_sum(_mm512_load_ps(park + (r * T4 + t) * 16), how);
-    hc_copy_edge(y, tn, R4, T4);
+        for (int t = 0; t < tn; t++) y[t * R4 + r] = x16_sum(_mm512_load_ps(park + (r * tm + t) * 16), how);
+    hc_copy_edge(y, tn, R4, tm);
 }
 
 T static void sum_q4x16(const hc_weight *wt, const void *const *xv, const float *park, float *y)
 {
     (void)wt;
-    sum_x16(xv, park, y, Q4_X16);
+    x16_park_sums(xv, park, T4, y, Q4_X16);
 }
 
 T static void sum_q8x16(const hc_weight *wt, const void *const *xv, const float *park, float *y)
 {
     (void)wt;
-    sum_x16(xv, park, y, Q8_X16);
+    x16_park_sums(xv, park, T4, y, Q8_X16);
+}
+
+/* x16_unpack a plane at a time: plane i of a chunk of t blocks at p, and
+ * the chunk's block scales (the few vectors' tile below holds only one
+ * plane of each row; with t a constant the tests fold). */
+TI __m512i x16_line(const uint8_t *p, int t, int i)
+{
+    if (t == Q4_CHUNK) return _mm512_loadu_si512(p + 32 + 64 * i);
+    return _mm512_maskz_expandloadu_epi32(hc_x16_lanes(t), p + 2 * t + 4 * t * i);
+}
+
+TI void x16_plane(const uint8_t *p, int t, int i, __m512i *lo, __m512i *hi, const int q8)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f), w = x16_line(p, t, i);
+    *lo = q8 ? w : _mm512_and_si512(w, m4);
+    *hi = q8 ? x16_line(p, t, 4 + i) : _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+}
+
+TI __m512 x16_scales(const uint8_t *p, int t)
+{
+    if (t == Q4_CHUNK) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_maskz_expand_ps(hc_x16_lanes(t),
+                                  _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << t) - 1), p)));
+}
+
+/* The tile for steps of up to FX vectors (hc_kernel.few: several sequences
+ * decoded at once). tile_x16 takes 4 vectors, so a step of 8 read each row
+ * tile twice (from memory, as a step's rows are all new); here R4 rows meet
+ * FX vectors. The chunk's planes go in the outer loop, each weight line
+ * unpacked once for the vectors and each activation line loaded once for
+ * the rows; a pair's block sums are one chain of 8 vpdpbusd from the
+ * correction (exact integers, so any order), then q4_scaled into the pair's
+ * sum parked in memory between chunks (its 16 registers would not fit
+ * beside the chains' 16): dot_q4_as's bits. Chunk c (t blocks) of the rows
+ * for the first nt vectors: */
+#define FX 8
+TI void few_chunk(const uint8_t *const q[R4], int nb, const xq4 *const *xc, int nt, int c, int t, float *park,
+                  const int how)
+{
+    const size_t chunk = HOW_BLOCK(how) * Q4_CHUNK;
+    const uint8_t *p[R4];
+    __m512i D[R4][FX];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R4; r++) {
+        p[r] = q[r] + chunk * (size_t)c;
+        hc_prefetch_next_tile(p[r], HOW_BLOCK(how) * (size_t)nb * R4, chunk);
+    }
+    _Pragma("GCC unroll 8")
+    for (int v = 0; v < nt; v++)
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R4; r++) D[r][v] = xc[v][c].corr;
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < 4; i++) {
+        __m512i lo[R4], hi[R4];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R4; r++) x16_plane(p[r], t, i, &lo[r], &hi[r], how == Q8_X16);
+        _Pragma("GCC unroll 8")
+        for (int v = 0; v < nt; v++) {
+            __m512i xl = _mm512_load_si512(&xc[v][c].lo[i]), xh = _mm512_load_si512(&xc[v][c].hi[i]);
+            IN_REGISTER(xl);
+            IN_REGISTER(xh);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R4; r++)
+                D[r][v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(D[r][v], lo[r], xl), hi[r], xh);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R4; r++) {
+        const __m512 dw = x16_scales(p[r], t);
+        _Pragma("GCC unroll 8")
+        for (int v = 0; v < nt; v++) {
+            float *s = park + (r * FX + v) * 16;
+            _mm512_store_ps(s, q4_scaled(D[r][v], dw, xc[v] + c, _mm512_load_ps(s)));
+        }
+    }
+}
+
+/* Whole chunks with their size a constant, a row's short last one apart. */
+TI void few_chunks(const uint8_t *const q[R4], int nb, const xq4 *const *xc, int nt, float *park, const int how)
+{
+    for (int c = 0; c * Q4_CHUNK < nb; c++) {
+        if (nb - c * Q4_CHUNK >= Q4_CHUNK) few_chunk(q, nb, xc, nt, c, Q4_CHUNK, park, how);
+        else few_chunk(q, nb, xc, nt, c, nb - c * Q4_CHUNK, park, how);
+    }
+}
+
+/* The vector count as a constant in each call, so that the loops unroll
+ * (an odd count computes one copy; fewer than 3 vectors go by dot). */
+TI void few_x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y, const int how)
+{
+    const uint8_t *q[R4];
+    const int nb = x16_rows(wt, rows, q, how), tn = hc_real_vectors(xv, FX);
+    const xq4 *const *xc = (const xq4 *const *)xv;
+    _Alignas(64) float park[R4 * FX * 16] = { 0 };
+    if (tn <= 4) few_chunks(q, nb, xc, 4, park, how);
+    else if (tn <= 6) few_chunks(q, nb, xc, 6, park, how);
+    else few_chunks(q, nb, xc, FX, park, how);
+    x16_park_sums(xv, park, FX, y, how);
+}
+
+T static void few_q4x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    few_x16(wt, rows, xv, y, Q4_X16);
+}
+
+T static void few_q8x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    few_x16(wt, rows, xv, y, Q8_X16);
 }
 
 /* A Q4_0 block's 32 signed values -8..7 in element order, as two halves of
@@ -1430,12 +1539,13 @@ T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, c
     }
 }
 
-#define Q4_KERNEL .prepare = prepare_q8, .arranged_bytes = hc_x16_act_bytes, .rm = R4, .tm = T4, .tile_min = 3, \
+#define Q4_KERNEL .prepare = prepare_q8, .arranged_bytes = hc_x16_act_bytes, .tile_min = 3, \
                   .dots_rm = DOTS_Q4, .dots_when = HC_DOTS_BY_CPU, .axpy = axpy_q4, .axpy_multi = axpy_multi_q4
-const hc_kernel hc_avx512_q4_0 = { Q4_KERNEL, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4, .dots = dots_q4 };
-const hc_kernel hc_avx512_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16,
+const hc_kernel hc_avx512_q4_0 = { Q4_KERNEL, .rm = R4, .tm = T4, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4, .dots = dots_q4 };
+const hc_kernel hc_avx512_q4x16 = { Q4_KERNEL, .rm = R4, .tm = T4, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16,
                                     .dots = dots_q4x16,
-                                    .tile_part = part_q4x16, .tile_sum = sum_q4x16, .kb = KB_Q4, .tile_park = PARK_Q4 };
+                                    .tile_part = part_q4x16, .tile_sum = sum_q4x16, .kb = KB_Q4, .tile_park = PARK_Q4,
+                                    .few = few_q4x16, .few_tm = FX };
 /* Q8_0 in chunks of 16: Q8_0's kernel but for its products, which take the
  * Q4_0 chunks' tile (the activation arranged the same way, with the
  * correction for codes stored plus 128) */
@@ -1443,7 +1553,8 @@ const hc_kernel hc_avx512_q8x16 = { .prepare = prepare_q8, .arranged_bytes = hc_
                                     .dot = dot_q8x16, .tile = tile_q8x16, .rm = R4, .tm = T4, .tile_min = 3,
                                     .dots = dots_q8x16, .dots_rm = DOTS_Q4, .dots_when = HC_DOTS_BY_CPU,
                                     .axpy = axpy_q8, .axpy_multi = axpy_multi_q8, .tile_part = part_q8x16,
-                                    .tile_sum = sum_q8x16, .kb = KB_Q4, .tile_park = PARK_Q4 };
+                                    .tile_sum = sum_q8x16, .kb = KB_Q4, .tile_park = PARK_Q4, .few = few_q8x16,
+                                    .few_tm = FX };
 
 /* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: 16 blocks (256
  * code bytes) per step, summed in integers to one int32 per block as Q4_0's
