@@ -74,8 +74,8 @@ typedef struct hc_kernel {
      * few_tm vectors (decoding several sequences at once), which the large
      * tile serves worse: y[t * rm + i] as tile's, for few_tm vectors (the
      * last repeated), every value the bits dot gives ("Few vectors" in
-     * docs/design/kernels.md: F16's, and AVX-512 Q4_0's and Q8_0's in chunks
-     * of 16, read their rows once for all 8). */
+     * docs/design/kernels.md: F16's, Q4_0's in chunks of 16 and AVX-512
+     * Q8_0's read their rows once for all 8). */
     void (*few)(const hc_weight *w, const int *r, const void *const *x, float *y);
     int few_tm;
     /* The fewest vectors a tile is run for: fewer (B, or the last vectors of

@@ -810,6 +810,7 @@ T static void axpy_multi_q8(const hc_weight *w, int r, int c0, int c1, int nt, c
 #define T8 8
 #define R4 1              /* Q4_0 tile: rows x vectors */
 #define T4 4
+#define F4 8              /* Q4_0 in chunks of 16: the tile for few vectors' (hc_kernel.few_tm) */
 
 /* hc_kernel.dots of Q8_0: DOTS_Q8 rows far apart with one vector, chunk by
  * chunk, each as dot_q8 (dots_q4's streams). */
@@ -954,10 +955,10 @@ TI __m256 q4_scaled(__m256i C, __m256 dw, const xq4 *x, int h, __m256 acc)
  * lane stay in int16 (|s| <= 16 * 15 * 128) until one vpmaddwd: few enough
  * registers that the tile's 4 vectors keep their sums and accumulators in
  * them. */
-TI void q4x16_half(const uint8_t *p, int h, const xq4 *const *xc, int c, int nt, __m256 acc[T4])
+TI void q4x16_half(const uint8_t *p, int h, const xq4 *const *xc, int c, int nt, __m256 acc[F4])
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256i s[T4];
+    __m256i s[F4];
     _Pragma("GCC unroll 8")
     for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_si256();
     _Pragma("GCC unroll 4")
@@ -980,7 +981,7 @@ TI void q4x16_half(const uint8_t *p, int h, const xq4 *const *xc, int c, int nt,
 /* The same from ggml's 16 blocks at q: blocks 4i + 2h and 4i + 2h + 1 as one
  * register per i (one per 128-bit lane), their partial sums reduced to the
  * same lanes by block_sums, the 8 scales gathered by word inserts. */
-TI void q4_pairs_half(const block_q4_0 *q, int h, const xq4 *const *xc, int c, int nt, __m256 acc[T4])
+TI void q4_pairs_half(const block_q4_0 *q, int h, const xq4 *const *xc, int c, int nt, __m256 acc[F4])
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256i lo[4], hi[4];
@@ -1023,7 +1024,7 @@ TI const uint8_t *q4_whole(const uint8_t *q, int nb, int c, uint8_t pad[Q4_CHUNK
  * same chunk of the row next bytes on is fetched into L2 meanwhile (the
  * dot's rows come by the hardware's prefetch: a software one PF_Q ahead
  * made them slower). */
-TI void q4_rows(const uint8_t *q, int nb, const xq4 *const *xc, int nt, size_t next, __m256 acc[T4], const int x16)
+TI void q4_rows(const uint8_t *q, int nb, const xq4 *const *xc, int nt, size_t next, __m256 acc[F4], const int x16)
 {
     for (int c = 0; c * Q4_CHUNK < nb; c++) {
         uint8_t pad[Q4_CHUNK_BYTES];
@@ -1040,7 +1041,7 @@ TI void q4_rows(const uint8_t *q, int nb, const xq4 *const *xc, int nt, size_t n
 TI float dot_q4_as(const hc_weight *w, int r, const void *xa, const int x16)
 {
     const xq4 *x = xa;
-    __m256 acc[T4] = { _mm256_setzero_ps() };
+    __m256 acc[F4] = { _mm256_setzero_ps() };
     q4_rows((const uint8_t *)QROW(block_q4_0, w, r), w->n / QK8_0, &x, 1, 0, acc, x16);
     return hsum(acc[0]);
 }
@@ -1060,7 +1061,7 @@ TI void dots_q4_as(const hc_weight *w, const int *r, const void *const *xa, floa
     const xq4 *x = xa[0];
     const int nb = w->n / QK8_0;
     const uint8_t *row[DOTS_Q4];
-    __m256 acc[DOTS_Q4][T4];
+    __m256 acc[DOTS_Q4][F4];
     for (int s = 0; s < DOTS_Q4; s++) row[s] = (const uint8_t *)QROW(block_q4_0, w, r[s]), acc[s][0] = _mm256_setzero_ps();
     for (int c = 0; c * Q4_CHUNK < nb; c++)
         _Pragma("GCC unroll 4")
@@ -1089,7 +1090,7 @@ T static void dots_q4x16(const hc_weight *w, const int *r, const void *const *xa
 TI void tile_q4_as(const hc_weight *wt, const int *rows, const void *const *xv, float *y, const int x16)
 {
     const int nb = wt->n / QK8_0;
-    __m256 acc[T4];
+    __m256 acc[F4];
     _Pragma("GCC unroll 8")
     for (int t = 0; t < T4; t++) acc[t] = _mm256_setzero_ps();
     q4_rows((const uint8_t *)QROW(block_q4_0, wt, rows[0]), nb, (const xq4 *const *)xv, T4,
@@ -1106,6 +1107,28 @@ T static void tile_q4(const hc_weight *wt, const int *rows, const void *const *x
 T static void tile_q4x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
     tile_q4_as(wt, rows, xv, y, 1);
+}
+
+/* The tile for steps of up to F4 vectors (hc_kernel.few: several sequences
+ * decoded at once), the row's chunks in chunks of 16 unpacked once for all
+ * of them: with T4 a step of 8 read each row twice. The vectors' int16
+ * sums stay in registers, their accumulators (touched once per half chunk)
+ * where the compiler puts them; the vector count a constant in each call
+ * (a count of 3, 5 or 7 computes one copy; fewer than 3 go by dot). */
+T static void few_q4x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    const int nb = wt->n / QK8_0, tn = hc_real_vectors(xv, F4);
+    const uint8_t *q = (const uint8_t *)QROW(block_q4_0, wt, rows[0]);
+    const xq4 *const *xc = (const xq4 *const *)xv;
+    const size_t next = sizeof(block_q4_0) * (size_t)nb * R4;
+    __m256 acc[F4];
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < F4; t++) acc[t] = _mm256_setzero_ps();
+    if (tn <= 4) q4_rows(q, nb, xc, 4, next, acc, 1);
+    else if (tn <= 6) q4_rows(q, nb, xc, 6, next, acc, 1);
+    else q4_rows(q, nb, xc, F4, next, acc, 1);
+    for (int t = 0; t < tn; t++) y[t] = hsum(acc[t]);
+    hc_copy_edge(y, tn, R4, F4);
 }
 
 /* AXPY block by block, in either layout (x16.h's hc_q4_0_block). */
@@ -1132,7 +1155,7 @@ T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, c
                   .axpy = axpy_q4, .axpy_multi = axpy_multi_q4, .dots_rm = DOTS_Q4, .dots_when = HC_DOTS_ALL
 const hc_kernel hc_avx2_q4_0 = { Q4_KERNEL, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4, .dots = dots_q4 };
 const hc_kernel hc_avx2_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16,
-                                   .dots = dots_q4x16 };
+                                   .dots = dots_q4x16, .few = few_q4x16, .few_tm = F4 };
 
 /* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: 8 blocks (128
  * code bytes, half an activation chunk) per step, summed in integers to one
