@@ -1167,6 +1167,7 @@ const hc_kernel hc_avx2_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = do
 
 #define RG 2              /* GPTQ tile: rows x vectors */
 #define TG 4
+#define FG 8              /* its tile for few vectors' (hc_kernel.few_tm) */
 
 /* One row's step: blocks 2p, 2p+1 in lo[p] / hi[p] (low / high nibbles, one
  * block per 128-bit lane), each block's group scale in lane 4m+p (block 2p+m). */
@@ -1261,44 +1262,60 @@ T static float dot_gptq(const hc_weight *w, int r, const void *act)
     return gq_zero(sm, hc_gptq_xz(g, act), 2 * g->n_groups, acc);
 }
 
-/* The GPTQ tile, as dot_gptq: each row step unpacked once for the vectors,
- * the next row tile's step fetched into L2 meanwhile (hc_prefetch_next_tile,
- * as the AVX-512 tile; the row's own bytes PF_Q ahead, as the dot fetches
- * them, held 11008-wide rows below 4096-wide ones). */
-T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+/* The GPTQ tile, as dot_gptq, for the first nt vectors (y[t * RG + r]):
+ * each row step unpacked once for the vectors, the next row tile's step
+ * fetched into L2 meanwhile (hc_prefetch_next_tile, as the AVX-512 tile; the
+ * row's own bytes PF_Q ahead, as the dot fetches them, held 11008-wide rows
+ * below 4096-wide ones). */
+TI void gq_tile(const hc_gptq *g, const int *rows, const void *const *xv, int nt, float *y)
 {
-    enum { R = RG, Tn = TG };
-    const hc_gptq *g = wt->ext;
     const int nb = g->kp / 32, n2 = g->gs == 32 ? -1 : 2 * g->n_groups;
-    if (!hc_gptq_int8(g)) {
-        hc_ref_gptq_tile(wt, rows, R, xv, Tn, y);
-        return;
-    }
     const hc_gptq_xchunk *const *x = (const hc_gptq_xchunk *const *)xv;
-    const uint8_t *w[R];
-    const float *sm[R];
-    hc_gptq_tile_rows(g, rows, R, w, sm);
-    __m256 acc[R][Tn];
+    const uint8_t *w[RG];
+    const float *sm[RG];
+    hc_gptq_tile_rows(g, rows, RG, w, sm);
+    __m256 acc[RG][FG];
     _Pragma("GCC unroll 2")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < Tn; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int r = 0; r < RG; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) acc[r][t] = _mm256_setzero_ps();
     for (int c = 0; 16 * c < nb; c++) {
         _Pragma("GCC unroll 2")
         for (int h = 0; h < 2; h++) {
             if (16 * c + 8 * h >= nb) break;
             _Pragma("GCC unroll 2")
-            for (int r = 0; r < R; r++) {
+            for (int r = 0; r < RG; r++) {
                 wgq wc;
                 gq_load(w[r], nb, c, h, sm[r], n2, x[0] + c, &wc);
-                hc_prefetch_next_tile(w[r] + 128 * (size_t)(2 * c + h), (size_t)g->kp / 2 * R, 128);
-                _Pragma("GCC unroll 4")
-                for (int t = 0; t < Tn; t++) acc[r][t] = gq_fma(&wc, x[t] + c, h, acc[r][t]);
+                hc_prefetch_next_tile(w[r] + 128 * (size_t)(2 * c + h), (size_t)g->kp / 2 * RG, 128);
+                _Pragma("GCC unroll 8")
+                for (int t = 0; t < nt; t++) acc[r][t] = gq_fma(&wc, x[t] + c, h, acc[r][t]);
             }
         }
     }
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < Tn; t++) y[t * R + r] = gq_zero(sm[r], hc_gptq_xz(g, xv[t]), 2 * g->n_groups, acc[r][t]);
+    for (int r = 0; r < RG; r++)
+        for (int t = 0; t < nt; t++) y[t * RG + r] = gq_zero(sm[r], hc_gptq_xz(g, xv[t]), 2 * g->n_groups, acc[r][t]);
+}
+
+T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    const hc_gptq *g = wt->ext;
+    if (!hc_gptq_int8(g)) hc_ref_gptq_tile(wt, rows, RG, xv, TG, y);
+    else gq_tile(g, rows, xv, TG, y);
+}
+
+/* The tile for steps of up to FG vectors (hc_kernel.few): with TG a step
+ * of 8 read each row tile twice. The vector count a constant in each call
+ * (a count of 3, 5 or 7 computes one copy; fewer than 3 go by dot). */
+T static void few_gptq(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
+{
+    const hc_gptq *g = wt->ext;
+    const int tn = hc_real_vectors(xv, FG);
+    if (!hc_gptq_int8(g)) hc_ref_gptq_tile(wt, rows, RG, xv, FG, y);
+    else if (tn <= 4) gq_tile(g, rows, xv, 4, y);
+    else if (tn <= 6) gq_tile(g, rows, xv, 6, y);
+    else gq_tile(g, rows, xv, FG, y);
+    hc_copy_edge(y, tn, RG, FG);
 }
 
 /* Down columns (groups of one element, no perm: kernels_gptq.h), 8 elements
@@ -1332,5 +1349,5 @@ T static void axpy_gptq(const hc_weight *w, int r, int c0, int c1, float a, floa
 }
 
 const hc_kernel hc_avx2_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .tile = tile_gptq, .rm = RG,
-                                 .tm = TG, .tile_min = 3, .axpy = axpy_gptq };
+                                 .tm = TG, .tile_min = 3, .few = few_gptq, .few_tm = FG, .axpy = axpy_gptq };
 #endif
