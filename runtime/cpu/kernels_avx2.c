@@ -810,7 +810,7 @@ T static void axpy_multi_q8(const hc_weight *w, int r, int c0, int c1, int nt, c
 #define T8 8
 #define R4 1              /* Q4_0 tile: rows x vectors */
 #define T4 4
-#define F4 8              /* Q4_0 in chunks of 16: the tile for few vectors' (hc_kernel.few_tm) */
+#define F4 8              /* Q4_0 in chunks of 16: the most vectors of its few (hc_kernel.few_tm) */
 
 /* hc_kernel.dots of Q8_0: DOTS_Q8 rows far apart with one vector, chunk by
  * chunk, each as dot_q8 (dots_q4's streams). */
@@ -1167,7 +1167,7 @@ const hc_kernel hc_avx2_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = do
 
 #define RG 2              /* GPTQ tile: rows x vectors */
 #define TG 4
-#define FG 8              /* its tile for few vectors' (hc_kernel.few_tm) */
+#define FG 8              /* the most vectors of its few (hc_kernel.few_tm) */
 
 /* One row's step: blocks 2p, 2p+1 in lo[p] / hi[p] (low / high nibbles, one
  * block per 128-bit lane), each block's group scale in lane 4m+p (block 2p+m). */

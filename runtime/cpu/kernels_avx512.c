@@ -1539,10 +1539,10 @@ T static void axpy_multi_q4(const hc_weight *w, int r, int c0, int c1, int nt, c
     }
 }
 
-#define Q4_KERNEL .prepare = prepare_q8, .arranged_bytes = hc_x16_act_bytes, .tile_min = 3, \
+#define Q4_KERNEL .prepare = prepare_q8, .arranged_bytes = hc_x16_act_bytes, .rm = R4, .tm = T4, .tile_min = 3, \
                   .dots_rm = DOTS_Q4, .dots_when = HC_DOTS_BY_CPU, .axpy = axpy_q4, .axpy_multi = axpy_multi_q4
-const hc_kernel hc_avx512_q4_0 = { Q4_KERNEL, .rm = R4, .tm = T4, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4, .dots = dots_q4 };
-const hc_kernel hc_avx512_q4x16 = { Q4_KERNEL, .rm = R4, .tm = T4, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16,
+const hc_kernel hc_avx512_q4_0 = { Q4_KERNEL, .arrange = arrange_q4, .dot = dot_q4, .tile = tile_q4, .dots = dots_q4 };
+const hc_kernel hc_avx512_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16,
                                     .dots = dots_q4x16,
                                     .tile_part = part_q4x16, .tile_sum = sum_q4x16, .kb = KB_Q4, .tile_park = PARK_Q4,
                                     .few = few_q4x16, .few_tm = FX };
