@@ -287,9 +287,9 @@ static size_t panel_bytes(void)
 
 /* The rows of tile i0 (rn real ones, the last repeated) and the pointers to
  * vectors b0.. of a tile group (tn real ones, the last repeated). */
-static void tile_rows(const hc_kernel *k, int r0, int i0, int rn, int *rows)
+static void tile_rows(int rm, int r0, int i0, int rn, int *rows)
 {
-    for (int i = 0; i < k->rm; i++) rows[i] = r0 + i0 + (i < rn ? i : rn - 1);
+    for (int i = 0; i < rm; i++) rows[i] = r0 + i0 + (i < rn ? i : rn - 1);
 }
 
 static void tile_vectors(int n, int b0, int tn, const char *xa, size_t xs, const void **x)
@@ -298,10 +298,10 @@ static void tile_vectors(int n, int b0, int tn, const char *xa, size_t xs, const
 }
 
 /* Only the real pairs of a tile's out[t * rm + i] are stored. */
-static void tile_store(const hc_kernel *k, const float *out, int b0, int tn, int i0, int rn, float *y, size_t ys)
+static void tile_store(int rm, const float *out, int b0, int tn, int i0, int rn, float *y, size_t ys)
 {
     for (int t = 0; t < tn; t++)
-        for (int i = 0; i < rn; i++) y[(size_t)(b0 + t) * ys + (size_t)(i0 + i)] = out[t * k->rm + i];
+        for (int i = 0; i < rn; i++) y[(size_t)(b0 + t) * ys + (size_t)(i0 + i)] = out[t * rm + i];
 }
 
 /* Column-blocked tiles (kernels with tile_part). The vectors go in passes
@@ -334,7 +334,7 @@ static void blocked_segment(const hc_weight *w, const hc_kernel *k, int r0, int 
         for (int c0 = s0; c0 < s1; c0 += k->kb)
             for (int i0 = p0, j = 0; i0 < p1; i0 += rm, j++) {
                 int rows[8];
-                tile_rows(k, r0, i0, p1 - i0 < rm ? p1 - i0 : rm, rows);
+                tile_rows(rm, r0, i0, p1 - i0 < rm ? p1 - i0 : rm, rows);
                 k->tile_part(w, rows, x, c0, s1 - c0 < k->kb ? s1 : c0 + k->kb,
                              park + ((size_t)vt * (size_t)g + (size_t)j) * (size_t)pf);
             }
@@ -374,7 +374,7 @@ static void tiles_blocked(const hc_weight *w, const hc_kernel *k, int r0, int nr
                     for (int i0 = p0, j = 0; i0 < p1; i0 += rm, j++) {
                         float out[64];
                         k->tile_sum(w, x, park + ((size_t)vt * (size_t)g + (size_t)j) * (size_t)pf, out);
-                        tile_store(k, out, t0, tn, i0, p1 - i0 < rm ? p1 - i0 : rm, y, ys);
+                        tile_store(rm, out, t0, tn, i0, p1 - i0 < rm ? p1 - i0 : rm, y, ys);
                     }
                 }
             }
@@ -417,7 +417,8 @@ static void tiles(const hc_weight *w, const hc_kernel *k, int r0, int nr, const 
     }
     size_t rb = hc_traits(w)->row_bytes(w);
     size_t pb = panel_bytes();
-    int rm = k->rm, tm = few ? k->few_tm : k->tm, panel = (int)(pb / rb) >= PANEL_FEW ? (int)(pb / rb) : PANEL_ROWS;
+    int rm = few && k->few_rm ? k->few_rm : k->rm, tm = few ? k->few_tm : k->tm;
+    int panel = (int)(pb / rb) >= PANEL_FEW ? (int)(pb / rb) : PANEL_ROWS;
     panel = panel < nr ? (panel + rm - 1) / rm * rm : nr;
     for (int p0 = 0; p0 < nr; p0 += panel) {
         int p1 = nr - p0 < panel ? nr : p0 + panel;
@@ -432,9 +433,9 @@ static void tiles(const hc_weight *w, const hc_kernel *k, int r0, int nr, const 
             for (int i0 = p0; i0 < p1; i0 += rm) {
                 int rn = p1 - i0 < rm ? p1 - i0 : rm, rows[8];
                 float out[64];
-                tile_rows(k, r0, i0, rn, rows);
+                tile_rows(rm, r0, i0, rn, rows);
                 (few ? k->few : k->tile)(w, rows, x, out);
-                tile_store(k, out, b0, tn, i0, rn, y, ys);
+                tile_store(rm, out, b0, tn, i0, rn, y, ys);
             }
         }
     }

@@ -72,12 +72,13 @@ typedef struct hc_kernel {
     int rm, tm;
     /* Optional (NULL: tile for every B): the tile for batches of at most
      * few_tm vectors (decoding several sequences at once), which the large
-     * tile serves worse: y[t * rm + i] as tile's, for few_tm vectors (the
-     * last repeated), every value the bits dot gives ("Few vectors" in
-     * docs/design/kernels.md: F16's, Q4_0's in chunks of 16 and AVX-512
-     * Q8_0's read their rows once for all 8). */
+     * tile serves worse: y[t * few_rm + i] for few_rm rows (0: rm) and
+     * few_tm vectors (the last repeated), every value the bits dot gives
+     * ("Few vectors" in docs/design/kernels.md: F16's, Q4_0's in chunks of
+     * 16 and AVX-512 Q8_0's read their rows once for all 8; AVX-512's
+     * chunks of 16 take 3 rows where their tile takes 2). */
     void (*few)(const hc_weight *w, const int *r, const void *const *x, float *y);
-    int few_tm;
+    int few_tm, few_rm;
     /* The fewest vectors a tile is run for: fewer (B, or the last vectors of
      * B) go by dot, which costs less than a tile padded to tm at those counts
      * (measured per kernel with bench_kernels cpu: docs/design/kernels.md,

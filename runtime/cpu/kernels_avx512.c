@@ -829,6 +829,8 @@ T static float dot_q8(const hc_weight *w, int r, const void *xa)
 #define T8 8
 #define R4 2              /* Q4_0 tile: rows x vectors */
 #define T4 4
+#define FR 3              /* the tile for few vectors (few_chunk): rows x vectors */
+#define FX 8
 
 /* The Q8_0 tile, as dot_q8: each row chunk spread once for the vectors,
  * each activation chunk loaded once for the rows. */
@@ -1299,17 +1301,17 @@ TI void x16_chunks(const uint8_t *const q[R4], int nb, const xq4 *const *xc, int
     }
 }
 
-/* The rows of a tile in chunks of 16 (weight.c's row indices r). */
-TI int x16_rows(const hc_weight *wt, const int *r, const uint8_t *q[R4], const int how)
+/* The rm rows of a tile in chunks of 16 (weight.c's row indices r). */
+TI int x16_rows(const hc_weight *wt, const int *r, int rm, const uint8_t **q, const int how)
 {
-    for (int i = 0; i < R4; i++) q[i] = how_row(wt, r[i], how);
+    for (int i = 0; i < rm; i++) q[i] = how_row(wt, r[i], how);
     return wt->n / QK8_0;
 }
 
 TI void tile_x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y, const int how)
 {
     const uint8_t *q[R4];
-    const int nb = x16_rows(wt, rows, q, how);
+    const int nb = x16_rows(wt, rows, R4, q, how);
     __m512 acc[R4][T4];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < R4; r++)
@@ -1347,7 +1349,7 @@ TI void part_x16(const hc_weight *wt, const int *rows, const void *const *xv, in
                  const int how)
 {
     const uint8_t *q[R4];
-    const int nb = x16_rows(wt, rows, q, how), tn = hc_real_vectors(xv, T4), per = QK8_0 * Q4_CHUNK;
+    const int nb = x16_rows(wt, rows, R4, q, how), tn = hc_real_vectors(xv, T4), per = QK8_0 * Q4_CHUNK;
     const int a = c0 / per, e = (c1 + per - 1) / per;   /* the block's chunks */
     const xq4 *const *xc = (const xq4 *const *)xv;
     __m512 acc[R4][T4];
@@ -1378,25 +1380,26 @@ T static void part_q8x16(const hc_weight *wt, const int *rows, const void *const
     part_x16(wt, rows, xv, c0, c1, park, Q8_X16);
 }
 
-/* The tile's sums from its pairs' parked ones (park[(r * tm + t) * 16 ..]). */
-TI void x16_park_sums(const void *const *xv, const float *park, int tm, float *y, const int how)
+/* The sums of a tile of rm rows from its pairs' parked ones (park[(r * tm
+ * + t) * 16 ..]). */
+TI void x16_park_sums(const void *const *xv, const float *park, int rm, int tm, float *y, const int how)
 {
     int tn = hc_real_vectors(xv, tm);
-    for (int r = 0; r < R4; r++)
-        for (int t = 0; t < tn; t++) y[t * R4 + r] = x16_sum(_mm512_load_ps(park + (r * tm + t) * 16), how);
-    hc_copy_edge(y, tn, R4, tm);
+    for (int r = 0; r < rm; r++)
+        for (int t = 0; t < tn; t++) y[t * rm + r] = x16_sum(_mm512_load_ps(park + (r * tm + t) * 16), how);
+    hc_copy_edge(y, tn, rm, tm);
 }
 
 T static void sum_q4x16(const hc_weight *wt, const void *const *xv, const float *park, float *y)
 {
     (void)wt;
-    x16_park_sums(xv, park, T4, y, Q4_X16);
+    x16_park_sums(xv, park, R4, T4, y, Q4_X16);
 }
 
 T static void sum_q8x16(const hc_weight *wt, const void *const *xv, const float *park, float *y)
 {
     (void)wt;
-    x16_park_sums(xv, park, T4, y, Q8_X16);
+    x16_park_sums(xv, park, R4, T4, y, Q8_X16);
 }
 
 /* x16_unpack a plane at a time: plane i of a chunk of t blocks at p, and
@@ -1424,58 +1427,56 @@ TI __m512 x16_scales(const uint8_t *p, int t)
 
 /* The tile for steps of up to FX vectors (hc_kernel.few: several sequences
  * decoded at once). tile_x16 takes 4 vectors, so a step of 8 read each row
- * tile twice (from memory, as a step's rows are all new); here R4 rows meet
- * FX vectors. The chunk's planes go in the outer loop, each weight line
- * unpacked once for the vectors and each activation line loaded once for
- * the rows; a pair's block sums are one chain of 8 vpdpbusd from the
- * correction (exact integers, so any order), then q4_scaled into the pair's
- * sum parked in memory between chunks (its 16 registers would not fit
- * beside the chains' 16): dot_q4_as's bits. Chunk c (t blocks) of the rows
- * for the first nt vectors: */
-#define FX 8
-TI void few_chunk(const uint8_t *const q[R4], int nb, const xq4 *const *xc, int nt, int c, int t, float *park,
+ * tile twice (from memory, as a step's rows are all new); here FR rows meet
+ * FX vectors. The rows' chunks are unpacked once into 24 registers, then
+ * the vectors go one after another: each activation line loaded once for
+ * the rows, a pair's block sums one chain of 8 vpdpbusd from the correction
+ * (exact integers, so any order), then q4_scaled into the pair's sum parked
+ * in memory between chunks: dot_q4_as's bits. With the vectors outer only a
+ * vector's FR chains are live, where planes outer held all pairs' chains
+ * beside the lines (2 rows: 16 chains, and lines spilled to the stack), so
+ * three rows fit and share each activation line (docs/design/kernels.md, "a
+ * tile for few vectors"). Chunk c (t blocks) of the rows for the first nt
+ * vectors: */
+TI void few_chunk(const uint8_t *const q[FR], int nb, const xq4 *const *xc, int nt, int c, int t, float *park,
                   const int how)
 {
     const size_t chunk = HOW_BLOCK(how) * Q4_CHUNK;
-    const uint8_t *p[R4];
-    __m512i D[R4][FX];
+    __m512i lo[FR][4], hi[FR][4];
+    __m512 dw[FR];
     _Pragma("GCC unroll 4")
-    for (int r = 0; r < R4; r++) {
-        p[r] = q[r] + chunk * (size_t)c;
-        hc_prefetch_next_tile(p[r], HOW_BLOCK(how) * (size_t)nb * R4, chunk);
+    for (int r = 0; r < FR; r++) {
+        const uint8_t *p = q[r] + chunk * (size_t)c;
+        hc_prefetch_next_tile(p, HOW_BLOCK(how) * (size_t)nb * FR, chunk);
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < 4; i++) x16_plane(p, t, i, &lo[r][i], &hi[r][i], how == Q8_X16);
+        dw[r] = x16_scales(p, t);
     }
     _Pragma("GCC unroll 8")
-    for (int v = 0; v < nt; v++)
+    for (int v = 0; v < nt; v++) {
+        const xq4 *x = xc[v] + c;
+        __m512i D[FR];
         _Pragma("GCC unroll 4")
-        for (int r = 0; r < R4; r++) D[r][v] = xc[v][c].corr;
-    _Pragma("GCC unroll 4")
-    for (int i = 0; i < 4; i++) {
-        __m512i lo[R4], hi[R4];
+        for (int r = 0; r < FR; r++) D[r] = x->corr;
         _Pragma("GCC unroll 4")
-        for (int r = 0; r < R4; r++) x16_plane(p[r], t, i, &lo[r], &hi[r], how == Q8_X16);
-        _Pragma("GCC unroll 8")
-        for (int v = 0; v < nt; v++) {
-            __m512i xl = _mm512_load_si512(&xc[v][c].lo[i]), xh = _mm512_load_si512(&xc[v][c].hi[i]);
+        for (int i = 0; i < 4; i++) {
+            __m512i xl = _mm512_load_si512(&x->lo[i]), xh = _mm512_load_si512(&x->hi[i]);
             IN_REGISTER(xl);
             IN_REGISTER(xh);
             _Pragma("GCC unroll 4")
-            for (int r = 0; r < R4; r++)
-                D[r][v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(D[r][v], lo[r], xl), hi[r], xh);
+            for (int r = 0; r < FR; r++)
+                D[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(D[r], lo[r][i], xl), hi[r][i], xh);
         }
-    }
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < R4; r++) {
-        const __m512 dw = x16_scales(p[r], t);
-        _Pragma("GCC unroll 8")
-        for (int v = 0; v < nt; v++) {
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < FR; r++) {
             float *s = park + (r * FX + v) * 16;
-            _mm512_store_ps(s, q4_scaled(D[r][v], dw, xc[v] + c, _mm512_load_ps(s)));
+            _mm512_store_ps(s, q4_scaled(D[r], dw[r], x, _mm512_load_ps(s)));
         }
     }
 }
 
 /* Whole chunks with their size a constant, a row's short last one apart. */
-TI void few_chunks(const uint8_t *const q[R4], int nb, const xq4 *const *xc, int nt, float *park, const int how)
+TI void few_chunks(const uint8_t *const q[FR], int nb, const xq4 *const *xc, int nt, float *park, const int how)
 {
     for (int c = 0; c * Q4_CHUNK < nb; c++) {
         if (nb - c * Q4_CHUNK >= Q4_CHUNK) few_chunk(q, nb, xc, nt, c, Q4_CHUNK, park, how);
@@ -1487,14 +1488,14 @@ TI void few_chunks(const uint8_t *const q[R4], int nb, const xq4 *const *xc, int
  * (an odd count computes one copy; fewer than 3 vectors go by dot). */
 TI void few_x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y, const int how)
 {
-    const uint8_t *q[R4];
-    const int nb = x16_rows(wt, rows, q, how), tn = hc_real_vectors(xv, FX);
+    const uint8_t *q[FR];
+    const int nb = x16_rows(wt, rows, FR, q, how), tn = hc_real_vectors(xv, FX);
     const xq4 *const *xc = (const xq4 *const *)xv;
-    _Alignas(64) float park[R4 * FX * 16] = { 0 };
+    _Alignas(64) float park[FR * FX * 16] = { 0 };
     if (tn <= 4) few_chunks(q, nb, xc, 4, park, how);
     else if (tn <= 6) few_chunks(q, nb, xc, 6, park, how);
     else few_chunks(q, nb, xc, FX, park, how);
-    x16_park_sums(xv, park, FX, y, how);
+    x16_park_sums(xv, park, FR, FX, y, how);
 }
 
 T static void few_q4x16(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
@@ -1545,7 +1546,7 @@ const hc_kernel hc_avx512_q4_0 = { Q4_KERNEL, .arrange = arrange_q4, .dot = dot_
 const hc_kernel hc_avx512_q4x16 = { Q4_KERNEL, .arrange = arrange_q4x16, .dot = dot_q4x16, .tile = tile_q4x16,
                                     .dots = dots_q4x16,
                                     .tile_part = part_q4x16, .tile_sum = sum_q4x16, .kb = KB_Q4, .tile_park = PARK_Q4,
-                                    .few = few_q4x16, .few_tm = FX };
+                                    .few = few_q4x16, .few_tm = FX, .few_rm = FR };
 /* Q8_0 in chunks of 16: Q8_0's kernel but for its products, which take the
  * Q4_0 chunks' tile (the activation arranged the same way, with the
  * correction for codes stored plus 128) */
@@ -1554,7 +1555,7 @@ const hc_kernel hc_avx512_q8x16 = { .prepare = prepare_q8, .arranged_bytes = hc_
                                     .dots = dots_q8x16, .dots_rm = DOTS_Q4, .dots_when = HC_DOTS_BY_CPU,
                                     .axpy = axpy_q8, .axpy_multi = axpy_multi_q8, .tile_part = part_q8x16,
                                     .tile_sum = sum_q8x16, .kb = KB_Q4, .tile_park = PARK_Q4, .few = few_q8x16,
-                                    .few_tm = FX };
+                                    .few_tm = FX, .few_rm = FR };
 
 /* ---- INT4-GPTQ (kernels_gptq.h) on the int8 activation: 16 blocks (256
  * code bytes) per step, summed in integers to one int32 per block as Q4_0's
