@@ -492,6 +492,39 @@ T static void few_h(const hc_weight *w, const int *r, const void *const *x, floa
     hc_copy_edge(y, tn, RM, FT);
 }
 
+/* hc_kernel.few of F32: the rows read once for up to FT vectors, where the
+ * column-blocked tile (4 x 6) read them again from L2 for vectors 7 and 8.
+ * Blocks of FKB columns (a half chunk: the 4 rows' block and the 8 vectors'
+ * take 24 KiB of L1), each through chunk_tile for vectors [0, 6) (fetching
+ * the next row tile's block into L2) and then [6, 8) while the block's rows
+ * are in L1, into the accumulators of its chunk's parity: dot_chunks' steps
+ * in its order, so every pair gets its bits. */
+TI void few_chunks_f32(int n1, int n2, const void *const *w, const float *const *x, int n, float *y)
+{
+    _Alignas(64) float park[2][2][RM][TM][16];   /* [vectors from 0, from TM][chunk parity] */
+    memset(park, 0, sizeof park);
+    for (int c = 0; c < n; c += FKB) {
+        int e = n - c < FKB ? n : c + FKB, s = c / CHUNK % 2;
+        chunk_tile(GGML_TYPE_F32, n1, 1, w, x, n, c, e, park[0][s]);
+        if (n2) chunk_tile(GGML_TYPE_F32, n2, 0, w, x + TM, n, c, e, park[1][s]);
+    }
+    park_sums(n1, (const float (*)[RM][TM][16])park[0], y);
+    if (n2) park_sums(n2, (const float (*)[RM][TM][16])park[1], y + TM * RM);
+}
+
+T static void few_f32(const hc_weight *w, const int *r, const void *const *x, float *y)
+{
+    const void *rows[RM];
+    const float *const *xf = (const float *const *)x;
+    int tn = hc_real_vectors(x, FT);
+    for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
+    if (tn <= 2) few_chunks_f32(2, 0, rows, xf, w->n, y);
+    else if (tn <= 4) few_chunks_f32(4, 0, rows, xf, w->n, y);
+    else if (tn <= TM) few_chunks_f32(TM, 0, rows, xf, w->n, y);
+    else few_chunks_f32(TM, 2, rows, xf, w->n, y);
+    hc_copy_edge(y, tn <= 2 ? 2 : tn <= 4 ? 4 : tn <= TM ? TM : FT, RM, FT);
+}
+
 /* hc_kernel.dots for F32: DOTS_F32 rows side by side with one vector (a
  * core read 4096-wide rows faster as three streams than as the tile's four:
  * `bench_kernels pool avx512 4096 11008 1`, 26.3-27.7 -> 29.1-30.6 GB/s;
@@ -523,7 +556,8 @@ T static void dots_h(const hc_weight *w, const int *r, const void *const *x, flo
 const hc_kernel hc_avx512_float = { FLOAT_KERNEL, .dots = dots_h, .dots_when = HC_DOTS_BY_CPU_LONG, .few = few_h,
                                     .few_tm = FT };
 const hc_kernel hc_avx512_f32 = { FLOAT_KERNEL, .dots = dots_f, .dots_rm = DOTS_F32, .dots_when = HC_DOTS_ALL,
-                                  .tile_part = part_f32, .tile_sum = sum_f32, .kb = CHUNK, .tile_park = PARK_F32 };
+                                  .tile_part = part_f32, .tile_sum = sum_f32, .kb = CHUNK, .tile_park = PARK_F32,
+                                  .few = few_f32, .few_tm = FT };
 
 /* ---- BF16 against bf16 activations (ggml's numerics): 32 pairs of bf16
  * per register. With AVX512_BF16 one vdpbf16ps per register: lane j gets
@@ -617,15 +651,11 @@ TBI void step_bf16(int dp, int nt, const uint16_t *const *w, const uint16_t *con
  * + BRM, the next row tile's, is fetched into L2 per step, so that the memory
  * works while the arithmetic does, as in the F16 few-vector tile (B = 2, 8:
  * 33-37 -> 48, 103-106 -> 109-114 GFLOP/s; B = 128 level). */
-TBI void tile_bf16(int dp, int nt, int next, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
+TBI void steps_bf16(int dp, int nt, int next, const uint16_t *const *w, const uint16_t *const *x, int n, int i0,
+                    int i1, __m512 acc[BRM][BTM])
 {
-    __m512 acc[BRM][BTM];
-    _Pragma("GCC unroll 8")
-    for (int r = 0; r < BRM; r++)
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < nt; t++) acc[r][t] = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
+    int i = i0;
+    for (; i + 32 <= i1; i += 32) {
         if (next == 1)
             _Pragma("GCC unroll 4")
             for (int r = 0; r < BRM; r++) _mm_prefetch((const char *)w[r] + BRM * 2 * (size_t)n + 2 * i, _MM_HINT_T1);
@@ -634,7 +664,17 @@ TBI void tile_bf16(int dp, int nt, int next, const uint16_t *const *w, const uin
             for (int r = 0; r < BRM; r++) _mm_prefetch((const char *)w[r] + DOTS_FETCH + 2 * i, _MM_HINT_T0);
         step_bf16(dp, nt, w, x, i, 0xffffffffu, acc);
     }
-    if (i < n) step_bf16(dp, nt, w, x, i, tail_mask32(n - i), acc);
+    if (i < i1) step_bf16(dp, nt, w, x, i, tail_mask32(i1 - i), acc);
+}
+
+TBI void tile_bf16(int dp, int nt, int next, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
+{
+    __m512 acc[BRM][BTM];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < BRM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) acc[r][t] = _mm512_setzero_ps();
+    steps_bf16(dp, nt, next, w, x, n, 0, n, acc);
     _Pragma("GCC unroll 8")
     for (int r = 0; r < BRM; r++)
         _Pragma("GCC unroll 8")
@@ -659,6 +699,62 @@ TB static void tile_b(const hc_weight *w, const int *r, const void *const *x, fl
     else tile_bf16_any(0, rows, (const uint16_t *const *)x, w->n, y);
 }
 
+/* hc_kernel.few of BF16: the rows read once for up to FT vectors, where the
+ * tile (4 x 6) read them again for vectors 7 and 8 (from L2 at best). Blocks
+ * of FKB columns, each through the tile's steps for vectors [0, 6) (fetching
+ * the next row tile's block into L2) and then [6, 8) while the block's rows
+ * are in L1, every pair's one accumulator parked between blocks: its steps
+ * in tile_bf16's order, so every pair gets dot_b's bits. */
+TBI void few_block_bf16(int dp, int nt, int next, const uint16_t *const *w, const uint16_t *const *x, int n, int c,
+                        int e, float park[BRM][BTM][16])
+{
+    __m512 acc[BRM][BTM];
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < BRM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) acc[r][t] = _mm512_load_ps(park[r][t]);
+    steps_bf16(dp, nt, next, w, x, n, c, e, acc);
+    _Pragma("GCC unroll 8")
+    for (int r = 0; r < BRM; r++)
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) _mm512_store_ps(park[r][t], acc[r][t]);
+}
+
+TBI void few_bf16(int dp, int n1, int n2, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
+{
+    _Alignas(64) float park[2][BRM][BTM][16];   /* vectors from 0, from BTM */
+    memset(park, 0, sizeof park);
+    for (int c = 0; c < n; c += FKB) {
+        int e = n - c < FKB ? n : c + FKB;
+        few_block_bf16(dp, n1, 1, w, x, n, c, e, park[0]);
+        if (n2) few_block_bf16(dp, n2, 0, w, x + BTM, n, c, e, park[1]);
+    }
+    for (int r = 0; r < BRM; r++) {
+        for (int t = 0; t < n1; t++) y[t * BRM + r] = _mm512_reduce_add_ps(_mm512_load_ps(park[0][r][t]));
+        for (int t = 0; t < n2; t++) y[(BTM + t) * BRM + r] = _mm512_reduce_add_ps(_mm512_load_ps(park[1][r][t]));
+    }
+}
+
+/* few_bf16 over the vectors it really has: 2, 4 or 6 in one group, 7 and 8
+ * as 6 and 2. */
+TBI void few_bf16_any(int dp, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
+{
+    int tn = hc_real_vectors((const void *const *)x, FT);
+    if (tn > BTM) few_bf16(dp, BTM, 2, w, x, n, y);
+    else if (tn > 4) few_bf16(dp, BTM, 0, w, x, n, y);
+    else if (tn > 2) few_bf16(dp, 4, 0, w, x, n, y);
+    else few_bf16(dp, 2, 0, w, x, n, y);
+    hc_copy_edge(y, tn > BTM ? FT : tn > 4 ? BTM : tn > 2 ? 4 : 2, BRM, FT);
+}
+
+TB static void few_b(const hc_weight *w, const int *r, const void *const *x, float *y)
+{
+    const uint16_t *rows[BRM];
+    for (int i = 0; i < BRM; i++) rows[i] = (const uint16_t *)hc_float_row(w, r[i], 0);
+    if (hc_bf16_dot()) few_bf16_any(1, rows, (const uint16_t *const *)x, w->n, y);
+    else few_bf16_any(0, rows, (const uint16_t *const *)x, w->n, y);
+}
+
 /* hc_kernel.dots for BF16: the tile's BRM rows with one vector, fetching
  * ahead as dots_h does. */
 TB static void dots_b(const hc_weight *w, const int *r, const void *const *x, float *y)
@@ -675,7 +771,7 @@ TB static void dots_b(const hc_weight *w, const int *r, const void *const *x, fl
 const hc_kernel hc_avx512_bf16 = { .prepare = act_bf16, .arranged_bytes = hc_bf16_arranged_bytes,
                                    .arrange = hc_bf16_arrange, .dot = dot_b, .dots = dots_b,
                                    .dots_when = HC_DOTS_BY_CPU_LONG,
-                                   .tile = tile_b, .rm = BRM, .tm = BTM,
+                                   .tile = tile_b, .rm = BRM, .tm = BTM, .few = few_b, .few_tm = FT,
                                    .axpy = axpy_f, .axpy_multi = axpy_multi_f };
 
 /* ---- Q8_0 against Q8_0 activations: 16 blocks per step ---- */
