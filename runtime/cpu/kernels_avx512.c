@@ -385,9 +385,9 @@ T static void tile_f(const hc_weight *w, const int *r, const void *const *x, flo
  * every pair (one accumulator each), then the odd ones, in groups of at most
  * 24 pairs in registers (4 x 6, then 4 x the rest), each group's
  * accumulators parked between blocks while the block's rows stay in L1; the
- * odd steps of the first group fetch the same block of the next row tile
- * (the RM rows after these, which weight.c runs next) into L2, so that the
- * memory works while the arithmetic does. Each accumulator takes its steps
+ * first group's steps fetch the same block of the next row tile (the RM
+ * rows after these, which weight.c runs next) into L2, so that the memory
+ * works while the arithmetic does. Each accumulator takes its steps
  * in dot_steps' order (the masked tail last into a1), so every pair gets the
  * dot's bits (docs/design/kernels.md, "Few vectors"). */
 #define FT 8              /* the most vectors (hc_kernel.few_tm) */
@@ -407,14 +407,14 @@ TI void few_step(int k, int nt, const void *const *w, const float *const *x, int
     }
 }
 
-/* How few_pass fetches the block of the next row tile: none, a line of each
- * row per step, or the rows' blocks one after another (RM lines a step). */
-enum { FETCH_NONE, FETCH_ACROSS, FETCH_ALONG };
-
 /* One group of vectors [t0, t0 + nt) and one parity p of block [c, e):
  * park[r][t] (zero in the first block) plus the steps at c + 16p, then every
- * 32nd, that end by e, and (p = 1, e = n) the masked tail; per step, RM lines
- * of rows r + RM (2n bytes a row) are prefetched as fetch says. */
+ * 32nd, that end by e, and (p = 1, e = n) the masked tail; with fetch, per
+ * step the line of each row r + RM (2n bytes a row) that holds the step's
+ * 32 columns is prefetched into L2. The first group fetches in both
+ * parities, so each line twice: fetched in one parity only, the next tile's
+ * block came late (F16 at B = 8 from memory 64-71 GFLOP/s, both 79-88;
+ * docs/design/kernels.md, "Few vectors"). */
 TI void few_pass(int k, int nt, const void *const *w, const float *const *x, int t0, int c, int e, int p, int n,
                  int fetch, float park[RM][FT][16])
 {
@@ -423,17 +423,11 @@ TI void few_pass(int k, int nt, const void *const *w, const float *const *x, int
     for (int r = 0; r < RM; r++)
         _Pragma("GCC unroll 8")
         for (int t = 0; t < nt; t++) acc[r][t] = c ? _mm512_load_ps(park[r][t0 + t]) : _mm512_setzero_ps();
-    const int lines = (e - c + 31) / 32;   /* 64-byte lines of a row's block */
-    int fr = 0, fl = 0;                     /* FETCH_ALONG's next row and line */
     for (int i = c + 16 * p; i + 16 <= e; i += 32) {
-        if (fetch == FETCH_ACROSS)
+        if (fetch)
             _Pragma("GCC unroll 4")
-            for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w[r] + RM * 2 * (size_t)n + 2 * (i - 16), _MM_HINT_T1);
-        else if (fetch == FETCH_ALONG)
-            for (int q = 0; q < RM && fr < RM; q++) {
-                _mm_prefetch((const char *)w[fr] + RM * 2 * (size_t)n + 2 * (c + 32 * fl), _MM_HINT_T1);
-                if (++fl == lines) fl = 0, fr++;
-            }
+            for (int r = 0; r < RM; r++)
+                _mm_prefetch((const char *)w[r] + RM * 2 * (size_t)n + 2 * (i - 16 * p), _MM_HINT_T1);
         few_step(k, nt, w, x + t0, i, 0xffff, acc);
     }
     if (p && e == n && n % 16) few_step(k, nt, w, x + t0, n & ~15, tail_mask(n % 16), acc);
@@ -448,20 +442,12 @@ TI void few_pass(int k, int nt, const void *const *w, const float *const *x, int
 TI void few_tile(int k, int n1, int n2, const void *const *w, const float *const *x, int n, float *y)
 {
     _Alignas(64) float park[2][RM][FT][16];
-    /* rows a multiple of 2 KiB long, fetched side by side from memory, ran at
-     * 84-91 GFLOP/s against 91-100 with their blocks fetched one after
-     * another; other rows ran 1-3 % faster side by side (measurements.md) */
-    const int along = 2 * (size_t)n % 2048 == 0;
     int c = 0;
     do {   /* n >= 1: the first block sets every accumulator */
         int e = n - c < FKB ? n : c + FKB;
         for (int p = 0; p < 2; p++) {
-            /* each fetch a constant of its own inlined loop (one loop for all
-             * three cost the other rows 2-4 %) */
-            if (!p) few_pass(k, n1, w, x, 0, c, e, 0, n, FETCH_NONE, park[0]);
-            else if (along) few_pass(k, n1, w, x, 0, c, e, 1, n, FETCH_ALONG, park[1]);
-            else few_pass(k, n1, w, x, 0, c, e, 1, n, FETCH_ACROSS, park[1]);
-            if (n2) few_pass(k, n2, w, x, n1, c, e, p, n, FETCH_NONE, park[p]);
+            few_pass(k, n1, w, x, 0, c, e, p, n, 1, park[p]);
+            if (n2) few_pass(k, n2, w, x, n1, c, e, p, n, 0, park[p]);
         }
         c = e;
     } while (c < n);
