@@ -498,17 +498,26 @@ TI void few_chunks_f32(int n1, int n2, const void *const *w, const float *const 
     if (n2) park_sums(n2, (const float (*)[RM][TM][16])park[1], y + TM * RM);
 }
 
+/* The vectors the F32 and BF16 tiles for few vectors compute: those they
+ * really have (see hc_real_vectors), rounded up to 2, 4, 6 or FT (6 and 2 in
+ * two groups), the copies of an edge after. */
+TI int few_vectors(const void *const *x)
+{
+    int tn = hc_real_vectors(x, FT);
+    return tn > TM ? FT : tn > 4 ? TM : tn > 2 ? 4 : 2;
+}
+
 T static void few_f32(const hc_weight *w, const int *r, const void *const *x, float *y)
 {
     const void *rows[RM];
     const float *const *xf = (const float *const *)x;
-    int tn = hc_real_vectors(x, FT);
+    int nt = few_vectors(x);
     for (int i = 0; i < RM; i++) rows[i] = hc_float_row(w, r[i], 0);
-    if (tn <= 2) few_chunks_f32(2, 0, rows, xf, w->n, y);
-    else if (tn <= 4) few_chunks_f32(4, 0, rows, xf, w->n, y);
-    else if (tn <= TM) few_chunks_f32(TM, 0, rows, xf, w->n, y);
+    if (nt == 2) few_chunks_f32(2, 0, rows, xf, w->n, y);
+    else if (nt == 4) few_chunks_f32(4, 0, rows, xf, w->n, y);
+    else if (nt == TM) few_chunks_f32(TM, 0, rows, xf, w->n, y);
     else few_chunks_f32(TM, 2, rows, xf, w->n, y);
-    hc_copy_edge(y, tn <= 2 ? 2 : tn <= 4 ? 4 : tn <= TM ? TM : FT, RM, FT);
+    hc_copy_edge(y, nt, RM, FT);
 }
 
 /* hc_kernel.dots for F32: DOTS_F32 rows side by side with one vector (a
@@ -721,16 +730,17 @@ TBI void few_bf16(int dp, int n1, int n2, const uint16_t *const *w, const uint16
     }
 }
 
-/* few_bf16 over the vectors it really has: 2, 4 or 6 in one group, 7 and 8
- * as 6 and 2. */
+/* few_bf16 over few_vectors' vectors: 2, 4 or 6 in one group, 7 and 8 as 6
+ * and 2. */
+_Static_assert(BTM == TM, "few_vectors' groups are the BF16 tile's too");
 TBI void few_bf16_any(int dp, const uint16_t *const *w, const uint16_t *const *x, int n, float *y)
 {
-    int tn = hc_real_vectors((const void *const *)x, FT);
-    if (tn > BTM) few_bf16(dp, BTM, 2, w, x, n, y);
-    else if (tn > 4) few_bf16(dp, BTM, 0, w, x, n, y);
-    else if (tn > 2) few_bf16(dp, 4, 0, w, x, n, y);
+    int nt = few_vectors((const void *const *)x);
+    if (nt == FT) few_bf16(dp, BTM, 2, w, x, n, y);
+    else if (nt == BTM) few_bf16(dp, BTM, 0, w, x, n, y);
+    else if (nt == 4) few_bf16(dp, 4, 0, w, x, n, y);
     else few_bf16(dp, 2, 0, w, x, n, y);
-    hc_copy_edge(y, tn > BTM ? FT : tn > 4 ? BTM : tn > 2 ? 4 : 2, BRM, FT);
+    hc_copy_edge(y, nt, BRM, FT);
 }
 
 TB static void few_b(const hc_weight *w, const int *r, const void *const *x, float *y)
