@@ -160,10 +160,11 @@ static void act_prepare_int8(const hc_gptq *g, const float *x, void *act)
         for (int i = 0; i < 32; i++) {
             const int8_t q = (int8_t)round_half_away(v[i] * id);
             (i < 16 ? c->lo : c->hi)[G][16 * m + i % 16] = q;
+            (i < 16 ? c->planes.lo : c->planes.hi)[i % 16 / 4][4 * (4 * m + G) + i % 4] = q;
             sum += q;
         }
         const int l8 = b % 16 / 8 * 8 + 4 * (b % 2) + b % 8 / 2;
-        c->d[4 * m + G] = c->d8[l8] = d;
+        c->d[4 * m + G] = c->d8[l8] = c->planes.d[4 * m + G] = d;
         c->sidx[4 * m + G] = c->sidx8[l8] = 2 * (b / gb);
         xz[2 * (b / gb) + 1] += d * (float)sum;
     }

@@ -87,6 +87,16 @@ typedef struct {
     int8_t hi[4][64];   /* hi[g][16m + i]: element 16 + i */
     int32_t sidx8[16];  /* the same for the AVX2 kernels' halves of 8 blocks: */
     float d8[16];       /* lane 8h + 4m + p is block 8h + 2p + m */
+    /* The same values in planes, where AVX-512's tile for few vectors meets
+     * each row's codes after dword permutes (x16.h's hc_x16_act in
+     * HC_X16_PLANES, with no correction: the codes are unsigned): lane 4m+g
+     * of plane i holds block 4g+m's elements 4i .. 4i + 3 in lo[i] and 16 +
+     * 4i .. in hi[i]; d as above. */
+    struct {
+        int8_t lo[4][64], hi[4][64];
+        int32_t corr[16];   /* zero */
+        float d[16];
+    } planes;
 } hc_gptq_xchunk;
 
 static inline int hc_gptq_chunks(const hc_gptq *g) { return (g->kp / 32 + HC_GPTQ_CHUNK - 1) / HC_GPTQ_CHUNK; }

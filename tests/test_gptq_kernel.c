@@ -184,9 +184,10 @@ static void check_batch(int n, int rows, int gs, int shuffled, int B)
 
 static void check_shape(int n, int rows, int gs, int shuffled)
 {
-    /* 3, 6, 8: AVX2's tile for few vectors, AVX-512's half and whole tile;
-     * 12, 13: whole tiles and an edge */
-    static const int batches[] = { 3, 6, 8, 12, 13 };
+    /* 2: dots; 3 .. 8: AVX2's tile for few vectors, AVX-512's tile (run
+     * on 4, 6 or 8 vectors, the last repeated); 12, 13: whole tiles and an
+     * edge */
+    static const int batches[] = { 2, 3, 4, 5, 6, 7, 8, 12, 13 };
     for (size_t i = 0; i < sizeof batches / sizeof *batches; i++) check_batch(n, rows, gs, shuffled, batches[i]);
 }
 

@@ -921,7 +921,7 @@ T static float dot_q8(const hc_weight *w, int r, const void *xa)
 #define T8 8
 #define R4 2              /* Q4_0 tile: rows x vectors */
 #define T4 4
-#define FR 3              /* the tile for few vectors (few_chunk): rows x vectors */
+#define FR 3              /* the tile for few vectors (few_chunk; GPTQ's tile): rows x vectors */
 #define FX 8
 
 /* The Q8_0 tile, as dot_q8: each row chunk spread once for the vectors,
@@ -1127,9 +1127,9 @@ TI void q4_unpack(const block_q4_0 *q, __m512i lo[4], __m512i hi[4], __m512 *dw,
 /* acc + the 16 block sums C of a chunk (lane 4m+g = block 4g+m) times their
  * weight and activation scales: one convert and one FMA, the same in every
  * Q4_0 dot and tile, so every way has the same bits. */
-TI __m512 q4_scaled(__m512i C, __m512 dw, const xq4 *x, __m512 acc)
+TI __m512 q4_scaled(__m512i C, __m512 dw, __m512 xd, __m512 acc)
 {
-    return _mm512_fmadd_ps(_mm512_mul_ps(dw, x->d), _mm512_cvtepi32_ps(C), acc);
+    return _mm512_fmadd_ps(_mm512_mul_ps(dw, xd), _mm512_cvtepi32_ps(C), acc);
 }
 
 /* acc + the dot of an unpacked chunk with activation chunk x: the 16 block
@@ -1146,7 +1146,7 @@ TI __m512 q4_fma(const __m512i lo[4], const __m512i hi[4], __m512 dw, const xq4 
     __m512i A = _mm512_madd_epi16(_mm512_packs_epi32(D[0], D[1]), ones);
     __m512i B = _mm512_madd_epi16(_mm512_packs_epi32(D[2], D[3]), ones);
     __m512i C = _mm512_dpwssd_epi32(x->corr, _mm512_packs_epi32(A, B), ones);
-    return q4_scaled(C, dw, x, acc);
+    return q4_scaled(C, dw, x->d, acc);
 }
 
 /* A chunk of t blocks in chunks of 16 (x16.h) at p, Q4_0's or (q8)
@@ -1187,7 +1187,7 @@ TI __m512 q4x16_fma(const __m512i lo[4], const __m512i hi[4], __m512 dw, const x
         D[i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(i ? _mm512_setzero_si512() : x->corr, lo[i], x->lo[i]), hi[i],
                                    x->hi[i]);
     __m512i C = _mm512_add_epi32(_mm512_add_epi32(D[0], D[1]), _mm512_add_epi32(D[2], D[3]));
-    return q4_scaled(C, dw, x, acc);
+    return q4_scaled(C, dw, x->d, acc);
 }
 
 /* How a row's chunks are unpacked: Q4_0 from ggml's layout with dword or
@@ -1228,6 +1228,10 @@ TI const uint8_t *how_row(const hc_weight *w, int r, const int how)
  * load for each), and loads are what bound the chunks' tile; Clang's
  * _mm512_reduce_add_ps may reassociate, so it drops a permute before it. */
 #define IN_REGISTER(v) __asm__("" : "+v"(v))
+/* A pointer the compiler cannot follow, so that values stored behind it are
+ * not carried in registers from one pass to the next (GCC carried
+ * tile_gptq's parked sums, spilled, and stored each twice a chunk). */
+#define IN_REGISTER_PTR(p) __asm__("" : "+r"(p))
 
 /* A row's sum of its 16 lanes. Q8_0 in chunks of 16 holds block 4g+m in
  * lane 4m+g (x16.h), where dot_q8 holds block 8(M/2) + 2q + M%2 in lane
@@ -1388,7 +1392,7 @@ TI void x16_chunks(const uint8_t *const q[R4], int nb, const xq4 *const *xc, int
             }
             _Pragma("GCC unroll 4")
             for (int r = 0; r < R4; r++)
-                acc[r][t] = q4_scaled(_mm512_add_epi32(D[r][0], D[r][1]), dw[r], x, acc[r][t]);
+                acc[r][t] = q4_scaled(_mm512_add_epi32(D[r][0], D[r][1]), dw[r], x->d, acc[r][t]);
         }
     }
 }
@@ -1521,16 +1525,45 @@ TI __m512 x16_scales(const uint8_t *p, int t)
  * decoded at once). tile_x16 takes 4 vectors, so a step of 8 read each row
  * tile twice (from memory, as a step's rows are all new); here FR rows meet
  * FX vectors. The rows' chunks are unpacked once into 24 registers, then
- * the vectors go one after another: each activation line loaded once for
- * the rows, a pair's block sums one chain of 8 vpdpbusd from the correction
- * (exact integers, so any order), then q4_scaled into the pair's sum parked
- * in memory between chunks: dot_q4_as's bits. With the vectors outer only a
- * vector's FR chains are live, where planes outer held all pairs' chains
- * beside the lines (2 rows: 16 chains, and lines spilled to the stack), so
- * three rows fit and share each activation line (docs/design/kernels.md, "a
- * tile for few vectors"). Chunk c (t blocks) of the rows for the first nt
- * vectors: */
-TI void few_chunk(const uint8_t *const q[FR], int nb, const xq4 *const *xc, int nt, int c, int t, float *park,
+ * the vectors go one after another (few_planes_pass): each activation line loaded
+ * once for the rows, a pair's block sums one chain of 8 vpdpbusd from the
+ * correction (exact integers, so any order), then q4_scaled into the pair's
+ * sum parked in memory between chunks: dot_q4_as's bits. With the vectors
+ * outer only a vector's FR chains are live, where planes outer held all
+ * pairs' chains beside the lines (2 rows: 16 chains, and lines spilled to
+ * the stack), so three rows fit and share each activation line
+ * (docs/design/kernels.md, "a tile for few vectors"). The pass over a chunk
+ * of the rows, unpacked into planes lo / hi with their block scales dw, for
+ * the first nt vectors, vector v's chunk (xq4's layout, not necessarily
+ * aligned: GPTQ's activations) at byte `at` of xv[v]: */
+TI void few_planes_pass(const __m512i lo[FR][4], const __m512i hi[FR][4], const __m512 dw[FR], const void *const *xv,
+                 size_t at, int nt, float *park)
+{
+    _Pragma("GCC unroll 8")
+    for (int v = 0; v < nt; v++) {
+        const char *x = (const char *)xv[v] + at;
+        __m512i D[FR];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < FR; r++) D[r] = _mm512_loadu_si512(x + offsetof(xq4, corr));
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < 4; i++) {
+            __m512i xl = _mm512_loadu_si512(x + offsetof(xq4, lo) + 64 * i), xh = _mm512_loadu_si512(x + offsetof(xq4, hi) + 64 * i);
+            IN_REGISTER(xl);
+            IN_REGISTER(xh);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < FR; r++)
+                D[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(D[r], lo[r][i], xl), hi[r][i], xh);
+        }
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < FR; r++) {
+            float *s = park + (r * FX + v) * 16;
+            _mm512_store_ps(s, q4_scaled(D[r], dw[r], _mm512_loadu_ps(x + offsetof(xq4, d)), _mm512_load_ps(s)));
+        }
+    }
+}
+
+/* Chunk c (t blocks) of the rows (Q4_0's or Q8_0's: how). */
+TI void few_chunk(const uint8_t *const q[FR], int nb, const void *const *xv, int nt, int c, int t, float *park,
                   const int how)
 {
     const size_t chunk = HOW_BLOCK(how) * Q4_CHUNK;
@@ -1544,35 +1577,15 @@ TI void few_chunk(const uint8_t *const q[FR], int nb, const xq4 *const *xc, int 
         for (int i = 0; i < 4; i++) x16_plane(p, t, i, &lo[r][i], &hi[r][i], how == Q8_X16);
         dw[r] = x16_scales(p, t);
     }
-    _Pragma("GCC unroll 8")
-    for (int v = 0; v < nt; v++) {
-        const xq4 *x = xc[v] + c;
-        __m512i D[FR];
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < FR; r++) D[r] = x->corr;
-        _Pragma("GCC unroll 4")
-        for (int i = 0; i < 4; i++) {
-            __m512i xl = _mm512_load_si512(&x->lo[i]), xh = _mm512_load_si512(&x->hi[i]);
-            IN_REGISTER(xl);
-            IN_REGISTER(xh);
-            _Pragma("GCC unroll 4")
-            for (int r = 0; r < FR; r++)
-                D[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(D[r], lo[r][i], xl), hi[r][i], xh);
-        }
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < FR; r++) {
-            float *s = park + (r * FX + v) * 16;
-            _mm512_store_ps(s, q4_scaled(D[r], dw[r], x, _mm512_load_ps(s)));
-        }
-    }
+    few_planes_pass(lo, hi, dw, xv, sizeof(xq4) * (size_t)c, nt, park);
 }
 
 /* Whole chunks with their size a constant, a row's short last one apart. */
-TI void few_chunks(const uint8_t *const q[FR], int nb, const xq4 *const *xc, int nt, float *park, const int how)
+TI void few_chunks(const uint8_t *const q[FR], int nb, const void *const *xv, int nt, float *park, const int how)
 {
     for (int c = 0; c * Q4_CHUNK < nb; c++) {
-        if (nb - c * Q4_CHUNK >= Q4_CHUNK) few_chunk(q, nb, xc, nt, c, Q4_CHUNK, park, how);
-        else few_chunk(q, nb, xc, nt, c, nb - c * Q4_CHUNK, park, how);
+        if (nb - c * Q4_CHUNK >= Q4_CHUNK) few_chunk(q, nb, xv, nt, c, Q4_CHUNK, park, how);
+        else few_chunk(q, nb, xv, nt, c, nb - c * Q4_CHUNK, park, how);
     }
 }
 
@@ -1582,11 +1595,10 @@ TI void few_x16(const hc_weight *wt, const int *rows, const void *const *xv, flo
 {
     const uint8_t *q[FR];
     const int nb = x16_rows(wt, rows, FR, q, how), tn = hc_real_vectors(xv, FX);
-    const xq4 *const *xc = (const xq4 *const *)xv;
     _Alignas(64) float park[FR * FX * 16] = { 0 };
-    if (tn <= 4) few_chunks(q, nb, xc, 4, park, how);
-    else if (tn <= 6) few_chunks(q, nb, xc, 6, park, how);
-    else few_chunks(q, nb, xc, FX, park, how);
+    if (tn <= 4) few_chunks(q, nb, xv, 4, park, how);
+    else if (tn <= 6) few_chunks(q, nb, xv, 6, park, how);
+    else few_chunks(q, nb, xv, FX, park, how);
     x16_park_sums(xv, park, FR, FX, y, how);
 }
 
@@ -1654,10 +1666,10 @@ const hc_kernel hc_avx512_q8x16 = { .prepare = prepare_q8, .arranged_bytes = hc_
  * chunks are (the codes are unsigned, so no correction), then one multiply
  * (activation scale by group scale, gathered per block) and one FMA; the
  * zero terms ({s, -s·z} pairs times {0, X̃}) go into the same accumulator
- * after the last block. Other group sizes take the reference. ---- */
-
-#define RG 2              /* GPTQ tile: rows x vectors */
-#define TG 8
+ * after the last block. The dots reduce each block's four lanes after the
+ * vpdpbusd (gq_fma); the tile permutes a row's chunk into planes once, so
+ * that its vectors' sums need no reduction (gq_planes). Other group sizes
+ * take the reference. ---- */
 
 /* One row's chunk: codes of group g in lo[g] / hi[g] (as xchunk's lo / hi),
  * and each block's group scale in xchunk's lane order. */
@@ -1665,6 +1677,9 @@ typedef struct {
     __m512i lo[4], hi[4];
     __m512 s;
 } wgq;
+_Static_assert(sizeof(((hc_gptq_xchunk *)0)->planes) == sizeof(xq4) &&
+                   offsetof(hc_gptq_xchunk, planes) % 64 == 0,
+               "an xchunk's planes are an xq4, aligned");
 
 /* Bytes [64i, 64i + 64) of a chunk at p; tail: only the rem bytes the row
  * has left from p, with masked loads. */
@@ -1675,28 +1690,60 @@ TI __m512i chunk_line(const char *p, int i, int tail, long rem)
     return _mm512_maskz_loadu_epi8(a >= 64 ? ~0ULL : a <= 0 ? 0 : (1ULL << a) - 1, p + 64 * i);
 }
 
-/* The chunk at p (rem bytes of the row left from p) and the scales of the
- * row's n2 floats of pairs sm that sidx names (n2 < 0: groups of 32). */
-TI void gq_load(const uint8_t *p, long rem, const float *sm, int n2, const hc_gptq_xchunk *x, wgq *w)
+/* The scales of a chunk's blocks (x's sidx) in a row's n2 floats of pairs
+ * sm (n2 < 0: groups of 32). */
+TI __m512 gq_scales(const float *sm, int n2, const hc_gptq_xchunk *x)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const int tail = rem < 256;
-    #pragma GCC unroll 4
-    for (int g = 0; g < 4; g++) {
-        __m512i z = chunk_line((const char *)p, g, tail, rem);
-        w->lo[g] = _mm512_and_si512(z, m4);
-        w->hi[g] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
-    }
     const __m512i idx = _mm512_loadu_si512(x->sidx);
-    if (n2 < 0) {   /* groups of 32: the 16 blocks have 16 scales */
-        w->s = _mm512_i32gather_ps(idx, sm, 4);
-        return;
-    }
+    if (n2 < 0) return _mm512_i32gather_ps(idx, sm, 4);   /* groups of 32: the 16 blocks have 16 scales */
     /* larger groups: the chunk's blocks lie in at most 8 groups from the
      * first one's (lane 0), whose 8 pairs one load holds */
     const int base = x->sidx[0], left = n2 - base;
     const __m512 win = _mm512_maskz_loadu_ps(left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1), sm + base);
-    w->s = _mm512_permutexvar_ps(_mm512_sub_epi32(idx, _mm512_set1_epi32(base)), win);
+    return _mm512_permutexvar_ps(_mm512_sub_epi32(idx, _mm512_set1_epi32(base)), win);
+}
+
+/* A line's low and high nibbles (codes 0..15). */
+TI void gq_nibbles(__m512i z, __m512i *lo, __m512i *hi)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    *lo = _mm512_and_si512(z, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+}
+
+/* The chunk at p (rem bytes of the row left from p) and its scales. */
+TI void gq_load(const uint8_t *p, long rem, const float *sm, int n2, const hc_gptq_xchunk *x, wgq *w)
+{
+    const int tail = rem < 256;
+    #pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) gq_nibbles(chunk_line((const char *)p, g, tail, rem), &w->lo[g], &w->hi[g]);
+    w->s = gq_scales(sm, n2, x);
+}
+
+/* The chunk at p as planes (the xchunk's planes meet them): lane 4m+g of
+ * plane i is block 4g+m's bytes 4i .. 4i + 3, dword 4m + i of the chunk's
+ * line g, by two rounds of dword permutes: lane 4m + 2j + h of a[k] (b[k])
+ * is line h's (2 + h's) dword 4m + 2k + j, then plane 2k + j takes lanes
+ * 4m + g of a[k] (g < 2) and b[k]. With the planes the block sums need no
+ * reduction between lanes (gq_fma's 6 packs and adds per vector): 8
+ * permutes a row's chunk serve all the vectors. */
+TI void gq_planes(const uint8_t *p, long rem, __m512i lo[4], __m512i hi[4])
+{
+    const int tail = rem < 256;
+    const __m512i i1[2] = { _mm512_setr_epi32(0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29),
+                            _mm512_setr_epi32(2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31) };
+    const __m512i i2[2] = { _mm512_setr_epi32(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
+                            _mm512_setr_epi32(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31) };
+    __m512i l[4], a[2], b[2];
+    _Pragma("GCC unroll 4")
+    for (int g = 0; g < 4; g++) l[g] = chunk_line((const char *)p, g, tail, rem);
+    _Pragma("GCC unroll 2")
+    for (int k = 0; k < 2; k++) {
+        a[k] = _mm512_permutex2var_epi32(l[0], i1[k], l[1]);
+        b[k] = _mm512_permutex2var_epi32(l[2], i1[k], l[3]);
+    }
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < 4; i++) gq_nibbles(_mm512_permutex2var_epi32(a[i / 2], i2[i % 2], b[i / 2]), &lo[i], &hi[i]);
 }
 
 /* acc + (d_b·s_g)·isum_b over the chunk's 16 blocks. */
@@ -1715,14 +1762,20 @@ TI __m512 gq_fma(const wgq *w, const hc_gptq_xchunk *x, __m512 acc)
     return _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(x->d), w->s), _mm512_cvtepi32_ps(C), acc);
 }
 
-/* acc + the zero terms: the n2 floats of a row's pairs times xz. */
-TI __m512 gq_zero(const float *sm, const float *xz, int n2, __m512 acc)
+/* acc[t] + the zero terms of a row with pairs sm for nt vectors: the n2
+ * floats of its pairs times those of vector t's (xv[t]'s hc_gptq_xz), 16 at
+ * a time in order, the vectors' chains side by side (a tile's pairs one
+ * after another were bound by the chains' latency: a fifth of the few
+ * vectors' tile at B = 8). */
+TI void gq_zeros(const hc_gptq *g, const float *sm, const void *const *xv, int nt, __m512 *acc)
 {
+    const int n2 = 2 * g->n_groups;
     for (int i = 0; i < n2; i += 16) {
         const __mmask16 m = n2 - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n2 - i)) - 1);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, sm + i), _mm512_loadu_ps(xz + i), acc);
+        const __m512 s = _mm512_maskz_loadu_ps(m, sm + i);
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) acc[t] = _mm512_fmadd_ps(s, _mm512_loadu_ps(hc_gptq_xz(g, xv[t]) + i), acc[t]);
     }
-    return acc;
 }
 
 T static float dot_gptq(const hc_weight *w, int r, const void *act)
@@ -1740,7 +1793,8 @@ T static float dot_gptq(const hc_weight *w, int r, const void *act)
         gq_load(row + 256 * (size_t)c, rb - 256L * c, sm, n2, x + c, &wc);
         acc = gq_fma(&wc, x + c, acc);
     }
-    return _mm512_reduce_add_ps(gq_zero(sm, hc_gptq_xz(g, act), 2 * g->n_groups, acc));
+    gq_zeros(g, sm, &act, 1, &acc);
+    return _mm512_reduce_add_ps(acc);
 }
 
 /* hc_kernel.dots of INT4-GPTQ: DOTS_GQ rows far apart (dots_q4_as's
@@ -1770,57 +1824,65 @@ T static void dots_gptq(const hc_weight *w, const int *r, const void *const *xa,
             gq_load(row[s] + 256 * (size_t)c, rb - 256L * c, sm[s], n2, x + c, &wc);
             acc[s] = gq_fma(&wc, x + c, acc[s]);
         }
-    for (int s = 0; s < DOTS_GQ; s++)
-        y[s] = _mm512_reduce_add_ps(gq_zero(sm[s], hc_gptq_xz(g, xa[0]), 2 * g->n_groups, acc[s]));
+    for (int s = 0; s < DOTS_GQ; s++) {
+        gq_zeros(g, sm[s], xa, 1, &acc[s]);
+        y[s] = _mm512_reduce_add_ps(acc[s]);
+    }
 }
 
-/* The GPTQ tile, as dot_gptq, for the first nt vectors (y[t * RG + r]):
- * each row chunk unpacked once for the vectors, then the zero terms. The
- * next row tile's chunk is fetched into L2 meanwhile
- * (hc_prefetch_next_tile; fetching the row's own bytes 4 KiB ahead, as this
- * tile did, held the down projection's 11008-wide rows to 127-134 GFLOP/s at
- * B = 8 against 163-174 at 4096 wide). */
-TI void gq_tile(const hc_gptq *g, const int *rows, const void *const *xv, int nt, float *y)
+/* The GPTQ tile (FR rows, FX vectors), as Q4_0's for few vectors: the
+ * rows' chunks in planes (gq_planes) with their blocks' group scales, then
+ * few_planes_pass over the vectors' planes, each pair's block sums one
+ * chain of 8 vpdpbusd (from the planes' zero correction) and gq_fma's
+ * multiply, convert and FMA, parked; then the zero terms: dot_gptq's bits.
+ * It serves prompts too: a 2 x 8 tile of gq_fma, with its reduction between
+ * lanes per pair, ran 207-213 GFLOP/s at B = 64 against 244-248
+ * (bench_kernels cpu avx512 4096 11008 64). On the first nt vectors: */
+TI void gq_chunks(const hc_gptq *g, const uint8_t *const w[FR], const float *const sm[FR], const void *const *xv,
+                  int nt, float *park)
 {
-    const hc_gptq_xchunk *const *x = (const hc_gptq_xchunk *const *)xv;
     const long rb = g->kp / 2;
     const int n2 = g->gs == 32 ? -1 : 2 * g->n_groups;
-    const uint8_t *w[RG];
-    const float *sm[RG];
-    __m512 acc[RG][TG];
-    hc_gptq_tile_rows(g, rows, RG, w, sm);
-    _Pragma("GCC unroll 2")
-    for (int r = 0; r < RG; r++)
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < nt; t++) acc[r][t] = _mm512_setzero_ps();
     for (int c = 0; c < hc_gptq_chunks(g); c++) {
-        _Pragma("GCC unroll 2")
-        for (int r = 0; r < RG; r++) {
-            wgq wc;
-            gq_load(w[r] + 256 * (size_t)c, rb - 256L * c, sm[r], n2, x[0] + c, &wc);
-            hc_prefetch_next_tile(w[r] + 256 * (size_t)c, (size_t)rb * RG, 256);
-            _Pragma("GCC unroll 8")
-            for (int t = 0; t < nt; t++) acc[r][t] = gq_fma(&wc, x[t] + c, acc[r][t]);
+        const hc_gptq_xchunk *x = (const hc_gptq_xchunk *)xv[0] + c;
+        __m512i lo[FR][4], hi[FR][4];
+        __m512 s[FR];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < FR; r++) {
+            const uint8_t *p = w[r] + 256 * (size_t)c;
+            hc_prefetch_next_tile(p, (size_t)rb * FR, 256);
+            gq_planes(p, rb - 256L * c, lo[r], hi[r]);
+            s[r] = gq_scales(sm[r], n2, x);
         }
+        float *sums = park;
+        IN_REGISTER_PTR(sums);
+        few_planes_pass(lo, hi, s, xv, sizeof(hc_gptq_xchunk) * (size_t)c + offsetof(hc_gptq_xchunk, planes), nt, sums);
     }
-    for (int r = 0; r < RG; r++)
-        for (int t = 0; t < nt; t++)
-            y[t * RG + r] = _mm512_reduce_add_ps(gq_zero(sm[r], hc_gptq_xz(g, xv[t]), 2 * g->n_groups, acc[r][t]));
 }
 
-/* Half a tile when it really has at most half its vectors (B = 4 computed
- * 4 copies of the last vector). */
 T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
 {
     const hc_gptq *g = wt->ext;
     if (!hc_gptq_int8(g)) {
-        hc_ref_gptq_tile(wt, rows, RG, xv, TG, y);
-    } else if (hc_real_vectors(xv, TG) > TG / 2) {
-        gq_tile(g, rows, xv, TG, y);
-    } else {
-        gq_tile(g, rows, xv, TG / 2, y);
-        hc_copy_edge(y, TG / 2, RG, TG);
+        hc_ref_gptq_tile(wt, rows, FR, xv, FX, y);
+        return;
     }
+    const uint8_t *w[FR];
+    const float *sm[FR];
+    hc_gptq_tile_rows(g, rows, FR, w, sm);
+    const int tn = hc_real_vectors(xv, FX);
+    _Alignas(64) float park[FR * FX * 16] = { 0 };
+    if (tn <= 4) gq_chunks(g, w, sm, xv, 4, park);
+    else if (tn <= 6) gq_chunks(g, w, sm, xv, 6, park);
+    else gq_chunks(g, w, sm, xv, FX, park);
+    for (int r = 0; r < FR; r++) {
+        __m512 acc[FX];
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < FX; t++) acc[t] = _mm512_load_ps(park + (r * FX + t) * 16);
+        gq_zeros(g, sm[r], xv, FX, acc);
+        for (int t = 0; t < tn; t++) y[t * FR + r] = _mm512_reduce_add_ps(acc[t]);
+    }
+    hc_copy_edge(y, tn, FR, FX);
 }
 
 /* Down columns (groups of one element, no perm: kernels_gptq.h), 16 elements
@@ -1851,7 +1913,7 @@ T static void axpy_gptq(const hc_weight *w, int r, int c0, int c1, float a, floa
     if (c < c1) hc_ref_gptq_axpy(w, r, c, c1, a, y + (c - c0));
 }
 
-const hc_kernel hc_avx512_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .tile = tile_gptq, .rm = RG,
-                                   .tm = TG, .tile_min = 3, .dots = dots_gptq, .dots_rm = DOTS_GQ,
+const hc_kernel hc_avx512_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .tile = tile_gptq, .rm = FR,
+                                   .tm = FX, .tile_min = 3, .dots = dots_gptq, .dots_rm = DOTS_GQ,
                                    .dots_when = HC_DOTS_BY_CPU, .axpy = axpy_gptq };
 #endif
