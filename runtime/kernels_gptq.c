@@ -125,7 +125,8 @@ void hc_gptq_free(hc_gptq *g)
 size_t hc_gptq_act_bytes(const hc_gptq *g)
 {
     if (hc_gptq_int8(g))
-        return sizeof(hc_gptq_xchunk) * (size_t)hc_gptq_chunks(g) + sizeof(float) * (((size_t)g->n_groups * 2 + 15) / 16 * 16);
+        return (sizeof(hc_gptq_xchunk) + sizeof(hc_gptq_xplanes)) * (size_t)hc_gptq_chunks(g) +
+               sizeof(float) * (((size_t)g->n_groups * 2 + 15) / 16 * 16);
     return sizeof(float) * ((size_t)g->kp + (size_t)g->n_groups);
 }
 
@@ -145,6 +146,7 @@ static void act_prepare_int8(const hc_gptq *g, const float *x, void *act)
     const int nb = g->kp / 32, gb = g->gs / 32;
     hc_gptq_xchunk *xc = act;
     float *xz = (float *)(xc + hc_gptq_chunks(g));
+    hc_gptq_xplanes *xp = (hc_gptq_xplanes *)hc_gptq_planes(g, act);
     memset(act, 0, hc_gptq_act_bytes(g));
     for (int b = 0; b < nb; b++) {
         float v[32], amax = 0.0f;
@@ -155,16 +157,17 @@ static void act_prepare_int8(const hc_gptq *g, const float *x, void *act)
         }
         const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         hc_gptq_xchunk *c = xc + b / HC_GPTQ_CHUNK;
+        hc_gptq_xplanes *p = xp + b / HC_GPTQ_CHUNK;
         const int G = b % 16 / 4, m = b % 4;
         int sum = 0;
         for (int i = 0; i < 32; i++) {
             const int8_t q = (int8_t)round_half_away(v[i] * id);
             (i < 16 ? c->lo : c->hi)[G][16 * m + i % 16] = q;
-            (i < 16 ? c->planes.lo : c->planes.hi)[i % 16 / 4][4 * (4 * m + G) + i % 4] = q;
+            (i < 16 ? p->lo : p->hi)[i % 16 / 4][4 * (4 * m + G) + i % 4] = q;
             sum += q;
         }
         const int l8 = b % 16 / 8 * 8 + 4 * (b % 2) + b % 8 / 2;
-        c->d[4 * m + G] = c->d8[l8] = c->planes.d[4 * m + G] = d;
+        c->d[4 * m + G] = c->d8[l8] = p->d[4 * m + G] = d;
         c->sidx[4 * m + G] = c->sidx8[l8] = 2 * (b / gb);
         xz[2 * (b / gb) + 1] += d * (float)sum;
     }

@@ -77,8 +77,9 @@ static inline int hc_gptq_int8(const hc_gptq *g) { return g->gs % 32 == 0; }
 /* Prepared activation, int8 product: kp / 32 blocks in chunks of 16, laid
  * out for the SIMD kernels (lane 4m+g of a chunk's reductions is its block
  * 4g+m: kernels_avx512.c), then the group sums as pairs {0, X̃_g} (so a row's
- * {s, −s·z} pairs times them is the zero term), zero-padded to 16 floats.
- * Blocks past kp / 32 are zero with sidx 0. */
+ * {s, −s·z} pairs times them is the zero term), zero-padded to 16 floats,
+ * then the chunks in planes (hc_gptq_xplanes). Blocks past kp / 32 are zero
+ * with sidx 0. */
 #define HC_GPTQ_CHUNK 16
 typedef struct {
     int32_t sidx[16];   /* lane 4m+g: 2 x the group of block 4g+m (its scale's index in a row's pairs) */
@@ -87,23 +88,28 @@ typedef struct {
     int8_t hi[4][64];   /* hi[g][16m + i]: element 16 + i */
     int32_t sidx8[16];  /* the same for the AVX2 kernels' halves of 8 blocks: */
     float d8[16];       /* lane 8h + 4m + p is block 8h + 2p + m */
-    /* The same values in planes, where AVX-512's tile for few vectors meets
-     * each row's codes after dword permutes (x16.h's hc_x16_act in
-     * HC_X16_PLANES, with no correction: the codes are unsigned): lane 4m+g
-     * of plane i holds block 4g+m's elements 4i .. 4i + 3 in lo[i] and 16 +
-     * 4i .. in hi[i]; d as above. */
-    struct {
-        int8_t lo[4][64], hi[4][64];
-        int32_t corr[16];   /* zero */
-        float d[16];
-    } planes;
 } hc_gptq_xchunk;
 
+/* After the pairs, the chunks' values again in planes, where the AVX-512
+ * tile meets each row's codes after dword permutes (x16.h's hc_x16_act in
+ * HC_X16_PLANES, with no correction: the codes are unsigned): lane 4m+g of
+ * plane i holds block 4g+m's elements 4i .. 4i + 3 in lo[i] and 16 + 4i ..
+ * in hi[i]; d as the chunk's. */
+typedef struct {
+    int8_t lo[4][64], hi[4][64];
+    int32_t corr[16];   /* zero */
+    float d[16];
+} hc_gptq_xplanes;
+
 static inline int hc_gptq_chunks(const hc_gptq *g) { return (g->kp / 32 + HC_GPTQ_CHUNK - 1) / HC_GPTQ_CHUNK; }
-/* The {0, X̃_g} pairs after the chunks. */
+/* The {0, X̃_g} pairs after the chunks, and the planes after them. */
 static inline const float *hc_gptq_xz(const hc_gptq *g, const void *act)
 {
     return (const float *)((const hc_gptq_xchunk *)act + hc_gptq_chunks(g));
+}
+static inline const hc_gptq_xplanes *hc_gptq_planes(const hc_gptq *g, const void *act)
+{
+    return (const hc_gptq_xplanes *)(hc_gptq_xz(g, act) + ((size_t)g->n_groups * 2 + 15) / 16 * 16);
 }
 /* The rounded activation's value at position k, and block b's scale. */
 static inline int hc_gptq_xq(const void *act, int k)

@@ -225,7 +225,7 @@ static void test_kernels_vs_ref(void)
             const char *gt = hc_weight_type_name(&gate), *dt = hc_weight_type_name(&down);
             float x[N], y[NB][N], y2[NB][N], yr[N], h[NB][K], h2[NB][K], hr[K];
             uint8_t mask[NB][K];
-            enum { XS = 2048 };   /* a stride larger than the prepared vector (GPTQ's int8 chunk: 1472 bytes) */
+            enum { XS = 2048 };   /* a stride larger than the prepared vector (GPTQ's int8 chunks and planes: 1472 bytes) */
             char xp[NB][XS];
             CHECK(hc_weight_act_bytes(&gate) < XS);
             for (int b = 0; b < NB; b++) {

@@ -1677,9 +1677,9 @@ typedef struct {
     __m512i lo[4], hi[4];
     __m512 s;
 } wgq;
-_Static_assert(sizeof(((hc_gptq_xchunk *)0)->planes) == sizeof(xq4) &&
-                   offsetof(hc_gptq_xchunk, planes) % 64 == 0,
-               "an xchunk's planes are an xq4, aligned");
+_Static_assert(sizeof(hc_gptq_xplanes) == sizeof(xq4) && offsetof(hc_gptq_xplanes, corr) == offsetof(xq4, corr) &&
+                   offsetof(hc_gptq_xplanes, d) == offsetof(xq4, d),
+               "an activation's planes are an xq4");
 
 /* Bytes [64i, 64i + 64) of a chunk at p; tail: only the rem bytes the row
  * has left from p, with masked loads. */
@@ -1832,7 +1832,7 @@ T static void dots_gptq(const hc_weight *w, const int *r, const void *const *xa,
 
 /* The GPTQ tile (FR rows, FX vectors), as Q4_0's for few vectors: the
  * rows' chunks in planes (gq_planes) with their blocks' group scales, then
- * few_planes_pass over the vectors' planes, each pair's block sums one
+ * few_planes_pass over the vectors' planes (hc_gptq_planes), each pair's block sums one
  * chain of 8 vpdpbusd (from the planes' zero correction) and gq_fma's
  * multiply, convert and FMA, parked; then the zero terms: dot_gptq's bits.
  * It serves prompts too: a 2 x 8 tile of gq_fma, with its reduction between
@@ -1841,6 +1841,8 @@ T static void dots_gptq(const hc_weight *w, const int *r, const void *const *xa,
 TI void gq_chunks(const hc_gptq *g, const uint8_t *const w[FR], const float *const sm[FR], const void *const *xv,
                   int nt, float *park)
 {
+    const void *xp[FX];
+    for (int t = 0; t < nt; t++) xp[t] = hc_gptq_planes(g, xv[t]);
     const long rb = g->kp / 2;
     const int n2 = g->gs == 32 ? -1 : 2 * g->n_groups;
     for (int c = 0; c < hc_gptq_chunks(g); c++) {
@@ -1856,7 +1858,7 @@ TI void gq_chunks(const hc_gptq *g, const uint8_t *const w[FR], const float *con
         }
         float *sums = park;
         IN_REGISTER_PTR(sums);
-        few_planes_pass(lo, hi, s, xv, sizeof(hc_gptq_xchunk) * (size_t)c + offsetof(hc_gptq_xchunk, planes), nt, sums);
+        few_planes_pass(lo, hi, s, xp, sizeof(hc_gptq_xplanes) * (size_t)c, nt, sums);
     }
 }
 

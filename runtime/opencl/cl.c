@@ -12,7 +12,7 @@
 #include "kernels_gptq.h"
 
 /* The GPTQ int8 activation as the device kernel reads it (kernels/hot_rows.cl, x_gptq). */
-_Static_assert(sizeof(hc_gptq_xchunk) == 1408 && offsetof(hc_gptq_xchunk, d) == 64 &&
+_Static_assert(sizeof(hc_gptq_xchunk) == 768 && offsetof(hc_gptq_xchunk, d) == 64 &&
                offsetof(hc_gptq_xchunk, lo) == 128 && offsetof(hc_gptq_xchunk, hi) == 384,
                "hc_gptq_xchunk's layout is written into the OpenCL source");
 

@@ -118,10 +118,9 @@ float8 dots##NT##_##T(DOTS_ARGS) { \
 }
 DOTS_Q(1, q8_0, q8) DOTS_Q(8, q8_0, q8) DOTS_Q(1, q4_0, q4) DOTS_Q(8, q4_0, q4)
 /* x: the prepared GPTQ activation (kernels_gptq.h): for gs % 32 == 0 the
-   int8 blocks in chunks of 16 (1408 bytes: sidx[16] at 0, d[16] at 64,
-   lo[4][64] at 128, hi[4][64] at 384, the rest the CPU's; block 4g+m's
-   scale is d[4m+g], its element i < 16 lo[g][16m+i], 16 + i
-   hi[g][16m+i]), then the groups' pairs
+   int8 blocks in chunks of 16 (768 bytes: sidx[16] at 0, d[16] at 64,
+   lo[4][64] at 128, hi[4][64] at 384; block 4g+m's scale is d[4m+g], its
+   element i < 16 lo[g][16m+i], 16 + i hi[g][16m+i]), then the groups' pairs
    {0, X_g} (X_g: the group's sum of d * q); else kp floats in the row's
    position order. */
 /* code k of a row of nibbles in 16-byte blocks of 32 (Q4_0, GPTQ: low
@@ -137,12 +136,12 @@ int nibble(__global const uchar *w, int k) {
    the pairs after the input's chunks). */
 #define GPTQ_BLOCK(t) \
     if ((t) < tile_n && on[t]) { \
-        __global const uchar *xt = x + (size_t)(t) * x_bytes, *xc = xt + (size_t)(b / 16) * 1408; \
+        __global const uchar *xt = x + (size_t)(t) * x_bytes, *xc = xt + (size_t)(b / 16) * 768; \
         const int bb = b % 16, at = 64 * (bb / 4) + 16 * (bb % 4); \
         const float dx = ((__global const float *)(xc + 64))[4 * (bb % 4) + bb / 4]; \
         float term = pair.x * ((float)bsum_g4(a, c, *(__global const uint4 *)(xc + 128 + at), \
                                              *(__global const uint4 *)(xc + 384 + at)) * dx); \
-        if (first) term += pair.y * ((__global const float *)(xt + (size_t)chunks * 1408))[2 * j + 1]; \
+        if (first) term += pair.y * ((__global const float *)(xt + (size_t)chunks * 768))[2 * j + 1]; \
         s[t] += term; \
     }
 /* gs % 32 == 0: an item a 32-block at a time (common.cl's words_g4, bsum_g4);
