@@ -1226,16 +1226,19 @@ TI __m256 gq_fma(const wgq *w, const hc_gptq_xchunk *c, int h, __m256 acc)
     return _mm256_fmadd_ps(_mm256_mul_ps(d, w->s), _mm256_cvtepi32_ps(block_sums(P)), acc);
 }
 
-/* The zero terms (the n2 floats of a row's pairs times xz) added to acc,
- * then its sum. */
-TI float gq_zero(const float *sm, const float *xz, int n2, __m256 acc)
+/* acc[t] + the zero terms of a row with pairs sm for nt vectors: the n2
+ * floats of its pairs times those of vector t's (xv[t]'s hc_gptq_xz), 8 at
+ * a time in order, the vectors' chains side by side (as AVX-512's: one pair
+ * after another they were bound by the chains' latency). */
+TI void gq_zeros(const hc_gptq *g, const float *sm, const void *const *xv, int nt, __m256 *acc)
 {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const int n2 = 2 * g->n_groups;
     for (int i = 0; i < n2; i += 8) {
-        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n2 - i), lane);
-        acc = _mm256_fmadd_ps(_mm256_maskload_ps(sm + i, m), _mm256_loadu_ps(xz + i), acc);
+        const __m256 s = _mm256_maskload_ps(sm + i, _mm256_cmpgt_epi32(_mm256_set1_epi32(n2 - i), lane));
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < nt; t++) acc[t] = _mm256_fmadd_ps(s, _mm256_loadu_ps(hc_gptq_xz(g, xv[t]) + i), acc[t]);
     }
-    return hsum(acc);
 }
 
 T static float dot_gptq(const hc_weight *w, int r, const void *act)
@@ -1259,7 +1262,8 @@ T static float dot_gptq(const hc_weight *w, int r, const void *act)
             acc = gq_fma(&wc, x + c, h, acc);
         }
     }
-    return gq_zero(sm, hc_gptq_xz(g, act), 2 * g->n_groups, acc);
+    gq_zeros(g, sm, &act, 1, &acc);
+    return hsum(acc);
 }
 
 /* The GPTQ tile, as dot_gptq, for the first nt vectors (y[t * RG + r]):
@@ -1293,8 +1297,10 @@ TI void gq_tile(const hc_gptq *g, const int *rows, const void *const *xv, int nt
             }
         }
     }
-    for (int r = 0; r < RG; r++)
-        for (int t = 0; t < nt; t++) y[t * RG + r] = gq_zero(sm[r], hc_gptq_xz(g, xv[t]), 2 * g->n_groups, acc[r][t]);
+    for (int r = 0; r < RG; r++) {
+        gq_zeros(g, sm[r], xv, nt, acc[r]);
+        for (int t = 0; t < nt; t++) y[t * RG + r] = hsum(acc[r][t]);
+    }
 }
 
 T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const *xv, float *y)
