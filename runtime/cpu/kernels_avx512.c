@@ -1537,7 +1537,7 @@ TI __m512 x16_scales(const uint8_t *p, int t)
  * the first nt vectors, vector v's chunk (xq4's layout, not necessarily
  * aligned: GPTQ's activations) at byte `at` of xv[v]: */
 TI void few_planes_pass(const __m512i lo[FR][4], const __m512i hi[FR][4], const __m512 dw[FR], const void *const *xv,
-                 size_t at, int nt, float *park)
+                        size_t at, int nt, float *park)
 {
     _Pragma("GCC unroll 8")
     for (int v = 0; v < nt; v++) {
@@ -1547,7 +1547,8 @@ TI void few_planes_pass(const __m512i lo[FR][4], const __m512i hi[FR][4], const 
         for (int r = 0; r < FR; r++) D[r] = _mm512_loadu_si512(x + offsetof(xq4, corr));
         _Pragma("GCC unroll 4")
         for (int i = 0; i < 4; i++) {
-            __m512i xl = _mm512_loadu_si512(x + offsetof(xq4, lo) + 64 * i), xh = _mm512_loadu_si512(x + offsetof(xq4, hi) + 64 * i);
+            __m512i xl = _mm512_loadu_si512(x + offsetof(xq4, lo) + 64 * i);
+            __m512i xh = _mm512_loadu_si512(x + offsetof(xq4, hi) + 64 * i);
             IN_REGISTER(xl);
             IN_REGISTER(xh);
             _Pragma("GCC unroll 4")
@@ -1720,7 +1721,7 @@ TI void gq_load(const uint8_t *p, long rem, const float *sm, int n2, const hc_gp
     w->s = gq_scales(sm, n2, x);
 }
 
-/* The chunk at p as planes (the xchunk's planes meet them): lane 4m+g of
+/* The chunk at p as planes (the activation's planes meet them): lane 4m+g of
  * plane i is block 4g+m's bytes 4i .. 4i + 3, dword 4m + i of the chunk's
  * line g, by two rounds of dword permutes: lane 4m + 2j + h of a[k] (b[k])
  * is line h's (2 + h's) dword 4m + 2k + j, then plane 2k + j takes lanes
@@ -1832,9 +1833,10 @@ T static void dots_gptq(const hc_weight *w, const int *r, const void *const *xa,
 
 /* The GPTQ tile (FR rows, FX vectors), as Q4_0's for few vectors: the
  * rows' chunks in planes (gq_planes) with their blocks' group scales, then
- * few_planes_pass over the vectors' planes (hc_gptq_planes), each pair's block sums one
- * chain of 8 vpdpbusd (from the planes' zero correction) and gq_fma's
- * multiply, convert and FMA, parked; then the zero terms: dot_gptq's bits.
+ * few_planes_pass over the vectors' planes (hc_gptq_planes), each pair's
+ * block sums one chain of 8 vpdpbusd (from the planes' zero correction) and
+ * gq_fma's multiply, convert and FMA, parked; then the zero terms:
+ * dot_gptq's bits.
  * It serves prompts too: a 2 x 8 tile of gq_fma, with its reduction between
  * lanes per pair, ran 207-213 GFLOP/s at B = 64 against 244-248
  * (bench_kernels cpu avx512 4096 11008 64). On the first nt vectors: */
