@@ -126,7 +126,7 @@ size_t hc_gptq_act_bytes(const hc_gptq *g)
 {
     if (hc_gptq_int8(g))
         return (sizeof(hc_gptq_xchunk) + sizeof(hc_gptq_xplanes)) * (size_t)hc_gptq_chunks(g) +
-               sizeof(float) * (((size_t)g->n_groups * 2 + 15) / 16 * 16);
+               sizeof(float) * hc_gptq_xz_floats(g);
     return sizeof(float) * ((size_t)g->kp + (size_t)g->n_groups);
 }
 

@@ -102,14 +102,16 @@ typedef struct {
 } hc_gptq_xplanes;
 
 static inline int hc_gptq_chunks(const hc_gptq *g) { return (g->kp / 32 + HC_GPTQ_CHUNK - 1) / HC_GPTQ_CHUNK; }
-/* The {0, X̃_g} pairs after the chunks, and the planes after them. */
+/* The floats the {0, X̃_g} pairs take, padded to 16. */
+static inline size_t hc_gptq_xz_floats(const hc_gptq *g) { return ((size_t)g->n_groups * 2 + 15) / 16 * 16; }
+/* The pairs after the chunks, and the planes after them. */
 static inline const float *hc_gptq_xz(const hc_gptq *g, const void *act)
 {
     return (const float *)((const hc_gptq_xchunk *)act + hc_gptq_chunks(g));
 }
 static inline const hc_gptq_xplanes *hc_gptq_planes(const hc_gptq *g, const void *act)
 {
-    return (const hc_gptq_xplanes *)(hc_gptq_xz(g, act) + ((size_t)g->n_groups * 2 + 15) / 16 * 16);
+    return (const hc_gptq_xplanes *)(hc_gptq_xz(g, act) + hc_gptq_xz_floats(g));
 }
 /* The rounded activation's value at position k, and block b's scale. */
 static inline int hc_gptq_xq(const void *act, int k)

@@ -4,7 +4,8 @@
 # run on the same file and threads, on a synthetic model with LLaMA-7B layer
 # shapes (dim 4096, n_ff 11008, SiLU) in TYPE (Q4_0, Q8_0, BF16, F32 by
 # hc-quantize; GPTQ by hc-quantize GPTQ, calibrated on CALIB_TOKENS (256)
-# tokens of a made-up text, which takes minutes; or F16), large enough that decoding one sequence is bound by reading the
+# tokens of plain-words.sh's text, which takes minutes; or F16), large
+# enough that decoding one sequence is bound by reading the
 # weights. How far N sequences gain depends on how far the products of N
 # rows stay bound by the weights' bytes rather than by the kernels' compute
 # (docs/measurements.md, "Many prompts at once").
@@ -33,9 +34,7 @@ trap 'rm -rf "$T"' EXIT
     --type f16 --ctx 1024 >/dev/null
 M=$T/f16.gguf
 if [ "$TYPE" = GPTQ ]; then
-    awk 'BEGIN { srand(1); split("the cat sat on a mat and looked at big red ball she was happy day", w);
-                 for (i = 0; i < 4000; i++) printf "%s%s", w[int(rand() * 16) + 1], (i % 12 == 11) ? ".\n" : " " }' \
-        >"$T/calib.txt"
+    sh "$(dirname "$0")/plain-words.sh" 4000 >"$T/calib.txt"
     "$HC_BIN/hc-quantize" -q "$T/f16.gguf" "$T/$TYPE.gguf" GPTQ --calib "$T/calib.txt" \
         --calib-tokens "${CALIB_TOKENS:-256}" --ctx 64 >/dev/null
 elif [ "$TYPE" != F16 ]; then

@@ -23,8 +23,7 @@ CORPUS=$HC_FIXTURES/tinystories-calib.txt
 if [ ! -f "$CORPUS" ]; then
     # no fixtures: a corpus of plain words
     CORPUS=$T/corpus.txt
-    awk 'BEGIN { srand(1); split("the cat sat on a mat and looked at big red ball she was happy day", w);
-                 for (i = 0; i < 40000; i++) printf "%s%s", w[int(rand() * 16) + 1], (i % 12 == 11) ? ".\n" : " " }' >"$CORPUS"
+    sh "$(dirname "$0")/plain-words.sh" 40000 >"$CORPUS"
 fi
 
 echo "threads: $THREADS, window/prompt: $CTX tokens, profile: $WINDOWS windows"

@@ -127,9 +127,7 @@ model() {
         --layers "$LAYERS" --heads 32 --kv-heads 32 --vocab "$VOCAB" --ctx 1024 --act silu --type f16 \
         --seed 1 >/dev/null
     [ -f "$base-$1.gguf" ] || case $1 in
-    GPTQ) awk 'BEGIN { srand(1); split("the cat sat on a mat and looked at big red ball she was happy day", w);
-                       for (i = 0; i < 4000; i++) printf "%s%s", w[int(rand() * 16) + 1], (i % 12 == 11) ? ".\n" : " " }' \
-              >"$T/calib.txt"
+    GPTQ) sh "$(dirname "$0")/plain-words.sh" 4000 >"$T/calib.txt"
           "$HC_BIN/hc-quantize" -q "$base-F16.gguf" "$base-GPTQ.gguf" GPTQ --calib "$T/calib.txt" \
               --calib-tokens "$CALIB_TOKENS" --ctx 64 ;;
     *) "$HC_BIN/hc-quantize" -q --pure "$base-F16.gguf" "$base-$1.gguf" "$1" ;;
