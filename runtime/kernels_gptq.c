@@ -143,12 +143,8 @@ static inline int round_half_away(float v)
  * Q8_0 rounding with an f32 scale; X̃_g summed block by block in float. */
 static void act_prepare_int8(const hc_gptq *g, const float *x, void *act)
 {
-    const int nb = g->kp / 32, gb = g->gs / 32;
-    hc_gptq_xchunk *xc = act;
-    float *xz = (float *)(xc + hc_gptq_chunks(g));
-    hc_gptq_xplanes *xp = (hc_gptq_xplanes *)hc_gptq_planes(g, act);
     memset(act, 0, hc_gptq_act_bytes(g));
-    for (int b = 0; b < nb; b++) {
+    for (int b = 0; b < g->kp / 32; b++) {
         float v[32], amax = 0.0f;
         for (int i = 0; i < 32; i++) {
             const int k = 32 * b + i;
@@ -156,20 +152,13 @@ static void act_prepare_int8(const hc_gptq *g, const float *x, void *act)
             amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;   /* fmaxf, inline */
         }
         const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        hc_gptq_xchunk *c = xc + b / HC_GPTQ_CHUNK;
-        hc_gptq_xplanes *p = xp + b / HC_GPTQ_CHUNK;
-        const int G = b % 16 / 4, m = b % 4;
+        int8_t q[32];
         int sum = 0;
         for (int i = 0; i < 32; i++) {
-            const int8_t q = (int8_t)round_half_away(v[i] * id);
-            (i < 16 ? c->lo : c->hi)[G][16 * m + i % 16] = q;
-            (i < 16 ? p->lo : p->hi)[i % 16 / 4][4 * (4 * m + G) + i % 4] = q;
-            sum += q;
+            q[i] = (int8_t)round_half_away(v[i] * id);
+            sum += q[i];
         }
-        const int l8 = b % 16 / 8 * 8 + 4 * (b % 2) + b % 8 / 2;
-        c->d[4 * m + G] = c->d8[l8] = p->d[4 * m + G] = d;
-        c->sidx[4 * m + G] = c->sidx8[l8] = 2 * (b / gb);
-        xz[2 * (b / gb) + 1] += d * (float)sum;
+        hc_gptq_act_block(g, act, b, q, d, sum);
     }
 }
 
@@ -188,6 +177,16 @@ void hc_gptq_act_prepare(const hc_gptq *g, const float *x, void *act)
         for (int k = j * g->gs; k < k1; k++) s += xa[k];
         sums[j] = s;
     }
+}
+
+int hc_gptq_act_begin(const hc_gptq *g, const float *x, void *act)
+{
+    if (!hc_gptq_int8(g)) {
+        hc_gptq_act_prepare(g, x, act);
+        return 0;
+    }
+    memset(act, 0, hc_gptq_act_bytes(g));
+    return 1;
 }
 
 int hc_gptq_same_act(const hc_gptq *a, const hc_gptq *b)

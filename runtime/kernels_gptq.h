@@ -38,6 +38,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "gguf.h"
 
 typedef struct hc_gptq {
@@ -113,6 +114,31 @@ static inline const hc_gptq_xplanes *hc_gptq_planes(const hc_gptq *g, const void
 {
     return (const hc_gptq_xplanes *)(hc_gptq_xz(g, act) + hc_gptq_xz_floats(g));
 }
+/* An instruction set's prepare of the int8 activation begins here: 1 with
+ * act zeroed for its blocks (hc_gptq_act_block); 0 when the group size
+ * takes the float activation, then prepared. */
+int hc_gptq_act_begin(const hc_gptq *g, const float *x, void *act);
+/* Block b of an int8 activation being prepared (zeroed first): its rounded
+ * values q, its scale d and Σq into its chunk, the planes and the group
+ * sums (X̃_g += d·Σq, called block by block in order: the same floats
+ * whichever instruction set rounded the block). */
+static inline void hc_gptq_act_block(const hc_gptq *g, void *act, int b, const int8_t q[32], float d, int sum)
+{
+    hc_gptq_xchunk *c = (hc_gptq_xchunk *)act + b / HC_GPTQ_CHUNK;
+    hc_gptq_xplanes *p = (hc_gptq_xplanes *)hc_gptq_planes(g, act) + b / HC_GPTQ_CHUNK;
+    float *xz = (float *)hc_gptq_xz(g, act);
+    const int G = b % 16 / 4, m = b % 4, l8 = b % 16 / 8 * 8 + 4 * (b % 2) + b % 8 / 2, s = 2 * (b / (g->gs / 32));
+    memcpy(c->lo[G] + 16 * m, q, 16);
+    memcpy(c->hi[G] + 16 * m, q + 16, 16);
+    for (int i = 0; i < 4; i++) {
+        memcpy(p->lo[i] + 4 * (4 * m + G), q + 4 * i, 4);
+        memcpy(p->hi[i] + 4 * (4 * m + G), q + 16 + 4 * i, 4);
+    }
+    c->d[4 * m + G] = c->d8[l8] = p->d[4 * m + G] = d;
+    c->sidx[4 * m + G] = c->sidx8[l8] = s;
+    xz[s + 1] += d * (float)sum;
+}
+
 /* The rounded activation's value at position k, and block b's scale. */
 static inline int hc_gptq_xq(const void *act, int k)
 {

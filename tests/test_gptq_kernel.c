@@ -227,6 +227,57 @@ static void test_same_act(void)
     free_weight(&f2);
 }
 
+/* Each instruction set's prepare gives hc_gptq_act_prepare's bytes: random
+ * values, values halfway between two steps (ties round away from zero), a
+ * block of zeros (scale 0) and a partial last block, in file order and
+ * gathered by g_idx. */
+static void check_prepare(int n, int gs, int shuffled)
+{
+    file_weight f;
+    make_weight(&f, n, 4, gs, shuffled);
+    hc_gptq g;
+    char err[256];
+    if (hc_gptq_load(&g, n, 4, gs, f.qw, f.sc, f.qz, f.gi, err, sizeof err) != 0) {
+        th_fail(__FILE__, __LINE__, "load: %s", err);
+        free_weight(&f);
+        return;
+    }
+    const hc_weight gw = { .kind = HC_WEIGHT_GPTQ, .n = n, .rows = 4, .ext = &g };
+    const size_t ab = hc_gptq_act_bytes(&g);
+    float *x = malloc(sizeof(float) * (size_t)n);
+    char *want = malloc(ab), *got = malloc(ab);
+    for (int k = 0; k < n; k++) {
+        const int b = k / 32;
+        x[k] = b % 3 == 0 ? frand() : b % 3 == 1 ? (float)(k % 127 - 63) * 0.5f + 0.25f : 0.0f;
+        if (b % 3 == 1 && k % 32 == 0) x[k] = -63.5f;   /* the block's max: d = 0.5, x / d = ±(j + 0.5) elsewhere */
+    }
+    hc_gptq_act_prepare(&g, x, want);
+    const char *isas[] = { "avx512", "avx2", "scalar" };
+    for (size_t i = 0; i < sizeof isas / sizeof *isas; i++) {
+        if (hc_kernel_force(isas[i]) != 0) continue;
+        memset(got, 0x5a, ab);
+        hc_weight_prepare(&gw, hc_isa(), x, got);
+        if (memcmp(got, want, ab)) th_fail(__FILE__, __LINE__, "%s: n=%d gs=%d shuffled=%d: prepared bytes differ",
+                                           isas[i], n, gs, shuffled);
+    }
+    hc_kernel_force(NULL);
+    free(x);
+    free(want);
+    free(got);
+    hc_gptq_free(&g);
+    free_weight(&f);
+}
+
+static void test_prepare(void)
+{
+    check_prepare(1184, 32, 0);
+    check_prepare(172, 32, 0);
+    check_prepare(4096, 128, 0);
+    check_prepare(2048, 128, 1);
+    check_prepare(200, 32, 1);
+    check_prepare(96, 24, 0);
+}
+
 /* Down columns of an ffn_down of n_ff = n inputs and n_embd = rows outputs:
  * neuron j's element e is the file's W[e][j] with the scale and zero of
  * group g_idx[j]; its AXPY on every instruction set adds exactly a times it;
@@ -338,6 +389,7 @@ int main(void)
     RUN(test_plain_groups);
     RUN(test_act_order_g_idx);
     RUN(test_same_act);
+    RUN(test_prepare);
     RUN(test_down_columns);
     RUN(test_bad_g_idx);
     RUN(test_huge_rows);

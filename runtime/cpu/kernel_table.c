@@ -28,7 +28,9 @@ static const struct {
      * (docs/measurements.md, "Kernels chosen by CPU model"); F16 and BF16
      * 4096-wide rows decoded faster one at a time there, the quantized ones
      * without a fetch ahead (not measured as streams); BF16's vdpbf16ps tile
-     * twice its FMAs' (190-201 against 96-102 GFLOP/s, docs/design/kernels.md) */
+     * twice its FMAs' (190-201 against 96-102 GFLOP/s, docs/design/kernels.md);
+     * the same row again on 2026-12-03, the quantized types timed as streams
+     * too (docs/measurements.md, "Zen 4 again") */
     { "Zen 4", "AuthenticAMD", 25, 0x00, 0xff, { { A5, A5, A5, A5, A5, A5 }, 1, 0, 1 } },
     /* Zen 5: Q4_0 decode on AVX-512 at half AVX2's speed (66-71 against
      * 136-141 tok/s, issue 36, the kernel that unpacked with vpermt2w; the

@@ -880,30 +880,40 @@ TI __m256i roundf_epi32(__m256 v)
     return _mm256_cvtps_epi32(t);
 }
 
-/* quantize_row_q8_0_ref, vectorised, with the same arithmetic for finite x. */
+/* A block of 32 values v[0..4) rounded as quantize_row_q8_0_ref rounds
+ * them, with the same arithmetic for finite values: the int8 values into qs,
+ * their sum into *sum, the f32 scale returned. */
+TI float q8_block(const __m256 v[4], int8_t *qs, int *sum)
+{
+    __m256 sign = _mm256_set1_ps(-0.0f), m = _mm256_setzero_ps();
+    for (int j = 0; j < 4; j++) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[j]));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    float d = amax / 127, id = d ? 1.0f / d : 0.0f;
+    __m256 vid = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int j = 0; j < 4; j++) q[j] = roundf_epi32(_mm256_mul_ps(v[j], vid));
+    /* packs interleave 128-bit lanes; the permute puts the bytes back in order */
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)qs, p);
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    *sum = _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1)));
+    return d;
+}
+
+/* quantize_row_q8_0_ref, vectorised. */
 T static void prepare_q8(const hc_weight *w, const float *x, void *act)
 {
     block_q8_0 *y = act;
-    int n = w->n;
-    __m256 sign = _mm256_set1_ps(-0.0f);
+    int n = w->n, sum;
     for (int b = 0; b < n / QK8_0; b++, x += QK8_0) {
-        __m256 v[4], m = _mm256_setzero_ps();
-        for (int j = 0; j < 4; j++) {
-            v[j] = _mm256_loadu_ps(x + 8 * j);
-            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[j]));
-        }
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
-        float d = amax / 127, id = d ? 1.0f / d : 0.0f;
-        y[b].d = (uint16_t)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
-        __m256 vid = _mm256_set1_ps(id);
-        __m256i q[4];
-        for (int j = 0; j < 4; j++) q[j] = roundf_epi32(_mm256_mul_ps(v[j], vid));
-        /* packs interleave 128-bit lanes; the permute puts the bytes back in order */
-        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        _mm256_storeu_si256((__m256i *)y[b].qs, p);
+        __m256 v[4];
+        for (int j = 0; j < 4; j++) v[j] = _mm256_loadu_ps(x + 8 * j);
+        y[b].d = (uint16_t)_cvtss_sh(q8_block(v, (int8_t *)y[b].qs, &sum), _MM_FROUND_TO_NEAREST_INT);
     }
 }
 
@@ -1241,6 +1251,32 @@ TI void gq_zeros(const hc_gptq *g, const float *sm, const void *const *xv, int n
     }
 }
 
+/* hc_gptq_act_prepare's int8 activation, each block rounded by q8_block
+ * (the same bytes: test_gptq_kernel): x gathered by perm, positions past n
+ * zero (kernels_avx512.c's prepare_gptq). */
+T static void prepare_gptq(const hc_weight *w, const float *x, void *act)
+{
+    const hc_gptq *g = w->ext;
+    if (!hc_gptq_act_begin(g, x, act)) return;
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int b = 0; b < g->kp / 32; b++) {
+        __m256 v[4];
+        for (int j = 0; j < 4; j++) {
+            const int k = 32 * b + 8 * j;
+            const __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(g->n - k), lane);   /* lanes k + i < n */
+            if (g->perm)
+                v[j] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), x, _mm256_maskload_epi32(g->perm + k, in),
+                                                _mm256_castsi256_ps(in), 4);
+            else
+                v[j] = _mm256_maskload_ps(x + k, in);
+        }
+        int8_t q[32];
+        int sum;
+        const float d = q8_block(v, q, &sum);
+        hc_gptq_act_block(g, act, b, q, d, sum);
+    }
+}
+
 T static float dot_gptq(const hc_weight *w, int r, const void *act)
 {
     const hc_gptq *g = w->ext;
@@ -1354,6 +1390,6 @@ T static void axpy_gptq(const hc_weight *w, int r, int c0, int c1, float a, floa
     if (c < c1) hc_ref_gptq_axpy(w, r, c, c1, a, y + (c - c0));
 }
 
-const hc_kernel hc_avx2_gptq = { .prepare = hc_ref_gptq_prepare, .dot = dot_gptq, .tile = tile_gptq, .rm = RG,
+const hc_kernel hc_avx2_gptq = { .prepare = prepare_gptq, .dot = dot_gptq, .tile = tile_gptq, .rm = RG,
                                  .tm = TG, .tile_min = 3, .few = few_gptq, .few_tm = FG, .axpy = axpy_gptq };
 #endif
