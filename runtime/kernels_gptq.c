@@ -125,7 +125,7 @@ void hc_gptq_free(hc_gptq *g)
 size_t hc_gptq_act_bytes(const hc_gptq *g)
 {
     if (hc_gptq_int8(g))
-        return (sizeof(hc_gptq_xchunk) + sizeof(hc_gptq_xplanes)) * (size_t)hc_gptq_chunks(g) +
+        return (sizeof(hc_gptq_xchunk) + sizeof(hc_gptq_xplanes) + sizeof(hc_gptq_xplanes8)) * (size_t)hc_gptq_chunks(g) +
                sizeof(float) * hc_gptq_xz_floats(g);
     return sizeof(float) * ((size_t)g->kp + (size_t)g->n_groups);
 }

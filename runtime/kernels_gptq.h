@@ -79,8 +79,8 @@ static inline int hc_gptq_int8(const hc_gptq *g) { return g->gs % 32 == 0; }
  * out for the SIMD kernels (lane 4m+g of a chunk's reductions is its block
  * 4g+m: kernels_avx512.c), then the group sums as pairs {0, X̃_g} (so a row's
  * {s, −s·z} pairs times them is the zero term), zero-padded to 16 floats,
- * then the chunks in planes (hc_gptq_xplanes). Blocks past kp / 32 are zero
- * with sidx 0. */
+ * then the chunks in planes (hc_gptq_xplanes), then in the AVX2 tile's
+ * planes (hc_gptq_xplanes8). Blocks past kp / 32 are zero with sidx 0. */
 #define HC_GPTQ_CHUNK 16
 typedef struct {
     int32_t sidx[16];   /* lane 4m+g: 2 x the group of block 4g+m (its scale's index in a row's pairs) */
@@ -102,6 +102,14 @@ typedef struct {
     float d[16];
 } hc_gptq_xplanes;
 
+/* After those, the chunks' values in planes once more, for the AVX2 tile:
+ * in each half h of 8 blocks (the halves of sidx8 and d8) lane 4m + p of
+ * plane i holds block 8h + 2p + m's elements 4i .. 4i + 3 (bytes 32h + 4(4m
+ * + p) of lo[i]) and 16 + 4i .. (of hi[i]). */
+typedef struct {
+    int8_t lo[4][64], hi[4][64];
+} hc_gptq_xplanes8;
+
 static inline int hc_gptq_chunks(const hc_gptq *g) { return (g->kp / 32 + HC_GPTQ_CHUNK - 1) / HC_GPTQ_CHUNK; }
 /* The floats the {0, X̃_g} pairs take, padded to 16. */
 static inline size_t hc_gptq_xz_floats(const hc_gptq *g) { return ((size_t)g->n_groups * 2 + 15) / 16 * 16; }
@@ -113,6 +121,10 @@ static inline const float *hc_gptq_xz(const hc_gptq *g, const void *act)
 static inline const hc_gptq_xplanes *hc_gptq_planes(const hc_gptq *g, const void *act)
 {
     return (const hc_gptq_xplanes *)(hc_gptq_xz(g, act) + hc_gptq_xz_floats(g));
+}
+static inline const hc_gptq_xplanes8 *hc_gptq_planes8(const hc_gptq *g, const void *act)
+{
+    return (const hc_gptq_xplanes8 *)(hc_gptq_planes(g, act) + hc_gptq_chunks(g));
 }
 /* An instruction set's prepare of the int8 activation begins here: 1 with
  * act zeroed for its blocks (hc_gptq_act_block); 0 when the group size
@@ -126,6 +138,7 @@ static inline void hc_gptq_act_block(const hc_gptq *g, void *act, int b, const i
 {
     hc_gptq_xchunk *c = (hc_gptq_xchunk *)act + b / HC_GPTQ_CHUNK;
     hc_gptq_xplanes *p = (hc_gptq_xplanes *)hc_gptq_planes(g, act) + b / HC_GPTQ_CHUNK;
+    hc_gptq_xplanes8 *p8 = (hc_gptq_xplanes8 *)hc_gptq_planes8(g, act) + b / HC_GPTQ_CHUNK;
     float *xz = (float *)hc_gptq_xz(g, act);
     const int G = b % 16 / 4, m = b % 4, l8 = b % 16 / 8 * 8 + 4 * (b % 2) + b % 8 / 2, s = 2 * (b / (g->gs / 32));
     memcpy(c->lo[G] + 16 * m, q, 16);
@@ -133,6 +146,8 @@ static inline void hc_gptq_act_block(const hc_gptq *g, void *act, int b, const i
     for (int i = 0; i < 4; i++) {
         memcpy(p->lo[i] + 4 * (4 * m + G), q + 4 * i, 4);
         memcpy(p->hi[i] + 4 * (4 * m + G), q + 16 + 4 * i, 4);
+        memcpy(p8->lo[i] + 4 * l8, q + 4 * i, 4);
+        memcpy(p8->hi[i] + 4 * l8, q + 16 + 4 * i, 4);
     }
     c->d[4 * m + G] = c->d8[l8] = p->d[4 * m + G] = d;
     c->sidx[4 * m + G] = c->sidx8[l8] = s;

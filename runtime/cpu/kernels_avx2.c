@@ -1186,26 +1186,21 @@ typedef struct {
     __m256 s;
 } wgq;
 
-/* Half h of chunk c of a row (codes at row, nb blocks; 8 blocks a step)
- * with its n2 floats of pairs sm (n2 < 0: groups of 32); x: chunk c of the
- * activation (its sidx8 names the scales). The last step is zero-padded. */
-TI void gq_load(const uint8_t *row, int nb, int c, int h, const float *sm, int n2, const hc_gptq_xchunk *x, wgq *w)
+/* Half h of chunk c of a row (codes at row, nb blocks; 8 blocks a step):
+ * at row, or zero-padded in pad when the row ends within it. */
+TI const uint8_t *gq_half(const uint8_t *row, int nb, int c, int h, uint8_t pad[128])
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     const int k = 2 * c + h;
-    uint8_t pad[128];
-    const uint8_t *p = hc_whole_chunk(row + 128 * (size_t)k, nb - 8 * k, 8, 16, pad);
-    #pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(p + 32 * i));
-        w->lo[i] = _mm256_and_si256(v, m4);
-        w->hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    }
+    return hc_whole_chunk(row + 128 * (size_t)k, nb - 8 * k, 8, 16, pad);
+}
+
+/* The group scales of half h of a chunk's blocks from a row's n2 floats of
+ * pairs sm (n2 < 0: groups of 32); x: the chunk of the activation (its
+ * sidx8 names them), in its lane order. */
+TI __m256 gq_scales(const float *sm, int n2, const hc_gptq_xchunk *x, int h)
+{
     const __m256i idx = _mm256_loadu_si256((const __m256i *)(x->sidx8 + 8 * h));
-    if (n2 < 0) {   /* groups of 32: the 8 blocks have 8 scales */
-        w->s = _mm256_i32gather_ps(sm, idx, 4);
-        return;
-    }
+    if (n2 < 0) return _mm256_i32gather_ps(sm, idx, 4);   /* groups of 32: the 8 blocks have 8 scales */
     /* larger groups: the step's blocks lie in at most 4 groups from the
      * first one's (lane 0), whose 4 pairs one load holds */
     const int base = x->sidx8[8 * h];
@@ -1214,7 +1209,44 @@ TI void gq_load(const uint8_t *row, int nb, int c, int h, const float *sm, int n
     _mm_prefetch((const char *)(sm + base) + 1024, _MM_HINT_T0);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256 win = _mm256_maskload_ps(sm + base, _mm256_cmpgt_epi32(_mm256_set1_epi32(n2 - base), lane));
-    w->s = _mm256_permutevar8x32_ps(win, _mm256_sub_epi32(idx, _mm256_set1_epi32(base)));
+    return _mm256_permutevar8x32_ps(win, _mm256_sub_epi32(idx, _mm256_set1_epi32(base)));
+}
+
+/* The half's codes at p (as the activation's lo[p] / hi[p]) and scales. */
+TI void gq_load(const uint8_t *p, const float *sm, int n2, const hc_gptq_xchunk *x, int h, wgq *w)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(p + 32 * i));
+        w->lo[i] = _mm256_and_si256(v, m4);
+        w->hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+    w->s = gq_scales(sm, n2, x, h);
+}
+
+/* The half's codes at p in planes (the activation's hc_gptq_xplanes8: lane
+ * 4m + q of plane i holds block 2q + m's bytes 4i .. 4i + 3), and scales:
+ * loads of blocks (2q, 2q + 1), one per 128-bit lane, transposed by dwords
+ * within the lanes. With the planes the tile's vectors need no reduction
+ * between lanes per block (block_sums: 3 sum_halves each). */
+TI void gq_load_planes(const uint8_t *p, const float *sm, int n2, const hc_gptq_xchunk *x, int h, wgq *w)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256i b[4], t[4];
+    #pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) b[q] = _mm256_loadu_si256((const __m256i *)(p + 32 * q));
+    t[0] = _mm256_unpacklo_epi32(b[0], b[1]);
+    t[1] = _mm256_unpackhi_epi32(b[0], b[1]);
+    t[2] = _mm256_unpacklo_epi32(b[2], b[3]);
+    t[3] = _mm256_unpackhi_epi32(b[2], b[3]);
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        const __m256i v = i % 2 ? _mm256_unpackhi_epi64(t[i / 2], t[i / 2 + 2]) : _mm256_unpacklo_epi64(t[i / 2], t[i / 2 + 2]);
+        w->lo[i] = _mm256_and_si256(v, m4);
+        w->hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+    w->s = gq_scales(sm, n2, x, h);
 }
 
 /* acc + (d_b·s_g)·isum_b over the step's 8 blocks (half h of activation chunk c). */
@@ -1234,6 +1266,23 @@ TI __m256 gq_fma(const wgq *w, const hc_gptq_xchunk *c, int h, __m256 acc)
     }
     const __m256 d = _mm256_loadu_ps(c->d8 + 8 * h);
     return _mm256_fmadd_ps(_mm256_mul_ps(d, w->s), _mm256_cvtepi32_ps(block_sums(P)), acc);
+}
+
+/* gq_fma over planes (gq_load_planes; xp: the chunk's hc_gptq_xplanes8, x
+ * its xchunk): the same integer sums, so the same floats. */
+TI __m256 gq_fma_planes(const wgq *w, const hc_gptq_xplanes8 *xp, const hc_gptq_xchunk *x, int h, __m256 acc)
+{
+    /* a vpmaddubsw's pairs are within ±2·15·127, the 8 summed within ±30480:
+     * int16, in one chain (the tile's other vectors hide its latency; a tree
+     * of sums held more registers, and the tile spilled its planes) */
+    __m256i s = _mm256_maddubs_epi16(w->lo[0], _mm256_loadu_si256((const __m256i *)xp->lo[0] + h));
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        if (i) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(w->lo[i], _mm256_loadu_si256((const __m256i *)xp->lo[i] + h)));
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(w->hi[i], _mm256_loadu_si256((const __m256i *)xp->hi[i] + h)));
+    }
+    const __m256i isum = _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(x->d8 + 8 * h), w->s), _mm256_cvtepi32_ps(isum), acc);
 }
 
 /* acc[t] + the zero terms of a row with pairs sm for nt vectors: the n2
@@ -1287,6 +1336,7 @@ T static float dot_gptq(const hc_weight *w, int r, const void *act)
     const int nb = g->kp / 32, n2 = g->gs == 32 ? -1 : 2 * g->n_groups;
     __m256 acc = _mm256_setzero_ps();
     wgq wc;
+    uint8_t pad[128];
     for (int c = 0; 16 * c < nb; c++) {
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
@@ -1294,7 +1344,7 @@ T static float dot_gptq(const hc_weight *w, int r, const void *act)
             const char *step = (const char *)row + 128 * (size_t)(2 * c + h);
             _mm_prefetch(step + PF_Q, _MM_HINT_T0);
             _mm_prefetch(step + PF_Q + 64, _MM_HINT_T0);
-            gq_load(row, nb, c, h, sm, n2, x + c, &wc);
+            gq_load(gq_half(row, nb, c, h, pad), sm, n2, x + c, h, &wc);
             acc = gq_fma(&wc, x + c, h, acc);
         }
     }
@@ -1311,9 +1361,12 @@ TI void gq_tile(const hc_gptq *g, const int *rows, const void *const *xv, int nt
 {
     const int nb = g->kp / 32, n2 = g->gs == 32 ? -1 : 2 * g->n_groups;
     const hc_gptq_xchunk *const *x = (const hc_gptq_xchunk *const *)xv;
+    const hc_gptq_xplanes8 *xp[FG];
+    for (int t = 0; t < nt; t++) xp[t] = hc_gptq_planes8(g, xv[t]);
     const uint8_t *w[RG];
     const float *sm[RG];
     hc_gptq_tile_rows(g, rows, RG, w, sm);
+    uint8_t pad[128];
     __m256 acc[RG][FG];
     _Pragma("GCC unroll 2")
     for (int r = 0; r < RG; r++)
@@ -1326,10 +1379,10 @@ TI void gq_tile(const hc_gptq *g, const int *rows, const void *const *xv, int nt
             _Pragma("GCC unroll 2")
             for (int r = 0; r < RG; r++) {
                 wgq wc;
-                gq_load(w[r], nb, c, h, sm[r], n2, x[0] + c, &wc);
+                gq_load_planes(gq_half(w[r], nb, c, h, pad), sm[r], n2, x[0] + c, h, &wc);
                 hc_prefetch_next_tile(w[r] + 128 * (size_t)(2 * c + h), (size_t)g->kp / 2 * RG, 128);
                 _Pragma("GCC unroll 8")
-                for (int t = 0; t < nt; t++) acc[r][t] = gq_fma(&wc, x[t] + c, h, acc[r][t]);
+                for (int t = 0; t < nt; t++) acc[r][t] = gq_fma_planes(&wc, xp[t] + c, x[t] + c, h, acc[r][t]);
             }
         }
     }
