@@ -1273,8 +1273,7 @@ TI __m256 gq_fma(const wgq *w, const hc_gptq_xchunk *c, int h, __m256 acc)
 TI __m256 gq_fma_planes(const wgq *w, const hc_gptq_xplanes8 *xp, const hc_gptq_xchunk *x, int h, __m256 acc)
 {
     /* a vpmaddubsw's pairs are within ±2·15·127, the 8 summed within ±30480:
-     * int16, in one chain (the tile's other vectors hide its latency; a tree
-     * of sums held more registers, and the tile spilled its planes) */
+     * int16, in one chain (the tile's other vectors hide its latency) */
     __m256i s = _mm256_maddubs_epi16(w->lo[0], _mm256_loadu_si256((const __m256i *)xp->lo[0] + h));
     #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
