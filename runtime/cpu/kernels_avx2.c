@@ -607,6 +607,14 @@ const hc_kernel hc_avx2_bf16 = { .prepare = act_bf16, .arranged_bytes = hc_bf16_
 
 /* ---- Q8_0 / Q4_0 against Q8_0 activations ---- */
 
+/* A register of code bytes -> its low and high nibbles (codes 0..15). */
+TI void split_nibbles(__m256i v, __m256i *lo, __m256i *hi)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    *lo = _mm256_and_si256(v, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+}
+
 /* 16 bytes of nibbles -> 32 values 0..15 in element order (low nibbles first). */
 TI __m256i nibbles(const uint8_t *qs)
 {
@@ -967,14 +975,13 @@ TI __m256 q4_scaled(__m256i C, __m256 dw, const xq4 *x, int h, __m256 acc)
  * them. */
 TI void q4x16_half(const uint8_t *p, int h, const xq4 *const *xc, int c, int nt, __m256 acc[F4])
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256i s[F4];
     _Pragma("GCC unroll 8")
     for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_si256();
     _Pragma("GCC unroll 4")
     for (int i = 0; i < 4; i++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(p + 32 + 64 * i + 32 * h));
-        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        __m256i lo, hi;
+        split_nibbles(_mm256_loadu_si256((const __m256i *)(p + 32 + 64 * i + 32 * h)), &lo, &hi);
         _Pragma("GCC unroll 8")
         for (int t = 0; t < nt; t++) {
             s[t] = _mm256_add_epi16(s[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xc[t][c].lo[i][h]),
@@ -993,13 +1000,12 @@ TI void q4x16_half(const uint8_t *p, int h, const xq4 *const *xc, int c, int nt,
  * same lanes by block_sums, the 8 scales gathered by word inserts. */
 TI void q4_pairs_half(const block_q4_0 *q, int h, const xq4 *const *xc, int c, int nt, __m256 acc[F4])
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i ones = _mm256_set1_epi16(1);
     __m256i lo[4], hi[4];
     _Pragma("GCC unroll 4")
     for (int i = 0; i < 4; i++) {
-        __m256i v = _mm256_loadu2_m128i((const __m128i *)q[4 * i + 2 * h + 1].qs, (const __m128i *)q[4 * i + 2 * h].qs);
-        lo[i] = _mm256_and_si256(v, m4);
-        hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        split_nibbles(_mm256_loadu2_m128i((const __m128i *)q[4 * i + 2 * h + 1].qs, (const __m128i *)q[4 * i + 2 * h].qs),
+                      &lo[i], &hi[i]);
     }
     const int b = 2 * h;
     const __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16((short)q[b].d, (short)q[b + 4].d, (short)q[b + 8].d,
@@ -1215,13 +1221,8 @@ TI __m256 gq_scales(const float *sm, int n2, const hc_gptq_xchunk *x, int h)
 /* The half's codes at p (as the activation's lo[p] / hi[p]) and scales. */
 TI void gq_load(const uint8_t *p, const float *sm, int n2, const hc_gptq_xchunk *x, int h, wgq *w)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     #pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(p + 32 * i));
-        w->lo[i] = _mm256_and_si256(v, m4);
-        w->hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    }
+    for (int i = 0; i < 4; i++) split_nibbles(_mm256_loadu_si256((const __m256i *)(p + 32 * i)), &w->lo[i], &w->hi[i]);
     w->s = gq_scales(sm, n2, x, h);
 }
 
@@ -1232,7 +1233,6 @@ TI void gq_load(const uint8_t *p, const float *sm, int n2, const hc_gptq_xchunk 
  * between lanes per block (block_sums: 3 sum_halves each). */
 TI void gq_load_planes(const uint8_t *p, const float *sm, int n2, const hc_gptq_xchunk *x, int h, wgq *w)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256i b[4], t[4];
     #pragma GCC unroll 4
     for (int q = 0; q < 4; q++) b[q] = _mm256_loadu_si256((const __m256i *)(p + 32 * q));
@@ -1241,11 +1241,9 @@ TI void gq_load_planes(const uint8_t *p, const float *sm, int n2, const hc_gptq_
     t[2] = _mm256_unpacklo_epi32(b[2], b[3]);
     t[3] = _mm256_unpackhi_epi32(b[2], b[3]);
     #pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        const __m256i v = i % 2 ? _mm256_unpackhi_epi64(t[i / 2], t[i / 2 + 2]) : _mm256_unpacklo_epi64(t[i / 2], t[i / 2 + 2]);
-        w->lo[i] = _mm256_and_si256(v, m4);
-        w->hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    }
+    for (int i = 0; i < 4; i++)
+        split_nibbles(i % 2 ? _mm256_unpackhi_epi64(t[i / 2], t[i / 2 + 2]) : _mm256_unpacklo_epi64(t[i / 2], t[i / 2 + 2]),
+                      &w->lo[i], &w->hi[i]);
     w->s = gq_scales(sm, n2, x, h);
 }
 
