@@ -24,17 +24,22 @@
  *        blocks, as hc-run copies them for AVX-512 (and Q4_0 for AVX2;
  *        AVX2's Q8_0 in chunks takes the reference) (runtime/x16.h; also
  *        for pool).
- *        bench_kernels pool ISA N ROWS THREADS [REPS]: decode (B = 1) on the
- *        runtime's persistent pool of THREADS threads, split as hc-run splits
- *        it (hc_pool_matvec), each ggml type and INT4-GPTQ (TYPES="F16 Q4_0"
- *        picks some), interleaved rep by rep with a plain read of the same
- *        bytes (GPTQ: its codes; the product also reads the pairs) in the
- *        same number of chunks (64-byte loads, 8 sums: what the product could
- *        reach at that moment); weights rotate through copies that defeat
- *        the LLC. A rep counts only if every thread ran for all of it (its
- *        CPU time >= 95 % of the wall time: on a shared machine a thread
- *        descheduled mid-product is not the product's speed). Prints the
- *        medians of GB/s (product, read), their ratio and the reps kept. */
+ *        bench_kernels pool ISA N ROWS THREADS [REPS [B]]: decode (B = 1) on
+ *        the runtime's persistent pool of THREADS threads, split as hc-run
+ *        splits it (hc_pool_matvec), each ggml type and INT4-GPTQ
+ *        (TYPES="F16 Q4_0" picks some), interleaved rep by rep with a plain
+ *        read of the same bytes (GPTQ: its codes; the product also reads the
+ *        pairs) in the same number of chunks (64-byte loads, 8 sums: what the
+ *        product could reach at that moment); weights rotate through copies
+ *        that defeat the LLC. A rep counts only if every thread ran for all
+ *        of it (its CPU time >= 95 % of the wall time: on a shared machine a
+ *        thread descheduled mid-product is not the product's speed). Prints
+ *        the medians of GB/s (product, read), their ratio and the reps kept.
+ *        With B > 1 (at most 64; *-chunks as for cpu): the product of B
+ *        vectors alone, as a step of B sequences runs it (hc-run
+ *        --parallel B), its median GFLOP/s and the reps kept: beside cpu
+ *        mode's best rep of one thread from the cache, what the split, the
+ *        memory and a typical rep leave of the tile. */
 #include <time.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -307,9 +312,10 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* One rep of the product (read = 0) or of the plain read of w's bytes on
- * pool: GB/s, or 0 when some thread did not run for all of it. */
-static double pool_rep(hc_pool *pool, const hc_weight *w, const void *xa, size_t xs, float *y, int read)
+/* One rep of the product of B vectors (read = 0) or of the plain read of
+ * w's bytes on pool: GB/s of w's bytes, or 0 when some thread did not run
+ * for all of it. */
+static double pool_rep(hc_pool *pool, const hc_weight *w, const void *xa, size_t xs, int B, float *y, int read)
 {
     const hc_gptq *g = w->kind == HC_WEIGHT_GPTQ ? w->ext : NULL;
     size_t bytes = read && g ? (size_t)w->rows * ((size_t)g->kp / 2) : hc_weight_bytes(w);
@@ -322,7 +328,7 @@ static double pool_rep(hc_pool *pool, const hc_weight *w, const void *xa, size_t
                          hc_pool_chunks(pool, (w->rows + 15) / 16, (size_t)w->rows * (size_t)w->n), { 0 } };
         hc_pool_run(pool, __builtin_cpu_supports("avx512f") ? read_avx512 : read_avx2, &rt, rt.n_chunks);
     } else {
-        hc_pool_matvec(pool, w, hc_isa(), xa, xs, 1, y, (size_t)w->rows);
+        hc_pool_matvec(pool, w, hc_isa(), xa, xs, B, y, (size_t)w->rows);
     }
     double t = hc_now() - t0;
     stamp(pool, &s1);
@@ -332,26 +338,27 @@ static double pool_rep(hc_pool *pool, const hc_weight *w, const void *xa, size_t
     return (double)bytes / t / 1e9;
 }
 
-/* bench_kernels pool ISA N ROWS THREADS [REPS] (see the top of the file). */
+/* bench_kernels pool ISA N ROWS THREADS [REPS [B]] (see the top of the file). */
 static int pool_mode(int argc, char **argv)
 {
-    if (argc < 6) hc_die("usage: bench_kernels pool ISA N ROWS THREADS [REPS]");
+    if (argc < 6) hc_die("usage: bench_kernels pool ISA N ROWS THREADS [REPS [B]]");
     char isa[32];
     snprintf(isa, sizeof isa, "%s", argv[2]);
     streams_asked(isa);
     const int chunks = chunks_asked(isa);
     if (hc_kernel_force(isa)) hc_die("instruction set %s is not available", argv[2]);
     int n = atoi(argv[3]), rows = atoi(argv[4]), nt = atoi(argv[5]), reps = argc > 6 ? atoi(argv[6]) : 30;
-    if (n < 32 || n % 32 || rows < 1 || nt < 1 || nt > 64 || reps < 1)
-        hc_die("N must be a multiple of 32; ROWS, REPS >= 1; THREADS 1..64");
+    const int B = argc > 7 ? atoi(argv[7]) : 1, reads = B == 1;   /* a plain read beside decode only */
+    if (n < 32 || n % 32 || rows < 1 || nt < 1 || nt > 64 || reps < 1 || B < 1 || B > 64)
+        hc_die("N must be a multiple of 32; ROWS, REPS >= 1; THREADS 1..64; B 1..64");
     const char *only = getenv("TYPES");
     hc_pool *pool = hc_pool_new(nt);
-    float *x = random_floats((size_t)64 * (size_t)n), *y = malloc(sizeof(float) * (size_t)rows);
+    float *x = random_floats((size_t)64 * (size_t)n), *y = malloc(sizeof(float) * (size_t)rows * (size_t)B);
     double *gb = malloc(sizeof(double) * 2 * (size_t)reps);
     if (!pool || !y || !gb) hc_die("out of memory");
-    printf("isa %s%s, %d threads (the runtime's pool and split), %d x %d, B = 1, medians of %d reps\n", hc_kernel_isa(),
+    printf("isa %s%s, %d threads (the runtime's pool and split), %d x %d, B = %d, medians of %d reps\n", hc_kernel_isa(),
            hc_isa() != HC_ISA_AVX512 ? "" : hc_decode_streams() ? " (decode as streams)" : " (decode a row at a time)", nt,
-           n, rows, reps);
+           n, rows, B, reps);
     for (size_t ti = 0; ti <= N_GGML_TYPES; ti++) {   /* the ggml types, then INT4-GPTQ */
         const int gptq = ti == N_GGML_TYPES;
         const char *name = gptq ? "GPTQ" : ggml_type_name(ggml_types[ti]);
@@ -373,16 +380,21 @@ static int pool_mode(int argc, char **argv)
             to_chunks(chunks, &w, W, copies);
         }
         size_t xs;
-        char *xa = activations(&w, x, 1, &xs);
+        char *xa = activations(&w, x, B, &xs);
         for (int r = 0, it = 0; r < reps; r++)
-            for (int read = 0; read < 2; read++, it++) {
+            for (int read = 0; read <= reads; read++, it++) {
                 if (gptq) view = hc_gptq_rows(&g, rows * (it % copies), rows);
                 else w.data = W + bytes * (size_t)(it % copies);
-                double v = pool_rep(pool, &w, xa, xs, y, read);
+                double v = pool_rep(pool, &w, xa, xs, B, y, read);
                 if (v > 0) gb[(size_t)read * (size_t)reps + (size_t)kept[read]++] = v;
             }
         printf("%-5s", name);
-        if (kept[0] && kept[1]) {
+        if (!reads && kept[0]) {
+            qsort(gb, (size_t)kept[0], sizeof(double), cmp_double);
+            const double p = gb[kept[0] / 2], flops = 2.0 * n * rows * B;
+            printf(" product %7.2f GFLOP/s (%6.2f GB/s of weights)  (reps kept %d)\n", p * flops / (double)bytes, p,
+                   kept[0]);
+        } else if (kept[0] && kept[1]) {
             qsort(gb, (size_t)kept[0], sizeof(double), cmp_double);
             qsort(gb + reps, (size_t)kept[1], sizeof(double), cmp_double);
             double p = gb[kept[0] / 2], q = gb[reps + kept[1] / 2];
