@@ -1247,7 +1247,14 @@ TI void gq_load_planes(const uint8_t *p, const float *sm, int n2, const hc_gptq_
     w->s = gq_scales(sm, n2, x, h);
 }
 
-/* acc + (d_b·s_g)·isum_b over the step's 8 blocks (half h of activation chunk c). */
+/* acc + (d_b·s_g)·isum_b for the 8 block sums isum of half h of activation
+ * chunk x: the one float step of the dot and the tile, so their bits. */
+TI __m256 gq_scaled(__m256i isum, const wgq *w, const hc_gptq_xchunk *x, int h, __m256 acc)
+{
+    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(x->d8 + 8 * h), w->s), _mm256_cvtepi32_ps(isum), acc);
+}
+
+/* acc + the step's 8 blocks (half h of activation chunk c). */
 TI __m256 gq_fma(const wgq *w, const hc_gptq_xchunk *c, int h, __m256 acc)
 {
     const __m256i ones = _mm256_set1_epi16(1);
@@ -1262,12 +1269,11 @@ TI __m256 gq_fma(const wgq *w, const hc_gptq_xchunk *c, int h, __m256 acc)
         P[p] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w->lo[p], xl), _mm256_maddubs_epi16(w->hi[p], xh)),
                                  ones);
     }
-    const __m256 d = _mm256_loadu_ps(c->d8 + 8 * h);
-    return _mm256_fmadd_ps(_mm256_mul_ps(d, w->s), _mm256_cvtepi32_ps(block_sums(P)), acc);
+    return gq_scaled(block_sums(P), w, c, h, acc);
 }
 
 /* gq_fma over planes (gq_load_planes; xp: the chunk's hc_gptq_xplanes8, x
- * its xchunk): the same integer sums, so the same floats. */
+ * its xchunk): the same integer sums into gq_scaled. */
 TI __m256 gq_fma_planes(const wgq *w, const hc_gptq_xplanes8 *xp, const hc_gptq_xchunk *x, int h, __m256 acc)
 {
     /* a vpmaddubsw's pairs are within ±2·15·127, the 8 summed within ±30480:
@@ -1278,8 +1284,7 @@ TI __m256 gq_fma_planes(const wgq *w, const hc_gptq_xplanes8 *xp, const hc_gptq_
         if (i) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(w->lo[i], _mm256_loadu_si256((const __m256i *)xp->lo[i] + h)));
         s = _mm256_add_epi16(s, _mm256_maddubs_epi16(w->hi[i], _mm256_loadu_si256((const __m256i *)xp->hi[i] + h)));
     }
-    const __m256i isum = _mm256_madd_epi16(s, _mm256_set1_epi16(1));
-    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(x->d8 + 8 * h), w->s), _mm256_cvtepi32_ps(isum), acc);
+    return gq_scaled(_mm256_madd_epi16(s, _mm256_set1_epi16(1)), w, x, h, acc);
 }
 
 /* acc[t] + the zero terms of a row with pairs sm for nt vectors: the n2
