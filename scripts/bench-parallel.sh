@@ -13,7 +13,12 @@
 # For each N: the decode line of hc-run -f PROMPTS --parallel N (steps that
 # hold only next tokens, summed over the sequences; best of REPS) and its
 # ratio to N = 1 (the same 8 prompts one at a time through the same code),
-# beside the plain run's generation tokens/s (hc-run -p, no --parallel). With
+# beside the plain run's generation tokens/s (hc-run -p, no --parallel). The
+# runs go in REPS rounds (plain, then each N), so that every N meets the
+# minutes the others meet: on a shared machine the memory's speed drifts
+# from minute to minute, and the ratio of two bests taken minutes apart
+# drifts with it. Beside the ratio of the bests, the median over the rounds
+# of each round's own ratio to N = 1 (the first of NS). With
 # LLAMA_BATCHED_BENCH=path to llama.cpp's llama-batched-bench, its S_TG t/s at
 # each N (-npp 8 -ntg GEN -npl N) on the same file and threads is printed
 # beside ours. Writes its model (~0.12 GB per layer in Q4_0, 0.4 GB in F16) to
@@ -48,31 +53,39 @@ i=0
 while [ "$i" -lt 8 ]; do echo "prompt number $i: once upon a time"; i=$((i + 1)); done >"$T/prompts.txt"
 
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; $LAYERS layers 4096 x 11008 $TYPE, -t $THREADS, $GEN tokens"
-# best TOOL-ARGS...: the best decode tok/s of REPS runs
-best() {
-    r=0 b=0
-    while [ "$r" -lt "$REPS" ]; do
-        v=$("$HC_BIN/hc-run" -m "$M" -t "$THREADS" -n "$GEN" --temp 0 "$@" 2>&1 >/dev/null |
-            awk '/^decode:/ { s = $0; sub(/.*\(/, "", s); print s + 0; p = 1 } /^generation:/ && !p { s = $0; sub(/.*\(/, "", s); g = s + 0 }
-                 END { if (!p && g) print g }' | tail -n 1)
-        b=$(echo "$b $v" | awk '{ print ($2 > $1) ? $2 : $1 }')
-        r=$((r + 1))
-    done
-    echo "$b"
+# decode TOOL-ARGS...: the decode tok/s of one run
+decode() {
+    "$HC_BIN/hc-run" -m "$M" -t "$THREADS" -n "$GEN" --temp 0 "$@" 2>&1 >/dev/null |
+        awk '/^decode:/ { s = $0; sub(/.*\(/, "", s); print s + 0; p = 1 } /^generation:/ && !p { s = $0; sub(/.*\(/, "", s); g = s + 0 }
+             END { if (!p && g) print g }' | tail -n 1
 }
-plain=$(best -p "prompt number 0: once upon a time")
-printf '%-10s %12s %8s %14s\n' N "decode t/s" ratio "llama.cpp t/s"
-printf '%-10s %12s %8s %14s\n' plain "$plain" - -
-one=
+# REPS rounds; $T/runs gets one line per run: round, N (or plain), tok/s
+r=0
+while [ "$r" -lt "$REPS" ]; do
+    echo "$r plain $(decode -p "prompt number 0: once upon a time")"
+    for n in $NS; do echo "$r $n $(decode -f "$T/prompts.txt" --parallel "$n")"; done
+    r=$((r + 1))
+done >"$T/runs"
+# best N: the best tok/s of N's runs; rounds N: the median over the rounds of
+# N's tok/s over the first of NS's in the same round
+best() { awk -v n="$1" '$2 == n && $3 > b { b = $3 } END { print b + 0 }' "$T/runs"; }
+rounds() {
+    awk -v n="$1" -v one="$2" '$2 == one { o[$1] = $3 } $2 == n { v[$1] = $3 }
+        END { for (r in v) if (o[r] > 0) print v[r] / o[r] }' "$T/runs" | sort -n |
+        awk '{ a[NR] = $1 } END { m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.2fx", m }'
+}
+printf '%-10s %12s %8s %14s %14s\n' N "decode t/s" ratio "rounds' ratio" "llama.cpp t/s"
+printf '%-10s %12s %8s %14s %14s\n' plain "$(best plain)" - - -
+one=${NS%% *}
 for n in $NS; do
-    v=$(best -f "$T/prompts.txt" --parallel "$n")
-    [ -n "$one" ] || one=$v
+    v=$(best "$n")
     llama=-
     if [ -n "$LLAMA_BATCHED_BENCH" ]; then
         llama=$("$LLAMA_BATCHED_BENCH" -m "$M" -t "$THREADS" -c 4096 -b 512 -npp 8 -ntg "$GEN" -npl "$n" 2>/dev/null |
             awk -F'|' 'NF > 8 && $2 + 0 > 0 { v = $(NF - 3); gsub(/ /, "", v); print v }' | tail -n 1)
         [ -n "$llama" ] || llama=fail
     fi
-    printf '%-10s %12s %8s %14s\n' "$n" "$v" "$(echo "$v $one" | awk '{ printf "%.2fx", $1 / $2 }')" "$llama"
+    printf '%-10s %12s %8s %14s %14s\n' "$n" "$v" "$(echo "$v $(best "$one")" | awk '{ printf "%.2fx", $1 / $2 }')" \
+        "$(rounds "$n" "$one")" "$llama"
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
