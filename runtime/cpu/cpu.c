@@ -170,12 +170,14 @@ static void norm_range(void *arg, int lo, int hi)
     }
 }
 
-/* the rows split over the pool (each row's own sums, so its bits) */
+/* the rows split over the pool (each row's own sums, so its bits); an
+ * element's two passes weigh about 4 multiply-adds (hc_pool_chunks): at 1,
+ * a step of 8 sequences normed them on one thread while the other waited */
 static void cpu_norm(hc_backend *be, const hc_hparams *hp, const hc_bvec *w, const hc_bvec *b, hc_view x, hc_view o,
                      int B)
 {
     norm_task t = { hp, w->host, b->host, hc_cpu_host(x), hc_cpu_host(o) };
-    hc_pool_ranges(((hc_cpu *)be)->pool, norm_range, &t, B, (size_t)B * (size_t)hp->n_embd);
+    hc_pool_ranges(((hc_cpu *)be)->pool, norm_range, &t, B, (size_t)B * (size_t)hp->n_embd * 4);
 }
 
 /* Rotate adjacent pairs of n floats (whole heads) at position pos. */

@@ -35,7 +35,13 @@ void *hc_ctx_acts(hc_ctx *ctx, int second, size_t stride)
 /* Rows of a batch prepared (x given) or arranged (x NULL: acts into xa),
  * split over the pool: a row's bytes do not depend on the split. Serial
  * before every product, they were 1.5 % of a 128-token prompt's time at
- * one thread, 3 % at two (docs/design/runtime.md). */
+ * one thread, 3 % at two (docs/design/runtime.md). Their work is weighed in
+ * multiply-adds (hc_pool_chunks): rounding an element to int8 about 8, an
+ * arranged byte about 4; counted as 1, a step of 8 sequences prepared and
+ * arranged its 4096-wide activations on one thread while the other waited
+ * (with the norms, 4 % of that thread's samples). */
+#define PREPARE_WORK 8
+#define ARRANGE_WORK 4
 typedef struct {
     const hc_weight *w;
     int isa;
@@ -60,7 +66,7 @@ static void prep_rows(void *arg, int lo, int hi)
 void hc_ctx_prepare(hc_ctx *ctx, const hc_weight *w, const float *x, int B, void *acts)
 {
     rows_prep t = { w, hc_isa(), x, NULL, acts, ctx->act_stride, ctx->act_stride };
-    hc_pool_ranges(ctx->pool, prep_rows, &t, B, (size_t)B * (size_t)w->n);
+    hc_pool_ranges(ctx->pool, prep_rows, &t, B, (size_t)B * (size_t)w->n * PREPARE_WORK);
 }
 
 /* The B prepared activations at acts as w's kernels on isa read them: arranged
@@ -77,7 +83,7 @@ static const void *arranged(hc_ctx *ctx, const hc_weight *w, int isa, const void
         ctx->arranged_cap = need;
     }
     rows_prep t = { w, isa, NULL, acts, ctx->arranged, ctx->act_stride, ab };
-    hc_pool_ranges(ctx->pool, prep_rows, &t, B, need);
+    hc_pool_ranges(ctx->pool, prep_rows, &t, B, need * ARRANGE_WORK);
     *xs = ab;
     return ctx->arranged;
 }
