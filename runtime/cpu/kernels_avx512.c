@@ -1675,8 +1675,9 @@ const hc_kernel hc_avx512_q8x16 = { .prepare = prepare_q8, .arranged_bytes = hc_
  * code bytes) per step, summed in integers to one int32 per block as Q4_0's
  * chunks are (the codes are unsigned, so no correction), then one multiply
  * (activation scale by group scale, gathered per block) and one FMA; the
- * zero terms ({s, -s·z} pairs times {0, X̃}) go into the same accumulator
- * after the last block. The dots reduce each block's four lanes after the
+ * zero terms ({s, -s·z} pairs times {0, X̃}) start the accumulator, before
+ * the first block (after the last, a tile's zero terms waited on all its
+ * steps: B = 8 ran 3-7 % slower, B = 4 10 %). The dots reduce each block's four lanes after the
  * vpdpbusd (gq_fma); the tile permutes a row's chunk into planes once, so
  * that its vectors' sums need no reduction (gq_planes). Other group sizes
  * take the reference. ---- */
@@ -1826,12 +1827,12 @@ T static float dot_gptq(const hc_weight *w, int r, const void *act)
     const long rb = g->kp / 2;
     const int n2 = g->gs == 32 ? -1 : 2 * g->n_groups;
     __m512 acc = _mm512_setzero_ps();
+    gq_zeros(g, sm, &act, 1, &acc);
     wgq wc;
     for (int c = 0; c < hc_gptq_chunks(g); c++) {
         gq_load(row + 256 * (size_t)c, rb - 256L * c, sm, n2, x + c, &wc);
         acc = gq_fma(&wc, x + c, acc);
     }
-    gq_zeros(g, sm, &act, 1, &acc);
     return _mm512_reduce_add_ps(acc);
 }
 
@@ -1853,7 +1854,10 @@ T static void dots_gptq(const hc_weight *w, const int *r, const void *const *xa,
     const float *sm[DOTS_GQ];
     __m512 acc[DOTS_GQ];
     hc_gptq_tile_rows(g, r, DOTS_GQ, row, sm);
-    for (int s = 0; s < DOTS_GQ; s++) acc[s] = _mm512_setzero_ps();
+    for (int s = 0; s < DOTS_GQ; s++) {
+        acc[s] = _mm512_setzero_ps();
+        gq_zeros(g, sm[s], xa, 1, &acc[s]);
+    }
     for (int c = 0; c < hc_gptq_chunks(g); c++)
         _Pragma("GCC unroll 4")
         for (int s = 0; s < DOTS_GQ; s++) {
@@ -1862,18 +1866,15 @@ T static void dots_gptq(const hc_weight *w, const int *r, const void *const *xa,
             gq_load(row[s] + 256 * (size_t)c, rb - 256L * c, sm[s], n2, x + c, &wc);
             acc[s] = gq_fma(&wc, x + c, acc[s]);
         }
-    for (int s = 0; s < DOTS_GQ; s++) {
-        gq_zeros(g, sm[s], xa, 1, &acc[s]);
-        y[s] = _mm512_reduce_add_ps(acc[s]);
-    }
+    for (int s = 0; s < DOTS_GQ; s++) y[s] = _mm512_reduce_add_ps(acc[s]);
 }
 
 /* The GPTQ tile (FR rows, FX vectors), as Q4_0's for few vectors: the
  * rows' chunks in planes (gq_planes) with their blocks' group scales, then
  * few_planes_pass over the vectors' planes (hc_gptq_planes), each pair's
  * block sums one chain of 8 vpdpbusd (from the planes' zero correction) and
- * gq_fma's multiply, convert and FMA, parked; then the zero terms:
- * dot_gptq's bits.
+ * gq_fma's multiply, convert and FMA, into the pair's zero terms parked
+ * before the first: dot_gptq's bits.
  * It serves prompts too: a 2 x 8 tile of gq_fma, with its reduction between
  * lanes per pair, ran 207-213 GFLOP/s at B = 64 against 244-248
  * (bench_kernels cpu avx512 4096 11008 64). On the first nt vectors: */
@@ -1912,17 +1913,20 @@ T static void tile_gptq(const hc_weight *wt, const int *rows, const void *const 
     const float *sm[FR];
     hc_gptq_tile_rows(g, rows, FR, w, sm);
     const int tn = hc_real_vectors(xv, FX);
-    _Alignas(64) float park[FR * FX * 16] = { 0 };
-    if (tn <= 4) gq_chunks(g, w, sm, xv, 4, park);
-    else if (tn <= 6) gq_chunks(g, w, sm, xv, 6, park);
-    else gq_chunks(g, w, sm, xv, FX, park);
+    _Alignas(64) float park[FR * FX * 16];
     for (int r = 0; r < FR; r++) {
         __m512 acc[FX];
         _Pragma("GCC unroll 8")
-        for (int t = 0; t < FX; t++) acc[t] = _mm512_load_ps(park + (r * FX + t) * 16);
+        for (int t = 0; t < FX; t++) acc[t] = _mm512_setzero_ps();
         gq_zeros(g, sm[r], xv, FX, acc);
-        for (int t = 0; t < tn; t++) y[t * FR + r] = _mm512_reduce_add_ps(acc[t]);
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < FX; t++) _mm512_store_ps(park + (r * FX + t) * 16, acc[t]);
     }
+    if (tn <= 4) gq_chunks(g, w, sm, xv, 4, park);
+    else if (tn <= 6) gq_chunks(g, w, sm, xv, 6, park);
+    else gq_chunks(g, w, sm, xv, FX, park);
+    for (int r = 0; r < FR; r++)
+        for (int t = 0; t < tn; t++) y[t * FR + r] = _mm512_reduce_add_ps(_mm512_load_ps(park + (r * FX + t) * 16));
     hc_copy_edge(y, tn, FR, FX);
 }
 
