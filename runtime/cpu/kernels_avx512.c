@@ -1677,10 +1677,10 @@ const hc_kernel hc_avx512_q8x16 = { .prepare = prepare_q8, .arranged_bytes = hc_
  * (activation scale by group scale, gathered per block) and one FMA; the
  * zero terms ({s, -s·z} pairs times {0, X̃}) start the accumulator, before
  * the first block (after the last, a tile's zero terms waited on all its
- * steps: B = 8 ran 3-7 % slower, B = 4 10 %). The dots reduce each block's four lanes after the
- * vpdpbusd (gq_fma); the tile permutes a row's chunk into planes once, so
- * that its vectors' sums need no reduction (gq_planes). Other group sizes
- * take the reference. ---- */
+ * steps: B = 8 ran 3-7 % slower, B = 4 10 %). The dots reduce each block's
+ * four lanes after the vpdpbusd (gq_fma); the tile permutes a row's chunk
+ * into planes once, so that its vectors' sums need no reduction
+ * (gq_planes). Other group sizes take the reference. ---- */
 
 /* One row's chunk: codes of group g in lo[g] / hi[g] (as xchunk's lo / hi),
  * and each block's group scale in xchunk's lane order. */
