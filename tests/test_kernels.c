@@ -220,7 +220,8 @@ static void test_kernel_table(void)
 {
     hc_kernel_row k = { { 0 }, -1, -1, -1 };
     hc_cpu_id zen4 = { "AuthenticAMD", 25, 17 }, zen5 = { "AuthenticAMD", 26, 68 };
-    hc_cpu_id xeon = { "GenuineIntel", 6, 167 }, intel = { "GenuineIntel", 25, 17 }, none = { "", 0, 0 };
+    hc_cpu_id xeon = { "GenuineIntel", 6, 167 }, xeon207 = { "GenuineIntel", 6, 207 };
+    hc_cpu_id intel = { "GenuineIntel", 25, 17 }, none = { "", 0, 0 };
     const char *row = hc_kernel_table(&zen4, HC_ISA_AVX512, &k);
     CHECK(row && !strcmp(row, "Zen 4") && k.wperm == 1 && k.streams == 0 && k.bf16dp == 1);
     row = hc_kernel_table(&zen5, HC_ISA_AVX512, &k);
@@ -228,6 +229,8 @@ static void test_kernel_table(void)
           !k.streams);
     row = hc_kernel_table(&xeon, HC_ISA_AVX512, &k);
     CHECK(row && k.isa[HC_KT_Q4_0] == HC_ISA_AVX512 && k.streams == 1 && k.bf16dp == 0);
+    row = hc_kernel_table(&xeon207, HC_ISA_AVX512, &k);
+    CHECK(row && !strcmp(row, "Intel Xeon (model 207)") && !k.wperm && k.streams == 1 && k.bf16dp == 0);
     CHECK(!hc_kernel_table(&zen4, HC_ISA_AVX2, &k));   /* Zen 3: family 25 without AVX-512 */
     CHECK(!hc_kernel_table(&intel, HC_ISA_AVX512, &k) && !hc_kernel_table(&none, HC_ISA_AVX512, &k));
 }

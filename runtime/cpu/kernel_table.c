@@ -46,6 +46,15 @@ static const struct {
      * tile 118-133 against 104-111 GFLOP/s, prompts 6-9 % faster
      * (docs/measurements.md, "Intel Xeon (AVX-512, AMX), every type") */
     { "Intel Xeon (model 167)", "GenuineIntel", 6, 167, 167, { { A5, A5, A5, A5, A5, A5 }, 1, 1, 0 } },
+    /* The Xeon host of the lent H200 machine, family 6 model 207 (Emerald
+     * Rapids' number), 2026-12-04: each type fastest on AVX-512 again; Q4_0
+     * from the mapping with dword permutes 0.82 / 0.71 of the best decode /
+     * prompt against 0.70 / 0.99 with word permutes (a near tie, the other
+     * way round from model 167); decode as streams 1.02-1.21 of a read
+     * against 0.73-1.01 a row at a time; BF16 by FMAs, the prompt tile 78.2
+     * against 69.4 GFLOP/s by vdpbf16ps (docs/measurements.md, "NVIDIA H200
+     * after the no-GPU kernel work") */
+    { "Intel Xeon (model 207)", "GenuineIntel", 6, 207, 207, { { A5, A5, A5, A5, A5, A5 }, 0, 1, 0 } },
 };
 
 void hc_cpu_identify(hc_cpu_id *c)
