@@ -22,7 +22,8 @@
 # LLAMA_BATCHED_BENCH=path to llama.cpp's llama-batched-bench, its S_TG t/s at
 # each N (-npp 8 -ntg GEN -npl N) on the same file and threads is printed
 # beside ours. Writes its model (~0.12 GB per layer in Q4_0, 0.4 GB in F16) to
-# a temporary directory.
+# a temporary directory. RUN_ARGS: more hc-run options for every run (-ngl 99:
+# the whole model and the paged cache on the OpenCL device).
 set -eu
 HC_BIN=${HC_BIN:-$(pwd)/bin}
 THREADS=${THREADS:-$(nproc)}
@@ -31,6 +32,7 @@ TYPE=${TYPE:-Q4_0}
 GEN=${GEN:-64}
 NS=${NS:-1 2 4 8}
 REPS=${REPS:-3}
+RUN_ARGS=${RUN_ARGS:-}
 LLAMA_BATCHED_BENCH=${LLAMA_BATCHED_BENCH:-}
 T=$(mktemp -d "${TMPDIR:-/tmp}/hcbench.XXXXXX")
 trap 'rm -rf "$T"' EXIT
@@ -52,10 +54,11 @@ fi
 i=0
 while [ "$i" -lt 8 ]; do echo "prompt number $i: once upon a time"; i=$((i + 1)); done >"$T/prompts.txt"
 
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; $LAYERS layers 4096 x 11008 $TYPE, -t $THREADS, $GEN tokens"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; $LAYERS layers 4096 x 11008 $TYPE, -t $THREADS, $GEN tokens${RUN_ARGS:+, $RUN_ARGS}"
 # decode TOOL-ARGS...: the decode tok/s of one run
 decode() {
-    "$HC_BIN/hc-run" -m "$M" -t "$THREADS" -n "$GEN" --temp 0 "$@" 2>&1 >/dev/null |
+    # shellcheck disable=SC2086  # RUN_ARGS is a list of options
+    "$HC_BIN/hc-run" -m "$M" -t "$THREADS" -n "$GEN" --temp 0 $RUN_ARGS "$@" 2>&1 >/dev/null |
         awk '/^decode:/ { s = $0; sub(/.*\(/, "", s); print s + 0; p = 1 } /^generation:/ && !p { s = $0; sub(/.*\(/, "", s); g = s + 0 }
              END { if (!p && g) print g }' | tail -n 1
 }
