@@ -224,6 +224,7 @@ static const op_case cases[] = {
     { OP_MM_T, T_F32, 45, 100, 3, 0, 0 }, { OP_MM_T, T_F16, 45, 100, 3, 0, 0 }, { OP_MM_T, T_BF16, 45, 100, 1, 0, 0 },
     { OP_NORM, HC_NORM_RMS, 48, 1, 0, 0, 0 }, { OP_NORM, HC_NORM_RMS, 288, 7, 0, 0, 0 }, { OP_NORM, HC_NORM_RMS, 4096, 3, 0, 0, 0 },
     { OP_NORM, HC_NORM_LAYER, 48, 1, 0, 0, 0 }, { OP_NORM, HC_NORM_LAYER, 64, 7, 1, 0, 0 }, { OP_NORM, HC_NORM_LAYER, 288, 2, 1, 0, 0 },
+    { OP_NORM, HC_NORM_LAYER, 2336, 2, 1, 0, 0 },   /* 9 groups of 256 and 32: eight loads a step, then the rest */
     { OP_ROPE, HC_POS_ROPE, 8, 6, 1, 5, 0 }, { OP_ROPE, HC_POS_ROPE, 64, 4, 7, 100, 0 },
     { OP_ROPE, HC_POS_ROPE_NEOX, 8, 6, 1, 5, 0 }, { OP_ROPE, HC_POS_ROPE_NEOX, 64, 4, 7, 1000, 0 },
     { OP_ROPE, HC_POS_LEARNED, 8, 6, 3, 0, 0 },

@@ -685,26 +685,48 @@ float group_sum(float v, __local float *red, int lid, int L)
     return s;
 }
 
+/* The item's share of a row's sum, over j = lid, lid + L, ... < n in that
+   order: of (x[j] - m)^2 (sq), or of x[j]. Eight loads go out before their
+   sums: a decoded row is one group, which would otherwise wait out each
+   load's latency in turn (16 for 4096 floats at 256 items). */
+float item_sum(__global const float *x, int n, float m, int sq, int lid, int L)
+{
+    float s = 0.0f;
+    int j = lid;
+    for (; j + 7 * L < n; j += 8 * L) {
+        float v[8];
+        for (int i = 0; i < 8; i++) v[i] = x[j + i * L];
+        for (int i = 0; i < 8; i++) s += sq ? (v[i] - m) * (v[i] - m) : v[i];
+    }
+    for (; j < n; j += L) s += sq ? (x[j] - m) * (x[j] - m) : x[j];
+    return s;
+}
+
+float normed(int rms, float x, float w, float b, float mean, float inv)
+{
+    return rms ? w * (inv * x) : w * ((x - mean) * inv) + b;
+}
+
 /* One group per row b: o = w * (x / sqrt(mean(x^2) + eps)) (RMSNorm), or
-   w * ((x - mean) / sqrt(var + eps)) + bias (LayerNorm; bias when has_b). */
+   w * ((x - mean) / sqrt(var + eps)) + bias (LayerNorm; bias when has_b);
+   the item's outputs, as item_sum walks them, eight loads ahead of their
+   stores. */
 void norm_row(int kind, int n, float eps, __global const float *w, __global const float *bias, int has_b,
               __global const float *x, __global float *o, __local float *red)
 {
-    const int lid = get_local_id(0), L = get_local_size(0);
-    float s = 0.0f;
-    if (kind == HC_NORM_RMS) {
-        for (int j = lid; j < n; j += L) s += x[j] * x[j];
-        float ss = group_sum(s, red, lid, L) / n + eps;
-        ss = 1.0f / sqrt(ss);
-        for (int j = lid; j < n; j += L) o[j] = w[j] * (ss * x[j]);
-    } else {
-        for (int j = lid; j < n; j += L) s += x[j];
-        const float mean = group_sum(s, red, lid, L) / n;
-        s = 0.0f;
-        for (int j = lid; j < n; j += L) s += (x[j] - mean) * (x[j] - mean);
-        const float inv = 1.0f / sqrt(group_sum(s, red, lid, L) / n + eps);
-        for (int j = lid; j < n; j += L) o[j] = w[j] * ((x[j] - mean) * inv) + (has_b ? bias[j] : 0.0f);
+    const int lid = get_local_id(0), L = get_local_size(0), rms = kind == HC_NORM_RMS;
+    const float mean = rms ? 0.0f : group_sum(item_sum(x, n, 0.0f, 0, lid, L), red, lid, L) / n;
+    const float inv = 1.0f / sqrt(group_sum(item_sum(x, n, mean, 1, lid, L), red, lid, L) / n + eps);
+    int j = lid;
+    for (; j + 7 * L < n; j += 8 * L) {
+        float r[8];
+        for (int i = 0; i < 8; i++) {
+            const int k = j + i * L;
+            r[i] = normed(rms, x[k], w[k], has_b ? bias[k] : 0.0f, mean, inv);
+        }
+        for (int i = 0; i < 8; i++) o[j + i * L] = r[i];
     }
+    for (; j < n; j += L) o[j] = normed(rms, x[j], w[j], has_b ? bias[j] : 0.0f, mean, inv);
 }
 
 __kernel void norm(int kind, int n, float eps, __global const float *w, __global const float *bias, int has_b,
