@@ -52,8 +52,8 @@ static const struct {
      * prompt against 0.70 / 0.99 with word permutes (a near tie, the other
      * way round from model 167); decode as streams 1.02-1.21 of a read
      * against 0.73-1.01 a row at a time; BF16 by FMAs, the prompt tile 78.2
-     * against 69.4 GFLOP/s by vdpbf16ps (docs/measurements.md, "NVIDIA H200
-     * after the no-GPU kernel work") */
+     * against 69.4 GFLOP/s by vdpbf16ps (docs/measurements.md, "The lent
+     * H200 machine's Xeon (family 6 model 207)") */
     { "Intel Xeon (model 207)", "GenuineIntel", 6, 207, 207, { { A5, A5, A5, A5, A5, A5 }, 0, 1, 0 } },
 };
 
